@@ -1,0 +1,112 @@
+"""The one report every output is rendered from (contract: "JSON report").
+
+pydantic gives the JSON shape a schema that tests and users can rely on; the same object feeds the
+text, JSON and JUnit outputs, the sidecar's `/report` and its metrics.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from validator import TOOL_NAME, __version__
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    WARN = "warn"
+    SKIP = "skip"  # does not apply here; never counted as a pass
+    ERROR = "error"  # the evidence could not be gathered
+
+
+class Severity(str, Enum):
+    CRITICAL = "critical"
+    WARNING = "warning"
+    INFO = "info"
+
+
+class Verdict(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
+
+
+class Waiver(BaseModel):
+    check: str
+    justification: str
+    expires: str  # ISO date, as written in the pack
+
+
+class CheckResult(BaseModel):
+    id: str
+    status: Status
+    severity: Severity
+    message: str
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    sources: list[str] = Field(default_factory=list)
+    remedy: str | None = None
+    why: str | None = None  # one sentence: why this invariant matters
+    waived: Waiver | None = None  # set when a waiver turned a failure into a non-blocking result
+
+
+class ProbeResult(BaseModel):
+    """What the acceptance probe measured (contract: `probe` in `check` mode)."""
+
+    accept_length: float | None
+    accept_rate: float | None
+    requests: int
+    completion_tokens: int
+    verify_ct: int
+    tpot_ms: float | None
+    ttft_ms: float | None
+    accept_length_ci: tuple[float, float] | None = None
+    accept_length_reported: float | None = None  # SGLang's completion_tokens / spec_verify_ct
+    decided_by: str | None = None  # why the sequential rule stopped
+    wall_s: float | None = None
+    problems: list[str] = Field(default_factory=list)  # degenerate output and the like
+
+
+class Report(BaseModel):
+    tool: str = TOOL_NAME
+    version: str = __version__
+    mode: str
+    verdict: Verdict
+    rule_pack: str
+    started_at: str
+    duration_s: float
+    checks: list[CheckResult]
+    probe: ProbeResult | None = None
+    target: str | None = None  # URL or launch-command origin the report is about
+    strict: bool = False
+
+    def failed(self) -> list[CheckResult]:
+        return [c for c in self.checks if c.status is Status.FAIL]
+
+    def by_id(self, check_id: str) -> CheckResult:
+        for c in self.checks:
+            if c.id == check_id:
+                return c
+        raise KeyError(check_id)
+
+
+def utc_now_iso() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def decide_verdict(checks: list[CheckResult], strict: bool = False) -> Verdict:
+    """fail if a critical check failed (or, strict, anything warned or failed); inconclusive if a
+    critical check's evidence could not be gathered; else pass. Waived results never block."""
+    blocking = [c for c in checks if c.waived is None]
+    if any(c.status is Status.FAIL and c.severity is Severity.CRITICAL for c in blocking):
+        return Verdict.FAIL
+    if strict and any(c.status in (Status.FAIL, Status.WARN) for c in blocking):
+        return Verdict.FAIL
+    if any(c.status is Status.ERROR and c.severity is Severity.CRITICAL for c in blocking):
+        return Verdict.INCONCLUSIVE
+    if strict and any(c.status is Status.ERROR for c in blocking):
+        return Verdict.INCONCLUSIVE
+    return Verdict.PASS
