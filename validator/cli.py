@@ -1,0 +1,79 @@
+"""The `spark-validate` front door: argument parsing, dispatch, and the exit-code contract.
+
+Each subcommand lives in ``validator/commands/<name>.py`` and exposes ``add_parser(subparsers)`` and
+``run(args) -> int``. Command modules import their heavy dependencies inside ``run`` so that
+``spark-validate preflight`` starts fast. Anticipated failures are ``ValidatorError``s and end with their
+exit code and a one-line message; anything else is a bug (exit 1), still without a traceback unless
+``SPARK_VALIDATE_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+from validator import TOOL_NAME, __version__
+from validator.errors import ExitCode, ValidatorError
+
+COMMANDS = ("preflight", "launch", "check", "serve", "sim", "demo", "rules")
+
+
+class CommandModule(Protocol):
+    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that exits 2 (the contract's usage error) with a one-line message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(int(ExitCode.USAGE))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=TOOL_NAME,
+        description="Validate an SGLang deployment of Ling-3.0-flash-fp4 on NVIDIA DGX Spark.",
+    )
+    parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    for name in COMMANDS:
+        _module(name).add_parser(sub)
+    return parser
+
+
+def _module(name: str) -> CommandModule:
+    return importlib.import_module(f"validator.commands.{name}")  # type: ignore[return-value]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(args_list)
+        return int(_module(args.command).run(args))
+    except ValidatorError as exc:
+        sys.stderr.write(f"{TOOL_NAME}: {exc}\n")
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # argparse inside subcommands
+        return exc.code if isinstance(exc.code, int) else int(ExitCode.USAGE)
+    except Exception as exc:  # a bug: say so in one line, keep the traceback for debugging
+        if os.environ.get("SPARK_VALIDATE_DEBUG"):
+            raise
+        sys.stderr.write(
+            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} (set SPARK_VALIDATE_DEBUG=1 for a traceback)\n"
+        )
+        return int(ExitCode.INTERNAL)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
