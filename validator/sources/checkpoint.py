@@ -1,0 +1,172 @@
+"""Evidence from the checkpoint directory: config.json plus the safetensors headers that matter.
+
+Mirrors how SGLang 0.5.23 reads a Ling/Bailing V3 checkpoint, so the facts say what the server will do:
+- MXFP4 routed experts are declared by ``quantization_config.routed_experts_quant_method == "mxfp4"``
+  (``srt/configs/model_config.py``: ``is_fp4_experts``; ``fp8.py`` then allocates those weights as packed
+  int8, K/2), so a sampled routed-expert weight must be I8/U8 too.
+- ``Fp8Config.from_config`` takes the skip list from ``ignored_layers`` first, else
+  ``modules_to_not_convert``.
+- The NEXTN (MTP) layer lives at ``model.layers.<resolve_nextn_layer_id>`` (``num_hidden_layers``, or 0 for
+  a one-layer model); names under ``model.mtp`` are skipped by the loader and do not count.
+Only the shards holding the tensors the checks need are opened; the rest is counted from the index.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from validator.errors import InputError
+from validator.facts import CheckpointFacts, TensorInfo
+from validator.sources.safetensors_header import read_header
+
+INDEX_FILE = "model.safetensors.index.json"
+LM_HEAD = "lm_head.weight"
+# The NEXTN layer's own (non-decoder) weights, as SGLang's _NEXTN_SPEC_WEIGHT_NAMES lists them.
+NEXTN_SPEC_PARTS = ("eh_proj", "enorm", "hnorm", "final_layernorm")
+_ROUTED_EXPERT = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+MXFP4_PACKED_DTYPES = frozenset({"U8", "I8"})
+
+
+def nextn_layer_id(num_hidden_layers: int) -> int:
+    """SGLang's ``resolve_nextn_layer_id``: where the MTP layer sits in the HF name space."""
+    return 0 if num_hidden_layers == 1 else num_hidden_layers
+
+
+def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
+    d = Path(model_dir)
+    if not d.is_dir():
+        raise InputError(str(d), "model directory does not exist or is not a directory")
+    config = _load_json_object(d / "config.json")
+    quant = config.get("quantization_config")
+    if quant is not None and not isinstance(quant, dict):
+        raise InputError(str(d / "config.json"), "quantization_config must be an object")
+    quant = quant or {}
+    layers = _opt_int(config, "num_hidden_layers", d)
+    nextn_prefix = f"model.layers.{nextn_layer_id(layers)}." if layers is not None else None
+
+    weight_map, files = _weight_map(d)
+    nextn_names = sorted(n for n in weight_map if nextn_prefix and n.startswith(nextn_prefix))
+    expert_sample = min((n for n in weight_map if _is_routed_expert(n, nextn_prefix)), default=None)
+    wanted = [LM_HEAD, *(n for n in nextn_names if _is_nextn_spec(n))]
+    if nextn_names:
+        wanted.append(nextn_names[0])
+    if expert_sample:
+        wanted.append(expert_sample)
+    tensors = _read_tensors(d, weight_map, [n for n in dict.fromkeys(wanted) if n in weight_map])
+
+    routed_mxfp4 = quant.get("routed_experts_quant_method") == "mxfp4"
+    if routed_mxfp4 and expert_sample is not None:
+        routed_mxfp4 = tensors[expert_sample].dtype in MXFP4_PACKED_DTYPES
+
+    return CheckpointFacts(
+        model_dir=d,
+        architectures=_str_list(config.get("architectures"), "architectures", d) or [],
+        config=config,
+        num_nextn_predict_layers=_opt_int(config, "num_nextn_predict_layers", d),
+        num_hidden_layers=layers,
+        hidden_size=_opt_int(config, "hidden_size", d),
+        vocab_size=_opt_int(config, "vocab_size", d),
+        quant_method=quant.get("quant_method") if isinstance(quant.get("quant_method"), str) else None,
+        modules_to_not_convert=_skip_list(quant, d),
+        routed_experts_mxfp4=routed_mxfp4 if quant else None,
+        tensors=tensors,
+        tensor_count=len(weight_map),
+        nextn_tensor_count=len(nextn_names),
+        files=files,
+    )
+
+
+def _load_json_object(path: Path) -> dict[str, Any]:
+    where = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(where, "missing") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(where, f"not valid UTF-8 (byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(where, f"cannot read: {exc.strerror or exc}") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(where, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    except RecursionError:
+        raise InputError(where, "JSON nested too deeply") from None
+    if not isinstance(doc, dict):
+        raise InputError(where, f"must be a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def _weight_map(d: Path) -> tuple[dict[str, str], list[str]]:
+    """Tensor name -> shard file name, from the index when there is one, else from every shard's header."""
+    index = d / INDEX_FILE
+    if index.exists():
+        doc = _load_json_object(index)
+        wm = doc.get("weight_map")
+        if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
+            raise InputError(str(index), "weight_map must map tensor names to shard file names")
+        for shard in set(wm.values()):
+            if Path(shard).name != shard or shard in ("", ".", ".."):
+                raise InputError(str(index), f"shard {shard!r} must be a file name inside the model directory")
+        return dict(wm), sorted(set(wm.values()))
+    shards = sorted(p.name for p in d.glob("*.safetensors") if p.is_file())
+    wm = {}
+    for shard in shards:
+        for name in read_header(d / shard).entries:
+            wm[name] = shard
+    return wm, shards
+
+
+def _read_tensors(d: Path, weight_map: dict[str, str], names: Iterable[str]) -> dict[str, TensorInfo]:
+    by_shard: dict[str, list[str]] = {}
+    for n in names:
+        by_shard.setdefault(weight_map[n], []).append(n)
+    out: dict[str, TensorInfo] = {}
+    for shard, wanted in sorted(by_shard.items()):
+        path = d / shard
+        if not path.is_file():
+            raise InputError(str(path), f"missing, but {INDEX_FILE} places {wanted[0]!r} in it")
+        header = read_header(path)
+        for n in wanted:
+            entry = header.entries.get(n)
+            if entry is None:
+                raise InputError(str(path), f"does not hold {n!r}, which {INDEX_FILE} places in it")
+            out[n] = TensorInfo(dtype=entry.dtype, shape=list(entry.shape), file=shard)
+    return out
+
+
+def _is_nextn_spec(name: str) -> bool:
+    return any(f".{part}." in name for part in NEXTN_SPEC_PARTS)
+
+
+def _is_routed_expert(name: str, nextn_prefix: str | None) -> bool:
+    return bool(_ROUTED_EXPERT.match(name)) and not (nextn_prefix and name.startswith(nextn_prefix))
+
+
+def _opt_int(config: dict[str, Any], key: str, d: Path) -> int | None:
+    v = config.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise InputError(str(d / "config.json"), f"{key} must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _str_list(v: object, key: str, d: Path) -> list[str] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise InputError(str(d / "config.json"), f"{key} must be a list of strings")
+    return list(v)
+
+
+def _skip_list(quant: dict[str, Any], d: Path) -> list[str] | None:
+    """Fp8Config.from_config: ``ignored_layers`` if present, else ``modules_to_not_convert``."""
+    for key in ("ignored_layers", "modules_to_not_convert"):
+        if quant.get(key) is not None:
+            return _str_list(quant[key], f"quantization_config.{key}", d)
+    return None
