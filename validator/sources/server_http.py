@@ -34,11 +34,14 @@ TRANSIENT_STATUS = frozenset({502, 503, 504})
 class ServerError(UnavailableError):
     """The server could not give the evidence asked for; names the endpoint and what went wrong."""
 
-    def __init__(self, endpoint: str, reason: str, status: int | None = None) -> None:
+    def __init__(
+        self, endpoint: str, reason: str, status: int | None = None, *, transient: bool = False
+    ) -> None:
         super().__init__(f"{endpoint}: {reason}")
         self.endpoint = endpoint
         self.reason = reason
         self.status = status
+        self.transient = transient  # connect error, timeout or 502/503/504: may heal by itself
 
 
 def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -240,7 +243,7 @@ class SGLangClient:
             raise ServerError(ep, _status_reason(resp.status_code), resp.status_code)
         suffix = f" after {attempts} attempts" if attempts > 1 else ""
         status = int(last[5:]) if last.startswith("HTTP ") else None
-        raise ServerError(ep, f"{last}{suffix}", status)
+        raise ServerError(ep, f"{last}{suffix}", status, transient=True)
 
     async def _json(self, method: str, path: str, json_body: Any = None, ok: tuple[int, ...] = (200,)) -> Any:
         resp = await self._request(method, path, json_body=json_body, ok=ok)
@@ -252,9 +255,10 @@ class SGLangClient:
         try:
             resp = await self._http.get("/health")
         except httpx.TimeoutException:
-            raise ServerError(self.endpoint("/health"), "timed out") from None
+            raise ServerError(self.endpoint("/health"), "timed out", transient=True) from None
         except httpx.TransportError as exc:
-            raise ServerError(self.endpoint("/health"), f"connection failed ({type(exc).__name__})") from None
+            reason = f"connection failed ({type(exc).__name__})"
+            raise ServerError(self.endpoint("/health"), reason, transient=True) from None
         return resp.status_code
 
     async def server_info(self) -> dict[str, Any]:

@@ -1,0 +1,113 @@
+"""Waiting for a starting SGLang server to become ready, with visible progress.
+
+A real Ling-3.0 load takes 1 to 6 minutes plus CUDA-graph capture; during it the port first refuses
+connections (``connecting``), then ``/health`` answers 503 (``starting``), then 200 and ``/server_info``
+answers (``ready``). The poll interval grows geometrically but is capped at a few seconds, so readiness is
+noticed promptly without hammering a server busy loading weights. A progress callback receives every
+poll (for a live terminal line) and knows when the phase changed (for one log line per change).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from validator.errors import UnavailableError
+from validator.sources.server_http import ServerError, SGLangClient
+
+
+class Phase(str, Enum):
+    CONNECTING = "connecting"  # no HTTP answer yet
+    STARTING = "starting"  # /health answers, but not 200 (503 while loading)
+    READY = "ready"
+
+
+@dataclass(frozen=True)
+class Progress:
+    phase: Phase
+    elapsed_s: float
+    last_status: int | None  # last /health status code; None before any HTTP answer
+    detail: str  # the last error, or ""
+    changed: bool  # the phase differs from the previous poll's (log a line)
+    polls: int
+
+
+@dataclass(frozen=True)
+class ReadyInfo:
+    url: str
+    elapsed_s: float
+    polls: int
+    server_info: dict[str, Any]  # redacted
+    server_info_endpoint: str
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+async def wait_until_ready(
+    client: SGLangClient,
+    *,
+    wait_s: float,
+    on_progress: ProgressCallback | None = None,
+    first_interval_s: float = 0.25,
+    max_interval_s: float = 3.0,
+    growth: float = 1.5,
+) -> ReadyInfo:
+    """Poll ``/health`` until it answers 200 and ``/server_info`` is served, or ``wait_s`` runs out.
+
+    Raises UnavailableError naming the URL, the phase reached and the last status (exit 69).
+    A ``/server_info`` that answers with a malformed body is not a startup state: its ServerError is
+    raised at once, since waiting longer would not change it."""
+    start = time.monotonic()
+    deadline = start + max(0.0, wait_s)
+    interval = first_interval_s
+    phase: Phase | None = None
+    last_status: int | None = None
+    detail = ""
+    polls = 0
+    while True:
+        polls += 1
+        new_phase = Phase.CONNECTING
+        try:
+            last_status = await client.health()
+            detail = ""
+            new_phase = Phase.STARTING
+        except ServerError as exc:
+            detail = exc.reason
+        info: dict[str, Any] | None = None
+        if last_status == 200 and new_phase is Phase.STARTING:
+            try:
+                info = await client.server_info()
+                new_phase = Phase.READY
+            except ServerError as exc:
+                if exc.transient or (exc.status is not None and exc.status >= 500):
+                    detail = exc.reason  # still coming up (or briefly gone): keep polling
+                else:
+                    raise
+        elapsed = time.monotonic() - start
+        if on_progress is not None:
+            on_progress(Progress(new_phase, elapsed, last_status, detail, new_phase != phase, polls))
+        phase = new_phase
+        if info is not None:
+            return ReadyInfo(client.url, elapsed, polls, info, client.server_info_endpoint)
+        now = time.monotonic()
+        if now >= deadline:
+            status = f"last /health status {last_status}" if last_status is not None else "no HTTP answer"
+            why = f" ({detail})" if detail else ""
+            raise UnavailableError(
+                f"{client.url}: not ready after {elapsed:.1f} s (phase {phase.value}, {status}{why}); "
+                "raise --wait if the model is still loading"
+            )
+        await asyncio.sleep(min(interval, deadline - now))
+        interval = min(interval * growth, max_interval_s)
+
+
+def format_progress(p: Progress) -> str:
+    """One human line: ``starting  42.1s  /health 503``."""
+    status = f"/health {p.last_status}" if p.last_status is not None else "no answer"
+    tail = f"  {p.detail}" if p.detail else ""
+    return f"{p.phase.value:<10} {p.elapsed_s:6.1f}s  {status}{tail}"
