@@ -1,0 +1,204 @@
+"""The hook targets in SGLang 0.5.23 and the AFTER hooks the plugin puts on them.
+
+Targets (all read from the real wheel by tests/test_plugin_contract.py):
+
+- ``ModelRunner.load_model``: once per model (target, then draft); the MoE methods and runners exist by
+  then, and the remedy is applied to the draft class here, before the draft worker shares heads.
+- ``EagleDraftWorker.init_lm_head``: NEXTN/EAGLE; shares the tensor, then the module when it can.
+- ``MultiLayerEagleDraftWorker.init_lm_head``: shares only tensors, per draft step.
+- ``FrozenKVMTPDraftWorker.__init__``: shares only tensors, in its constructor.
+
+Every hook catches everything it raises and records it in the attestation: the server must start even
+when the plugin is wrong. No forward hooks: nothing runs per token.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from validator.plugin import inspect as insp
+from validator.plugin import remedy
+from validator.plugin.state import FAILED, RAN, PluginState
+from validator.plugin.writer import attestation_path, write_atomic
+
+logger = logging.getLogger("spark_validate.plugin")
+
+MODEL_RUNNER_LOAD = "sglang.srt.model_executor.model_runner.ModelRunner.load_model"
+EAGLE_INIT_LM_HEAD = "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head"
+MULTI_LAYER_INIT_LM_HEAD = (
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker.init_lm_head"
+)
+FROZEN_KV_INIT = "sglang.srt.speculative.frozen_kv_mtp_worker_v2.FrozenKVMTPDraftWorker.__init__"
+HOOK_REGISTRY = "sglang.srt.plugins.hook_registry"
+RUNTIME_CONTEXT = "sglang.srt.runtime_context"
+
+STATE = PluginState()
+
+
+def _parallel() -> tuple[int | None, int | None]:
+    """TP rank and size from SGLang's runtime context, when it is already loaded (never imported here)."""
+    mod = sys.modules.get(RUNTIME_CONTEXT)
+    get_parallel = getattr(mod, "get_parallel", None)
+    if get_parallel is None:
+        return None, None
+    par = get_parallel()
+    return int(par.tp_rank), int(par.tp_size)
+
+
+def _spec_enabled(runner: Any) -> bool | None:
+    algo = getattr(runner, "spec_algorithm", None)
+    is_none = getattr(algo, "is_none", None)
+    return None if is_none is None else not is_none()
+
+
+def flush(state: PluginState) -> None:
+    """Write the attestation for this rank; log the one summary line once the facts are complete."""
+    path = attestation_path(state.tp_rank)
+    try:
+        write_atomic(path, state.document())
+    except Exception as exc:
+        state.record_error("write", exc)
+        logger.warning("spark-validate: could not write attestation %s: %s", path, exc)
+        return
+    if state.complete and not state.logged:
+        state.logged = True
+        logger.info("%s", summary_line(state, str(path)))
+
+
+def summary_line(state: PluginState, path: str) -> str:
+    """The concise, verdict-relevant log line."""
+
+    def head(section: dict[str, Any] | None) -> str:
+        h = (section or {}).get("lm_head") or {}
+        scale = "scaled" if h.get("has_weight_scale") else "no-scale"
+        return f"{h.get('quant_method')}/{h.get('weight_dtype')}/{scale}"
+
+    def moe(section: dict[str, Any] | None) -> str:
+        backends = ((section or {}).get("moe") or {}).get("runner_backends") or {}
+        return ",".join(f"{k}:{v}" for k, v in sorted(backends.items())) or "none"
+
+    parts = [
+        f"spark-validate attestation: target head={head(state.target)} moe={moe(state.target)}",
+        f"draft head={head(state.draft)} moe={moe(state.draft)}" if state.draft else "draft=none",
+        f"shared_module={state.shared_module} shared_weight={state.shared_weight}",
+        f"remedy_applied={state.remedy_applied}",
+        insp.trap_summary(state.target, state.draft, state.shared_module),
+        f"errors={len(state.errors)} cost_ms={state.cost_s * 1000:.1f} -> {path}",
+    ]
+    return "; ".join(parts)
+
+
+def _timed(fn: Callable[..., None]) -> Callable[..., None]:
+    def run(*args: Any, **kwargs: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            fn(*args, **kwargs)
+        except Exception as exc:  # the server must never notice the plugin
+            STATE.record_error(fn.__name__, exc)
+        finally:
+            STATE.cost_s += time.perf_counter() - t0
+
+    run.__name__ = fn.__name__
+    run.__qualname__ = fn.__qualname__
+    run.__doc__ = fn.__doc__
+    return run
+
+
+def record_model_loaded(state: PluginState, runner: Any) -> None:
+    """After ``ModelRunner.load_model``: describe the target or the draft; apply the remedy to the draft."""
+    try:
+        if state.tp_rank is None:
+            state.tp_rank, state.tp_size = _parallel()
+        state.spec_enabled = _spec_enabled(runner) if state.spec_enabled is None else state.spec_enabled
+        model = runner.model
+        if getattr(runner, "is_draft_worker", False):
+            if getattr(runner, "draft_model_idx", None) in (None, 0) or state.draft is None:
+                if type(model).__name__ == remedy.NEXTN_CLASS and state.nextn_has_method is None:
+                    state.nextn_has_method = hasattr(type(model), remedy.METHOD)
+                if remedy.remedy_enabled() and remedy.apply_share_method(model):
+                    state.remedy_applied = True
+                state.draft = insp.model_section(model)
+        else:
+            state.target = insp.model_section(model)
+            load_time = getattr(runner, "weight_load_time", None)
+            state.load_weight_s = float(load_time) if isinstance(load_time, (int, float)) else None
+        state.hooks["model_loaded"] = RAN
+    except Exception as exc:
+        state.hooks["model_loaded"] = FAILED
+        state.record_error("model_loaded", exc)
+    flush(state)
+
+
+def record_lm_head(state: PluginState, target: Any, drafts: list[Any], shares_itself: bool) -> None:
+    """After the draft worker's LM-head set-up: the sharing facts, with the remedy where the worker
+    never calls ``set_lm_head_from_target`` itself (``shares_itself`` False)."""
+    try:
+        if state.tp_rank is None:
+            state.tp_rank, state.tp_size = _parallel()
+        state.spec_enabled = True
+        if remedy.remedy_enabled() and not shares_itself:
+            for draft in drafts:
+                if remedy.apply_share_method(draft):
+                    state.remedy_applied = True
+                remedy.share_now(target, draft)
+        if drafts and type(drafts[0]).__name__ == remedy.NEXTN_CLASS and state.nextn_has_method is None:
+            state.nextn_has_method = hasattr(type(drafts[0]), remedy.METHOD)
+        state.target = insp.model_section(target)
+        state.draft = insp.model_section(drafts[0]) if drafts else None
+        shared = insp.sharing(target, drafts)
+        state.shared_module, state.shared_weight = shared["shared_module"], shared["shared_weight"]
+        state.hooks["init_lm_head"] = RAN
+    except Exception as exc:
+        state.hooks["init_lm_head"] = FAILED
+        state.record_error("init_lm_head", exc)
+    flush(state)
+
+
+# --- the AFTER hooks: fn(result, self, *args, **kwargs); returning None keeps the result ---------------
+
+
+@_timed
+def after_load_model(result: Any, runner: Any, *args: Any, **kwargs: Any) -> None:
+    record_model_loaded(STATE, runner)
+
+
+@_timed
+def after_eagle_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
+    target = worker.target_worker.model_runner.model
+    record_lm_head(STATE, target, [worker.draft_runner.model], shares_itself=True)
+
+
+@_timed
+def after_multi_layer_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
+    target = worker.target_worker.model_runner.model
+    drafts = [runner.model for runner in worker.draft_runner_list]
+    record_lm_head(STATE, target, drafts, shares_itself=False)
+
+
+@_timed
+def after_frozen_kv_init(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
+    target = worker.target_worker.model_runner.model
+    record_lm_head(STATE, target, [worker.draft_model_runner.model], shares_itself=False)
+
+
+HOOKS: dict[str, Callable[..., None]] = {
+    MODEL_RUNNER_LOAD: after_load_model,
+    EAGLE_INIT_LM_HEAD: after_eagle_init_lm_head,
+    MULTI_LAYER_INIT_LM_HEAD: after_multi_layer_init_lm_head,
+    FROZEN_KV_INIT: after_frozen_kv_init,
+}
+
+
+def install(registry: Any = None, hook_type: Any = None) -> list[str]:
+    """Register the AFTER hooks with SGLang's ``HookRegistry`` (``load_plugins`` applies them)."""
+    if registry is None or hook_type is None:
+        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+        registry, hook_type = HookRegistry, HookType
+    for target, hook in HOOKS.items():
+        registry.register(target, hook, hook_type.AFTER)
+    return list(HOOKS)
