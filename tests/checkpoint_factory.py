@@ -116,7 +116,11 @@ def _moe_specs(prefix: str, h: int, inter: int, expert_dtype: str) -> dict[str, 
         f"{prefix}.mlp.shared_experts.gate_proj.weight": ("F8_E4M3", [inter, h]),
     }
     for e in range(2):
-        for proj, (out_dim, in_dim) in {"gate_proj": (inter, h), "up_proj": (inter, h), "down_proj": (h, inter)}.items():
+        for proj, (out_dim, in_dim) in {
+            "gate_proj": (inter, h),
+            "up_proj": (inter, h),
+            "down_proj": (h, inter),
+        }.items():
             base = f"{prefix}.mlp.experts.{e}.{proj}"
             specs[f"{base}.weight"] = (expert_dtype, [out_dim, in_dim // 2 if packed else in_dim])
             specs[f"{base}.weight_scale_inv"] = ("U8", [out_dim, max(1, in_dim // 32)])

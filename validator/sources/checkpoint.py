@@ -27,7 +27,9 @@ INDEX_FILE = "model.safetensors.index.json"
 LM_HEAD = "lm_head.weight"
 # The NEXTN layer's own (non-decoder) weights, as SGLang's _NEXTN_SPEC_WEIGHT_NAMES lists them.
 NEXTN_SPEC_PARTS = ("eh_proj", "enorm", "hnorm", "final_layernorm")
-_ROUTED_EXPERT = re.compile(r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$")
+_ROUTED_EXPERT = re.compile(
+    r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$"
+)
 MXFP4_PACKED_DTYPES = frozenset({"U8", "I8"})
 
 
@@ -107,11 +109,15 @@ def _weight_map(d: Path) -> tuple[dict[str, str], list[str]]:
     if index.exists():
         doc = _load_json_object(index)
         wm = doc.get("weight_map")
-        if not isinstance(wm, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in wm.items()):
+        if not isinstance(wm, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in wm.items()
+        ):
             raise InputError(str(index), "weight_map must map tensor names to shard file names")
         for shard in set(wm.values()):
             if Path(shard).name != shard or shard in ("", ".", ".."):
-                raise InputError(str(index), f"shard {shard!r} must be a file name inside the model directory")
+                raise InputError(
+                    str(index), f"shard {shard!r} must be a file name inside the model directory"
+                )
         return dict(wm), sorted(set(wm.values()))
     shards = sorted(p.name for p in d.glob("*.safetensors") if p.is_file())
     wm = {}

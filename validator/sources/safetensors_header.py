@@ -8,6 +8,7 @@ shape) becomes an ``InputError`` naming the file, never a traceback or a huge al
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -133,7 +134,8 @@ def _entry(name: str, value: object, where: str, data_bytes: int) -> HeaderEntry
     begin, end = offsets
     if begin > end or end > data_bytes:
         raise InputError(
-            where, f"tensor {name!r}: data_offsets [{begin}, {end}] outside the data area ({data_bytes} bytes)"
+            where,
+            f"tensor {name!r}: data_offsets [{begin}, {end}] outside the data area ({data_bytes} bytes)",
         )
     bits = DTYPE_BITS.get(dtype)
     if bits is not None:
@@ -141,7 +143,8 @@ def _entry(name: str, value: object, where: str, data_bytes: int) -> HeaderEntry
         if expected % 8 or expected // 8 != end - begin:
             raise InputError(
                 where,
-                f"tensor {name!r}: {dtype}{shape} needs {expected / 8:g} bytes, data_offsets span {end - begin}",
+                f"tensor {name!r}: {dtype}{shape} needs {expected / 8:g} bytes, "
+                f"data_offsets span {end - begin}",
             )
     return HeaderEntry(dtype=dtype, shape=tuple(shape), begin=begin, end=end)
 
@@ -152,6 +155,6 @@ def _is_count(v: object) -> bool:
 
 def _check_no_overlap(entries: dict[str, HeaderEntry], where: str) -> None:
     spans = sorted((e.begin, e.end, n) for n, e in entries.items() if e.end > e.begin)
-    for (_, prev_end, prev), (begin, _, name) in zip(spans, spans[1:], strict=False):
+    for (_, prev_end, prev), (begin, _, name) in itertools.pairwise(spans):
         if begin < prev_end:
             raise InputError(where, f"tensors {prev!r} and {name!r} overlap in the data area")
