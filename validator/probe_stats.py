@@ -1,0 +1,159 @@
+"""The sequential rule that decides the acceptance probe: is the acceptance length above the threshold?
+
+Why this rule. Each verify round of MTP accepts ``c`` of the ``K`` drafted tokens (``K`` =
+``speculative_num_draft_tokens - 1`` = 3 here) and emits ``1 + c`` tokens, so acceptance length is
+``1 + K * mean(c / K)`` and the question is one about the mean of a variable bounded in ``[0, 1]``. SGLang
+reports only per-request sums (``spec_verify_ct`` rounds, ``spec_num_correct_drafts``), which is exactly
+what a bound for bounded means needs. We use the Chernoff-Hoeffding bound in its KL form (Hoeffding 1963,
+Thm. 1: ``P(mean >= mu + t) <= exp(-n * kl(mu + t, mu))`` for independent ``[0,1]`` variables; the same
+argument holds for a martingale whose conditional means stay on one side of ``mu``, i.e. rounds may
+depend on context as long as the server is uniformly healthy or uniformly broken). It is much tighter
+than plain Hoeffding near 0, where the broken trap lives: with ``c = 0`` in every round the upper bound is
+the exact binomial one, ``1 - alpha ** (1 / n)``.
+
+The probe looks after every request, so the bounds form a confidence sequence: look ``j`` spends
+``alpha / (j (j + 1))`` (these sum to ``alpha``), split over the two sides. The verdict is ``fail`` when
+the upper bound on acceptance length is below the threshold, ``pass`` when the lower bound is above it
+(and at least ``min_requests_to_pass`` different prompts ran, since one very predictable prompt says
+little about the rest), else the probe continues until its token or time cap. An SPRT would need a
+model of the per-round distribution under both hypotheses; the bound needs none.
+
+Special case, the trap's signature: a draft that reads FP8 codes as BF16 proposes garbage, so not one
+draft is ever accepted. Zero correct drafts over ``zero_rounds`` (default 24) verify rounds is decisive:
+a deployment at the threshold would show that with probability at most ``(1 - 1/(2K)) ** 24`` ~ 1%.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Decision(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    UNDECIDED = "undecided"
+
+
+@dataclass(frozen=True)
+class RuleConfig:
+    threshold: float = 1.5  # acceptance length (tokens per verify round)
+    num_drafts: int = 3  # K = speculative_num_draft_tokens - 1
+    alpha: float = 0.01  # total error probability of the confidence sequence
+    zero_rounds: int = 24  # zero correct drafts over this many rounds: the broken trap
+    min_requests_to_pass: int = 2
+
+
+@dataclass(frozen=True)
+class Assessment:
+    decision: Decision
+    reason: str
+    accept_length: float | None  # 1 + correct / verify_ct so far
+    ci: tuple[float, float] | None  # bounds on acceptance length at this look
+
+
+def kl_bernoulli(p: float, q: float) -> float:
+    """KL divergence between Bernoulli(p) and Bernoulli(q), with the 0 log 0 = 0 convention."""
+    eps = 1e-15
+    q = min(max(q, eps), 1 - eps)
+    out = 0.0
+    if p > 0:
+        out += p * math.log(p / q)
+    if p < 1:
+        out += (1 - p) * math.log((1 - p) / (1 - q))
+    return out
+
+
+def kl_upper(mean: float, n: int, log_inv_delta: float) -> float:
+    """Largest q >= mean with n * kl(mean, q) <= log(1/delta): an upper confidence bound."""
+    if n <= 0:
+        return 1.0
+    lo, hi = mean, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if n * kl_bernoulli(mean, mid) > log_inv_delta:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def kl_lower(mean: float, n: int, log_inv_delta: float) -> float:
+    """Smallest q <= mean with n * kl(mean, q) <= log(1/delta): a lower confidence bound."""
+    if n <= 0:
+        return 0.0
+    lo, hi = 0.0, mean
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if n * kl_bernoulli(mean, mid) > log_inv_delta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class SequentialRule:
+    """Feed per-request sums with :meth:`update`; each call is one look and returns the assessment."""
+
+    def __init__(self, config: RuleConfig | None = None) -> None:
+        self.config = config or RuleConfig()
+        if self.config.num_drafts < 1:
+            raise ValueError("num_drafts must be >= 1")
+        self.verify_ct = 0
+        self.correct = 0
+        self.requests = 0
+        self.looks = 0
+
+    def update(self, verify_ct: int, correct: int, num_drafts: int | None = None) -> Assessment:
+        """Add one request's ``spec_verify_ct`` and ``spec_num_correct_drafts``; ``correct`` is clipped to
+        what ``verify_ct`` rounds could accept."""
+        k = num_drafts or self.config.num_drafts
+        self.verify_ct += max(0, verify_ct)
+        self.correct += min(max(0, correct), max(0, verify_ct) * k)
+        self.requests += 1
+        self.looks += 1
+        return self.assess()
+
+    def assess(self) -> Assessment:
+        cfg = self.config
+        k = cfg.num_drafts
+        n = self.verify_ct
+        if n == 0:
+            return Assessment(Decision.UNDECIDED, "no verify rounds yet", None, None)
+        mean = min(1.0, self.correct / (n * k))
+        length = 1 + self.correct / n
+        j = max(1, self.looks)
+        log_inv = math.log(2 * j * (j + 1) / cfg.alpha)  # alpha_j / 2 per side
+        ci = (1 + k * kl_lower(mean, n, log_inv), 1 + k * kl_upper(mean, n, log_inv))
+        if self.correct == 0 and n >= cfg.zero_rounds:
+            return Assessment(
+                Decision.FAIL,
+                f"zero correct drafts in {n} verify rounds (draft proposals are garbage)",
+                1.0,
+                ci,
+            )
+        if ci[1] < cfg.threshold:
+            return Assessment(
+                Decision.FAIL,
+                f"upper bound {ci[1]:.2f} < threshold {cfg.threshold:g} after {n} verify rounds",
+                length,
+                ci,
+            )
+        if ci[0] > cfg.threshold:
+            if self.requests < cfg.min_requests_to_pass:
+                return Assessment(
+                    Decision.UNDECIDED,
+                    f"lower bound above threshold after only {self.requests} request",
+                    length,
+                    ci,
+                )
+            return Assessment(
+                Decision.PASS,
+                f"lower bound {ci[0]:.2f} > threshold {cfg.threshold:g} after {n} verify rounds",
+                length,
+                ci,
+            )
+        return Assessment(
+            Decision.UNDECIDED, f"interval {ci[0]:.2f}..{ci[1]:.2f} contains the threshold", length, ci
+        )
