@@ -1,0 +1,273 @@
+"""The acceptance probe: does MTP speculation really accept drafts on this server, right now?
+
+The only direct evidence that the draft's LM head works is what speculation achieves. The probe sends
+fixed prompts (``rules/probe-prompts.yaml``) one at a time (batch size 1) at temperature 0, reads each
+reply's ``meta_info`` (``spec_verify_ct``, ``spec_num_correct_drafts``, ...), and after every reply asks
+the sequential rule (:mod:`validator.probe_stats`) whether the verdict is settled, so a broken draft is
+caught within a few dozen tokens and a healthy one passes within a few hundred. Hard caps on tokens,
+requests and wall time bound it on a slow or stuck server.
+
+It never takes SGLang's lifetime ``avg_spec_accept_length`` as its verdict (that includes other
+traffic and lags by ``decode_log_interval``); callers may cross-check against it. It also looks at the
+text, because a server can answer 200 with garbage: empty output, a long run of one character or token
+(``!!!!``), or no prompt that should stop ever stopping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import statistics
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from validator.errors import InputError
+from validator.probe_stats import Decision, RuleConfig, SequentialRule
+from validator.report import ProbeResult
+from validator.sources.server_http import Generation, SGLangClient
+
+_HERE = Path(__file__).resolve().parent
+PROMPT_FILES = (
+    _HERE.parent / "rules" / "probe-prompts.yaml",  # a source checkout
+    _HERE / "data" / "rules" / "probe-prompts.yaml",  # an installed wheel (package data)
+)
+RUN_LENGTH = 16  # a run of this many identical characters or token ids is degenerate output
+_CHAR_RUN_RE = re.compile(r"([^\s\-=_*#~.`])\1{" + str(RUN_LENGTH - 1) + ",}")
+
+GenerateFn = Callable[[dict[str, Any]], Awaitable[Generation]]
+
+
+@dataclass(frozen=True)
+class ProbePrompt:
+    id: str
+    text: str
+    max_new_tokens: int
+    expect_stop: bool = False
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    threshold: float = 1.5
+    alpha: float = 0.01
+    num_draft_tokens: int = 4  # speculative_num_draft_tokens; K = this - 1
+    zero_rounds: int = 24
+    max_total_tokens: int = 512  # hard cap on generated tokens
+    max_wall_s: float = 120.0  # hard cap on the probe's wall time
+    max_requests: int = 32
+    stream: bool = True  # stream /generate to measure TTFT client-side
+
+    def rule(self) -> RuleConfig:
+        return RuleConfig(
+            threshold=self.threshold,
+            num_drafts=max(1, self.num_draft_tokens - 1),
+            alpha=self.alpha,
+            zero_rounds=self.zero_rounds,
+        )
+
+
+def default_prompts_path() -> Path:
+    for p in PROMPT_FILES:
+        if p.is_file():
+            return p
+    return PROMPT_FILES[0]
+
+
+def load_prompts(path: str | Path | None = None) -> list[ProbePrompt]:
+    """Read and validate the prompt file; any defect is an InputError naming the file (exit 65)."""
+    p = Path(path) if path is not None else default_prompts_path()
+    where = str(p)
+    try:
+        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(where, f"cannot read probe prompts: {exc.strerror or type(exc).__name__}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        line = getattr(getattr(exc, "problem_mark", None), "line", None)
+        raise InputError(where, "not valid YAML", None if line is None else line + 1) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("prompts"), list) or not doc["prompts"]:
+        raise InputError(where, "expected a mapping with a non-empty 'prompts' list")
+    defaults = doc.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise InputError(where, "'defaults' must be a mapping")
+    default_max = defaults.get("max_new_tokens", 32)
+    out: list[ProbePrompt] = []
+    seen: set[str] = set()
+    for i, item in enumerate(doc["prompts"]):
+        if not isinstance(item, dict):
+            raise InputError(where, f"prompts[{i}]: expected a mapping")
+        pid, text = item.get("id"), item.get("text")
+        mnt = item.get("max_new_tokens", default_max)
+        stop = item.get("expect_stop", False)
+        if not isinstance(pid, str) or not pid or pid in seen:
+            raise InputError(where, f"prompts[{i}]: 'id' must be a unique non-empty string")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(where, f"prompts[{i}] ({pid}): 'text' must be a non-empty string")
+        if type(mnt) is not int or not 1 <= mnt <= 4096:
+            raise InputError(where, f"prompts[{i}] ({pid}): 'max_new_tokens' must be an integer in 1..4096")
+        if not isinstance(stop, bool):
+            raise InputError(where, f"prompts[{i}] ({pid}): 'expect_stop' must be true or false")
+        seen.add(pid)
+        out.append(ProbePrompt(pid, text, mnt, stop))
+    return out
+
+
+def _int(meta: dict[str, Any], key: str) -> int | None:
+    v = meta.get(key)
+    return v if type(v) is int else None
+
+
+def _num(meta: dict[str, Any], key: str) -> float | None:
+    v = meta.get(key)
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _finish_type(meta: dict[str, Any]) -> str | None:
+    fr = meta.get("finish_reason")
+    if isinstance(fr, dict):
+        t = fr.get("type")
+        return t if isinstance(t, str) else None
+    return fr if isinstance(fr, str) else None
+
+
+def degenerate(gen: Generation) -> str | None:
+    """Why this output looks like garbage, or None."""
+    if not gen.text.strip():
+        return "empty text"
+    m = _CHAR_RUN_RE.search(gen.text)
+    if m:
+        run = len(m.group(0))
+        return f"a run of {run} x {m.group(1)!r}"
+    ids = gen.output_ids or []
+    best, cur = 1, 1
+    for a, b in itertools.pairwise(ids):
+        cur = cur + 1 if a == b else 1
+        best = max(best, cur)
+    if best >= RUN_LENGTH:
+        return f"a run of {best} identical token ids"
+    return None
+
+
+async def run_probe(
+    generate: GenerateFn,
+    prompts: list[ProbePrompt],
+    config: ProbeConfig | None = None,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+) -> ProbeResult:
+    """Send prompts one at a time until the sequential rule decides or a cap is hit."""
+    cfg = config or ProbeConfig()
+    rule = SequentialRule(cfg.rule())
+    start = clock()
+    problems: list[str] = []
+    tokens = requests = verify_ct = correct = 0
+    stop_reason = "prompts exhausted"
+    spec_inactive = False
+    ttfts: list[float] = []
+    decode_s = 0.0
+    decode_tokens = 0
+    stop_expected = stop_as_length = 0
+    spec_seen = False
+    last = None
+    for prompt in prompts:
+        if requests >= cfg.max_requests:
+            stop_reason = f"request cap ({cfg.max_requests})"
+            break
+        if tokens >= cfg.max_total_tokens:
+            stop_reason = f"token cap ({cfg.max_total_tokens})"
+            break
+        remaining = cfg.max_wall_s - (clock() - start)
+        if remaining <= 0:
+            stop_reason = f"time cap ({cfg.max_wall_s:g} s)"
+            break
+        budget = min(prompt.max_new_tokens, cfg.max_total_tokens - tokens)
+        payload = {"text": prompt.text, "sampling_params": {"temperature": 0, "max_new_tokens": budget}}
+        try:
+            gen = await asyncio.wait_for(generate(payload), timeout=remaining)
+        except asyncio.TimeoutError:
+            stop_reason = f"time cap ({cfg.max_wall_s:g} s)"
+            break
+        requests += 1
+        meta = gen.meta_info
+        ct = _int(meta, "completion_tokens") or 0
+        tokens += ct
+        why = degenerate(gen)
+        if why:
+            problems.append(f"prompt {prompt.id}: degenerate output ({why})")
+        if prompt.expect_stop:
+            stop_expected += 1
+            stop_as_length += _finish_type(meta) == "length"
+        ttft = gen.ttft_s if gen.ttft_s is not None else _num(meta, "first_token_latency")
+        e2e = _num(meta, "e2e_latency") or gen.wall_s
+        if ttft is not None:
+            ttfts.append(ttft)
+            if e2e is not None and ct > 1 and e2e > ttft:
+                decode_s += e2e - ttft
+                decode_tokens += ct - 1
+        v = _int(meta, "spec_verify_ct")
+        if not v:
+            if ct >= 2 and not spec_seen:
+                problems.append("speculation is not active: /generate meta_info has no spec_verify_ct")
+                spec_inactive = True
+                break
+            continue
+        spec_seen = True
+        c = _int(meta, "spec_num_correct_drafts")
+        proposed = _int(meta, "spec_num_proposed_drafts")
+        k = proposed // v if proposed and proposed % v == 0 else None
+        if c is None:
+            rate = _num(meta, "spec_accept_rate")
+            if rate is None:
+                problems.append(f"prompt {prompt.id}: spec_verify_ct without spec_num_correct_drafts")
+                continue
+            c = round(rate * v * (k or cfg.rule().num_drafts))
+        verify_ct += v
+        correct += c
+        last = rule.update(v, c, k)
+        if last.decision is not Decision.UNDECIDED:
+            break
+    if last is not None and last.decision is not Decision.UNDECIDED:
+        decided_by = f"{last.decision.value}: {last.reason}"
+    elif spec_inactive:
+        decided_by = "speculation not active"
+    else:
+        decided_by = f"undecided: {stop_reason}" + (f" ({last.reason})" if last is not None else "")
+    if stop_expected and stop_as_length == stop_expected:
+        problems.append(
+            f"finish_reason was 'length' on all {stop_expected} prompt(s) that should stop: "
+            "output may be garbage"
+        )
+    k_all = cfg.rule().num_drafts
+    return ProbeResult(
+        accept_length=(1 + correct / verify_ct) if verify_ct else None,
+        accept_rate=(correct / (verify_ct * k_all)) if verify_ct else None,
+        requests=requests,
+        completion_tokens=tokens,
+        verify_ct=verify_ct,
+        tpot_ms=(1000 * decode_s / decode_tokens) if decode_tokens else None,
+        ttft_ms=(1000 * statistics.median(ttfts)) if ttfts else None,
+        accept_length_ci=last.ci if last is not None else None,
+        accept_length_reported=(tokens / verify_ct) if verify_ct else None,
+        decided_by=decided_by,
+        wall_s=clock() - start,
+        problems=problems,
+    )
+
+
+def probe_verdict(result: ProbeResult) -> Decision:
+    """The rule's verdict, read back from ``decided_by`` (``pass: ...``, ``fail: ...``, else undecided)."""
+    head = (result.decided_by or "").split(":", 1)[0]
+    return Decision(head) if head in ("pass", "fail") else Decision.UNDECIDED
+
+
+async def probe_server(
+    client: SGLangClient, prompts: list[ProbePrompt] | None = None, config: ProbeConfig | None = None
+) -> ProbeResult:
+    """Run the probe against a live server through ``client``."""
+    cfg = config or ProbeConfig()
+    gen = client.generate_stream if cfg.stream else client.generate
+    return await run_probe(gen, prompts if prompts is not None else load_prompts(), cfg)
