@@ -67,7 +67,9 @@ def dump_action(action: argparse.Action) -> dict[str, Any]:
     cls = type(action).__name__
     if cls not in _KINDS:
         raise SystemExit(f"gen_sglang_cli_table: unknown action class {cls} for {action.option_strings}")
-    const = getattr(action, "const_value", action.const) if cls == "DeprecatedStoreConstAction" else action.const
+    const = (
+        getattr(action, "const_value", action.const) if cls == "DeprecatedStoreConstAction" else action.const
+    )
     tname, tmod = _type_name(action)
     choices = action.choices
     return {
@@ -115,7 +117,9 @@ def build_table() -> dict[str, Any]:
 def render(table: dict[str, Any]) -> str:
     """One action per line: compact, diff-friendly, deterministic."""
     head = {k: v for k, v in table.items() if k != "actions"}
-    lines = [json.dumps(a, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for a in table["actions"]]
+    lines = [
+        json.dumps(a, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for a in table["actions"]
+    ]
     body = json.dumps(head, sort_keys=True, separators=(",", ":"))[:-1]
     return body + ',"actions":[\n' + ",\n".join(lines) + "\n]}\n"
 

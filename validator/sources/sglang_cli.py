@@ -1,0 +1,662 @@
+"""SGLang's server-argument parser, replayed from a table instead of imported.
+
+Why: preflight must accept and reject exactly what ``sglang.srt.server_args.prepare_server_args`` accepts
+and rejects (an abbreviation SGLang takes, a typo it refuses), yet importing SGLang costs torch, triton,
+seconds and a GPU build. ``scripts/gen_sglang_cli_table.py`` dumps the real parser to
+``validator/data/sglang-0.5.23-cli.json``; this module replays CPython 3.11's argparse algorithm over it
+(option classification, unambiguous prefixes, nargs patterns, type conversion, choices, required options,
+string defaults) and SGLang's ``--config`` YAML merge (``srt/utils/server_args_config_parser.py``).
+``tests/test_sglang_parity.py`` holds it to the real parser.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from validator.errors import InputError
+
+TABLE_RESOURCE = "sglang-0.5.23-cli.json"
+_SUPPRESS = "==SUPPRESS=="
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+
+
+class ArgumentTypeError(Exception):
+    """A type function's own message (argparse.ArgumentTypeError): printed verbatim after the flag."""
+
+
+@dataclass(frozen=True)
+class CliAction:
+    option_strings: tuple[str, ...]
+    dest: str
+    action: str  # the class name in SGLang's parser (_StoreAction, BooleanOptionalAction, ...)
+    kind: str  # store | set_const | boolean_optional | lora_paths | help
+    nargs: int | str | None
+    const: Any
+    default: Any
+    type: str | None
+    choices: tuple[Any, ...] | None
+    required: bool
+    deprecated: bool
+    new_flag: str | None
+
+    @property
+    def name(self) -> str:
+        """How argparse names the action in messages: ``--tp-size/--tensor-parallel-size``."""
+        return "/".join(self.option_strings)
+
+
+@dataclass(frozen=True)
+class CliTable:
+    sglang_version: str
+    prog: str
+    allow_abbrev: bool
+    prefix_chars: str
+    parser_defaults: dict[str, Any]
+    actions: tuple[CliAction, ...]
+    by_option: dict[str, CliAction]  # every option string, in registration order (argparse's dict order)
+
+    def action_for_dest(self, dest: str) -> CliAction | None:
+        return next((a for a in self.actions if a.dest == dest), None)
+
+
+@dataclass
+class ParsedArgs:
+    """One parse: the argv argparse saw (after ``--config`` merging) and what it produced."""
+
+    argv: list[str]
+    args: dict[str, Any]
+    explicit: set[str]
+    warnings: list[str] = field(default_factory=list)
+    config_file: Path | None = None
+
+
+def _table_from_json(data: dict[str, Any]) -> CliTable:
+    actions = []
+    for raw in data["actions"]:
+        choices = raw["choices"]
+        actions.append(
+            CliAction(
+                option_strings=tuple(raw["option_strings"]),
+                dest=raw["dest"],
+                action=raw["action"],
+                kind=raw["kind"],
+                nargs=raw["nargs"],
+                const=raw["const"],
+                default=raw["default"],
+                type=raw["type"],
+                choices=None if choices is None else tuple(choices),
+                required=raw["required"],
+                deprecated=raw["deprecated"],
+                new_flag=raw["new_flag"],
+            )
+        )
+    by_option: dict[str, CliAction] = {}
+    for action in actions:
+        for option in action.option_strings:
+            by_option[option] = action  # a later registration replaces, as in argparse
+    unknown = {a.type for a in actions} - set(_TYPES)
+    if unknown:
+        raise ValueError(
+            f"CLI table uses type functions this parser does not know: {sorted(map(str, unknown))}"
+        )
+    parser = data["parser"]
+    return CliTable(
+        sglang_version=data["sglang_version"],
+        prog=parser["prog"],
+        allow_abbrev=parser["allow_abbrev"],
+        prefix_chars=parser["prefix_chars"],
+        parser_defaults=dict(parser["defaults"]),
+        actions=tuple(actions),
+        by_option=by_option,
+    )
+
+
+@cache
+def load_table(path: Path | None = None) -> CliTable:
+    """The shipped table (or ``path``), parsed once per process."""
+    if path is None:
+        text = resources.files("validator.data").joinpath(TABLE_RESOURCE).read_text(encoding="utf-8")
+        where = f"validator/data/{TABLE_RESOURCE}"
+    else:
+        text = path.read_text(encoding="utf-8")
+        where = str(path)
+    try:
+        return _table_from_json(json.loads(text))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(where, f"not a valid SGLang CLI table: {exc}") from exc
+
+
+# --- SGLang's argparse type functions, reproduced ------------------------------------------------------
+
+
+def _human_readable_int(value: str) -> int:
+    # sglang/srt/utils/common.py: human_readable_int
+    value = value.strip()
+    si = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+    iec = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix in iec:
+            if "." in number:
+                raise ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
+                    f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
+                    f"or an SI value such as '{number}{suffix[0]}'."
+                )
+            return int(number) * iec[suffix]
+        return int(Decimal(number) * si[suffix])
+    try:
+        return int(value)
+    except ValueError:
+        raise ArgumentTypeError(
+            f"Invalid integer value: '{value}'. "
+            "Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes (1Ki, 1Mi). "
+            "Suffixes are case-sensitive."
+        ) from None
+
+
+def _nullable_str(value: str) -> str | None:
+    return None if not value or value == "None" else value
+
+
+def _orjson_int(text: str) -> int:
+    # orjson (used by json_list_type) refuses integers outside 64 bits.
+    number = int(text)
+    if not -(2**63) <= number < 2**64:
+        raise ValueError("integer out of range")
+    return number
+
+
+def _orjson_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")  # orjson rejects NaN/Infinity
+
+
+def _json_list_type(value: str) -> Any:
+    try:
+        return json.loads(value, parse_int=_orjson_int, parse_constant=_orjson_constant)
+    except ValueError:
+        raise ArgumentTypeError(f"Invalid JSON list: {value}. Please provide a valid JSON list.") from None
+
+
+def _json_loads(value: str) -> Any:
+    return json.loads(value)
+
+
+_CUDA_GRAPH_PHASES = ("decode", "prefill")
+# sglang/srt/model_executor/cuda_graph_config.py: ALLOWED_KEYS_PER_PHASE
+_CUDA_GRAPH_KEYS = {
+    "decode": ("backend", "max_bs", "bs"),
+    "prefill": (
+        "backend",
+        "max_bs",
+        "bs",
+        "max_context_size",
+        "full_prefill_max_req",
+        "full_prefill_prefix_chunk_tokens",
+        "max_seq_len",
+    ),
+}
+
+
+def _parse_cuda_graph_backend_arg(raw: str) -> str:
+    if raw == "tc_piecewise":
+        raise ArgumentTypeError("tc_piecewise was removed; select breakable, full, or disabled")
+    return raw
+
+
+def _parse_cuda_graph_config_arg(raw: str) -> dict[str, dict[str, Any]]:
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ArgumentTypeError(f"--cuda-graph-config must be JSON: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise ArgumentTypeError(f"--cuda-graph-config must be a JSON object, got {type(parsed).__name__}")
+    result: dict[str, dict[str, Any]] = {}
+    for phase, settings in parsed.items():
+        phase = str(phase)
+        if phase not in _CUDA_GRAPH_PHASES:
+            raise ArgumentTypeError(
+                f"--cuda-graph-config: unknown phase '{phase}', expected one of {_CUDA_GRAPH_PHASES}"
+            )
+        if not isinstance(settings, dict):
+            raise ArgumentTypeError(
+                f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}"
+            )
+        if "backend" in settings:
+            _parse_cuda_graph_backend_arg(settings["backend"])
+        allowed = _CUDA_GRAPH_KEYS[phase]
+        result[phase] = {}
+        for key, value in settings.items():
+            if key not in allowed:
+                raise ArgumentTypeError(
+                    f"--cuda-graph-config['{phase}']: unknown key '{key}', expected one of {allowed}"
+                )
+            result[phase][key] = value
+    return result
+
+
+def _identity(value: str) -> str:
+    return value
+
+
+_TYPES: dict[str | None, Any] = {
+    None: _identity,
+    "str": str,
+    "int": int,
+    "float": float,
+    "loads": _json_loads,
+    "human_readable_int": _human_readable_int,
+    "nullable_str": _nullable_str,
+    "json_list_type": _json_list_type,
+    "parse_cuda_graph_backend_arg": _parse_cuda_graph_backend_arg,
+    "parse_cuda_graph_config_arg": _parse_cuda_graph_config_arg,
+}
+
+
+# --- the argparse replay -------------------------------------------------------------------------------
+
+
+class _ArgparseExit(Exception):
+    """What ``parser.error`` would print (argparse then exits 2)."""
+
+
+class _HelpRequested(Exception):
+    pass
+
+
+def _fail(action: CliAction, message: str) -> _ArgparseExit:
+    return _ArgparseExit(f"argument {action.name}: {message}")
+
+
+def _convert(action: CliAction, text: str) -> Any:
+    func = _TYPES[action.type]
+    try:
+        value = func(text)
+    except ArgumentTypeError as exc:
+        raise _fail(action, str(exc)) from None
+    except (TypeError, ValueError, InvalidOperation, ArithmeticError):
+        raise _fail(action, f"invalid {action.type} value: {text!r}") from None
+    if action.choices is not None and value not in action.choices:
+        options = ", ".join(map(repr, action.choices))
+        raise _fail(action, f"invalid choice: {value!r} (choose from {options})")
+    return value
+
+
+def _nargs_count(action: CliAction, pattern: str) -> int:
+    """argparse ``_match_argument`` for an optional: how many following 'A' strings it takes."""
+    nargs = action.nargs
+    if nargs is None:
+        regex = "(A)"
+    elif nargs == "?":
+        regex = "(A?)"
+    elif nargs == "*":
+        regex = "(A*)"
+    elif nargs == "+":
+        regex = "(A+)"
+    elif isinstance(nargs, int):
+        regex = "(" + "A" * nargs + ")"
+    else:
+        raise _fail(action, f"unsupported nargs {nargs!r}")
+    match = re.match(regex, pattern)
+    if match is None:
+        messages: dict[int | str | None, str] = {
+            None: "expected one argument",
+            "?": "expected at most one argument",
+            "+": "expected at least one argument",
+        }
+        default = f"expected {nargs} argument" + ("" if nargs == 1 else "s")
+        raise _fail(action, messages.get(nargs, default))
+    return len(match.group(1))
+
+
+def _values(action: CliAction, strings: list[str]) -> Any:
+    """argparse ``_get_values`` for optionals."""
+    if not strings and action.nargs == "?":
+        value = action.const
+        if isinstance(value, str):
+            value = _convert(action, value)
+        return value
+    if len(strings) == 1 and action.nargs in (None, "?"):
+        return _convert(action, strings[0])
+    return [_convert(action, s) for s in strings]
+
+
+def _lora_paths(action: CliAction, values: list[Any]) -> list[Any]:
+    # sglang/srt/arg_groups/argparse_actions.py: LoRAPathAction
+    out: list[Any] = []
+    for raw in values or []:
+        path = str(raw).strip()
+        if path.startswith("{") and path.endswith("}"):
+            try:
+                obj = json.loads(path)
+            except ValueError as exc:
+                raise _fail(action, f"invalid JSON LoRA entry {path!r}: {exc}") from None
+            if not (isinstance(obj, dict) and "lora_path" in obj and "lora_name" in obj):
+                raise _fail(
+                    action,
+                    f"{path!r} looks like a JSON str, "
+                    "but it does not contain 'lora_name' and 'lora_path' keys.",
+                )
+            out.append(obj)
+        else:
+            out.append(path)
+    return out
+
+
+class _Replay:
+    def __init__(self, table: CliTable) -> None:
+        self.table = table
+        self.chars = table.prefix_chars
+        self.has_negative_number_options = any(_NEGATIVE_NUMBER.match(o) for o in table.by_option)
+
+    def classify(self, arg: str) -> tuple[CliAction | None, str, str | None] | None:
+        """argparse ``_parse_optional``: None for a positional, else (action or None, option, explicit)."""
+        table = self.table
+        if not arg or arg[0] not in self.chars:
+            return None
+        if arg in table.by_option:
+            return table.by_option[arg], arg, None
+        if len(arg) == 1:
+            return None
+        if "=" in arg:
+            option, explicit = arg.split("=", 1)
+            if option in table.by_option:
+                return table.by_option[option], option, explicit
+        matches = self.prefix_matches(arg)
+        if len(matches) > 1:
+            options = ", ".join(m[1] for m in matches)
+            raise _ArgparseExit(f"ambiguous option: {arg} could match {options}")
+        if len(matches) == 1:
+            return matches[0]
+        if _NEGATIVE_NUMBER.match(arg) and not self.has_negative_number_options:
+            return None
+        if " " in arg:
+            return None
+        return None, arg, None
+
+    def prefix_matches(self, arg: str) -> list[tuple[CliAction | None, str, str | None]]:
+        """argparse ``_get_option_tuples``."""
+        out: list[tuple[CliAction | None, str, str | None]] = []
+        by_option = self.table.by_option
+        if arg[0] in self.chars and arg[1] in self.chars:
+            if self.table.allow_abbrev:
+                prefix, explicit = arg.split("=", 1) if "=" in arg else (arg, None)
+                out = [(by_option[o], o, explicit) for o in by_option if o.startswith(prefix)]
+        else:
+            short, short_explicit = arg[:2], arg[2:]
+            for option in by_option:
+                if option == short:
+                    out.append((by_option[option], option, short_explicit))
+                elif option.startswith(arg):
+                    out.append((by_option[option], option, None))
+        return out
+
+    def run(self, argv: list[str]) -> tuple[dict[str, Any], set[str], list[str]]:
+        pattern_parts: list[str] = []
+        options: dict[int, tuple[CliAction | None, str, str | None]] = {}
+        after_dashdash = False
+        for i, arg in enumerate(argv):
+            if after_dashdash:
+                pattern_parts.append("A")
+            elif arg == "--":
+                pattern_parts.append("-")
+                after_dashdash = True
+            else:
+                found = self.classify(arg)
+                if found is None:
+                    pattern_parts.append("A")
+                else:
+                    options[i] = found
+                    pattern_parts.append("O")
+        pattern = "".join(pattern_parts)
+
+        namespace: dict[str, Any] = {}
+        for action in self.table.actions:
+            if action.dest != _SUPPRESS and action.dest not in namespace and action.default != _SUPPRESS:
+                namespace[action.dest] = action.default
+        for dest, value in self.table.parser_defaults.items():
+            namespace.setdefault(dest, value)
+        seen: set[int] = set()  # ids of actions taken
+        explicit: set[str] = set()
+        warnings: list[str] = []
+        extras: list[str] = []
+
+        def take(action: CliAction, strings: list[str], option: str) -> None:
+            seen.add(id(action))
+            if action.kind == "help":
+                raise _HelpRequested()
+            values = _values(action, strings)
+            explicit.add(action.dest)
+            if action.kind == "store":
+                namespace[action.dest] = values
+            elif action.kind == "set_const":
+                namespace[action.dest] = action.const
+                if action.deprecated:
+                    hint = f" Use '{action.new_flag}' instead." if action.new_flag else ""
+                    warnings.append(
+                        f"'{option}' is deprecated and will be removed in a future release.{hint}"
+                    )
+            elif action.kind == "boolean_optional":
+                namespace[action.dest] = not option.startswith("--no-")
+            elif action.kind == "lora_paths":
+                namespace[action.dest] = _lora_paths(action, values)
+            else:  # pragma: no cover - the loader refuses unknown kinds through the generator
+                raise _fail(action, f"unsupported action kind {action.kind}")
+
+        def consume_optional(start: int) -> int:
+            action, option, explicit_arg = options[start]
+            todo: list[tuple[CliAction, list[str], str]] = []
+            while True:
+                if action is None:
+                    extras.append(argv[start])
+                    return start + 1
+                if explicit_arg is not None:
+                    count = _nargs_count_explicit(action)
+                    if count == 0 and option[1] not in self.chars and explicit_arg != "":
+                        todo.append((action, [], option))
+                        option = option[0] + explicit_arg[0]
+                        rest = explicit_arg[1:] or None
+                        if option in self.table.by_option:
+                            action, explicit_arg = self.table.by_option[option], rest
+                            continue
+                        raise _fail(action, f"ignored explicit argument {explicit_arg!r}")
+                    if count == 1:
+                        stop = start + 1
+                        todo.append((action, [explicit_arg], option))
+                        break
+                    raise _fail(action, f"ignored explicit argument {explicit_arg!r}")
+                begin = start + 1
+                count = _nargs_count(action, pattern[begin:])
+                stop = begin + count
+                todo.append((action, argv[begin:stop], option))
+                break
+            for act, strings, opt in todo:
+                take(act, strings, opt)
+            return stop
+
+        start = 0
+        last_option = max(options) if options else -1
+        while start <= last_option:
+            next_option = min(i for i in options if i >= start)
+            if start != next_option:
+                extras.extend(argv[start:next_option])  # no positionals in SGLang's parser
+                start = next_option
+            start = consume_optional(start)
+        extras.extend(argv[start:])
+
+        missing = []
+        for action in self.table.actions:
+            if id(action) in seen:
+                continue
+            if action.required:
+                missing.append(action.name)
+            elif (
+                isinstance(action.default, str)
+                and action.default != _SUPPRESS
+                and action.dest in namespace
+                and action.dest not in explicit
+                and namespace[action.dest] == action.default
+            ):
+                namespace[action.dest] = _convert_default(action, action.default)
+        if missing:
+            raise _ArgparseExit(f"the following arguments are required: {', '.join(missing)}")
+        if extras:
+            raise _ArgparseExit(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, explicit, warnings
+
+
+def _convert_default(action: CliAction, text: str) -> Any:
+    # argparse converts a string default through the type function, without checking choices
+    func = _TYPES[action.type]
+    try:
+        return func(text)
+    except (ArgumentTypeError, TypeError, ValueError, ArithmeticError):
+        raise _fail(action, f"invalid {action.type} value: {text!r}") from None
+
+
+def _nargs_count_explicit(action: CliAction) -> int:
+    """``_match_argument(action, 'A')`` without raising: how many values an ``--opt=value`` can feed."""
+    try:
+        return _nargs_count(action, "A")
+    except _ArgparseExit:
+        return -1
+
+
+# --- --config YAML merging (sglang/srt/utils/server_args_config_parser.py) ------------------------------
+
+
+def _config_keys(action: CliAction) -> set[str]:
+    return {action.dest} | {o[2:].replace("-", "_") for o in action.option_strings if o.startswith("--")}
+
+
+def _config_support(table: CliTable) -> tuple[set[str], dict[str, CliAction]]:
+    """(keys of store_true flags, unsupported key -> action), as ConfigArgumentMerger computes them."""
+    store_true = {k for a in table.actions if a.action == "_StoreTrueAction" for k in _config_keys(a)}
+    supported = [
+        a for a in table.actions if a.action in ("_StoreTrueAction", "_StoreAction") or a.nargs is None
+    ]
+    supported_keys = {k for a in supported for k in _config_keys(a)}
+    unsupported: dict[str, CliAction] = {}
+    for action in table.actions:
+        if not action.option_strings or action in supported:
+            continue
+        if {"--config", "--help", "-h"} & set(action.option_strings):
+            continue
+        for key in _config_keys(action):
+            if key not in supported_keys:
+                unsupported[key] = action
+    return store_true, unsupported
+
+
+def _yaml_to_argv(data: dict[Any, Any], table: CliTable, where: str) -> list[str]:
+    store_true, unsupported = _config_support(table)
+    out: list[str] = []
+    for key, value in data.items():
+        if not isinstance(key, str):
+            raise InputError(where, f"config key {key!r} is not a string (SGLang would crash on it)")
+        norm = key.replace("-", "_")
+        if norm in unsupported:
+            raise InputError(
+                where, f"Unsupported config option '{norm}' with action '{unsupported[norm].action}'"
+            )
+        if isinstance(value, bool):
+            if norm in store_true:
+                if value:
+                    out.append(f"--{key}")
+            else:
+                out.extend([f"--{key}", str(value).lower()])
+        elif isinstance(value, list):
+            if value:
+                out.append(f"--{key}")
+                out.extend(str(item) for item in value)
+        elif isinstance(value, dict):
+            out.extend([f"--{key}", json.dumps(value)])
+        else:
+            out.extend([f"--{key}", str(value)])
+    return out
+
+
+def merge_config(
+    argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
+) -> tuple[list[str], Path | None]:
+    """Apply ``--config FILE`` as SGLang does: the file's options go first, so the command line wins.
+
+    Only the exact token ``--config`` triggers it (``--config=f.yaml`` is stored and ignored by SGLang).
+    A relative path is read against ``base_dir`` (the server's working directory), else the CWD.
+    """
+    table = table or load_table()
+    indices = [i for i, arg in enumerate(argv) if arg == "--config"]
+    if not indices:
+        return list(argv), None
+    if len(indices) > 1:
+        raise InputError(origin, "Multiple config files specified! Only one allowed.")
+    index = indices[0]
+    if index == len(argv) - 1:
+        raise InputError(origin, "No config file specified after --config flag!")
+    name = argv[index + 1]
+    path = Path(name)
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise InputError(origin, f"Config file must be YAML format, got: {path.suffix}")
+    if not path.exists():
+        raise InputError(origin, f"Config file not found: {name}")
+    import yaml  # lazy: only a --config command pays for it
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        line = None
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            line = int(mark.line) + 1
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(str(path), f"cannot read --config file: {reason}", line) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(str(path), "Config file must contain a dictionary at root level")
+    merged = _yaml_to_argv(data, table, str(path)) + argv[:index] + argv[index + 2 :]
+    return merged, path
+
+
+# --- public entry points -------------------------------------------------------------------------------
+
+
+def parse_argv(
+    argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
+) -> ParsedArgs:
+    """Parse server arguments (after ``python -m sglang.launch_server`` / ``sglang serve``) as
+    ``prepare_server_args`` would; any refusal raises InputError(origin, <argparse's message>)."""
+    table = table or load_table()
+    merged, config_file = merge_config(list(argv), origin=origin, base_dir=base_dir, table=table)
+    try:
+        args, explicit, warnings = _Replay(table).run(merged)
+    except _ArgparseExit as exc:
+        raise InputError(origin, str(exc)) from None
+    except _HelpRequested:
+        raise InputError(
+            origin, "-h/--help prints SGLang's usage and exits; the server would not start"
+        ) from None
+    if config_file is None and isinstance(args.get("config"), str):
+        warnings.append(
+            f"--config value {args['config']!r} is ignored by SGLang {table.sglang_version}: "
+            "only the separate form '--config FILE' is merged"
+        )
+    return ParsedArgs(argv=merged, args=args, explicit=explicit, warnings=warnings, config_file=config_file)
+
+
+def parse_server_args(
+    argv: list[str], *, origin: str, base_dir: Path | None = None
+) -> tuple[dict[str, Any], set[str]]:
+    """(argparse dest -> value with defaults filled in, dests given on the command line or in --config)."""
+    parsed = parse_argv(argv, origin=origin, base_dir=base_dir)
+    return parsed.args, parsed.explicit
