@@ -1,0 +1,95 @@
+"""`spark-validate sim`: an SGLang-compatible simulated server with the real failure modes.
+
+Thin front door over ``validator.sim``; starlette and uvicorn are imported only when the command runs, so
+building the CLI parser stays cheap.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from validator.errors import InputError, UsageError
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "sim",
+        help="run a simulated SGLang 0.5.23 server (no GPU) with a chosen failure scenario",
+        description="Serve SGLang 0.5.23's HTTP API for Ling-3.0-flash-fp4 as a chosen scenario would.",
+    )
+    add_arguments(p)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Shared with ``python -m validator.sim``."""
+    p.add_argument("--scenario", action="append", default=None, metavar="NAME",
+                   help="scenario name; repeat or comma-separate to combine (default healthy)")  # fmt: skip
+    p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
+    p.add_argument(
+        "--port", type=int, default=30000, help="listen port (default 30000, SGLang's; 0 = free port)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed for acceptance draws and text (default 0)")
+    p.add_argument(
+        "--speed", type=float, default=1.0, help="divide every simulated delay by this (default 1)"
+    )
+    p.add_argument(
+        "--startup-seconds", type=float, default=3.0, help="length of the start-up phase (default 3)"
+    )
+    p.add_argument(
+        "--api-key-file", type=Path, help="file holding the API key (never pass a key as an argument)"
+    )
+    p.add_argument("--log", type=Path, help="write a server log in SGLang's format to FILE")
+    p.add_argument("--attestation", type=Path,
+                   help="attestation file path (default $SPARK_VALIDATE_ATTESTATION or "
+                        "/tmp/spark-validate/attestation.json)")  # fmt: skip
+    p.add_argument("--list-scenarios", action="store_true", help="list the scenarios and exit")
+
+
+def _read_key(path: Path) -> str:
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read API key file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(str(path), "API key file is not UTF-8 text") from None
+    if not key or any(c.isspace() for c in key):
+        raise InputError(str(path), "API key file must hold one non-empty token")
+    return key
+
+
+def run(args: argparse.Namespace) -> int:
+    import os
+
+    from validator.sim import scenarios
+
+    if args.list_scenarios:
+        width = max(len(n) for n in scenarios.SCENARIOS)
+        for name, (_, text) in scenarios.SCENARIOS.items():
+            sys.stdout.write(f"{name:<{width}}  {text}\n")
+        return 0
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"sim: --port {args.port} is out of range")
+    key = _read_key(args.api_key_file) if args.api_key_file else None
+    attestation = args.attestation or (
+        Path(os.environ["SPARK_VALIDATE_ATTESTATION"])
+        if os.environ.get("SPARK_VALIDATE_ATTESTATION")
+        else None
+    )
+
+    from validator.sim.runner import SimServer, serve_forever
+
+    sim = SimServer(
+        args.scenario or ["healthy"],
+        seed=args.seed,
+        speed=args.speed,
+        startup_seconds=args.startup_seconds,
+        api_key=key,
+        log_path=args.log,
+        attestation_path=attestation,
+        host=args.host,
+        port=args.port,
+    )
+    sys.stderr.write(f"spark-validate sim: scenario {sim.scenario.name} on {args.host}:{args.port}\n")
+    return serve_forever(sim)

@@ -1,0 +1,13 @@
+"""An SGLang 0.5.23-compatible simulated server for Ling-3.0-flash-fp4 with the failures the validator
+catches.
+
+``SimServer`` runs it in-process (``demo``, tests); ``spark-validate sim`` / ``python -m validator.sim`` run
+it in the foreground. starlette and uvicorn are imported only when a server is actually built.
+"""
+
+from __future__ import annotations
+
+from validator.sim.runner import SimServer
+from validator.sim.scenarios import SCENARIOS, Scenario, resolve
+
+__all__ = ["SCENARIOS", "Scenario", "SimServer", "resolve"]

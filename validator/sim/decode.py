@@ -1,0 +1,167 @@
+"""The decode model: how many drafts each verify round accepts, how long steps take, and what text comes out.
+
+Figures are the published DGX Spark ones (``domain.md``): a decode step costs 27.71 ms (FlashInfer MXFP4,
+FP32 head), 25.35 ms with Humming, 22.76 ms with Humming and the FP8 head; one verify round of NEXTN costs
+about 2.26 decode steps. Acceptance per round is a chain: each of the 3 drafts is accepted with probability
+``p`` if all earlier ones were, so ``k`` in 0..3 and ``E[k + 1]`` equals the scenario's mean accept length
+(3.90 greedy synthetic, 2.68 sampled GSM8K-like, exactly 1.00 for a broken draft head). The first output
+token comes from prefill, so a request's ``completion_tokens = 1 + sum(k_i + 1)`` and SGLang's
+``spec_accept_length = completion_tokens / spec_verify_ct`` is slightly above the per-round mean.
+
+Everything is drawn from a ``random.Random`` seeded by the simulator seed and the request's content, so the
+same request gets the same answer regardless of concurrency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass, field
+
+from validator.sim.scenarios import VOCAB, Scenario
+
+NUM_STEPS = 3  # --speculative-num-steps
+NUM_DRAFT_TOKENS = 4  # --speculative-num-draft-tokens
+VERIFY_COST_STEPS = 2.26
+GREEDY_ACCEPT_LENGTH = 3.90
+SAMPLED_ACCEPT_LENGTH = 2.68
+
+# (resolved MoE backend, head precision) -> ms per decode step at batch 1
+_STEP_MS: dict[tuple[str, str], float] = {
+    ("flashinfer_mxfp4", "fp32"): 27.71,
+    ("flashinfer_mxfp4", "bf16"): 27.71,
+    ("flashinfer_mxfp4", "fp8"): 27.71 - (25.35 - 22.76),
+    ("humming", "fp32"): 25.35,
+    ("humming", "bf16"): 25.35,
+    ("humming", "fp8"): 22.76,
+}
+
+_SYLLABLES = (
+    "ka", "lo", "mi", "ne", "su", "ta", "ri", "po", "ve", "da", "xe", "qu", "bo", "fi", "gu", "ze",
+)  # fmt: skip
+
+
+def step_ms(scenario: Scenario) -> float:
+    return _STEP_MS.get((scenario.moe_backend, scenario.head_precision), 27.71)
+
+
+def verify_ms(scenario: Scenario) -> float:
+    return VERIFY_COST_STEPS * step_ms(scenario)
+
+
+def ttft_s(prompt_tokens: int) -> float:
+    """Prefill time: about 0.21 s for a GSM8K 5-shot prompt (~900 tokens), growing with the prompt."""
+    return 0.19 + 2.0e-5 * prompt_tokens
+
+
+def mean_accept_length(scenario: Scenario, temperature: float) -> float:
+    if scenario.draft_broken:
+        return 1.0
+    return GREEDY_ACCEPT_LENGTH if temperature <= 0.0 else SAMPLED_ACCEPT_LENGTH
+
+
+def chain_probability(mean_length: float) -> float:
+    """Per-draft acceptance ``p`` such that ``1 + p + p^2 + p^3 == mean_length`` (bisection)."""
+    target = mean_length - 1.0
+    if target <= 0.0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if mid + mid**2 + mid**3 < target:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def count_tokens(text: str) -> int:
+    """A stand-in tokenizer: about one token per 4 characters, at least 1."""
+    return max(1, (len(text) + 3) // 4)
+
+
+@dataclass
+class Decoded:
+    """One request's outcome: tokens, text, and the per-round acceptance SGLang would report."""
+
+    output_ids: list[int]
+    text: str
+    prompt_tokens: int
+    rounds: list[int] = field(default_factory=list)  # accepted drafts per verify round (0..3)
+    ttft_s: float = 0.0
+    decode_s: float = 0.0  # time from the first token to the last
+
+    @property
+    def completion_tokens(self) -> int:
+        return len(self.output_ids)
+
+    @property
+    def verify_ct(self) -> int:
+        return len(self.rounds)
+
+    @property
+    def correct_drafts(self) -> int:
+        return sum(self.rounds)
+
+    def histogram(self) -> list[int]:
+        hist = [0] * NUM_DRAFT_TOKENS
+        for k in self.rounds:
+            hist[k] += 1
+        return hist
+
+
+def _rng(seed: int, *parts: object) -> random.Random:
+    digest = hashlib.sha256(repr((seed, *parts)).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def _word(token_id: int) -> str:
+    a = _SYLLABLES[token_id % 16]
+    b = _SYLLABLES[(token_id // 16) % 16]
+    return a + b if token_id % 3 else a + b + _SYLLABLES[(token_id // 256) % 16]
+
+
+def decode(
+    scenario: Scenario,
+    *,
+    seed: int,
+    prompt: str,
+    max_new_tokens: int,
+    temperature: float,
+    sampling_seed: int | None = None,
+) -> Decoded:
+    """Simulate one request end to end (no sleeping here; the app sleeps by the returned times)."""
+    prompt_tokens = count_tokens(prompt)
+    n = max(1, max_new_tokens)
+    rng = _rng(seed, prompt, n, temperature, sampling_seed)
+    ids = [0] * n if scenario.degenerate else [rng.randrange(1000, VOCAB) for _ in range(n)]
+    rounds: list[int] = []
+    if scenario.spec:
+        p = chain_probability(mean_accept_length(scenario, temperature))
+        produced = 1  # the first token comes from prefill
+        while produced < n:
+            k = 0
+            while k < NUM_STEPS and rng.random() < p:
+                k += 1
+            rounds.append(k)
+            produced += k + 1
+        decode_s = len(rounds) * verify_ms(scenario) / 1000.0
+    else:
+        decode_s = (n - 1) * step_ms(scenario) / 1000.0
+    text = "!" * n if scenario.degenerate else " ".join(_word(t) for t in ids)
+    return Decoded(ids, text, prompt_tokens, rounds, ttft_s(prompt_tokens), decode_s)
+
+
+def stream_chunks(d: Decoded) -> list[int]:
+    """How many new tokens each streamed chunk carries: the prefill token, then one chunk per round."""
+    if not d.rounds:
+        return [1] * d.completion_tokens
+    chunks = [1]
+    left = d.completion_tokens - 1
+    for k in d.rounds:
+        take = min(k + 1, left)
+        if take <= 0:
+            break
+        chunks.append(take)
+        left -= take
+    return chunks

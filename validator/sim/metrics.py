@@ -1,0 +1,133 @@
+"""The simulator's Prometheus metrics, with SGLang 0.5.23's names, label sets and buckets.
+
+A private ``CollectorRegistry`` per server, so several simulators (and the validator's own metrics) can
+live in one process. Scheduler-side gauges carry ``model_name, engine_type, tp_rank, pp_rank,
+moe_ep_rank`` and change only every ``decode_log_interval`` steps; tokenizer-side counters and histograms
+carry ``model_name, engine_type`` (plus ``is_streaming`` where SGLang adds it).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+_TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+                 200.0, 400.0)  # fmt: skip
+_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080,
+                0.100, 0.200, 0.400, 0.600, 0.800, 1.0, 2.0, 4.0, 6.0, 8.0)  # fmt: skip
+_E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
+                200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0)  # fmt: skip
+
+
+class SimMetrics:
+    def __init__(self, model_name: str) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        base = ["model_name", "engine_type"]
+        sched = [*base, "tp_rank", "pp_rank", "moe_ep_rank"]
+        self._base = {"model_name": model_name, "engine_type": "unified"}
+        self._sched = {**self._base, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        self.num_running_reqs = Gauge(
+            "sglang:num_running_reqs", "The number of running requests.", sched, registry=r
+        )
+        self.gen_throughput = Gauge(
+            "sglang:gen_throughput", "The generation throughput (token/s).", sched, registry=r
+        )
+        self.spec_accept_length = Gauge(
+            "sglang:spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            sched,
+            registry=r,
+        )
+        self.spec_accept_rate = Gauge(
+            "sglang:spec_accept_rate",
+            "The average acceptance rate of speculative decoding.",
+            sched,
+            registry=r,
+        )
+        self.spec_num_steps = Gauge(
+            "sglang:spec_num_steps", "Active speculative num steps.", sched, registry=r
+        )
+        self.spec_num_draft_tokens = Gauge(
+            "sglang:spec_num_draft_tokens", "Active speculative num draft tokens.", sched, registry=r
+        )
+        self.prompt_tokens = Counter(
+            "sglang:prompt_tokens_total",
+            "Number of prefill tokens processed.",
+            [*base, "is_streaming"],
+            registry=r,
+        )
+        self.generation_tokens = Counter(
+            "sglang:generation_tokens_total",
+            "Number of generation tokens processed.",
+            [*base, "is_streaming"],
+            registry=r,
+        )
+        self.spec_verify_calls = Counter(
+            "sglang:spec_verify_calls_total",
+            "Number of speculative decoding verification calls.",
+            base,
+            registry=r,
+        )
+        self.num_requests = Counter(
+            "sglang:num_requests_total", "Number of requests processed.", [*base, "is_streaming"], registry=r
+        )
+        self.ttft = Histogram(
+            "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+            [*base, "is_streaming"], buckets=_TTFT_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.itl = Histogram(
+            "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", base,
+            buckets=_ITL_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.tpot = Histogram(
+            "sglang:request_time_per_output_token_seconds",
+            "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1).",
+            [*base, "is_streaming"], buckets=_ITL_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.e2e = Histogram(
+            "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
+            [*base, "is_streaming"], buckets=_E2E_BUCKETS, registry=r,
+        )  # fmt: skip
+
+    def interval(
+        self, *, running: int, throughput: float, accept_len: float | None, accept_rate: float | None
+    ) -> None:
+        """Scheduler gauges, set once per ``decode_log_interval`` decode steps."""
+        self.num_running_reqs.labels(**self._sched).set(running)
+        self.gen_throughput.labels(**self._sched).set(throughput)
+        if accept_len is not None and accept_rate is not None:
+            self.spec_accept_length.labels(**self._sched).set(accept_len)
+            self.spec_accept_rate.labels(**self._sched).set(accept_rate)
+            self.spec_num_steps.labels(**self._sched).set(3)
+            self.spec_num_draft_tokens.labels(**self._sched).set(4)
+
+    def finished(
+        self,
+        *,
+        streaming: bool,
+        prompt_tokens: int,
+        completion_tokens: int,
+        verify_ct: int,
+        ttft: float,
+        decode_s: float,
+        chunks: list[int],
+    ) -> None:
+        """Tokenizer-side metrics for one finished request (times in simulated seconds)."""
+        s = {**self._base, "is_streaming": str(streaming).lower()}
+        self.prompt_tokens.labels(**s).inc(prompt_tokens)
+        self.generation_tokens.labels(**s).inc(completion_tokens)
+        self.num_requests.labels(**s).inc()
+        if verify_ct:
+            self.spec_verify_calls.labels(**self._base).inc(verify_ct)
+        self.ttft.labels(**s).observe(ttft)
+        self.e2e.labels(**s).observe(ttft + decode_s)
+        if completion_tokens > 1:
+            self.tpot.labels(**s).observe(decode_s / (completion_tokens - 1))
+            per_chunk = decode_s / max(1, len(chunks) - 1)
+            itl = self.itl.labels(**self._base)
+            for n in chunks[1:]:
+                for _ in range(n):
+                    itl.observe(per_chunk / n)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,180 @@
+"""Running the simulator: in a background thread (``SimServer``, for ``demo`` and tests) or in the
+foreground until SIGINT/SIGTERM (``serve_forever``, for ``spark-validate sim``).
+
+Both bind the socket themselves before uvicorn starts, so ``port=0`` yields a free port that is known (and
+listening) by the time the constructor or ``__enter__`` returns; no polling loop, no race.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from validator.errors import UnavailableError, UsageError
+from validator.sim import scenarios
+from validator.sim.engine import DEFAULT_STARTUP_SECONDS, SimConfig, SimEngine
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise UnavailableError(f"sim: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    sock.setblocking(False)
+    return sock
+
+
+def _make(engine: SimEngine, sock: socket.socket) -> Any:
+    import uvicorn
+
+    from validator.sim.app import create_app
+
+    config = uvicorn.Config(
+        create_app(engine),
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=1,
+        backlog=2048,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn re-raises a captured SIGTERM after shutting down, which would kill the process by signal;
+    # the simulator handles signals itself (serve_forever) and exits 0.
+    server.capture_signals = contextlib.nullcontext  # type: ignore[method-assign,assignment]
+
+    def stop() -> None:
+        server.should_exit = True
+
+    engine.on_crash = stop
+    return server
+
+
+async def _serve(engine: SimEngine, server: Any, sock: socket.socket) -> None:
+    startup = asyncio.create_task(engine.start_up())
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        startup.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await startup
+
+
+class SimServer:
+    """A simulated SGLang server on a background thread; ``with SimServer("healthy") as sim: sim.url``."""
+
+    def __init__(
+        self,
+        scenario: str | list[str] = "healthy",
+        *,
+        seed: int = 0,
+        speed: float = 1.0,
+        startup_seconds: float = DEFAULT_STARTUP_SECONDS,
+        api_key: str | None = None,
+        log_path: Path | str | None = None,
+        attestation_path: Path | str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        sc = scenarios.resolve(scenario)
+        if sc.auth and not api_key:
+            raise UsageError("sim: scenario auth-required needs an API key")
+        if speed <= 0:
+            raise UsageError("sim: --speed must be positive")
+        self.engine = SimEngine(
+            SimConfig(
+                scenario=sc,
+                seed=seed,
+                speed=speed,
+                startup_seconds=startup_seconds,
+                api_key=api_key,
+                log_path=Path(log_path) if log_path is not None else None,
+                attestation_path=Path(attestation_path) if attestation_path is not None else None,
+                host=host,
+                port=port,
+            )
+        )
+        self._host = host
+        self._port = port
+        self._sock: socket.socket | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def scenario(self) -> scenarios.Scenario:
+        return self.engine.scenario
+
+    @property
+    def port(self) -> int:
+        return self.engine.config.port
+
+    @property
+    def url(self) -> str:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> SimServer:
+        self._sock = _bind(self._host, self._port)
+        self.engine.bind(self._sock.getsockname()[1])
+        self._server = _make(self.engine, self._sock)
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(_serve(self.engine, self._server, self._sock),), daemon=True, name="sim"
+        )
+        self._thread.start()
+        return self
+
+    def wait_ready(self, timeout: float = 30.0) -> bool:
+        """Block until start-up finished (``/health`` would answer 200), or the timeout passed."""
+        self.engine.settled.wait(timeout)
+        return self.engine.ready
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self.engine.close()
+
+    def __enter__(self) -> SimServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def serve_forever(sim: SimServer) -> int:
+    """Foreground mode: run until SIGINT/SIGTERM (uvicorn's handlers) or a simulated crash."""
+    sock = _bind(sim._host, sim._port)
+    sim.engine.bind(sock.getsockname()[1])
+    server = _make(sim.engine, sock)
+    _install_signals(server)
+    try:
+        asyncio.run(_serve(sim.engine, server, sock))
+    finally:
+        sock.close()
+        sim.engine.close()
+    return 1 if sim.engine.crashed else 0
+
+
+def _install_signals(server: Any) -> None:
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        server.should_exit = True
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)

@@ -1,0 +1,79 @@
+"""The simulated server's launch command and resolved arguments, as ``/server_info`` and the log show them.
+
+Starts from SGLang 0.5.23's real defaults (every ``ServerArgs`` field) and applies what the scenario's
+launch command asks for plus the resolutions a real server makes: ``NEXTN`` becomes ``EAGLE``, ``auto``
+becomes ``flashinfer_mxfp4`` for this checkpoint, the draft inherits the MoE backend and quantization,
+``max_running_requests`` is forced to 48 under speculation, the draft revision becomes ``main``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from validator.sim._sglang_defaults import DEFAULTS
+from validator.sim.scenarios import MODEL_PATH, Scenario
+
+
+def launch_argv(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> list[str]:
+    """What the operator typed (after ``python -m sglang.launch_server``); the key is shown as a file read."""
+    argv = ["--model-path", MODEL_PATH, "--host", host, "--port", str(port)]
+    argv += ["--moe-runner-backend", scenario.moe_backend_flag, "--mem-fraction-static", "0.6"]
+    if scenario.spec:
+        argv += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]
+        argv += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+        argv += ["--speculative-draft-model-path", MODEL_PATH]
+    if scenario.fp32_head_flag:
+        argv.append("--enable-fp32-lm-head")
+    if scenario.metrics:
+        argv.append("--enable-metrics")
+    if api_key is not None:
+        argv += ["--api-key", api_key]
+    return argv
+
+
+def launch_command(argv: list[str]) -> str:
+    """``ServerArgs.launch_command``: the argv as one space-joined string (secrets are *not* redacted)."""
+    return " ".join(["python", "-m", "sglang.launch_server", *argv])
+
+
+def launch_command_for_log(argv: list[str]) -> str:
+    """The same with the API key masked: the simulator never writes a secret to a file."""
+    masked = list(argv)
+    for i, arg in enumerate(masked[:-1]):
+        if arg in ("--api-key", "--admin-api-key"):
+            masked[i + 1] = "***"
+    return shlex.join(["python", "-m", "sglang.launch_server", *masked])
+
+
+def resolved(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> dict[str, Any]:
+    """``server_args.resolved_dict()``: flat, one key per field, resolved values."""
+    args = dict(DEFAULTS)
+    args.update(
+        model_path=MODEL_PATH,
+        tokenizer_path=MODEL_PATH,
+        served_model_name=MODEL_PATH,
+        host=host,
+        port=port,
+        api_key=api_key,
+        moe_runner_backend=scenario.moe_backend,
+        quantization="fp8",
+        mem_fraction_static=0.6,
+        enable_fp32_lm_head=scenario.fp32_head_flag,
+        enable_metrics=scenario.metrics,
+        tp_size=1,
+        dp_size=1,
+    )
+    if scenario.spec:
+        args.update(
+            speculative_algorithm="EAGLE",
+            speculative_num_steps=3,
+            speculative_eagle_topk=1,
+            speculative_num_draft_tokens=4,
+            speculative_draft_model_path=MODEL_PATH,
+            speculative_draft_model_revision="main",
+            speculative_draft_model_quantization="fp8",
+            speculative_moe_runner_backend=scenario.moe_backend,
+            max_running_requests=48,
+        )
+    return args
