@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.sglang_builds import fake_interpreter, make_build
+from validator.sources.sglang_install import (
+    locate_sglang,
+    probe_interpreter,
+    read_sglang_install,
+)
+
+
+def test_stock_wheel(stock_sglang_root: Path) -> None:
+    f = read_sglang_install(stock_sglang_root, "--sglang-root")
+    assert f.root == stock_sglang_root and f.located_by == "--sglang-root"
+    assert f.version == "0.5.23"
+    assert f.declares_fp8_lm_head is False  # stock ignores SGLANG_ENABLE_FP8_LM_HEAD silently
+    assert f.nextn_shares_lm_head is False  # only set_embed_and_head: tensor sharing
+    assert f.moe_runner_backends is not None
+    assert {"auto", "humming", "flashinfer_mxfp4"} <= set(f.moe_runner_backends)
+    assert f.moe_runner_backends[0] == "auto" and len(f.moe_runner_backends) == 22
+    # declared fields, deprecated_name aliases and the deprecation registry; never a non-SGLANG_ name
+    assert {"SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "SGLANG_HUMMING_MOE_GEMM_TYPE"} <= f.declared_env
+    assert "SGLANG_USE_TRITON_ROUTER_SUM" in f.declared_env and "SGLANG_ENABLE_CP_V2" in f.declared_env
+    assert "SGLANG_ENABLE_FP8_LM_HEAD" not in f.declared_env
+    assert all(n.startswith("SGLANG_") for n in f.declared_env) and "IS_H200" not in f.declared_env
+    assert f.note is None
+
+
+def test_patched_build(tmp_path: Path) -> None:
+    root = make_build(tmp_path / "site")
+    f = read_sglang_install(root, "--sglang-root")
+    assert f.declares_fp8_lm_head is True and "SGLANG_ENABLE_FP8_LM_HEAD" in f.declared_env
+    assert f.nextn_shares_lm_head is True and f.version == "0.5.23" and f.note is None
+
+
+def test_each_patch_half_alone(tmp_path: Path) -> None:
+    f = read_sglang_install(make_build(tmp_path / "a", share_hook=False), "x")
+    assert (f.declares_fp8_lm_head, f.nextn_shares_lm_head) == (True, False)
+    f = read_sglang_install(make_build(tmp_path / "b", fp8_lm_head=False), "x")
+    assert (f.declares_fp8_lm_head, f.nextn_shares_lm_head) == (False, True)
+
+
+def test_hook_in_another_class_does_not_count(tmp_path: Path) -> None:
+    root = make_build(tmp_path / "s", share_hook=False)
+    p = root / "srt/models/bailing_moe_nextn.py"
+    p.write_text(
+        p.read_text() + "\n\nclass Other:\n    def set_lm_head_from_target(self, h):\n        pass\n"
+    )
+    assert read_sglang_install(root, "x").nextn_shares_lm_head is False
+
+
+def test_unparsable_and_missing_files_give_none_and_note(tmp_path: Path) -> None:
+    root = make_build(tmp_path / "s")
+    (root / "srt/environ.py").write_text("class Envs:\n    X = EnvBool(\n")
+    (root / "srt/arg_groups/choices.py").unlink()
+    f = read_sglang_install(root, "x")
+    assert f.declares_fp8_lm_head is None and f.declared_env == set()
+    assert f.moe_runner_backends is None
+    assert f.nextn_shares_lm_head is True  # the other files still count
+    assert f.note is not None and "srt/environ.py: does not parse" in f.note
+    assert "MOE_RUNNER_BACKEND_CHOICES not found" in f.note
+
+
+def test_not_an_sglang_dir(tmp_path: Path) -> None:
+    f = read_sglang_install(tmp_path, "--sglang-root")
+    assert f.version is None and f.note is not None and "no srt/" in f.note
+
+
+def test_plugins_from_entry_points(tmp_path: Path) -> None:
+    root = make_build(tmp_path / "site", plugins={"spark_validate": "validator.plugin:register"})
+    assert read_sglang_install(root, "x").plugins == {"spark_validate"}
+    other = tmp_path / "other-site"
+    make_build(other, plugins={"elsewhere": "p:q"})
+    f = read_sglang_install(root, "x", site_dirs=[other])
+    assert f.plugins == {"spark_validate", "elsewhere"}
+
+
+def test_locate_through_interpreter_finds_patched_build_without_importing(tmp_path: Path) -> None:
+    site = tmp_path / "venv-site"
+    root = make_build(site, plugins={"spark_validate": "validator.plugin:register"})
+    py = fake_interpreter(tmp_path / "bin", site)
+    probe = probe_interpreter(str(py))
+    assert probe.error is None and probe.sglang_root == root
+    assert probe.imported == []  # find_spec ran no package code: neither sglang nor torch imported
+    f = locate_sglang(str(py))
+    assert f.root == root and f.located_by == f"interpreter {py}"
+    assert f.declares_fp8_lm_head is True and f.nextn_shares_lm_head is True
+    assert "spark_validate" in f.plugins
+
+
+def test_locate_interpreter_without_sglang(tmp_path: Path) -> None:
+    py = fake_interpreter(tmp_path / "bin", None)
+    f = locate_sglang(str(py))
+    assert f.root is None and f.note is not None and "not importable" in f.note
+
+
+def test_locate_interpreter_missing_or_failing(tmp_path: Path) -> None:
+    f = locate_sglang(str(tmp_path / "no-python"))
+    assert f.root is None and f.note is not None and "cannot run" in f.note
+    bad = tmp_path / "bad"
+    bad.write_text("#!/bin/sh\necho boom >&2\nexit 3\n")
+    bad.chmod(0o755)
+    f = locate_sglang(str(bad))
+    assert f.root is None and f.note is not None and "exited 3: boom" in f.note
+
+
+def test_locate_times_out_and_kills_the_wrapper_children(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    make_build(site)
+    py = fake_interpreter(tmp_path / "bin", site, delay_s=30)
+    t0 = time.monotonic()
+    f = locate_sglang(str(py), timeout=0.5)
+    assert time.monotonic() - t0 < 5  # the sleeping child holding the pipe was killed too
+    assert f.root is None and f.note is not None and "did not answer within 0.5 s" in f.note
+
+
+def test_locate_in_current_environment(monkeypatch: pytest.MonkeyPatch, stock_sglang_site: Path) -> None:
+    monkeypatch.setattr(sys, "path", [str(stock_sglang_site), *sys.path])
+    f = locate_sglang(None)
+    assert f.located_by == "current environment" and f.root == stock_sglang_site / "sglang"
+    assert f.version == "0.5.23"
+
+
+def test_locate_in_current_environment_absent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(sys, "path", [str(tmp_path)])
+    f = locate_sglang(None)
+    assert f.root is None and f.note is not None and "not importable" in f.note

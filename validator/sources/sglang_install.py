@@ -1,0 +1,289 @@
+"""Evidence about the SGLang build the server will run, read as files and never imported.
+
+Importing sglang pulls in torch (seconds, hundreds of MB) and may touch the GPU; preflight runs on every
+start, inside ExecStartPre. So the package is *located* with ``importlib.util.find_spec`` (which, for a
+top-level package, reads no module code) in the server's own interpreter, and then its few relevant files
+are parsed with ``ast``: version, the environment variables ``srt/environ.py`` declares, whether the
+Bailing NEXTN draft class can share the target's LM-head module, and the MoE runner backend choices.
+Anything unreadable becomes ``None`` plus a ``note``, so checks report ``error``/``skip``, never ``pass``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib.util import find_spec
+from pathlib import Path
+
+from validator.facts import SGLangInstallFacts
+
+FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
+NEXTN_CLASS = "BailingMoeForCausalLMNextN"
+SHARE_HOOK = "set_lm_head_from_target"
+CHOICES_NAME = "MOE_RUNNER_BACKEND_CHOICES"
+PLUGIN_GROUP = "sglang.srt.plugins"
+
+# Run inside the server's interpreter. find_spec on a top-level name executes nothing of the package;
+# the probe reports whether torch/sglang ended up imported so tests can hold that line.
+_PROBE = (
+    "import importlib.util, json, sys\n"
+    "s = importlib.util.find_spec('sglang')\n"
+    "print(json.dumps({'locations': list(s.submodule_search_locations or []) if s else None,\n"
+    " 'origin': s.origin if s else None,\n"
+    " 'site_dirs': [p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))],\n"
+    " 'imported': sorted(m for m in ('torch', 'sglang') if m in sys.modules)}))\n"
+)
+
+
+@dataclass
+class InterpreterProbe:
+    """What the server's interpreter says about itself (also feeds humming's site dirs)."""
+
+    interpreter: str
+    sglang_root: Path | None
+    site_dirs: list[Path] = field(default_factory=list)
+    imported: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def probe_interpreter(
+    interpreter: str, *, timeout: float = 5.0, env: Mapping[str, str] | None = None
+) -> InterpreterProbe:
+    """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group)."""
+    try:
+        proc = subprocess.Popen(
+            [interpreter, "-c", _PROBE],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,  # so a timeout can kill wrapper scripts' children too
+        )
+    except OSError as exc:
+        return InterpreterProbe(interpreter, None, error=f"cannot run {interpreter}: {exc.strerror or exc}")
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} did not answer within {timeout:g} s")
+    if proc.returncode != 0:
+        last = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} exited {proc.returncode}: {last}")
+    try:
+        doc = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+        locations = doc["locations"]
+        site_dirs = [Path(p) for p in doc["site_dirs"]]
+        imported = list(doc["imported"])
+    except (ValueError, IndexError, KeyError, TypeError):
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} gave an unreadable answer")
+    root = Path(locations[0]) if locations else None
+    return InterpreterProbe(interpreter, root, site_dirs=site_dirs, imported=imported)
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+    proc.communicate()
+
+
+def locate_sglang(
+    interpreter: str | None, *, timeout: float = 5.0, env: Mapping[str, str] | None = None
+) -> SGLangInstallFacts:
+    """Find the sglang package the launch command will run and read it; root None (with a note) if absent."""
+    if interpreter:
+        located_by = f"interpreter {interpreter}"
+        probe = probe_interpreter(interpreter, timeout=timeout, env=env)
+        if probe.error:
+            return SGLangInstallFacts(root=None, located_by=located_by, note=probe.error)
+        if probe.sglang_root is None:
+            return SGLangInstallFacts(
+                root=None, located_by=located_by, note=f"sglang is not importable by {interpreter}"
+            )
+        return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs)
+    located_by = "current environment"
+    spec = find_spec("sglang")
+    if spec is None or not spec.submodule_search_locations:
+        return SGLangInstallFacts(
+            root=None,
+            located_by=located_by,
+            note=f"sglang is not importable by {sys.executable}; name the server's interpreter or its root",
+        )
+    site_dirs = [Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return read_sglang_install(root, located_by, site_dirs=site_dirs)
+
+
+def read_sglang_install(
+    root: Path | str, located_by: str, *, site_dirs: list[Path] | None = None
+) -> SGLangInstallFacts:
+    """Read the facts from an sglang package directory, by parsing files only.
+
+    ``site_dirs`` are where the server's interpreter finds distributions (for plugin entry points); the
+    directory holding ``root`` is always searched."""
+    r = Path(root)
+    facts = SGLangInstallFacts(root=r, located_by=located_by)
+    notes: list[str] = []
+    if not (r / "srt").is_dir():
+        facts.note = f"{r} does not look like an sglang package (no srt/)"
+        return facts
+    facts.version = _version(r, notes)
+
+    environ = _parse(r / "srt" / "environ.py", notes)
+    if environ is not None:
+        fields, aliases = _declared_env(environ)
+        facts.declares_fp8_lm_head = FP8_LM_HEAD_ENV in fields
+        facts.declared_env = {n for n in fields | aliases if n.startswith("SGLANG_")}
+
+    nextn = _parse(r / "srt" / "models" / "bailing_moe_nextn.py", notes)
+    if nextn is not None:
+        cls = _find_class(nextn, NEXTN_CLASS)
+        if cls is None:
+            notes.append(f"srt/models/bailing_moe_nextn.py has no class {NEXTN_CLASS}")
+        else:
+            facts.nextn_shares_lm_head = SHARE_HOOK in _class_members(cls)
+
+    facts.moe_runner_backends = _moe_choices(r, notes)
+    facts.plugins = installed_plugins([r.parent, *(site_dirs or [])])
+    facts.note = "; ".join(notes) or None
+    return facts
+
+
+def installed_plugins(site_dirs: list[Path]) -> set[str]:
+    """Names in the ``sglang.srt.plugins`` entry-point group, as ``importlib.metadata`` would list them
+    in the server's interpreter (SGLang's ``load_plugins`` reads that group)."""
+    names: set[str] = set()
+    for d in dict.fromkeys(site_dirs):
+        for ep in [*d.glob("*.dist-info/entry_points.txt"), *d.glob("*.egg-info/entry_points.txt")]:
+            try:
+                text = ep.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            section = ""
+            for raw in text.splitlines():
+                line = raw.strip()
+                if line.startswith("[") and line.endswith("]"):
+                    section = line[1:-1].strip()
+                elif section == PLUGIN_GROUP and "=" in line and not line.startswith(("#", ";")):
+                    names.add(line.partition("=")[0].strip())
+    return names
+
+
+def _parse(path: Path, notes: list[str]) -> ast.Module | None:
+    rel = path.as_posix().rsplit("/sglang/", 1)[-1]
+    try:
+        source = path.read_bytes()
+    except OSError as exc:
+        notes.append(f"{rel}: cannot read ({exc.strerror or exc})")
+        return None
+    try:
+        return ast.parse(source, filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        notes.append(f"{rel}: does not parse" + (f" (line {line})" if line else ""))
+        return None
+
+
+def _version(r: Path, notes: list[str]) -> str | None:
+    """_version.py (what version.py imports), then the dist-info beside the package, then version.py."""
+    for name in ("_version.py", "version.py"):
+        path = r / name
+        if path.is_file():
+            tree = _parse(path, notes)
+            found = _str_assignment(tree, "__version__") if tree else None
+            if found:
+                return found
+    for meta in sorted(r.parent.glob("sglang-*.dist-info/METADATA")):
+        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return line.partition(":")[2].strip()
+            if not line:
+                break
+    notes.append("version not found")
+    return None
+
+
+def _str_assignment(tree: ast.Module, name: str) -> str | None:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if name in targets and isinstance(node.value.value, str):
+                return node.value.value
+    return None
+
+
+def _declared_env(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """Fields of ``class Envs`` (``NAME = EnvXxx(...)``), and names still honoured with a warning:
+    ``deprecated_name=`` aliases and the ``_DEPRECATED_ENVS`` registry."""
+    fields: set[str] = set()
+    aliases: set[str] = set()
+    envs = _find_class(tree, "Envs")
+    for node in envs.body if envs else []:
+        target, value = _assign_parts(node)
+        if target and isinstance(value, ast.Call) and _call_name(value).startswith("Env"):
+            fields.add(target)
+            for kw in value.keywords:
+                if kw.arg == "deprecated_name" and isinstance(kw.value, ast.Constant):
+                    aliases.add(str(kw.value.value))
+    for node in tree.body:
+        target, value = _assign_parts(node)
+        if target == "_DEPRECATED_ENVS" and isinstance(value, ast.Dict):
+            aliases |= {
+                k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
+    return fields, aliases
+
+
+def _assign_parts(node: ast.stmt) -> tuple[str | None, ast.expr | None]:
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id, node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id, node.value
+    return None, None
+
+
+def _call_name(call: ast.Call) -> str:
+    f = call.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _find_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _class_members(cls: ast.ClassDef) -> set[str]:
+    names: set[str] = set()
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        else:
+            target, _ = _assign_parts(node)
+            if target:
+                names.add(target)
+    return names
+
+
+def _moe_choices(r: Path, notes: list[str]) -> list[str] | None:
+    """``MOE_RUNNER_BACKEND_CHOICES``: srt/arg_groups/choices.py in 0.5.23, server_args.py before."""
+    for rel in ("srt/arg_groups/choices.py", "srt/server_args.py"):
+        path = r / rel
+        if not path.is_file():
+            continue
+        tree = _parse(path, notes)
+        if tree is None:
+            continue
+        for node in tree.body:
+            target, value = _assign_parts(node)
+            if target == CHOICES_NAME and isinstance(value, (ast.List, ast.Tuple)):
+                return [
+                    e.value for e in value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                ]
+    notes.append(f"{CHOICES_NAME} not found")
+    return None
