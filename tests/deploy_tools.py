@@ -88,7 +88,8 @@ def crd_schema(filename: str) -> dict[str, Any]:
 def closed_schema(schema: dict[str, Any]) -> dict[str, Any]:
     """A copy where every object with listed `properties` rejects unknown fields, so a typo fails.
 
-    Kubernetes' OpenAPI extensions are dropped (jsonschema ignores them anyway).
+    Kubernetes' OpenAPI extensions are dropped (jsonschema ignores them anyway), and a Go regex flag group
+    after `^` (`^(?i)...`, valid in RE2, an error in Python's re) is moved to the front, same meaning.
     """
     out = copy.deepcopy(schema)
 
@@ -96,6 +97,9 @@ def closed_schema(schema: dict[str, Any]) -> dict[str, Any]:
         if isinstance(node, dict):
             for key in [k for k in node if k.startswith("x-kubernetes-")]:
                 del node[key]
+            pattern = node.get("pattern")
+            if isinstance(pattern, str) and pattern.startswith("^(?i)"):
+                node["pattern"] = "(?i)^" + pattern[len("^(?i)") :]
             if "properties" in node and "additionalProperties" not in node:
                 node["additionalProperties"] = False
             for value in node.values():

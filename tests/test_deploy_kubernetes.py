@@ -1,0 +1,144 @@
+"""deploy/kubernetes: the manifests validate offline against the Kubernetes API schemas (1.30 to 1.37, strict:
+unknown fields fail) with `kubernetes-validate`, and the Prometheus Operator resources against their CRD
+schemas vendored in tests/data/deploy/ (closed: unknown fields fail). Then the wiring the design relies on.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import pytest
+
+from tests.deploy_tools import DEPLOY, closed_schema, crd_schema, load_yaml, load_yaml_docs
+
+K8S = DEPLOY / "kubernetes"
+VERSIONS = [f"1.{minor}.0" for minor in range(30, 38)]
+CORE_FILES = ("deployment.yaml", "service.yaml")
+CRDS = {
+    "PrometheusRule": "prometheusrule.monitoring.coreos.com_v1.schema.yaml",
+    "PodMonitor": "podmonitor.monitoring.coreos.com_v1.excerpt.schema.yaml",
+}
+
+
+def _docs(*files: str) -> list[dict[str, Any]]:
+    return [doc for name in files for doc in load_yaml_docs(K8S / name)]
+
+
+def _kind(kind: str) -> dict[str, Any]:
+    (doc,) = [d for d in _docs(*CORE_FILES, "podmonitor.yaml", "prometheusrule.yaml") if d["kind"] == kind]
+    return doc
+
+
+def _crd_validate(doc: dict[str, Any]) -> None:
+    assert doc["apiVersion"] == "monitoring.coreos.com/v1"
+    jsonschema.validate(doc, closed_schema(crd_schema(CRDS[doc["kind"]])))
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_core_manifests_validate_against_the_kubernetes_schema(version: str) -> None:
+    docs = _docs(*CORE_FILES)
+    assert {d["kind"] for d in docs} == {"Deployment", "ConfigMap", "Service"}
+    for doc in docs:
+        kubernetes_validate.validate(doc, version, strict=True)
+
+
+def test_kubernetes_validate_rejects_a_misspelt_probe_field() -> None:
+    deployment = _kind("Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][1]["readinessProbe"]["periodSecond"] = 10
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, VERSIONS[0], strict=True)
+
+
+@pytest.mark.parametrize("kind", sorted(CRDS))
+def test_prometheus_operator_resources_validate_against_their_crd_schema(kind: str) -> None:
+    _crd_validate(_kind(kind))
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "value"),
+    [
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "intervall"), "30s"),
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "interval"), "thirty seconds"),
+        ("PodMonitor", ("spec", "podMetricsEndpoints", 0, "relabelings", 0, "action"), "rename"),
+        ("PrometheusRule", ("spec", "groups", 1, "rules", 1, "for"), "5 minutes"),
+        ("PrometheusRule", ("spec", "groups", 1, "rules", 1, "severity"), "critical"),
+    ],
+)
+def test_crd_schemas_reject_bad_resources(kind: str, path: tuple[str | int, ...], value: str) -> None:
+    doc = _kind(kind)
+    node: Any = doc
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    with pytest.raises(jsonschema.ValidationError):
+        _crd_validate(doc)
+
+
+def test_prometheusrule_is_the_shipped_rule_file() -> None:
+    shipped = load_yaml(DEPLOY / "prometheus" / "spark-validate.rules.yml")
+    assert _kind("PrometheusRule")["spec"]["groups"] == shipped["groups"]
+
+
+def _containers() -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in _kind("Deployment")["spec"]["template"]["spec"]["containers"]}
+
+
+def _probe_budget_s(probe: dict[str, Any]) -> int:
+    return int(probe.get("initialDelaySeconds", 0)) + int(probe["periodSeconds"]) * int(
+        probe["failureThreshold"]
+    )
+
+
+def test_server_container_launches_through_preflight_with_the_recipe_and_plugin() -> None:
+    server = _containers()["sglang"]
+    assert server["command"][:3] == ["spark-validate", "launch", "--"]
+    assert server["command"][3:] == ["python3", "-m", "sglang.launch_server"]
+    env = {e["name"]: e["value"] for e in server["env"]}
+    assert env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1" and env["SGLANG_PLUGINS"] == "spark_validate"
+    args = dict(a.split("=", 1) if "=" in a else (a, "") for a in server["args"])
+    assert args["--moe-runner-backend"] == "humming" and args["--speculative-algorithm"] == "NEXTN"
+    assert (args["--speculative-num-steps"], args["--speculative-eagle-topk"]) == ("3", "1")
+    assert args["--speculative-num-draft-tokens"] == "4"
+    assert args["--speculative-draft-model-path"] == args["--model-path"]
+    assert "--enable-metrics" in args and "--enable-fp32-lm-head" not in args
+    # a 6-minute load plus graph capture and the first TTFT, with margin
+    assert _probe_budget_s(server["startupProbe"]) >= 600
+    assert "tcpSocket" in server["livenessProbe"] or server["livenessProbe"]["httpGet"]["path"] != "/health"
+
+
+def test_sidecar_gates_readiness_and_shares_the_evidence_volume() -> None:
+    containers = _containers()
+    server, sidecar = containers["sglang"], containers["spark-validate"]
+    assert sidecar["command"][:2] == ["spark-validate", "serve"]
+    flags = dict(a.split("=", 1) for a in sidecar["command"][2:])
+    assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
+    assert sidecar["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert {p["name"]: p["containerPort"] for p in sidecar["ports"]} == {"metrics": 9464}
+    assert flags["--listen"].endswith(":9464") and not flags["--listen"].startswith("127.")
+    server_env = {e["name"]: e["value"] for e in server["env"]}
+    assert flags["--attestation"] == server_env["SPARK_VALIDATE_ATTESTATION"]
+    logging_cm = json.loads(_kind("ConfigMap")["data"]["logging.json"])
+    assert logging_cm["handlers"]["file"]["filename"] == flags["--log"]
+    mounts = {c: {m["name"]: m["mountPath"] for m in containers[c]["volumeMounts"]} for c in containers}
+    volumes = {v["name"]: v for v in _kind("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    assert "emptyDir" in volumes["shared"]
+    assert mounts["sglang"]["shared"] == mounts["spark-validate"]["shared"]
+    for path in (flags["--attestation"], flags["--log"]):
+        assert path.startswith(mounts["sglang"]["shared"] + "/")
+
+
+def test_service_and_monitors_select_the_pod_and_name_the_jobs_the_rules_expect() -> None:
+    pod_labels = _kind("Deployment")["spec"]["template"]["metadata"]["labels"]
+    service, monitor = _kind("Service"), _kind("PodMonitor")
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    ports = {p["name"] for c in _containers().values() for p in c["ports"]}
+    jobs = {}
+    for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+        assert endpoint["port"] in ports
+        (relabel,) = [r for r in endpoint["relabelings"] if r["targetLabel"] == "job"]
+        jobs[endpoint["port"]] = relabel["replacement"]
+    assert jobs == {"metrics": "spark-validate", "http": "sglang"}
