@@ -70,7 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("SPARK_VALIDATE_DEBUG"):
             raise
         sys.stderr.write(
-            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} (set SPARK_VALIDATE_DEBUG=1 for a traceback)\n"
+            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} "
+            "(set SPARK_VALIDATE_DEBUG=1 for a traceback)\n"
         )
         return int(ExitCode.INTERNAL)
 

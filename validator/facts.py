@@ -56,6 +56,7 @@ class SGLangInstallFacts:
     nextn_shares_lm_head: bool | None = None  # BailingMoeForCausalLMNextN.set_lm_head_from_target
     moe_runner_backends: list[str] | None = None  # choices of --moe-runner-backend
     declared_env: set[str] = field(default_factory=set)  # every SGLANG_* the build declares
+    plugins: set[str] = field(default_factory=set)  # sglang.srt.plugins entry points installed beside it
     note: str | None = None  # why something could not be read
 
 

@@ -1,0 +1,80 @@
+"""Checkpoint check: does the model directory hold what the recipe needs?
+
+A BF16 ``lm_head`` listed in ``modules_to_not_convert`` (so loading does not quantize it and the online
+FP8 head can), of the expected shape, the NEXTN layer's weights with ``num_nextn_predict_layers >= 1``
+(no draft without them), and MXFP4 routed experts (what Humming runs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed, skipped
+from validator.facts import CHECKPOINT, LAUNCH, Facts
+
+
+@builtin("checkpoint.layout")
+def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
+    ck = facts.checkpoint
+    if ck is None:
+        if CHECKPOINT in facts.errors:
+            return errored(facts.errors[CHECKPOINT], [CHECKPOINT])
+        return skipped(
+            "no model directory given (--model-dir), or the launch command's model path is not local"
+        )
+    want = ctx.expect.checkpoint
+    head = ck.tensors.get("lm_head.weight")
+    ev: dict[str, Any] = {
+        "model_dir": str(ck.model_dir),
+        "architectures": ck.architectures,
+        "num_nextn_predict_layers": ck.num_nextn_predict_layers,
+        "nextn_tensor_count": ck.nextn_tensor_count,
+        "lm_head": {"dtype": head.dtype, "shape": head.shape} if head else None,
+        "modules_to_not_convert": ck.modules_to_not_convert,
+        "routed_experts_mxfp4": ck.routed_experts_mxfp4,
+    }
+    problems: list[str] = []
+    remedies: list[str] = []
+    if want.architecture not in ck.architectures:
+        problems.append(f"architecture {ck.architectures}, expected {want.architecture}")
+    if head is None:
+        problems.append("no lm_head.weight tensor")
+    else:
+        if head.dtype != want.lm_head_dtype:
+            problems.append(f"lm_head.weight is {head.dtype}, expected {want.lm_head_dtype}")
+        if tuple(head.shape) != tuple(want.lm_head_shape):
+            problems.append(f"lm_head.weight shape {head.shape}, expected {list(want.lm_head_shape)}")
+    mtnc = ck.modules_to_not_convert
+    if mtnc is None or not any(
+        m == "lm_head" or m.endswith(".lm_head") or m.startswith("lm_head") for m in mtnc
+    ):
+        problems.append("lm_head is not listed in quantization_config.modules_to_not_convert")
+        remedies.append('add "lm_head" to quantization_config.modules_to_not_convert in config.json')
+    if (ck.num_nextn_predict_layers or 0) < want.min_nextn_layers:
+        problems.append(
+            f"num_nextn_predict_layers is {ck.num_nextn_predict_layers}, need >= {want.min_nextn_layers}"
+        )
+    if want.min_nextn_layers > 0 and ck.nextn_tensor_count == 0:
+        problems.append("no NEXTN (MTP) layer weights in the safetensors files")
+    if want.routed_experts == "mxfp4" and ck.routed_experts_mxfp4 is not True:
+        problems.append("routed experts are not declared MXFP4 in quantization_config")
+    if problems:
+        remedy = (
+            "; ".join(remedies)
+            if remedies
+            else (
+                "Use the published Ling-3.0-flash-fp4 checkpoint unmodified (re-download the affected files)."
+            )
+        )
+        return failed(
+            "checkpoint does not match the recipe: " + "; ".join(problems), [CHECKPOINT], remedy, **ev
+        )
+    src = [CHECKPOINT]
+    if facts.launch is not None:
+        src.append(LAUNCH)
+    return passed(
+        f"{want.architecture} checkpoint: BF16 lm_head {list(want.lm_head_shape)} kept unquantized, "
+        f"{ck.num_nextn_predict_layers} NEXTN layer(s), MXFP4 routed experts",
+        src,
+        **ev,
+    )

@@ -1,0 +1,58 @@
+"""Installation checks: the SGLang version the pack was written for, and SGLANG_* variables that the
+installed build does not declare (SGLang ignores those silently, so a typo or a missing patch looks
+exactly like a working setting)."""
+
+from __future__ import annotations
+
+from validator.checks.base import CheckContext, Outcome, builtin, errored, passed, skipped, warned
+from validator.facts import LAUNCH, SERVER, SGLANG, Facts
+
+
+@builtin("sglang.version")
+def sglang_version(facts: Facts, ctx: CheckContext) -> Outcome:
+    want = ctx.expect.sglang_version
+    if ctx.mode == "preflight":
+        sg = facts.sglang
+        if sg is None or sg.root is None:
+            note = (sg.note if sg is not None else None) or facts.errors.get(
+                SGLANG, "no SGLang installation found"
+            )
+            return skipped(note, [SGLANG])
+        version, src = sg.version, SGLANG
+    else:
+        if facts.server is None:
+            return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        version, src = facts.server.server_info.get("version"), SERVER
+    if version is None:
+        return errored("the SGLang version could not be read", [src])
+    if str(version) != want:
+        return warned(
+            f"SGLang {version}; this rule pack was written for {want}",
+            [src],
+            f"Validate against a pack written for SGLang {version}, or install {want}.",
+            version=version,
+        )
+    return passed(f"SGLang {version}", [src], version=version)
+
+
+@builtin("env.undeclared")
+def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
+    if facts.launch is None:
+        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+    sg = facts.sglang
+    if sg is None or sg.root is None or not sg.declared_env:
+        return skipped("no SGLang installation to compare the environment with", [SGLANG])
+    set_vars = sorted(k for k in facts.launch.env if k.startswith("SGLANG_"))
+    unknown = [k for k in set_vars if k not in sg.declared_env]
+    if unknown:
+        return warned(
+            f"SGLang {sg.version} does not declare {', '.join(unknown)}: silently ignored",
+            [LAUNCH, SGLANG],
+            "Remove the variables, fix their spelling, or install the build that declares them.",
+            undeclared=unknown,
+        )
+    return passed(
+        f"all {len(set_vars)} SGLANG_* variables are declared by the installed build",
+        [LAUNCH, SGLANG],
+        checked=set_vars,
+    )

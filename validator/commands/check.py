@@ -1,0 +1,108 @@
+"""`spark-validate check --url URL`: live checks against a running server, with the acceptance probe."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from validator.commands.common import add_common
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "check",
+        help="live checks against a running server, with the acceptance probe",
+        description="Wait until the server is ready, read its state, the attestation and the log, "
+        "and run the acceptance probe.",
+    )
+    add_live_inputs(p)
+    add_common(p)
+
+
+def add_live_inputs(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("live inputs")
+    g.add_argument("--url", required=True, help="the SGLang server, e.g. http://127.0.0.1:30000")
+    g.add_argument(
+        "--api-key-file",
+        type=Path,
+        metavar="FILE",
+        help="file holding the server's API key (or set SPARK_VALIDATE_API_KEY); never on the command line",
+    )
+    g.add_argument(
+        "--attestation", type=Path, metavar="FILE", help="the in-process plugin's attestation file"
+    )
+    g.add_argument("--log", type=Path, metavar="FILE", help="the server's log")
+    g.add_argument(
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to this long for the server to become ready (default: no wait)",
+    )
+    g.add_argument("--no-probe", action="store_true", help="skip the acceptance probe")
+    g.add_argument(
+        "--weights-checker",
+        action="store_true",
+        help="opt-in deep check: compare target and draft LM-head checksums (hashes all weights)",
+    )
+
+
+def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
+    import os
+
+    from validator.live import LiveInputs
+    from validator.sources.server_http import load_api_key
+
+    return LiveInputs(
+        url=args.url,
+        api_key=load_api_key(args.api_key_file, os.environ),
+        attestation=args.attestation,
+        log=args.log,
+        wait_s=max(0.0, args.wait),
+        probe=not args.no_probe,
+        weights_checker=args.weights_checker,
+        on_progress=on_progress,
+    )
+
+
+class TerminalProgress:
+    """A live status line on a terminal; a line per phase change otherwise (logs)."""
+
+    def __init__(self, stream: Any = sys.stderr) -> None:
+        self.stream = stream
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.dirty = False
+
+    def __call__(self, progress: Any) -> None:
+        from validator.sources.readiness import format_progress
+
+        line = format_progress(progress)
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line)
+            self.dirty = True
+        elif progress.changed:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def done(self) -> None:
+        if self.dirty:
+            self.stream.write("\r\x1b[2K")
+            self.stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from validator.commands.common import emit, pack_from
+    from validator.live import run_live
+
+    loaded = pack_from(args)
+    progress = TerminalProgress()
+    inputs = live_inputs_from(args, on_progress=progress)
+    try:
+        report = asyncio.run(run_live(inputs, loaded, strict=args.strict))
+    finally:
+        progress.done()
+    return emit(report, args, loaded)

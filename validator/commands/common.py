@@ -1,0 +1,102 @@
+"""Options every command shares, and how a report leaves the process (format, file, exit code)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from validator.errors import ExitCode, InputError
+from validator.report import Report, Verdict
+from validator.rulepack import LoadedPack, load_pack
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("report")
+    g.add_argument(
+        "--rules",
+        metavar="NAME|PATH",
+        default=None,
+        help="rule pack: a built-in name or a YAML file (default: ling-3.0-flash-dgx-spark)",
+    )
+    g.add_argument("--format", choices=("text", "json", "junit"), default="text", help="report format")
+    g.add_argument(
+        "--output", metavar="FILE", type=Path, default=None, help="write the report here instead of stdout"
+    )
+    g.add_argument("--strict", action="store_true", help="warnings fail the verdict too")
+
+
+def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool = True) -> None:
+    g = parser.add_argument_group("preflight inputs")
+    if with_command:
+        g.add_argument("--launch-cmd", metavar="STRING", help="the server's launch command, as one string")
+        g.add_argument(
+            "--launch-args-file",
+            metavar="FILE",
+            type=Path,
+            help="a file holding the launch command or only its arguments",
+        )
+        g.add_argument(
+            "--unit",
+            metavar="FILE",
+            type=Path,
+            help="a systemd unit: ExecStart, Environment=, EnvironmentFile=",
+        )
+    g.add_argument(
+        "--env-file",
+        metavar="FILE",
+        type=Path,
+        action="append",
+        default=[],
+        help="systemd EnvironmentFile syntax; repeatable (the process environment counts too)",
+    )
+    g.add_argument("--model-dir", metavar="DIR", type=Path, help="the checkpoint directory")
+    g.add_argument(
+        "--sglang-root",
+        metavar="DIR",
+        type=Path,
+        help="read this sglang package directory instead of locating the launch command's",
+    )
+    g.add_argument("--service-user", metavar="USER", help="the user the server runs as (cache writability)")
+
+
+def pack_from(args: argparse.Namespace) -> LoadedPack:
+    return load_pack(args.rules)
+
+
+def use_color(stream: object) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def emit(report: Report, args: argparse.Namespace, loaded: LoadedPack) -> int:
+    """Render the report in the chosen format to stdout or --output, and return the exit code."""
+    from validator.outputs import render
+
+    out = args.output
+    color = out is None and args.format == "text" and use_color(sys.stdout)
+    text = render(report, args.format, color=color, secrets=loaded.pack.secrets)
+    if out is None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        try:
+            tmp = out.with_name(out.name + ".tmp")
+            tmp.write_text(text, encoding="utf-8")
+            tmp.replace(out)
+        except OSError as exc:
+            raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
+    return int(exit_code(report))
+
+
+def exit_code(report: Report) -> ExitCode:
+    return {
+        Verdict.PASS: ExitCode.OK,
+        Verdict.FAIL: ExitCode.CONFIG,
+        Verdict.INCONCLUSIVE: ExitCode.UNAVAILABLE,
+    }[report.verdict]

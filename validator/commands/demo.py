@@ -1,0 +1,114 @@
+"""`spark-validate demo`: the whole pipeline in a few seconds, with no GPU, no model and no network.
+
+It starts the bundled SGLang simulator in-process on free loopback ports, once healthy and once with the
+integration trap (draft sharing only the FP8 head's tensor), checks both with the real live checks and
+probe, and shows side by side what the validator found. Exit 0 when the healthy server passes and the
+broken one is caught.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from validator.commands.common import use_color
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "demo", help="simulate a healthy and a broken server and show `check` catching the fault"
+    )
+    p.add_argument(
+        "--broken",
+        default="draft-head-weight-only",
+        metavar="SCENARIO",
+        help="the faulty scenario to contrast with healthy (default: draft-head-weight-only)",
+    )
+    p.add_argument("--speed", type=float, default=20.0, help="simulator speed-up factor (default 20)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    import tempfile
+    from pathlib import Path
+
+    from validator.commands.common import exit_code
+    from validator.errors import ExitCode
+    from validator.live import LiveInputs, run_live
+    from validator.outputs.safe import safe_dict
+    from validator.report import Report, Verdict
+    from validator.rulepack import load_pack
+    from validator.sim.runner import SimServer
+
+    loaded = load_pack(None)
+    reports: dict[str, Report] = {}
+    with tempfile.TemporaryDirectory(prefix="spark-validate-demo-") as tmp:
+        for scenario in ("healthy", args.broken):
+            att = Path(tmp) / f"{scenario}.attestation.json"
+            log = Path(tmp) / f"{scenario}.log"
+            with SimServer(
+                scenario,
+                seed=args.seed,
+                speed=args.speed,
+                startup_seconds=1.0,
+                log_path=log,
+                attestation_path=att,
+            ) as sim:
+                inputs = LiveInputs(url=sim.url, attestation=att, log=log, wait_s=30.0)
+                reports[scenario] = asyncio.run(run_live(inputs, loaded))
+    healthy, broken = reports["healthy"], reports[args.broken]
+    if args.format == "json":
+        sys.stdout.write(json.dumps({k: safe_dict(v) for k, v in reports.items()}, indent=2) + "\n")
+    else:
+        sys.stdout.write(_side_by_side(healthy, broken, args.broken, use_color(sys.stdout)))
+    caught = healthy.verdict is Verdict.PASS and broken.verdict is Verdict.FAIL
+    if caught:
+        return int(ExitCode.OK)
+    return int(exit_code(healthy)) or int(ExitCode.INTERNAL)
+
+
+def _side_by_side(healthy: object, broken: object, broken_name: str, color: bool) -> str:
+    from validator.report import Report
+
+    assert isinstance(healthy, Report) and isinstance(broken, Report)
+    paint = {"pass": "32", "fail": "1;31", "warn": "33", "skip": "2", "error": "35"}
+
+    def cell(status: str) -> str:
+        text = f"{status.upper():<6}"
+        return f"\x1b[{paint[status]}m{text}\x1b[0m" if color else text
+
+    width = max(len(c.id) for c in healthy.checks)
+    out = [
+        "spark-validate demo: the bundled SGLang simulator, checked twice (no GPU, no model, no network)",
+        "",
+        f"  {'check':<{width}}  {'healthy':<8}{broken_name}",
+    ]
+    broken_by_id = {c.id: c for c in broken.checks}
+    for c in healthy.checks:
+        b = broken_by_id.get(c.id)
+        out.append(f"  {c.id:<{width}}  {cell(c.status.value)}  {cell(b.status.value) if b else '-'}")
+    for name, rep in (("healthy", healthy), (broken_name, broken)):
+        p = rep.probe
+        if p is not None and p.accept_length is not None:
+            ci = f" [{p.accept_length_ci[0]:.2f}, {p.accept_length_ci[1]:.2f}]" if p.accept_length_ci else ""
+            out.append(
+                f"  {name}: accept length {p.accept_length:.2f}{ci} from {p.completion_tokens} tokens "
+                f"in {p.requests} request(s); decided by {p.decided_by}"
+            )
+    out.append("")
+    out.append(f"What the validator found on {broken_name}:")
+    for c in broken.checks:
+        if c.status.value in ("fail", "error"):
+            out.append(f"  {c.id}: {c.message}")
+            if c.why:
+                out.append(f"      why:    {c.why}")
+            if c.remedy:
+                out.append(f"      remedy: {c.remedy}")
+    out.append("")
+    out.append(
+        f"verdicts: healthy {healthy.verdict.value.upper()}, {broken_name} {broken.verdict.value.upper()}"
+    )
+    return "\n".join(out) + "\n"

@@ -1,0 +1,43 @@
+"""`spark-validate preflight`: static checks before the server starts (exit 78 refuses the start)."""
+
+from __future__ import annotations
+
+import argparse
+
+from validator.commands.common import add_common, add_preflight_inputs
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "preflight",
+        help="static checks of a launch command, its environment, SGLang, checkpoint, host",
+        description="Static checks before the server starts: no server, no GPU, no torch import.",
+    )
+    add_preflight_inputs(p)
+    add_common(p)
+
+
+def inputs_from(args: argparse.Namespace, argv: list[str] | None = None) -> object:
+    from validator.preflight import PreflightInputs
+
+    return PreflightInputs(
+        launch_cmd=getattr(args, "launch_cmd", None),
+        launch_args_file=getattr(args, "launch_args_file", None),
+        unit=getattr(args, "unit", None),
+        argv=argv,
+        env_files=list(args.env_file),
+        model_dir=args.model_dir,
+        sglang_root=args.sglang_root,
+        service_user=args.service_user,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from validator.commands.common import emit, pack_from
+    from validator.preflight import PreflightInputs, run_preflight
+
+    loaded = pack_from(args)
+    inputs = inputs_from(args)
+    assert isinstance(inputs, PreflightInputs)
+    report = run_preflight(inputs, loaded, strict=args.strict)
+    return emit(report, args, loaded)

@@ -1,0 +1,148 @@
+"""The live job: wait for a running server, read its own state, the attestation and the log, run the
+acceptance probe, and check it all against the pack.
+
+Used by ``spark-validate check`` and by the sidecar (``serve``), which re-runs it with the probe on its
+own, longer interval. A server that cannot be reached is not a failure of the deployment but missing
+evidence: ``server.ready`` is ``error`` and the verdict ``inconclusive`` (exit 69).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from validator.engine import build_report, run_checks
+from validator.errors import InputError, UnavailableError
+from validator.facts import ATTESTATION, LOG, PROBE, SERVER, WEIGHTS, Facts, ServerFacts
+from validator.report import ProbeResult, Report, utc_now_iso
+from validator.rulepack import LoadedPack
+
+ProgressFn = Callable[[Any], None]
+
+
+@dataclass
+class LiveInputs:
+    url: str
+    api_key: str | None = None
+    attestation: Path | None = None
+    log: Path | None = None
+    wait_s: float = 0.0
+    probe: bool = True
+    weights_checker: bool = False
+    on_progress: ProgressFn | None = None
+    connect_timeout: float = 5.0
+    read_timeout: float = 120.0
+    retries: int = 3
+
+
+async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | None = None) -> Facts:
+    from validator.sources.readiness import wait_until_ready
+    from validator.sources.server_http import SGLangClient
+
+    facts = Facts(mode="check")
+    async with SGLangClient(
+        inputs.url,
+        api_key=inputs.api_key,
+        connect_timeout=inputs.connect_timeout,
+        read_timeout=inputs.read_timeout,
+        retries=inputs.retries,
+    ) as client:
+        try:
+            ready = await wait_until_ready(client, wait_s=inputs.wait_s, on_progress=inputs.on_progress)
+        except UnavailableError as exc:
+            facts.errors[SERVER] = str(exc)
+            _read_files(facts, inputs, server_info=None)
+            return facts
+        facts.server = ServerFacts(
+            url=inputs.url,
+            healthy=True,
+            server_info=ready.server_info,
+            server_info_endpoint=ready.server_info_endpoint,
+        )
+        with contextlib.suppress(UnavailableError):  # optional evidence; /server_info already answered
+            facts.server.model_info = await client.model_info()
+        _read_files(facts, inputs, server_info=ready.server_info)
+        if inputs.weights_checker:
+            try:
+                facts.server.weights_checksums = await client.weights_checker("all")
+            except UnavailableError as exc:
+                facts.errors[WEIGHTS] = str(exc)
+        if probe if probe is not None else inputs.probe:
+            if not ready.server_info.get("speculative_algorithm"):
+                pass  # spec.accept_length reports it; a probe would only measure plain decoding
+            else:
+                await _probe(facts, client, loaded)
+    return facts
+
+
+async def _probe(facts: Facts, client: Any, loaded: LoadedPack) -> None:
+    from validator.probe import load_prompts, run_probe
+
+    settings = loaded.pack.probe
+    try:
+        prompts = load_prompts(loaded.data_file(settings.prompts))
+        facts.probe = await run_probe(
+            client,
+            prompts,
+            threshold=loaded.pack.expect.accept_length_min,
+            max_new_tokens=settings.max_new_tokens,
+            max_total_tokens=settings.max_total_tokens,
+            max_seconds=settings.max_seconds,
+            confidence=settings.confidence,
+        )
+    except (UnavailableError, InputError) as exc:
+        facts.errors[PROBE] = str(exc)
+
+
+def _read_files(facts: Facts, inputs: LiveInputs, server_info: dict[str, Any] | None) -> None:
+    """The attestation and the log are local files; unreadable or stale ones become source errors."""
+    if inputs.attestation is not None:
+        from validator.sources.attestation import read_attestation, staleness
+
+        try:
+            att = read_attestation(inputs.attestation)
+            stale = staleness(att, server_info) if server_info is not None else None
+            if stale:
+                facts.errors[ATTESTATION] = f"{inputs.attestation}: stale: {stale}"
+            else:
+                facts.attestation = att.model_dump(mode="json")
+        except (InputError, UnavailableError) as exc:
+            facts.errors[ATTESTATION] = str(exc)
+    if inputs.log is not None:
+        from validator.sources.server_log import read_server_log
+
+        try:
+            facts.log = read_server_log(inputs.log)
+        except (InputError, UnavailableError) as exc:
+            facts.errors[LOG] = str(exc)
+
+
+async def run_live(
+    inputs: LiveInputs,
+    loaded: LoadedPack,
+    *,
+    strict: bool = False,
+    probe: bool | None = None,
+    previous_probe: ProbeResult | None = None,
+) -> Report:
+    """One full live check. The sidecar passes ``probe=False`` with the last probe's result to re-check
+    configuration cheaply without generating."""
+    started_at, t0 = utc_now_iso(), time.monotonic()
+    facts = await gather_live(inputs, loaded, probe=probe)
+    if facts.probe is None and previous_probe is not None and facts.server is not None:
+        facts.probe = previous_probe
+    results = run_checks(facts, loaded, mode="check", strict=strict)
+    return build_report(
+        results,
+        loaded,
+        mode="check",
+        started_at=started_at,
+        started_monotonic=t0,
+        strict=strict,
+        probe=facts.probe,
+        target=inputs.url,
+    )

@@ -1,0 +1,12 @@
+"""``--format json``: the contract's report shape, secrets redacted."""
+
+from __future__ import annotations
+
+import json
+
+from validator.outputs.safe import safe_dict
+from validator.report import Report
+
+
+def render(report: Report, *, secrets: tuple[str, ...] = ()) -> str:
+    return json.dumps(safe_dict(report, secrets), indent=2, sort_keys=False) + "\n"

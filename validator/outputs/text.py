@@ -1,0 +1,84 @@
+"""``--format text``: the report for a person at a terminal.
+
+Passing checks take one line; a failing one adds what was found, why it matters and the exact remedy,
+so the operator can fix it without reading any docs. Colour only on a terminal (or FORCE_COLOR).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from validator.outputs.safe import safe_dict
+from validator.report import Report
+
+_STYLE = {
+    "pass": ("PASS", "32"),
+    "fail": ("FAIL", "1;31"),
+    "warn": ("WARN", "33"),
+    "skip": ("SKIP", "2"),
+    "error": ("ERR ", "35"),
+}
+_VERDICT = {"pass": "32", "fail": "1;31", "inconclusive": "35"}
+
+
+def _paint(text: str, code: str, color: bool) -> str:
+    return f"\x1b[{code}m{text}\x1b[0m" if color else text
+
+
+def _evidence(ev: dict[str, Any]) -> str:
+    parts = []
+    for k, v in ev.items():
+        shown = json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else str(v)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        parts.append(f"{k}={shown}")
+    return ", ".join(parts)
+
+
+def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
+    data = safe_dict(report, secrets)
+    lines = [
+        f"spark-validate {data['version']} · {data['mode']} · rule pack {data['rule_pack']}"
+        + (f" · {data['target']}" if data.get("target") else "")
+    ]
+    width = max((len(c["id"]) for c in data["checks"]), default=10)
+    for c in data["checks"]:
+        label, code = _STYLE[c["status"]]
+        if c["waived"]:
+            label, code = "WAIV", "36"
+        lines.append(f"  {_paint(label, code, color)}  {c['id']:<{width}}  {c['message']}")
+        if c["status"] in ("fail", "warn", "error") or c["waived"]:
+            pad = " " * (8 + width)
+            if c.get("why"):
+                lines.append(f"{pad}why:      {c['why']}")
+            if c.get("remedy"):
+                lines.append(f"{pad}remedy:   {c['remedy']}")
+            if c["evidence"]:
+                lines.append(f"{pad}evidence: {_evidence(c['evidence'])}")
+            if c["waived"]:
+                w = c["waived"]
+                lines.append(f"{pad}waived:   until {w['expires']}: {w['justification']}")
+    probe = data.get("probe")
+    if probe:
+        ci = probe.get("accept_length_ci")
+        ci_s = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else ""
+        al = probe.get("accept_length")
+        lines.append(
+            "  probe: accept length "
+            + (f"{al:.2f}{ci_s}" if al is not None else "n/a")
+            + f", {probe['requests']} requests, {probe['completion_tokens']} tokens"
+            + f", {probe['verify_ct']} verify rounds"
+            + (f", TPOT {probe['tpot_ms']:.1f} ms" if probe.get("tpot_ms") is not None else "")
+            + (f", TTFT {probe['ttft_ms']:.0f} ms" if probe.get("ttft_ms") is not None else "")
+        )
+    counts: dict[str, int] = {}
+    for c in data["checks"]:
+        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    verdict = data["verdict"]
+    lines.append(
+        f"verdict: {_paint(verdict.upper(), _VERDICT[verdict], color)} ({summary})"
+        f" in {data['duration_s']:.2f} s"
+    )
+    return "\n".join(lines) + "\n"

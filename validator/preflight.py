@@ -1,0 +1,136 @@
+"""The preflight job: gather static evidence (launch command, environment, installed SGLang,
+humming-kernels, checkpoint, host) and run the pack's preflight checks.
+
+No server, no GPU, and no torch or sglang import: this runs as a systemd ExecStartPre, where every
+tenth of a second delays the server. Malformed input (a unit file, env file, config.json or safetensors
+header) raises ``InputError`` (exit 65) instead of becoming a check result: the operator must fix the
+file before any verdict means something.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validator.engine import build_report, run_checks
+from validator.errors import UsageError
+from validator.facts import CHECKPOINT, HUMMING, LAUNCH, Facts, LaunchFacts
+from validator.report import Report, utc_now_iso
+from validator.rulepack import LoadedPack
+
+
+@dataclass
+class PreflightInputs:
+    launch_cmd: str | None = None
+    launch_args_file: Path | None = None
+    unit: Path | None = None
+    argv: Sequence[str] | None = None  # `launch -- CMD...`: exactly the command that will be exec'd
+    env_files: list[Path] = field(default_factory=list)
+    model_dir: Path | None = None
+    sglang_root: Path | None = None  # override: read this SGLang package directory
+    service_user: str | None = None
+    base_env: Mapping[str, str] | None = None  # default: this process's environment
+
+
+def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment the server will see: this process's environment (systemd runs ExecStartPre with
+    the unit's environment), then each --env-file in order."""
+    from validator.sources.env_file import read_env_file
+
+    env = dict(os.environ if inputs.base_env is None else inputs.base_env)
+    origin = {k: "process environment" for k in env}
+    for path in inputs.env_files:
+        for k, v in read_env_file(path).items():
+            env[k] = v
+            origin[k] = f"env-file:{path}"
+    return env, origin
+
+
+def read_launch(inputs: PreflightInputs) -> LaunchFacts:
+    from validator.sources import launch_command
+
+    env, origin = server_environment(inputs)
+    given = [
+        x for x in (inputs.launch_cmd, inputs.launch_args_file, inputs.unit, inputs.argv) if x is not None
+    ]
+    if len(given) != 1:
+        raise UsageError(
+            "give exactly one of --launch-cmd, --launch-args-file, --unit (or `launch -- CMD...`)"
+        )
+    if inputs.argv is not None:
+        facts = launch_command.launch_from_argv(list(inputs.argv), origin="launch", env=env)
+    elif inputs.launch_cmd is not None:
+        facts = launch_command.launch_from_string(inputs.launch_cmd, origin="--launch-cmd", env=env)
+    elif inputs.launch_args_file is not None:
+        facts = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
+    else:
+        from validator.sources.systemd_unit import read_unit
+
+        assert inputs.unit is not None
+        argv, unit_env, unit_origin = read_unit(inputs.unit, base_env=env)
+        env.update(unit_env)
+        origin.update(unit_origin)
+        facts = launch_command.launch_from_argv(argv, origin=f"unit:{inputs.unit}", env=env)
+    for k, v in origin.items():
+        facts.env_origin.setdefault(k, v)
+    return facts
+
+
+def gather(inputs: PreflightInputs) -> Facts:
+    from validator.sources.host import read_host
+    from validator.sources.humming import read_humming
+    from validator.sources.sglang_install import locate_sglang, read_sglang_install
+
+    facts = Facts(mode="preflight")
+    facts.launch = read_launch(inputs)
+    launch = facts.launch
+    if inputs.sglang_root is not None:
+        facts.sglang = read_sglang_install(inputs.sglang_root, f"--sglang-root {inputs.sglang_root}")
+    else:
+        facts.sglang = locate_sglang(launch.interpreter)
+    site_dirs = [facts.sglang.root.parent] if facts.sglang.root is not None else None
+    try:
+        facts.humming = read_humming(launch.env, site_dirs=site_dirs, service_user=inputs.service_user)
+    except OSError as exc:
+        facts.errors[HUMMING] = str(exc)
+    facts.host = read_host(service_user=inputs.service_user)
+    model_dir = inputs.model_dir or _local_model_path(launch)
+    if model_dir is not None:
+        from validator.sources.checkpoint import read_checkpoint
+
+        if not model_dir.is_dir():
+            facts.errors[CHECKPOINT] = f"{model_dir}: model directory not found"
+        else:
+            facts.checkpoint = read_checkpoint(model_dir)
+    if facts.launch is None:
+        facts.errors[LAUNCH] = "no launch command"
+    return facts
+
+
+def _local_model_path(launch: LaunchFacts) -> Path | None:
+    """Without --model-dir, the launch command's --model-path when it names a local directory."""
+    value = launch.args.get("model_path")
+    if isinstance(value, str) and value.startswith(("/", ".")):
+        path = Path(value)
+        if (path / "config.json").is_file():
+            return path
+    return None
+
+
+def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool = False) -> Report:
+    started_at, t0 = utc_now_iso(), time.monotonic()
+    facts = gather(inputs)
+    results = run_checks(facts, loaded, mode="preflight", strict=strict)
+    target = facts.launch.origin if facts.launch is not None else None
+    return build_report(
+        results,
+        loaded,
+        mode="preflight",
+        started_at=started_at,
+        started_monotonic=t0,
+        strict=strict,
+        target=target,
+    )
