@@ -6,6 +6,7 @@ The end-to-end test against a real sidecar comes once `serve` exists; `running_p
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -132,3 +133,31 @@ def test_real_prometheus_scrapes_itself_and_evaluates_the_shipped_rules(tmp_path
         firing = {a["labels"]["alertname"] for a in prom.alerts()}
         assert firing == {"SparkValidateAbsent"}, firing
     assert prom.process.poll() is not None, "prometheus still running after the context exited"
+
+
+def test_grafana_dashboard_queries_are_valid_promql_over_known_metrics(tmp_path: Path) -> None:
+    """Each panel query parses (promtool checks it as a recording rule) and names only real metrics."""
+    dashboard = json.loads((DEPLOY / "grafana" / "spark-validate.json").read_text())
+    exprs = [t["expr"].replace("$instance", ".*") for p in dashboard["panels"] for t in p["targets"]]
+    records = [{"record": f"panel:q{i}", "expr": e} for i, e in enumerate(exprs)]
+    (tmp_path / "dash.yml").write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": records}]}))
+    result = run_tool([require_tool("promtool"), "check", "rules", str(tmp_path / "dash.yml")])
+    assert result.returncode == 0, result.stdout + result.stderr
+    recorded = {r["record"] for g in load_yaml(RULES)["groups"] for r in g["rules"] if "record" in r}
+    server_source = SERVER_METRICS.read_text()
+    for name in {n for e in exprs for n in re.findall(r"[a-z_]+:[a-z_:0-9]+|spark_validate_[a-z_]+", e)}:
+        base = re.sub(r"_(bucket|sum|count)$", "", name)
+        known = name in recorded or f'name="{base}"' in server_source or name in CONTRACT_METRICS
+        assert known, f"dashboard names unknown metric {name}"
+
+
+CONTRACT_METRICS = {
+    "spark_validate_check_passed",
+    "spark_validate_ready",
+    "spark_validate_spec_accept_length",
+    "spark_validate_last_run_timestamp_seconds",
+    "spark_validate_last_success_timestamp_seconds",
+    "spark_validate_run_duration_seconds",
+    "spark_validate_runs_total",
+    "spark_validate_build_info",
+}
