@@ -27,7 +27,7 @@ GOOD_GEN = {
     "output_ids": [1, 2],
     "meta_info": {"completion_tokens": 2, "finish_reason": {"type": "stop"}, "e2e_latency": 0.1},
 }
-GOOD = {
+GOOD: dict[str, str | bytes] = {
     "/health": b"",
     "/server_info": json.dumps({"moe_runner_backend": "humming", "api_key": KEY, "internal_states": [{}]}),
     "/model_info": json.dumps({"model_path": "/m", "architectures": ["BailingMoeV3ForCausalLM"]}),
