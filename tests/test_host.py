@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import os
+import pwd
+from pathlib import Path
+
+from validator.sources.host import read_host
+
+GB10_INFO = "Model: \t\t NVIDIA GB10\nIRQ:   \t\t 42\nGPU UUID: \t GPU-0000\nBus Location: \t 000f:01:00.0\n"
+
+
+def _proc(tmp_path: Path, mem_kb: int | None = 128_600_000, gpu_info: str | None = None) -> Path:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    if mem_kb is not None:
+        (proc / "meminfo").write_text(f"MemTotal:       {mem_kb} kB\nMemFree:        1000 kB\n")
+    if gpu_info is not None:
+        g = proc / "driver" / "nvidia" / "gpus" / "000f:01:00.0"
+        g.mkdir(parents=True)
+        (g / "information").write_text(gpu_info)
+    return proc
+
+
+def test_spark_from_nvidia_proc(tmp_path: Path) -> None:
+    h = read_host(
+        service_user=None,
+        proc_root=_proc(tmp_path, gpu_info=GB10_INFO),
+        sys_root=tmp_path / "sys",
+        machine="aarch64",
+    )
+    assert h.gpu_name == "NVIDIA GB10" and h.is_dgx_spark is True
+    assert h.mem_total_bytes == 128_600_000 * 1024 and h.machine == "aarch64"
+
+
+def test_spark_from_device_tree(tmp_path: Path) -> None:
+    dt = tmp_path / "sys" / "firmware" / "devicetree" / "base"
+    dt.mkdir(parents=True)
+    (dt / "model").write_bytes(b"NVIDIA DGX Spark\x00")
+    h = read_host(service_user=None, proc_root=_proc(tmp_path), sys_root=tmp_path / "sys", machine="aarch64")
+    assert h.is_dgx_spark is True and h.gpu_name == "NVIDIA GB10"
+
+
+def test_other_gpu_and_unknown_arm(tmp_path: Path) -> None:
+    info = GB10_INFO.replace("GB10", "H200")
+    h = read_host(
+        service_user=None, proc_root=_proc(tmp_path, gpu_info=info), sys_root=tmp_path, machine="x86_64"
+    )
+    assert h.gpu_name == "NVIDIA H200" and h.is_dgx_spark is False
+    (tmp_path / "p2").mkdir()
+    h = read_host(service_user=None, proc_root=tmp_path / "p2", sys_root=tmp_path / "none", machine="aarch64")
+    assert h.is_dgx_spark is None and h.gpu_name is None and h.mem_total_bytes is None
+    h = read_host(service_user=None, proc_root=tmp_path / "p2", sys_root=tmp_path / "none", machine="x86_64")
+    assert h.is_dgx_spark is False
+
+
+def test_garbled_meminfo(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "meminfo").write_text("MemTotal: lots kB\n")
+    assert read_host(service_user=None, proc_root=proc, sys_root=tmp_path).mem_total_bytes is None
+
+
+def test_real_host_and_users() -> None:
+    h = read_host(service_user=None)
+    me = pwd.getpwuid(os.geteuid())
+    assert h.machine == os.uname().machine and h.service_user == me.pw_name and h.home == Path(me.pw_dir)
+    with open("/proc/meminfo") as fh:
+        kb = int(next(line for line in fh if line.startswith("MemTotal:")).split()[1])
+    assert h.mem_total_bytes == kb * 1024
+    h = read_host(service_user="no-such-user-xyz")
+    assert h.service_user == "no-such-user-xyz" and h.home is None

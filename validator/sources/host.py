@@ -1,0 +1,92 @@
+"""Evidence about the host, read from /proc and /sys only (no CUDA, no nvidia-smi).
+
+Preflight runs before the GPU driver is touched and must stay fast, so the GPU is identified from the
+driver's /proc entry or, on GB10 boards, from the firmware's model string (device tree or DMI). The roots
+are parameters so tests can point them at fixture trees.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+from pathlib import Path
+
+from validator.facts import HostFacts
+
+SPARK_MARKERS = re.compile(r"\bGB10\b|DGX[ _-]?Spark", re.IGNORECASE)
+_ARM = frozenset({"aarch64", "arm64"})
+
+
+def read_host(
+    *,
+    service_user: str | None,
+    proc_root: Path = Path("/proc"),
+    sys_root: Path = Path("/sys"),
+    machine: str | None = None,
+) -> HostFacts:
+    arch = machine or os.uname().machine
+    gpu = _nvidia_gpu_name(proc_root)
+    board = _board_model(sys_root)
+    if gpu is None and board and SPARK_MARKERS.search(board):
+        gpu = "NVIDIA GB10"  # the only GPU a GB10 board carries
+    if (gpu and SPARK_MARKERS.search(gpu)) or (board and SPARK_MARKERS.search(board)):
+        is_spark: bool | None = True
+    elif gpu is not None or arch not in _ARM:
+        is_spark = False
+    else:
+        is_spark = None  # an ARM host whose GPU we cannot name without CUDA
+    user, home = _user_home(service_user)
+    return HostFacts(
+        machine=arch,
+        mem_total_bytes=_mem_total(proc_root),
+        gpu_name=gpu,
+        is_dgx_spark=is_spark,
+        service_user=user,
+        home=home,
+    )
+
+
+def _mem_total(proc_root: Path) -> int | None:
+    try:
+        with open(proc_root / "meminfo", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    parts = line.split()
+                    unit = parts[2].lower() if len(parts) > 2 else "kb"
+                    return int(parts[1]) * (1024 if unit == "kb" else 1)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _nvidia_gpu_name(proc_root: Path) -> str | None:
+    """``/proc/driver/nvidia/gpus/<bus>/information`` holds ``Model: NVIDIA GB10`` per GPU."""
+    for info in sorted((proc_root / "driver" / "nvidia" / "gpus").glob("*/information")):
+        try:
+            for line in info.read_text(errors="replace").splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() == "Model" and value.strip():
+                    return value.strip()
+        except OSError:
+            continue
+    return None
+
+
+def _board_model(sys_root: Path) -> str | None:
+    for rel in ("firmware/devicetree/base/model", "class/dmi/id/product_name"):
+        try:
+            text = (sys_root / rel).read_bytes().replace(b"\x00", b"").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if text:
+            return text
+    return None
+
+
+def _user_home(service_user: str | None) -> tuple[str | None, Path | None]:
+    try:
+        entry = pwd.getpwnam(service_user) if service_user else pwd.getpwuid(os.geteuid())
+    except KeyError:
+        return service_user, None
+    return entry.pw_name, Path(entry.pw_dir)

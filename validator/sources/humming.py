@@ -1,0 +1,179 @@
+"""Evidence about humming-kernels as the *service user's* server will see it, without importing it.
+
+Humming JIT-compiles each MoE kernel on first use and caches the cubins; when its directories are not
+writable by the user the server runs as, the first requests fail deep inside a CUDA graph capture. The
+defaults come from humming-kernels 0.1.19 ``humming/utils/jit.py``: ``HUMMING_CACHE_DIR`` and
+``HUMMING_TMP_DIR`` taken verbatim when set (no ``~`` expansion), else ``~/.humming/cache/`` and
+``~/.humming/tmp/`` with ``~`` the server process's home. Both are created on demand (``mkdir -p``), so a
+missing directory is fine when its nearest existing ancestor is writable.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import stat
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from validator.facts import HummingFacts
+
+DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
+CACHE_ENV = "HUMMING_CACHE_DIR"
+TMP_ENV = "HUMMING_TMP_DIR"
+
+
+def read_humming(
+    env: Mapping[str, str], *, site_dirs: list[Path] | None, service_user: str | None
+) -> HummingFacts:
+    """``env`` is the server's environment; ``site_dirs`` its interpreter's (None: this interpreter's)."""
+    notes: list[str] = []
+    dirs = site_dirs if site_dirs is not None else _own_site_dirs()
+    version = installed_version(dirs, notes)
+    user = _user(service_user, notes)
+    home = _home(env, user, service_user)
+    cache_dir = _configured(env, CACHE_ENV, home, "cache", notes)
+    tmp_dir = _configured(env, TMP_ENV, home, "tmp", notes)
+    return HummingFacts(
+        installed=version is not None,
+        version=version,
+        cache_dir=cache_dir,
+        cache_writable=writable_by(cache_dir, user),
+        tmp_dir=tmp_dir,
+        tmp_writable=writable_by(tmp_dir, user),
+        cached_kernels=count_cached_kernels(cache_dir),
+        service_user=service_user,
+        note="; ".join(notes) or None,
+    )
+
+
+def _own_site_dirs() -> list[Path]:
+    return [Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+
+
+def installed_version(site_dirs: list[Path], notes: list[str]) -> str | None:
+    """Version from the first ``humming_kernels-*.dist-info/METADATA`` (importlib.metadata's order)."""
+    for d in site_dirs:
+        try:
+            candidates = sorted(p for p in d.iterdir() if p.name.endswith(".dist-info"))
+        except OSError:
+            continue
+        for info in candidates:
+            name = info.name[: -len(".dist-info")].rsplit("-", 1)[0]
+            if name.lower().replace("-", "_").replace(".", "_") != DIST_NAME:
+                continue
+            version = _metadata_version(info / "METADATA")
+            if version is None:
+                notes.append(f"{info}: no Version in METADATA")
+                continue
+            if not (d / "humming" / "__init__.py").is_file():
+                notes.append(
+                    f"humming-kernels {version} is recorded in {d} but its humming/ package is missing"
+                )
+                return None
+            return version
+    if not notes:
+        notes.append(
+            "humming-kernels is not installed in " + (", ".join(map(str, site_dirs)) or "no site dir")
+        )
+    return None
+
+
+def _metadata_version(path: Path) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break  # end of the header block
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip() or None
+    except OSError:
+        return None
+    return None
+
+
+def _user(service_user: str | None, notes: list[str]) -> pwd.struct_passwd | None:
+    try:
+        return pwd.getpwnam(service_user) if service_user else pwd.getpwuid(os.geteuid())
+    except KeyError:
+        notes.append(f"service user {service_user!r} does not exist on this host")
+        return None
+
+
+def _home(env: Mapping[str, str], user: pwd.struct_passwd | None, service_user: str | None) -> Path:
+    """A named service user gets the home systemd gives it (``User=`` sets ``HOME``); otherwise the
+    server inherits ``HOME`` from the environment."""
+    if service_user and user is not None:
+        return Path(user.pw_dir)
+    if env.get("HOME"):
+        return Path(env["HOME"])
+    return Path(user.pw_dir) if user is not None else Path("/nonexistent")
+
+
+def _configured(env: Mapping[str, str], var: str, home: Path, leaf: str, notes: list[str]) -> Path:
+    value = env.get(var)
+    if value is None:
+        return home / ".humming" / leaf
+    if not os.path.isabs(value):
+        notes.append(
+            f"{var}={value!r} is relative: humming uses it as given, from the server's working directory"
+        )
+    return Path(value)
+
+
+def writable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
+    """Whether ``user`` can create files in ``path`` (or create ``path`` under its nearest existing
+    ancestor). Ourselves: ``os.access``; another user: ownership and mode bits along the way."""
+    if user is None:
+        return False
+    target = path
+    while not target.exists():
+        if target.parent == target:
+            return False
+        target = target.parent
+    if not target.is_dir():
+        return False
+    if user.pw_uid == os.geteuid():
+        return os.access(target, os.W_OK | os.X_OK)
+    if _read_only_mount(target):
+        return False
+    if user.pw_uid == 0:
+        return True
+    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
+    # every directory on the way must be searchable, the last one writable too
+    for i, d in enumerate([target, *target.parents]):
+        need_w = i == 0
+        if not _mode_allows(d, user.pw_uid, groups, write=need_w):
+            return False
+    return True
+
+
+def _mode_allows(d: Path, uid: int, groups: set[int], *, write: bool) -> bool:
+    try:
+        st = d.stat()
+    except OSError:
+        return False
+    if st.st_uid == uid:
+        w, x = stat.S_IWUSR, stat.S_IXUSR
+    elif st.st_gid in groups:
+        w, x = stat.S_IWGRP, stat.S_IXGRP
+    else:
+        w, x = stat.S_IWOTH, stat.S_IXOTH
+    need = x | (w if write else 0)
+    return st.st_mode & need == need
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def count_cached_kernels(cache_dir: Path) -> int:
+    """Compiled kernels: ``<cache>/<md5>/kernel.cubin`` (humming/jit/compiler.py); 0 = cold start."""
+    try:
+        return sum(1 for p in cache_dir.glob("*/kernel.cubin") if p.is_file())
+    except OSError:
+        return 0
