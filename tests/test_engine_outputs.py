@@ -1,0 +1,167 @@
+"""The engine's verdict rules (severity, waivers, strict, inconclusive) and the three output formats
+rendered from one report, secrets redacted in each."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from validator.engine import build_report, run_checks
+from validator.facts import Facts, LaunchFacts, ServerFacts
+from validator.outputs import render
+from validator.report import CheckResult, Severity, Status, Verdict, decide_verdict
+from validator.rulepack import LoadedPack, load_pack, parse_pack
+
+RECIPE_ARGS = {
+    "model_path": "/models/Ling-3.0-flash-fp4",
+    "moe_runner_backend": "humming",
+    "speculative_moe_runner_backend": None,
+    "speculative_algorithm": "NEXTN",
+    "speculative_num_steps": 3,
+    "speculative_eagle_topk": 1,
+    "speculative_num_draft_tokens": 4,
+    "speculative_draft_model_path": "/models/Ling-3.0-flash-fp4",
+    "enable_fp32_lm_head": False,
+    "mem_fraction_static": 0.6,
+}
+
+
+def launch(**over: object) -> LaunchFacts:
+    args = {**RECIPE_ARGS, **over}
+    return LaunchFacts(
+        origin="test",
+        argv=[],
+        entry="launch_server",
+        interpreter=None,
+        args=args,
+        explicit=set(args),
+        env={"SGLANG_ENABLE_FP8_LM_HEAD": "1"},
+    )
+
+
+def _result(status: Status, severity: Severity, waived: bool = False) -> CheckResult:
+    from validator.report import Waiver
+
+    w = Waiver(check="x.y", justification="because", expires="2030-01-01") if waived else None
+    return CheckResult(id="x.y", status=status, severity=severity, message="m", waived=w)
+
+
+def test_verdict_rules() -> None:
+    C, W = Severity.CRITICAL, Severity.WARNING
+    assert decide_verdict([_result(Status.PASS, C)]) is Verdict.PASS
+    assert decide_verdict([_result(Status.FAIL, C)]) is Verdict.FAIL
+    assert decide_verdict([_result(Status.FAIL, C, waived=True)]) is Verdict.PASS
+    assert decide_verdict([_result(Status.ERROR, C)]) is Verdict.INCONCLUSIVE
+    assert decide_verdict([_result(Status.ERROR, C), _result(Status.FAIL, C)]) is Verdict.FAIL
+    assert decide_verdict([_result(Status.WARN, W)]) is Verdict.PASS
+    assert decide_verdict([_result(Status.WARN, W)], strict=True) is Verdict.FAIL
+    assert decide_verdict([_result(Status.SKIP, C)]) is Verdict.PASS
+
+
+def test_noncritical_failure_is_a_warning_and_mem_fraction_rule_is_data() -> None:
+    loaded = load_pack(None)
+    facts = Facts(launch=launch(mem_fraction_static=0.8))
+    results = {r.id: r for r in run_checks(facts, loaded, mode="preflight", only={"host.mem_fraction"})}
+    r = results["host.mem_fraction"]
+    assert r.status is Status.WARN and r.severity is Severity.WARNING
+    assert "0.8" in r.message and r.remedy and "0.68" in r.remedy
+    facts = Facts(launch=launch(mem_fraction_static=None))
+    r = run_checks(facts, loaded, mode="preflight", only={"host.mem_fraction"})[0]
+    assert r.status is Status.PASS
+
+
+def test_waiver_keeps_result_visible_but_not_blocking(tmp_path: Path) -> None:
+    text = (Path(__file__).resolve().parents[1] / "rules" / "ling-3.0-flash-dgx-spark.yaml").read_text()
+    text = text.replace(
+        "waivers: []",
+        "waivers:\n  - check: moe.backend\n    justification: benchmarking "
+        "flashinfer for ticket PERF-7\n    expires: 2027-01-31",
+    )
+    p = tmp_path / "p.yaml"
+    p.write_text(text)
+    loaded = LoadedPack(parse_pack(p), p)
+    facts = Facts(launch=launch(moe_runner_backend="flashinfer_mxfp4"))
+    before = run_checks(facts, loaded, mode="preflight", only={"moe.backend"}, today=dt.date(2027, 1, 1))[0]
+    after = run_checks(facts, loaded, mode="preflight", only={"moe.backend"}, today=dt.date(2027, 2, 1))[0]
+    assert before.status is Status.FAIL and before.waived is not None
+    assert decide_verdict([before]) is Verdict.PASS
+    assert after.status is Status.FAIL and after.waived is None
+    assert decide_verdict([after]) is Verdict.FAIL
+
+
+def _live_report(secret: str) -> tuple[LoadedPack, object]:
+    loaded = load_pack(None)
+    info = {
+        **RECIPE_ARGS,
+        "speculative_algorithm": "EAGLE",
+        "launch_command": "python -m sglang.launch_server --speculative-algorithm NEXTN",
+        "version": "0.5.23",
+        "api_key": secret,
+        "admin_api_key": secret,
+    }
+    facts = Facts(mode="check", server=ServerFacts(url="http://127.0.0.1:1", healthy=True, server_info=info))
+    results = run_checks(facts, loaded, mode="check")
+    return loaded, build_report(
+        results,
+        loaded,
+        mode="check",
+        started_at="2026-11-29T15:00:00Z",
+        started_monotonic=0.0,
+        target="http://127.0.0.1:1",
+    )
+
+
+def test_json_report_has_the_contract_shape() -> None:
+    loaded, report = _live_report("sk-abc")
+    data = json.loads(render(report, "json"))  # type: ignore[arg-type]
+    assert set(data) >= {
+        "tool",
+        "version",
+        "mode",
+        "verdict",
+        "rule_pack",
+        "started_at",
+        "duration_s",
+        "checks",
+        "probe",
+    }
+    assert data["tool"] == "spark-validate" and data["mode"] == "check"
+    assert data["rule_pack"] == "ling-3.0-flash-dgx-spark"
+    for c in data["checks"]:
+        assert set(c) >= {"id", "status", "severity", "message", "evidence", "sources", "remedy"}
+        assert c["status"] in {"pass", "fail", "warn", "skip", "error"}
+    by_id = {c["id"]: c for c in data["checks"]}
+    assert by_id["moe.backend"]["status"] == "pass"
+    assert by_id["spec.config"]["status"] == "pass"
+    # without probe, attestation or log: identity and dtype cannot be proven, so warn, never pass
+    assert by_id["spec.lm_head_shared"]["status"] == "warn"
+    assert by_id["lm_head.fp8"]["status"] == "warn"
+    assert by_id["spec.accept_length"]["status"] == "skip"
+
+
+def test_secrets_never_rendered_in_any_format() -> None:
+    secret = "sk-live-5f3c9a"
+    loaded, report = _live_report(secret)
+    # evidence that carries a secret-named key (e.g. a check quoting server_info) is redacted too
+    report.checks[0].evidence["api_key"] = secret  # type: ignore[attr-defined]
+    for fmt in ("text", "json", "junit"):
+        out = render(report, fmt)  # type: ignore[arg-type]
+        assert secret not in out, fmt
+
+
+def test_junit_maps_statuses() -> None:
+    loaded = load_pack(None)
+    facts = Facts(launch=launch(moe_runner_backend="auto"))
+    results = run_checks(facts, loaded, mode="preflight")
+    report = build_report(
+        results, loaded, mode="preflight", started_at="2026-11-29T15:00:00Z", started_monotonic=0.0
+    )
+    root = ET.fromstring(render(report, "junit"))
+    assert root.tag == "testsuite"
+    cases = {c.get("name"): c for c in root.iter("testcase")}
+    assert cases["moe.backend"].find("failure") is not None
+    assert "flashinfer_mxfp4" in (cases["moe.backend"].find("failure").get("message") or "")  # type: ignore[union-attr]
+    assert cases["checkpoint.layout"].find("skipped") is not None  # no model dir: skip, never a pass
+    assert int(root.get("failures") or 0) == sum(1 for r in results if r.status is Status.FAIL)
