@@ -114,7 +114,7 @@ def _live_report(secret: str) -> tuple[LoadedPack, object]:
 
 
 def test_json_report_has_the_contract_shape() -> None:
-    loaded, report = _live_report("sk-abc")
+    _loaded, report = _live_report("sk-abc")
     data = json.loads(render(report, "json"))  # type: ignore[arg-type]
     assert set(data) >= {
         "tool",
@@ -143,7 +143,7 @@ def test_json_report_has_the_contract_shape() -> None:
 
 def test_secrets_never_rendered_in_any_format() -> None:
     secret = "sk-live-5f3c9a"
-    loaded, report = _live_report(secret)
+    _loaded, report = _live_report(secret)
     # evidence that carries a secret-named key (e.g. a check quoting server_info) is redacted too
     report.checks[0].evidence["api_key"] = secret  # type: ignore[attr-defined]
     for fmt in ("text", "json", "junit"):
