@@ -99,7 +99,7 @@ def test_interval_grows_but_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
         sleeps.append(delay)
         await real_sleep(0)
 
-    monkeypatch.setattr("validator.sources.readiness.asyncio.sleep", recording_sleep)
+    monkeypatch.setattr("validator.sources.readiness._sleep", recording_sleep)
     with serve(_starting_app(not_ready_polls=12)) as url:
         info = asyncio.run(
             wait_until_ready(SGLangClient(url), wait_s=600, first_interval_s=0.25, max_interval_s=3.0)

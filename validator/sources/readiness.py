@@ -46,6 +46,7 @@ class ReadyInfo:
 
 
 ProgressCallback = Callable[[Progress], None]
+_sleep = asyncio.sleep  # module-level so tests can observe the poll intervals
 
 
 async def wait_until_ready(
@@ -102,7 +103,7 @@ async def wait_until_ready(
                 f"{client.url}: not ready after {elapsed:.1f} s (phase {phase.value}, {status}{why}); "
                 "raise --wait if the model is still loading"
             )
-        await asyncio.sleep(min(interval, deadline - now))
+        await _sleep(min(interval, deadline - now))
         interval = min(interval * growth, max_interval_s)
 
 
