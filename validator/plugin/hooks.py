@@ -115,6 +115,9 @@ def record_model_loaded(state: PluginState, runner: Any) -> None:
             state.tp_rank, state.tp_size = _parallel()
         state.spec_enabled = _spec_enabled(runner) if state.spec_enabled is None else state.spec_enabled
         model = runner.model
+        load_time = getattr(runner, "weight_load_time", None)
+        if isinstance(load_time, (int, float)):  # the scheduler reports target + draft seconds
+            state.load_weight_s = (state.load_weight_s or 0.0) + float(load_time)
         if getattr(runner, "is_draft_worker", False):
             if getattr(runner, "draft_model_idx", None) in (None, 0) or state.draft is None:
                 if type(model).__name__ == remedy.NEXTN_CLASS and state.nextn_has_method is None:
@@ -124,8 +127,6 @@ def record_model_loaded(state: PluginState, runner: Any) -> None:
                 state.draft = insp.model_section(model)
         else:
             state.target = insp.model_section(model)
-            load_time = getattr(runner, "weight_load_time", None)
-            state.load_weight_s = float(load_time) if isinstance(load_time, (int, float)) else None
         state.hooks["model_loaded"] = RAN
     except Exception as exc:
         state.hooks["model_loaded"] = FAILED
