@@ -122,6 +122,7 @@ class SimEngine:
             tp=True,
         )
         self.log.line("Received sigquit from a child process. It usually means the child failed.")
+        self.log.close()
         if self.on_crash is not None:
             self.on_crash()
 

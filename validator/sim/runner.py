@@ -161,6 +161,7 @@ def serve_forever(sim: SimServer) -> int:
     sock = _bind(sim._host, sim._port)
     sim.engine.bind(sock.getsockname()[1])
     server = _make(sim.engine, sock)
+    sim.engine.on_crash = _die
     _install_signals(server)
     try:
         asyncio.run(_serve(sim.engine, server, sock))
@@ -168,6 +169,13 @@ def serve_forever(sim: SimServer) -> int:
         sock.close()
         sim.engine.close()
     return 1 if sim.engine.crashed else 0
+
+
+def _die() -> None:
+    """A crashed SGLang scheduler takes the whole process tree down: sockets close, nothing answers."""
+    import os
+
+    os._exit(1)
 
 
 def _install_signals(server: Any) -> None:

@@ -1,0 +1,103 @@
+"""Run the simulator as a real process on a loopback port, for the sim tests.
+
+Uses ``python -m validator.sim`` (the same code as ``spark-validate sim``): picks a free port, starts the
+process, and waits (bounded) until the socket accepts connections.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class SimProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+    port: int
+    log: Path
+    attestation: Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"simulator exited early with {proc.returncode}: {proc.stderr and proc.stderr.read()!r}"
+            )
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"simulator did not listen on {port} within {timeout}s")
+
+
+@contextmanager
+def sim_process(tmp: Path, *args: str, speed: float = 1000.0, startup: float = 0.3) -> Iterator[SimProcess]:
+    port = free_port()
+    log = tmp / f"sglang-{port}.log"
+    att = tmp / f"attestation-{port}.json"
+    cmd = [
+        sys.executable,
+        "-m",
+        "validator.sim",
+        "--port",
+        str(port),
+        "--speed",
+        str(speed),
+        "--startup-seconds",
+        str(startup),
+        "--log",
+        str(log),
+        "--attestation",
+        str(att),
+        *args,
+    ]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        _wait_listening(port, proc)
+        yield SimProcess(proc, f"http://127.0.0.1:{port}", port, log, att)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+def wait_healthy(url: str, timeout: float = 20.0, headers: dict[str, str] | None = None) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{url}/health never answered 200")
