@@ -1,0 +1,157 @@
+"""systemd ``EnvironmentFile=`` reader.
+
+Why: the FP8 LM head is switched on by ``SGLANG_ENABLE_FP8_LM_HEAD=1``, usually set in an environment file
+the unit names, so preflight must read that file exactly as systemd does (``src/basic/env-file.c``:
+``#``/``;`` comment lines, ``KEY=value`` with whitespace trimmed around both, single quotes literal, double
+quotes with ``\\"`` ``\\\\`` ``\\``` ``\\$`` escapes, backslash escapes and line continuations outside
+quotes, later assignments win). No ``export`` keyword, no ``$VAR`` expansion.
+
+Where systemd silently drops or misreads something (a line without ``=``, ``export FOO=1``, an invalid name,
+a quote left open that swallows the rest of the file, control characters, invalid UTF-8, which fails the
+unit), this reader raises ``InputError(path, reason, line)`` instead: a validator should say so.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from validator.errors import InputError
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_WHITESPACE = " \t\n\r"
+_NEWLINE = "\n\r"
+_SHELL_NEED_ESCAPE = '"\\`$'
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def parse_env_text(text: str, *, where: str) -> dict[str, str]:
+    """Parse EnvironmentFile syntax; ``where`` names the source in errors."""
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise InputError(where, "NUL byte (systemd would stop reading here)", line)
+    out: dict[str, str] = {}
+    state = "pre_key"
+    key: list[str] = []
+    value: list[str] = []
+    key_trail: int | None = None  # index where trailing whitespace of the key starts
+    value_trail: int | None = None
+    line = 1
+    start_line = 1  # line where the current assignment began
+    quote_line = 1
+
+    def push() -> None:
+        name = "".join(key if key_trail is None else key[:key_trail])
+        val = "".join(value)
+        if name.startswith("export ") or name.startswith("export\t"):
+            raise InputError(
+                where, f"'export' is not allowed: systemd drops the variable {name!r}", start_line
+            )
+        if not _NAME.match(name):
+            raise InputError(where, f"invalid variable name {name!r} (systemd ignores it)", start_line)
+        if _CONTROL.search(val):
+            raise InputError(where, f"control character in the value of {name}", start_line)
+        out[name] = val
+
+    for c in text:
+        if state == "pre_key":
+            if c in "#;":
+                state = "comment"
+            elif c not in _WHITESPACE:
+                state, key, value, key_trail, value_trail, start_line = "key", [c], [], None, None, line
+        elif state == "key":
+            if c in _NEWLINE:
+                name = "".join(key).strip()
+                raise InputError(where, f"no '=' after {name!r} (systemd ignores this line)", start_line)
+            if c == "=":
+                state = "pre_value"
+            else:
+                if c not in _WHITESPACE:
+                    key_trail = None
+                elif key_trail is None:
+                    key_trail = len(key)
+                key.append(c)
+        elif state == "pre_value":
+            if c in _NEWLINE:
+                push()
+                state = "pre_key"
+            elif c == "'":
+                state, quote_line = "single", line
+            elif c == '"':
+                state, quote_line = "double", line
+            elif c == "\\":
+                state = "value_escape"
+            elif c not in _WHITESPACE:
+                state = "value"
+                value.append(c)
+        elif state == "value":
+            if c in _NEWLINE:
+                if value_trail is not None:
+                    del value[value_trail:]
+                push()
+                state = "pre_key"
+            elif c == "\\":
+                state, value_trail = "value_escape", None
+            else:
+                if c not in _WHITESPACE:
+                    value_trail = None
+                elif value_trail is None:
+                    value_trail = len(value)
+                value.append(c)
+        elif state == "value_escape":
+            state = "value"
+            if c not in _NEWLINE:
+                value.append(c)
+        elif state == "single":
+            if c == "'":
+                state = "pre_value"
+            else:
+                value.append(c)
+        elif state == "double":
+            if c == '"':
+                state = "pre_value"
+            elif c == "\\":
+                state = "double_escape"
+            else:
+                value.append(c)
+        elif state == "double_escape":
+            state = "double"
+            if c in _SHELL_NEED_ESCAPE:
+                value.append(c)
+            elif c != "\n":
+                value.extend(("\\", c))
+        elif state == "comment":
+            if c == "\\":
+                state = "comment_escape"
+            elif c in _NEWLINE:
+                state = "pre_key"
+        elif state == "comment_escape":
+            state = "pre_key" if c in _NEWLINE else "comment"
+        if c == "\n":
+            line += 1
+
+    if state in ("single", "double", "double_escape"):
+        raise InputError(where, "unterminated quote (systemd would take the rest of the file)", quote_line)
+    if state == "key":
+        name = "".join(key).strip()
+        raise InputError(where, f"no '=' after {name!r} (systemd ignores this line)", start_line)
+    if state in ("pre_value", "value", "value_escape"):
+        if state == "value" and value_trail is not None:
+            del value[value_trail:]
+        push()
+    return out
+
+
+def read_env_file(path: Path | str) -> dict[str, str]:
+    """Read one EnvironmentFile; unreadable or malformed -> InputError naming the file."""
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise InputError(str(p), f"cannot read environment file: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(str(p), "invalid UTF-8 (systemd refuses the file)", line) from None
+    return parse_env_text(text, where=str(p))

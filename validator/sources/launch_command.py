@@ -1,0 +1,275 @@
+"""Launch command -> ``LaunchFacts``: which entry point, which interpreter, which server args, which env.
+
+Why: the three optimizations are switched on by the launch command (``--moe-runner-backend humming``, the
+NEXTN flags) and its environment (``SGLANG_ENABLE_FP8_LM_HEAD=1``). Operators hand the command over as a
+string (``--launch-cmd``), an args file, or a systemd unit; this module normalises all of them, recognises
+``python -m sglang.launch_server`` and ``sglang serve`` (mimicking ``sglang/cli/serve.py``: ``--model-type``
+dropped, a leading positional model becomes ``--model-path``), and parses the server arguments with
+SGLang's own flag table (``validator.sources.sglang_cli``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+
+from validator.errors import InputError
+from validator.facts import LaunchFacts
+from validator.sources.sglang_cli import parse_argv
+
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
+_SHELL_OPERATORS = {";", "&&", "||", "|", "&", ">", ">>", "<", "2>", "2>&1", "$(", "`"}
+# python options that take a separate argument (python -W ignore -X dev -m ...)
+_PY_OPTS_WITH_ARG = {"-W", "-X", "-Q", "--check-hash-based-pycs"}
+_SERVE_LLM_BACKENDS = {"auto", "llm"}
+
+
+def _split_env_prefix(
+    argv: list[str], origin: str, env: dict[str, str], env_origin: dict[str, str]
+) -> list[str]:
+    """Consume leading ``env [-i] [-u NAME] VAR=val ...`` and bare ``VAR=val`` words into ``env``."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "exec" and i == 0:
+            i += 1
+            continue
+        if Path(word).name == "env" and "=" not in word:
+            i += 1
+            while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
+                opt = argv[i]
+                if opt == "--":
+                    i += 1
+                    break
+                if opt in ("-i", "--ignore-environment"):
+                    env.clear()
+                    env_origin.clear()
+                    i += 1
+                elif opt in ("-u", "--unset") and i + 1 < len(argv):
+                    env.pop(argv[i + 1], None)
+                    env_origin.pop(argv[i + 1], None)
+                    i += 2
+                elif opt.startswith("--unset="):
+                    env.pop(opt.split("=", 1)[1], None)
+                    i += 1
+                else:
+                    raise InputError(origin, f"env option {opt!r} is not understood by spark-validate")
+            continue
+        m = _ASSIGNMENT.match(word)
+        if m is None:
+            break
+        env[m.group(1)] = m.group(2)
+        env_origin[m.group(1)] = origin
+        i += 1
+    return argv[i:]
+
+
+def _shebang_interpreter(script: Path) -> str | None:
+    try:
+        with script.open("rb") as fh:
+            head = fh.readline(512)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    parts = head[2:].decode("utf-8", "replace").split()
+    if not parts:
+        return None
+    if Path(parts[0]).name == "env" and len(parts) > 1:
+        return parts[1]
+    return parts[0]
+
+
+def _which(name: str, env: Mapping[str, str]) -> Path | None:
+    for folder in env.get("PATH", "").split(os.pathsep):
+        if folder and (candidate := Path(folder) / name).is_file() and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _sglang_interpreter(program: str, env: Mapping[str, str]) -> str | None:
+    """The python behind ``sglang``: its shebang if readable, else the sibling python."""
+    script = Path(program) if "/" in program else _which(program, env)
+    if script is None:
+        return None
+    found = _shebang_interpreter(script)
+    if found:
+        return found
+    for sibling in ("python", "python3"):
+        candidate = script.parent / sibling
+        if candidate.exists():
+            return str(candidate)
+    return None
+
+
+def _python_module_args(argv: list[str], origin: str) -> tuple[str, list[str]]:
+    """``python [opts] -m MODULE args...`` -> (MODULE, args)."""
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "-m":
+            if i + 1 >= len(argv):
+                raise InputError(origin, "python -m names no module")
+            return argv[i + 1], argv[i + 2 :]
+        if word.startswith("-m") and len(word) > 2:
+            return word[2:], argv[i + 1 :]
+        if word in _PY_OPTS_WITH_ARG:
+            i += 2
+            continue
+        if word.startswith("-c") or word == "-":
+            raise InputError(origin, "python -c/stdin is not an SGLang launch command")
+        if word.startswith("-") and len(word) > 1:
+            i += 1
+            continue
+        raise InputError(
+            origin,
+            f"python runs {word!r}, not '-m sglang.launch_server' (spark-validate cannot check a script)",
+        )
+    raise InputError(origin, "python without '-m sglang.launch_server'")
+
+
+def _serve_argv(args: list[str], origin: str) -> list[str]:
+    """What ``sglang serve`` hands to ``prepare_server_args`` (sglang/cli/serve.py)."""
+    backend = "auto"
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--model-type":
+            if i + 1 >= len(args):
+                raise InputError(origin, "Error: --model-type requires a value.")
+            backend = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--model-type="):
+            backend = arg.split("=", 1)[1]
+        else:
+            kept.append(arg)
+        i += 1
+    if not backend:
+        raise InputError(origin, "Error: --model-type requires a non-empty value.")
+    if backend not in _SERVE_LLM_BACKENDS:
+        raise InputError(origin, f"sglang serve --model-type {backend} does not start the LLM server")
+    if any(a in ("-h", "--help") for a in kept):
+        raise InputError(origin, "sglang serve --help prints usage and exits; the server would not start")
+    if kept and not kept[0].startswith("-"):
+        kept = ["--model-path", kept[0], *kept[1:]]
+    return kept
+
+
+def launch_from_argv(
+    argv: list[str],
+    *,
+    origin: str,
+    env: Mapping[str, str] | None = None,
+    env_origin: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+) -> LaunchFacts:
+    """A full launch command as a word list (``env`` is the environment it is started with)."""
+    environ = dict(env or {})
+    where = {k: (env_origin or {}).get(k, "environment") for k in environ}
+    words = _split_env_prefix(list(argv), origin, environ, where)
+    if not words:
+        raise InputError(origin, "no command after the environment assignments")
+    for w in words:
+        if w in _SHELL_OPERATORS:
+            raise InputError(origin, f"shell operator {w!r}: give the server command alone")
+    program = words[0]
+    name = Path(program).name
+    interpreter: str | None
+    if name == "spark-validate" and len(words) > 1 and words[1] == "launch":
+        if "--" not in words or words.index("--") == len(words) - 1:
+            raise InputError(origin, "'spark-validate launch' needs '-- CMD...' to name the server")
+        inner = words[words.index("--") + 1 :]
+        return launch_from_argv(inner, origin=origin, env=environ, env_origin=where, base_dir=base_dir)
+    if _PYTHON.match(name):
+        module, server_args = _python_module_args(words, origin)
+        if module != "sglang.launch_server":
+            raise InputError(origin, f"python -m {module} is not the SGLang server (sglang.launch_server)")
+        entry, interpreter = "launch_server", program
+    elif name == "sglang":
+        if len(words) < 2 or words[1] != "serve":
+            sub = words[1] if len(words) > 1 else "(nothing)"
+            raise InputError(origin, f"sglang {sub} does not start the server (expected 'sglang serve')")
+        server_args = _serve_argv(words[2:], origin)
+        entry, interpreter = "serve", _sglang_interpreter(program, environ)
+    else:
+        raise InputError(
+            origin,
+            f"unrecognised program {program!r}: expected 'python -m sglang.launch_server' or 'sglang serve'",
+        )
+    parsed = parse_argv(server_args, origin=origin, base_dir=base_dir)
+    return LaunchFacts(
+        origin=origin,
+        argv=parsed.argv,
+        entry=entry,
+        interpreter=interpreter,
+        args=parsed.args,
+        explicit=parsed.explicit,
+        env=environ,
+        env_origin=where,
+    )
+
+
+def _split_shell(text: str, origin: str, *, comments: bool) -> list[str]:
+    try:
+        return shlex.split(text.replace("\\\r\n", "").replace("\\\n", ""), comments=comments, posix=True)
+    except ValueError as exc:
+        raise InputError(origin, f"cannot split the command: {exc}") from None
+
+
+def launch_from_string(
+    cmd: str, *, origin: str, env: Mapping[str, str] | None = None, base_dir: Path | None = None
+) -> LaunchFacts:
+    """A launch command as one shell-quoted string (``--launch-cmd``)."""
+    return launch_from_argv(
+        _split_shell(cmd, origin, comments=False), origin=origin, env=env, base_dir=base_dir
+    )
+
+
+def launch_from_args_file(
+    path: Path | str, *, env: Mapping[str, str] | None = None, base_dir: Path | None = None
+) -> LaunchFacts:
+    """``--launch-args-file``: a full command, or only the server args (many per line, ``#`` comments).
+    Args only: the entry point is taken to be ``python -m sglang.launch_server`` with no known interpreter."""
+    p = Path(path)
+    origin = str(p)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(origin, f"cannot read launch args file: {exc}") from None
+    words = _split_shell(text, origin, comments=True)
+    if not words:
+        raise InputError(origin, "launch args file holds no arguments")
+    if words[0].startswith("-"):
+        parsed = parse_argv(words, origin=origin, base_dir=base_dir)
+        environ = dict(env or {})
+        return LaunchFacts(
+            origin=origin,
+            argv=parsed.argv,
+            entry="launch_server",
+            interpreter=None,
+            args=parsed.args,
+            explicit=parsed.explicit,
+            env=environ,
+            env_origin=dict.fromkeys(environ, "environment"),
+        )
+    return launch_from_argv(words, origin=origin, env=env, base_dir=base_dir)
+
+
+def launch_from_unit(path: Path | str, *, base_env: Mapping[str, str] | None = None) -> LaunchFacts:
+    """``--unit``: the ExecStart= command with the unit's environment (see ``systemd_unit``)."""
+    from validator.sources.systemd_unit import load_unit
+
+    unit = load_unit(path, base_env=dict(base_env or {}))
+    return launch_from_argv(
+        unit.exec_start,
+        origin=f"unit:{unit.path}",
+        env=unit.env,
+        env_origin=unit.env_origin,
+        base_dir=unit.working_directory,
+    )

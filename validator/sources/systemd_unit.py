@@ -1,0 +1,415 @@
+"""systemd service unit reader: the server command and environment that systemd would start.
+
+Why: the usual deployment is a unit whose ``ExecStart=`` runs SGLang and whose ``Environment=`` or
+``EnvironmentFile=`` sets ``SGLANG_ENABLE_FP8_LM_HEAD``. Preflight validates what systemd will really exec,
+so this follows systemd's rules (``systemd.syntax(7)``, ``systemd.service(5)``, ``systemd.exec(5)``):
+backslash line continuation, ``#``/``;`` comments, the last ``ExecStart=`` after any empty reset, the
+``-@:+!`` prefixes, word splitting with quotes and C escapes, specifiers (``%%``, ``%n``, ``%i``, ...),
+``${VAR}`` (one word) and whole-word ``$VAR`` (split at whitespace) expansion against the service
+environment, ``Environment=`` (several quoted assignments per line) overridden by ``EnvironmentFile=``
+(``-`` = optional, absolute paths, globs). Drop-ins in ``<unit>.d/*.conf`` beside the unit are applied.
+
+Things systemd merely warns about and skips (an assignment without ``=``, a line outside a section, an
+invalid ``Environment=`` word, unbalanced quotes) raise ``InputError(path, reason, line)`` here.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validator.errors import InputError
+from validator.sources.env_file import read_env_file
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_WS = " \t\n\r"
+_SIMPLE_ESCAPES = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+    "\\": "\\",
+    '"': '"',
+    "'": "'",
+    "s": " ",
+}
+
+
+@dataclass
+class Assignment:
+    value: str
+    line: int
+    file: str
+
+
+@dataclass
+class ServiceUnit:
+    """The [Service] facts preflight needs, with systemd's expansion applied."""
+
+    path: Path
+    exec_start: list[str]  # the server command (inside ``spark-validate launch ... --`` when wrapped)
+    exec_start_pre: list[list[str]]
+    env: dict[str, str]
+    env_origin: dict[str, str]
+    working_directory: Path | None = None
+    user: str | None = None
+    wrapped_by_launch: bool = False  # ExecStart was ``spark-validate launch [opts] -- CMD``
+    launch_options: list[str] = field(default_factory=list)  # the [opts] of that wrapper
+
+
+def _cunescape(text: str, i: int, where: str, line: int) -> tuple[str, int]:
+    """Decode the escape starting after the backslash at ``text[i]``; returns (char, next index)."""
+    if i >= len(text):
+        raise InputError(where, "trailing backslash", line)
+    c = text[i]
+    if c in _SIMPLE_ESCAPES:
+        return _SIMPLE_ESCAPES[c], i + 1
+    digits = {"x": (2, 16), "u": (4, 16), "U": (8, 16)}
+    if c in digits:
+        n, base = digits[c]
+        chunk = text[i + 1 : i + 1 + n]
+        if len(chunk) != n or not all(ch in "0123456789abcdefABCDEF" for ch in chunk):
+            raise InputError(where, f"invalid escape \\{c}{chunk}", line)
+        code = int(chunk, base)
+        if code == 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
+            raise InputError(where, f"invalid escape \\{c}{chunk}", line)
+        return chr(code), i + 1 + n
+    if c in "01234567":
+        chunk = text[i : i + 3]
+        if len(chunk) != 3 or not all(ch in "01234567" for ch in chunk) or int(chunk, 8) == 0:
+            raise InputError(where, f"invalid escape \\{chunk}", line)
+        return chr(int(chunk, 8)), i + 3
+    raise InputError(where, f"invalid escape \\{c}", line)
+
+
+def split_words(text: str, *, where: str, line: int) -> list[tuple[str, bool]]:
+    """systemd's ``extract_first_word(UNQUOTE|CUNESCAPE)`` over a whole value.
+
+    Returns (word, was_bare) pairs; ``was_bare`` is False when any part of the word was quoted (a quoted
+    ``"$FOO"`` is still expanded by systemd, so this is informational)."""
+    words: list[tuple[str, bool]] = []
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i] in _WS:
+            i += 1
+        if i >= n:
+            return words
+        buf: list[str] = []
+        quote: str | None = None
+        bare = True
+        while i < n:
+            c = text[i]
+            if quote is None and c in _WS:
+                break
+            if c == "\\":
+                ch, i = _cunescape(text, i + 1, where, line)
+                buf.append(ch)
+                continue
+            if quote is None and c in "'\"":
+                quote, bare = c, False
+            elif quote is not None and c == quote:
+                quote = None
+            else:
+                buf.append(c)
+            i += 1
+        if quote is not None:
+            raise InputError(where, "unbalanced quoting", line)
+        words.append(("".join(buf), bare))
+
+
+def _specifiers(text: str, unit: Path, env: dict[str, str], where: str, line: int) -> str:
+    """Resolve the unit specifiers preflight can know; an unknown one is an error (systemd fails too)."""
+    name = unit.name
+    stem = name.rsplit(".", 1)[0]
+    prefix, _, instance = stem.partition("@")
+    known = {
+        "%": "%",
+        "n": name,
+        "N": stem,
+        "p": prefix,
+        "P": prefix,
+        "i": instance,
+        "I": instance,
+        "j": prefix.rsplit("-", 1)[-1],
+        "J": prefix.rsplit("-", 1)[-1],
+        "f": "/" + (instance or prefix).replace("-", "/"),
+        "h": env.get("HOME", "/root"),
+        "u": env.get("USER", "root"),
+        "t": "/run",
+        "T": "/tmp",
+        "V": "/var/tmp",
+        "H": socket.gethostname(),
+        "l": socket.gethostname().split(".")[0],
+    }
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c != "%":
+            out.append(c)
+            i += 1
+            continue
+        if i + 1 >= len(text):
+            raise InputError(where, "'%' at the end of a value (write '%%')", line)
+        spec = text[i + 1]
+        if spec not in known:
+            raise InputError(where, f"unsupported specifier %{spec}", line)
+        out.append(known[spec])
+        i += 2
+    return "".join(out)
+
+
+def _expand_env(words: list[tuple[str, bool]], env: dict[str, str], where: str, line: int) -> list[str]:
+    """systemd's ``replace_env_argv``: whole-word ``$VAR`` splits, ``${VAR}`` stays one word, ``$$`` is $."""
+    out: list[str] = []
+    for word, _bare in words:
+        m = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
+        if m:
+            value = env.get(m.group(1), "")
+            out.extend(w for w, _ in split_words(value, where=where, line=line))
+            continue
+        out.append(_replace_braced(word, env))
+    return out
+
+
+def _replace_braced(word: str, env: dict[str, str]) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(word):
+        if word.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif word.startswith("${", i) and (end := word.find("}", i + 2)) != -1:
+            name = word[i + 2 : end]
+            if _NAME.match(name):
+                out.append(env.get(name, ""))
+            else:
+                out.append(word[i : end + 1])
+            i = end + 1
+        else:
+            out.append(word[i])
+            i += 1
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """Join backslash continuations; comment lines inside a continuation are dropped, as systemd does."""
+    out: list[tuple[int, str]] = []
+    pending: list[str] = []
+    start = 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        stripped = raw.strip()
+        if pending and stripped[:1] in ("#", ";"):
+            continue
+        if not pending:
+            start = number
+        if raw.rstrip().endswith("\\") and stripped[:1] not in ("#", ";"):
+            pending.append(raw.rstrip()[:-1] + " ")
+            continue
+        pending.append(raw)
+        out.append((start, "".join(pending)))
+        pending = []
+    if pending:
+        out.append((start, "".join(pending)))
+    return out
+
+
+def _parse_unit_text(text: str, where: str) -> dict[str, dict[str, list[Assignment]]]:
+    sections: dict[str, dict[str, list[Assignment]]] = {}
+    current: str | None = None
+    for line, content in _logical_lines(text):
+        s = content.strip()
+        if not s or s[0] in "#;":
+            continue
+        if s.startswith("["):
+            if not s.endswith("]") or len(s) < 3 or any(ch in s[1:-1] for ch in "[]"):
+                raise InputError(where, f"invalid section header {s!r}", line)
+            current = s[1:-1]
+            sections.setdefault(current, {})
+            continue
+        if current is None:
+            raise InputError(where, "assignment outside of any section", line)
+        if "=" not in s:
+            raise InputError(where, f"missing '=' in {s[:60]!r}", line)
+        key, _, value = s.partition("=")
+        key = key.strip()
+        if not key or any(ch in key for ch in _WS):
+            raise InputError(where, f"invalid key {key!r}", line)
+        sections[current].setdefault(key, []).append(Assignment(value.strip(), line, where))
+    return sections
+
+
+def _read_text(path: Path) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputError(str(path), f"cannot read unit file: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), "invalid UTF-8", data.count(b"\n", 0, exc.start) + 1) from None
+
+
+def _merged_service(path: Path) -> list[tuple[str, Assignment]]:
+    """The [Service] assignments of the unit and its drop-ins, in the order systemd applies them."""
+    files = [path]
+    dropin = path.with_name(path.name + ".d")
+    if dropin.is_dir():
+        files += sorted(dropin.glob("*.conf"))
+    items: list[tuple[str, Assignment]] = []
+    found_service = False
+    for f in files:
+        text = _read_text(f)
+        if "\x00" in text:
+            raise InputError(str(f), "NUL byte in unit file", text.count("\n", 0, text.index("\x00")) + 1)
+        sections = _parse_unit_text(text, str(f))
+        service = sections.get("Service")
+        if service is None:
+            continue
+        found_service = True
+        for key, values in service.items():
+            items.extend((key, v) for v in values)
+    if not found_service:
+        raise InputError(str(path), "no [Service] section")
+    items.sort(key=lambda kv: (files.index(Path(kv[1].file)), kv[1].line))
+    return items
+
+
+def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
+    """One ExecStart=/ExecStartPre= value -> argv, after prefixes, specifiers and $VAR expansion."""
+    where = a.file
+    text = _specifiers(a.value, unit, env, where, a.line)
+    words = split_words(text, where=where, line=a.line)
+    if not words:
+        return []
+    first, bare = words[0]
+    prefixes = ""
+    while first and first[0] in "-@:+!":
+        prefixes += first[0]
+        first = first[1:]
+    if not first:
+        raise InputError(where, "ExecStart= names no program after its prefixes", a.line)
+    words[0] = (first, bare)
+    if "@" in prefixes:
+        if len(words) < 2:
+            raise InputError(where, "'@' prefix needs the program and its argv[0]", a.line)
+        words = [words[0], *words[2:]]  # the program runs with a custom argv[0]; keep the real path
+    if ":" in prefixes:
+        return [w for w, _ in words]
+    return _expand_env(words, env, where, a.line)
+
+
+def _environment(
+    items: list[tuple[str, Assignment]], unit: Path, base_env: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    env = dict(base_env)
+    origin = dict.fromkeys(base_env, "environment")
+    assigned: dict[str, tuple[str, str]] = {}
+    for key, a in items:
+        if key != "Environment":
+            continue
+        if not a.value:
+            assigned.clear()
+            continue
+        text = _specifiers(a.value, unit, base_env, a.file, a.line)
+        for word, _ in split_words(text, where=a.file, line=a.line):
+            name, eq, value = word.partition("=")
+            if not eq or not _NAME.match(name):
+                raise InputError(a.file, f"invalid Environment= assignment {word!r}", a.line)
+            assigned[name] = (value, f"{a.file}:{a.line} Environment=")
+    for name, (value, where) in assigned.items():
+        env[name], origin[name] = value, where
+    files: list[tuple[str, Assignment]] = []
+    for key, a in items:
+        if key == "EnvironmentFile":
+            if not a.value:
+                files.clear()
+            else:
+                files.append((a.value, a))
+    for value, a in files:
+        optional = value.startswith("-")
+        pattern = _specifiers(value[1:] if optional else value, unit, base_env, a.file, a.line)
+        if not os.path.isabs(pattern):
+            raise InputError(a.file, f"EnvironmentFile= path {pattern!r} is not absolute", a.line)
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches or (not glob.has_magic(pattern) and not Path(pattern).exists()):
+            if optional:
+                continue
+            raise InputError(
+                a.file, f"EnvironmentFile= {pattern} does not exist (prefix '-' to allow)", a.line
+            )
+        for m in matches:
+            for name, val in read_env_file(m).items():
+                env[name], origin[name] = val, f"EnvironmentFile={m}"
+    return env, origin
+
+
+def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
+    """``spark-validate launch [opts] -- CMD...`` -> CMD (the server the wrapper will exec)."""
+    if len(argv) >= 2 and Path(argv[0]).name == "spark-validate" and argv[1] == "launch":
+        if "--" not in argv:
+            raise InputError("ExecStart", "'spark-validate launch' needs '-- CMD...' to name the server")
+        cut = argv.index("--")
+        if cut == len(argv) - 1:
+            raise InputError("ExecStart", "'spark-validate launch --' names no server command")
+        return argv[cut + 1 :], True, argv[2:cut]
+    return argv, False, []
+
+
+def load_unit(path: Path | str, *, base_env: dict[str, str] | None = None) -> ServiceUnit:
+    """Read a service unit (and its drop-ins) as systemd would start it."""
+    unit = Path(path)
+    items = _merged_service(unit)
+    env, origin = _environment(items, unit, dict(base_env or {}))
+    exec_start: Assignment | None = None
+    pre: list[Assignment] = []
+    workdir: str | None = None
+    user: str | None = None
+    for key, a in items:
+        if key == "ExecStart":
+            exec_start = a if a.value else None
+        elif key == "ExecStartPre":
+            pre = [*pre, a] if a.value else []
+        elif key == "WorkingDirectory":
+            workdir = a.value or None
+        elif key == "User":
+            user = a.value or None
+    if exec_start is None:
+        raise InputError(str(unit), "no ExecStart= in [Service]")
+    argv = _exec_words(exec_start, unit, env)
+    if not argv:
+        raise InputError(exec_start.file, "ExecStart= is empty after expansion", exec_start.line)
+    try:
+        argv, wrapped, opts = _unwrap_launch(argv)
+    except InputError as exc:
+        raise InputError(exec_start.file, exc.reason, exec_start.line) from None
+    wd: Path | None = None
+    if workdir:
+        wd_text = _specifiers(workdir.lstrip("-"), unit, env, str(unit), 0)
+        wd = Path(env.get("HOME", "/root")) if wd_text == "~" else Path(wd_text)
+    return ServiceUnit(
+        path=unit,
+        exec_start=argv,
+        exec_start_pre=[w for w in (_exec_words(a, unit, env) for a in pre) if w],
+        env=env,
+        env_origin=origin,
+        working_directory=wd,
+        user=user,
+        wrapped_by_launch=wrapped,
+        launch_options=opts,
+    )
+
+
+def read_unit(
+    path: Path | str, *, base_env: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """(server argv, environment the server sees, where each variable came from)."""
+    unit = load_unit(path, base_env=base_env)
+    return unit.exec_start, unit.env, unit.env_origin
