@@ -100,8 +100,6 @@ class _Run:
     def copy_prelude(self, path: str) -> _Run:
         new = _Run(path)
         new.facts.flashinfer_override = self.facts.flashinfer_override
-        new.facts.errors = list(self.facts.errors)
-        new.facts.error_count = self.facts.error_count
         return new
 
 
@@ -166,11 +164,10 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         f.flashinfer_override = True
         prelude.facts.flashinfer_override = True
         return
-    if _ERROR_RE.search(line):
-        for target in (f, prelude.facts):
-            target.error_count += 1
-            if len(target.errors) < MAX_ERRORS:
-                target.errors.append(f"line {lineno}: {line.strip()[:300]}")
+    if _ERROR_RE.search(line):  # never carried forward: a crash belongs to the start before it
+        f.error_count += 1
+        if len(f.errors) < MAX_ERRORS:
+            f.errors.append(f"line {lineno}: {line.strip()[:300]}")
         return
     runtime = True
     if FP8_HEAD_LINE in line:
@@ -211,8 +208,6 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         runtime = False
     if runtime:  # a running server logged this: earlier resolution lines belong to this run, not the next
         prelude.facts.flashinfer_override = False
-        prelude.facts.errors.clear()
-        prelude.facts.error_count = 0
 
 
 def _parse_server_args(text: str) -> tuple[dict[str, Any] | None, str | None]:
