@@ -133,7 +133,10 @@ SCENARIOS: dict[str, tuple[dict[str, Any], str]] = {
     ),
     "backend-auto": (_o(moe_backend_flag="auto"), "--moe-runner-backend auto resolves to flashinfer_mxfp4"),
     "fp32-head": (_o(fp8_env=False, fp32_head_flag=True), "baseline FP32-logits head, no FP8 head"),
-    "fp8-and-fp32": (_o(fp32_head_flag=True), "FP8 head and --enable-fp32-lm-head both requested"),
+    "fp8-and-fp32": (
+        _o(fp8_env=True, fp32_head_flag=True),
+        "FP8 head and --enable-fp32-lm-head both requested",
+    ),
     "fp8-ignored": (
         _o(build_declares_fp8=False, build_shares_module=False),
         "FP8 variable set on a stock build that ignores it: BF16 head",
