@@ -15,18 +15,14 @@ from typing import Any
 
 import pytest
 
+from tests.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
 from validator.sources.sglang_cli import load_table, parse_argv
 
 REPO = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = Path(os.environ.get("SPARK_VALIDATE_SGLANG_PYTHON", REPO / ".venv-sglang" / "bin" / "python"))
 
-RECIPE = (
-    "--model-path /models/Ling-3.0-flash-fp4 --trust-remote-code --moe-runner-backend humming "
-    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
-    "--speculative-num-draft-tokens 4 --speculative-draft-model-path /models/Ling-3.0-flash-fp4 "
-    "--mem-fraction-static 0.6 --host 0.0.0.0 --port 30000 --enable-metrics"
-).split()  # noqa: SIM905 - reads as the command line it is
+RECIPE = RECIPE_ARGV
 M = ["--model-path", "/m"]
 
 # (name, argv, {config file name: YAML text})
@@ -78,8 +74,11 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
     (
         "config cli wins",
         ["--config", "c.yaml", "--port", "32000"],
-        {"c.yaml": "model_path: /cfg\nport: 31000\nmoe-runner-backend: humming\n"},
+        {"c.yaml": "model-path: /cfg\nport: 31000\nmoe-runner-backend: humming\n"},
     ),
+    ("config underscore key", ["--config", "c.yaml", *M], {"c.yaml": "mem_fraction_static: 0.5\n"}),
+    ("config underscore required", ["--config", "c.yaml"], {"c.yaml": "model_path: /m\n"}),
+    ("config null value", ["--config", "c.yaml", *M], {"c.yaml": "tokenizer-path: null\nport: 0x10\n"}),
     ("config list", ["--config", "c.yml", *M], {"c.yml": "gc-threshold: [1, 2]\nenable-metrics: false\n"}),
     ("config bad choice", ["--config", "c.yaml", *M], {"c.yaml": "moe-runner-backend: nope\n"}),
     ("config wrong suffix", ["--config", "c.json", *M], {"c.json": "{}"}),
