@@ -1,0 +1,93 @@
+"""Tokens and wall time the acceptance probe needs to reach its verdict, per case.
+
+Two parts. ``in-memory``: 200 seeded runs of the real probe loop against simulated MTP rounds (no
+network), reporting the verdict counts and tokens-to-verdict (mean, max); the baseline row is a fixed
+256-token probe (what a non-sequential probe would spend), so the ratio column shows what stopping early
+saves. ``simulator``: one run per scenario against ``spark-validate sim`` on loopback, with wall time.
+
+Run: ``.venv/bin/python bench/probe_verdict.py [--runs N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.probe_sim import SimCase, SimServer
+from validator.probe import ProbeConfig, load_prompts, probe_server, probe_verdict, run_probe
+from validator.sources.server_http import SGLangClient
+
+FIXED_BUDGET = 256  # baseline: a fixed-length probe
+
+
+def in_memory(runs: int) -> None:
+    prompts = load_prompts()
+    cases = [
+        SimCase("broken (1.00)", 1.0),
+        SimCase("marginal (1.30)", 1.3, 0.1),
+        SimCase("healthy (2.68)", 2.68),
+    ]
+    cases += [SimCase("healthy (3.05)", 3.05), SimCase("healthy (3.90)", 3.9)]
+    print(f"in-memory, {runs} seeded runs per case; baseline = fixed {FIXED_BUDGET}-token probe")
+    print(
+        f"{'case':<18} {'pass':>5} {'fail':>5} {'undec':>5} {'mean tok':>9} {'max tok':>8} "
+        f"{'vs base':>8} {'ms/run':>7}"
+    )
+    for case in cases:
+        counts = {"pass": 0, "fail": 0, "undecided": 0}
+        tokens: list[int] = []
+        t0 = time.perf_counter()
+        for seed in range(runs):
+            r = asyncio.run(run_probe(SimServer(case, seed), prompts))
+            counts[probe_verdict(r).value] += 1
+            tokens.append(r.completion_tokens)
+        ms = 1000 * (time.perf_counter() - t0) / runs
+        mean = sum(tokens) / len(tokens)
+        print(
+            f"{case.name:<18} {counts['pass']:>5} {counts['fail']:>5} {counts['undecided']:>5} {mean:>9.1f} "
+            f"{max(tokens):>8} {mean / FIXED_BUDGET:>8.2f} {ms:>7.2f}"
+        )
+
+
+def simulator() -> None:
+    try:
+        from validator.sim.runner import SimServer as Sim
+    except ImportError:
+        print("simulator: not available")
+        return
+    print("\nsimulator on loopback (speed 1.0: the simulator's modelled step times)")
+    print(f"{'scenario':<24} {'verdict':<10} {'tokens':>6} {'requests':>8} {'accept':>7} {'wall s':>7}")
+    for scenario in ("healthy", "draft-head-weight-only", "no-spec"):
+        with Sim(scenario, seed=1, startup_seconds=0.05) as sim:
+            sim.wait_ready(10)
+
+            async def go(url: str) -> object:
+                async with SGLangClient(url) as c:
+                    return await probe_server(c, config=ProbeConfig())
+
+            r = asyncio.run(go(sim.url))
+            from validator.report import ProbeResult
+
+            assert isinstance(r, ProbeResult)
+            acc = f"{r.accept_length:.2f}" if r.accept_length is not None else "-"
+            print(
+                f"{scenario:<24} {probe_verdict(r).value:<10} {r.completion_tokens:>6} {r.requests:>8} "
+                f"{acc:>7} {r.wall_s or 0:>7.2f}"
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=200)
+    args = ap.parse_args()
+    in_memory(args.runs)
+    simulator()
+
+
+if __name__ == "__main__":
+    main()
