@@ -49,6 +49,16 @@ def _parallel() -> tuple[int | None, int | None]:
     return int(par.tp_rank), int(par.tp_size)
 
 
+def _fill_parallel(state: PluginState) -> None:
+    """TP rank/size once; a failure here is recorded but does not stop the inspection."""
+    if state.tp_rank is not None:
+        return
+    try:
+        state.tp_rank, state.tp_size = _parallel()
+    except Exception as exc:
+        state.record_error("tp_rank", exc)
+
+
 def _spec_enabled(runner: Any) -> bool | None:
     algo = getattr(runner, "spec_algorithm", None)
     is_none = getattr(algo, "is_none", None)
@@ -111,8 +121,7 @@ def _timed(fn: Callable[..., None]) -> Callable[..., None]:
 def record_model_loaded(state: PluginState, runner: Any) -> None:
     """After ``ModelRunner.load_model``: describe the target or the draft; apply the remedy to the draft."""
     try:
-        if state.tp_rank is None:
-            state.tp_rank, state.tp_size = _parallel()
+        _fill_parallel(state)
         state.spec_enabled = _spec_enabled(runner) if state.spec_enabled is None else state.spec_enabled
         model = runner.model
         load_time = getattr(runner, "weight_load_time", None)
@@ -138,8 +147,7 @@ def record_lm_head(state: PluginState, target: Any, drafts: list[Any], shares_it
     """After the draft worker's LM-head set-up: the sharing facts, with the remedy where the worker
     never calls ``set_lm_head_from_target`` itself (``shares_itself`` False)."""
     try:
-        if state.tp_rank is None:
-            state.tp_rank, state.tp_size = _parallel()
+        _fill_parallel(state)
         state.spec_enabled = True
         if remedy.remedy_enabled() and not shares_itself:
             for draft in drafts:
