@@ -1,15 +1,93 @@
-"""`spark-validate serve`: the sidecar daemon (placeholder until validator/daemon lands)."""
+"""`spark-validate serve --url URL [--listen HOST:PORT]`: the sidecar daemon (validator/daemon).
+
+Same live inputs as ``check``; the findings go to ``/readyz``, ``/metrics`` and ``/report``, not to the exit
+code. It exits 0 on SIGTERM, 2 on bad options, 65 on malformed inputs and 69 when it cannot listen.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from validator.commands.check import add_live_inputs
+from validator.commands.common import add_common
+from validator.errors import UsageError
+
+DEFAULT_LISTEN = "127.0.0.1:9464"
+
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    sub.add_parser("serve", help="the sidecar daemon: /readyz, /livez, /metrics, /report")
+    p = sub.add_parser(
+        "serve",
+        help="the sidecar daemon: /readyz, /livez, /metrics, /report",
+        description="Verify the running server at start-up and keep verifying it; serve the "
+        "verdict to readiness probes, systemd and Prometheus.",
+    )
+    add_arguments(p)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Shared with ``python -m validator.daemon``."""
+    add_live_inputs(p)
+    g = p.add_argument_group("sidecar")
+    g.add_argument(
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where to serve /readyz, /livez, /metrics, /report (default {DEFAULT_LISTEN})",
+    )
+    g.add_argument(
+        "--interval",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="re-check the configuration this often (default 30)",
+    )
+    g.add_argument(
+        "--probe-interval",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="run the acceptance probe again this often (default 600)",
+    )
+    g.add_argument(
+        "--health-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="poll the server's /health this often to notice a restart (default 5)",
+    )
+    add_common(p)
+    # A sidecar starts beside a server that loads for minutes: wait for it by default.
+    p.set_defaults(wait=900.0)
+
+
+def parse_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise UsageError(f"serve: --listen expects HOST:PORT, got {value!r}")
+    return host, int(port)
 
 
 def run(args: argparse.Namespace) -> int:
-    from validator.errors import UsageError
+    from validator.commands.check import live_inputs_from
+    from validator.commands.common import pack_from
+    from validator.daemon.loop import Schedule
+    from validator.daemon.service import ServeConfig, serve
 
-    raise UsageError("serve is not available in this build yet")
+    host, port = parse_listen(args.listen)
+    for name in ("interval", "probe_interval", "health_interval"):
+        if not getattr(args, name) > 0:
+            raise UsageError(f"serve: --{name.replace('_', '-')} must be positive")
+    loaded = pack_from(args)
+    inputs = live_inputs_from(args)
+    wait = max(0.0, args.wait)
+    schedule = Schedule(
+        interval_s=args.interval,
+        probe_interval_s=max(args.probe_interval, args.interval),
+        health_interval_s=args.health_interval,
+        full_timeout_s=wait + float(loaded.pack.probe.max_seconds) + 120.0,
+        recheck_timeout_s=120.0,
+        probe=not args.no_probe,
+    )
+    return serve(inputs, loaded, ServeConfig(host=host, port=port, strict=args.strict, schedule=schedule))

@@ -1,0 +1,274 @@
+"""The scheduler: wait for the server, run a full check (with the acceptance probe), then re-check the
+configuration every ``interval`` and probe again every ``probe_interval``, one check at a time.
+
+Readiness is latched from check runs only. It drops at once when ``/health`` goes down or the server's
+identity changes (a restart), and only a new full check, probe included, brings it back: a re-check never
+lends a probe measured on a previous server process to a new one. An ``epoch`` counts restarts; a check
+that was in flight across one cannot latch ready.
+
+The scheduler proves it is alive by touching a heartbeat every tick, also while a check is in flight; a
+check that overruns its deadline is cancelled and recorded as inconclusive, so a hung server cannot wedge
+the loop. ``/livez`` and systemd's watchdog both read that heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from validator.daemon.logs import Logger, check_fields
+from validator.daemon.metrics import DaemonMetrics
+from validator.daemon.notify import Notifier
+from validator.daemon.state import DaemonState
+from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
+
+# (full, previous_probe) -> report. full=True waits for the server and runs the probe.
+CheckFn = Callable[[bool, ProbeResult | None], Awaitable[Report]]
+
+
+class Watch(Protocol):
+    sglang_version: str
+    model: str
+
+    async def healthy(self) -> bool: ...
+
+    async def identity(self) -> dict[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Schedule:
+    interval_s: float = 30.0  # configuration re-check
+    probe_interval_s: float = 600.0  # full check with the acceptance probe
+    health_interval_s: float = 5.0  # /health poll (restart detection)
+    full_timeout_s: float = 1200.0  # a full check's deadline (wait + probe + margin)
+    recheck_timeout_s: float = 120.0
+    tick_s: float = 0.5  # heartbeat granularity
+    probe: bool = True  # --no-probe turns the probe off for every run
+
+
+class Daemon:
+    def __init__(
+        self,
+        *,
+        check: CheckFn,
+        watch: Watch,
+        schedule: Schedule,
+        state: DaemonState,
+        metrics: DaemonMetrics,
+        notifier: Notifier,
+        log: Logger,
+        rule_pack: str,
+    ) -> None:
+        self.check = check
+        self.watch = watch
+        self.schedule = schedule
+        self.state = state
+        self.metrics = metrics
+        self.notifier = notifier
+        self.log = log
+        self.rule_pack = rule_pack
+        self.epoch = 0
+        self.need_full = True
+        self.probe: ProbeResult | None = None  # the current incarnation's last probe
+        self.ident: dict[str, Any] | None = None
+        self.next_full = 0.0
+        self.next_recheck = 0.0
+        self.healthy: bool | None = None
+        self.in_flight = False
+        self.runs = 0
+        self._wake = asyncio.Event()
+        self._status = ""
+
+    # ---- state changes, each published to metrics, systemd and the log ----
+
+    def _publish(self) -> None:
+        self.metrics.set_ready(self.state.ready)
+        line = self.state.status_line()
+        if line != self._status:
+            self._status = line
+            self.notifier.status(line)
+
+    def set_phase(self, phase: str) -> None:
+        if self.state.set_phase(phase):
+            self.log.info("phase", phase=phase, ready=self.state.ready)
+            self._publish()
+
+    def restart_suspected(self, reason: str) -> None:
+        """The server went away or is a new process: readiness drops now; a full check runs next."""
+        self.epoch += 1
+        self.need_full = True
+        self.probe = None
+        self.ident = None
+        was_ready = self.state.ready
+        if self.state.drop(reason):
+            self.log.warning("readiness dropped", reason=reason, was_ready=was_ready)
+        self._publish()
+        self._wake.set()
+
+    # ---- tasks ----
+
+    async def run(self, stop: asyncio.Event) -> None:
+        tasks = [
+            asyncio.create_task(self._schedule(), name="scheduler"),
+            asyncio.create_task(self._health_watch(), name="health-watch"),
+        ]
+        if self.notifier.watchdog_interval_s:
+            tasks.append(
+                asyncio.create_task(self._watchdog(self.notifier.watchdog_interval_s), name="watchdog")
+            )
+        stopper = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait([stopper, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t is not stopper and not t.cancelled() and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+        finally:
+            for t in [stopper, *tasks]:
+                t.cancel()
+            for t in [stopper, *tasks]:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await t
+
+    async def _watchdog(self, every_s: float) -> None:
+        stale = max(3 * self.schedule.tick_s, every_s)
+        while True:
+            if self.state.alive(stale):
+                self.notifier.watchdog()
+            await asyncio.sleep(every_s)
+
+    async def _health_watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.schedule.health_interval_s)
+            ok = await self.watch.healthy()
+            if self.healthy and not ok:
+                self.restart_suspected("server /health stopped answering 200")
+            elif ok and self.healthy is False and not self.state.ready:
+                self._wake.set()  # back: check it now rather than at the next interval
+            self.healthy = ok
+
+    async def _schedule(self) -> None:
+        while True:
+            now = time.monotonic()
+            if self.need_full or now >= self.next_full:
+                await self.run_once(full=True)
+            elif now >= self.next_recheck:
+                await self.run_once(full=False)
+            await self._sleep_until(min(self.next_full, self.next_recheck))
+
+    async def _sleep_until(self, when: float) -> None:
+        self._wake.clear()
+        while not self._wake.is_set():
+            self.state.touch()
+            left = when - time.monotonic()
+            if left <= 0:
+                return
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), min(left, self.schedule.tick_s))
+
+    async def run_once(self, *, full: bool) -> Report:
+        """One check run: a full one (wait, probe) or a configuration re-check reusing the last probe."""
+        sched = self.schedule
+        if not full:
+            ident = await self.watch.identity()
+            if ident is not None and self.ident is not None and ident != self.ident:
+                self.restart_suspected("server restarted (startup_time or PID changed)")
+                full = True
+        epoch = self.epoch
+        probing = full and sched.probe
+        self.set_phase("probing" if probing else "checking")
+        self.in_flight = True
+        t0 = time.monotonic()
+        try:
+            report = await self._bounded(
+                self.check(full and sched.probe, None if full else self.probe),
+                sched.full_timeout_s if full else sched.recheck_timeout_s,
+            )
+        finally:
+            self.in_flight = False
+        self.runs += 1
+        server_up = _status(report, "server.ready") is Status.PASS
+        if full:
+            self.probe = report.probe if server_up else None
+            self.ident = await self.watch.identity() if server_up else None
+            self.metrics.set_build_info(self.watch.sglang_version, self.watch.model)
+        elif not server_up:
+            self.need_full = True  # gone or unreadable: whatever answers next must be proven again
+            self.probe = None
+            self.ident = None
+        now = time.monotonic()
+        retry_full = report.verdict is Verdict.INCONCLUSIVE or not server_up
+        if full:
+            self.need_full = retry_full
+            self.next_full = now + (sched.interval_s if retry_full else sched.probe_interval_s)
+        self.next_recheck = now + sched.interval_s
+        probe_ok = self.probe is not None or not sched.probe
+        ready = report.verdict is Verdict.PASS and epoch == self.epoch and probe_ok and server_up
+        reason = (
+            f"verdict {report.verdict.value}"
+            if report.verdict is not Verdict.PASS
+            else "server restarted during the check"
+            if epoch != self.epoch
+            else "no acceptance probe yet"
+        )
+        self.state.latch(report, ready=ready, reason=reason)
+        self.metrics.observe(report, end=self.state.last_run_end or time.time(), probed=probing and server_up)
+        self.log.info(
+            "check",
+            **check_fields(report, kind="full" if full else "recheck", ready=ready),
+            wall_s=round(time.monotonic() - t0, 3),
+        )
+        self.set_phase("idle")
+        self._publish()
+        return report
+
+    async def _bounded(self, coro: Awaitable[Report], timeout_s: float) -> Report:
+        """Run a check, touching the heartbeat every tick; overrun, crash or cancel-by-timeout become an
+        inconclusive report, never an exception out of the loop."""
+        task: asyncio.Future[Report] = asyncio.ensure_future(coro)
+        deadline = time.monotonic() + timeout_s
+        while not task.done():
+            self.state.touch()
+            if time.monotonic() >= deadline:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+                return self._error_report(f"the check did not finish within {timeout_s:.0f} s")
+            await asyncio.wait({task}, timeout=self.schedule.tick_s)
+        self.state.touch()
+        try:
+            return task.result()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or an unanticipated error in a check: report it, keep serving
+            self.log.error("check crashed", error=f"{type(exc).__name__}: {exc}")
+            return self._error_report(f"the check raised {type(exc).__name__}: {exc}")
+
+    def _error_report(self, message: str) -> Report:
+        return Report(
+            mode="check",
+            verdict=Verdict.INCONCLUSIVE,
+            rule_pack=self.rule_pack,
+            started_at=utc_now_iso(),
+            duration_s=0.0,
+            target=getattr(self.watch, "url", None),
+            checks=[
+                CheckResult(
+                    id="server.ready",
+                    status=Status.ERROR,
+                    severity=Severity.CRITICAL,
+                    message=message,
+                    sources=["server"],
+                )
+            ],
+        )
+
+
+def _status(report: Report, check_id: str) -> Status | None:
+    try:
+        return report.by_id(check_id).status
+    except KeyError:
+        return None

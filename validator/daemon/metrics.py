@@ -1,0 +1,96 @@
+"""The sidecar's Prometheus metrics: exactly the contract's names, types and labels, on a private registry.
+
+Gauges carry current state (goss #867: counters of past results cannot say what holds now). Every check run
+is a full run of every check (the probe's result is reused between probes), so ``runs_total`` and the
+timestamps move on every run. The exposition is rendered by prometheus-client once per change and cached:
+a scrape then costs a dictionary lookup, not a walk of the registry.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from validator import __version__
+from validator.report import Report, Status, Verdict
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class DaemonMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.check_passed = Gauge(
+            "spark_validate_check_passed",
+            "1 when the check's last status was pass, else 0",
+            ["check", "severity"],
+            registry=r,
+        )
+        self.ready = Gauge("spark_validate_ready", "1 when /readyz answers 200", registry=r)
+        self.accept_length = Gauge(
+            "spark_validate_spec_accept_length", "acceptance length measured by the last probe", registry=r
+        )
+        self.last_run = Gauge(
+            "spark_validate_last_run_timestamp_seconds", "end of the last full check", registry=r
+        )
+        self.last_success = Gauge(
+            "spark_validate_last_success_timestamp_seconds",
+            "end of the last check whose verdict was pass",
+            registry=r,
+        )
+        self.duration = Gauge(
+            "spark_validate_run_duration_seconds", "duration of the last full check", registry=r
+        )
+        self.runs = Counter("spark_validate_runs", "full checks run", ["verdict"], registry=r)
+        self.build_info = Gauge(
+            "spark_validate_build_info", "always 1", ["version", "sglang_version", "model"], registry=r
+        )
+        for v in Verdict:
+            self.runs.labels(verdict=v.value)  # every verdict series exists from the start, at 0
+        self.accept_length.set(math.nan)  # no probe has measured anything yet
+        self._checks: set[tuple[str, str]] = set()
+        self._build: tuple[str, str, str] | None = None
+        self.set_build_info("unknown", "unknown")
+        self._cache: bytes | None = None
+
+    def set_build_info(self, sglang_version: str, model: str) -> None:
+        labels = (__version__, sglang_version or "unknown", model or "unknown")
+        if labels == self._build:
+            return
+        if self._build is not None:
+            self.build_info.remove(*self._build)
+        self.build_info.labels(*labels).set(1)
+        self._build = labels
+        self._cache = None
+
+    def set_ready(self, ready: bool) -> None:
+        self.ready.set(1 if ready else 0)
+        self._cache = None
+
+    def observe(self, report: Report, *, end: float, probed: bool) -> None:
+        """One finished check run. ``probed``: this run measured a new acceptance length."""
+        seen: set[tuple[str, str]] = set()
+        for c in report.checks:
+            key = (c.id, c.severity.value)
+            seen.add(key)
+            self.check_passed.labels(*key).set(1 if c.status is Status.PASS else 0)
+        for key in self._checks - seen:  # a check no longer reported: its series goes, not goes stale
+            self.check_passed.remove(*key)
+        self._checks = seen
+        if probed:
+            al = report.probe.accept_length if report.probe is not None else None
+            self.accept_length.set(math.nan if al is None else al)
+        self.last_run.set(end)
+        if report.verdict is Verdict.PASS:
+            self.last_success.set(end)
+        self.duration.set(report.duration_s)
+        self.runs.labels(verdict=report.verdict.value).inc()
+        self._cache = None
+
+    def render(self) -> bytes:
+        if self._cache is None:
+            self._cache = generate_latest(self.registry)
+        return self._cache

@@ -1,0 +1,108 @@
+"""Wiring: build the state, metrics, endpoints, notifier and scheduler for one ``serve`` invocation, run
+them on one event loop, and shut down within a second of SIGTERM/SIGINT (``STOPPING=1`` first)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Any, TextIO
+
+from validator.daemon.http import Endpoints, SidecarServer
+from validator.daemon.logs import make_logger
+from validator.daemon.loop import Daemon, Schedule
+from validator.daemon.metrics import DaemonMetrics
+from validator.daemon.notify import Notifier
+from validator.daemon.state import DaemonState
+from validator.daemon.watch import ServerWatch
+from validator.errors import UnavailableError
+from validator.report import ProbeResult, Report
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    host: str = "127.0.0.1"
+    port: int = 9464
+    strict: bool = False
+    schedule: Schedule = field(default_factory=Schedule)
+
+
+def serve(inputs: Any, loaded: Any, config: ServeConfig, *, log_stream: TextIO | None = None) -> int:
+    """Run until SIGTERM/SIGINT; 0 on a clean stop. Findings go to /readyz and the metrics, not the exit
+    code: a failing deployment keeps the sidecar up so that Prometheus can alert."""
+    return asyncio.run(_main(inputs, loaded, config, log_stream or sys.stderr))
+
+
+async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextIO) -> int:
+    from validator.live import run_live
+
+    secrets = tuple(loaded.pack.secrets)
+    log = make_logger(log_stream, secrets=secrets)
+    state = DaemonState()
+    metrics = DaemonMetrics()
+    notifier = Notifier()
+    endpoints = Endpoints(
+        state, metrics, secrets=secrets, livez_stale_s=max(10.0, 20 * config.schedule.tick_s)
+    )
+    server = SidecarServer(endpoints)
+    try:
+        host, port = await server.start(config.host, config.port)
+    except OSError as exc:
+        raise UnavailableError(
+            f"serve: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}"
+        ) from None
+    watch = ServerWatch(inputs.url, api_key=inputs.api_key, attestation=inputs.attestation)
+    recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
+
+    async def check(full: bool, previous: ProbeResult | None) -> Report:
+        if full:
+            return await run_live(inputs, loaded, strict=config.strict, probe=config.schedule.probe)
+        return await run_live(
+            recheck_inputs, loaded, strict=config.strict, probe=False, previous_probe=previous
+        )
+
+    daemon = Daemon(
+        check=check,
+        watch=watch,
+        schedule=config.schedule,
+        state=state,
+        metrics=metrics,
+        notifier=notifier,
+        log=log,
+        rule_pack=loaded.name,
+    )
+
+    def on_progress(progress: Any) -> None:
+        if progress.changed:
+            daemon.set_phase(progress.phase.value if progress.phase.value != "ready" else "probing")
+
+    inputs.on_progress = on_progress
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    log.info(
+        "serving",
+        listen=f"{host}:{port}",
+        url=inputs.url,
+        interval_s=config.schedule.interval_s,
+        probe_interval_s=config.schedule.probe_interval_s,
+        rule_pack=loaded.name,
+    )
+    notifier.ready(state.status_line())
+    try:
+        await daemon.run(stop)
+    finally:
+        notifier.stopping("stopping")
+        log.info("stopping")
+        state.set_phase("stopping")
+        state.drop("stopping")
+        await server.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(watch.aclose(), 0.3)
+        notifier.close()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 0

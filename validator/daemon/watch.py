@@ -1,0 +1,66 @@
+"""Cheap signs that the server restarted: ``/health`` going down, or its identity changing.
+
+The identity is what a restart cannot keep: ``/server_info``'s ``startup_time`` (per-phase durations of
+this start) and, when the attestation plugin writes one, the scheduler's PID and start time. One short
+``/health`` poll at a time, without retries: SGLang's ``/health`` runs a one-token generation per call, so
+it is polled gently (every few seconds) and never concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from validator.errors import UnavailableError
+
+
+class ServerWatch:
+    def __init__(
+        self, url: str, *, api_key: str | None = None, attestation: Path | None = None, timeout_s: float = 5.0
+    ) -> None:
+        from validator.sources.server_http import SGLangClient
+
+        self.url = url
+        self.attestation = attestation
+        self._client = SGLangClient(
+            url, api_key=api_key, connect_timeout=min(2.0, timeout_s), read_timeout=timeout_s, retries=0
+        )
+        self.sglang_version = "unknown"
+        self.model = "unknown"
+
+    async def healthy(self) -> bool:
+        """One ``GET /health``: True on 200; False on any other status or no answer."""
+        try:
+            return await self._client.health() == 200
+        except UnavailableError:
+            return False
+
+    async def identity(self) -> dict[str, Any] | None:
+        """This server incarnation's fingerprint, or None when it cannot be read now."""
+        try:
+            info = await self._client.server_info()
+        except (UnavailableError, ValueError):
+            return None
+        self.sglang_version = str(info.get("version") or "unknown")
+        self.model = str(info.get("served_model_name") or info.get("model_path") or "unknown")
+        ident: dict[str, Any] = {"startup_time": info.get("startup_time")}
+        proc = self._attested_process()
+        if proc is not None:
+            ident["process"] = proc
+        return ident
+
+    def _attested_process(self) -> dict[str, Any] | None:
+        if self.attestation is None:
+            return None
+        try:
+            raw = json.loads(self.attestation.read_bytes()[:1_000_000])
+        except (OSError, ValueError):
+            return None
+        proc = raw.get("process") if isinstance(raw, dict) else None
+        if not isinstance(proc, dict):
+            return None
+        return {"pid": proc.get("pid"), "start_time": proc.get("start_time")}
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
