@@ -23,7 +23,7 @@ _FLAG_RE = re.compile(
     re.IGNORECASE,
 )
 _KV_RE = re.compile(
-    r"(?P<flag>['\"]?(?:admin_)?api_key['\"]?)(?P<sep>\s*[:=]\s*)(?P<val>'[^']*'|\"[^\"]*\"|[^\s,}]+)",
+    r"(?P<flag>['\"]?(?:admin_)?api_key['\"]?)(?P<sep>\s*[:=]\s*)(?P<val>(?!None\b|null\b)(?:'[^']*'|\"[^\"]*\"|[^\s,}]+))",
     re.IGNORECASE,
 )
 _MIN_SECRET_LEN = 4  # shorter literals would shred unrelated text; such keys are worthless anyway
