@@ -1,0 +1,132 @@
+"""Launch command sources -> LaunchFacts (string, args file, unit), with the env the server will see."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from tests.launch_recipe import MODEL, RECIPE_ARGV, RECIPE_CMD, RECIPE_SERVER_ARGS
+from validator.errors import InputError
+from validator.sources.launch_command import (
+    launch_from_args_file,
+    launch_from_argv,
+    launch_from_string,
+    launch_from_unit,
+)
+
+
+def test_recipe_string_with_fp8_env_assignment() -> None:
+    facts = launch_from_string(
+        f"SGLANG_ENABLE_FP8_LM_HEAD=1 {RECIPE_CMD}", origin="--launch-cmd", env={"A": "b"}
+    )
+    assert facts.entry == "launch_server" and facts.interpreter == "python"
+    assert facts.argv == RECIPE_ARGV
+    assert facts.args["moe_runner_backend"] == "humming" and facts.args["speculative_num_steps"] == 3
+    assert facts.env == {"A": "b", "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+    assert facts.env_origin == {"A": "environment", "SGLANG_ENABLE_FP8_LM_HEAD": "--launch-cmd"}
+    assert "speculative_draft_model_path" in facts.explicit
+
+
+def test_env_program_quoting_and_continuations() -> None:
+    cmd = (
+        "env -u DROP SGLANG_ENABLE_FP8_LM_HEAD=1 "
+        "/opt/sglang/venv/bin/python3 -u -X dev -m sglang.launch_server \\\n"
+        f"  --model-path '{MODEL}' --served-model-name \"ling flash\""
+    )
+    facts = launch_from_string(cmd, origin="--launch-cmd", env={"DROP": "x"})
+    assert facts.interpreter == "/opt/sglang/venv/bin/python3"
+    assert facts.args["served_model_name"] == "ling flash" and facts.args["model_path"] == MODEL
+    assert "DROP" not in facts.env and facts.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
+
+
+def test_sglang_serve_with_positional_model_and_model_type(tmp_path: Path) -> None:
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    script = bindir / "sglang"
+    script.write_text("#!/opt/py/bin/python3.11\nimport sys\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    facts = launch_from_argv(
+        [str(script), "serve", MODEL, "--model-type", "llm", "--port", "31000"], origin="x", env={}
+    )
+    assert facts.entry == "serve" and facts.interpreter == "/opt/py/bin/python3.11"
+    assert facts.argv == ["--model-path", MODEL, "--port", "31000"] and facts.args["port"] == 31000
+    # unreadable shebang -> the sibling python
+    script.write_text("no shebang\n")
+    (bindir / "python").write_text("")
+    facts = launch_from_argv([str(script), "serve", "--model-path", MODEL], origin="x", env={})
+    assert facts.interpreter == str(bindir / "python")
+    # a bare 'sglang' is looked up on the command's PATH
+    facts = launch_from_string(f"sglang serve {MODEL}", origin="x", env={"PATH": str(bindir)})
+    assert facts.interpreter == str(bindir / "python")
+
+
+@pytest.mark.parametrize(
+    ("cmd", "words"),
+    [
+        ("bash -c 'python -m sglang.launch_server'", "unrecognised program 'bash'"),
+        ("python -m vllm.entrypoints.api_server --model x", "not the SGLang server"),
+        ("python server.py --model-path x", "cannot check a script"),
+        ("sglang generate --model-path x", "sglang generate does not start the server"),
+        ("sglang serve x --model-type diffusion", "does not start the LLM server"),
+        ("sglang serve --model-path x --help", "--help"),
+        (f"{RECIPE_CMD} && echo done", "shell operator"),
+        ("python -m sglang.launch_server --model-path 'x", "cannot split"),
+        (f"{RECIPE_CMD} --tp-size two", "invalid int value: 'two'"),
+        ("A=1 B=2", "no command"),
+    ],
+)
+def test_refusals_name_the_origin(cmd: str, words: str) -> None:
+    with pytest.raises(InputError) as info:
+        launch_from_string(cmd, origin="--launch-cmd", env={})
+    assert info.value.where == "--launch-cmd" and words in info.value.reason
+
+
+def test_args_file_server_args_only_with_comments(tmp_path: Path) -> None:
+    f = tmp_path / "sglang.args"
+    f.write_text(
+        "# Ling-3.0-flash on DGX Spark\n"
+        + RECIPE_SERVER_ARGS.replace(" --", "\n--")
+        + "  # trailing comment\n"
+    )
+    facts = launch_from_args_file(f, env={"SGLANG_ENABLE_FP8_LM_HEAD": "1"})
+    assert facts.origin == str(f) and facts.entry == "launch_server" and facts.interpreter is None
+    assert facts.argv == RECIPE_ARGV and facts.env_origin == {"SGLANG_ENABLE_FP8_LM_HEAD": "environment"}
+
+
+def test_args_file_full_command_and_errors(tmp_path: Path) -> None:
+    f = tmp_path / "cmd.args"
+    f.write_text(f"SGLANG_ENABLE_FP8_LM_HEAD=1 \\\n  {RECIPE_CMD}\n")
+    facts = launch_from_args_file(f, env={})
+    assert facts.env == {"SGLANG_ENABLE_FP8_LM_HEAD": "1"} and facts.env_origin[
+        "SGLANG_ENABLE_FP8_LM_HEAD"
+    ] == str(f)
+    f.write_text("--model-path x --bogus-flag\n")
+    with pytest.raises(InputError) as info:
+        launch_from_args_file(f, env={})
+    assert info.value.where == str(f) and "unrecognized arguments: --bogus-flag" in info.value.reason
+    f.write_text("# only a comment\n")
+    with pytest.raises(InputError, match="no arguments"):
+        launch_from_args_file(f, env={})
+
+
+def test_unit_to_launch_facts_with_relative_config(tmp_path: Path) -> None:
+    workdir = tmp_path / "srv"
+    workdir.mkdir()
+    (workdir / "ling.yaml").write_text(f"model-path: {MODEL}\nmoe-runner-backend: humming\n")
+    env_file = tmp_path / "sglang.env"
+    env_file.write_text("SGLANG_ENABLE_FP8_LM_HEAD=1\n")
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        f"[Service]\nWorkingDirectory={workdir}\nEnvironmentFile={env_file}\n"
+        "ExecStart=/usr/bin/spark-validate launch -- /opt/venv/bin/python -m sglang.launch_server "
+        "--config ling.yaml --port 30001\n"
+    )
+    facts = launch_from_unit(unit, base_env={"PATH": os.defpath})
+    assert facts.origin == f"unit:{unit}" and facts.interpreter == "/opt/venv/bin/python"
+    assert facts.args["moe_runner_backend"] == "humming" and facts.args["port"] == 30001
+    assert facts.argv[:2] == ["--model-path", MODEL]
+    assert facts.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
+    assert facts.env_origin["SGLANG_ENABLE_FP8_LM_HEAD"] == f"EnvironmentFile={env_file}"

@@ -1,0 +1,146 @@
+"""systemd unit reader: ExecStart as systemd would run it, with the environment it would get."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.launch_recipe import RECIPE_ARGV
+from validator.errors import InputError
+from validator.sources.systemd_unit import load_unit, read_unit
+
+RECIPE_LINE = " ".join(RECIPE_ARGV)
+
+
+def _unit(tmp_path: Path, body: str, name: str = "sglang.service") -> Path:
+    p = tmp_path / name
+    p.write_text(body)
+    return p
+
+
+def test_recipe_unit_with_environment_file_and_continuations(tmp_path: Path) -> None:
+    env_file = tmp_path / "sglang.env"
+    env_file.write_text("SGLANG_ENABLE_FP8_LM_HEAD=1\nMODEL=/models/Ling-3.0-flash-fp4\n")
+    unit = _unit(
+        tmp_path,
+        "[Unit]\nDescription=SGLang\n\n[Service]\n"
+        'Environment="HUMMING_CACHE_DIR=/var/cache/humming dir" MODEL=/wrong\n'
+        f"EnvironmentFile={env_file}\n"
+        "EnvironmentFile=-/nonexistent/optional.env\n"
+        "ExecStartPre=/usr/local/bin/spark-validate preflight --unit %n\n"
+        "ExecStart=/opt/sglang/venv/bin/python3 -m sglang.launch_server \\\n"
+        "  # a comment inside the continuation is dropped\n"
+        "  --model-path ${MODEL} --port 30000 \\\n"
+        "  --served-model-name 'ling flash' 100%%\n"
+        "WorkingDirectory=/srv/sglang\n",
+    )
+    u = load_unit(unit, base_env={"PATH": "/usr/bin"})
+    assert u.exec_start == [
+        "/opt/sglang/venv/bin/python3", "-m", "sglang.launch_server", "--model-path",
+        "/models/Ling-3.0-flash-fp4", "--port", "30000", "--served-model-name", "ling flash", "100%",
+    ]  # fmt: skip
+    assert u.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1" and u.env["PATH"] == "/usr/bin"
+    assert u.env["HUMMING_CACHE_DIR"] == "/var/cache/humming dir"
+    assert u.env["MODEL"] == "/models/Ling-3.0-flash-fp4"  # EnvironmentFile= overrides Environment=
+    assert u.env_origin["SGLANG_ENABLE_FP8_LM_HEAD"] == f"EnvironmentFile={env_file}"
+    assert u.env_origin["HUMMING_CACHE_DIR"].endswith(":5 Environment=")
+    assert u.exec_start_pre == [["/usr/local/bin/spark-validate", "preflight", "--unit", "sglang.service"]]
+    assert u.working_directory == Path("/srv/sglang")
+
+
+def test_last_exec_start_prefixes_and_dollar_var_splitting(tmp_path: Path) -> None:
+    unit = _unit(
+        tmp_path,
+        "[Service]\nEnvironment=ARGS='--port 1 --host h'\nExecStart=/bin/false\nExecStart=\n"
+        'ExecStart=-@/usr/bin/python3 sglang-py -m sglang.launch_server $ARGS "${ARGS}" $$HOME\n',
+    )
+    argv, env, _ = read_unit(unit)
+    assert argv == [
+        "/usr/bin/python3", "-m", "sglang.launch_server", "--port", "1", "--host", "h",
+        "--port 1 --host h", "$HOME",
+    ]  # fmt: skip
+    assert env["ARGS"] == "--port 1 --host h"
+
+
+def test_colon_prefix_disables_expansion_and_c_escapes(tmp_path: Path) -> None:
+    unit = _unit(tmp_path, '[Service]\nExecStart=:/bin/x $A "tab\\there" \\x41\n')
+    argv, _, _ = read_unit(unit)
+    assert argv == ["/bin/x", "$A", "tab\there", "A"]
+
+
+def test_spark_validate_launch_wrapper_is_unwrapped(tmp_path: Path) -> None:
+    unit = _unit(
+        tmp_path,
+        "[Service]\nExecStart=/usr/bin/spark-validate launch --strict -- "
+        f"python -m sglang.launch_server {RECIPE_LINE}\n",
+    )
+    u = load_unit(unit)
+    assert u.wrapped_by_launch and u.launch_options == ["--strict"]
+    assert u.exec_start[:3] == ["python", "-m", "sglang.launch_server"]
+    assert u.exec_start[3:] == RECIPE_ARGV
+
+
+def test_drop_in_overrides_exec_start(tmp_path: Path) -> None:
+    unit = _unit(tmp_path, "[Service]\nExecStart=/bin/old\nEnvironment=A=1\n")
+    dropin = tmp_path / "sglang.service.d"
+    dropin.mkdir()
+    (dropin / "override.conf").write_text("[Service]\nExecStart=\nExecStart=/bin/new --x\nEnvironment=A=2\n")
+    argv, env, origin = read_unit(unit)
+    assert argv == ["/bin/new", "--x"] and env["A"] == "2" and "override.conf" in origin["A"]
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "words"),
+    [
+        ("[Service]\nExecStart=/bin/x 'open\n", 2, "unbalanced quoting"),
+        ("[Service]\nType=simple\n", None, "no ExecStart"),
+        ("[Unit]\nDescription=x\n", None, "no [Service]"),
+        ("[Service\nExecStart=/bin/x\n", 1, "invalid section header"),
+        ("ExecStart=/bin/x\n", 1, "outside of any section"),
+        ("[Service]\nExecStart=/bin/x\njunk line\n", 3, "missing '='"),
+        ("[Service]\nEnvironment=NOEQUALS\nExecStart=/bin/x\n", 2, "invalid Environment="),
+        ("[Service]\nEnvironmentFile=relative.env\nExecStart=/bin/x\n", 2, "not absolute"),
+        ("[Service]\nEnvironmentFile=/nonexistent/x.env\nExecStart=/bin/x\n", 2, "does not exist"),
+        ("[Service]\nExecStart=/bin/x %Z\n", 2, "unsupported specifier"),
+        ("[Service]\nExecStart=/bin/x \\q\n", 2, "invalid escape"),
+        ("[Service]\nExecStart=/usr/bin/spark-validate launch python -m x\n", 2, "-- CMD"),
+    ],
+)
+def test_malformed_units(tmp_path: Path, body: str, line: int | None, words: str) -> None:
+    unit = _unit(tmp_path, body)
+    with pytest.raises(InputError) as info:
+        read_unit(unit)
+    assert info.value.where == str(unit) and info.value.line == line
+    assert words in info.value.reason
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300))
+def test_random_bytes_only_ever_raise_input_error(
+    tmp_path_factory: pytest.TempPathFactory, data: bytes
+) -> None:
+    unit = tmp_path_factory.mktemp("unitfuzz") / "x.service"
+    unit.write_bytes(b"[Service]\n" + data)
+    try:
+        argv, _env, _ = read_unit(unit, base_env={})
+    except InputError:
+        return
+    assert argv and all(isinstance(w, str) for w in argv)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.sampled_from("[]Service=ExecStart/x $%{}'\"\\#;\n\t-@:+!AB"), max_size=120))
+def test_random_unit_soup_only_ever_raises_input_error(
+    tmp_path_factory: pytest.TempPathFactory, text: str
+) -> None:
+    unit = tmp_path_factory.mktemp("unitsoup") / "y.service"
+    unit.write_text(text)
+    try:
+        argv, _env, _ = read_unit(unit, base_env={"HOME": "/root"})
+    except InputError as exc:
+        assert exc.where.endswith("y.service") or "EnvironmentFile" not in exc.reason
+        return
+    assert argv and all(isinstance(w, str) for w in argv)
