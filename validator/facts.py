@@ -57,6 +57,9 @@ class SGLangInstallFacts:
     moe_runner_backends: list[str] | None = None  # choices of --moe-runner-backend
     declared_env: set[str] = field(default_factory=set)  # every SGLANG_* the build declares
     plugins: set[str] = field(default_factory=set)  # sglang.srt.plugins entry points installed beside it
+    site_dirs: list[Path] = field(default_factory=list)  # where the server's interpreter finds distributions
+    # SGLANG_* names (of those set but not declared in environ.py) that the package still reads directly
+    referenced_env: set[str] | None = None
     note: str | None = None  # why something could not be read
 
 

@@ -82,7 +82,7 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
 def gather(inputs: PreflightInputs) -> Facts:
     from validator.sources.host import read_host
     from validator.sources.humming import read_humming
-    from validator.sources.sglang_install import locate_sglang, read_sglang_install
+    from validator.sources.sglang_install import locate_sglang, read_sglang_install, referenced_env
 
     facts = Facts(mode="preflight")
     facts.launch = read_launch(inputs)
@@ -90,12 +90,18 @@ def gather(inputs: PreflightInputs) -> Facts:
     if inputs.sglang_root is not None:
         facts.sglang = read_sglang_install(inputs.sglang_root, f"--sglang-root {inputs.sglang_root}")
     else:
-        facts.sglang = locate_sglang(launch.interpreter)
-    site_dirs = [facts.sglang.root.parent] if facts.sglang.root is not None else None
-    try:
-        facts.humming = read_humming(launch.env, site_dirs=site_dirs, service_user=inputs.service_user)
-    except OSError as exc:
-        facts.errors[HUMMING] = str(exc)
+        facts.sglang = locate_sglang(launch.interpreter, env=launch.env)
+    sg = facts.sglang
+    site_dirs = sg.site_dirs or None
+    if sg.root is not None and sg.declared_env:
+        unknown = {k for k in launch.env if k.startswith("SGLANG_") and k not in sg.declared_env}
+        if unknown:
+            sg.referenced_env = referenced_env(sg.root, unknown)
+    if sg.root is not None:  # without the server's environment, this one's packages prove nothing
+        try:
+            facts.humming = read_humming(launch.env, site_dirs=site_dirs, service_user=inputs.service_user)
+        except OSError as exc:
+            facts.errors[HUMMING] = str(exc)
     facts.host = read_host(service_user=inputs.service_user)
     model_dir = inputs.model_dir or _local_model_path(launch)
     if model_dir is not None:

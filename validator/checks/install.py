@@ -43,7 +43,8 @@ def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
     if sg is None or sg.root is None or not sg.declared_env:
         return skipped("no SGLang installation to compare the environment with", [SGLANG])
     set_vars = sorted(k for k in facts.launch.env if k.startswith("SGLANG_"))
-    unknown = [k for k in set_vars if k not in sg.declared_env]
+    referenced = sg.referenced_env or set()
+    unknown = [k for k in set_vars if k not in sg.declared_env and k not in referenced]
     if unknown:
         return warned(
             f"SGLang {sg.version} does not declare {', '.join(unknown)}: silently ignored",

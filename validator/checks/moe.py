@@ -153,7 +153,12 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
         return skipped("the launch command does not select the humming backend (see moe.backend)", [LAUNCH])
     h = facts.humming
     if h is None:
-        return errored(facts.errors.get(HUMMING, "humming-kernels could not be inspected"), [HUMMING])
+        if HUMMING in facts.errors:
+            return errored(facts.errors[HUMMING], [HUMMING])
+        note = facts.sglang.note if facts.sglang is not None else None
+        return skipped(
+            f"the server's environment was not found: {note or 'no SGLang installation'}", [HUMMING]
+        )
     ev: dict[str, Any] = {
         "installed": h.installed,
         "version": h.version,

@@ -151,7 +151,8 @@ def read_sglang_install(
             facts.nextn_shares_lm_head = SHARE_HOOK in _class_members(cls)
 
     facts.moe_runner_backends = _moe_choices(r, notes)
-    facts.plugins = installed_plugins([r.parent, *(site_dirs or [])])
+    facts.site_dirs = list(dict.fromkeys([r.parent, *(site_dirs or [])]))
+    facts.plugins = installed_plugins(facts.site_dirs)
     facts.note = "; ".join(notes) or None
     return facts
 
@@ -287,3 +288,24 @@ def _moe_choices(r: Path, notes: list[str]) -> list[str] | None:
                 ]
     notes.append(f"{CHOICES_NAME} not found")
     return None
+
+
+def referenced_env(root: Path, names: set[str]) -> set[str]:
+    """Which of ``names`` appear anywhere in the package's source. Many SGLang modules read variables
+    with ``os.environ`` directly instead of declaring them in ``srt/environ.py``; a name found nowhere is
+    really ignored. Reads every file (about 0.3 s), so callers ask only for names environ.py lacks."""
+    wanted = {n.encode() for n in names}
+    found: set[str] = set()
+    for path in root.rglob("*.py"):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if b"SGLANG_" not in data:
+            continue
+        for n in wanted - {f.encode() for f in found}:
+            if n in data:
+                found.add(n.decode())
+        if len(found) == len(wanted):
+            break
+    return found

@@ -1,0 +1,317 @@
+"""`spark-validate preflight` and `launch` end to end, as real processes.
+
+The "installed SGLang" is SGLang 0.5.23's real files from its PyPI wheel (stock), or a copy carrying the
+Ling-3.0 patch's two additions; the server's interpreter is a wrapper on disk whose site directory holds
+that build (as a server venv would); checkpoints are real safetensors files. The recipe passes; each single
+mistake fails with exit 78 and exactly the right check IDs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.checkpoint_factory import write_checkpoint
+from tests.sglang_builds import fake_interpreter, make_build
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class Server:
+    python: Path  # the server venv's interpreter (a wrapper whose site holds the SGLang build)
+    model: Path
+    env: dict[str, str]
+
+    def cmd(self, *extra: str, drop: tuple[str, ...] = ()) -> str:
+        args = {
+            "--model-path": str(self.model),
+            "--moe-runner-backend": "humming",
+            "--speculative-algorithm": "NEXTN",
+            "--speculative-num-steps": "3",
+            "--speculative-eagle-topk": "1",
+            "--speculative-num-draft-tokens": "4",
+            "--speculative-draft-model-path": str(self.model),
+            "--mem-fraction-static": "0.6",
+        }
+        parts = [str(self.python), "-m", "sglang.launch_server", "--trust-remote-code"]
+        for k, v in args.items():
+            if k not in drop:
+                parts += [k, v]
+        return " ".join([*parts, *extra])
+
+
+def _site(root: Path, **build: Any) -> Path:
+    site = root / "site-packages"
+    make_build(site, **build)
+    dist = site / "humming_kernels-0.1.19.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: humming-kernels\nVersion: 0.1.19\n")
+    (site / "humming").mkdir()
+    (site / "humming" / "__init__.py").write_text("")
+    return site
+
+
+def _server(tmp_path: Path, name: str, **build: Any) -> Server:
+    base = tmp_path / name
+    site = _site(base, **build)
+    python = fake_interpreter(base / "venv" / "bin", site)
+    model = base / "model"
+    write_checkpoint(model, small=False)
+    cache = base / "humming-cache"
+    (cache / "0123abcd").mkdir(parents=True)
+    (cache / "0123abcd" / "kernel.cubin").write_bytes(b"\x7fELF")
+    (base / "humming-tmp").mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(base),
+        "SGLANG_ENABLE_FP8_LM_HEAD": "1",
+        "HUMMING_CACHE_DIR": str(cache),
+        "HUMMING_TMP_DIR": str(base / "humming-tmp"),
+    }
+    return Server(python=python, model=model, env=env)
+
+
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory: pytest.TempPathFactory) -> Server:
+    return _server(tmp_path_factory.mktemp("patched"), "patched")
+
+
+@pytest.fixture(scope="module")
+def stock(tmp_path_factory: pytest.TempPathFactory) -> Server:
+    return _server(tmp_path_factory.mktemp("stock"), "stock", fp8_lm_head=False, share_hook=False)
+
+
+def preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "validator", "preflight", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        timeout=60,
+    )
+    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, report, proc.stderr
+
+
+def failing(report: dict[str, Any]) -> set[str]:
+    return {c["id"] for c in report["checks"] if c["status"] == "fail"}
+
+
+def status(report: dict[str, Any], check_id: str) -> str:
+    return next(str(c["status"]) for c in report["checks"] if c["id"] == check_id)
+
+
+def test_recipe_passes_on_patched_build(patched: Server) -> None:
+    rc, report, err = preflight(patched.env, "--launch-cmd", patched.cmd())
+    assert rc == 0, (err, [c for c in report.get("checks", []) if c["status"] != "pass"])
+    assert report["verdict"] == "pass" and report["mode"] == "preflight"
+    for check_id in (
+        "moe.backend",
+        "moe.humming_runtime",
+        "lm_head.fp8",
+        "lm_head.exclusive",
+        "spec.config",
+        "spec.lm_head_shared",
+        "checkpoint.layout",
+    ):
+        assert status(report, check_id) == "pass", check_id
+    shared = next(c for c in report["checks"] if c["id"] == "spec.lm_head_shared")
+    assert shared["evidence"]["set_lm_head_from_target"] is True
+
+
+MISTAKES = [
+    # (extra args, dropped flags, env changes, the checks that must fail)
+    (("--moe-runner-backend", "auto"), ("--moe-runner-backend",), {}, {"moe.backend"}),
+    (("--moe-runner-backend", "flashinfer_mxfp4"), ("--moe-runner-backend",), {}, {"moe.backend"}),
+    (("--enable-fp32-lm-head",), (), {}, {"lm_head.exclusive"}),
+    (("--speculative-num-steps", "2"), ("--speculative-num-steps",), {}, {"spec.config"}),
+    (("--speculative-eagle-topk", "2"), ("--speculative-eagle-topk",), {}, {"spec.config"}),
+    ((), ("--speculative-draft-model-path",), {}, {"spec.config"}),
+    ((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": None}, {"lm_head.fp8"}),
+    ((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "on"}, {"lm_head.fp8"}),
+]
+
+
+@pytest.mark.parametrize("extra,drop,env_change,expected", MISTAKES)
+def test_each_single_mistake_fails_exactly_its_check(
+    patched: Server,
+    extra: tuple[str, ...],
+    drop: tuple[str, ...],
+    env_change: dict[str, str | None],
+    expected: set[str],
+) -> None:
+    env = dict(patched.env)
+    for k, v in env_change.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    rc, report, err = preflight(env, "--launch-cmd", patched.cmd(*extra, drop=drop))
+    assert rc == 78, err
+    assert report["verdict"] == "fail"
+    assert failing(report) == expected
+    for c in report["checks"]:
+        if c["status"] == "fail":
+            assert c["remedy"] and c["why"], c["id"]
+
+
+def test_fp8_variable_on_stock_build_is_silently_ignored(stock: Server) -> None:
+    rc, report, _ = preflight(stock.env, "--launch-cmd", stock.cmd())
+    assert rc == 78
+    # stock 0.5.23: the variable is not declared (lm_head.fp8) and the draft shares only the tensor
+    assert failing(report) == {"lm_head.fp8", "spec.lm_head_shared"}
+    fp8 = next(c for c in report["checks"] if c["id"] == "lm_head.fp8")
+    assert "silently ignored" in fp8["message"]
+
+
+def test_draft_class_without_share_hook_is_the_trap(tmp_path: Path) -> None:
+    server = _server(tmp_path, "noshare", fp8_lm_head=True, share_hook=False)
+    rc, report, _ = preflight(server.env, "--launch-cmd", server.cmd())
+    assert rc == 78
+    assert failing(report) == {"spec.lm_head_shared"}
+    shared = next(c for c in report["checks"] if c["id"] == "spec.lm_head_shared")
+    assert "1.00" in shared["message"] and "SPARK_VALIDATE_SHARE_LM_HEAD" in shared["remedy"]
+
+
+def test_plugin_remedy_counts_when_installed_and_enabled(tmp_path: Path) -> None:
+    server = _server(
+        tmp_path,
+        "remedy",
+        fp8_lm_head=True,
+        share_hook=False,
+        plugins={"spark_validate": "validator.plugin:register"},
+    )
+    env = {**server.env, "SPARK_VALIDATE_SHARE_LM_HEAD": "1"}
+    rc, report, err = preflight(env, "--launch-cmd", server.cmd())
+    assert rc == 0, (err, failing(report))
+    # the plugin is whitelisted away: the remedy cannot run
+    rc, report, _ = preflight({**env, "SGLANG_PLUGINS": "other_plugin"}, "--launch-cmd", server.cmd())
+    assert rc == 78 and failing(report) == {"spec.lm_head_shared"}
+
+
+def test_lm_head_missing_from_modules_to_not_convert(patched: Server, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    write_checkpoint(model, small=False, modules_to_not_convert=["model.word_embeddings"])
+    rc, report, _ = preflight(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    assert rc == 78
+    assert failing(report) == {"checkpoint.layout"}
+
+
+def test_no_sglang_found_skips_never_passes(patched: Server, tmp_path: Path) -> None:
+    bare = fake_interpreter(tmp_path / "bare" / "bin", None)
+    cmd = patched.cmd().replace(str(patched.python), str(bare), 1)
+    rc, report, _ = preflight(patched.env, "--launch-cmd", cmd)
+    assert status(report, "spec.lm_head_shared") == "skip"
+    assert status(report, "lm_head.fp8") == "skip"
+    note = next(c for c in report["checks"] if c["id"] == "lm_head.fp8")["message"]
+    assert "sglang" in note.lower()
+    assert rc == 0  # skips are not failures, but never counted as passes either
+
+
+def test_unit_file_with_env_file(patched: Server, tmp_path: Path) -> None:
+    env_file = tmp_path / "sglang.env"
+    env_file.write_text(
+        "# recipe settings\nSGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"HUMMING_CACHE_DIR={patched.env['HUMMING_CACHE_DIR']}\nHUMMING_TMP_DIR={patched.env['HUMMING_TMP_DIR']}\n"
+    )
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        "[Unit]\nDescription=SGLang\n\n[Service]\n"
+        f"EnvironmentFile={env_file}\n"
+        f'Environment="MODEL={patched.model}"\n'
+        f"ExecStart={patched.python} -m sglang.launch_server --model-path ${{MODEL}} \\\n"
+        "  --moe-runner-backend humming --speculative-algorithm NEXTN --speculative-num-steps 3 \\\n"
+        "  --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 \\\n"
+        "  --speculative-draft-model-path $MODEL\n"
+        "RestartPreventExitStatus=78\n"
+    )
+    env = {k: v for k, v in patched.env.items() if not k.startswith(("SGLANG_", "HUMMING_"))}
+    rc, report, err = preflight(env, "--unit", str(unit))
+    assert rc == 0, (err, failing(report))
+    assert report["target"].startswith("unit:")
+
+
+@pytest.mark.parametrize(
+    "content,needle",
+    [
+        ('[Service]\nExecStart=/usr/bin/python -m sglang.launch_server --model-path "/m\n', "quot"),
+        ("[Service]\nUser=sglang\n", "ExecStart"),
+    ],
+)
+def test_malformed_unit_exits_65_with_one_line(tmp_path: Path, content: str, needle: str) -> None:
+    unit = tmp_path / "bad.service"
+    unit.write_text(content)
+    rc, _, err = preflight({"PATH": os.environ["PATH"]}, "--unit", str(unit))
+    assert rc == 65
+    assert str(unit) in err and needle.lower() in err.lower()
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_malformed_checkpoint_exits_65(patched: Server, tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    write_checkpoint(model, small=True)
+    (model / "config.json").write_text('{"architectures": ["BailingMoeV3ForCausalLM",}')
+    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    assert rc == 65 and "config.json" in err and "Traceback" not in err
+    write_checkpoint(model, small=True)
+    shard = next(model.glob("*.safetensors"))
+    shard.write_bytes(shard.read_bytes()[:6])
+    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    assert rc == 65 and shard.name in err and "Traceback" not in err
+
+
+def test_unknown_and_ambiguous_flags_are_rejected_like_sglang(patched: Server) -> None:
+    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd("--no-such-flag"))
+    assert rc == 65 and "unrecognized arguments: --no-such-flag" in err
+    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd("--speculative-num", "3"))
+    assert rc == 65 and "ambiguous option" in err
+
+
+def test_launch_execs_exactly_the_checked_command(tmp_path: Path) -> None:
+    """`launch` replaces itself with the server command (same PID, same environment) only after a passing
+    preflight; a misconfigured command is never executed."""
+    server = _server(tmp_path, "launch")
+    marker = tmp_path / "ran"
+    # `python -m sglang.launch_server` in the server venv runs this stand-in (the unpacked wheel needs torch)
+    stand_in = server.python.parent.parent.parent / "site-packages" / "sglang" / "launch_server.py"
+    (stand_in.parent / "__init__.py").write_text("")  # the real one imports torch
+    stand_in.write_text(
+        "import os, sys\n"
+        f"open({str(marker)!r}, 'w').write("
+        "f\"{os.getpid()} {os.environ.get('SGLANG_ENABLE_FP8_LM_HEAD')} "
+        "{' '.join(sys.argv[1:])}\")\n"
+    )
+    argv = server.cmd().split()
+    env = {**server.env, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "validator", "launch", "--report-to", "none", "--", *argv],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    pid, fp8, args = marker.read_text().split(" ", 2)
+    assert int(pid) == proc.pid  # exec, not a child
+    assert fp8 == "1" and "--moe-runner-backend humming" in args
+    marker.unlink()
+    res = subprocess.run(
+        [sys.executable, "-m", "validator", "launch", "--", *argv, "--enable-fp32-lm-head"],
+        env=env,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 78 and not marker.exists()
+    assert "lm_head.exclusive" in res.stderr  # the report goes to stderr; stdout belongs to the server
