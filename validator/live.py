@@ -75,25 +75,30 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
             if not ready.server_info.get("speculative_algorithm"):
                 pass  # spec.accept_length reports it; a probe would only measure plain decoding
             else:
-                await _probe(facts, client, loaded)
+                await _probe(facts, client, loaded, ready.server_info)
     return facts
 
 
-async def _probe(facts: Facts, client: Any, loaded: LoadedPack) -> None:
-    from validator.probe import load_prompts, run_probe
+async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dict[str, Any]) -> None:
+    from dataclasses import replace
+
+    from validator.probe import ProbeConfig, load_prompts, probe_server
 
     settings = loaded.pack.probe
+    draft_tokens = server_info.get("speculative_num_draft_tokens")
+    config = ProbeConfig(
+        threshold=loaded.pack.expect.accept_length_min,
+        alpha=1.0 - settings.confidence,
+        num_draft_tokens=draft_tokens if isinstance(draft_tokens, int) and draft_tokens > 1 else 4,
+        max_total_tokens=settings.max_total_tokens,
+        max_wall_s=settings.max_seconds,
+    )
     try:
-        prompts = load_prompts(loaded.data_file(settings.prompts))
-        facts.probe = await run_probe(
-            client,
-            prompts,
-            threshold=loaded.pack.expect.accept_length_min,
-            max_new_tokens=settings.max_new_tokens,
-            max_total_tokens=settings.max_total_tokens,
-            max_seconds=settings.max_seconds,
-            confidence=settings.confidence,
-        )
+        prompts = [
+            replace(p, max_new_tokens=min(p.max_new_tokens, settings.max_new_tokens))
+            for p in load_prompts(loaded.data_file(settings.prompts))
+        ]
+        facts.probe = await probe_server(client, prompts, config)
     except (UnavailableError, InputError) as exc:
         facts.errors[PROBE] = str(exc)
 

@@ -317,9 +317,18 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
             sources,
             **ev,
         )
-    if probe.accept_length < threshold:
+    settled = (probe.decided_by or "").split(":", 1)[0]
+    if probe.accept_length < threshold or settled == "fail":
         return failed(
             f"acceptance length {probe.accept_length:.2f} is below the threshold {threshold}", sources, **ev
+        )
+    if settled != "pass":
+        return warned(
+            f"acceptance length {probe.accept_length:.2f} is above {threshold} but not statistically settled "
+            f"({probe.decided_by})",
+            sources,
+            "Re-run the probe with a higher token cap (probe.max_total_tokens in the rule pack).",
+            **ev,
         )
     return passed(f"acceptance length {probe.accept_length:.2f} > {threshold}", sources, **ev)
 
