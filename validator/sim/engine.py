@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from validator.plugin.procinfo import process_start_time
 from validator.sim import attestation, server_args, server_log
 from validator.sim._sglang_defaults import SGLANG_VERSION
 from validator.sim.decode import NUM_DRAFT_TOKENS
@@ -101,7 +102,10 @@ class SimEngine:
                 await asyncio.sleep(step)
         if self.scenario.plugin:
             path = self.config.attestation_path or attestation.DEFAULT_PATH
-            doc = attestation.build(self.scenario, pid=os.getpid(), start_time=round(self.created, 2))
+            # like the real plugin: the process's own start time, from /proc, so staleness checks hold
+            pid = os.getpid()
+            started = process_start_time(pid) or self.created
+            doc = attestation.build(self.scenario, pid=pid, start_time=round(started, 2))
             await asyncio.to_thread(attestation.write, path, doc)
         if step > 0:
             await asyncio.sleep(step)
