@@ -179,12 +179,12 @@ class Daemon:
                 full = True
         epoch = self.epoch
         probing = full and sched.probe
-        self.set_phase("probing" if probing else "checking")
+        self.set_phase("checking")
         self.in_flight = True
         t0 = time.monotonic()
         try:
             report = await self._bounded(
-                self.check(full and sched.probe, None if full else self.probe),
+                self.check(full, None if full else self.probe),
                 sched.full_timeout_s if full else sched.recheck_timeout_s,
             )
         finally:
@@ -236,7 +236,7 @@ class Daemon:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-                return self._error_report(f"the check did not finish within {timeout_s:.0f} s")
+                return self._error_report(f"the check did not finish within {timeout_s:.0f} s", timeout_s)
             await asyncio.wait({task}, timeout=self.schedule.tick_s)
         self.state.touch()
         try:
@@ -245,15 +245,15 @@ class Daemon:
             raise
         except Exception as exc:  # a bug or an unanticipated error in a check: report it, keep serving
             self.log.error("check crashed", error=f"{type(exc).__name__}: {exc}")
-            return self._error_report(f"the check raised {type(exc).__name__}: {exc}")
+            return self._error_report(f"internal error: the check raised {type(exc).__name__}: {exc}", 0.0)
 
-    def _error_report(self, message: str) -> Report:
+    def _error_report(self, message: str, duration_s: float) -> Report:
         return Report(
             mode="check",
             verdict=Verdict.INCONCLUSIVE,
             rule_pack=self.rule_pack,
             started_at=utc_now_iso(),
-            duration_s=0.0,
+            duration_s=duration_s,
             target=getattr(self.watch, "url", None),
             checks=[
                 CheckResult(

@@ -36,8 +36,11 @@ def serve(inputs: Any, loaded: Any, config: ServeConfig, *, log_stream: TextIO |
 
 
 async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextIO) -> int:
+    from prometheus_client import disable_created_metrics
+
     from validator.live import run_live
 
+    disable_created_metrics()  # the contract's series only; this process is the daemon's own
     secrets = tuple(loaded.pack.secrets)
     log = make_logger(log_stream, secrets=secrets)
     state = DaemonState()
@@ -76,7 +79,10 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
 
     def on_progress(progress: Any) -> None:
         if progress.changed:
-            daemon.set_phase(progress.phase.value if progress.phase.value != "ready" else "probing")
+            ready = progress.phase.value == "ready"
+            daemon.set_phase(
+                ("probing" if config.schedule.probe else "checking") if ready else progress.phase.value
+            )
 
     inputs.on_progress = on_progress
     stop = asyncio.Event()

@@ -1,0 +1,129 @@
+"""Run ``python -m validator.daemon`` (the sidecar) as a real process on loopback, for the serve tests."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from tests.sim_process import REPO, free_port
+
+
+@dataclass
+class DaemonProcess:
+    proc: subprocess.Popen[bytes]
+    base: str
+    port: int
+    stderr_path: Path
+
+    def get(self, path: str, timeout: float = 5.0) -> httpx.Response:
+        return httpx.get(f"{self.base}{path}", timeout=timeout)
+
+    def log(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes], err: Path, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daemon exited early with {proc.returncode}: {err.read_text()[-2000:]}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"daemon did not listen on {port} within {timeout}s")
+
+
+@contextmanager
+def daemon_process(
+    tmp: Path, url: str, *args: str, env: dict[str, str] | None = None
+) -> Iterator[DaemonProcess]:
+    port = free_port()
+    err = tmp / f"daemon-{port}.log"
+    cmd = [sys.executable, "-m", "validator.daemon", "--url", url, "--listen", f"127.0.0.1:{port}", *args]
+    full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    with err.open("wb") as errf:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.DEVNULL, stderr=errf)
+    try:
+        _wait_listening(port, proc, err)
+        yield DaemonProcess(proc, f"http://127.0.0.1:{port}", port, err)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    """Poll ``pred`` until true or ``timeout`` passes; returns the last result (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if pred():
+                return True
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(step)
+
+
+def start_sim(
+    port: int,
+    scenario: str = "healthy",
+    *,
+    speed: float = 1000.0,
+    startup: float = 0.3,
+    attestation: Path | None = None,
+) -> subprocess.Popen[bytes]:
+    """A simulator process on a chosen port (a restart must come back on the same one)."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "validator.sim",
+        "--port",
+        str(port),
+        "--speed",
+        str(speed),
+        "--startup-seconds",
+        str(startup),
+        "--scenario",
+        scenario,
+    ]
+    if attestation is not None:
+        cmd += ["--attestation", str(attestation)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError(f"simulator did not listen on {port}")
+
+
+def stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
+    if proc.poll() is None:
+        (proc.kill if kill else proc.terminate)()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()

@@ -1,0 +1,161 @@
+"""The sidecar as users run it: the real daemon and the real simulator as processes on loopback."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.daemon_process import daemon_process, start_sim, stop, wait_for
+from tests.sim_process import free_port
+
+FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
+
+
+def _sample(metrics: str, name: str, **labels: str) -> float | None:
+    """The value of the one series of ``name`` whose labels include ``labels``."""
+    for line in metrics.splitlines():
+        m = re.match(r"^([a-z_]+)(?:\{([^}]*)\})? (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if all(got.get(k) == v for k, v in labels.items()):
+            return float(m.group(3))
+    return None
+
+
+def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> None:
+    notify_path = tmp_path / "notify.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(notify_path))
+    listener.settimeout(0.2)
+    port = free_port()
+    sim = start_sim(port, "healthy")
+    try:
+        env = {"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "400000"}
+        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST, env=env) as d:
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+            body = d.get("/readyz").json()
+            assert body == {"ready": True, "verdict": "pass", "phase": body["phase"]}
+            report = d.get("/report").json()
+            assert report["verdict"] == "pass" and report["probe"]["accept_length"] > 1.5
+            # one probe was enough: the first full check that reached the server made it ready
+            full = [ln for ln in d.log().splitlines() if '"event": "check"' in ln and '"kind": "full"' in ln]
+            assert '"ready": true' in next(ln for ln in full if '"errors": []' in ln or "pass" in ln)
+            metrics = d.get("/metrics").text
+            assert _sample(metrics, "spark_validate_ready") == 1.0
+            assert _sample(metrics, "spark_validate_spec_accept_length") == report["probe"]["accept_length"]
+            d.proc.send_signal(signal.SIGTERM)
+            t0 = time.monotonic()
+            rc = d.proc.wait(timeout=5)
+            assert rc == 0 and time.monotonic() - t0 < 1.0
+        messages: list[str] = []
+        while True:
+            try:
+                messages.append(listener.recv(4096).decode())
+            except OSError:
+                break
+    finally:
+        stop(sim)
+        listener.close()
+    joined = "\n".join(messages)
+    assert "READY=1" in messages[0]
+    assert any(m.startswith("STATUS=ready: verdict pass") for m in joined.splitlines())
+    assert "WATCHDOG=1" in joined  # 0.4 s watchdog: pinged at half that
+    assert messages[-1].startswith("STOPPING=1")
+
+
+def test_draft_head_weight_only_never_ready(tmp_path: Path) -> None:
+    port = free_port()
+    att = tmp_path / "attestation.json"
+    sim = start_sim(port, "draft-head-weight-only", attestation=att)
+    try:
+        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST, "--attestation", str(att)) as d:
+
+            def fails() -> float:
+                return _sample(d.get("/metrics").text, "spark_validate_runs_total", verdict="fail") or 0.0
+
+            assert wait_for(lambda: fails() >= 2, timeout=40), d.log()[-3000:]
+            assert d.get("/readyz").status_code == 503
+            m = d.get("/metrics").text
+            for check in ("spec.lm_head_shared", "spec.accept_length"):
+                assert _sample(m, "spark_validate_check_passed", check=check, severity="critical") == 0.0
+            assert _sample(m, "spark_validate_check_passed", check="moe.backend", severity="critical") == 1.0
+            assert _sample(m, "spark_validate_ready") == 0.0
+            assert _sample(m, "spark_validate_runs_total", verdict="pass") == 0.0
+            assert _sample(m, "spark_validate_spec_accept_length") == pytest.approx(1.0, abs=0.05)
+            body = d.get("/readyz").json()
+            assert body["ready"] is False and "spec.lm_head_shared" in body["failed"]
+    finally:
+        stop(sim)
+
+
+def test_server_killed_then_restarted(tmp_path: Path) -> None:
+    port = free_port()
+    sim = start_sim(port, "healthy")
+    try:
+        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST) as d:
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+            stop(sim, kill=True)
+            t0 = time.monotonic()
+            assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=1.0)  # one --interval
+            dropped_after = time.monotonic() - t0
+            assert dropped_after <= 1.0
+            assert d.get("/livez").status_code == 200
+            m = d.get("/metrics")
+            assert m.status_code == 200 and _sample(m.text, "spark_validate_ready") == 0.0
+            time.sleep(1.5)  # stays down: not ready, still alive
+            assert d.get("/readyz").status_code == 503 and d.get("/livez").status_code == 200
+            sim = start_sim(port, "healthy")
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+            assert d.proc.poll() is None
+    finally:
+        stop(sim)
+
+
+@pytest.mark.parametrize("scenario", ["crash-after-ready", "flaky-5xx"])
+def test_bad_servers_do_not_crash_the_daemon(tmp_path: Path, scenario: str) -> None:
+    port = free_port()
+    sim = start_sim(port, scenario)
+    try:
+        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST) as d:
+            assert wait_for(lambda: d.get("/report").status_code == 200, timeout=40), d.log()[-3000:]
+            deadline = time.monotonic() + 4
+            seen: set[str] = set()
+            while time.monotonic() < deadline:  # every answer is consistent with the latest verdict
+                report, ready = d.get("/report").json(), d.get("/readyz")
+                seen.add(report["verdict"])
+                if report["verdict"] != "pass":
+                    assert ready.status_code == 503 or d.get("/report").json()["verdict"] == "pass"
+                assert d.get("/livez").status_code == 200
+                assert d.get("/metrics").status_code == 200
+                time.sleep(0.2)
+            assert d.proc.poll() is None
+            if scenario == "crash-after-ready":
+                assert seen == {"inconclusive"} and d.get("/readyz").status_code == 503
+            assert "Traceback" not in d.log()
+    finally:
+        stop(sim)
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt: prometheus)")
+def test_exposition_passes_promtool(tmp_path: Path) -> None:
+    port = free_port()
+    sim = start_sim(port, "draft-head-weight-only")
+    try:
+        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST) as d:
+            assert wait_for(lambda: d.get("/report").status_code == 200, timeout=40)
+            text = d.get("/metrics").text
+    finally:
+        stop(sim)
+    assert "spark_validate_check_passed{" in text
+    res = subprocess.run(
+        ["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=30
+    )
+    assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
