@@ -43,6 +43,8 @@ class LaunchFacts:
     explicit: set[str]  # dests given on the command line or in --config
     env: dict[str, str]  # the environment the server process will see
     env_origin: dict[str, str] = field(default_factory=dict)  # var -> where it was set
+    warnings: list[str] = field(default_factory=list)  # deprecated flags, an ignored --config=FILE, ...
+    config_file: Path | None = None  # the --config file SGLang merges, when given
 
 
 @dataclass

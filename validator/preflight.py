@@ -67,13 +67,8 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     elif inputs.launch_args_file is not None:
         facts = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
     else:
-        from validator.sources.systemd_unit import read_unit
-
         assert inputs.unit is not None
-        argv, unit_env, unit_origin = read_unit(inputs.unit, base_env=env)
-        env.update(unit_env)
-        origin.update(unit_origin)
-        facts = launch_command.launch_from_argv(argv, origin=f"unit:{inputs.unit}", env=env)
+        facts = launch_command.launch_from_unit(inputs.unit, base_env=env)
     for k, v in origin.items():
         facts.env_origin.setdefault(k, v)
     return facts

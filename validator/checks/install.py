@@ -57,3 +57,14 @@ def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
         [LAUNCH, SGLANG],
         checked=set_vars,
     )
+
+
+@builtin("launch.warnings")
+def launch_warnings(facts: Facts, ctx: CheckContext) -> Outcome:
+    """What SGLang would accept but not do as written: deprecated flags, a ``--config=FILE`` it ignores."""
+    if facts.launch is None:
+        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+    if facts.launch.warnings:
+        return warned("; ".join(facts.launch.warnings), [LAUNCH], warnings=facts.launch.warnings)
+    config = str(facts.launch.config_file) if facts.launch.config_file else None
+    return passed("SGLang accepts the command line as written", [LAUNCH], config_file=config)

@@ -212,6 +212,8 @@ def launch_from_argv(
         explicit=parsed.explicit,
         env=environ,
         env_origin=where,
+        warnings=parsed.warnings,
+        config_file=parsed.config_file,
     )
 
 
@@ -257,6 +259,8 @@ def launch_from_args_file(
             explicit=parsed.explicit,
             env=environ,
             env_origin=dict.fromkeys(environ, "environment"),
+            warnings=parsed.warnings,
+            config_file=parsed.config_file,
         )
     return launch_from_argv(words, origin=origin, env=env, base_dir=base_dir)
 
