@@ -315,3 +315,23 @@ def test_launch_execs_exactly_the_checked_command(tmp_path: Path) -> None:
     )
     assert res.returncode == 78 and not marker.exists()
     assert "lm_head.exclusive" in res.stderr  # the report goes to stderr; stdout belongs to the server
+
+
+def test_preflight_path_imports_neither_torch_nor_sglang(patched: Server) -> None:
+    code = (
+        "import sys\n"
+        "from validator.cli import main\n"
+        f"rc = main(['preflight', '--launch-cmd', {patched.cmd()!r}, '--format', 'json'])\n"
+        "heavy = sorted(m for m in sys.modules\n"
+        "    if m.split('.')[0] in ('torch', 'sglang', 'triton', 'numpy'))\n"
+        "print('RC', rc, 'HEAVY', heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**patched.env, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert "RC 0 HEAVY []" in proc.stderr, proc.stderr

@@ -1,0 +1,109 @@
+"""Time `spark-validate preflight` on the recipe as a whole process, against a bare interpreter start
+measured in the same run (goal: under 0.3 s and within 5x of `python -c pass`).
+
+The recipe runs against SGLang 0.5.23's real files with the Ling-3.0 patch's two additions, located
+through a server-venv interpreter (the subprocess probe is part of the cost), and a real-shape
+checkpoint written as safetensors headers over sparse files.
+
+    python bench/preflight.py [--runs 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.checkpoint_factory import write_checkpoint  # noqa: E402
+from tests.sglang_builds import fake_interpreter, make_build  # noqa: E402
+
+
+def timed(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float, int]:
+    samples = []
+    rc = 0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        rc = subprocess.run(
+            cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        ).returncode
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples), min(samples), rc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=15)
+    runs = ap.parse_args().runs
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        site = base / "site-packages"
+        make_build(site)
+        dist = site / "humming_kernels-0.1.19.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: humming-kernels\nVersion: 0.1.19\n")
+        (site / "humming").mkdir()
+        (site / "humming" / "__init__.py").write_text("")
+        kernel = base / "cache" / "0" / "kernel.cubin"
+        kernel.parent.mkdir(parents=True)
+        kernel.write_bytes(b"\x7fELF")
+        python = fake_interpreter(base / "venv" / "bin", site)
+        model = base / "model"
+        write_checkpoint(model, small=False)
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": tmp,
+            "SGLANG_ENABLE_FP8_LM_HEAD": "1",
+            "HUMMING_CACHE_DIR": str(base / "cache"),
+            "PYTHONPATH": str(REPO),
+        }
+        recipe = (
+            f"{python} -m sglang.launch_server --model-path {model} --moe-runner-backend humming "
+            "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+            f"--speculative-num-draft-tokens 4 --speculative-draft-model-path {model}"
+        )
+        rows = [
+            ("python -c pass", [sys.executable, "-c", "pass"]),
+            ("python -c 'import validator.cli'", [sys.executable, "-c", "import validator.cli"]),
+            (
+                "python -c 'import pydantic.BaseModel'",
+                [sys.executable, "-c", "from pydantic import BaseModel"],
+            ),
+            (
+                "preflight (--sglang-root, no interpreter probe)",
+                [
+                    sys.executable,
+                    "-m",
+                    "validator",
+                    "preflight",
+                    "--launch-cmd",
+                    recipe,
+                    "--sglang-root",
+                    str(site / "sglang"),
+                ],
+            ),
+            (
+                "preflight (recipe, interpreter probe)",
+                [sys.executable, "-m", "validator", "preflight", "--launch-cmd", recipe],
+            ),
+            (
+                "preflight --format json",
+                [sys.executable, "-m", "validator", "preflight", "--launch-cmd", recipe, "--format", "json"],
+            ),
+        ]
+        results = [(name, *timed(cmd, env, runs)) for name, cmd in rows]
+    base_med = results[0][1]
+    print(f"{'what':<52} {'median ms':>10} {'min ms':>8} {'x bare':>7} {'rc':>3}")
+    for name, med, lo, rc in results:
+        print(f"{name:<52} {med * 1e3:10.1f} {lo * 1e3:8.1f} {med / base_med:7.2f} {rc:>3}")
+
+
+if __name__ == "__main__":
+    main()
