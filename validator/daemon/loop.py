@@ -144,7 +144,7 @@ class Daemon:
         while True:
             await asyncio.sleep(self.schedule.health_interval_s)
             ok = await self.watch.healthy()
-            if self.healthy and not ok:
+            if not ok and (self.healthy or self.state.ready):
                 self.restart_suspected("server /health stopped answering 200")
             elif ok and self.healthy is False and not self.state.ready:
                 self._wake.set()  # back: check it now rather than at the next interval

@@ -1,0 +1,212 @@
+"""The scheduler with a scripted server: latching, restart epochs, one probe at a time, hung and crashing
+checks. Fakes stand in for the live check only; the scheduler, state and metrics are the real ones."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from typing import Any
+
+from validator.daemon.logs import make_logger
+from validator.daemon.loop import Daemon, Schedule
+from validator.daemon.metrics import DaemonMetrics
+from validator.daemon.notify import Notifier
+from validator.daemon.state import DaemonState
+from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict
+
+
+def _probe(al: float) -> ProbeResult:
+    return ProbeResult(
+        accept_length=al,
+        accept_rate=0.9,
+        requests=4,
+        completion_tokens=400,
+        verify_ct=100,
+        tpot_ms=10.0,
+        ttft_ms=20.0,
+    )
+
+
+class FakeServer:
+    """What the daemon sees of a server: up or down, an identity, a configuration verdict."""
+
+    def __init__(self) -> None:
+        self.up = True
+        self.startup = 1
+        self.verdict = Verdict.PASS
+        self.sglang_version = "0.5.23"
+        self.model = "m"
+        self.url = "http://fake"
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.calls: list[tuple[bool, ProbeResult | None]] = []
+        self.hang = False
+        self.crash = False
+
+    async def healthy(self) -> bool:
+        return self.up
+
+    async def identity(self) -> dict[str, Any] | None:
+        return {"startup_time": self.startup} if self.up else None
+
+    async def check(self, full: bool, previous: ProbeResult | None) -> Report:
+        self.calls.append((full, previous))
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.02)
+            if self.hang:
+                await asyncio.sleep(3600)
+            if self.crash:
+                raise RuntimeError("boom")
+            if not self.up:
+                checks = [
+                    CheckResult(
+                        id="server.ready", status=Status.ERROR, severity=Severity.CRITICAL, message="x"
+                    )
+                ]
+                return Report(
+                    mode="check",
+                    verdict=Verdict.INCONCLUSIVE,
+                    rule_pack="p",
+                    started_at="t",
+                    duration_s=0.02,
+                    checks=checks,
+                )
+            status = Status.PASS if self.verdict is Verdict.PASS else Status.FAIL
+            checks = [
+                CheckResult(id="server.ready", status=Status.PASS, severity=Severity.CRITICAL, message="ok"),
+                CheckResult(id="spec.accept_length", status=status, severity=Severity.CRITICAL, message="m"),
+            ]
+            probe = _probe(3.9) if full else previous
+            return Report(
+                mode="check",
+                verdict=self.verdict,
+                rule_pack="p",
+                started_at="t",
+                duration_s=0.02,
+                checks=checks,
+                probe=probe,
+            )
+        finally:
+            self.in_flight -= 1
+
+
+def _daemon(server: FakeServer, **sched: Any) -> tuple[Daemon, io.StringIO]:
+    out = io.StringIO()
+    schedule = Schedule(
+        **{"interval_s": 0.1, "probe_interval_s": 0.5, "health_interval_s": 0.05, "tick_s": 0.02, **sched}
+    )
+    d = Daemon(
+        check=server.check,
+        watch=server,
+        schedule=schedule,
+        state=DaemonState(),
+        metrics=DaemonMetrics(),
+        notifier=Notifier({}),
+        log=make_logger(out, secrets=()),
+        rule_pack="p",
+    )
+    return d, out
+
+
+async def _until(pred: Any, timeout: float = 3.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not pred():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+def test_ready_after_full_check_rechecks_reuse_probe_and_never_overlap() -> None:
+    server = FakeServer()
+
+    async def main() -> None:
+        d, out = _daemon(server)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        await _until(lambda: d.state.ready)
+        assert server.calls[0] == (True, None)
+        await _until(lambda: len(server.calls) >= 8)
+        stop.set()
+        await task
+        rechecks = [c for c in server.calls if not c[0]]
+        assert rechecks and all(prev is not None and prev.accept_length == 3.9 for _, prev in rechecks)
+        assert sum(1 for c in server.calls if c[0]) >= 2  # the probe interval came round at least once
+        assert server.max_in_flight == 1
+        lines = [json.loads(ln) for ln in out.getvalue().splitlines()]
+        canonical = [ln for ln in lines if ln["event"] == "check"]
+        assert canonical[0]["kind"] == "full" and canonical[0]["verdict"] == "pass"
+        assert canonical[0]["accept_length"] == 3.9 and canonical[0]["failed"] == []
+
+    asyncio.run(main())
+
+
+def test_restart_drops_readiness_at_once_and_needs_a_new_probe() -> None:
+    server = FakeServer()
+
+    async def main() -> None:
+        d, _ = _daemon(server, interval_s=0.5, probe_interval_s=60.0)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        await _until(lambda: d.state.ready)
+        old = d.probe
+        server.up = False
+        await _until(lambda: not d.state.ready, timeout=0.2)  # within a few health polls
+        assert "health" in d.state.reason
+        m = len(server.calls)
+        server.up, server.startup = True, 2
+        await _until(lambda: d.state.ready)
+        assert d.probe is not old and (True, None) in server.calls[m - 1 :]  # a new full check, new probe
+        assert all(prev is not old for _, prev in server.calls[m:])  # the old probe is never lent again
+        # identity change without /health ever dropping (a restart between two polls)
+        d.healthy = None
+        server.startup = 3
+        n = len(server.calls)
+        await _until(lambda: len(server.calls) > n + 1)
+        assert any(full for full, _ in server.calls[n:])
+        stop.set()
+        await task
+
+    asyncio.run(main())
+
+
+def test_failing_verdict_latches_not_ready() -> None:
+    server = FakeServer()
+    server.verdict = Verdict.FAIL
+
+    async def main() -> None:
+        d, _ = _daemon(server)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        await _until(lambda: len(server.calls) >= 4)
+        assert not d.state.ready and d.state.reason == "verdict fail"
+        assert b"spark_validate_ready 0.0" in d.metrics.render()
+        stop.set()
+        await task
+
+    asyncio.run(main())
+
+
+def test_hung_and_crashing_checks_become_inconclusive_and_the_heartbeat_keeps_going() -> None:
+    server = FakeServer()
+    server.hang = True
+
+    async def main() -> None:
+        d, out = _daemon(server, full_timeout_s=0.3, recheck_timeout_s=0.3)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        await asyncio.sleep(0.2)
+        assert d.state.alive(0.1)  # mid-check, the scheduler still ticks
+        await _until(lambda: d.state.report is not None)
+        assert d.state.report is not None and d.state.report.verdict is Verdict.INCONCLUSIVE
+        assert "did not finish" in d.state.report.checks[0].message
+        server.hang, server.crash = False, True
+        await _until(lambda: "boom" in (d.state.report.checks[0].message if d.state.report else ""))
+        server.crash = False
+        await _until(lambda: d.state.ready)
+        stop.set()
+        await task
+        assert "check crashed" in out.getvalue()
+
+    asyncio.run(main())
