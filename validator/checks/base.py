@@ -92,3 +92,13 @@ def first_error(facts: Facts, *sources: str) -> str | None:
         if s in facts.errors:
             return f"{s}: {facts.errors[s]}"
     return None
+
+
+def probe_not_run(facts: Facts) -> str:
+    """Why there is no probe result: the server was never ready, speculation is off, or the user chose so.
+    Saying '--no-probe' when the user did not pass it sends them looking in the wrong place."""
+    if facts.server is None:
+        return "the acceptance probe was not run: the server is not available"
+    if not facts.server.server_info.get("speculative_algorithm"):
+        return "the acceptance probe was not run: speculative decoding is off on the server"
+    return "the acceptance probe was not run (--no-probe)"

@@ -10,7 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed, skipped, warned
+from validator.checks.base import (
+    CheckContext,
+    Outcome,
+    builtin,
+    errored,
+    failed,
+    passed,
+    probe_not_run,
+    skipped,
+    warned,
+)
 from validator.facts import PROBE, SERVER, Facts
 from validator.report import ProbeResult
 
@@ -38,7 +48,7 @@ def probe_output(facts: Facts, ctx: CheckContext) -> Outcome:
     if probe is None:
         if PROBE in facts.errors:
             return errored(f"probe failed: {facts.errors[PROBE]}", [PROBE])
-        return skipped("the acceptance probe was not run (--no-probe)", [PROBE])
+        return skipped(probe_not_run(facts), [PROBE])
     if probe.problems:
         return failed(
             "the server returns degenerate output: " + "; ".join(probe.problems),

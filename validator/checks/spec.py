@@ -18,6 +18,7 @@ from validator.checks.base import (
     errored,
     failed,
     passed,
+    probe_not_run,
     skipped,
     warned,
 )
@@ -204,6 +205,20 @@ def _weights_checker_verdict(sums: dict[str, str]) -> tuple[bool, str]:
     return True, "draft.lm_head.* equals lm_head.* in names and checksums"
 
 
+def _head_unquantized(att: dict[str, Any]) -> bool:
+    """The target's head has no quantization (no scales, not FP8) and the draft's head runs the same method
+    over a shared tensor: then tensor-only sharing computes exactly the target's logits."""
+    target = (att.get("target") or {}).get("lm_head") or {}
+    draft = (att.get("draft") or {}).get("lm_head") or {}
+    return (
+        bool((att.get("lm_head") or {}).get("shared_weight"))
+        and target.get("weight_dtype") in ("bfloat16", "float16", "float32")
+        and not target.get("has_weight_scale")
+        and target.get("quant_method") is not None
+        and target.get("quant_method") == draft.get("quant_method")
+    )
+
+
 def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
     spec_on, fp8 = _spec_and_fp8(facts, ctx)
     if spec_on is False:
@@ -222,6 +237,17 @@ def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
         if head.get("shared_module") is True:
             how = " (the plugin's remedy shared it)" if head.get("remedy_applied") else ""
             return passed(f"the draft's LM head is the target's module object{how}", [ATTESTATION], **ev)
+        if head.get("shared_module") is False and _head_unquantized(att):
+            # Stock tensor sharing of a BF16 head: the draft runs the same unquantized method over the same
+            # tensor, so its logits are the target's. Harmless today (lm_head.fp8 reports the missing FP8
+            # head); it turns into the trap the moment the FP8 head becomes active on this build.
+            return warned(
+                "the draft shares only the LM head's weight tensor; harmless while the head is unquantized "
+                f"({ev['target_quant_method']}), but with the FP8 head active the draft would read FP8 "
+                "codes as BF16 (accept length 1.00)",
+                [ATTESTATION],
+                **ev,
+            )
         if head.get("shared_module") is False:
             weight = " only the weight tensor is shared;" if head.get("shared_weight") else ""
             return failed(
@@ -244,7 +270,7 @@ def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
     server = facts.server
     if server is not None and server.weights_checksums is not None:
         shared, why = _weights_checker_verdict(server.weights_checksums)
-        return (passed if shared else failed)(why, [WEIGHTS])  # type: ignore[operator]
+        return passed(why, [WEIGHTS]) if shared else failed(why, [WEIGHTS])
     if demanded is not None:
         return demanded
     probe: ProbeResult | None = facts.probe
@@ -288,7 +314,7 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
     if probe is None:
         if PROBE in facts.errors:
             return errored(f"probe failed: {facts.errors[PROBE]}", [PROBE])
-        return skipped("the acceptance probe was not run (--no-probe)", [PROBE])
+        return skipped(probe_not_run(facts), [PROBE])
     ev: dict[str, Any] = {
         "accept_length": probe.accept_length,
         "accept_rate": probe.accept_rate,
