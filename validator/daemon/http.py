@@ -69,8 +69,8 @@ class Endpoints:
         self.secrets = secrets
         self.livez_stale_s = livez_stale_s
         self._version = -1
-        self._readyz: tuple[int, bytes] = (503, b"")
-        self._report: tuple[int, bytes] = (503, b"")
+        self._readyz: tuple[bytes, bytes] = (b"", b"")
+        self._report: tuple[bytes, bytes] = (b"", b"")
         self._live = (_response(200, b'{"alive":true}\n', JSON), _response(503, b'{"alive":false}\n', JSON))
         self._metrics_src: bytes | None = None
         self._metrics: tuple[bytes, bytes] = (b"", b"")
@@ -89,20 +89,23 @@ class Endpoints:
         if not s.ready:
             body["reason"] = s.reason
             body["failed"] = s.failed_ids()
-        self._readyz = (200 if s.ready else 503, _json_body(body))
+        self._readyz = _response(200 if s.ready else 503, _json_body(body), JSON)
         if s.report is None:
-            self._report = (503, _json_body({"error": "no check has finished yet", "phase": s.phase}))
+            self._report = _response(
+                503, _json_body({"error": "no check has finished yet", "phase": s.phase}), JSON
+            )
         else:
-            self._report = (200, json.dumps(safe_dict(s.report, self.secrets), indent=2).encode() + b"\n")
+            text = json.dumps(safe_dict(s.report, self.secrets), indent=2).encode() + b"\n"
+            self._report = _response(200, text, JSON)
         self._version = s.version
 
     def readyz(self) -> tuple[bytes, bytes]:
         self._refresh()
-        return _response(self._readyz[0], self._readyz[1], JSON)
+        return self._readyz
 
     def report(self) -> tuple[bytes, bytes]:
         self._refresh()
-        return _response(self._report[0], self._report[1], JSON)
+        return self._report
 
     def livez(self) -> tuple[bytes, bytes]:
         return self._live[0] if self.state.alive(self.livez_stale_s) else self._live[1]

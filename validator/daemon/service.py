@@ -40,7 +40,7 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
 
     from validator.live import run_live
 
-    disable_created_metrics()  # the contract's series only; this process is the daemon's own
+    disable_created_metrics()  # type: ignore[no-untyped-call]  # the contract's series only; this process is the daemon's own
     secrets = tuple(loaded.pack.secrets)
     log = make_logger(log_stream, secrets=secrets)
     state = DaemonState()
