@@ -192,8 +192,9 @@ class LoadedPack:
 
 
 def builtin_packs_dir() -> Path:
-    """``rules/`` at the project root: the packs ship as data next to the package."""
-    return Path(__file__).resolve().parent.parent / "rules"
+    """The built-in packs: ``rules/`` at the project root, reached through the ``validator/data/rules``
+    link in a checkout and copied into the package when a wheel is built."""
+    return Path(__file__).resolve().parent / "data" / "rules"
 
 
 def list_builtin_packs() -> list[Path]:
