@@ -1,4 +1,4 @@
-"""Run ``python -m validator.daemon`` (the sidecar) as a real process on loopback, for the serve tests."""
+"""Run ``python -m validator serve`` (the sidecar) as a real process on loopback, for the serve tests."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def daemon_process(
 ) -> Iterator[DaemonProcess]:
     port = free_port()
     err = tmp / f"daemon-{port}.log"
-    cmd = [sys.executable, "-m", "validator.daemon", "--url", url, "--listen", f"127.0.0.1:{port}", *args]
+    cmd = [sys.executable, "-m", "validator", "serve", "--url", url, "--listen", f"127.0.0.1:{port}", *args]
     full_env = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
     with err.open("wb") as errf:
         proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.DEVNULL, stderr=errf)
