@@ -81,6 +81,10 @@ def spec_config(facts: Facts, ctx: CheckContext) -> Outcome:
             "speculative decoding is off (no --speculative-algorithm)", sources, _spec_remedy(ctx), **ev
         )
     problems: list[str] = []
+    if ctx.mode == "check" and facts.log is not None:
+        problems += _log_disagrees(facts.log, args, ctx, ev)
+        if problems:
+            sources = [*sources, LOG]
     if not algo_ok:
         problems.append(f"algorithm is {shown_algo}, expected {s.algorithm}")
     for name, got, want in (
@@ -117,6 +121,34 @@ def spec_config(facts: Facts, ctx: CheckContext) -> Outcome:
     return passed(
         f"{s.algorithm} speculation, {steps} steps, topk {topk}, {tokens} draft tokens", sources, **ev
     )
+
+
+_SPEC_KEYS = (
+    "speculative_algorithm",
+    "speculative_num_steps",
+    "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
+
+
+def _log_disagrees(log: Any, info: dict[str, Any], ctx: CheckContext, ev: dict[str, Any]) -> list[str]:
+    """The log's own account of the last start: its resolved ``server_args=`` must match /server_info,
+    and with speculation on the draft model must have loaded."""
+    problems: list[str] = []
+    logged = getattr(log, "server_args", None)
+    if isinstance(logged, dict):
+        for key in _SPEC_KEYS:
+            if key in logged and logged[key] != info.get(key):
+                problems.append(
+                    f"sources disagree on {key}: server says {info.get(key)}, log says {logged[key]}"
+                )
+    loaded = list(getattr(log, "loaded_models", []) or [])
+    ev["log_loaded_models"] = loaded
+    ev["log_draft_graph_captures"] = getattr(log, "draft_graph_begin", None)
+    draft = ctx.expect.checkpoint.draft_architecture
+    if info.get("speculative_algorithm") and loaded and draft not in loaded:
+        problems.append(f"the log shows no {draft} (draft) weights loaded, only {', '.join(loaded)}")
+    return problems
 
 
 def _spec_and_fp8(facts: Facts, ctx: CheckContext) -> tuple[bool | None, bool | None]:
