@@ -24,8 +24,17 @@ def sglang_wheel() -> Path:
     if not found:
         wheels.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-             f"sglang=={SGLANG_VERSION}", "-d", str(wheels)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "-q",
+                "--no-deps",
+                f"sglang=={SGLANG_VERSION}",
+                "-d",
+                str(wheels),
+            ],
             check=True,
         )
         found = sorted(wheels.glob(f"sglang-{SGLANG_VERSION}-*.whl"))

@@ -42,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Validate an SGLang deployment of Ling-3.0-flash-fp4 on NVIDIA DGX Spark.",
     )
     parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=_Parser
+    )
     sub.required = True
     for name in COMMANDS:
         _module(name).add_parser(sub)
