@@ -205,6 +205,8 @@ def test_unreachable_port_is_inconclusive(tmp_path: Path) -> None:
     assert ready["status"] == "error" and str(port) in ready["message"]
     assert "connection failed" in ready["message"] or "ConnectError" in ready["message"]
     assert run.with_status("fail") == set()
+    # no check claims anything it could not see: no warning built on absent evidence
+    assert run.with_status("warn") == set(), run.explain()
     assert "server is not available" in run.check("spec.accept_length")["message"]
 
 

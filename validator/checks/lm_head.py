@@ -124,6 +124,9 @@ def lm_head_fp8(facts: Facts, ctx: CheckContext) -> Outcome:
         # Same vocabulary as the attestation, so a BF16 head seen by both is agreement, not a dispute;
         # the missing line itself is in the evidence (log_fp8_lm_head_lines: 0).
         obs.add(LOG, "target", ctx.expect.lm_head_dtype if count == 1 else "bfloat16")
+    if obs.empty() and facts.server is None:
+        # Nothing was observed at all: say the server is missing, not that HTTP cannot prove the dtype.
+        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
     if obs.empty():
         return warned(
             "the LM head's dtype cannot be proven over HTTP alone (SGLang reports no field for it)",

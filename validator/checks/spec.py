@@ -293,6 +293,9 @@ def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
             [ATTESTATION],
             **ev,
         )
+    if facts.server is None and ATTESTATION not in facts.errors:
+        # No server, no attestation: there is no functional evidence to weigh either.
+        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
     demanded = None
     if ctx.expect.require_attestation or ctx.strict or ATTESTATION in facts.errors:
         why = facts.errors.get(ATTESTATION, "no attestation given (--attestation)")
