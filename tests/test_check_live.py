@@ -155,6 +155,9 @@ def test_broken_scenario_fails_exactly_its_checks(scenario: str, tmp_path: Path)
     assert run.report is not None and run.report["verdict"] == "fail"
     assert run.with_status("fail") == BROKEN[scenario], run.explain()
     assert run.with_status("error") == set(), run.explain()
+    # The simulator derives every surface from one state, so its sources never disagree: a
+    # "sources disagree" here would be a check comparing unlike values.
+    assert not [c["id"] for c in run.report["checks"] if "disagree" in c["message"]], run.explain()
     for check_id in BROKEN[scenario]:
         c = run.check(check_id)
         assert c["remedy"], check_id  # every failure carries its remedy
@@ -168,6 +171,8 @@ def test_broken_scenario_fails_exactly_its_checks(scenario: str, tmp_path: Path)
         assert run.report["probe"]["completion_tokens"] <= 64
     if scenario == "no-spec":
         assert "speculative decoding is off" in run.check("probe.output")["message"]
+    if scenario in ("fp32-head", "fp8-ignored"):
+        assert "bfloat16" in run.check("lm_head.fp8")["message"]
     if scenario == "backend-auto":
         assert "flashinfer_mxfp4" in run.check("moe.backend")["message"]
 
@@ -176,8 +181,8 @@ def test_broken_scenario_fails_exactly_its_checks(scenario: str, tmp_path: Path)
 
 
 def test_slow_start_too_short_wait_exits_69_then_enough_wait_passes(tmp_path: Path) -> None:
-    # slow-start multiplies --startup-seconds by 6: about 6 s of 503 on /health.
-    with sim_process(tmp_path, "--scenario", "slow-start", startup=1.0) as sim:
+    # slow-start multiplies --startup-seconds by 6: about 3.6 s of 503 on /health.
+    with sim_process(tmp_path, "--scenario", "slow-start", startup=0.6) as sim:
         short = run_check(sim.url, "--wait", "0.5", *evidence_files(sim))
         long = run_check(sim.url, "--wait", "30", *evidence_files(sim))
     no_traceback(short)
