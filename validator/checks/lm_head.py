@@ -99,6 +99,7 @@ def lm_head_fp8(facts: Facts, ctx: CheckContext) -> Outcome:
         return demanded
     obs = Observations("LM-head dtype")
     att = facts.attestation
+    remedy = _live_remedy(facts, env_name, remedy)
     ev = {}
     if att is not None:
         head = (att.get("target") or {}).get("lm_head") or {}
@@ -144,6 +145,18 @@ def lm_head_fp8(facts: Facts, ctx: CheckContext) -> Outcome:
             f"the LM head in effect is {dtype}, not {ctx.expect.lm_head_dtype}", obs.sources(), remedy, **ev
         )
     return passed(f"the LM head in effect is {dtype}", obs.sources(), **ev)
+
+
+def _live_remedy(facts: Facts, env_name: str, default: str) -> str:
+    """When the running build does not declare the variable, 'set it' is the wrong advice."""
+    declares = ((facts.attestation or {}).get("sglang") or {}).get("declares_fp8_lm_head")
+    if declares is False:
+        return (
+            f"The running SGLang does not declare {env_name} and ignores it silently: install a build "
+            "carrying the Ling-3.0 patch (upstream PR #33561, branch ling3-flash-dspark); "
+            "spark-validate preflight checks the build before start."
+        )
+    return default
 
 
 @builtin("lm_head.exclusive")
