@@ -1,7 +1,7 @@
 """deploy/prometheus: `promtool check rules` and `promtool test rules` pass, the unit tests cover every alert
 both firing and silent, mutated rules make them fail, and a real Prometheus loads the rules.
 
-The end-to-end test against a real sidecar comes once `serve` exists; `running_prometheus` is ready for it.
+The end-to-end test against real sidecars and simulated servers is tests/test_deploy_e2e.py.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def _slug(heading: str) -> str:
         ("ratio_rate5m < 1.5", "ratio_rate5m > 1.5"),
         ("spark_validate_ready == 0\n", "spark_validate_ready == 2\n"),
         ("> 1800", "> 99999"),
+        ("spark_validate_last_run_timestamp_seconds > 0", "spark_validate_last_run_timestamp_seconds >= 0"),
         ('absent(up{job="spark-validate"})', 'absent(up{job="sglang"})'),
         ("for: 15m", "for: 1m"),
     ],
