@@ -17,7 +17,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -111,6 +111,10 @@ def _value(prom: RunningPrometheus, expr: str) -> float | None:
 def _finite(value: float | None) -> bool:
     """A recorded ratio exists and is a number (0/0 before SGLang's counters have moved is NaN)."""
     return value is not None and math.isfinite(value)
+
+
+def _nonzero(prom: RunningPrometheus, expr: str) -> Callable[[], bool]:
+    return lambda: (_value(prom, expr) or 0.0) != 0.0
 
 
 def _alerts_for(prom: RunningPrometheus, instance: str, state: str | None = None) -> list[dict[str, Any]]:
@@ -244,7 +248,8 @@ def test_healthy_pod_stays_silent(stack: Stack) -> None:
     prom.wait_for("served accept length recorded", lambda: _finite(_value(prom, served)), timeout=20)
     assert (_value(prom, served) or 0.0) > 1.5
     # Evaluated all along (the broken pod's alerts prove the rules run): the quiet is not a dead Prometheus.
-    assert any(a["labels"].get("instance") == stack.pods["broken"].sidecar for a in prom.alerts("firing"))
+    broken = stack.pods["broken"].sidecar
+    prom.wait_for("the broken pod's alerts", lambda: bool(_alerts_for(prom, broken, "firing")), timeout=20)
     # The sidecars are present, so the absent-sidecar alert is silent too.
     assert not [a for a in prom.alerts() if a["labels"]["alertname"] == "SparkValidateAbsent"]
 
@@ -254,13 +259,7 @@ def test_no_verdict_goes_stale_while_the_first_check_runs(stack: Stack) -> None:
     (ALERTS keeps every pending or firing evaluation, so a blip between two polls still shows)."""
     prom = stack.prom
     for pod in stack.pods.values():
-        prom.wait_for(
-            "a check scraped",
-            lambda p=pod: (
-                _value(prom, f'spark_validate_last_run_timestamp_seconds{{instance="{p.sidecar}"}}')
-                not in (None, 0.0)
-            ),
-            20,
-        )
+        last_run = f'spark_validate_last_run_timestamp_seconds{{instance="{pod.sidecar}"}}'
+        prom.wait_for(f"{pod.sidecar}: a finished check scraped", _nonzero(prom, last_run), 20)
     _wait_next_evaluation(prom)
     assert prom.query('count_over_time(ALERTS{alertname="SparkValidateVerdictStale"}[10m])') == []
