@@ -82,6 +82,17 @@ def test_healthy_over_http_alone_passes_with_the_way_to_prove_the_rest(healthy: 
     assert "--attestation" in head["remedy"] and "--log" in head["remedy"]
 
 
+def test_healthy_over_http_and_log_passes_with_one_warning(healthy: SimProcess) -> None:
+    """The log proves the FP8 head (the 'Online FP8' line, once); only the draft head's identity stays
+    a warning without the plugin."""
+    run = run_check(healthy.url, "--wait", "20", "--log", str(healthy.log))
+    assert run.rc == 0, run.explain()
+    assert run.with_status("warn") == {"spec.lm_head_shared"}, run.explain()
+    head = run.check("lm_head.fp8")
+    assert head["status"] == "pass" and head["sources"] == ["log"]
+    assert head["evidence"]["log_fp8_lm_head_lines"] == 1
+
+
 def test_strict_without_attestation_is_not_a_pass(healthy: SimProcess) -> None:
     run = run_check(healthy.url, "--wait", "20", "--log", str(healthy.log), "--strict")
     no_traceback(run)
