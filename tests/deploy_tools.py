@@ -6,8 +6,13 @@ tool fails the test; on a developer machine without them the test is skipped wit
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import copy
+import io
 import os
+import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -17,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import httpx
 import pytest
@@ -211,3 +217,47 @@ def running_prometheus(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+def parse_cli(argv: Sequence[str]) -> argparse.Namespace:
+    """spark-validate's real parser on `argv` (no program name); an option it rejects fails the test."""
+    from validator.cli import build_parser
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return build_parser().parse_args(list(argv))
+    except SystemExit as exc:
+        raise AssertionError(
+            f"spark-validate rejects `{shlex.join(argv)}` (exit {exc.code}): {err.getvalue().strip()}"
+        ) from None
+
+
+def serve_config(argv: Sequence[str]) -> Any:
+    """The `ServeConfig` (listen address, schedule) that `spark-validate serve ...` would run with.
+
+    Runs the real command's option handling (parser, --listen, interval checks, rule pack, live inputs) and
+    stops where the daemon would start.
+    """
+    from validator.commands import serve as serve_command
+
+    args = parse_cli(argv)
+    assert args.command == "serve", argv
+    captured: list[Any] = []
+
+    def fake_serve(inputs: Any, loaded: Any, config: Any, **_: Any) -> int:
+        captured.append(config)
+        return 0
+
+    with mock.patch("validator.daemon.service.serve", fake_serve):
+        assert serve_command.run(args) == 0
+    return captured[0]
+
+
+def systemd_seconds(value: str) -> float:
+    """A systemd time span (`60s`, `20min`, `1h 30min`, `90`) in seconds."""
+    units = {"us": 1e-6, "ms": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600}
+    total = 0.0
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value):
+        total += float(number) * units[unit or "s"]
+    return total

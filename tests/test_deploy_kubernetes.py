@@ -12,7 +12,15 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from tests.deploy_tools import DEPLOY, closed_schema, crd_schema, load_yaml, load_yaml_docs
+from tests.deploy_tools import (
+    DEPLOY,
+    closed_schema,
+    crd_schema,
+    load_yaml,
+    load_yaml_docs,
+    parse_cli,
+    serve_config,
+)
 
 K8S = DEPLOY / "kubernetes"
 VERSIONS = [f"1.{minor}.0" for minor in range(30, 38)]
@@ -142,3 +150,29 @@ def test_service_and_monitors_select_the_pod_and_name_the_jobs_the_rules_expect(
         (relabel,) = [r for r in endpoint["relabelings"] if r["targetLabel"] == "job"]
         jobs[endpoint["port"]] = relabel["replacement"]
     assert jobs == {"metrics": "spark-validate", "http": "sglang"}
+
+
+def test_pod_shares_one_pid_namespace_so_the_sidecar_can_judge_the_attestation() -> None:
+    """The attestation names its writer by PID and start time; the sidecar looks that PID up in its /proc."""
+    assert _kind("Deployment")["spec"]["template"]["spec"]["shareProcessNamespace"] is True
+
+
+def test_container_commands_are_accepted_by_spark_validates_real_parser() -> None:
+    containers = _containers()
+    server = containers["sglang"]
+    launch = parse_cli([*server["command"][1:], *server["args"]])  # the kubelet appends args to command
+    assert launch.command == "launch"
+    assert launch.cmd == ["--", *server["command"][3:], *server["args"]]
+    sidecar = containers["spark-validate"]["command"]
+    serve = parse_cli(sidecar[1:])
+    assert serve.command == "serve" and serve.url == "http://127.0.0.1:30000"
+    assert serve.attestation and serve.log and serve.wait >= 600
+    config = serve_config(sidecar[1:])
+    assert (config.host, config.port) == ("0.0.0.0", 9464)
+    assert config.schedule.probe  # the acceptance probe gates readiness
+
+
+def test_parser_check_rejects_an_option_serve_does_not_have() -> None:
+    sidecar = _containers()["spark-validate"]["command"]
+    with pytest.raises(AssertionError, match="unrecognized arguments: --listen-address"):
+        parse_cli([*sidecar[1:], "--listen-address=0.0.0.0:9464"])
