@@ -9,12 +9,30 @@ any warning `verify` prints about the units (unknown key, bad value) fails the t
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import re
 import shlex
+import socket
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.deploy_tools import DEPLOY, install_shims, require_tool, rewrite_paths, run_tool
+from tests.daemon_process import daemon_process
+from tests.deploy_tools import (
+    DEPLOY,
+    install_shims,
+    load_yaml,
+    parse_cli,
+    require_tool,
+    rewrite_paths,
+    run_tool,
+    serve_config,
+    systemd_seconds,
+)
+from tests.sim_process import free_port
+from validator.daemon.notify import Notifier
 
 UNITS = ("sglang.service", "spark-validate.service")
 PROGRAMS = ("/usr/local/bin/spark-validate", "/opt/sglang/venv/bin/python")
@@ -124,3 +142,97 @@ def test_env_file_carries_the_recipe(flag: str, value: str) -> None:
     assert args[args.index("--speculative-draft-model-path") + 1] == args[args.index("--model-path") + 1]
     assert "--enable-fp32-lm-head" not in args
     assert float(args[args.index("--mem-fraction-static") + 1]) <= 0.68
+
+
+def _exec_args(unit: str) -> list[str]:
+    """ExecStart's arguments after the program, with $SGLANG_ARGS split from the example env file."""
+    argv = shlex.split(_unit(unit)["ExecStart"][0])
+    assert argv[0] == "/usr/local/bin/spark-validate"
+    out: list[str] = []
+    for arg in argv[1:]:
+        out += shlex.split(_env_file()["SGLANG_ARGS"]) if arg == "$SGLANG_ARGS" else [arg]
+    return out
+
+
+def test_server_unit_exec_start_is_accepted_by_the_real_parser() -> None:
+    args = _exec_args("sglang.service")
+    launch = parse_cli(args)
+    assert launch.command == "launch"
+    assert launch.cmd[:4] == ["--", "/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
+    assert launch.cmd[4:] == shlex.split(_env_file()["SGLANG_ARGS"])
+
+
+def test_sidecar_unit_exec_start_is_accepted_by_the_real_parser() -> None:
+    args = _exec_args("spark-validate.service")
+    serve = parse_cli(args)
+    assert serve.command == "serve" and serve.url == "http://127.0.0.1:30000"
+    config = serve_config(args)
+    assert (config.host, config.port) == ("127.0.0.1", 9464) and config.schedule.probe
+
+
+def test_watchdog_and_stale_alert_agree_with_serves_schedule() -> None:
+    """WATCHDOG=1 comes from the loop's heartbeat (touched every tick, also while a check waits or probes),
+    at half of WatchdogSec; a finished run, re-checks included, refreshes the last-run timestamp that
+    SparkValidateVerdictStale watches."""
+    unit = _unit("spark-validate.service")
+    schedule = serve_config(_exec_args("spark-validate.service")).schedule
+    watchdog_s = systemd_seconds(unit["WatchdogSec"][0])
+    notifier = Notifier({"NOTIFY_SOCKET": "/run/systemd/notify", "WATCHDOG_USEC": str(int(watchdog_s * 1e6))})
+    assert notifier.watchdog_interval_s == watchdog_s / 2
+    # the heartbeat is fresh at every ping (ticks are far shorter than the ping interval) ...
+    assert schedule.tick_s * 4 <= watchdog_s / 2
+    # a full check's deadline lets it wait the whole --wait for a loading server, then probe
+    assert schedule.full_timeout_s > parse_cli(_exec_args("spark-validate.service")).wait
+    # READY=1 is sent once listening, before the (up to --wait) wait for the server: the start timeout need
+    # not cover the server's load
+    assert systemd_seconds(unit["TimeoutStartSec"][0]) < schedule.full_timeout_s
+    # Longest gap between two finished runs: the longest check (a full one waiting --wait for a loading
+    # server, then probing) plus one interval. It must stay under the stale threshold.
+    rules = load_yaml(DEPLOY / "prometheus" / "spark-validate.rules.yml")
+    (stale,) = [
+        r for g in rules["groups"] for r in g["rules"] if r.get("alert") == "SparkValidateVerdictStale"
+    ]
+    found = re.search(r"> (\d+)", stale["expr"])
+    assert found, stale["expr"]
+    threshold = float(found.group(1))
+    assert threshold == 1800
+    longest_gap = max(schedule.full_timeout_s, schedule.recheck_timeout_s) + schedule.interval_s
+    assert longest_gap < threshold, (longest_gap, threshold)
+    assert schedule.interval_s == 30  # serve's default; 60 runs fit in the threshold
+    defaults = serve_config(["serve", "--url", "http://127.0.0.1:30000"]).schedule
+    assert max(defaults.full_timeout_s, defaults.recheck_timeout_s) + defaults.interval_s < threshold
+
+
+def test_sidecar_notifies_ready_and_pets_the_watchdog_while_the_server_still_loads(tmp_path: Path) -> None:
+    """The unit's timing as the real process behaves: READY=1 within TimeoutStartSec although the server is
+    not up (its first check waits up to --wait 900), then WATCHDOG=1 at half of WATCHDOG_USEC throughout.
+    WatchdogSec is scaled from the unit's 60 s to 1 s; nothing else changes."""
+    unit = _unit("spark-validate.service")
+    args = _exec_args("spark-validate.service")
+    absent = free_port()  # nothing listens here: a server still loading
+    kept = [a for a in args[1:] if not a.startswith("--url") and a != "http://127.0.0.1:30000"]
+    kept = [a for a in kept if a not in ("--listen", "127.0.0.1:9464")]
+    sock_path = tmp_path / "notify.sock"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    listener.bind(str(sock_path))
+    listener.settimeout(0.1)
+    messages: list[tuple[float, str]] = []
+    try:
+        env = {"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "1000000"}
+        t0 = time.monotonic()
+        with daemon_process(tmp_path, f"http://127.0.0.1:{absent}", *kept, env=env) as sidecar:
+            deadline = time.monotonic() + 3.0
+            while time.monotonic() < deadline:
+                with contextlib.suppress(TimeoutError):
+                    messages.append((time.monotonic() - t0, listener.recv(4096).decode()))
+            assert sidecar.get("/readyz").status_code == 503
+            # still waiting for the server: no check has finished
+            assert "\nspark_validate_last_run_timestamp_seconds 0.0\n" in sidecar.get("/metrics").text
+            assert sidecar.proc.poll() is None
+    finally:
+        listener.close()
+    assert messages and "READY=1" in messages[0][1], messages
+    assert messages[0][0] < systemd_seconds(unit["TimeoutStartSec"][0])
+    pets = [t for t, m in messages if "WATCHDOG=1" in m]
+    assert len(pets) >= 4, messages  # every 0.5 s over 3 s, with slack for a loaded machine
+    assert max(b - a for a, b in itertools.pairwise(pets)) < 1.0  # never past WATCHDOG_USEC
