@@ -63,8 +63,10 @@ def _result(
     if status is Status.FAIL and severity is not Severity.CRITICAL:
         status = Status.WARN
     remedy = None
-    if status in (Status.FAIL, Status.WARN, Status.ERROR):
+    if status in (Status.FAIL, Status.WARN):
         remedy = outcome.remedy or spec.remedy
+    elif status is Status.ERROR:
+        remedy = outcome.remedy  # the pack's remedy fixes a misconfiguration, not missing evidence
     waiver = loaded.pack.waiver_for(check_id, today)
     waived = None
     if waiver is not None and status in (Status.FAIL, Status.WARN, Status.ERROR):

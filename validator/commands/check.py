@@ -43,6 +43,13 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--no-probe", action="store_true", help="skip the acceptance probe")
     g.add_argument(
+        "--retries",
+        type=int,
+        default=3,
+        metavar="N",
+        help="retries per request for transient errors (connect, timeout, 502/503/504; default 3)",
+    )
+    g.add_argument(
         "--weights-checker",
         action="store_true",
         help="opt-in deep check: compare target and draft LM-head checksums (hashes all weights)",
@@ -63,6 +70,7 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
         wait_s=max(0.0, args.wait),
         probe=not args.no_probe,
         weights_checker=args.weights_checker,
+        retries=max(0, args.retries),
         on_progress=on_progress,
     )
 

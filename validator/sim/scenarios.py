@@ -23,9 +23,9 @@ fp32-head               baseline head: --enable-fp32-lm-head, no FP8 variable;  
                         head bfloat16, no "Online FP8" line
 fp8-and-fp32            FP8 variable and --enable-fp32-lm-head both set; the        lm_head.exclusive
                         quantized head silently ignores the FP32 flag
-fp8-ignored             FP8 variable set on a stock build that does not declare     lm_head.fp8,
-                        it: head stays bfloat16, no "Online FP8" line; stock draft  spec.lm_head_shared
-                        class (tensor sharing, harmless for a BF16 head)
+fp8-ignored             FP8 variable set on a stock build that does not declare     lm_head.fp8
+                        it: head stays bfloat16, no "Online FP8" line; stock draft  (spec.lm_head_shared
+                        class (tensor sharing, harmless for a BF16 head)            warns: harmless here)
 no-spec                 no speculative flags: speculative_algorithm null, no        spec.config,
                         spec_* meta, no draft in attestation or weights_checker     spec.accept_length
 slow-start              start-up phase 6x longer (503 on /health meanwhile)         none (server.ready if the
