@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
     # The in-process simulator's web server logs a traceback when a crashed scenario is shut down;
     # the demo shows the validator's view, not the simulator's internals.
-    logging.getLogger("uvicorn.error").setLevel(logging.CRITICAL)
+    logging.getLogger("uvicorn.error").addFilter(lambda record: record.levelno < logging.ERROR)
     loaded = load_pack(None)
     reports: dict[str, Report] = {}
     with tempfile.TemporaryDirectory(prefix="spark-validate-demo-") as tmp:
