@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _module(name: str) -> CommandModule:
-    return importlib.import_module(f"validator.commands.{name}")  # type: ignore[return-value]
+    module: CommandModule = importlib.import_module(f"validator.commands.{name}")
+    return module
 
 
 def main(argv: Sequence[str] | None = None) -> int:
