@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.daemon_process import start_sim, stop  # noqa: E402
-from tests.sim_process import free_port  # noqa: E402
+from tests.loopback import free_port  # noqa: E402
 
 BASELINE = r"""
 import asyncio, sys

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.sim_process import REPO, free_port
+from tests.loopback import free_port, wait_listening
+from tests.sim_process import REPO
 
 
 @dataclass
@@ -31,19 +32,6 @@ class DaemonProcess:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], err: Path, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"daemon exited early with {proc.returncode}: {err.read_text()[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"daemon did not listen on {port} within {timeout}s")
-
-
 @contextmanager
 def daemon_process(
     tmp: Path, url: str, *args: str, env: dict[str, str] | None = None
@@ -55,7 +43,7 @@ def daemon_process(
     with err.open("wb") as errf:
         proc = subprocess.Popen(cmd, cwd=REPO, env=full_env, stdout=subprocess.DEVNULL, stderr=errf)
     try:
-        _wait_listening(port, proc, err)
+        wait_listening(port, proc, what="daemon", log=err)
         yield DaemonProcess(proc, f"http://127.0.0.1:{port}", port, err)
     finally:
         if proc.poll() is None:

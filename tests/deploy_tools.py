@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -27,6 +26,8 @@ from unittest import mock
 import httpx
 import pytest
 import yaml
+
+from tests.loopback import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 DEPLOY = REPO / "deploy"
@@ -69,13 +70,6 @@ def rewrite_paths(text: str, mapping: dict[str, Path]) -> str:
             raise AssertionError(f"{original} does not occur in the unit: update the test's path list")
         text = text.replace(original, str(shim))
     return text
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def load_yaml(path: Path) -> Any:

@@ -15,12 +15,6 @@ import uvicorn
 from starlette.applications import Starlette
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serve(app: Starlette, port: int | None = None) -> Iterator[str]:
     sock = socket.socket()

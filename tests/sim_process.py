@@ -7,7 +7,6 @@ process, and waits (bounded) until the socket accepts connections.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.loopback import free_port, wait_listening
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -26,27 +27,6 @@ class SimProcess:
     port: int
     log: Path
     attestation: Path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(
-                f"simulator exited early with {proc.returncode}: {proc.stderr and proc.stderr.read()!r}"
-            )
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"simulator did not listen on {port} within {timeout}s")
 
 
 @contextmanager
@@ -73,7 +53,7 @@ def sim_process(tmp: Path, *args: str, speed: float = 1000.0, startup: float = 0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        _wait_listening(port, proc)
+        wait_listening(port, proc, what="simulator")
         yield SimProcess(proc, f"http://127.0.0.1:{port}", port, log, att)
     finally:
         if proc.poll() is None:

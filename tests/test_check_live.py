@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from tests.check_helpers import CheckRun, evidence_files, run_check
-from tests.sim_process import REPO, SimProcess, free_port, sim_process
+from tests.loopback import free_port
+from tests.sim_process import REPO, SimProcess, sim_process
 
 pytestmark = pytest.mark.timeout(120)
 

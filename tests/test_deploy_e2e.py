@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from tests.deploy_tools import (
     running_prometheus,
     with_short_for,
 )
+from tests.loopback import wait_listening
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = DEPLOY / "prometheus" / "spark-validate.rules.yml"
@@ -64,19 +64,6 @@ class Stack:
     pods: dict[str, Pod]
 
 
-def _wait_listening(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise AssertionError(f"nothing listened on 127.0.0.1:{port} within {timeout:.0f}s")
-
-
 @contextmanager
 def _process(argv: Sequence[str], port: int, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A Python module run as a process (output to `log`, never a pipe that could fill), stopped on exit."""
@@ -86,7 +73,7 @@ def _process(argv: Sequence[str], port: int, log: Path) -> Iterator[subprocess.P
             [sys.executable, *argv], cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out
         )
     try:
-        _wait_listening(port, proc, log)
+        wait_listening(port, proc, what=" ".join(argv), log=log)
         yield proc
     finally:
         if proc.poll() is None:

@@ -31,7 +31,7 @@ from tests.deploy_tools import (
     serve_config,
     systemd_seconds,
 )
-from tests.sim_process import free_port
+from tests.loopback import free_port
 from validator.daemon.notify import Notifier
 
 UNITS = ("sglang.service", "spark-validate.service")

@@ -10,7 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.probe_live_server import free_port, serve
+from tests.loopback import free_port
+from tests.probe_live_server import serve
 from validator.errors import UnavailableError
 from validator.sources.readiness import Phase, Progress, format_progress, wait_until_ready
 from validator.sources.server_http import ServerError, SGLangClient

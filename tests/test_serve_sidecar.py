@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemon_process import daemon_process, start_sim, stop, wait_for
-from tests.sim_process import free_port
+from tests.loopback import free_port
 
 FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
 

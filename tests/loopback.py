@@ -1,0 +1,35 @@
+"""Loopback helpers shared by the tests that run real processes: a free port on 127.0.0.1, and a bounded
+wait until a child process listens on it (failing fast, with its output, if it exits first)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_listening(
+    port: int, proc: subprocess.Popen[bytes], *, what: str, log: Path | None = None, timeout: float = 20.0
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            if log is not None:
+                output = log.read_text(errors="replace")[-2000:]
+            else:
+                output = repr(proc.stderr.read()) if proc.stderr else ""
+            raise RuntimeError(f"{what} exited early with {proc.returncode}: {output}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
