@@ -8,6 +8,8 @@ embedding process keep their own structlog settings.
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import MutableMapping
 from typing import Any, TextIO
@@ -43,8 +45,13 @@ def make_logger(
         _redact(secrets),
         renderer,
     ]
+    level = getattr(logging, os.environ.get("SPARK_VALIDATE_LOG_LEVEL", "INFO").upper(), None)
     return structlog.wrap_logger(
-        structlog.PrintLogger(out), processors=processors, wrapper_class=structlog.BoundLogger
+        structlog.PrintLogger(out),
+        processors=processors,
+        wrapper_class=structlog.make_filtering_bound_logger(
+            level if isinstance(level, int) else logging.INFO
+        ),
     ).bind(logger="spark-validate.serve")
 
 

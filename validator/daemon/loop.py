@@ -30,6 +30,9 @@ from validator.report import CheckResult, ProbeResult, Report, Severity, Status,
 CheckFn = Callable[[bool, ProbeResult | None], Awaitable[Report]]
 
 
+ROUTINE_PHASES = frozenset({"checking", "idle"})
+
+
 class Watch(Protocol):
     sglang_version: str
     model: str
@@ -94,7 +97,9 @@ class Daemon:
 
     def set_phase(self, phase: str) -> None:
         if self.state.set_phase(phase):
-            self.log.info("phase", phase=phase, ready=self.state.ready)
+            # every re-check passes through checking -> idle; the canonical check line already says it ran
+            log = self.log.debug if phase in ROUTINE_PHASES else self.log.info
+            log("phase", phase=phase, ready=self.state.ready)
             self._publish()
 
     def restart_suspected(self, reason: str) -> None:
