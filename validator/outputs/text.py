@@ -7,6 +7,8 @@ so the operator can fix it without reading any docs. Colour only on a terminal (
 from __future__ import annotations
 
 import json
+import shutil
+import textwrap
 from typing import Any
 
 from validator.outputs.safe import safe_dict
@@ -36,7 +38,22 @@ def _evidence(ev: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
+def _wrapped(label: str, text: str, pad: str, line_width: int) -> list[str]:
+    """``label text`` wrapped under the check's message, continuation lines aligned after the label."""
+    indent = pad + " " * len(label)
+    return textwrap.wrap(
+        text,
+        width=max(line_width, len(indent) + 40),
+        initial_indent=pad + label,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+        break_long_words=False,
+    )
+
+
+def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = (), line_width: int = 0) -> str:
+    """``line_width`` 0: the terminal's width (COLUMNS), else 100."""
+    line_width = line_width or shutil.get_terminal_size((100, 24)).columns
     data = safe_dict(report, secrets)
     lines = [
         f"spark-validate {data['version']} · {data['mode']} · rule pack {data['rule_pack']}"
@@ -50,15 +67,15 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
         lines.append(f"  {_paint(label, code, color)}  {c['id']:<{width}}  {c['message']}")
         if c["status"] in ("fail", "warn", "error") or c["waived"]:
             pad = " " * (8 + width)
-            if c.get("why"):
-                lines.append(f"{pad}why:      {c['why']}")
-            if c.get("remedy"):
-                lines.append(f"{pad}remedy:   {c['remedy']}")
+            details = [("why", c.get("why")), ("remedy", c.get("remedy"))]
             if c["evidence"]:
-                lines.append(f"{pad}evidence: {_evidence(c['evidence'])}")
+                details.append(("evidence", _evidence(c["evidence"])))
             if c["waived"]:
                 w = c["waived"]
-                lines.append(f"{pad}waived:   until {w['expires']}: {w['justification']}")
+                details.append(("waived", f"until {w['expires']}: {w['justification']}"))
+            for label, text in details:
+                if text:
+                    lines.extend(_wrapped(f"{label + ':':<10}", text, pad, line_width))
     probe = data.get("probe")
     if probe:
         ci = probe.get("accept_length_ci")
