@@ -5,7 +5,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from validator.sources.redact import REDACTED, collect_secrets, is_secret_key, redact, redact_text
+from validator.redact import REDACTED, collect_secrets, is_secret_key, redact, redact_text
 
 KEY = "sk-live-7f3a9c2e"
 

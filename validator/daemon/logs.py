@@ -16,17 +16,15 @@ from typing import Any, TextIO
 
 import structlog
 
-from validator.outputs.safe import redact_obj
+from validator.redact import redact
 from validator.report import Report, Status
 
 Logger = Any  # structlog's BoundLogger is a protocol-ish wrapper; keep call sites simple
 
 
 def _redact(secrets: tuple[str, ...]) -> Any:
-    lowered = tuple(s.lower() for s in secrets)
-
     def processor(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-        cleaned: MutableMapping[str, Any] = redact_obj(dict(event), lowered)
+        cleaned: MutableMapping[str, Any] = redact(dict(event), extra_keys=secrets)
         return cleaned
 
     return processor

@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from validator.errors import InputError, UnavailableError
-from validator.sources.redact import redact, redact_text
+from validator.redact import redact, redact_text
 
 API_KEY_ENV = "SPARK_VALIDATE_API_KEY"
 TRANSIENT_STATUS = frozenset({502, 503, 504})

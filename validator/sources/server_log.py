@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import UnavailableError
-from validator.sources.redact import collect_secrets, redact, redact_text
+from validator.redact import collect_secrets, redact, redact_text
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_SAMPLES = 1000

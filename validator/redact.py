@@ -15,7 +15,7 @@ from typing import Any
 REDACTED = "<redacted>"
 
 _ALWAYS = frozenset({"api_key", "admin_api_key"})
-_SUBSTRINGS = ("secret", "password", "passwd", "credential", "private_key")
+_SUBSTRINGS = ("secret", "password", "passwd", "credential", "private_key", "authorization")
 # ``--api-key VALUE`` / ``--admin-api-key=VALUE`` / ``api_key=VALUE`` inside command lines and log text.
 _FLAG_RE = re.compile(
     r"(?P<flag>--(?:admin-)?api-key|--[\w-]*(?:secret|password)[\w-]*|--[\w-]*token(?![\w-]))"
