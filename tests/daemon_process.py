@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.loopback import free_port, wait_listening
-from tests.sim_process import REPO
+from tests.loopback import free_port, stop, wait_listening
+from tests.sim_process import REPO, sim_command
 
 
 @dataclass
@@ -46,13 +46,7 @@ def daemon_process(
         wait_listening(port, proc, what="daemon", log=err)
         yield DaemonProcess(proc, f"http://127.0.0.1:{port}", port, err)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
 
 
 def wait_for(pred: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
@@ -78,19 +72,7 @@ def start_sim(
     attestation: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """A simulator process on a chosen port (a restart must come back on the same one)."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "validator.sim",
-        "--port",
-        str(port),
-        "--speed",
-        str(speed),
-        "--startup-seconds",
-        str(startup),
-        "--scenario",
-        scenario,
-    ]
+    cmd = sim_command(port, speed=speed, startup=startup, extra=["--scenario", scenario])
     if attestation is not None:
         cmd += ["--attestation", str(attestation)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -105,13 +87,3 @@ def start_sim(
     proc.kill()
     proc.wait()
     raise RuntimeError(f"simulator did not listen on {port}")
-
-
-def stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
-    if proc.poll() is None:
-        (proc.kill if kill else proc.terminate)()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()

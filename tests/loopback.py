@@ -1,5 +1,5 @@
-"""Loopback helpers shared by the tests that run real processes: a free port on 127.0.0.1, and a bounded
-wait until a child process listens on it (failing fast, with its output, if it exits first)."""
+"""Loopback helpers shared by the tests that run real processes: a free port on 127.0.0.1, a bounded wait
+until a child process listens on it (failing fast, with its output, if it exits first), and a bounded stop."""
 
 from __future__ import annotations
 
@@ -33,3 +33,14 @@ def wait_listening(
         except OSError:
             time.sleep(0.05)
     raise TimeoutError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:.0f}s")
+
+
+def stop(proc: subprocess.Popen[bytes], *, kill: bool = False) -> None:
+    """Terminate (or kill) a child and reap it, bounded: a test never leaves a process behind."""
+    if proc.poll() is None:
+        (proc.kill if kill else proc.terminate)()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.loopback import free_port, wait_listening
+from tests.loopback import free_port, stop, wait_listening
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -29,40 +29,29 @@ class SimProcess:
     attestation: Path
 
 
+def sim_command(port: int, *, speed: float, startup: float, extra: list[str]) -> list[str]:
+    """``python -m validator.sim`` on ``port`` at a test speed."""
+    return [
+        sys.executable, "-m", "validator.sim", "--port", str(port), "--speed", str(speed),
+        "--startup-seconds", str(startup), *extra,
+    ]  # fmt: skip
+
+
 @contextmanager
 def sim_process(tmp: Path, *args: str, speed: float = 1000.0, startup: float = 0.3) -> Iterator[SimProcess]:
     port = free_port()
     log = tmp / f"sglang-{port}.log"
     att = tmp / f"attestation-{port}.json"
-    cmd = [
-        sys.executable,
-        "-m",
-        "validator.sim",
-        "--port",
-        str(port),
-        "--speed",
-        str(speed),
-        "--startup-seconds",
-        str(startup),
-        "--log",
-        str(log),
-        "--attestation",
-        str(att),
-        *args,
-    ]
+    cmd = sim_command(
+        port, speed=speed, startup=startup, extra=["--log", str(log), "--attestation", str(att), *args]
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         wait_listening(port, proc, what="simulator")
         yield SimProcess(proc, f"http://127.0.0.1:{port}", port, log, att)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
         if proc.stdout:
             proc.stdout.close()
         if proc.stderr:

@@ -35,7 +35,7 @@ from tests.deploy_tools import (
     running_prometheus,
     with_short_for,
 )
-from tests.loopback import wait_listening
+from tests.loopback import stop, wait_listening
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = DEPLOY / "prometheus" / "spark-validate.rules.yml"
@@ -76,13 +76,7 @@ def _process(argv: Sequence[str], port: int, log: Path) -> Iterator[subprocess.P
         wait_listening(port, proc, what=" ".join(argv), log=log)
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop(proc)
 
 
 def _up(prom: RunningPrometheus, job: str) -> dict[str, str]:
