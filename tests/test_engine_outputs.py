@@ -165,3 +165,30 @@ def test_junit_maps_statuses() -> None:
     assert "flashinfer_mxfp4" in (cases["moe.backend"].find("failure").get("message") or "")  # type: ignore[union-attr]
     assert cases["checkpoint.layout"].find("skipped") is not None  # no model dir: skip, never a pass
     assert int(root.get("failures") or 0) == sum(1 for r in results if r.status is Status.FAIL)
+
+
+def test_host_platform_info_check() -> None:
+    from validator.facts import HostFacts
+
+    loaded = load_pack(None)
+
+    def status_for(**host: object) -> tuple[Status, str]:
+        facts = Facts(
+            launch=launch(),
+            host=HostFacts(
+                **{
+                    "machine": "aarch64",
+                    "mem_total_bytes": 128 * 2**30,
+                    "service_user": None,
+                    "home": None,
+                    **host,
+                }
+            ),
+        )
+        r = run_checks(facts, loaded, mode="preflight", only={"host.platform"})[0]
+        return r.status, r.message
+
+    assert status_for(gpu_name="NVIDIA GB10", is_dgx_spark=True)[0] is Status.PASS
+    st, msg = status_for(gpu_name="NVIDIA H200", is_dgx_spark=False, machine="x86_64")
+    assert st is Status.WARN and "H200" in msg
+    assert status_for(gpu_name=None, is_dgx_spark=None)[0] is Status.SKIP

@@ -5,7 +5,7 @@ exactly like a working setting)."""
 from __future__ import annotations
 
 from validator.checks.base import CheckContext, Outcome, builtin, errored, passed, skipped, warned
-from validator.facts import LAUNCH, SERVER, SGLANG, Facts
+from validator.facts import HOST, LAUNCH, SERVER, SGLANG, Facts
 
 
 @builtin("sglang.version")
@@ -68,3 +68,27 @@ def launch_warnings(facts: Facts, ctx: CheckContext) -> Outcome:
         return warned("; ".join(facts.launch.warnings), [LAUNCH], warnings=facts.launch.warnings)
     config = str(facts.launch.config_file) if facts.launch.config_file else None
     return passed("SGLang accepts the command line as written", [LAUNCH], config_file=config)
+
+
+@builtin("host.platform")
+def host_platform(facts: Facts, ctx: CheckContext) -> Outcome:
+    """The pack's figures (bandwidth floor, memory-fraction limit) are GB10's; elsewhere they mislead."""
+    h = facts.host
+    if h is None:
+        return skipped("host not inspected", [HOST])
+    ev = {"machine": h.machine, "gpu": h.gpu_name, "mem_total_gib": _gib(h.mem_total_bytes)}
+    if h.is_dgx_spark is None:
+        return skipped(f"cannot tell the GPU of this {h.machine} host without CUDA", [HOST], **ev)
+    if not h.is_dgx_spark:
+        what = h.gpu_name or f"a {h.machine} host without an NVIDIA driver"
+        return warned(
+            f"not a DGX Spark ({what}): the pack's bandwidth and memory limits are GB10's",
+            [HOST],
+            "Run preflight on the server's host, or use a rule pack written for this hardware.",
+            **ev,
+        )
+    return passed(f"DGX Spark ({h.gpu_name}, {ev['mem_total_gib']} GiB unified memory)", [HOST], **ev)
+
+
+def _gib(n: int | None) -> float | None:
+    return None if n is None else round(n / 2**30, 1)
