@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from validator import __version__
-from validator.sim._sglang_defaults import SGLANG_VERSION
 from validator.sim.scenarios import DRAFT_CLASS, HIDDEN, MOE_LAYERS, TARGET_CLASS, VOCAB, Scenario
+from validator.sim.server_args import SGLANG_VERSION
 
 SCHEMA = "spark-validate.attestation/v1"
 DEFAULT_PATH = Path("/tmp/spark-validate/attestation.json")

@@ -22,10 +22,10 @@ from typing import Any
 
 from validator.plugin.procinfo import process_start_time
 from validator.sim import attestation, server_args, server_log
-from validator.sim._sglang_defaults import SGLANG_VERSION
 from validator.sim.decode import NUM_DRAFT_TOKENS
 from validator.sim.metrics import SimMetrics
 from validator.sim.scenarios import SERVED_MODEL_NAME, Scenario
+from validator.sim.server_args import SGLANG_VERSION
 
 DECODE_LOG_INTERVAL = 40
 DEFAULT_STARTUP_SECONDS = 3.0

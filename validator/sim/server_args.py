@@ -8,11 +8,28 @@ becomes ``flashinfer_mxfp4`` for this checkpoint, the draft inherits the MoE bac
 
 from __future__ import annotations
 
+import copy
+import functools
 import shlex
 from typing import Any
 
-from validator.sim._sglang_defaults import DEFAULTS
 from validator.sim.scenarios import MODEL_PATH, Scenario
+from validator.sources.sglang_cli import load_table, parse_server_args
+
+SGLANG_VERSION = load_table().sglang_version
+
+
+def sglang_defaults() -> dict[str, Any]:
+    """Every ``ServerArgs`` field with its default, from the flag table generated from SGLang's own parser
+    (the same table preflight parses launch commands with); ``config`` is a CLI-only option, not a field."""
+    return copy.deepcopy(_defaults())
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict[str, Any]:
+    args, _ = parse_server_args(["--model-path", MODEL_PATH], origin="sim")
+    args.pop("config", None)
+    return args
 
 
 def launch_argv(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> list[str]:
@@ -48,7 +65,7 @@ def launch_command_for_log(argv: list[str]) -> str:
 
 def resolved(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> dict[str, Any]:
     """``server_args.resolved_dict()``: flat, one key per field, resolved values."""
-    args = dict(DEFAULTS)
+    args = sglang_defaults()
     args.update(
         model_path=MODEL_PATH,
         tokenizer_path=MODEL_PATH,
