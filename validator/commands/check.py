@@ -39,7 +39,7 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="wait up to this long for the server to become ready (default: no wait)",
+        help="wait up to this long for the server to become ready, in seconds (default: %(default)s)",
     )
     g.add_argument("--no-probe", action="store_true", help="skip the acceptance probe")
     g.add_argument(
