@@ -13,7 +13,7 @@ Only the shards holding the tensors the checks need are opened; the rest is coun
 
 from __future__ import annotations
 
-import json
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -21,6 +21,7 @@ from typing import Any
 
 from validator.errors import InputError
 from validator.facts import CheckpointFacts, TensorInfo
+from validator.sources.files import JSON_CAP, load_json_file
 from validator.sources.safetensors_header import read_header
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -83,21 +84,11 @@ def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
 
 
 def _load_json_object(path: Path) -> dict[str, Any]:
+    """A bounded read (regular file, size cap: ``config.json -> /dev/zero`` is refused) of a JSON object."""
     where = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(where, "missing") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(where, f"not valid UTF-8 (byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(where, f"cannot read: {exc.strerror or exc}") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(where, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
-    except RecursionError:
-        raise InputError(where, "JSON nested too deeply") from None
+    if not os.path.lexists(path):
+        raise InputError(where, "missing")
+    doc = load_json_file(path, JSON_CAP, path.name)
     if not isinstance(doc, dict):
         raise InputError(where, f"must be a JSON object, got {type(doc).__name__}")
     return doc
@@ -119,7 +110,7 @@ def _weight_map(d: Path) -> tuple[dict[str, str], list[str]]:
                     str(index), f"shard {shard!r} must be a file name inside the model directory"
                 )
         return dict(wm), sorted(set(wm.values()))
-    shards = sorted(p.name for p in d.glob("*.safetensors") if p.is_file())
+    shards = sorted(p.name for p in d.glob("*.safetensors") if not p.is_dir())  # devices: refused below
     wm = {}
     for shard in shards:
         for name in read_header(d / shard).entries:

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from validator.errors import InputError
+from validator.sources.files import TEXT_CAP, read_bounded
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WHITESPACE = " \t\n\r"
@@ -145,10 +146,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
 def read_env_file(path: Path | str) -> dict[str, str]:
     """Read one EnvironmentFile; unreadable or malformed -> InputError naming the file."""
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise InputError(str(p), f"cannot read environment file: {exc.strerror or exc}") from None
+    data = read_bounded(p, TEXT_CAP, "environment file")  # regular files only: never /dev/zero or a FIFO
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from validator.errors import InputError
 from validator.facts import LaunchFacts
+from validator.sources.files import TEXT_CAP, open_regular, read_text_bounded
 from validator.sources.sglang_cli import parse_argv
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
@@ -70,7 +71,11 @@ def _split_env_prefix(
 
 def _shebang_interpreter(script: Path) -> str | None:
     try:
-        with script.open("rb") as fh:
+        fd = open_regular(script, "program")  # a FIFO on PATH must not block the read of a shebang
+    except InputError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
             head = fh.readline(512)
     except OSError:
         return None
@@ -240,10 +245,7 @@ def launch_from_args_file(
     Args only: the entry point is taken to be ``python -m sglang.launch_server`` with no known interpreter."""
     p = Path(path)
     origin = str(p)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(origin, f"cannot read launch args file: {exc}") from None
+    text = read_text_bounded(p, TEXT_CAP, "launch args file")
     words = _split_shell(text, origin, comments=True)
     if not words:
         raise InputError(origin, "launch args file holds no arguments")

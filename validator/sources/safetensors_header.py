@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.errors import InputError
+from validator.sources.files import open_regular
 
 # The safetensors library refuses headers above 100 MB; a real shard's header is a few hundred KB.
 MAX_HEADER_BYTES = 100_000_000
@@ -66,8 +67,9 @@ def read_header(path: Path | str) -> SafetensorsHeader:
     """Parse and validate the header of one ``.safetensors`` file."""
     p = Path(path)
     where = str(p)
+    fd = open_regular(p, "safetensors file")  # a FIFO or /dev/zero named *.safetensors is refused here
     try:
-        with open(p, "rb") as fh:
+        with os.fdopen(fd, "rb") as fh:
             size = os.fstat(fh.fileno()).st_size
             prefix = fh.read(8)
             if len(prefix) < 8:
@@ -97,6 +99,8 @@ def parse_header(raw: bytes, *, where: str, path: Path, data_bytes: int) -> Safe
         raise InputError(where, f"header is not valid JSON: {exc.msg} at char {exc.pos}") from None
     except RecursionError:
         raise InputError(where, "header JSON is nested too deeply") from None
+    except ValueError as exc:  # an integer over Python's 4,300-digit conversion limit
+        raise InputError(where, f"header is not valid JSON: {str(exc).splitlines()[0][:120]}") from None
     if not isinstance(doc, dict):
         raise InputError(where, f"header must be a JSON object, got {type(doc).__name__}")
 

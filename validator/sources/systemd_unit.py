@@ -24,6 +24,7 @@ from pathlib import Path
 
 from validator.errors import InputError
 from validator.sources.env_file import read_env_file
+from validator.sources.files import TEXT_CAP, read_bounded
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WS = " \t\n\r"
@@ -247,10 +248,7 @@ def _parse_unit_text(text: str, where: str) -> dict[str, dict[str, list[Assignme
 
 
 def _read_text(path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(str(path), f"cannot read unit file: {exc.strerror or exc}") from None
+    data = read_bounded(path, TEXT_CAP, "unit file")  # regular files only, size-capped
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -1,0 +1,154 @@
+"""Issue 12 items 10-11 for the file readers: planted devices, FIFOs, huge and hostile files as any input.
+
+Each attack is reproduced the way it was found: ``preflight`` run as a real process on planted files
+(``config.json -> /dev/zero`` in a cloned model repository, a FIFO as an env file, integers over Python's
+4,300-digit limit), under a memory limit and a deadline; each must end at once with exit 65 and one line
+naming the file, where before it grew by gigabytes, blocked forever, or exited 1 with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.bounded_run import run_bounded
+from tests.checkpoint_factory import write_checkpoint
+from validator.errors import InputError
+from validator.sources.files import json_depth, parse_json, read_bounded, read_text_bounded
+
+HUGE_INT = "9" * 5000
+
+
+def _args_file(tmp_path: Path) -> Path:
+    p = tmp_path / "args.txt"
+    p.write_text("--model-path /models/ling\n")
+    return p
+
+
+def _preflight(tmp_path: Path, *args: str) -> tuple[int, str]:
+    res = run_bounded(["preflight", "--format", "json", *args], timeout=30)
+    assert not res.timed_out, f"preflight blocked: {res.stderr[-500:]}"
+    assert res.peak_rss_mb < 200, f"preflight used {res.peak_rss_mb:.0f} MB"
+    assert "Traceback" not in res.stderr, res.stderr[-1500:]
+    return res.rc, res.stderr
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
+    return path
+
+
+def _dev_zero(path: Path) -> Path:
+    path.symlink_to("/dev/zero")
+    return path
+
+
+PLANTS: dict[str, Callable[[Path], Path]] = {"fifo": _fifo, "dev_zero": _dev_zero}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+@pytest.mark.parametrize("victim", ["config.json", "model.safetensors.index.json", "model.safetensors"])
+def test_planted_model_file_exits_65(tmp_path: Path, plant: str, victim: str) -> None:
+    model = tmp_path / "model"
+    write_checkpoint(model, small=True, shards=2 if victim.endswith("index.json") else 1)
+    target = model / victim
+    if victim == "model.safetensors":
+        for shard in model.glob("*.safetensors"):
+            shard.unlink()
+    else:
+        target.unlink()
+    PLANTS[plant](target)
+    rc, err = _preflight(tmp_path, "--launch-args-file", str(_args_file(tmp_path)), "--model-dir", str(model))
+    assert rc == 65, err
+    assert str(target) in err and "not a regular file" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+@pytest.mark.parametrize("option", ["--unit", "--env-file", "--launch-args-file"])
+def test_planted_input_file_exits_65(tmp_path: Path, plant: str, option: str) -> None:
+    target = PLANTS[plant](tmp_path / "input")
+    extra = ["--launch-args-file", str(_args_file(tmp_path))] if option == "--env-file" else []
+    rc, err = _preflight(tmp_path, *extra, option, str(target))
+    assert rc == 65, err
+    assert str(target) in err and "not a regular file" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_unit_environment_file_fifo_exits_65(tmp_path: Path) -> None:
+    fifo = _fifo(tmp_path / "sglang.env")
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        f"[Service]\nEnvironmentFile={fifo}\n"
+        "ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m\n"
+    )
+    rc, err = _preflight(tmp_path, "--unit", str(unit))
+    assert rc == 65 and str(fifo) in err and "FIFO" in err, err
+
+
+def test_oversized_sparse_config_json_is_refused_without_reading_it(tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    write_checkpoint(model, small=True)
+    with open(model / "config.json", "r+b") as fh:
+        fh.truncate(10 * 1024**3)  # 10 GiB of holes: reading it would be the attack
+    rc, err = _preflight(tmp_path, "--launch-args-file", str(_args_file(tmp_path)), "--model-dir", str(model))
+    assert rc == 65 and "config.json" in err and "cap" in err, err
+
+
+def _huge_int_shard(path: Path) -> None:
+    header = ('{"x": {"dtype": "U8", "shape": [' + HUGE_INT + '], "data_offsets": [0, 1]}}').encode()
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0")
+
+
+@pytest.mark.parametrize("victim", ["config.json", "model.safetensors.index.json", "model.safetensors"])
+def test_integer_over_4300_digits_exits_65(tmp_path: Path, victim: str) -> None:
+    model = tmp_path / "model"
+    write_checkpoint(model, small=True, shards=2 if victim.endswith("index.json") else 1)
+    if victim == "config.json":
+        cfg = (model / "config.json").read_text()
+        (model / "config.json").write_text(cfg.replace('"hidden_size": 64', f'"hidden_size": {HUGE_INT}'))
+        assert HUGE_INT in (model / "config.json").read_text()
+    elif victim == "model.safetensors":
+        for shard in model.glob("*.safetensors"):
+            shard.unlink()
+        _huge_int_shard(model / victim)
+    else:
+        doc = json.loads((model / victim).read_text())
+        (model / victim).write_text(json.dumps(doc)[:-1] + f', "metadata_size": {HUGE_INT}}}')
+    rc, err = _preflight(tmp_path, "--launch-args-file", str(_args_file(tmp_path)), "--model-dir", str(model))
+    assert rc == 65, err
+    assert victim in err and "4300" in err and len(err.strip().splitlines()) == 1
+
+
+def test_read_bounded_caps_and_types(tmp_path: Path) -> None:
+    f = tmp_path / "f"
+    f.write_bytes(b"x" * 100)
+    assert read_bounded(f, 100) == b"x" * 100
+    with pytest.raises(InputError, match="over the 99-byte cap"):
+        read_bounded(f, 99)
+    with pytest.raises(InputError, match="directory"):
+        read_bounded(tmp_path, 100)
+    with pytest.raises(InputError, match="no such file"):
+        read_bounded(tmp_path / "absent", 100)
+    # /proc files report st_size 0 and are then read: the cap still holds while reading.
+    with pytest.raises(InputError, match="grew past"):
+        read_bounded("/proc/self/maps", 10)
+    f.write_bytes(b"ok\n\xff")
+    with pytest.raises(InputError, match=r"f:2: file is not valid UTF-8"):
+        read_text_bounded(f)
+
+
+def test_parse_json_depth_and_digits() -> None:
+    assert parse_json('{"a": [1, {"b": 2}]}', "x") == {"a": [1, {"b": 2}]}
+    with pytest.raises(InputError, match="nested more than 100"):
+        parse_json("[" * 500 + "]" * 500, "x")
+    with pytest.raises(InputError, match="nested too deeply"):
+        parse_json("[" * 100_000 + "]" * 100_000, "x")
+    with pytest.raises(InputError, match="4300"):
+        parse_json(HUGE_INT, "x")
+    assert json_depth([[[]]]) == 3 and json_depth(7) == 0

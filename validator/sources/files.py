@@ -1,0 +1,159 @@
+"""Bounded reading of every input file: regular files only, a size cap, never a blocking open.
+
+Why: every reader used to call ``Path.read_bytes()``, so ``/dev/zero`` as any input file (or a cloned model
+repository whose ``config.json`` is a symlink to it) grew the process by gigabytes a second, and a FIFO
+blocked it forever (``open()`` of a FIFO waits for a writer; in the sidecar that froze the event loop).
+Here the file is opened with ``O_NONBLOCK`` (a FIFO opens at once), the *opened* descriptor is checked with
+``fstat`` (so a symlink swapped after a ``stat`` cannot smuggle a device in), anything but a regular file
+is refused, and at most ``cap + 1`` bytes are ever read, even from a file that grows while it is read.
+Symlinks to regular files are followed on purpose: Hugging Face caches are trees of symlinks to blobs.
+
+JSON documents additionally go through :func:`parse_json`, which turns every way ``json.loads`` can fail
+on hostile text (integers over Python's 4,300-digit conversion limit, nesting that exhausts the
+interpreter's recursion, bad UTF-8) into an ``InputError``, and caps the nesting depth of the result so
+that no later recursive walk over it can blow the stack.
+
+Every failure is an ``InputError(where, reason)``: one line naming the file, exit 65. Callers for which an
+unreadable file means "evidence unavailable" (exit 69) catch it and re-raise their own error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from validator.errors import InputError
+
+# Caps per kind of input, generous against real files and small against memory. A real config.json or
+# index is tens of KB (the 124B model's index: ~2 MB); unit files, env files and args files are a few KB.
+JSON_CAP = 64 * 1024 * 1024
+TEXT_CAP = 4 * 1024 * 1024
+MAX_JSON_DEPTH = 100
+_CHUNK = 1 << 20
+
+_KIND = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFDIR: "a directory",
+}
+
+
+def _kind(mode: int) -> str:
+    return _KIND.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def open_regular(path: Path | str, what: str = "file") -> int:
+    """An ``O_RDONLY`` descriptor on ``path`` after checking (on the descriptor) that it is a regular file.
+
+    ``O_NONBLOCK`` keeps the open of a FIFO from waiting for a writer; ``O_NOCTTY`` keeps a terminal from
+    becoming the controlling one. The caller closes the descriptor."""
+    where = str(path)
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        raise InputError(where, f"cannot read {what}: no such file") from None
+    except IsADirectoryError:
+        raise InputError(where, f"{what} is a directory, not a regular file") from None
+    except OSError as exc:
+        raise InputError(where, f"cannot open {what}: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(where, f"{what} is {_kind(st.st_mode)}, not a regular file")
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bounded(path: Path | str, cap: int, what: str = "file") -> bytes:
+    """The whole content of a regular file of at most ``cap`` bytes; anything else is an ``InputError``.
+
+    The size is checked before reading (``st_size``) and again while reading (a file that grows, or lies
+    about its size as ``/proc`` files do, still yields at most ``cap + 1`` bytes before it is refused)."""
+    where = str(path)
+    fd = open_regular(path, what)
+    try:
+        size = os.fstat(fd).st_size
+        if size > cap:
+            raise InputError(where, f"{what} is {size} bytes, over the {cap}-byte cap")
+        parts: list[bytes] = []
+        total = 0
+        while total <= cap:
+            try:
+                chunk = os.read(fd, min(_CHUNK, cap + 1 - total))
+            except OSError as exc:
+                raise InputError(where, f"cannot read {what}: {exc.strerror or exc}") from None
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
+        if total > cap:
+            raise InputError(where, f"{what} grew past the {cap}-byte cap while being read")
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def read_text_bounded(path: Path | str, cap: int = TEXT_CAP, what: str = "file") -> str:
+    """:func:`read_bounded` decoded as UTF-8; bad UTF-8 is an ``InputError`` naming the line."""
+    data = read_bounded(path, cap, what)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(str(path), f"{what} is not valid UTF-8 (byte {exc.start})", line) from None
+
+
+def parse_json(text: str | bytes, where: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """``json.loads`` whose every failure on hostile text is an ``InputError``, and whose result nests at
+    most ``max_depth`` containers deep (so recursive consumers of it cannot hit ``RecursionError``)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(where, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+    except RecursionError:
+        raise InputError(where, "JSON nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(where, f"JSON is not valid UTF-8 (byte {exc.start})") from None
+    except ValueError as exc:  # int() digit limit: "Exceeds the limit (4300 digits) ..."
+        raise InputError(where, f"invalid JSON: {str(exc).splitlines()[0][:120]}") from None
+    if json_depth(doc, max_depth) > max_depth:
+        raise InputError(where, f"JSON nested more than {max_depth} levels deep")
+    return doc
+
+
+def json_depth(obj: Any, limit: int = MAX_JSON_DEPTH) -> int:
+    """Container nesting depth of ``obj`` (a scalar is 0), computed iteratively; stops early past
+    ``limit`` (returning ``limit + 1``) so a hostile document costs no more than the limit."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        cur, depth = stack.pop()
+        if isinstance(cur, dict):
+            children: Any = cur.values()
+        elif isinstance(cur, (list, tuple)):
+            children = cur
+        else:
+            continue
+        depth += 1
+        if depth > limit:
+            return limit + 1
+        deepest = max(deepest, depth)
+        stack.extend((c, depth) for c in children if isinstance(c, (dict, list, tuple)))
+    return deepest
+
+
+def load_json_file(path: Path | str, cap: int = JSON_CAP, what: str = "JSON file") -> Any:
+    """A bounded read of a JSON file plus :func:`parse_json`; every failure an ``InputError``."""
+    return parse_json(read_text_bounded(path, cap, what), str(path))
