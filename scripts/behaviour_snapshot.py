@@ -1,0 +1,246 @@
+"""Snapshot what users see, to prove a refactoring changed nothing: the JSON report of ``preflight`` on
+the recipe (and on one launch per kind of mistake), of ``check`` against every simulator scenario, and the
+``rules`` command's output, each from a real subprocess, normalised (timestamps, durations, measured
+timings, temporary paths and ports) so that two runs of the same code compare equal.
+
+    python scripts/behaviour_snapshot.py OUT.json              # take a snapshot of this checkout
+    python scripts/behaviour_snapshot.py OUT.json --compare BASE.json   # exit 1 and show what differs
+
+Take the baseline on the code before the change, the second snapshot after it; differences are listed as
+``case: path: before -> after``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.checkpoint_factory import write_checkpoint  # noqa: E402
+from tests.loopback import free_port, stop, wait_listening  # noqa: E402
+from tests.sglang_builds import fake_interpreter, make_build  # noqa: E402
+
+SPEC = (
+    "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
+    "--speculative-num-draft-tokens 4"
+)
+# Values that differ between two runs of the same code: blanked before comparing.
+VOLATILE_KEYS = {"started_at", "duration_s", "tpot_ms", "ttft_ms", "wall_s", "floor_ms"}
+_NUMBER_IN_TPOT = re.compile(r"\d+(\.\d+)?")
+_PROGRESS = re.compile(r"^\w+ +\d+\.\ds  (/health|no answer)")
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": str(tmp / "home"),
+        "PYTHONPATH": str(REPO),
+        "NO_COLOR": "1",
+        "COLUMNS": "100",
+    }
+    env.update(extra)
+    return env
+
+
+def _run(cmd: list[str], env: dict[str, str], timeout: float = 120.0) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "validator", *cmd],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    # check's progress lines on stderr say when the simulator answered, which varies between runs.
+    stderr = "\n".join(line for line in proc.stderr.splitlines() if not _PROGRESS.match(line))
+    out: dict[str, Any] = {"rc": proc.returncode, "stderr": stderr.strip()[-2000:]}
+    try:
+        out["report"] = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        out["stdout"] = proc.stdout
+    return out
+
+
+def _normalise(value: Any, subs: list[tuple[str, str]], key: str = "") -> Any:
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            out[k] = "<volatile>" if k in VOLATILE_KEYS and v is not None else _normalise(v, subs, k)
+        if value.get("id") == "perf.tpot" and isinstance(out.get("message"), str):
+            out["message"] = _NUMBER_IN_TPOT.sub("N", out["message"])
+        return out
+    if isinstance(value, list):
+        return [_normalise(v, subs, key) for v in value]
+    if isinstance(value, str):
+        for old, new in subs:
+            value = value.replace(old, new)
+        return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", value)
+    return value
+
+
+def preflight_cases(tmp: Path) -> dict[str, dict[str, Any]]:
+    """The recipe, and one launch per kind of mistake each check family reports."""
+    patched, stock = tmp / "patched", tmp / "stock"
+    make_build(patched)
+    make_build(stock, fp8_lm_head=False, share_hook=False)
+    for site in (patched, stock):
+        dist = site / "humming_kernels-0.1.19.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: humming-kernels\nVersion: 0.1.19\n")
+        (site / "humming").mkdir()
+        (site / "humming" / "__init__.py").write_text("")
+    cache = tmp / "cache"
+    (cache / "0").mkdir(parents=True)
+    (cache / "0" / "kernel.cubin").write_bytes(b"\x7fELF")
+    py = fake_interpreter(tmp / "venv" / "bin", patched)
+    py_stock = fake_interpreter(tmp / "venv-stock" / "bin", stock)
+    model = write_checkpoint(tmp / "model", small=False)
+    bad_model = write_checkpoint(
+        tmp / "bad-model", small=True, modules_to_not_convert=(), num_nextn_predict_layers=0
+    )
+    (tmp / "home").mkdir()
+    recipe = (
+        f"{py} -m sglang.launch_server --model-path {model} --moe-runner-backend humming {SPEC} "
+        f"--speculative-draft-model-path {model}"
+    )
+    good_env = _env(tmp, SGLANG_ENABLE_FP8_LM_HEAD="1", HUMMING_CACHE_DIR=str(cache))
+    cfg = tmp / "extra.yaml"
+    cfg.write_text("mem-fraction-static: 0.6\n")
+    cases: dict[str, tuple[list[str], dict[str, str]]] = {
+        "preflight recipe": (["--launch-cmd", recipe], good_env),
+        "preflight recipe --model-dir --strict": (
+            ["--launch-cmd", recipe, "--model-dir", str(model), "--strict"],
+            good_env,
+        ),
+        "preflight stock build": (["--launch-cmd", recipe.replace(str(py), str(py_stock))], good_env),
+        "preflight stock build + share plugin env": (
+            ["--launch-cmd", recipe.replace(str(py), str(py_stock))],
+            {**good_env, "SPARK_VALIDATE_SHARE_LM_HEAD": "1"},
+        ),
+        "preflight mistakes": (
+            [
+                "--launch-cmd",
+                f"{py} -m sglang.launch_server --model-path {bad_model} --moe-runner-backend auto "
+                "--enable-fp32-lm-head --mem-fraction-static 0.9 --speculative-algorithm NEXTN "
+                f"--speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 "
+                f"--config={cfg}",
+            ],
+            _env(tmp, SGLANG_ENABLE_FP8_LM_HEAD="maybe", SGLANG_NO_SUCH="1", HUMMING_CACHE_DIR=str(cache)),
+        ),
+        "preflight fp8+fp32, no spec, empty cache": (
+            [
+                "--launch-cmd",
+                f"{py} -m sglang.launch_server --model-path {model} --moe-runner-backend humming "
+                "--enable-fp32-lm-head",
+            ],
+            _env(tmp, SGLANG_ENABLE_FP8_LM_HEAD="1", HUMMING_CACHE_DIR=str(tmp / "empty-cache")),
+        ),
+        "preflight draft backend override, not FP8": (
+            [
+                "--launch-cmd",
+                recipe + " --speculative-moe-runner-backend triton",
+            ],
+            _env(tmp, HUMMING_CACHE_DIR=str(cache)),
+        ),
+        "preflight no sglang": (
+            ["--launch-cmd", recipe.replace(str(py), "/nonexistent/python")],
+            good_env,
+        ),
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, (args, env) in cases.items():
+        out[name] = _run(["preflight", "--format", "json", *args], env)
+    return out
+
+
+def check_cases(tmp: Path) -> dict[str, dict[str, Any]]:
+    """``check`` against each scenario of the simulator, run as its own process."""
+    from validator.sim.scenarios import SCENARIOS
+
+    out: dict[str, dict[str, Any]] = {}
+    key_file = tmp / "api-key"
+    key_file.write_text("sk-snapshot-key\n")
+    for scenario in SCENARIOS:
+        port = free_port()
+        log, att = tmp / f"{scenario}.log", tmp / f"{scenario}.att.json"
+        extra = ["--api-key-file", str(key_file)] if scenario == "auth-required" else []
+        sim_cmd = [
+            sys.executable, "-m", "validator.sim", "--port", str(port), "--speed", "50",
+            "--startup-seconds", "0.3", "--seed", "7", "--scenario", scenario,
+            "--log", str(log), "--attestation", str(att), *extra,
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            sim_cmd, cwd=REPO, env=_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            wait_listening(port, proc, what="simulator")
+            args = ["check", "--url", f"http://127.0.0.1:{port}", "--format", "json", "--wait", "20"]
+            args += ["--attestation", str(att), "--log", str(log)]
+            if scenario == "auth-required":
+                args += ["--api-key-file", str(key_file)]
+            out[f"check {scenario}"] = _run(args, _env(tmp))
+        finally:
+            stop(proc)
+    return out
+
+
+def rules_cases(tmp: Path) -> dict[str, dict[str, Any]]:
+    env = _env(tmp)
+    pack = str(REPO / "rules" / "ling-3.0-flash-dgx-spark.yaml")
+    return {
+        "rules list": _run(["rules", "list"], env),
+        "rules show lm_head.fp8": _run(["rules", "show", "lm_head.fp8"], env),
+        "rules lint builtin": _run(["rules", "lint", pack], env),
+    }
+
+
+def snapshot() -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="sv-snapshot-") as tmp_s:
+        tmp = Path(tmp_s)
+        cases = {**preflight_cases(tmp), **check_cases(tmp), **rules_cases(tmp)}
+        subs = [(str(REPO), "<repo>"), (tmp_s, "<tmp>"), (str(Path(tmp_s).resolve()), "<tmp>")]
+        return {name: _normalise(case, subs) for name, case in cases.items()}
+
+
+def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b), key=str):
+            _diff(a.get(k, "<absent>"), b.get(k, "<absent>"), f"{path}.{k}", out)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            key = x.get("id", i) if isinstance(x, dict) else i
+            _diff(x, y, f"{path}[{key}]", out)
+    elif a != b:
+        out.append(f"{path}: {json.dumps(a)[:400]} -> {json.dumps(b)[:400]}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("out", type=Path, help="write the snapshot here")
+    ap.add_argument("--compare", type=Path, help="a baseline snapshot: list differences, exit 1 if any")
+    args = ap.parse_args()
+    snap = snapshot()
+    args.out.write_text(json.dumps(snap, indent=1, sort_keys=True) + "\n")
+    if args.compare is None:
+        print(f"{args.out}: {len(snap)} cases")
+        return 0
+    base = json.loads(args.compare.read_text())
+    diffs: list[str] = []
+    _diff(base, snap, "", diffs)
+    for d in diffs:
+        print(d)
+    print(f"{len(snap)} cases, {len(diffs)} differences against {args.compare}")
+    return 1 if diffs else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
