@@ -276,7 +276,7 @@ def test_flaky_5xx_beyond_the_retry_budget_is_inconclusive(tmp_path: Path) -> No
         with SimServer("flaky-5xx", seed=seed, speed=1000.0, startup_seconds=0.05,
                        log_path=log, attestation_path=att) as sim:  # fmt: skip
             inputs = LiveInputs(url=sim.url, attestation=att, log=log, wait_s=10.0, retries=0)
-            report = asyncio.run(run_live(inputs, loaded))
+            report = asyncio.run(run_live(inputs, loaded)).report
         verdict = report.verdict.value
         fails = [c.id for c in report.checks if c.status.value == "fail"]
         assert not fails, (seed, fails)

@@ -13,6 +13,7 @@ from validator.daemon.loop import Daemon, Schedule
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.notify import Notifier
 from validator.daemon.state import DaemonState
+from validator.live import LiveResult, ServerIdentity
 from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict
 
 
@@ -43,14 +44,15 @@ class FakeServer:
         self.calls: list[tuple[bool, ProbeResult | None]] = []
         self.hang = False
         self.crash = False
+        self.with_ready_check = True  # a pack without server.ready must still latch ready
 
     async def healthy(self) -> bool:
         return self.up
 
-    async def identity(self) -> dict[str, Any] | None:
-        return {"startup_time": self.startup} if self.up else None
+    async def identity(self) -> ServerIdentity | None:
+        return ServerIdentity(startup_time=self.startup) if self.up else None
 
-    async def check(self, full: bool, previous: ProbeResult | None) -> Report:
+    async def check(self, full: bool, previous: ProbeResult | None) -> LiveResult:
         self.calls.append((full, previous))
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
@@ -66,7 +68,7 @@ class FakeServer:
                         id="server.ready", status=Status.ERROR, severity=Severity.CRITICAL, message="x"
                     )
                 ]
-                return Report(
+                down = Report(
                     mode="check",
                     verdict=Verdict.INCONCLUSIVE,
                     rule_pack="p",
@@ -74,13 +76,14 @@ class FakeServer:
                     duration_s=0.02,
                     checks=checks,
                 )
+                return LiveResult(report=down, reached=False, identity=None)
             status = Status.PASS if self.verdict is Verdict.PASS else Status.FAIL
             checks = [
                 CheckResult(id="server.ready", status=Status.PASS, severity=Severity.CRITICAL, message="ok"),
                 CheckResult(id="spec.accept_length", status=status, severity=Severity.CRITICAL, message="m"),
-            ]
+            ][0 if self.with_ready_check else 1 :]
             probe = _probe(3.9) if full else previous
-            return Report(
+            report = Report(
                 mode="check",
                 verdict=self.verdict,
                 rule_pack="p",
@@ -89,6 +92,7 @@ class FakeServer:
                 checks=checks,
                 probe=probe,
             )
+            return LiveResult(report=report, reached=True, identity=ServerIdentity(startup_time=self.startup))
         finally:
             self.in_flight -= 1
 
@@ -210,3 +214,35 @@ def test_hung_and_crashing_checks_become_inconclusive_and_the_heartbeat_keeps_go
         assert "check crashed" in out.getvalue()
 
     asyncio.run(main())
+
+
+def test_a_pack_without_server_ready_still_latches_ready_and_notices_restarts() -> None:
+    """Readiness follows the typed result (reached, identity), not the presence of a check ID."""
+    server = FakeServer()
+    server.with_ready_check = False
+
+    async def main() -> None:
+        d, _ = _daemon(server, interval_s=0.1, probe_interval_s=60.0)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        await _until(lambda: d.state.ready)
+        assert d.state.report is not None
+        assert [c.id for c in d.state.report.checks] == ["spec.accept_length"]
+        await _until(lambda: any(not full for full, _ in server.calls))  # re-checks keep it ready
+        assert d.state.ready
+        d.healthy = None  # a restart between two /health polls: only the identity shows it
+        server.startup = 2
+        n = len(server.calls)
+        await _until(lambda: any(full for full, _ in server.calls[n:]))
+        await _until(lambda: d.state.ready)
+        stop.set()
+        await task
+
+    asyncio.run(main())
+
+
+def test_identity_differs_only_in_fields_both_sides_know() -> None:
+    a = ServerIdentity(startup_time={"load": 52.4}, pid=41, process_start=7)
+    assert a.same_server(ServerIdentity(startup_time={"load": 52.4}))  # attestation unreadable to one side
+    assert not a.same_server(ServerIdentity(startup_time={"load": 52.4}, pid=42))
+    assert not a.same_server(ServerIdentity(startup_time={"load": 53.0}, pid=41, process_start=7))

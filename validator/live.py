@@ -4,6 +4,10 @@ acceptance probe, and check it all against the pack.
 Used by ``spark-validate check`` and by the sidecar (``serve``), which re-runs it with the probe on its
 own, longer interval. A server that cannot be reached is not a failure of the deployment but missing
 evidence: ``server.ready`` is ``error`` and the verdict ``inconclusive`` (exit 69).
+
+``run_live`` returns a ``LiveResult``: the report plus whether the target was reached and what identifies
+the server process that answered, so that the sidecar decides "server up" and "same server" from typed
+facts instead of looking for a check ID in the report (a pack may not list ``server.ready`` at all).
 """
 
 from __future__ import annotations
@@ -22,6 +26,35 @@ from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack
 
 ProgressFn = Callable[[Any], None]
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """What a restart cannot keep: ``/server_info``'s ``startup_time`` (per-phase durations of this start)
+    and, when an attestation names it, the scheduler's PID and process start time."""
+
+    startup_time: Any = None
+    pid: int | None = None
+    process_start: Any = None
+
+    def same_server(self, other: ServerIdentity) -> bool:
+        """False only when a field both sides know differs: an attestation that one reader could use and
+        the other could not (stale, unreadable) is no sign of a restart."""
+        if self.startup_time != other.startup_time:
+            return False
+        if self.pid is not None and other.pid is not None and self.pid != other.pid:
+            return False
+        both = self.process_start is not None and other.process_start is not None
+        return not (both and self.process_start != other.process_start)
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    """One live check run: the report, and the typed answer to "was the server there, and which one"."""
+
+    report: Report
+    reached: bool  # /health answered 200 and /server_info was served
+    identity: ServerIdentity | None  # None when the server was not reached
 
 
 @dataclass
@@ -133,7 +166,7 @@ async def run_live(
     strict: bool = False,
     probe: bool | None = None,
     previous_probe: ProbeResult | None = None,
-) -> Report:
+) -> LiveResult:
     """One full live check. The sidecar passes ``probe=False`` with the last probe's result to re-check
     configuration cheaply without generating."""
     started_at, t0 = utc_now_iso(), time.monotonic()
@@ -141,7 +174,7 @@ async def run_live(
     if facts.probe is None and previous_probe is not None and facts.server is not None:
         facts.probe = previous_probe
     results = run_checks(facts, loaded, mode="check", strict=strict)
-    return build_report(
+    report = build_report(
         results,
         loaded,
         mode="check",
@@ -151,3 +184,18 @@ async def run_live(
         probe=facts.probe,
         target=inputs.url,
     )
+    return LiveResult(report=report, reached=facts.server is not None, identity=identity_of(facts))
+
+
+def identity_of(facts: Facts) -> ServerIdentity | None:
+    """The identity of the server these facts describe (None when it was not reached)."""
+    if facts.server is None:
+        return None
+    pid: int | None = None
+    start: Any = None
+    proc = (facts.attestation or {}).get("process")
+    if isinstance(proc, dict):
+        raw_pid = proc.get("pid")
+        pid = raw_pid if isinstance(raw_pid, int) and not isinstance(raw_pid, bool) else None
+        start = proc.get("start_time")
+    return ServerIdentity(facts.server.server_info.get("startup_time"), pid, start)

@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     progress = TerminalProgress()
     inputs = live_inputs_from(args, on_progress=progress)
     try:
-        report = asyncio.run(run_live(inputs, loaded, strict=args.strict))
+        report = asyncio.run(run_live(inputs, loaded, strict=args.strict)).report
     finally:
         progress.done()
     return emit(report, args, loaded)

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
                 attestation_path=att,
             ) as sim:
                 inputs = LiveInputs(url=sim.url, attestation=att, log=log, wait_s=30.0)
-                reports[scenario] = asyncio.run(run_live(inputs, loaded))
+                reports[scenario] = asyncio.run(run_live(inputs, loaded)).report
     healthy, broken = reports["healthy"], reports[args.broken]
     if args.format == "json":
         sys.stdout.write(json.dumps({k: safe_dict(v) for k, v in reports.items()}, indent=2) + "\n")

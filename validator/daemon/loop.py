@@ -18,16 +18,17 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from validator.daemon.logs import Logger, check_fields
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.notify import Notifier
 from validator.daemon.state import DaemonState
+from validator.live import LiveResult, ServerIdentity
 from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
 
-# (full, previous_probe) -> report. full=True waits for the server and runs the probe.
-CheckFn = Callable[[bool, ProbeResult | None], Awaitable[Report]]
+# (full, previous_probe) -> result. full=True waits for the server and runs the probe.
+CheckFn = Callable[[bool, ProbeResult | None], Awaitable[LiveResult]]
 
 
 ROUTINE_PHASES = frozenset({"checking", "idle"})
@@ -39,7 +40,7 @@ class Watch(Protocol):
 
     async def healthy(self) -> bool: ...
 
-    async def identity(self) -> dict[str, Any] | None: ...
+    async def identity(self) -> ServerIdentity | None: ...
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Daemon:
         self.epoch = 0
         self.need_full = True
         self.probe: ProbeResult | None = None  # the current incarnation's last probe
-        self.ident: dict[str, Any] | None = None
+        self.ident: ServerIdentity | None = None
         self.next_full = 0.0
         self.next_recheck = 0.0
         self.healthy: bool | None = None
@@ -179,7 +180,7 @@ class Daemon:
         sched = self.schedule
         if not full:
             ident = await self.watch.identity()
-            if ident is not None and self.ident is not None and ident != self.ident:
+            if ident is not None and self.ident is not None and not ident.same_server(self.ident):
                 self.restart_suspected("server restarted (startup_time or PID changed)")
                 full = True
         epoch = self.epoch
@@ -188,17 +189,21 @@ class Daemon:
         self.in_flight = True
         t0 = time.monotonic()
         try:
-            report = await self._bounded(
+            result = await self._bounded(
                 self.check(full, None if full else self.probe),
                 sched.full_timeout_s if full else sched.recheck_timeout_s,
             )
         finally:
             self.in_flight = False
         self.runs += 1
-        server_up = _status(report, "server.ready") is Status.PASS
+        report = result.report
+        server_up = result.reached
         if full:
             self.probe = report.probe if server_up else None
-            self.ident = await self.watch.identity() if server_up else None
+            # the identity of the process this check examined, not of whatever answers a moment later
+            self.ident = result.identity if server_up else None
+            if server_up:
+                await self.watch.identity()  # refreshes the build-info labels
             self.metrics.set_build_info(self.watch.sglang_version, self.watch.model)
         elif not server_up:
             self.need_full = True  # gone or unreadable: whatever answers next must be proven again
@@ -230,10 +235,10 @@ class Daemon:
         self._publish()
         return report
 
-    async def _bounded(self, coro: Awaitable[Report], timeout_s: float) -> Report:
+    async def _bounded(self, coro: Awaitable[LiveResult], timeout_s: float) -> LiveResult:
         """Run a check, touching the heartbeat every tick; overrun, crash or cancel-by-timeout become an
         inconclusive report, never an exception out of the loop."""
-        task: asyncio.Future[Report] = asyncio.ensure_future(coro)
+        task: asyncio.Future[LiveResult] = asyncio.ensure_future(coro)
         deadline = time.monotonic() + timeout_s
         while not task.done():
             self.state.touch()
@@ -252,8 +257,9 @@ class Daemon:
             self.log.error("check crashed", error=f"{type(exc).__name__}: {exc}")
             return self._error_report(f"internal error: the check raised {type(exc).__name__}: {exc}", 0.0)
 
-    def _error_report(self, message: str, duration_s: float) -> Report:
-        return Report(
+    def _error_report(self, message: str, duration_s: float) -> LiveResult:
+        """A run that produced no report of its own: the server counts as not reached (not proven up)."""
+        report = Report(
             mode="check",
             verdict=Verdict.INCONCLUSIVE,
             rule_pack=self.rule_pack,
@@ -270,10 +276,4 @@ class Daemon:
                 )
             ],
         )
-
-
-def _status(report: Report, check_id: str) -> Status | None:
-    try:
-        return report.by_id(check_id).status
-    except KeyError:
-        return None
+        return LiveResult(report=report, reached=False, identity=None)

@@ -18,7 +18,8 @@ from validator.daemon.notify import Notifier
 from validator.daemon.state import DaemonState
 from validator.daemon.watch import ServerWatch
 from validator.errors import UnavailableError
-from validator.report import ProbeResult, Report
+from validator.live import LiveResult
+from validator.report import ProbeResult
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
     watch = ServerWatch(inputs.url, api_key=inputs.api_key, attestation=inputs.attestation)
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
 
-    async def check(full: bool, previous: ProbeResult | None) -> Report:
+    async def check(full: bool, previous: ProbeResult | None) -> LiveResult:
         if full:
             return await run_live(inputs, loaded, strict=config.strict, probe=config.schedule.probe)
         return await run_live(

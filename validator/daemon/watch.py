@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import UnavailableError
+from validator.live import ServerIdentity
 
 
 class ServerWatch:
@@ -36,7 +37,7 @@ class ServerWatch:
         except UnavailableError:
             return False
 
-    async def identity(self) -> dict[str, Any] | None:
+    async def identity(self) -> ServerIdentity | None:
         """This server incarnation's fingerprint, or None when it cannot be read now."""
         try:
             info = await self._client.server_info()
@@ -44,11 +45,13 @@ class ServerWatch:
             return None
         self.sglang_version = str(info.get("version") or "unknown")
         self.model = str(info.get("served_model_name") or info.get("model_path") or "unknown")
-        ident: dict[str, Any] = {"startup_time": info.get("startup_time")}
-        proc = self._attested_process()
-        if proc is not None:
-            ident["process"] = proc
-        return ident
+        proc = self._attested_process() or {}
+        pid = proc.get("pid")
+        return ServerIdentity(
+            startup_time=info.get("startup_time"),
+            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
+            process_start=proc.get("start_time"),
+        )
 
     def _attested_process(self) -> dict[str, Any] | None:
         if self.attestation is None:
