@@ -4,6 +4,12 @@ SGLang's ``/server_info`` returns ``api_key`` and ``admin_api_key`` in clear, an
 carry ``--api-key VALUE``; a validator that echoes evidence would leak them into JSON reports, JUnit
 files, journald and Prometheus. Everything that leaves the process goes through :func:`redact` (for
 structured data) or :func:`redact_text` (for free text).
+
+Secret *values* known to the process (the API key read from ``--api-key-file`` or the environment, the
+credentials of a ``--url http://user:pass@host``) are registered once with :func:`register_secret` and
+scrubbed from every later message, wherever a server echoes them. The walk over structured data is
+iterative with a depth cap, so a reply nested 500 deep cannot raise ``RecursionError`` (issue 12, item 5).
+:func:`neutralize_controls` makes server-supplied strings safe to print on a terminal.
 """
 
 from __future__ import annotations
@@ -11,8 +17,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 REDACTED = "<redacted>"
+TOO_DEEP = "<nested too deeply>"
+MAX_DEPTH = 64
+_REGISTERED: set[str] = set()
+# ``scheme://user:pass@`` in free text (a URL inside an error message, a log line).
+_URL_CREDENTIALS_RE = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@?#]+)@")
+# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides that reorder text.
+_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_CONTROL_LINE_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 _ALWAYS = frozenset({"api_key", "admin_api_key"})
 _SUBSTRINGS = ("secret", "password", "passwd", "credential", "private_key", "authorization")
@@ -27,6 +42,48 @@ _KV_RE = re.compile(
     re.IGNORECASE,
 )
 _MIN_SECRET_LEN = 4  # shorter literals would shred unrelated text; such keys are worthless anyway
+
+
+def register_secret(value: str | None) -> None:
+    """Scrub ``value`` from every message this process prints from now on (the API key, URL passwords).
+    Values shorter than 4 characters are not registered: they would shred unrelated text."""
+    if value and len(value) >= _MIN_SECRET_LEN:
+        _REGISTERED.add(value)
+
+
+def registered_secrets() -> frozenset[str]:
+    return frozenset(_REGISTERED)
+
+
+def safe_url(url: str) -> str:
+    """``url`` without its credentials (``http://<redacted>@host:port/...``); the user name and the
+    password are registered as secrets, so a server or library echoing them is scrubbed too."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return _URL_CREDENTIALS_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    for value in (userinfo, user, password, unquote(user), unquote(password)):
+        register_secret(value)
+    return parts._replace(netloc=f"{REDACTED}@{host}").geturl()
+
+
+def neutralize_controls(text: str, *, keep_newlines: bool = False) -> str:
+    """Terminal control sequences made visible and inert: ESC, CR, backspace, C1 controls and bidi
+    overrides become ``\\xNN``/``\\uNNNN`` escapes, so a server-supplied string cannot move the cursor,
+    redraw a WARN line as PASS, retitle the terminal or reorder what is shown."""
+    pattern = _CONTROL_RE if keep_newlines else _CONTROL_LINE_RE
+
+    def escape(m: re.Match[str]) -> str:
+        code = ord(m.group())
+        if code == 0x09 and not keep_newlines:
+            return " "
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+    return pattern.sub(escape, text)
 
 
 def is_secret_key(key: str, value: Any, extra_keys: Iterable[str] = ()) -> bool:
@@ -60,34 +117,54 @@ def collect_secrets(obj: Any, extra_keys: Iterable[str] = ()) -> set[str]:
 
 
 def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
-    """Replace every literal secret value, and any ``--api-key VALUE`` style pair, in free text."""
-    for s in sorted({s for s in secrets if s and len(s) >= _MIN_SECRET_LEN}, key=len, reverse=True):
+    """Replace every literal secret value (given here or registered), URL credentials, and any
+    ``--api-key VALUE`` style pair, in free text."""
+    known = {s for s in secrets if s and len(s) >= _MIN_SECRET_LEN} | _REGISTERED
+    for s in sorted(known, key=len, reverse=True):
         text = text.replace(s, REDACTED)
+    text = _URL_CREDENTIALS_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
     text = _FLAG_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
     return _KV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
 
 
-def redact(obj: Any, extra_keys: Iterable[str] = (), secrets: Iterable[str | None] = ()) -> Any:
+def redact(
+    obj: Any, extra_keys: Iterable[str] = (), secrets: Iterable[str | None] = (), max_depth: int = MAX_DEPTH
+) -> Any:
     """A deep copy of ``obj`` with secret values replaced by ``<redacted>``, and every secret value found
-    (or given in ``secrets``) scrubbed from the other strings, such as ``launch_command``."""
+    (or given in ``secrets``) scrubbed from the other strings, such as ``launch_command``. Containers
+    nested deeper than ``max_depth`` are replaced by ``<nested too deeply>`` (iteratively: no recursion)."""
     extra = tuple(extra_keys)
     known = collect_secrets(obj, extra) | {s for s in secrets if s}
-    return _redact(obj, extra, known)
+    return _redact(obj, extra, known, max_depth)
 
 
-def _redact(obj: Any, extra: tuple[str, ...], known: set[str]) -> Any:
-    if isinstance(obj, dict):
-        out: dict[Any, Any] = {}
-        for k, v in obj.items():
-            if isinstance(k, str) and is_secret_key(k, v, extra) and v not in (None, "", False):
-                out[k] = REDACTED
-            else:
-                out[k] = _redact(v, extra, known)
-        return out
-    if isinstance(obj, list):
-        return [_redact(v, extra, known) for v in obj]
-    if isinstance(obj, tuple):
-        return tuple(_redact(v, extra, known) for v in obj)
-    if isinstance(obj, str):
-        return redact_text(obj, known)
-    return obj
+def _redact(obj: Any, extra: tuple[str, ...], known: set[str], max_depth: int) -> Any:
+    root: list[Any] = [None]
+    tuples: list[tuple[Any, Any, list[Any]]] = []  # (parent, slot, list) to freeze, innermost last
+    stack: list[tuple[Any, Any, Any, int]] = [(obj, root, 0, 0)]
+    while stack:
+        cur, parent, slot, depth = stack.pop()
+        if isinstance(cur, (dict, list, tuple)) and depth >= max_depth:
+            parent[slot] = TOO_DEEP
+        elif isinstance(cur, dict):
+            out: dict[Any, Any] = {}
+            parent[slot] = out
+            for k, v in cur.items():
+                if isinstance(k, str) and is_secret_key(k, v, extra) and v not in (None, "", False):
+                    out[k] = REDACTED
+                else:
+                    out[k] = None  # keeps the key order; filled below
+                    stack.append((v, out, k, depth + 1))
+        elif isinstance(cur, (list, tuple)):
+            items: list[Any] = [None] * len(cur)
+            parent[slot] = items
+            if isinstance(cur, tuple):
+                tuples.append((parent, slot, items))
+            stack.extend((v, items, i, depth + 1) for i, v in enumerate(cur))
+        elif isinstance(cur, str):
+            parent[slot] = redact_text(cur, known)
+        else:
+            parent[slot] = cur
+    for parent, slot, items in reversed(tuples):
+        parent[slot] = tuple(items)
+    return root[0]

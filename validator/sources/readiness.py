@@ -5,6 +5,10 @@ connections (``connecting``), then ``/health`` answers 503 (``starting``), then 
 answers (``ready``). The poll interval grows geometrically but is capped at a few seconds, so readiness is
 noticed promptly without hammering a server busy loading weights. A progress callback receives every
 poll (for a live terminal line) and knows when the phase changed (for one log line per change).
+
+Each poll's requests get what is left of ``wait_s`` as their total deadline (at least
+:data:`MIN_POLL_S`), so a socket that accepts and never answers, or answers one byte a second, ends the
+wait within ``--wait`` plus a few seconds instead of a read timeout per byte.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ class ReadyInfo:
 
 
 ProgressCallback = Callable[[Progress], None]
+MIN_POLL_S = 3.0  # the deadline of one poll when --wait has (nearly) run out: one honest try
 _sleep = asyncio.sleep  # module-level so tests can observe the poll intervals
 
 
@@ -74,7 +79,7 @@ async def wait_until_ready(
         polls += 1
         new_phase = Phase.CONNECTING
         try:
-            last_status = await client.health()
+            last_status = await client.health(timeout=_budget(client, deadline))
             detail = ""
             new_phase = Phase.STARTING
         except ServerError as exc:
@@ -82,7 +87,7 @@ async def wait_until_ready(
         info: dict[str, Any] | None = None
         if last_status == 200 and new_phase is Phase.STARTING:
             try:
-                info = await client.server_info()
+                info = await client.server_info(timeout=_budget(client, deadline))
                 new_phase = Phase.READY
             except ServerError as exc:
                 if exc.transient or (exc.status is not None and exc.status >= 500):
@@ -105,6 +110,10 @@ async def wait_until_ready(
             )
         await _sleep(min(interval, deadline - now))
         interval = min(interval * growth, max_interval_s)
+
+
+def _budget(client: SGLangClient, deadline: float) -> float:
+    return min(client.info_timeout, max(MIN_POLL_S, deadline - time.monotonic()))
 
 
 def format_progress(p: Progress) -> str:

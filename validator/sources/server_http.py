@@ -8,6 +8,14 @@ because asking again cannot fix a wrong key or a wrong path.
 
 The API key goes only into the ``Authorization`` header; replies are redacted before they are returned
 (SGLang's ``/server_info`` echoes ``api_key`` in clear).
+
+Every request is bounded, because a hostile or wedged server must not be able to hold ``check`` or the
+sidecar (issue 12, items 4-5): a total deadline per request (httpx's own read timeout restarts with every
+byte, so a 1-byte-per-second drip never trips it), a decoded-size cap per endpoint, a line cap for the
+``/generate`` event stream, and our own bounded decompression (httpx inflates a whole network chunk at
+once, a gzip bomb's 1,000:1 included, and raises ``DecodingError``, which is no ``TransportError``).
+Whatever goes wrong while a body arrives, including bad gzip and JSON nested past
+:data:`validator.sources.files.MAX_JSON_DEPTH`, is a ``ServerError``: the endpoint is unavailable.
 """
 
 from __future__ import annotations
@@ -17,7 +25,8 @@ import json
 import math
 import os
 import time
-from collections.abc import Mapping
+import zlib
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +34,31 @@ from typing import Any
 import httpx
 
 from validator.errors import InputError, UnavailableError
-from validator.redact import redact, redact_text
+from validator.redact import redact, redact_text, register_secret, safe_url
+from validator.sources.files import MAX_JSON_DEPTH, json_depth, read_text_bounded
 
 API_KEY_ENV = "SPARK_VALIDATE_API_KEY"
 TRANSIENT_STATUS = frozenset({502, 503, 504})
+
+# Decoded-size caps per endpoint. Real replies: /server_info ~20 KB, /model_info < 1 KB, one /generate
+# reply a few KB, /metrics ~100 KB; /weights_checker lists every parameter (a few MB for 124B).
+MiB = 1024 * 1024
+BODY_CAPS: dict[str, int] = {
+    "/health": 64 * 1024,
+    "/server_info": 8 * MiB,
+    "/get_server_info": 8 * MiB,
+    "/model_info": 1 * MiB,
+    "/get_model_info": 1 * MiB,
+    "/generate": 8 * MiB,
+    "/metrics": 16 * MiB,
+    "/weights_checker": 64 * MiB,
+}
+DEFAULT_BODY_CAP = 8 * MiB
+SSE_LINE_CAP = 1 * MiB  # one ``data:`` frame of /generate
+SSE_TOTAL_CAP = 64 * MiB  # a whole stream (max_new_tokens is capped far below this)
+# Total deadline of one request (all its bytes), for everything but /generate, whose deadline is the
+# probe's (``read_timeout``): a server that answers /health at all answers it in milliseconds.
+INFO_TIMEOUT_S = 10.0
 
 
 class ServerError(UnavailableError):
@@ -49,21 +79,78 @@ def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) 
     Keys never come from the command line, where ``ps`` would show them."""
     if path is not None:
         p = Path(path)
-        try:
-            raw = p.read_bytes()
-        except OSError as exc:
-            why = exc.strerror or type(exc).__name__
-            raise InputError(str(p), f"cannot read API key file: {why}") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputError(str(p), "API key file is not UTF-8 text") from None
+        text = read_text_bounded(p, 64 * 1024, "API key file")  # regular file, small: never /dev/zero
         key = text.strip().splitlines()[0].strip() if text.strip() else ""
         if not key:
             raise InputError(str(p), "API key file is empty")
+        register_secret(key)  # scrubbed from every message from now on, wherever a server echoes it
         return key
     value = (os.environ if env is None else env).get(API_KEY_ENV, "").strip()
+    if value:
+        register_secret(value)
     return value or None
+
+
+class _BoundedBody:
+    """Collects a reply body, decoding ``Content-Encoding`` gzip/deflate ourselves with ``max_length``,
+    so no more than ``cap + 1`` decoded bytes ever exist, however the server compressed them."""
+
+    def __init__(self, endpoint: str, encodings: list[str], cap: int, *, keep: bool = True) -> None:
+        self.endpoint = endpoint
+        self.cap = cap
+        self.keep = keep  # False for a stream: its lines are consumed as they come
+        self.size = 0
+        self.parts: list[bytes] = []
+        codings = [c.strip().lower() for h in encodings for c in h.split(",")]
+        codings = [c for c in codings if c and c != "identity"]
+        self._gzip = False
+        self._z: Any = None
+        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
+            shown = ", ".join(codings)[:60]
+            raise ServerError(endpoint, f"unsupported Content-Encoding {shown!r}")
+        if codings:
+            self._gzip = codings[0] != "deflate"
+            # gzip: wbits 31; deflate: zlib-wrapped (15) as RFC 9110 says (raw deflate is refused).
+            self._z = zlib.decompressobj(wbits=31 if self._gzip else 15)
+
+    def _keep(self, data: bytes) -> None:
+        self.size += len(data)
+        if self.size > self.cap:
+            raise ServerError(self.endpoint, f"body over the {self.cap}-byte cap")
+        if data and self.keep:
+            self.parts.append(data)
+
+    def feed(self, data: bytes) -> bytes:
+        """Add raw bytes; returns the newly decoded bytes (also kept, for :meth:`body`)."""
+        if self._z is None:
+            self._keep(data)
+            return data
+        out: list[bytes] = []
+        buf = data
+        try:
+            while buf and not self._z.eof:
+                chunk = self._z.decompress(buf, self.cap + 1 - self.size)
+                self._keep(chunk)
+                out.append(chunk)
+                buf = self._z.unconsumed_tail
+            if self._z.eof and (self._z.unused_data or buf):
+                raise ServerError(self.endpoint, f"data after the end of the {self._name()} body")
+        except zlib.error as exc:
+            raise ServerError(self.endpoint, f"body is not valid {self._name()} ({exc})") from None
+        return b"".join(out)
+
+    def _name(self) -> str:
+        return "gzip" if self._gzip else "deflate"
+
+    def finish(self) -> bytes:
+        if self._z is not None:
+            try:
+                self._keep(self._z.flush())
+            except zlib.error as exc:
+                raise ServerError(self.endpoint, f"body is not valid {self._name()} ({exc})") from None
+            if not self._z.eof:
+                raise ServerError(self.endpoint, f"{self._name()} body is truncated")
+        return b"".join(self.parts)
 
 
 @dataclass(frozen=True)
@@ -86,11 +173,14 @@ def parse_json(endpoint: str, body: bytes) -> Any:
     if not text.strip():
         raise ServerError(endpoint, "empty body, expected JSON")
     try:
-        return json.loads(text, parse_constant=_reject_constant)
+        doc = json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ServerError(endpoint, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
         raise ServerError(endpoint, f"invalid JSON: {type(exc).__name__}") from None
+    if json_depth(doc) > MAX_JSON_DEPTH:
+        raise ServerError(endpoint, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    return doc
 
 
 def _reject_constant(name: str) -> Any:
@@ -166,7 +256,11 @@ def _check_meta_value(endpoint: str, key: str, val: Any) -> None:
 
 
 class SGLangClient:
-    """One server, one connection pool. Use as ``async with SGLangClient(url, api_key=...) as c``."""
+    """One server, one connection pool. Use as ``async with SGLangClient(url, api_key=...) as c``.
+
+    ``info_timeout`` is the total deadline of one request (every byte of it) to the state endpoints;
+    ``read_timeout`` that of one ``/generate``. Credentials in the URL are sent (httpx turns them into
+    basic auth) but never shown: ``self.url`` and every message carry the URL without them."""
 
     def __init__(
         self,
@@ -175,22 +269,33 @@ class SGLangClient:
         api_key: str | None = None,
         connect_timeout: float = 5.0,
         read_timeout: float = 120.0,
+        info_timeout: float = INFO_TIMEOUT_S,
         retries: int = 3,
         backoff: float = 0.5,
         max_backoff: float = 4.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
-            raise InputError("--url", f"expected http:// or https://, got {url!r}")
-        self.url = url.rstrip("/")
+            raise InputError("--url", f"expected http:// or https://, got {safe_url(url)!r}")
+        self.url = safe_url(url).rstrip("/")
         self.retries = max(0, retries)
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.read_timeout = read_timeout
+        self.info_timeout = info_timeout
         self._secrets = (api_key,) if api_key else ()
-        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        timeout = httpx.Timeout(read_timeout, connect=connect_timeout)
+        if api_key:
+            register_secret(api_key)
+        headers = {"Accept-Encoding": "gzip, deflate"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        timeout = httpx.Timeout(min(read_timeout, info_timeout * 3), connect=connect_timeout)
         self._http = httpx.AsyncClient(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport, follow_redirects=False
+            base_url=url.rstrip("/"),
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
         )
         self.server_info_endpoint = "/server_info"
 
@@ -209,6 +314,39 @@ class SGLangClient:
     def endpoint(self, path: str) -> str:
         return f"{self.url}{path}"
 
+    def _transport_reason(self, exc: BaseException) -> str:
+        return f"connection failed ({type(exc).__name__}: {redact_text(str(exc), self._secrets)[:200]})"
+
+    async def _fetch(
+        self, method: str, path: str, *, json_body: Any, timeout: float, read_body: bool
+    ) -> tuple[int, bytes]:
+        """One request whose every byte arrives within ``timeout`` seconds, body capped (and read only
+        for a 2xx when ``read_body``); raises ServerError (transient for timeouts and transport errors)."""
+        ep = self.endpoint(path)
+        cap = BODY_CAPS.get(path, DEFAULT_BODY_CAP)
+
+        async def go() -> tuple[int, bytes]:
+            async with self._http.stream(method, path, json=json_body) as resp:
+                if not (read_body and 200 <= resp.status_code < 300):
+                    return resp.status_code, b""
+                _check_length(ep, resp, cap)
+                encodings, chunks = _raw_body(resp)
+                body = _BoundedBody(ep, encodings, cap)
+                async for raw in chunks:
+                    body.feed(raw)
+                return resp.status_code, body.finish()
+
+        try:
+            return await asyncio.wait_for(go(), timeout=max(0.001, timeout))
+        except asyncio.TimeoutError:
+            raise ServerError(
+                ep, f"timed out (no complete reply within {timeout:.1f} s)", transient=True
+            ) from None
+        except httpx.TimeoutException as exc:
+            raise ServerError(ep, f"timed out ({type(exc).__name__})", transient=True) from None
+        except (httpx.HTTPError, httpx.StreamError, UnicodeError) as exc:
+            raise ServerError(ep, self._transport_reason(exc), transient=True) from None
+
     async def _request(
         self,
         method: str,
@@ -217,59 +355,79 @@ class SGLangClient:
         json_body: Any = None,
         retry: bool = True,
         ok: tuple[int, ...] = (200,),
-    ) -> httpx.Response:
-        """Send with bounded retries on transient failures; return a response whose status is in ``ok``."""
+        timeout: float | None = None,
+    ) -> bytes:
+        """Send with bounded retries on transient failures, all within one deadline (``timeout``, default
+        ``info_timeout``); return the capped body of a reply whose status is in ``ok``."""
         ep = self.endpoint(path)
+        deadline = time.monotonic() + (self.info_timeout if timeout is None else timeout)
         attempts = 1 + (self.retries if retry else 0)
         delay = self.backoff
         last = "no attempt made"
+        made = 0
         for attempt in range(attempts):
             if attempt:
-                await asyncio.sleep(min(delay, self.max_backoff))
+                pause = min(delay, self.max_backoff)
+                if time.monotonic() + pause >= deadline:
+                    break
+                await asyncio.sleep(pause)
                 delay *= 2
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            made += 1
             try:
-                resp = await self._http.request(method, path, json=json_body)
-            except httpx.TimeoutException as exc:
-                last = f"timed out ({type(exc).__name__})"
+                status, body = await self._fetch(
+                    method, path, json_body=json_body, timeout=remaining, read_body=True
+                )
+            except ServerError as exc:
+                if not exc.transient:
+                    raise
+                last = exc.reason
                 continue
-            except httpx.TransportError as exc:
-                last = f"connection failed ({type(exc).__name__}: {redact_text(str(exc), self._secrets)})"
+            if status in ok:
+                return body
+            if status in TRANSIENT_STATUS:
+                last = f"HTTP {status}"
                 continue
-            if resp.status_code in ok:
-                return resp
-            if resp.status_code in TRANSIENT_STATUS:
-                last = f"HTTP {resp.status_code}"
-                continue
-            raise ServerError(ep, _status_reason(resp.status_code), resp.status_code)
-        suffix = f" after {attempts} attempts" if attempts > 1 else ""
-        status = int(last[5:]) if last.startswith("HTTP ") else None
-        raise ServerError(ep, f"{last}{suffix}", status, transient=True)
+            raise ServerError(ep, _status_reason(status), status)
+        suffix = f" after {made} attempts" if made > 1 else ""
+        status_code = int(last[5:]) if last.startswith("HTTP ") else None
+        raise ServerError(ep, f"{last}{suffix}", status_code, transient=True)
 
-    async def _json(self, method: str, path: str, json_body: Any = None, ok: tuple[int, ...] = (200,)) -> Any:
-        resp = await self._request(method, path, json_body=json_body, ok=ok)
-        return parse_json(self.endpoint(path), resp.content)
+    async def _json(
+        self,
+        method: str,
+        path: str,
+        json_body: Any = None,
+        ok: tuple[int, ...] = (200,),
+        timeout: float | None = None,
+    ) -> Any:
+        body = await self._request(method, path, json_body=json_body, ok=ok, timeout=timeout)
+        return parse_json(self.endpoint(path), body)
 
-    async def health(self) -> int:
-        """The status code of one ``GET /health`` (no retries: readiness polling owns the loop).
+    async def health(self, timeout: float | None = None) -> int:
+        """The status code of one ``GET /health`` (no retries: readiness polling owns the loop), within
+        ``timeout`` seconds (default ``info_timeout``); its body is never read.
         Raises ServerError when no HTTP answer came at all."""
-        try:
-            resp = await self._http.get("/health")
-        except httpx.TimeoutException:
-            raise ServerError(self.endpoint("/health"), "timed out", transient=True) from None
-        except httpx.TransportError as exc:
-            reason = f"connection failed ({type(exc).__name__})"
-            raise ServerError(self.endpoint("/health"), reason, transient=True) from None
-        return resp.status_code
+        status, _ = await self._fetch(
+            "GET",
+            "/health",
+            json_body=None,
+            timeout=self.info_timeout if timeout is None else timeout,
+            read_body=False,
+        )
+        return status
 
-    async def server_info(self) -> dict[str, Any]:
+    async def server_info(self, timeout: float | None = None) -> dict[str, Any]:
         """``/server_info`` (or the deprecated ``/get_server_info`` on 404), redacted."""
         try:
-            raw = await self._json("GET", "/server_info")
+            raw = await self._json("GET", "/server_info", timeout=timeout)
             self.server_info_endpoint = "/server_info"
         except ServerError as exc:
             if exc.status != 404:
                 raise
-            raw = await self._json("GET", "/get_server_info")
+            raw = await self._json("GET", "/get_server_info", timeout=timeout)
             self.server_info_endpoint = "/get_server_info"
         info = expect_object(self.endpoint(self.server_info_endpoint), raw)
         states = info.get("internal_states")
@@ -294,46 +452,56 @@ class SGLangClient:
         return dict(redact(info, secrets=self._secrets))
 
     async def generate(self, payload: dict[str, Any]) -> Generation:
-        """Non-streaming ``POST /generate`` for one prompt."""
+        """Non-streaming ``POST /generate`` for one prompt, within ``read_timeout``."""
         body = {**payload, "stream": False}
         t0 = time.perf_counter()
-        raw = await self._json("POST", "/generate", json_body=body)
+        raw = await self._json("POST", "/generate", json_body=body, timeout=self.read_timeout)
         gen = parse_generation(self.endpoint("/generate"), raw)
         return Generation(gen.text, gen.output_ids, gen.meta_info, None, time.perf_counter() - t0)
 
     async def generate_stream(self, payload: dict[str, Any]) -> Generation:
         """Streaming ``POST /generate``: the final frame, plus the client-side time to the first frame
-        that carries generated text (TTFT as a user sees it). Not retried once bytes have arrived."""
+        that carries generated text (TTFT as a user sees it). Not retried once bytes have arrived.
+        Bounded: the whole stream within ``read_timeout``, each line under ``SSE_LINE_CAP``."""
         ep = self.endpoint("/generate")
+        try:
+            return await asyncio.wait_for(self._stream(ep, payload), timeout=self.read_timeout)
+        except asyncio.TimeoutError:
+            raise ServerError(ep, f"timed out while streaming (over {self.read_timeout:g} s)") from None
+        except httpx.TimeoutException:
+            raise ServerError(ep, "timed out while streaming") from None
+        except (httpx.HTTPError, httpx.StreamError, UnicodeError) as exc:
+            raise ServerError(ep, f"stream broken ({type(exc).__name__})") from None
+
+    async def _stream(self, ep: str, payload: dict[str, Any]) -> Generation:
         body = {**payload, "stream": True}
         t0 = time.perf_counter()
         ttft: float | None = None
         last: Any = None
-        try:
-            async with self._http.stream("POST", "/generate", json=body) as resp:
-                if resp.status_code != 200:
-                    await resp.aread()
-                    raise ServerError(ep, _status_reason(resp.status_code), resp.status_code)
-                if "text/event-stream" not in resp.headers.get("content-type", ""):
-                    raw = parse_json(ep, await resp.aread())
-                    gen = parse_generation(ep, raw)
-                    return Generation(gen.text, gen.output_ids, gen.meta_info, None, time.perf_counter() - t0)
-                done = False
-                async for line in resp.aiter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    data = line[5:].strip()
-                    if data == "[DONE]":
-                        done = True
-                        break
-                    last = parse_json(ep, data.encode("utf-8", "surrogatepass"))
-                    frame = expect_object(ep, last, "stream frame")
-                    if ttft is None and frame.get("text"):
-                        ttft = time.perf_counter() - t0
-        except httpx.TimeoutException:
-            raise ServerError(ep, "timed out while streaming") from None
-        except httpx.TransportError as exc:
-            raise ServerError(ep, f"stream broken ({type(exc).__name__})") from None
+        done = False
+        async with self._http.stream("POST", "/generate", json=body) as resp:
+            if resp.status_code != 200:
+                raise ServerError(ep, _status_reason(resp.status_code), resp.status_code)
+            encodings, chunks = _raw_body(resp)
+            if "text/event-stream" not in resp.headers.get("content-type", ""):
+                _check_length(ep, resp, BODY_CAPS["/generate"])
+                whole = _BoundedBody(ep, encodings, BODY_CAPS["/generate"])
+                async for raw in chunks:
+                    whole.feed(raw)
+                gen = parse_generation(ep, parse_json(ep, whole.finish()))
+                return Generation(gen.text, gen.output_ids, gen.meta_info, None, time.perf_counter() - t0)
+            decoder = _BoundedBody(ep, encodings, SSE_TOTAL_CAP, keep=False)
+            async for line in _lines(ep, chunks, decoder):
+                if not line.startswith(b"data:"):
+                    continue
+                data = line[5:].strip()
+                if data == b"[DONE]":
+                    done = True
+                    break
+                last = parse_json(ep, data)
+                frame = expect_object(ep, last, "stream frame")
+                if ttft is None and frame.get("text"):
+                    ttft = time.perf_counter() - t0
         if last is None:
             raise ServerError(ep, "stream ended without a data frame")
         if not done:
@@ -343,9 +511,9 @@ class SGLangClient:
 
     async def metrics_text(self) -> str:
         """Prometheus text from ``/metrics`` (404 when the server runs without ``--enable-metrics``)."""
-        resp = await self._request("GET", "/metrics")
+        body = await self._request("GET", "/metrics")
         try:
-            return resp.content.decode("utf-8")
+            return body.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ServerError(self.endpoint("/metrics"), f"body is not UTF-8 (byte {exc.start})") from None
 
@@ -368,6 +536,51 @@ class SGLangClient:
                 raise ServerError(ep, f"ranks[{i}].checksums: expected an object of strings")
             merged.update(sums)
         return merged
+
+
+def _raw_body(resp: httpx.Response) -> tuple[list[str], AsyncIterator[bytes]]:
+    """The body's content codings and its raw (still encoded) chunks. A response that its transport has
+    already read whole (``httpx.MockTransport`` does) is already decoded: its content, no codings."""
+    if resp.is_stream_consumed:
+
+        async def whole() -> AsyncIterator[bytes]:
+            yield resp.content
+
+        return [], whole()
+    return resp.headers.get_list("content-encoding"), resp.aiter_raw()
+
+
+def _check_length(endpoint: str, resp: httpx.Response, cap: int) -> None:
+    """Refuse a declared body over the cap before reading it; two different lengths are refused too."""
+    values = {v.strip() for v in resp.headers.get_list("content-length")}
+    if len(values) > 1:
+        raise ServerError(endpoint, "conflicting Content-Length headers")
+    if values:
+        (value,) = values
+        if (
+            value.isdigit()
+            and len(value) < 20
+            and int(value) > cap
+            and not resp.headers.get("content-encoding")
+        ):
+            raise ServerError(endpoint, f"body of {value} bytes is over the {cap}-byte cap")
+
+
+async def _lines(endpoint: str, raw: AsyncIterator[bytes], decoder: _BoundedBody) -> AsyncIterator[bytes]:
+    """The lines of an event stream (``\n`` or ``\r\n``), each at most ``SSE_LINE_CAP`` bytes, the whole
+    stream at most the decoder's cap."""
+    pending = b""
+    async for chunk in raw:
+        *lines, pending = (pending + decoder.feed(chunk)).split(b"\n")
+        for line in lines:
+            if len(line) > SSE_LINE_CAP:
+                break
+            yield line.rstrip(b"\r")
+        if len(pending) > SSE_LINE_CAP or any(len(line) > SSE_LINE_CAP for line in lines):
+            raise ServerError(endpoint, f"event-stream line over the {SSE_LINE_CAP}-byte cap")
+    decoder.finish()
+    if pending.strip():
+        yield pending.rstrip(b"\r")
 
 
 def _status_reason(status: int) -> str:
