@@ -28,6 +28,9 @@ ATTESTATION = "attestation"
 LOG = "log"
 PROBE = "probe"
 WEIGHTS = "weights_checker"
+DSPARK_DRAFT = "dspark_draft"
+FLASHINFER = "flashinfer"
+DEPLOY = "deploy"
 
 
 @dataclass
@@ -62,6 +65,12 @@ class SGLangInstallFacts:
     site_dirs: list[Path] = field(default_factory=list)  # where the server's interpreter finds distributions
     # SGLANG_* names (of those set but not declared in environ.py) that the package still reads directly
     referenced_env: set[str] | None = None
+    # DSpark (srt/speculative/dspark_components/dspark_worker_v2.py): the worker hands the target's lm_head
+    # module to the draft (attach_shared_modules) unless the draft class sets uses_own_vocab_modules
+    dspark_attaches_lm_head: bool | None = None
+    dspark_draft_classes: dict[str, bool | None] | None = None  # class -> uses_own_vocab_modules
+    # whether importing sglang points FLASHINFER_WORKSPACE_BASE at SGLANG_CACHE_DIR (sglang/__init__.py)
+    redirects_flashinfer_cache: bool | None = None
     note: str | None = None  # why something could not be read
 
 
@@ -104,6 +113,48 @@ class CheckpointFacts:
 
 
 @dataclass
+class DSparkDraftFacts:
+    """The DSpark draft checkpoint's ``config.json``, read with SGLang 0.5.23's precedence
+    (``dspark_config.parse_dspark_draft_config``)."""
+
+    path: str  # --speculative-draft-model-path as given (or as SGLang would default it)
+    config_path: Path | None  # the config.json read; None when the draft could not be found locally
+    architectures: list[str] = field(default_factory=list)
+    block_size: int | None = None  # gamma: drafted tokens per verify round
+    block_size_key: str | None = None  # where it came from: dspark_block_size, dflash_config.block_size, ...
+    markov_rank: int | None = None  # DSpark requires > 0
+    mask_token_id: int | None = None  # DSpark requires it
+    num_hidden_layers: int | None = None
+    located_by: str = ""  # "local directory", "Hugging Face cache (refs/main)", "model_path/dspark"
+    note: str | None = None  # why it could not be read
+
+
+@dataclass
+class FlashInferFacts:
+    """FlashInfer as the server's interpreter will load it (dist-info metadata, caches), never imported."""
+
+    python_version: str | None  # flashinfer-python
+    cubin_version: str | None  # flashinfer-cubin (None: not installed)
+    jit_cache_version: str | None  # flashinfer-jit-cache (None: not installed)
+    cache_dir: Path  # <FLASHINFER_WORKSPACE_BASE>/.cache/flashinfer, as the server resolves it
+    cache_dir_rule: str  # how cache_dir was derived (env, SGLang's redirect, home)
+    kernels: list[Path] = field(default_factory=list)  # precompiled fused_moe_120 .so usable by the server
+    elsewhere: list[Path] = field(default_factory=list)  # built, but where this server does not look
+    version_check_disabled: bool = False  # FLASHINFER_DISABLE_VERSION_CHECK set in the server's env
+    note: str | None = None
+
+
+@dataclass
+class StartBudgetFacts:
+    """How long the supervisor lets the server start before it kills it."""
+
+    origin: str  # "unit:/etc/systemd/system/sglang.service", "kubernetes:deploy.yaml"
+    budget_s: float | None  # None: unlimited (TimeoutStartSec=infinity / 0)
+    counts_load: bool  # whether the model load falls inside the budget (Type=notify/forking/oneshot)
+    detail: str  # "TimeoutStartSec=90s (Type=notify)"
+
+
+@dataclass
 class HostFacts:
     machine: str  # uname -m
     mem_total_bytes: int | None
@@ -111,6 +162,7 @@ class HostFacts:
     is_dgx_spark: bool | None
     service_user: str | None
     home: Path | None
+    mem_available_bytes: int | None = None  # /proc/meminfo MemAvailable (NVML reports nothing on GB10)
 
 
 @dataclass
@@ -137,6 +189,9 @@ class Facts:
     attestation: dict[str, Any] | None = None  # validated attestation document
     log: Any | None = None  # validator.sources.server_log.LogFacts
     probe: Any | None = None  # validator.report.ProbeResult
+    dspark_draft: DSparkDraftFacts | None = None
+    flashinfer: FlashInferFacts | None = None
+    start_budget: StartBudgetFacts | None = None
     errors: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
     mode: str = "preflight"
 

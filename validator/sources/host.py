@@ -37,27 +37,41 @@ def read_host(
     else:
         is_spark = None  # an ARM host whose GPU we cannot name without CUDA
     user, home = _user_home(service_user)
+    mem = _meminfo(proc_root)
     return HostFacts(
         machine=arch,
-        mem_total_bytes=_mem_total(proc_root),
+        mem_total_bytes=mem.get("MemTotal"),
         gpu_name=gpu,
         is_dgx_spark=is_spark,
         service_user=user,
         home=home,
+        mem_available_bytes=mem.get("MemAvailable"),
     )
 
 
-def _mem_total(proc_root: Path) -> int | None:
+_MEMINFO_KEYS = ("MemTotal", "MemAvailable")
+
+
+def _meminfo(proc_root: Path) -> dict[str, int]:
+    """MemTotal and MemAvailable in bytes. MemAvailable, not MemFree: the page cache the kernel reclaims on
+    demand counts as available (on GB10 CUDA's own free figure is MemFree and undercounts it). A key
+    that is missing or garbled is left out; the first 64 lines are enough (both lead the file)."""
+    found: dict[str, int] = {}
     try:
         with open(proc_root / "meminfo", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    parts = line.split()
-                    unit = parts[2].lower() if len(parts) > 2 else "kb"
-                    return int(parts[1]) * (1024 if unit == "kb" else 1)
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+            for _, line in zip(range(64), fh, strict=False):
+                key, _, rest = line.partition(":")
+                if key not in _MEMINFO_KEYS or key in found:
+                    continue
+                parts = rest.split()
+                try:
+                    unit = parts[1].lower() if len(parts) > 1 else "kb"
+                    found[key] = int(parts[0]) * (1024 if unit == "kb" else 1)
+                except (ValueError, IndexError):
+                    continue
+    except OSError:
+        return found
+    return found
 
 
 def _nvidia_gpu_name(proc_root: Path) -> str | None:

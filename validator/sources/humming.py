@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from validator.facts import HummingFacts
+from validator.sources.dists import metadata_version as _metadata_version
 
 DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
 CACHE_ENV = "HUMMING_CACHE_DIR"
@@ -77,19 +78,6 @@ def installed_version(site_dirs: list[Path], notes: list[str]) -> str | None:
         notes.append(
             "humming-kernels is not installed in " + (", ".join(map(str, site_dirs)) or "no site dir")
         )
-    return None
-
-
-def _metadata_version(path: Path) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    break  # end of the header block
-                if line.startswith("Version:"):
-                    return line.partition(":")[2].strip() or None
-    except OSError:
-        return None
     return None
 
 

@@ -95,7 +95,11 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def locate_sglang(
-    interpreter: str | None, *, timeout: float = 5.0, env: Mapping[str, str] | None = None
+    interpreter: str | None,
+    *,
+    timeout: float = 5.0,
+    env: Mapping[str, str] | None = None,
+    dspark: bool = False,
 ) -> SGLangInstallFacts:
     """Find the sglang package the launch command will run and read it; root None (with a note) if absent."""
     if interpreter:
@@ -107,7 +111,7 @@ def locate_sglang(
             return SGLangInstallFacts(
                 root=None, located_by=located_by, note=f"sglang is not importable by {interpreter}"
             )
-        return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs)
+        return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark)
     located_by = "current environment"
     spec = find_spec("sglang")
     if spec is None or not spec.submodule_search_locations:
@@ -118,16 +122,17 @@ def locate_sglang(
         )
     site_dirs = [Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     root = Path(next(iter(spec.submodule_search_locations)))
-    return read_sglang_install(root, located_by, site_dirs=site_dirs)
+    return read_sglang_install(root, located_by, site_dirs=site_dirs, dspark=dspark)
 
 
 def read_sglang_install(
-    root: Path | str, located_by: str, *, site_dirs: list[Path] | None = None
+    root: Path | str, located_by: str, *, site_dirs: list[Path] | None = None, dspark: bool = False
 ) -> SGLangInstallFacts:
     """Read the facts from an sglang package directory, by parsing files only.
 
     ``site_dirs`` are where the server's interpreter finds distributions (for plugin entry points); the
-    directory holding ``root`` is always searched."""
+    directory holding ``root`` is always searched. ``dspark`` also parses the DSpark worker and draft
+    classes (about 75 ms of ``ast``), which only a DSPARK launch needs."""
     r = Path(root)
     facts = SGLangInstallFacts(root=r, located_by=located_by)
     notes: list[str] = []
@@ -151,10 +156,96 @@ def read_sglang_install(
             facts.nextn_shares_lm_head = SHARE_HOOK in _class_members(cls)
 
     facts.moe_runner_backends = _moe_choices(r, notes)
+    if dspark:
+        _read_dspark(r, facts, notes)
+    facts.redirects_flashinfer_cache = _redirects_flashinfer_cache(r)
     facts.site_dirs = list(dict.fromkeys([r.parent, *(site_dirs or [])]))
     facts.plugins = installed_plugins(facts.site_dirs)
     facts.note = "; ".join(notes) or None
     return facts
+
+
+DSPARK_WORKER = "srt/speculative/dspark_components/dspark_worker_v2.py"
+DSPARK_ATTACH = "attach_shared_modules"
+DSPARK_OWN_VOCAB = "uses_own_vocab_modules"
+
+
+def _read_dspark(r: Path, facts: SGLangInstallFacts, notes: list[str]) -> None:
+    """How the installed DSpark worker gives the draft its LM head, and which draft classes keep their own.
+
+    0.5.23's ``DSparkWorkerV2.__init__`` calls ``draft_model.attach_shared_modules(embed_tokens=...,
+    lm_head=<the target's lm_head module>)`` unless ``getattr(draft_model, "uses_own_vocab_modules",
+    False)``; the draft classes are the ``EntryClass`` lists of ``srt/models/*dspark*.py``."""
+    worker = r / DSPARK_WORKER
+    if not worker.is_file():
+        return  # a build without DSpark: the facts stay None
+    tree = _parse(worker, notes)
+    if tree is None:
+        return
+    attaches = guarded = False
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == DSPARK_ATTACH
+        ):
+            attaches = attaches or any(kw.arg == "lm_head" for kw in node.keywords)
+        if isinstance(node, ast.Constant) and node.value == DSPARK_OWN_VOCAB:
+            guarded = True
+    facts.dspark_attaches_lm_head = attaches
+    if attaches and not guarded:
+        notes.append(f"{DSPARK_WORKER}: attach_shared_modules is not guarded by {DSPARK_OWN_VOCAB}")
+    facts.dspark_draft_classes = _dspark_classes(r, notes)
+
+
+def _dspark_classes(r: Path, notes: list[str]) -> dict[str, bool | None]:
+    """Registered DSpark draft classes -> ``uses_own_vocab_modules`` (True/False; None when it is an
+    expression such as ``_is_npu``, decided by the platform at import)."""
+    own: dict[str, object] = {}  # class -> its own assignment (ast.expr) or absent
+    bases: dict[str, list[str]] = {}
+    entries: list[str] = []
+    for path in sorted((r / "srt" / "models").glob("*dspark*.py")):
+        tree = _parse(path, notes)
+        if tree is None:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [b.id for b in node.bases if isinstance(b, ast.Name)]
+                for item in node.body:
+                    target, value = _assign_parts(item)
+                    if target == DSPARK_OWN_VOCAB and value is not None:
+                        own[node.name] = value
+            target, value = _assign_parts(node)
+            if target == "EntryClass" and value is not None:
+                elts = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
+                entries += [e.id for e in elts if isinstance(e, ast.Name)]
+
+    def resolve(name: str, depth: int = 0) -> bool | None:
+        if name in own:
+            value = own[name]
+            if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                return value.value
+            return None
+        if depth > 20:
+            return None
+        for base in bases.get(name, []):
+            found = resolve(base, depth + 1)
+            if found is not False:
+                return found
+        return False  # getattr(draft_model, "uses_own_vocab_modules", False)
+
+    return {name: resolve(name) for name in dict.fromkeys(entries)}
+
+
+def _redirects_flashinfer_cache(r: Path) -> bool | None:
+    """sglang 0.5.23's ``__init__`` calls ``redirect_third_party_caches()``, whose defaults set
+    ``FLASHINFER_WORKSPACE_BASE`` to ``SGLANG_CACHE_DIR`` (``~/.cache/sglang``) unless already set."""
+    try:
+        init = (r / "__init__.py").read_bytes()[:1_000_000]
+        environ = (r / "srt" / "environ.py").read_bytes()[:5_000_000]
+    except OSError:
+        return None
+    return b"redirect_third_party_caches()" in init and b'"FLASHINFER_WORKSPACE_BASE"' in environ
 
 
 def installed_plugins(site_dirs: list[Path]) -> set[str]:

@@ -63,6 +63,8 @@ class ServiceUnit:
     user: str | None = None
     wrapped_by_launch: bool = False  # ExecStart was ``spark-validate launch [opts] -- CMD``
     launch_options: list[str] = field(default_factory=list)  # the [opts] of that wrapper
+    # what bounds the start job (validator.sources.start_budget): raw values, last assignment wins
+    timing: dict[str, str] = field(default_factory=dict)  # Type, TimeoutStartSec, TimeoutSec, ExecStartPost
 
 
 def _cunescape(text: str, i: int, where: str, line: int) -> tuple[str, int]:
@@ -361,6 +363,9 @@ def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
     return argv, False, []
 
 
+_TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPost"})
+
+
 def load_unit(path: Path | str, *, base_env: dict[str, str] | None = None) -> ServiceUnit:
     """Read a service unit (and its drop-ins) as systemd would start it."""
     unit = Path(path)
@@ -370,6 +375,7 @@ def load_unit(path: Path | str, *, base_env: dict[str, str] | None = None) -> Se
     pre: list[Assignment] = []
     workdir: str | None = None
     user: str | None = None
+    timing: dict[str, str] = {}
     for key, a in items:
         if key == "ExecStart":
             exec_start = a if a.value else None
@@ -379,6 +385,8 @@ def load_unit(path: Path | str, *, base_env: dict[str, str] | None = None) -> Se
             workdir = a.value or None
         elif key == "User":
             user = a.value or None
+        if key in _TIMING_KEYS:
+            timing[key] = a.value
     if exec_start is None:
         raise InputError(str(unit), "no ExecStart= in [Service]")
     argv = _exec_words(exec_start, unit, env)
@@ -402,6 +410,7 @@ def load_unit(path: Path | str, *, base_env: dict[str, str] | None = None) -> Se
         user=user,
         wrapped_by_launch=wrapped,
         launch_options=opts,
+        timing=timing,
     )
 
 

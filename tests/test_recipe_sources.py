@@ -1,0 +1,271 @@
+"""Evidence sources for the recipes beyond NVIDIA's: the DSpark draft, the installed DSpark worker,
+FlashInfer's precompiled MoE kernels, MemAvailable and the supervisor's start budget, over real files.
+
+The DSpark rules are held to SGLang 0.5.23's own source (the wheel's files): the ring check in
+``memory_pool.py``, the worker's ``attach_shared_modules`` call and its ``uses_own_vocab_modules`` guard.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from validator.errors import InputError
+from validator.sources.dspark_draft import (
+    read_dspark_draft,
+    ring_problems,
+    smallest_ring,
+    verify_width,
+    width_conflict,
+)
+from validator.sources.flashinfer import read_flashinfer
+from validator.sources.host import read_host
+from validator.sources.sglang_install import read_sglang_install
+from validator.sources.start_budget import from_unit, parse_timespan
+from validator.sources.systemd_unit import load_unit
+
+LING_DRAFT: dict[str, Any] = {
+    "architectures": ["LingDSparkModel"],
+    "num_hidden_layers": 5,
+    "block_size": 16,  # the top-level key loses to dflash_config.block_size, as in SGLang
+    "dflash_config": {
+        "block_size": 8,
+        "markov_rank": 256,
+        "markov_head_type": "vanilla",
+        "mask_token_id": 156895,
+    },
+}
+
+
+def write_draft(d: Path, config: dict[str, Any] | str = LING_DRAFT) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(config if isinstance(config, str) else json.dumps(config))
+    return d
+
+
+def test_draft_block_size_with_sglangs_precedence(tmp_path: Path) -> None:
+    d = write_draft(tmp_path / "draft")
+    f = read_dspark_draft(str(d), None)
+    assert (f.block_size, f.block_size_key) == (8, "dflash_config.block_size")
+    assert f.architectures == ["LingDSparkModel"] and f.markov_rank == 256 and f.mask_token_id == 156895
+    assert f.num_hidden_layers == 5 and f.config_path == d / "config.json"
+    write_draft(d, {**LING_DRAFT, "dspark_block_size": 4})
+    assert read_dspark_draft(str(d), None).block_size == 4  # the prefixed key wins
+    write_draft(d, {"architectures": ["LingDSparkModel"], "block_size": 6})
+    f = read_dspark_draft(str(d), None)
+    assert (f.block_size, f.block_size_key, f.markov_rank) == (6, "block_size", None)
+
+
+def test_draft_found_in_hub_cache_and_model_subfolder(tmp_path: Path) -> None:
+    hub = tmp_path / "hub" / "models--inclusionAI--Ling-3.0-flash-dspark"
+    write_draft(hub / "snapshots" / "abc123")
+    (hub / "refs").mkdir()
+    (hub / "refs" / "main").write_text("abc123\n")
+    env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    f = read_dspark_draft("inclusionAI/Ling-3.0-flash-dspark", None, env=env)
+    assert f.block_size == 8 and "abc123" in f.located_by
+    missing = read_dspark_draft("inclusionAI/other", None, env=env)
+    assert missing.config_path is None and missing.note and "not in the local hub cache" in missing.note
+    model = tmp_path / "model"
+    write_draft(model / "dspark")
+    f = read_dspark_draft(None, str(model))
+    assert f.block_size == 8 and f.path == str(model / "dspark")
+    assert read_dspark_draft(None, str(tmp_path)).config_path is None
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        "{not json",
+        "[1, 2]",
+        json.dumps({**LING_DRAFT, "dflash_config": [8]}),
+        json.dumps({"block_size": "8"}),
+    ],
+)
+def test_malformed_draft_config_is_an_input_error(tmp_path: Path, config: str) -> None:
+    d = write_draft(tmp_path / "d", config)
+    with pytest.raises(InputError) as exc:
+        read_dspark_draft(str(d), None)
+    assert str(d / "config.json") in str(exc.value)
+
+
+def test_draft_config_fifo_does_not_block(tmp_path: Path) -> None:
+    import os
+
+    d = tmp_path / "d"
+    d.mkdir()
+    os.mkfifo(d / "config.json")
+    with pytest.raises(InputError, match="FIFO"):
+        read_dspark_draft(str(d), None)
+
+
+def test_ring_rule_is_sglangs() -> None:
+    width, how = verify_width(8, {})
+    assert width == 9 and "block size 8" in how
+    assert ring_problems(16, width) == ["spec-verify ring too small: 16 < 2 * 9 (early-flush margin)"]
+    assert ring_problems(24, width) == ["spec-verify ring length must be a power of two, got 24"]
+    assert ring_problems(32, width) == []
+    assert smallest_ring(9) == 32 and smallest_ring(4) == 8
+    assert verify_width(8, {"speculative_dspark_block_size": 3})[0] == 4  # the flag wins
+    assert verify_width(None, {"speculative_num_draft_tokens": 5})[0] == 5
+    assert verify_width(None, {})[0] == 8  # SGLang's DEFAULT_DSPARK_GAMMA 7, plus one
+    assert width_conflict(8, {"speculative_num_draft_tokens": 4}) is not None
+    assert width_conflict(8, {"speculative_num_draft_tokens": 9}) is None
+
+
+def test_ring_rule_matches_the_wheels_source(stock_sglang_root: Path) -> None:
+    """The two raises this module reproduces, word for word, in memory_pool.py (KDA spec-verify ring) and
+    the verify window in _handle_dspark."""
+    pool = (stock_sglang_root / "srt/mem_cache/memory_pool.py").read_text()
+    assert "if L & (L - 1) != 0:" in pool
+    assert 'f"spec-verify ring length must be a power of two, got {L}"' in pool
+    assert "and L < 2 * speculative_num_draft_tokens" in pool
+    assert "2 * {speculative_num_draft_tokens} (early-flush margin)" in pool
+    hook = (stock_sglang_root / "srt/arg_groups/speculative_hook.py").read_text()
+    assert "verify_window = int(gamma) + 1" in hook
+    config = (stock_sglang_root / "srt/speculative/dspark_components/dspark_config.py").read_text()
+    assert "DEFAULT_DSPARK_GAMMA = 7" in config
+
+
+def test_installed_dspark_worker_shares_the_head(stock_sglang_root: Path) -> None:
+    sg = read_sglang_install(stock_sglang_root, "test", dspark=True)
+    assert sg.dspark_attaches_lm_head is True and sg.note is None
+    classes = sg.dspark_draft_classes or {}
+    assert classes["LingDSparkModel"] is False and classes["Qwen3DSparkModel"] is False
+    assert classes["DeepseekV4ForCausalLMDSpark"] is None  # `uses_own_vocab_modules = _is_npu`
+    assert sg.redirects_flashinfer_cache is True
+    assert read_sglang_install(stock_sglang_root, "test").dspark_draft_classes is None  # only when asked
+
+
+def _dspark_build(tmp_path: Path, root: Path, worker_edit: tuple[str, str] | None = None) -> Path:
+    build = tmp_path / "sglang"
+    for rel in ("srt/environ.py", "__init__.py", "srt/speculative/dspark_components/dspark_worker_v2.py"):
+        (build / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / rel, build / rel)
+    (build / "srt/models").mkdir(parents=True)
+    for model in root.glob("srt/models/*dspark*.py"):
+        shutil.copyfile(model, build / "srt/models" / model.name)
+    if worker_edit:
+        worker = build / "srt/speculative/dspark_components/dspark_worker_v2.py"
+        text = worker.read_text()
+        assert worker_edit[0] in text
+        worker.write_text(text.replace(worker_edit[0], worker_edit[1]))
+    return build
+
+
+def test_dspark_build_variants(tmp_path: Path, stock_sglang_root: Path) -> None:
+    no_share = _dspark_build(
+        tmp_path / "a", stock_sglang_root, ("lm_head=lm_head,", "lm_head_unused=lm_head,")
+    )
+    assert read_sglang_install(no_share, "t", dspark=True).dspark_attaches_lm_head is False
+    own = _dspark_build(tmp_path / "b", stock_sglang_root)
+    dspark_py = own / "srt/models/dspark.py"
+    dspark_py.write_text(
+        dspark_py.read_text().replace(
+            "class LingDSparkModel(DSparkDraftModel):\n",
+            "class LingDSparkModel(DSparkDraftModel):\n    uses_own_vocab_modules = True\n",
+        )
+    )
+    classes = read_sglang_install(own, "t", dspark=True).dspark_draft_classes or {}
+    assert classes["LingDSparkModel"] is True and classes["Qwen3DSparkModel"] is False
+    (tmp_path / "c" / "sglang" / "srt").mkdir(parents=True)
+    bare = read_sglang_install(tmp_path / "c" / "sglang", "t", dspark=True)
+    assert bare.dspark_attaches_lm_head is None  # a build without DSpark says nothing
+
+
+def test_mem_available(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "meminfo").write_text(
+        "MemTotal:  127600748 kB\nMemFree:   1000 kB\nMemAvailable:   118566368 kB\n"
+    )
+    h = read_host(service_user=None, proc_root=proc, sys_root=tmp_path)
+    assert h.mem_available_bytes == 118566368 * 1024 and h.mem_total_bytes == 127600748 * 1024
+    (proc / "meminfo").write_text("MemTotal:  127600748 kB\nMemAvailable: lots kB\n")
+    assert read_host(service_user=None, proc_root=proc, sys_root=tmp_path).mem_available_bytes is None
+
+
+def _dist(site: Path, name: str, version: str) -> None:
+    d = site / f"{name}-{version}.dist-info"
+    d.mkdir(parents=True)
+    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nbody\n")
+
+
+def _kernel(cache: Path, version: str, arch: str = "121a") -> Path:
+    so = cache / version / arch / "cached_ops" / "fused_moe_120" / "fused_moe_120.so"
+    so.parent.mkdir(parents=True)
+    so.write_bytes(b"\x7fELF")
+    return so
+
+
+def test_flashinfer_kernels_where_the_server_looks(tmp_path: Path) -> None:
+    site, home = tmp_path / "site", tmp_path / "home"
+    _dist(site, "flashinfer_python", "0.6.3")
+    _dist(site, "flashinfer_cubin", "0.6.3")
+    f = read_flashinfer({}, site_dirs=[site], home=home, sglang_redirects=True)
+    assert f.python_version == "0.6.3" and f.cubin_version == "0.6.3" and f.kernels == []
+    assert f.cache_dir == home / ".cache/sglang/.cache/flashinfer" and "SGLANG_CACHE_DIR" in f.cache_dir_rule
+    plain = _kernel(home / ".cache/flashinfer", "0.6.3")  # precompiled with plain FlashInfer
+    f = read_flashinfer({}, site_dirs=[site], home=home, sglang_redirects=True)
+    assert f.kernels == [] and f.elsewhere == [plain]
+    assert read_flashinfer({}, site_dirs=[site], home=home, sglang_redirects=False).kernels == [plain]
+    served = _kernel(home / ".cache/sglang/.cache/flashinfer", "0.6.3")
+    _kernel(home / ".cache/sglang/.cache/flashinfer", "0.6.3", arch="90a")  # another GPU family
+    f = read_flashinfer({}, site_dirs=[site], home=home, sglang_redirects=True)
+    assert f.kernels == [served]
+    env = {"FLASHINFER_WORKSPACE_BASE": str(tmp_path / "ws"), "FLASHINFER_DISABLE_VERSION_CHECK": "1"}
+    f = read_flashinfer(env, site_dirs=[site], home=home, sglang_redirects=True)
+    assert f.kernels == [] and f.cache_dir == tmp_path / "ws/.cache/flashinfer" and f.version_check_disabled
+    old = _kernel(tmp_path / "ws/.cache/flashinfer", "0.6.2")  # built by the previous FlashInfer
+    assert old in read_flashinfer(env, site_dirs=[site], home=home, sglang_redirects=True).elsewhere
+
+
+def test_flashinfer_aot_and_versions(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    _dist(site, "flashinfer_python", "0.6.3")
+    _dist(site, "flashinfer_cubin", "0.6.2")
+    aot = site / "flashinfer/data/aot/fused_moe_120/fused_moe_120.so"
+    aot.parent.mkdir(parents=True)
+    aot.write_bytes(b"\x7fELF")
+    f = read_flashinfer({}, site_dirs=[site], home=tmp_path, sglang_redirects=True)
+    assert f.kernels == [aot] and f.cubin_version == "0.6.2"
+    none = read_flashinfer({}, site_dirs=[tmp_path / "empty"], home=tmp_path, sglang_redirects=True)
+    assert none.python_version is None and none.note and "not installed" in none.note
+
+
+def _unit(tmp_path: Path, service: str) -> Path:
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        f"[Service]\nExecStart=/opt/venv/bin/python -m sglang.launch_server --model-path /m\n{service}"
+    )
+    return unit
+
+
+@pytest.mark.parametrize(
+    ("service", "budget", "counts"),
+    [
+        ("Type=notify\nTimeoutStartSec=5min\n", 300.0, True),
+        ("Type=exec\nTimeoutStartSec=5min\n", 300.0, False),
+        ("", 90.0, False),  # systemd's default, Type=simple
+        ("ExecStartPost=/usr/bin/wait-ready\nTimeoutSec=1h 30s\n", 3630.0, True),
+        ("Type=notify\nTimeoutStartSec=infinity\n", None, True),
+        ("Type=oneshot\nTimeoutStartSec=0\n", None, True),
+        ("Type=notify\nTimeoutStartSec=90\nTimeoutStartSec=20min\n", 1200.0, True),
+    ],
+)
+def test_start_budget_from_unit(tmp_path: Path, service: str, budget: float | None, counts: bool) -> None:
+    facts = from_unit(load_unit(_unit(tmp_path, service)))
+    assert (facts.budget_s, facts.counts_load) == (budget, counts), facts.detail
+
+
+def test_timespan_parser() -> None:
+    assert parse_timespan("2min 30s", "u") == 150.0
+    assert parse_timespan("1.5h", "u") == 5400.0
+    assert parse_timespan("500ms", "u") == 0.5
+    for bad in ("", "5 parsecs", "min", "-5s"):
+        with pytest.raises(InputError):
+            parse_timespan(bad, "u")

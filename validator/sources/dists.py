@@ -1,0 +1,46 @@
+"""Installed Python distributions as the server's interpreter sees them, read from ``*.dist-info`` only.
+
+Why: preflight must know which versions the server will import (humming-kernels, flashinfer-python,
+flashinfer-cubin) without importing them into this process, which may be a different interpreter.
+``importlib.metadata`` scans ``sys.path`` in order and takes the first match; this does the same over the
+server interpreter's site directories.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def normalize(name: str) -> str:
+    """PEP 503 normalisation, with ``_`` as wheels write dist-info names (``flashinfer_python``)."""
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def find_dist(site_dirs: Iterable[Path], name: str) -> tuple[Path, str | None] | None:
+    """The first ``<name>-<version>.dist-info`` in ``site_dirs`` order: (its path, its METADATA Version)."""
+    want = normalize(name)
+    for d in site_dirs:
+        try:
+            candidates = sorted(p for p in d.iterdir() if p.name.endswith(".dist-info"))
+        except OSError:
+            continue
+        for info in candidates:
+            if normalize(info.name[: -len(".dist-info")].rsplit("-", 1)[0]) == want:
+                return info, metadata_version(info / "METADATA")
+    return None
+
+
+def metadata_version(path: Path) -> str | None:
+    """``Version:`` from a METADATA header (the block before the first blank line), at most 200 lines."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for _, line in zip(range(200), fh, strict=False):
+                if not line.strip():
+                    break
+                if line.startswith("Version:"):
+                    return line.partition(":")[2].strip() or None
+    except OSError:
+        return None
+    return None

@@ -1,0 +1,205 @@
+"""The DSpark draft checkpoint's ``config.json``: is it a DSpark model, and what is its block size?
+
+Why: with ``--speculative-algorithm DSPARK`` the verify width is the draft's block size (gamma) plus the
+target's bonus token, and the KDA ReplaySSM ring (``--linear-replayssm-cache-len``) must be a power of two
+of at least twice that width. SGLang checks the ring only at pool allocation, after minutes of weight
+loading (``srt/mem_cache/memory_pool.py`` l.818-832); reading the block size here catches it before start.
+
+The fields are read with SGLang 0.5.23's precedence (``dspark_config.parse_dspark_draft_config`` over
+``dflash_utils.parse_dflash_draft_config``): the block size from ``dspark_block_size``, else
+``dflash_config.block_size``, else a top-level ``block_size``; ``markov_rank`` and ``mask_token_id`` from
+the prefixed key, else ``dspark_config`` / ``dflash_config``, else ``text_config``, else the top level.
+
+Where the draft is found mirrors ``_handle_dspark`` (``srt/arg_groups/speculative_hook.py``): the given
+path as a local directory; a Hugging Face repo id through the local hub cache (never the network); with no
+path, the target checkpoint's ``dspark/`` subfolder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from validator.errors import InputError
+from validator.facts import DSparkDraftFacts
+from validator.sources.files import load_json_file
+
+CONFIG_CAP = 4 * 1024 * 1024  # a draft config.json is a few KB
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_REVISION = re.compile(r"^[\w.-]+$")
+
+
+def locate_draft(
+    draft_path: str | None, model_path: str | None, *, revision: str | None, env: Mapping[str, str]
+) -> tuple[str, Path | None, str]:
+    """(the path as SGLang would use it, the local config.json or None, how it was found)."""
+    if draft_path is None:
+        if model_path and Path(model_path).is_dir():
+            sub = Path(model_path) / "dspark"
+            if (sub / "config.json").is_file():
+                return str(sub), sub / "config.json", "the target checkpoint's dspark/ subfolder"
+        return "", None, "no draft path given and no dspark/ subfolder in the model directory"
+    local = Path(os.path.expanduser(draft_path))
+    if local.is_dir():
+        config = local / "config.json"
+        return draft_path, (config if config.exists() else None), "local directory"
+    if _REPO_ID.match(draft_path):
+        found = _hub_snapshot(draft_path, revision or "main", env)
+        if found is not None:
+            return draft_path, found[0], found[1]
+        return draft_path, None, f"Hugging Face repo {draft_path} is not in the local hub cache"
+    return draft_path, None, f"{draft_path} is not a directory"
+
+
+def _hub_snapshot(repo: str, revision: str, env: Mapping[str, str]) -> tuple[Path, str] | None:
+    """``config.json`` of a repo in the local Hugging Face hub cache (the layout huggingface_hub writes:
+    ``models--ORG--NAME/refs/<revision>`` holds a commit, ``snapshots/<commit>/`` the files)."""
+    if not _REVISION.match(revision):
+        return None
+    home = env.get("HOME") or os.path.expanduser("~")
+    hf_home = env.get("HF_HOME") or str(Path(home) / ".cache" / "huggingface")
+    hub = env.get("HF_HUB_CACHE") or str(Path(hf_home) / "hub")
+    root = Path(hub) / ("models--" + repo.replace("/", "--"))
+    commit = revision
+    ref = root / "refs" / revision
+    if ref.is_file():
+        try:
+            commit = ref.read_text(encoding="ascii", errors="replace")[:80].strip()
+        except OSError:
+            return None
+    if not _REVISION.match(commit):
+        return None
+    config = root / "snapshots" / commit / "config.json"
+    if config.exists():
+        return config, f"Hugging Face cache {root} ({revision} = {commit[:12]})"
+    return None
+
+
+def read_dspark_draft(
+    draft_path: str | None,
+    model_path: str | None,
+    *,
+    revision: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> DSparkDraftFacts:
+    """The draft's facts; a config.json that exists but is malformed raises ``InputError`` (exit 65)."""
+    shown, config, how = locate_draft(draft_path, model_path, revision=revision, env=env or {})
+    if config is None:
+        return DSparkDraftFacts(path=shown, config_path=None, located_by=how, note=how)
+    doc = load_json_file(config, CONFIG_CAP, "DSpark draft config.json")
+    if not isinstance(doc, dict):
+        raise InputError(str(config), "config.json must be a JSON object")
+    where = str(config)
+    dflash = _section(doc, "dflash_config", where)
+    dspark = {**dflash, **_section(doc, "dspark_config", where)}
+    text = _section(doc, "text_config", where) or doc
+    block, key = _first_int(
+        where,
+        ("dspark_block_size", doc.get("dspark_block_size")),
+        ("dflash_config.block_size", dflash.get("block_size")),
+        ("block_size", doc.get("block_size")),
+    )
+    markov, _ = _first_int(
+        where,
+        ("dspark_markov_rank", doc.get("dspark_markov_rank")),
+        ("dspark_config.markov_rank", dspark.get("markov_rank")),
+        ("text_config.markov_rank", text.get("markov_rank")),
+        ("markov_rank", doc.get("markov_rank")),
+    )
+    mask, _ = _first_int(
+        where,
+        ("dspark_noise_token_id", doc.get("dspark_noise_token_id")),
+        ("dspark_config.mask_token_id", dspark.get("mask_token_id")),
+        ("text_config.mask_token_id", text.get("mask_token_id")),
+        ("mask_token_id", doc.get("mask_token_id")),
+    )
+    layers, _ = _first_int(where, ("num_hidden_layers", text.get("num_hidden_layers")))
+    arch = doc.get("architectures")
+    architectures = [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else []
+    return DSparkDraftFacts(
+        path=shown,
+        config_path=config,
+        architectures=architectures,
+        block_size=block,
+        block_size_key=key,
+        markov_rank=markov,
+        mask_token_id=mask,
+        num_hidden_layers=layers,
+        located_by=how,
+    )
+
+
+def _section(doc: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = doc.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InputError(where, f"{key} must be an object, not {type(value).__name__}")
+    return value
+
+
+def _first_int(where: str, *candidates: tuple[str, Any]) -> tuple[int | None, str | None]:
+    """The first candidate that is set, as an int (SGLang's ``int(...)``: a bool or a string is refused
+    here, since SGLang would either crash on it or read something the author did not mean)."""
+    for key, value in candidates:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InputError(where, f"{key} must be an integer, not {value!r}"[:200])
+        return value, key
+    return None, None
+
+
+def verify_width(block_size: int | None, args: Mapping[str, Any]) -> tuple[int | None, str]:
+    """The verify width SGLang resolves for DSPARK (``_handle_dspark``): ``--speculative-dspark-block-size``
+    (gamma) else the draft's block size, plus one; else ``--speculative-num-draft-tokens``; else the
+    default gamma 7 plus one. Returns (width, where it came from)."""
+    flag = args.get("speculative_dspark_block_size")
+    tokens = args.get("speculative_num_draft_tokens")
+    if isinstance(flag, int) and flag > 0:
+        return flag + 1, f"--speculative-dspark-block-size {flag} + 1"
+    if block_size is not None and block_size > 0:
+        return block_size + 1, f"the draft's block size {block_size} + 1"
+    if isinstance(tokens, int):
+        return tokens, f"--speculative-num-draft-tokens {tokens}"
+    return DEFAULT_GAMMA + 1, f"SGLang's default gamma {DEFAULT_GAMMA} + 1 (no block size found)"
+
+
+DEFAULT_GAMMA = 7  # srt/speculative/dspark_components/dspark_config.py: DEFAULT_DSPARK_GAMMA
+
+
+def width_conflict(block_size: int | None, args: Mapping[str, Any]) -> str | None:
+    """``_handle_dspark`` refuses to start when --speculative-num-draft-tokens is not gamma + 1."""
+    flag = args.get("speculative_dspark_block_size")
+    gamma = flag if isinstance(flag, int) and flag > 0 else block_size
+    tokens = args.get("speculative_num_draft_tokens")
+    if gamma is not None and isinstance(tokens, int) and tokens != gamma + 1:
+        return (
+            f"DSpark speculative_num_draft_tokens must equal gamma + 1 (= {gamma + 1} for gamma={gamma}), "
+            f"but got speculative_num_draft_tokens={tokens}"
+        )
+    return None
+
+
+def ring_problems(ring_len: Any, width: int) -> list[str]:
+    """SGLang's own two ring rules (``memory_pool.py``, KDA with ``--enable-linear-replayssm-spec``), in
+    its words: a power of two (``L & (L - 1) == 0``), and ``L >= 2 * N`` with N the draft-token count."""
+    if not isinstance(ring_len, int) or isinstance(ring_len, bool):
+        return [f"--linear-replayssm-cache-len is {ring_len!r}, not an integer"]
+    problems = []
+    if ring_len & (ring_len - 1) != 0:
+        problems.append(f"spec-verify ring length must be a power of two, got {ring_len}")
+    if ring_len < 2 * width:
+        problems.append(f"spec-verify ring too small: {ring_len} < 2 * {width} (early-flush margin)")
+    return problems
+
+
+def smallest_ring(width: int) -> int:
+    """The smallest ring length SGLang accepts for a verify width: the power of two >= 2 x width."""
+    n = 1
+    while n < 2 * width:
+        n *= 2
+    return n

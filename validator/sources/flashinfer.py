@@ -1,0 +1,130 @@
+"""FlashInfer as the server will load it: versions, and whether the CUTLASS MoE kernels are precompiled.
+
+Why: the ``flashinfer_mxfp4`` MoE path on GB10 (sm_121) JIT-compiles FlashInfer's ``fused_moe_120`` module
+(97 CUTLASS targets, ninja) on first use; doing that while about 60 GB of weights load has OOM-killed and
+hard-locked Sparks. Operators precompile it first, and this module finds it where the server will look.
+
+Where FlashInfer looks (``flashinfer/jit/env.py`` and ``jit/core.py``, 0.6 and later):
+``$FLASHINFER_WORKSPACE_BASE`` (default: home) ``/.cache/flashinfer/<flashinfer version>/<archs>/
+cached_ops/fused_moe_120/fused_moe_120.so``, or an AOT build: ``flashinfer/data/aot/fused_moe_120/`` in the
+package, or the ``flashinfer-jit-cache`` distribution. SGLang 0.5.23's ``sglang/__init__.py`` calls
+``redirect_third_party_caches()``, which defaults ``FLASHINFER_WORKSPACE_BASE`` to ``SGLANG_CACHE_DIR``
+(``~/.cache/sglang``): a kernel precompiled with plain FlashInfer into ``~/.cache/flashinfer`` is then not
+the one the server finds. ``<archs>`` joins the target archs (``121a`` on GB10; ``120f`` when built for
+the sm_12x family); a directory for another GPU family does not count.
+
+``flashinfer-cubin`` must carry the same version as ``flashinfer-python``: ``jit/env.py`` raises at import
+otherwise, unless ``FLASHINFER_DISABLE_VERSION_CHECK`` is set (which hides the mismatch, not fixes it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from validator.facts import FlashInferFacts
+from validator.sources.dists import find_dist
+
+MODULE = "fused_moe_120"  # flashinfer's SM120-family CUTLASS fused-MoE module (sm_120 / sm_121)
+BASE_ENV = "FLASHINFER_WORKSPACE_BASE"
+SGLANG_CACHE_ENV = "SGLANG_CACHE_DIR"
+SGLANG_CACHE_DEFAULT = "~/.cache/sglang"
+VERSION_CHECK_ENV = "FLASHINFER_DISABLE_VERSION_CHECK"
+_SO = f"{MODULE}/{MODULE}.so"
+
+
+def _expand(path: str, home: Path) -> Path:
+    """``os.path.expanduser`` as the server process would do it, with ``home`` as its ``~``."""
+    if path == "~" or path.startswith("~/"):
+        return home / path[2:] if len(path) > 1 else home
+    return Path(path)
+
+
+def workspace_base(env: Mapping[str, str], home: Path, sglang_redirects: bool | None) -> tuple[Path, str]:
+    """(the base FlashInfer appends ``.cache/flashinfer`` to, how it was derived)."""
+    if env.get(BASE_ENV):
+        return Path(env[BASE_ENV]), f"{BASE_ENV}={env[BASE_ENV]}"
+    if sglang_redirects:
+        raw = env.get(SGLANG_CACHE_ENV) or SGLANG_CACHE_DEFAULT
+        return _expand(raw, home), f"SGLang sets {BASE_ENV} to {SGLANG_CACHE_ENV} ({raw})"
+    return home, f"{BASE_ENV} unset: the server's home {home}"
+
+
+def _sm12x(arch_dir: str) -> bool:
+    """An arch directory name (``121a``, ``120f``, ``90a_120f``) that includes the sm_12x family."""
+    return any(part.startswith(("120", "121")) for part in arch_dir.split("_"))
+
+
+def _jit_kernels(cache_dir: Path, version: str) -> list[Path]:
+    try:
+        archs = sorted(p for p in (cache_dir / version).iterdir() if p.is_dir() and _sm12x(p.name))
+    except OSError:
+        return []
+    return [so for a in archs if (so := a / "cached_ops" / _SO).is_file()]
+
+
+def _aot_kernels(site_dirs: list[Path], version: str | None, jit_cache_version: str | None) -> list[Path]:
+    """AOT builds the server would load before any JIT: inside the flashinfer package, or from
+    flashinfer-jit-cache (used only when its version starts with flashinfer's)."""
+    found: list[Path] = []
+    for d in site_dirs:
+        so = d / "flashinfer" / "data" / "aot" / _SO
+        if so.is_file():
+            found.append(so)
+            break
+    if jit_cache_version and version and jit_cache_version.startswith(version):
+        for d in site_dirs:
+            root = d / "flashinfer_jit_cache"
+            for depth in ("", "*/", "*/*/"):
+                found += sorted(p for p in root.glob(f"{depth}{_SO}") if p.is_file())
+            if found:
+                break
+    return found
+
+
+def read_flashinfer(
+    env: Mapping[str, str],
+    *,
+    site_dirs: list[Path],
+    home: Path,
+    sglang_redirects: bool | None,
+) -> FlashInferFacts:
+    """``env`` is the server's environment, ``site_dirs`` its interpreter's, ``home`` its user's home."""
+    python = find_dist(site_dirs, "flashinfer-python") or find_dist(site_dirs, "flashinfer")
+    cubin = find_dist(site_dirs, "flashinfer-cubin")
+    jit_cache = find_dist(site_dirs, "flashinfer-jit-cache")
+    version = python[1] if python else None
+    base, rule = workspace_base(env, home, sglang_redirects)
+    cache_dir = base / ".cache" / "flashinfer"
+    notes: list[str] = []
+    kernels: list[Path] = []
+    elsewhere: list[Path] = []
+    if python is None:
+        where = ", ".join(map(str, site_dirs)) or "no site dir"
+        notes.append(f"flashinfer-python is not installed in {where}")
+    elif version is None:
+        notes.append(f"{python[0]}: no Version in METADATA")
+    else:
+        kernels = _aot_kernels(site_dirs, version, jit_cache[1] if jit_cache else None)
+        kernels += _jit_kernels(cache_dir, version)
+        sglang_default = _expand(SGLANG_CACHE_DEFAULT, home) / ".cache" / "flashinfer"
+        others = {home / ".cache" / "flashinfer", sglang_default}
+        for other in sorted(others - {cache_dir}):
+            elsewhere += _jit_kernels(other, version)
+        try:
+            stale = sorted(p.name for p in cache_dir.iterdir() if p.is_dir() and p.name != version)
+        except OSError:
+            stale = []
+        for old in stale[:8]:
+            elsewhere += _jit_kernels(cache_dir, old)
+    return FlashInferFacts(
+        python_version=version,
+        cubin_version=cubin[1] if cubin else None,
+        jit_cache_version=jit_cache[1] if jit_cache else None,
+        cache_dir=cache_dir,
+        cache_dir_rule=rule,
+        kernels=kernels,
+        elsewhere=elsewhere,
+        version_check_disabled=bool(env.get(VERSION_CHECK_ENV)),
+        note="; ".join(notes) or None,
+    )

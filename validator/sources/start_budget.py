@@ -1,0 +1,72 @@
+"""How long the supervisor lets the server start: systemd's ``TimeoutStartSec`` and its unit ``Type``.
+
+Why: a cold start of Ling-3.0-flash on GB10 is 6 to 8 minutes (52 s to 342 s of weight load, then CUDA-graph
+capture for target and draft). A start budget shorter than that kills a healthy server and restarts it,
+forever. Whether the load falls inside ``TimeoutStartSec`` depends on the unit (systemd.service(5)): with
+``Type=simple`` or ``exec`` the start job ends at fork/exec, so only ``ExecStartPre`` (preflight) is timed;
+with ``notify``, ``notify-reload``, ``forking``, ``oneshot`` or ``dbus``, or with an ``ExecStartPost`` (a
+readiness wait), the load is timed too. ``TimeoutSec=`` sets the start timeout as well;
+``TimeoutStartSec=infinity`` or ``0`` disables it; unset, it is the manager's ``DefaultTimeoutStartSec``
+(90 s unless system.conf changes it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from validator.errors import InputError
+from validator.facts import StartBudgetFacts
+from validator.sources.systemd_unit import ServiceUnit
+
+SYSTEMD_DEFAULT_START_S = 90.0
+_LOAD_TIMED_TYPES = frozenset({"notify", "notify-reload", "forking", "oneshot", "dbus"})
+
+# systemd.time(7) time span units
+_UNITS = {
+    "usec": 1e-6, "us": 1e-6, "µs": 1e-6, "μs": 1e-6,
+    "msec": 1e-3, "ms": 1e-3,
+    "seconds": 1.0, "second": 1.0, "sec": 1.0, "s": 1.0, "": 1.0,
+    "minutes": 60.0, "minute": 60.0, "min": 60.0, "m": 60.0,
+    "hours": 3600.0, "hour": 3600.0, "hr": 3600.0, "h": 3600.0,
+    "days": 86400.0, "day": 86400.0, "d": 86400.0,
+    "weeks": 604800.0, "week": 604800.0, "w": 604800.0,
+    "months": 2629800.0, "month": 2629800.0, "M": 2629800.0,
+    "years": 31557600.0, "year": 31557600.0, "y": 31557600.0,
+}  # fmt: skip
+_SPAN_PART = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-zµμ]*)")
+
+
+def parse_timespan(text: str, where: str) -> float | None:
+    """A systemd time span in seconds; None for ``infinity`` (and for 0, which disables the timeout)."""
+    value = text.strip()
+    if value == "infinity":
+        return None
+    pos, total, parts = 0, 0.0, 0
+    while pos < len(value):
+        m = _SPAN_PART.match(value, pos)
+        if m is None or m.end() == pos or m.group(2) not in _UNITS:
+            raise InputError(where, f"invalid time span {text!r}")
+        total += float(m.group(1)) * _UNITS[m.group(2)]
+        pos, parts = m.end(), parts + 1
+        while pos < len(value) and value[pos].isspace():
+            pos += 1
+    if parts == 0:
+        raise InputError(where, f"invalid time span {text!r}")
+    return total or None
+
+
+def from_unit(unit: ServiceUnit) -> StartBudgetFacts:
+    timing = unit.timing
+    where = f"unit:{unit.path}"
+    kind = timing.get("Type") or "simple"
+    raw = timing.get("TimeoutStartSec") or timing.get("TimeoutSec")
+    if raw:
+        key = "TimeoutStartSec" if timing.get("TimeoutStartSec") else "TimeoutSec"
+        budget = parse_timespan(raw, str(unit.path))
+        shown = f"{key}={raw}"
+    else:
+        budget, shown = SYSTEMD_DEFAULT_START_S, "TimeoutStartSec unset (systemd's default 90 s)"
+    post = bool(timing.get("ExecStartPost"))
+    counts = kind in _LOAD_TIMED_TYPES or post
+    why = f"Type={kind}" + (", ExecStartPost waits" if post else "")
+    return StartBudgetFacts(origin=where, budget_s=budget, counts_load=counts, detail=f"{shown} ({why})")
