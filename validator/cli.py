@@ -19,7 +19,7 @@ from typing import Protocol
 from validator import TOOL_NAME, __version__
 from validator.errors import ExitCode, ValidatorError
 
-COMMANDS = ("preflight", "launch", "check", "serve", "sim", "demo", "rules")
+COMMANDS = ("preflight", "launch", "check", "serve", "sim", "demo", "rules", "sglang-table")
 
 
 class CommandModule(Protocol):
@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _module(name: str) -> CommandModule:
-    module: CommandModule = importlib.import_module(f"validator.commands.{name}")
+    module: CommandModule = importlib.import_module(f"validator.commands.{name.replace('-', '_')}")
     return module
 
 

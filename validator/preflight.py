@@ -17,9 +17,11 @@ from pathlib import Path
 
 from validator.engine import build_report, run_checks
 from validator.errors import UsageError
-from validator.facts import CHECKPOINT, HUMMING, LAUNCH, Facts, LaunchFacts
+from validator.facts import CHECKPOINT, FLASHINFER, HUMMING, LAUNCH, Facts, LaunchFacts, SGLangInstallFacts
 from validator.report import Report, utc_now_iso
 from validator.rulepack import LoadedPack
+
+DSPARK = "DSPARK"
 
 
 @dataclass
@@ -74,18 +76,57 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     return facts
 
 
+def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> SGLangInstallFacts:
+    from validator.sources.sglang_install import locate_sglang, read_sglang_install
+
+    dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
+    if inputs.sglang_root is not None:
+        where = f"--sglang-root {inputs.sglang_root}"
+        return read_sglang_install(inputs.sglang_root, where, dspark=dspark)
+    return locate_sglang(launch.interpreter, env=launch.env, dspark=dspark)
+
+
+def launch_and_install(inputs: PreflightInputs) -> tuple[LaunchFacts, SGLangInstallFacts]:
+    """The launch command parsed with the flag table of the SGLang build that will run it.
+
+    The build is found through the command's own interpreter, so the command is first parsed with the
+    shipped table (leniently when that refuses it); then, for a build with a generated table
+    (``spark-validate sglang-table``), it is parsed again with that table, and for another build with
+    none, leniently with the shipped one, reporting what that table does not know instead of failing."""
+    from validator.errors import InputError
+    from validator.sources.sglang_cli import TableChoice, load_table, parsing_with
+    from validator.sources.sglang_tables import table_for
+
+    refused: InputError | None = None
+    try:
+        launch = read_launch(inputs)
+    except InputError as exc:
+        with parsing_with(TableChoice(load_table(), "the shipped table", lenient=True)):
+            try:
+                launch = read_launch(inputs)
+            except InputError:
+                raise exc from None
+        refused = exc
+    sg = _locate(inputs, launch)
+    choice = table_for(sg, launch.interpreter)
+    if choice is None:
+        if refused is not None:
+            raise refused
+        return launch, sg
+    with parsing_with(choice):
+        launch = read_launch(inputs)
+    launch.warnings.insert(0, f"launch command parsed with {choice.described}")
+    return launch, sg
+
+
 def gather(inputs: PreflightInputs) -> Facts:
     from validator.sources.host import read_host
     from validator.sources.humming import read_humming
-    from validator.sources.sglang_install import locate_sglang, read_sglang_install, referenced_env
+    from validator.sources.sglang_install import referenced_env
 
     facts = Facts(mode="preflight")
-    facts.launch = read_launch(inputs)
+    facts.launch, facts.sglang = launch_and_install(inputs)
     launch = facts.launch
-    if inputs.sglang_root is not None:
-        facts.sglang = read_sglang_install(inputs.sglang_root, f"--sglang-root {inputs.sglang_root}")
-    else:
-        facts.sglang = locate_sglang(launch.interpreter, env=launch.env)
     sg = facts.sglang
     site_dirs = sg.site_dirs or None
     if sg.root is not None and sg.declared_env:
@@ -98,6 +139,7 @@ def gather(inputs: PreflightInputs) -> Facts:
         except OSError as exc:
             facts.errors[HUMMING] = str(exc)
     facts.host = read_host(service_user=inputs.service_user)
+    _gather_recipe_sources(facts, inputs)
     model_dir = inputs.model_dir or _local_model_path(launch)
     if model_dir is not None:
         from validator.sources.checkpoint import read_checkpoint
@@ -109,6 +151,42 @@ def gather(inputs: PreflightInputs) -> Facts:
     if facts.launch is None:
         facts.errors[LAUNCH] = "no launch command"
     return facts
+
+
+def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
+    """The evidence only some recipes need: the DSpark draft checkpoint, FlashInfer's kernels (for the
+    flashinfer_mxfp4 path) and the supervisor's start budget (a unit file)."""
+    launch, sg, host = facts.launch, facts.sglang, facts.host
+    assert launch is not None and sg is not None and host is not None
+    args = launch.args
+    if str(args.get("speculative_algorithm") or "").upper() == DSPARK:
+        from validator.sources.dspark_draft import read_dspark_draft
+
+        draft = args.get("speculative_draft_model_path")
+        facts.dspark_draft = read_dspark_draft(
+            draft if isinstance(draft, str) else None,
+            args.get("model_path") if isinstance(args.get("model_path"), str) else None,
+            revision=args.get("speculative_draft_model_revision"),
+            env=launch.env,
+        )
+    if sg.root is not None:
+        from validator.sources.flashinfer import read_flashinfer
+
+        home = host.home if inputs.service_user or not launch.env.get("HOME") else Path(launch.env["HOME"])
+        try:
+            facts.flashinfer = read_flashinfer(
+                launch.env,
+                site_dirs=sg.site_dirs,
+                home=home or Path("/nonexistent"),
+                sglang_redirects=sg.redirects_flashinfer_cache,
+            )
+        except OSError as exc:
+            facts.errors[FLASHINFER] = str(exc)
+    if inputs.unit is not None:
+        from validator.sources.start_budget import from_unit
+        from validator.sources.systemd_unit import load_unit
+
+        facts.start_budget = from_unit(load_unit(inputs.unit, base_env=dict(launch.env)))
 
 
 def _local_model_path(launch: LaunchFacts) -> Path | None:

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from functools import cache
@@ -75,9 +78,34 @@ class ParsedArgs:
     explicit: set[str]
     warnings: list[str] = field(default_factory=list)
     config_file: Path | None = None
+    unknown: list[str] = field(default_factory=list)  # lenient parse: arguments the table does not know
 
 
-def _table_from_json(data: dict[str, Any]) -> CliTable:
+@dataclass(frozen=True)
+class TableChoice:
+    """Which flag table parses launch commands, and whether arguments it does not know are fatal."""
+
+    table: CliTable
+    described: str  # "the table generated from SGLang 0.0.0.dev1+g... (/root/.cache/...json)"
+    lenient: bool = False  # report unknown arguments instead of refusing the command
+
+
+_CHOICE: ContextVar[TableChoice | None] = ContextVar("sglang_cli_table", default=None)
+
+
+@contextmanager
+def parsing_with(choice: TableChoice) -> Iterator[None]:
+    """Parse launch commands with another build's table (``spark-validate sglang-table``), or leniently
+    with the shipped one for a build that has no table: SGLang builds other than 0.5.23 accept flags
+    the shipped table lacks, and refusing those would be a false alarm."""
+    token = _CHOICE.set(choice)
+    try:
+        yield
+    finally:
+        _CHOICE.reset(token)
+
+
+def _table_from_json(data: dict[str, Any], *, allow_unknown_types: bool = False) -> CliTable:
     actions = []
     for raw in data["actions"]:
         choices = raw["choices"]
@@ -102,7 +130,7 @@ def _table_from_json(data: dict[str, Any]) -> CliTable:
         for option in action.option_strings:
             by_option[option] = action  # a later registration replaces, as in argparse
     unknown = {a.type for a in actions} - set(_TYPES)
-    if unknown:
+    if unknown and not allow_unknown_types:
         raise ValueError(
             f"CLI table uses type functions this parser does not know: {sorted(map(str, unknown))}"
         )
@@ -120,16 +148,21 @@ def _table_from_json(data: dict[str, Any]) -> CliTable:
 
 @cache
 def load_table(path: Path | None = None) -> CliTable:
-    """The shipped table (or ``path``), parsed once per process."""
+    """The shipped table (or ``path``, a table generated from another build), parsed once per process.
+
+    A generated table may name type functions this module does not reproduce (a newer build's own
+    parsers): their values are kept as the strings given, which can only make a check see less."""
     if path is None:
         text = resources.files("validator.data").joinpath(TABLE_RESOURCE).read_text(encoding="utf-8")
         where = f"validator/data/{TABLE_RESOURCE}"
     else:
-        text = path.read_text(encoding="utf-8")
+        from validator.sources.files import read_text_bounded
+
+        text = read_text_bounded(path, 16 * 1024 * 1024, "SGLang CLI table")
         where = str(path)
     try:
-        return _table_from_json(json.loads(text))
-    except (KeyError, TypeError, ValueError) as exc:
+        return _table_from_json(json.loads(text), allow_unknown_types=path is not None)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(where, f"not a valid SGLang CLI table: {exc}") from exc
 
 
@@ -277,7 +310,7 @@ def _fail(action: CliAction, message: str) -> _ArgparseExit:
 
 
 def _convert(action: CliAction, text: str) -> Any:
-    func = _TYPES[action.type]
+    func = _TYPES.get(action.type, _identity)
     try:
         value = func(text)
     except ArgumentTypeError as exc:
@@ -399,7 +432,9 @@ class _Replay:
                     out.append((by_option[option], option, None))
         return out
 
-    def run(self, argv: list[str]) -> tuple[dict[str, Any], set[str], list[str]]:
+    def run(
+        self, argv: list[str], lenient: bool = False
+    ) -> tuple[dict[str, Any], set[str], list[str], list[str]]:
         pattern_parts: list[str] = []
         options: dict[int, tuple[CliAction | None, str, str | None]] = {}
         after_dashdash = False
@@ -508,14 +543,14 @@ class _Replay:
                 namespace[action.dest] = _convert_default(action, action.default)
         if missing:
             raise _ArgparseExit(f"the following arguments are required: {', '.join(missing)}")
-        if extras:
+        if extras and not lenient:
             raise _ArgparseExit(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, explicit, warnings
+        return namespace, explicit, warnings, extras
 
 
 def _convert_default(action: CliAction, text: str) -> Any:
     # argparse converts a string default through the type function, without checking choices
-    func = _TYPES[action.type]
+    func = _TYPES.get(action.type, _identity)
     try:
         return func(text)
     except (ArgumentTypeError, TypeError, ValueError, ArithmeticError):
@@ -635,11 +670,14 @@ def parse_argv(
     argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
 ) -> ParsedArgs:
     """Parse server arguments (after ``python -m sglang.launch_server`` / ``sglang serve``) as
-    ``prepare_server_args`` would; any refusal raises InputError(origin, <argparse's message>)."""
-    table = table or load_table()
+    ``prepare_server_args`` would; any refusal raises InputError(origin, <argparse's message>).
+    Inside ``parsing_with``, that table (and its leniency) is used unless ``table`` is given."""
+    choice = _CHOICE.get() if table is None else None
+    table = table or (choice.table if choice is not None else load_table())
+    lenient = choice is not None and choice.lenient
     merged, config_file = merge_config(list(argv), origin=origin, base_dir=base_dir, table=table)
     try:
-        args, explicit, warnings = _Replay(table).run(merged)
+        args, explicit, warnings, unknown = _Replay(table).run(merged, lenient=lenient)
     except _ArgparseExit as exc:
         raise InputError(origin, str(exc)) from None
     except _HelpRequested:
@@ -651,7 +689,19 @@ def parse_argv(
             f"--config value {args['config']!r} is ignored by SGLang {table.sglang_version}: "
             "only the separate form '--config FILE' is merged"
         )
-    return ParsedArgs(argv=merged, args=args, explicit=explicit, warnings=warnings, config_file=config_file)
+    if unknown:
+        warnings.append(
+            f"arguments not in {choice.described if choice else 'the flag table'}, not checked: "
+            + " ".join(unknown)
+        )
+    return ParsedArgs(
+        argv=merged,
+        args=args,
+        explicit=explicit,
+        warnings=warnings,
+        config_file=config_file,
+        unknown=unknown,
+    )
 
 
 def parse_server_args(

@@ -1,0 +1,116 @@
+"""`spark-validate sglang-table` and the table preflight parses with, for builds other than stock 0.5.23.
+
+The generator runs for real inside the SGLang 0.5.23 venv (.venv-sglang, scripts/setup_sglang_env.sh); a
+"dev build" is an sglang package directory whose version and flag sources differ, given with
+--sglang-root, and its generated table is the shipped one plus the flags that build adds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from validator.sources.sglang_tables import build_key, store
+
+REPO = Path(__file__).resolve().parents[1]
+SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"
+SHIPPED = REPO / "validator" / "data" / "sglang-0.5.23-cli.json"
+DEV = "0.0.0.dev1+g1a2b3c4"
+
+
+def cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "validator", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        timeout=timeout,
+    )
+
+
+def dev_build(tmp_path: Path, version: str = DEV) -> Path:
+    root = tmp_path / "site" / "sglang"
+    (root / "srt" / "arg_groups").mkdir(parents=True)
+    (root / "_version.py").write_text(f'__version__ = "{version}"\n')
+    (root / "srt" / "server_args.py").write_text("# the Ling branch's server_args\n")
+    (root / "srt" / "arg_groups" / "ling.py").write_text("LING_FLAGS = ['--enable-ling-magic']\n")
+    return root
+
+
+def dev_table(version: str = DEV) -> str:
+    table: dict[str, Any] = json.loads(SHIPPED.read_text())
+    table["sglang_version"] = version
+    template = next(a for a in table["actions"] if a["dest"] == "enable_linear_replayssm")
+    table["actions"].append(
+        {**template, "dest": "enable_ling_magic", "option_strings": ["--enable-ling-magic"], "help": None}
+    )
+    table["n_actions"] = len(table["actions"])
+    return json.dumps(table)
+
+
+CMD = "python -m sglang.launch_server --model-path /models/ling --enable-ling-magic"
+
+
+def warnings_of(proc: subprocess.CompletedProcess[str]) -> str:
+    report = json.loads(proc.stdout)
+    check = next(c for c in report["checks"] if c["id"] == "launch.warnings")
+    return json.dumps(check)
+
+
+def test_generates_and_caches_the_installed_builds_table(tmp_path: Path) -> None:
+    env = {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = cli(env, "sglang-table", "--python", str(SGLANG_PYTHON), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    cached = list((tmp_path / "cache" / "sglang-tables").glob("0.5.23-*.json"))
+    assert len(cached) == 1 and str(cached[0]) in proc.stdout
+    assert cached[0].read_bytes() == SHIPPED.read_bytes()  # the same build gives the shipped table
+
+
+def test_interpreter_without_sglang_is_unavailable(tmp_path: Path) -> None:
+    proc = cli({"SPARK_VALIDATE_CACHE_DIR": str(tmp_path)}, "sglang-table", "--python", sys.executable)
+    assert proc.returncode == 69 and "sglang" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_dev_build_without_table_reports_unknown_flags(tmp_path: Path) -> None:
+    root = dev_build(tmp_path)
+    env = {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}
+    proc = cli(env, "preflight", "--format", "json", "--sglang-root", str(root), "--launch-cmd", CMD)
+    assert proc.returncode != 65, proc.stderr
+    shown = warnings_of(proc)
+    assert "shipped SGLang 0.5.23 table" in shown and DEV in shown and "sglang-table --python" in shown
+    assert "not checked: --enable-ling-magic" in shown
+
+
+def test_dev_build_with_generated_table(tmp_path: Path) -> None:
+    root = dev_build(tmp_path)
+    env = {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}
+    path = store(dev_table(), root, DEV, env)
+    assert path.name == f"{build_key(root, DEV)}.json"
+    proc = cli(env, "preflight", "--format", "json", "--sglang-root", str(root), "--launch-cmd", CMD)
+    assert proc.returncode != 65, proc.stderr
+    shown = warnings_of(proc)
+    assert f"table generated from SGLang {DEV}" in shown and "not checked" not in shown
+    typo = cli(env, "preflight", "--sglang-root", str(root), "--launch-cmd", CMD + "x")
+    assert typo.returncode == 65 and "unrecognized arguments: --enable-ling-magicx" in typo.stderr
+    # A rebuilt image with the same version string but other flag sources does not reuse the table.
+    (root / "srt" / "arg_groups" / "ling.py").write_text("LING_FLAGS = []\n")
+    proc = cli(env, "preflight", "--format", "json", "--sglang-root", str(root), "--launch-cmd", CMD)
+    assert "not checked: --enable-ling-magic" in warnings_of(proc)
+
+
+@pytest.mark.parametrize("cmd_extra", ["--enable-ling-magic", "--mem-fraction-statik 0.6"])
+def test_stock_build_still_refuses_unknown_flags(
+    tmp_path: Path, stock_sglang_root: Path, cmd_extra: str
+) -> None:
+    env = {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}
+    cmd = f"python -m sglang.launch_server --model-path /models/ling {cmd_extra}"
+    proc = cli(env, "preflight", "--sglang-root", str(stock_sglang_root), "--launch-cmd", cmd)
+    assert proc.returncode == 65 and "unrecognized arguments" in proc.stderr

@@ -1,0 +1,53 @@
+"""`spark-validate sglang-table --python PY`: generate the flag table of the SGLang build PY runs, and cache
+it so that preflight parses launch commands exactly as that build will (see ``sources/sglang_tables``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "sglang-table",
+        help="generate and cache the flag table of the installed SGLang build (run on the server host)",
+        description=(
+            "Runs SGLang's own argument parser inside PY (the server's interpreter: it must import "
+            "sglang.srt.server_args, so torch too) and caches the table by build, for preflight and launch."
+        ),
+    )
+    p.add_argument("--python", required=True, metavar="PY", help="the server's Python interpreter")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="generator time limit (300)")
+    p.add_argument("--output", metavar="FILE", default=None, help="also write the table to FILE")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from validator.errors import InputError, UnavailableError
+    from validator.sources.sglang_cli import _table_from_json
+    from validator.sources.sglang_install import probe_interpreter, read_sglang_install
+    from validator.sources.sglang_tables import generate, store
+
+    probe = probe_interpreter(args.python, timeout=30.0)
+    if probe.error or probe.sglang_root is None:
+        raise UnavailableError(probe.error or f"{args.python}: sglang is not importable")
+    install = read_sglang_install(probe.sglang_root, f"interpreter {args.python}")
+    text = generate(args.python, timeout=args.timeout)
+    try:
+        table = _table_from_json(json.loads(text), allow_unknown_types=True)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise InputError(args.python, f"the generator printed no valid table: {exc}") from None
+    if install.version and table.sglang_version != install.version:
+        raise InputError(
+            args.python,
+            f"the table says SGLang {table.sglang_version} but {probe.sglang_root} is {install.version}",
+        )
+    path = store(text, probe.sglang_root, install.version)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    sys.stdout.write(
+        f"SGLang {table.sglang_version} ({probe.sglang_root}): {len(table.actions)} flags; cached as {path}\n"
+    )
+    return 0

@@ -1,0 +1,151 @@
+"""SGLang flag tables generated from the installed build, cached by build, and chosen for preflight.
+
+Why: operators run the Ling branch, PR builds and the ``dev-Ling-3.0-flash`` image (``0.0.0.dev1+g...``),
+whose parsers differ from stock 0.5.23. Rejecting a flag such a build accepts would be a false alarm, and
+accepting one it rejects would hide a start-up failure. ``spark-validate sglang-table --python PY`` runs
+the generator (``validator/sglang_tablegen.py``) inside the server's interpreter, on the server host, and
+caches the table under a key of the build: its version and a hash of the files that define its flags
+(``srt/server_args.py`` and ``srt/arg_groups/``), so a rebuilt image with the same version string does not
+reuse a stale table. Preflight then parses with it; a build with no table is parsed with the shipped one,
+and what that table does not know is reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from validator.errors import InputError, UnavailableError
+from validator.facts import SGLangInstallFacts
+
+if TYPE_CHECKING:
+    from validator.sources.sglang_cli import TableChoice
+
+CACHE_ENV = "SPARK_VALIDATE_CACHE_DIR"
+_FLAG_SOURCES = ("srt/server_args.py", "srt/arg_groups")
+_MAX_TABLE = 16 * 1024 * 1024
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """``$SPARK_VALIDATE_CACHE_DIR``, else ``$XDG_CACHE_HOME/spark-validate``, else
+    ``~/.cache/spark-validate``; tables live in its ``sglang-tables/``."""
+    e = os.environ if env is None else env
+    if e.get(CACHE_ENV):
+        base = Path(e[CACHE_ENV])
+    elif e.get("XDG_CACHE_HOME"):
+        base = Path(e["XDG_CACHE_HOME"]) / "spark-validate"
+    else:
+        base = Path(e.get("HOME") or os.path.expanduser("~")) / ".cache" / "spark-validate"
+    return base / "sglang-tables"
+
+
+def build_key(root: Path, version: str | None) -> str:
+    """``<version>-<sha256 of the flag-defining sources, 16 hex>``; the version made filename-safe."""
+    h = hashlib.sha256()
+    files = [root / _FLAG_SOURCES[0], *sorted((root / _FLAG_SOURCES[1]).rglob("*.py"))]
+    for f in files:
+        try:
+            data = f.read_bytes()
+        except OSError:
+            continue
+        h.update(str(f.relative_to(root)).encode() + b"\0" + hashlib.sha256(data).digest())
+    safe = "".join(c if c.isalnum() or c in ".+-_" else "_" for c in (version or "unknown"))[:80]
+    return f"{safe}-{h.hexdigest()[:16]}"
+
+
+def cached_table(root: Path, version: str | None, env: Mapping[str, str] | None = None) -> Path | None:
+    """The cached table for this build, if one was generated (no hashing when the cache is empty)."""
+    d = cache_dir(env)
+    try:
+        if not any(d.glob("*.json")):
+            return None
+    except OSError:
+        return None
+    path = d / f"{build_key(root, version)}.json"
+    return path if path.is_file() else None
+
+
+def generate(python: str, *, timeout: float = 300.0) -> str:
+    """Run the generator inside ``python`` (which must import ``sglang.srt.server_args``: torch and the
+    rest of SGLang's import chain) and return the table's text. From an empty working directory, with the
+    source on ``-c``, so no local file shadows a module; the whole process group is killed on timeout."""
+    source = (Path(__file__).resolve().parents[1] / "sglang_tablegen.py").read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory(prefix="spark-validate-table-") as empty:
+        try:
+            proc = subprocess.Popen(
+                [python, "-c", source, "--stdout"],
+                cwd=empty,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise InputError(python, f"cannot run: {exc.strerror or exc}") from None
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+            proc.communicate()
+            raise UnavailableError(
+                f"{python}: the table generator did not finish within {timeout:g} s"
+            ) from None
+    if proc.returncode != 0:
+        lines = err.decode(errors="replace").strip().splitlines() or ["no output"]
+        raise UnavailableError(
+            f"{python}: the table generator exited {proc.returncode} "
+            f"(SGLang's server_args must import there): {lines[-1][:300]}"
+        )
+    if len(out) > _MAX_TABLE:
+        raise InputError(python, f"the generated table is over {_MAX_TABLE} bytes")
+    return out.decode("utf-8", errors="replace")
+
+
+def store(text: str, root: Path, version: str | None, env: Mapping[str, str] | None = None) -> Path:
+    """Write the table atomically as ``<cache>/<build key>.json`` (mode 0644 in a 0755 directory)."""
+    d = cache_dir(env)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{build_key(root, version)}.json"
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".table-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def table_for(sglang: SGLangInstallFacts, interpreter: str | None) -> TableChoice | None:
+    """The table preflight should parse with for this build; None when the shipped one is exactly it
+    (same version, no table generated for this build)."""
+    from validator.sources.sglang_cli import TableChoice, load_table
+
+    if sglang.root is None:
+        return None
+    cached = cached_table(sglang.root, sglang.version)
+    if cached is not None:
+        return TableChoice(load_table(cached), f"the table generated from SGLang {sglang.version} ({cached})")
+    shipped = load_table()
+    if sglang.version is None or sglang.version == shipped.sglang_version:
+        return None
+    how = f"spark-validate sglang-table --python {interpreter or '<the server python>'}"
+    return TableChoice(
+        shipped,
+        f"the shipped SGLang {shipped.sglang_version} table (SGLang {sglang.version} has no generated "
+        f"table: run `{how}` on the server host)",
+        lenient=True,
+    )
