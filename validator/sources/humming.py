@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from validator.facts import HummingFacts
-from validator.sources.dists import metadata_version as _metadata_version
+from validator.sources.dists import find_dist
 
 DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
 CACHE_ENV = "HUMMING_CACHE_DIR"
@@ -55,30 +55,22 @@ def _own_site_dirs() -> list[Path]:
 
 def installed_version(site_dirs: list[Path], notes: list[str]) -> str | None:
     """Version from the first ``humming_kernels-*.dist-info/METADATA`` (importlib.metadata's order)."""
-    for d in site_dirs:
-        try:
-            candidates = sorted(p for p in d.iterdir() if p.name.endswith(".dist-info"))
-        except OSError:
-            continue
-        for info in candidates:
-            name = info.name[: -len(".dist-info")].rsplit("-", 1)[0]
-            if name.lower().replace("-", "_").replace(".", "_") != DIST_NAME:
-                continue
-            version = _metadata_version(info / "METADATA")
-            if version is None:
-                notes.append(f"{info}: no Version in METADATA")
-                continue
-            if not (d / "humming" / "__init__.py").is_file():
-                notes.append(
-                    f"humming-kernels {version} is recorded in {d} but its humming/ package is missing"
-                )
-                return None
-            return version
-    if not notes:
+    found = find_dist(site_dirs, DIST_NAME)
+    if found is None:
         notes.append(
             "humming-kernels is not installed in " + (", ".join(map(str, site_dirs)) or "no site dir")
         )
-    return None
+        return None
+    info, version = found
+    if version is None:
+        notes.append(f"{info}: no Version in METADATA")
+        return None
+    if not (info.parent / "humming" / "__init__.py").is_file():
+        notes.append(
+            f"humming-kernels {version} is recorded in {info.parent} but its humming/ package is missing"
+        )
+        return None
+    return version
 
 
 def _user(service_user: str | None, notes: list[str]) -> pwd.struct_passwd | None:
