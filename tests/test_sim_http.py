@@ -326,7 +326,7 @@ def test_broken_draft_accepts_nothing(broken: SimProcess) -> None:
     assert meta["spec_num_correct_drafts"] == 0 and meta["spec_accept_rate"] == 0
     assert meta["spec_accept_length"] == meta["completion_tokens"] / meta["spec_verify_ct"]
     assert meta["spec_verify_ct"] == meta["completion_tokens"] - 1  # one token per round + the prefill token
-    assert meta["spec_correct_drafts_histogram"] == [meta["spec_verify_ct"], 0, 0, 0]
+    assert meta["spec_correct_drafts_histogram"] == [meta["spec_verify_ct"]]  # grows with the largest k seen
     doc = json.loads(broken.attestation.read_text())
     assert doc["lm_head"] == {"shared_module": False, "shared_weight": True, "remedy_applied": False}
     assert doc["target"]["lm_head"]["quant_method"] == "Fp8LinearMethod"
@@ -400,7 +400,7 @@ def test_crash_after_ready_stops_answering(tmp_path: Path) -> None:
         wait_healthy(sim.url)
         with pytest.raises(httpx.TransportError):
             httpx.post(f"{sim.url}/generate", json={"text": "x"}, timeout=10)
-        assert sim.proc.wait(timeout=10) == 1
+        assert sim.proc.wait(timeout=10) == -9  # kill_process_tree ends in SIGKILL, as SGLang does
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/health", timeout=2)
         assert "Scheduler hit an exception" in sim.log.read_text()

@@ -59,7 +59,7 @@ def test_startup_log_order_and_attestation_schema(tmp_path: Path) -> None:
     order = ["server_args=", "Load weight begin", "Online FP8 quantization enabled for lm_head.",
              "Preparing DeepSeekV4 MXFP4 experts for Humming backend", "type=BailingMoeV3ForCausalLM",
              "type=BailingMoeForCausalLMNextN", "Capture draft decode CUDA graph begin",
-             "Capture draft extend CUDA graph begin. backend=triton, num_tokens_per_req=4",
+             "Capture draft extend CUDA graph begin. backend=full, num_tokens_per_req=4",
              "The server is fired up and ready to roll!"]  # fmt: skip
     positions = [log.index(s) for s in order]
     assert positions == sorted(positions)

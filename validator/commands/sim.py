@@ -44,6 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attestation", type=Path,
                    help="attestation file path (default $SPARK_VALIDATE_ATTESTATION or "
                         "/tmp/spark-validate/attestation.json)")  # fmt: skip
+    p.add_argument("--refuse-until-ready", action="store_true",
+                   help="refuse TCP connections through the load phase, as a real SGLang launcher does "
+                        "(default: listen at once and answer 503 until ready)")  # fmt: skip
     p.add_argument("--list-scenarios", action="store_true", help="list the scenarios and exit")
 
 
@@ -66,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.list_scenarios:
         width = max(len(n) for n in scenarios.SCENARIOS)
-        for name, (_, text) in scenarios.SCENARIOS.items():
-            sys.stdout.write(f"{name:<{width}}  {text}\n")
+        for name, entry in scenarios.SCENARIOS.items():
+            expect = entry.verdict or "depends"
+            if entry.fails:
+                expect += " (" + ", ".join(sorted(entry.fails)) + ")"
+            sys.stdout.write(f"{name:<{width}}  {entry.text}\n{'':<{width}}  pack {entry.pack}: {expect}\n")
         return 0
     if not 0 <= args.port <= 65535:
         raise UsageError(f"sim: --port {args.port} is out of range")
@@ -90,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         attestation_path=attestation,
         host=args.host,
         port=args.port,
+        refuse_until_ready=args.refuse_until_ready,
     )
     sys.stderr.write(f"spark-validate sim: scenario {sim.scenario.name} on {args.host}:{args.port}\n")
     return serve_forever(sim)

@@ -110,7 +110,7 @@ def create_app(engine: SimEngine) -> Starlette:
             return _error("request body is not valid JSON")
         if not isinstance(body, dict):
             return _error("invalid type: expected a JSON object")
-        if not engine.ready:
+        if not engine.loaded:
             return _error("The server is not ready yet (starting up).", 503)
         texts = body.get("text")
         ids = body.get("input_ids")
@@ -157,7 +157,7 @@ def create_app(engine: SimEngine) -> Starlette:
             return _json(err, 400)
         if not isinstance(body, dict):
             return _error("invalid type: expected a JSON object")
-        if not engine.ready:
+        if not engine.loaded:
             return _error("The server is not ready yet (starting up).", 503)
         if chat:
             msgs = body.get("messages") or []
@@ -281,7 +281,7 @@ class _Job:
         if final:
             meta["e2e_latency"] = d.ttft_s + d.decode_s
             if d.verify_ct > 0:
-                proposed = d.verify_ct * (dm.NUM_DRAFT_TOKENS - 1)
+                proposed = d.verify_ct * sc.drafts_per_verify
                 meta.update(
                     spec_accept_rate=d.correct_drafts / proposed,
                     spec_accept_length=d.completion_tokens / d.verify_ct,

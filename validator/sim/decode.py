@@ -4,10 +4,14 @@ Figures are the published DGX Spark ones (``domain.md``): a decode step costs 27
 FP32 head), 25.35 ms with Humming, 22.76 ms with Humming and the FP8 head. One verify round of NEXTN costs
 "about 2.26 decode steps"; the published tables give a round cost per case, which the simulator uses so that
 each published throughput comes out: 1.67 steps greedy (9.72 ms TPOT at accept length 3.90), 2.19 sampled
-(18.56 ms at 2.68), 1.83 for the broken draft (24.0 tok/s at 1.00). Acceptance per round is a chain: each of
-the 3 drafts is accepted with probability ``p`` if all earlier ones were, so ``k`` in 0..3 and ``E[k + 1]``
-equals the scenario's mean accept length (3.90 greedy synthetic, 2.68 sampled GSM8K-like, exactly 1.00 for a
-broken draft head). The first output token comes from prefill, so a request's
+(18.56 ms at 2.68), 1.83 for the broken draft (24.0 tok/s at 1.00). A DSpark round (a 5-layer BF16 draft
+proposing a block of 8, then a 9-wide verify) costs about 3.87 steps: the community's 72 tok/s on code
+(accept ~6.4) and 40 tok/s on prose (~3.5) both give that figure.
+
+Acceptance per round is a chain: each of the ``K`` drafts (3 for NEXTN, the block size 8 for DSpark) is
+accepted with probability ``p`` if all earlier ones were, so ``k`` in 0..K and ``E[k + 1]`` equals the
+scenario's mean accept length (3.90 greedy synthetic and 2.68 sampled GSM8K-like for NEXTN, 5.29 for DSpark,
+exactly 1.00 for a broken draft). The first output token comes from prefill, so a request's
 ``completion_tokens = 1 + sum(k_i + 1)`` and SGLang's ``spec_accept_length = completion_tokens /
 spec_verify_ct`` is slightly above the per-round mean.
 
@@ -23,14 +27,11 @@ from dataclasses import dataclass, field
 
 from validator.sim.scenarios import VOCAB, Scenario
 
-NUM_STEPS = 3  # --speculative-num-steps
-NUM_DRAFT_TOKENS = 4  # --speculative-num-draft-tokens
 # One verify round in decode steps of 22.76 ms, calibrated to the published throughputs (domain.md):
 VERIFY_COST_GREEDY = 9.72 * 3.90 / 22.76  # synthetic greedy: 9.72 ms TPOT at 3.90 (102.9 tok/s)
 VERIFY_COST_SAMPLED = 18.56 * 2.68 / 22.76  # GSM8K-like, temperature 0.6: 18.56 ms TPOT at 2.68 (53.9 tok/s)
 VERIFY_COST_BROKEN = 1000.0 / 24.0 / 22.76  # broken draft: 24.0 tok/s at accept length 1.00
-GREEDY_ACCEPT_LENGTH = 3.90
-SAMPLED_ACCEPT_LENGTH = 2.68
+VERIFY_COST_DSPARK = 6.4 * 1000.0 / 72.0 / 22.76  # DSpark: 72 tok/s at ~6.4 (code); 40 at ~3.5 gives 3.84
 
 # (resolved MoE backend, head precision) -> ms per decode step at batch 1
 _STEP_MS: dict[tuple[str, str], float] = {
@@ -52,7 +53,9 @@ def step_ms(scenario: Scenario) -> float:
 
 
 def verify_ms(scenario: Scenario, temperature: float = 0.0) -> float:
-    if scenario.draft_broken:
+    if scenario.dspark:
+        factor = VERIFY_COST_DSPARK  # the block is drafted and verified whatever the drafter's quality
+    elif scenario.draft_broken:
         factor = VERIFY_COST_BROKEN
     else:
         factor = VERIFY_COST_GREEDY if temperature <= 0.0 else VERIFY_COST_SAMPLED
@@ -64,21 +67,15 @@ def ttft_s(prompt_tokens: int) -> float:
     return 0.19 + 2.0e-5 * prompt_tokens
 
 
-def mean_accept_length(scenario: Scenario, temperature: float) -> float:
-    if scenario.draft_broken:
-        return 1.0
-    return GREEDY_ACCEPT_LENGTH if temperature <= 0.0 else SAMPLED_ACCEPT_LENGTH
-
-
-def chain_probability(mean_length: float) -> float:
-    """Per-draft acceptance ``p`` such that ``1 + p + p^2 + p^3 == mean_length`` (bisection)."""
+def chain_probability(mean_length: float, drafts: int = 3) -> float:
+    """Per-draft acceptance ``p`` such that ``1 + p + ... + p^drafts == mean_length`` (bisection)."""
     target = mean_length - 1.0
     if target <= 0.0:
         return 0.0
     lo, hi = 0.0, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2
-        if mid + mid**2 + mid**3 < target:
+        if sum(mid**i for i in range(1, drafts + 1)) < target:
             lo = mid
         else:
             hi = mid
@@ -97,7 +94,7 @@ class Decoded:
     output_ids: list[int]
     text: str
     prompt_tokens: int
-    rounds: list[int] = field(default_factory=list)  # accepted drafts per verify round (0..3)
+    rounds: list[int] = field(default_factory=list)  # accepted drafts per verify round (0..K)
     ttft_s: float = 0.0
     decode_s: float = 0.0  # time from the first token to the last
 
@@ -114,8 +111,12 @@ class Decoded:
         return sum(self.rounds)
 
     def histogram(self) -> list[int]:
-        hist = [0] * NUM_DRAFT_TOKENS
+        """``spec_correct_drafts_histogram``: ``h[k]`` verify rounds accepted ``k`` drafts; the list grows to
+        the largest ``k`` seen (``Req.update_spec_correct_drafts_histogram``, schedule_batch.py:1566-1572)."""
+        hist: list[int] = []
         for k in self.rounds:
+            if len(hist) <= k:
+                hist.extend([0] * (k - len(hist) + 1))
             hist[k] += 1
         return hist
 
@@ -147,11 +148,12 @@ def decode(
     ids = [0] * n if scenario.degenerate else [rng.randrange(1000, VOCAB) for _ in range(n)]
     rounds: list[int] = []
     if scenario.spec:
-        p = chain_probability(mean_accept_length(scenario, temperature))
+        drafts = scenario.drafts_per_verify
+        p = chain_probability(scenario.accept_mean(temperature), drafts)
         produced = 1  # the first token comes from prefill
         while produced < n:
             k = 0
-            while k < NUM_STEPS and rng.random() < p:
+            while k < drafts and rng.random() < p:
                 k += 1
             rounds.append(k)
             produced += k + 1

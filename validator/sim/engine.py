@@ -1,10 +1,18 @@
-"""The simulated scheduler: server state, start-up phase, decode-step accounting and periodic stats.
+"""The simulated scheduler: server state, start-up phases, decode-step accounting and periodic stats.
 
 The HTTP routes (``app.py``) ask this object what to answer; it owns every piece of mutable state, so a
-reply, a log line and a metric about the same request always agree. Decode steps are counted as SGLang
-counts them (one per verify round under speculation, one per token otherwise); every
-``decode_log_interval`` (40) steps the interval's accept length is logged, pushed to the gauges and folded
-into the lifetime average that ``/server_info`` shows as ``avg_spec_accept_length``.
+reply, a log line and a metric about the same request always agree.
+
+Start-up has SGLang's two phases. *Load* (weights, KV pool, CUDA graphs): a real launcher opens its HTTP
+port only after every scheduler reported ready, so connections are refused throughout (the runner's
+``refuse_until_ready``; without it the simulator listens at once and answers 503, the kinder default for
+tests). *Warm-up*: uvicorn listens while ``_execute_server_warmup`` (srt/entrypoints/http_server.py:2360-2530)
+sleeps a second, polls ``/model_info`` and sends one 8-token ``/generate``; ``/health`` answers 503 until the
+status is ``Up`` (l.735), then each ``/health`` runs a 1-token generation (l.745-784).
+
+Decode steps are counted as SGLang counts them (one per verify round under speculation, one per token
+otherwise); every ``decode_log_interval`` (40) steps the interval's accept length is logged, pushed to the
+gauges and folded into the lifetime average that ``/server_info`` shows as ``avg_spec_accept_length``.
 """
 
 from __future__ import annotations
@@ -22,13 +30,13 @@ from typing import Any
 
 from validator.plugin.procinfo import process_start_time
 from validator.sim import attestation, server_args, server_log
-from validator.sim.decode import NUM_DRAFT_TOKENS
 from validator.sim.metrics import SimMetrics
 from validator.sim.scenarios import SERVED_MODEL_NAME, Scenario
 from validator.sim.server_args import SGLANG_VERSION
 
 DECODE_LOG_INTERVAL = 40
 DEFAULT_STARTUP_SECONDS = 3.0
+WARMUP_TOKENS = 8  # _execute_server_warmup's max_new_tokens for a generation model (http_server.py:2407)
 
 
 @dataclass
@@ -50,13 +58,18 @@ class SimEngine:
             raise ValueError("speed must be positive")
         self.config = config
         self.scenario = config.scenario
-        self.log = server_log.ServerLog(config.log_path)
+        self.log = server_log.ServerLog(config.log_path, tp_size=1)
         self.metrics = SimMetrics(SERVED_MODEL_NAME) if self.scenario.metrics else None
-        self.ready = False
+        self.loaded = False  # weights and graphs are ready: the warm-up request can be served
+        self.ready = False  # warm-up done: ServerStatus.Up
         self.crashed = False
         self.settled = threading.Event()  # set once ready (or crashed): lets callers wait without polling
         self.on_crash: Callable[[], None] | None = None
         self.created = time.time()
+        self._t0 = time.perf_counter()
+        self.load_weight_s = 0.0  # measured like SGLang's weight_load_time: differs on every start
+        self.scheduler_e2e_s = 0.0
+        self.tokenizer_e2e_s = 0.0
         self._lock = threading.Lock()
         self._flaky = random.Random(f"flaky:{config.seed}")
         self._request_no = 0
@@ -91,41 +104,69 @@ class SimEngine:
 
     # ---- life cycle ----
 
-    async def start_up(self) -> None:
-        """The loading phase: log lines spread over ``startup_seconds * startup_factor``, then ready."""
-        total = max(0.0, self.config.startup_seconds * self.scenario.startup_factor)
-        lines = server_log.startup_lines(self.scenario, self.args)
+    async def load(self) -> bool:
+        """The load phase: log lines spread over ``startup_seconds * startup_factor``; False when the server
+        dies here (the ReplaySSM ring error, raised at pool allocation after the weights have loaded)."""
+        sc = self.scenario
+        total = max(0.0, self.config.startup_seconds * sc.startup_factor)
+        lines = server_log.startup_lines(sc, self.args)
         step = total / (len(lines) + 1)
         for message, tp in lines:
             self.log.line(message, tp=tp)
+            if message.startswith("Load weight end."):
+                self.load_weight_s = round(time.perf_counter() - self._t0, 6)
             if step > 0:
                 await asyncio.sleep(step)
-        if self.scenario.plugin:
+        if sc.ring_error is not None:
+            self.crash(server_log.ring_failure_lines(sc.ring_error))
+            return False
+        if sc.plugin:
             path = self.config.attestation_path or attestation.DEFAULT_PATH
             # like the real plugin: the process's own start time, from /proc, so staleness checks hold
             pid = os.getpid()
             started = process_start_time(pid) or self.created
-            doc = attestation.build(self.scenario, pid=pid, start_time=round(started, 2))
+            doc = attestation.build(sc, pid=pid, start_time=round(started, 2))
             await asyncio.to_thread(attestation.write, path, doc)
         if step > 0:
             await asyncio.sleep(step)
+        self.scheduler_e2e_s = round(time.perf_counter() - self._t0, 6)
+        self.tokenizer_e2e_s = round(time.perf_counter() - self._t0, 6)
+        self.log.line(server_log.startup_timings_line(self.startup_time()))
+        self.loaded = True
+        return True
+
+    async def warm_up(self) -> None:
+        """The warm-up phase, with the port open: one 8-token generation, then ``Up``."""
+        await asyncio.sleep(self.sleep_s(1.0 + WARMUP_TOKENS * 0.03))
+        if self.crashed:
+            return
         self.ready = True
         self.settled.set()
         self.log.line("The server is fired up and ready to roll!")
 
-    def crash(self) -> None:
+    async def start_up(self) -> None:
+        """Both phases, for a simulator that listens from the start."""
+        if await self.load():
+            await self.warm_up()
+
+    def crash(self, lines: list[tuple[str, bool]] | None = None) -> None:
         """The scheduler dies: log like SGLang does, then stop answering altogether."""
         if self.crashed:
             return
         self.crashed = True
         self.ready = False
         self.settled.set()
-        self.log.line("Scheduler hit an exception: Traceback (most recent call last):", tp=True)
-        self.log.line(
-            "RuntimeError: CUDA error: an illegal memory access was encountered (simulated)",
-            tp=True,
-        )
-        self.log.line("Received sigquit from a child process. It usually means the child failed.")
+        if lines is None:
+            trace = (
+                "Traceback (most recent call last):\n"
+                "RuntimeError: CUDA error: an illegal memory access was encountered (simulated)"
+            )
+            lines = [
+                (f"Scheduler hit an exception: {trace}", True),
+                ("Received sigquit from a child process. It usually means the child failed.", False),
+            ]
+        for message, tp in lines:
+            self.log.line(message, tp=tp)
         self.log.close()
         if self.on_crash is not None:
             self.on_crash()
@@ -167,7 +208,7 @@ class SimEngine:
         accept_len = accept_rate = None
         if self.scenario.spec and self._iv_forward:
             accept_len = self._iv_accept_tokens / self._iv_forward
-            accept_rate = self._iv_correct / (self._iv_forward * (NUM_DRAFT_TOKENS - 1))
+            accept_rate = self._iv_correct / (self._iv_forward * self.scenario.drafts_per_verify)
             self.total_accept_tokens += self._iv_accept_tokens
             self.total_forward += self._iv_forward
         running = max(1, self.running)
@@ -193,31 +234,67 @@ class SimEngine:
 
     # ---- views ----
 
-    def startup_time(self) -> dict[str, float]:
-        total = self.config.startup_seconds * self.scenario.startup_factor
-        return {"load_weight": round(total * 0.7, 3), "kv_cache_allocation": round(total * 0.05, 3),
-                "scheduler_e2e": round(total * 0.9, 3), "tokenizer_e2e": round(total, 3)}  # fmt: skip
+    def _graph_phases(self, figures: dict[str, float]) -> dict[str, float]:
+        """Per-phase graph figures under SGLang's stable key set (GRAPH_MEMORY_USAGE_KEYS,
+        srt/model_executor/graph_memory_usage.py:5-16), zero where nothing was captured."""
+        out = dict.fromkeys(
+            ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"), 0.0
+        )
+        out.update(figures)
+        return out
+
+    def _graph_figures(self, *, time_s: bool) -> dict[str, float]:
+        sc = self.scenario
+        if not sc.spec:
+            return {"decode": 21.37 if time_s else 1.21}
+        if sc.dspark:  # the DSpark draft runner is a draft worker: its graph counts as draft_decode
+            return {"target_verify": 21.37, "draft_decode": 3.91} if time_s else {
+                "target_verify": 1.21, "draft_decode": 0.44}  # fmt: skip
+        if time_s:
+            return {"target_verify": 21.37, "draft_decode": 6.02, "draft_extend": 4.87}
+        return {"target_verify": 1.21, "draft_decode": 0.31, "draft_extend": 0.22}
+
+    def scheduler_startup_time(self) -> dict[str, Any]:
+        """``build_scheduler_startup_time`` (srt/observability/startup_time.py:11-28): what each
+        ``internal_states[i]["startup_time"]`` holds."""
+        return {
+            "load_weight": self.load_weight_s,
+            "kv_cache_allocation": 0.412,
+            "scheduler_e2e": self.scheduler_e2e_s,
+            "cuda_graph": self._graph_phases(self._graph_figures(time_s=True)),
+        }
+
+    def startup_time(self) -> dict[str, Any]:
+        """``build_engine_startup_time`` (startup_time.py:62-69): the launcher's view, ``/server_info``'s
+        top-level ``startup_time``, adds ``tokenizer_e2e``."""
+        return {**self.scheduler_startup_time(), "tokenizer_e2e": self.tokenizer_e2e_s}
 
     def internal_state(self) -> dict[str, Any]:
+        """``SchedulerInternalStateController.get_internal_state``
+        (srt/managers/scheduler_components/internal_state.py:45-130)."""
         state = dict(self.args)
+        graph_memory = self._graph_phases(self._graph_figures(time_s=False))
         state.update(
             world_size=1,
-            startup_time=self.startup_time(),
+            startup_time=self.scheduler_startup_time(),
             effective_max_running_requests_per_dp=self.args.get("max_running_requests") or 128,
             last_gen_throughput=self.last_gen_throughput,
+            # build_memory_usage (srt/managers/scheduler_components/memory_usage.py:15-40)
             memory_usage={
-                "weight": 67.49,
+                "weight": round(
+                    67.49 + (2.72 if self.scenario.dspark else 1.62 if self.scenario.spec else 0.0), 3
+                ),
                 "kvcache": 11.2,
                 "startup_available": 119.62,
                 "token_capacity": 1048576,
-                "token_capacity_swa": 0,
-                "graph": {"decode": 1.21, "draft_decode": 0.31, "draft_extend": 0.22}
-                if self.scenario.spec
-                else {"decode": 1.21},
+                "token_capacity_swa": None,
+                "graph": graph_memory,
             },
             disaggregation_mode="null",
             decode_cuda_graph_bs=[1, 2, 4, 8, 16, 24, 32, 40, 48],
-            decode_cuda_graph_memory_gb=1.21,
+            decode_cuda_graph_memory_gb=round(
+                sum(graph_memory[k] for k in ("decode", "target_verify", "draft_decode", "draft_extend")), 3
+            ),
         )
         with self._lock:
             if self.scenario.spec and self.total_forward > 0:

@@ -1,8 +1,10 @@
 """Running the simulator: in a background thread (``SimServer``, for ``demo`` and tests) or in the
 foreground until SIGINT/SIGTERM (``serve_forever``, for ``spark-validate sim``).
 
-Both bind the socket themselves before uvicorn starts, so ``port=0`` yields a free port that is known (and
-listening) by the time the constructor or ``__enter__`` returns; no polling loop, no race.
+Both bind the socket themselves before uvicorn starts, so ``port=0`` yields a free port that is known by the
+time the constructor or ``__enter__`` returns; no polling loop, no race. With ``refuse_until_ready`` the
+socket stays bound but not listening through the load phase, so a client's connect is refused (as against
+a real launcher, which starts uvicorn only once the schedulers are up); it listens for the warm-up.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise UnavailableError(f"sim: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
-    sock.listen(2048)
     sock.setblocking(False)
     return sock
 
@@ -58,8 +59,15 @@ def _make(engine: SimEngine, sock: socket.socket) -> Any:
     return server
 
 
-async def _serve(engine: SimEngine, server: Any, sock: socket.socket) -> None:
-    startup = asyncio.create_task(engine.start_up())
+async def _serve(engine: SimEngine, server: Any, sock: socket.socket, *, refuse_until_ready: bool) -> None:
+    if refuse_until_ready:
+        if not await engine.load():
+            return  # died while loading: the port never opened
+        sock.listen(2048)
+        startup = asyncio.create_task(engine.warm_up())
+    else:
+        sock.listen(2048)
+        startup = asyncio.create_task(engine.start_up())
     try:
         await server.serve(sockets=[sock])
     finally:
@@ -83,6 +91,7 @@ class SimServer:
         attestation_path: Path | str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        refuse_until_ready: bool = False,
     ) -> None:
         sc = scenarios.resolve(scenario)
         if sc.auth and not api_key:
@@ -104,6 +113,7 @@ class SimServer:
         )
         self._host = host
         self._port = port
+        self.refuse_until_ready = refuse_until_ready
         self._sock: socket.socket | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -126,7 +136,10 @@ class SimServer:
         self.engine.bind(self._sock.getsockname()[1])
         self._server = _make(self.engine, self._sock)
         self._thread = threading.Thread(
-            target=asyncio.run, args=(_serve(self.engine, self._server, self._sock),), daemon=True, name="sim"
+            target=asyncio.run,
+            args=(_serve(self.engine, self._server, self._sock, refuse_until_ready=self.refuse_until_ready),),
+            daemon=True,
+            name="sim",
         )
         self._thread.start()
         return self
@@ -164,18 +177,23 @@ def serve_forever(sim: SimServer) -> int:
     sim.engine.on_crash = _die
     _install_signals(server)
     try:
-        asyncio.run(_serve(sim.engine, server, sock))
+        asyncio.run(_serve(sim.engine, server, sock, refuse_until_ready=sim.refuse_until_ready))
     finally:
         sock.close()
         sim.engine.close()
-    return 1 if sim.engine.crashed else 0
+    if sim.engine.crashed:
+        _die()
+    return 0
 
 
 def _die() -> None:
-    """A crashed SGLang scheduler takes the whole process tree down: sockets close, nothing answers."""
+    """A crashed SGLang scheduler takes the whole process tree down: its SIGQUIT makes the launcher run
+    ``kill_process_tree`` on itself, which ends in SIGKILL (srt/utils/common.py:2548-2552). Sockets close,
+    nothing answers, and a supervisor sees a death by signal 9."""
     import os
+    import signal
 
-    os._exit(1)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _install_signals(server: Any) -> None:

@@ -5,46 +5,9 @@ A scenario is a small set of settings; everything a client can observe (``/serve
 ``/weights_checker`` checksums) is derived from those settings in one place (:class:`Scenario`'s
 properties), so the surfaces cannot disagree with each other.
 
-======================  ==========================================================  ==========================
-scenario                what a real server in that state shows                      validator checks that fail
-======================  ==========================================================  ==========================
-healthy                 humming, FP8 head (logged once), NEXTN 3/1/4, draft shares  none
-                        the target's LM-head module; accept length ~3.90 greedy,
-                        ~2.68 sampled; attestation shared_module true
-draft-head-weight-only  same flags, but a build whose NEXTN class lacks             spec.lm_head_shared,
-                        set_lm_head_from_target: draft keeps its unquantized        spec.accept_length
-                        method over FP8 codes; accept length exactly 1.00 (+1/V);
-                        attestation shared_module false / shared_weight true;
-                        weights_checker draft lacks lm_head.weight_scale
-backend-auto            --moe-runner-backend auto resolved to flashinfer_mxfp4,     moe.backend
-                        the "Bailing V3 mixed FP8/MXFP4 checkpoint" log line,
-                        FlashInfer CUTLASS expert lines; slower steps
-fp32-head               baseline head: --enable-fp32-lm-head, no FP8 variable;      lm_head.fp8
-                        head bfloat16, no "Online FP8" line
-fp8-and-fp32            FP8 variable and --enable-fp32-lm-head both set; the        lm_head.exclusive
-                        quantized head silently ignores the FP32 flag
-fp8-ignored             FP8 variable set on a stock build that does not declare     lm_head.fp8
-                        it: head stays bfloat16, no "Online FP8" line; stock draft  (spec.lm_head_shared
-                        class (tensor sharing, harmless for a BF16 head)            warns: harmless here)
-no-spec                 no speculative flags: speculative_algorithm null, no        spec.config,
-                        spec_* meta, no draft in attestation or weights_checker     spec.accept_length
-slow-start              start-up phase 6x longer (503 on /health meanwhile)         none (server.ready if the
-                                                                                    check's --wait is short)
-crash-after-ready       ready, then the scheduler dies on the first real            server.ready / probe
-                        /generate: the log shows the traceback, the process stops   (unavailable, exit 69)
-                        answering (connection refused)
-flaky-5xx               about 30% of non-health requests answer 503 (seeded)       depends on retries
-malformed-json          /server_info, /model_info and /generate answer 200 with     server.ready (input error)
-                        truncated JSON
-degenerate-output       output is long runs of token 0 ("!!!!"), as on SM121 with   probe output checks
-                        broken kernels; acceptance normal
-metrics-disabled        no --enable-metrics: /metrics 404, no metric meta fields    none (metrics cross-check
-                                                                                    skipped)
-auth-required           --api-key set: every endpoint but health/ready/metrics      none with --api-key-file;
-                        needs Authorization: Bearer; /server_info shows the key     server.ready without it
-no-plugin               (combinable) no attestation file written, no plugin log     spec.lm_head_shared falls
-                        lines                                                       back to weights_checker
-======================  ==========================================================  ==========================
+The table itself is data (:data:`SCENARIOS`): each entry names the overrides on top of ``healthy``, the rule
+pack it is meant to be checked with, the verdict ``check`` must reach and the check IDs that must fail.
+``spark-validate sim --list-scenarios`` prints it; the tests hold ``check`` to it.
 
 Scenarios combine (``--scenario backend-auto,no-plugin``) by applying each one's overrides on top of
 ``healthy``; two scenarios that set the same setting to different values are refused.
@@ -59,12 +22,26 @@ from validator.errors import UsageError
 
 MODEL_PATH = "/models/Ling-3.0-flash-fp4"
 SERVED_MODEL_NAME = MODEL_PATH
+DSPARK_DRAFT_PATH = "/models/Ling-3.0-flash-dspark"
 TARGET_CLASS = "BailingMoeV3ForCausalLM"
 DRAFT_CLASS = "BailingMoeForCausalLMNextN"
+DSPARK_DRAFT_CLASS = "LingDSparkModel"  # srt/models/dspark.py:981 (EntryClass at l.995)
 VOCAB = 157184
 HIDDEN = 2560
 MOE_LAYERS = 41
 NUM_LAYERS = 42
+# ``--linear-replayssm-cache-len`` default (srt/arg_groups/fields/exec_.py:582-585)
+REPLAYSSM_DEFAULT_CACHE_LEN = 16
+# Published acceptance lengths (domain.md, recipes.md): NEXTN greedy synthetic 3.90, GSM8K sampled 2.68;
+# DSpark with Ling-3.0-flash-dspark 3.5 to 6.4 by workload, macro mean 5.29.
+NEXTN_GREEDY_ACCEPT = 3.90
+NEXTN_SAMPLED_ACCEPT = 2.68
+DSPARK_ACCEPT = 5.29
+
+DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
+DSPARK_PACK = "ling-3.0-flash-dgx-spark-dspark"
+COOKBOOK_PACK = "sglang-cookbook-dgx-spark"
+BASELINE_PACK = "ling-3.0-flash-baseline"
 
 
 @dataclass(frozen=True)
@@ -77,7 +54,13 @@ class Scenario:
     build_declares_fp8: bool = True  # the installed SGLang carries the Ling-3.0 patch's variable
     build_shares_module: bool = True  # BailingMoeForCausalLMNextN.set_lm_head_from_target exists
     fp32_head_flag: bool = False  # --enable-fp32-lm-head
-    spec: bool = True  # NEXTN 3/1/4 requested
+    spec: bool = True  # speculative decoding requested
+    spec_algorithm: str = "NEXTN"  # as typed: NEXTN (3/1/4) or DSPARK
+    dspark_block_size: int = 8  # the DSpark draft checkpoint's block_size (gamma)
+    replayssm_spec: bool = False  # --enable-linear-replayssm-spec
+    replayssm_cache_len: int | None = None  # --linear-replayssm-cache-len (None: flag absent, default 16)
+    drafter_broken: bool = False  # the draft model proposes tokens the target never accepts
+    mem_fraction: float = 0.6  # --mem-fraction-static
     metrics: bool = True  # --enable-metrics
     auth: bool = False  # --api-key set (the key itself comes from the caller)
     plugin: bool = True  # the spark-validate attestation plugin is installed
@@ -111,45 +94,189 @@ class Scenario:
         return "float8_e4m3fn" if self.fp8_head else "bfloat16"
 
     @property
+    def dspark(self) -> bool:
+        return self.spec and self.spec_algorithm == "DSPARK"
+
+    @property
+    def resolved_algorithm(self) -> str | None:
+        """``/server_info``'s value: NEXTN is a reserved alias of EAGLE (srt/arg_groups/speculative_hook.py
+        :81-118); DSPARK stays DSPARK."""
+        if not self.spec:
+            return None
+        return "DSPARK" if self.dspark else "EAGLE"
+
+    @property
+    def num_steps(self) -> int:
+        """DSpark forces ``speculative_num_steps`` to 1 (speculative_hook.py:757-772)."""
+        return 1 if self.dspark else 3
+
+    @property
+    def num_draft_tokens(self) -> int:
+        """The verify width: NEXTN 4 (3 drafts + bonus); DSpark gamma + 1, gamma being the draft's block size
+        (speculative_hook.py:806-833, dspark_config.py:130-134)."""
+        return self.dspark_block_size + 1 if self.dspark else 4
+
+    @property
+    def drafts_per_verify(self) -> int:
+        """K = ``speculative_num_draft_tokens - 1``: what ``spec_num_proposed_drafts`` counts per verify."""
+        return self.num_draft_tokens - 1
+
+    @property
+    def draft_path(self) -> str:
+        return DSPARK_DRAFT_PATH if self.dspark else MODEL_PATH
+
+    @property
+    def draft_class(self) -> str:
+        return DSPARK_DRAFT_CLASS if self.dspark else DRAFT_CLASS
+
+    @property
+    def ring_len(self) -> int:
+        return REPLAYSSM_DEFAULT_CACHE_LEN if self.replayssm_cache_len is None else self.replayssm_cache_len
+
+    @property
+    def ring_error(self) -> str | None:
+        """The ValueError ``srt/mem_cache/memory_pool.py:818-832`` raises at KV pool allocation, after the
+        weights have loaded, for a KDA model with ReplaySSM spec on: the server logs it and exits."""
+        if not (self.spec and self.replayssm_spec):
+            return None
+        length, width = self.ring_len, self.num_draft_tokens
+        if length & (length - 1) != 0:
+            return f"spec-verify ring length must be a power of two, got {length}"
+        if length < 2 * width:
+            return f"spec-verify ring too small: {length} < 2 * {width} (early-flush margin)"
+        return None
+
+    @property
     def module_shared(self) -> bool:
-        return self.spec and self.build_shares_module
+        """NEXTN shares the module only through ``set_lm_head_from_target``; the DSpark worker always
+        attaches the target's module (``attach_shared_modules``, dspark_worker_v2.py:307-324)."""
+        if not self.spec:
+            return False
+        return True if self.dspark else self.build_shares_module
 
     @property
     def draft_broken(self) -> bool:
-        """Weight-only sharing of an FP8 head: the draft reads FP8 codes without scales."""
-        return self.spec and self.fp8_head and not self.module_shared
+        """Weight-only sharing of an FP8 head (the draft reads FP8 codes without scales), or a drafter
+        whose proposals are garbage for any other reason."""
+        return self.spec and (self.drafter_broken or (self.fp8_head and not self.module_shared))
+
+    def accept_mean(self, temperature: float) -> float:
+        """The mean acceptance length per verify round (accepted drafts + the bonus token)."""
+        if self.draft_broken:
+            return 1.0
+        if self.dspark:
+            return DSPARK_ACCEPT
+        return NEXTN_GREEDY_ACCEPT if temperature <= 0.0 else NEXTN_SAMPLED_ACCEPT
 
 
-def _o(**kw: Any) -> dict[str, Any]:
-    return kw
+@dataclass(frozen=True)
+class Entry:
+    """One row of the scenario table: what to set, what it is, and what ``check`` must conclude.
+
+    ``verdict`` is ``check``'s verdict against ``pack`` with the simulator's log and attestation given
+    (``None`` where it depends on retries); ``fails`` are the check IDs whose status must be ``fail``.
+    """
+
+    overrides: dict[str, Any]
+    text: str
+    pack: str = DEFAULT_PACK
+    verdict: str | None = "fail"
+    fails: frozenset[str] = frozenset()
 
 
-# name -> (overrides on top of healthy, one-line description)
-SCENARIOS: dict[str, tuple[dict[str, Any], str]] = {
-    "healthy": (_o(), "all three optimizations, draft shares the target's LM-head module"),
-    "draft-head-weight-only": (
-        _o(build_shares_module=False),
+def _e(text: str, *, pack: str = DEFAULT_PACK, verdict: str | None = "fail", fails: tuple[str, ...] = (),
+       **overrides: Any) -> Entry:  # fmt: skip
+    return Entry(overrides, text, pack, verdict, frozenset(fails))
+
+
+_DSPARK: dict[str, Any] = {
+    "spec_algorithm": "DSPARK",
+    "replayssm_spec": True,
+    "replayssm_cache_len": 32,
+    "mem_fraction": 0.68,
+}
+
+SCENARIOS: dict[str, Entry] = {
+    "healthy": _e("all three optimizations, draft shares the target's LM-head module", verdict="pass"),
+    "draft-head-weight-only": _e(
         "FP8 head + NEXTN on a build that shares only the weight tensor: accept length 1.00",
+        fails=("spec.lm_head_shared", "spec.accept_length"),
+        build_shares_module=False,
     ),
-    "backend-auto": (_o(moe_backend_flag="auto"), "--moe-runner-backend auto resolves to flashinfer_mxfp4"),
-    "fp32-head": (_o(fp8_env=False, fp32_head_flag=True), "baseline FP32-logits head, no FP8 head"),
-    "fp8-and-fp32": (
-        _o(fp8_env=True, fp32_head_flag=True),
+    "backend-auto": _e(
+        "--moe-runner-backend auto resolves to flashinfer_mxfp4",
+        fails=("moe.backend",),
+        moe_backend_flag="auto",
+    ),
+    "fp32-head": _e(
+        "baseline FP32-logits head, no FP8 head", fails=("lm_head.fp8",), fp8_env=False, fp32_head_flag=True
+    ),
+    "fp8-and-fp32": _e(
         "FP8 head and --enable-fp32-lm-head both requested",
+        fails=("lm_head.exclusive",),
+        fp8_env=True,
+        fp32_head_flag=True,
     ),
-    "fp8-ignored": (
-        _o(build_declares_fp8=False, build_shares_module=False),
+    "fp8-ignored": _e(
         "FP8 variable set on a stock build that ignores it: BF16 head",
+        fails=("lm_head.fp8",),
+        build_declares_fp8=False,
+        build_shares_module=False,
     ),
-    "no-spec": (_o(spec=False), "no speculative decoding"),
-    "slow-start": (_o(startup_factor=6.0), "start-up phase six times longer"),
-    "crash-after-ready": (_o(crash_after_ready=True), "the scheduler dies on the first real /generate"),
-    "flaky-5xx": (_o(flaky_rate=0.3), "about 30% of non-health requests answer 503"),
-    "malformed-json": (_o(malformed_json=True), "JSON endpoints answer truncated bodies"),
-    "degenerate-output": (_o(degenerate=True), "output is runs of token 0 ('!!!!')"),
-    "metrics-disabled": (_o(metrics=False), "no --enable-metrics: /metrics is absent"),
-    "auth-required": (_o(auth=True), "--api-key set: Bearer token needed (key from --api-key-file)"),
-    "no-plugin": (_o(plugin=False), "attestation plugin not installed: no attestation file"),
+    "no-spec": _e("no speculative decoding", fails=("spec.config", "spec.accept_length"), spec=False),
+    "slow-start": _e("start-up phase six times longer", verdict="pass", startup_factor=6.0),
+    "crash-after-ready": _e(
+        "the scheduler dies on the first real /generate", verdict="inconclusive", crash_after_ready=True
+    ),
+    "flaky-5xx": _e("about 30% of non-health requests answer 503", verdict=None, flaky_rate=0.3),
+    "malformed-json": _e(
+        "JSON endpoints answer truncated bodies", verdict="inconclusive", malformed_json=True
+    ),
+    "degenerate-output": _e("output is runs of token 0 ('!!!!')", fails=("probe.output",), degenerate=True),
+    "metrics-disabled": _e("no --enable-metrics: /metrics is absent", verdict="pass", metrics=False),
+    "auth-required": _e(
+        "--api-key set: Bearer token needed (key from --api-key-file)", verdict="pass", auth=True
+    ),
+    "no-plugin": _e("attestation plugin not installed: no attestation file", verdict=None, plugin=False),
+    # ---- the other recipes (issue 13): each shipped pack has a healthy simulator ----
+    "dspark": _e(
+        "Humming + FP8 head + DSPARK (Ling-3.0-flash-dspark, block 8), ReplaySSM ring 32: accept ~5.29",
+        pack=DSPARK_PACK,
+        verdict="pass",
+        **_DSPARK,
+    ),
+    "dspark-broken-drafter": _e(
+        "DSPARK whose drafter proposes garbage: accept length ~1.0 (K = 8 drafts per verify)",
+        pack=DSPARK_PACK,
+        fails=("spec.accept_length",),
+        **_DSPARK,
+        drafter_broken=True,
+    ),
+    "dspark-ring-16": _e(
+        "DSPARK with the default --linear-replayssm-cache-len 16: the server logs SGLang's ring error after "
+        "weight load and exits",
+        pack=DSPARK_PACK,
+        verdict="inconclusive",
+        **{**_DSPARK, "replayssm_cache_len": 16},
+    ),
+    "cookbook": _e(
+        "SGLang cookbook DGX Spark cell: flashinfer_mxfp4 MoE, BF16 head, DSPARK",
+        pack=COOKBOOK_PACK,
+        verdict="pass",
+        **_DSPARK,
+        moe_backend_flag="flashinfer_mxfp4",
+        fp8_env=False,
+    ),
+    "baseline": _e(
+        "the unoptimized baseline: flashinfer_mxfp4 MoE, FP32 head, no speculation",
+        pack=BASELINE_PACK,
+        verdict="pass",
+        moe_backend_flag="flashinfer_mxfp4",
+        fp8_env=False,
+        fp32_head_flag=True,
+        spec=False,
+        mem_fraction=0.68,
+    ),
 }
 
 
@@ -177,7 +304,7 @@ def resolve(values: list[str] | str) -> Scenario:
     for name in chosen:
         if name not in SCENARIOS:
             raise UsageError(f"sim: unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
-        for key, value in SCENARIOS[name][0].items():
+        for key, value in SCENARIOS[name].overrides.items():
             if key in settings and settings[key] != value:
                 raise UsageError(f"sim: scenarios {setter[key]!r} and {name!r} contradict each other ({key})")
             settings[key] = value

@@ -3,7 +3,8 @@
 Starts from SGLang 0.5.23's real defaults (every ``ServerArgs`` field) and applies what the scenario's
 launch command asks for plus the resolutions a real server makes: ``NEXTN`` becomes ``EAGLE``, ``auto``
 becomes ``flashinfer_mxfp4`` for this checkpoint, the draft inherits the MoE backend and quantization,
-``max_running_requests`` is forced to 48 under speculation, the draft revision becomes ``main``.
+``max_running_requests`` is forced to 48 under speculation, the draft revision becomes ``main``; DSPARK
+gets steps 1, topk 1 and ``block_size + 1`` draft tokens from the draft checkpoint's config.
 """
 
 from __future__ import annotations
@@ -35,11 +36,18 @@ def _defaults() -> dict[str, Any]:
 def launch_argv(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> list[str]:
     """What the operator typed (after ``python -m sglang.launch_server``); the key is shown as a file read."""
     argv = ["--model-path", MODEL_PATH, "--host", host, "--port", str(port)]
-    argv += ["--moe-runner-backend", scenario.moe_backend_flag, "--mem-fraction-static", "0.6"]
-    if scenario.spec:
+    argv += ["--moe-runner-backend", scenario.moe_backend_flag]
+    argv += ["--mem-fraction-static", f"{scenario.mem_fraction:g}"]
+    if scenario.dspark:
+        argv += ["--speculative-algorithm", "DSPARK", "--speculative-draft-model-path", scenario.draft_path]
+    elif scenario.spec:
         argv += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]
         argv += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
         argv += ["--speculative-draft-model-path", MODEL_PATH]
+    if scenario.replayssm_spec:
+        argv.append("--enable-linear-replayssm-spec")
+    if scenario.replayssm_cache_len is not None:
+        argv += ["--linear-replayssm-cache-len", str(scenario.replayssm_cache_len)]
     if scenario.fp32_head_flag:
         argv.append("--enable-fp32-lm-head")
     if scenario.metrics:
@@ -50,12 +58,13 @@ def launch_argv(scenario: Scenario, *, host: str, port: int, api_key: str | None
 
 
 def launch_command(argv: list[str]) -> str:
-    """``ServerArgs.launch_command``: the argv as one space-joined string (secrets are *not* redacted)."""
-    return " ".join(["python", "-m", "sglang.launch_server", *argv])
+    """``/server_info``'s ``launch_command``: ``" ".join(sys.argv[1:])`` of the launcher, so it starts with
+    the first flag (srt/server_args.py records it at parse time; secrets are *not* redacted)."""
+    return " ".join(argv)
 
 
 def launch_command_for_log(argv: list[str]) -> str:
-    """The same with the API key masked: the simulator never writes a secret to a file."""
+    """The whole command with the API key masked: the simulator never writes a secret to a file."""
     masked = list(argv)
     for i, arg in enumerate(masked[:-1]):
         if arg in ("--api-key", "--admin-api-key"):
@@ -75,19 +84,23 @@ def resolved(scenario: Scenario, *, host: str, port: int, api_key: str | None) -
         api_key=api_key,
         moe_runner_backend=scenario.moe_backend,
         quantization="fp8",
-        mem_fraction_static=0.6,
+        mem_fraction_static=scenario.mem_fraction,
         enable_fp32_lm_head=scenario.fp32_head_flag,
         enable_metrics=scenario.metrics,
         tp_size=1,
         dp_size=1,
     )
+    if scenario.replayssm_spec:
+        args["enable_linear_replayssm_spec"] = True
+    if scenario.replayssm_cache_len is not None:
+        args["linear_replayssm_cache_len"] = scenario.replayssm_cache_len
     if scenario.spec:
         args.update(
-            speculative_algorithm="EAGLE",
-            speculative_num_steps=3,
+            speculative_algorithm=scenario.resolved_algorithm,
+            speculative_num_steps=scenario.num_steps,
             speculative_eagle_topk=1,
-            speculative_num_draft_tokens=4,
-            speculative_draft_model_path=MODEL_PATH,
+            speculative_num_draft_tokens=scenario.num_draft_tokens,
+            speculative_draft_model_path=scenario.draft_path,
             speculative_draft_model_revision="main",
             speculative_draft_model_quantization="fp8",
             speculative_moe_runner_backend=scenario.moe_backend,
