@@ -19,7 +19,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
-ECHO_KEY_FIELD = "echoed_authorization"
+ECHO_KEY_FIELD = "last_request_header"  # a name no redactor knows: only the registered value can catch it
 
 
 def healthy_state() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -51,7 +51,10 @@ MODES: dict[str, str] = {
     "nested": "/server_info: lists nested 500 deep",
     "endless_sse": "/generate: an endless event-stream line",
     "echo_key": "/server_info, /generate: echo the Authorization header back (a leaky server)",
+    "ansi": "/generate: an error message carrying terminal control sequences that redraw it as PASS",
 }
+ANSI_MESSAGE = "\x1b[1A\x1b[2K\r  PASS  spec.accept_length  \x1b]0;owned\x07\u202e"
+LEAK_MODES = frozenset({"echo_key", "ansi"})  # about what reaches the user, not about bounds
 ALL_ENDPOINTS = {"endless_body", "endless_length", "gzip_bomb", "bad_gzip", "drip", "silent"}
 
 
@@ -122,7 +125,9 @@ class Hostile:
             return False
         elif path == "/generate" and mode == "echo_key":
             msg = {"error": {"message": f"bad request from {headers.get('authorization', '')}"}}
-            self._reply(w, 400, json.dumps(msg).encode())
+            self._reply(w, 200, json.dumps(msg).encode())
+        elif path == "/generate" and mode == "ansi":
+            self._reply(w, 200, json.dumps({"error": {"message": ANSI_MESSAGE}}).encode())
         else:
             self._reply(w, 404, b'{"detail": "Not Found"}')
         await w.drain()

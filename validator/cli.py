@@ -18,6 +18,7 @@ from typing import Protocol
 
 from validator import TOOL_NAME, __version__
 from validator.errors import ExitCode, ValidatorError
+from validator.redact import redact_text
 
 COMMANDS = ("preflight", "launch", "check", "serve", "sim", "demo", "rules", "sglang-table")
 
@@ -32,7 +33,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that exits 2 (the contract's usage error) with a one-line message."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.stderr.write(redact_text(f"{self.prog}: error: {message}") + "\n")
         raise SystemExit(int(ExitCode.USAGE))
 
 
@@ -63,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
         return int(_module(args.command).run(args))
     except ValidatorError as exc:
-        sys.stderr.write(f"{TOOL_NAME}: {exc}\n")
+        sys.stderr.write(redact_text(f"{TOOL_NAME}: {exc}") + "\n")  # exit-65 lines quote inputs
         return int(exc.exit_code)
     except KeyboardInterrupt:
         return 130
@@ -73,8 +74,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("SPARK_VALIDATE_DEBUG"):
             raise
         sys.stderr.write(
-            f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc} "
-            "(set SPARK_VALIDATE_DEBUG=1 for a traceback)\n"
+            redact_text(f"{TOOL_NAME}: internal error: {type(exc).__name__}: {exc}")
+            + " (set SPARK_VALIDATE_DEBUG=1 for a traceback)\n"
         )
         return int(ExitCode.INTERNAL)
 

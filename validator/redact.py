@@ -33,9 +33,24 @@ _ALWAYS = frozenset({"api_key", "admin_api_key"})
 _SUBSTRINGS = ("secret", "password", "passwd", "credential", "private_key", "authorization")
 # ``--api-key VALUE`` / ``--admin-api-key=VALUE`` / ``api_key=VALUE`` inside command lines and log text.
 _FLAG_RE = re.compile(
-    r"(?P<flag>--(?:admin-)?api-key|--[\w-]*(?:secret|password)[\w-]*|--[\w-]*token(?![\w-]))"
+    r"(?P<flag>--(?:admin[-_])?api[-_]key|--[\w-]*(?:secret|password)[\w-]*|--[\w-]*token(?![\w-]))"
     r"(?P<sep>[= ]+)(?P<val>[^\s'\",]+)",
     re.IGNORECASE,
+)
+# ``HF_TOKEN=...`` / ``HF-TOKEN=...`` / ``OPENAI_API_KEY=...`` / ``DB_PASSWORD=...`` in a unit line or an
+# env file quoted in an error message. ``token`` and ``api key`` only as the last word of the name (so
+# ``max_new_tokens=512`` in evidence stays), the other words anywhere in it.
+_ENV_RE = re.compile(
+    r"(?P<flag>\b[A-Za-z_][\w-]*?(?:token|api[_-]?key|(?:secret|passw(?:or)?d|credential|private[_-]key)[\w-]*))"
+    r"(?P<sep>=)(?P<val>(?!<redacted>)[^\s'\",;}]+)",
+    re.IGNORECASE,
+)
+# Credentials recognisable by their shape alone, wherever they appear (a line holding only a token):
+# Hugging Face, OpenAI-style ``sk-``, GitHub, GitLab, Slack, AWS access key ids, JWTs.
+_TOKEN_SHAPES_RE = re.compile(
+    r"\b(?:hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}"
+    r"|glpat-[\w-]{16,}|xox[abposr]-[\w-]{10,}|AKIA[0-9A-Z]{16}"
+    r"|eyJ[\w-]{8,}\.eyJ[\w-]{8,}\.[\w-]{8,})"
 )
 _KV_RE = re.compile(
     r"(?P<flag>['\"]?(?:admin_)?api_key['\"]?)(?P<sep>\s*[:=]\s*)(?P<val>(?!None\b|null\b)(?:'[^']*'|\"[^\"]*\"|[^\s,}]+))",
@@ -116,6 +131,19 @@ def collect_secrets(obj: Any, extra_keys: Iterable[str] = ()) -> set[str]:
     return found
 
 
+def neutralize_deep(obj: Any) -> Any:
+    """:func:`neutralize_controls` applied to every string (keys too) in JSON-like data, for renderers
+    that print a report on a terminal. The data has gone through :func:`redact`, so it nests at most
+    ``MAX_DEPTH`` levels and this recursion is bounded."""
+    if isinstance(obj, str):
+        return neutralize_controls(obj)
+    if isinstance(obj, dict):
+        return {neutralize_deep(k): neutralize_deep(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [neutralize_deep(v) for v in obj]
+    return obj
+
+
 def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
     """Replace every literal secret value (given here or registered), URL credentials, and any
     ``--api-key VALUE`` style pair, in free text."""
@@ -123,7 +151,9 @@ def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
     for s in sorted(known, key=len, reverse=True):
         text = text.replace(s, REDACTED)
     text = _URL_CREDENTIALS_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
+    text = _TOKEN_SHAPES_RE.sub(REDACTED, text)
     text = _FLAG_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
+    text = _ENV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
     return _KV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
 
 

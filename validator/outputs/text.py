@@ -12,6 +12,7 @@ import textwrap
 from typing import Any
 
 from validator.outputs.safe import safe_dict
+from validator.redact import neutralize_deep
 from validator.report import Report
 
 _STYLE = {
@@ -54,7 +55,7 @@ def _wrapped(label: str, text: str, pad: str, line_width: int) -> list[str]:
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = (), line_width: int = 0) -> str:
     """``line_width`` 0: the terminal's width (COLUMNS), else 100."""
     line_width = line_width or shutil.get_terminal_size((100, 24)).columns
-    data = safe_dict(report, secrets)
+    data = neutralize_deep(safe_dict(report, secrets))  # server-supplied text cannot drive the terminal
     lines = [
         f"spark-validate {data['version']} · {data['mode']} · rule pack {data['rule_pack']}"
         + (f" · {data['target']}" if data.get("target") else "")

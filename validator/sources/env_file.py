@@ -24,6 +24,8 @@ _WHITESPACE = " \t\n\r"
 _NEWLINE = "\n\r"
 _SHELL_NEED_ESCAPE = '"\\`$'
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+# The line's text is not quoted: a line holding only a pasted token is exactly that (issue 12, item 7).
+_NO_EQUALS = "no '=' in this line (systemd ignores it; its text is not shown, it may be a secret)"
 
 
 def parse_env_text(text: str, *, where: str) -> dict[str, str]:
@@ -62,8 +64,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
                 state, key, value, key_trail, value_trail, start_line = "key", [c], [], None, None, line
         elif state == "key":
             if c in _NEWLINE:
-                name = "".join(key).strip()
-                raise InputError(where, f"no '=' after {name!r} (systemd ignores this line)", start_line)
+                raise InputError(where, _NO_EQUALS, start_line)
             if c == "=":
                 state = "pre_value"
             else:
@@ -134,8 +135,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
     if state in ("single", "double", "double_escape"):
         raise InputError(where, "unterminated quote (systemd would take the rest of the file)", quote_line)
     if state == "key":
-        name = "".join(key).strip()
-        raise InputError(where, f"no '=' after {name!r} (systemd ignores this line)", start_line)
+        raise InputError(where, _NO_EQUALS, start_line)
     if state in ("pre_value", "value", "value_escape"):
         if state == "value" and value_trail is not None:
             del value[value_trail:]

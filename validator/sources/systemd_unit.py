@@ -240,7 +240,7 @@ def _parse_unit_text(text: str, where: str) -> dict[str, dict[str, list[Assignme
         if current is None:
             raise InputError(where, "assignment outside of any section", line)
         if "=" not in s:
-            raise InputError(where, f"missing '=' in {s[:60]!r}", line)
+            raise InputError(where, "missing '=' (the line is not shown: it may hold a secret)", line)
         key, _, value = s.partition("=")
         key = key.strip()
         if not key or any(ch in key for ch in _WS):
@@ -322,7 +322,9 @@ def _environment(
         for word, _ in split_words(text, where=a.file, line=a.line):
             name, eq, value = word.partition("=")
             if not eq or not _NAME.match(name):
-                raise InputError(a.file, f"invalid Environment= assignment {word!r}", a.line)
+                name, eq, _ = word.partition("=")  # the value is never quoted: it may be a secret
+                shown = f"{name[:60]!r}=..." if eq else "a word without '='"
+                raise InputError(a.file, f"invalid Environment= assignment {shown}", a.line)
             assigned[name] = (value, f"{a.file}:{a.line} Environment=")
     for name, (value, where) in assigned.items():
         env[name], origin[name] = value, where

@@ -1,0 +1,97 @@
+"""Issue 12, items 7 and 12: nothing that reaches a user carries a secret or a terminal control sequence.
+
+Reproduced the way they were found: a pasted token in argv, a unit line and an env file (exit-65 lines),
+``--url http://user:pass@host``, a server that echoes the API key back (in ``/server_info`` under a name no
+redactor knows, and in a ``/generate`` error), in every output format, in the sidecar's ``/report`` and its
+log; and a server whose error message would redraw a WARN line as PASS on a terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.bounded_run import run_bounded
+from tests.daemon_process import daemon_process
+from tests.hostile_server import hostile_process
+
+KEY = "q7Vt9ZpLw3XkR2mN"  # no recognisable shape: only its registration can catch it
+TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWx"
+PASSWORD = "pw-Zx81Lq0Kd"
+
+
+def _preflight(*args: str) -> tuple[int, str]:
+    res = run_bounded(["preflight", *args], timeout=30)
+    return res.rc, res.stdout + res.stderr
+
+
+def test_exit_65_lines_never_quote_a_secret(tmp_path: Path) -> None:
+    cmd = f"python -m sglang.launch_server --model-path /m --api_key {KEY}"
+    rc, out = _preflight("--launch-cmd", cmd)
+    assert rc == 65 and "unrecognized arguments" in out and KEY not in out, out
+
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        f"[Service]\nEnvironment=HF-TOKEN={TOKEN}\n"
+        "ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m\n"
+    )
+    rc, out = _preflight("--unit", str(unit))
+    assert rc == 65 and f"{unit}:2" in out and "HF-TOKEN" in out and TOKEN not in out, out
+
+    env = tmp_path / "sglang.env"
+    env.write_text(f"SGLANG_ENABLE_FP8_LM_HEAD=1\n{KEY}\n")
+    rc, out = _preflight(
+        "--launch-cmd", "python -m sglang.launch_server --model-path /m", "--env-file", str(env)
+    )
+    assert rc == 65 and f"{env}:2" in out and KEY not in out, out
+
+    unit.write_text(f"[Service]\n{KEY}\nExecStart=/usr/bin/python3 -m sglang.launch_server\n")
+    rc, out = _preflight("--unit", str(unit))
+    assert rc == 65 and f"{unit}:2" in out and KEY not in out, out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "junit"])
+def test_echoed_key_and_url_password_never_reach_any_format(tmp_path: Path, fmt: str) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY + "\n")
+    with hostile_process("echo_key") as url:
+        cred_url = url.replace("http://", f"http://operator:{PASSWORD}@")
+        res = run_bounded(
+            ["check", "--url", cred_url, "--api-key-file", str(key_file), "--format", fmt], timeout=60
+        )
+    out = res.stdout + res.stderr
+    assert res.rc == 69, out[-1500:]  # the /generate error leaves the probe without evidence
+    assert "bad request from" in out  # the echo did reach the report, scrubbed
+    assert KEY not in out and PASSWORD not in out and "operator" not in out, out
+
+
+def test_sidecar_report_and_log_never_carry_the_echoed_key(tmp_path: Path) -> None:
+    with hostile_process("echo_key") as url:
+        cred_url = url.replace("http://", f"http://operator:{PASSWORD}@")
+        env = {"SPARK_VALIDATE_API_KEY": KEY}
+        with daemon_process(tmp_path, cred_url, "--wait", "5", env=env) as d:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and d.get("/report").status_code != 200:
+                time.sleep(0.2)
+            report = d.get("/report")
+            assert report.status_code == 200
+            assert "bad request from" in report.text
+            log = d.log()
+    for text in (report.text, log):
+        assert KEY not in text and PASSWORD not in text, text[-2000:]
+
+
+def test_control_sequences_from_the_server_are_inert_in_text_output() -> None:
+    with hostile_process("ansi") as url:
+        res = run_bounded(["check", "--url", url, "--format", "text"], timeout=60)
+        as_json = run_bounded(["check", "--url", url, "--format", "json"], timeout=60)
+    assert res.rc == 69, res.stderr[-800:]
+    assert "\x1b" not in res.stdout and "\r" not in res.stdout and "\u202e" not in res.stdout
+    assert "\x07" not in res.stdout
+    assert "\\x1b[2K" in res.stdout  # shown, visibly, as what it was
+    # JSON keeps the server's string exactly (json escapes it; nothing is lost for a machine reader)
+    messages = " ".join(c["message"] for c in json.loads(as_json.stdout)["checks"])
+    assert "\x1b[2K" in messages
