@@ -48,6 +48,9 @@ class LaunchFacts:
     env_origin: dict[str, str] = field(default_factory=dict)  # var -> where it was set
     warnings: list[str] = field(default_factory=list)  # deprecated flags, an ignored --config=FILE, ...
     config_file: Path | None = None  # the --config file SGLang merges, when given
+    # what a launcher script or container spec computes only at run time: argparse dest or environment
+    # variable -> why; the checks that read one of these cannot be proven statically (error)
+    unresolved: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -9,6 +9,7 @@ file before any verdict means something.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,7 @@ from pathlib import Path
 from validator.engine import build_report, run_checks
 from validator.errors import UsageError
 from validator.facts import CHECKPOINT, FLASHINFER, HUMMING, LAUNCH, Facts, LaunchFacts, SGLangInstallFacts
-from validator.report import Report, utc_now_iso
+from validator.report import CheckResult, Report, Status, utc_now_iso
 from validator.rulepack import LoadedPack
 
 DSPARK = "DSPARK"
@@ -29,6 +30,7 @@ class PreflightInputs:
     launch_cmd: str | None = None
     launch_args_file: Path | None = None
     unit: Path | None = None
+    script: Path | None = None  # a launcher shell script, read statically
     argv: Sequence[str] | None = None  # `launch -- CMD...`: exactly the command that will be exec'd
     env_files: list[Path] = field(default_factory=list)
     model_dir: Path | None = None
@@ -55,14 +57,17 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     from validator.sources import launch_command
 
     env, origin = server_environment(inputs)
-    given = [
-        x for x in (inputs.launch_cmd, inputs.launch_args_file, inputs.unit, inputs.argv) if x is not None
-    ]
+    sources = (inputs.launch_cmd, inputs.launch_args_file, inputs.unit, inputs.script, inputs.argv)
+    given = [x for x in sources if x is not None]
     if len(given) != 1:
         raise UsageError(
-            "give exactly one of --launch-cmd, --launch-args-file, --unit (or `launch -- CMD...`)"
+            "give exactly one of --launch-cmd, --launch-args-file, --unit, --script (or `launch -- CMD...`)"
         )
-    if inputs.argv is not None:
+    if inputs.script is not None:
+        from validator.sources.launch_script import launch_from_script
+
+        facts = launch_from_script(inputs.script, env=env, env_origin=origin)
+    elif inputs.argv is not None:
         facts = launch_command.launch_from_argv(list(inputs.argv), origin="launch", env=env)
     elif inputs.launch_cmd is not None:
         facts = launch_command.launch_from_string(inputs.launch_cmd, origin="--launch-cmd", env=env)
@@ -122,10 +127,16 @@ def launch_and_install(inputs: PreflightInputs) -> tuple[LaunchFacts, SGLangInst
 def gather(inputs: PreflightInputs) -> Facts:
     from validator.sources.host import read_host
     from validator.sources.humming import read_humming
+    from validator.sources.launch_script import UnresolvedLaunch
     from validator.sources.sglang_install import referenced_env
 
     facts = Facts(mode="preflight")
-    facts.launch, facts.sglang = launch_and_install(inputs)
+    try:
+        facts.launch, facts.sglang = launch_and_install(inputs)
+    except UnresolvedLaunch as exc:  # the script computes the command at run time: nothing to check
+        facts.errors[LAUNCH] = str(exc)
+        facts.host = read_host(service_user=inputs.service_user)
+        return facts
     launch = facts.launch
     sg = facts.sglang
     site_dirs = sg.site_dirs or None
@@ -141,6 +152,8 @@ def gather(inputs: PreflightInputs) -> Facts:
     facts.host = read_host(service_user=inputs.service_user)
     _gather_recipe_sources(facts, inputs)
     model_dir = inputs.model_dir or _local_model_path(launch)
+    if model_dir is None and "model_path" in launch.unresolved:
+        facts.errors[CHECKPOINT] = f"--model-path is set at run time: {launch.unresolved['model_path']}"
     if model_dir is not None:
         from validator.sources.checkpoint import read_checkpoint
 
@@ -199,10 +212,59 @@ def _local_model_path(launch: LaunchFacts) -> Path | None:
     return None
 
 
+_UNRESOLVED_REMEDY = (
+    "Validate what really runs: put `exec spark-validate launch -- ...` in place of the script's `exec`, "
+    "or give the value literally."
+)
+
+
+def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, str]) -> list[CheckResult]:
+    """Checks that read a value known only at run time become ``error``: they could not be proven.
+
+    A check is taken to read a value when its message or evidence names it (the argparse dest, its flag,
+    or the variable) or names its family (``speculative``, ``moe``): deliberately broad, since a check
+    wrongly marked unproven costs an inconclusive verdict, and one wrongly kept costs a false verdict."""
+    from validator.sources.sglang_cli import load_table
+
+    keys: dict[str, list[str]] = {}
+    for name in unresolved:
+        action = load_table().action_for_dest(name)
+        words = [name, *(action.option_strings if action is not None else ())]
+        family = name.split("_")[0].lower()
+        if action is not None and family not in ("model", "enable", "disable"):
+            words.append(family)
+        keys[name] = [w.lower() for w in words]
+    out = []
+    for r in results:
+        if LAUNCH not in r.sources or r.status not in (Status.PASS, Status.FAIL, Status.WARN, Status.SKIP):
+            out.append(r)
+            continue
+        text = (r.message + " " + json.dumps(r.evidence, default=str)).lower()
+        hit = [n for n, words in keys.items() if any(w in text for w in words)]
+        if not hit:
+            out.append(r)
+            continue
+        why = "; ".join(f"{n}: {unresolved[n]}" for n in hit)
+        out.append(
+            r.model_copy(
+                update=dict(
+                    status=Status.ERROR,
+                    message=f"not provable statically: {why} (the check read: {r.message})",
+                    remedy=_UNRESOLVED_REMEDY,
+                    why=None,
+                    evidence={**r.evidence, "unresolved": {n: unresolved[n] for n in hit}},
+                )
+            )
+        )
+    return out
+
+
 def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool = False) -> Report:
     started_at, t0 = utc_now_iso(), time.monotonic()
     facts = gather(inputs)
     results = run_checks(facts, loaded, mode="preflight", strict=strict)
+    if facts.launch is not None and facts.launch.unresolved:
+        results = unproven_by_unresolved(results, facts.launch.unresolved)
     target = facts.launch.origin if facts.launch is not None else None
     return build_report(
         results,

@@ -43,6 +43,12 @@ def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool 
             type=Path,
             help="a systemd unit: ExecStart, Environment=, EnvironmentFile=",
         )
+        g.add_argument(
+            "--script",
+            metavar="FILE",
+            type=Path,
+            help="a launcher shell script (start.sh), read statically, never run",
+        )
     g.add_argument(
         "--env-file",
         metavar="FILE",

@@ -24,6 +24,7 @@ def inputs_from(args: argparse.Namespace, argv: list[str] | None = None) -> obje
         launch_cmd=getattr(args, "launch_cmd", None),
         launch_args_file=getattr(args, "launch_args_file", None),
         unit=getattr(args, "unit", None),
+        script=getattr(args, "script", None),
         argv=argv,
         env_files=list(args.env_file),
         model_dir=args.model_dir,

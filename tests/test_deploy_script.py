@@ -1,0 +1,322 @@
+"""`preflight --script start.sh`: launcher scripts of the shapes DGX Spark operators use, read statically.
+
+Each script is also run by the real bash, in a real venv (``python3 -m venv``) whose ``python3`` records the
+argv, environment and directory it was started with (and answers the install probe as the server venv
+would). The test holds the static reading to what bash really did, then preflights the script and the
+equivalent ``--launch-cmd`` (the recorded argv and environment) and requires the same verdict and the same
+status for every check.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.checkpoint_factory import write_checkpoint
+from tests.sglang_builds import fake_interpreter, make_build
+
+REPO = Path(__file__).resolve().parents[1]
+BASH_ONLY = {"PWD", "OLDPWD", "SHLVL", "_", "DUMP", "PS1"}
+
+RECIPE = (
+    "--moe-runner-backend humming --speculative-algorithm NEXTN --speculative-num-steps 3 "
+    "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+)
+
+# NVIDIA's guide as operators paste it: exports, a ~ model path, continuations, no exec.
+GUIDE = f"""#!/usr/bin/env bash
+set -euo pipefail
+cd "$(dirname "$0")"
+source .venv/bin/activate
+export SGLANG_ENABLE_FP8_LM_HEAD=1
+export HUMMING_CACHE_DIR=$HOME/.humming/cache
+python3 -m sglang.launch_server \\
+  --model-path ~/models/Ling-3.0-flash-fp4 \\
+  --trust-remote-code \\
+  {RECIPE} \\
+  --speculative-draft-model-path ~/models/Ling-3.0-flash-fp4 \\
+  --mem-fraction-static 0.68 --port 30000
+"""
+
+# Profiles chosen by variables, a sourced .env under `set -a`, `exec env ... python3`.
+PROFILES = """#!/bin/bash
+set -eu
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+cd "$HERE"
+[ -f .venv/bin/activate ] && source .venv/bin/activate
+set -a
+. ./.env
+set +a
+PROFILE="${PROFILE:-mtp}"
+MODEL="${MODEL:-$HOME/models/Ling-3.0-flash-fp4}"
+case "$PROFILE" in
+  mtp)
+    BACKEND=humming
+    SPEC="--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1"
+    SPEC="$SPEC --speculative-num-draft-tokens 4 --speculative-draft-model-path $MODEL"
+    ;;
+  baseline) BACKEND=flashinfer_mxfp4; SPEC="" ;;
+  *) echo "unknown profile $PROFILE" >&2; exit 2 ;;
+esac
+if [[ "$PROFILE" == mtp && -z "${NO_FP8_HEAD:-}" ]]; then
+  FP8=1
+else
+  FP8=0
+fi
+exec env SGLANG_ENABLE_FP8_LM_HEAD=$FP8 python3 -m sglang.launch_server --model-path "$MODEL" \\
+  --trust-remote-code --moe-runner-backend "$BACKEND" $SPEC --mem-fraction-static "${MEM:-0.68}"
+"""
+
+DOTENV = "# site settings\nHUMMING_CACHE_DIR=${HOME}/.humming/cache\nMEM=0.6\n"
+
+# The validated form: spark-validate launch in place of exec.
+WRAPPED = f"""#!/bin/sh
+. "$(dirname "$0")/.venv/bin/activate"
+SGLANG_ENABLE_FP8_LM_HEAD=1 HUMMING_CACHE_DIR="$HOME/.humming/cache" \\
+  exec spark-validate launch -- python3 -m sglang.launch_server --model-path "$HOME/models/Ling-3.0-flash-fp4" \\
+  {RECIPE} --speculative-draft-model-path "$HOME/models/Ling-3.0-flash-fp4"
+"""
+
+# A classic mistake: the FP8 switch set but not exported, so the server never sees it.
+NOT_EXPORTED = f"""#!/bin/bash
+source .venv/bin/activate
+SGLANG_ENABLE_FP8_LM_HEAD=1
+export HUMMING_CACHE_DIR=~/.humming/cache
+M=~/models/Ling-3.0-flash-fp4
+exec python3 -m sglang.launch_server --model-path $M {RECIPE} --speculative-draft-model-path $M
+"""
+
+
+@dataclass
+class Host:
+    root: Path  # the operator's home and the script's directory
+    env: dict[str, str]
+
+
+def _python_shim(venv: Path, real: Path) -> None:
+    """The venv's python3: the install probe (``-c``) goes to the server interpreter, a start is recorded."""
+    record = (
+        "import json, os, sys; json.dump({'argv': sys.argv[1:], 'env': dict(os.environ), "
+        "'cwd': os.getcwd()}, open(os.environ['DUMP'], 'w'))"
+    )
+    for name in ("python", "python3"):
+        path = venv / "bin" / name
+        path.unlink()
+        path.write_text(
+            f'#!/bin/sh\nif [ "$1" = -c ]; then exec "{real}" "$@"; fi\nexec "{sys.executable}" -c "{record}" "$@"\n'
+        )
+        path.chmod(0o755)
+
+
+@pytest.fixture(scope="module")
+def host(tmp_path_factory: pytest.TempPathFactory) -> Host:
+    root = tmp_path_factory.mktemp("operator")
+    site = root / "server-site"
+    make_build(site)
+    (site / "humming_kernels-0.1.19.dist-info").mkdir()
+    (site / "humming_kernels-0.1.19.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: humming-kernels\nVersion: 0.1.19\n"
+    )
+    (site / "humming").mkdir()
+    (site / "humming" / "__init__.py").write_text("")
+    real = fake_interpreter(root / "real" / "bin", site)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True, timeout=60)
+    _python_shim(root / ".venv", real)
+    write_checkpoint(root / "models" / "Ling-3.0-flash-fp4", small=False)
+    cache = root / ".humming" / "cache"
+    (cache / "0123abcd").mkdir(parents=True)
+    (cache / "0123abcd" / "kernel.cubin").write_bytes(b"\x7fELF")
+    (root / ".env").write_text(DOTENV)
+    # spark-validate itself on PATH for the wrapped form, as installed on the host
+    bindir = root / "tools"
+    bindir.mkdir()
+    (bindir / "spark-validate").write_text(
+        f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m validator "$@"\n'
+    )
+    (bindir / "spark-validate").chmod(0o755)
+    env = {
+        "PATH": f"{bindir}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(root),
+        "LANG": "C.UTF-8",
+        "HUMMING_TMP_DIR": str(root),
+    }
+    return Host(root, env)
+
+
+def _write(host: Host, name: str, text: str) -> Path:
+    path = host.root / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def _bash_run(host: Host, script: Path, extra_env: dict[str, str]) -> dict[str, Any]:
+    """Run the script with the real shell; what the server's python3 was started with."""
+    dump = host.root / "dump.json"
+    dump.unlink(missing_ok=True)
+    env = {**host.env, **extra_env, "DUMP": str(dump)}
+    proc = subprocess.run([str(script)], env=env, cwd=host.root, capture_output=True, text=True, timeout=120)
+    assert dump.is_file(), (proc.returncode, proc.stderr[-2000:])
+    result: dict[str, Any] = json.loads(dump.read_text())
+    result["env"] = {k: v for k, v in result["env"].items() if k not in BASH_ONLY}
+    return result
+
+
+def _static(host: Host, script: Path, extra_env: dict[str, str]) -> Any:
+    from validator.sources.launch_script import launch_from_script
+
+    return launch_from_script(script, env={**host.env, **extra_env})
+
+
+def _preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "validator", "preflight", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd="/",
+        timeout=120,
+    )
+    report = json.loads(proc.stdout) if proc.stdout.startswith("{") else {}
+    return proc.returncode, report, proc.stderr
+
+
+def _statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in report["checks"]}
+
+
+CASES = {
+    "guide": (GUIDE, {}, "pass"),
+    "profiles-mtp": (PROFILES, {}, "pass"),
+    "profiles-baseline": (PROFILES, {"PROFILE": "baseline"}, "fail"),
+    "profiles-no-fp8": (PROFILES, {"NO_FP8_HEAD": "1"}, "fail"),
+    "not-exported": (NOT_EXPORTED, {}, "fail"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_script_reads_as_bash_runs_it_and_gets_the_launch_cmd_verdict(host: Host, case: str) -> None:
+    text, extra, verdict = CASES[case]
+    script = _write(host, f"{case}.sh", text)
+    ran = _bash_run(host, script, extra)
+    static = _static(host, script, extra)
+    assert ran["argv"][:2] == ["-m", "sglang.launch_server"]
+    assert static.argv == ran["argv"][2:], "the server arguments differ from what bash passed"
+    static_env = {k: v for k, v in static.env.items() if k not in BASH_ONLY}
+    assert static_env == ran["env"], "the server environment differs from what bash passed"
+    assert static.unresolved == {}
+
+    rc, by_script, err = _preflight({**host.env, **extra}, "--script", str(script))
+    assert by_script, err
+    python = Path(ran["env"]["VIRTUAL_ENV"]) / "bin" / "python3"
+    cmd = shlex.join([str(python), *ran["argv"]])
+    rc2, by_cmd, err2 = _preflight(ran["env"], "--launch-cmd", cmd)
+    assert by_cmd, err2
+    assert by_script["verdict"] == by_cmd["verdict"] == verdict, (by_script["checks"], err)
+    assert rc == rc2
+    assert _statuses(by_script) == _statuses(by_cmd)
+
+
+def test_wrapped_form_is_read_through_spark_validate_launch(host: Host) -> None:
+    """`exec spark-validate launch -- CMD`: the script is checked as the CMD it wraps, and bash really
+    runs that wrapper, which preflights and execs the same server command."""
+    script = _write(host, "wrapped.sh", WRAPPED)
+    static = _static(host, script, {})
+    ran = _bash_run(host, script, {})  # the real launch passed its preflight and exec'd python3
+    assert static.argv == ran["argv"][2:]
+    assert static.env["SGLANG_ENABLE_FP8_LM_HEAD"] == ran["env"]["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
+
+
+def test_not_exported_variable_is_named_as_missing(host: Host) -> None:
+    script = _write(host, "not-exported.sh", NOT_EXPORTED)
+    _, report, _ = _preflight(host.env, "--script", str(script))
+    (fp8,) = [c for c in report["checks"] if c["id"] == "lm_head.fp8"]
+    assert fp8["status"] == "fail" and "SGLANG_ENABLE_FP8_LM_HEAD" in fp8["message"]
+
+
+def test_a_value_set_at_run_time_is_reported_not_guessed(host: Host) -> None:
+    """`--moe-runner-backend "$1"`: the script's argument decides the backend; moe.backend cannot be
+    proven and says why, and the verdict is not a pass. Checks that do not read it still run."""
+    script = _write(
+        host,
+        "positional.sh",
+        f"#!/bin/sh\n. ./.venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f'M=$HOME/models/Ling-3.0-flash-fp4\nexec python3 -m sglang.launch_server --model-path "$M" '
+        f'{RECIPE.replace("humming", chr(34) + "$1" + chr(34))} --speculative-draft-model-path "$M"\n',
+    )
+    static = _static(host, script, {})
+    assert set(static.unresolved) == {"moe_runner_backend"}
+    assert "$1" in static.unresolved["moe_runner_backend"]
+    rc, report, _ = _preflight(host.env, "--script", str(script))
+    statuses = _statuses(report)
+    assert statuses["moe.backend"] == "error"
+    (moe,) = [c for c in report["checks"] if c["id"] == "moe.backend"]
+    assert "$1" in moe["message"] and "spark-validate launch" in (moe["remedy"] or "")
+    assert statuses["lm_head.fp8"] == "pass" and statuses["spec.config"] == "pass"
+    assert report["verdict"] != "pass" and rc != 0
+
+
+def test_arguments_computed_at_run_time_make_the_launch_inconclusive(host: Host) -> None:
+    script = _write(
+        host,
+        "computed.sh",
+        "#!/bin/sh\nEXTRA=$(cat /etc/sglang/extra-args)\nexec python3 -m sglang.launch_server $EXTRA\n",
+    )
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69 and report["verdict"] == "inconclusive", err
+    (moe,) = [c for c in report["checks"] if c["id"] == "moe.backend"]
+    assert moe["status"] == "error" and "cat" in moe["message"]
+
+
+def test_server_command_inside_a_branch_decided_at_run_time(host: Host) -> None:
+    script = _write(
+        host,
+        "branch.sh",
+        f"#!/bin/sh\nif nvidia-smi -L | grep -q GB10; then\n  exec python3 -m sglang.launch_server "
+        f"--model-path /m {RECIPE}\nfi\necho no GPU\n",
+    )
+    rc, report, _ = _preflight(host.env, "--script", str(script))
+    assert rc == 69
+    (moe,) = [c for c in report["checks"] if c["id"] == "moe.backend"]
+    assert "decided at run time" in moe["message"] and "nvidia-smi" in moe["message"]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("#!/bin/sh\necho starting\nsleep 1\n", "no command in the script starts the SGLang server"),
+        ("#!/bin/sh\nif [ -f x ]; then\n  python3 -m sglang.launch_server\n", "syntax error"),
+        ("#!/bin/sh\nsource ./missing.env\nexec python3 -m sglang.launch_server\n", "missing.env"),
+    ],
+)
+def test_broken_scripts_exit_65_with_one_line(host: Host, text: str, needle: str) -> None:
+    script = _write(host, "broken.sh", text)
+    rc, _, err = _preflight(host.env, "--script", str(script))
+    assert rc == 65, err
+    assert needle in err and str(script) in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_hostile_script_inputs_are_bounded(host: Host, tmp_path: Path) -> None:
+    big = tmp_path / "big.sh"
+    big.write_bytes(b"# x\n" * 400_000)
+    rc, _, err = _preflight(host.env, "--script", str(big))
+    assert rc == 65 and "larger than" in err
+    loop = tmp_path / "loop.sh"
+    loop.write_text(f"#!/bin/sh\n. {loop}\n")
+    rc, _, err = _preflight(host.env, "--script", str(loop))
+    assert rc == 65 and "deeper than" in err
+    fifo = tmp_path / "fifo.sh"
+    os.mkfifo(fifo)
+    rc, _, err = _preflight(host.env, "--script", str(fifo))
+    assert rc == 65 and "not a regular file" in err
