@@ -80,9 +80,10 @@ DOTENV = "# site settings\nHUMMING_CACHE_DIR=${HOME}/.humming/cache\nMEM=0.6\n"
 # The validated form: spark-validate launch in place of exec.
 WRAPPED = f"""#!/bin/sh
 . "$(dirname "$0")/.venv/bin/activate"
+M="$HOME/models/Ling-3.0-flash-fp4"
 SGLANG_ENABLE_FP8_LM_HEAD=1 HUMMING_CACHE_DIR="$HOME/.humming/cache" \\
-  exec spark-validate launch -- python3 -m sglang.launch_server --model-path "$HOME/models/Ling-3.0-flash-fp4" \\
-  {RECIPE} --speculative-draft-model-path "$HOME/models/Ling-3.0-flash-fp4"
+  exec spark-validate launch -- python3 -m sglang.launch_server --model-path "$M" \\
+  {RECIPE} --speculative-draft-model-path "$M"
 """
 
 # A classic mistake: the FP8 switch set but not exported, so the server never sees it.
@@ -110,9 +111,8 @@ def _python_shim(venv: Path, real: Path) -> None:
     for name in ("python", "python3"):
         path = venv / "bin" / name
         path.unlink()
-        path.write_text(
-            f'#!/bin/sh\nif [ "$1" = -c ]; then exec "{real}" "$@"; fi\nexec "{sys.executable}" -c "{record}" "$@"\n'
-        )
+        probe = f'if [ "$1" = -c ]; then exec "{real}" "$@"; fi\n'
+        path.write_text(f'#!/bin/sh\n{probe}exec "{sys.executable}" -c "{record}" "$@"\n')
         path.chmod(0o755)
 
 
@@ -128,7 +128,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Host:
     (site / "humming").mkdir()
     (site / "humming" / "__init__.py").write_text("")
     real = fake_interpreter(root / "real" / "bin", site)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")], check=True, timeout=60)
+    venv = [sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")]
+    subprocess.run(venv, check=True, timeout=60)
     _python_shim(root / ".venv", real)
     write_checkpoint(root / "models" / "Ling-3.0-flash-fp4", small=False)
     cache = root / ".humming" / "cache"
@@ -311,7 +312,7 @@ def test_hostile_script_inputs_are_bounded(host: Host, tmp_path: Path) -> None:
     big = tmp_path / "big.sh"
     big.write_bytes(b"# x\n" * 400_000)
     rc, _, err = _preflight(host.env, "--script", str(big))
-    assert rc == 65 and "larger than" in err
+    assert rc == 65 and "cap" in err
     loop = tmp_path / "loop.sh"
     loop.write_text(f"#!/bin/sh\n. {loop}\n")
     rc, _, err = _preflight(host.env, "--script", str(loop))

@@ -152,6 +152,12 @@ def gather(inputs: PreflightInputs) -> Facts:
     facts.host = read_host(service_user=inputs.service_user)
     _gather_recipe_sources(facts, inputs)
     model_dir = inputs.model_dir or _local_model_path(launch)
+    model_path = launch.args.get("model_path")
+    if model_dir is None and launch.origin.startswith("unit:") and str(model_path).startswith("~"):
+        facts.errors[CHECKPOINT] = (
+            f"--model-path {model_path}: systemd does not expand '~' in ExecStart= (the server would look "
+            "for a directory literally named '~'); write the absolute path"
+        )
     if model_dir is None and "model_path" in launch.unresolved:
         facts.errors[CHECKPOINT] = f"--model-path is set at run time: {launch.unresolved['model_path']}"
     if model_dir is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -222,11 +221,13 @@ def launch_from_argv(
     )
 
 
-def _split_shell(text: str, origin: str, *, comments: bool) -> list[str]:
-    try:
-        return shlex.split(text.replace("\\\r\n", "").replace("\\\n", ""), comments=comments, posix=True)
-    except ValueError as exc:
-        raise InputError(origin, f"cannot split the command: {exc}") from None
+def _split_shell(
+    text: str, origin: str, *, comments: bool, env: Mapping[str, str] | None = None
+) -> list[str]:
+    """Split as a POSIX shell would, ``~`` expanded against ``env``'s HOME (``~/models/...`` in the guide)."""
+    from validator.sources.shell import split_command_line
+
+    return split_command_line(text, origin, os.environ if env is None else env, comments=comments)
 
 
 def launch_from_string(
@@ -234,7 +235,7 @@ def launch_from_string(
 ) -> LaunchFacts:
     """A launch command as one shell-quoted string (``--launch-cmd``)."""
     return launch_from_argv(
-        _split_shell(cmd, origin, comments=False), origin=origin, env=env, base_dir=base_dir
+        _split_shell(cmd, origin, comments=False, env=env), origin=origin, env=env, base_dir=base_dir
     )
 
 
@@ -246,7 +247,7 @@ def launch_from_args_file(
     p = Path(path)
     origin = str(p)
     text = read_text_bounded(p, TEXT_CAP, "launch args file")
-    words = _split_shell(text, origin, comments=True)
+    words = _split_shell(text, origin, comments=True, env=env)
     if not words:
         raise InputError(origin, "launch args file holds no arguments")
     if words[0].startswith("-"):

@@ -30,6 +30,7 @@ from typing import Any
 
 from validator.errors import InputError, ValidatorError
 from validator.facts import LaunchFacts
+from validator.sources.files import read_bounded
 from validator.sources.shell import (
     MAX_SCRIPT_BYTES,
     Field,
@@ -664,15 +665,11 @@ class _Evaluator:
         if isinstance(st.cwd, Unknown) and not target.startswith("/"):
             raise UnresolvedLaunch(f"{self.where(node)}: source {target}: {st.cwd.reason}")
         path = Path(st.cwd if isinstance(st.cwd, str) else "/") / target
-        if not path.is_file():
+        if not path.exists():
             raise InputError(
                 self.where(node), f"source {target}: {path} does not exist (the script would fail here)"
             )
-        try:
-            with path.open("rb") as fh:
-                data = fh.read(MAX_SCRIPT_BYTES + 1)
-        except OSError as exc:
-            raise InputError(str(path), f"cannot read the sourced file: {exc.strerror or exc}") from None
+        data = read_bounded(path, MAX_SCRIPT_BYTES, "sourced file")
         tree = parse(data, str(path))
         self.depth += 1
         if self.depth > MAX_DEPTH:
@@ -801,13 +798,7 @@ def launch_from_script(
 
     script = Path(path).absolute()
     where = str(script)
-    try:
-        if not script.is_file():
-            raise InputError(where, "launcher script not found (or not a regular file)")
-        with script.open("rb") as fh:
-            data = fh.read(MAX_SCRIPT_BYTES + 1)
-    except OSError as exc:
-        raise InputError(where, f"cannot read the launcher script: {exc.strerror or exc}") from None
+    data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
     tree = parse(data, where)
     base = dict(env or {})
     st = _State(

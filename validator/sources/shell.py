@@ -351,13 +351,13 @@ def join(parts: list[Value]) -> Value:
     return "".join(p for p in parts if isinstance(p, str))
 
 
-def split_command_line(text: str, where: str, env: Mapping[str, str]) -> list[str]:
+def split_command_line(text: str, where: str, env: Mapping[str, str], *, comments: bool = False) -> list[str]:
     """A one-line command (``--launch-cmd``) split as a POSIX shell would, with ``~`` expanded.
 
-    Parameter expansions are kept as written: a command line given as a string has no script around it to
-    set variables, and SGLang would otherwise receive the literal text the operator typed in a unit or a
-    container spec. Only quoting, escapes and tilde expansion apply."""
-    text = text.replace("\\\r\n", "")
+    Parameter expansions are kept as written (there is no script around the string to set variables), as
+    ``shlex.split`` did before; quoting, backslashes, ``#`` comments (``comments=True``) and tilde expansion
+    apply. ``~`` is the environment's ``HOME``, ``~user`` that user's home."""
+    text = text.replace("\\\r\n", "").replace("\\\n", "")  # continuations, as before
     words: list[str] = []
     i, n = 0, len(text)
     while i < n:
@@ -365,13 +365,19 @@ def split_command_line(text: str, where: str, env: Mapping[str, str]) -> list[st
             i += 1
         if i >= n:
             break
+        if comments and text[i] == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
         buf: list[str] = []
         bare_start = i  # where the word's unquoted leading text begins (for ~)
         tilde_ok = text[i] == "~"
         while i < n and text[i] not in " \t\n":
             c = text[i]
             if c == "\\":
-                if i + 1 < n and text[i + 1] != "\n":
+                if i + 1 >= n:
+                    raise InputError(where, "cannot split the command: No escaped character")
+                if text[i + 1] != "\n":
                     buf.append(text[i + 1])
                 i += 2
                 continue
@@ -406,7 +412,7 @@ def split_command_line(text: str, where: str, env: Mapping[str, str]) -> list[st
             prefix = raw.split("/", 1)[0]
             if not any(q in prefix for q in "'\"\\"):
                 word = expand_tilde(word, env)
-        elif "=~" in raw and _assignment_tilde(raw):
+        elif "~" in raw and _assignment_tilde(raw):
             name, _, value = word.partition("=")
             word = f"{name}={expand_tilde(value, env, assignment=True)}"
         words.append(word)
@@ -414,10 +420,8 @@ def split_command_line(text: str, where: str, env: Mapping[str, str]) -> list[st
 
 
 def _assignment_tilde(raw: str) -> bool:
-    """``NAME=~/x`` written bare: a shell assignment, whose value gets tilde expansion."""
+    """``NAME=~/x`` (or ``NAME=a:~/x``) written bare: bash gives such words tilde expansion after the
+    ``=`` and each ``:``, as for an assignment, also as a command argument (``env VAR=~/x cmd``)."""
     name, _, value = raw.partition("=")
-    return (
-        name.isidentifier()
-        and value.startswith("~")
-        and not any(q in value.split("/", 1)[0] for q in "'\"\\")
-    )
+    bare = not any(q in raw for q in "'\"\\")
+    return name.isidentifier() and bare and (value.startswith("~") or ":~" in value)
