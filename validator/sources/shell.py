@@ -110,13 +110,14 @@ def expand_tilde(text: str, env: Mapping[str, str], *, assignment: bool = False)
     return ":".join(out)
 
 
-def _unescape_bare(text: str) -> str:
-    """A bare word's backslashes: ``\\x`` is ``x``, a backslash-newline disappears."""
+def _unescape(text: str, escapable: str | None) -> str:
+    """Backslash removal: outside quotes (``escapable`` None) ``\\x`` is ``x``; inside double quotes only
+    the characters in ``escapable`` are escaped. A backslash-newline disappears in both."""
     out: list[str] = []
     i = 0
     while i < len(text):
         c = text[i]
-        if c == "\\" and i + 1 < len(text):
+        if c == "\\" and i + 1 < len(text) and (escapable is None or text[i + 1] in escapable):
             if text[i + 1] != "\n":
                 out.append(text[i + 1])
             i += 2
@@ -124,22 +125,14 @@ def _unescape_bare(text: str) -> str:
         out.append(c)
         i += 1
     return "".join(out)
+
+
+def _unescape_bare(text: str) -> str:
+    return _unescape(text, None)
 
 
 def _unescape_double(text: str) -> str:
-    """Inside double quotes a backslash escapes only ``$ ` " \\`` and newline."""
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text) and text[i + 1] in '$`"\\\n':
-            if text[i + 1] != "\n":
-                out.append(text[i + 1])
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
+    return _unescape(text, '$`"\\\n')
 
 
 _ANSI = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "f": "\f", "v": "\v"}
