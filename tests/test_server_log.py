@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,9 @@ def _write(tmp_path: Path, lines: list[str]) -> Path:
 
 def test_only_the_last_start_counts(tmp_path: Path) -> None:
     facts = read_server_log(_write(tmp_path, RUN_BROKEN + RUN_HEALTHY))
-    assert facts.runs == 2 and facts.run_start_line == len(RUN_BROKEN) + 1
+    # the start is located by its byte offset; lines before the last start are not parsed at all
+    assert facts.run_start_line == len("\n".join(RUN_BROKEN)) + 1  # the byte offset of its line
+    assert facts.runs == 2 and facts.unusable() is None
     assert facts.server_args is not None and facts.server_args["moe_runner_backend"] == "humming"
     assert facts.server_args["speculative_num_draft_tokens"] == 4 and facts.server_args_note is None
     assert facts.server_args["api_key"] == "<redacted>" and facts.server_args["admin_api_key"] is None
@@ -126,10 +129,15 @@ def test_override_of_an_earlier_run_does_not_leak(tmp_path: Path) -> None:
     assert not read_server_log(_write(tmp_path, lines)).flashinfer_override
 
 
-def test_no_server_args_line_reads_whole_file(tmp_path: Path) -> None:
+def test_a_log_without_a_start_is_no_evidence(tmp_path: Path) -> None:
+    """What logrotate's copytruncate leaves: the running server's lines without its start."""
     facts = read_server_log(_write(tmp_path, RUN_HEALTHY[1:]))
     assert facts.runs == 0 and facts.run_start_line is None and facts.server_args is None
-    assert facts.server_args_note == "no server_args= line in the log" and facts.fp8_lm_head_lines == 1
+    why = facts.unusable()
+    assert why is not None and "holds no server start" in why and str(tmp_path) in why
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    assert "is empty" in (read_server_log(empty).unusable() or "")
 
 
 def test_non_literal_server_args_falls_back_to_scalars(tmp_path: Path) -> None:
@@ -158,10 +166,17 @@ def test_garbage_and_huge_lines_are_bounded(tmp_path: Path) -> None:
 
 
 def test_unreadable_names_the_file(tmp_path: Path) -> None:
-    for bad in (tmp_path / "missing.log", tmp_path):
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)  # opened without blocking, then refused
+    for bad, why in (
+        (tmp_path / "missing.log", "cannot read server log: No such file"),
+        (tmp_path, "server log is a directory, not a regular file"),
+        (fifo, "server log is a FIFO, not a regular file"),
+        (Path("/nonexistent/sglang.log"), "cannot read server log: No such file"),
+    ):
         with pytest.raises(UnavailableError) as err:
             read_server_log(bad)
-        assert str(err.value).startswith(f"{bad}: cannot read server log") and err.value.exit_code == 69
+        assert str(err.value).startswith(f"{bad}: {why}") and err.value.exit_code == 69
 
 
 def test_reads_the_simulators_log(tmp_path: Path) -> None:

@@ -12,18 +12,22 @@ facts instead of looking for a check ID in the report (a pack may not list ``ser
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError
 from validator.facts import ATTESTATION, LOG, PROBE, SERVER, WEIGHTS, Facts, ServerFacts
 from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack
+
+if TYPE_CHECKING:
+    from validator.sources.server_log import LogReader
 
 ProgressFn = Callable[[Any], None]
 
@@ -62,7 +66,9 @@ class LiveInputs:
     url: str
     api_key: str | None = None
     attestation: Path | None = None
-    log: Path | None = None
+    log: Path | str | None = None  # a file, or "journal:UNIT"
+    # a reader that outlives one run (the sidecar follows the log); None: read ``log`` once
+    log_reader: LogReader | None = None
     wait_s: float = 0.0
     probe: bool = True
     weights_checker: bool = False
@@ -89,6 +95,7 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
         except UnavailableError as exc:
             facts.errors[SERVER] = str(exc)
             _read_files(facts, inputs, server_info=None)
+            await _read_log(facts, inputs)
             return facts
         facts.server = ServerFacts(
             url=inputs.url,
@@ -99,6 +106,7 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
         with contextlib.suppress(UnavailableError):  # optional evidence; /server_info already answered
             facts.server.model_info = await client.model_info()
         _read_files(facts, inputs, server_info=ready.server_info)
+        await _read_log(facts, inputs)
         if inputs.weights_checker:
             try:
                 facts.server.weights_checksums = await client.weights_checker("all")
@@ -150,13 +158,31 @@ def _read_files(facts: Facts, inputs: LiveInputs, server_info: dict[str, Any] | 
                 facts.attestation = att.model_dump(mode="json")
         except (InputError, UnavailableError) as exc:
             facts.errors[ATTESTATION] = str(exc)
-    if inputs.log is not None:
-        from validator.sources.server_log import read_server_log
 
-        try:
-            facts.log = read_server_log(inputs.log)
-        except (InputError, UnavailableError) as exc:
-            facts.errors[LOG] = str(exc)
+
+async def _read_log(facts: Facts, inputs: LiveInputs) -> None:
+    """The server log, read off the event loop. A log that holds no start of the running server is a
+    source error (``server.log`` reports it), never facts for other checks to misread. The reader is told
+    which server answered, so that a followed log's start of a previous process is not taken for the
+    restarted one's."""
+    if inputs.log is None:
+        return
+    from validator.sources.server_log import FileLogReader, open_log_reader
+
+    reader = inputs.log_reader if inputs.log_reader is not None else open_log_reader(inputs.log)
+    try:
+        log = await asyncio.to_thread(reader.poll, identity_of(facts))
+    except (InputError, UnavailableError) as exc:
+        facts.errors[LOG] = str(exc)
+        return
+    finally:
+        if inputs.log_reader is None and isinstance(reader, FileLogReader):
+            reader.close()
+    problem = log.unusable()
+    if problem is not None:
+        facts.errors[LOG] = problem
+    else:
+        facts.log = log
 
 
 async def run_live(

@@ -23,6 +23,7 @@ from validator.checks.base import (
     warned,
 )
 from validator.checks.lm_head import fp8_requested
+from validator.checks.log import log_shows_broken_draft
 from validator.facts import ATTESTATION, LAUNCH, LOG, PROBE, SERVER, SGLANG, WEIGHTS, Facts
 from validator.report import ProbeResult
 
@@ -347,6 +348,14 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
         )
     probe: ProbeResult | None = facts.probe
     if probe is None:
+        broken = log_shows_broken_draft(facts.log) if facts.log is not None else None
+        if broken is not None:  # the log's real traffic is evidence enough of a broken draft
+            return failed(
+                f"the server log shows accept len 1.00 in all of its last {broken} decode intervals: the "
+                "draft proposes nothing the target accepts (broken draft head)",
+                [LOG],
+                log_decode_intervals=broken,
+            )
         if PROBE in facts.errors:
             return errored(f"probe failed: {facts.errors[PROBE]}", [PROBE])
         return skipped(probe_not_run(facts), [PROBE])

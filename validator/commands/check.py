@@ -33,7 +33,12 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--attestation", type=Path, metavar="FILE", help="the in-process plugin's attestation file"
     )
-    g.add_argument("--log", type=Path, metavar="FILE", help="the server's log")
+    g.add_argument(
+        "--log",
+        type=_log_spec,
+        metavar="FILE|journal:UNIT",
+        help="the server's log: a file, or journal:UNIT for the unit's current invocation in the journal",
+    )
     g.add_argument(
         "--wait",
         type=float,
@@ -54,6 +59,12 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="opt-in deep check: compare target and draft LM-head checksums (hashes all weights)",
     )
+
+
+def _log_spec(value: str) -> Any:
+    from validator.sources.server_log import parse_log_spec
+
+    return parse_log_spec(value)
 
 
 def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:

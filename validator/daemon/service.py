@@ -58,6 +58,11 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
             f"serve: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}"
         ) from None
     watch = ServerWatch(inputs.url, api_key=inputs.api_key, attestation=inputs.attestation)
+    if inputs.log is not None and inputs.log_reader is None:
+        from validator.sources.server_log import open_log_reader
+
+        # one reader for the daemon's life: each check parses only what the server logged since the last
+        inputs.log_reader = open_log_reader(inputs.log)
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
 
     async def check(full: bool, previous: ProbeResult | None) -> LiveResult:

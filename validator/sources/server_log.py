@@ -1,47 +1,81 @@
-"""Facts from an SGLang server log (a file, or ``journalctl -u ... > file``).
+"""Facts from an SGLang server log: a file, or the systemd journal (``--log journal:UNIT``).
 
 The log is the only outside evidence for some things (the ``Online FP8 quantization enabled for
-lm_head.`` line, which MoE kernels were prepared, draft CUDA-graph capture), and the resolved
-``server_args={...}`` line repeats what ``/server_info`` says, so checks can catch disagreement.
+lm_head.`` line, which MoE kernels were prepared, draft CUDA-graph capture, the ``accept len`` of real
+traffic), and the resolved ``server_args={...}`` line repeats what ``/server_info`` says, so checks can
+catch disagreement.
 
-A log file often holds several server starts; only the last one describes the running server. A start
-is marked by the launcher's ``server_args=`` line; the few resolution-time lines logged just before it
-(the silent ``moe_runner_backend=flashinfer_mxfp4`` override) are carried into that run when no
-running-server line separates them from it. The file is streamed line by line with a cap on line length
-and on the samples kept, so a multi-gigabyte journal costs bounded memory.
+A log often holds several server starts; only the last one describes the running server. A start is
+marked by the launcher's ``server_args=`` line; the few resolution-time lines logged just before it (the
+silent ``moe_runner_backend=flashinfer_mxfp4`` override) are carried into that run when no running-server
+line separates them from it. A log that holds no start at all (empty, truncated by logrotate's
+``copytruncate``, rotated away) says nothing about the running server: ``LogFacts.unusable()`` says so,
+and the live layer turns it into a ``server.log`` error instead of letting checks read a missing FP8 line
+as a BF16 head.
+
+Cost is bounded and proportional to what is new, because the sidecar reads the log on every re-check:
+
+- ``FileLogReader`` keeps its descriptor, offset and inode between polls. A poll finds the last start in
+  the new bytes by scanning backwards (C-speed ``rfind``, no parsing), parses forward only from just
+  before it, and reads at most ``MAX_READ_BYTES`` (the first and last halves of a larger region; the
+  bytes skipped are counted). Truncation (size below the offset, or the bytes before the offset changed:
+  ``copytruncate`` followed by new writes) restarts at offset 0 and keeps the current start's facts (the
+  server did not restart); rotation (a new inode at the path) drains the old file, then follows the new
+  one. Only regular files are opened (``sources.files.open_regular``: a FIFO or device is refused).
+- ``JournalLogReader`` reads the unit's current invocation (``systemctl show -p InvocationID``, then
+  ``journalctl -o json _SYSTEMD_INVOCATION_ID=...``), continuing from the last entry's cursor; a new
+  invocation is a new start. ``journalctl`` rather than the ``systemd`` Python bindings: it is present
+  wherever journald is, needs no compiled dependency, and as a subprocess it can be killed at a deadline
+  and capped in bytes (a journal read inside the process cannot be interrupted).
+
+Lines are capped at ``MAX_LINE_BYTES`` and the samples kept at ``MAX_SAMPLES``, so memory stays bounded
+however large the log. Reading blocks: the sidecar calls ``poll`` through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import os
 import re
+import subprocess
+import threading
+import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from validator.errors import UnavailableError
+from validator.errors import InputError, UnavailableError, UsageError
 from validator.redact import collect_secrets, redact, redact_text
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_SAMPLES = 1000
 MAX_ERRORS = 20
+MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
+PRELUDE_BYTES = 64 << 10  # read this much before the last start: its resolution-time lines
+JOURNAL_TIMEOUT_S = 30.0  # per journalctl call; the rest is read by the next poll
+SYSTEMCTL_TIMEOUT_S = 10.0
+_CHUNK = 1 << 20
+_TAIL_CHECK = 64  # bytes before the offset re-read at each poll to notice copytruncate + new writes
 
 FP8_HEAD_LINE = "Online FP8 quantization enabled for lm_head."
 READY_LINE = "The server is fired up and ready to roll!"
 OVERRIDE_LINE = "moe_runner_backend=flashinfer_mxfp4"
+JOURNAL_PREFIX = "journal:"
 
 _SERVER_ARGS = "server_args={"
+_MARKER = _SERVER_ARGS.encode()
 _DECODE_RE = re.compile(r"accept len: ([0-9.]+), accept rate: ([0-9.]+)")
 _THROUGHPUT_RE = re.compile(r"gen throughput \(token/s\): ([0-9.]+)")
 _LOAD_END_RE = re.compile(r"Load weight end\..*?type=([A-Za-z_][\w.]*)")
 _ERROR_RE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): |\bScheduler hit an exception\b|\bTraceback \(most")
 _HOOKS_RE = re.compile(r"Applied \d+ hook")
-_HOOKS_RE = re.compile(r"Applied \d+ hook")
 _SIMPLE_PAIR_RE = re.compile(
     r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
     r"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|True|False|None)(?=[,}])"
 )
+_UNIT_RE = re.compile(r"^[A-Za-z0-9:_.\\@-]{1,255}$")
 
 
 @dataclass
@@ -51,15 +85,15 @@ class DecodeSample:
     accept_len: float
     accept_rate: float
     gen_throughput: float | None
-    line: int
+    line: int  # where it was read: the byte offset in a file, the entry number in the journal
 
 
 @dataclass
 class LogFacts:
-    path: str
-    runs: int = 0  # server starts (``server_args=`` lines) in the whole file
-    run_start_line: int | None = None  # line of the last start's ``server_args=``; None: no marker found
-    lines_total: int = 0
+    path: str  # the file, or "journal:UNIT"
+    runs: int = 0  # server starts (``server_args=`` lines) read; a reader skips starts before the last
+    run_start_line: int | None = None  # where the current start's ``server_args=`` was read; None: none
+    lines_total: int = 0  # lines read
     server_args: dict[str, Any] | None = None  # the last start's resolved args, redacted
     server_args_note: str | None = None  # why server_args is missing or only partly parsed
     fp8_lm_head_lines: int = 0
@@ -79,6 +113,15 @@ class LogFacts:
     errors: list[str] = field(default_factory=list)  # first MAX_ERRORS error lines, redacted
     error_count: int = 0
     plugin_lines: list[str] = field(default_factory=list)
+    # how it was read (evidence for server.log)
+    generation: int = 0  # starts seen by this reader since it opened; a new start increments it
+    bytes_read: int = 0
+    bytes_skipped: int = 0  # not parsed: before the last start, or the middle of an oversized region
+    truncations: int = 0  # the file shrank under the reader (logrotate copytruncate)
+    rotations: int = 0  # a new file appeared at the path (logrotate create)
+    behind: bool = False  # the last poll stopped at its byte or time cap; the next one continues
+    note: str | None = None  # a condition of the source now (file gone after rotation, ...)
+    stale: str | None = None  # why the current start is not the running server's (a restart seen)
 
     @property
     def draft_model_loaded(self) -> bool:
@@ -88,6 +131,22 @@ class LogFacts:
     def mean_accept_len(self) -> float | None:
         s = self.decode_samples
         return sum(x.accept_len for x in s) / len(s) if s else None
+
+    def unusable(self) -> str | None:
+        """Why these facts are no evidence about the running server, or None when they are."""
+        if self.stale:
+            return f"{self.path}: {self.stale}"
+        if self.run_start_line is None:
+            what = (
+                "is empty"
+                if self.bytes_read == 0 and self.lines_total == 0
+                else f"holds no server start (no server_args= line in {self.lines_total} lines read)"
+            )
+            return (
+                f"{self.path}: {what}: the log was truncated, rotated or is not this server's, so it is "
+                "no evidence about the running server"
+            )
+        return None
 
 
 class _Run:
@@ -103,59 +162,423 @@ class _Run:
         return new
 
 
-def read_server_log(path: str | Path) -> LogFacts:
-    """Parse the last server start in ``path``. Raises UnavailableError when the file cannot be read."""
-    p = Path(path)
-    where = str(p)
-    run = _Run(where)
-    prelude = _Run(where)  # resolution-time lines since the last running-server line
-    runs = 0
-    lineno = 0
-    raw_args: str | None = None
-    try:
-        with p.open("rb") as fh:
-            while True:
-                raw = fh.readline(MAX_LINE_BYTES)
-                if not raw:
-                    break
-                if not raw.endswith(b"\n"):
-                    _skip_rest_of_line(fh)
-                lineno += 1
-                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                idx = line.find(_SERVER_ARGS)
-                if idx >= 0:
-                    runs += 1
-                    run = prelude.copy_prelude(where)
-                    run.facts.run_start_line = lineno
-                    prelude = _Run(where)
-                    raw_args = line[idx + len("server_args=") :]
-                    continue
-                _feed(run, prelude, line, lineno)
-    except OSError as exc:
-        raise UnavailableError(
-            f"{where}: cannot read server log: {exc.strerror or type(exc).__name__}"
-        ) from None
-    facts = run.facts
-    facts.runs = runs
-    facts.lines_total = lineno
-    facts.decode_samples = list(run.samples)
-    if raw_args is not None:
-        facts.server_args, facts.server_args_note = _parse_server_args(raw_args)
-    else:
-        facts.server_args_note = "no server_args= line in the log"
-    secrets = collect_secrets(facts.server_args or {})
-    if facts.server_args is not None:
-        facts.server_args = redact(facts.server_args)
-    facts.errors = [redact_text(e, secrets) for e in facts.errors]
-    facts.plugin_lines = [redact_text(e, secrets) for e in facts.plugin_lines]
-    return facts
+class LogParser:
+    """Line-at-a-time state of one log stream: the current start's facts, fed incrementally."""
 
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.run = _Run(where)
+        self.prelude = _Run(where)  # resolution-time lines since the last running-server line
+        self.starts = 0
+        self.lines = 0
+        self._raw_args: str | None = None
+        self._parsed: tuple[dict[str, Any] | None, str | None] | None = None
 
-def _skip_rest_of_line(fh: Any) -> None:
-    while True:
-        chunk = fh.readline(MAX_LINE_BYTES)
-        if not chunk or chunk.endswith(b"\n"):
+    def feed(self, line: str, pos: int) -> None:
+        self.lines += 1
+        idx = line.find(_SERVER_ARGS)
+        if idx >= 0:
+            self.starts += 1
+            self.run = self.prelude.copy_prelude(self.where)
+            self.run.facts.run_start_line = pos
+            self.prelude = _Run(self.where)
+            self._raw_args = line[idx + len("server_args=") :]
+            self._parsed = None
             return
+        _feed(self.run, self.prelude, line, pos)
+
+    def snapshot(self) -> LogFacts:
+        """A copy of the current start's facts, secrets redacted (the parser keeps accumulating)."""
+        run = self.run.facts
+        facts = replace(
+            run,
+            loaded_models=list(run.loaded_models),
+            errors=list(run.errors),
+            plugin_lines=list(run.plugin_lines),
+            decode_samples=list(self.run.samples),
+        )
+        facts.runs = self.starts
+        facts.lines_total = self.lines
+        if self._raw_args is not None:
+            if self._parsed is None:  # ~30 KB literal: parsed once per start, not per poll
+                self._parsed = _parse_server_args(self._raw_args)
+            args, facts.server_args_note = self._parsed
+            facts.server_args = dict(args) if args is not None else None
+        else:
+            facts.server_args_note = "no server_args= line in the log"
+        secrets = collect_secrets(facts.server_args or {})
+        if facts.server_args is not None:
+            facts.server_args = redact(facts.server_args)
+        facts.errors = [redact_text(e, secrets) for e in facts.errors]
+        facts.plugin_lines = [redact_text(e, secrets) for e in facts.plugin_lines]
+        return facts
+
+
+class ServerId(Protocol):
+    """The live layer's identity of the server that answered (``validator.live.ServerIdentity``)."""
+
+    def same_server(self, other: Any) -> bool: ...
+
+
+class LogReader(Protocol):
+    """A followed log: ``poll`` reads what is new (blocking: call it off the event loop). ``server`` is the
+    server that answered this check: the first server to see a start claims it, and a different server
+    later finds that start stale until its own appears (a restart whose start is not logged yet)."""
+
+    where: str
+
+    def poll(self, server: ServerId | None = None) -> LogFacts: ...
+
+
+class _Claims:
+    """Which server each start (by generation) was first seen with."""
+
+    def __init__(self) -> None:
+        self._by_generation: dict[int, ServerId] = {}
+
+    def stale(self, generation: int, server: ServerId | None) -> bool:
+        if server is None or generation == 0:
+            return False
+        owner = self._by_generation.setdefault(generation, server)
+        if len(self._by_generation) > 64:  # only recent starts matter
+            for g in sorted(self._by_generation)[:-32]:
+                del self._by_generation[g]
+        return not owner.same_server(server)
+
+
+def parse_log_spec(value: str | Path) -> str | Path:
+    """``--log`` as given: ``journal:UNIT`` (validated unit name) or a file path."""
+    text = str(value)
+    if not text.startswith(JOURNAL_PREFIX):
+        return Path(value)
+    unit = text[len(JOURNAL_PREFIX) :]
+    if not _UNIT_RE.match(unit) or unit.startswith("-"):
+        raise UsageError(f"--log {text!r}: expected journal:UNIT with a systemd unit name (sglang.service)")
+    return text
+
+
+def open_log_reader(spec: str | Path) -> LogReader:
+    """The reader for a ``--log`` value (``parse_log_spec``'s result)."""
+    if isinstance(spec, str) and spec.startswith(JOURNAL_PREFIX):
+        return JournalLogReader(spec[len(JOURNAL_PREFIX) :])
+    return FileLogReader(Path(spec))
+
+
+def read_server_log(path: str | Path) -> LogFacts:
+    """The last server start in ``path``, read once (bounded). Raises UnavailableError when the file
+    cannot be read; a log without a start is returned with ``unusable()`` saying so."""
+    reader = FileLogReader(Path(path))
+    try:
+        return reader.poll()
+    finally:
+        reader.close()
+
+
+class FileLogReader:
+    """A log file followed by offset and inode (see the module docstring)."""
+
+    def __init__(self, path: Path, *, max_read: int = MAX_READ_BYTES) -> None:
+        self.path = path
+        self.where = str(path)
+        self.max_read = max_read
+        self._lock = threading.Lock()
+        self._fd: int | None = None
+        self._ident: tuple[int, int] | None = None
+        self._offset = 0
+        self._tail = b""  # the bytes just before the offset
+        self._partial = b""  # an unfinished last line, kept for the next poll
+        self._overlong = False  # the partial line passed MAX_LINE_BYTES: the rest of it is dropped
+        self._line_start = 0  # where the line being accumulated began
+        self._parser = LogParser(self.where)
+        self._claims = _Claims()
+        self._stats = LogFacts(path=self.where)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_fd()
+
+    def _close_fd(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def poll(self, server: ServerId | None = None) -> LogFacts:
+        with self._lock:
+            note = self._poll_locked()
+            facts = self._parser.snapshot()
+            st = self._stats
+            facts.generation = self._parser.starts
+            facts.bytes_read, facts.bytes_skipped = st.bytes_read, st.bytes_skipped
+            facts.truncations, facts.rotations, facts.behind = st.truncations, st.rotations, st.behind
+            facts.note = note
+            if self._claims.stale(facts.generation, server):
+                facts.stale = (
+                    "the server restarted and the log holds no start of the new process yet "
+                    "(the last start in it is the previous server's)"
+                )
+            return facts
+
+    def _poll_locked(self) -> str | None:
+        from validator.sources.files import open_regular
+
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            if self._parser.starts > 0:  # rotated away between two polls: the start read earlier stands
+                return f"cannot read the file now ({exc.strerror}); facts are from the start read earlier"
+            raise UnavailableError(f"{self.where}: cannot read server log: {exc.strerror or exc}") from None
+        ident = (st.st_dev, st.st_ino)
+        if self._fd is not None and ident != self._ident:
+            self._read_new(os.fstat(self._fd).st_size)  # the rotated file's last lines are this start's
+            self._close_fd()
+            self._stats.rotations += 1
+            self._reset_position()
+        if self._fd is None:
+            try:
+                self._fd = open_regular(self.path, "server log")
+            except InputError as exc:
+                if self._parser.starts > 0:
+                    return f"{exc.reason}; facts are from the start read earlier"
+                raise UnavailableError(str(exc)) from None
+            st2 = os.fstat(self._fd)
+            self._ident = (st2.st_dev, st2.st_ino)
+        assert self._fd is not None
+        size = os.fstat(self._fd).st_size
+        if size < self._offset or not self._tail_intact():
+            self._stats.truncations += 1  # copytruncate: same server, its log starts over
+            self._reset_position()
+        self._read_new(size)
+        return None
+
+    def _reset_position(self) -> None:
+        self._offset, self._tail, self._partial, self._overlong = 0, b"", b"", False
+
+    def _tail_intact(self) -> bool:
+        if not self._tail or self._fd is None:
+            return True
+        try:
+            return os.pread(self._fd, len(self._tail), self._offset - len(self._tail)) == self._tail
+        except OSError:
+            return False
+
+    def _read_new(self, size: int) -> None:
+        """Parse [offset, size): from just before the last start in it, at most ``max_read`` bytes."""
+        fd = self._fd
+        if fd is None or size <= self._offset:
+            return
+        begin = self._offset
+        marker = _last_marker(fd, begin, size)
+        if marker is not None and marker - PRELUDE_BYTES > begin:
+            at = _line_start_after(fd, marker - PRELUDE_BYTES, marker)
+            self._gap(begin, at)
+            begin = at
+        if size - begin > self.max_read:
+            half = self.max_read // 2
+            self._parse_range(fd, begin, begin + half)
+            tail_from = _line_start_after(fd, size - half, size)
+            self._gap(begin + half, tail_from)
+            begin = tail_from
+        self._parse_range(fd, begin, size)
+        self._offset = size
+        n = min(_TAIL_CHECK, size)
+        self._tail = os.pread(fd, n, size - n)
+
+    def _gap(self, start: int, end: int) -> None:
+        """Bytes not parsed; ``end`` is a line boundary, so the unfinished line before it is dropped."""
+        self._stats.bytes_skipped += max(0, end - start)
+        self._partial, self._overlong, self._line_start = b"", False, end
+
+    def _parse_range(self, fd: int, start: int, end: int) -> None:
+        pos = start
+        while pos < end:
+            chunk = os.pread(fd, min(_CHUNK, end - pos), pos)
+            if not chunk:
+                break
+            self._stats.bytes_read += len(chunk)
+            self._feed_bytes(chunk, pos)
+            pos += len(chunk)
+
+    def _feed_bytes(self, chunk: bytes, pos: int) -> None:
+        if not self._partial and not self._overlong:
+            self._line_start = pos
+        parts = chunk.split(b"\n")
+        off = 0
+        for piece in parts[:-1]:
+            off += len(piece) + 1
+            if self._overlong:  # the end of a line already fed at its cap
+                self._overlong = False
+            else:
+                self._parser.feed(_decode(self._partial + piece), self._line_start)
+            self._partial = b""
+            self._line_start = pos + off
+        if self._overlong:
+            return
+        self._partial += parts[-1][: MAX_LINE_BYTES - len(self._partial)]
+        if len(self._partial) >= MAX_LINE_BYTES:  # feed what the cap keeps; drop the rest of the line
+            self._parser.feed(_decode(self._partial), self._line_start)
+            self._partial, self._overlong = b"", True
+
+
+def _decode(raw: bytes) -> str:
+    return raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace").rstrip("\r")
+
+
+def _last_marker(fd: int, start: int, end: int) -> int | None:
+    """Offset of the last ``server_args={`` in [start, end), scanning backwards in chunks."""
+    overlap = len(_MARKER) - 1
+    hi = end
+    while hi > start:
+        lo = max(start, hi - _CHUNK)
+        data = os.pread(fd, min(hi + overlap, end) - lo, lo)
+        idx = data.rfind(_MARKER)
+        if idx >= 0:
+            return lo + idx
+        hi = lo
+    return None
+
+
+def _line_start_after(fd: int, at: int, limit: int) -> int:
+    """The offset just after the first newline at or after ``at`` (before ``limit``): a line boundary."""
+    data = os.pread(fd, limit - at, at)
+    nl = data.find(b"\n")
+    return at + nl + 1 if nl >= 0 else limit
+
+
+class JournalLogReader:
+    """The unit's current invocation in the systemd journal, followed by cursor (module docstring)."""
+
+    def __init__(
+        self, unit: str, *, max_read: int = MAX_READ_BYTES, timeout_s: float = JOURNAL_TIMEOUT_S
+    ) -> None:
+        self.unit = unit
+        self.where = f"{JOURNAL_PREFIX}{unit}"
+        self.max_read = max_read
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._invocation: str | None = None
+        self._cursor: str | None = None
+        self._parser = LogParser(self.where)
+        self._generation = 0
+        self._entries = 0
+        self._stats = LogFacts(path=self.where)
+        self._claims = _Claims()
+
+    def poll(self, server: ServerId | None = None) -> LogFacts:
+        with self._lock:
+            invocation = self._current_invocation()
+            if invocation != self._invocation:
+                if self._invocation is not None:
+                    self._generation += 1  # a new invocation is a new server process
+                self._invocation, self._cursor = invocation, None
+                self._parser = LogParser(self.where)
+                self._stats = LogFacts(path=self.where)
+                self._entries = 0
+            self._read_entries(invocation)
+            facts = self._parser.snapshot()
+            st = self._stats
+            facts.generation = self._generation + self._parser.starts
+            facts.bytes_read, facts.behind = st.bytes_read, st.behind
+            if facts.run_start_line is not None and self._claims.stale(facts.generation, server):
+                facts.stale = "the server restarted and the journal holds no start of the new process yet"
+            return facts
+
+    def _current_invocation(self) -> str:
+        out = _run_bounded(
+            ["systemctl", "show", "-p", "InvocationID", "--value", "--", self.unit],
+            self.where,
+            cap=4096,
+            timeout_s=SYSTEMCTL_TIMEOUT_S,
+        )
+        invocation = out.decode("ascii", errors="replace").strip()
+        if not re.fullmatch(r"[0-9a-f]{32}", invocation):
+            raise UnavailableError(
+                f"{self.where}: the unit has no current invocation (not started, or not a unit here)"
+            )
+        return invocation
+
+    def _read_entries(self, invocation: str) -> None:
+        cmd = ["journalctl", "-o", "json", "--all", "--no-pager", "--output-fields=MESSAGE"]
+        if self._cursor is not None:
+            cmd.append(f"--after-cursor={self._cursor}")
+        cmd.append(f"_SYSTEMD_INVOCATION_ID={invocation}")
+        try:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        except OSError as exc:
+            raise UnavailableError(f"{self.where}: cannot run journalctl: {exc.strerror or exc}") from None
+        assert proc.stdout is not None and proc.stderr is not None
+        deadline = time.monotonic() + self.timeout_s
+        timer = threading.Timer(self.timeout_s, proc.kill)
+        timer.start()
+        read = 0
+        stopped = False
+        try:
+            for raw in iter(lambda: proc.stdout.readline(MAX_LINE_BYTES + 1), b""):  # type: ignore[union-attr]
+                read += len(raw)
+                if not raw.endswith(b"\n"):
+                    if len(raw) > MAX_LINE_BYTES:  # one entry over the cap: skip it
+                        while (rest := proc.stdout.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                            read += len(rest)
+                        continue
+                    break  # killed mid-entry
+                self._feed_entry(raw)
+                if read >= self.max_read or time.monotonic() >= deadline:
+                    stopped = True
+                    break
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+            err = proc.stderr.read(4096)
+            proc.stderr.close()
+            rc = proc.wait()
+        self._stats.bytes_read += read
+        self._stats.behind = stopped or rc < 0
+        if rc > 0 and not stopped:
+            first = err.decode("utf-8", errors="replace").strip().splitlines()
+            why = first[0][:200] if first else f"exit status {rc}"
+            raise UnavailableError(f"{self.where}: journalctl failed: {why}")
+
+    def _feed_entry(self, raw: bytes) -> None:
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            return
+        if not isinstance(entry, dict):
+            return
+        cursor = entry.get("__CURSOR")
+        if isinstance(cursor, str):
+            self._cursor = cursor
+        msg = entry.get("MESSAGE")
+        if isinstance(msg, list):  # journald's form for a message that is not valid UTF-8
+            msg = bytes(b for b in msg if isinstance(b, int) and 0 <= b < 256).decode("utf-8", "replace")
+        if not isinstance(msg, str):
+            return
+        self._entries += 1
+        for line in msg[:MAX_LINE_BYTES].splitlines() or [""]:
+            self._parser.feed(line, self._entries)
+
+
+def _run_bounded(cmd: list[str], where: str, *, cap: int, timeout_s: float) -> bytes:
+    try:
+        res = subprocess.run(
+            cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, check=False
+        )
+    except FileNotFoundError:
+        raise UnavailableError(
+            f"{where}: {cmd[0]} not found: the journal can only be read on a systemd host"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise UnavailableError(f"{where}: {cmd[0]} did not answer within {timeout_s:.0f} s") from None
+    except OSError as exc:
+        raise UnavailableError(f"{where}: cannot run {cmd[0]}: {exc.strerror or exc}") from None
+    if res.returncode != 0:
+        first = res.stderr.decode("utf-8", errors="replace").strip().splitlines()
+        why = first[0][:200] if first else f"exit status {res.returncode}"
+        raise UnavailableError(f"{where}: {cmd[0]} failed: {why}")
+    return res.stdout[:cap]
 
 
 def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:

@@ -1,0 +1,132 @@
+"""The server log under real operations, from the user's side: the real sidecar and ``check`` processes
+against the real simulator on loopback, with the log truncated, rotated or missing as logrotate and
+operators leave it (issue 11)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.daemon_process import daemon_process, wait_for
+from tests.loopback import free_port, stop
+from tests.sim_process import REPO, sim_command, sim_process, wait_healthy
+
+FAST = ["--interval", "0.5", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
+
+
+def _start_sim(port: int, log: Path, scenario: str = "healthy") -> subprocess.Popen[bytes]:
+    cmd = sim_command(port, speed=1000.0, startup=0.3, extra=["--scenario", scenario, "--log", str(log)])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _check(url: str, *args: str) -> tuple[int, dict[str, object]]:
+    res = subprocess.run(
+        [sys.executable, "-m", "validator", "check", "--url", url, "--format", "json", *args],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        timeout=120,
+    )
+    return res.returncode, json.loads(res.stdout)
+
+
+def _by_id(report: dict[str, object]) -> dict[str, dict[str, object]]:
+    checks = report["checks"]
+    assert isinstance(checks, list)
+    return {c["id"]: c for c in checks}
+
+
+def _runs(d: object) -> float:
+    text = d.get("/metrics").text  # type: ignore[attr-defined]
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("spark_validate_runs_total{")
+    )
+
+
+def test_copytruncate_on_a_healthy_server_keeps_it_ready(tmp_path: Path) -> None:
+    """Issue 11's false alarm: the log truncated under a healthy server made lm_head.fp8 fail ("log says
+    bfloat16") and /readyz 503 until the server restarted."""
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    sim = _start_sim(port, log)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url)
+        with daemon_process(tmp_path, url, *FAST, "--log", str(log)) as d:
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+            (tmp_path / "sglang.log.1").write_bytes(log.read_bytes())  # copytruncate: copy, then truncate
+            os.truncate(log, 0)
+            start = _runs(d)
+            deadline = time.monotonic() + 30
+            while _runs(d) < start + 4:  # four re-checks read the truncated log
+                assert d.get("/readyz").status_code == 200, d.get("/report").text[-2000:]
+                assert time.monotonic() < deadline, "the sidecar stopped re-checking"
+                time.sleep(0.1)
+            checks = _by_id(d.get("/report").json())
+            assert checks["lm_head.fp8"]["status"] == "pass", checks["lm_head.fp8"]
+            assert checks["server.log"]["status"] == "pass", checks["server.log"]
+            assert checks["server.log"]["evidence"]["truncations"] == 1  # type: ignore[index]
+            # the same truncated log read from scratch holds no start: error, never a BF16 head
+            rc, report = _check(url, "--no-probe", "--log", str(log))
+            assert rc == 69 and report["verdict"] == "inconclusive"
+            one = _by_id(report)
+            assert one["server.log"]["status"] == "error" and one["server.log"]["severity"] == "critical"
+            assert "is empty: the log was truncated" in str(one["server.log"]["message"])
+            assert one["lm_head.fp8"]["status"] != "fail", one["lm_head.fp8"]
+    finally:
+        stop(sim)
+
+
+def test_missing_or_unreadable_logs_are_errors_not_silence(tmp_path: Path) -> None:
+    with sim_process(tmp_path) as sim:
+        wait_healthy(sim.url)
+        fifo = tmp_path / "fifo.log"
+        os.mkfifo(fifo)
+        for bad, why in (
+            ("/nonexistent", "/nonexistent: cannot read server log"),
+            (str(tmp_path), "server log is a directory"),
+            (str(fifo), "server log is a FIFO"),
+        ):
+            rc, report = _check(sim.url, "--no-probe", "--log", bad)
+            check = _by_id(report)["server.log"]
+            assert rc == 69 and check["status"] == "error" and why in str(check["message"]), check
+        rc, report = _check(sim.url, "--no-probe", "--log", str(sim.log))
+        assert rc == 0 and _by_id(report)["server.log"]["status"] == "pass", report
+        rc, report = _check(sim.url, "--no-probe")  # no --log: the check does not apply
+        assert _by_id(report)["server.log"]["status"] == "skip"
+
+
+def test_no_probe_fails_on_the_logs_own_accept_len(tmp_path: Path) -> None:
+    """``--no-probe`` used to pass a broken server whose own log showed accept len 1.00."""
+    with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as sim:
+        wait_healthy(sim.url)
+        for _ in range(3):  # real traffic: a few hundred decode steps, logged every 40
+            r = httpx.post(
+                f"{sim.url}/generate",
+                json={"text": "Count to one hundred.", "sampling_params": {"max_new_tokens": 120}},
+                timeout=60,
+            )
+            assert r.status_code == 200
+        rc, report = _check(sim.url, "--no-probe", "--log", str(sim.log))
+        checks = _by_id(report)
+        assert rc == 78 and checks["spec.accept_length"]["status"] == "fail", checks["spec.accept_length"]
+        assert "accept len 1.00" in str(checks["spec.accept_length"]["message"])
+        assert checks["server.log"]["status"] == "pass"
+    with sim_process(tmp_path, "--scenario", "healthy") as sim:
+        wait_healthy(sim.url)
+        httpx.post(
+            f"{sim.url}/generate",
+            json={"text": "Count to one hundred.", "sampling_params": {"max_new_tokens": 300}},
+            timeout=60,
+        )
+        rc, report = _check(sim.url, "--no-probe", "--log", str(sim.log))
+        assert _by_id(report)["spec.accept_length"]["status"] == "skip"  # no probe, nothing wrong logged

@@ -1,0 +1,85 @@
+"""The server log as evidence (``server.log``): readable, holding the running server's start, and agreeing
+with the probe.
+
+Why a check of its own: a log that holds no start (empty, truncated by logrotate's ``copytruncate``,
+rotated away, another server's) used to reach the other checks as "no FP8 line", which ``lm_head.fp8``
+read as a BF16 head: a critical false alarm on a healthy server. The live layer now turns such a log into
+a source error, and this check reports it (``error``: the evidence the user asked for could not be had).
+Its ``accept len`` lines are the acceptance of real traffic: exactly 1.00 over many decode intervals is
+the broken-draft signature, which must not pass silently when the probe says otherwise or is off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed, skipped
+from validator.facts import LOG, PROBE, SERVER, Facts
+
+# SGLang logs one ``accept len`` line per decode_log_interval (40) decode steps; 5 lines all at 1.00 are
+# 200 verify rounds in which no draft token was accepted: no healthy NEXTN draft does that.
+MIN_LOG_INTERVALS = 5
+_NOTHING_ACCEPTED = 1.0 + 1e-6
+# resolved arguments that name one server process's deployment; a log whose start differs in one of them
+# is some other server's log
+_IDENTITY_KEYS = ("port", "model_path", "served_model_name", "tp_size")
+
+
+def log_shows_broken_draft(log: Any) -> int | None:
+    """The number of recent decode intervals when all of them accepted nothing (accept len 1.00) and there
+    are at least ``MIN_LOG_INTERVALS``; None otherwise."""
+    samples = getattr(log, "decode_samples", None) or []
+    if len(samples) < MIN_LOG_INTERVALS:
+        return None
+    return len(samples) if max(s.accept_len for s in samples) <= _NOTHING_ACCEPTED else None
+
+
+@builtin("server.log")
+def server_log(facts: Facts, ctx: CheckContext) -> Outcome:
+    if ctx.mode != "check":
+        return skipped("the server log is read by the live check")
+    if LOG in facts.errors:
+        return errored(facts.errors[LOG], [LOG])
+    log = facts.log
+    if log is None:
+        return skipped("no --log given", [LOG])
+    samples = log.decode_samples
+    ev: dict[str, Any] = {
+        "source": log.path,
+        "start_at": log.run_start_line,
+        "starts_read": log.runs,
+        "lines_read": log.lines_total,
+        "bytes_read": log.bytes_read,
+        "bytes_skipped": log.bytes_skipped,
+        "truncations": log.truncations,
+        "rotations": log.rotations,
+        "ready_line_seen": log.ready,
+        "decode_intervals": log.decode_sample_count,
+        "log_mean_accept_len": round(log.mean_accept_len, 3) if samples else None,
+    }
+    if log.note:
+        ev["note"] = log.note
+    if facts.server is not None and isinstance(log.server_args, dict):
+        info = facts.server.server_info
+        differ = [
+            f"{k} {log.server_args[k]!r} in the log, {info[k]!r} on the server"
+            for k in _IDENTITY_KEYS
+            if k in log.server_args and k in info and log.server_args[k] != info[k]
+        ]
+        if differ:
+            return errored(
+                f"{log.path}: the last start in the log is not this server's ({'; '.join(differ)})",
+                [LOG, SERVER],
+                **ev,
+            )
+    broken = log_shows_broken_draft(log)
+    probe = facts.probe
+    if broken is not None and probe is not None and (probe.accept_length or 0.0) > _NOTHING_ACCEPTED:
+        return failed(
+            f"the log shows accept len 1.00 in all of its last {broken} decode intervals, but the probe "
+            f"measured {probe.accept_length:.2f}: real traffic accepts no draft token",
+            [LOG, PROBE],
+            **ev,
+        )
+    where = "" if log.run_start_line is None else f" (read from offset {log.run_start_line})"
+    return passed(f"{log.path} holds the running server's start{where}", [LOG], **ev)
