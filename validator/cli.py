@@ -68,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.exit_code)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _reader_went_away()
     except SystemExit as exc:  # argparse inside subcommands
         return exc.code if isinstance(exc.code, int) else int(ExitCode.USAGE)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for debugging
@@ -78,6 +80,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             + " (set SPARK_VALIDATE_DEBUG=1 for a traceback)\n"
         )
         return int(ExitCode.INTERNAL)
+
+
+def _reader_went_away() -> int:
+    """``spark-validate rules list | head -1``: the reader closed the pipe, which is how ``head`` says it
+    has enough. End quietly, as a tool killed by SIGPIPE would (exit 128 + 13), with stdout pointed at
+    /dev/null so that the interpreter's final flush does not raise again. Python ignores SIGPIPE (so that
+    the sidecar survives clients that hang up); restoring it globally would kill the daemon instead."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+    return 128 + 13
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,9 +22,56 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_common(p)
 
 
+def server_url(value: str) -> str:
+    """``--url``: an http(s) URL with a host and a port in range, checked before any connection.
+
+    httpx rejects ``:99999`` only when the first request is built, inside the readiness poll's task group,
+    which surfaced as an internal error (exit 1); a bad option is a usage error (exit 2)."""
+    from urllib.parse import urlsplit
+
+    # the message never repeats credentials written into the URL (http://user:pass@host)
+    shown = re.sub(r"(?<=//)[^/@]*@", "***@", value)
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises ValueError when out of range or not a number
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a valid URL ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"expected http:// or https://, got {shown!r}")
+    if not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{shown!r} names no host")
+    if port == 0:
+        raise argparse.ArgumentTypeError(f"{shown!r}: port 0 is not a server's port")
+    return value
+
+
+def _non_negative(value: str, parse: type[float] | type[int], what: str) -> float:
+    import math
+
+    try:
+        number = parse(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
+    if not math.isfinite(number) or number < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative {what.split(' ', 1)[1]}, got {value!r}")
+    return number
+
+
+def seconds(value: str) -> float:
+    """A non-negative, finite number of seconds (``--wait -1`` used to mean 'do not wait' silently)."""
+    return _non_negative(value, float, "a number of seconds")
+
+
+def count(value: str) -> int:
+    """A non-negative whole number (``--retries``)."""
+    return int(_non_negative(value, int, "a whole number"))
+
+
 def add_live_inputs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live inputs")
-    g.add_argument("--url", required=True, help="the SGLang server, e.g. http://127.0.0.1:30000")
+    g.add_argument(
+        "--url", required=True, type=server_url, help="the SGLang server, e.g. http://127.0.0.1:30000"
+    )
     g.add_argument(
         "--api-key-file",
         type=Path,
@@ -41,7 +89,7 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--wait",
-        type=float,
+        type=seconds,
         default=0.0,
         metavar="SECONDS",
         help="wait up to this long for the server to become ready, in seconds (default: %(default)s)",
@@ -49,7 +97,7 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-probe", action="store_true", help="skip the acceptance probe")
     g.add_argument(
         "--retries",
-        type=int,
+        type=count,
         default=3,
         metavar="N",
         help="retries per request for transient errors (connect, timeout, 502/503/504; default 3)",
@@ -78,10 +126,10 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
         api_key=load_api_key(args.api_key_file, os.environ),
         attestation=args.attestation,
         log=args.log,
-        wait_s=max(0.0, args.wait),
+        wait_s=args.wait,
         probe=not args.no_probe,
         weights_checker=args.weights_checker,
-        retries=max(0, args.retries),
+        retries=args.retries,
         on_progress=on_progress,
     )
 

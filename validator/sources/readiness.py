@@ -84,6 +84,15 @@ async def wait_until_ready(
             new_phase = Phase.STARTING
         except ServerError as exc:
             detail = exc.reason
+        if last_status is not None and 400 <= last_status < 500 and new_phase is Phase.STARTING:
+            # SGLang serves /health without a key from the moment it listens (200, or 503 while loading);
+            # a 4xx there is another program (or a proxy's wrong path), and waiting would not change it.
+            raise ServerError(
+                client.endpoint("/health"),
+                f"HTTP {last_status}: not an SGLang server (SGLang answers /health with 200 or 503, "
+                "without a key); check --url",
+                last_status,
+            )
         info: dict[str, Any] | None = None
         if last_status == 200 and new_phase is Phase.STARTING:
             try:

@@ -390,7 +390,7 @@ class SGLangClient:
             if status in TRANSIENT_STATUS:
                 last = f"HTTP {status}"
                 continue
-            raise ServerError(ep, _status_reason(status), status)
+            raise ServerError(ep, _status_reason(status, key_sent=bool(self._secrets)), status)
         suffix = f" after {made} attempts" if made > 1 else ""
         status_code = int(last[5:]) if last.startswith("HTTP ") else None
         raise ServerError(ep, f"{last}{suffix}", status_code, transient=True)
@@ -481,7 +481,9 @@ class SGLangClient:
         done = False
         async with self._http.stream("POST", "/generate", json=body) as resp:
             if resp.status_code != 200:
-                raise ServerError(ep, _status_reason(resp.status_code), resp.status_code)
+                raise ServerError(
+                    ep, _status_reason(resp.status_code, key_sent=bool(self._secrets)), resp.status_code
+                )
             encodings, chunks = _raw_body(resp)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 _check_length(ep, resp, BODY_CAPS["/generate"])
@@ -583,9 +585,18 @@ async def _lines(endpoint: str, raw: AsyncIterator[bytes], decoder: _BoundedBody
         yield pending.rstrip(b"\r")
 
 
-def _status_reason(status: int) -> str:
+def _status_reason(status: int, *, key_sent: bool) -> str:
+    """A refused key and a missing key need different fixes: say which one happened."""
+    if status in (401, 403) and key_sent:
+        return (
+            f"HTTP {status} (the server refused the API key given: check --api-key-file or "
+            f"${API_KEY_ENV} against the server's --api-key)"
+        )
     if status in (401, 403):
-        return f"HTTP {status} (unauthorized: give the server's key with --api-key-file or ${API_KEY_ENV})"
+        return (
+            f"HTTP {status} (the server needs an API key and none was given: use --api-key-file or "
+            f"${API_KEY_ENV})"
+        )
     if status == 404:
         return "HTTP 404 (endpoint not found)"
     return f"HTTP {status}"
