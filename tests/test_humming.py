@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.sources.humming import read_humming, writable_by
+from validator.sources.humming import UnknownUser, read_humming, writable_by
 
 ME = pwd.getpwuid(os.geteuid())
 METADATA = (
@@ -101,6 +101,5 @@ def test_another_user_by_ownership_and_mode() -> None:
 def test_service_user_home_and_unknown_user(tmp_path: Path) -> None:
     f = read_humming({"HOME": str(tmp_path)}, site_dirs=[], service_user=ME.pw_name)
     assert f.cache_dir == Path(ME.pw_dir) / ".humming" / "cache" and f.service_user == ME.pw_name
-    f = read_humming({}, site_dirs=[], service_user="no-such-user-xyz")
-    assert not f.cache_writable and not f.tmp_writable
-    assert f.note is not None and "does not exist" in f.note
+    with pytest.raises(UnknownUser, match="'no-such-user-xyz' does not exist"):  # not "not writable"
+        read_humming({}, site_dirs=[], service_user="no-such-user-xyz")

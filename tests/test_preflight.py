@@ -206,15 +206,15 @@ def test_lm_head_missing_from_modules_to_not_convert(patched: Server, tmp_path: 
     assert failing(report) == {"checkpoint.layout"}
 
 
-def test_no_sglang_found_skips_never_passes(patched: Server, tmp_path: Path) -> None:
+def test_interpreter_without_sglang_is_inconclusive_never_a_pass(patched: Server, tmp_path: Path) -> None:
+    """The recipe whose interpreter cannot import sglang used to pass (5 pass, 6 skip): contract v2 makes
+    it `error` (the command may be checked away from the server's host), so the verdict is inconclusive."""
     bare = fake_interpreter(tmp_path / "bare" / "bin", None)
     cmd = patched.cmd().replace(str(patched.python), str(bare), 1)
     rc, report, _ = preflight(patched.env, "--launch-cmd", cmd)
-    assert status(report, "spec.lm_head_shared") == "skip"
-    assert status(report, "lm_head.fp8") == "skip"
-    note = next(c for c in report["checks"] if c["id"] == "lm_head.fp8")["message"]
-    assert "sglang" in note.lower()
-    assert rc == 0  # skips are not failures, but never counted as passes either
+    program = next(c for c in report["checks"] if c["id"] == "launch.program")
+    assert program["status"] == "error" and "cannot import sglang" in program["message"]
+    assert rc == 69 and report["verdict"] == "inconclusive"
 
 
 def test_unit_file_with_env_file(patched: Server, tmp_path: Path) -> None:

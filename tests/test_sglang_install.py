@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -119,14 +118,15 @@ def test_locate_times_out_and_kills_the_wrapper_children(tmp_path: Path) -> None
     assert f.root is None and f.note is not None and "did not answer within 0.5 s" in f.note
 
 
-def test_locate_in_current_environment(monkeypatch: pytest.MonkeyPatch, stock_sglang_site: Path) -> None:
-    monkeypatch.setattr(sys, "path", [str(stock_sglang_site), *sys.path])
-    f = locate_sglang(None)
-    assert f.located_by == "current environment" and f.root == stock_sglang_site / "sglang"
-    assert f.version == "0.5.23"
-
-
-def test_locate_in_current_environment_absent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(sys, "path", [str(tmp_path)])
-    f = locate_sglang(None)
-    assert f.root is None and f.note is not None and "not importable" in f.note
+def test_probe_asks_in_the_servers_directory_never_this_ones(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An `sglang/` checkout where preflight runs is not the server's; in the server's working directory
+    it is what `python -m` imports first. There is no "current environment" fallback either."""
+    checkout = tmp_path / "checkout"
+    root = make_build(checkout)
+    py = fake_interpreter(tmp_path / "bin", None)
+    monkeypatch.chdir(checkout)
+    assert locate_sglang(str(py)).root is None
+    assert locate_sglang(str(py), cwd=checkout).root == root
+    assert locate_sglang(str(py), cwd=checkout, options=["-P"]).root is None  # safe path: no cwd

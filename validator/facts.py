@@ -51,6 +51,29 @@ class LaunchFacts:
     # what a launcher script or container spec computes only at run time: argparse dest or environment
     # variable -> why; the checks that read one of these cannot be proven statically (error)
     unresolved: dict[str, str] = field(default_factory=dict)
+    program: str | None = None  # argv[0] as written; None when an args-only file names no program
+    command: list[str] = field(default_factory=list)  # program and its words, as exec'd (env prefix gone)
+    interpreter_options: list[str] = field(default_factory=list)  # python's own flags (-I, -E, -s, -P...)
+    working_directory: Path | None = None  # the server's cwd when known (unit WorkingDirectory=, launch)
+    user: str | None = None  # the unit's User=: the account the server runs as
+
+
+@dataclass
+class ProgramFacts:
+    """``launch.program``'s evidence: the launch command's program as the server's exec would find it,
+    and where its interpreter, run with the server's flags, environment and working directory, finds
+    ``sglang`` (by ``find_spec``, which executes nothing of the package)."""
+
+    written: str | None  # argv[0] as written; None when only the server's arguments are known
+    path: Path | None  # resolved as execvp would, with the server's PATH; None when it cannot run
+    problem: str | None  # why the program cannot run (missing, not executable, no interpreter)
+    interpreter: str | None  # the python that will import sglang
+    interpreter_options: list[str] = field(default_factory=list)
+    working_directory: Path | None = None  # where the interpreter was asked (the server's cwd)
+    working_directory_known: bool = False  # False: an empty directory stood in for an unknown cwd
+    sglang_root: Path | None = None  # where that interpreter finds sglang; None: not importable
+    probe_error: str | None = None  # the interpreter could not be asked (cannot run, exited, timed out)
+    on_server_host: bool = False  # `launch` and `--unit`: this host is the one the server runs on
 
 
 @dataclass
@@ -58,7 +81,7 @@ class SGLangInstallFacts:
     """The SGLang build the launch command will run, read as files (never imported)."""
 
     root: Path | None  # the ``sglang`` package directory; None when not found
-    located_by: str  # how it was found: "interpreter /opt/sglang/venv/bin/python", "current environment"
+    located_by: str  # how it was found: "interpreter /opt/sglang/venv/bin/python", "--sglang-root DIR"
     version: str | None = None
     declares_fp8_lm_head: bool | None = None  # srt/environ.py declares SGLANG_ENABLE_FP8_LM_HEAD
     nextn_shares_lm_head: bool | None = None  # BailingMoeForCausalLMNextN.set_lm_head_from_target
@@ -185,6 +208,7 @@ class ServerFacts:
 class Facts:
     launch: LaunchFacts | None = None
     sglang: SGLangInstallFacts | None = None
+    program: ProgramFacts | None = None
     humming: HummingFacts | None = None
     checkpoint: CheckpointFacts | None = None
     host: HostFacts | None = None

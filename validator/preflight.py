@@ -17,8 +17,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.engine import build_report, run_checks
-from validator.errors import UsageError
-from validator.facts import CHECKPOINT, FLASHINFER, HUMMING, LAUNCH, Facts, LaunchFacts, SGLangInstallFacts
+from validator.errors import InputError, UsageError
+from validator.facts import (
+    CHECKPOINT,
+    FLASHINFER,
+    HUMMING,
+    LAUNCH,
+    Facts,
+    LaunchFacts,
+    ProgramFacts,
+    SGLangInstallFacts,
+)
 from validator.report import CheckResult, Report, Status, utc_now_iso
 from validator.rulepack import LoadedPack
 
@@ -68,7 +77,10 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
 
         facts = launch_from_script(inputs.script, env=env, env_origin=origin)
     elif inputs.argv is not None:
-        facts = launch_command.launch_from_argv(list(inputs.argv), origin="launch", env=env)
+        # exec keeps the working directory: the server starts where `launch` runs
+        facts = launch_command.launch_from_argv(
+            list(inputs.argv), origin="launch", env=env, working_directory=Path.cwd()
+        )
     elif inputs.launch_cmd is not None:
         facts = launch_command.launch_from_string(inputs.launch_cmd, origin="--launch-cmd", env=env)
     elif inputs.launch_args_file is not None:
@@ -81,17 +93,29 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     return facts
 
 
-def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> SGLangInstallFacts:
-    from validator.sources.sglang_install import locate_sglang, read_sglang_install
+def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstallFacts, ProgramFacts]:
+    """The install to read, and ``launch.program``'s evidence: the program resolved as exec would, its
+    interpreter asked with the server's flags, environment and working directory. There is no fallback
+    to this process's own packages: they prove nothing about the server's."""
+    from validator.sources.sglang_install import inspect_program, install_from_probe, read_sglang_install
 
     dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
+    program, probe = inspect_program(
+        launch, on_server_host=inputs.argv is not None or inputs.unit is not None
+    )
     if inputs.sglang_root is not None:
         where = f"--sglang-root {inputs.sglang_root}"
-        return read_sglang_install(inputs.sglang_root, where, dspark=dspark)
-    return locate_sglang(launch.interpreter, env=launch.env, dspark=dspark)
+        return read_sglang_install(inputs.sglang_root, where, dspark=dspark), program
+    if probe is not None:
+        return install_from_probe(probe, dspark=dspark), program
+    named = f"the program {launch.program} " if launch.program else ""
+    note = named + (program.problem or "names no interpreter")
+    return SGLangInstallFacts(root=None, located_by="launch command", note=note), program
 
 
-def launch_and_install(inputs: PreflightInputs) -> tuple[LaunchFacts, SGLangInstallFacts]:
+def launch_and_install(
+    inputs: PreflightInputs,
+) -> tuple[LaunchFacts, SGLangInstallFacts, ProgramFacts]:
     """The launch command parsed with the flag table of the SGLang build that will run it.
 
     The build is found through the command's own interpreter, so the command is first parsed with the
@@ -112,27 +136,39 @@ def launch_and_install(inputs: PreflightInputs) -> tuple[LaunchFacts, SGLangInst
             except InputError:
                 raise exc from None
         refused = exc
-    sg = _locate(inputs, launch)
+    sg, program = _locate(inputs, launch)
     choice = table_for(sg, launch.interpreter)
     if choice is None:
         if refused is not None:
             raise refused
-        return launch, sg
+        return launch, sg, program
     with parsing_with(choice):
         launch = read_launch(inputs)
     launch.warnings.insert(0, f"launch command parsed with {choice.described}")
-    return launch, sg
+    return launch, sg, program
 
 
-def gather(inputs: PreflightInputs) -> Facts:
+@dataclass
+class PreflightRun:
+    """The report, and the malformed evidence file that made part of it ``error`` (exit 65 after the
+    report is written: a CI job asking for ``--format junit --output F`` still gets F)."""
+
+    report: Report
+    facts: Facts
+    malformed: InputError | None = None
+
+
+def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -> Facts:
+    """The static evidence. A malformed checkpoint file is recorded in ``malformed`` (and as the
+    checkpoint source's error) instead of aborting, so the other checks still run and report."""
     from validator.sources.host import read_host
-    from validator.sources.humming import read_humming
+    from validator.sources.humming import UnknownUser, read_humming
     from validator.sources.launch_script import UnresolvedLaunch
     from validator.sources.sglang_install import referenced_env
 
     facts = Facts(mode="preflight")
     try:
-        facts.launch, facts.sglang = launch_and_install(inputs)
+        facts.launch, facts.sglang, facts.program = launch_and_install(inputs)
     except UnresolvedLaunch as exc:  # the script computes the command at run time: nothing to check
         facts.errors[LAUNCH] = str(exc)
         facts.host = read_host(service_user=inputs.service_user)
@@ -144,12 +180,17 @@ def gather(inputs: PreflightInputs) -> Facts:
         unknown = {k for k in launch.env if k.startswith("SGLANG_") and k not in sg.declared_env}
         if unknown:
             sg.referenced_env = referenced_env(sg.root, unknown)
+    # the account the server runs as: --service-user, else the unit's User= (systemd runs it so)
+    service_user = inputs.service_user or launch.user
+    user_from = "--service-user" if inputs.service_user else "the unit's User="
     if sg.root is not None:  # without the server's environment, this one's packages prove nothing
         try:
-            facts.humming = read_humming(launch.env, site_dirs=site_dirs, service_user=inputs.service_user)
-        except OSError as exc:
+            facts.humming = read_humming(
+                launch.env, site_dirs=site_dirs, service_user=service_user, user_from=user_from
+            )
+        except (OSError, UnknownUser) as exc:
             facts.errors[HUMMING] = str(exc)
-    facts.host = read_host(service_user=inputs.service_user)
+    facts.host = read_host(service_user=service_user)
     _gather_recipe_sources(facts, inputs)
     model_dir = inputs.model_dir or _local_model_path(launch)
     model_path = launch.args.get("model_path")
@@ -166,7 +207,13 @@ def gather(inputs: PreflightInputs) -> Facts:
         if not model_dir.is_dir():
             facts.errors[CHECKPOINT] = f"{model_dir}: model directory not found"
         else:
-            facts.checkpoint = read_checkpoint(model_dir)
+            try:
+                facts.checkpoint = read_checkpoint(model_dir)
+            except InputError as exc:
+                facts.errors[CHECKPOINT] = str(exc)
+                if malformed is None:
+                    raise
+                malformed.append(exc)
     if facts.launch is None:
         facts.errors[LAUNCH] = "no launch command"
     return facts
@@ -191,7 +238,8 @@ def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
     if sg.root is not None:
         from validator.sources.flashinfer import read_flashinfer
 
-        home = host.home if inputs.service_user or not launch.env.get("HOME") else Path(launch.env["HOME"])
+        named_user = inputs.service_user or launch.user
+        home = host.home if named_user or not launch.env.get("HOME") else Path(launch.env["HOME"])
         try:
             facts.flashinfer = read_flashinfer(
                 launch.env,
@@ -265,14 +313,15 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
     return out
 
 
-def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool = False) -> Report:
+def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool = False) -> PreflightRun:
     started_at, t0 = utc_now_iso(), time.monotonic()
-    facts = gather(inputs)
+    malformed: list[InputError] = []
+    facts = gather(inputs, malformed)
     results = run_checks(facts, loaded, mode="preflight", strict=strict)
     if facts.launch is not None and facts.launch.unresolved:
         results = unproven_by_unresolved(results, facts.launch.unresolved)
     target = facts.launch.origin if facts.launch is not None else None
-    return build_report(
+    report = build_report(
         results,
         loaded,
         mode="preflight",
@@ -281,3 +330,4 @@ def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool =
         strict=strict,
         target=target,
     )
+    return PreflightRun(report, facts, malformed[0] if malformed else None)

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from validator.commands.preflight import inputs_from
     from validator.errors import UsageError
     from validator.outputs import render
-    from validator.preflight import PreflightInputs, run_preflight, server_environment
+    from validator.preflight import PreflightInputs, run_preflight
     from validator.report import Verdict
 
     cmd = list(args.cmd)
@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
     inputs = inputs_from(args, argv=cmd)
     assert isinstance(inputs, PreflightInputs)
-    report = run_preflight(inputs, loaded, strict=args.strict)
+    run = run_preflight(inputs, loaded, strict=args.strict)
+    report = run.report
     if args.output is not None:
         from validator.commands.common import emit
 
@@ -58,12 +59,18 @@ def run(args: argparse.Namespace) -> int:
             render(report, args.format, color=use_color(sys.stderr), secrets=loaded.pack.secrets)
         )
         sys.stderr.flush()
+    if run.malformed is not None:
+        raise run.malformed
     if report.verdict is not Verdict.PASS:
         return int(exit_code(report))
-    env, _ = server_environment(inputs)
+    launch, program = run.facts.launch, run.facts.program
+    if launch is None or program is None or program.path is None:  # launch.program would have failed
+        raise UsageError(f"cannot exec {cmd[0]}: preflight did not resolve it")
     sys.stdout.flush()
     try:
-        os.execvpe(cmd[0], cmd, env)
+        # exactly what preflight approved: the program as it resolved it, the words after any env
+        # prefix, and the environment it checked
+        os.execve(program.path, launch.command, launch.env)
     except OSError as exc:
-        raise UsageError(f"cannot exec {cmd[0]}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot exec {program.path}: {exc.strerror or exc}") from None
     return 0  # not reached

@@ -40,5 +40,8 @@ def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
     inputs = inputs_from(args)
     assert isinstance(inputs, PreflightInputs)
-    report = run_preflight(inputs, loaded, strict=args.strict)
-    return emit(report, args, loaded)
+    run = run_preflight(inputs, loaded, strict=args.strict)
+    code = emit(run.report, args, loaded)
+    if run.malformed is not None:  # the report is out; the malformed file still decides the exit code
+        raise run.malformed
+    return code

@@ -25,14 +25,29 @@ CACHE_ENV = "HUMMING_CACHE_DIR"
 TMP_ENV = "HUMMING_TMP_DIR"
 
 
+class UnknownUser(LookupError):
+    """The named service user does not exist here: whether it can write the cache cannot be judged, and
+    saying "not writable" would send the operator to fix permissions instead of the name."""
+
+
 def read_humming(
-    env: Mapping[str, str], *, site_dirs: list[Path] | None, service_user: str | None
+    env: Mapping[str, str],
+    *,
+    site_dirs: list[Path] | None,
+    service_user: str | None,
+    user_from: str = "--service-user",
 ) -> HummingFacts:
-    """``env`` is the server's environment; ``site_dirs`` its interpreter's (None: this interpreter's)."""
+    """``env`` is the server's environment; ``site_dirs`` its interpreter's (None: this interpreter's).
+    Raises ``UnknownUser`` when ``service_user`` (given by ``user_from``) does not exist on this host."""
     notes: list[str] = []
     dirs = site_dirs if site_dirs is not None else _own_site_dirs()
     version = installed_version(dirs, notes)
     user = _user(service_user, notes)
+    if service_user and user is None:
+        raise UnknownUser(
+            f"{user_from} {service_user!r} does not exist on this host: the cache's writability cannot be "
+            "judged (create the user, fix the name, or run preflight on the server's host)"
+        )
     home = _home(env, user, service_user)
     cache_dir = _configured(env, CACHE_ENV, home, "cache", notes)
     tmp_dir = _configured(env, TMP_ENV, home, "tmp", notes)

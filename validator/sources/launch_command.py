@@ -24,7 +24,8 @@ _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
 _SHELL_OPERATORS = {";", "&&", "||", "|", "&", ">", ">>", "<", "2>", "2>&1", "$(", "`"}
 # python options that take a separate argument (python -W ignore -X dev -m ...)
-_PY_OPTS_WITH_ARG = {"-W", "-X", "-Q", "--check-hash-based-pycs"}
+_PY_OPTS_WITH_ARG = {"--check-hash-based-pycs"}
+_PY_FLAGS_WITH_ARG = "mcXWQ"  # single-letter options whose argument follows (in the word or the next)
 _SERVE_LLM_BACKENDS = {"auto", "llm"}
 
 
@@ -68,7 +69,8 @@ def _split_env_prefix(
     return argv[i:]
 
 
-def _shebang_interpreter(script: Path) -> str | None:
+def _shebang(script: Path) -> tuple[str, list[str]] | None:
+    """A script's ``#!`` interpreter and its options (``#!/venv/bin/python3 -I``)."""
     try:
         fd = open_regular(script, "program")  # a FIFO on PATH must not block the read of a shebang
     except InputError:
@@ -84,55 +86,87 @@ def _shebang_interpreter(script: Path) -> str | None:
     if not parts:
         return None
     if Path(parts[0]).name == "env" and len(parts) > 1:
-        return parts[1]
-    return parts[0]
+        rest = parts[2:] if parts[1] != "-S" else parts[3:]
+        return (parts[1] if parts[1] != "-S" else parts[2] if len(parts) > 2 else parts[1]), rest
+    return parts[0], parts[1:]
+
+
+def resolve_program(
+    program: str, env: Mapping[str, str], cwd: Path | None = None
+) -> tuple[Path | None, str | None]:
+    """``program`` as ``execvp`` finds it with the server's ``PATH`` (a name with a ``/`` is taken as a
+    path, relative to ``cwd``): (path, None), or (None, why it cannot run)."""
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
+        if not path.exists():
+            return None, f"does not exist ({path})"
+        if path.is_dir():
+            return None, f"is a directory ({path})"
+        if not os.access(path, os.X_OK):
+            return None, f"is not executable ({path})"
+        return path, None
+    found = _which(program, env)
+    if found is None:
+        return None, f"is not found on the server's PATH ({env.get('PATH', os.defpath)})"
+    return found, None
 
 
 def _which(name: str, env: Mapping[str, str]) -> Path | None:
-    for folder in env.get("PATH", "").split(os.pathsep):
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
         if folder and (candidate := Path(folder) / name).is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
 
 
-def _sglang_interpreter(program: str, env: Mapping[str, str]) -> str | None:
-    """The python behind ``sglang``: its shebang if readable, else the sibling python."""
+def _sglang_interpreter(program: str, env: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """The python behind ``sglang`` and its options: its shebang if readable, else the sibling python."""
     script = Path(program) if "/" in program else _which(program, env)
     if script is None:
-        return None
-    found = _shebang_interpreter(script)
+        return None, []
+    found = _shebang(script)
     if found:
         return found
     for sibling in ("python", "python3"):
         candidate = script.parent / sibling
         if candidate.exists():
-            return str(candidate)
-    return None
+            return str(candidate), []
+    return None, []
 
 
-def _python_module_args(argv: list[str], origin: str) -> tuple[str, list[str]]:
-    """``python [opts] -m MODULE args...`` -> (MODULE, args)."""
+def _python_module_args(argv: list[str], origin: str) -> tuple[str, list[str], list[str]]:
+    """``python [opts] -m MODULE args...`` -> (MODULE, args, opts), reading option clusters the way
+    CPython's getopt does (``-Im mod``, ``-Ximporttime``, ``-W ignore``): the interpreter's own flags
+    decide which ``sglang`` it imports, so they are kept for the install probe."""
     i = 1
     while i < len(argv):
         word = argv[i]
-        if word == "-m":
-            if i + 1 >= len(argv):
-                raise InputError(origin, "python -m names no module")
-            return argv[i + 1], argv[i + 2 :]
-        if word.startswith("-m") and len(word) > 2:
-            return word[2:], argv[i + 1 :]
-        if word in _PY_OPTS_WITH_ARG:
-            i += 2
+        if word == "-" or not word.startswith("-"):
+            if word == "-":
+                raise InputError(origin, "python -c/stdin is not an SGLang launch command")
+            raise InputError(
+                origin,
+                f"python runs {word!r}, not '-m sglang.launch_server' (spark-validate cannot check a script)",
+            )
+        if word.startswith("--"):
+            i += 2 if word in _PY_OPTS_WITH_ARG else 1
             continue
-        if word.startswith("-c") or word == "-":
-            raise InputError(origin, "python -c/stdin is not an SGLang launch command")
-        if word.startswith("-") and len(word) > 1:
-            i += 1
-            continue
-        raise InputError(
-            origin,
-            f"python runs {word!r}, not '-m sglang.launch_server' (spark-validate cannot check a script)",
-        )
+        for j, flag in enumerate(word[1:], start=1):
+            if flag not in _PY_FLAGS_WITH_ARG:
+                continue
+            value = word[j + 1 :]
+            taken = 1
+            if not value:
+                if i + 1 >= len(argv):
+                    raise InputError(origin, f"python -{flag} needs an argument")
+                value, taken = argv[i + 1], 2
+            if flag == "c":
+                raise InputError(origin, "python -c/stdin is not an SGLang launch command")
+            if flag == "m":
+                flags = [f"-{word[1:j]}"] if j > 1 else []
+                return value, argv[i + taken :], [*argv[1:i], *flags]
+            i += taken - 1
+            break
+        i += 1
     raise InputError(origin, "python without '-m sglang.launch_server'")
 
 
@@ -172,8 +206,10 @@ def launch_from_argv(
     env: Mapping[str, str] | None = None,
     env_origin: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
+    working_directory: Path | None = None,
 ) -> LaunchFacts:
-    """A full launch command as a word list (``env`` is the environment it is started with)."""
+    """A full launch command as a word list (``env`` is the environment it is started with;
+    ``working_directory`` the server's cwd, when known)."""
     environ = dict(env or {})
     where = {k: (env_origin or {}).get(k, "environment") for k in environ}
     words = _split_env_prefix(list(argv), origin, environ, where)
@@ -185,13 +221,21 @@ def launch_from_argv(
     program = words[0]
     name = Path(program).name
     interpreter: str | None
+    options: list[str] = []
     if name == "spark-validate" and len(words) > 1 and words[1] == "launch":
         if "--" not in words or words.index("--") == len(words) - 1:
             raise InputError(origin, "'spark-validate launch' needs '-- CMD...' to name the server")
         inner = words[words.index("--") + 1 :]
-        return launch_from_argv(inner, origin=origin, env=environ, env_origin=where, base_dir=base_dir)
+        return launch_from_argv(
+            inner,
+            origin=origin,
+            env=environ,
+            env_origin=where,
+            base_dir=base_dir,
+            working_directory=working_directory,
+        )
     if _PYTHON.match(name):
-        module, server_args = _python_module_args(words, origin)
+        module, server_args, options = _python_module_args(words, origin)
         if module != "sglang.launch_server":
             raise InputError(origin, f"python -m {module} is not the SGLang server (sglang.launch_server)")
         entry, interpreter = "launch_server", program
@@ -200,7 +244,8 @@ def launch_from_argv(
             sub = words[1] if len(words) > 1 else "(nothing)"
             raise InputError(origin, f"sglang {sub} does not start the server (expected 'sglang serve')")
         server_args = _serve_argv(words[2:], origin)
-        entry, interpreter = "serve", _sglang_interpreter(program, environ)
+        interpreter, options = _sglang_interpreter(program, environ)
+        entry = "serve"
     else:
         raise InputError(
             origin,
@@ -218,6 +263,10 @@ def launch_from_argv(
         env_origin=where,
         warnings=parsed.warnings,
         config_file=parsed.config_file,
+        program=program,
+        command=words,
+        interpreter_options=options,
+        working_directory=working_directory,
     )
 
 
@@ -273,10 +322,14 @@ def launch_from_unit(path: Path | str, *, base_env: Mapping[str, str] | None = N
     from validator.sources.systemd_unit import load_unit
 
     unit = load_unit(path, base_env=dict(base_env or {}))
-    return launch_from_argv(
+    facts = launch_from_argv(
         unit.exec_start,
         origin=f"unit:{unit.path}",
         env=unit.env,
         env_origin=unit.env_origin,
         base_dir=unit.working_directory,
+        # systemd starts a system service in / unless WorkingDirectory= says otherwise
+        working_directory=unit.working_directory or Path("/"),
     )
+    facts.user = unit.user
+    return facts

@@ -15,13 +15,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
-from collections.abc import Mapping
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.util import find_spec
 from pathlib import Path
 
-from validator.facts import SGLangInstallFacts
+from validator.facts import LaunchFacts, ProgramFacts, SGLangInstallFacts
 
 FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
 NEXTN_CLASS = "BailingMoeForCausalLMNextN"
@@ -29,10 +28,14 @@ SHARE_HOOK = "set_lm_head_from_target"
 CHOICES_NAME = "MOE_RUNNER_BACKEND_CHOICES"
 PLUGIN_GROUP = "sglang.srt.plugins"
 
-# Run inside the server's interpreter. find_spec on a top-level name executes nothing of the package;
-# the probe reports whether torch/sglang ended up imported so tests can hold that line.
+# Run inside the server's interpreter, with the server's own flags, environment and working directory.
+# find_spec on a top-level name executes nothing of the package; the probe reports whether torch/sglang
+# ended up imported so tests can hold that line. An argument names a console script's directory: Python
+# puts that first on sys.path for a script (unless -P/-I), where ``-c`` would put the working directory.
 _PROBE = (
     "import importlib.util, json, sys\n"
+    "if len(sys.argv) > 1 and sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', 0):\n"
+    "    sys.path[0] = sys.argv[1]\n"
     "s = importlib.util.find_spec('sglang')\n"
     "print(json.dumps({'locations': list(s.submodule_search_locations or []) if s else None,\n"
     " 'origin': s.origin if s else None,\n"
@@ -53,20 +56,48 @@ class InterpreterProbe:
 
 
 def probe_interpreter(
-    interpreter: str, *, timeout: float = 5.0, env: Mapping[str, str] | None = None
+    interpreter: str,
+    *,
+    timeout: float = 5.0,
+    env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
+    cwd: Path | None = None,
+    script_dir: Path | None = None,
 ) -> InterpreterProbe:
-    """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group)."""
+    """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group).
+
+    ``options`` are the server's interpreter flags (``-I``, ``-E``, ``-s``, ``-P`` change which sglang
+    is found) and ``cwd`` its working directory: ``python -m`` imports from there first. Without a known
+    ``cwd`` the probe runs in a fresh empty directory, never in this process's own: an ``sglang/``
+    checkout where preflight happens to run says nothing about the server."""
+    with tempfile.TemporaryDirectory(prefix="spark-validate-probe-") as empty:
+        return _probe(interpreter, timeout, env, list(options), cwd or Path(empty), script_dir)
+
+
+def _probe(
+    interpreter: str,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    options: list[str],
+    cwd: Path,
+    script_dir: Path | None,
+) -> InterpreterProbe:
+    argv = [interpreter, *options, "-c", _PROBE, *([str(script_dir)] if script_dir else [])]
     try:
         proc = subprocess.Popen(
-            [interpreter, "-c", _PROBE],
+            argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=dict(env) if env is not None else None,
+            cwd=cwd,
             start_new_session=True,  # so a timeout can kill wrapper scripts' children too
         )
     except OSError as exc:
-        return InterpreterProbe(interpreter, None, error=f"cannot run {interpreter}: {exc.strerror or exc}")
+        where = f" in {cwd}" if exc.filename == str(cwd) or not cwd.is_dir() else ""
+        return InterpreterProbe(
+            interpreter, None, error=f"cannot run {interpreter}{where}: {exc.strerror or exc}"
+        )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -95,34 +126,80 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 
 
 def locate_sglang(
-    interpreter: str | None,
+    interpreter: str,
     *,
     timeout: float = 5.0,
     env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
+    cwd: Path | None = None,
     dspark: bool = False,
 ) -> SGLangInstallFacts:
-    """Find the sglang package the launch command will run and read it; root None (with a note) if absent."""
-    if interpreter:
-        located_by = f"interpreter {interpreter}"
-        probe = probe_interpreter(interpreter, timeout=timeout, env=env)
-        if probe.error:
-            return SGLangInstallFacts(root=None, located_by=located_by, note=probe.error)
-        if probe.sglang_root is None:
-            return SGLangInstallFacts(
-                root=None, located_by=located_by, note=f"sglang is not importable by {interpreter}"
-            )
-        return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark)
-    located_by = "current environment"
-    spec = find_spec("sglang")
-    if spec is None or not spec.submodule_search_locations:
+    """Find the sglang package ``interpreter`` (run as the server runs it) imports and read it; root None
+    (with a note) if it cannot be found. There is deliberately no "current environment" fallback: this
+    process's packages prove nothing about the server's."""
+    probe = probe_interpreter(interpreter, timeout=timeout, env=env, options=options, cwd=cwd)
+    return install_from_probe(probe, dspark=dspark)
+
+
+def install_from_probe(probe: InterpreterProbe, *, dspark: bool = False) -> SGLangInstallFacts:
+    located_by = f"interpreter {probe.interpreter}"
+    if probe.error:
+        return SGLangInstallFacts(root=None, located_by=located_by, note=probe.error)
+    if probe.sglang_root is None:
         return SGLangInstallFacts(
-            root=None,
-            located_by=located_by,
-            note=f"sglang is not importable by {sys.executable}; name the server's interpreter or its root",
+            root=None, located_by=located_by, note=f"sglang is not importable by {probe.interpreter}"
         )
-    site_dirs = [Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
-    root = Path(next(iter(spec.submodule_search_locations)))
-    return read_sglang_install(root, located_by, site_dirs=site_dirs, dspark=dspark)
+    return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark)
+
+
+def inspect_program(
+    launch: LaunchFacts, *, on_server_host: bool, timeout: float = 5.0
+) -> tuple[ProgramFacts, InterpreterProbe | None]:
+    """``launch.program``'s evidence: resolve the program as exec would, then ask its interpreter, with
+    the server's flags, environment and working directory, where ``sglang`` is."""
+    from validator.sources.launch_command import resolve_program
+
+    facts = ProgramFacts(
+        written=launch.program,
+        path=None,
+        problem=None,
+        interpreter=launch.interpreter,
+        interpreter_options=list(launch.interpreter_options),
+        working_directory=launch.working_directory,
+        working_directory_known=launch.working_directory is not None,
+        on_server_host=on_server_host,
+    )
+    if launch.program is None:
+        facts.problem = (
+            "only the server's arguments are known (an args-only file): the program that will run them is not"
+        )
+        return facts, None
+    facts.path, facts.problem = resolve_program(launch.program, launch.env, launch.working_directory)
+    if facts.problem is not None or facts.path is None:
+        return facts, None
+    script_dir: Path | None = None
+    interpreter: Path | None = facts.path
+    if launch.entry != "launch_server":  # a console script: its #! python runs it, from its directory
+        if launch.interpreter is None:
+            facts.problem = f"cannot tell which python runs {facts.path} (no #! line, no python beside it)"
+            return facts, None
+        interpreter, problem = resolve_program(launch.interpreter, launch.env, launch.working_directory)
+        if problem is not None or interpreter is None:
+            facts.problem = f"{facts.path} runs {launch.interpreter}, which {problem or 'is not found'}"
+            return facts, None
+        script_dir = facts.path.resolve().parent
+    facts.interpreter = str(interpreter)
+    probe = probe_interpreter(
+        str(interpreter),
+        timeout=timeout,
+        env=launch.env,
+        options=launch.interpreter_options,
+        cwd=launch.working_directory,
+        script_dir=script_dir,
+    )
+    facts.probe_error = probe.error
+    facts.sglang_root = probe.sglang_root
+    return facts, probe
 
 
 def read_sglang_install(

@@ -1,0 +1,90 @@
+"""``launch.program``: the launch command can run, and the SGLang install preflight read is the one the
+server will import.
+
+Every preflight check of the installed build (``lm_head.fp8``'s support, ``spec.lm_head_shared``) is only
+as good as the answer to "which ``sglang`` will this server import?". A missing interpreter used to leave
+those checks ``skip`` and the verdict ``pass``, and ``launch`` then failed to exec (restarted forever by
+systemd). Where preflight runs on the server's own host (``launch``, ``--unit``), a program that cannot
+run is a misconfiguration (``fail``); elsewhere (``--launch-cmd`` checked on a laptop) it is evidence that
+could not be gathered (``error``), per contract v2.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed
+from validator.facts import LAUNCH, SGLANG, Facts
+
+
+def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> Outcome:
+    program = facts.program
+    if program is not None and program.on_server_host:
+        return failed(message, [LAUNCH], remedy, **evidence)
+    return errored(
+        f"{message}; run preflight where the server runs (or give --unit) to prove the program",
+        [LAUNCH],
+        **evidence,
+    )
+
+
+@builtin("launch.program")
+def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
+    program = facts.program
+    if facts.launch is None or program is None:
+        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+    ev: dict[str, Any] = {
+        "program": program.written,
+        "path": str(program.path) if program.path else None,
+        "interpreter": program.interpreter,
+        "interpreter_options": program.interpreter_options,
+        "working_directory": str(program.working_directory) if program.working_directory else None,
+        "sglang_root": str(program.sglang_root) if program.sglang_root else None,
+    }
+    if program.written is None:
+        return errored(
+            f"{program.problem}: give the full command (python -m sglang.launch_server ...) or --unit",
+            [LAUNCH],
+            **ev,
+        )
+    if program.problem is not None:
+        return _not_runnable(
+            facts,
+            f"the program {program.written} {program.problem}",
+            "Point the launch command at the server's interpreter (e.g. /opt/sglang/venv/bin/python) and "
+            "make it executable by the service user.",
+            **ev,
+        )
+    flags = " ".join(program.interpreter_options)
+    runs = f"{program.interpreter}{' ' + flags if flags else ''}"
+    if program.probe_error is not None:
+        return _not_runnable(
+            facts,
+            f"{runs} cannot run: {program.probe_error}",
+            "Repair or reinstall the server's Python environment.",
+            **ev,
+        )
+    where = (
+        f" started in {program.working_directory}"
+        if program.working_directory_known
+        else " (started in an empty directory: the server's working directory is not known here)"
+    )
+    if program.sglang_root is None:
+        return _not_runnable(
+            facts,
+            f"{runs}{where} cannot import sglang",
+            "Install SGLang into the interpreter the launch command names, or name the interpreter that "
+            "has it; check flags such as -I/-E/-s, which hide PYTHONPATH and user site-packages.",
+            **ev,
+        )
+    sg = facts.sglang
+    inspected = sg.root if sg is not None else None
+    if inspected is not None and inspected.resolve() != program.sglang_root.resolve():
+        return _not_runnable(
+            facts,
+            f"{runs}{where} imports sglang from {program.sglang_root}, not from the inspected {inspected}",
+            "Drop --sglang-root, or launch the server with the interpreter whose SGLang you inspected.",
+            **ev,
+        )
+    version = f" {sg.version}" if sg is not None and sg.version else ""
+    return passed(f"{runs}{where} imports sglang{version} from {program.sglang_root}", [LAUNCH, SGLANG], **ev)
