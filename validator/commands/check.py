@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,8 +28,9 @@ def server_url(value: str) -> str:
     which surfaced as an internal error (exit 1); a bad option is a usage error (exit 2)."""
     from urllib.parse import urlsplit
 
-    # the message never repeats credentials written into the URL (http://user:pass@host)
-    shown = re.sub(r"(?<=//)[^/@]*@", "***@", value)
+    from validator.redact import safe_url
+
+    shown = safe_url(value)  # the message never repeats credentials written into the URL
     try:
         parts = urlsplit(value)
         port = parts.port  # raises ValueError when out of range or not a number
