@@ -168,7 +168,10 @@ def test_container_commands_are_accepted_by_spark_validates_real_parser() -> Non
     assert serve.command == "serve" and serve.url == "http://127.0.0.1:30000"
     assert serve.attestation and serve.log and serve.wait >= 600
     config = serve_config(sidecar[1:])
-    assert (config.host, config.port) == ("0.0.0.0", 9464)
+    # as narrow as the kubelet's probes and the scrape allow: the pod IP, never 0.0.0.0
+    assert (config.host, config.port) == ("$(POD_IP)", 9464)
+    env = {e["name"]: e for e in containers["spark-validate"]["env"]}
+    assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     assert config.schedule.probe  # the acceptance probe gates readiness
 
 

@@ -6,7 +6,8 @@ string read from the latched state, so a framework would only add per-request wo
 middleware and ASGI message passing cost more than the whole reply. A protocol that parses the request line,
 skips the headers and writes one cached buffer keeps ``/readyz`` well under a millisecond with hundreds of
 clients and the process small (no uvicorn in memory). It speaks HTTP/1.1 with keep-alive and pipelining,
-HTTP/1.0, ``GET`` and ``HEAD`` only, refuses request bodies, and bounds the header size and idle time.
+HTTP/1.0, ``GET`` and ``HEAD`` only, refuses request bodies (and two ``Content-Length`` headers), and
+bounds what a client can make it hold: connections, buffered output, header time, idle time.
 
 Nothing here can trigger a probe: the handlers only read the state (SGLang's own ``/health`` runs a
 generation per call and piles up requests when a prober hammers it).
@@ -17,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -26,7 +29,13 @@ from validator.daemon.state import DaemonState
 from validator.outputs.safe import safe_dict
 
 MAX_HEAD = 8192  # bytes of request line + headers
-IDLE_TIMEOUT_S = 30.0
+IDLE_TIMEOUT_S = 30.0  # a keep-alive connection with no request in progress
+HEADER_TIMEOUT_S = 10.0  # from a request's first byte to the end of its head (slow-loris)
+WRITE_TIMEOUT_S = 30.0  # a client that stopped reading our replies
+MAX_CONNECTIONS = 256  # Prometheus and the kubelet need a handful
+WRITE_HIGH_WATER = 256 * 1024  # buffered output that pauses answering (and reading) on a connection
+MAX_OUTPUT = 8 * 1024 * 1024  # never more buffered than this on one connection, even for one reply
+ACCEPT_LOG_INTERVAL_S = 60.0
 JSON = "application/json"
 
 _REASONS = {
@@ -119,39 +128,70 @@ class Endpoints:
 
 
 class _Protocol(asyncio.Protocol):
-    def __init__(self, endpoints: Endpoints, conns: set[_Protocol]) -> None:
+    """One client connection. Requests are answered in order; when the client does not read its replies
+    the transport's buffer passes the high-water mark, ``pause_writing`` stops both answering and
+    reading (so neither the output buffer nor the pending input can grow), and ``resume_writing`` picks up
+    where it stopped. The server's reaper closes connections that stall (see :class:`SidecarServer`)."""
+
+    def __init__(self, endpoints: Endpoints, server: SidecarServer) -> None:
         self.ep = endpoints
-        self.conns = conns
+        self.server = server
         self.buf = b""
         self.transport: asyncio.Transport | None = None
         self.last = time.monotonic()
+        self.request_started: float | None = None  # first byte of a request whose head is incomplete
+        self.paused_since: float | None = None  # the client stopped reading our replies
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
-        self.conns.add(self)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self.server.admit(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.conns.discard(self)
+        self.server.conns.discard(self)
         self.transport = None
 
+    def pause_writing(self) -> None:
+        self.paused_since = time.monotonic()
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.paused_since = None
+        if self.transport is not None:
+            self.transport.resume_reading()
+            self._process()
+
     def data_received(self, data: bytes) -> None:
-        self.last = time.monotonic()
+        now = time.monotonic()
+        self.last = now
+        if not self.buf:
+            self.request_started = now
         self.buf = self.buf + data if self.buf else data
-        while self.transport is not None:
+        self._process()
+
+    def _process(self) -> None:
+        while self.transport is not None and self.paused_since is None and self.buf:
             end = self.buf.find(b"\r\n\r\n")
             if end < 0:
                 if len(self.buf) > MAX_HEAD:
                     self._fail(431)
                 return
+            if end > MAX_HEAD:
+                return self._fail(431)
             head, self.buf = self.buf[:end], self.buf[end + 4 :]
+            self.request_started = time.monotonic() if self.buf else None
             self._handle(head)
+        if self.transport is not None and self.transport.get_write_buffer_size() > MAX_OUTPUT:
+            self.transport.abort()  # one reply larger than the cap: never buffer more than this
 
     def _fail(self, status: int) -> None:
         if self.transport is not None:
             h, b = _response(status, _json_body({"error": _REASONS[status]}), JSON, close=True)
             self.transport.write(h + b)
             self.transport.close()
+        self.buf = b""
 
     def _handle(self, head: bytes) -> None:
         assert self.transport is not None
@@ -161,7 +201,13 @@ class _Protocol(asyncio.Protocol):
             return self._fail(400)
         method, target, version = parts
         lower = headers.lower()
-        if b"transfer-encoding:" in lower or (b"content-length:" in lower and not _zero_length(lower)):
+        fields = [raw.partition(b":") for raw in lower.split(b"\r\n") if raw]
+        if any(not colon or name != name.strip() or not name for name, colon, _ in fields):
+            return self._fail(400)  # a line without ':' or with space before it (obs-fold, smuggling)
+        lengths = [value.strip() for name, _, value in fields if name == b"content-length"]
+        if len(lengths) > 1 or any(not v.isdigit() for v in lengths):
+            return self._fail(400)  # two Content-Length headers: the framing is ambiguous (RFC 9112 6.3)
+        if any(name == b"transfer-encoding" for name, _, _ in fields) or (lengths and int(lengths[0])):
             return self._fail(413)  # no endpoint takes a body; refusing keeps the framing unambiguous
         keep = (
             b"connection: close" not in lower
@@ -187,43 +233,119 @@ class _Protocol(asyncio.Protocol):
         self.transport.write(h + b if b else h)
         if not keep:
             self.transport.close()
+            self.buf = b""
+
+    def stalled(self, now: float, server: SidecarServer) -> str | None:
+        """Why the reaper should close this connection now, if it should."""
+        if self.paused_since is not None and now - self.paused_since > server.write_timeout:
+            return "not reading its replies"
+        if self.request_started is not None and now - self.request_started > server.header_timeout:
+            return "request head too slow"
+        if self.request_started is None and now - self.last > server.idle_timeout:
+            return "idle"
+        return None
+
+    def staleness(self) -> float:
+        """When this connection last made progress (for evicting the stalest one at the cap)."""
+        if self.paused_since is not None:
+            return self.paused_since
+        return self.request_started if self.request_started is not None else self.last
 
 
 _PATHS = ("/readyz", "/livez", "/metrics", "/report")
 
 
-def _zero_length(lower_headers: bytes) -> bool:
-    for raw in lower_headers.split(b"\r\n"):
-        if raw.startswith(b"content-length:"):
-            return raw.partition(b":")[2].strip() == b"0"
-    return True
-
-
 class SidecarServer:
-    """The listening socket plus the set of open connections (closed on shutdown and when idle)."""
+    """The listening socket plus the set of open connections, with the bounds of issue 12 item 6:
 
-    def __init__(self, endpoints: Endpoints) -> None:
+    - at most ``max_connections`` at once (and never more than half the file-descriptor limit): a new
+      connection at the cap evicts the stalest one, so slow clients cannot lock the kubelet's probe out;
+    - a request head must arrive within ``header_timeout``, an idle keep-alive connection is closed after
+      ``idle_timeout``, a client that stops reading is closed after ``write_timeout`` (its output is
+      bounded meanwhile by back-pressure: at most ``WRITE_HIGH_WATER`` plus one reply is buffered);
+    - errors of ``accept()`` (EMFILE when the descriptors run out) are logged once per minute, as one line
+      with a count, instead of a traceback per retry."""
+
+    def __init__(
+        self,
+        endpoints: Endpoints,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        header_timeout: float = HEADER_TIMEOUT_S,
+        idle_timeout: float = IDLE_TIMEOUT_S,
+        write_timeout: float = WRITE_TIMEOUT_S,
+        log: Any = None,
+    ) -> None:
         self.endpoints = endpoints
         self.conns: set[_Protocol] = set()
         self.server: asyncio.Server | None = None
         self._reaper: asyncio.Task[None] | None = None
+        self.max_connections = min(max_connections, _fd_budget())
+        self.header_timeout = header_timeout
+        self.idle_timeout = idle_timeout
+        self.write_timeout = write_timeout
+        self.log = log
+        self.evicted = 0
+        self._accept_errors = 0
+        self._accept_logged = -math.inf
+        self._previous_handler: Any = None
+
+    def admit(self, conn: _Protocol) -> None:
+        if len(self.conns) >= self.max_connections:
+            stalest = min(self.conns, key=_Protocol.staleness)
+            self.conns.discard(stalest)
+            if stalest.transport is not None:
+                stalest.transport.abort()
+            self.evicted += 1
+        self.conns.add(conn)
+
+    def _warn(self, event: str, **fields: Any) -> None:
+        if self.log is not None:
+            self.log.warning(event, **fields)
+        else:
+            sys.stderr.write(f"spark-validate serve: {event} {json.dumps(fields, default=str)}\n")
+
+    def _exception_handler(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        message = str(context.get("message", ""))
+        if message.startswith("socket.accept() out of system resource"):
+            self._accept_errors += 1
+            now = time.monotonic()
+            if now - self._accept_logged >= ACCEPT_LOG_INTERVAL_S:
+                exc = context.get("exception")
+                self._warn(
+                    "accept failing",
+                    error=str(exc) if exc else message,
+                    count=self._accept_errors,
+                    connections=len(self.conns),
+                    max_connections=self.max_connections,
+                )
+                self._accept_logged = now
+                self._accept_errors = 0
+            return
+        if self._previous_handler is not None:
+            self._previous_handler(loop, context)
+        else:
+            loop.default_exception_handler(context)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         loop = asyncio.get_running_loop()
+        self._previous_handler = loop.get_exception_handler()
+        loop.set_exception_handler(self._exception_handler)
         self.server = await loop.create_server(
-            lambda: _Protocol(self.endpoints, self.conns), host, port, backlog=1024, reuse_address=True
+            lambda: _Protocol(self.endpoints, self), host, port, backlog=1024, reuse_address=True
         )
-        self._reaper = asyncio.create_task(self._reap_idle(), name="sidecar-idle-reaper")
+        self._reaper = asyncio.create_task(self._reap(), name="sidecar-reaper")
         addr = self.server.sockets[0].getsockname()
         return str(addr[0]), int(addr[1])
 
-    async def _reap_idle(self) -> None:
+    async def _reap(self) -> None:
+        tick = max(0.05, min(1.0, self.header_timeout / 4, self.idle_timeout / 4, self.write_timeout / 4))
         while True:
-            await asyncio.sleep(IDLE_TIMEOUT_S / 3)
-            cutoff = time.monotonic() - IDLE_TIMEOUT_S
+            await asyncio.sleep(tick)
+            now = time.monotonic()
             for c in list(self.conns):
-                if c.last < cutoff and c.transport is not None:
-                    c.transport.close()
+                if c.transport is not None and c.stalled(now, self):
+                    c.transport.abort()
 
     async def close(self) -> None:
         if self._reaper is not None:
@@ -235,3 +357,14 @@ class SidecarServer:
                     c.transport.close()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.server.wait_closed(), 0.5)
+
+
+def _fd_budget() -> int:
+    """Half the soft descriptor limit: the rest stays for the client to the server, files and logs."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    except (ImportError, OSError, ValueError):
+        return MAX_CONNECTIONS
+    return MAX_CONNECTIONS if soft == resource.RLIM_INFINITY else max(8, soft // 2)

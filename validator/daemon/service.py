@@ -50,7 +50,7 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
     endpoints = Endpoints(
         state, metrics, secrets=secrets, livez_stale_s=max(10.0, 20 * config.schedule.tick_s)
     )
-    server = SidecarServer(endpoints)
+    server = SidecarServer(endpoints, log=log)
     try:
         host, port = await server.start(config.host, config.port)
     except OSError as exc:

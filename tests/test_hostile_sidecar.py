@@ -1,0 +1,215 @@
+"""Issue 12, items 6 and 12: the sidecar's own HTTP server against clients that attack it.
+
+Reproduced the way they were found, on a real daemon process: 80 MiB of pipelined ``GET /metrics`` that
+the client never reads (it took the daemon to 3.7 GB), 300 slow connections under ``ulimit -n 256`` (276 MB
+of accept tracebacks in 40 s). In process, on a real loopback socket: two ``Content-Length`` headers, a
+request head dripped slower than the header timeout, a client that stops reading, the connection cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+import httpx
+
+from tests.loopback import free_port, stop, wait_listening
+from tests.sim_process import REPO
+from validator.daemon.http import Endpoints, SidecarServer
+from validator.daemon.metrics import DaemonMetrics
+from validator.daemon.state import DaemonState
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@contextmanager
+def _daemon(tmp: Path, nofile: int | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    """``serve`` against a port where nothing listens: it keeps waiting, its HTTP server keeps serving."""
+    port = free_port()
+    err = tmp / "daemon.log"
+    cmd = [
+        sys.executable, "-m", "validator", "serve", "--url", f"http://127.0.0.1:{free_port()}",
+        "--listen", f"127.0.0.1:{port}",
+    ]  # fmt: skip
+
+    def limits() -> None:
+        if nofile is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+    with err.open("wb") as errf:
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL,
+            stderr=errf, preexec_fn=limits,
+        )  # fmt: skip
+    try:
+        wait_listening(port, proc, what="daemon", log=err)
+        yield proc, port, err
+    finally:
+        stop(proc)
+
+
+def _livez_ms(port: int) -> float:
+    t0 = time.perf_counter()
+    r = httpx.get(f"http://127.0.0.1:{port}/livez", timeout=5)
+    assert r.status_code == 200, r.text
+    return (time.perf_counter() - t0) * 1000
+
+
+def test_unread_pipelined_metrics_do_not_grow_the_daemon(tmp_path: Path) -> None:
+    with _daemon(tmp_path) as (proc, port, log):
+        before = _rss_mb(proc.pid)
+        request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+        payload = request * (80 * 1024 * 1024 // len(request))
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setblocking(False)
+        sent, deadline = 0, time.monotonic() + 8
+        while sent < len(payload) and time.monotonic() < deadline:
+            try:
+                sent += sock.send(payload[sent : sent + 1 << 20])
+            except BlockingIOError:
+                time.sleep(0.05)
+        after = _rss_mb(proc.pid)
+        ms = _livez_ms(port)
+        sock.close()
+        assert after < 200 and after - before < 64, f"RSS {before:.0f} -> {after:.0f} MB after {sent} bytes"
+        assert sent < len(payload), "the daemon read everything: nothing pushed back"
+        assert ms < 1000
+        assert proc.poll() is None
+    assert "Traceback" not in log.read_text()
+
+
+def test_slow_connections_under_a_low_fd_limit_log_little_and_livez_answers(tmp_path: Path) -> None:
+    with _daemon(tmp_path, nofile=256) as (proc, port, log):
+        socks = []
+        for _ in range(300):
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.send(b"GET /livez HTTP/1.1\r\n")  # a head that never ends
+            socks.append(s)
+        time.sleep(3)
+        ms = _livez_ms(port)
+        fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
+        for s in socks:
+            s.close()
+        assert proc.poll() is None
+        assert fds < 256, fds
+        assert ms < 1000
+    text = log.read_text()
+    assert len(text) < 20_000 and "Traceback" not in text, text[-3000:]
+
+
+# ---- in process ---------------------------------------------------------------------------------------
+
+
+async def _with_server(body: object, **kw: float) -> None:
+    server = SidecarServer(Endpoints(DaemonState(), DaemonMetrics()), **kw)  # type: ignore[arg-type]
+    _, port = await server.start("127.0.0.1", 0)
+    try:
+        await body(server, port)  # type: ignore[operator]
+    finally:
+        await server.close()
+
+
+async def _status_of(port: int, raw: bytes) -> int:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(raw)
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    writer.close()
+    return int(head.split(b" ")[1])
+
+
+async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
+    try:
+        data = await asyncio.wait_for(reader.read(), seconds)
+    except asyncio.TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+    return data == b""
+
+
+def test_two_content_length_headers_are_refused() -> None:
+    async def body(server: SidecarServer, port: int) -> None:
+        two = b"GET /readyz HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nhello"
+        assert await _status_of(port, two) == 400
+        same = b"GET /readyz HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n"
+        assert await _status_of(port, same) == 400
+        assert await _status_of(port, b"GET /readyz HTTP/1.1\r\nContent-Length: -0\r\n\r\n") == 400
+        assert await _status_of(port, b"GET /readyz HTTP/1.1\r\n Folded: x\r\n\r\n") == 400
+        assert await _status_of(port, b"GET /livez HTTP/1.1\r\nContent-Length: 0\r\n\r\n") == 200
+
+    asyncio.run(_with_server(body))
+
+
+def test_slow_head_and_idle_connections_are_closed() -> None:
+    async def body(server: SidecarServer, port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        t0 = time.monotonic()
+        closed = False
+        for ch in b"GET /livez HTTP/1.1\r\nHost: x\r\n":  # a byte every 0.1 s: each one is "activity"
+            try:
+                writer.write(bytes([ch]))
+                await writer.drain()
+            except ConnectionError:
+                closed = True
+                break
+            await asyncio.sleep(0.1)
+            if reader.at_eof():
+                break
+        assert closed or await _closed_within(reader, 5)
+        assert time.monotonic() - t0 < 3.2  # the drip alone would take 3.1 s; the cut comes at ~0.5 s
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await _closed_within(reader, 5)  # idle keep-alive connection
+
+    asyncio.run(_with_server(body, header_timeout=0.5, idle_timeout=0.5))
+
+
+def test_a_client_that_stops_reading_is_bounded_then_closed() -> None:
+    async def body(server: SidecarServer, port: int) -> None:
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.setblocking(False)
+        payload = b"GET /metrics HTTP/1.1\r\n\r\n" * 200_000
+        sent, t0 = 0, time.monotonic()
+        while time.monotonic() - t0 < 0.3:  # well within write_timeout: the connection must still be open
+            with suppress(BlockingIOError):
+                sent += sock.send(payload[sent : sent + 65536])
+            await asyncio.sleep(0.005)
+        (conn,) = server.conns
+        assert conn.paused_since is not None
+        assert conn.transport is not None and conn.transport.get_write_buffer_size() < 1 << 20
+        await asyncio.sleep(1.5)
+        assert not server.conns  # closed after write_timeout
+        sock.close()
+
+    asyncio.run(_with_server(body, write_timeout=0.8))
+
+
+def test_connection_cap_evicts_the_stalest_and_serves_the_new_one() -> None:
+    async def body(server: SidecarServer, port: int) -> None:
+        held = []
+        for _ in range(6):
+            r, w = await asyncio.open_connection("127.0.0.1", port)
+            w.write(b"GET /livez HTTP/1.1\r\n")
+            held.append((r, w))
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.1)
+        assert len(server.conns) <= 4 and server.evicted >= 2
+        assert await _status_of(port, b"GET /livez HTTP/1.1\r\n\r\n") == 200
+        assert await _closed_within(held[0][0], 1)  # the stalest went first
+        for _, w in held:
+            w.close()
+
+    asyncio.run(_with_server(body, max_connections=4))
