@@ -45,8 +45,12 @@ class FakeServer:
         self.hang = False
         self.crash = False
         self.with_ready_check = True  # a pack without server.ready must still latch ready
+        self.health_blips = 0
 
     async def healthy(self) -> bool:
+        if self.health_blips > 0:  # a /health poll that fails once, then answers again
+            self.health_blips -= 1
+            return False
         return self.up
 
     async def identity(self) -> ServerIdentity | None:
@@ -77,7 +81,7 @@ class FakeServer:
                     checks=checks,
                 )
                 return LiveResult(report=down, reached=False, identity=None)
-            status = Status.PASS if self.verdict is Verdict.PASS else Status.FAIL
+            status = {Verdict.PASS: Status.PASS, Verdict.FAIL: Status.FAIL}.get(self.verdict, Status.ERROR)
             checks = [
                 CheckResult(id="server.ready", status=Status.PASS, severity=Severity.CRITICAL, message="ok"),
                 CheckResult(id="spec.accept_length", status=status, severity=Severity.CRITICAL, message="m"),
@@ -100,7 +104,14 @@ class FakeServer:
 def _daemon(server: FakeServer, **sched: Any) -> tuple[Daemon, io.StringIO]:
     out = io.StringIO()
     schedule = Schedule(
-        **{"interval_s": 0.1, "probe_interval_s": 0.5, "health_interval_s": 0.05, "tick_s": 0.02, **sched}
+        **{
+            "interval_s": 0.1,
+            "probe_interval_s": 0.5,
+            "health_interval_s": 0.05,
+            "health_retry_s": 0.02,
+            "tick_s": 0.02,
+            **sched,
+        }
     )
     d = Daemon(
         check=server.check,
@@ -246,3 +257,64 @@ def test_identity_differs_only_in_fields_both_sides_know() -> None:
     assert a.same_server(ServerIdentity(startup_time={"load": 52.4}))  # attestation unreadable to one side
     assert not a.same_server(ServerIdentity(startup_time={"load": 52.4}, pid=42))
     assert not a.same_server(ServerIdentity(startup_time={"load": 53.0}, pid=41, process_start=7))
+
+
+def test_an_inconclusive_recheck_holds_readiness_for_unready_after_then_drops() -> None:
+    server = FakeServer()
+
+    async def main() -> None:
+        d, out = _daemon(server, interval_s=0.1, probe_interval_s=60.0, unready_after_s=0.8)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        await _until(lambda: d.state.ready)
+        server.verdict = Verdict.INCONCLUSIVE  # a transient 5xx on every request but /health
+        t0 = asyncio.get_running_loop().time()
+        await _until(lambda: d.state.report is not None and d.state.report.verdict is Verdict.INCONCLUSIVE)
+        assert d.state.ready  # held: one blip does not take the only backend out
+        await _until(lambda: not d.state.ready, timeout=3.0)
+        held = asyncio.get_running_loop().time() - t0
+        assert 0.7 <= held <= 2.0, held
+        assert "--unready-after" in d.state.reason
+        server.verdict = Verdict.PASS  # the blip is over: the same server passes again
+        await _until(lambda: d.state.ready)
+        # a blip shorter than the hold never shows
+        server.verdict = Verdict.INCONCLUSIVE
+        await _until(lambda: d.state.report is not None and d.state.report.verdict is Verdict.INCONCLUSIVE)
+        await asyncio.sleep(0.3)
+        server.verdict = Verdict.PASS
+        deadline = asyncio.get_running_loop().time() + 1.0
+        while asyncio.get_running_loop().time() < deadline:
+            assert d.state.ready
+            await asyncio.sleep(0.02)
+        stop.set()
+        await task
+        assert "readiness held" in out.getvalue()
+
+    asyncio.run(main())
+
+
+def test_a_failing_check_and_a_failed_health_drop_readiness_at_once() -> None:
+    server = FakeServer()
+
+    async def main() -> None:
+        d, _ = _daemon(server, interval_s=0.1, probe_interval_s=60.0, unready_after_s=60.0)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        await _until(lambda: d.state.ready)
+        server.health_blips = 1  # one failed poll is retried, not a restart
+        await asyncio.sleep(0.3)
+        assert d.state.ready and server.health_blips == 0
+        server.verdict = Verdict.FAIL
+        n = len(server.calls)
+        await _until(lambda: len(server.calls) > n)
+        await _until(lambda: not d.state.ready, timeout=0.5)  # the first failing re-check, no hold
+        assert d.state.reason == "verdict fail"
+        server.verdict = Verdict.PASS
+        await _until(lambda: d.state.ready)
+        server.up = False  # /health down through its retries: at once, whatever --unready-after says
+        await _until(lambda: not d.state.ready, timeout=0.5)
+        assert "health" in d.state.reason
+        stop.set()
+        await task
+
+    asyncio.run(main())

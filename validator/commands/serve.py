@@ -1,12 +1,15 @@
 """`spark-validate serve --url URL [--listen HOST:PORT]`: the sidecar daemon (validator/daemon).
 
-Same live inputs as ``check``; the findings go to ``/readyz``, ``/metrics`` and ``/report``, not to the exit
-code. It exits 0 on SIGTERM, 2 on bad options, 65 on malformed inputs and 69 when it cannot listen.
+Same live inputs as ``check`` (``--log`` is followed incrementally, ``journal:UNIT`` included); the findings
+go to ``/readyz``, ``/metrics`` and ``/report``, not to the exit code. ``--unready-after`` is contract v2's
+readiness hysteresis. It exits 0 on SIGTERM, 2 on bad options, 65 on malformed inputs and 69 when it
+cannot listen.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 
 from validator.commands.check import add_live_inputs
 from validator.commands.common import add_common
@@ -56,6 +59,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="poll the server's /health this often to notice a restart (default 5)",
     )
+    g.add_argument(
+        "--unready-after",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="an inconclusive re-check (a transient 5xx, a timeout) drops /readyz only after staying "
+        "inconclusive this long; a failed /health, a restart or a failing check drop it at once (default 30)",
+    )
     add_common(p)
     # A sidecar starts beside a server that loads for minutes: wait for it by default.
     p.set_defaults(wait=900.0)
@@ -79,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     for name in ("interval", "probe_interval", "health_interval"):
         if not getattr(args, name) > 0:
             raise UsageError(f"serve: --{name.replace('_', '-')} must be positive")
+    if not (args.unready_after >= 0 and math.isfinite(args.unready_after)):
+        raise UsageError("serve: --unready-after must be a number of seconds, 0 or more")
     loaded = pack_from(args)
     inputs = live_inputs_from(args)
     wait = max(0.0, args.wait)
@@ -89,5 +102,6 @@ def run(args: argparse.Namespace) -> int:
         full_timeout_s=wait + float(loaded.pack.probe.max_seconds) + 120.0,
         recheck_timeout_s=120.0,
         probe=not args.no_probe,
+        unready_after_s=args.unready_after,
     )
     return serve(inputs, loaded, ServeConfig(host=host, port=port, strict=args.strict, schedule=schedule))

@@ -1,10 +1,14 @@
 """The scheduler: wait for the server, run a full check (with the acceptance probe), then re-check the
 configuration every ``interval`` and probe again every ``probe_interval``, one check at a time.
 
-Readiness is latched from check runs only. It drops at once when ``/health`` goes down or the server's
-identity changes (a restart), and only a new full check, probe included, brings it back: a re-check never
-lends a probe measured on a previous server process to a new one. An ``epoch`` counts restarts; a check
-that was in flight across one cannot latch ready.
+Readiness is latched from check runs only. It drops at once when ``/health`` fails for its bounded
+retries, when the server's identity changes (a restart), or when a check's verdict is ``fail``; only a new
+full check, probe included, brings it back: a re-check never lends a probe measured on a previous server
+process to a new one. An ``epoch`` counts restarts; a check that was in flight across one cannot latch
+ready. A check that is merely ``inconclusive`` (a transient 5xx, a timeout) on the server last proven
+keeps readiness for ``unready_after_s`` (contract v2's hysteresis), so that one blip never takes the only
+backend out of a Service; the next re-check comes no later than that deadline, and the deadline is
+enforced on every tick, also while a long check is in flight.
 
 The scheduler proves it is alive by touching a heartbeat every tick, also while a check is in flight; a
 check that overruns its deadline is cancelled and recorded as inconclusive, so a hung server cannot wedge
@@ -52,6 +56,9 @@ class Schedule:
     recheck_timeout_s: float = 120.0
     tick_s: float = 0.5  # heartbeat granularity
     probe: bool = True  # --no-probe turns the probe off for every run
+    unready_after_s: float = 30.0  # an inconclusive state drops readiness only after lasting this long
+    health_retries: int = 2  # a failed /health poll is retried this often before readiness drops
+    health_retry_s: float = 0.2
 
 
 class Daemon:
@@ -79,6 +86,8 @@ class Daemon:
         self.need_full = True
         self.probe: ProbeResult | None = None  # the current incarnation's last probe
         self.ident: ServerIdentity | None = None
+        self.proven: ServerIdentity | None = None  # the server the last passing check examined
+        self.inconclusive_since: float | None = None  # readiness held since then (hysteresis)
         self.next_full = 0.0
         self.next_recheck = 0.0
         self.healthy: bool | None = None
@@ -109,6 +118,8 @@ class Daemon:
         self.need_full = True
         self.probe = None
         self.ident = None
+        self.proven = None
+        self.inconclusive_since = None
         was_ready = self.state.ready
         if self.state.drop(reason):
             self.log.warning("readiness dropped", reason=reason, was_ready=was_ready)
@@ -150,6 +161,10 @@ class Daemon:
         while True:
             await asyncio.sleep(self.schedule.health_interval_s)
             ok = await self.watch.healthy()
+            for _ in range(self.schedule.health_retries if not ok else 0):
+                await asyncio.sleep(self.schedule.health_retry_s)
+                if ok := await self.watch.healthy():
+                    break
             if not ok and (self.healthy or self.state.ready):
                 self.restart_suspected("server /health stopped answering 200")
             elif ok and self.healthy is False and not self.state.ready:
@@ -165,10 +180,21 @@ class Daemon:
                 await self.run_once(full=False)
             await self._sleep_until(min(self.next_full, self.next_recheck))
 
+    def _tick(self) -> None:
+        """Every scheduler tick: prove liveness, and end a readiness hold whose time is up."""
+        self.state.touch()
+        since = self.inconclusive_since
+        if since is not None and time.monotonic() - since >= self.schedule.unready_after_s:
+            self.inconclusive_since = None
+            reason = f"inconclusive for {self.schedule.unready_after_s:g} s (--unready-after)"
+            if self.state.drop(reason):
+                self.log.warning("readiness dropped", reason=reason, was_ready=True)
+            self._publish()
+
     async def _sleep_until(self, when: float) -> None:
         self._wake.clear()
         while not self._wake.is_set():
-            self.state.touch()
+            self._tick()
             left = when - time.monotonic()
             if left <= 0:
                 return
@@ -210,13 +236,21 @@ class Daemon:
             self.probe = None
             self.ident = None
         now = time.monotonic()
+        held = self._hold(result, epoch, now)
         retry_full = report.verdict is Verdict.INCONCLUSIVE or not server_up
         if full:
             self.need_full = retry_full
             self.next_full = now + (sched.interval_s if retry_full else sched.probe_interval_s)
         self.next_recheck = now + sched.interval_s
+        if held and self.inconclusive_since is not None:  # look again before the hold runs out
+            self.next_recheck = min(self.next_recheck, self.inconclusive_since + sched.unready_after_s)
         probe_ok = self.probe is not None or not sched.probe
-        ready = report.verdict is Verdict.PASS and epoch == self.epoch and probe_ok and server_up
+        proven = report.verdict is Verdict.PASS and epoch == self.epoch and probe_ok and server_up
+        ready = proven or held
+        if proven:
+            self.proven = result.identity
+        if not held:
+            self.inconclusive_since = None
         reason = (
             f"verdict {report.verdict.value}"
             if report.verdict is not Verdict.PASS
@@ -225,6 +259,13 @@ class Daemon:
             else "no acceptance probe yet"
         )
         self.state.latch(report, ready=ready, reason=reason)
+        if held:
+            self.log.info(
+                "readiness held",
+                verdict=report.verdict.value,
+                inconclusive_s=round(now - (self.inconclusive_since or now), 3),
+                unready_after_s=sched.unready_after_s,
+            )
         self.metrics.observe(report, end=self.state.last_run_end or time.time(), probed=probing and server_up)
         self.log.info(
             "check",
@@ -235,13 +276,26 @@ class Daemon:
         self._publish()
         return report
 
+    def _hold(self, result: LiveResult, epoch: int, now: float) -> bool:
+        """Whether an inconclusive run keeps readiness: the daemon is ready, no restart happened, the run
+        examined the server last proven (or reached none), and the inconclusive state is younger than
+        ``unready_after_s``. A ``fail`` verdict is never held."""
+        if result.report.verdict is not Verdict.INCONCLUSIVE or not self.state.ready or epoch != self.epoch:
+            return False
+        ident = result.identity
+        if ident is not None and self.proven is not None and not ident.same_server(self.proven):
+            return False
+        if self.inconclusive_since is None:
+            self.inconclusive_since = now
+        return now - self.inconclusive_since < self.schedule.unready_after_s
+
     async def _bounded(self, coro: Awaitable[LiveResult], timeout_s: float) -> LiveResult:
         """Run a check, touching the heartbeat every tick; overrun, crash or cancel-by-timeout become an
         inconclusive report, never an exception out of the loop."""
         task: asyncio.Future[LiveResult] = asyncio.ensure_future(coro)
         deadline = time.monotonic() + timeout_s
         while not task.done():
-            self.state.touch()
+            self._tick()
             if time.monotonic() >= deadline:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
