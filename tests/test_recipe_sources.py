@@ -269,3 +269,63 @@ def test_timespan_parser() -> None:
     for bad in ("", "5 parsecs", "min", "-5s"):
         with pytest.raises(InputError):
             parse_timespan(bad, "u")
+
+
+# humming/utils/device.py shapes, written for the test: the unguarded query of humming 0.1.10-0.1.11
+# (inclusionAI/humming#48), the two fixes (#49 catches the NVML error; main returns early for sm_121), and
+# a launcher's shim appended to an unfixed file.
+_UNGUARDED = """
+import pynvml
+def calculate_gpu_bandwidth(gpu_index=0):
+    handle = pynvml.nvmlDeviceGetHandleByIndex(gpu_index)
+    try:
+        bus = pynvml.nvmlDeviceGetMemoryBusWidth(handle)
+    except pynvml.NVMLError_FunctionNotFound:
+        bus = 5120
+    clock = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)
+    return clock * 2 * bus / 8 / 1000
+"""
+_CAUGHT = _UNGUARDED.replace(
+    "    clock = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)\n",
+    "    try:\n        clock = pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)\n"
+    "    except pynvml.NVMLError:\n        return 200.0\n",
+)
+_EARLY = _UNGUARDED.replace(
+    "    handle = pynvml.nvmlDeviceGetHandleByIndex(gpu_index)\n",
+    "    handle = pynvml.nvmlDeviceGetHandleByIndex(gpu_index)\n"
+    "    if pynvml.nvmlDeviceGetCudaComputeCapability(handle) == (12, 1):\n        return 273.0\n",
+)
+_SHIM = (
+    _UNGUARDED
+    + """
+_orig = calculate_gpu_bandwidth
+def calculate_gpu_bandwidth(*a, **k):
+    try:
+        return _orig(*a, **k)
+    except Exception:
+        return 1000.0
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("source", "safe"),
+    [(_UNGUARDED, False), (_CAUGHT, True), (_EARLY, True), (_SHIM, True), ("x = 1\n", None)],
+)
+def test_humming_gb10_bandwidth_probe(tmp_path: Path, source: str, safe: bool | None) -> None:
+    from validator.sources.humming import read_humming
+
+    site = tmp_path / "site"
+    _dist(site, "humming_kernels", "0.1.11")
+    (site / "humming" / "utils").mkdir(parents=True)
+    (site / "humming" / "__init__.py").write_text("")
+    (site / "humming" / "utils" / "device.py").write_text(source)
+    h = read_humming({"HOME": str(tmp_path)}, site_dirs=[site], service_user=None)
+    assert h.installed and h.gb10_bandwidth_safe is safe
+
+
+def test_sglang_reaches_hummings_bandwidth_probe(stock_sglang_root: Path) -> None:
+    """The start-up path humming#48 crashes on: SGLang's humming MoE runner asks humming for its default
+    tuning configs while it prepares the experts."""
+    runner = (stock_sglang_root / "srt/layers/moe/moe_runner/humming.py").read_text()
+    assert "HummingMethod.get_default_tuning_configs(" in runner

@@ -10,6 +10,7 @@ missing directory is fine when its nearest existing ancestor is writable.
 
 from __future__ import annotations
 
+import ast
 import os
 import pwd
 import stat
@@ -51,6 +52,8 @@ def read_humming(
     home = _home(env, user, service_user)
     cache_dir = _configured(env, CACHE_ENV, home, "cache", notes)
     tmp_dir = _configured(env, TMP_ENV, home, "tmp", notes)
+    found = find_dist(dirs, DIST_NAME) if version is not None else None
+    gb10 = gb10_bandwidth_safe(found[0].parent / "humming") if found else None
     return HummingFacts(
         installed=version is not None,
         version=version,
@@ -61,7 +64,67 @@ def read_humming(
         cached_kernels=count_cached_kernels(cache_dir),
         service_user=service_user,
         note="; ".join(notes) or None,
+        gb10_bandwidth_safe=gb10,
     )
+
+
+DEVICE_MODULE = "utils/device.py"
+_NVML_ERRORS = {"NVMLError", "NVMLError_NotSupported", "Exception", "BaseException"}
+
+
+def gb10_bandwidth_safe(package: Path) -> bool | None:
+    """Whether the installed humming survives GB10's NVML in ``calculate_gpu_bandwidth``
+    (``humming/utils/device.py``), which SGLang reaches at start-up through
+    ``HummingMethod.get_default_tuning_configs`` (``srt/layers/moe/moe_runner/humming.py``).
+
+    humming 0.1.10 up to at least 0.1.11 call ``nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM)``
+    unguarded; GB10 has no memory-clock domain, NVML raises ``NVMLError_NotSupported`` and the engine dies
+    at start (inclusionAI/humming#48). Fixed builds either return early for compute capability (12, 1) or
+    catch the NVML error (#49). Read from the code, not the version: the last definition of the function
+    (a shim appended by a launcher counts) is safe when it makes no memory-clock query, returns before it
+    for (12, 1), or makes it inside a ``try`` that catches NVML's error. None: the file is not readable."""
+    try:
+        tree = ast.parse((package / DEVICE_MODULE).read_bytes()[:2_000_000])
+    except (OSError, SyntaxError, ValueError):
+        return None
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "calculate_gpu_bandwidth"]
+    if not defs:
+        return None
+    fn = defs[-1]
+    for node in ast.walk(fn):
+        if isinstance(node, ast.If) and _mentions_sm121(node.test) and _returns(node.body):
+            return True
+    guarded: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Try) and any(_catches_nvml(h) for h in node.handlers):
+            guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    for node in ast.walk(fn):
+        if (
+            isinstance(node, ast.Call)
+            and any(isinstance(a, ast.Attribute) and a.attr == "NVML_CLOCK_MEM" for a in node.args)
+            and id(node) not in guarded
+        ):
+            return False
+    return True
+
+
+def _mentions_sm121(test: ast.expr) -> bool:
+    for n in ast.walk(test):
+        if isinstance(n, ast.Tuple) and [getattr(e, "value", None) for e in n.elts] == [12, 1]:
+            return True
+    return False
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    return any(isinstance(stmt, ast.Return) for stmt in body)
+
+
+def _catches_nvml(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "") for t in types}
+    return bool(names & _NVML_ERRORS)
 
 
 def _own_site_dirs() -> list[Path]:
