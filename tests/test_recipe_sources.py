@@ -329,3 +329,27 @@ def test_sglang_reaches_hummings_bandwidth_probe(stock_sglang_root: Path) -> Non
     tuning configs while it prepares the experts."""
     runner = (stock_sglang_root / "srt/layers/moe/moe_runner/humming.py").read_text()
     assert "HummingMethod.get_default_tuning_configs(" in runner
+
+
+def test_start_budget_from_kubernetes(tmp_path: Path) -> None:
+    from validator.sources.start_budget import from_kubernetes
+
+    manifest = tmp_path / "deploy.yaml"
+    manifest.write_text(
+        "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\n"
+        "apiVersion: apps/v1\nkind: Deployment\nspec:\n  template:\n    spec:\n      containers:\n"
+        "        - name: sglang\n          command: [python3, -m, sglang.launch_server]\n"
+        "          startupProbe: {httpGet: {path: /ready, port: 30000}, periodSeconds: 10,\n"
+        "                         failureThreshold: 30}\n"
+        "        - name: sidecar\n          command: [spark-validate, serve]\n"
+    )
+    b = from_kubernetes(manifest)
+    assert (b.budget_s, b.counts_load) == (300.0, True) and "startupProbe" in b.detail
+    manifest.write_text(manifest.read_text().replace("startupProbe", "livenessProbe"))
+    b = from_kubernetes(manifest)
+    assert b.budget_s == 300.0 and "no startupProbe" in b.detail
+    real = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes" / "deployment.yaml"
+    b = from_kubernetes(real, container="sglang")
+    assert b.budget_s is not None and b.budget_s >= 600  # the shipped manifest covers a cold start
+    with pytest.raises(InputError, match="which container"):
+        from_kubernetes(real, container="nope")

@@ -46,6 +46,8 @@ class PreflightInputs:
     sglang_root: Path | None = None  # override: read this SGLang package directory
     service_user: str | None = None
     base_env: Mapping[str, str] | None = None  # default: this process's environment
+    kube_manifest: Path | None = None  # its SGLang container's startupProbe bounds the start
+    kube_container: str | None = None
 
 
 def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:
@@ -249,7 +251,11 @@ def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
             )
         except OSError as exc:
             facts.errors[FLASHINFER] = str(exc)
-    if inputs.unit is not None:
+    if inputs.kube_manifest is not None:
+        from validator.sources.start_budget import from_kubernetes
+
+        facts.start_budget = from_kubernetes(inputs.kube_manifest, inputs.kube_container)
+    elif inputs.unit is not None:
         from validator.sources.start_budget import from_unit
         from validator.sources.systemd_unit import load_unit
 

@@ -65,6 +65,13 @@ def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool 
         help="read this sglang package directory instead of locating the launch command's",
     )
     g.add_argument("--service-user", metavar="USER", help="the user the server runs as (cache writability)")
+    g.add_argument(
+        "--kube-manifest",
+        metavar="FILE",
+        type=Path,
+        help="a Kubernetes manifest whose startupProbe bounds the server's start (host.start_budget)",
+    )
+    g.add_argument("--kube-container", metavar="NAME", help="the SGLang container in --kube-manifest")
 
 
 def pack_from(args: argparse.Namespace) -> LoadedPack:

@@ -30,6 +30,8 @@ def inputs_from(args: argparse.Namespace, argv: list[str] | None = None) -> obje
         model_dir=args.model_dir,
         sglang_root=args.sglang_root,
         service_user=args.service_user,
+        kube_manifest=getattr(args, "kube_manifest", None),
+        kube_container=getattr(args, "kube_container", None),
     )
 
 

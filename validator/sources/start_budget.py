@@ -1,4 +1,5 @@
-"""How long the supervisor lets the server start: systemd's ``TimeoutStartSec`` and its unit ``Type``.
+"""How long the supervisor lets the server start: systemd's ``TimeoutStartSec`` and its unit ``Type``, or
+a Kubernetes container's ``startupProbe``.
 
 Why: a cold start of Ling-3.0-flash on GB10 is 6 to 8 minutes (52 s to 342 s of weight load, then CUDA-graph
 capture for target and draft). A start budget shorter than that kills a healthy server and restarts it,
@@ -13,6 +14,7 @@ readiness wait), the load is timed too. ``TimeoutSec=`` sets the start timeout a
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from validator.errors import InputError
 from validator.facts import StartBudgetFacts
@@ -70,3 +72,73 @@ def from_unit(unit: ServiceUnit) -> StartBudgetFacts:
     counts = kind in _LOAD_TIMED_TYPES or post
     why = f"Type={kind}" + (", ExecStartPost waits" if post else "")
     return StartBudgetFacts(origin=where, budget_s=budget, counts_load=counts, detail=f"{shown} ({why})")
+
+
+# Kubernetes (the kubelet's probe defaults: initialDelaySeconds 0, periodSeconds 10, failureThreshold 3).
+_PROBE_DEFAULTS = {"initialDelaySeconds": 0, "periodSeconds": 10, "failureThreshold": 3}
+_MANIFEST_CAP = 4 * 1024 * 1024
+
+
+def _probe_budget(probe: object, where: str) -> float:
+    """Seconds before the kubelet gives up: initialDelaySeconds + periodSeconds x failureThreshold."""
+    if not isinstance(probe, dict):
+        raise InputError(where, "a probe must be a mapping")
+    values: dict[str, int] = {}
+    for key, default in _PROBE_DEFAULTS.items():
+        value = probe.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(where, f"{key} must be a non-negative integer, not {value!r}"[:200])
+        values[key] = value
+    return float(values["initialDelaySeconds"] + values["periodSeconds"] * max(1, values["failureThreshold"]))
+
+
+def _containers(doc: object) -> list[dict[str, object]]:
+    """Containers of a Pod, or of the pod template of a Deployment/StatefulSet/DaemonSet/Job."""
+    if not isinstance(doc, dict):
+        return []
+    spec = doc.get("spec")
+    if isinstance(spec, dict) and isinstance(spec.get("template"), dict):
+        spec = spec["template"].get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
+        return []
+    return [c for c in spec["containers"] if isinstance(c, dict)]
+
+
+def from_kubernetes(path: Path, container: str | None = None) -> StartBudgetFacts:
+    """The start budget of the SGLang container in a manifest (multi-document YAML): its startupProbe, or,
+    without one, its livenessProbe, which then runs from the start; neither means no limit."""
+    import yaml
+
+    from validator.sources.files import read_text_bounded
+
+    where = str(path)
+    text = read_text_bounded(path, _MANIFEST_CAP, "Kubernetes manifest")
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(where, "not valid YAML", mark.line + 1 if mark is not None else None) from None
+    candidates = [c for d in docs for c in _containers(d)]
+    if container is not None:
+        chosen = [c for c in candidates if c.get("name") == container]
+    else:
+        chosen = [
+            c for c in candidates if "sglang" in repr((c.get("command"), c.get("args"), c.get("image")))
+        ]
+    if len(chosen) != 1:
+        names = ", ".join(str(c.get("name")) for c in candidates) or "none"
+        raise InputError(where, f"cannot tell which container runs SGLang (containers: {names}); name it")
+    c = chosen[0]
+    name = c.get("name")
+    for key in ("startupProbe", "livenessProbe"):
+        if key in c:
+            budget = _probe_budget(c[key], where)
+            detail = f"container {name} {key}: {budget:g} s before the kubelet restarts it"
+            if key == "livenessProbe":
+                detail += " (no startupProbe, so the liveness probe times the load)"
+            return StartBudgetFacts(
+                origin=f"kubernetes:{path}", budget_s=budget, counts_load=True, detail=detail
+            )
+    return StartBudgetFacts(
+        origin=f"kubernetes:{path}", budget_s=None, counts_load=True, detail=f"container {name}: no probes"
+    )
