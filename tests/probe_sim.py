@@ -42,6 +42,7 @@ class SimCase:
     name: str
     mean_len: float  # the server's true mean acceptance length
     jitter: float = 0.3  # per-request spread of the mean (uniform +/-)
+    k: int = K  # drafts per verify round: NEXTN 3 (num_draft_tokens 4), DSpark its block size (8)
 
 
 class SimServer:
@@ -61,13 +62,13 @@ class SimServer:
         should_stop = "Answer" in text  # the expect_stop prompts end with "Answer:"
         limit = min(max_new, self.stop_tokens) if should_stop else max_new
         self.requests += 1
-        mean = self.case.mean_len
+        mean, k = self.case.mean_len, self.case.k
         if mean > 1.0:
-            mean = min(1 + K, max(1.0, mean + self.rng.uniform(-self.case.jitter, self.case.jitter)))
-        p = p_for_mean(mean) if mean > 1.0 else 0.0
+            mean = min(1 + k, max(1.0, mean + self.rng.uniform(-self.case.jitter, self.case.jitter)))
+        p = p_for_mean(mean, k) if mean > 1.0 else 0.0
         tokens, verify, correct = 1, 0, 0  # the first token comes from prefill
         while tokens < limit:
-            c = draw_round(self.rng, p)
+            c = draw_round(self.rng, p, k)
             verify += 1
             correct += c
             tokens += 1 + c
@@ -84,9 +85,9 @@ class SimServer:
             meta.update(
                 spec_verify_ct=verify,
                 spec_num_correct_drafts=correct,
-                spec_num_proposed_drafts=verify * K,
+                spec_num_proposed_drafts=verify * k,
                 spec_accept_length=tokens / verify,
-                spec_accept_rate=correct / (verify * K),
+                spec_accept_rate=correct / (verify * k),
             )
         words = " ".join(f"w{self.rng.randrange(1000)}" for _ in range(tokens))
         return Generation(text=words, output_ids=list(range(tokens)), meta_info=meta)
