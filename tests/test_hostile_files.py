@@ -152,3 +152,37 @@ def test_parse_json_depth_and_digits() -> None:
     with pytest.raises(InputError, match="4300"):
         parse_json(HUGE_INT, "x")
     assert json_depth([[[]]]) == 3 and json_depth(7) == 0
+
+
+def test_output_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
+    """Issue 12 item 8: ``--output FILE`` used a predictable ``FILE.tmp``; a symlink planted there (or at
+    FILE) made the report overwrite whatever it pointed to."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "report.json"
+    (tmp_path / "report.json.tmp").symlink_to(victim)
+    args = ["preflight", "--launch-args-file", str(_args_file(tmp_path)), "--format", "json"]
+    res = run_bounded([*args, "--output", str(out)], timeout=30)
+    assert res.rc in (0, 69, 78), res.stderr
+    assert victim.read_text() == "precious\n"
+    assert json.loads(out.read_text())["tool"] == "spark-validate"
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_umask()
+    out.unlink()
+    out.symlink_to(victim)
+    res = run_bounded([*args, "--output", str(out)], timeout=30)
+    assert victim.read_text() == "precious\n" and not out.is_symlink()
+    assert json.loads(out.read_text())["tool"] == "spark-validate"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "args.txt",
+        "report.json",
+        "report.json.tmp",
+        "victim",
+    ]
+    res = run_bounded([*args, "--output", str(tmp_path / "absent-dir" / "r.json")], timeout=30)
+    assert res.rc == 65 and "absent-dir" in res.stderr and "Traceback" not in res.stderr
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -98,13 +99,40 @@ def emit(report: Report, args: argparse.Namespace, loaded: LoadedPack) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
-        try:
-            tmp = out.with_name(out.name + ".tmp")
-            tmp.write_text(text, encoding="utf-8")
-            tmp.replace(out)
-        except OSError as exc:
-            raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
+        write_atomically(out, text)
     return int(exit_code(report))
+
+
+def write_atomically(out: Path, text: str) -> None:
+    """Write ``out`` through an unpredictable temporary file in its own directory, then rename it over.
+
+    ``mkstemp`` creates the temporary with ``O_CREAT | O_EXCL`` (a planted file or symlink of that name
+    cannot exist), and the rename replaces ``out`` itself: a symlink planted at ``out`` is replaced, the
+    file it pointed to is never written (a fixed ``FILE.tmp`` let anyone who can write the directory make
+    root overwrite any file). The report is readable as a plain ``open()`` would have made it (umask)."""
+    import tempfile
+
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    except OSError as exc:
+        raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.fchmod(fh.fileno(), 0o666 & ~mask)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, out)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def exit_code(report: Report) -> ExitCode:
