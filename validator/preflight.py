@@ -15,6 +15,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UsageError
@@ -23,6 +24,7 @@ from validator.facts import (
     FLASHINFER,
     HUMMING,
     LAUNCH,
+    SGLANG,
     Facts,
     LaunchFacts,
     ProgramFacts,
@@ -30,6 +32,9 @@ from validator.facts import (
 )
 from validator.report import CheckResult, Report, Status, utc_now_iso
 from validator.rulepack import LoadedPack
+
+if TYPE_CHECKING:
+    from validator.sources.docker_run import ContainerSpec
 
 DSPARK = "DSPARK"
 
@@ -40,6 +45,9 @@ class PreflightInputs:
     launch_args_file: Path | None = None
     unit: Path | None = None
     script: Path | None = None  # a launcher shell script, read statically
+    docker_cmd: str | None = None  # a `docker run ...` command line
+    compose: Path | None = None  # a Compose file, and which service runs the server
+    service: str | None = None
     argv: Sequence[str] | None = None  # `launch -- CMD...`: exactly the command that will be exec'd
     env_files: list[Path] = field(default_factory=list)
     model_dir: Path | None = None
@@ -69,12 +77,20 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
 
     env, origin = server_environment(inputs)
     sources = (inputs.launch_cmd, inputs.launch_args_file, inputs.unit, inputs.script, inputs.argv)
-    given = [x for x in sources if x is not None]
+    given = [x for x in (*sources, inputs.docker_cmd, inputs.compose) if x is not None]
     if len(given) != 1:
         raise UsageError(
-            "give exactly one of --launch-cmd, --launch-args-file, --unit, --script (or `launch -- CMD...`)"
+            "give exactly one of --launch-cmd, --launch-args-file, --unit, --script, --docker-cmd, --compose "
+            "(or `launch -- CMD...`)"
         )
-    if inputs.script is not None:
+    if inputs.service is not None and inputs.compose is None:
+        raise UsageError("--service names a service of the --compose file")
+    container = container_spec(inputs, env)
+    if container is not None:
+        from validator.sources.docker_run import launch_from_container
+
+        facts = launch_from_container(container)
+    elif inputs.script is not None:
         from validator.sources.launch_script import launch_from_script
 
         facts = launch_from_script(inputs.script, env=env, env_origin=origin)
@@ -95,11 +111,24 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     return facts
 
 
-def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstallFacts, ProgramFacts]:
-    """The install to read, and ``launch.program``'s evidence: the program resolved as exec would, its
-    interpreter asked with the server's flags, environment and working directory. There is no fallback
-    to this process's own packages: they prove nothing about the server's."""
-    from validator.sources.sglang_install import inspect_program, install_from_probe, read_sglang_install
+    SGLANG,
+    Facts,
+    LaunchFacts,
+    ProgramFacts,
+
+    container = None if inputs.sglang_root is not None else container_spec(inputs, launch.env)
+    if container is not None:  # the program and the install are inside the image: not visible here
+        from validator.sources.docker_run import image_note
+
+        note = image_note(container)
+        hidden = ProgramFacts(
+            written=launch.program,
+            path=None,
+            problem=f"is inside the container ({note})",
+            interpreter=launch.interpreter,
+            interpreter_options=list(launch.interpreter_options),
+        )
+        return SGLangInstallFacts(root=None, located_by=f"image {container.image}", note=note), hidden
 
     dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
     program, probe = inspect_program(
@@ -177,6 +206,10 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
         return facts
     launch = facts.launch
     sg = facts.sglang
+    env, _ = server_environment(inputs)
+    container = container_spec(inputs, env)
+    if container is not None and inputs.sglang_root is None:
+        _container_evidence(facts, container)
     site_dirs = sg.site_dirs or None
     if sg.root is not None and sg.declared_env:
         unknown = {k for k in launch.env if k.startswith("SGLANG_") and k not in sg.declared_env}
@@ -194,7 +227,7 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
             facts.errors[HUMMING] = str(exc)
     facts.host = read_host(service_user=service_user)
     _gather_recipe_sources(facts, inputs)
-    model_dir = inputs.model_dir or _local_model_path(launch)
+    model_dir = inputs.model_dir or _local_model_path(launch, container)
     model_path = launch.args.get("model_path")
     if model_dir is None and launch.origin.startswith("unit:") and str(model_path).startswith("~"):
         facts.errors[CHECKPOINT] = (
@@ -262,12 +295,17 @@ def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
         facts.start_budget = from_unit(load_unit(inputs.unit, base_env=dict(launch.env)))
 
 
-def _local_model_path(launch: LaunchFacts) -> Path | None:
-    """Without --model-dir, the launch command's --model-path when it names a local directory."""
+def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = None) -> Path | None:
+    """Without --model-dir, the launch command's --model-path when it names a local directory (for a
+    container, the host directory mounted there)."""
     value = launch.args.get("model_path")
     if isinstance(value, str) and value.startswith(("/", ".")):
-        path = Path(value)
-        if (path / "config.json").is_file():
+        path: Path | None = Path(value)
+        if container is not None:
+            from validator.sources.docker_run import host_path
+
+            path, _ = host_path(value, container.mounts)
+        if path is not None and (path / "config.json").is_file():
             return path
     return None
 
@@ -287,7 +325,10 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
     from validator.sources.sglang_cli import load_table
 
     keys: dict[str, list[str]] = {}
+    by_source = {n: why for n, why in unresolved.items() if n in (SGLANG, HUMMING)}
     for name in unresolved:
+        if name in by_source:
+            continue
         action = load_table().action_for_dest(name)
         words = [name, *(action.option_strings if action is not None else ())]
         family = name.split("_")[0].lower()
@@ -296,6 +337,19 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
         keys[name] = [w.lower() for w in words]
     out = []
     for r in results:
+        hidden = [n for n in by_source if n in r.sources]
+        if hidden and r.status in (Status.PASS, Status.SKIP, Status.WARN):
+            why = "; ".join(by_source[n] for n in hidden)
+            from validator.sources.docker_run import IMAGE_REMEDY
+
+            update = {
+                "status": Status.ERROR,
+                "message": f"not proven: {why}",
+                "remedy": IMAGE_REMEDY,
+                "why": None,
+            }
+            out.append(r.model_copy(update=update))
+            continue
         if LAUNCH not in r.sources or r.status not in (Status.PASS, Status.FAIL, Status.WARN, Status.SKIP):
             out.append(r)
             continue

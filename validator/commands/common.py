@@ -50,6 +50,18 @@ def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool 
             type=Path,
             help="a launcher shell script (start.sh), read statically, never run",
         )
+        g.add_argument(
+            "--docker-cmd",
+            metavar="STRING",
+            help="a `docker run ...` (or podman run) command line: its command, -e, --env-file, -v",
+        )
+        g.add_argument(
+            "--compose",
+            metavar="FILE",
+            type=Path,
+            help="a Compose file: the server's service (command, environment, env_file, volumes)",
+        )
+        g.add_argument("--service", metavar="NAME", help="the Compose service that runs the server")
     g.add_argument(
         "--env-file",
         metavar="FILE",

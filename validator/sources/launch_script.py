@@ -87,7 +87,7 @@ class _Stop(Exception):
     """``exit``, ``exec`` or ``return``: the rest of the script (or function) does not run."""
 
 
-def _is_server(words: list[Value]) -> bool:
+def is_server_command(words: list[Value]) -> bool:
     known = [w for w in words if isinstance(w, str)]
     names = [Path(w).name for w in known]
     for i, name in enumerate(names):
@@ -561,7 +561,7 @@ class _Evaluator:
             execs = execs or head == "exec"
             fields, words = fields[1:], words[1:]
             head = words[0]
-        if _is_server(words):
+        if is_server_command(words):
             self.server(node, st, fields, prefix, execs)
             if execs:
                 raise _Stop
@@ -832,4 +832,4 @@ def launch_from_script(
     return facts
 
 
-__all__ = ["ServerCommand", "UnresolvedLaunch", "launch_from_script", "resolve"]
+__all__ = ["ServerCommand", "UnresolvedLaunch", "is_server_command", "launch_from_script", "resolve"]

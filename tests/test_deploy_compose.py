@@ -1,0 +1,354 @@
+"""deploy/compose and the container inputs (`--compose`, `--docker-cmd`).
+
+The shipped Compose file is validated by a real Compose implementation (Debian's `docker-compose config`,
+which checks it against the Compose specification without a daemon) and by that specification's JSON schema;
+the Dockerfile by hadolint. Building and running the images needs a GPU image registry and a daemon, which CI
+does not have: what the containers would do is tested through its parts instead (the sidecar's healthcheck
+command against a real sidecar and the simulator; every command through spark-validate's real parser; our
+Compose reader held to `docker-compose config`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging.config
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from tests.checkpoint_factory import write_checkpoint
+from tests.daemon_process import daemon_process, start_sim, wait_for
+from tests.deploy_tools import DEPLOY, REPO, parse_cli, require_tool, run_tool, serve_config
+from tests.loopback import free_port, stop
+from validator.sources.compose import load_compose
+from validator.sources.docker_run import Mount, parse_docker_cmd
+
+COMPOSE = DEPLOY / "compose" / "compose.yaml"
+DOCKERFILE = DEPLOY / "compose" / "Dockerfile"
+SPEC_SCHEMA = Path("/usr/lib/python3/dist-packages/compose/config/compose_spec.json")
+FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
+
+
+def _config(path: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """`docker-compose config`: the file as Compose itself resolves it (interpolated, normalised)."""
+    tool = require_tool("docker-compose")
+    proc = subprocess.run(
+        [tool, "-f", str(path), "config"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(Path.home()), **(env or {})},
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    doc: dict[str, Any] = yaml.safe_load(proc.stdout)
+    return doc
+
+
+def _shipped() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())
+    return doc
+
+
+def test_compose_file_passes_docker_compose_config(tmp_path: Path) -> None:
+    tool = require_tool("docker-compose")
+    result = run_tool([tool, "-f", str(COMPOSE), "config", "-q"])
+    assert result.returncode == 0, result.stderr
+    broken = tmp_path / "compose.yaml"
+    broken.write_text(COMPOSE.read_text().replace("    ipc: host\n", "    ipcmode: host\n"))
+    result = run_tool([tool, "-f", str(broken), "config", "-q"])
+    assert result.returncode != 0 and "ipcmode" in result.stderr
+
+
+def test_compose_file_matches_the_compose_specification_schema() -> None:
+    if not SPEC_SCHEMA.is_file():  # shipped by Debian's docker-compose, which .ci/run installs
+        require_tool("docker-compose")
+        pytest.fail(f"{SPEC_SCHEMA} missing although docker-compose is installed")
+    validator = jsonschema.Draft201909Validator(json.loads(SPEC_SCHEMA.read_text()))
+    validator.validate(_shipped())
+    bad = _shipped()
+    bad["services"]["spark-validate"]["healthcheck"]["intervall"] = "10s"
+    with pytest.raises(jsonschema.ValidationError):
+        validator.validate(bad)
+
+
+def test_dockerfile_passes_hadolint(tmp_path: Path) -> None:
+    hadolint = str(Path(sys.executable).parent / "hadolint")
+    result = run_tool([hadolint, str(DOCKERFILE)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    worse = tmp_path / "Dockerfile"
+    worse.write_text(DOCKERFILE.read_text().replace("FROM ${SGLANG_IMAGE}", "FROM ubuntu:latest"))
+    result = run_tool([hadolint, str(worse)])
+    assert result.returncode != 0 and "DL3007" in result.stdout
+
+
+def _instructions() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions (continuations joined, comments dropped)."""
+    lines: list[str] = []
+    pending = ""
+    for raw in DOCKERFILE.read_text().splitlines():
+        if raw.lstrip().startswith("#") or not raw.strip():
+            continue
+        pending += raw.rstrip("\\").strip() + " "
+        if not raw.endswith("\\"):
+            lines.append(pending.strip())
+            pending = ""
+    return [(line.split(" ", 1)[0], line.split(" ", 1)[1]) for line in lines]
+
+
+def test_dockerfile_copies_what_exists_and_the_ignore_file_admits_it() -> None:
+    copies = [rest.split()[:-1] for op, rest in _instructions() if op == "COPY"]
+    ignore = (REPO / ".dockerignore").read_text().splitlines()
+    for sources in copies:
+        for src in sources:
+            assert (REPO / src).exists(), src
+            assert f"!{src}" in ignore or f"!{src}/" in ignore, f"{src} is excluded from the build context"
+    env = dict(kv.split("=", 1) for op, rest in _instructions() if op == "ENV" for kv in rest.split())
+    service_env = _shipped()["services"]["sglang"]["environment"]
+    for key, value in env.items():
+        assert service_env[key] == value, key
+    assert any(op == "USER" and rest.split(":")[0] == "10001" for op, rest in _instructions())
+    run = " ".join(rest for op, rest in _instructions() if op == "RUN")
+    assert "install -d -m 0700 -o sglang -g sglang /run/spark-validate" in run
+    assert "--uid 10001" in run and "--create-home" in run
+
+
+def test_logging_config_is_a_valid_dictconfig_writing_the_sidecars_log(tmp_path: Path) -> None:
+    doc = json.loads((DEPLOY / "compose" / "logging.json").read_text())
+    sidecar = parse_cli(_shipped()["services"]["spark-validate"]["command"][1:])
+    assert doc["handlers"]["file"]["filename"] == str(sidecar.log)
+    doc["handlers"]["file"]["filename"] = str(tmp_path / "server.log")
+    logging.config.dictConfig(doc)
+    logging.getLogger("sglang").info("Online FP8 quantization enabled for lm_head.")
+    logging.getLogger().handlers[-1].flush()
+    assert "Online FP8 quantization enabled" in (tmp_path / "server.log").read_text()
+    logging.config.dictConfig({"version": 1})
+
+
+def test_reader_resolves_the_shipped_service_as_docker_compose_does(tmp_path: Path) -> None:
+    env = {"MODEL_DIR": str(tmp_path / "models")}
+    config = _config(COMPOSE, env)["services"]["sglang"]
+    spec = load_compose(COMPOSE, "sglang", {"PATH": "/usr/bin:/bin", **env})
+    assert spec.argv == config["command"]
+    assert spec.env == {k: str(v) for k, v in config["environment"].items()}
+    assert [_short(m) for m in spec.mounts] == config["volumes"]
+
+
+def _short(m: Mount) -> str:
+    source = m.source if m.source is not None else m.volume
+    return f"{source}:{m.target}:{'ro' if m.read_only else 'rw'}"
+
+
+FIXTURE = """services:
+  llm:
+    image: lmsysorg/sglang:spark
+    entrypoint: ["python3", "-m", "sglang.launch_server"]
+    command: --model-path /models/${MODEL:-Ling-3.0-flash-fp4} --moe-runner-backend ${BACKEND:?set BACKEND}
+    environment:
+      - SGLANG_ENABLE_FP8_LM_HEAD=1
+      - FROM_HOST
+      - PRICE=$$5
+    env_file: [site.env]
+    volumes:
+      - ./models:/models:ro
+      - type: bind
+        source: ~/cache
+        target: /root/.cache
+      - hf:/hf
+  other:
+    image: redis
+volumes:
+  hf: {}
+"""
+
+
+def test_reader_matches_docker_compose_on_interpolation_env_files_and_volumes(tmp_path: Path) -> None:
+    (tmp_path / "compose.yaml").write_text(FIXTURE)
+    (tmp_path / "site.env").write_text(
+        '# site\nHUMMING_CACHE_DIR="/root/.cache/humming"\nexport X=1\nY=a # c\n'
+    )
+    (tmp_path / ".env").write_text("MODEL=Ling-local\nBACKEND=humming\n")
+    host = {"FROM_HOST": "yes", "HOME": str(Path.home())}
+    config = _config(tmp_path / "compose.yaml", host)["services"]["llm"]
+    spec = load_compose(tmp_path / "compose.yaml", None, {"PATH": "/usr/bin:/bin", **host})
+    # `config` writes a literal $ as $$ (so that its output interpolates to the same values)
+    assert spec.argv == [*config["entrypoint"], *config["command"].replace("$$", "$").split()]
+    assert spec.env == {k: str(v).replace("$$", "$") for k, v in config["environment"].items()}
+    volumes = [v if isinstance(v, str) else f"{v['source']}:{v['target']}:rw" for v in config["volumes"]]
+    assert [_short(m) for m in spec.mounts] == volumes
+    (tmp_path / ".env").write_text("MODEL=x\n")
+    with pytest.raises(Exception, match="BACKEND"):
+        load_compose(tmp_path / "compose.yaml", "llm", {})
+
+
+def _preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "validator", "preflight", "--format", "json", *args],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", **env, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    report = json.loads(proc.stdout) if proc.stdout.startswith("{") else {}
+    return proc.returncode, report, proc.stderr
+
+
+def _statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in report["checks"]}
+
+
+def test_preflight_of_the_shipped_compose_file_checks_the_command_and_says_what_the_image_hides(
+    tmp_path: Path,
+) -> None:
+    write_checkpoint(tmp_path / "Ling-3.0-flash-fp4", small=False)
+    rc, report, err = _preflight({"MODEL_DIR": str(tmp_path)}, "--compose", str(COMPOSE))
+    assert report, err
+    statuses = _statuses(report)
+    for check in ("moe.backend", "spec.config", "lm_head.exclusive"):
+        assert statuses[check] == "pass", report["checks"]
+    assert statuses["checkpoint.layout"] == "pass"  # /models is mounted from MODEL_DIR on this host
+    for check in ("lm_head.fp8", "spec.lm_head_shared", "moe.humming_runtime"):
+        (result,) = [c for c in report["checks"] if c["id"] == check]
+        assert result["status"] == "error" and "inside an image built from a Dockerfile" in result["message"]
+    assert rc == 69 and report["verdict"] == "inconclusive"
+
+
+def test_sidecar_service_is_wired_to_the_server() -> None:
+    services = _shipped()["services"]
+    server, sidecar = services["sglang"], services["spark-validate"]
+    launch = parse_cli(server["command"][1:])
+    assert launch.command == "launch" and launch.cmd[1:4] == ["python3", "-m", "sglang.launch_server"]
+    serve = parse_cli(sidecar["command"][1:])
+    config = serve_config(sidecar["command"][1:])
+    assert (config.host, config.port) == ("0.0.0.0", 9464) and config.schedule.probe
+    assert serve.url == "http://127.0.0.1:30000" and sidecar["network_mode"] == "service:sglang"
+    assert sidecar["pid"] == "service:sglang"
+    assert str(serve.attestation) == server["environment"]["SPARK_VALIDATE_ATTESTATION"]
+    assert "127.0.0.1:9464:9464" in server["ports"]
+    assert "attestation:/run/spark-validate" in server["volumes"]
+    assert "attestation:/run/spark-validate:ro" in sidecar["volumes"]
+    assert "humming-cache:/var/cache/humming" in server["volumes"]
+    assert server["environment"]["HUMMING_CACHE_DIR"] == "/var/cache/humming"
+    assert server["ipc"] == "host"
+    (device,) = server["deploy"]["resources"]["reservations"]["devices"]
+    assert device == {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
+    assert set(_shipped()["volumes"]) == {"attestation", "server-log", "humming-cache"}
+
+
+def test_sidecar_healthcheck_command_follows_readyz(tmp_path: Path) -> None:
+    """The healthcheck's exact command (CMD form), pointed at a real sidecar on a test port: unhealthy while
+    the sidecar has no passing check, healthy once /readyz is 200."""
+    test = _shipped()["services"]["spark-validate"]["healthcheck"]["test"]
+    assert test[0] == "CMD" and test[1] == "python3"
+    sim_port = free_port()
+    with daemon_process(tmp_path, f"http://127.0.0.1:{sim_port}", *FAST) as sidecar:
+        argv = [a.replace("127.0.0.1:9464", f"127.0.0.1:{sidecar.port}") for a in test[1:]]
+        assert argv != test[1:], "the healthcheck no longer names 127.0.0.1:9464"
+        argv[0] = sys.executable
+
+        def healthcheck() -> int:
+            return subprocess.run(argv, capture_output=True, timeout=10, check=False).returncode
+
+        assert sidecar.get("/readyz").status_code == 503
+        assert healthcheck() == 1
+        sim = start_sim(sim_port, "healthy")
+        try:
+            assert wait_for(lambda: sidecar.get("/readyz").status_code == 200, timeout=40), sidecar.log()[
+                -2000:
+            ]
+            assert healthcheck() == 0
+        finally:
+            stop(sim)
+    assert healthcheck() == 1  # nothing listens any more
+
+
+DOCKER_RUN = (
+    "docker run --gpus all --ipc host -it --rm --shm-size=16g -p 30000:30000 "
+    "-v {models}:/models:ro --mount type=volume,source=hf,target=/root/.cache/huggingface "
+    "-e SGLANG_ENABLE_FP8_LM_HEAD=1 -e FROM_HOST --env-file {env_file} -w /workspace "
+    "lmsysorg/sglang:spark python3 -m sglang.launch_server --model-path /models/Ling-3.0-flash-fp4 "
+    "--moe-runner-backend humming --speculative-algorithm NEXTN --speculative-num-steps 3 "
+    "--speculative-eagle-topk 1 --speculative-num-draft-tokens 4 "
+    "--speculative-draft-model-path /models/Ling-3.0-flash-fp4"
+)
+
+
+def test_docker_cmd_reads_environment_mounts_and_command(tmp_path: Path) -> None:
+    env_file = tmp_path / "site.env"
+    env_file.write_text(
+        '# site\nHUMMING_CACHE_DIR=/root/.cache/humming\nQUOTED="kept as written"\nFROM_HOST\n'
+    )
+    spec = parse_docker_cmd(
+        DOCKER_RUN.format(models="~/models", env_file=env_file), {"HOME": str(tmp_path), "FROM_HOST": "h"}
+    )
+    assert spec.image == "lmsysorg/sglang:spark" and spec.argv[:3] == [
+        "python3",
+        "-m",
+        "sglang.launch_server",
+    ]
+    assert spec.env == {
+        "SGLANG_ENABLE_FP8_LM_HEAD": "1",
+        "FROM_HOST": "h",
+        "HUMMING_CACHE_DIR": "/root/.cache/humming",
+        "QUOTED": '"kept as written"',
+    }
+    assert Mount(f"{tmp_path}/models", "/models", read_only=True) in spec.mounts
+    assert Mount(None, "/root/.cache/huggingface", volume="hf") in spec.mounts
+    assert spec.workdir == "/workspace"
+
+
+def test_preflight_docker_cmd_maps_the_model_and_does_not_read_the_hosts_python(tmp_path: Path) -> None:
+    write_checkpoint(tmp_path / "models" / "Ling-3.0-flash-fp4", small=False)
+    env_file = tmp_path / "site.env"
+    env_file.write_text("HUMMING_CACHE_DIR=/root/.cache/humming\n")
+    cmd = DOCKER_RUN.format(models=tmp_path / "models", env_file=env_file)
+    rc, report, err = _preflight({"HOME": str(tmp_path)}, "--docker-cmd", cmd)
+    statuses = _statuses(report)
+    assert statuses["checkpoint.layout"] == "pass" and statuses["moe.backend"] == "pass", err
+    (shared,) = [c for c in report["checks"] if c["id"] == "spec.lm_head_shared"]
+    assert shared["status"] == "error" and "lmsysorg/sglang:spark" in shared["message"]
+    assert "spark-validate launch" in shared["remedy"]
+    assert rc == 69 and report["target"] == "--docker-cmd" if "target" in report else rc == 69
+    # a wrong recipe still fails: a critical fail outranks what could not be seen
+    rc, report, _ = _preflight({"HOME": str(tmp_path)}, "--docker-cmd", cmd.replace("humming", "auto"))
+    assert rc == 78 and _statuses(report)["moe.backend"] == "fail"
+
+
+@pytest.mark.parametrize(
+    ("cmd", "code", "needle"),
+    [
+        ("docker ps", 65, "does not run a container"),
+        ("docker run --frobnicate x img python3 -m sglang.launch_server", 65, "not understood"),
+        ("docker run --rm lmsysorg/sglang:spark", 69, "image's default command"),
+        ("docker run -e", 65, "needs a value"),
+        ("kubectl run x", 65, "expected 'docker run"),
+    ],
+)
+def test_bad_docker_cmds_exit_with_one_line(cmd: str, code: int, needle: str) -> None:
+    rc, report, err = _preflight({}, "--docker-cmd", cmd)
+    assert rc == code, err
+    text = err if code == 65 else json.dumps(report)
+    assert needle in text and "Traceback" not in err
+
+
+def test_compose_service_selection(tmp_path: Path) -> None:
+    path = tmp_path / "compose.yaml"
+    path.write_text(FIXTURE.replace("${BACKEND:?set BACKEND}", "humming"))
+    (tmp_path / "site.env").write_text("A=1\n")
+    assert load_compose(path, None, {}).image == "lmsysorg/sglang:spark"  # the one that runs SGLang
+    rc, _, err = _preflight({}, "--compose", str(path), "--service", "nope")
+    assert rc == 2 and "no service 'nope'" in err and "llm, other" in err
+    rc, _, err = _preflight({}, "--launch-cmd", "x", "--service", "llm")
+    assert rc == 2
+    path.write_text("services: [1, 2]\n")
+    rc, _, err = _preflight({}, "--compose", str(path))
+    assert rc == 65 and "not a Compose file" in err
+    os.mkfifo(tmp_path / "fifo.yaml")
+    rc, _, err = _preflight({}, "--compose", str(tmp_path / "fifo.yaml"))
+    assert rc == 65 and "not a regular file" in err
