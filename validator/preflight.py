@@ -111,10 +111,43 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     return facts
 
 
-    SGLANG,
-    Facts,
-    LaunchFacts,
-    ProgramFacts,
+def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> ContainerSpec | None:
+    """The container a --docker-cmd or --compose input describes (None for the other inputs)."""
+    if inputs.docker_cmd is not None:
+        from validator.sources.docker_run import parse_docker_cmd
+
+        return parse_docker_cmd(inputs.docker_cmd, env)
+    if inputs.compose is not None:
+        from validator.sources.compose import load_compose
+
+        return load_compose(inputs.compose, inputs.service, env)
+    return None
+
+
+def _container_evidence(facts: Facts, container: ContainerSpec) -> None:
+    """What a container hides: the install inside the image (not proven, never read from this host's
+    Python), and where the model path is on the host (through the mounts)."""
+    from validator.sources.docker_run import host_path, image_note
+
+    launch = facts.launch
+    assert launch is not None
+    note = image_note(container)
+    launch.unresolved[SGLANG] = note
+    facts.errors[HUMMING] = note
+    model = launch.args.get("model_path")
+    if isinstance(model, str) and model.startswith("/"):
+        found, why = host_path(model, container.mounts)
+        if found is None:
+            facts.errors[CHECKPOINT] = f"--model-path {why}; give --model-dir with its host path"
+        elif not (found / "config.json").is_file():
+            facts.errors[CHECKPOINT] = f"--model-path {model} is {why}: {found} holds no config.json"
+
+
+def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstallFacts, ProgramFacts]:
+    """The install to read, and ``launch.program``'s evidence: the program resolved as exec would, its
+    interpreter asked with the server's flags, environment and working directory. There is no fallback
+    to this process's own packages: they prove nothing about the server's."""
+    from validator.sources.sglang_install import inspect_program, install_from_probe, read_sglang_install
 
     container = None if inputs.sglang_root is not None else container_spec(inputs, launch.env)
     if container is not None:  # the program and the install are inside the image: not visible here

@@ -822,7 +822,12 @@ def launch_from_script(
     argv, server_env, origin, unresolved = resolve(cmd, at)
     base_dir = Path(cmd.cwd) if isinstance(cmd.cwd, str) else None
     facts = launch_from_argv(
-        argv, origin=f"script:{where}", env=server_env, env_origin=origin, base_dir=base_dir
+        argv,
+        origin=f"script:{where}",
+        env=server_env,
+        env_origin=origin,
+        base_dir=base_dir,
+        working_directory=base_dir,  # where the script's cd left it (its own directory at the start)
     )
     facts.unresolved.update(unresolved)
     if len(ev.found) > 1:
