@@ -1,61 +1,100 @@
-"""The attestation reader: strict schema, one-line errors naming the file, staleness."""
+"""The attestation reader: strict schema, bounded and non-blocking reads, one-line errors naming the file,
+and the binding that decides whether a document describes the server being checked (issue 12 items 2, 3
+and 10). Files are real, written by the plugin's own writer; the PIDs are real processes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from validator import attestation_format as fmt
 from validator.errors import InputError, UnavailableError
 from validator.plugin.procinfo import process_start_time
 from validator.plugin.state import PluginState
-from validator.sources.attestation import read_attestation, staleness
+from validator.sources.attestation import read_attestation, read_trusted
+
+URL = "http://127.0.0.1:30000"
+INFO: dict[str, Any] = {"host": "127.0.0.1", "port": 30000, "version": "0.5.23", "tp_size": 1}
 
 
-def _doc(**process: Any) -> dict[str, Any]:
-    doc = PluginState().document(env={})
-    doc["process"].update(process)
-    doc["sglang"]["version"] = "0.5.23"
-    return doc
+def _doc(**process: Any) -> fmt.Attestation:
+    state = PluginState(host="127.0.0.1", port=30000, tp_rank=0, tp_size=1)
+    doc = state.document(env={})
+    doc = dataclasses.replace(doc, sglang=dataclasses.replace(doc.sglang, version="0.5.23"))
+    return dataclasses.replace(doc, process=dataclasses.replace(doc.process, **process))
 
 
-def _write(tmp_path: Path, doc: Any) -> Path:
-    path = tmp_path / "attestation.json"
-    path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+def _write(tmp_path: Path, doc: fmt.Attestation | str | bytes) -> Path:
+    path = tmp_path / "att" / "attestation.json"
+    if isinstance(doc, fmt.Attestation):
+        fmt.write_document(path, doc)
+    else:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        path.write_bytes(doc.encode() if isinstance(doc, str) else doc)
     return path
+
+
+def _raw(doc: fmt.Attestation) -> dict[str, Any]:
+    return json.loads(fmt.to_json(doc))
 
 
 def test_reads_what_the_plugin_writes(tmp_path: Path) -> None:
     att = read_attestation(_write(tmp_path, _doc()))
     assert att.process.pid == os.getpid() and att.hooks["init_lm_head"] == "not_reached"
     assert att.draft is None and att.lm_head.remedy_applied is False
+    assert att.process.uid == os.geteuid() and att.server == fmt.Server(host="127.0.0.1", port=30000)
+    assert att.process.start_time == process_start_time(os.getpid())
+
+
+def _deep(n: int) -> str:
+    return '{"schema": "spark-validate.attestation/v2", "x": ' + "[" * n + "]" * n + "}"
 
 
 @pytest.mark.parametrize(
     ("content", "needle"),
     [
-        ("{not json", "not JSON"),
+        ("{not json", "invalid JSON"),
         ("[1, 2]", "not a JSON object"),
         (json.dumps({"schema": "other/v9"}), "schema is 'other/v9'"),
+        (json.dumps({"schema": "spark-validate.attestation/v1"}), "expected 'spark-validate.attestation/v2'"),
+        (json.dumps({"schema": {"a": 1}}), "schema is a dict"),
+        ('{"schema": "spark-validate.attestation/v2", "pid": ' + "9" * 5000 + "}", "4300"),
+        (_deep(50_000), "nested"),
+        (_deep(40), "nested"),
+        (b'{"schema": "\xc3\x28"}', "UTF-8"),
     ],
 )
-def test_malformed_files_are_input_errors(tmp_path: Path, content: str, needle: str) -> None:
+def test_malformed_files_are_input_errors(tmp_path: Path, content: str | bytes, needle: str) -> None:
     path = _write(tmp_path, content)
     with pytest.raises(InputError) as info:
         read_attestation(path)
     assert str(path) in str(info.value) and needle in str(info.value)
+    assert "\n" not in str(info.value)
 
 
-def test_wrong_field_is_named(tmp_path: Path) -> None:
-    doc = _doc()
-    doc["hooks"]["init_lm_head"] = "maybe"
-    del doc["lm_head"]["remedy_applied"]
-    with pytest.raises(InputError, match=r"attestation.json: .*(hooks|lm_head)"):
-        read_attestation(_write(tmp_path, doc))
+@pytest.mark.parametrize(
+    ("section", "key", "value", "needle"),
+    [
+        ("hooks", "init_lm_head", "maybe", "hooks.init_lm_head"),
+        ("process", "pid", "1234", "process.pid"),  # strict: no "1234" for 1234
+        ("lm_head", "remedy_applied", 1, "lm_head.remedy_applied"),  # strict: no 1 for true
+        ("process", "smuggled", True, "process.smuggled"),  # no unknown fields
+    ],
+)
+def test_wrong_field_is_named(tmp_path: Path, section: str, key: str, value: Any, needle: str) -> None:
+    doc = _raw(_doc())
+    doc[section][key] = value
+    with pytest.raises(InputError, match=rf"attestation.json: {needle}"):
+        read_attestation(_write(tmp_path, json.dumps(doc)))
 
 
 def test_missing_file_is_unavailable(tmp_path: Path) -> None:
@@ -63,21 +102,171 @@ def test_missing_file_is_unavailable(tmp_path: Path) -> None:
         read_attestation(tmp_path / "nope.json")
 
 
-def test_fresh_attestation_of_a_running_process_is_not_stale(tmp_path: Path) -> None:
-    att = read_attestation(_write(tmp_path, _doc(load_weight_s=52.5, tp_size=1)))
-    info = {"version": "0.5.23", "tp_size": 1, "internal_states": [{"startup_time": {"load_weight": 52.5}}]}
-    assert staleness(att, info) is None
+_READ_FIFO = """
+import sys, time
+from validator.errors import UnavailableError
+from validator.sources.attestation import read_attestation
+t0 = time.monotonic()
+try:
+    read_attestation(sys.argv[1])
+except UnavailableError as exc:
+    print("refused", round(time.monotonic() - t0, 3), exc)
+"""
 
 
-def test_previous_run_is_stale(tmp_path: Path) -> None:
+def test_fifo_at_the_path_is_refused_without_blocking(tmp_path: Path) -> None:
+    """Issue 12 item 3: ``open()`` of a FIFO waits for a writer; the reader must answer at once."""
+    path = tmp_path / "att" / "attestation.json"
+    path.parent.mkdir(mode=0o700)
+    os.mkfifo(path)
+    proc = subprocess.run(
+        [sys.executable, "-c", _READ_FIFO, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("refused") and "a FIFO, not a regular file" in proc.stdout
+    assert float(proc.stdout.split()[1]) < 5
+
+
+@pytest.mark.parametrize("kind", ["symlink-to-device", "symlink-to-file", "directory", "oversize"])
+def test_only_small_regular_files_are_read(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "att" / "attestation.json"
+    path.parent.mkdir(mode=0o700)
+    real = tmp_path / "real.json"
+    fmt.write_document(real, _doc())
+    if kind == "symlink-to-device":
+        path.symlink_to("/dev/zero")
+    elif kind == "symlink-to-file":
+        path.symlink_to(real)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.write_bytes(b" " * (fmt.MAX_BYTES + 1))
+    t0 = time.monotonic()
+    with pytest.raises(UnavailableError) as info:
+        read_attestation(path)
+    assert time.monotonic() - t0 < 5
+    reason = {
+        "symlink-to-device": "a symbolic link",
+        "symlink-to-file": "a symbolic link",
+        "directory": "a directory",
+        "oversize": "over the",
+    }[kind]
+    assert reason in str(info.value) and str(path) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("target", "mode"), [("file", 0o666), ("file", 0o664), ("dir", 0o777), ("dir", 0o1777)]
+)
+def test_files_or_directories_others_can_write_are_refused(tmp_path: Path, target: str, mode: int) -> None:
+    path = _write(tmp_path, _doc())
+    os.chmod(path if target == "file" else path.parent, mode)
+    with pytest.raises(UnavailableError, match="writable by its group or others"):
+        read_attestation(path)
+
+
+# ---- the binding: does this document describe the server at URL? ----
+
+
+def _problems(path: Path, url: str | None = URL, info: dict[str, Any] | None = None, **kw: Any) -> list[str]:
+    trust = read_trusted(path, **kw)
+    return fmt.binding_problems(trust, url, INFO if info is None else info)
+
+
+def test_fresh_attestation_of_this_process_binds(tmp_path: Path) -> None:
+    path = _write(tmp_path, _doc(load_weight_s=52.5))
+    info = {**INFO, "internal_states": [{"startup_time": {"load_weight": 52.5}}]}
+    assert _problems(path, info=info) == []
+    assert _problems(path, url="http://localhost:30000", info=info) == []  # loopback names are one host
+
+
+def test_wildcard_bind_accepts_any_url_host_but_not_another_port(tmp_path: Path) -> None:
+    doc = _doc()
+    doc = dataclasses.replace(doc, server=fmt.Server(host="0.0.0.0", port=30000))
+    path = _write(tmp_path, doc)
+    info = {**INFO, "host": "0.0.0.0"}
+    assert _problems(path, url="http://10.1.2.3:30000", info=info) == []
+    assert any(
+        "port 30000, the URL is port 30001" in p for p in _problems(path, "http://10.1.2.3:30001", info)
+    )
+
+
+def test_foreign_hostname_and_nulls_are_never_a_reason_to_skip(tmp_path: Path) -> None:
+    """Issue 12 item 2, as found: a file naming another host, with nulls, was accepted as fresh."""
+    doc = _raw(_doc())
+    doc["process"].update(hostname="elsewhere", start_time=None, tp_size=None, load_weight_s=None)
+    doc["server"].update(host=None, port=None)
+    doc["sglang"]["version"] = None
+    problems = _problems(_write(tmp_path, json.dumps(doc)))
+    text = "; ".join(problems)
+    assert "written on host 'elsewhere'" in text
+    assert "records no start time" in text
+    assert "no HTTP host and port" in text
+
+
+def test_real_pid_and_start_time_do_not_bind_another_port(tmp_path: Path) -> None:
+    """The forger's second try: the real server's PID and its start time (world-readable in /proc)."""
+    path = _write(tmp_path, _doc())
+    assert _problems(path) == []
+    other = {**INFO, "port": 30001}
+    problems = _problems(path, url="http://127.0.0.1:30001", info=other)
+    assert any("the URL is port 30001" in p for p in problems)
+    assert any("/server_info reports 127.0.0.1:30001" in p for p in problems)
+    assert any("/server_info does not report" in p for p in _problems(path, info={"version": "0.5.23"}))
+    assert any("not available" in p for p in fmt.binding_problems(read_trusted(path), URL, None))
+
+
+def test_owner_must_be_the_servers_user_or_root(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        # Unprivileged: a file owned by us is not owned by root nor by the writer UID the document names.
+        doc = _doc(uid=os.geteuid() + 1)
+        problems = _problems(_write(tmp_path, doc))
+        assert any("the file is owned by UID" in p for p in problems)
+        return
+    path = _write(tmp_path, _doc())
+    os.chown(path, 54321, -1)  # another user's file, in a directory it could not write
+    problems = _problems(path)
+    assert any(
+        "the file is owned by UID 54321, neither the server's user (UID 0) nor root" in p for p in problems
+    )
+    os.chown(path, 0, -1)
+    os.chown(path.parent, 54321, -1)
+    assert any("its directory is owned by UID 54321" in p for p in _problems(path))
+
+
+def test_previous_run_is_not_this_server(tmp_path: Path) -> None:
     here = socket.gethostname()
-    gone = read_attestation(_write(tmp_path, _doc(pid=2**22 + 12345, hostname=here)))
-    assert "not running" in (staleness(gone, {"version": "0.5.23"}) or "")
+    gone = _write(tmp_path, _doc(pid=2**22 + 12345, hostname=here))
+    assert any("is not running on this host" in p for p in _problems(gone))
     me = process_start_time(os.getpid())
     assert me is not None
-    reused = read_attestation(_write(tmp_path, _doc(start_time=me - 3600, hostname=here)))
-    assert "PID" in (staleness(reused, {}) or "")
-    other_load = read_attestation(_write(tmp_path, _doc(load_weight_s=52.5, tp_rank=0)))
-    info = {"internal_states": [{"startup_time": {"load_weight": 61.0}}]}
-    assert "another server run" in (staleness(other_load, info) or "")
-    assert "SGLang 0.5.23" in (staleness(other_load, {"version": "0.5.24"}) or "")
+    reused = _write(tmp_path, _doc(start_time=me - 3600))
+    assert any("now belongs to a process started at" in p for p in _problems(reused))
+    other_load = _write(tmp_path, _doc(load_weight_s=52.5, tp_rank=0))
+    info = {**INFO, "internal_states": [{"startup_time": {"load_weight": 61.0}}]}
+    assert any("another server run" in p for p in _problems(other_load, info=info))
+    assert any(
+        "SGLang 0.5.23, the server reports 0.5.24" in p
+        for p in _problems(other_load, info={**INFO, "version": "0.5.24"})
+    )
+    assert any(
+        "tp_size 1, the server reports 2" in p for p in _problems(other_load, info={**INFO, "tp_size": 2})
+    )
+
+
+def test_another_users_process_is_not_the_writer(tmp_path: Path) -> None:
+    """A document naming a live PID whose UID differs from the writer UID it records."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        started = None
+        for _ in range(100):
+            started = process_start_time(child.pid)
+            if started is not None:
+                break
+            time.sleep(0.05)
+        assert started is not None
+        doc = _doc(pid=child.pid, start_time=started, uid=os.geteuid() + 7)
+        problems = _problems(_write(tmp_path, doc))
+        assert any(f"PID {child.pid} runs as UID {os.geteuid()}" in p for p in problems), problems
+    finally:
+        child.kill()
+        child.wait(10)

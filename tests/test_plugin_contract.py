@@ -101,6 +101,46 @@ def test_lm_head_sharing_path_is_as_the_plugin_assumes(stock_sglang_root: Path) 
     assert "module.base_layer if isinstance(module, BaseLayerWithLoRA) else module" in lora
 
 
+def test_dspark_worker_shares_modules_as_the_plugin_assumes(stock_sglang_root: Path) -> None:
+    """Issue 13: the DSpark hook reads what DSparkWorkerV2.__init__ leaves behind; hold it to 0.5.23."""
+    root = stock_sglang_root
+    module, cls_name, method = hooks.DSPARK_INIT.rsplit(".", 2)
+    worker = _class(root, module, cls_name)
+    assert method == "__init__" and cls_name == "DSparkWorkerV2"
+    assert {"draft_model", "_hosts_draft", "server_args", "_target_worker", "__getattr__"} <= _self_attrs(
+        worker
+    )
+    src = ast.unparse(worker)
+    # the two cases the attestation tells apart, and the module (not the tensor) handed to the draft
+    assert "getattr(self.draft_model, 'uses_own_vocab_modules', False)" in src
+    assert "lm_head = unwrap_lora_layer(getattr(target_model, 'lm_head', None))" in src
+    assert "self.draft_model.attach_shared_modules(" in src and "lm_head=lm_head" in src
+    assert "target_model = self.target_worker.model_runner.model" in src
+    assert "self._hosts_draft = get_parallel().pp_group.is_last_rank" in src
+    base = _class(root, "sglang.srt.speculative.base_spec_worker", "BaseSpecWorker")
+    assert "target_worker" in _methods(base)  # the property the hook reads
+    # the dense DSpark draft keeps the module it is given; the DSv4 draft may declare its own
+    dense = ast.unparse(_class(root, "sglang.srt.models.dspark", "DSparkDraftMixin"))
+    assert "def attach_shared_modules(self, *, embed_tokens: nn.Module, lm_head: nn.Module)" in dense
+    assert "self.lm_head = lm_head" in dense
+    dsv4 = _class(root, "sglang.srt.models.deepseek_v4_dspark", "DeepseekV4ForCausalLMDSpark")
+    assert "uses_own_vocab_modules" in {
+        t.id for n in dsv4.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+    }
+    assert "if not self.uses_own_vocab_modules:" in ast.unparse(dsv4)
+
+
+def test_server_address_the_plugin_records(stock_sglang_root: Path) -> None:
+    """``ServerArgs.host``/``port`` bind the document to a URL; the runner and workers hold server_args."""
+    serving = (stock_sglang_root / "srt/arg_groups/fields/serving.py").read_text()
+    assert 'host: A[str, "The host of the HTTP server."] = "127.0.0.1"' in serving
+    assert 'port: A[int, "The port of the HTTP server."] = 30000' in serving
+    runner = _self_attrs(_class(stock_sglang_root, "sglang.srt.model_executor.model_runner", "ModelRunner"))
+    assert "server_args" in runner
+    eagle = _class(stock_sglang_root, "sglang.srt.speculative.eagle_worker_v2", "EagleDraftWorker")
+    assert "server_args" in _self_attrs(eagle)
+
+
 def test_plugin_framework_and_scheduler_entry(stock_sglang_root: Path) -> None:
     root = stock_sglang_root
     registry = _class(root, "sglang.srt.plugins.hook_registry", "HookRegistry")

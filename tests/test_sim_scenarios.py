@@ -65,10 +65,12 @@ def test_startup_log_order_and_attestation_schema(tmp_path: Path) -> None:
     assert positions == sorted(positions)
     assert log.count("Preparing DeepSeekV4 MXFP4 experts for Humming backend") == 42  # 41 target + 1 draft
     assert doc is not None
-    assert set(doc) == {"schema", "written_at", "writer", "process", "sglang", "env", "target", "draft",
-                        "lm_head", "hooks", "errors"}  # fmt: skip
-    assert doc["schema"] == "spark-validate.attestation/v1"
-    assert doc["lm_head"] == {"shared_module": True, "shared_weight": True, "remedy_applied": False}
+    assert set(doc) == {"schema", "written_at", "writer", "process", "server", "sglang", "env", "target",
+                        "draft", "lm_head", "hooks", "errors"}  # fmt: skip
+    assert doc["schema"] == "spark-validate.attestation/v2"
+    assert doc["lm_head"] == {"shared_module": True, "shared_weight": True, "remedy_applied": False,
+                              "worker": "EagleDraftWorker", "own_vocab_modules": None,
+                              "shared_embed": None}  # fmt: skip
     assert doc["draft"]["model_class"] == "BailingMoeForCausalLMNextN"
     assert doc["target"]["lm_head"]["weight_shape"] == [157184, 2560]
 

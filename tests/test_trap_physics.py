@@ -7,6 +7,7 @@ apart and its remedy turns the first into the second.
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 from typing import Any
 
@@ -57,9 +58,11 @@ def test_stock_draft_is_broken_and_the_plugin_says_so(tmp_path, monkeypatch, cap
         )
     assert f"{result.accept_length:.2f}" == "1.00"
     assert state.shared_module is False and state.shared_weight is True
-    assert state.target["lm_head"]["quant_method"] == "Fp8LinearMethod"
-    assert state.target["lm_head"]["has_weight_scale"] is True
-    assert state.draft["lm_head"] == {
+    assert state.target is not None and state.target.lm_head is not None
+    assert state.target.lm_head.quant_method == "Fp8LinearMethod"
+    assert state.target.lm_head.has_weight_scale is True
+    assert state.draft is not None and state.draft.lm_head is not None
+    assert dataclasses.asdict(state.draft.lm_head) == {
         "module_class": "ParallelLMHead",
         "quant_method": "UnquantizedEmbeddingMethod",
         "weight_dtype": "float8_e4m3fn",
@@ -81,7 +84,8 @@ def test_shared_module_accepts_well_above_one(tmp_path, monkeypatch, capsys):
         )
     assert result.accept_length > 2.5
     assert state.shared_module is True and state.shared_weight is True
-    assert state.draft["lm_head"]["quant_method"] == "Fp8LinearMethod"
+    assert state.draft is not None and state.draft.lm_head is not None
+    assert state.draft.lm_head.quant_method == "Fp8LinearMethod"
     assert state.nextn_has_method is True and state.remedy_applied is False
 
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from validator.attestation_format import AttestationTrust
+
 # Source names, as they appear in a check result's ``sources`` list.
 LAUNCH = "launch"
 ENV = "env"
@@ -214,7 +216,8 @@ class Facts:
     checkpoint: CheckpointFacts | None = None
     host: HostFacts | None = None
     server: ServerFacts | None = None
-    attestation: dict[str, Any] | None = None  # validated attestation document
+    attestation: dict[str, Any] | None = None  # validated attestation document, only once trusted
+    attestation_trust: AttestationTrust | None = None  # what attestation.trust judges (read, maybe untrusted)
     log: Any | None = None  # validator.sources.server_log.LogFacts
     probe: Any | None = None  # validator.report.ProbeResult
     dspark_draft: DSparkDraftFacts | None = None

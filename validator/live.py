@@ -94,7 +94,7 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
             ready = await wait_until_ready(client, wait_s=inputs.wait_s, on_progress=inputs.on_progress)
         except UnavailableError as exc:
             facts.errors[SERVER] = str(exc)
-            _read_files(facts, inputs, server_info=None)
+            await asyncio.to_thread(_read_files, facts, inputs, None)
             await _read_log(facts, inputs)
             return facts
         facts.server = ServerFacts(
@@ -105,7 +105,7 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
         )
         with contextlib.suppress(UnavailableError):  # optional evidence; /server_info already answered
             facts.server.model_info = await client.model_info()
-        _read_files(facts, inputs, server_info=ready.server_info)
+        await asyncio.to_thread(_read_files, facts, inputs, ready.server_info)
         await _read_log(facts, inputs)
         if inputs.weights_checker:
             try:
@@ -145,19 +145,11 @@ async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dic
 
 
 def _read_files(facts: Facts, inputs: LiveInputs, server_info: dict[str, Any] | None) -> None:
-    """The attestation and the log are local files; unreadable or stale ones become source errors."""
+    """The attestation and the log are local files; unreadable, untrusted or stale ones become source
+    errors. Runs in a worker thread (``asyncio.to_thread``): in the sidecar, a slow or hostile file must
+    not stall the event loop that answers ``/livez``."""
     if inputs.attestation is not None:
-        from validator.sources.attestation import read_attestation, staleness
-
-        try:
-            att = read_attestation(inputs.attestation)
-            stale = staleness(att, server_info) if server_info is not None else None
-            if stale:
-                facts.errors[ATTESTATION] = f"{inputs.attestation}: stale: {stale}"
-            else:
-                facts.attestation = att.model_dump(mode="json")
-        except (InputError, UnavailableError) as exc:
-            facts.errors[ATTESTATION] = str(exc)
+        _read_attestation(facts, inputs.attestation, inputs.url, server_info)
 
 
 async def _read_log(facts: Facts, inputs: LiveInputs) -> None:
@@ -183,6 +175,28 @@ async def _read_log(facts: Facts, inputs: LiveInputs) -> None:
         facts.errors[LOG] = problem
     else:
         facts.log = log
+
+
+def _read_attestation(facts: Facts, path: Path, url: str, server_info: dict[str, Any] | None) -> None:
+    """Only a document bound to this server (``attestation_format.binding_problems``) becomes evidence the
+    other checks read; ``attestation.trust`` reports why one was refused."""
+    import dataclasses
+
+    from validator.sources.attestation import binding_problems, read_trusted
+
+    try:
+        trust = read_trusted(path)
+    except (InputError, UnavailableError) as exc:
+        facts.errors[ATTESTATION] = str(exc)
+        return
+    facts.attestation_trust = trust
+    problems = binding_problems(trust, url, server_info)
+    if problems:
+        facts.errors[ATTESTATION] = (
+            f"{path}: not this server's attestation (stale or untrusted): " + "; ".join(problems)
+        )
+    else:
+        facts.attestation = dataclasses.asdict(trust.document)
 
 
 async def run_live(

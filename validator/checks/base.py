@@ -49,7 +49,17 @@ def builtin(check_id: str) -> Callable[[CheckFn], CheckFn]:
 
 def registry() -> dict[str, CheckFn]:
     # Importing the families registers their checks.
-    from validator.checks import checkpoint, install, launch, lm_head, log, moe, server, spec  # noqa: F401
+    from validator.checks import (  # noqa: F401
+        attestation,
+        checkpoint,
+        install,
+        launch,
+        lm_head,
+        log,
+        moe,
+        server,
+        spec,
+    )
 
     return _REGISTRY
 

@@ -42,8 +42,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--log", type=Path, help="write a server log in SGLang's format to FILE")
     p.add_argument("--attestation", type=Path,
-                   help="attestation file path (default $SPARK_VALIDATE_ATTESTATION or "
-                        "/tmp/spark-validate/attestation.json)")  # fmt: skip
+                   help="attestation file path (default: where the plugin would write it: "
+                        "$SPARK_VALIDATE_ATTESTATION, $RUNTIME_DIRECTORY, /run/spark-validate or "
+                        "$XDG_RUNTIME_DIR/spark-validate)")  # fmt: skip
     p.add_argument("--refuse-until-ready", action="store_true",
                    help="refuse TCP connections through the load phase, as a real SGLang launcher does "
                         "(default: listen at once and answer 503 until ready)")  # fmt: skip
@@ -63,8 +64,6 @@ def _read_key(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-
     from validator.sim import scenarios
 
     if args.list_scenarios:
@@ -78,11 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"sim: --port {args.port} is out of range")
     key = _read_key(args.api_key_file) if args.api_key_file else None
-    attestation = args.attestation or (
-        Path(os.environ["SPARK_VALIDATE_ATTESTATION"])
-        if os.environ.get("SPARK_VALIDATE_ATTESTATION")
-        else None
-    )
+    attestation = args.attestation  # None: the plugin's own location rules (validator.attestation_format)
 
     from validator.sim.runner import SimServer, serve_forever
 

@@ -8,7 +8,7 @@ it is polled gently (every few seconds) and never concurrently.
 
 from __future__ import annotations
 
-import json
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,7 @@ class ServerWatch:
             return None
         self.sglang_version = str(info.get("version") or "unknown")
         self.model = str(info.get("served_model_name") or info.get("model_path") or "unknown")
-        proc = self._attested_process() or {}
+        proc = await asyncio.to_thread(self._attested_process) or {}
         pid = proc.get("pid")
         return ServerIdentity(
             startup_time=info.get("startup_time"),
@@ -54,16 +54,19 @@ class ServerWatch:
         )
 
     def _attested_process(self) -> dict[str, Any] | None:
+        """The writer's PID and start time from the attestation, read the way every reader reads it
+        (regular file, size cap, no FIFO, no symlink; ``validator.sources.attestation``), in a worker
+        thread: a FIFO or a slow disk at the path must never stall ``/livez``."""
         if self.attestation is None:
             return None
+        from validator.errors import InputError
+        from validator.sources.attestation import read_attestation
+
         try:
-            raw = json.loads(self.attestation.read_bytes()[:1_000_000])
-        except (OSError, ValueError):
+            doc = read_attestation(self.attestation)
+        except (InputError, UnavailableError):
             return None
-        proc = raw.get("process") if isinstance(raw, dict) else None
-        if not isinstance(proc, dict):
-            return None
-        return {"pid": proc.get("pid"), "start_time": proc.get("start_time")}
+        return {"pid": doc.process.pid, "start_time": doc.process.start_time}
 
     async def aclose(self) -> None:
         await self._client.aclose()

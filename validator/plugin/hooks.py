@@ -7,6 +7,9 @@ Targets (all read from the real wheel by tests/test_plugin_contract.py):
 - ``EagleDraftWorker.init_lm_head``: NEXTN/EAGLE; shares the tensor, then the module when it can.
 - ``MultiLayerEagleDraftWorker.init_lm_head``: shares only tensors, per draft step.
 - ``FrozenKVMTPDraftWorker.__init__``: shares only tensors, in its constructor.
+- ``DSparkWorkerV2.__init__``: DSPARK; unless the draft declares ``uses_own_vocab_modules``, its
+  constructor hands the draft the target's ``lm_head`` module (``attach_shared_modules``), so the module is
+  shared by construction. The hook proves it (module identity) and records which of the two cases ran.
 
 Every hook catches everything it raises and records it in the attestation: the server must start even
 when the plugin is wrong. No forward hooks: nothing runs per token.
@@ -20,10 +23,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from validator import attestation_format as fmt
 from validator.plugin import inspect as insp
 from validator.plugin import remedy
 from validator.plugin.state import FAILED, RAN, PluginState
-from validator.plugin.writer import attestation_path, write_atomic
 
 logger = logging.getLogger("spark_validate.plugin")
 
@@ -33,7 +36,7 @@ MULTI_LAYER_INIT_LM_HEAD = (
     "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker.init_lm_head"
 )
 FROZEN_KV_INIT = "sglang.srt.speculative.frozen_kv_mtp_worker_v2.FrozenKVMTPDraftWorker.__init__"
-HOOK_REGISTRY = "sglang.srt.plugins.hook_registry"
+DSPARK_INIT = "sglang.srt.speculative.dspark_components.dspark_worker_v2.DSparkWorkerV2.__init__"
 RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 
 STATE = PluginState()
@@ -59,6 +62,16 @@ def _fill_parallel(state: PluginState) -> None:
         state.record_error("tp_rank", exc)
 
 
+def _fill_server(state: PluginState, server_args: Any) -> None:
+    """The HTTP host and port SGLang serves on (``ServerArgs.host``/``port``), once: the reader binds the
+    document to the URL it checks and to ``/server_info`` with them."""
+    if state.port is not None or server_args is None:
+        return
+    host, port = getattr(server_args, "host", None), getattr(server_args, "port", None)
+    if isinstance(host, str) and isinstance(port, int) and not isinstance(port, bool):
+        state.host, state.port = host, port
+
+
 def _spec_enabled(runner: Any) -> bool | None:
     algo = getattr(runner, "spec_algorithm", None)
     is_none = getattr(algo, "is_none", None)
@@ -66,10 +79,22 @@ def _spec_enabled(runner: Any) -> bool | None:
 
 
 def flush(state: PluginState) -> None:
-    """Write the attestation for this rank; log the one summary line once the facts are complete."""
-    path = attestation_path(state.tp_rank)
+    """Write the attestation for this rank; log the one summary line once the facts are complete.
+
+    Never blocks on the path: the writer only creates its own temporary file (``O_EXCL``) in a directory it
+    opened with ``O_NOFOLLOW`` and renames it, so a FIFO or symlink planted there is replaced or refused."""
+    path = fmt.attestation_path(state.tp_rank)
+    if path is None:
+        if not state.logged:
+            state.logged = True
+            logger.warning(
+                "spark-validate: no private runtime directory for the attestation (set %s, or run with "
+                "systemd RuntimeDirectory=, a writable /run or XDG_RUNTIME_DIR); none written",
+                fmt.ENV_PATH,
+            )
+        return
     try:
-        write_atomic(path, state.document())
+        fmt.write_document(path, state.document(), gid=fmt.configured_gid())
     except Exception as exc:
         state.record_error("write", exc)
         logger.warning("spark-validate: could not write attestation %s: %s", path, exc)
@@ -82,19 +107,22 @@ def flush(state: PluginState) -> None:
 def summary_line(state: PluginState, path: str) -> str:
     """The concise, verdict-relevant log line."""
 
-    def head(section: dict[str, Any] | None) -> str:
-        h = (section or {}).get("lm_head") or {}
-        scale = "scaled" if h.get("has_weight_scale") else "no-scale"
-        return f"{h.get('quant_method')}/{h.get('weight_dtype')}/{scale}"
+    def head(section: fmt.ModelInfo | None) -> str:
+        h = section.lm_head if section is not None else None
+        if h is None:
+            return "none"
+        scale = "scaled" if h.has_weight_scale else "no-scale"
+        return f"{h.quant_method}/{h.weight_dtype}/{scale}"
 
-    def moe(section: dict[str, Any] | None) -> str:
-        backends = ((section or {}).get("moe") or {}).get("runner_backends") or {}
+    def moe(section: fmt.ModelInfo | None) -> str:
+        backends = section.moe.runner_backends if section is not None and section.moe is not None else {}
         return ",".join(f"{k}:{v}" for k, v in sorted(backends.items())) or "none"
 
     parts = [
         f"spark-validate attestation: target head={head(state.target)} moe={moe(state.target)}",
         f"draft head={head(state.draft)} moe={moe(state.draft)}" if state.draft else "draft=none",
-        f"shared_module={state.shared_module} shared_weight={state.shared_weight}",
+        f"shared_module={state.shared_module} shared_weight={state.shared_weight}"
+        + (f" own_vocab_modules={state.own_vocab_modules}" if state.own_vocab_modules is not None else ""),
         f"remedy_applied={state.remedy_applied}",
         insp.trap_summary(state.target, state.draft, state.shared_module),
         f"errors={len(state.errors)} cost_ms={state.cost_s * 1000:.1f} -> {path}",
@@ -122,6 +150,7 @@ def record_model_loaded(state: PluginState, runner: Any) -> None:
     """After ``ModelRunner.load_model``: describe the target or the draft; apply the remedy to the draft."""
     try:
         _fill_parallel(state)
+        _fill_server(state, getattr(runner, "server_args", None))
         state.spec_enabled = _spec_enabled(runner) if state.spec_enabled is None else state.spec_enabled
         model = runner.model
         load_time = getattr(runner, "weight_load_time", None)
@@ -143,12 +172,23 @@ def record_model_loaded(state: PluginState, runner: Any) -> None:
     flush(state)
 
 
-def record_lm_head(state: PluginState, target: Any, drafts: list[Any], shares_itself: bool) -> None:
+def record_lm_head(
+    state: PluginState,
+    target: Any,
+    drafts: list[Any],
+    shares_itself: bool,
+    *,
+    worker: Any = None,
+    own_vocab_modules: bool | None = None,
+) -> None:
     """After the draft worker's LM-head set-up: the sharing facts, with the remedy where the worker
     never calls ``set_lm_head_from_target`` itself (``shares_itself`` False)."""
     try:
         _fill_parallel(state)
+        _fill_server(state, getattr(worker, "server_args", None))
         state.spec_enabled = True
+        state.worker = type(worker).__name__ if worker is not None else state.worker
+        state.own_vocab_modules = own_vocab_modules
         if remedy.remedy_enabled() and not shares_itself:
             for draft in drafts:
                 if remedy.apply_share_method(draft):
@@ -160,6 +200,8 @@ def record_lm_head(state: PluginState, target: Any, drafts: list[Any], shares_it
         state.draft = insp.model_section(drafts[0]) if drafts else None
         shared = insp.sharing(target, drafts)
         state.shared_module, state.shared_weight = shared["shared_module"], shared["shared_weight"]
+        if own_vocab_modules is not None:
+            state.shared_embed = insp.embed_shared(target, drafts)
         state.hooks["init_lm_head"] = RAN
     except Exception as exc:
         state.hooks["init_lm_head"] = FAILED
@@ -178,20 +220,49 @@ def after_load_model(result: Any, runner: Any, *args: Any, **kwargs: Any) -> Non
 @_timed
 def after_eagle_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
     target = worker.target_worker.model_runner.model
-    record_lm_head(STATE, target, [worker.draft_runner.model], shares_itself=True)
+    record_lm_head(STATE, target, [worker.draft_runner.model], shares_itself=True, worker=worker)
 
 
 @_timed
 def after_multi_layer_init_lm_head(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
     target = worker.target_worker.model_runner.model
     drafts = [runner.model for runner in worker.draft_runner_list]
-    record_lm_head(STATE, target, drafts, shares_itself=False)
+    record_lm_head(STATE, target, drafts, shares_itself=False, worker=worker)
 
 
 @_timed
 def after_frozen_kv_init(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
     target = worker.target_worker.model_runner.model
-    record_lm_head(STATE, target, [worker.draft_model_runner.model], shares_itself=False)
+    record_lm_head(STATE, target, [worker.draft_model_runner.model], shares_itself=False, worker=worker)
+
+
+def record_dspark(state: PluginState, worker: Any) -> None:
+    """After ``DSparkWorkerV2.__init__``: the draft's head is the target's module (``attach_shared_modules``)
+    unless the draft model sets ``uses_own_vocab_modules``; a pipeline stage that hosts no draft
+    (``_hosts_draft`` False) records only that speculation is on."""
+    try:
+        hosts_draft = vars(worker).get("_hosts_draft", True)  # vars(): the worker's __getattr__ delegates
+        if hosts_draft:
+            draft = worker.draft_model
+            own = bool(getattr(draft, "uses_own_vocab_modules", False))
+            target = worker.target_worker.model_runner.model
+    except Exception as exc:
+        state.hooks["init_lm_head"] = FAILED
+        state.record_error("init_lm_head", exc)
+        flush(state)
+        return
+    if not hosts_draft:
+        _fill_parallel(state)
+        state.spec_enabled, state.worker = True, type(worker).__name__
+        state.hooks["init_lm_head"] = RAN
+        flush(state)
+        return
+    record_lm_head(state, target, [draft], shares_itself=True, worker=worker, own_vocab_modules=own)
+
+
+@_timed
+def after_dspark_init(result: Any, worker: Any, *args: Any, **kwargs: Any) -> None:
+    record_dspark(STATE, worker)
 
 
 HOOKS: dict[str, Callable[..., None]] = {
@@ -199,6 +270,7 @@ HOOKS: dict[str, Callable[..., None]] = {
     EAGLE_INIT_LM_HEAD: after_eagle_init_lm_head,
     MULTI_LAYER_INIT_LM_HEAD: after_multi_layer_init_lm_head,
     FROZEN_KV_INIT: after_frozen_kv_init,
+    DSPARK_INIT: after_dspark_init,
 }
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from validator.attestation_format import LmHead, ModelInfo, Moe
+
 # Quant methods under which SGLang's LogitsProcessor does a plain matmul with the raw weight
 # (``should_apply_lm_head_quant_method`` returns False for them).
 UNQUANTIZED_METHODS = frozenset({"UnquantizedEmbeddingMethod", "UnquantizedLinearMethod", "PackWeightMethod"})
@@ -41,21 +43,21 @@ def _has_tensor(module: Any, name: str) -> bool:
     return getattr(module, name, None) is not None
 
 
-def lm_head_section(lm_head: Any) -> dict[str, Any] | None:
+def lm_head_section(lm_head: Any) -> LmHead | None:
     """The attestation's ``lm_head`` record for one model's head; None when the model has none."""
     if lm_head is None:
         return None
     head = unwrap_lora(lm_head)
     weight = getattr(head, "weight", None)
     shape = getattr(weight, "shape", None)
-    return {
-        "module_class": _type_name(head),
-        "quant_method": _type_name(getattr(head, "quant_method", None)),
-        "weight_dtype": dtype_name(weight),
-        "weight_shape": [int(d) for d in shape] if shape is not None else None,
-        "has_weight_scale": any(_has_tensor(head, n) for n in _SCALE_NAMES),
-        "has_input_scale": _has_tensor(head, "input_scale"),
-    }
+    return LmHead(
+        module_class=_type_name(head),
+        quant_method=_type_name(getattr(head, "quant_method", None)),
+        weight_dtype=dtype_name(weight),
+        weight_shape=[int(d) for d in shape] if shape is not None else None,
+        has_weight_scale=any(_has_tensor(head, n) for n in _SCALE_NAMES),
+        has_input_scale=_has_tensor(head, "input_scale"),
+    )
 
 
 def is_moe_layer(module: Any) -> bool:
@@ -75,7 +77,7 @@ def runner_backend(layer: Any) -> str:
     return str(marker) if marker else "unknown"
 
 
-def moe_section(model: Any) -> dict[str, Any]:
+def moe_section(model: Any) -> Moe:
     """MoE layers counted by quant method class and runner backend (counts, not per-layer lists)."""
     methods: Counter[str] = Counter()
     backends: Counter[str] = Counter()
@@ -87,16 +89,16 @@ def moe_section(model: Any) -> dict[str, Any]:
         layers += 1
         methods[_type_name(getattr(module, "quant_method", None)) or "None"] += 1
         backends[runner_backend(module)] += 1
-    return {"layers": layers, "quant_methods": dict(methods), "runner_backends": dict(backends)}
+    return Moe(layers=layers, quant_methods=dict(methods), runner_backends=dict(backends))
 
 
-def model_section(model: Any) -> dict[str, Any]:
+def model_section(model: Any) -> ModelInfo:
     """The attestation's ``target`` or ``draft`` record."""
-    return {
-        "model_class": _type_name(model),
-        "lm_head": lm_head_section(getattr(model, "lm_head", None)),
-        "moe": moe_section(model),
-    }
+    return ModelInfo(
+        model_class=_type_name(model),
+        lm_head=lm_head_section(getattr(model, "lm_head", None)),
+        moe=moe_section(model),
+    )
 
 
 def sharing(target: Any, drafts: list[Any]) -> dict[str, bool | None]:
@@ -116,18 +118,31 @@ def sharing(target: Any, drafts: list[Any]) -> dict[str, bool | None]:
     }
 
 
-def trap_summary(
-    target: dict[str, Any] | None, draft: dict[str, Any] | None, shared_module: bool | None
-) -> str:
+def embed_shared(target: Any, drafts: list[Any]) -> bool | None:
+    """Whether every draft's ``embed_tokens`` is the target's input-embedding module (DSpark shares both
+    with ``attach_shared_modules``); None when either side has none to compare."""
+    get = getattr(target, "get_input_embeddings", None)
+    if not callable(get):
+        get = getattr(getattr(target, "model", None), "get_input_embeddings", None)
+    t_embed = unwrap_lora(get()) if callable(get) else None
+    embeds = [unwrap_lora(getattr(d, "embed_tokens", None)) for d in drafts]
+    if t_embed is None or not embeds or any(e is None for e in embeds):
+        return None
+    return all(e is t_embed for e in embeds)
+
+
+def trap_summary(target: ModelInfo | None, draft: ModelInfo | None, shared_module: bool | None) -> str:
     """One phrase for the log line: is the FP8-head + MTP trap sprung?"""
-    t_head = (target or {}).get("lm_head") or {}
-    d_head = (draft or {}).get("lm_head") or {}
     if draft is None:
         return "no draft"
     if shared_module:
         return "draft shares the target LM-head module"
-    t_quant = t_head.get("quant_method") not in UNQUANTIZED_METHODS
-    d_quant = d_head.get("quant_method") not in UNQUANTIZED_METHODS
-    if t_quant and not d_quant and d_head.get("weight_dtype") == t_head.get("weight_dtype"):
+    t_head = target.lm_head if target is not None else None
+    d_head = draft.lm_head
+    if t_head is None or d_head is None:
+        return "draft has its own LM-head module"
+    t_quant = t_head.quant_method not in UNQUANTIZED_METHODS
+    d_quant = d_head.quant_method not in UNQUANTIZED_METHODS
+    if t_quant and not d_quant and d_head.weight_dtype == t_head.weight_dtype:
         return "TRAP: draft reads the quantized head's codes under an unquantized method"
     return "draft has its own LM-head module"

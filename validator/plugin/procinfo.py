@@ -43,3 +43,15 @@ def process_start_time(pid: int, proc: Path = PROC) -> float | None:
         return None
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     return boot + ticks / hz
+
+
+def process_uid(pid: int, proc: Path = PROC) -> int | None:
+    """The effective UID of ``pid`` (``Uid:`` line of /proc/<pid>/status), or None when it cannot be read."""
+    try:
+        with open(proc / str(pid) / "status", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Uid:"):
+                    return int(line.split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

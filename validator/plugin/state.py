@@ -1,7 +1,8 @@
-"""What the plugin has learned so far in this scheduler process, and its rendering as attestation v1.
+"""What the plugin has learned so far in this scheduler process, rendered as the attestation document.
 
-Hooks fire at different moments (target load, draft load, LM-head sharing); each updates this one record
-and rewrites the file, so the file on disk is always complete and says which hooks have not run yet.
+Hooks fire at different moments (target load, draft load, the draft worker's LM-head set-up); each updates
+this one record and rewrites the file, so the file on disk is always complete and says which hooks have
+not run yet. The document itself is defined in ``validator.attestation_format``; this module only fills it.
 """
 
 from __future__ import annotations
@@ -9,46 +10,54 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from validator import TOOL_NAME, __version__
+from validator.attestation_format import (
+    ENV_KEYS,
+    FAILED,
+    HOOK_NAMES,
+    NOT_REACHED,
+    RAN,
+    SCHEMA,
+    Attestation,
+    HookStatus,
+    LmHeadSharing,
+    ModelInfo,
+    Process,
+    Server,
+    SGLangInfo,
+    Writer,
+    utc_now,
+)
 from validator.plugin.procinfo import process_start_time
 
-SCHEMA = "spark-validate.attestation/v1"
-ENV_KEYS = (
-    "SGLANG_ENABLE_FP8_LM_HEAD",
-    "SPARK_VALIDATE_SHARE_LM_HEAD",
-    "SGLANG_PLUGINS",
-    "HUMMING_CACHE_DIR",
-    "HUMMING_TMP_DIR",
-)
-RAN, NOT_REACHED, FAILED = "ran", "not_reached", "failed"
+__all__ = ["FAILED", "NOT_REACHED", "RAN", "PluginState"]
 MAX_ERRORS = 20
-
-
-def _utc_now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 @dataclass
 class PluginState:
     pid: int = field(default_factory=os.getpid)
+    uid: int = field(default_factory=os.geteuid)
     start_time: float | None = None
     tp_rank: int | None = None
     tp_size: int | None = None
+    host: str | None = None  # ServerArgs.host / port: what binds the document to a URL
+    port: int | None = None
     spec_enabled: bool | None = None
-    target: dict[str, Any] | None = None
-    draft: dict[str, Any] | None = None
+    target: ModelInfo | None = None
+    draft: ModelInfo | None = None
     shared_module: bool | None = None
     shared_weight: bool | None = None
     remedy_applied: bool = False
+    worker: str | None = None  # the draft worker class whose LM-head set-up was observed
+    own_vocab_modules: bool | None = None  # DSpark: the draft declares uses_own_vocab_modules
+    shared_embed: bool | None = None
     nextn_has_method: bool | None = None
     load_weight_s: float | None = None
-    hooks: dict[str, str] = field(
-        default_factory=lambda: {"model_loaded": NOT_REACHED, "init_lm_head": NOT_REACHED}
-    )
+    hooks: dict[str, HookStatus] = field(default_factory=lambda: dict.fromkeys(HOOK_NAMES, NOT_REACHED))
     errors: list[str] = field(default_factory=list)
     cost_s: float = 0.0
     logged: bool = False
@@ -68,36 +77,41 @@ class PluginState:
             return True
         return self.spec_enabled is False and self.hooks["model_loaded"] != NOT_REACHED
 
-    def document(self, env: dict[str, str] | None = None) -> dict[str, Any]:
-        env = dict(os.environ) if env is None else env
-        return {
-            "schema": SCHEMA,
-            "written_at": _utc_now(),
-            "writer": {"tool": TOOL_NAME, "version": __version__},
-            "process": {
-                "pid": self.pid,
-                "start_time": self.start_time,
-                "hostname": socket.gethostname(),
-                "tp_rank": self.tp_rank,
-                "tp_size": self.tp_size,
-                "load_weight_s": self.load_weight_s,
-            },
-            "sglang": {
-                "version": sglang_version(),
-                "declares_fp8_lm_head": declares_fp8_lm_head(),
-                "nextn_has_set_lm_head_from_target": self.nextn_has_method,
-            },
-            "env": {k: env.get(k) for k in ENV_KEYS},
-            "target": self.target,
-            "draft": self.draft,
-            "lm_head": {
-                "shared_module": self.shared_module,
-                "shared_weight": self.shared_weight,
-                "remedy_applied": self.remedy_applied,
-            },
-            "hooks": dict(self.hooks),
-            "errors": list(self.errors),
-        }
+    def document(self, env: Mapping[str, str] | None = None) -> Attestation:
+        env = os.environ if env is None else env
+        return Attestation(
+            schema=SCHEMA,
+            written_at=utc_now(),
+            writer=Writer(tool=TOOL_NAME, version=__version__),
+            process=Process(
+                pid=self.pid,
+                start_time=self.start_time,
+                hostname=socket.gethostname(),
+                uid=self.uid,
+                tp_rank=self.tp_rank,
+                tp_size=self.tp_size,
+                load_weight_s=self.load_weight_s,
+            ),
+            server=Server(host=self.host, port=self.port),
+            sglang=SGLangInfo(
+                version=sglang_version(),
+                declares_fp8_lm_head=declares_fp8_lm_head(),
+                nextn_has_set_lm_head_from_target=self.nextn_has_method,
+            ),
+            env={k: env.get(k) for k in ENV_KEYS},
+            target=self.target,
+            draft=self.draft,
+            lm_head=LmHeadSharing(
+                shared_module=self.shared_module,
+                shared_weight=self.shared_weight,
+                remedy_applied=self.remedy_applied,
+                worker=self.worker,
+                own_vocab_modules=self.own_vocab_modules,
+                shared_embed=self.shared_embed,
+            ),
+            hooks=dict(self.hooks),
+            errors=list(self.errors),
+        )
 
 
 def sglang_version() -> str | None:

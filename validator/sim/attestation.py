@@ -1,112 +1,117 @@
-"""The attestation file the in-process plugin would write for the simulated server (schema v1).
+"""The attestation the in-process plugin would write for the simulated server.
 
-Same shape and the same atomic write (temp file in the target directory, fsync, rename) as the real
-plugin, so ``check`` reads the simulator's file exactly as it reads a real one. The broken trap shows as
-the plugin sees it: draft head ``UnquantizedEmbeddingMethod`` over a ``float8_e4m3fn`` tensor without a
-scale, ``shared_module`` false and ``shared_weight`` true.
+Built from the same dataclasses and written by the same writer as the real plugin
+(``validator.attestation_format``), so ``check`` reads and judges the simulator's file exactly as it reads a
+real one: the simulator process is the writer (its PID, /proc start time and UID), and the HTTP host and
+port are the ones it serves on. The broken trap shows as the plugin sees it: draft head
+``UnquantizedEmbeddingMethod`` over a ``float8_e4m3fn`` tensor without a scale, ``shared_module`` false and
+``shared_weight`` true.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import tempfile
-import time
 from pathlib import Path
-from typing import Any
 
-from validator import __version__
-from validator.sim.scenarios import DRAFT_CLASS, HIDDEN, MOE_LAYERS, TARGET_CLASS, VOCAB, Scenario
+from validator import TOOL_NAME, __version__
+from validator import attestation_format as fmt
+from validator.sim.scenarios import HIDDEN, MOE_LAYERS, TARGET_CLASS, VOCAB, Scenario
 from validator.sim.server_args import SGLANG_VERSION
 
-SCHEMA = "spark-validate.attestation/v1"
-DEFAULT_PATH = Path("/tmp/spark-validate/attestation.json")
 
-
-def _moe(scenario: Scenario, layers: int) -> dict[str, Any]:
+def _moe(scenario: Scenario, layers: int) -> fmt.Moe:
     method = (
         "Mxfp4HummingMoEMethod" if scenario.moe_backend == "humming" else "Mxfp4FlashinferCutlassMoEMethod"
     )
-    return {
-        "layers": layers,
-        "quant_methods": {method: layers},
-        "runner_backends": {scenario.moe_backend: layers},
-    }
+    return fmt.Moe(
+        layers=layers, quant_methods={method: layers}, runner_backends={scenario.moe_backend: layers}
+    )
 
 
-def _head(fp8: bool, *, own_method: bool) -> dict[str, Any]:
+def _head(fp8: bool, *, own_method: bool) -> fmt.LmHead:
     """``own_method``: the draft's own unquantized method sitting on whatever tensor it was given."""
     quantized = fp8 and not own_method
-    return {
-        "module_class": "ParallelLMHead",
-        "quant_method": "Fp8LinearMethod" if quantized else "UnquantizedEmbeddingMethod",
-        "weight_dtype": "float8_e4m3fn" if fp8 else "bfloat16",
-        "weight_shape": [VOCAB, HIDDEN],
-        "has_weight_scale": quantized,
-        "has_input_scale": False,
-    }
+    return fmt.LmHead(
+        module_class="ParallelLMHead",
+        quant_method="Fp8LinearMethod" if quantized else "UnquantizedEmbeddingMethod",
+        weight_dtype="float8_e4m3fn" if fp8 else "bfloat16",
+        weight_shape=[VOCAB, HIDDEN],
+        has_weight_scale=quantized,
+        has_input_scale=False,
+    )
 
 
-def build(scenario: Scenario, *, pid: int, start_time: float) -> dict[str, Any]:
+def build(
+    scenario: Scenario,
+    *,
+    pid: int,
+    start_time: float,
+    host: str,
+    port: int,
+    load_weight_s: float | None = None,
+) -> fmt.Attestation:
+    """The document for ``scenario``, written by process ``pid`` serving on ``host:port``, whose weights
+    loaded in ``load_weight_s`` (what ``/server_info`` reports as ``startup_time.load_weight``)."""
     fp8 = scenario.fp8_head
-    draft: dict[str, Any] | None = None
+    draft: fmt.ModelInfo | None = None
     if scenario.spec:
-        draft = {
-            "model_class": DRAFT_CLASS,
-            "lm_head": _head(fp8, own_method=not scenario.module_shared),
-            "moe": _moe(scenario, 1),
-        }
-    return {
-        "schema": SCHEMA,
-        "written_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "writer": {"tool": "spark-validate", "version": __version__},
-        "process": {
-            "pid": pid,
-            "start_time": start_time,
-            "hostname": socket.gethostname(),
-            "tp_rank": 0,
-            "tp_size": 1,
-        },
-        "sglang": {
-            "version": SGLANG_VERSION,
-            "declares_fp8_lm_head": scenario.build_declares_fp8,
-            "nextn_has_set_lm_head_from_target": scenario.build_shares_module,
-        },
-        "env": {
+        draft = fmt.ModelInfo(
+            model_class=scenario.draft_class,
+            lm_head=_head(fp8, own_method=not scenario.module_shared),
+            moe=_moe(scenario, 1),
+        )
+    return fmt.Attestation(
+        schema=fmt.SCHEMA,
+        written_at=fmt.utc_now(),
+        writer=fmt.Writer(tool=TOOL_NAME, version=__version__),
+        process=fmt.Process(
+            pid=pid,
+            start_time=start_time,
+            hostname=socket.gethostname(),
+            uid=os.geteuid(),
+            tp_rank=0,
+            tp_size=1,
+            load_weight_s=load_weight_s,
+        ),
+        server=fmt.Server(host=host, port=port),
+        sglang=fmt.SGLangInfo(
+            version=SGLANG_VERSION,
+            declares_fp8_lm_head=scenario.build_declares_fp8,
+            nextn_has_set_lm_head_from_target=scenario.build_shares_module,
+        ),
+        env={
             "SGLANG_ENABLE_FP8_LM_HEAD": "1" if scenario.fp8_env else None,
             "SPARK_VALIDATE_SHARE_LM_HEAD": None,
             "SGLANG_PLUGINS": None,
             "HUMMING_CACHE_DIR": None,
             "HUMMING_TMP_DIR": None,
         },
-        "target": {
-            "model_class": TARGET_CLASS,
-            "lm_head": _head(fp8, own_method=False),
-            "moe": _moe(scenario, MOE_LAYERS),
+        target=fmt.ModelInfo(
+            model_class=TARGET_CLASS, lm_head=_head(fp8, own_method=False), moe=_moe(scenario, MOE_LAYERS)
+        ),
+        draft=draft,
+        lm_head=fmt.LmHeadSharing(
+            shared_module=scenario.module_shared,
+            shared_weight=scenario.spec,
+            remedy_applied=False,
+            worker=("DSparkWorkerV2" if scenario.dspark else "EagleDraftWorker") if scenario.spec else None,
+            own_vocab_modules=False if scenario.dspark else None,  # LingDSparkModel shares the target's
+            shared_embed=True if scenario.dspark else None,
+        ),
+        hooks={
+            "model_loaded": fmt.RAN,
+            "init_lm_head": fmt.RAN if scenario.spec else fmt.NOT_REACHED,
         },
-        "draft": draft,
-        "lm_head": {
-            "shared_module": scenario.module_shared,
-            "shared_weight": scenario.spec,
-            "remedy_applied": False,
-        },
-        "hooks": {"model_loaded": "ran", "init_lm_head": "ran" if scenario.spec else "not_reached"},
-        "errors": [],
-    }
+        errors=[],
+    )
 
 
-def write(path: Path, document: dict[str, Any]) -> None:
-    """Atomic replace: a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(document, fh, indent=2, sort_keys=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def default_path() -> Path | None:
+    """Where the simulator writes without ``--attestation``: the plugin's own location rules."""
+    return fmt.attestation_path(0)
+
+
+def write(path: Path, document: fmt.Attestation) -> None:
+    """The plugin's writer: private directory, ``O_EXCL`` temporary file, ``fchmod``, rename, fsync."""
+    fmt.write_document(path, document)

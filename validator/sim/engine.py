@@ -121,12 +121,20 @@ class SimEngine:
             self.crash(server_log.ring_failure_lines(sc.ring_error))
             return False
         if sc.plugin:
-            path = self.config.attestation_path or attestation.DEFAULT_PATH
-            # like the real plugin: the process's own start time, from /proc, so staleness checks hold
+            path = self.config.attestation_path or attestation.default_path()
+            # like the real plugin: the process's own start time, from /proc, and the address it serves
             pid = os.getpid()
             started = process_start_time(pid) or self.created
-            doc = attestation.build(sc, pid=pid, start_time=round(started, 2))
-            await asyncio.to_thread(attestation.write, path, doc)
+            doc = attestation.build(
+                sc,
+                pid=pid,
+                start_time=round(started, 2),
+                host=str(self.args["host"]),
+                port=int(self.args["port"]),
+                load_weight_s=self.load_weight_s,
+            )
+            if path is not None:
+                await asyncio.to_thread(attestation.write, path, doc)
         if step > 0:
             await asyncio.sleep(step)
         self.scheduler_e2e_s = round(time.perf_counter() - self._t0, 6)

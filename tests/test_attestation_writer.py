@@ -1,0 +1,269 @@
+"""Where the attestation goes and how it is written (contract v2 "Attestation location and trust"), and the
+attacks of issue 12 item 1 replayed against the writer: a directory pre-created by another local user, the
+temporary file swapped for a symlink during fsync, a FIFO planted at the path. Run as root (here and in
+CI), the second user is real: a subprocess that drops to an unused UID with ``os.setuid``."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from validator import attestation_format as fmt
+from validator.plugin.state import PluginState
+
+ATTACKER_UID = 54321  # no passwd entry needed: setuid() takes any UID
+
+
+def _doc() -> fmt.Attestation:
+    return PluginState(host="127.0.0.1", port=30000).document(env={})
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+# ---- location ----
+
+
+def test_location_order(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run" / "spark-validate"
+    (tmp_path / "run").mkdir()
+    env = {
+        fmt.ENV_PATH: "/srv/att/attestation.json",
+        "RUNTIME_DIRECTORY": "/run/sglang:/run/other",
+        "XDG_RUNTIME_DIR": "/run/user/1000",
+    }
+    assert fmt.default_path(env, run_dir=run_dir) == Path("/srv/att/attestation.json")
+    del env[fmt.ENV_PATH]
+    assert fmt.default_path(env, run_dir=run_dir) == Path("/run/sglang/attestation.json")
+    del env["RUNTIME_DIRECTORY"]
+    assert fmt.default_path(env, run_dir=run_dir) == run_dir / "attestation.json"  # creatable here
+    os.chmod(tmp_path / "run", 0o555)
+    try:
+        if os.geteuid() != 0:  # root may create anywhere; an unprivileged writer falls back to XDG
+            assert fmt.default_path(env, run_dir=run_dir) == Path(
+                "/run/user/1000/spark-validate/attestation.json"
+            )
+    finally:
+        os.chmod(tmp_path / "run", 0o755)
+    run_dir.mkdir()
+    if os.geteuid() == 0:
+        os.chown(run_dir, ATTACKER_UID, -1)  # someone else's /run/spark-validate is not ours to use
+        assert fmt.default_path(env, run_dir=run_dir) == Path(
+            "/run/user/1000/spark-validate/attestation.json"
+        )
+    assert fmt.default_path({}, run_dir=Path("/proc/no/such/dir")) is None  # never a fallback to /tmp
+
+
+def test_paths_per_rank() -> None:
+    env = {fmt.ENV_PATH: "/srv/att/attestation.json"}
+    assert fmt.attestation_path(0, env) == Path("/srv/att/attestation.json")
+    assert fmt.attestation_path(3, env) == Path("/srv/att/attestation.tp3.json")
+
+
+# ---- the writer on directories it owns ----
+
+
+def test_creates_a_private_directory_and_leaves_no_temporaries(tmp_path: Path) -> None:
+    path = tmp_path / "fresh" / "deeper" / "attestation.json"
+    old = os.umask(0)  # a careless umask must not open anything up
+    try:
+        fmt.write_document(path, _doc())
+        fmt.write_document(path, _doc())
+    finally:
+        os.umask(old)
+    assert _mode(path.parent) == 0o700 and _mode(path.parent.parent) == 0o700
+    assert _mode(path) == 0o644
+    assert json.loads(path.read_text())["schema"] == fmt.SCHEMA
+    assert [p.name for p in path.parent.iterdir()] == ["attestation.json"]
+
+
+def test_group_directory_is_0750(tmp_path: Path) -> None:
+    gid = os.getgid()
+    path = tmp_path / "grp" / "attestation.json"
+    fmt.write_document(path, _doc(), gid=fmt.configured_gid({fmt.ENV_GROUP: str(gid)}))
+    assert _mode(path.parent) == 0o750 and os.stat(path.parent).st_gid == gid
+    assert _mode(path) == 0o640 and os.stat(path).st_gid == gid
+    with pytest.raises(fmt.UnsafeLocation, match="no such group"):
+        fmt.configured_gid({fmt.ENV_GROUP: "no-such-group-spark"})
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770, 0o720])
+def test_refuses_a_directory_others_can_write(tmp_path: Path, mode: int) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, mode)
+    with pytest.raises(fmt.UnsafeLocation, match="writable by its group or others"):
+        fmt.write_document(shared / "attestation.json", _doc())
+    assert list(shared.iterdir()) == []
+    with pytest.raises(fmt.UnsafeLocation):  # /tmp itself, as SPARK_VALIDATE_ATTESTATION=/tmp/x.json
+        fmt.write_document(Path("/tmp/attestation-spark-validate-test.json"), _doc())
+
+
+def test_refuses_a_symlinked_directory(tmp_path: Path) -> None:
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    (tmp_path / "link").symlink_to(real)
+    with pytest.raises(fmt.UnsafeLocation, match="cannot open the directory"):
+        fmt.write_document(tmp_path / "link" / "attestation.json", _doc())
+    assert list(real.iterdir()) == []
+
+
+def test_symlink_swap_during_fsync_never_changes_another_files_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 12 item 1 as found: the temporary file is swapped for a symlink to a private file while the
+    writer fsyncs; the old writer then ``chmod``-ed by name and made the victim 0644. ``fchmod`` acts on
+    the descriptor, so the victim keeps its mode whatever the name points to."""
+    victim = tmp_path / "api-key"
+    victim.write_text("sk-secret\n")
+    os.chmod(victim, 0o600)
+    directory = tmp_path / "att"
+    directory.mkdir(mode=0o700)
+    real_fsync = os.fsync
+    swapped: list[str] = []
+
+    def racing_fsync(fd: int) -> None:
+        for entry in os.listdir(directory):
+            if entry.endswith(".tmp"):
+                os.unlink(directory / entry)
+                os.symlink(victim, directory / entry)
+                swapped.append(entry)
+        real_fsync(fd)
+
+    monkeypatch.setattr(fmt.os, "fsync", racing_fsync)
+    fmt.write_document(directory / "attestation.json", _doc())
+    assert swapped, "the race was not exercised"
+    assert _mode(victim) == 0o600 and victim.read_text() == "sk-secret\n"
+
+
+def test_fifo_at_the_path_never_blocks_the_writer(tmp_path: Path) -> None:
+    """Issue 12 item 3, plugin side: the writer runs inside SGLang's start-up; a FIFO planted at the
+    attestation path (or at its directory) must not block it."""
+    script = textwrap.dedent(
+        """
+        import os, sys, time
+        from pathlib import Path
+        from validator import attestation_format as fmt
+        from validator.plugin.state import PluginState
+        target, as_dir = Path(sys.argv[1]), sys.argv[2] == "dir"
+        t0 = time.monotonic()
+        try:
+            fmt.write_document(target, PluginState().document(env={}))
+            print("written", round(time.monotonic() - t0, 3))
+        except fmt.UnsafeLocation as exc:
+            print("refused", round(time.monotonic() - t0, 3), exc)
+        """
+    )
+    at_path = tmp_path / "a" / "attestation.json"
+    at_path.parent.mkdir(mode=0o700)
+    os.mkfifo(at_path)
+    as_dir = tmp_path / "b"
+    os.mkfifo(as_dir)
+    for target, kind, expect in (
+        (at_path, "path", "written"),
+        (as_dir / "attestation.json", "dir", "refused"),
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-c", script, str(target), kind], capture_output=True, text=True, timeout=60
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.startswith(expect), proc.stdout
+        assert float(proc.stdout.split()[1]) < 5
+    assert stat.S_ISREG(os.lstat(at_path).st_mode)  # the FIFO was replaced by the document, atomically
+
+
+# ---- a second, real user (root drops privileges in a subprocess) ----
+
+_ATTACKER = """
+import os, sys, time
+os.setgid({uid}); os.setuid({uid})
+shared = sys.argv[1]
+os.mkdir(shared)
+os.chmod(shared, 0o777)
+victim = sys.argv[2]
+print("ready", flush=True)
+deadline = time.monotonic() + float(sys.argv[3])
+swaps = 0
+while time.monotonic() < deadline:          # the race loop of issue 12 item 1, bounded
+    for entry in os.listdir(shared):
+        if entry.endswith(".tmp"):
+            try:
+                os.unlink(os.path.join(shared, entry))
+                os.symlink(victim, os.path.join(shared, entry))
+                swaps += 1
+            except OSError:
+                pass
+print("swaps", swaps, flush=True)
+"""
+
+
+@pytest.fixture
+def shared_tmp() -> Iterator[Path]:
+    """A fresh world-writable, sticky directory like /tmp, reachable by the second user."""
+    base = Path(tempfile.mkdtemp(prefix="sv-shared-", dir="/tmp"))
+    os.chmod(base, 0o1777)
+    try:
+        yield base
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=False, timeout=60)
+
+
+def test_directory_precreated_by_another_user_is_refused(shared_tmp: Path, tmp_path: Path) -> None:
+    victim = tmp_path / "server-user-secret"
+    victim.write_text("hf_token\n")
+    os.chmod(victim, 0o600)
+    if os.geteuid() != 0:
+        # Without a second user to be: a directory owned by someone else (root's /) is refused the same way.
+        with pytest.raises(fmt.UnsafeLocation, match="owned by UID 0"):
+            fmt.open_private_dir(Path("/"))
+        return
+    shared = shared_tmp / "spark-validate"
+    attacker = subprocess.Popen(
+        [sys.executable, "-c", _ATTACKER.format(uid=ATTACKER_UID), str(shared), str(victim), "3"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert attacker.stdout is not None
+        assert attacker.stdout.readline().strip() == "ready"
+        assert os.stat(shared).st_uid == ATTACKER_UID
+        refusals = 0
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:  # keep trying while the attacker races, as the plugin would
+            with pytest.raises(fmt.UnsafeLocation) as info:
+                fmt.write_document(shared / "attestation.json", _doc())
+            refusals += 1
+        assert f"owned by UID {ATTACKER_UID}, not by this process" in str(info.value)
+        attacker.wait(timeout=30)
+    finally:
+        attacker.kill()
+        attacker.wait(10)
+    assert refusals > 0
+    assert _mode(victim) == 0o600 and os.stat(victim).st_uid == 0
+    assert list(shared.iterdir()) == []  # nothing of ours was ever created there
+
+
+def test_plugin_writes_nothing_without_a_private_location(tmp_path: Path, monkeypatch: Any) -> None:
+    """No $SPARK_VALIDATE_ATTESTATION, no RuntimeDirectory, no usable /run, no XDG_RUNTIME_DIR: the plugin
+    logs once and writes nothing; it never falls back to a shared directory."""
+    from validator.plugin import hooks
+
+    for var in (fmt.ENV_PATH, "RUNTIME_DIRECTORY", "XDG_RUNTIME_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(fmt, "RUN_DIR", Path("/proc/no-such-dir/spark-validate"))
+    assert fmt.attestation_path(0) is None
+    state = PluginState()
+    hooks.flush(state)
+    assert state.logged and state.errors == []

@@ -1,0 +1,59 @@
+"""``attestation.trust``: the attestation file proves something about *this* server, or nothing at all.
+
+The plugin's document is strong evidence (module identity of the draft's LM head, the head's real dtype,
+the MoE methods per layer), so a forged or leftover one is the cheapest way to make a broken server pass.
+The file must be a regular file in a directory nobody else can write, owned by the server's user (or root),
+written by a process that is running now with the recorded /proc start time, on this host, for the HTTP
+host and port the URL names and ``/server_info`` reports, by the same SGLang build and weight load.
+Anything else is ``error``, never ``pass``; the live job has already kept such a document away from every
+other check (``validator.live``), and this check says why. The reasons come from
+``attestation_format.binding_problems``, the one definition of the rules.
+"""
+
+from __future__ import annotations
+
+from validator.attestation_format import binding_problems
+from validator.checks.base import CheckContext, Outcome, builtin, errored, passed, skipped
+from validator.facts import ATTESTATION, SERVER, Facts
+
+
+@builtin("attestation.trust")
+def attestation_trust(facts: Facts, ctx: CheckContext) -> Outcome:
+    trust = facts.attestation_trust
+    if trust is None:
+        if ATTESTATION in facts.errors:
+            return errored(f"attestation unusable: {facts.errors[ATTESTATION]}", [ATTESTATION])
+        if ctx.expect.require_attestation or ctx.strict:
+            return errored(
+                "the rule pack requires the in-process attestation: none given (--attestation)", [ATTESTATION]
+            )
+        return skipped("no attestation given (--attestation): the in-process evidence was not asked for")
+    server = facts.server
+    problems = binding_problems(
+        trust, server.url if server is not None else None, server.server_info if server is not None else None
+    )
+    doc, file, proc = trust.document, trust.file, trust.process
+    evidence = {
+        "path": file.path,
+        "owner_uid": file.uid,
+        "mode": f"{file.mode:04o}",
+        "dir_owner_uid": file.dir_uid,
+        "dir_mode": f"{file.dir_mode:04o}",
+        "pid": doc.process.pid,
+        "start_time": doc.process.start_time,
+        "observed_start_time": proc.start_time,
+        "process_uid": proc.uid,
+        "hostname": doc.process.hostname,
+        "server_host": doc.server.host,
+        "server_port": doc.server.port,
+    }
+    sources = [ATTESTATION, SERVER]
+    if problems:
+        why = "; ".join(problems)
+        return errored(f"the attestation is not bound to this server: {why}", sources, **evidence)
+    return passed(
+        f"written by PID {doc.process.pid} (running since {doc.process.start_time:.2f}, UID {proc.uid}) for "
+        f"{doc.server.host}:{doc.server.port}; file and directory writable only by their owner",
+        sources,
+        **evidence,
+    )
