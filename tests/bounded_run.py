@@ -6,6 +6,11 @@ the process must be stopped by its own limits and not take the CI host down with
 unbounded read fail fast with ``MemoryError`` (which the test then sees as exit 1 and a traceback) instead
 of swapping, and the deadline kills a process that blocks. ``wait4`` gives this child's own peak RSS, not
 the maximum over every child the test process ever reaped.
+
+Peak RSS is the child's own ``VmHWM`` after ``exec``, written by the child at exit (``_PROBE``): the kernel's
+``ru_maxrss`` also counts the memory image the child inherited at ``fork`` (the whole pytest process, 200 MB
+and more once torch is imported), which made a 40 MB ``preflight`` look like 206 MB. ``ru_maxrss`` is only
+the fallback when the child died before it could report.
 """
 
 from __future__ import annotations
@@ -24,6 +29,25 @@ REPO = Path(__file__).resolve().parents[1]
 # Address space, not RSS: Python plus pydantic/httpx/structlog map ~400 MB of virtual memory at import
 # (thread stacks, arenas); 1 GiB still stops a runaway read within a second.
 DEFAULT_AS_LIMIT = 1 << 30
+
+# Runs MODULE as ``python -m MODULE`` would, and at exit writes this process's own peak RSS (kB) to the fd
+# named by its first argument.
+_PROBE = """
+import atexit, os, runpy, sys
+def _report():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    os.write(fd, line.split()[1].encode())
+    except OSError:
+        pass
+fd = int(sys.argv[1])
+atexit.register(_report)
+module = sys.argv[2]
+sys.argv = [module, *sys.argv[3:]]
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
 
 
 @dataclass
@@ -53,16 +77,17 @@ def run_bounded(
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (as_limit, as_limit))
 
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as rss:
         start = time.monotonic()
         proc = subprocess.Popen(
-            [sys.executable, "-m", module, *args],
+            [sys.executable, "-c", _PROBE, str(rss.fileno()), module, *args],
             cwd=cwd or REPO,
             env=full_env,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
             preexec_fn=limit,
+            pass_fds=(rss.fileno(),),
         )
         timed_out = False
         while True:
@@ -79,11 +104,14 @@ def run_bounded(
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: keep Popen from waiting again
         out.seek(0)
         err.seek(0)
+        rss.seek(0)
+        reported = rss.read().decode("ascii", "replace").strip()
+        peak_kb = int(reported) if reported.isdigit() else usage.ru_maxrss
         return Bounded(
             rc=proc.returncode,
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
-            peak_rss_mb=usage.ru_maxrss / 1024,
+            peak_rss_mb=peak_kb / 1024,
             wall_s=wall,
             timed_out=timed_out,
         )
