@@ -25,6 +25,7 @@ FILES = (
     "srt/models/bailing_moe_nextn.py",
     "srt/arg_groups/choices.py",
 )
+DSPARK_WORKER = "srt/speculative/dspark_components/dspark_worker_v2.py"
 
 
 def make_build(
@@ -33,11 +34,17 @@ def make_build(
     fp8_lm_head: bool = True,
     share_hook: bool = True,
     plugins: dict[str, str] | None = None,
+    dspark: bool = False,
 ) -> Path:
-    """Write a build into ``site`` and return its ``sglang`` root. With both flags False it is stock."""
+    """Write a build into ``site`` and return its ``sglang`` root. With both flags False it is stock.
+    ``dspark`` adds the real DSpark worker and draft model files (what the install reader parses)."""
     src = sglang_root()
     root = site / "sglang"
-    for rel in FILES:
+    files = list(FILES)
+    if dspark:
+        files.append(DSPARK_WORKER)
+        files += [str(p.relative_to(src)) for p in sorted((src / "srt" / "models").glob("*dspark*.py"))]
+    for rel in files:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src / rel, root / rel)
     dist = f"sglang-{SGLANG_VERSION}.dist-info"

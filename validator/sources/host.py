@@ -18,13 +18,24 @@ SPARK_MARKERS = re.compile(r"\bGB10\b|DGX[ _-]?Spark", re.IGNORECASE)
 _ARM = frozenset({"aarch64", "arm64"})
 
 
+HOST_ROOT_ENV = "SPARK_VALIDATE_HOST_ROOT"
+
+
+def host_root() -> Path:
+    """Where the host's /proc and /sys are: ``$SPARK_VALIDATE_HOST_ROOT`` (a container with the host's
+    trees mounted elsewhere, or a test's fixture tree), else /."""
+    return Path(os.environ.get(HOST_ROOT_ENV) or "/")
+
+
 def read_host(
     *,
     service_user: str | None,
-    proc_root: Path = Path("/proc"),
-    sys_root: Path = Path("/sys"),
+    proc_root: Path | None = None,
+    sys_root: Path | None = None,
     machine: str | None = None,
 ) -> HostFacts:
+    proc_root = proc_root or host_root() / "proc"
+    sys_root = sys_root or host_root() / "sys"
     arch = machine or os.uname().machine
     gpu = _nvidia_gpu_name(proc_root)
     board = _board_model(sys_root)
