@@ -266,3 +266,35 @@ def test_check_reads_the_journal_of_a_simulated_server(tmp_path: Path) -> None:
     assert by_id["server.log"]["status"] == "pass", by_id["server.log"]
     assert by_id["server.log"]["evidence"]["source"] == "journal:sglang.service"
     assert by_id["lm_head.fp8"]["status"] == "pass" and "log" in by_id["lm_head.fp8"]["sources"]
+
+
+def test_the_bulk_path_counts_what_a_line_by_line_parse_counts(tmp_path: Path) -> None:
+    """Routine traffic is counted with C-speed scans; the facts must equal feeding every line."""
+    from validator.sources.server_log import LogParser
+
+    access = '[2026-11-29 15:00:02] INFO:     127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK'
+    lines = [*RUN_HEALTHY]
+    for i in range(30_000):  # ~7 MB: routine chunks, some with an error or a bad number in them
+        lines.append(_decode(1.0 + (i % 300) / 100, 0.5, 50.0) if i % 7 else access)
+        if i in (12_345, 29_990):
+            lines.append(f"{TP} RuntimeError: CUDA error {i}")
+        if i == 29_995:
+            lines.append("accept len: 1.2.3, accept rate: 0.1")
+    log = tmp_path / "sglang.log"
+    _append(log, lines)
+    ref = LogParser(str(log))
+    pos = 0
+    for line in lines:
+        ref.feed(line, pos)
+        pos += len(line.encode()) + 1
+    want = ref.snapshot()
+    reader = FileLogReader(log)
+    got = reader.poll()
+    for name in ("decode_sample_count", "lines_total", "error_count", "errors", "fp8_lm_head_lines", "ready"):
+        assert getattr(got, name) == getattr(want, name), name
+    assert got.decode_samples == want.decode_samples  # values and byte offsets
+    _append(log, lines[-5000:])  # and incrementally
+    for line in lines[-5000:]:
+        ref.feed(line, pos)
+        pos += len(line.encode()) + 1
+    assert reader.poll().decode_samples == ref.snapshot().decode_samples

@@ -172,7 +172,7 @@ class LogParser:
         self.starts = 0
         self.lines = 0
         self._raw_args: str | None = None
-        self._parsed: tuple[dict[str, Any] | None, str | None] | None = None
+        self._parsed: tuple[dict[str, Any] | None, str | None, list[str]] | None = None
 
     def feed(self, line: str, pos: int) -> None:
         self.lines += 1
@@ -199,16 +199,10 @@ class LogParser:
         )
         facts.runs = self.starts
         facts.lines_total = self.lines
-        if self._raw_args is not None:
-            if self._parsed is None:  # ~30 KB literal: parsed once per start, not per poll
-                self._parsed = _parse_server_args(self._raw_args)
-            args, facts.server_args_note = self._parsed
-            facts.server_args = dict(args) if args is not None else None
-        else:
-            facts.server_args_note = "no server_args= line in the log"
-        secrets = collect_secrets(facts.server_args or {})
-        if facts.server_args is not None:
-            facts.server_args = redact(facts.server_args)
+        if self._parsed is None:  # ~30 KB literal: parsed and redacted once per start, not per poll
+            self._parsed = _parsed_args(self._raw_args)
+        args, facts.server_args_note, secrets = self._parsed
+        facts.server_args = dict(args) if args is not None else None
         facts.errors = [redact_text(e, secrets) for e in facts.errors]
         facts.plugin_lines = [redact_text(e, secrets) for e in facts.plugin_lines]
         return facts
@@ -289,6 +283,8 @@ class FileLogReader:
         self._partial = b""  # an unfinished last line, kept for the next poll
         self._overlong = False  # the partial line passed MAX_LINE_BYTES: the rest of it is dropped
         self._line_start = 0  # where the line being accumulated began
+        self._pending: deque[tuple[list[bytes], int, int]] = deque()  # see _bulk
+        self._pending_n = 0
         self._parser = LogParser(self.where)
         self._claims = _Claims()
         self._stats = LogFacts(path=self.where)
@@ -379,6 +375,7 @@ class FileLogReader:
             self._gap(begin + half, tail_from)
             begin = tail_from
         self._parse_range(fd, begin, size)
+        self._flush()
         self._offset = size
         n = min(_TAIL_CHECK, size)
         self._tail = os.pread(fd, n, size - n)
@@ -402,21 +399,112 @@ class FileLogReader:
         if not self._partial and not self._overlong:
             self._line_start = pos
         parts = chunk.split(b"\n")
-        off = 0
-        for piece in parts[:-1]:
-            off += len(piece) + 1
-            if self._overlong:  # the end of a line already fed at its cap
+        if len(parts) > 1:
+            done = len(chunk) - len(parts[-1]) - 1  # the complete lines end here
+            if self._overlong:  # the first piece ends a line already fed at its cap
                 self._overlong = False
+                lines, region, base = parts[1:-1], chunk[len(parts[0]) + 1 : done], pos + len(parts[0]) + 1
             else:
-                self._parser.feed(_decode(self._partial + piece), self._line_start)
+                lines = [self._partial + parts[0], *parts[1:-1]]
+                region, base = self._partial + chunk[:done], self._line_start
             self._partial = b""
-            self._line_start = pos + off
+            if lines and _routine(region):
+                self._bulk(lines, region, base)
+            else:
+                for piece in lines:
+                    self._feed_line(piece, base)
+                    base += len(piece) + 1
+            self._line_start = pos + done + 1
         if self._overlong:
             return
         self._partial += parts[-1][: MAX_LINE_BYTES - len(self._partial)]
         if len(self._partial) >= MAX_LINE_BYTES:  # feed what the cap keeps; drop the rest of the line
-            self._parser.feed(_decode(self._partial), self._line_start)
+            self._feed_line(self._partial, self._line_start)
             self._partial, self._overlong = b"", True
+
+    def _feed_line(self, raw: bytes, pos: int) -> None:
+        self._flush()
+        self._parser.feed(_decode(raw), pos)
+
+    def _bulk(self, lines: list[bytes], region: bytes, base: int) -> None:
+        """Lines of routine traffic only (``_routine``). Of their decode lines only the last
+        ``MAX_SAMPLES`` of the whole read can survive in the samples, so the regions are only counted
+        here and kept (as few as can hold those samples); ``_flush`` parses the survivors. This is what
+        makes following a busy log cost C-speed scans per MB instead of a Python loop per line."""
+        parser = self._parser
+        n = region.count(_DECODE_MARK)
+        parser.lines += len(lines)
+        if n == 0:
+            return
+        parser.run.facts.decode_sample_count += n
+        self._pending.append((lines, base + len(region) + 1, n))
+        self._pending_n += n
+        while len(self._pending) > 1 and self._pending_n - self._pending[0][2] >= 2 * MAX_SAMPLES:
+            self._pending_n -= self._pending.popleft()[2]  # later regions hold enough samples
+
+    def _flush(self) -> None:
+        """Parse the decode lines ``_bulk`` deferred, newest first up to ``MAX_SAMPLES``, then feed them in
+        order, before anything that follows them in the log."""
+        if not self._pending:
+            return
+        parser = self._parser
+        kept: list[DecodeSample] = []
+        for lines, end, _n in reversed(self._pending):
+            for piece in reversed(lines):
+                end -= len(piece) + 1
+                if _DECODE_MARK not in piece:
+                    continue
+                sample = _sample(piece, end)
+                if sample is None:  # "accept len: 1.2.3" is no sample, as _feed decides
+                    parser.run.facts.decode_sample_count -= 1
+                    continue
+                kept.append(sample)
+                if len(kept) >= MAX_SAMPLES:
+                    break
+            if len(kept) >= MAX_SAMPLES:
+                break
+        self._pending.clear()
+        self._pending_n = 0
+        if kept:  # decode lines are a running server's: earlier resolution lines were this start's
+            parser.prelude.facts.flashinfer_override = False
+            parser.run.samples.extend(reversed(kept))
+
+
+# Everything ``_feed`` reacts to except decode lines: a region holding none of these is routine traffic.
+_NOTABLE = tuple(
+    m.encode()
+    for m in (
+        _SERVER_ARGS, OVERRIDE_LINE, "Error: ", "Exception: ", "Scheduler hit an exception",
+        "Traceback (most", FP8_HEAD_LINE, "for Humming backend", "Using indexed gemm for humming moe",
+        "experts for FlashInfer", "for TRT-LLM MxFP4 kernel", "experts for Marlin backend",
+        "Capture draft ", READY_LINE, "Load weight end.", "Loaded plugin", "Executed general plugin",
+        "Applied ",
+    )
+)  # fmt: skip
+_DECODE_MARK = b"accept len: "
+
+
+_SAMPLE_RE_B = re.compile(
+    rb"accept len: ([0-9.]+), accept rate: ([0-9.]+)(?:.*?gen throughput \(token/s\): ([0-9.]+))?"
+)
+
+
+def _routine(region: bytes) -> bool:
+    if region.count(b"\n") + 1 == region.count(_DECODE_MARK):  # decode lines only: two C-speed counts
+        return True
+    return not any(m in region for m in _NOTABLE)
+
+
+def _sample(line: bytes, pos: int) -> DecodeSample | None:
+    """A routine decode line as ``_feed`` would record it, in one regex search."""
+    m = _SAMPLE_RE_B.search(line)
+    if m is None:
+        return None
+    try:
+        tput = float(m.group(3)) if m.group(3) is not None else None
+        return DecodeSample(float(m.group(1)), float(m.group(2)), tput, pos)
+    except ValueError:
+        return None
 
 
 def _decode(raw: bytes) -> str:
@@ -631,6 +719,16 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         runtime = False
     if runtime:  # a running server logged this: earlier resolution lines belong to this run, not the next
         prelude.facts.flashinfer_override = False
+
+
+def _parsed_args(raw: str | None) -> tuple[dict[str, Any] | None, str | None, list[str]]:
+    """The start's resolved args, redacted, with why they are missing or partial, and the secret values
+    they hold (to scrub from the error lines the start logs later)."""
+    if raw is None:
+        return None, "no server_args= line in the log", []
+    args, note = _parse_server_args(raw)
+    secrets = collect_secrets(args or {})
+    return (redact(args) if args is not None else None), note, list(secrets)
 
 
 def _parse_server_args(text: str) -> tuple[dict[str, Any] | None, str | None]:
