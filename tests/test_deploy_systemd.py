@@ -120,8 +120,11 @@ def test_sidecar_unit_is_notify_bound_watchdogged_and_reads_the_same_evidence() 
     assert argv[argv.index("--listen") + 1] == "127.0.0.1:9464"
     attestation = argv[argv.index("--attestation") + 1]
     assert f"SPARK_VALIDATE_ATTESTATION={attestation}" in server["Environment"]
-    log = argv[argv.index("--log") + 1]
-    assert server["StandardOutput"] == [f"append:{log}"]
+    # the server logs to the journal; the sidecar reads its current invocation there, as a member of the
+    # group that may read the system journal
+    assert argv[argv.index("--log") + 1] == "journal:sglang.service"
+    assert server["StandardOutput"] == ["journal"] and unit["SupplementaryGroups"] == ["systemd-journal"]
+    assert float(argv[argv.index("--unready-after") + 1]) > 0
 
 
 @pytest.mark.parametrize(
