@@ -186,3 +186,20 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_shape_of_huge_dimensions_exits_65_at_once(tmp_path: Path) -> None:
+    """Found by tests/fuzz_hostile.py: a 309-digit dimension overflowed the float in the error message (exit
+    1); thousands of 4,000-digit dimensions made the size product take minutes."""
+    model = tmp_path / "model"
+    write_checkpoint(model, small=True)
+    for shard in model.glob("*.safetensors"):
+        shard.unlink()
+    for dims in (["7" * 309], ["9" * 4000] * 2000):
+        header = (
+            '{"x": {"dtype": "U8", "shape": [' + ", ".join(dims) + '], "data_offsets": [0, 1]}}'
+        ).encode()
+        (model / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + b"\0")
+        args = ["--launch-args-file", str(_args_file(tmp_path)), "--model-dir", str(model)]
+        rc, err = _preflight(tmp_path, *args)
+        assert rc == 65 and "needs more than" in err and "model.safetensors" in err, err

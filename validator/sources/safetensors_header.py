@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import os
 import struct
 from dataclasses import dataclass
@@ -21,6 +20,8 @@ from validator.sources.files import open_regular
 
 # The safetensors library refuses headers above 100 MB; a real shard's header is a few hundred KB.
 MAX_HEADER_BYTES = 100_000_000
+
+_ABSURD_BITS = 1 << 70  # 128 EiB: past it a tensor's size is only "too large"
 
 # Bits per element for the dtypes the safetensors format defines (sub-byte types included).
 DTYPE_BITS: dict[str, int] = {
@@ -143,12 +144,19 @@ def _entry(name: str, value: object, where: str, data_bytes: int) -> HeaderEntry
         )
     bits = DTYPE_BITS.get(dtype)
     if bits is not None:
-        expected = math.prod(shape) * bits
-        if expected % 8 or expected // 8 != end - begin:
+        span_bits = (end - begin) * 8
+        # The product grows with every dimension (unless one is 0): stop once it is past any file's size,
+        # so a header of many 4,000-digit dimensions costs nothing and the message never overflows a float.
+        expected = 0 if 0 in shape else bits
+        for dim in shape if expected else ():
+            expected *= dim
+            if expected > _ABSURD_BITS:
+                break
+        if expected != span_bits:
+            needs = f"{expected / 8:g}" if expected <= _ABSURD_BITS else f"more than {_ABSURD_BITS // 8}"
+            shown = shape if len(str(shape)) <= 80 else f"[{len(shape)} dimensions]"
             raise InputError(
-                where,
-                f"tensor {name!r}: {dtype}{shape} needs {expected / 8:g} bytes, "
-                f"data_offsets span {end - begin}",
+                where, f"tensor {name!r}: {dtype}{shown} needs {needs} bytes, data_offsets span {end - begin}"
             )
     return HeaderEntry(dtype=dtype, shape=tuple(shape), begin=begin, end=end)
 
