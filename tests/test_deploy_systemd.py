@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import re
 import shlex
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,6 +25,7 @@ import pytest
 from tests.daemon_process import daemon_process
 from tests.deploy_tools import (
     DEPLOY,
+    REPO,
     install_shims,
     load_yaml,
     parse_cli,
@@ -95,31 +99,142 @@ def test_verify_rejects_a_missing_program_and_an_unknown_key(tmp_path: Path) -> 
     assert "Unknown key" in output and "WatchDogSec" in output
 
 
-def test_server_unit_validates_before_start_and_does_not_restart_loop_on_78() -> None:
+def test_server_unit_validates_before_start_and_does_not_restart_loop_on_persistent_failures() -> None:
     unit = _unit("sglang.service")
     exec_start = shlex.split(unit["ExecStart"][0])
     assert exec_start[:3] == ["/usr/local/bin/spark-validate", "launch", "--"]
     assert exec_start[3:] == ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "$SGLANG_ARGS"]
-    assert unit["RestartPreventExitStatus"] == ["78"]
+    assert set(unit["RestartPreventExitStatus"][0].split()) == {"2", "65", "78"}
     assert unit["EnvironmentFile"] == ["/etc/sglang/sglang.env"]
     timeout = unit["TimeoutStartSec"][0]
     assert timeout.endswith("min") and int(timeout[:-3]) >= 10, "must cover a 6-minute load plus capture"
     assert "SGLANG_PLUGINS=spark_validate" in unit["Environment"]
-    assert "SPARK_VALIDATE_ATTESTATION=/run/sglang/attestation.json" in unit["Environment"]
+    # the attestation goes to $RUNTIME_DIRECTORY (contract v2): a directory only the service user can write
+    assert unit["RuntimeDirectory"] == ["spark-validate"] and unit["RuntimeDirectoryMode"] == ["0700"]
+    assert not any(e.startswith("SPARK_VALIDATE_ATTESTATION=") for e in unit.get("Environment", []))
+    # the home humming and torch caches need, and humming's cache, created for the user and kept
+    assert unit["StateDirectory"] == ["sglang"] and unit["CacheDirectory"] == ["humming"]
+    assert _env_file()["HUMMING_CACHE_DIR"] == "/var/cache/humming"
 
 
-def test_sidecar_unit_is_notify_bound_watchdogged_and_reads_the_same_evidence() -> None:
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (
+            ["launch", "--", "/nonexistent/python", "-m", "sglang.launch_server", "--model-path", "/m"],
+            "no program",
+        ),
+        (
+            ["launch", "--env-file", "/nonexistent.env", "--", "python3", "-m", "sglang.launch_server"],
+            "bad input",
+        ),
+        (["launch", "--", "python3", "-m", "sglang.launch_server", "--no-such-flag"], "bad arguments"),
+    ],
+)
+def test_launchs_persistent_failures_are_exempt_from_restart(
+    tmp_path: Path, argv: list[str], why: str
+) -> None:
+    """What `launch` really exits with when a restart cannot help is in RestartPreventExitStatus=."""
+    exempt = {int(c) for c in _unit("sglang.service")["RestartPreventExitStatus"][0].split()}
+    proc = subprocess.run(
+        [sys.executable, "-m", "validator", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+    )
+    assert proc.returncode in exempt, (why, proc.returncode, proc.stderr[-500:])
+
+
+def _output_opened_before_its_directory(path: Path) -> list[str]:
+    """systemd issue #27591: StandardOutput=/StandardError= file:, append: and truncate: are opened before
+    the exec directories (LogsDirectory=, RuntimeDirectory=, StateDirectory=, CacheDirectory=) are made, so
+    a file inside one fails the first start with status=209/STDOUT. Read with spark-validate's systemd
+    reader (sections, drop-ins, continuations, as systemd merges them); CI has no systemd as PID 1, so a
+    transient unit (systemd-run) cannot show it for real."""
+    from validator.sources.systemd_unit import _merged_service
+
+    roots = {
+        "LogsDirectory": "/var/log",
+        "RuntimeDirectory": "/run",
+        "StateDirectory": "/var/lib",
+        "CacheDirectory": "/var/cache",
+        "ConfigurationDirectory": "/etc",
+    }
+    items = _merged_service(path)
+    made = [f"{roots[k]}/{d}" for k, a in items if k in roots for d in a.value.split() if d]
+    problems = []
+    for key, a in items:
+        if key not in ("StandardOutput", "StandardError"):
+            continue
+        kind, _, target = a.value.partition(":")
+        if kind in ("file", "append", "truncate"):
+            problems += [
+                f"{key}={a.value} inside {d}" for d in made if target.startswith(d.rstrip("/") + "/")
+            ]
+    return problems
+
+
+def test_no_output_file_is_opened_before_systemd_creates_its_directory(tmp_path: Path) -> None:
+    for name in UNITS:
+        assert _output_opened_before_its_directory(SYSTEMD / name) == [], name
+    # the previous unit's form is caught, also when it comes from a drop-in
+    old = tmp_path / "old.service"
+    old.write_text("[Service]\nExecStart=/bin/true\nLogsDirectory=sglang\n")
+    dropin = tmp_path / "old.service.d"
+    dropin.mkdir()
+    (dropin / "log.conf").write_text("[Service]\nStandardOutput=append:/var/log/sglang/server.log\n")
+    assert _output_opened_before_its_directory(old) == [
+        "StandardOutput=append:/var/log/sglang/server.log inside /var/log/sglang"
+    ]
+
+
+def test_launch_findings_and_the_server_log_go_to_the_journal() -> None:
+    unit = _unit("sglang.service")
+    assert unit["StandardOutput"] == ["journal"] and unit["StandardError"] == ["journal"]
+    assert "LogsDirectory" not in unit
+    sidecar = shlex.split(_unit("spark-validate.service")["ExecStart"][0])
+    assert sidecar[sidecar.index("--log") + 1] == "journal:sglang.service"
+
+
+def test_preflight_env_file_stands_in_for_the_units_environment_file(tmp_path: Path) -> None:
+    """Before /etc/sglang/sglang.env exists, `--env-file` reads the example in its place."""
+    if Path("/etc/sglang/sglang.env").exists():
+        pytest.fail("this host has /etc/sglang/sglang.env: the test needs it absent")
+    base = ["preflight", "--format", "json", "--unit", str(SYSTEMD / "sglang.service")]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "validator", *base, *extra]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+
+    without = run()
+    assert without.returncode == 65 and "/etc/sglang/sglang.env does not exist" in without.stderr
+    with_file = run("--env-file", str(SYSTEMD / "sglang.env.example"))
+    assert with_file.returncode != 65, with_file.stderr
+    report = json.loads(with_file.stdout)
+    (fp8,) = [c for c in report["checks"] if c["id"] == "lm_head.fp8"]
+    assert fp8["evidence"]["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
+    set_in = fp8["evidence"]["set_in"]
+    assert "--env-file" in set_in and "EnvironmentFile=/etc/sglang/sglang.env" in set_in
+    (spec,) = [c for c in report["checks"] if c["id"] == "spec.config"]
+    assert spec["status"] == "pass"  # $SGLANG_ARGS came from the stand-in file
+
+
+def test_sidecar_unit_is_notify_bound_watchdogged_and_reads_the_servers_evidence() -> None:
     unit = _unit("spark-validate.service")
     server = _unit("sglang.service")
     assert unit["Type"] == ["notify"]
     assert unit["BindsTo"] == ["sglang.service"] and unit["After"] == ["sglang.service"]
     assert unit["Restart"] == ["on-failure"] and unit["WatchdogSec"]
-    assert unit["EnvironmentFile"] == server["EnvironmentFile"]
+    assert "EnvironmentFile" not in unit  # it reads no recipe settings; its comment says so
+    assert unit["User"] == server["User"]  # the attestation directory is the server user's, mode 0700
     argv = shlex.split(unit["ExecStart"][0])
     assert argv[1] == "serve"
     assert argv[argv.index("--listen") + 1] == "127.0.0.1:9464"
     attestation = argv[argv.index("--attestation") + 1]
-    assert f"SPARK_VALIDATE_ATTESTATION={attestation}" in server["Environment"]
+    assert attestation == f"/run/{server['RuntimeDirectory'][0]}/attestation.json"
     # the server logs to the journal; the sidecar reads its current invocation there, as a member of the
     # group that may read the system journal
     assert argv[argv.index("--log") + 1] == "journal:sglang.service"

@@ -105,7 +105,10 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
         facts = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
     else:
         assert inputs.unit is not None
-        facts = launch_command.launch_from_unit(inputs.unit, base_env=env)
+        # with --unit, --env-file stands in for the unit's EnvironmentFile= (checked before installing it)
+        process = dict(os.environ if inputs.base_env is None else inputs.base_env)
+        files = list(inputs.env_files) or None
+        facts = launch_command.launch_from_unit(inputs.unit, base_env=process, env_files=files)
     for k, v in origin.items():
         facts.env_origin.setdefault(k, v)
     return facts
@@ -325,7 +328,8 @@ def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
         from validator.sources.start_budget import from_unit
         from validator.sources.systemd_unit import load_unit
 
-        facts.start_budget = from_unit(load_unit(inputs.unit, base_env=dict(launch.env)))
+        files = list(inputs.env_files) or None
+        facts.start_budget = from_unit(load_unit(inputs.unit, base_env=dict(launch.env), env_files=files))
 
 
 def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = None) -> Path | None:

@@ -68,7 +68,8 @@ def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool 
         type=Path,
         action="append",
         default=[],
-        help="systemd EnvironmentFile syntax; repeatable (the process environment counts too)",
+        help="systemd EnvironmentFile syntax; repeatable (the process environment counts too); with --unit, "
+        "read in place of the unit's EnvironmentFile= (to check a unit before installing its file)",
     )
     g.add_argument("--model-dir", metavar="DIR", type=Path, help="the checkpoint directory")
     g.add_argument(

@@ -10,8 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from validator.commands.common import add_common, add_preflight_inputs
+
+if TYPE_CHECKING:
+    from validator.report import Report
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -29,7 +34,53 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default="stderr",
         help="where the report goes when --output is not given (stdout belongs to the server)",
     )
+    p.add_argument(
+        "--termination-log",
+        metavar="FILE",
+        help="when refusing to start, write the blocking findings here, failing checks first, within 4 KB "
+        "(Kubernetes: /dev/termination-log, shown by kubectl describe pod)",
+    )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the server command")
+
+
+TERMINATION_CAP = 4096  # the kubelet keeps at most 4096 bytes of a termination message
+
+
+def termination_message(report: Report, secret_keys: Iterable[str], malformed: str | None = None) -> str:
+    """Why the server was not started, shortest first: the verdict naming each blocking check, then each
+    one's finding and remedy. A log tail (FallbackToLogsOnError keeps the last 2 KB) cuts the failing lines
+    off a full report; this fits them in the kubelet's 4 KB."""
+    from validator.redact import collect_secrets, redact_text
+    from validator.report import Severity, Status
+
+    secrets = collect_secrets(report.model_dump(mode="json"), secret_keys)
+
+    blocking = [
+        c
+        for c in report.checks
+        if c.severity is Severity.CRITICAL and c.status in (Status.FAIL, Status.ERROR) and c.waived is None
+    ]
+    blocking.sort(key=lambda c: c.status is not Status.FAIL)  # failures before what could not be proven
+    names = ", ".join(f"{c.id} ({c.status.value})" for c in blocking) or "no critical check blocked"
+    lines = [f"spark-validate refused to start the server: {report.verdict.value.upper()}: {names}"]
+    if malformed:
+        lines.append(f"malformed input: {malformed}")
+    for c in blocking:
+        lines.append(f"{c.id}: {c.message}" + (f" Remedy: {c.remedy}" if c.remedy else ""))
+    data = redact_text("\n".join(lines) + "\n", secrets).encode("utf-8")
+    if len(data) > TERMINATION_CAP:
+        data = data[: TERMINATION_CAP - 4] + b"...\n"
+    return data.decode("utf-8", "ignore")
+
+
+def _write_termination_log(path: str, text: str) -> None:
+    """Written in place: /dev/termination-log is a file the kubelet bind-mounts, not a directory entry
+    that a rename could replace. A failure to write it must not hide the refusal itself."""
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        sys.stderr.write(f"spark-validate: cannot write --termination-log {path}: {exc.strerror or exc}\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -59,6 +110,11 @@ def run(args: argparse.Namespace) -> int:
             render(report, args.format, color=use_color(sys.stderr), secrets=loaded.pack.secrets)
         )
         sys.stderr.flush()
+    if args.termination_log and (run.malformed is not None or report.verdict is not Verdict.PASS):
+        malformed = str(run.malformed) if run.malformed is not None else None
+        _write_termination_log(
+            args.termination_log, termination_message(report, loaded.pack.secrets, malformed)
+        )
     if run.malformed is not None:
         raise run.malformed
     if report.verdict is not Verdict.PASS:

@@ -307,7 +307,10 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
 
 
 def _environment(
-    items: list[tuple[str, Assignment]], unit: Path, base_env: dict[str, str]
+    items: list[tuple[str, Assignment]],
+    unit: Path,
+    base_env: dict[str, str],
+    env_files: list[Path] | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     env = dict(base_env)
     origin = dict.fromkeys(base_env, "environment")
@@ -335,6 +338,12 @@ def _environment(
                 files.clear()
             else:
                 files.append((a.value, a))
+    if env_files is not None:  # --env-file stands in for EnvironmentFile= (a unit not yet installed)
+        named = ", ".join(v for v, _ in files) or "none"
+        for path in env_files:
+            for name, val in read_env_file(path).items():
+                env[name], origin[name] = val, f"--env-file {path} (for the unit's EnvironmentFile={named})"
+        return env, origin
     for value, a in files:
         optional = value.startswith("-")
         pattern = _specifiers(value[1:] if optional else value, unit, base_env, a.file, a.line)
@@ -368,11 +377,14 @@ def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
 _TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPost"})
 
 
-def load_unit(path: Path | str, *, base_env: dict[str, str] | None = None) -> ServiceUnit:
-    """Read a service unit (and its drop-ins) as systemd would start it."""
+def load_unit(
+    path: Path | str, *, base_env: dict[str, str] | None = None, env_files: list[Path] | None = None
+) -> ServiceUnit:
+    """Read a service unit (and its drop-ins) as systemd would start it. ``env_files`` (preflight's
+    ``--env-file``) are read in place of the unit's ``EnvironmentFile=`` entries, with their precedence."""
     unit = Path(path)
     items = _merged_service(unit)
-    env, origin = _environment(items, unit, dict(base_env or {}))
+    env, origin = _environment(items, unit, dict(base_env or {}), env_files)
     exec_start: Assignment | None = None
     pre: list[Assignment] = []
     workdir: str | None = None
