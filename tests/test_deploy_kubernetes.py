@@ -6,6 +6,9 @@ schemas vendored in tests/data/deploy/ (closed: unknown fields fail). Then the w
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -14,6 +17,7 @@ import pytest
 
 from tests.deploy_tools import (
     DEPLOY,
+    REPO,
     closed_schema,
     crd_schema,
     load_yaml,
@@ -48,7 +52,7 @@ def _crd_validate(doc: dict[str, Any]) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_core_manifests_validate_against_the_kubernetes_schema(version: str) -> None:
     docs = _docs(*CORE_FILES)
-    assert {d["kind"] for d in docs} == {"Deployment", "ConfigMap", "Service"}
+    assert {d["kind"] for d in docs} == {"Deployment", "ConfigMap", "Service", "PersistentVolumeClaim"}
     for doc in docs:
         kubernetes_validate.validate(doc, version, strict=True)
 
@@ -102,8 +106,8 @@ def _probe_budget_s(probe: dict[str, Any]) -> int:
 
 def test_server_container_launches_through_preflight_with_the_recipe_and_plugin() -> None:
     server = _containers()["sglang"]
-    assert server["command"][:3] == ["spark-validate", "launch", "--"]
-    assert server["command"][3:] == ["python3", "-m", "sglang.launch_server"]
+    assert server["command"][:2] == ["spark-validate", "launch"]
+    assert server["command"][-4:] == ["--", "python3", "-m", "sglang.launch_server"]
     env = {e["name"]: e["value"] for e in server["env"]}
     assert env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1" and env["SGLANG_PLUGINS"] == "spark_validate"
     args = dict(a.split("=", 1) if "=" in a else (a, "") for a in server["args"])
@@ -162,7 +166,7 @@ def test_container_commands_are_accepted_by_spark_validates_real_parser() -> Non
     server = containers["sglang"]
     launch = parse_cli([*server["command"][1:], *server["args"]])  # the kubelet appends args to command
     assert launch.command == "launch"
-    assert launch.cmd == ["--", *server["command"][3:], *server["args"]]
+    assert launch.cmd == ["--", *server["command"][-3:], *server["args"]]
     sidecar = containers["spark-validate"]["command"]
     serve = parse_cli(sidecar[1:])
     assert serve.command == "serve" and serve.url == "http://127.0.0.1:30000"
@@ -179,3 +183,64 @@ def test_parser_check_rejects_an_option_serve_does_not_have() -> None:
     sidecar = _containers()["spark-validate"]["command"]
     with pytest.raises(AssertionError, match="unrecognized arguments: --listen-address"):
         parse_cli([*sidecar[1:], "--listen-address=0.0.0.0:9464"])
+
+
+def test_refusal_is_the_termination_message_failing_checks_first(tmp_path: Path) -> None:
+    """The manifest's launch writes the kubelet's termination file (default path), and what `launch` writes
+    there names every blocking check with its finding, within the kubelet's 4096 bytes."""
+    server = _containers()["sglang"]
+    assert "--termination-log=/dev/termination-log" in server["command"]
+    assert server.get("terminationMessagePath", "/dev/termination-log") == "/dev/termination-log"
+    log = tmp_path / "termination-log"
+    log.write_text("")
+    argv = [*server["command"][1:], *server["args"]]
+    argv = [f"--termination-log={log}" if a.startswith("--termination-log") else a for a in argv]
+    argv = [a.replace("humming", "auto").replace("NEXTN", "EAGLE3") for a in argv]  # two mistakes
+    proc = subprocess.run(
+        [sys.executable, "-m", "validator", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 78, proc.stderr[-1000:]
+    message = log.read_bytes()
+    assert 0 < len(message) <= 4096
+    first, *rest = message.decode().splitlines()
+    assert "moe.backend (fail)" in first and "spec.config (fail)" in first
+    assert any(line.startswith("moe.backend: MoE runner backend is 'auto'") for line in rest)
+
+
+def test_humming_cache_outlives_the_pod() -> None:
+    volumes = {v["name"]: v for v in _kind("Deployment")["spec"]["template"]["spec"]["volumes"]}
+    claim = volumes["humming-cache"]["persistentVolumeClaim"]["claimName"]
+    pvc = _kind("PersistentVolumeClaim")
+    assert pvc["metadata"]["name"] == claim and pvc["spec"]["accessModes"] == ["ReadWriteOnce"]
+    env = {e["name"]: e.get("value") for e in _containers()["sglang"]["env"]}
+    mounts = {m["name"]: m["mountPath"] for m in _containers()["sglang"]["volumeMounts"]}
+    assert mounts["humming-cache"] == env["HUMMING_CACHE_DIR"]
+
+
+def test_one_replica_keeps_its_only_backend_through_an_inconclusive_recheck() -> None:
+    """With one replica, readiness may drop only for a failed check or a dead server: an inconclusive
+    re-check (a probe queued behind a long request) keeps the pod in the Service for --unready-after."""
+    assert _kind("Deployment")["spec"]["replicas"] == 1
+    sidecar = _containers()["spark-validate"]
+    serve = parse_cli(sidecar["command"][1:])
+    assert serve.unready_after >= 600
+    probe = sidecar["readinessProbe"]
+    assert probe["httpGet"]["path"] == "/readyz" and probe["timeoutSeconds"] <= 5
+
+
+def test_both_containers_run_as_the_images_server_user() -> None:
+    """The attestation directory is the server user's, mode 0700: the sidecar reads it as that user."""
+    pod = _kind("Deployment")["spec"]["template"]["spec"]
+    dockerfile = (DEPLOY / "compose" / "Dockerfile").read_text()
+    assert f"USER {pod['securityContext']['runAsUser']}:{pod['securityContext']['runAsGroup']}" in dockerfile
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    for c in pod["containers"]:
+        assert "runAsUser" not in c.get("securityContext", {}), c["name"]
+    images = {c["image"] for c in pod["containers"]}
+    compose = load_yaml(DEPLOY / "compose" / "compose.yaml")
+    assert images == {compose["services"]["sglang"]["image"]}  # the image deploy/compose/Dockerfile builds

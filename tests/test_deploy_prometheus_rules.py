@@ -76,8 +76,19 @@ def test_alerts_carry_for_severity_summary_description_and_runbook() -> None:
         assert alert["labels"]["severity"] in {"critical", "warning"}
         annotations = alert["annotations"]
         assert annotations["summary"] and annotations["description"]
+        # absolute: Alertmanager and its receivers have no base to resolve a relative path against
         path, _, anchor = annotations["runbook_url"].partition("#")
-        assert path == "deploy/README.md" and anchor in anchors, f"{alert['alert']}: no heading for #{anchor}"
+        assert path == _runbooks_url(), f"{alert['alert']}: runbook_url is not the project's Runbooks URL"
+        assert anchor in anchors, f"{alert['alert']}: no heading for #{anchor}"
+
+
+def _runbooks_url() -> str:
+    """pyproject's [project.urls] Runbooks: deploy/README.md where the project publishes it."""
+    import tomllib
+
+    url: str = tomllib.loads((DEPLOY.parent / "pyproject.toml").read_text())["project"]["urls"]["Runbooks"]
+    assert url.startswith("https://") and url.endswith("/deploy/README.md")
+    return url
 
 
 def _slug(heading: str) -> str:
