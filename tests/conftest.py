@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -16,3 +19,16 @@ def stock_sglang_site() -> Path:
 @pytest.fixture(scope="session")
 def stock_sglang_root() -> Path:
     return sglang_root()
+
+
+@pytest.fixture(scope="session")
+def api_types(stock_sglang_root: Path) -> ModuleType:
+    """SGLang's generated JSON contract (``sglang/api/v1/api_types.py``), loaded by file path: it needs only
+    msgspec and never imports sglang itself."""
+    path = stock_sglang_root / "api" / "v1" / "api_types.py"
+    spec = importlib.util.spec_from_file_location("sglang_api_types_contract", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -38,7 +38,11 @@ def sim_command(port: int, *, speed: float, startup: float, extra: list[str]) ->
 
 
 @contextmanager
-def sim_process(tmp: Path, *args: str, speed: float = 1000.0, startup: float = 0.3) -> Iterator[SimProcess]:
+def sim_process(
+    tmp: Path, *args: str, speed: float = 1000.0, startup: float = 0.3, wait_listen: bool = True
+) -> Iterator[SimProcess]:
+    """The simulator as a process; with ``wait_listen`` (default) returns once its port accepts
+    connections, which under ``--refuse-until-ready`` is only after the load phase."""
     port = free_port()
     log = tmp / f"sglang-{port}.log"
     att = tmp / f"attestation-{port}.json"
@@ -48,7 +52,8 @@ def sim_process(tmp: Path, *args: str, speed: float = 1000.0, startup: float = 0
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        wait_listening(port, proc, what="simulator")
+        if wait_listen:
+            wait_listening(port, proc, what="simulator")
         yield SimProcess(proc, f"http://127.0.0.1:{port}", port, log, att)
     finally:
         stop(proc)

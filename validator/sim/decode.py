@@ -97,6 +97,7 @@ class Decoded:
     rounds: list[int] = field(default_factory=list)  # accepted drafts per verify round (0..K)
     ttft_s: float = 0.0
     decode_s: float = 0.0  # time from the first token to the last
+    stopped: bool = False  # ended at EOS (a grammar's end) rather than at max_new_tokens
 
     @property
     def completion_tokens(self) -> int:
@@ -126,6 +127,11 @@ def _rng(seed: int, *parts: object) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
+def word(token_id: int) -> str:
+    """The text of one simulated token."""
+    return _word(token_id)
+
+
 def _word(token_id: int) -> str:
     a = _SYLLABLES[token_id % 16]
     b = _SYLLABLES[(token_id // 16) % 16]
@@ -140,11 +146,21 @@ def decode(
     max_new_tokens: int,
     temperature: float,
     sampling_seed: int | None = None,
+    constrained: str | None = None,
 ) -> Decoded:
-    """Simulate one request end to end (no sleeping here; the app sleeps by the returned times)."""
+    """Simulate one request end to end (no sleeping here; the app sleeps by the returned times).
+
+    ``constrained`` is the whole text a grammar (``json_schema``) forces: generation stops at its end
+    (EOS), or is cut at ``max_new_tokens`` like any other."""
     prompt_tokens = count_tokens(prompt)
     n = max(1, max_new_tokens)
-    rng = _rng(seed, prompt, n, temperature, sampling_seed)
+    stopped = False
+    if constrained is not None:
+        needed = count_tokens(constrained)
+        stopped = needed <= n
+        n = min(n, needed)
+    extra = () if constrained is None else (constrained,)
+    rng = _rng(seed, prompt, n, temperature, sampling_seed, *extra)
     ids = [0] * n if scenario.degenerate else [rng.randrange(1000, VOCAB) for _ in range(n)]
     rounds: list[int] = []
     if scenario.spec:
@@ -160,8 +176,11 @@ def decode(
         decode_s = len(rounds) * verify_ms(scenario, temperature) / 1000.0
     else:
         decode_s = (n - 1) * step_ms(scenario) / 1000.0
-    text = "!" * n if scenario.degenerate else " ".join(_word(t) for t in ids)
-    return Decoded(ids, text, prompt_tokens, rounds, ttft_s(prompt_tokens), decode_s)
+    if constrained is not None:
+        text = constrained if stopped else constrained[: n * 4]
+    else:
+        text = "!" * n if scenario.degenerate else " ".join(_word(t) for t in ids)
+    return Decoded(ids, text, prompt_tokens, rounds, ttft_s(prompt_tokens), decode_s, stopped)
 
 
 def stream_chunks(d: Decoded) -> list[int]:

@@ -59,7 +59,7 @@ class SimEngine:
         self.config = config
         self.scenario = config.scenario
         self.log = server_log.ServerLog(config.log_path, tp_size=1)
-        self.metrics = SimMetrics(SERVED_MODEL_NAME) if self.scenario.metrics else None
+        self.metrics = SimMetrics(SERVED_MODEL_NAME, self.scenario) if self.scenario.metrics else None
         self.loaded = False  # weights and graphs are ready: the warm-up request can be served
         self.ready = False  # warm-up done: ServerStatus.Up
         self.crashed = False
@@ -196,6 +196,14 @@ class SimEngine:
         with self._lock:
             return self._flaky.random() < self.scenario.flaky_rate
 
+    def prefilled(self) -> None:
+        """A prefill ran: SGLang's ``report_prefill_stats`` pushes every scheduler gauge with the current
+        stats (metrics_reporter.py:897), so the spec gauges exist (at 0 without speculation) from the first
+        request on."""
+        if self.metrics is not None:
+            with self._lock:
+                self.metrics.log_stats(running=max(1, self.running), throughput=self.last_gen_throughput)
+
     def account(self, rounds: list[int], plain_steps: int, new_tokens: int) -> None:
         """Count decode steps (verify rounds, or plain steps without spec) and emit interval stats."""
         with self._lock:
@@ -231,11 +239,11 @@ class SimEngine:
             tp=True,
         )
         if self.metrics is not None:
-            self.metrics.interval(
+            self.metrics.log_stats(
                 running=running,
                 throughput=self.last_gen_throughput,
-                accept_len=accept_len,
-                accept_rate=accept_rate,
+                accept_len=accept_len or 0.0,
+                accept_rate=accept_rate or 0.0,
             )
         self._iv_accept_tokens = self._iv_correct = self._iv_forward = self._iv_tokens = 0
         self._iv_started = time.monotonic()
@@ -324,6 +332,12 @@ class SimEngine:
             frontend="python",
         )
         return info
+
+    def model_card(self, name: str | None = None) -> dict[str, Any]:
+        """``ModelCard`` (srt/entrypoints/openai/protocol.py:87-96); ``created`` is the time of the call."""
+        model = name or self.args["served_model_name"]
+        return {"id": model, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+                "root": model, "parent": None, "max_model_len": 262144}  # fmt: skip
 
     def model_info(self) -> dict[str, Any]:
         return {

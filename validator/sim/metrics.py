@@ -1,14 +1,22 @@
-"""The simulator's Prometheus metrics, with SGLang 0.5.23's names, label sets and buckets.
+"""The simulator's Prometheus metrics, with SGLang 0.5.23's names, help texts, label sets and buckets.
 
 A private ``CollectorRegistry`` per server, so several simulators (and the validator's own metrics) can
 live in one process. Scheduler-side gauges carry ``model_name, engine_type, tp_rank, pp_rank,
-moe_ep_rank`` and change only every ``decode_log_interval`` steps; tokenizer-side counters and histograms
-carry ``model_name, engine_type`` (plus ``is_streaming`` where SGLang adds it).
+moe_ep_rank`` and are pushed all together (``SchedulerMetricsCollector.log_stats``,
+srt/observability/metrics_collector.py:1674-1679) at each prefill and every ``decode_log_interval`` decode
+steps; with speculation off the spec gauges are still there, at 0. Tokenizer-side counters and histograms
+carry ``model_name, engine_type`` (plus ``is_streaming`` where SGLang adds it). SGLang serves them through
+prometheus_client's multiprocess collector, which writes no ``_created`` series: neither does this.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+if TYPE_CHECKING:
+    from validator.sim.scenarios import Scenario
 
 _TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
                  200.0, 400.0)  # fmt: skip
@@ -19,7 +27,8 @@ _E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40
 
 
 class SimMetrics:
-    def __init__(self, model_name: str) -> None:
+    def __init__(self, model_name: str, scenario: Scenario) -> None:
+        self._spec = (scenario.num_steps, scenario.num_draft_tokens) if scenario.spec else (0, 0)
         self.registry = CollectorRegistry()
         r = self.registry
         base = ["model_name", "engine_type"]
@@ -32,24 +41,43 @@ class SimMetrics:
         self.gen_throughput = Gauge(
             "sglang:gen_throughput", "The generation throughput (token/s).", sched, registry=r
         )
+        # metrics_collector.py:511-546
         self.spec_accept_length = Gauge(
             "sglang:spec_accept_length",
-            "The average acceptance length of speculative decoding.",
+            "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
             sched,
             registry=r,
         )
         self.spec_accept_rate = Gauge(
             "sglang:spec_accept_rate",
-            "The average acceptance rate of speculative decoding.",
+            "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
+            sched,
+            registry=r,
+        )
+        self.spec_cap_length = Gauge(
+            "sglang:spec_cap_length",
+            "Mean DSpark confidence-scheduled verify window per verify step, incl the bonus slot (0 when no "
+            "cap is scheduled).",
+            sched,
+            registry=r,
+        )
+        self.spec_block_accept_length = Gauge(
+            "sglang:spec_block_accept_length",
+            "Mean uncapped full-block accept length per verify step (accept + cap-trimmed drafts; exact only "
+            "in DSpark cap-accept mode).",
             sched,
             registry=r,
         )
         self.spec_num_steps = Gauge(
-            "sglang:spec_num_steps", "Active speculative num steps.", sched, registry=r
+            "sglang:spec_num_steps", "Currently active speculative_num_steps.", sched, registry=r
         )
         self.spec_num_draft_tokens = Gauge(
-            "sglang:spec_num_draft_tokens", "Active speculative num draft tokens.", sched, registry=r
+            "sglang:spec_num_draft_tokens",
+            "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
+            sched,
+            registry=r,
         )
+        self._accept = (0.0, 0.0)
         self.prompt_tokens = Counter(
             "sglang:prompt_tokens_total",
             "Number of prefill tokens processed.",
@@ -89,17 +117,27 @@ class SimMetrics:
             [*base, "is_streaming"], buckets=_E2E_BUCKETS, registry=r,
         )  # fmt: skip
 
-    def interval(
-        self, *, running: int, throughput: float, accept_len: float | None, accept_rate: float | None
+    def log_stats(
+        self,
+        *,
+        running: int,
+        throughput: float,
+        accept_len: float | None = None,
+        accept_rate: float | None = None,
     ) -> None:
-        """Scheduler gauges, set once per ``decode_log_interval`` decode steps."""
-        self.num_running_reqs.labels(**self._sched).set(running)
-        self.gen_throughput.labels(**self._sched).set(throughput)
+        """Push every scheduler gauge; the spec values keep their last interval's figures between
+        intervals (``self.stats`` persists in SGLang's reporter)."""
         if accept_len is not None and accept_rate is not None:
-            self.spec_accept_length.labels(**self._sched).set(accept_len)
-            self.spec_accept_rate.labels(**self._sched).set(accept_rate)
-            self.spec_num_steps.labels(**self._sched).set(3)
-            self.spec_num_draft_tokens.labels(**self._sched).set(4)
+            self._accept = (accept_len, accept_rate)
+        s = self._sched
+        self.num_running_reqs.labels(**s).set(running)
+        self.gen_throughput.labels(**s).set(throughput)
+        self.spec_accept_length.labels(**s).set(self._accept[0])
+        self.spec_accept_rate.labels(**s).set(self._accept[1])
+        self.spec_cap_length.labels(**s).set(0)
+        self.spec_block_accept_length.labels(**s).set(0)
+        self.spec_num_steps.labels(**s).set(self._spec[0])
+        self.spec_num_draft_tokens.labels(**s).set(self._spec[1])
 
     def finished(
         self,
@@ -130,4 +168,13 @@ class SimMetrics:
                     itl.observe(per_chunk / n)
 
     def render(self) -> bytes:
-        return generate_latest(self.registry)
+        """The exposition without ``_created`` samples (the multiprocess collector has none)."""
+        lines = generate_latest(self.registry).split(b"\n")
+        return b"\n".join(ln for ln in lines if not _is_created(ln))
+
+
+def _is_created(line: bytes) -> bool:
+    if line.startswith(b"# "):
+        parts = line.split(b" ", 3)
+        return len(parts) > 2 and parts[2].endswith(b"_created")
+    return line.split(b"{", 1)[0].split(b" ", 1)[0].endswith(b"_created")
