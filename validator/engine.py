@@ -10,9 +10,10 @@ from __future__ import annotations
 import datetime as _dt
 import time
 
-from validator.checks.base import CheckContext, Outcome, registry
+from validator.checks.base import CheckContext, Outcome
 from validator.checks.expect import evaluate_expect
-from validator.facts import Facts
+from validator.checks.registry import builtins
+from validator.facts import Facts, Mode
 from validator.report import (
     CheckResult,
     ProbeResult,
@@ -30,27 +31,30 @@ def run_checks(
     facts: Facts,
     loaded: LoadedPack,
     *,
-    mode: str,
+    mode: Mode,
     strict: bool = False,
     today: _dt.date | None = None,
     only: set[str] | None = None,
 ) -> list[CheckResult]:
     pack = loaded.pack
-    checks = registry()
+    checks = builtins()
     results: list[CheckResult] = []
     for spec in pack.checks:
         if mode not in spec.modes or (only is not None and spec.id not in only):
             continue
         ctx = CheckContext(spec=spec, expect=pack.expect, mode=mode, strict=strict)
+        form = checks[spec.id].forms.get(mode) if spec.id in checks else None
         if spec.expect is not None:
-            outcome = evaluate_expect(facts, spec)
-        elif spec.id in checks:
+            outcome = evaluate_expect(facts, spec, pack.expect_value(spec.expect), pack.expect.fields())
+        elif form is not None:
             try:
-                outcome = checks[spec.id](facts, ctx)
+                outcome = form(facts, ctx)
             except Exception as exc:  # a bug in a check must not hide the others
                 outcome = Outcome(Status.ERROR, f"internal error in check: {type(exc).__name__}: {exc}")
-        else:
-            outcome = Outcome(Status.ERROR, f"no builtin check {spec.id!r} and no 'expect' in the pack")
+        else:  # loading the pack rules this out; a pack built in Python may still get here
+            outcome = Outcome(
+                Status.ERROR, f"no builtin {mode} check {spec.id!r} and no 'expect' in the pack"
+            )
         results.append(_result(spec.id, spec.severity, outcome, loaded, today))
     return results
 
@@ -62,11 +66,14 @@ def _result(
     status = outcome.status
     if status is Status.FAIL and severity is not Severity.CRITICAL:
         status = Status.WARN
-    remedy = None
-    if status in (Status.FAIL, Status.WARN):
-        remedy = outcome.remedy or spec.remedy
-    elif status is Status.ERROR:
-        remedy = outcome.remedy  # the pack's remedy fixes a misconfiguration, not missing evidence
+    pack = loaded.pack
+    # The pack's text, always: the variant the check named, else (for a failure) the check's remedy. An
+    # error names a variant only when there is something to fix: the default remedy fixes a
+    # misconfiguration, not missing evidence.
+    text = spec.remedies.get(outcome.remedy) if outcome.remedy is not None else None
+    if text is None and status in (Status.FAIL, Status.WARN):
+        text = spec.remedy
+    remedy = pack.render(text, outcome.params) if text is not None else None
     waiver = loaded.pack.waiver_for(check_id, today)
     waived = None
     if waiver is not None and status in (Status.FAIL, Status.WARN, Status.ERROR):
@@ -79,7 +86,7 @@ def _result(
         evidence=outcome.evidence,
         sources=outcome.sources,
         remedy=remedy,
-        why=spec.why if status in (Status.FAIL, Status.WARN) else None,
+        why=pack.render(spec.why) if status in (Status.FAIL, Status.WARN) else None,
         waived=waived,
     )
 
@@ -88,7 +95,7 @@ def build_report(
     results: list[CheckResult],
     loaded: LoadedPack,
     *,
-    mode: str,
+    mode: Mode,
     started_at: str,
     started_monotonic: float,
     strict: bool = False,

@@ -12,11 +12,22 @@ A source that could not be read records why in ``Facts.errors[source]``; a sourc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from validator.attestation_format import AttestationTrust
+from validator.attestation_format import Attestation, AttestationTrust
+
+if TYPE_CHECKING:  # typing only: the records live with their schema, and importing them costs pydantic
+    from validator.report import ProbeResult
+    from validator.sources.server_log import LogFacts
+
+Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
+
+# What JSON (or a parsed command line) can hold. Raw documents keep this type; checks read typed views.
+JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, JsonValue] | None"
 
 # Source names, as they appear in a check result's ``sources`` list.
 LAUNCH = "launch"
@@ -44,7 +55,7 @@ class LaunchFacts:
     argv: list[str]  # the server arguments after the entry point (and after --config merging)
     entry: str  # "launch_server" (python -m sglang.launch_server) or "serve" (sglang serve)
     interpreter: str | None  # the python that will run the server, when the command names one
-    args: dict[str, Any]  # argparse dest -> value, defaults included
+    args: dict[str, JsonValue]  # argparse dest -> value, defaults included (declarative rules read these)
     explicit: set[str]  # dests given on the command line or in --config
     env: dict[str, str]  # the environment the server process will see
     env_origin: dict[str, str] = field(default_factory=dict)  # var -> where it was set
@@ -58,6 +69,11 @@ class LaunchFacts:
     interpreter_options: list[str] = field(default_factory=list)  # python's own flags (-I, -E, -s, -P...)
     working_directory: Path | None = None  # the server's cwd when known (unit WorkingDirectory=, launch)
     user: str | None = None  # the unit's User=: the account the server runs as
+
+    @cached_property
+    def settings(self) -> ServerArgs:
+        """The settings the builtin checks read, typed."""
+        return ServerArgs.from_mapping(self.args)
 
 
 @dataclass
@@ -127,7 +143,7 @@ class TensorInfo:
 class CheckpointFacts:
     model_dir: Path
     architectures: list[str]
-    config: dict[str, Any]  # config.json as loaded
+    config: dict[str, JsonValue]  # config.json as loaded
     num_nextn_predict_layers: int | None
     num_hidden_layers: int | None
     hidden_size: int | None
@@ -200,11 +216,20 @@ class ServerFacts:
 
     url: str
     healthy: bool
-    server_info: dict[str, Any]
-    model_info: dict[str, Any] | None = None
+    server_info: dict[str, JsonValue]  # the raw document (declarative rules read it)
+    model_info: dict[str, JsonValue] | None = None
     metrics_text: str | None = None
     server_info_endpoint: str = "/server_info"
     weights_checksums: dict[str, str] | None = None  # from /weights_checker, when asked for
+
+    @cached_property
+    def settings(self) -> ServerArgs:
+        """The resolved settings the builtin checks read, typed."""
+        return ServerArgs.from_mapping(self.server_info)
+
+
+# Logged exactly once per start by an SGLang build whose online FP8 LM head is active.
+FP8_HEAD_LINE = "Online FP8 quantization enabled for lm_head."
 
 
 @dataclass
@@ -216,21 +241,21 @@ class Facts:
     checkpoint: CheckpointFacts | None = None
     host: HostFacts | None = None
     server: ServerFacts | None = None
-    attestation: dict[str, Any] | None = None  # validated attestation document, only once trusted
+    attestation: Attestation | None = None  # validated, and only once trusted (attestation.trust)
     attestation_trust: AttestationTrust | None = None  # what attestation.trust judges (read, maybe untrusted)
-    log: Any | None = None  # validator.sources.server_log.LogFacts
-    probe: Any | None = None  # validator.report.ProbeResult
+    log: LogFacts | None = None
+    probe: ProbeResult | None = None
     dspark_draft: DSparkDraftFacts | None = None
     flashinfer: FlashInferFacts | None = None
     start_budget: StartBudgetFacts | None = None
     errors: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
-    mode: str = "preflight"
+    mode: Mode = "preflight"
 
-    def lookup(self, path: str) -> Any:
+    def lookup(self, path: str) -> object:
         """Resolve a dotted path (``launch.args.mem_fraction_static``) for declarative rules.
         Raises KeyError when any step is missing."""
         head, _, rest = path.partition(".")
-        obj: Any = getattr(self, head, None)
+        obj: object = getattr(self, head, None)
         if obj is None:
             raise KeyError(path)
         for part in rest.split(".") if rest else []:
@@ -243,3 +268,72 @@ class Facts:
             else:
                 raise KeyError(path)
         return obj
+
+
+def _text(value: JsonValue) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: JsonValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """The server settings builtin checks compare, typed, read the same way from a parsed launch command,
+    from ``/server_info`` and from a log's ``server_args=`` line (so the three can be compared field by
+    field). The raw mappings stay on their records for declarative rules."""
+
+    model_path: str | None = None
+    served_model_name: str | None = None
+    port: int | None = None
+    tp_size: int | None = None
+    moe_runner_backend: str | None = None
+    speculative_moe_runner_backend: str | None = None
+    speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_model_path: str | None = None
+    enable_fp32_lm_head: bool = False
+    version: str | None = None  # /server_info only
+    launch_command: str | None = None  # /server_info only: the command line as given (NEXTN unresolved)
+    avg_spec_accept_length: float | None = None  # /server_info internal_states: the server's lifetime mean
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, JsonValue]) -> ServerArgs:
+        return cls(
+            model_path=_text(raw.get("model_path")),
+            served_model_name=_text(raw.get("served_model_name")),
+            port=_int(raw.get("port")),
+            tp_size=_int(raw.get("tp_size")),
+            moe_runner_backend=_text(raw.get("moe_runner_backend")),
+            speculative_moe_runner_backend=_text(raw.get("speculative_moe_runner_backend")),
+            speculative_algorithm=_text(raw.get("speculative_algorithm")),
+            speculative_num_steps=_int(raw.get("speculative_num_steps")),
+            speculative_eagle_topk=_int(raw.get("speculative_eagle_topk")),
+            speculative_num_draft_tokens=_int(raw.get("speculative_num_draft_tokens")),
+            speculative_draft_model_path=_text(raw.get("speculative_draft_model_path")),
+            enable_fp32_lm_head=bool(raw.get("enable_fp32_lm_head")),
+            version=_text(raw.get("version")),
+            launch_command=_text(raw.get("launch_command")),
+            avg_spec_accept_length=_lifetime_accept_length(raw.get("internal_states")),
+        )
+
+    @property
+    def speculative(self) -> bool:
+        return bool(self.speculative_algorithm)
+
+
+def _lifetime_accept_length(states: JsonValue) -> float | None:
+    for state in states if isinstance(states, list) else []:
+        if isinstance(state, dict):
+            value = state.get("avg_spec_accept_length")
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+    return None
+
+
+def logged_settings(log: LogFacts) -> ServerArgs | None:
+    """A log's ``server_args=`` of the last start, typed (None when the log has none)."""
+    return None if log.server_args is None else ServerArgs.from_mapping(log.server_args)

@@ -126,9 +126,12 @@ async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dic
     from validator.probe import ProbeConfig, load_prompts, probe_server
 
     settings = loaded.pack.probe
+    threshold = loaded.pack.expect.accept_length_min
+    if settings is None or threshold is None:
+        return  # the pack lists no check that reads the probe
     draft_tokens = server_info.get("speculative_num_draft_tokens")
     config = ProbeConfig(
-        threshold=loaded.pack.expect.accept_length_min,
+        threshold=threshold,
         alpha=1.0 - settings.confidence,
         num_draft_tokens=draft_tokens if isinstance(draft_tokens, int) and draft_tokens > 1 else 4,
         max_total_tokens=settings.max_total_tokens,
@@ -180,8 +183,6 @@ async def _read_log(facts: Facts, inputs: LiveInputs) -> None:
 def _read_attestation(facts: Facts, path: Path, url: str, server_info: dict[str, Any] | None) -> None:
     """Only a document bound to this server (``attestation_format.binding_problems``) becomes evidence the
     other checks read; ``attestation.trust`` reports why one was refused."""
-    import dataclasses
-
     from validator.sources.attestation import binding_problems, read_trusted
 
     try:
@@ -196,7 +197,7 @@ def _read_attestation(facts: Facts, path: Path, url: str, server_info: dict[str,
             f"{path}: not this server's attestation (stale or untrusted): " + "; ".join(problems)
         )
     else:
-        facts.attestation = dataclasses.asdict(trust.document)
+        facts.attestation = trust.document
 
 
 async def run_live(
@@ -233,9 +234,7 @@ def identity_of(facts: Facts) -> ServerIdentity | None:
         return None
     pid: int | None = None
     start: Any = None
-    proc = (facts.attestation or {}).get("process")
-    if isinstance(proc, dict):
-        raw_pid = proc.get("pid")
-        pid = raw_pid if isinstance(raw_pid, int) and not isinstance(raw_pid, bool) else None
-        start = proc.get("start_time")
+    if facts.attestation is not None:
+        pid = facts.attestation.process.pid
+        start = facts.attestation.process.start_time
     return ServerIdentity(facts.server.server_info.get("startup_time"), pid, start)

@@ -300,10 +300,12 @@ def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
         from validator.sources.dspark_draft import read_dspark_draft
 
         draft = args.get("speculative_draft_model_path")
+        revision = args.get("speculative_draft_model_revision")
+        model_path = args.get("model_path")
         facts.dspark_draft = read_dspark_draft(
             draft if isinstance(draft, str) else None,
-            args.get("model_path") if isinstance(args.get("model_path"), str) else None,
-            revision=args.get("speculative_draft_model_revision"),
+            model_path if isinstance(model_path, str) else None,
+            revision=revision if isinstance(revision, str) else None,
             env=launch.env,
         )
     if sg.root is not None:

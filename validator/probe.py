@@ -253,15 +253,15 @@ async def run_probe(
         accept_length_ci=last.ci if last is not None else None,
         accept_length_reported=(tokens / verify_ct) if verify_ct else None,
         decided_by=decided_by,
+        decision=last.decision.value if last is not None else "undecided",
         wall_s=clock() - start,
         problems=problems,
     )
 
 
 def probe_verdict(result: ProbeResult) -> Decision:
-    """The rule's verdict, read back from ``decided_by`` (``pass: ...``, ``fail: ...``, else undecided)."""
-    head = (result.decided_by or "").split(":", 1)[0]
-    return Decision(head) if head in ("pass", "fail") else Decision.UNDECIDED
+    """The sequential rule's verdict on this result."""
+    return Decision(result.decision)
 
 
 async def probe_server(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -65,7 +65,9 @@ class ProbeResult(BaseModel):
     ttft_ms: float | None
     accept_length_ci: tuple[float, float] | None = None
     accept_length_reported: float | None = None  # SGLang's completion_tokens / spec_verify_ct
-    decided_by: str | None = None  # why the sequential rule stopped
+    decided_by: str | None = None  # why the sequential rule stopped, for people
+    # The sequential rule's verdict, for checks (not in the JSON report: decided_by says it there).
+    decision: Literal["pass", "fail", "undecided"] = Field("undecided", exclude=True)
     wall_s: float | None = None
     problems: list[str] = Field(default_factory=list)  # degenerate output and the like
 

@@ -6,14 +6,22 @@ why each matters and how to fix it, and waivers. The check logic lives in ``vali
 can also declare simple ``expect`` checks over any fact (``launch.args.mem_fraction_static <= 0.68``)
 without touching Python.
 
-Loading validates the whole file with pydantic and maps every error back to a line of the YAML, so
-``rules lint`` can say ``pack.yaml:42: checks[3].severity: Input should be 'critical', 'warning' or
-'info'``.
+The pack is the only source of truth for a recipe: every expectation and every remedy text is here, none
+in Python. Builtin checks choose a named remedy variant (``remedies.auto``) and the pack says what it
+reads; ``why``, titles, remedies and messages are templates over the pack's expectations
+(``{expect.speculative.num_steps}``) and the check's own fields (``{cache_dir}``), plain names only, never
+evaluated. A second model or recipe is a new YAML file.
+
+Loading validates the whole file (schema with pydantic, then what the listed builtin checks need from it)
+and maps every problem back to a line of the YAML, so ``rules lint`` can list them all:
+``pack.yaml:42: checks[3].severity: Input should be 'critical', 'warning' or 'info'``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -21,86 +29,112 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from validator.errors import InputError
+from validator.facts import Mode
 from validator.report import Severity
 
 DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
-PACK_API_VERSION = "spark-validate/v1"
-Mode = Literal["preflight", "check"]
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Every value below comes from the pack: there are no Python defaults to inherit. A section or value a
+# listed builtin check needs (``needs=`` where it registers) must be given, else the pack is rejected
+# naming it; a pack for a recipe without speculation simply leaves ``speculative`` out.
+
+
 class SpeculativeExpect(_Strict):
-    algorithm: str = "NEXTN"  # as written on the command line
-    resolved_algorithm: str = "EAGLE"  # as SGLang reports it once resolved
-    num_steps: int = Field(3, ge=1)
-    eagle_topk: int = Field(1, ge=1)
-    num_draft_tokens: int = Field(4, ge=2)
-    require_draft_model_path: bool = True
+    algorithm: str  # as written on the command line
+    resolved_algorithm: str  # as SGLang reports it once resolved
+    num_steps: int = Field(ge=1)
+    eagle_topk: int = Field(ge=1)
+    num_draft_tokens: int = Field(ge=2)
+    require_draft_model_path: bool
 
 
 class CheckpointExpect(_Strict):
-    architecture: str = "BailingMoeV3ForCausalLM"
-    draft_architecture: str = "BailingMoeForCausalLMNextN"
-    lm_head_shape: tuple[int, int] = (157184, 2560)
-    lm_head_dtype: str = "BF16"  # safetensors dtype of the stored head
-    min_nextn_layers: int = Field(1, ge=0)
-    routed_experts: str = "mxfp4"
+    architecture: str
+    draft_architecture: str
+    lm_head_shape: tuple[int, int]
+    lm_head_dtype: str  # safetensors dtype of the stored head
+    min_nextn_layers: int = Field(ge=0)
+    routed_experts: str
 
 
 class HostExpect(_Strict):
-    max_mem_fraction_static: float = Field(0.68, gt=0, le=1)
-    memory_bandwidth_gbps: float = Field(216.0, gt=0)  # measured effective on GB10
+    max_mem_fraction_static: float = Field(gt=0, le=1)
+    memory_bandwidth_gbps: float = Field(gt=0)  # measured effective
 
 
 class ModelBytes(_Strict):
-    """Bytes read per decode step, for the TPOT floor (domain.md)."""
+    """Bytes read per decode step, for the TPOT floor."""
 
-    active_params: float = Field(5.1e9, gt=0)
-    bytes_per_active_param: float = Field(0.75, gt=0)  # W4A8: MXFP4 experts + FP8 linear layers
-    lm_head_params: float = Field(157184 * 2560, gt=0)
-    tpot_slack: float = Field(3.0, gt=1)  # warn when measured TPOT exceeds floor x slack
+    active_params: float = Field(gt=0)
+    bytes_per_active_param: float = Field(gt=0)
+    lm_head_params: float = Field(gt=0)
+    verify_cost_steps: float = Field(gt=0)  # one verify forward, in plain decode steps
+    tpot_slack: float = Field(gt=1)  # warn when measured TPOT exceeds floor x slack
 
 
 class Expectations(_Strict):
-    sglang_version: str = "0.5.23"
-    model_architecture: str = "BailingMoeV3ForCausalLM"
-    moe_runner_backend: str = "humming"
-    lm_head_dtype: str = "float8_e4m3fn"
-    lm_head_quant_method: str = "Fp8LinearMethod"
-    fp8_lm_head_env: str = "SGLANG_ENABLE_FP8_LM_HEAD"
-    speculative: SpeculativeExpect = SpeculativeExpect()
-    accept_length_min: float = Field(1.5, ge=1.0)
-    checkpoint: CheckpointExpect = CheckpointExpect()
-    host: HostExpect = HostExpect()
-    model_bytes: ModelBytes = ModelBytes()
-    require_attestation: bool = False  # demand the in-process plugin's evidence
+    sglang_version: str | None = None
+    moe_runner_backend: str | None = None
+    moe_auto_backend: str | None = None  # what SGLang's 'auto' silently picks for this checkpoint (messages)
+    lm_head_dtype: str | None = None  # the head's torch dtype in effect
+    fp8_lm_head_env: str | None = None  # the variable that turns the online FP8 head on
+    speculative: SpeculativeExpect | None = None
+    accept_length_min: float | None = Field(None, ge=1.0)
+    checkpoint: CheckpointExpect | None = None
+    host: HostExpect | None = None
+    model_bytes: ModelBytes | None = None
+    require_attestation: bool = False  # policy switch: demand the in-process plugin's evidence
+
+    def given(self, name: str) -> bool:
+        return getattr(self, name) is not None
+
+    def fields(self) -> dict[str, object]:
+        """Every value as a template field: ``expect.speculative.num_steps`` -> 3."""
+        out: dict[str, object] = {}
+
+        def walk(prefix: str, model: BaseModel) -> None:
+            for name in type(model).model_fields:
+                value = getattr(model, name)
+                if isinstance(value, BaseModel):
+                    walk(f"{prefix}{name}.", value)
+                elif value is not None:
+                    out[prefix + name] = value
+
+        walk("expect.", self)
+        return out
 
 
 class ProbeSettings(_Strict):
-    prompts: str = "probe-prompts.yaml"  # relative to the pack's directory
-    max_new_tokens: int = Field(64, ge=8, le=4096)
-    max_total_tokens: int = Field(512, ge=16)
-    max_seconds: float = Field(60.0, gt=0)
-    confidence: float = Field(0.99, gt=0.5, lt=1)
+    prompts: str  # relative to the pack's directory
+    max_new_tokens: int = Field(ge=8, le=4096)
+    max_total_tokens: int = Field(ge=16)
+    max_seconds: float = Field(gt=0)
+    confidence: float = Field(gt=0.5, lt=1)
 
 
 Operator = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in", "exists", "absent", "matches"]
 
 
 class Expect(_Strict):
-    """A declarative check over one fact: ``fact <op> value``."""
+    """A declarative check over one fact: ``fact <op> value``; ``value_from`` names an expectation of the
+    pack instead (``host.max_mem_fraction_static``), so a limit is written once."""
 
     fact: str = Field(min_length=1)
     op: Operator
     value: Any = None
+    value_from: str | None = None
     when_missing: Literal["skip", "error", "fail", "pass"] = "skip"
 
     @model_validator(mode="after")
     def _value_needed(self) -> Expect:
-        if self.op not in ("exists", "absent") and self.value is None:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError("give 'value' or 'value_from', not both")
+        if self.op not in ("exists", "absent") and self.value is None and self.value_from is None:
             raise ValueError(f"operator {self.op!r} needs a value")
         return self
 
@@ -111,10 +145,21 @@ class CheckSpec(_Strict):
     severity: Severity
     modes: tuple[Mode, ...] = ("preflight", "check")
     why: str
-    remedy: str
+    remedy: str  # shown when the check fails or warns and names no variant
+    remedies: dict[str, str] = Field(default_factory=dict)  # named variants a builtin check chooses from
     expect: Expect | None = None  # declarative check; builtin checks leave it out
     pass_message: str | None = None
     fail_message: str | None = None
+
+    def templates(self) -> dict[str, str]:
+        """Every text of the check that is a template, by its key in the pack."""
+        out = {"title": self.title, "why": self.why, "remedy": self.remedy}
+        out.update({f"remedies.{k}": v for k, v in self.remedies.items()})
+        if self.pass_message is not None:
+            out["pass_message"] = self.pass_message
+        if self.fail_message is not None:
+            out["fail_message"] = self.fail_message
+        return out
 
 
 class WaiverSpec(_Strict):
@@ -139,8 +184,8 @@ class RulePack(_Strict):
     apiVersion: Literal["spark-validate/v1"]
     kind: Literal["RulePack"]
     metadata: Metadata
-    expect: Expectations = Expectations()
-    probe: ProbeSettings = ProbeSettings()
+    expect: Expectations = Expectations()  # empty: whatever the listed checks need is then reported
+    probe: ProbeSettings | None = None  # needed by the checks that read the acceptance probe
     checks: tuple[CheckSpec, ...] = Field(min_length=1)
     waivers: tuple[WaiverSpec, ...] = ()
     secrets: tuple[str, ...] = ()  # extra key names to redact from every output
@@ -175,6 +220,76 @@ class RulePack(_Strict):
                 return w
         return None
 
+    def expect_value(self, expect: Expect) -> object:
+        """The value an ``expect`` check compares with: its own, or the expectation it names."""
+        if expect.value_from is None:
+            return expect.value
+        return self.expect.fields().get(f"expect.{expect.value_from}")
+
+    def render(self, text: str, params: Mapping[str, object] | None = None) -> str:
+        """A template of this pack filled with its expectations (``{expect.moe_runner_backend}``) and the
+        check's own fields (``{cache_dir}``)."""
+        return render_template(text, {**self.expect.fields(), **(params or {})})
+
+
+# ---- message templates: plain named fields only ----
+
+_FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _scan(text: str) -> list[tuple[str, str]]:
+    """Split a template into ("text", s) and ("field", name) parts. ``{{`` and ``}}`` are literal braces.
+    A field is a plain (dotted) name looked up in a table, never evaluated: no attribute access, no
+    indexing, no conversion or format spec, no dunder names."""
+    parts: list[tuple[str, str]] = []
+    buf: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "{}" and text.startswith(ch * 2, i):
+            buf.append(ch)
+            i += 2
+        elif ch == "{":
+            end = text.find("}", i)
+            if end < 0:
+                raise ValueError(f"unclosed '{{' at character {i + 1} (write '{{{{' for a literal brace)")
+            name = text[i + 1 : end]
+            if not _FIELD_RE.fullmatch(name) or "__" in name:
+                raise ValueError(f"'{{{name}}}' is not a plain field name")
+            parts.append(("text", "".join(buf)))
+            buf = []
+            parts.append(("field", name))
+            i = end + 1
+        elif ch == "}":
+            raise ValueError(f"single '}}' at character {i + 1} (write '}}}}' for a literal brace)")
+        else:
+            buf.append(ch)
+            i += 1
+    parts.append(("text", "".join(buf)))
+    return parts
+
+
+def template_fields(text: str) -> list[str]:
+    """The field names a template uses; ValueError when it is not a valid template."""
+    return [v for kind, v in _scan(text) if kind == "field"]
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):
+        return str(list(value))
+    return str(value)
+
+
+def render_template(text: str, values: Mapping[str, object]) -> str:
+    """Fill a (linted) template; a field without a value stays as written, so a gap is visible."""
+    try:
+        parts = _scan(text)
+    except ValueError:
+        return text
+    return "".join(
+        v if kind == "text" else (_show(values[v]) if v in values else "{" + v + "}") for kind, v in parts
+    )
+
 
 class LoadedPack:
     """A validated pack and where it came from (its directory resolves relative data files)."""
@@ -203,10 +318,11 @@ def list_builtin_packs() -> list[Path]:
 
 def _looks_like_pack(path: Path) -> bool:
     try:
-        head = path.read_text(encoding="utf-8")[:512]
+        with path.open("rb") as fh:
+            head = fh.read(8192).decode("utf-8", errors="replace")
     except OSError:
         return False
-    return "kind: RulePack" in head
+    return "\nkind: RulePack" in head
 
 
 def resolve_pack_path(name_or_path: str | None) -> Path:
@@ -234,34 +350,148 @@ def _load_pack_cached(path: Path) -> LoadedPack:
     return LoadedPack(parse_pack(path), path)
 
 
+PACK_CAP = 1024 * 1024  # a real pack is about 10 KB
+
+
+class PackError(InputError):
+    """A rule pack with one or more problems; each is ``(line, message)``. The exception's own message is
+    the first problem (one line for any command); ``rules lint`` prints them all."""
+
+    def __init__(self, path: str, problems: list[tuple[int | None, str]]) -> None:
+        line, first = problems[0]
+        more = (
+            f" (and {len(problems) - 1} more: spark-validate rules lint {path})" if len(problems) > 1 else ""
+        )
+        super().__init__(path, first + more, line)
+        self.problems = problems
+
+    def lines(self) -> list[str]:
+        return [
+            f"{self.where}:{line}: {msg}" if line else f"{self.where}: {msg}" for line, msg in self.problems
+        ]
+
+
 def parse_pack(path: Path) -> RulePack:
-    """Parse and validate one pack file; every problem is an InputError with file and line."""
+    """Parse and validate one pack file: the schema, then what the listed builtin checks need from it
+    (expectations, remedy variants, modes) and every message template. All problems are reported
+    together as a ``PackError`` (exit 65), each with its line."""
     import yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(str(path), f"cannot read rule pack: {exc}") from None
+    from validator.sources.files import read_text_bounded
+
+    where = str(path)
+    text = read_text_bounded(path, PACK_CAP, "rule pack")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
     try:
+        # Aliases first, from the event stream: a pack has no use for them, and a few lines of nested
+        # aliases ("billion laughs") expand to gigabytes once validated.
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.AliasEvent):
+                line = event.start_mark.line + 1 if event.start_mark is not None else None
+                raise InputError(where, "YAML aliases (*name) are not allowed in a rule pack", line)
         data = yaml.load(text, Loader=loader)  # a safe loader (CSafeLoader or SafeLoader)
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
-        raise InputError(str(path), f"invalid YAML: {exc.problem}", line) from None
+        raise InputError(where, f"invalid YAML: {exc.problem}", line) from None
     except yaml.YAMLError as exc:
-        raise InputError(str(path), f"invalid YAML: {exc}") from None
+        raise InputError(where, f"invalid YAML: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # an integer over Python's digit limit, absurd nesting
+        raise InputError(where, f"invalid value in YAML: {str(exc).splitlines()[0][:200]}") from None
     if not isinstance(data, dict):
-        raise InputError(str(path), "a rule pack must be a YAML mapping", 1)
+        raise InputError(where, "a rule pack must be a YAML mapping", 1)
+    node = None
+
+    def line_of(loc: tuple[Any, ...]) -> int | None:
+        nonlocal node
+        if node is None:
+            node = yaml.compose(text, Loader=loader)  # positions, only needed to report an error
+        return _line_of(node, loc)
+
     try:
-        return RulePack.model_validate(data)
+        pack = RulePack.model_validate(data)
     except ValidationError as exc:
-        node = yaml.compose(text, Loader=loader)  # positions, only needed to report an error
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        where = _format_loc(loc) or "pack"
-        line = _line_of(node, loc)
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise InputError(str(path), f"{where}: {err['msg']}{more}", line) from None
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            problems.append((line_of(loc), f"{_format_loc(loc) or 'pack'}: {err['msg']}"))
+        raise PackError(where, problems) from None
+    found = lint_pack(pack)
+    if found:
+        raise PackError(where, [(line_of(loc), f"{_format_loc(loc)}: {msg}") for loc, msg in found])
+    return pack
+
+
+def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
+    """What the schema cannot say: each check without ``expect`` is a builtin that runs in the modes
+    listed, the expectations and remedy variants it uses are given, and every template names only fields
+    that exist. Returns ``(location, problem)`` pairs."""
+    from validator.checks.registry import builtins
+
+    known = builtins()
+    given = pack.expect.fields()
+    absent = {name for name in type(pack.expect).model_fields if not pack.expect.given(name)}
+    out: list[tuple[tuple[str | int, ...], str]] = []
+    for i, spec in enumerate(pack.checks):
+        at: tuple[str | int, ...] = ("checks", i)
+        params: set[str] = set()
+        if spec.expect is not None:
+            params = {"actual", "expected", "fact"}
+            ref = spec.expect.value_from
+            if ref is not None and f"expect.{ref}" not in given:
+                out.append(((*at, "expect", "value_from"), f"{spec.id}: the pack has no expectation {ref!r}"))
+        elif spec.id not in known:
+            out.append(((*at, "id"), f"{spec.id}: no builtin check of that name and no 'expect'"))
+        else:
+            b = known[spec.id]
+            params = set(b.params)
+            for need in sorted(b.needs_in(spec.modes)):
+                if need == "probe" and pack.probe is None:
+                    out.append((("probe",), f"probe is missing (needed by {spec.id})"))
+                elif need != "probe" and not pack.expect.given(need):
+                    out.append((("expect",), f"expect.{need} is missing (needed by {spec.id})"))
+            for mode in spec.modes:
+                if mode not in b.forms:
+                    out.append(
+                        ((*at, "modes"), f"{spec.id} has no {mode} form (it runs in: {', '.join(b.forms)})")
+                    )
+            for variant in sorted(b.remedies_in(spec.modes) - set(spec.remedies)):
+                out.append(((*at, "remedies"), f"{spec.id}: remedies.{variant} is missing"))
+            for variant in sorted(set(spec.remedies) - b.remedies_in(b.forms)):
+                uses = ", ".join(sorted(b.remedies_in(b.forms))) or "none"
+                out.append(
+                    (
+                        (*at, "remedies", variant),
+                        f"{spec.id} has no remedy variant {variant!r} (it uses: {uses})",
+                    )
+                )
+        for key, text in spec.templates().items():
+            loc = (*at, *key.split(".", 1))
+            try:
+                names = template_fields(text)
+            except ValueError as exc:
+                out.append((loc, f"{spec.id}: {exc}"))
+                continue
+            for name in dict.fromkeys(names):
+                section = name.split(".")[1] if name.startswith("expect.") else None
+                if section is not None and section in absent:
+                    continue  # reported once, as the missing expectation
+                if name not in given and name not in params:
+                    out.append((loc, f"{spec.id}: unknown template field {{{name}}}"))
+    # One "missing" line per expectation, naming every check that needs it.
+    merged: dict[str, list[str]] = {}
+    rest: list[tuple[tuple[str | int, ...], str]] = []
+    for loc, msg in out:
+        m = re.fullmatch(r"((?:expect\.)?\w+) is missing \(needed by (.+)\)", msg)
+        if m:
+            merged.setdefault(m.group(1), []).append(m.group(2))
+        else:
+            rest.append((loc, msg))
+    missing = [((k.split(".")[0],), f"{k} is missing (needed by {', '.join(v)})") for k, v in merged.items()]
+    return missing + rest
+
+
+def expired_waivers(pack: RulePack, today: _dt.date | None = None) -> list[WaiverSpec]:
+    return [w for w in pack.waivers if not w.active(today)]
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:

@@ -12,12 +12,14 @@ other check (``validator.live``), and this check says why. The reasons come from
 
 from __future__ import annotations
 
+from typing import Any
+
 from validator.attestation_format import binding_problems
 from validator.checks.base import CheckContext, Outcome, builtin, errored, passed, skipped
 from validator.facts import ATTESTATION, SERVER, Facts
 
 
-@builtin("attestation.trust")
+@builtin("attestation.trust", "check")
 def attestation_trust(facts: Facts, ctx: CheckContext) -> Outcome:
     trust = facts.attestation_trust
     if trust is None:
@@ -33,7 +35,7 @@ def attestation_trust(facts: Facts, ctx: CheckContext) -> Outcome:
         trust, server.url if server is not None else None, server.server_info if server is not None else None
     )
     doc, file, proc = trust.document, trust.file, trust.process
-    evidence = {
+    evidence: dict[str, Any] = {
         "path": file.path,
         "owner_uid": file.uid,
         "mode": f"{file.mode:04o}",

@@ -1,17 +1,20 @@
 """What a check is: a pure function from facts (and the pack's expectations) to an outcome.
 
-Builtin checks register under their contract ID with ``@builtin("moe.backend")``; the engine looks
-them up by the IDs a rule pack lists. A check never reads files or sockets: sources did that already.
-It returns an ``Outcome``; the engine adds severity, the pack's remedy and waivers.
+Builtin checks register under their contract ID and the mode they judge, with what they read from the
+pack: ``@builtin("moe.backend", "preflight", needs=("moe_runner_backend",), remedies=("auto",))``. The
+engine looks them up by the IDs and modes a rule pack lists (``validator/checks/registry.py`` imports the
+families); loading a pack rejects one that lacks what a listed check needs. A check never reads files or
+sockets (sources did that already) and holds no recipe values or remedy texts: it returns an ``Outcome``
+naming a remedy variant of the pack, and the engine adds severity, the pack's remedy text and waivers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from validator.facts import Facts
+from validator.facts import Facts, Mode
 from validator.report import Status
 from validator.rulepack import CheckSpec, Expectations
 
@@ -22,66 +25,110 @@ class Outcome:
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
-    remedy: str | None = None  # overrides the pack's generic remedy when the fix is more specific
+    remedy: str | None = None  # a named variant of the pack's remedies; None: the check's default remedy
+    params: dict[str, object] = field(default_factory=dict)  # template fields for the remedy text
 
 
 @dataclass(frozen=True)
 class CheckContext:
     spec: CheckSpec
     expect: Expectations
-    mode: str  # "preflight" or "check"
+    mode: Mode
     strict: bool = False
 
 
 CheckFn = Callable[[Facts, CheckContext], Outcome]
-_REGISTRY: dict[str, CheckFn] = {}
 
 
-def builtin(check_id: str) -> Callable[[CheckFn], CheckFn]:
+@dataclass
+class Builtin:
+    """One builtin check: a function per mode, and what it reads from the pack."""
+
+    id: str
+    forms: dict[Mode, CheckFn] = field(default_factory=dict)
+    needs: dict[Mode, set[str]] = field(default_factory=dict)  # expectations (or ``probe``) per mode
+    remedies: dict[Mode, set[str]] = field(default_factory=dict)  # remedy variants per mode
+    params: set[str] = field(default_factory=set)  # template fields the check supplies
+
+    def needs_in(self, modes: Iterable[Mode]) -> set[str]:
+        return set().union(*(self.needs.get(m, set()) for m in modes))
+
+    def remedies_in(self, modes: Iterable[Mode]) -> set[str]:
+        return set().union(*(self.remedies.get(m, set()) for m in modes))
+
+
+REGISTRY: dict[str, Builtin] = {}
+
+
+def builtin(
+    check_id: str,
+    *modes: Mode,
+    needs: Iterable[str] = (),
+    remedies: Iterable[str] = (),
+    params: Iterable[str] = (),
+) -> Callable[[CheckFn], CheckFn]:
+    """Register ``fn`` as the form of ``check_id`` for ``modes`` (default: both)."""
+
     def register(fn: CheckFn) -> CheckFn:
-        if check_id in _REGISTRY:
-            raise RuntimeError(f"check {check_id} registered twice")
-        _REGISTRY[check_id] = fn
+        b = REGISTRY.setdefault(check_id, Builtin(check_id))
+        for mode in modes or ("preflight", "check"):
+            if mode in b.forms:
+                raise RuntimeError(f"check {check_id} ({mode}) registered twice")
+            b.forms[mode] = fn
+            b.needs[mode] = set(needs)
+            b.remedies[mode] = set(remedies)
+        b.params.update(params)
         return fn
 
     return register
 
 
-def registry() -> dict[str, CheckFn]:
-    # Importing the families registers their checks.
-    from validator.checks import (  # noqa: F401
-        attestation,
-        checkpoint,
-        install,
-        launch,
-        lm_head,
-        log,
-        moe,
-        server,
-        spec,
-    )
+T = TypeVar("T")
 
-    return _REGISTRY
+
+class MissingExpectation(RuntimeError):
+    """A check read an expectation the pack does not give (loading a pack rules this out)."""
+
+
+def need(value: T | None, name: str) -> T:
+    """An expectation the check registered in ``needs``: present once the pack has loaded."""
+    if value is None:
+        raise MissingExpectation(f"the rule pack gives no expect.{name}")
+    return value
 
 
 def passed(message: str, sources: list[str], **evidence: Any) -> Outcome:
     return Outcome(Status.PASS, message, evidence, sources)
 
 
-def failed(message: str, sources: list[str], remedy: str | None = None, **evidence: Any) -> Outcome:
-    return Outcome(Status.FAIL, message, evidence, sources, remedy)
+def failed(
+    message: str,
+    sources: list[str],
+    remedy: str | None = None,
+    *,
+    params: dict[str, object] | None = None,
+    **evidence: Any,
+) -> Outcome:
+    return Outcome(Status.FAIL, message, evidence, sources, remedy, params or {})
 
 
-def warned(message: str, sources: list[str], remedy: str | None = None, **evidence: Any) -> Outcome:
-    return Outcome(Status.WARN, message, evidence, sources, remedy)
+def warned(
+    message: str,
+    sources: list[str],
+    remedy: str | None = None,
+    *,
+    params: dict[str, object] | None = None,
+    **evidence: Any,
+) -> Outcome:
+    return Outcome(Status.WARN, message, evidence, sources, remedy, params or {})
 
 
 def skipped(message: str, sources: list[str] | None = None, **evidence: Any) -> Outcome:
     return Outcome(Status.SKIP, message, evidence, sources or [])
 
 
-def errored(message: str, sources: list[str], **evidence: Any) -> Outcome:
-    return Outcome(Status.ERROR, message, evidence, sources)
+def errored(message: str, sources: list[str], *, remedy: str | None = None, **evidence: Any) -> Outcome:
+    return Outcome(Status.ERROR, message, evidence, sources, remedy)
 
 
 def env_bool(value: str | None) -> bool | None:
@@ -97,18 +144,11 @@ def env_bool(value: str | None) -> bool | None:
     return None
 
 
-def first_error(facts: Facts, *sources: str) -> str | None:
-    for s in sources:
-        if s in facts.errors:
-            return f"{s}: {facts.errors[s]}"
-    return None
-
-
 def probe_not_run(facts: Facts) -> str:
     """Why there is no probe result: the server was never ready, speculation is off, or the user chose so.
     Saying '--no-probe' when the user did not pass it sends them looking in the wrong place."""
     if facts.server is None:
         return "the acceptance probe was not run: the server is not available"
-    if not facts.server.server_info.get("speculative_algorithm"):
+    if not facts.server.settings.speculative:
         return "the acceptance probe was not run: speculative decoding is off on the server"
     return "the acceptance probe was not run (--no-probe)"

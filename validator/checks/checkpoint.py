@@ -1,19 +1,20 @@
-"""Checkpoint check: does the model directory hold what the recipe needs?
+"""Checkpoint check: does the model directory hold what the pack's recipe needs?
 
-A BF16 ``lm_head`` listed in ``modules_to_not_convert`` (so loading does not quantize it and the online
-FP8 head can), of the expected shape, the NEXTN layer's weights with ``num_nextn_predict_layers >= 1``
-(no draft without them), and MXFP4 routed experts (what Humming runs).
+The architecture, an ``lm_head`` of the pack's dtype and shape listed in ``modules_to_not_convert`` (so
+loading does not quantize it and the online FP8 head can), the NEXTN (MTP) layer's weights with
+``num_nextn_predict_layers`` at least the pack's minimum (no draft without them), and MXFP4 routed
+experts when the pack says so (what Humming runs).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed, skipped
+from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, need, passed, skipped
 from validator.facts import CHECKPOINT, LAUNCH, Facts
 
 
-@builtin("checkpoint.layout")
+@builtin("checkpoint.layout", "preflight", needs=("checkpoint",), remedies=("not_convert",))
 def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
     ck = facts.checkpoint
     if ck is None:
@@ -22,7 +23,7 @@ def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
         return skipped(
             "no model directory given (--model-dir), or the launch command's model path is not local"
         )
-    want = ctx.expect.checkpoint
+    want = need(ctx.expect.checkpoint, "checkpoint")
     head = ck.tensors.get("lm_head.weight")
     ev: dict[str, Any] = {
         "model_dir": str(ck.model_dir),
@@ -34,7 +35,7 @@ def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
         "routed_experts_mxfp4": ck.routed_experts_mxfp4,
     }
     problems: list[str] = []
-    remedies: list[str] = []
+    remedy: str | None = None  # the pack's default: use the published checkpoint unmodified
     if want.architecture not in ck.architectures:
         problems.append(f"architecture {ck.architectures}, expected {want.architecture}")
     if head is None:
@@ -49,7 +50,7 @@ def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
         m == "lm_head" or m.endswith(".lm_head") or m.startswith("lm_head") for m in mtnc
     ):
         problems.append("lm_head is not listed in quantization_config.modules_to_not_convert")
-        remedies.append('add "lm_head" to quantization_config.modules_to_not_convert in config.json')
+        remedy = "not_convert"
     if (ck.num_nextn_predict_layers or 0) < want.min_nextn_layers:
         problems.append(
             f"num_nextn_predict_layers is {ck.num_nextn_predict_layers}, need >= {want.min_nextn_layers}"
@@ -59,13 +60,6 @@ def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
     if want.routed_experts == "mxfp4" and ck.routed_experts_mxfp4 is not True:
         problems.append("routed experts are not declared MXFP4 in quantization_config")
     if problems:
-        remedy = (
-            "; ".join(remedies)
-            if remedies
-            else (
-                "Use the published Ling-3.0-flash-fp4 checkpoint unmodified (re-download the affected files)."
-            )
-        )
         return failed(
             "checkpoint does not match the recipe: " + "; ".join(problems), [CHECKPOINT], remedy, **ev
         )
@@ -73,8 +67,9 @@ def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.launch is not None:
         src.append(LAUNCH)
     return passed(
-        f"{want.architecture} checkpoint: BF16 lm_head {list(want.lm_head_shape)} kept unquantized, "
-        f"{ck.num_nextn_predict_layers} NEXTN layer(s), MXFP4 routed experts",
+        f"{want.architecture} checkpoint: {want.lm_head_dtype} lm_head {list(want.lm_head_shape)} "
+        "kept unquantized, "
+        f"{ck.num_nextn_predict_layers} NEXTN layer(s), {want.routed_experts.upper()} routed experts",
         src,
         **ev,
     )

@@ -1,41 +1,48 @@
-"""Installation checks: the SGLang version the pack was written for, and SGLANG_* variables that the
+"""Installation checks: the SGLang version the pack was written for, SGLANG_* variables that the
 installed build does not declare (SGLang ignores those silently, so a typo or a missing patch looks
-exactly like a working setting)."""
+exactly like a working setting), what SGLang accepts but does not do as written, and the host platform."""
 
 from __future__ import annotations
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, passed, skipped, warned
+from typing import Any
+
+from validator.checks.base import CheckContext, Outcome, builtin, errored, need, passed, skipped, warned
 from validator.facts import HOST, LAUNCH, SERVER, SGLANG, Facts
 
 
-@builtin("sglang.version")
-def sglang_version(facts: Facts, ctx: CheckContext) -> Outcome:
-    want = ctx.expect.sglang_version
-    if ctx.mode == "preflight":
-        sg = facts.sglang
-        if sg is None or sg.root is None:
-            note = (sg.note if sg is not None else None) or facts.errors.get(
-                SGLANG, "no SGLang installation found"
-            )
-            return skipped(note, [SGLANG])
-        version, src = sg.version, SGLANG
-    else:
-        if facts.server is None:
-            return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
-        version, src = facts.server.server_info.get("version"), SERVER
+def _version(version: str | None, src: str, ctx: CheckContext) -> Outcome:
+    want = need(ctx.expect.sglang_version, "sglang_version")
     if version is None:
         return errored("the SGLang version could not be read", [src])
-    if str(version) != want:
+    if version != want:
         return warned(
             f"SGLang {version}; this rule pack was written for {want}",
             [src],
-            f"Validate against a pack written for SGLang {version}, or install {want}.",
+            params={"version": version},
             version=version,
         )
     return passed(f"SGLang {version}", [src], version=version)
 
 
-@builtin("env.undeclared")
+@builtin("sglang.version", "preflight", needs=("sglang_version",), params=("version",))
+def sglang_version_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+    sg = facts.sglang
+    if sg is None or sg.root is None:
+        note = (sg.note if sg is not None else None) or facts.errors.get(
+            SGLANG, "no SGLang installation found"
+        )
+        return skipped(note, [SGLANG])
+    return _version(sg.version, SGLANG, ctx)
+
+
+@builtin("sglang.version", "check", needs=("sglang_version",), params=("version",))
+def sglang_version_live(facts: Facts, ctx: CheckContext) -> Outcome:
+    if facts.server is None:
+        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+    return _version(facts.server.settings.version, SERVER, ctx)
+
+
+@builtin("env.undeclared", "preflight")
 def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.launch is None:
         return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
@@ -49,7 +56,6 @@ def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
         return warned(
             f"SGLang {sg.version} does not declare {', '.join(unknown)}: silently ignored",
             [LAUNCH, SGLANG],
-            "Remove the variables, fix their spelling, or install the build that declares them.",
             undeclared=unknown,
         )
     return passed(
@@ -59,7 +65,7 @@ def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
     )
 
 
-@builtin("launch.warnings")
+@builtin("launch.warnings", "preflight")
 def launch_warnings(facts: Facts, ctx: CheckContext) -> Outcome:
     """What SGLang would accept but not do as written: deprecated flags, a ``--config=FILE`` it ignores."""
     if facts.launch is None:
@@ -70,22 +76,19 @@ def launch_warnings(facts: Facts, ctx: CheckContext) -> Outcome:
     return passed("SGLang accepts the command line as written", [LAUNCH], config_file=config)
 
 
-@builtin("host.platform")
+@builtin("host.platform", "preflight")
 def host_platform(facts: Facts, ctx: CheckContext) -> Outcome:
     """The pack's figures (bandwidth floor, memory-fraction limit) are GB10's; elsewhere they mislead."""
     h = facts.host
     if h is None:
         return skipped("host not inspected", [HOST])
-    ev = {"machine": h.machine, "gpu": h.gpu_name, "mem_total_gib": _gib(h.mem_total_bytes)}
+    ev: dict[str, Any] = {"machine": h.machine, "gpu": h.gpu_name, "mem_total_gib": _gib(h.mem_total_bytes)}
     if h.is_dgx_spark is None:
         return skipped(f"cannot tell the GPU of this {h.machine} host without CUDA", [HOST], **ev)
     if not h.is_dgx_spark:
         what = h.gpu_name or f"a {h.machine} host without an NVIDIA driver"
         return warned(
-            f"not a DGX Spark ({what}): the pack's bandwidth and memory limits are GB10's",
-            [HOST],
-            "Run preflight on the server's host, or use a rule pack written for this hardware.",
-            **ev,
+            f"not a DGX Spark ({what}): the pack's bandwidth and memory limits are GB10's", [HOST], **ev
         )
     return passed(f"DGX Spark ({h.gpu_name}, {ev['mem_total_gib']} GiB unified memory)", [HOST], **ev)
 

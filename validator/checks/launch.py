@@ -18,6 +18,7 @@ from validator.facts import LAUNCH, SGLANG, Facts
 
 
 def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> Outcome:
+    """``remedy``: the pack's variant, shown when this is a failure."""
     program = facts.program
     if program is not None and program.on_server_host:
         return failed(message, [LAUNCH], remedy, **evidence)
@@ -28,7 +29,11 @@ def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> O
     )
 
 
-@builtin("launch.program")
+@builtin(
+    "launch.program",
+    "preflight",
+    remedies=("interpreter", "environment", "install_sglang", "inspected"),
+)
 def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
     program = facts.program
     if facts.launch is None or program is None:
@@ -51,8 +56,7 @@ def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
         return _not_runnable(
             facts,
             f"the program {program.written} {program.problem}",
-            "Point the launch command at the server's interpreter (e.g. /opt/sglang/venv/bin/python) and "
-            "make it executable by the service user.",
+            "interpreter",
             **ev,
         )
     flags = " ".join(program.interpreter_options)
@@ -61,7 +65,7 @@ def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
         return _not_runnable(
             facts,
             f"{runs} cannot run: {program.probe_error}",
-            "Repair or reinstall the server's Python environment.",
+            "environment",
             **ev,
         )
     where = (
@@ -73,8 +77,7 @@ def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
         return _not_runnable(
             facts,
             f"{runs}{where} cannot import sglang",
-            "Install SGLang into the interpreter the launch command names, or name the interpreter that "
-            "has it; check flags such as -I/-E/-s, which hide PYTHONPATH and user site-packages.",
+            "install_sglang",
             **ev,
         )
     sg = facts.sglang
@@ -83,7 +86,7 @@ def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
         return _not_runnable(
             facts,
             f"{runs}{where} imports sglang from {program.sglang_root}, not from the inspected {inspected}",
-            "Drop --sglang-root, or launch the server with the interpreter whose SGLang you inspected.",
+            "inspected",
             **ev,
         )
     version = f" {sg.version}" if sg is not None and sg.version else ""

@@ -11,10 +11,13 @@ the broken-draft signature, which must not pass silently when the probe says oth
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed, skipped
-from validator.facts import LOG, PROBE, SERVER, Facts
+from validator.facts import LOG, PROBE, SERVER, Facts, logged_settings
+
+if TYPE_CHECKING:
+    from validator.sources.server_log import LogFacts
 
 # SGLang logs one ``accept len`` line per decode_log_interval (40) decode steps; 5 lines all at 1.00 are
 # 200 verify rounds in which no draft token was accepted: no healthy NEXTN draft does that.
@@ -25,25 +28,22 @@ _NOTHING_ACCEPTED = 1.0 + 1e-6
 _IDENTITY_KEYS = ("port", "model_path", "served_model_name", "tp_size")
 
 
-def log_shows_broken_draft(log: Any) -> int | None:
+def log_shows_broken_draft(log: LogFacts) -> int | None:
     """The number of recent decode intervals when all of them accepted nothing (accept len 1.00) and there
     are at least ``MIN_LOG_INTERVALS``; None otherwise."""
-    samples = getattr(log, "decode_samples", None) or []
+    samples = log.decode_samples
     if len(samples) < MIN_LOG_INTERVALS:
         return None
     return len(samples) if max(s.accept_len for s in samples) <= _NOTHING_ACCEPTED else None
 
 
-@builtin("server.log")
+@builtin("server.log", "check")
 def server_log(facts: Facts, ctx: CheckContext) -> Outcome:
-    if ctx.mode != "check":
-        return skipped("the server log is read by the live check")
     if LOG in facts.errors:
         return errored(facts.errors[LOG], [LOG])
     log = facts.log
     if log is None:
         return skipped("no --log given", [LOG])
-    samples = log.decode_samples
     ev: dict[str, Any] = {
         "source": log.path,
         "start_at": log.run_start_line,
@@ -55,16 +55,17 @@ def server_log(facts: Facts, ctx: CheckContext) -> Outcome:
         "rotations": log.rotations,
         "ready_line_seen": log.ready,
         "decode_intervals": log.decode_sample_count,
-        "log_mean_accept_len": round(log.mean_accept_len, 3) if samples else None,
+        "log_mean_accept_len": round(mean, 3) if (mean := log.mean_accept_len) is not None else None,
     }
     if log.note:
         ev["note"] = log.note
-    if facts.server is not None and isinstance(log.server_args, dict):
-        info = facts.server.server_info
+    logged = logged_settings(log)
+    if facts.server is not None and logged is not None and log.server_args is not None:
+        info, raw = facts.server.settings, facts.server.server_info
         differ = [
-            f"{k} {log.server_args[k]!r} in the log, {info[k]!r} on the server"
+            f"{k} {getattr(logged, k)!r} in the log, {getattr(info, k)!r} on the server"
             for k in _IDENTITY_KEYS
-            if k in log.server_args and k in info and log.server_args[k] != info[k]
+            if k in log.server_args and k in raw and getattr(logged, k) != getattr(info, k)
         ]
         if differ:
             return errored(

@@ -1,5 +1,5 @@
-"""Speculative-decoding checks: NEXTN configured as the recipe says, the draft sharing the target's whole
-LM-head module, and a measured acceptance length above the pack's threshold.
+"""Speculative-decoding checks: speculation configured as the pack says, the draft sharing the target's
+whole LM-head module, and a measured acceptance length above the pack's threshold.
 
 The sharing check is the reason this project exists: stock SGLang shares only the head's weight tensor
 (``set_embed_and_head``), so with an FP8 head the draft reads FP8 codes as BF16, accepts nothing
@@ -8,7 +8,7 @@ The sharing check is the reason this project exists: stock SGLang shares only th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.checks.base import (
     CheckContext,
@@ -17,6 +17,7 @@ from validator.checks.base import (
     env_bool,
     errored,
     failed,
+    need,
     passed,
     probe_not_run,
     skipped,
@@ -24,52 +25,45 @@ from validator.checks.base import (
 )
 from validator.checks.lm_head import fp8_requested
 from validator.checks.log import log_shows_broken_draft
-from validator.facts import ATTESTATION, LAUNCH, LOG, PROBE, SERVER, SGLANG, WEIGHTS, Facts
-from validator.report import ProbeResult
+from validator.facts import (
+    ATTESTATION,
+    LAUNCH,
+    LOG,
+    PROBE,
+    SERVER,
+    SGLANG,
+    WEIGHTS,
+    Facts,
+    ServerArgs,
+    logged_settings,
+)
+from validator.rulepack import SpeculativeExpect
 
-SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"
+if TYPE_CHECKING:
+    from validator.attestation_format import Attestation
+
+SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the spark-validate plugin's remedy switch
 PLUGIN_NAME = "spark_validate"
+_CONFIG_NEEDS = ("speculative", "checkpoint")
 
 
-def _spec_remedy(ctx: CheckContext) -> str:
-    s = ctx.expect.speculative
-    return (
-        f"Launch with --speculative-algorithm {s.algorithm} --speculative-num-steps {s.num_steps} "
-        f"--speculative-eagle-topk {s.eagle_topk} --speculative-num-draft-tokens {s.num_draft_tokens} "
-        "--speculative-draft-model-path <the model path>."
-    )
-
-
-@builtin("spec.config")
-def spec_config(facts: Facts, ctx: CheckContext) -> Outcome:
-    s = ctx.expect.speculative
-    if ctx.mode == "preflight":
-        if facts.launch is None:
-            return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
-        args = facts.launch.args
-        algo = args.get("speculative_algorithm")
-        sources = [LAUNCH]
-        algo_ok = algo is not None and str(algo).upper() == s.algorithm.upper()
-        shown_algo = algo
-    else:
-        if facts.server is None:
-            return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
-        args = facts.server.server_info
-        algo = args.get("speculative_algorithm")
-        launch_cmd = str(args.get("launch_command") or "")
-        sources = [SERVER]
-        # SGLang rewrites NEXTN to EAGLE; only launch_command still says NEXTN.
-        algo_ok = algo is not None and str(algo).upper() == s.resolved_algorithm.upper()
-        if algo_ok and launch_cmd and s.algorithm.upper() not in launch_cmd.upper():
-            algo_ok = False
-        shown_algo = (
-            f"{algo} (launch_command {'has' if s.algorithm.upper() in launch_cmd.upper() else 'lacks'} "
-        )
-        shown_algo += f"{s.algorithm})"
-    steps = args.get("speculative_num_steps")
-    topk = args.get("speculative_eagle_topk")
-    tokens = args.get("speculative_num_draft_tokens")
-    draft_path = args.get("speculative_draft_model_path")
+def _judge_config(
+    facts: Facts,
+    ctx: CheckContext,
+    args: ServerArgs,
+    sources: list[str],
+    algo_ok: bool,
+    shown_algo: str | None,
+    *,
+    live: bool,
+) -> Outcome:
+    s = need(ctx.expect.speculative, "speculative")
+    arch = need(ctx.expect.checkpoint, "checkpoint").architecture
+    algo = args.speculative_algorithm
+    steps = args.speculative_num_steps
+    topk = args.speculative_eagle_topk
+    tokens = args.speculative_num_draft_tokens
+    draft_path = args.speculative_draft_model_path
     ev: dict[str, Any] = {
         "speculative_algorithm": algo,
         "speculative_num_steps": steps,
@@ -78,12 +72,10 @@ def spec_config(facts: Facts, ctx: CheckContext) -> Outcome:
         "speculative_draft_model_path": draft_path,
     }
     if algo is None:
-        return failed(
-            "speculative decoding is off (no --speculative-algorithm)", sources, _spec_remedy(ctx), **ev
-        )
+        return failed("speculative decoding is off (no --speculative-algorithm)", sources, **ev)
     problems: list[str] = []
-    if ctx.mode == "check" and facts.log is not None:
-        problems += _log_disagrees(facts.log, args, ctx, ev)
+    if live and facts.log is not None:
+        problems += _log_disagrees(facts, args, ctx, ev)
         if problems:
             sources = [*sources, LOG]
     if not algo_ok:
@@ -102,26 +94,47 @@ def spec_config(facts: Facts, ctx: CheckContext) -> Outcome:
             f"with topk 1 the draft tokens must be steps + 1 = {steps + 1} (SGLang silently adjusts {tokens})"
         )
     if s.require_draft_model_path and not draft_path:
-        problems.append("no draft model path: SGLang does not default it for BailingMoeV3ForCausalLM")
+        problems.append(f"no draft model path: SGLang does not default it for {arch}")
     if problems:
-        return failed(
-            "speculative settings differ from the recipe: " + "; ".join(problems),
-            sources,
-            _spec_remedy(ctx),
-            **ev,
-        )
-    model_path = args.get("model_path")
-    if draft_path and model_path and str(draft_path).rstrip("/") != str(model_path).rstrip("/"):
+        return failed("speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev)
+    model_path = args.model_path
+    if draft_path and model_path and draft_path.rstrip("/") != model_path.rstrip("/"):
         return warned(
-            f"draft model path {draft_path} differs from the model path {model_path}; the NEXTN layer "
-            "ships in the model's own checkpoint",
+            f"draft model path {draft_path} differs from the model path {model_path}; "
+            f"the {s.algorithm} layer ships in the model's own checkpoint",
             sources,
-            _spec_remedy(ctx),
             **ev,
         )
     return passed(
         f"{s.algorithm} speculation, {steps} steps, topk {topk}, {tokens} draft tokens", sources, **ev
     )
+
+
+@builtin("spec.config", "preflight", needs=_CONFIG_NEEDS)
+def spec_config_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+    s = need(ctx.expect.speculative, "speculative")
+    if facts.launch is None:
+        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+    args = facts.launch.settings
+    algo = args.speculative_algorithm
+    algo_ok = algo is not None and algo.upper() == s.algorithm.upper()
+    return _judge_config(facts, ctx, args, [LAUNCH], algo_ok, algo, live=False)
+
+
+@builtin("spec.config", "check", needs=_CONFIG_NEEDS)
+def spec_config_live(facts: Facts, ctx: CheckContext) -> Outcome:
+    s = need(ctx.expect.speculative, "speculative")
+    if facts.server is None:
+        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+    args = facts.server.settings
+    algo = args.speculative_algorithm
+    launch_cmd = (args.launch_command or "").upper()
+    # SGLang rewrites the algorithm once resolved (NEXTN to EAGLE); only launch_command keeps what was asked.
+    algo_ok = algo is not None and algo.upper() == s.resolved_algorithm.upper()
+    if algo_ok and launch_cmd and s.algorithm.upper() not in launch_cmd:
+        algo_ok = False
+    shown = f"{algo} (launch_command {'has' if s.algorithm.upper() in launch_cmd else 'lacks'} {s.algorithm})"
+    return _judge_config(facts, ctx, args, [SERVER], algo_ok, shown, live=True)
 
 
 _SPEC_KEYS = (
@@ -132,51 +145,46 @@ _SPEC_KEYS = (
 )
 
 
-def _log_disagrees(log: Any, info: dict[str, Any], ctx: CheckContext, ev: dict[str, Any]) -> list[str]:
+def _log_disagrees(facts: Facts, info: ServerArgs, ctx: CheckContext, ev: dict[str, Any]) -> list[str]:
     """The log's own account of the last start: its resolved ``server_args=`` must match /server_info,
     and with speculation on the draft model must have loaded."""
+    log = facts.log
+    assert log is not None
     problems: list[str] = []
-    logged = getattr(log, "server_args", None)
-    if isinstance(logged, dict):
+    logged = logged_settings(log)
+    if logged is not None and log.server_args is not None:
         for key in _SPEC_KEYS:
-            if key in logged and logged[key] != info.get(key):
+            if key in log.server_args and getattr(logged, key) != getattr(info, key):
                 problems.append(
-                    f"sources disagree on {key}: server says {info.get(key)}, log says {logged[key]}"
+                    f"sources disagree on {key}: "
+                    f"server says {getattr(info, key)}, log says {getattr(logged, key)}"
                 )
-    loaded = list(getattr(log, "loaded_models", []) or [])
+    loaded = list(log.loaded_models)
     ev["log_loaded_models"] = loaded
-    ev["log_draft_graph_captures"] = getattr(log, "draft_graph_begin", None)
-    draft = ctx.expect.checkpoint.draft_architecture
-    if info.get("speculative_algorithm") and loaded and draft not in loaded:
+    ev["log_draft_graph_captures"] = log.draft_graph_begin
+    draft = need(ctx.expect.checkpoint, "checkpoint").draft_architecture
+    if info.speculative and loaded and draft not in loaded:
         problems.append(f"the log shows no {draft} (draft) weights loaded, only {', '.join(loaded)}")
     return problems
 
 
-def _spec_and_fp8(facts: Facts, ctx: CheckContext) -> tuple[bool | None, bool | None]:
-    if ctx.mode == "preflight":
-        spec_on = None if facts.launch is None else bool(facts.launch.args.get("speculative_algorithm"))
-    else:
-        spec_on = (
-            None if facts.server is None else bool(facts.server.server_info.get("speculative_algorithm"))
-        )
-    fp8, _ = fp8_requested(facts, ctx.expect.fp8_lm_head_env)
-    return spec_on, fp8
+def _fp8(facts: Facts, ctx: CheckContext) -> bool | None:
+    fp8, _ = fp8_requested(facts, need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env"))
+    return fp8
 
 
-@builtin("spec.lm_head_shared")
-def spec_lm_head_shared(facts: Facts, ctx: CheckContext) -> Outcome:
-    if ctx.mode == "preflight":
-        return _shared_preflight(facts, ctx)
-    return _shared_live(facts, ctx)
+_SHARED_NEEDS = ("fp8_lm_head_env", "checkpoint", "speculative")
 
 
-def _shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+@builtin("spec.lm_head_shared", "preflight", needs=_SHARED_NEEDS, remedies=("install_or_plugin",))
+def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+    s: SpeculativeExpect = need(ctx.expect.speculative, "speculative")
     if facts.launch is None:
         return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
-    spec_on, fp8 = _spec_and_fp8(facts, ctx)
+    spec_on, fp8 = facts.launch.settings.speculative, _fp8(facts, ctx)
     if not spec_on or not fp8:
         return skipped(
-            "applies only when the FP8 head and NEXTN speculation are combined",
+            f"applies only when the FP8 head and {s.algorithm} speculation are combined",
             [LAUNCH],
             speculative=spec_on,
             fp8_lm_head=fp8,
@@ -192,7 +200,7 @@ def _shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         "sglang_root": str(sg.root),
         "set_lm_head_from_target": sg.nextn_shares_lm_head,
     }
-    cls = ctx.expect.checkpoint.draft_architecture
+    cls = need(ctx.expect.checkpoint, "checkpoint").draft_architecture
     if sg.nextn_shares_lm_head is None:
         return errored(f"cannot read {cls} in {sg.root}: {sg.note}", [SGLANG], **ev)
     if sg.nextn_shares_lm_head:
@@ -212,13 +220,11 @@ def _shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
                 **ev,
             )
     return failed(
-        f"FP8 head + NEXTN, but SGLang {sg.version}'s {cls} lacks set_lm_head_from_target: "
-        "the draft shares only "
-        "the weight tensor, reads FP8 codes as BF16, and the acceptance length drops to 1.00",
+        f"FP8 head + {s.algorithm}, but SGLang {sg.version}'s {cls} lacks set_lm_head_from_target: "
+        "the draft shares only the weight tensor, reads FP8 codes as BF16, and the acceptance length "
+        "drops to 1.00",
         [LAUNCH, SGLANG],
-        "Install an SGLang build with the Ling-3.0 patch, or install spark-validate[sglang] "
-        "into the server's "
-        f"environment and set {SHARE_ENV}=1 so its plugin shares the whole module.",
+        "install_or_plugin",
         **ev,
     )
 
@@ -238,39 +244,43 @@ def _weights_checker_verdict(sums: dict[str, str]) -> tuple[bool, str]:
     return True, "draft.lm_head.* equals lm_head.* in names and checksums"
 
 
-def _head_unquantized(att: dict[str, Any]) -> bool:
+def _head_unquantized(att: Attestation) -> bool:
     """The target's head has no quantization (no scales, not FP8) and the draft's head runs the same method
     over a shared tensor: then tensor-only sharing computes exactly the target's logits."""
-    target = (att.get("target") or {}).get("lm_head") or {}
-    draft = (att.get("draft") or {}).get("lm_head") or {}
+    target = att.target.lm_head if att.target is not None else None
+    draft = att.draft.lm_head if att.draft is not None else None
     return (
-        bool((att.get("lm_head") or {}).get("shared_weight"))
-        and target.get("weight_dtype") in ("bfloat16", "float16", "float32")
-        and not target.get("has_weight_scale")
-        and target.get("quant_method") is not None
-        and target.get("quant_method") == draft.get("quant_method")
+        bool(att.lm_head.shared_weight)
+        and target is not None
+        and target.weight_dtype in ("bfloat16", "float16", "float32")
+        and not target.has_weight_scale
+        and target.quant_method is not None
+        and target.quant_method == (draft.quant_method if draft is not None else None)
     )
 
 
-def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
-    spec_on, fp8 = _spec_and_fp8(facts, ctx)
+@builtin("spec.lm_head_shared", "check", needs=_SHARED_NEEDS, remedies=("prove",))
+def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
+    spec_on = None if facts.server is None else facts.server.settings.speculative
+    fp8 = _fp8(facts, ctx)
     if spec_on is False:
         return skipped("speculative decoding is off", [SERVER])
     att = facts.attestation
     if att is not None:
-        head = att.get("lm_head") or {}
-        draft = att.get("draft") or {}
+        head = att.lm_head
+        draft_head = att.draft.lm_head if att.draft is not None else None
+        target_head = att.target.lm_head if att.target is not None else None
         ev: dict[str, Any] = {
-            "shared_module": head.get("shared_module"),
-            "shared_weight": head.get("shared_weight"),
-            "remedy_applied": head.get("remedy_applied"),
-            "draft_quant_method": (draft.get("lm_head") or {}).get("quant_method"),
-            "target_quant_method": ((att.get("target") or {}).get("lm_head") or {}).get("quant_method"),
+            "shared_module": head.shared_module,
+            "shared_weight": head.shared_weight,
+            "remedy_applied": head.remedy_applied,
+            "draft_quant_method": draft_head.quant_method if draft_head is not None else None,
+            "target_quant_method": target_head.quant_method if target_head is not None else None,
         }
-        if head.get("shared_module") is True:
-            how = " (the plugin's remedy shared it)" if head.get("remedy_applied") else ""
+        if head.shared_module is True:
+            how = " (the plugin's remedy shared it)" if head.remedy_applied else ""
             return passed(f"the draft's LM head is the target's module object{how}", [ATTESTATION], **ev)
-        if head.get("shared_module") is False and _head_unquantized(att):
+        if head.shared_module is False and _head_unquantized(att):
             # Stock tensor sharing of a BF16 head: the draft runs the same unquantized method over the same
             # tensor, so its logits are the target's. Harmless today (lm_head.fp8 reports the missing FP8
             # head); it turns into the trap the moment the FP8 head becomes active on this build.
@@ -281,8 +291,8 @@ def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
                 [ATTESTATION],
                 **ev,
             )
-        if head.get("shared_module") is False:
-            weight = " only the weight tensor is shared;" if head.get("shared_weight") else ""
+        if head.shared_module is False:
+            weight = " only the weight tensor is shared;" if head.shared_weight else ""
             return failed(
                 f"the draft's LM head is a separate module:{weight} the draft reads the head under "
                 f"{ev['draft_quant_method']}",
@@ -309,17 +319,13 @@ def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
         return passed(why, [WEIGHTS]) if shared else failed(why, [WEIGHTS])
     if demanded is not None:
         return demanded
-    probe: ProbeResult | None = facts.probe
-    how = (
-        "Prove it with the spark-validate SGLang plugin (--attestation), or the opt-in deep check "
-        "--weights-checker (hashes all weights)."
-    )
+    probe = facts.probe
     if probe is not None and probe.verify_ct > 0 and probe.accept_rate == 0.0 and fp8:
         return failed(
             f"the probe accepted no draft token in {probe.verify_ct} verify rounds with the FP8 head on: "
             "the signature of a draft reading FP8 weights as BF16",
             [PROBE],
-            how,
+            "prove",
             accept_length=probe.accept_length,
             verify_ct=probe.verify_ct,
         )
@@ -330,23 +336,24 @@ def _shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
         "the draft head's identity can only be proven in-process; functional evidence: "
         + (f"probe accept length {probe.accept_length}" if probe is not None else "none"),
         [PROBE] if probe is not None else [SERVER],
-        how,
+        "prove",
         **ev,
     )
 
 
-@builtin("spec.accept_length")
+@builtin(
+    "spec.accept_length",
+    "check",
+    needs=("accept_length_min", "speculative", "probe"),
+    remedies=("enable_spec", "more_tokens"),
+)
 def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
-    threshold = ctx.expect.accept_length_min
-    if ctx.mode == "preflight":
-        return skipped("measured by the live probe (spark-validate check)")
-    if facts.server is not None and not facts.server.server_info.get("speculative_algorithm"):
+    threshold = need(ctx.expect.accept_length_min, "accept_length_min")
+    if facts.server is not None and not facts.server.settings.speculative:
         return failed(
-            "speculative decoding is not active on the server, nothing is accepted",
-            [SERVER],
-            _spec_remedy(ctx),
+            "speculative decoding is not active on the server, nothing is accepted", [SERVER], "enable_spec"
         )
-    probe: ProbeResult | None = facts.probe
+    probe = facts.probe
     if probe is None:
         broken = log_shows_broken_draft(facts.log) if facts.log is not None else None
         if broken is not None:  # the log's real traffic is evidence enough of a broken draft
@@ -369,7 +376,7 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
         "ci": probe.accept_length_ci,
         "decided_by": probe.decided_by,
     }
-    cross = _lifetime_cross_check(facts)
+    cross = facts.server.settings.avg_spec_accept_length if facts.server is not None else None
     if cross is not None:
         ev["server_avg_spec_accept_length"] = cross
     sources = [PROBE] + ([LOG] if facts.log is not None else [])
@@ -387,26 +394,16 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
             sources,
             **ev,
         )
-    settled = (probe.decided_by or "").split(":", 1)[0]
-    if probe.accept_length < threshold or settled == "fail":
+    if probe.accept_length < threshold or probe.decision == "fail":
         return failed(
             f"acceptance length {probe.accept_length:.2f} is below the threshold {threshold}", sources, **ev
         )
-    if settled != "pass":
+    if probe.decision != "pass":
         return warned(
             f"acceptance length {probe.accept_length:.2f} is above {threshold} but not statistically settled "
             f"({probe.decided_by})",
             sources,
-            "Re-run the probe with a higher token cap (probe.max_total_tokens in the rule pack).",
+            "more_tokens",
             **ev,
         )
     return passed(f"acceptance length {probe.accept_length:.2f} > {threshold}", sources, **ev)
-
-
-def _lifetime_cross_check(facts: Facts) -> float | None:
-    if facts.server is None:
-        return None
-    for state in facts.server.server_info.get("internal_states") or []:
-        if isinstance(state, dict) and isinstance(state.get("avg_spec_accept_length"), (int, float)):
-            return float(state["avg_spec_accept_length"])
-    return None

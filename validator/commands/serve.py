@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         interval_s=args.interval,
         probe_interval_s=max(args.probe_interval, args.interval),
         health_interval_s=args.health_interval,
-        full_timeout_s=wait + float(loaded.pack.probe.max_seconds) + 120.0,
+        full_timeout_s=wait + (loaded.pack.probe.max_seconds if loaded.pack.probe else 0.0) + 120.0,
         recheck_timeout_s=120.0,
         probe=not args.no_probe,
         unready_after_s=args.unready_after,

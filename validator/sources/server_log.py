@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from validator.errors import InputError, UnavailableError, UsageError
+from validator.facts import FP8_HEAD_LINE
 from validator.redact import collect_secrets, redact, redact_text
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
@@ -59,7 +60,6 @@ SYSTEMCTL_TIMEOUT_S = 10.0
 _CHUNK = 1 << 20
 _TAIL_CHECK = 64  # bytes before the offset re-read at each poll to notice copytruncate + new writes
 
-FP8_HEAD_LINE = "Online FP8 quantization enabled for lm_head."
 READY_LINE = "The server is fired up and ready to roll!"
 OVERRIDE_LINE = "moe_runner_backend=flashinfer_mxfp4"
 JOURNAL_PREFIX = "journal:"

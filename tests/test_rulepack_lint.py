@@ -1,0 +1,261 @@
+"""The rule pack as the only source of truth, from the user's side: ``rules lint`` lists every problem
+(file:line each) and expired waivers, a pack lacking what its checks need is rejected naming it, hostile
+YAML (alias bombs, huge integers) and unsafe message templates exit 65 at once, and a pack for another
+model is a YAML file and nothing else."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.bounded_run import run_bounded
+from tests.checkpoint_factory import write_checkpoint
+from tests.sglang_builds import make_build
+from validator.rulepack import render_template
+
+REPO = Path(__file__).resolve().parents[1]
+PACK = REPO / "rules" / "ling-3.0-flash-dgx-spark.yaml"
+
+
+def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "validator", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=60,
+    )
+
+
+def _pack(tmp_path: Path, text: str, name: str = "pack.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _without_expect(text: str) -> str:
+    start = text.index("\nexpect:\n")
+    end = text.index("\nprobe:\n")
+    return text[:start] + "\n" + text[end:]
+
+
+def _errors(res: subprocess.CompletedProcess[str]) -> list[str]:
+    assert "Traceback" not in res.stderr, res.stderr
+    return [line for line in res.stderr.splitlines() if line.strip()]
+
+
+def test_pack_without_expect_names_every_missing_expectation(tmp_path: Path) -> None:
+    p = _pack(tmp_path, _without_expect(PACK.read_text()))
+    res = _cli("rules", "lint", str(p))
+    assert res.returncode == 65, res.stderr
+    lines = _errors(res)
+    missing = {m.group(1) for line in lines if (m := re.search(r"(expect\.\w+) is missing", line))}
+    assert missing == {
+        "expect.sglang_version",
+        "expect.moe_runner_backend",
+        "expect.lm_head_dtype",
+        "expect.fp8_lm_head_env",
+        "expect.speculative",
+        "expect.accept_length_min",
+        "expect.checkpoint",
+        "expect.host",
+        "expect.model_bytes",
+    }
+    assert all(line.startswith(f"spark-validate: {p}:") for line in lines)
+    assert any(
+        "expect.speculative is missing (needed by spec.config, spec.lm_head_shared" in x for x in lines
+    )
+    # Any other command refuses the pack too, in one line that points at `rules lint`.
+    pre = _cli(
+        "preflight", "--rules", str(p), "--launch-cmd", "python -m sglang.launch_server --model-path /m"
+    )
+    assert pre.returncode == 65 and len(_errors(pre)) == 1 and "rules lint" in pre.stderr
+
+
+def test_lint_reports_every_error_with_its_line(tmp_path: Path) -> None:
+    text = PACK.read_text()
+    text = text.replace("num_steps: 3", "num_steps: three", 1)
+    text = text.replace("    severity: info\n", "    severity: loud\n", 1)
+    p = _pack(tmp_path, text)
+    lines = _errors(_cli("rules", "lint", str(p)))
+    assert len(lines) == 2, lines
+    numbered = p.read_text().splitlines()
+    for line, needle in zip(lines, ("num_steps: three", "severity: loud"), strict=True):
+        lineno = int(line.split(":")[2])
+        assert needle in numbered[lineno - 1], (line, numbered[lineno - 1])
+    # Problems only the builtin checks know about are listed together, too.
+    text = PACK.read_text().replace("      not_installed: pip", "      not_instaled: pip", 1)
+    old = "    fail_message: --mem-fraction-static is {actual}, above {expected}"
+    text = text.replace(old, "    fail_message: '{actual'", 1)
+    lines = _errors(_cli("rules", "lint", str(_pack(tmp_path, text))))
+    assert any("remedies.not_installed is missing" in x for x in lines), lines
+    assert any("no remedy variant 'not_instaled'" in x for x in lines), lines
+    assert any("fail_message" in x and "unclosed '{'" in x for x in lines), lines
+
+
+def test_lint_reports_expired_waivers(tmp_path: Path) -> None:
+    waiver = (
+        "waivers:\n  - check: moe.humming_runtime\n"
+        "    justification: cache is warmed by the image, OPS-1234\n    expires: 2020-01-31\n"
+    )
+    p = _pack(tmp_path, PACK.read_text().replace("waivers: []\n", waiver))
+    res = _cli("rules", "lint", str(p))
+    assert res.returncode == 65
+    assert _errors(res) == [
+        f"spark-validate: {p}: waiver for moe.humming_runtime expired on 2020-01-31: it no longer applies "
+        "(renew it with a new justification, or remove it)"
+    ]
+    listing = _cli("rules", "--rules", str(p), "list")  # still a usable pack: the waiver just does not apply
+    assert listing.returncode == 0 and "[waived]" not in listing.stdout
+
+
+def test_alias_bomb_is_rejected_fast_and_small(tmp_path: Path) -> None:
+    bomb = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    bomb += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 10)]
+    text = PACK.read_text().replace("secrets: []\n", "secrets: []\nx-bomb:\n  " + "\n  ".join(bomb) + "\n")
+    p = _pack(tmp_path, text)
+    for args in (["rules", "lint", str(p)], ["preflight", "--rules", str(p), "--launch-cmd", "python -V"]):
+        res = run_bounded(args, timeout=30)
+        assert res.rc == 65, (res.rc, res.stderr[-300:])
+        assert "YAML aliases (*name) are not allowed" in res.stderr and "Traceback" not in res.stderr
+        assert res.peak_rss_mb < 300
+
+
+def test_huge_integer_exits_65(tmp_path: Path) -> None:
+    p = _pack(tmp_path, PACK.read_text().replace("  version: 1\n", "  version: " + "9" * 5000 + "\n", 1))
+    res = _cli("rules", "lint", str(p))
+    assert res.returncode == 65, res.stderr
+    assert len(_errors(res)) == 1 and str(p) in res.stderr and "digit" in res.stderr
+
+
+def test_templates_are_plain_names_never_evaluated(tmp_path: Path) -> None:
+    old = "    fail_message: --mem-fraction-static is {actual}, above {expected}"
+    for bad, why in (
+        ("{", "unclosed '{'"),
+        ("x }", "single '}'"),
+        ("{actual.real.__class__}", "is not a plain field name"),
+        ("{actual!r:>{expected}}", "is not a plain field name"),
+        ("{actual.real}", "unknown template field {actual.real}"),
+    ):
+        p = _pack(tmp_path, PACK.read_text().replace(old, f"    fail_message: '{bad}'"))
+        lines = _errors(_cli("rules", "lint", str(p)))
+        assert len(lines) == 1 and "host.mem_fraction" in lines[0] and why in lines[0], (bad, lines)
+    # The renderer itself looks names up in a table: nothing is evaluated, a gap stays visible.
+    assert render_template("{actual.real.__class__} {{x}} {actual}", {"actual": 0.9}) == (
+        "{actual.real.__class__} {{x}} {actual}"  # an invalid template is returned as written
+    )
+    assert render_template("{actual} above {{{expected}}} {missing}", {"actual": 0.9, "expected": 0.68}) == (
+        "0.9 above {0.68} {missing}"
+    )
+
+
+SECOND_PACK = """apiVersion: spark-validate/v1
+kind: RulePack
+metadata:
+  name: acme-moe-test-box
+  version: 1
+  description: Acme MoE on a test box, triton MoE kernels, FP8 head, no speculation.
+  model: acme/Acme-MoE-fp8
+  sglang: "0.5.23"
+  hardware: any
+expect:
+  sglang_version: "0.5.23"
+  moe_runner_backend: triton
+  fp8_lm_head_env: SGLANG_ENABLE_FP8_LM_HEAD
+  checkpoint:
+    architecture: AcmeMoeForCausalLM
+    draft_architecture: AcmeMoeNextN
+    lm_head_shape: [256, 64]
+    lm_head_dtype: BF16
+    min_nextn_layers: 0
+    routed_experts: mxfp4
+  host:
+    max_mem_fraction_static: 0.9
+    memory_bandwidth_gbps: 100
+checks:
+  - id: moe.backend
+    title: Triton MoE kernels
+    severity: critical
+    modes: [preflight]
+    why: Acme's kernels are tuned for {expect.moe_runner_backend}.
+    remedy: Use --moe-runner-backend {expect.moe_runner_backend}.
+    remedies:
+      explicit: Acme says - pass --moe-runner-backend {expect.moe_runner_backend}, never auto.
+      missing_backend: Acme says - upgrade SGLang.
+  - id: lm_head.fp8
+    title: FP8 head
+    severity: critical
+    modes: [preflight]
+    why: Acme's head is large.
+    remedy: Acme says - set {expect.fp8_lm_head_env}.
+    remedies:
+      set_env: Acme says - export {expect.fp8_lm_head_env}=1.
+      build: Acme says - install a build that declares {expect.fp8_lm_head_env}.
+  - id: checkpoint.layout
+    title: Acme checkpoint
+    severity: critical
+    modes: [preflight]
+    why: The head must stay unquantized on disk.
+    remedy: Acme says - download the checkpoint again.
+    remedies:
+      not_convert: Acme says - list lm_head in modules_to_not_convert.
+  - id: host.mem_fraction
+    title: memory fraction at most {expect.host.max_mem_fraction_static}
+    severity: warning
+    modes: [preflight]
+    why: Acme's box needs room for its agent.
+    remedy: Acme says - lower --mem-fraction-static to {expect.host.max_mem_fraction_static}.
+    expect:
+      fact: launch.args.mem_fraction_static
+      op: "<="
+      value_from: host.max_mem_fraction_static
+      when_missing: pass
+    pass_message: fraction ok
+    fail_message: fraction {actual} above {expected}
+"""
+
+
+def test_second_pack_for_another_model_is_yaml_only(tmp_path: Path) -> None:
+    pack = _pack(tmp_path, SECOND_PACK, "acme.yaml")
+    assert _cli("rules", "lint", str(pack)).returncode == 0
+    model = write_checkpoint(
+        tmp_path / "model", architectures=("AcmeMoeForCausalLM",), num_nextn_predict_layers=0
+    )
+    root = make_build(tmp_path / "site")
+    base = ["preflight", "--rules", str(pack), "--format", "json", "--sglang-root", str(root)]
+    launch = f"python -m sglang.launch_server --model-path {model} --mem-fraction-static 0.85"
+    env_ok = f"SGLANG_ENABLE_FP8_LM_HEAD=1 {launch} --moe-runner-backend triton"
+
+    good = _cli(*base, "--launch-cmd", env_ok.split(" ", 1)[1], "--env-file", str(_env(tmp_path)))
+    report = json.loads(good.stdout)
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert good.returncode == 0, good.stdout
+    assert report["rule_pack"] == "acme-moe-test-box"
+    assert list(by_id) == ["moe.backend", "lm_head.fp8", "checkpoint.layout", "host.mem_fraction"]
+    assert {c["status"] for c in by_id.values()} == {"pass"}
+    assert by_id["checkpoint.layout"]["message"].startswith(
+        "AcmeMoeForCausalLM checkpoint: BF16 lm_head [256, 64]"
+    )
+
+    bad = _cli(*base, "--launch-cmd", f"{launch} --moe-runner-backend auto --mem-fraction-static 0.95")
+    report = json.loads(bad.stdout)
+    by_id = {c["id"]: c for c in report["checks"]}
+    assert bad.returncode == 78
+    assert by_id["moe.backend"]["remedy"] == "Acme says - pass --moe-runner-backend triton, never auto."
+    assert by_id["moe.backend"]["message"] == "MoE runner backend is 'auto', not triton"
+    assert by_id["moe.backend"]["why"] == "Acme's kernels are tuned for triton."
+    assert by_id["lm_head.fp8"]["remedy"] == "Acme says - export SGLANG_ENABLE_FP8_LM_HEAD=1."
+    assert by_id["host.mem_fraction"]["message"] == "fraction 0.95 above 0.9"
+    assert by_id["host.mem_fraction"]["remedy"] == "Acme says - lower --mem-fraction-static to 0.9."
+    assert "Ling" not in bad.stdout and "Bailing" not in bad.stdout and "humming" not in bad.stdout.lower()
+
+
+def _env(tmp_path: Path) -> Path:
+    p = tmp_path / "server.env"
+    p.write_text("SGLANG_ENABLE_FP8_LM_HEAD=1\n")
+    return p
