@@ -35,6 +35,7 @@ SPEC = (
 )
 # Values that differ between two runs of the same code: blanked before comparing.
 VOLATILE_KEYS = {"started_at", "duration_s", "tpot_ms", "ttft_ms", "wall_s", "floor_ms"}
+VOLATILE_KEYS |= {"pid", "start_time", "observed_start_time", "server_port"}  # the simulator process
 _NUMBER_IN_TPOT = re.compile(r"\d+(\.\d+)?")
 _PROGRESS = re.compile(r"^\w+ +\d+\.\ds  (/health|no answer)")
 
@@ -75,7 +76,7 @@ def _normalise(value: Any, subs: list[tuple[str, str]], key: str = "") -> Any:
         out = {}
         for k, v in value.items():
             out[k] = "<volatile>" if k in VOLATILE_KEYS and v is not None else _normalise(v, subs, k)
-        if value.get("id") == "perf.tpot" and isinstance(out.get("message"), str):
+        if value.get("id") in ("perf.tpot", "attestation.trust") and isinstance(out.get("message"), str):
             out["message"] = _NUMBER_IN_TPOT.sub("N", out["message"])
         return out
     if isinstance(value, list):
