@@ -30,6 +30,8 @@ import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+# the child processes find this checkout first, then whatever the caller's PYTHONPATH names
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
 from tests.daemon_process import stop  # noqa: E402
 from tests.loopback import free_port, wait_listening  # noqa: E402
@@ -52,9 +54,8 @@ class Sidecar:
             "--interval", str(interval), "--probe-interval", "3600", "--health-interval", "5",
             "--no-probe", "--wait", "30", *extra,
         ]  # fmt: skip
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
         with self.err.open("wb") as fh:
-            self.proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=fh)
+            self.proc = subprocess.Popen(cmd, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=fh)
         wait_listening(self.port, self.proc, what=f"sidecar {name}", log=self.err)
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=10)
 
@@ -216,8 +217,7 @@ def _start_sim_with_log(port: int, log: Path) -> subprocess.Popen[bytes]:
 
     cmd = sim_command(port, speed=1000.0, startup=0.3, extra=["--log", str(log)])
     proc = subprocess.Popen(
-        cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cmd, cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     wait_listening(port, proc, what="simulator")
     return proc

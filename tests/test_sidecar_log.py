@@ -130,3 +130,40 @@ def test_no_probe_fails_on_the_logs_own_accept_len(tmp_path: Path) -> None:
         )
         rc, report = _check(sim.url, "--no-probe", "--log", str(sim.log))
         assert _by_id(report)["spec.accept_length"]["status"] == "skip"  # no probe, nothing wrong logged
+
+
+def test_the_sidecar_follows_the_journal_across_a_restart(tmp_path: Path) -> None:
+    """``serve --log journal:UNIT``: the real journalctl over a journal file; a new invocation of the unit
+    is a new start, and the previous invocation's lines never describe it."""
+    from tests.test_log_follow import FakeHost
+
+    host = FakeHost(tmp_path)
+    port = free_port()
+    log = tmp_path / "sglang.log"
+    sim = _start_sim(port, log)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_healthy(url)
+        first = host.start()
+        host.log(first, log.read_text(encoding="utf-8").splitlines())
+        with daemon_process(tmp_path, url, *FAST, "--log", "journal:sglang.service", env=host.env()) as d:
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+            checks = _by_id(d.get("/report").json())
+            assert checks["server.log"]["status"] == "pass" and checks["lm_head.fp8"]["status"] == "pass"
+            # the unit restarts: a new process, a new invocation whose start is not in the journal yet
+            stop(sim)
+            assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=5)
+            second = host.start()
+            log2 = tmp_path / "sglang-2.log"
+            sim = _start_sim(port, log2)
+            wait_healthy(url)
+            runs = _runs(d)
+            assert wait_for(lambda: _runs(d) >= runs + 2, timeout=30)
+            assert d.get("/readyz").status_code == 503  # the old invocation's start proves nothing
+            message = _by_id(d.get("/report").json())["server.log"]["message"]
+            assert "current invocation has logged no server start" in str(message), message
+            host.log(second, log2.read_text(encoding="utf-8").splitlines())
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+            assert d.get("/livez").status_code == 200
+    finally:
+        stop(sim)

@@ -136,6 +136,11 @@ class LogFacts:
         """Why these facts are no evidence about the running server, or None when they are."""
         if self.stale:
             return f"{self.path}: {self.stale}"
+        if self.run_start_line is None and self.path.startswith(JOURNAL_PREFIX):
+            return (
+                f"{self.path}: the unit's current invocation has logged no server start (no server_args= "
+                f"line in {self.lines_total} lines): it is no evidence about the running server"
+            )
         if self.run_start_line is None:
             what = (
                 "is empty"
