@@ -203,3 +203,38 @@ def test_shape_of_huge_dimensions_exits_65_at_once(tmp_path: Path) -> None:
         args = ["--launch-args-file", str(_args_file(tmp_path)), "--model-dir", str(model)]
         rc, err = _preflight(tmp_path, *args)
         assert rc == 65 and "needs more than" in err and "model.safetensors" in err, err
+
+
+def test_prefix_readers_refuse_fifos_and_devices(tmp_path: Path) -> None:
+    """Readers that only need a file's head (installed SGLang's sources, dist-info METADATA, a hub ref)
+    used ``read_bytes()[:N]`` or a line iterator: ``/dev/zero`` was read whole, a FIFO blocked. Through
+    ``read_head`` they see an ``OSError`` and treat the file as unreadable, as for a missing one."""
+    from validator.sources.dists import metadata_version
+    from validator.sources.files import read_head
+    from validator.sources.sglang_install import _redirects_flashinfer_cache
+
+    root = tmp_path / "sglang"
+    (root / "srt").mkdir(parents=True)
+    _dev_zero(root / "__init__.py")
+    _fifo(root / "srt" / "environ.py")
+    assert _redirects_flashinfer_cache(root) is None
+    meta = _fifo(tmp_path / "METADATA")
+    assert metadata_version(meta) is None
+    assert metadata_version(_dev_zero(tmp_path / "METADATA2")) is None
+    ok = tmp_path / "ok"
+    ok.write_bytes(b"Version: 1.2\n\nbody" * 10)
+    assert read_head(ok, 5) == b"Versi" and metadata_version(ok) == "1.2"
+
+
+def test_sglang_config_file_aliases_and_devices_exit_65(tmp_path: Path) -> None:
+    """``--config FILE`` in a launch command is read as SGLang reads it; a billion-laughs file (aliases that
+    expand into gigabytes of argv words) and a FIFO are refused with one line."""
+    laughs = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    laughs += [f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(8)]
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(laughs) + "\nmodel-path: *i\n")
+    fifo = _fifo(tmp_path / "fifo.yaml")
+    for config, needle in ((bomb, "aliases"), (fifo, "FIFO")):
+        cmd = f"python -m sglang.launch_server --config {config}"
+        rc, err = _preflight(tmp_path, "--launch-cmd", cmd)
+        assert rc == 65 and str(config) in err and needle in err, err

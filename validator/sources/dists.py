@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from validator.sources.files import read_head
+
 
 def normalize(name: str) -> str:
     """PEP 503 normalisation, with ``_`` as wheels write dist-info names (``flashinfer_python``)."""
@@ -35,12 +37,12 @@ def find_dist(site_dirs: Iterable[Path], name: str) -> tuple[Path, str | None] |
 def metadata_version(path: Path) -> str | None:
     """``Version:`` from a METADATA header (the block before the first blank line), at most 200 lines."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for _, line in zip(range(200), fh, strict=False):
-                if not line.strip():
-                    break
-                if line.startswith("Version:"):
-                    return line.partition(":")[2].strip() or None
+        head = read_head(path, 64 * 1024).decode("utf-8", "replace")  # never a FIFO or /dev/zero
     except OSError:
         return None
+    for line in head.splitlines()[:200]:
+        if not line.strip():
+            break
+        if line.startswith("Version:"):
+            return line.partition(":")[2].strip() or None
     return None

@@ -25,7 +25,7 @@ from typing import Any
 
 from validator.errors import InputError
 from validator.facts import DSparkDraftFacts
-from validator.sources.files import load_json_file
+from validator.sources.files import load_json_file, read_head
 
 CONFIG_CAP = 4 * 1024 * 1024  # a draft config.json is a few KB
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -67,7 +67,7 @@ def _hub_snapshot(repo: str, revision: str, env: Mapping[str, str]) -> tuple[Pat
     ref = root / "refs" / revision
     if ref.is_file():
         try:
-            commit = ref.read_text(encoding="ascii", errors="replace")[:80].strip()
+            commit = read_head(ref, 80).decode("ascii", "replace").strip()
         except OSError:
             return None
     if not _REVISION.match(commit):

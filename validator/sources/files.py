@@ -19,6 +19,7 @@ unreadable file means "evidence unavailable" (exit 69) catch it and re-raise the
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -100,6 +101,33 @@ def read_bounded(path: Path | str, cap: int, what: str = "file") -> bytes:
             total += len(chunk)
         if total > cap:
             raise InputError(where, f"{what} grew past the {cap}-byte cap while being read")
+        return b"".join(parts)
+    finally:
+        os.close(fd)
+
+
+def read_head(path: Path | str, cap: int) -> bytes:
+    """At most the first ``cap`` bytes of a regular file, for readers that need only its beginning (or
+    scan source files) and treat an unreadable file as absent: every failure is an ``OSError`` (a FIFO or
+    a device is ``EINVAL``), so their ``except OSError`` keeps working, and ``path.read_bytes()[:cap]``,
+    which reads all of ``/dev/zero`` before slicing, is never needed."""
+    flags = (
+        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    )
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", str(path))
+        os.set_blocking(fd, True)
+        parts: list[bytes] = []
+        total = 0
+        while total < cap:
+            chunk = os.read(fd, min(_CHUNK, cap - total))
+            if not chunk:
+                break
+            parts.append(chunk)
+            total += len(chunk)
         return b"".join(parts)
     finally:
         os.close(fd)

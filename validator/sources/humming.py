@@ -20,6 +20,7 @@ from pathlib import Path
 
 from validator.facts import HummingFacts
 from validator.sources.dists import find_dist
+from validator.sources.files import read_head
 
 DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
 CACHE_ENV = "HUMMING_CACHE_DIR"
@@ -84,7 +85,7 @@ def gb10_bandwidth_safe(package: Path) -> bool | None:
     (a shim appended by a launcher counts) is safe when it makes no memory-clock query, returns before it
     for (12, 1), or makes it inside a ``try`` that catches NVML's error. None: the file is not readable."""
     try:
-        tree = ast.parse((package / DEVICE_MODULE).read_bytes()[:2_000_000])
+        tree = ast.parse(read_head(package / DEVICE_MODULE, 2_000_000))
     except (OSError, SyntaxError, ValueError):
         return None
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "calculate_gpu_bandwidth"]

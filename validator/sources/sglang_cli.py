@@ -646,8 +646,21 @@ def merge_config(
         raise InputError(origin, f"Config file not found: {name}")
     import yaml  # lazy: only a --config command pays for it
 
+    from validator.sources.files import TEXT_CAP, read_text_bounded
+
+    text = read_text_bounded(path, TEXT_CAP, "--config file")  # regular file, size-capped
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # A server config has no use for anchors and aliases; refusing them keeps a small file from
+        # expanding into gigabytes of argv words (a "billion laughs").
+        for event in yaml.parse(text, Loader=yaml.SafeLoader):
+            if isinstance(event, yaml.AliasEvent):
+                mark = event.start_mark
+                raise InputError(
+                    str(path),
+                    "YAML aliases are not accepted in a --config file",
+                    mark.line + 1 if mark else None,
+                )
+        data = yaml.safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         line = None
         mark = getattr(exc, "problem_mark", None)

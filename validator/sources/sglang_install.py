@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.facts import LaunchFacts, ProgramFacts, SGLangInstallFacts
+from validator.sources.files import read_head
+
+_SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused
 
 FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
 NEXTN_CLASS = "BailingMoeForCausalLMNextN"
@@ -318,8 +321,8 @@ def _redirects_flashinfer_cache(r: Path) -> bool | None:
     """sglang 0.5.23's ``__init__`` calls ``redirect_third_party_caches()``, whose defaults set
     ``FLASHINFER_WORKSPACE_BASE`` to ``SGLANG_CACHE_DIR`` (``~/.cache/sglang``) unless already set."""
     try:
-        init = (r / "__init__.py").read_bytes()[:1_000_000]
-        environ = (r / "srt" / "environ.py").read_bytes()[:5_000_000]
+        init = read_head(r / "__init__.py", 1_000_000)
+        environ = read_head(r / "srt" / "environ.py", 5_000_000)
     except OSError:
         return None
     return b"redirect_third_party_caches()" in init and b'"FLASHINFER_WORKSPACE_BASE"' in environ
@@ -332,7 +335,7 @@ def installed_plugins(site_dirs: list[Path]) -> set[str]:
     for d in dict.fromkeys(site_dirs):
         for ep in [*d.glob("*.dist-info/entry_points.txt"), *d.glob("*.egg-info/entry_points.txt")]:
             try:
-                text = ep.read_text(encoding="utf-8", errors="replace")
+                text = read_head(ep, 1 << 20).decode("utf-8", "replace")
             except OSError:
                 continue
             section = ""
@@ -348,7 +351,7 @@ def installed_plugins(site_dirs: list[Path]) -> set[str]:
 def _parse(path: Path, notes: list[str]) -> ast.Module | None:
     rel = path.as_posix().rsplit("/sglang/", 1)[-1]
     try:
-        source = path.read_bytes()
+        source = read_head(path, _SOURCE_CAP)
     except OSError as exc:
         notes.append(f"{rel}: cannot read ({exc.strerror or exc})")
         return None
@@ -370,7 +373,11 @@ def _version(r: Path, notes: list[str]) -> str | None:
             if found:
                 return found
     for meta in sorted(r.parent.glob("sglang-*.dist-info/METADATA")):
-        for line in meta.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            head = read_head(meta, 1 << 20).decode("utf-8", "replace")
+        except OSError:
+            continue
+        for line in head.splitlines():
             if line.startswith("Version:"):
                 return line.partition(":")[2].strip()
             if not line:
@@ -466,7 +473,7 @@ def referenced_env(root: Path, names: set[str]) -> set[str]:
     found: set[str] = set()
     for path in root.rglob("*.py"):
         try:
-            data = path.read_bytes()
+            data = read_head(path, _SOURCE_CAP)
         except OSError:
             continue
         if b"SGLANG_" not in data:

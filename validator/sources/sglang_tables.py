@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
+from validator.sources.files import read_head
 
 if TYPE_CHECKING:
     from validator.sources.sglang_cli import TableChoice
@@ -51,7 +52,7 @@ def build_key(root: Path, version: str | None) -> str:
     files = [root / _FLAG_SOURCES[0], *sorted((root / _FLAG_SOURCES[1]).rglob("*.py"))]
     for f in files:
         try:
-            data = f.read_bytes()
+            data = read_head(f, 16 * 1024 * 1024)
         except OSError:
             continue
         h.update(str(f.relative_to(root)).encode() + b"\0" + hashlib.sha256(data).digest())
