@@ -139,3 +139,21 @@ def test_url_credentials_never_shown() -> None:
 def test_caps_cover_every_endpoint_the_client_calls() -> None:
     called = {"/health", "/server_info", "/get_server_info", "/model_info", "/get_model_info", "/generate"}
     assert called | {"/metrics", "/weights_checker"} <= set(BODY_CAPS)
+
+
+def test_a_whole_check_has_a_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backstop over every request's own deadline: past ``check_deadline_s`` what was not gathered is
+    an error naming the deadline (never a pass), however the server stalls."""
+    import time
+
+    from validator import live
+    from validator.facts import SERVER
+    from validator.rulepack import load_pack
+
+    monkeypatch.setattr(live, "CHECK_OVERHEAD_S", 0.5)  # below the 3 s of one readiness poll
+    loaded = load_pack(None)
+    with hostile_process("silent") as url:
+        t0 = time.monotonic()
+        facts = asyncio.run(live.gather_live(live.LiveInputs(url=url, wait_s=0.0), loaded, probe=False))
+    assert time.monotonic() - t0 < 2.5
+    assert "did not finish within its 0.5 s deadline" in facts.errors[SERVER]

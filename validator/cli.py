@@ -18,7 +18,7 @@ from typing import Protocol
 
 from validator import TOOL_NAME, __version__
 from validator.errors import ExitCode, ValidatorError
-from validator.redact import redact_text
+from validator.redact import neutralize_controls, redact_text
 
 COMMANDS = ("preflight", "launch", "check", "serve", "sim", "demo", "rules", "sglang-table")
 
@@ -64,7 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(args_list)
         return int(_module(args.command).run(args))
     except ValidatorError as exc:
-        sys.stderr.write(redact_text(f"{TOOL_NAME}: {exc}") + "\n")  # exit-65 lines quote inputs
+        # exit-65/69 lines quote inputs and server replies: no secret, no terminal control sequence
+        sys.stderr.write(neutralize_controls(redact_text(f"{TOOL_NAME}: {exc}")) + "\n")
         return int(exc.exit_code)
     except KeyboardInterrupt:
         return 130

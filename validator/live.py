@@ -78,11 +78,41 @@ class LiveInputs:
     retries: int = 3
 
 
+# Beyond --wait and the probe's own budget, what one check may spend: /server_info, /model_info (10 s
+# deadlines each), the files (worker threads) and the checks. Every request has its own deadline too; this
+# is the backstop for their sum, so no server can hold a check (or a sidecar re-check) for ever.
+CHECK_OVERHEAD_S = 60.0
+
+
+def check_deadline_s(inputs: LiveInputs, loaded: LoadedPack, probe: bool) -> float:
+    """The total deadline of one live check: ``--wait``, the probe's budget, the weights checker's."""
+    settings = loaded.pack.probe
+    budget = inputs.wait_s + CHECK_OVERHEAD_S
+    if probe and settings is not None:
+        budget += settings.max_seconds
+    if inputs.weights_checker:
+        budget += inputs.read_timeout
+    return budget
+
+
 async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | None = None) -> Facts:
+    """The live facts, within :func:`check_deadline_s`; past it, whatever was not gathered is an error
+    naming the deadline (the verdict is then inconclusive, never a pass)."""
+    facts = Facts(mode="check")
+    run_probe = probe if probe is not None else inputs.probe
+    budget = check_deadline_s(inputs, loaded, run_probe)
+    try:
+        await asyncio.wait_for(_gather(facts, inputs, loaded, run_probe), timeout=budget)
+    except asyncio.TimeoutError:
+        why = f"{inputs.url}: the check did not finish within its {budget:g} s deadline"
+        facts.errors.setdefault(SERVER if facts.server is None else PROBE, why)
+    return facts
+
+
+async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool) -> None:
     from validator.sources.readiness import wait_until_ready
     from validator.sources.server_http import SGLangClient
 
-    facts = Facts(mode="check")
     async with SGLangClient(
         inputs.url,
         api_key=inputs.api_key,
@@ -96,7 +126,7 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
             facts.errors[SERVER] = str(exc)
             await asyncio.to_thread(_read_files, facts, inputs, None)
             await _read_log(facts, inputs)
-            return facts
+            return
         facts.server = ServerFacts(
             url=inputs.url,
             healthy=True,
@@ -112,12 +142,11 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
                 facts.server.weights_checksums = await client.weights_checker("all")
             except UnavailableError as exc:
                 facts.errors[WEIGHTS] = str(exc)
-        if probe if probe is not None else inputs.probe:
+        if probe:
             if not ready.server_info.get("speculative_algorithm"):
                 pass  # spec.accept_length reports it; a probe would only measure plain decoding
             else:
                 await _probe(facts, client, loaded, ready.server_info)
-    return facts
 
 
 async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dict[str, Any]) -> None:

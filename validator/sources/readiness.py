@@ -21,6 +21,7 @@ from enum import Enum
 from typing import Any
 
 from validator.errors import UnavailableError
+from validator.redact import neutralize_controls
 from validator.sources.server_http import ServerError, SGLangClient
 
 
@@ -128,5 +129,5 @@ def _budget(client: SGLangClient, deadline: float) -> float:
 def format_progress(p: Progress) -> str:
     """One human line: ``starting  42.1s  /health 503``."""
     status = f"/health {p.last_status}" if p.last_status is not None else "no answer"
-    tail = f"  {p.detail}" if p.detail else ""
+    tail = f"  {neutralize_controls(p.detail)}" if p.detail else ""  # may quote the server's bytes
     return f"{p.phase.value:<10} {p.elapsed_s:6.1f}s  {status}{tail}"

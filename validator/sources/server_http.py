@@ -523,7 +523,8 @@ class SGLangClient:
         """Per-parameter checksums from ``/weights_checker`` (``action=checksum``), merged over ranks.
         Expensive on a real server: it hashes every weight; callers make it opt-in."""
         ep = self.endpoint("/weights_checker")
-        raw = await self._json("POST", "/weights_checker", {"action": "checksum", "selector": selector})
+        body = {"action": "checksum", "selector": selector}
+        raw = await self._json("POST", "/weights_checker", body, timeout=self.read_timeout)  # hashes all
         obj = expect_object(ep, raw)
         if obj.get("success") is False:
             raise ServerError(ep, f"server reported failure: {str(obj.get('message'))[:200]}")
