@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -88,10 +89,13 @@ def test_control_sequences_from_the_server_are_inert_in_text_output() -> None:
     with hostile_process("ansi") as url:
         res = run_bounded(["check", "--url", url, "--format", "text"], timeout=60)
         as_json = run_bounded(["check", "--url", url, "--format", "json"], timeout=60)
+        junit = run_bounded(["check", "--url", url, "--format", "junit"], timeout=60)
     assert res.rc == 69, res.stderr[-800:]
     assert "\x1b" not in res.stdout and "\r" not in res.stdout and "\u202e" not in res.stdout
     assert "\x07" not in res.stdout
     assert "\\x1b[2K" in res.stdout  # shown, visibly, as what it was
+    # JUnit: XML 1.0 cannot hold ESC or BEL; the file must still parse (CI reads it), the bytes shown
+    assert "\\x1b[2K" in ET.tostring(ET.fromstring(junit.stdout), encoding="unicode")
     # JSON keeps the server's string exactly (json escapes it; nothing is lost for a machine reader)
     messages = " ".join(c["message"] for c in json.loads(as_json.stdout)["checks"])
     assert "\x1b[2K" in messages

@@ -10,11 +10,12 @@ import json
 import xml.etree.ElementTree as ET
 
 from validator.outputs.safe import safe_dict
+from validator.redact import neutralize_deep
 from validator.report import Report
 
 
 def render(report: Report, *, secrets: tuple[str, ...] = ()) -> str:
-    data = safe_dict(report, secrets)
+    data = neutralize_deep(safe_dict(report, secrets))  # XML 1.0 cannot hold a server's control bytes
     checks = data["checks"]
 
     def count(status: str) -> int:
