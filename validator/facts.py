@@ -18,9 +18,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from validator.attestation_format import Attestation, AttestationTrust
-
-if TYPE_CHECKING:  # typing only: the records live with their schema, and importing them costs pydantic
+if TYPE_CHECKING:  # typing only: the records live with their schema (and preflight never needs them)
+    from validator.attestation_format import Attestation, AttestationTrust
     from validator.report import ProbeResult
     from validator.sources.server_log import LogFacts
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from validator.facts import Facts, Mode
+from validator.facts import LAUNCH, SERVER, SGLANG, Facts, Mode
 from validator.report import Status
 from validator.rulepack import CheckSpec, Expectations
 
@@ -129,6 +129,22 @@ def skipped(message: str, sources: list[str] | None = None, **evidence: Any) -> 
 
 def errored(message: str, sources: list[str], *, remedy: str | None = None, **evidence: Any) -> Outcome:
     return Outcome(Status.ERROR, message, evidence, sources, remedy)
+
+
+def no_launch(facts: Facts) -> Outcome:
+    """The launch command could not be read (or none was given): nothing to judge before start."""
+    return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+
+
+def no_server(facts: Facts) -> Outcome:
+    """The server's own state could not be read."""
+    return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+
+
+def sglang_note(facts: Facts) -> str:
+    """Why the installed SGLang could not be read."""
+    sg = facts.sglang
+    return (sg.note if sg is not None else None) or facts.errors.get(SGLANG, "no SGLang installation found")
 
 
 def env_bool(value: str | None) -> bool | None:

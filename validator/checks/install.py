@@ -6,7 +6,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, need, passed, skipped, warned
+from validator.checks.base import (
+    CheckContext,
+    Outcome,
+    builtin,
+    errored,
+    need,
+    no_launch,
+    no_server,
+    passed,
+    sglang_note,
+    skipped,
+    warned,
+)
 from validator.facts import HOST, LAUNCH, SERVER, SGLANG, Facts
 
 
@@ -28,9 +40,7 @@ def _version(version: str | None, src: str, ctx: CheckContext) -> Outcome:
 def sglang_version_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     sg = facts.sglang
     if sg is None or sg.root is None:
-        note = (sg.note if sg is not None else None) or facts.errors.get(
-            SGLANG, "no SGLang installation found"
-        )
+        note = sglang_note(facts)
         return skipped(note, [SGLANG])
     return _version(sg.version, SGLANG, ctx)
 
@@ -38,14 +48,14 @@ def sglang_version_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
 @builtin("sglang.version", "check", needs=("sglang_version",), params=("version",))
 def sglang_version_live(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.server is None:
-        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        return no_server(facts)
     return _version(facts.server.settings.version, SERVER, ctx)
 
 
 @builtin("env.undeclared", "preflight")
 def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.launch is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     sg = facts.sglang
     if sg is None or sg.root is None or not sg.declared_env:
         return skipped("no SGLang installation to compare the environment with", [SGLANG])
@@ -69,7 +79,7 @@ def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
 def launch_warnings(facts: Facts, ctx: CheckContext) -> Outcome:
     """What SGLang would accept but not do as written: deprecated flags, a ``--config=FILE`` it ignores."""
     if facts.launch is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     if facts.launch.warnings:
         return warned("; ".join(facts.launch.warnings), [LAUNCH], warnings=facts.launch.warnings)
     config = str(facts.launch.config_file) if facts.launch.config_file else None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed
+from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, no_launch, passed
 from validator.facts import LAUNCH, SGLANG, Facts
 
 
@@ -37,7 +37,7 @@ def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> O
 def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
     program = facts.program
     if facts.launch is None or program is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     ev: dict[str, Any] = {
         "program": program.written,
         "path": str(program.path) if program.path else None,

@@ -19,7 +19,10 @@ from validator.checks.base import (
     errored,
     failed,
     need,
+    no_launch,
+    no_server,
     passed,
+    sglang_note,
     skipped,
     warned,
 )
@@ -55,7 +58,7 @@ def lm_head_fp8_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     env_name = need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env")
     launch = facts.launch
     if launch is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     requested, raw = fp8_requested(facts, env_name)
     ev: dict[str, Any] = {env_name: raw, "set_in": launch.env_origin.get(env_name)}
     if requested is None:
@@ -70,9 +73,7 @@ def lm_head_fp8_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         return failed(f"the FP8 LM head is not requested ({env_name} is not set)", [LAUNCH], "set_env", **ev)
     sg = facts.sglang
     if sg is None or sg.root is None:
-        note = (sg.note if sg is not None else None) or facts.errors.get(
-            SGLANG, "no SGLang installation found"
-        )
+        note = sglang_note(facts)
         return skipped(f"FP8 head requested, but support cannot be checked: {note}", [LAUNCH, SGLANG], **ev)
     ev["sglang_version"] = sg.version
     ev["sglang_root"] = str(sg.root)
@@ -131,7 +132,7 @@ def lm_head_fp8_live(facts: Facts, ctx: CheckContext) -> Outcome:
         obs.add(LOG, "target", want if count == 1 else "bfloat16")
     if obs.empty() and facts.server is None:
         # Nothing was observed at all: say the server is missing, not that HTTP cannot prove the dtype.
-        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        return no_server(facts)
     if obs.empty():
         return warned(
             "the LM head's dtype cannot be proven over HTTP alone (SGLang reports no field for it)",
@@ -167,7 +168,7 @@ def lm_head_exclusive_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     env_name = need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env")
     launch = facts.launch
     if launch is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     fp8, raw = fp8_requested(facts, env_name)
     return _exclusive(launch.settings.enable_fp32_lm_head, fp8, raw, env_name, [LAUNCH])
 
@@ -176,7 +177,7 @@ def lm_head_exclusive_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
 def lm_head_exclusive_live(facts: Facts, ctx: CheckContext) -> Outcome:
     env_name = need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env")
     if facts.server is None:
-        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        return no_server(facts)
     fp8, raw = fp8_requested(facts, env_name)
     sources = [SERVER] + ([ATTESTATION] if facts.attestation is not None else [])
     return _exclusive(facts.server.settings.enable_fp32_lm_head, fp8, raw, env_name, sources)

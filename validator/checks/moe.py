@@ -16,6 +16,7 @@ from validator.checks.base import (
     errored,
     failed,
     need,
+    no_launch,
     passed,
     skipped,
     warned,
@@ -34,7 +35,7 @@ def moe_backend_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     want = need(ctx.expect.moe_runner_backend, "moe_runner_backend")
     launch = facts.launch
     if launch is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     backend = launch.settings.moe_runner_backend
     draft = launch.settings.speculative_moe_runner_backend
     sources = [LAUNCH]

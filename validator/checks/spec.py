@@ -18,8 +18,11 @@ from validator.checks.base import (
     errored,
     failed,
     need,
+    no_launch,
+    no_server,
     passed,
     probe_not_run,
+    sglang_note,
     skipped,
     warned,
 )
@@ -114,7 +117,7 @@ def _judge_config(
 def spec_config_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     s = need(ctx.expect.speculative, "speculative")
     if facts.launch is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     args = facts.launch.settings
     algo = args.speculative_algorithm
     algo_ok = algo is not None and algo.upper() == s.algorithm.upper()
@@ -125,7 +128,7 @@ def spec_config_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
 def spec_config_live(facts: Facts, ctx: CheckContext) -> Outcome:
     s = need(ctx.expect.speculative, "speculative")
     if facts.server is None:
-        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        return no_server(facts)
     args = facts.server.settings
     algo = args.speculative_algorithm
     launch_cmd = (args.launch_command or "").upper()
@@ -180,7 +183,7 @@ _SHARED_NEEDS = ("fp8_lm_head_env", "checkpoint", "speculative")
 def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     s: SpeculativeExpect = need(ctx.expect.speculative, "speculative")
     if facts.launch is None:
-        return errored(facts.errors.get(LAUNCH, "no launch command given"), [LAUNCH])
+        return no_launch(facts)
     spec_on, fp8 = facts.launch.settings.speculative, _fp8(facts, ctx)
     if not spec_on or not fp8:
         return skipped(
@@ -191,9 +194,7 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         )
     sg = facts.sglang
     if sg is None or sg.root is None:
-        note = (sg.note if sg is not None else None) or facts.errors.get(
-            SGLANG, "no SGLang installation found"
-        )
+        note = sglang_note(facts)
         return skipped(f"cannot inspect the draft class: {note}", [LAUNCH, SGLANG])
     ev: dict[str, Any] = {
         "sglang_version": sg.version,
@@ -306,7 +307,7 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
         )
     if facts.server is None and ATTESTATION not in facts.errors:
         # No server, no attestation: there is no functional evidence to weigh either.
-        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        return no_server(facts)
     demanded = None
     if ctx.expect.require_attestation or ctx.strict or ATTESTATION in facts.errors:
         why = facts.errors.get(ATTESTATION, "no attestation given (--attestation)")

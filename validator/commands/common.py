@@ -13,7 +13,11 @@ from validator.report import Report, Verdict
 from validator.rulepack import LoadedPack, load_pack
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+def add_common(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
+    """``--rules`` and ``--strict``; with ``report`` also ``--format`` and ``--output`` (``serve`` has no
+    report to write: its findings go to ``/report``, ``/readyz`` and ``/metrics``)."""
+    from validator.outputs import formats
+
     g = parser.add_argument_group("report")
     g.add_argument(
         "--rules",
@@ -21,10 +25,21 @@ def add_common(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="rule pack: a built-in name or a YAML file (default: ling-3.0-flash-dgx-spark)",
     )
-    g.add_argument("--format", choices=("text", "json", "junit"), default="text", help="report format")
-    g.add_argument(
-        "--output", metavar="FILE", type=Path, default=None, help="write the report here instead of stdout"
-    )
+    if report:
+        known = formats()
+        g.add_argument(
+            "--format",
+            choices=list(known),
+            default="text",
+            help="report format: " + "; ".join(f"{f.name}: {f.description}" for f in known.values()),
+        )
+        g.add_argument(
+            "--output",
+            metavar="FILE",
+            type=Path,
+            default=None,
+            help="write the report here instead of stdout",
+        )
     g.add_argument("--strict", action="store_true", help="warnings fail the verdict too")
 
 

@@ -41,7 +41,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--speed", type=float, default=20.0, help="simulator speed-up factor (default 20)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text: the two runs side by side; json: both reports, as --format json renders each",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -54,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     from validator.commands.common import exit_code
     from validator.errors import ExitCode
     from validator.live import LiveInputs, run_live
-    from validator.outputs.safe import safe_dict
+    from validator.outputs import render
     from validator.report import Report, Verdict
     from validator.rulepack import load_pack
     from validator.sim.runner import SimServer
@@ -80,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
                 reports[scenario] = asyncio.run(run_live(inputs, loaded)).report
     healthy, broken = reports["healthy"], reports[args.broken]
     if args.format == "json":
-        sys.stdout.write(json.dumps({k: safe_dict(v) for k, v in reports.items()}, indent=2) + "\n")
+        both = {k: json.loads(render(v, "json", secrets=loaded.pack.secrets)) for k, v in reports.items()}
+        sys.stdout.write(json.dumps(both, indent=2) + "\n")
     else:
         sys.stdout.write(_side_by_side(healthy, broken, args.broken, use_color(sys.stdout)))
     if healthy.verdict is not Verdict.PASS:

@@ -26,7 +26,7 @@ from typing import Any
 
 from validator.daemon.metrics import CONTENT_TYPE, DaemonMetrics
 from validator.daemon.state import DaemonState
-from validator.outputs.safe import safe_dict
+from validator.outputs import render
 
 MAX_HEAD = 8192  # bytes of request line + headers
 IDLE_TIMEOUT_S = 30.0  # a keep-alive connection with no request in progress
@@ -104,7 +104,7 @@ class Endpoints:
                 503, _json_body({"error": "no check has finished yet", "phase": s.phase}), JSON
             )
         else:
-            text = json.dumps(safe_dict(s.report, self.secrets), indent=2).encode() + b"\n"
+            text = render(s.report, "json", secrets=self.secrets).encode()
             self._report = _response(200, text, JSON)
         self._version = s.version
 

@@ -1,25 +1,50 @@
-"""Output formats, one module each, registered in one map (goss style): adding a format touches one new
-module and one line here. Every format renders the same ``Report``."""
+"""Output formats (goss style): one module each, and each registers itself with ``@output("name")``.
+Adding a format is one new module and its name in ``MODULES``; the CLI's ``--format`` choices, the
+sidecar's ``/report`` and ``demo --format`` all read the registry. Every format renders the same
+``Report``, from its redacted copy (``outputs/safe.py``)."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 from validator.report import Report
 
-FORMATS = ("text", "json", "junit")
+MODULES = ("text", "json_report", "junit")
+
+
+RenderFn = Callable[..., str]  # (report, *, color: bool, secrets: tuple[str, ...]) -> str
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    name: str
+    description: str
+    render: RenderFn
+
+
+_FORMATS: dict[str, OutputFormat] = {}
+
+
+def output(name: str, description: str) -> Callable[[RenderFn], RenderFn]:
+    """Register ``fn`` as the renderer of ``--format NAME``."""
+
+    def register(fn: RenderFn) -> RenderFn:
+        if name in _FORMATS:
+            raise RuntimeError(f"output format {name} registered twice")
+        _FORMATS[name] = OutputFormat(name, description, fn)
+        return fn
+
+    return register
+
+
+def formats() -> dict[str, OutputFormat]:
+    """Every registered format, by name, in ``MODULES`` order."""
+    for module in MODULES:
+        importlib.import_module(f"validator.outputs.{module}")
+    return dict(_FORMATS)
 
 
 def render(report: Report, fmt: str, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
-    from validator.outputs import json_report, junit, text
-
-    renderers: dict[str, Callable[..., str]] = {
-        "text": text.render,
-        "json": json_report.render,
-        "junit": junit.render,
-    }
-    kwargs: dict[str, Any] = {"secrets": secrets}
-    if fmt == "text":
-        kwargs["color"] = color
-    return renderers[fmt](report, **kwargs)
+    return formats()[fmt].render(report, color=color, secrets=secrets)

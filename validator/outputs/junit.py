@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 
+from validator.outputs import output
 from validator.outputs.safe import safe_dict
 from validator.redact import neutralize_deep
 from validator.report import Report
 
 
-def render(report: Report, *, secrets: tuple[str, ...] = ()) -> str:
+@output("junit", "JUnit XML, one testcase per check")
+def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
     data = neutralize_deep(safe_dict(report, secrets))  # XML 1.0 cannot hold a server's control bytes
     checks = data["checks"]
 

@@ -11,6 +11,7 @@ import shutil
 import textwrap
 from typing import Any
 
+from validator.outputs import output
 from validator.outputs.safe import safe_dict
 from validator.redact import neutralize_deep
 from validator.report import Report
@@ -52,6 +53,7 @@ def _wrapped(label: str, text: str, pad: str, line_width: int) -> list[str]:
     )
 
 
+@output("text", "for a person at a terminal (the default)")
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = (), line_width: int = 0) -> str:
     """``line_width`` 0: the terminal's width (COLUMNS), else 100."""
     line_width = line_width or shutil.get_terminal_size((100, 24)).columns

@@ -199,6 +199,19 @@ def _serve_argv(args: list[str], origin: str) -> list[str]:
     return kept
 
 
+def unwrap_launch(argv: list[str], where: str) -> tuple[list[str], list[str]] | None:
+    """``spark-validate launch [opts] -- CMD...`` -> (CMD, opts): the server the wrapper will exec, for a
+    launch command and a unit's ExecStart alike; None when ``argv`` is not that wrapper."""
+    if len(argv) < 2 or Path(argv[0]).name != "spark-validate" or argv[1] != "launch":
+        return None
+    if "--" not in argv:
+        raise InputError(where, "'spark-validate launch' needs '-- CMD...' to name the server")
+    cut = argv.index("--")
+    if cut == len(argv) - 1:
+        raise InputError(where, "'spark-validate launch --' names no server command")
+    return argv[cut + 1 :], argv[2:cut]
+
+
 def launch_from_argv(
     argv: list[str],
     *,
@@ -222,12 +235,10 @@ def launch_from_argv(
     name = Path(program).name
     interpreter: str | None
     options: list[str] = []
-    if name == "spark-validate" and len(words) > 1 and words[1] == "launch":
-        if "--" not in words or words.index("--") == len(words) - 1:
-            raise InputError(origin, "'spark-validate launch' needs '-- CMD...' to name the server")
-        inner = words[words.index("--") + 1 :]
+    wrapped = unwrap_launch(words, origin)
+    if wrapped is not None:
         return launch_from_argv(
-            inner,
+            wrapped[0],
             origin=origin,
             env=environ,
             env_origin=where,

@@ -364,14 +364,10 @@ def _environment(
 
 def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
     """``spark-validate launch [opts] -- CMD...`` -> CMD (the server the wrapper will exec)."""
-    if len(argv) >= 2 and Path(argv[0]).name == "spark-validate" and argv[1] == "launch":
-        if "--" not in argv:
-            raise InputError("ExecStart", "'spark-validate launch' needs '-- CMD...' to name the server")
-        cut = argv.index("--")
-        if cut == len(argv) - 1:
-            raise InputError("ExecStart", "'spark-validate launch --' names no server command")
-        return argv[cut + 1 :], True, argv[2:cut]
-    return argv, False, []
+    from validator.sources.launch_command import unwrap_launch
+
+    wrapped = unwrap_launch(argv, "ExecStart")
+    return (argv, False, []) if wrapped is None else (wrapped[0], True, wrapped[1])
 
 
 _TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPost"})
