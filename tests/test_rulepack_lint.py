@@ -177,6 +177,13 @@ expect:
   host:
     max_mem_fraction_static: 0.9
     memory_bandwidth_gbps: 100
+  speculative:
+    algorithm: NEXTN
+    resolved_algorithm: EAGLE
+    num_steps: 2
+    eagle_topk: 1
+    num_draft_tokens: 3
+    require_draft_model_path: false
 checks:
   - id: moe.backend
     title: Triton MoE kernels
@@ -204,6 +211,14 @@ checks:
     remedy: Acme says - download the checkpoint again.
     remedies:
       not_convert: Acme says - list lm_head in modules_to_not_convert.
+  - id: spec.lm_head_shared
+    title: the Acme draft shares the head module
+    severity: critical
+    modes: [preflight]
+    why: An FP8 head read by a draft that only shares the tensor is garbage.
+    remedy: Acme says - use a build whose {expect.checkpoint.draft_architecture} shares the head.
+    remedies:
+      install_or_plugin: Acme says - patch {expect.checkpoint.draft_architecture}.
   - id: host.mem_fraction
     title: memory fraction at most {expect.host.max_mem_fraction_static}
     severity: warning
@@ -236,8 +251,11 @@ def test_second_pack_for_another_model_is_yaml_only(tmp_path: Path) -> None:
     by_id = {c["id"]: c for c in report["checks"]}
     assert good.returncode == 0, good.stdout
     assert report["rule_pack"] == "acme-moe-test-box"
-    assert list(by_id) == ["moe.backend", "lm_head.fp8", "checkpoint.layout", "host.mem_fraction"]
-    assert {c["status"] for c in by_id.values()} == {"pass"}
+    assert list(by_id) == [
+        "moe.backend", "lm_head.fp8", "checkpoint.layout", "spec.lm_head_shared", "host.mem_fraction"
+    ]  # fmt: skip
+    assert {c["status"] for i, c in by_id.items() if i != "spec.lm_head_shared"} == {"pass"}
+    assert by_id["spec.lm_head_shared"]["status"] == "skip"  # no speculation in this launch
     assert by_id["checkpoint.layout"]["message"].startswith(
         "AcmeMoeForCausalLM checkpoint: BF16 lm_head [256, 64]"
     )
@@ -253,6 +271,13 @@ def test_second_pack_for_another_model_is_yaml_only(tmp_path: Path) -> None:
     assert by_id["host.mem_fraction"]["message"] == "fraction 0.95 above 0.9"
     assert by_id["host.mem_fraction"]["remedy"] == "Acme says - lower --mem-fraction-static to 0.9."
     assert "Ling" not in bad.stdout and "Bailing" not in bad.stdout and "humming" not in bad.stdout.lower()
+
+    # The draft class the installed SGLang is searched for is the pack's, not Ling's.
+    spec = f"{env_ok.split(' ', 1)[1]} --speculative-algorithm NEXTN --speculative-num-steps 2"
+    drafted = _cli(*base, "--launch-cmd", spec, "--env-file", str(_env(tmp_path)))
+    shared = {c["id"]: c for c in json.loads(drafted.stdout)["checks"]}["spec.lm_head_shared"]
+    assert shared["status"] == "error", shared
+    assert "AcmeMoeNextN" in shared["message"] and "no file in srt/models defines class" in shared["message"]
 
 
 def _env(tmp_path: Path) -> Path:

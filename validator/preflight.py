@@ -13,7 +13,7 @@ import json
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -56,6 +56,7 @@ class PreflightInputs:
     base_env: Mapping[str, str] | None = None  # default: this process's environment
     kube_manifest: Path | None = None  # its SGLang container's startupProbe bounds the start
     kube_container: str | None = None
+    draft_class: str | None = None  # the pack's draft architecture (run_preflight fills it in)
 
 
 def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:
@@ -150,7 +151,12 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
     """The install to read, and ``launch.program``'s evidence: the program resolved as exec would, its
     interpreter asked with the server's flags, environment and working directory. There is no fallback
     to this process's own packages: they prove nothing about the server's."""
-    from validator.sources.sglang_install import inspect_program, install_from_probe, read_sglang_install
+    from validator.sources.sglang_install import (
+        NEXTN_CLASS,
+        inspect_program,
+        install_from_probe,
+        read_sglang_install,
+    )
 
     container = None if inputs.sglang_root is not None else container_spec(inputs, launch.env)
     if container is not None:  # the program and the install are inside the image: not visible here
@@ -170,11 +176,12 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
     program, probe = inspect_program(
         launch, on_server_host=inputs.argv is not None or inputs.unit is not None
     )
+    draft = inputs.draft_class or NEXTN_CLASS
     if inputs.sglang_root is not None:
         where = f"--sglang-root {inputs.sglang_root}"
-        return read_sglang_install(inputs.sglang_root, where, dspark=dspark), program
+        return read_sglang_install(inputs.sglang_root, where, dspark=dspark, draft_class=draft), program
     if probe is not None:
-        return install_from_probe(probe, dspark=dspark), program
+        return install_from_probe(probe, dspark=dspark, draft_class=draft), program
     named = f"the program {launch.program} " if launch.program else ""
     note = named + (program.problem or "names no interpreter")
     return SGLangInstallFacts(root=None, located_by="launch command", note=note), program
@@ -414,6 +421,9 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
 
 def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool = False) -> PreflightRun:
     started_at, t0 = utc_now_iso(), time.monotonic()
+    checkpoint = loaded.pack.expect.checkpoint
+    if inputs.draft_class is None and checkpoint is not None:
+        inputs = replace(inputs, draft_class=checkpoint.draft_architecture)
     malformed: list[InputError] = []
     facts = gather(inputs, malformed)
     results = run_checks(facts, loaded, mode="preflight", strict=strict)

@@ -144,7 +144,9 @@ def locate_sglang(
     return install_from_probe(probe, dspark=dspark)
 
 
-def install_from_probe(probe: InterpreterProbe, *, dspark: bool = False) -> SGLangInstallFacts:
+def install_from_probe(
+    probe: InterpreterProbe, *, dspark: bool = False, draft_class: str = NEXTN_CLASS
+) -> SGLangInstallFacts:
     located_by = f"interpreter {probe.interpreter}"
     if probe.error:
         return SGLangInstallFacts(root=None, located_by=located_by, note=probe.error)
@@ -152,7 +154,9 @@ def install_from_probe(probe: InterpreterProbe, *, dspark: bool = False) -> SGLa
         return SGLangInstallFacts(
             root=None, located_by=located_by, note=f"sglang is not importable by {probe.interpreter}"
         )
-    return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark)
+    return read_sglang_install(
+        probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark, draft_class=draft_class
+    )
 
 
 def inspect_program(
@@ -206,9 +210,17 @@ def inspect_program(
 
 
 def read_sglang_install(
-    root: Path | str, located_by: str, *, site_dirs: list[Path] | None = None, dspark: bool = False
+    root: Path | str,
+    located_by: str,
+    *,
+    site_dirs: list[Path] | None = None,
+    dspark: bool = False,
+    draft_class: str = NEXTN_CLASS,
 ) -> SGLangInstallFacts:
     """Read the facts from an sglang package directory, by parsing files only.
+
+    ``draft_class`` is the rule pack's draft architecture: whether it defines ``set_lm_head_from_target``
+    (``nextn_shares_lm_head``). It is looked for in Ling's NEXTN module first, then in every model file.
 
     ``site_dirs`` are where the server's interpreter finds distributions (for plugin entry points); the
     directory holding ``root`` is always searched. ``dspark`` also parses the DSpark worker and draft
@@ -227,11 +239,14 @@ def read_sglang_install(
         facts.declares_fp8_lm_head = FP8_LM_HEAD_ENV in fields
         facts.declared_env = {n for n in fields | aliases if n.startswith("SGLANG_")}
 
-    nextn = _parse(r / "srt" / "models" / "bailing_moe_nextn.py", notes)
-    if nextn is not None:
-        cls = _find_class(nextn, NEXTN_CLASS)
+    module = _model_file_defining(r / "srt" / "models", draft_class)
+    nextn = _parse(module, notes) if module is not None else None
+    if module is None:
+        notes.append(f"no file in srt/models defines class {draft_class}")
+    elif nextn is not None:
+        cls = _find_class(nextn, draft_class)
         if cls is None:
-            notes.append(f"srt/models/bailing_moe_nextn.py has no class {NEXTN_CLASS}")
+            notes.append(f"srt/models/{module.name} has no class {draft_class}")
         else:
             facts.nextn_shares_lm_head = SHARE_HOOK in _class_members(cls)
 
@@ -428,6 +443,22 @@ def _assign_parts(node: ast.stmt) -> tuple[str | None, ast.expr | None]:
 def _call_name(call: ast.Call) -> str:
     f = call.func
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _model_file_defining(models: Path, name: str) -> Path | None:
+    """The model file that defines ``class NAME``: Ling's NEXTN module when it does (the common case, one
+    file read), else the first of ``srt/models/*.py`` whose text holds ``class NAME(`` or ``class NAME:``."""
+    first = models / "bailing_moe_nextn.py"
+    needles = (f"class {name}(".encode(), f"class {name}:".encode())
+    candidates = [first, *sorted(p for p in models.glob("*.py") if p != first)] if models.is_dir() else []
+    for path in candidates:
+        try:
+            data = path.read_bytes()
+        except OSError:
+            continue
+        if any(n in data for n in needles):
+            return path
+    return None
 
 
 def _find_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
