@@ -112,16 +112,7 @@ def startup_lines(scenario: Scenario, args: dict[str, Any]) -> list[tuple[str, b
         )
     lines.append((f"server_args={_masked(args)!r}", False))
     if scenario.plugin:
-        hook = (
-            "sglang.srt.speculative.dspark_components.dspark_worker_v2.DSparkWorkerV2.__init__"
-            if scenario.dspark
-            else "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head"
-        )
-        lines.append(("Loaded plugin spark_validate (validator.plugin:register)", True))
-        lines.append(("Executed general plugin: spark_validate", True))
-        lines.append(
-            (f"Applied 1 hook(s) to {hook} (from: plugin=spark_validate, dist=spark-validate)", True)
-        )
+        lines += [(m, True) for m in plugin_lines()]
     lines.append(("Detected fp8 checkpoint.", True))
     lines.append(("Detected mixed checkpoint layout: routed experts are MXFP4.", True))
     lines.append(("Load weight begin. avail mem=119.62 GB", True))
@@ -187,6 +178,23 @@ def startup_lines(scenario: Scenario, args: dict[str, Any]) -> list[tuple[str, b
             True,
         )
     )
+    return lines
+
+
+def plugin_lines() -> list[str]:
+    """``load_plugins`` in the scheduler (srt/plugins/__init__.py:62-82 and l.134), then one line per hooked
+    target from ``HookRegistry.apply_hooks`` (srt/plugins/hook_registry.py:305-310) for each of the
+    plugin's AFTER hooks."""
+    from validator.plugin.hooks import HOOKS
+
+    group = "sglang.srt.plugins"
+    lines = [
+        f"Available plugins for group {group}:",
+        "  - spark_validate -> validator.plugin:register",
+        f"Loaded plugin spark_validate from group {group}",
+        "Executed general plugin: spark_validate",
+    ]
+    lines += [f"Applied 1 hook(s) to {t} (from: plugin=spark_validate, dist=spark-validate)" for t in HOOKS]
     return lines
 
 
