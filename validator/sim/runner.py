@@ -22,7 +22,10 @@ from validator.sim import scenarios
 from validator.sim.engine import DEFAULT_STARTUP_SECONDS, SimConfig, SimEngine
 
 
-def _bind(host: str, port: int) -> socket.socket:
+def _bind(host: str, port: int, *, listen: bool) -> socket.socket:
+    """Bind now; listen now too unless the load phase must refuse connections (a bound socket that is not
+    listening answers a connect with RST). Listening at once lets clients queue in the backlog while
+    uvicorn starts."""
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -30,6 +33,8 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         raise UnavailableError(f"sim: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    if listen:
+        sock.listen(2048)
     sock.setblocking(False)
     return sock
 
@@ -66,7 +71,6 @@ async def _serve(engine: SimEngine, server: Any, sock: socket.socket, *, refuse_
         sock.listen(2048)
         startup = asyncio.create_task(engine.warm_up())
     else:
-        sock.listen(2048)
         startup = asyncio.create_task(engine.start_up())
     try:
         await server.serve(sockets=[sock])
@@ -132,7 +136,7 @@ class SimServer:
         return f"http://{host}:{self.port}"
 
     def start(self) -> SimServer:
-        self._sock = _bind(self._host, self._port)
+        self._sock = _bind(self._host, self._port, listen=not self.refuse_until_ready)
         self.engine.bind(self._sock.getsockname()[1])
         self._server = _make(self.engine, self._sock)
         self._thread = threading.Thread(
@@ -171,7 +175,7 @@ class SimServer:
 
 def serve_forever(sim: SimServer) -> int:
     """Foreground mode: run until SIGINT/SIGTERM (uvicorn's handlers) or a simulated crash."""
-    sock = _bind(sim._host, sim._port)
+    sock = _bind(sim._host, sim._port, listen=not sim.refuse_until_ready)
     sim.engine.bind(sock.getsockname()[1])
     server = _make(sim.engine, sock)
     sim.engine.on_crash = _die
