@@ -61,6 +61,15 @@ def _forge(tmp_path: Path, healthy: SimProcess, **changes: Any) -> Path:
     return path
 
 
+def _forge_with_real_identity(tmp_path: Path, broken: SimProcess, healthy: SimProcess, *, port: int) -> Path:
+    """The healthy document, claiming the broken server's real PID and start time (what /proc shows anyone
+    about it) and serving on ``port``."""
+    real = read_attestation(broken.attestation).process
+    return _forge(
+        tmp_path, healthy, process={"pid": real.pid, "start_time": real.start_time}, server={"port": port}
+    )
+
+
 def _assert_not_a_pass(run: Any) -> None:
     assert run.report is not None, run.explain()
     assert run.report["verdict"] != "pass" and run.rc in (69, 78), run.explain()
@@ -97,13 +106,7 @@ def test_real_pid_and_start_time_but_the_wrong_port(
     servers: tuple[SimProcess, SimProcess], tmp_path: Path
 ) -> None:
     broken, healthy = servers
-    real = read_attestation(broken.attestation).process  # what /proc shows anyone about the server
-    path = _forge(
-        tmp_path,
-        healthy,
-        process={"pid": real.pid, "start_time": real.start_time},
-        server={"port": healthy.port},
-    )
+    path = _forge_with_real_identity(tmp_path, broken, healthy, port=healthy.port)
     run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(path))
     _assert_not_a_pass(run)
     assert f"the URL is port {broken.port}" in run.check("attestation.trust")["message"]
@@ -111,13 +114,7 @@ def test_real_pid_and_start_time_but_the_wrong_port(
 
 def test_real_pid_and_port_but_another_owner(servers: tuple[SimProcess, SimProcess], tmp_path: Path) -> None:
     broken, healthy = servers
-    real = read_attestation(broken.attestation).process
-    path = _forge(
-        tmp_path,
-        healthy,
-        process={"pid": real.pid, "start_time": real.start_time},
-        server={"port": broken.port},
-    )
+    path = _forge_with_real_identity(tmp_path, broken, healthy, port=broken.port)
     if os.geteuid() == 0:
         os.chown(path, ATTACKER_UID, ATTACKER_UID)  # what a second local user's file looks like
         os.chown(path.parent, ATTACKER_UID, ATTACKER_UID)
@@ -137,13 +134,7 @@ def test_real_pid_and_port_but_writable_by_others(
     servers: tuple[SimProcess, SimProcess], tmp_path: Path, target: str
 ) -> None:
     broken, healthy = servers
-    real = read_attestation(broken.attestation).process
-    path = _forge(
-        tmp_path,
-        healthy,
-        process={"pid": real.pid, "start_time": real.start_time},
-        server={"port": broken.port},
-    )
+    path = _forge_with_real_identity(tmp_path, broken, healthy, port=broken.port)
     os.chmod(path if target == "file" else path.parent, 0o666 if target == "file" else 0o777)
     run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(path))
     _assert_not_a_pass(run)

@@ -31,18 +31,17 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import grp
-import ipaddress
 import json
 import os
-import secrets
 import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
-from urllib.parse import urlsplit
+
+# grp, ipaddress, secrets and urllib are imported where used: preflight imports this module (through
+# validator.facts) and never writes or judges an attestation.
 
 SCHEMA: Final = "spark-validate.attestation/v2"  # also the Literal of Attestation.schema below
 ENV_PATH = "SPARK_VALIDATE_ATTESTATION"
@@ -248,6 +247,8 @@ def configured_gid(env: Mapping[str, str] | None = None) -> int | None:
         return None
     if raw.isdigit():
         return int(raw)
+    import grp
+
     try:
         return grp.getgrnam(raw).gr_gid
     except KeyError:
@@ -307,6 +308,8 @@ def write_document(path: Path, doc: Attestation | bytes, *, gid: int | None = No
     """Atomically replace ``path`` with ``doc``: a reader sees the old document or the new one, never half
     of one, and no name in the directory is ever followed, opened or chmod'ed except our own new file."""
     data = doc if isinstance(doc, bytes) else to_json(doc)
+    import secrets
+
     dfd = open_private_dir(path.parent, gid=gid)
     try:
         tmp = f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
@@ -460,6 +463,8 @@ _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
 def _is_loopback(host: str) -> bool:
     if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
         return True
+    import ipaddress
+
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
@@ -467,6 +472,8 @@ def _is_loopback(host: str) -> bool:
 
 
 def _url_address(url: str) -> tuple[str | None, int | None]:
+    from urllib.parse import urlsplit
+
     try:
         parts = urlsplit(url)
         port = parts.port
