@@ -89,6 +89,16 @@ def test_creates_a_private_directory_and_leaves_no_temporaries(tmp_path: Path) -
     assert [p.name for p in path.parent.iterdir()] == ["attestation.json"]
 
 
+def test_a_restrictive_umask_still_gives_the_contracts_modes(tmp_path: Path) -> None:
+    path = tmp_path / "strict" / "attestation.json"
+    old = os.umask(0o777)
+    try:
+        fmt.write_document(path, _doc())
+    finally:
+        os.umask(old)
+    assert _mode(path.parent) == 0o700 and _mode(path) == 0o644
+
+
 def test_group_directory_is_0750(tmp_path: Path) -> None:
     gid = os.getgid()
     path = tmp_path / "grp" / "attestation.json"

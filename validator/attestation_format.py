@@ -279,7 +279,7 @@ def open_private_dir(directory: Path, *, gid: int | None = None) -> int:
     uid = os.geteuid()
     created = False
     try:
-        os.mkdir(directory, 0o700)  # 0700 first, whatever the umask; opened up below once it is ours
+        os.mkdir(directory, 0o700)  # never more than 0700 while it is being created
         created = True
     except FileExistsError:
         pass
@@ -295,9 +295,10 @@ def open_private_dir(directory: Path, *, gid: int | None = None) -> int:
         problem = _dir_problem(os.fstat(dfd), uid=uid)
         if problem is not None:
             raise UnsafeLocation(f"{directory} {problem}; refusing to write the attestation there")
-        if created and gid is not None:
-            os.fchown(dfd, -1, gid)
-            os.fchmod(dfd, 0o750)
+        if created:  # mkdir's mode went through the umask: set exactly what the contract says
+            if gid is not None:
+                os.fchown(dfd, -1, gid)
+            os.fchmod(dfd, 0o750 if gid is not None else 0o700)
     except BaseException:
         os.close(dfd)
         raise
