@@ -162,6 +162,29 @@ def test_bad_json_is_fastapis_validation_400(plain: SimProcess) -> None:
     assert "'msg': 'JSON decode error'" in body["message"] and "POST /generate" in body["message"]
 
 
+@pytest.mark.parametrize(
+    ("raw", "error_type"), [(b"[1, 2]", "dataclass_type"), (b"", "missing"), (b'"text"', "dataclass_type")]
+)
+def test_a_body_that_is_no_object_fails_fastapis_validation(
+    plain: SimProcess, raw: bytes, error_type: str
+) -> None:
+    r = httpx.post(
+        f"{plain.url}/generate", content=raw, headers={"content-type": "application/json"}, timeout=10
+    )
+    assert r.status_code == 400
+    body = r.json()
+    assert (body["object"], body["type"], body["code"]) == ("error", "Bad Request", 400)
+    assert f"'type': '{error_type}', 'loc': ('body',)" in body["message"]
+
+
+def test_deprecated_info_routes_answer_and_log_a_warning(plain: SimProcess) -> None:
+    for old, new in (("/get_server_info", "/server_info"), ("/get_model_info", "/model_info")):
+        assert httpx.get(f"{plain.url}{old}", timeout=10).status_code == 200
+        # http_server.py:805-811 and 852-858
+        line = f"Endpoint '{old}' is deprecated and will be removed in a future version. "
+        assert line + f"Please use '{new}' instead." in plain.log.read_text()
+
+
 def test_no_input_is_a_value_error(plain: SimProcess, stock_sglang_root: Path) -> None:
     message = "Either text, input_ids or input_embeds should be provided."
     assert f'"{message}"' in (stock_sglang_root / "srt" / "managers" / "io_struct.py").read_text()

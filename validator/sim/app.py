@@ -63,10 +63,21 @@ def create_app(engine: SimEngine) -> Starlette:
     async def ready(request: Request) -> Response:
         return Response(status_code=200 if engine.ready else 503)
 
+    def _deprecated(request: Request) -> None:
+        """``/get_model_info`` and ``/get_server_info`` log a warning first (http_server.py:805-811)."""
+        old = request.url.path
+        if old.startswith("/get_"):
+            engine.log.line(
+                f"Endpoint '{old}' is deprecated and will be removed in a future version. "
+                f"Please use '{old.replace('/get_', '/', 1)}' instead."
+            )
+
     async def model_info(request: Request) -> Response:
+        _deprecated(request)
         return gate(request) or body_of(engine.model_info())
 
     async def server_info(request: Request) -> Response:
+        _deprecated(request)
         return gate(request) or body_of(engine.server_info())
 
     async def metrics(request: Request) -> Response:
@@ -99,8 +110,10 @@ def create_app(engine: SimEngine) -> Starlette:
         denied = gate(request)
         if denied:
             return denied
-        body, bad = contract.decode_body(await request.body(), method=request.method, path="/generate",
-                                         handler="generate_request", line=_GENERATE_LINE)  # fmt: skip
+        body, bad = contract.decode_body(
+            await request.body(), model="GenerateReqInput", method=request.method, path="/generate",
+            handler="generate_request", line=_GENERATE_LINE,
+        )  # fmt: skip
         if bad is not None:
             return _json(bad, 400)
         try:

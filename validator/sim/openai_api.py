@@ -130,12 +130,17 @@ def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
         if denied:
             return denied
         handler, line = _HANDLERS[request.url.path]
-        body, bad = contract.decode_body(await request.body(), method="POST", path=request.url.path,
-                                         handler=handler, line=line)  # fmt: skip
+        model = "ChatCompletionRequest" if chat else "CompletionRequest"
+        body, bad = contract.decode_body(
+            await request.body(),
+            model=model,
+            method="POST",
+            path=request.url.path,
+            handler=handler,
+            line=line,
+        )
         if bad is not None:
             return _json(bad, 400)
-        if not isinstance(body, dict):
-            return _json(contract.bad_request("Input should be a valid dictionary or object"), 400)
         if not engine.loaded:
             return _json(contract.bad_request("The server is not ready yet (starting up).", code=503), 503)
         try:
