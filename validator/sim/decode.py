@@ -122,6 +122,9 @@ class Decoded:
         return hist
 
 
+CLOSED_ANSWER_TOKENS = 3
+
+
 def _rng(seed: int, *parts: object) -> random.Random:
     digest = hashlib.sha256(repr((seed, *parts)).encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
@@ -159,6 +162,10 @@ def decode(
         needed = count_tokens(constrained)
         stopped = needed <= n
         n = min(n, needed)
+    elif not scenario.degenerate and prompt.rstrip().endswith("Answer:") and n > CLOSED_ANSWER_TOKENS:
+        # A closed question ("...\nAnswer:") gets a short answer and EOS, as a working model gives it; a
+        # degenerate server never stops (what the probe's stop rule catches).
+        stopped, n = True, CLOSED_ANSWER_TOKENS
     extra = () if constrained is None else (constrained,)
     rng = _rng(seed, prompt, n, temperature, sampling_seed, *extra)
     ids = [0] * n if scenario.degenerate else [rng.randrange(1000, VOCAB) for _ in range(n)]
