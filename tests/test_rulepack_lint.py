@@ -65,6 +65,7 @@ def test_pack_without_expect_names_every_missing_expectation(tmp_path: Path) -> 
         "expect.checkpoint",
         "expect.host",
         "expect.model_bytes",
+        "expect.startup",
     }
     assert all(line.startswith(f"spark-validate: {p}:") for line in lines)
     assert any(

@@ -295,6 +295,10 @@ class ServerArgs:
     speculative_num_draft_tokens: int | None = None
     speculative_draft_model_path: str | None = None
     enable_fp32_lm_head: bool = False
+    speculative_draft_model_revision: str | None = None
+    speculative_dspark_block_size: int | None = None  # DSPARK: gamma, overriding the draft's block size
+    enable_linear_replayssm_spec: bool = False  # the KDA ReplaySSM spec-verify ring
+    linear_replayssm_cache_len: int | None = None  # its length (SGLang's default 16)
     version: str | None = None  # /server_info only
     launch_command: str | None = None  # /server_info only: the command line as given (NEXTN unresolved)
     avg_spec_accept_length: float | None = None  # /server_info internal_states: the server's lifetime mean
@@ -314,6 +318,10 @@ class ServerArgs:
             speculative_num_draft_tokens=_int(raw.get("speculative_num_draft_tokens")),
             speculative_draft_model_path=_text(raw.get("speculative_draft_model_path")),
             enable_fp32_lm_head=bool(raw.get("enable_fp32_lm_head")),
+            speculative_draft_model_revision=_text(raw.get("speculative_draft_model_revision")),
+            speculative_dspark_block_size=_int(raw.get("speculative_dspark_block_size")),
+            enable_linear_replayssm_spec=bool(raw.get("enable_linear_replayssm_spec")),
+            linear_replayssm_cache_len=_int(raw.get("linear_replayssm_cache_len")),
             version=_text(raw.get("version")),
             launch_command=_text(raw.get("launch_command")),
             avg_spec_accept_length=_lifetime_accept_length(raw.get("internal_states")),

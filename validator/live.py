@@ -59,6 +59,7 @@ class LiveResult:
     report: Report
     reached: bool  # /health answered 200 and /server_info was served
     identity: ServerIdentity | None  # None when the server was not reached
+    pack: LoadedPack | None = None  # the pack the report was judged by (``--rules auto`` picks it)
 
 
 @dataclass
@@ -231,7 +232,7 @@ def _read_attestation(facts: Facts, path: Path, url: str, server_info: dict[str,
 
 async def run_live(
     inputs: LiveInputs,
-    loaded: LoadedPack,
+    loaded: LoadedPack | None,
     *,
     strict: bool = False,
     probe: bool | None = None,
@@ -240,10 +241,19 @@ async def run_live(
     """One full live check. The sidecar passes ``probe=False`` with the last probe's result to re-check
     configuration cheaply without generating."""
     started_at, t0 = utc_now_iso(), time.monotonic()
+    auto = None
+    if loaded is None:  # --rules auto: read the server once without probing, then check with its pack
+        from validator.recipe_match import choose_pack
+        from validator.rulepack import load_pack
+
+        first = await gather_live(inputs, load_pack(None), probe=False)
+        loaded, auto = choose_pack(first)
     facts = await gather_live(inputs, loaded, probe=probe)
     if facts.probe is None and previous_probe is not None and facts.server is not None:
         facts.probe = previous_probe
     results = run_checks(facts, loaded, mode="check", strict=strict)
+    if auto is not None:
+        results.insert(0, auto)
     report = build_report(
         results,
         loaded,
@@ -254,7 +264,9 @@ async def run_live(
         probe=facts.probe,
         target=inputs.url,
     )
-    return LiveResult(report=report, reached=facts.server is not None, identity=identity_of(facts))
+    return LiveResult(
+        report=report, reached=facts.server is not None, identity=identity_of(facts), pack=loaded
+    )
 
 
 def identity_of(facts: Facts) -> ServerIdentity | None:

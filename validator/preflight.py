@@ -230,6 +230,7 @@ class PreflightRun:
     report: Report
     facts: Facts
     malformed: InputError | None = None
+    pack: LoadedPack | None = None  # the pack the report was judged by (``--rules auto`` picks it)
 
 
 def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -> Facts:
@@ -419,14 +420,24 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
     return out
 
 
-def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool = False) -> PreflightRun:
+def run_preflight(
+    inputs: PreflightInputs, loaded: LoadedPack | None, *, strict: bool = False
+) -> PreflightRun:
+    """``loaded`` None: ``--rules auto``, the shipped pack whose recipe the launch command follows."""
     started_at, t0 = utc_now_iso(), time.monotonic()
-    checkpoint = loaded.pack.expect.checkpoint
+    checkpoint = loaded.pack.expect.checkpoint if loaded is not None else None  # auto: the NEXTN default
     if inputs.draft_class is None and checkpoint is not None:
         inputs = replace(inputs, draft_class=checkpoint.draft_architecture)
     malformed: list[InputError] = []
     facts = gather(inputs, malformed)
+    auto = None
+    if loaded is None:
+        from validator.recipe_match import choose_pack
+
+        loaded, auto = choose_pack(facts)
     results = run_checks(facts, loaded, mode="preflight", strict=strict)
+    if auto is not None:
+        results.insert(0, auto)
     if facts.launch is not None and facts.launch.unresolved:
         results = unproven_by_unresolved(results, facts.launch.unresolved)
     target = facts.launch.origin if facts.launch is not None else None
@@ -439,4 +450,4 @@ def run_preflight(inputs: PreflightInputs, loaded: LoadedPack, *, strict: bool =
         strict=strict,
         target=target,
     )
-    return PreflightRun(report, facts, malformed[0] if malformed else None)
+    return PreflightRun(report, facts, malformed[0] if malformed else None, loaded)

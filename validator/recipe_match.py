@@ -14,8 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from validator.facts import Facts
+    from validator.report import CheckResult
+    from validator.rulepack import LoadedPack
 
 NONE = "none"
+FP8_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # the Ling-3.0 patch's switch (every shipped pack's fp8_lm_head_env)
 
 
 @dataclass(frozen=True)
@@ -110,3 +117,96 @@ def choose(
         f"({'; '.join(closest)}); checked against the default pack {default}",
         False,
     )
+
+
+AUTO = "auto"
+CHECK_ID = "rules.auto"
+
+
+def shipped_recipes() -> list[tuple[str, Recipe]]:
+    """(pack name, its recipe) for every built-in pack that declares one."""
+    from validator.rulepack import list_builtin_packs, load_pack
+
+    out: list[tuple[str, Recipe]] = []
+    for path in list_builtin_packs():
+        pack = load_pack(str(path)).pack
+        if pack.recipe is not None:
+            r = pack.recipe
+            out.append(
+                (
+                    pack.metadata.name,
+                    Recipe(
+                        r.speculative.upper() if r.speculative != NONE else NONE,
+                        r.moe_runner_backend,
+                        r.lm_head,
+                    ),
+                )
+            )
+    return out
+
+
+def launch_recipe(facts: Facts) -> Recipe | None:
+    """The deployment's recipe from a parsed launch command and its environment (preflight)."""
+    from validator.checks.base import env_bool
+
+    launch = facts.launch
+    if launch is None:
+        return None
+    s = launch.settings
+    fp8 = env_bool(launch.env.get(FP8_ENV))
+    if fp8 and facts.sglang is not None and facts.sglang.declares_fp8_lm_head is False:
+        fp8 = False  # a build that does not declare it ignores it
+    return deployment_recipe(
+        algorithm=s.speculative_algorithm,
+        launch_command=None,
+        moe_runner_backend=s.moe_runner_backend,
+        fp8=bool(fp8),
+        fp32=s.enable_fp32_lm_head,
+    )
+
+
+def server_recipe(facts: Facts) -> Recipe | None:
+    """The deployment's recipe from a live server: ``/server_info`` (NEXTN undone from EAGLE through its
+    ``launch_command``); the FP8 head from the attestation's head dtype or the log's FP8 line, else
+    unknown (the server does not report its environment)."""
+    server = facts.server
+    if server is None:
+        return None
+    s = server.settings
+    fp8: bool | None = None
+    att = facts.attestation
+    if att is not None and att.target is not None and att.target.lm_head is not None:
+        fp8 = "float8" in (att.target.lm_head.weight_dtype or "")
+    elif facts.log is not None:
+        fp8 = bool(facts.log.fp8_lm_head_lines)
+    return deployment_recipe(
+        algorithm=s.speculative_algorithm,
+        launch_command=s.launch_command,
+        moe_runner_backend=s.moe_runner_backend,
+        fp8=fp8,
+        fp32=s.enable_fp32_lm_head,
+    )
+
+
+def choose_pack(facts: Facts) -> tuple[LoadedPack, CheckResult]:
+    """``--rules auto``: the chosen pack, and the ``rules.auto`` result that says which and why."""
+    from validator.report import CheckResult, Severity, Status
+    from validator.rulepack import DEFAULT_PACK, load_pack
+
+    live = facts.mode == "check"
+    have = server_recipe(facts) if live else launch_recipe(facts)
+    source = "the server" if live else "the launch command"
+    if have is None:
+        choice = Choice(DEFAULT_PACK, f"{source} could not be read; checked against {DEFAULT_PACK}", False)
+    else:
+        choice = choose(have, shipped_recipes(), default=DEFAULT_PACK, source=source)
+    result = CheckResult(
+        id=CHECK_ID,
+        status=Status.PASS if choice.exact else Status.WARN,
+        severity=Severity.WARNING,
+        message=choice.reason,
+        evidence={"pack": choice.pack, "recipe": have.describe() if have is not None else None},
+        sources=["server" if live else "launch"],
+        remedy=None if choice.exact else "Name the pack the deployment means to follow with --rules NAME.",
+    )
+    return load_pack(choice.pack), result

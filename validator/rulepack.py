@@ -67,6 +67,29 @@ class HostExpect(_Strict):
     memory_bandwidth_gbps: float = Field(gt=0)  # measured effective
 
 
+class DSparkExpect(_Strict):
+    """The DSpark draft the recipe runs (``--speculative-algorithm DSPARK``)."""
+
+    block_size: int = Field(ge=1)  # gamma: drafted tokens per verify round (the draft's config.json)
+    draft_architectures: tuple[str, ...] = Field(min_length=1)  # the draft classes the recipe accepts
+    replayssm_spec: bool  # --enable-linear-replayssm-spec (the KDA spec-verify ring) is part of the recipe
+
+
+class StartupExpect(_Strict):
+    """What a start of this recipe needs from the host and its supervisor."""
+
+    min_mem_available_gib: float = Field(gt=0)  # MemAvailable below this before start can wedge GB10
+    cold_start_s: float = Field(gt=0)  # weight load plus graph capture, to healthy
+
+
+class RecipeSpec(_Strict):
+    """What ``--rules auto`` recognises the recipe by (``validator/recipe_match.py``)."""
+
+    speculative: str  # NEXTN | DSPARK | none, as written on the command line
+    moe_runner_backend: str
+    lm_head: Literal["fp8", "bf16", "fp32"]
+
+
 class ModelBytes(_Strict):
     """Bytes read per decode step, for the TPOT floor."""
 
@@ -84,10 +107,12 @@ class Expectations(_Strict):
     lm_head_dtype: str | None = None  # the head's torch dtype in effect
     fp8_lm_head_env: str | None = None  # the variable that turns the online FP8 head on
     speculative: SpeculativeExpect | None = None
+    dspark: DSparkExpect | None = None
     accept_length_min: float | None = Field(None, ge=1.0)
     checkpoint: CheckpointExpect | None = None
     host: HostExpect | None = None
     model_bytes: ModelBytes | None = None
+    startup: StartupExpect | None = None
     require_attestation: bool = False  # policy switch: demand the in-process plugin's evidence
 
     def given(self, name: str) -> bool:
@@ -184,6 +209,7 @@ class RulePack(_Strict):
     apiVersion: Literal["spark-validate/v1"]
     kind: Literal["RulePack"]
     metadata: Metadata
+    recipe: RecipeSpec | None = None  # --rules auto picks this pack for deployments that follow it
     expect: Expectations = Expectations()  # empty: whatever the listed checks need is then reported
     probe: ProbeSettings | None = None  # needed by the checks that read the acceptance probe
     checks: tuple[CheckSpec, ...] = Field(min_length=1)

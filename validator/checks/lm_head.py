@@ -181,3 +181,71 @@ def lm_head_exclusive_live(facts: Facts, ctx: CheckContext) -> Outcome:
     fp8, raw = fp8_requested(facts, env_name)
     sources = [SERVER] + ([ATTESTATION] if facts.attestation is not None else [])
     return _exclusive(facts.server.settings.enable_fp32_lm_head, fp8, raw, env_name, sources)
+
+
+_UNQUANTIZED = {"float32": "FP32 logits", "bfloat16": "the BF16 head"}
+
+
+def _dtype_verdict(want: str, fp8: bool, fp32: bool, sources: list[str], ev: dict[str, Any]) -> Outcome:
+    label = _UNQUANTIZED[want]
+    problems = []
+    if fp8:
+        problems.append("the FP8 LM head is on")
+    if want == "float32" and not fp32:
+        problems.append("--enable-fp32-lm-head is not given (logits in BF16)")
+    if want == "bfloat16" and fp32:
+        problems.append("--enable-fp32-lm-head is given (FP32 logits)")
+    if problems:
+        return failed(f"the recipe computes {label}, but " + " and ".join(problems), sources, **ev)
+    return passed(f"{label}, no FP8 head", sources, **ev)
+
+
+@builtin("lm_head.dtype", "preflight", needs=("lm_head_dtype", "fp8_lm_head_env"))
+def lm_head_dtype_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+    """The unquantized recipes (the baseline's FP32 logits, the cookbook's BF16 head): no FP8 head, and the
+    FP32 flag exactly when the recipe wants it. An FP8 variable a build does not declare is ignored by it,
+    so it does not make the head FP8 (env.undeclared reports it)."""
+    want = need(ctx.expect.lm_head_dtype, "lm_head_dtype")
+    env_name = need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env")
+    if want not in _UNQUANTIZED:
+        return errored(f"lm_head.dtype judges unquantized heads, not {want} (see lm_head.fp8)", [LAUNCH])
+    if facts.launch is None:
+        return no_launch(facts)
+    fp8, _ = fp8_requested(facts, env_name)
+    fp32 = facts.launch.settings.enable_fp32_lm_head
+    ev: dict[str, Any] = {env_name: facts.launch.env.get(env_name), "enable_fp32_lm_head": fp32}
+    sources = [LAUNCH]
+    sg = facts.sglang
+    if fp8 and sg is not None and sg.declares_fp8_lm_head is False:
+        ev["declared_by_build"] = False
+        sources.append(SGLANG)
+        fp8 = False  # SGLang ignores a variable it does not declare
+    return _dtype_verdict(want, bool(fp8), fp32, sources, ev)
+
+
+@builtin("lm_head.dtype", "check", needs=("lm_head_dtype",), remedies=("prove",))
+def lm_head_dtype_live(facts: Facts, ctx: CheckContext) -> Outcome:
+    """Live: the FP32 flag from /server_info; "no FP8 head" needs in-process or log evidence, because a
+    quantized head ignores the FP32 flag without a word."""
+    want = need(ctx.expect.lm_head_dtype, "lm_head_dtype")
+    if want not in _UNQUANTIZED:
+        return errored(f"lm_head.dtype judges unquantized heads, not {want} (see lm_head.fp8)", [SERVER])
+    if facts.server is None:
+        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+    fp32 = facts.server.settings.enable_fp32_lm_head
+    ev: dict[str, Any] = {"enable_fp32_lm_head": fp32}
+    att, log = facts.attestation, facts.log
+    if att is not None and att.target is not None and att.target.lm_head is not None:
+        dtype = att.target.lm_head.weight_dtype
+        ev["head_weight_dtype"] = dtype
+        return _dtype_verdict(want, bool(dtype and "float8" in dtype), fp32, [SERVER, ATTESTATION], ev)
+    if log is not None:
+        ev["log_fp8_lm_head_lines"] = log.fp8_lm_head_lines
+        return _dtype_verdict(want, bool(log.fp8_lm_head_lines), fp32, [SERVER, LOG], ev)
+    return errored(
+        "the head's dtype in effect needs the attestation or the server's log "
+        "(a quantized head ignores --enable-fp32-lm-head silently)",
+        [SERVER],
+        remedy="prove",
+        **ev,
+    )

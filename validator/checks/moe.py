@@ -25,7 +25,18 @@ from validator.checks.sources_agree import Observations
 
 if TYPE_CHECKING:
     from validator.sources.server_log import LogFacts
-from validator.facts import ATTESTATION, HUMMING, LAUNCH, LOG, SERVER, SGLANG, Facts, logged_settings
+from validator.facts import (
+    ATTESTATION,
+    FLASHINFER,
+    HOST,
+    HUMMING,
+    LAUNCH,
+    LOG,
+    SERVER,
+    SGLANG,
+    Facts,
+    logged_settings,
+)
 
 _AUTO = "auto"
 
@@ -52,6 +63,11 @@ def moe_backend_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
             )
     if backend == _AUTO:
         picks = ctx.expect.moe_auto_backend
+        if picks == want and draft in (None, want, _AUTO):
+            # _bailing_moe_v3_overrides resolves 'auto' to the recipe's own backend for this checkpoint
+            return passed(
+                f"MoE runner backend 'auto' resolves to {want} for this checkpoint", sources, **evidence
+            )
         said = f": SGLang silently picks {picks} for this checkpoint," if picks else ","
         return failed(f"MoE runner backend is 'auto'{said} not {want}", sources, "explicit", **evidence)
     if backend != want:
@@ -186,3 +202,112 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
             **ev,
         )
     return passed(f"humming-kernels {h.version} ready, {h.cached_kernels} cached kernels", [HUMMING], **ev)
+
+
+_FLASHINFER_BACKENDS = ("flashinfer_mxfp4", "auto")
+
+
+@builtin(
+    "moe.flashinfer_kernels",
+    "preflight",
+    needs=("moe_runner_backend",),
+    remedies=("install", "versions", "precompile", "copy"),
+    params=("cache_dir", "version", "found"),
+)
+def flashinfer_kernels(facts: Facts, ctx: CheckContext) -> Outcome:
+    """The CUTLASS MoE kernels of the flashinfer_mxfp4 path, precompiled for the installed FlashInfer where
+    the server will look (sources/flashinfer.py); JIT-compiling them (97 targets) while weights load has
+    OOM-killed and hard-locked GB10 hosts. flashinfer-cubin must carry flashinfer-python's version."""
+    launch = facts.launch
+    if launch is None:
+        return no_launch(facts)
+    backend = launch.settings.moe_runner_backend
+    if backend not in _FLASHINFER_BACKENDS:
+        return skipped(
+            f"the launch command selects {backend}, not flashinfer_mxfp4 (see moe.backend)", [LAUNCH]
+        )
+    if facts.host is not None and facts.host.is_dgx_spark is False:
+        return skipped("fused_moe_120 is the sm_12x (GB10) module; this host is not a DGX Spark", [HOST])
+    fi = facts.flashinfer
+    if fi is None:
+        if FLASHINFER in facts.errors:
+            return errored(facts.errors[FLASHINFER], [FLASHINFER])
+        note = facts.sglang.note if facts.sglang is not None else None
+        return errored(
+            f"the server's environment was not found: {note or 'no SGLang installation'}", [FLASHINFER]
+        )
+    ev: dict[str, Any] = {
+        "flashinfer_python": fi.python_version,
+        "flashinfer_cubin": fi.cubin_version,
+        "flashinfer_jit_cache": fi.jit_cache_version,
+        "cache_dir": str(fi.cache_dir),
+        "cache_dir_rule": fi.cache_dir_rule,
+        "kernels": [str(p) for p in fi.kernels],
+        "elsewhere": [str(p) for p in fi.elsewhere],
+        "version_check_disabled": fi.version_check_disabled,
+    }
+    if fi.python_version is None:
+        return failed(
+            f"flashinfer-python is not installed in the server's environment: {fi.note}",
+            [FLASHINFER],
+            "install",
+            **ev,
+        )
+    version = fi.python_version
+    if fi.cubin_version is not None and fi.cubin_version != version:
+        hidden = (
+            " (FLASHINFER_DISABLE_VERSION_CHECK hides the abort, not the mismatch)"
+            if fi.version_check_disabled
+            else ""
+        )
+        return failed(
+            f"flashinfer-cubin {fi.cubin_version} does not match flashinfer-python {version}: start-up "
+            f"aborts in flashinfer/jit/env.py{hidden}",
+            [FLASHINFER],
+            "versions",
+            params={"version": version},
+            **ev,
+        )
+    if not fi.kernels:
+        found = ", ".join(str(p) for p in fi.elsewhere[:3])
+        where = f"; built at {found}, where this server does not look" if found else ""
+        return failed(
+            f"fused_moe_120 is not precompiled for FlashInfer {version} in {fi.cache_dir} "
+            f"({fi.cache_dir_rule}){where}: the server would JIT-compile 97 CUTLASS targets while the "
+            "weights load",
+            [FLASHINFER],
+            "copy" if found else "precompile",
+            params={"cache_dir": str(fi.cache_dir), "version": version, "found": found},
+            **ev,
+        )
+    return passed(f"fused_moe_120 precompiled for FlashInfer {version}: {fi.kernels[0]}", [FLASHINFER], **ev)
+
+
+@builtin("moe.humming_gb10", "preflight", needs=("moe_runner_backend",))
+def humming_gb10(facts: Facts, ctx: CheckContext) -> Outcome:
+    """humming-kernels releases that query NVML's memory clock unguarded crash the engine at start on GB10,
+    which has none (inclusionAI/humming#48); read from the installed code (sources/humming.py)."""
+    launch = facts.launch
+    if launch is not None and launch.settings.moe_runner_backend != ctx.expect.moe_runner_backend:
+        return skipped("the launch command does not select the humming backend (see moe.backend)", [LAUNCH])
+    if facts.host is not None and facts.host.is_dgx_spark is False:
+        return skipped("NVML reports a memory clock off GB10; this host is not a DGX Spark", [HOST])
+    h = facts.humming
+    if h is None or not h.installed:
+        why = facts.errors.get(HUMMING) or (h.note if h is not None else None) or "humming-kernels not found"
+        return skipped(f"humming-kernels is not inspected here ({why}; see moe.humming_runtime)", [HUMMING])
+    ev: dict[str, Any] = {"version": h.version, "gb10_bandwidth_safe": h.gb10_bandwidth_safe}
+    if h.gb10_bandwidth_safe is None:
+        return errored(
+            f"humming-kernels {h.version}: humming/utils/device.py has no readable calculate_gpu_bandwidth",
+            [HUMMING],
+            **ev,
+        )
+    if not h.gb10_bandwidth_safe:
+        return failed(
+            f"humming-kernels {h.version} queries NVML_CLOCK_MEM without a fallback: on GB10 NVML raises "
+            "NotSupported and the engine dies at start (inclusionAI/humming#48)",
+            [HUMMING],
+            **ev,
+        )
+    return passed(f"humming-kernels {h.version} handles GB10's missing memory clock", [HUMMING], **ev)

@@ -11,7 +11,18 @@ from collections.abc import Mapping
 
 from validator.checks.base import REGISTRY, Builtin
 
-FAMILIES = ("attestation", "checkpoint", "install", "launch", "lm_head", "log", "moe", "server", "spec")
+FAMILIES = (
+    "attestation",
+    "checkpoint",
+    "host",
+    "install",
+    "launch",
+    "lm_head",
+    "log",
+    "moe",
+    "server",
+    "spec",
+)
 
 
 def builtins() -> Mapping[str, Builtin]:

@@ -30,6 +30,7 @@ from validator.checks.lm_head import fp8_requested
 from validator.checks.log import log_shows_broken_draft
 from validator.facts import (
     ATTESTATION,
+    DSPARK_DRAFT,
     LAUNCH,
     LOG,
     PROBE,
@@ -41,10 +42,12 @@ from validator.facts import (
     logged_settings,
 )
 from validator.rulepack import SpeculativeExpect
+from validator.sources.dspark_draft import ring_problems, smallest_ring, verify_width, width_conflict
 
 if TYPE_CHECKING:
     from validator.attestation_format import Attestation
 
+DSPARK = "DSPARK"
 SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the spark-validate plugin's remedy switch
 PLUGIN_NAME = "spark_validate"
 _CONFIG_NEEDS = ("speculative", "checkpoint")
@@ -92,7 +95,8 @@ def _judge_config(
             problems.append(f"{name} not set (SGLang then picks its own default), expected {want}")
         elif got != want:
             problems.append(f"{name} is {got}, expected {want}")
-    if topk == 1 and steps is not None and tokens is not None and tokens != steps + 1:
+    dspark = s.algorithm.upper() == DSPARK  # one drafted block per round: tokens = block size + 1
+    if not dspark and topk == 1 and steps is not None and tokens is not None and tokens != steps + 1:
         problems.append(
             f"with topk 1 the draft tokens must be steps + 1 = {steps + 1} (SGLang silently adjusts {tokens})"
         )
@@ -101,7 +105,7 @@ def _judge_config(
     if problems:
         return failed("speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev)
     model_path = args.model_path
-    if draft_path and model_path and draft_path.rstrip("/") != model_path.rstrip("/"):
+    if not dspark and draft_path and model_path and draft_path.rstrip("/") != model_path.rstrip("/"):
         return warned(
             f"draft model path {draft_path} differs from the model path {model_path}; "
             f"the {s.algorithm} layer ships in the model's own checkpoint",
@@ -119,6 +123,8 @@ def spec_config_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.launch is None:
         return no_launch(facts)
     args = facts.launch.settings
+    if s.algorithm.upper() == DSPARK:
+        return _dspark_config_preflight(facts, ctx, args)
     algo = args.speculative_algorithm
     algo_ok = algo is not None and algo.upper() == s.algorithm.upper()
     return _judge_config(facts, ctx, args, [LAUNCH], algo_ok, algo, live=False)
@@ -184,6 +190,8 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     s: SpeculativeExpect = need(ctx.expect.speculative, "speculative")
     if facts.launch is None:
         return no_launch(facts)
+    if s.algorithm.upper() == DSPARK:
+        return _dspark_shared_preflight(facts, ctx)
     spec_on, fp8 = facts.launch.settings.speculative, _fp8(facts, ctx)
     if not spec_on or not fp8:
         return skipped(
@@ -267,6 +275,14 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
     if spec_on is False:
         return skipped("speculative decoding is off", [SERVER])
     att = facts.attestation
+    if att is not None and att.lm_head.own_vocab_modules:
+        return failed(
+            f"the draft uses its checkpoint's own vocabulary modules ({att.lm_head.worker}: "
+            "uses_own_vocab_modules), not the target's LM head",
+            [ATTESTATION],
+            worker=att.lm_head.worker,
+            own_vocab_modules=True,
+        )
     if att is not None:
         head = att.lm_head
         draft_head = att.draft.lm_head if att.draft is not None else None
@@ -408,3 +424,250 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
             **ev,
         )
     return passed(f"acceptance length {probe.accept_length:.2f} > {threshold}", sources, **ev)
+
+
+DSPARK = "DSPARK"
+
+
+def _is_dspark(ctx: CheckContext) -> bool:
+    s = ctx.expect.speculative
+    return s is not None and s.algorithm.upper() == DSPARK
+
+
+def _width_args(args: ServerArgs) -> dict[str, int | None]:
+    return {
+        "speculative_dspark_block_size": args.speculative_dspark_block_size,
+        "speculative_num_draft_tokens": args.speculative_num_draft_tokens,
+    }
+
+
+def _draft_problems(facts: Facts, ctx: CheckContext, ev: dict[str, Any]) -> tuple[list[str], str | None]:
+    """(what is wrong with the DSpark draft, why it could not be read). The draft must be a DSpark model
+    the installed build registers, with what DSpark needs to start (markov_rank > 0, mask_token_id;
+    ``resolve_runtime_config``) and the pack's block size."""
+    d = need(ctx.expect.dspark, "dspark")
+    draft = facts.dspark_draft
+    if draft is None or draft.config_path is None:
+        return [], (draft.note if draft is not None else None) or "the DSpark draft was not read"
+    ev.update(
+        draft_config=str(draft.config_path),
+        draft_architectures=draft.architectures,
+        draft_block_size=draft.block_size,
+        draft_block_size_key=draft.block_size_key,
+        draft_markov_rank=draft.markov_rank,
+    )
+    problems: list[str] = []
+    arch = draft.architectures[0] if draft.architectures else None
+    registered = facts.sglang.dspark_draft_classes if facts.sglang is not None else None
+    if arch not in d.draft_architectures:
+        problems.append(
+            f"the draft at {draft.path} is {arch or 'no architecture'}, not a DSpark draft "
+            f"({', '.join(d.draft_architectures)})"
+        )
+    elif registered is not None and arch not in registered:
+        problems.append(f"the installed SGLang registers no DSpark draft class {arch}")
+    else:
+        if not draft.markov_rank:
+            problems.append("the draft's markov_rank is not > 0: DSpark refuses it at start")
+        if draft.mask_token_id is None:
+            problems.append("the draft's config sets no mask_token_id: DSpark refuses it at start")
+        if draft.block_size != d.block_size:
+            problems.append(f"the draft's block size is {draft.block_size}, the recipe's {d.block_size}")
+    return problems, None
+
+
+def _dspark_config_preflight(facts: Facts, ctx: CheckContext, args: ServerArgs) -> Outcome:
+    """DSPARK as the recipe runs it. SGLang resolves steps and topk to 1 and the draft-token count to the
+    draft's block size + 1 (``_handle_dspark``): unset is right; a different explicit value is overridden
+    with a warning (steps, topk) or refused at start (draft tokens)."""
+    s = need(ctx.expect.speculative, "speculative")
+    ev: dict[str, Any] = {
+        "speculative_algorithm": args.speculative_algorithm,
+        "speculative_draft_model_path": args.speculative_draft_model_path,
+        "speculative_num_draft_tokens": args.speculative_num_draft_tokens,
+        "speculative_dspark_block_size": args.speculative_dspark_block_size,
+    }
+    sources = [LAUNCH]
+    if args.speculative_algorithm is None:
+        return failed("speculative decoding is off (no --speculative-algorithm)", sources, **ev)
+    problems: list[str] = []
+    if args.speculative_algorithm.upper() != DSPARK:
+        problems.append(f"algorithm is {args.speculative_algorithm}, expected {s.algorithm}")
+        return failed("speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev)
+    for name, got in (("num_steps", args.speculative_num_steps), ("eagle_topk", args.speculative_eagle_topk)):
+        if got is not None and got != 1:
+            problems.append(f"{name} is {got}: DSpark overrides it to 1 (the command says otherwise)")
+    draft = facts.dspark_draft
+    if (
+        s.require_draft_model_path
+        and not args.speculative_draft_model_path
+        and (draft is None or draft.config_path is None)
+    ):
+        problems.append("no draft model path (and no dspark/ subfolder in the model directory)")
+    else:
+        found, unread = _draft_problems(facts, ctx, ev)
+        if unread is not None and not problems:
+            return errored(
+                f"the DSpark draft checkpoint could not be read: {unread} (run preflight where the draft "
+                "checkpoint is)",
+                [LAUNCH, DSPARK_DRAFT],
+                **ev,
+            )
+        problems += found
+        sources.append(DSPARK_DRAFT)
+        conflict = width_conflict(draft.block_size if draft else None, _width_args(args))
+        if conflict:
+            problems.append(conflict)
+    if problems:
+        return failed("speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev)
+    assert draft is not None
+    return passed(
+        f"DSPARK speculation with {draft.architectures[0]} (block size {draft.block_size}, "
+        f"{draft.block_size + 1 if draft.block_size else '?'} verify tokens)",
+        sources,
+        **ev,
+    )
+
+
+@builtin(
+    "spec.dspark",
+    "preflight",
+    needs=("dspark", "speculative"),
+    remedies=("enable_spec_verify", "ring", "read_draft"),
+    params=("ring",),
+)
+def spec_dspark(facts: Facts, ctx: CheckContext) -> Outcome:
+    """The KDA ReplaySSM spec-verify ring as SGLang 0.5.23 allocates it (``memory_pool.py`` l.818-832):
+    a power of two of at least twice the verify width. SGLang raises only at pool allocation, after the
+    weights have loaded; here it costs nothing."""
+    d = need(ctx.expect.dspark, "dspark")
+    if facts.launch is None:
+        return no_launch(facts)
+    args = facts.launch.settings
+    if (args.speculative_algorithm or "").upper() != DSPARK:
+        return skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
+    ring = args.linear_replayssm_cache_len
+    ev: dict[str, Any] = {
+        "enable_linear_replayssm_spec": args.enable_linear_replayssm_spec,
+        "linear_replayssm_cache_len": ring,
+    }
+    draft = facts.dspark_draft
+    flag = args.speculative_dspark_block_size
+    if draft is not None and draft.config_path is not None:
+        arch = draft.architectures[0] if draft.architectures else None
+        if arch not in d.draft_architectures and flag is None:
+            return skipped(
+                "the draft is not a DSpark checkpoint (see spec.config)", [LAUNCH, DSPARK_DRAFT], **ev
+            )
+    elif flag is None and d.replayssm_spec and args.enable_linear_replayssm_spec:
+        note = draft.note if draft is not None else "the DSpark draft was not read"
+        return errored(
+            f"the verify width needs the draft's block size: {note}",
+            [LAUNCH, DSPARK_DRAFT],
+            remedy="read_draft",
+            **ev,
+        )
+    width, how = verify_width(draft.block_size if draft is not None else None, _width_args(args))
+    ev.update(verify_width=width, verify_width_from=how)
+    if d.replayssm_spec and not args.enable_linear_replayssm_spec:
+        return failed(
+            "--enable-linear-replayssm-spec is off: the recipe's KDA verify runs ReplaySSM's "
+            "fold-every-commit window instead of per-draft full-state snapshots",
+            [LAUNCH],
+            "enable_spec_verify",
+            params={"ring": smallest_ring(width)},
+            **ev,
+        )
+    if not args.enable_linear_replayssm_spec:
+        return passed("ReplaySSM spec-verify is off; no ring to size", [LAUNCH], **ev)
+    problems = ring_problems(ring, width)
+    if problems:
+        return failed(
+            "; ".join(problems) + f" (verify width {width}: {how}); SGLang would raise this only after the "
+            "weights have loaded",
+            [LAUNCH, DSPARK_DRAFT],
+            "ring",
+            params={"ring": smallest_ring(width)},
+            **ev,
+        )
+    return passed(
+        f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", [LAUNCH, DSPARK_DRAFT], **ev
+    )
+
+
+def _dspark_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+    """DSpark's draft shares the target's LM-head *module* by construction (``attach_shared_modules``),
+    unless its class sets ``uses_own_vocab_modules``; the FP8-head trap of NEXTN does not arise, but a
+    draft with its own head is not the recipe."""
+    assert facts.launch is not None
+    if (facts.launch.settings.speculative_algorithm or "").upper() != DSPARK:
+        return skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
+    sg = facts.sglang
+    if sg is None or sg.root is None:
+        note = (sg.note if sg is not None else None) or facts.errors.get(
+            SGLANG, "no SGLang installation found"
+        )
+        return errored(f"cannot inspect the DSpark worker: {note}", [LAUNCH, SGLANG])
+    draft = facts.dspark_draft
+    arch = draft.architectures[0] if draft is not None and draft.architectures else None
+    classes = sg.dspark_draft_classes or {}
+    ev: dict[str, Any] = {
+        "sglang_version": sg.version,
+        "attach_shared_modules": sg.dspark_attaches_lm_head,
+        "draft_class": arch,
+        "uses_own_vocab_modules": classes.get(arch) if arch else None,
+    }
+    if sg.dspark_attaches_lm_head is None:
+        return errored(
+            f"SGLang {sg.version} at {sg.root} has no readable DSpark worker: {sg.note}", [SGLANG], **ev
+        )
+    if not sg.dspark_attaches_lm_head:
+        return failed(
+            f"SGLang {sg.version}'s DSpark worker does not hand the draft the target's lm_head module "
+            "(no attach_shared_modules(lm_head=...))",
+            [SGLANG],
+            **ev,
+        )
+    if arch is None:
+        why = (draft.note if draft is not None else None) or "the DSpark draft was not read"
+        return errored(f"which draft class loads is unknown: {why}", [SGLANG, DSPARK_DRAFT], **ev)
+    own = classes.get(arch, False)
+    if own is None:
+        return errored(
+            f"{arch}.uses_own_vocab_modules is decided by the platform at import",
+            [SGLANG, DSPARK_DRAFT],
+            **ev,
+        )
+    if own:
+        return failed(
+            f"{arch} sets uses_own_vocab_modules: the draft uses its checkpoint's own embedding and LM head, "
+            "not the target's",
+            [SGLANG, DSPARK_DRAFT],
+            **ev,
+        )
+    return passed(
+        f"the DSpark worker hands {arch} the target's lm_head module (attach_shared_modules)",
+        [LAUNCH, SGLANG, DSPARK_DRAFT],
+        **ev,
+    )
+
+
+@builtin("spec.off", "preflight")
+def spec_off_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+    """The baseline decodes one token per step: no --speculative-algorithm."""
+    if facts.launch is None:
+        return no_launch(facts)
+    algo = facts.launch.settings.speculative_algorithm
+    if algo:
+        return failed(f"speculative decoding is on ({algo})", [LAUNCH], speculative_algorithm=algo)
+    return passed("no speculative decoding", [LAUNCH], speculative_algorithm=None)
+
+
+@builtin("spec.off", "check")
+def spec_off_live(facts: Facts, ctx: CheckContext) -> Outcome:
+    if facts.server is None:
+        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+    algo = facts.server.settings.speculative_algorithm
+    if algo:
+        return failed(f"the server speculates ({algo})", [SERVER], speculative_algorithm=algo)
+    return passed("the server runs no speculative decoding", [SERVER], speculative_algorithm=None)

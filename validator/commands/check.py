@@ -169,7 +169,8 @@ def run(args: argparse.Namespace) -> int:
     progress = TerminalProgress()
     inputs = live_inputs_from(args, on_progress=progress)
     try:
-        report = asyncio.run(run_live(inputs, loaded, strict=args.strict)).report
+        result = asyncio.run(run_live(inputs, loaded, strict=args.strict))
     finally:
         progress.done()
-    return emit(report, args, loaded)
+    assert result.pack is not None
+    return emit(result.report, args, result.pack)

@@ -23,7 +23,10 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
         "--rules",
         metavar="NAME|PATH",
         default=None,
-        help="rule pack: a built-in name or a YAML file (default: ling-3.0-flash-dgx-spark)",
+        help=(
+            "rule pack: a built-in name, a YAML file, or 'auto' (the shipped pack whose recipe the launch "
+            "command follows; default: ling-3.0-flash-dgx-spark)"
+        ),
     )
     if report:
         known = formats()
@@ -103,7 +106,10 @@ def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool 
     g.add_argument("--kube-container", metavar="NAME", help="the SGLang container in --kube-manifest")
 
 
-def pack_from(args: argparse.Namespace) -> LoadedPack:
+def pack_from(args: argparse.Namespace) -> LoadedPack | None:
+    """The pack ``--rules`` names; None for ``--rules auto`` (the job picks it from what it reads)."""
+    if args.rules == "auto":
+        return None
     return load_pack(args.rules)
 
 

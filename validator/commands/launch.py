@@ -101,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
     assert isinstance(inputs, PreflightInputs)
     run = run_preflight(inputs, loaded, strict=args.strict)
     report = run.report
+    loaded = run.pack
+    assert loaded is not None
     if args.output is not None:
         from validator.commands.common import emit
 

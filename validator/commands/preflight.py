@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = inputs_from(args)
     assert isinstance(inputs, PreflightInputs)
     run = run_preflight(inputs, loaded, strict=args.strict)
-    code = emit(run.report, args, loaded)
+    assert run.pack is not None
+    code = emit(run.report, args, run.pack)
     if run.malformed is not None:  # the report is out; the malformed file still decides the exit code
         raise run.malformed
     return code

@@ -93,6 +93,8 @@ def run(args: argparse.Namespace) -> int:
     if not (args.unready_after >= 0 and math.isfinite(args.unready_after)):
         raise UsageError("serve: --unready-after must be a number of seconds, 0 or more")
     loaded = pack_from(args)
+    if loaded is None:  # a sidecar judges one recipe for its whole life; `check --rules auto` finds it
+        raise UsageError("serve: --rules auto is for preflight and check; name the pack (--rules NAME)")
     inputs = live_inputs_from(args)
     wait = max(0.0, args.wait)
     schedule = Schedule(

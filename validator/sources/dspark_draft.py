@@ -153,7 +153,7 @@ def _first_int(where: str, *candidates: tuple[str, Any]) -> tuple[int | None, st
     return None, None
 
 
-def verify_width(block_size: int | None, args: Mapping[str, Any]) -> tuple[int | None, str]:
+def verify_width(block_size: int | None, args: Mapping[str, Any]) -> tuple[int, str]:
     """The verify width SGLang resolves for DSPARK (``_handle_dspark``): ``--speculative-dspark-block-size``
     (gamma) else the draft's block size, plus one; else ``--speculative-num-draft-tokens``; else the
     default gamma 7 plus one. Returns (width, where it came from)."""

@@ -1,0 +1,366 @@
+"""The four shipped recipes end to end, as real processes: for each pack, preflight on its recipe passes,
+each single mistake of that recipe fails exactly its check IDs, another recipe's command fails the pack
+where it should, and ``--rules auto`` picks the pack the command follows; ``check`` against the
+simulator's scenario of each recipe reaches the scenario table's verdict.
+
+The server host is a fixture tree (``SPARK_VALIDATE_HOST_ROOT``): a GB10 in /proc with 113 GiB available.
+The server's venv holds SGLang 0.5.23's real files (Ling-3.0 patch applied, DSpark worker and draft models
+included), humming-kernels and FlashInfer 0.6.3 dist-infos; its home holds FlashInfer's precompiled
+fused_moe_120 where SGLang 0.5.23 makes FlashInfer look; the checkpoints are real safetensors files and
+the DSpark draft a real config.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.checkpoint_factory import write_checkpoint
+from tests.sglang_builds import fake_interpreter, make_build
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT = "ling-3.0-flash-dgx-spark"
+DSPARK = "ling-3.0-flash-dgx-spark-dspark"
+COOKBOOK = "sglang-cookbook-dgx-spark"
+BASELINE = "ling-3.0-flash-baseline"
+FLASHINFER = "0.6.3"
+GIB_KB = 1024 * 1024
+DRAFT_CONFIG = {
+    "architectures": ["LingDSparkModel"],
+    "num_hidden_layers": 5,
+    "dflash_config": {
+        "block_size": 8,
+        "markov_rank": 256,
+        "markov_head_type": "vanilla",
+        "mask_token_id": 156895,
+    },
+}
+SAFE_HUMMING = "def calculate_gpu_bandwidth(gpu_index=0):\n    return 273.0\n"
+UNSAFE_HUMMING = (
+    "import pynvml\n\ndef calculate_gpu_bandwidth(gpu_index=0):\n"
+    "    h = pynvml.nvmlDeviceGetHandleByIndex(gpu_index)\n"
+    "    return pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM) * 2 * 4096 / 8000\n"
+)
+
+
+def _dist(site: Path, name: str, version: str) -> None:
+    d = site / f"{name}-{version}.dist-info"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+
+
+def spark_host(root: Path, available_gib: float = 113.0) -> Path:
+    proc = root / "proc"
+    gpu = proc / "driver" / "nvidia" / "gpus" / "000f:01:00.0"
+    gpu.mkdir(parents=True, exist_ok=True)
+    (gpu / "information").write_text("Model: \t\t NVIDIA GB10\nBus Location: \t 000f:01:00.0\n")
+    (proc / "meminfo").write_text(
+        "MemTotal:       127600748 kB\nMemFree:        1000 kB\n"
+        f"MemAvailable:   {int(available_gib * GIB_KB)} kB\n"
+    )
+    (root / "sys").mkdir(exist_ok=True)
+    return root
+
+
+@dataclass
+class Server:
+    base: Path
+    python: Path
+    site: Path
+    model: Path
+    draft: Path
+    env: dict[str, str]
+
+    def cmd(self, recipe: str, *extra: str, drop: tuple[str, ...] = ()) -> str:
+        args: dict[str, str | None] = {"--model-path": str(self.model), "--mem-fraction-static": "0.68"}
+        if recipe == DEFAULT:
+            args.update({
+                "--moe-runner-backend": "humming", "--speculative-algorithm": "NEXTN",
+                "--speculative-num-steps": "3", "--speculative-eagle-topk": "1",
+                "--speculative-num-draft-tokens": "4", "--speculative-draft-model-path": str(self.model),
+            })  # fmt: skip
+        elif recipe in (DSPARK, COOKBOOK):
+            args.update({
+                "--moe-runner-backend": "humming" if recipe == DSPARK else "flashinfer_mxfp4",
+                "--speculative-algorithm": "DSPARK", "--speculative-draft-model-path": str(self.draft),
+                "--enable-linear-replayssm-spec": None, "--linear-replayssm-cache-len": "32",
+            })  # fmt: skip
+        else:
+            args.update({"--moe-runner-backend": "flashinfer_mxfp4", "--enable-fp32-lm-head": None})
+        parts = [str(self.python), "-m", "sglang.launch_server", "--trust-remote-code"]
+        for k, v in args.items():
+            if k not in drop:
+                parts += [k] if v is None else [k, v]
+        return " ".join([*parts, *extra])
+
+    def recipe_env(self, recipe: str) -> dict[str, str]:
+        env = dict(self.env)
+        if recipe in (DEFAULT, DSPARK):
+            env["SGLANG_ENABLE_FP8_LM_HEAD"] = "1"
+        return env
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
+    base = tmp_path_factory.mktemp("recipes")
+    site = base / "venv" / "lib" / "site-packages"
+    make_build(site, dspark=True)
+    _dist(site, "humming_kernels", "0.1.19")
+    (site / "humming" / "utils").mkdir(parents=True)
+    (site / "humming" / "__init__.py").write_text("")
+    (site / "humming" / "utils" / "device.py").write_text(SAFE_HUMMING)
+    _dist(site, "flashinfer_python", FLASHINFER)
+    _dist(site, "flashinfer_cubin", FLASHINFER)
+    python = fake_interpreter(base / "venv" / "bin", site)
+    model, draft = base / "model", base / "draft"
+    write_checkpoint(model, small=False)
+    draft.mkdir()
+    (draft / "config.json").write_text(json.dumps(DRAFT_CONFIG))
+    home = base / "home"
+    kernel = (
+        home / f".cache/sglang/.cache/flashinfer/{FLASHINFER}/121a/cached_ops/fused_moe_120/fused_moe_120.so"
+    )
+    kernel.parent.mkdir(parents=True)
+    kernel.write_bytes(b"\x7fELF")
+    cache = home / "humming-cache" / "0123abcd"
+    cache.mkdir(parents=True)
+    (cache / "kernel.cubin").write_bytes(b"\x7fELF")
+    (home / "humming-tmp").mkdir()
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "HUMMING_CACHE_DIR": str(home / "humming-cache"),
+        "HUMMING_TMP_DIR": str(home / "humming-tmp"),
+        "SPARK_VALIDATE_HOST_ROOT": str(spark_host(base / "host")),
+        "SPARK_VALIDATE_CACHE_DIR": str(base / "sv-cache"),
+    }
+    return Server(base, python, site, model, draft, env)
+
+
+def preflight(env: dict[str, str], rules: str, *args: str) -> tuple[int, dict[str, Any], str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "validator", "preflight", "--format", "json", "--rules", rules, *args],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        timeout=60,
+    )
+    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
+    return proc.returncode, report, proc.stderr
+
+
+def by_status(report: dict[str, Any], *statuses: str) -> set[str]:
+    return {c["id"] for c in report["checks"] if c["status"] in statuses}
+
+
+def check(report: dict[str, Any], check_id: str) -> dict[str, Any]:
+    return next(c for c in report["checks"] if c["id"] == check_id)
+
+
+# Warnings each recipe gets as published: the cookbook cell ships --mem-fraction-static 0.85.
+RECIPE_WARNINGS = {DEFAULT: set(), DSPARK: set(), COOKBOOK: {"host.mem_fraction"}, BASELINE: set()}
+RECIPE_EXTRA = {COOKBOOK: ("--mem-fraction-static", "0.85")}
+
+
+@pytest.mark.parametrize("pack", [DEFAULT, DSPARK, COOKBOOK, BASELINE])
+def test_each_recipe_passes_its_pack(server: Server, pack: str) -> None:
+    extra = RECIPE_EXTRA.get(pack, ())
+    drop = ("--mem-fraction-static",) if extra else ()
+    rc, report, err = preflight(
+        server.recipe_env(pack), pack, "--launch-cmd", server.cmd(pack, *extra, drop=drop)
+    )
+    bad = [c for c in report.get("checks", []) if c["status"] in ("fail", "error")]
+    assert rc == 0 and report["verdict"] == "pass", (err, bad)
+    assert report["rule_pack"] == pack
+    assert by_status(report, "warn") == RECIPE_WARNINGS[pack]
+    for hazard in ("host.memory_available",):
+        assert check(report, hazard)["status"] == "pass"
+    if pack in (COOKBOOK, BASELINE):
+        assert check(report, "moe.flashinfer_kernels")["status"] == "pass"
+    if pack in (DSPARK, COOKBOOK):
+        for cid in ("spec.config", "spec.dspark", "spec.lm_head_shared"):
+            assert check(report, cid)["status"] == "pass", cid
+        shared = check(report, "spec.lm_head_shared")["evidence"]
+        assert shared["attach_shared_modules"] is True and shared["uses_own_vocab_modules"] is False
+
+
+# (pack, extra args, dropped flags, env changes, the checks that must fail)
+MISTAKES: list[tuple[str, tuple[str, ...], tuple[str, ...], dict[str, str | None], set[str]]] = [
+    (DSPARK, ("--linear-replayssm-cache-len", "16"), ("--linear-replayssm-cache-len",), {}, {"spec.dspark"}),
+    (DSPARK, ("--linear-replayssm-cache-len", "24"), ("--linear-replayssm-cache-len",), {}, {"spec.dspark"}),
+    (DSPARK, (), ("--enable-linear-replayssm-spec",), {}, {"spec.dspark"}),
+    (DSPARK, ("--speculative-num-draft-tokens", "4"), (), {}, {"spec.config"}),
+    (DSPARK, ("--moe-runner-backend", "auto"), ("--moe-runner-backend",), {}, {"moe.backend"}),
+    (DSPARK, (), (), {"SGLANG_ENABLE_FP8_LM_HEAD": None}, {"lm_head.fp8"}),
+    (
+        COOKBOOK,
+        ("--linear-replayssm-cache-len", "16"),
+        ("--linear-replayssm-cache-len",),
+        {},
+        {"spec.dspark"},
+    ),
+    (COOKBOOK, ("--moe-runner-backend", "humming"), ("--moe-runner-backend",), {}, {"moe.backend"}),
+    (COOKBOOK, (), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, {"lm_head.dtype"}),
+    (COOKBOOK, (), (), {"FLASHINFER_WORKSPACE_BASE": "/nonexistent"}, {"moe.flashinfer_kernels"}),
+    (BASELINE, ("--moe-runner-backend", "humming"), ("--moe-runner-backend",), {}, {"moe.backend"}),
+    (BASELINE, (), ("--enable-fp32-lm-head",), {}, {"lm_head.dtype"}),
+    (BASELINE, (), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, {"lm_head.dtype", "lm_head.exclusive"}),
+    (BASELINE, ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"), (), {}, {"spec.off"}),
+]
+
+
+@pytest.mark.parametrize(("pack", "extra", "drop", "env_change", "expected"), MISTAKES)
+def test_each_single_mistake_fails_exactly_its_checks(
+    server: Server,
+    pack: str,
+    extra: tuple[str, ...],
+    drop: tuple[str, ...],
+    env_change: dict[str, str | None],
+    expected: set[str],
+) -> None:
+    env = server.recipe_env(pack)
+    for k, v in env_change.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    rc, report, err = preflight(env, pack, "--launch-cmd", server.cmd(pack, *extra, drop=drop))
+    assert rc == 78, (err, report.get("checks"))
+    assert by_status(report, "fail") == expected
+
+
+def test_ring_length_rule_before_start(server: Server) -> None:
+    for ring, ok in (("16", False), ("24", False), ("32", True), ("64", True)):
+        cmd = server.cmd(DSPARK, "--linear-replayssm-cache-len", ring, drop=("--linear-replayssm-cache-len",))
+        _, report, _ = preflight(server.recipe_env(DSPARK), DSPARK, "--launch-cmd", cmd)
+        result = check(report, "spec.dspark")
+        assert (result["status"] == "pass") is ok, result
+        if not ok:
+            assert "--linear-replayssm-cache-len 32" in (result["remedy"] or "")
+
+
+def test_host_hazards(server: Server, tmp_path: Path) -> None:
+    env = {**server.recipe_env(DSPARK), "SPARK_VALIDATE_HOST_ROOT": str(spark_host(tmp_path / "h", 40.0))}
+    rc, report, _ = preflight(env, DSPARK, "--launch-cmd", server.cmd(DSPARK))
+    assert rc == 78 and by_status(report, "fail") == {"host.memory_available"}
+    assert "40.0 GiB" in check(report, "host.memory_available")["message"]
+    device = server.site / "humming" / "utils" / "device.py"
+    device.write_text(UNSAFE_HUMMING)
+    try:
+        rc, report, _ = preflight(server.recipe_env(DSPARK), DSPARK, "--launch-cmd", server.cmd(DSPARK))
+    finally:
+        device.write_text(SAFE_HUMMING)
+    assert rc == 78 and by_status(report, "fail") == {"moe.humming_gb10"}
+    cubin = next(server.site.glob("flashinfer_cubin-*.dist-info"))
+    moved = cubin.with_name("flashinfer_cubin-0.6.2.dist-info")
+    cubin.rename(moved)
+    (moved / "METADATA").write_text("Metadata-Version: 2.1\nName: flashinfer-cubin\nVersion: 0.6.2\n")
+    try:
+        rc, report, _ = preflight(server.recipe_env(COOKBOOK), COOKBOOK, "--launch-cmd", server.cmd(COOKBOOK))
+    finally:
+        moved.rename(cubin)
+        (cubin / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: flashinfer-cubin\nVersion: {FLASHINFER}\n"
+        )
+    assert rc == 78 and by_status(report, "fail") == {"moe.flashinfer_kernels"}
+    assert "0.6.2 does not match" in check(report, "moe.flashinfer_kernels")["message"]
+
+
+def test_start_budget_shorter_than_cold_start_warns(server: Server, tmp_path: Path) -> None:
+    env_file = tmp_path / "sglang.env"
+    env_file.write_text("".join(f"{k}={v}\n" for k, v in server.recipe_env(DSPARK).items() if k != "PATH"))
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        f"[Service]\nType=notify\nTimeoutStartSec=90\nEnvironmentFile={env_file}\n"
+        f"ExecStart={server.cmd(DSPARK)}\n"
+    )
+    rc, report, err = preflight(server.env, DSPARK, "--unit", str(unit))
+    budget = check(report, "host.start_budget")
+    assert budget["status"] == "warn" and "90 s is shorter than a cold start (480 s)" in budget["message"], (
+        err
+    )
+    assert rc == 0
+
+
+# (command's recipe, pack, checks that must be among the failures)
+CROSS = [
+    (DSPARK, DEFAULT, {"spec.config"}),
+    (DEFAULT, DSPARK, {"spec.config"}),
+    (COOKBOOK, DSPARK, {"moe.backend", "lm_head.fp8"}),
+    (DSPARK, COOKBOOK, {"moe.backend", "lm_head.dtype"}),
+    (DEFAULT, BASELINE, {"moe.backend", "lm_head.dtype", "spec.off"}),
+    (BASELINE, DEFAULT, {"moe.backend", "lm_head.fp8", "spec.config"}),
+    (COOKBOOK, BASELINE, {"lm_head.dtype", "spec.off"}),
+]
+
+
+@pytest.mark.parametrize(("recipe", "pack", "expected"), CROSS)
+def test_another_recipes_command_fails_the_pack(
+    server: Server, recipe: str, pack: str, expected: set[str]
+) -> None:
+    rc, report, err = preflight(server.recipe_env(recipe), pack, "--launch-cmd", server.cmd(recipe))
+    assert rc == 78 and expected <= by_status(report, "fail"), (err, by_status(report, "fail"))
+
+
+@pytest.mark.parametrize("recipe", [DEFAULT, DSPARK, COOKBOOK, BASELINE])
+def test_rules_auto_picks_the_recipes_pack(server: Server, recipe: str) -> None:
+    _, report, err = preflight(server.recipe_env(recipe), "auto", "--launch-cmd", server.cmd(recipe))
+    assert report["rule_pack"] == recipe, err
+    auto = check(report, "rules.auto")
+    assert auto["status"] == "pass" and recipe in auto["message"]
+
+
+def test_rules_auto_never_takes_a_stripped_nextn_recipe_for_the_baseline(server: Server) -> None:
+    spec = ("--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk")
+    spec += ("--speculative-num-draft-tokens", "--speculative-draft-model-path")
+    cmd = server.cmd(DEFAULT, drop=spec)
+    rc, report, _ = preflight(server.recipe_env(DEFAULT), "auto", "--launch-cmd", cmd)
+    assert report["rule_pack"] == DEFAULT and rc == 78 and "spec.config" in by_status(report, "fail")
+    auto = check(report, "rules.auto")
+    assert auto["status"] == "warn" and "follows no shipped recipe" in auto["message"]
+
+
+# ---- live: check against the simulator's scenario of each recipe, with its log and attestation ----
+
+LIVE = ["dspark", "dspark-broken-drafter", "dspark-ring-16", "cookbook", "baseline"]
+
+
+@pytest.mark.parametrize("scenario", LIVE)
+def test_check_reaches_the_scenario_tables_verdict(scenario: str, tmp_path: Path) -> None:
+    from tests.check_helpers import evidence_files, run_check
+    from tests.sim_process import sim_process
+    from validator.sim import SCENARIOS
+
+    entry = SCENARIOS[scenario]
+    with sim_process(tmp_path, "--scenario", scenario) as sim:
+        run = run_check(sim.url, "--wait", "20", "--rules", entry.pack, *evidence_files(sim))
+    assert run.report is not None, run.explain()
+    assert run.report["rule_pack"] == entry.pack
+    assert run.report["verdict"] == entry.verdict, run.explain()
+    assert run.with_status("fail") == set(entry.fails), run.explain()
+    if entry.verdict == "pass":
+        assert run.with_status("error") == set(), run.explain()
+    if scenario.startswith("dspark") and entry.verdict != "inconclusive":
+        probe = run.report["probe"]
+        healthy = scenario == "dspark"
+        assert (probe["accept_length"] > 3.0) is healthy, probe
+
+
+@pytest.mark.parametrize("scenario", ["healthy", "dspark", "cookbook", "baseline"])
+def test_check_rules_auto_picks_the_live_servers_pack(scenario: str, tmp_path: Path) -> None:
+    from tests.check_helpers import evidence_files, run_check
+    from tests.sim_process import sim_process
+    from validator.sim import SCENARIOS
+
+    with sim_process(tmp_path, "--scenario", scenario) as sim:
+        run = run_check(sim.url, "--wait", "20", "--rules", "auto", *evidence_files(sim))
+    assert run.report is not None and run.report["rule_pack"] == SCENARIOS[scenario].pack, run.explain()
+    assert run.check("rules.auto")["status"] == "pass" and run.report["verdict"] == "pass", run.explain()
