@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from validator import TOOL_NAME, __version__
 
@@ -55,6 +55,8 @@ class CheckResult(BaseModel):
 
 class ProbeResult(BaseModel):
     """What the acceptance probe measured (contract: `probe` in `check` mode)."""
+
+    model_config = ConfigDict(defer_build=True)  # built on first use: preflight never measures one
 
     accept_length: float | None
     accept_rate: float | None

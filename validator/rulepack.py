@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -120,6 +120,10 @@ class Expectations(_Strict):
 
     def fields(self) -> dict[str, object]:
         """Every value as a template field: ``expect.speculative.num_steps`` -> 3."""
+        return dict(self._fields)
+
+    @cached_property
+    def _fields(self) -> dict[str, object]:  # computed once per pack: every rendered text reads it
         out: dict[str, object] = {}
 
         def walk(prefix: str, model: BaseModel) -> None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.attestation_format import binding_problems
 from validator.checks.base import CheckContext, Outcome, builtin, errored, passed, skipped
 from validator.facts import ATTESTATION, SERVER, Facts
 
 
 @builtin("attestation.trust", "check")
 def attestation_trust(facts: Facts, ctx: CheckContext) -> Outcome:
+    from validator.attestation_format import binding_problems  # live only: preflight never loads it
+
     trust = facts.attestation_trust
     if trust is None:
         if ATTESTATION in facts.errors:
