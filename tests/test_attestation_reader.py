@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from validator import attestation_format as fmt
 from validator.errors import InputError, UnavailableError
 from validator.plugin.procinfo import process_start_time
 from validator.plugin.state import PluginState
-from validator.sources.attestation import read_attestation, read_trusted
+from validator.sources.attestation import parse_document, read_attestation, read_trusted
 
 URL = "http://127.0.0.1:30000"
 INFO: dict[str, Any] = {"host": "127.0.0.1", "port": 30000, "version": "0.5.23", "tp_size": 1}
@@ -203,6 +207,15 @@ def test_foreign_hostname_and_nulls_are_never_a_reason_to_skip(tmp_path: Path) -
     assert "no HTTP host and port" in text
 
 
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_start_time_is_malformed_not_a_match(tmp_path: Path, value: str) -> None:
+    """``abs(x - NaN) > tolerance`` is False: a NaN start time must never get as far as the comparison."""
+    text = fmt.to_json(_doc()).decode()
+    text = re.sub(r'"start_time": [0-9.e+-]+', f'"start_time": {value}', text, count=1)
+    with pytest.raises(InputError, match=r"process\.start_time"):
+        read_attestation(_write(tmp_path, text))
+
+
 def test_real_pid_and_start_time_do_not_bind_another_port(tmp_path: Path) -> None:
     """The forger's second try: the real server's PID and its start time (world-readable in /proc)."""
     path = _write(tmp_path, _doc())
@@ -270,3 +283,53 @@ def test_another_users_process_is_not_the_writer(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait(10)
+
+
+# ---- any bytes, any document: a valid attestation or one InputError, never another exception ----
+
+_LEAF = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20)
+_JSON = st.recursive(
+    _LEAF,
+    lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=8), c, max_size=4),
+    max_leaves=20,
+)
+
+
+def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    found = [prefix]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found += _paths(v, (*prefix, k))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            found += _paths(v, (*prefix, i))
+    return found
+
+
+_VALID = _raw(PluginState(host="127.0.0.1", port=30000).document(env={}))
+_PATHS = [p for p in _paths(_VALID) if p]
+
+
+@settings(max_examples=300, deadline=None)
+@given(path=st.sampled_from(_PATHS), value=_JSON)
+def test_a_mutated_document_is_valid_or_one_input_error(path: tuple[Any, ...], value: Any) -> None:
+    doc = json.loads(json.dumps(_VALID))
+    target = doc
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    try:
+        att = parse_document(json.dumps(doc).encode(), "att.json")
+    except InputError as exc:
+        assert str(exc).startswith("att.json") and "\n" not in str(exc)
+    else:
+        assert att.schema == fmt.SCHEMA
+        floats = [att.process.start_time, att.process.load_weight_s]
+        assert all(f is None or math.isfinite(f) for f in floats)  # NaN would compare equal to nothing
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=300) | _JSON.map(lambda v: json.dumps(v).encode()))
+def test_any_bytes_are_a_document_or_one_input_error(data: bytes) -> None:
+    with pytest.raises(InputError):
+        parse_document(data, "att.json")

@@ -71,8 +71,9 @@ ENV_KEYS = (
 )
 
 # pydantic reads ``__pydantic_config__`` on standard-library dataclasses: the reader is strict (no "1" for
-# 1, no 1 for true) and rejects unknown fields, without this module importing pydantic.
-_STRICT: Any = {"strict": True, "extra": "forbid"}
+# 1, no 1 for true, no NaN or infinity: NaN compares false with everything, so a NaN start time would match
+# any process) and rejects unknown fields, without this module importing pydantic.
+_STRICT: Any = {"strict": True, "extra": "forbid", "allow_inf_nan": False}
 
 
 @dataclass(frozen=True)
@@ -544,7 +545,7 @@ def binding_problems(
         problems.append(f"the writing process (PID {doc.process.pid}) is not running on this host")
     elif doc.process.start_time is None:
         problems.append(f"the document records no start time for PID {doc.process.pid}")
-    elif abs(proc.start_time - doc.process.start_time) > START_TIME_TOLERANCE_S:
+    elif not abs(proc.start_time - doc.process.start_time) <= START_TIME_TOLERANCE_S:  # NaN: a mismatch
         problems.append(
             f"PID {doc.process.pid} now belongs to a process started at {proc.start_time:.2f}, not the "
             f"writer (started {doc.process.start_time:.2f})"
@@ -599,7 +600,7 @@ def _run_problems(doc: Attestation, server_info: Mapping[str, Any]) -> list[str]
         server_load is not None
         and doc.process.load_weight_s is not None
         and doc.process.tp_rank in (0, None)
-        and abs(server_load - doc.process.load_weight_s) > LOAD_WEIGHT_TOLERANCE_S
+        and not abs(server_load - doc.process.load_weight_s) <= LOAD_WEIGHT_TOLERANCE_S  # NaN: a mismatch
     ):
         problems.append(
             f"weights loaded in {doc.process.load_weight_s:.2f} s per the attestation, "
