@@ -259,6 +259,12 @@ SCENARIOS: dict[str, Entry] = {
         verdict="inconclusive",
         **{**_DSPARK, "replayssm_cache_len": 16},
     ),
+    "dspark-no-replayssm": _e(
+        "DSPARK without --enable-linear-replayssm-spec (and so no ring length): serves, but not the recipe",
+        pack=DSPARK_PACK,
+        fails=("spec.dspark",),
+        **{**_DSPARK, "replayssm_spec": False, "replayssm_cache_len": None},
+    ),
     "cookbook": _e(
         "SGLang cookbook DGX Spark cell: flashinfer_mxfp4 MoE, BF16 head, DSPARK",
         pack=COOKBOOK_PACK,
