@@ -195,8 +195,9 @@ def test_broken_scenario_fails_exactly_its_checks(scenario: str, tmp_path: Path)
 
 
 def test_slow_start_too_short_wait_exits_69_then_enough_wait_passes(tmp_path: Path) -> None:
-    # slow-start multiplies --startup-seconds by 6: about 3.6 s of 503 on /health.
-    with sim_process(tmp_path, "--scenario", "slow-start", startup=0.6) as sim:
+    # slow-start multiplies --startup-seconds by 6: about 9 s of 503 on /health, so that the second check
+    # still meets the start-up phase after the first (two interpreter starts) on a loaded 2-core machine.
+    with sim_process(tmp_path, "--scenario", "slow-start", startup=1.5) as sim:
         short = run_check(sim.url, "--wait", "0.5", *evidence_files(sim))
         long = run_check(sim.url, "--wait", "30", *evidence_files(sim))
     no_traceback(short)
