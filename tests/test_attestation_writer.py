@@ -6,6 +6,7 @@ CI), the second user is real: a subprocess that drops to an unused UID with ``os
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import subprocess
@@ -265,7 +266,9 @@ def test_directory_precreated_by_another_user_is_refused(shared_tmp: Path, tmp_p
     assert list(shared.iterdir()) == []  # nothing of ours was ever created there
 
 
-def test_plugin_writes_nothing_without_a_private_location(tmp_path: Path, monkeypatch: Any) -> None:
+def test_plugin_writes_nothing_without_a_private_location(
+    tmp_path: Path, monkeypatch: Any, caplog: pytest.LogCaptureFixture
+) -> None:
     """No $SPARK_VALIDATE_ATTESTATION, no RuntimeDirectory, no usable /run, no XDG_RUNTIME_DIR: the plugin
     logs once and writes nothing; it never falls back to a shared directory."""
     from validator.plugin import hooks
@@ -274,6 +277,13 @@ def test_plugin_writes_nothing_without_a_private_location(tmp_path: Path, monkey
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setattr(fmt, "RUN_DIR", Path("/proc/no-such-dir/spark-validate"))
     assert fmt.attestation_path(0) is None
-    state = PluginState()
-    hooks.flush(state)
-    assert state.logged and state.errors == []
+    state = PluginState(spec_enabled=False)
+    state.hooks["model_loaded"] = "ran"  # complete: the summary line is still logged, as evidence
+    with caplog.at_level(logging.INFO, logger="spark_validate.plugin"):
+        hooks.flush(state)
+        hooks.flush(state)
+    assert state.location_warned and state.logged and state.errors == []
+    warnings = [r for r in caplog.records if "no private runtime directory" in r.getMessage()]
+    summaries = [r for r in caplog.records if r.getMessage().startswith("spark-validate attestation:")]
+    assert len(warnings) == 1 and len(summaries) == 1
+    assert summaries[0].getMessage().endswith("-> not written")

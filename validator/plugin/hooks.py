@@ -84,24 +84,25 @@ def flush(state: PluginState) -> None:
     Never blocks on the path: the writer only creates its own temporary file (``O_EXCL``) in a directory it
     opened with ``O_NOFOLLOW`` and renames it, so a FIFO or symlink planted there is replaced or refused."""
     path = fmt.attestation_path(state.tp_rank)
+    written = "not written"
     if path is None:
-        if not state.logged:
-            state.logged = True
+        if not state.location_warned:
+            state.location_warned = True
             logger.warning(
                 "spark-validate: no private runtime directory for the attestation (set %s, or run with "
                 "systemd RuntimeDirectory=, a writable /run or XDG_RUNTIME_DIR); none written",
                 fmt.ENV_PATH,
             )
-        return
-    try:
-        fmt.write_document(path, state.document(), gid=fmt.configured_gid())
-    except Exception as exc:
-        state.record_error("write", exc)
-        logger.warning("spark-validate: could not write attestation %s: %s", path, exc)
-        return
-    if state.complete and not state.logged:
+    else:
+        try:
+            fmt.write_document(path, state.document(), gid=fmt.configured_gid())
+            written = str(path)
+        except Exception as exc:
+            state.record_error("write", exc)
+            logger.warning("spark-validate: could not write attestation %s: %s", path, exc)
+    if state.complete and not state.logged:  # the log line is evidence of its own, file or no file
         state.logged = True
-        logger.info("%s", summary_line(state, str(path)))
+        logger.info("%s", summary_line(state, written))
 
 
 def summary_line(state: PluginState, path: str) -> str:

@@ -60,7 +60,8 @@ class PluginState:
     hooks: dict[str, HookStatus] = field(default_factory=lambda: dict.fromkeys(HOOK_NAMES, NOT_REACHED))
     errors: list[str] = field(default_factory=list)
     cost_s: float = 0.0
-    logged: bool = False
+    logged: bool = False  # the summary line, once
+    location_warned: bool = False  # "no private runtime directory", once
 
     def __post_init__(self) -> None:
         if self.start_time is None:
