@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,13 +115,17 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
     from validator.sources.readiness import wait_until_ready
     from validator.sources.server_http import SGLangClient
 
-    async with SGLangClient(
+    # Built in a worker thread: httpx loads its TLS trust store when a client is created (tens of ms of
+    # CPU), which on the sidecar's event loop delayed /livez at every check.
+    client = await asyncio.to_thread(
+        SGLangClient,
         inputs.url,
         api_key=inputs.api_key,
         connect_timeout=inputs.connect_timeout,
         read_timeout=inputs.read_timeout,
         retries=inputs.retries,
-    ) as client:
+    )
+    async with client:
         try:
             ready = await wait_until_ready(client, wait_s=inputs.wait_s, on_progress=inputs.on_progress)
         except UnavailableError as exc:
@@ -153,6 +158,8 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
 async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dict[str, Any]) -> None:
     from dataclasses import replace
 
+    # imported (and below, the prompts parsed) in a worker thread, off the sidecar's event loop
+    await asyncio.to_thread(importlib.import_module, "validator.probe")
     from validator.probe import ProbeConfig, load_prompts, probe_server
 
     settings = loaded.pack.probe
@@ -168,9 +175,9 @@ async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dic
         max_wall_s=settings.max_seconds,
     )
     try:
+        loaded_prompts = await asyncio.to_thread(load_prompts, loaded.data_file(settings.prompts))
         prompts = [
-            replace(p, max_new_tokens=min(p.max_new_tokens, settings.max_new_tokens))
-            for p in load_prompts(loaded.data_file(settings.prompts))
+            replace(p, max_new_tokens=min(p.max_new_tokens, settings.max_new_tokens)) for p in loaded_prompts
         ]
         facts.probe = await probe_server(client, prompts, config)
     except (UnavailableError, InputError) as exc:

@@ -21,6 +21,8 @@ Whatever goes wrong while a body arrives, including bad gzip and JSON nested pas
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import importlib
 import json
 import math
 import os
@@ -56,6 +58,7 @@ BODY_CAPS: dict[str, int] = {
 DEFAULT_BODY_CAP = 8 * MiB
 SSE_LINE_CAP = 1 * MiB  # one ``data:`` frame of /generate
 SSE_TOTAL_CAP = 64 * MiB  # a whole stream (max_new_tokens is capped far below this)
+INFLATE_STEP = 256 * 1024  # decoded bytes per zlib call between yields to the event loop
 # Total deadline of one request (all its bytes), for everything but /generate, whose deadline is the
 # probe's (``read_timeout``): a server that answers /health at all answers it in milliseconds.
 INFO_TIMEOUT_S = 10.0
@@ -120,19 +123,25 @@ class _BoundedBody:
         if data and self.keep:
             self.parts.append(data)
 
-    def feed(self, data: bytes) -> bytes:
-        """Add raw bytes; returns the newly decoded bytes (also kept, for :meth:`body`)."""
+    async def feed(self, data: bytes) -> bytes:
+        """Add raw bytes; returns the newly decoded bytes when the body is not kept (a stream's lines),
+        else ``b""`` (see :meth:`finish`). Compressed data is inflated in ``INFLATE_STEP`` slices with a
+        yield to the event loop between them: 64 KiB of a gzip bomb is 8 MiB of output, tens of ms of CPU
+        that must not delay the sidecar's ``/livez``."""
         if self._z is None:
             self._keep(data)
-            return data
+            return b"" if self.keep else data
         out: list[bytes] = []
         buf = data
         try:
             while buf and not self._z.eof:
-                chunk = self._z.decompress(buf, self.cap + 1 - self.size)
+                chunk = self._z.decompress(buf, min(INFLATE_STEP, self.cap + 1 - self.size))
                 self._keep(chunk)
-                out.append(chunk)
+                if not self.keep:
+                    out.append(chunk)
                 buf = self._z.unconsumed_tail
+                if buf:
+                    await asyncio.sleep(0)
             if self._z.eof and (self._z.unused_data or buf):
                 raise ServerError(self.endpoint, f"data after the end of the {self._name()} body")
         except zlib.error as exc:
@@ -298,6 +307,10 @@ class SGLangClient:
             follow_redirects=False,
         )
         self.server_info_endpoint = "/server_info"
+        # httpcore imports anyio's asyncio backend at the first request (~90 ms); done here instead, so
+        # a caller that builds the client in a worker thread keeps that off its event loop.
+        with contextlib.suppress(ImportError):
+            importlib.import_module("anyio._backends._asyncio")
 
     def __repr__(self) -> str:  # never shows the key
         return f"SGLangClient({self.url!r})"
@@ -333,7 +346,7 @@ class SGLangClient:
                 encodings, chunks = _raw_body(resp)
                 body = _BoundedBody(ep, encodings, cap)
                 async for raw in chunks:
-                    body.feed(raw)
+                    await body.feed(raw)
                 return resp.status_code, body.finish()
 
         try:
@@ -489,7 +502,7 @@ class SGLangClient:
                 _check_length(ep, resp, BODY_CAPS["/generate"])
                 whole = _BoundedBody(ep, encodings, BODY_CAPS["/generate"])
                 async for raw in chunks:
-                    whole.feed(raw)
+                    await whole.feed(raw)
                 gen = parse_generation(ep, parse_json(ep, whole.finish()))
                 return Generation(gen.text, gen.output_ids, gen.meta_info, None, time.perf_counter() - t0)
             decoder = _BoundedBody(ep, encodings, SSE_TOTAL_CAP, keep=False)
@@ -574,7 +587,7 @@ async def _lines(endpoint: str, raw: AsyncIterator[bytes], decoder: _BoundedBody
     stream at most the decoder's cap."""
     pending = b""
     async for chunk in raw:
-        *lines, pending = (pending + decoder.feed(chunk)).split(b"\n")
+        *lines, pending = (pending + await decoder.feed(chunk)).split(b"\n")
         for line in lines:
             if len(line) > SSE_LINE_CAP:
                 break
