@@ -364,3 +364,24 @@ def test_check_rules_auto_picks_the_live_servers_pack(scenario: str, tmp_path: P
         run = run_check(sim.url, "--wait", "20", "--rules", "auto", *evidence_files(sim))
     assert run.report is not None and run.report["rule_pack"] == SCENARIOS[scenario].pack, run.explain()
     assert run.check("rules.auto")["status"] == "pass" and run.report["verdict"] == "pass", run.explain()
+
+
+def test_live_dspark_block_size_comes_from_the_workers_log_line(tmp_path: Path) -> None:
+    """A pack expecting another draft (block size 4) fails spec.config live on the DSpark worker's own
+    'Initialized DSpark draft runner ... gamma=8' line, not only on /server_info."""
+    from tests.check_helpers import evidence_files, run_check
+    from tests.sim_process import sim_process
+
+    text = (REPO / "rules" / f"{DSPARK}.yaml").read_text()
+    assert "    block_size: 8 " in text and "    num_draft_tokens: 9 " in text
+    pack = tmp_path / "dspark-block4.yaml"
+    pack.write_text(
+        text.replace("    block_size: 8 ", "    block_size: 4 ").replace(
+            "    num_draft_tokens: 9 ", "    num_draft_tokens: 5 "
+        )
+    )
+    with sim_process(tmp_path, "--scenario", "dspark") as sim:
+        run = run_check(sim.url, "--wait", "20", "--rules", str(pack), *evidence_files(sim))
+    assert run.report is not None and "spec.config" in run.with_status("fail"), run.explain()
+    message = run.check("spec.config")["message"]
+    assert "drafts blocks of 8, the recipe's 4" in message and "num_draft_tokens is 9, expected 5" in message

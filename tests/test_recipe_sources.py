@@ -353,3 +353,22 @@ def test_start_budget_from_kubernetes(tmp_path: Path) -> None:
     assert b.budget_s is not None and b.budget_s >= 600  # the shipped manifest covers a cold start
     with pytest.raises(InputError, match="which container"):
         from_kubernetes(real, container="nope")
+
+
+def test_log_reads_the_dspark_runner_line(tmp_path: Path) -> None:
+    """The line dspark_worker_v2.py logs once the draft runner is built (l.279-292): the block it drafts."""
+    from validator.sources.server_log import read_server_log
+
+    log = tmp_path / "server.log"
+    log.write_text(
+        "[2026-12-01 10:00:00] server_args=ServerArgs(model_path='/m', speculative_algorithm='DSPARK')\n"
+        "[2026-12-01 10:01:00] Initialized DSpark draft runner. attention_backend=flashinfer, "
+        "model=LingDSparkModel, gamma=8, verify_num_draft_tokens=9, query_token_num=8, "
+        "sample_from_anchor=True, mask_token_id=156895, markov_head=VanillaMarkov\n"
+    )
+    facts = read_server_log(log)
+    assert (facts.dspark_draft_class, facts.dspark_gamma, facts.dspark_verify_tokens) == (
+        "LingDSparkModel",
+        8,
+        9,
+    )

@@ -174,6 +174,19 @@ def _log_disagrees(facts: Facts, info: ServerArgs, ctx: CheckContext, ev: dict[s
     draft = need(ctx.expect.checkpoint, "checkpoint").draft_architecture
     if info.speculative and loaded and draft not in loaded:
         problems.append(f"the log shows no {draft} (draft) weights loaded, only {', '.join(loaded)}")
+    d = ctx.expect.dspark
+    if d is not None and log.dspark_gamma is not None:
+        # the DSpark worker's own account of the block it drafts and the window the target verifies
+        ev.update(log_dspark_gamma=log.dspark_gamma, log_dspark_verify_tokens=log.dspark_verify_tokens)
+        if log.dspark_gamma != d.block_size:
+            problems.append(
+                f"the DSpark worker drafts blocks of {log.dspark_gamma}, the recipe's {d.block_size}"
+            )
+        if info.speculative_num_draft_tokens not in (None, log.dspark_verify_tokens):
+            problems.append(
+                f"sources disagree on the verify width: server says {info.speculative_num_draft_tokens}, "
+                f"the DSpark worker's log line {log.dspark_verify_tokens}"
+            )
     return problems
 
 

@@ -69,6 +69,8 @@ _MARKER = _SERVER_ARGS.encode()
 _DECODE_RE = re.compile(r"accept len: ([0-9.]+), accept rate: ([0-9.]+)")
 _THROUGHPUT_RE = re.compile(r"gen throughput \(token/s\): ([0-9.]+)")
 _LOAD_END_RE = re.compile(r"Load weight end\..*?type=([A-Za-z_][\w.]*)")
+DSPARK_RUNNER_LINE = "Initialized DSpark draft runner."
+_DSPARK_RUNNER_RE = re.compile(r"model=([A-Za-z_][\w.]*), gamma=(\d{1,4}), verify_num_draft_tokens=(\d{1,4})")
 _ERROR_RE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): |\bScheduler hit an exception\b|\bTraceback \(most")
 _HOOKS_RE = re.compile(r"Applied \d+ hook")
 _SIMPLE_PAIR_RE = re.compile(
@@ -106,6 +108,11 @@ class LogFacts:
     loaded_models: list[str] = field(default_factory=list)  # ``Load weight end ... type=`` in order
     draft_graph_begin: int = 0
     draft_graph_end: int = 0
+    # DSpark's worker at start (dspark_worker_v2.py l.279-292): "Initialized DSpark draft runner. ...,
+    # model=<class>, gamma=G, verify_num_draft_tokens=N, ..."
+    dspark_gamma: int | None = None
+    dspark_verify_tokens: int | None = None
+    dspark_draft_class: str | None = None
     decode_samples: list[DecodeSample] = field(default_factory=list)  # the last MAX_SAMPLES
     decode_sample_count: int = 0
     ready: bool = False
@@ -483,6 +490,7 @@ _NOTABLE = tuple(
         "Traceback (most", FP8_HEAD_LINE, "for Humming backend", "Using indexed gemm for humming moe",
         "experts for FlashInfer", "for TRT-LLM MxFP4 kernel", "experts for Marlin backend",
         "Capture draft ", READY_LINE, "Load weight end.", "Loaded plugin", "Executed general plugin",
+        DSPARK_RUNNER_LINE,
         "Applied ",
     )
 )  # fmt: skip
@@ -707,6 +715,12 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         f.ready_line = lineno
     elif (m := _LOAD_END_RE.search(line)) is not None:
         f.loaded_models.append(m.group(1))
+    elif DSPARK_RUNNER_LINE in line and (m := _DSPARK_RUNNER_RE.search(line)) is not None:
+        f.dspark_draft_class, f.dspark_gamma, f.dspark_verify_tokens = (
+            m.group(1),
+            int(m.group(2)),
+            int(m.group(3)),
+        )
     elif (m := _DECODE_RE.search(line)) is not None:
         t = _THROUGHPUT_RE.search(line)
         try:
