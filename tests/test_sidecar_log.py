@@ -167,3 +167,21 @@ def test_the_sidecar_follows_the_journal_across_a_restart(tmp_path: Path) -> Non
             assert d.get("/livez").status_code == 200
     finally:
         stop(sim)
+
+
+def test_the_logs_accept_len_cross_checks_the_probe(tmp_path: Path) -> None:
+    """A probe that passes while the server's own log shows real traffic accepting nothing: the sources
+    disagree, and server.log says so (critical)."""
+    from tests.test_server_log import _decode
+
+    with sim_process(tmp_path) as sim:
+        wait_healthy(sim.url)
+        log = tmp_path / "copy.log"
+        lines = sim.log.read_text(encoding="utf-8").splitlines()
+        log.write_text("\n".join([*lines, *[_decode(1.00, 0.00, 24.0)] * 8]) + "\n", encoding="utf-8")
+        rc, report = _check(sim.url, "--log", str(log))
+        checks = _by_id(report)
+        assert checks["spec.accept_length"]["status"] == "pass"  # the probe measured a healthy draft
+        assert checks["server.log"]["status"] == "fail", checks["server.log"]
+        assert "accept len 1.00 in all of its last 8 decode intervals" in str(checks["server.log"]["message"])
+        assert rc == 78
