@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +36,20 @@ def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> No
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(str(notify_path))
     listener.settimeout(0.2)
+    # drained while the daemon runs, as systemd does: the kernel queues only net.unix.max_dgram_qlen
+    # (often 10) datagrams, and a non-blocking sender's later ones (STOPPING=1 among them) are dropped
+    messages: list[str] = []
+    done = threading.Event()
+
+    def drain() -> None:
+        while not done.is_set():
+            try:
+                messages.append(listener.recv(4096).decode())
+            except OSError:
+                continue
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
     port = free_port()
     sim = start_sim(port, "healthy")
     try:
@@ -55,13 +70,10 @@ def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> No
             t0 = time.monotonic()
             rc = d.proc.wait(timeout=5)
             assert rc == 0 and time.monotonic() - t0 < 1.0
-        messages: list[str] = []
-        while True:
-            try:
-                messages.append(listener.recv(4096).decode())
-            except OSError:
-                break
+        time.sleep(0.5)  # the last datagrams are read
     finally:
+        done.set()
+        reader.join(timeout=2)
         stop(sim)
         listener.close()
     joined = "\n".join(messages)
