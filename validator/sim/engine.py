@@ -37,6 +37,7 @@ from validator.sim.server_args import SGLANG_VERSION
 DECODE_LOG_INTERVAL = 40
 DEFAULT_STARTUP_SECONDS = 3.0
 WARMUP_TOKENS = 8  # _execute_server_warmup's max_new_tokens for a generation model (http_server.py:2407)
+WARMUP_PROMPT = "The capital city of France is"  # http_server.py:2462-2466
 
 
 @dataclass
@@ -144,8 +145,16 @@ class SimEngine:
         return True
 
     async def warm_up(self) -> None:
-        """The warm-up phase, with the port open: one 8-token generation, then ``Up``."""
-        await asyncio.sleep(self.sleep_s(1.0 + WARMUP_TOKENS * 0.03))
+        """The warm-up phase, with the port open: the warm-up thread's first poll a second in, then one real
+        8-token generation (``_execute_server_warmup``: greedy, "The capital city of France is"), which
+        counts in the metrics and decode steps like any request, then ``Up``."""
+        from validator.sim.job import Job
+
+        await asyncio.sleep(self.sleep_s(1.0))
+        if self.crashed:
+            return
+        params = {"max_new_tokens": WARMUP_TOKENS, "temperature": 0.0}
+        await Job(self, WARMUP_PROMPT, params, None).run()
         if self.crashed:
             return
         self.ready = True
