@@ -352,3 +352,8 @@ def test_compose_service_selection(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "fifo.yaml")
     rc, _, err = _preflight({}, "--compose", str(tmp_path / "fifo.yaml"))
     assert rc == 65 and "not a regular file" in err
+
+
+def test_a_docker_run_given_as_a_launch_command_says_to_use_docker_cmd() -> None:
+    rc, _, err = _preflight({}, "--launch-cmd", "docker run --rm img python3 -m sglang.launch_server")
+    assert rc == 65 and "--docker-cmd" in err and "Traceback" not in err

@@ -321,3 +321,22 @@ def test_hostile_script_inputs_are_bounded(host: Host, tmp_path: Path) -> None:
     os.mkfifo(fifo)
     rc, _, err = _preflight(host.env, "--script", str(fifo))
     assert rc == 65 and "not a regular file" in err
+    deep = tmp_path / "deep.sh"
+    deep.write_text("X=" + "$(echo " * 5000 + "a" + ")" * 5000 + "\nexec python3 -m sglang.launch_server\n")
+    rc, _, err = _preflight(host.env, "--script", str(deep))
+    assert rc == 65 and "nested deeper than" in err and "Traceback" not in err
+    nested = tmp_path / "nested.sh"  # deep, but within the bound: evaluated without running out of stack
+    nested.write_text(
+        "if true; then\n" * 90
+        + f"exec python3 -m sglang.launch_server --model-path /m {RECIPE}\n"
+        + "fi\n" * 90
+    )
+    rc, report, err = _preflight(host.env, "--script", str(nested))
+    assert report and _statuses(report)["moe.backend"] == "pass", err
+
+
+def test_a_script_given_as_a_launch_command_says_to_use_script(host: Host) -> None:
+    """The issue's first symptom: `--launch-args-file start.sh` stopped at `unrecognised program 'export'`."""
+    script = _write(host, "guide.sh", GUIDE)
+    rc, _, err = _preflight(host.env, "--launch-args-file", str(script))
+    assert rc == 65 and "give it with --script FILE" in err

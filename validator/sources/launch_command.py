@@ -212,6 +212,20 @@ def unwrap_launch(argv: list[str], where: str) -> tuple[list[str], list[str]] | 
     return argv[cut + 1 :], argv[2:cut]
 
 
+_SHELL_WORDS = {"export", "source", ".", "set", "cd", "if", "for", "while", "case", "unset", "declare", "#!"}
+
+
+def _other_input_hint(name: str) -> str:
+    """Where the program says which input the operator meant: a shell script, or a container."""
+    if name in _SHELL_WORDS or name.startswith("#!"):
+        return " (this is a shell script: give it with --script FILE)"
+    if name in ("docker", "podman", "nvidia-docker"):
+        return " (a container: give the command line with --docker-cmd, or a Compose file with --compose)"
+    if name in ("docker-compose",):
+        return " (give the Compose file with --compose)"
+    return ""
+
+
 def launch_from_argv(
     argv: list[str],
     *,
@@ -260,7 +274,8 @@ def launch_from_argv(
     else:
         raise InputError(
             origin,
-            f"unrecognised program {program!r}: expected 'python -m sglang.launch_server' or 'sglang serve'",
+            f"unrecognised program {program!r}: expected 'python -m sglang.launch_server' or 'sglang serve'"
+            + _other_input_hint(name),
         )
     parsed = parse_argv(server_args, origin=origin, base_dir=base_dir)
     return LaunchFacts(

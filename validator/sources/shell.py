@@ -53,10 +53,32 @@ def parse(source: bytes, where: str) -> Any:
         )
     parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
     tree = parser.parse(source)
+    deep = _too_deep(tree)
+    if deep is not None:
+        raise InputError(where, f"nested deeper than {MAX_NESTING} levels: not a launcher script", deep)
     bad = _first_error(tree.root_node)
     if bad is not None:
         raise InputError(where, f"shell syntax error near {_text(bad)[:40]!r}", bad.start_point[0] + 1)
     return tree
+
+
+MAX_NESTING = 200  # syntax-tree depth; the evaluator recurses along it
+
+
+def _too_deep(tree: Any) -> int | None:
+    """The line where the tree first gets deeper than MAX_NESTING (walked iteratively), else None."""
+    cursor = tree.walk()
+    depth = 0
+    while True:
+        if depth > MAX_NESTING:
+            return int(cursor.node.start_point[0]) + 1
+        if cursor.goto_first_child():
+            depth += 1
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None
+            depth -= 1
 
 
 def _first_error(node: Any) -> Any | None:
