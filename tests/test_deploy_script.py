@@ -340,3 +340,25 @@ def test_a_script_given_as_a_launch_command_says_to_use_script(host: Host) -> No
     script = _write(host, "guide.sh", GUIDE)
     rc, _, err = _preflight(host.env, "--launch-args-file", str(script))
     assert rc == 65 and "give it with --script FILE" in err
+
+
+def test_a_script_that_runs_a_container_is_read_as_that_container(host: Host, tmp_path: Path) -> None:
+    """`exec docker run ...` at the end of a run.sh: the container's command, -e and mounts (relative to the
+    script's directory), with the image's install reported as not proven, as for --docker-cmd."""
+    models = host.root / "models"
+    script = _write(
+        host,
+        "run.sh",
+        '#!/bin/bash\ncd "$(dirname "$0")"\nIMAGE=${IMAGE:-lmsysorg/sglang:spark}\n'
+        "exec docker run --gpus all --ipc host --rm -v ./models:/models:ro \\\n"
+        "  -e SGLANG_ENABLE_FP8_LM_HEAD=1 \\\n"
+        f'  "$IMAGE" python3 -m sglang.launch_server --model-path /models/Ling-3.0-flash-fp4 {RECIPE} \\\n'
+        "  --speculative-draft-model-path /models/Ling-3.0-flash-fp4\n",
+    )
+    assert (models / "Ling-3.0-flash-fp4" / "config.json").is_file()
+    rc, report, err = _preflight({**host.env, "IMAGE": "my/sglang:ling3"}, "--script", str(script))
+    statuses = _statuses(report)
+    assert statuses["moe.backend"] == statuses["spec.config"] == statuses["checkpoint.layout"] == "pass", err
+    (shared,) = [c for c in report["checks"] if c["id"] == "spec.lm_head_shared"]
+    assert shared["status"] == "error" and "my/sglang:ling3" in shared["message"]
+    assert rc == 69

@@ -86,7 +86,7 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
         )
     if inputs.service is not None and inputs.compose is None:
         raise UsageError("--service names a service of the --compose file")
-    container = container_spec(inputs, env)
+    container = container_spec(inputs, env) if inputs.script is None else None
     if container is not None:
         from validator.sources.docker_run import launch_from_container
 
@@ -125,6 +125,10 @@ def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> Container
         from validator.sources.compose import load_compose
 
         return load_compose(inputs.compose, inputs.service, env)
+    if inputs.script is not None:  # a script whose server command is `docker run ...`
+        from validator.sources.launch_script import container_of_script
+
+        return container_of_script(inputs.script, env=env)
     return None
 
 
@@ -158,7 +162,9 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
         read_sglang_install,
     )
 
-    container = None if inputs.sglang_root is not None else container_spec(inputs, launch.env)
+    container = (
+        None if inputs.sglang_root is not None else container_spec(inputs, server_environment(inputs)[0])
+    )
     if container is not None:  # the program and the install are inside the image: not visible here
         from validator.sources.docker_run import image_note
 

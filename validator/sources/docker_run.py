@@ -161,8 +161,23 @@ def parse_docker_cmd(text: str, host_env: Mapping[str, str]) -> ContainerSpec:
     """``docker run [OPTIONS] IMAGE [COMMAND] [ARG...]`` as the operator's shell would split it."""
     from validator.sources.shell import split_command_line
 
-    where = "--docker-cmd"
-    words = split_command_line(text, where, host_env)
+    return parse_docker_words(split_command_line(text, "--docker-cmd", host_env), host_env, "--docker-cmd")
+
+
+def is_container_run(words: list[str]) -> bool:
+    """``[sudo] docker|podman [container] run ...``."""
+    while words and words[0] in ("sudo", "exec"):
+        words = words[1:]
+    if not words or Path(words[0]).name not in _RUNTIMES:
+        return False
+    rest = words[1:3]
+    return rest[:1] == ["run"] or rest == ["container", "run"]
+
+
+def parse_docker_words(
+    words: list[str], host_env: Mapping[str, str], where: str, base: str | None = None
+) -> ContainerSpec:
+    """A ``docker run`` command as words (``base``: where relative bind sources start, the shell's cwd)."""
     while words and words[0] in ("sudo", "exec"):
         words = words[1:]
     if not words or Path(words[0]).name not in _RUNTIMES:
@@ -226,7 +241,7 @@ def parse_docker_cmd(text: str, host_env: Mapping[str, str]) -> ContainerSpec:
             for key, val in read_docker_env_file(value, host_env).items():
                 env[key], origin[key] = val, f"--env-file {value}"
         elif name in ("-v", "--volume"):
-            mounts.append(parse_volume(value, where, os.getcwd()))
+            mounts.append(parse_volume(value, where, base or os.getcwd()))
         elif name == "--mount":
             mounts.append(parse_mount(value, where))
         elif name == "--entrypoint":

@@ -26,7 +26,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.errors import InputError, ValidatorError
 from validator.facts import LaunchFacts
@@ -41,6 +41,9 @@ from validator.sources.shell import (
     line_of,
     parse,
 )
+
+if TYPE_CHECKING:
+    from validator.sources.docker_run import ContainerSpec
 
 MAX_DEPTH = 16  # nested source/function calls
 MAX_STEPS = 100_000  # statements evaluated; a launcher script needs a few hundred
@@ -88,7 +91,12 @@ class _Stop(Exception):
 
 
 def is_server_command(words: list[Value]) -> bool:
+    """The command starts the server: SGLang's entry points, spark-validate launch, or a container run."""
+    from validator.sources.docker_run import is_container_run
+
     known = [w for w in words if isinstance(w, str)]
+    if is_container_run(known):
+        return True
     names = [Path(w).name for w in known]
     for i, name in enumerate(names):
         if known[i] in ("sglang.launch_server", "-msglang.launch_server"):
@@ -790,12 +798,29 @@ def resolve(
     return argv, env, {k: cmd.origin.get(k, "environment") for k in env}, unresolved
 
 
-def launch_from_script(
-    path: Path | str, *, env: Mapping[str, str] | None = None, env_origin: Mapping[str, str] | None = None
-) -> LaunchFacts:
-    """``--script``: the server command the script runs, with the environment it gives it."""
-    from validator.sources.launch_command import launch_from_argv
+def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:
+    """The script's server runs in a container (``exec docker run ...``): its spec, else None."""
+    from validator.sources.docker_run import is_container_run, parse_docker_words
 
+    if not is_container_run(argv):
+        return None
+    return parse_docker_words(argv, env, f"script:{where}", str(cwd) if cwd is not None else None)
+
+
+def container_of_script(
+    path: Path | str, *, env: Mapping[str, str] | None = None, env_origin: Mapping[str, str] | None = None
+) -> ContainerSpec | None:
+    """The container a script's server command runs, when it is ``docker run`` (for what it hides)."""
+    script, _, cmd = _evaluate(path, env, env_origin)
+    argv, server_env, _, _ = resolve(cmd, f"{script}:{cmd.line}")
+    cwd = Path(cmd.cwd) if isinstance(cmd.cwd, str) else None
+    return _container(argv, server_env, str(script), cwd)
+
+
+def _evaluate(
+    path: Path | str, env: Mapping[str, str] | None, env_origin: Mapping[str, str] | None
+) -> tuple[Path, _Evaluator, ServerCommand]:
+    """Walk the script from its directory; the server command it runs (``exec``'d, else the last)."""
     script = Path(path).absolute()
     where = str(script)
     data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
@@ -814,21 +839,37 @@ def launch_from_script(
         notes = f" ({'; '.join(ev.notes[:3])})" if ev.notes else ""
         raise InputError(
             where,
-            "no command in the script starts the SGLang server (python -m sglang.launch_server, sglang serve "
-            f"or spark-validate launch){notes}",
+            "no command in the script starts the SGLang server (python -m sglang.launch_server, "
+            f"sglang serve, spark-validate launch or docker run){notes}",
         )
-    cmd = next((c for c in ev.found if c.execs), ev.found[-1])
+    return script, ev, next((c for c in ev.found if c.execs), ev.found[-1])
+
+
+def launch_from_script(
+    path: Path | str, *, env: Mapping[str, str] | None = None, env_origin: Mapping[str, str] | None = None
+) -> LaunchFacts:
+    """``--script``: the server command the script runs, with the environment it gives it."""
+    from validator.sources.launch_command import launch_from_argv
+
+    script, ev, cmd = _evaluate(path, env, env_origin)
+    where = str(script)
     at = f"{where}:{cmd.line}"
     argv, server_env, origin, unresolved = resolve(cmd, at)
     base_dir = Path(cmd.cwd) if isinstance(cmd.cwd, str) else None
-    facts = launch_from_argv(
-        argv,
-        origin=f"script:{where}",
-        env=server_env,
-        env_origin=origin,
-        base_dir=base_dir,
-        working_directory=base_dir,  # where the script's cd left it (its own directory at the start)
-    )
+    container = _container(argv, server_env, where, base_dir)
+    if container is not None:
+        from validator.sources.docker_run import launch_from_container
+
+        facts = launch_from_container(container)
+    else:
+        facts = launch_from_argv(
+            argv,
+            origin=f"script:{where}",
+            env=server_env,
+            env_origin=origin,
+            base_dir=base_dir,
+            working_directory=base_dir,  # where the script's cd left it (its own directory at the start)
+        )
     facts.unresolved.update(unresolved)
     if len(ev.found) > 1:
         facts.warnings.append(
@@ -837,4 +878,11 @@ def launch_from_script(
     return facts
 
 
-__all__ = ["ServerCommand", "UnresolvedLaunch", "is_server_command", "launch_from_script", "resolve"]
+__all__ = [
+    "ServerCommand",
+    "UnresolvedLaunch",
+    "container_of_script",
+    "is_server_command",
+    "launch_from_script",
+    "resolve",
+]
