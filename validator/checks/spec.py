@@ -608,6 +608,47 @@ def spec_dspark(facts: Facts, ctx: CheckContext) -> Outcome:
     )
 
 
+@builtin(
+    "spec.dspark",
+    "check",
+    needs=("dspark", "speculative"),
+    remedies=("enable_spec_verify", "ring"),
+    params=("ring",),
+)
+def spec_dspark_live(facts: Facts, ctx: CheckContext) -> Outcome:
+    """Live: what /server_info resolved. A server that runs without the ReplaySSM spec-verify serves, but
+    not the recipe; one whose ring SGLang would refuse cannot be up (it dies at pool allocation), so the
+    ring rule here only guards against a build that no longer enforces it."""
+    d = need(ctx.expect.dspark, "dspark")
+    if facts.server is None:
+        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+    args = facts.server.settings
+    if (args.speculative_algorithm or "").upper() != DSPARK:
+        return skipped("the server does not run DSPARK (see spec.config)", [SERVER])
+    ring = args.linear_replayssm_cache_len
+    width = args.speculative_num_draft_tokens or d.block_size + 1
+    ev: dict[str, Any] = {
+        "enable_linear_replayssm_spec": args.enable_linear_replayssm_spec,
+        "linear_replayssm_cache_len": ring,
+        "verify_width": width,
+    }
+    if d.replayssm_spec and not args.enable_linear_replayssm_spec:
+        return failed(
+            "the server runs without --enable-linear-replayssm-spec: the recipe's KDA verify uses "
+            "ReplaySSM's fold-every-commit window",
+            [SERVER],
+            "enable_spec_verify",
+            params={"ring": smallest_ring(width)},
+            **ev,
+        )
+    if not args.enable_linear_replayssm_spec:
+        return passed("ReplaySSM spec-verify is off; no ring to size", [SERVER], **ev)
+    problems = ring_problems(ring, width)
+    if problems:
+        return failed("; ".join(problems), [SERVER], "ring", params={"ring": smallest_ring(width)}, **ev)
+    return passed(f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", [SERVER], **ev)
+
+
 def _dspark_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     """DSpark's draft shares the target's LM-head *module* by construction (``attach_shared_modules``),
     unless its class sets ``uses_own_vocab_modules``; the FP8-head trap of NEXTN does not arise, but a
