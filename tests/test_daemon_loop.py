@@ -167,7 +167,7 @@ def test_restart_drops_readiness_at_once_and_needs_a_new_probe() -> None:
         await _until(lambda: d.state.ready)
         old = d.probe
         server.up = False
-        await _until(lambda: not d.state.ready, timeout=0.2)  # within a few health polls
+        await _until(lambda: not d.state.ready, timeout=0.6)  # a few health polls and their retries
         assert "health" in d.state.reason
         m = len(server.calls)
         server.up, server.startup = True, 2
@@ -307,12 +307,12 @@ def test_a_failing_check_and_a_failed_health_drop_readiness_at_once() -> None:
         server.verdict = Verdict.FAIL
         n = len(server.calls)
         await _until(lambda: len(server.calls) > n)
-        await _until(lambda: not d.state.ready, timeout=0.5)  # the first failing re-check, no hold
+        await _until(lambda: not d.state.ready, timeout=1.5)  # the first failing re-check, no hold
         assert d.state.reason == "verdict fail"
         server.verdict = Verdict.PASS
         await _until(lambda: d.state.ready)
         server.up = False  # /health down through its retries: at once, whatever --unready-after says
-        await _until(lambda: not d.state.ready, timeout=0.5)
+        await _until(lambda: not d.state.ready, timeout=1.5)
         assert "health" in d.state.reason
         stop.set()
         await task
