@@ -357,3 +357,30 @@ def test_compose_service_selection(tmp_path: Path) -> None:
 def test_a_docker_run_given_as_a_launch_command_says_to_use_docker_cmd() -> None:
     rc, _, err = _preflight({}, "--launch-cmd", "docker run --rm img python3 -m sglang.launch_server")
     assert rc == 65 and "--docker-cmd" in err and "Traceback" not in err
+
+
+def test_hostile_compose_files_end_in_one_line_errors(tmp_path: Path) -> None:
+    """Aliases that expand to a huge tree, nesting past the parser's stack, and what the reader does not
+    implement (extends, include) are refused with exit 65, never a traceback or a guess."""
+    laughs = 'x-a: &a ["${X}", "${X}", "${X}", "${X}", "${X}", "${X}", "${X}", "${X}", "${X}", "${X}"]\n'
+    for i in range(1, 8):
+        this, prev = chr(97 + i), chr(96 + i)
+        laughs += f"x-{this}: &{this} [{', '.join([f'*{prev}'] * 10)}]\n"
+    laughs += "services:\n  s:\n    image: x\n    command: [python3, -m, sglang.launch_server]\n"
+    laughs += "    environment:\n      A: *h\n"
+    cases = {
+        "laughs.yaml": (laughs, "values (YAML aliases?)"),
+        "deep.yaml": ("services: " + "[" * 20000 + "]" * 20000 + "\n", "nested too deeply"),
+        "extends.yaml": (
+            "services:\n  s:\n    extends: {file: b.yaml, service: b}\n"
+            "    command: [python3, -m, sglang.launch_server]\n",
+            "docker compose config > resolved.yaml",
+        ),
+        "list.yaml": ("- 1\n- 2\n", "not a Compose file"),
+        "bad.yaml": ("services:\n  s: [\n", "not valid YAML"),
+    }
+    for name, (text, needle) in cases.items():
+        (tmp_path / name).write_text(text)
+        rc, _, err = _preflight({}, "--compose", str(tmp_path / name))
+        assert rc == 65 and needle in err and "Traceback" not in err, (name, err)
+        assert len(err.strip().splitlines()) == 1, (name, err)

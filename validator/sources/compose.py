@@ -52,8 +52,23 @@ def read_dotenv(path: Path, where: str) -> dict[str, str]:
     return out
 
 
+MAX_NODES = 200_000  # a service is a few hundred; YAML aliases can make a small file a huge tree
+MAX_NESTING = 64
+
+
 def interpolate(value: Any, env: Mapping[str, str], where: str) -> Any:
-    """Compose's variable substitution over every string of a document."""
+    """Compose's variable substitution over every string of a document (bounded: aliases expanded by the
+    walk count against ``MAX_NODES``, nesting against ``MAX_NESTING``)."""
+    budget = [MAX_NODES]
+    return _interpolate(value, env, where, budget, 0)
+
+
+def _interpolate(value: Any, env: Mapping[str, str], where: str, budget: list[int], depth: int) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise InputError(where, f"more than {MAX_NODES} values (YAML aliases?): not a Compose service")
+    if depth > MAX_NESTING:
+        raise InputError(where, f"nested deeper than {MAX_NESTING} levels: not a Compose service")
     if isinstance(value, str):
 
         def sub(m: re.Match[str]) -> str:
@@ -71,18 +86,18 @@ def interpolate(value: Any, env: Mapping[str, str], where: str) -> Any:
                 return current or ""
             empty = current is None or (op.startswith(":") and current == "")
             if op.endswith("-"):
-                return str(interpolate(arg, env, where)) if empty else str(current)
+                return str(_interpolate(arg, env, where, budget, depth + 1)) if empty else str(current)
             if op.endswith("+"):
-                return "" if empty else str(interpolate(arg, env, where))
+                return "" if empty else str(_interpolate(arg, env, where, budget, depth + 1))
             if empty:
                 raise InputError(where, f"required variable {name} is missing a value: {arg}")
             return str(current)
 
         return _VAR.sub(sub, value)
     if isinstance(value, list):
-        return [interpolate(v, env, where) for v in value]
+        return [_interpolate(v, env, where, budget, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {k: interpolate(v, env, where) for k, v in value.items()}
+        return {k: _interpolate(v, env, where, budget, depth + 1) for k, v in value.items()}
     return value
 
 
@@ -185,6 +200,8 @@ def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, s
     text = read_text_bounded(file, COMPOSE_CAP, "Compose file")
     try:
         doc = yaml.safe_load(text)
+    except RecursionError:
+        raise InputError(where, "nested too deeply: not a Compose file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else None
@@ -225,6 +242,13 @@ def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, s
     raw = services[name]
     if not isinstance(raw, dict):
         raise InputError(where, f"service {name!r} is not a map")
+    for key in ("extends", "include"):
+        if key in raw or key in doc:
+            raise InputError(
+                where,
+                f"'{key}' is not read by spark-validate: give the resolved file "
+                "(`docker compose config > resolved.yaml`, then --compose resolved.yaml)",
+            )
     svc: dict[str, Any] = interpolate(raw, env, f"{where}#{name}")
     at = f"compose:{where}#{name}"
     entrypoint = _words(svc.get("entrypoint"), "entrypoint", at) if "entrypoint" in svc else None
