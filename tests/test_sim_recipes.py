@@ -192,3 +192,14 @@ def test_ring_failure_in_process_refuses_then_settles_crashed(tmp_path: Path) ->
         with pytest.raises(httpx.ConnectError):
             httpx.get(f"{sim.url}/health", timeout=2)
     assert "spec-verify ring too small: 16 < 2 * 9 (early-flush margin)" in log.read_text()
+
+
+def test_dspark_weights_checker_shows_the_shared_head_module(tmp_path: Path) -> None:
+    with SimServer("dspark", speed=1000, startup_seconds=0.05, attestation_path=tmp_path / "att.json") as sim:
+        assert sim.wait_ready(10)
+        body = {"action": "checksum", "selector": "all"}
+        sums = httpx.post(f"{sim.url}/weights_checker", json=body, timeout=10).json()["ranks"][0]["checksums"]
+    target = {k: v for k, v in sums.items() if k.startswith("lm_head.")}
+    draft = {k.removeprefix("draft."): v for k, v in sums.items() if k.startswith("draft.lm_head.")}
+    assert target == draft and "lm_head.weight_scale" in target  # the module, FP8 scales included
+    assert not any(k.startswith("draft.model.eh_proj") for k in sums)  # no NEXTN layer in a DSpark draft

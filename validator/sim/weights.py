@@ -42,6 +42,16 @@ def _target(scenario: Scenario, seed: int) -> dict[str, str]:
 
 
 def _draft(scenario: Scenario, seed: int, target: dict[str, str]) -> dict[str, str]:
+    if scenario.dspark:
+        # LingDSparkModel (srt/models/dspark.py): a dense 5-layer BF16 draft whose embedding and LM head are
+        # the target's modules (attach_shared_modules), so their entries repeat the target's.
+        out = {
+            f"model.layers.{i}.self_attn.qkv_proj.weight": _chk(seed, f"dspark.l{i}.qkv") for i in range(5)
+        }
+        out["model.norm.weight"] = _chk(seed, "dspark.norm")
+        out["model.embed_tokens.weight"] = target["model.word_embeddings.weight"]
+        out.update({k: v for k, v in target.items() if k.startswith("lm_head.")})
+        return out
     out = {
         "model.word_embeddings.weight": target["model.word_embeddings.weight"],
         "model.eh_proj.weight": _chk(seed, "draft.eh_proj"),
