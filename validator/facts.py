@@ -68,6 +68,7 @@ class LaunchFacts:
     interpreter_options: list[str] = field(default_factory=list)  # python's own flags (-I, -E, -s, -P...)
     working_directory: Path | None = None  # the server's cwd when known (unit WorkingDirectory=, launch)
     user: str | None = None  # the unit's User=: the account the server runs as
+    consumed_env: set[str] = field(default_factory=set)  # variables expanded into the command line itself
 
     @cached_property
     def settings(self) -> ServerArgs:

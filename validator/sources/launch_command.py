@@ -291,9 +291,26 @@ def launch_from_argv(
         config_file=parsed.config_file,
         program=program,
         command=words,
+        consumed_env=consumed_by_command(environ, words),
         interpreter_options=options,
         working_directory=working_directory,
     )
+
+
+def consumed_by_command(env: Mapping[str, str], words: list[str]) -> set[str]:
+    """Variables the command line itself was built from: a value of two or more words, options among
+    them, that appears as a run of the command's words. systemd splits an unbraced ``$SGLANG_ARGS`` in
+    ExecStart= into the server's arguments (the shipped unit does this); the variable then reaches the
+    server too, where SGLang ignores it, harmlessly: it did its job before the server started."""
+    consumed: set[str] = set()
+    for name, value in env.items():
+        parts = value.split()
+        if len(parts) < 2 or not any(p.startswith("--") for p in parts):
+            continue
+        n = len(parts)
+        if any(words[i : i + n] == parts for i in range(1, len(words) - n + 1)):
+            consumed.add(name)
+    return consumed
 
 
 def _split_shell(

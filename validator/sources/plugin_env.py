@@ -1,0 +1,71 @@
+"""Will spark-validate's SGLang plugin load in the server, and will its LM-head remedy be on?
+
+Preflight credits the plugin's remedy (``SPARK_VALIDATE_SHARE_LM_HEAD=1``) for a build whose draft class
+lacks ``set_lm_head_from_target``. That credit is only true when every switch between the installed
+entry point and the remedy agrees, read here from the server's environment exactly as the code that
+decides reads it:
+
+- SGLang's ``load_plugins_by_group`` (``srt/plugins/__init__.py``, 0.5.23): a non-empty ``SGLANG_PLUGINS``
+  is a comma-separated whitelist of entry-point names (stripped, empty items dropped); empty or unset
+  loads every installed plugin.
+- the plugin's ``register`` (``validator/plugin/__init__.py``): ``SPARK_VALIDATE_PLUGIN`` stripped equal
+  to ``"0"`` turns it off.
+- its ``remedy_enabled`` (``validator/plugin/remedy.py``): ``SPARK_VALIDATE_SHARE_LM_HEAD`` stripped and
+  lower-cased in ``{"1", "true", "yes", "on"}``.
+
+The plugin package stays out of the CLI's import path, so its two rules are restated here and held to
+the plugin's own functions by ``tests/test_plugin_env.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from dataclasses import dataclass
+
+PLUGIN_NAME = "spark_validate"  # the entry point's name in the sglang.srt.plugins group
+ENV_DISABLE = "SPARK_VALIDATE_PLUGIN"
+ENV_SHARE = "SPARK_VALIDATE_SHARE_LM_HEAD"
+ENV_WHITELIST = "SGLANG_PLUGINS"
+_TRUE = frozenset({"1", "true", "yes", "on"})
+
+
+@dataclass(frozen=True)
+class PluginState:
+    installed: bool  # the entry point is installed where the server's interpreter looks
+    loads: bool  # SGLang loads it and it registers its hooks
+    remedy: bool  # ...and its LM-head remedy is switched on
+    why: str  # one phrase: what decided it (for messages)
+
+
+def plugin_disabled(env: Mapping[str, str]) -> bool:
+    return env.get(ENV_DISABLE, "1").strip() == "0"
+
+
+def remedy_requested(env: Mapping[str, str]) -> bool:
+    return env.get(ENV_SHARE, "").strip().lower() in _TRUE
+
+
+def whitelisted(env: Mapping[str, str], name: str = PLUGIN_NAME) -> bool:
+    allowed = env.get(ENV_WHITELIST, "")
+    if not allowed:
+        return True
+    return name in {x.strip() for x in allowed.split(",") if x.strip()}
+
+
+def plugin_state(env: Mapping[str, str], installed: Set[str]) -> PluginState:
+    """The plugin as the server with environment ``env`` will run it (``installed``: the entry points
+    of the ``sglang.srt.plugins`` group beside the server's SGLang)."""
+    present = PLUGIN_NAME in installed
+    requested = remedy_requested(env)
+    if not present:
+        return PluginState(False, False, False, "the spark-validate plugin is not installed beside SGLang")
+    if not whitelisted(env):
+        why = f"{ENV_WHITELIST}={env.get(ENV_WHITELIST)!r} does not list {PLUGIN_NAME}, so SGLang skips it"
+        return PluginState(True, False, False, why)
+    if plugin_disabled(env):
+        return PluginState(True, False, False, f"{ENV_DISABLE}=0 turns the plugin off")
+    if not requested:
+        value = env.get(ENV_SHARE)
+        shown = "is not set" if value is None else f"is {value!r}, not one of 1/true/yes/on"
+        return PluginState(True, True, False, f"{ENV_SHARE} {shown}")
+    return PluginState(True, True, True, f"{ENV_SHARE}={env[ENV_SHARE]}")
