@@ -70,25 +70,30 @@ def test_healthy_passes_with_attestation_and_log(healthy: SimProcess) -> None:
     assert probe["completion_tokens"] <= 512  # the pack's hard cap
 
 
-def test_healthy_over_http_alone_passes_with_the_way_to_prove_the_rest(healthy: SimProcess) -> None:
+def test_healthy_over_http_alone_is_inconclusive_with_the_way_to_prove_the_rest(healthy: SimProcess) -> None:
+    """Contract v2: what HTTP cannot prove (the draft head's identity, the head's dtype) is `error`, and
+    the verdict is not a pass until the input that proves it is given (or --allow-partial accepts it)."""
     run = run_check(healthy.url, "--wait", "20")
     no_traceback(run)
-    assert run.rc == 0, run.explain()
-    assert run.report is not None and run.report["verdict"] == "pass"
-    assert run.with_status("warn") == {"spec.lm_head_shared", "lm_head.fp8"}, run.explain()
+    assert run.rc == 69, run.explain()
+    assert run.report is not None and run.report["verdict"] == "inconclusive"
+    assert run.with_status("error") == {"spec.lm_head_shared", "lm_head.fp8"}, run.explain()
+    assert run.with_status("warn") == set(), run.explain()
     shared = run.check("spec.lm_head_shared")
-    assert "--attestation" in shared["remedy"] and "--weights-checker" in shared["remedy"]
     assert shared["evidence"]["probe_accept_length"] > 1.5  # the best functional evidence, shown
-    head = run.check("lm_head.fp8")
-    assert "--attestation" in head["remedy"] and "--log" in head["remedy"]
+    needs = {m["id"]: m["input"] for m in run.report["coverage"]["missing"]}
+    assert "--attestation" in needs["spec.lm_head_shared"] and "--attestation" in needs["lm_head.fp8"]
+    partial = run_check(healthy.url, "--wait", "20", "--allow-partial")
+    assert partial.rc == 0 and partial.report is not None and partial.report["partial"] is True
 
 
-def test_healthy_over_http_and_log_passes_with_one_warning(healthy: SimProcess) -> None:
+def test_healthy_over_http_and_log_leaves_only_the_draft_head_unproven(healthy: SimProcess) -> None:
     """The log proves the FP8 head (the 'Online FP8' line, once); only the draft head's identity stays
-    a warning without the plugin."""
+    unproven without the plugin."""
     run = run_check(healthy.url, "--wait", "20", "--log", str(healthy.log))
-    assert run.rc == 0, run.explain()
-    assert run.with_status("warn") == {"spec.lm_head_shared"}, run.explain()
+    assert run.rc == 69, run.explain()
+    assert run.report is not None and run.report["coverage"]["not_proven"] == ["spec.lm_head_shared"]
+    assert run.with_status("warn") == set(), run.explain()
     head = run.check("lm_head.fp8")
     assert head["status"] == "pass" and head["sources"] == ["log"]
     assert head["evidence"]["log_fp8_lm_head_lines"] == 1
@@ -124,8 +129,10 @@ def test_pack_requiring_attestation_is_not_a_pass_without_it(healthy: SimProcess
 
 
 def test_junit_has_a_testcase_per_check(healthy: SimProcess) -> None:
-    as_json = run_check(healthy.url, "--wait", "20", *evidence_files(healthy), "--no-probe")
-    junit = run_check(healthy.url, "--wait", "20", *evidence_files(healthy), "--no-probe", fmt="junit")
+    # --no-probe leaves the acceptance length unproven: --allow-partial accepts that here
+    args = ("--wait", "20", *evidence_files(healthy), "--no-probe", "--allow-partial")
+    as_json = run_check(healthy.url, *args)
+    junit = run_check(healthy.url, *args, fmt="junit")
     no_traceback(junit)
     assert junit.rc == as_json.rc == 0, junit.stderr
     root = ET.fromstring(junit.stdout)
@@ -136,9 +143,11 @@ def test_junit_has_a_testcase_per_check(healthy: SimProcess) -> None:
     names = " ".join(f"{c.get('classname', '')} {c.get('name', '')}" for c in cases)
     for check_id in ids:
         assert check_id in names, check_id
-    assert not root.findall(".//failure") and not root.findall(".//error")
-    # --no-probe really skips the probe, and says so
-    assert as_json.status("spec.accept_length") == "skip"
+    assert not root.findall(".//failure")
+    # --no-probe really skips the probe, and says what that leaves unproven (contract v2: error)
+    unproven = {c.get("name") for c in cases if c.find("error") is not None}
+    assert unproven == {"spec.accept_length", "probe.output", "perf.tpot"}, unproven
+    assert as_json.status("spec.accept_length") == "error"
     assert "--no-probe" in as_json.check("spec.accept_length")["message"]
 
 
@@ -227,7 +236,7 @@ def test_unreachable_port_is_inconclusive(tmp_path: Path) -> None:
     assert run.with_status("fail") == set()
     # no check claims anything it could not see: no warning built on absent evidence
     assert run.with_status("warn") == set(), run.explain()
-    assert "server is not available" in run.check("spec.accept_length")["message"]
+    assert "see server.ready" in run.check("spec.accept_length")["message"]  # the reason is told once
 
 
 def test_crash_after_ready_is_inconclusive(tmp_path: Path) -> None:

@@ -69,7 +69,15 @@ def test_key_file_passes_and_the_key_appears_in_no_format(
 
 def test_key_from_environment_and_report_file(auth_sim: SimProcess, tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    run = run_check(auth_sim.url, "--wait", "20", "--output", str(out), env={"SPARK_VALIDATE_API_KEY": KEY})
+    run = run_check(
+        auth_sim.url,
+        "--wait",
+        "20",
+        "--output",
+        str(out),
+        *evidence_files(auth_sim),
+        env={"SPARK_VALIDATE_API_KEY": KEY},
+    )
     assert run.rc == 0, run.explain()
     assert_no_key(run, KEY)
     text = out.read_text()

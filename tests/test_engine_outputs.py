@@ -126,19 +126,23 @@ def test_json_report_has_the_contract_shape() -> None:
         "duration_s",
         "checks",
         "probe",
+        "coverage",
+        "partial",
     }
     assert data["tool"] == "spark-validate" and data["mode"] == "check"
     assert data["rule_pack"] == "ling-3.0-flash-dgx-spark"
     for c in data["checks"]:
         assert set(c) >= {"id", "status", "severity", "message", "evidence", "sources", "remedy"}
-        assert c["status"] in {"pass", "fail", "warn", "skip", "error"}
+        assert c["status"] in {"pass", "fail", "warn", "skip", "error", "info"}
     by_id = {c["id"]: c for c in data["checks"]}
     assert by_id["moe.backend"]["status"] == "pass"
     assert by_id["spec.config"]["status"] == "pass"
-    # without probe, attestation or log: identity and dtype cannot be proven, so warn, never pass
-    assert by_id["spec.lm_head_shared"]["status"] == "warn"
-    assert by_id["lm_head.fp8"]["status"] == "warn"
-    assert by_id["spec.accept_length"]["status"] == "skip"
+    # without probe, attestation or log: identity and dtype cannot be proven (contract v2: error)
+    assert by_id["spec.lm_head_shared"]["status"] == "error"
+    assert by_id["lm_head.fp8"]["status"] == "error"
+    assert by_id["spec.accept_length"]["status"] == "error"  # the probe was not run
+    assert data["verdict"] == "inconclusive" and data["partial"] is True
+    assert {"spec.lm_head_shared", "lm_head.fp8", "spec.accept_length"} <= set(data["coverage"]["not_proven"])
 
 
 def test_secrets_never_rendered_in_any_format() -> None:
@@ -163,7 +167,7 @@ def test_junit_maps_statuses() -> None:
     cases = {c.get("name"): c for c in root.iter("testcase")}
     assert cases["moe.backend"].find("failure") is not None
     assert "flashinfer_mxfp4" in (cases["moe.backend"].find("failure").get("message") or "")  # type: ignore[union-attr]
-    assert cases["checkpoint.layout"].find("skipped") is not None  # no model dir: skip, never a pass
+    assert cases["checkpoint.layout"].find("error") is not None  # no model dir: not proven, never a pass
     assert int(root.get("failures") or 0) == sum(1 for r in results if r.status is Status.FAIL)
 
 
@@ -190,5 +194,5 @@ def test_host_platform_info_check() -> None:
 
     assert status_for(gpu_name="NVIDIA GB10", is_dgx_spark=True)[0] is Status.PASS
     st, msg = status_for(gpu_name="NVIDIA H200", is_dgx_spark=False, machine="x86_64")
-    assert st is Status.WARN and "H200" in msg
-    assert status_for(gpu_name=None, is_dgx_spark=None)[0] is Status.SKIP
+    assert st is Status.INFO and "H200" in msg  # an info finding: never WARN (contract v2)
+    assert status_for(gpu_name=None, is_dgx_spark=None)[0] is Status.INFO

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from pydantic import BaseModel, Field
-
 from validator.facts import (
     ATTESTATION,
     CHECKPOINT,
@@ -28,6 +26,7 @@ from validator.facts import (
     SGLANG,
     WEIGHTS,
 )
+from validator.report import Coverage, NotProven
 
 # Which input lets a check whose evidence came from this source run (the first source of an error wins).
 INPUT_FOR_SOURCE: dict[str, str] = {
@@ -44,33 +43,6 @@ INPUT_FOR_SOURCE: dict[str, str] = {
     PROBE: "a ready server with speculative decoding on (the acceptance probe)",
     WEIGHTS: "--weights-checker on a server that serves /weights_checker",
 }
-
-
-class NotProven(BaseModel):
-    id: str
-    reason: str  # the check's own message
-    input: str | None = None  # what would let it run
-
-
-class Coverage(BaseModel):
-    """``"coverage"`` in the JSON report: ``not_proven`` lists IDs (the contract's shape); ``missing``
-    says, per ID, why and which input would let it run."""
-
-    critical: int  # critical checks that apply here (a skip does not apply)
-    proven: int  # ...that passed
-    not_proven: list[str] = Field(default_factory=list)  # ...whose evidence could not be gathered
-    missing: list[NotProven] = Field(default_factory=list)
-
-    def line(self) -> str:
-        """The text report's last line: ``proved 7 of 9 critical invariants; not proven: X (why...)``."""
-        head = f"proved {self.proven} of {self.critical} critical invariants"
-        if not self.missing:
-            return head
-        parts = []
-        for m in self.missing:
-            give = f"; needs {m.input}" if m.input else ""
-            parts.append(f"{m.id} ({m.reason}{give})")
-        return f"{head}; not proven: " + ", ".join(parts)
 
 
 class _Result(Protocol):  # the fields coverage reads (validator.report.CheckResult has them)

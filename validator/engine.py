@@ -1,8 +1,10 @@
 """The engine: run a rule pack's checks over gathered facts and produce the one report.
 
 Severity decides what a failure means: a failed ``critical`` check fails the verdict, a failed
-``warning`` or ``info`` check is reported as ``warn``. An active waiver keeps the result visible but
-stops it from blocking; an expired one no longer applies.
+``warning`` check is reported as ``warn``, an ``info`` finding as ``info`` (never a warning, never a
+failure, not even with ``--strict``). An active waiver keeps the result visible but stops it from blocking;
+an expired one no longer applies. A check written for another platform's figures does not apply (skip).
+The report counts what was proven (contract v2 coverage): a critical ``error`` is not a pass.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ import time
 from validator.checks.base import CheckContext, Outcome
 from validator.checks.expect import evaluate_expect
 from validator.checks.registry import builtins
-from validator.facts import Facts, Mode
+from validator.coverage import coverage_of
+from validator.facts import HOST, Facts, Mode
 from validator.report import (
     CheckResult,
     ProbeResult,
@@ -44,7 +47,10 @@ def run_checks(
             continue
         ctx = CheckContext(spec=spec, expect=pack.expect, mode=mode, strict=strict)
         form = checks[spec.id].forms.get(mode) if spec.id in checks else None
-        if spec.expect is not None:
+        elsewhere = _other_platform(facts, spec.platform)
+        if elsewhere is not None:
+            outcome = Outcome(Status.SKIP, elsewhere, {"platform": spec.platform}, [HOST])
+        elif spec.expect is not None:
             outcome = evaluate_expect(facts, spec, pack.expect_value(spec.expect), pack.expect.fields())
         elif form is not None:
             try:
@@ -59,19 +65,31 @@ def run_checks(
     return results
 
 
+def _other_platform(facts: Facts, platform: str | None) -> str | None:
+    """Why a check holding ``platform``'s figures does not apply on this host (None: it applies, or the
+    host is not known, as in ``check`` mode, where the server's host is not the one running the check)."""
+    host = facts.host
+    if platform != "dgx_spark" or host is None or host.is_dgx_spark is not False:
+        return None
+    what = host.gpu_name or f"a {host.machine} host without an NVIDIA GB10"
+    return f"does not apply: not a DGX Spark ({what}); the check holds GB10's figures"
+
+
 def _result(
     check_id: str, severity: Severity, outcome: Outcome, loaded: LoadedPack, today: _dt.date | None
 ) -> CheckResult:
     spec = loaded.pack.check(check_id)
     status = outcome.status
-    if status is Status.FAIL and severity is not Severity.CRITICAL:
+    if severity is Severity.INFO and status in (Status.FAIL, Status.WARN):
+        status = Status.INFO
+    elif status is Status.FAIL and severity is not Severity.CRITICAL:
         status = Status.WARN
     pack = loaded.pack
     # The pack's text, always: the variant the check named, else (for a failure) the check's remedy. An
     # error names a variant only when there is something to fix: the default remedy fixes a
     # misconfiguration, not missing evidence.
     text = spec.remedies.get(outcome.remedy) if outcome.remedy is not None else None
-    if text is None and status in (Status.FAIL, Status.WARN):
+    if text is None and status in (Status.FAIL, Status.WARN, Status.INFO):
         text = spec.remedy
     remedy = pack.render(text, outcome.params) if text is not None else None
     waiver = loaded.pack.waiver_for(check_id, today)
@@ -86,7 +104,7 @@ def _result(
         evidence=outcome.evidence,
         sources=outcome.sources,
         remedy=remedy,
-        why=pack.render(spec.why) if status in (Status.FAIL, Status.WARN) else None,
+        why=pack.render(spec.why) if status in (Status.FAIL, Status.WARN, Status.INFO) else None,
         waived=waived,
     )
 
@@ -99,12 +117,16 @@ def build_report(
     started_at: str,
     started_monotonic: float,
     strict: bool = False,
+    allow_partial: bool = False,
     probe: ProbeResult | None = None,
     target: str | None = None,
 ) -> Report:
+    coverage = coverage_of(results)
     return Report(
         mode=mode,
-        verdict=decide_verdict(results, strict=strict),
+        verdict=decide_verdict(results, strict=strict, allow_partial=allow_partial),
+        coverage=coverage,
+        partial=bool(coverage.not_proven),
         rule_pack=loaded.name,
         started_at=started_at,
         duration_s=round(time.monotonic() - started_monotonic, 4),

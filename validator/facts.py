@@ -76,6 +76,16 @@ class LaunchFacts:
         return ServerArgs.from_mapping(self.args)
 
 
+@dataclass(frozen=True)
+class PluginState:
+    """spark-validate's SGLang plugin as the server will run it (``validator.sources.plugin_env``)."""
+
+    installed: bool  # the entry point is installed where the server's interpreter looks
+    loads: bool  # SGLang loads it and it registers its hooks
+    remedy: bool  # ...and its LM-head remedy is switched on
+    why: str  # one phrase: what decided it (for messages)
+
+
 @dataclass
 class ProgramFacts:
     """``launch.program``'s evidence: the launch command's program as the server's exec would find it,
@@ -237,6 +247,7 @@ class Facts:
     launch: LaunchFacts | None = None
     sglang: SGLangInstallFacts | None = None
     program: ProgramFacts | None = None
+    plugin: PluginState | None = None  # the plugin and its remedy, as the server's environment decides
     humming: HummingFacts | None = None
     checkpoint: CheckpointFacts | None = None
     host: HostFacts | None = None

@@ -78,6 +78,7 @@ class LiveInputs:
     connect_timeout: float = 5.0
     read_timeout: float = 120.0
     retries: int = 3
+    allow_partial: bool = False  # --allow-partial: critical checks that could not run do not block
 
 
 # Beyond --wait and the probe's own budget, what one check may spend: /server_info, /model_info (10 s
@@ -268,6 +269,7 @@ async def run_live(
         started_at=started_at,
         started_monotonic=t0,
         strict=strict,
+        allow_partial=inputs.allow_partial,
         probe=facts.probe,
         target=inputs.url,
     )

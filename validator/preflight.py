@@ -265,6 +265,10 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
         unknown = {k for k in launch.env if k.startswith("SGLANG_") and k not in sg.declared_env}
         if unknown:
             sg.referenced_env = referenced_env(sg.root, unknown)
+    if sg.root is not None:
+        from validator.sources.plugin_env import plugin_state
+
+        facts.plugin = plugin_state(launch.env, sg.plugins)
     # the account the server runs as: --service-user, else the unit's User= (systemd runs it so)
     service_user = inputs.service_user or launch.user
     user_from = "--service-user" if inputs.service_user else "the unit's User="
@@ -391,7 +395,7 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
     out = []
     for r in results:
         hidden = [n for n in by_source if n in r.sources]
-        if hidden and r.status in (Status.PASS, Status.SKIP, Status.WARN):
+        if hidden and r.status in (Status.PASS, Status.SKIP, Status.WARN, Status.ERROR):
             why = "; ".join(by_source[n] for n in hidden)
             from validator.sources.docker_run import IMAGE_REMEDY
 
@@ -427,7 +431,11 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
 
 
 def run_preflight(
-    inputs: PreflightInputs, loaded: LoadedPack | None, *, strict: bool = False
+    inputs: PreflightInputs,
+    loaded: LoadedPack | None,
+    *,
+    strict: bool = False,
+    allow_partial: bool = False,
 ) -> PreflightRun:
     """``loaded`` None: ``--rules auto``, the shipped pack whose recipe the launch command follows."""
     started_at, t0 = utc_now_iso(), time.monotonic()
@@ -454,6 +462,7 @@ def run_preflight(
         started_at=started_at,
         started_monotonic=t0,
         strict=strict,
+        allow_partial=allow_partial,
         target=target,
     )
     return PreflightRun(report, facts, malformed[0] if malformed else None, loaded)

@@ -19,8 +19,9 @@ class Status(str, Enum):
     PASS = "pass"
     FAIL = "fail"
     WARN = "warn"
-    SKIP = "skip"  # does not apply here; never counted as a pass
+    SKIP = "skip"  # does not apply to this deployment as configured; never counted as a pass
     ERROR = "error"  # the evidence could not be gathered
+    INFO = "info"  # an info-severity finding: worth knowing, never a failure (not even with --strict)
 
 
 class Severity(str, Enum):
@@ -74,6 +75,36 @@ class ProbeResult(BaseModel):
     problems: list[str] = Field(default_factory=list)  # degenerate output and the like
 
 
+class NotProven(BaseModel):
+    id: str
+    reason: str  # the check's own message
+    input: str | None = None  # what would let it run
+
+
+class Coverage(BaseModel):
+    """``"coverage"`` (contract v2): ``not_proven`` lists the critical checks whose evidence could not be
+    gathered (the contract's shape); ``missing`` says, per check, why and which input would let it run."""
+
+    critical: int  # critical checks that apply here (a skip does not apply)
+    proven: int  # ...that passed
+    not_proven: list[str] = Field(default_factory=list)
+    missing: list[NotProven] = Field(default_factory=list)
+
+    def line(self) -> str:
+        """The text report's last line: ``proved 7 of 9 critical invariants; not proven: X (why...)``."""
+        head = f"proved {self.proven} of {self.critical} critical invariants"
+        if not self.missing:
+            return head
+        groups: dict[tuple[str, str | None], list[str]] = {}  # one reason said once, for all its checks
+        for m in self.missing:
+            groups.setdefault((m.reason, m.input), []).append(m.id)
+        parts = [
+            f"{', '.join(ids)} ({reason}{'; needs ' + needed if needed else ''})"
+            for (reason, needed), ids in groups.items()
+        ]
+        return f"{head}; not proven: " + "; ".join(parts)
+
+
 class Report(BaseModel):
     tool: str = TOOL_NAME
     version: str = __version__
@@ -86,6 +117,8 @@ class Report(BaseModel):
     probe: ProbeResult | None = None
     target: str | None = None  # URL or launch-command origin the report is about
     strict: bool = False
+    coverage: Coverage | None = None
+    partial: bool = False  # some critical invariant could not be proven (a pass only with --allow-partial)
 
     def failed(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status is Status.FAIL]
@@ -101,14 +134,18 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
-def decide_verdict(checks: list[CheckResult], strict: bool = False) -> Verdict:
-    """fail if a critical check failed (or, strict, anything warned or failed); inconclusive if a
-    critical check's evidence could not be gathered; else pass. Waived results never block."""
+def decide_verdict(checks: list[CheckResult], strict: bool = False, allow_partial: bool = False) -> Verdict:
+    """fail if a critical check failed (or, strict, anything warned or failed) — a failure outranks
+    what could not run; inconclusive if a critical check's evidence could not be gathered (or, strict,
+    any check's), unless ``allow_partial`` accepts that; else pass. Waived results never block; ``info``
+    and ``skip`` (does not apply) never do either."""
     blocking = [c for c in checks if c.waived is None]
     if any(c.status is Status.FAIL and c.severity is Severity.CRITICAL for c in blocking):
         return Verdict.FAIL
     if strict and any(c.status in (Status.FAIL, Status.WARN) for c in blocking):
         return Verdict.FAIL
+    if allow_partial:
+        return Verdict.PASS
     if any(c.status is Status.ERROR and c.severity is Severity.CRITICAL for c in blocking):
         return Verdict.INCONCLUSIVE
     if strict and any(c.status is Status.ERROR for c in blocking):

@@ -177,6 +177,9 @@ class CheckSpec(_Strict):
     remedy: str  # shown when the check fails or warns and names no variant
     remedies: dict[str, str] = Field(default_factory=dict)  # named variants a builtin check chooses from
     expect: Expect | None = None  # declarative check; builtin checks leave it out
+    # the hardware whose figures the check holds (GB10's memory limits): on a host known to be another
+    # one the check does not apply there (skip), instead of judging it by the wrong machine's numbers
+    platform: Literal["dgx_spark"] | None = None
     pass_message: str | None = None
     fail_message: str | None = None
 

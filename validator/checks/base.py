@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from validator.facts import LAUNCH, SERVER, SGLANG, Facts, Mode
+from validator.facts import LAUNCH, PROBE, SERVER, SGLANG, Facts, Mode
 from validator.report import Status
 from validator.rulepack import CheckSpec, Expectations
 
@@ -137,8 +137,9 @@ def no_launch(facts: Facts) -> Outcome:
 
 
 def no_server(facts: Facts) -> Outcome:
-    """The server's own state could not be read."""
-    return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+    """Every check but ``server.ready`` when the server's own state could not be read: ``server.ready``
+    tells why, once (a missing API key used to be repeated on every line)."""
+    return errored("the server was not reached (see server.ready)", [SERVER])
 
 
 def sglang_note(facts: Facts) -> str:
@@ -160,11 +161,14 @@ def env_bool(value: str | None) -> bool | None:
     return None
 
 
-def probe_not_run(facts: Facts) -> str:
-    """Why there is no probe result: the server was never ready, speculation is off, or the user chose so.
-    Saying '--no-probe' when the user did not pass it sends them looking in the wrong place."""
+def no_probe(facts: Facts) -> Outcome:
+    """Why there is no probe result, as contract v2 counts it: the server was never ready or the user
+    chose ``--no-probe`` (not proven: ``error``), or speculation is off (the probe measures speculation:
+    it does not apply). Saying '--no-probe' when the user did not pass it sends them looking elsewhere."""
     if facts.server is None:
-        return "the acceptance probe was not run: the server is not available"
+        return no_server(facts)
+    if PROBE in facts.errors:
+        return errored(f"probe failed: {facts.errors[PROBE]}", [PROBE])
     if not facts.server.settings.speculative:
-        return "the acceptance probe was not run: speculative decoding is off on the server"
-    return "the acceptance probe was not run (--no-probe)"
+        return skipped("the acceptance probe was not run: speculative decoding is off on the server", [PROBE])
+    return errored("the acceptance probe was not run (--no-probe): not proven", [PROBE])

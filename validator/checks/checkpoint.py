@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, need, passed, skipped
+from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, need, passed
 from validator.facts import CHECKPOINT, LAUNCH, Facts
 
 
@@ -20,9 +20,9 @@ def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
     if ck is None:
         if CHECKPOINT in facts.errors:
             return errored(facts.errors[CHECKPOINT], [CHECKPOINT])
-        return skipped(
-            "no model directory given (--model-dir), or the launch command's model path is not local"
-        )
+        path = facts.launch.settings.model_path if facts.launch is not None else None
+        where = f"--model-path {path} is not a local checkpoint here" if path else "no --model-path"
+        return errored(f"the checkpoint was not read: {where} and no --model-dir was given", [CHECKPOINT])
     want = need(ctx.expect.checkpoint, "checkpoint")
     head = ck.tensors.get("lm_head.weight")
     ev: dict[str, Any] = {

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from validator.checks.base import Outcome
-from validator.facts import Facts
+from validator.checks.base import Outcome, no_server
+from validator.facts import SERVER, Facts
 from validator.report import Status
 from validator.rulepack import CheckSpec, render_template
 
@@ -53,6 +53,8 @@ def evaluate_expect(facts: Facts, spec: CheckSpec, value: object, fields: Mappin
         actual = None
     values = {**fields, "actual": actual, "expected": value, "fact": exp.fact}
     if actual is None and exp.op not in ("absent", "exists"):
+        if source == SERVER and facts.server is None:
+            return no_server(facts)  # server.ready says why, once
         if source in facts.errors:
             return Outcome(Status.ERROR, f"{exp.fact}: {facts.errors[source]}", sources=[source])
         status = {"skip": Status.SKIP, "error": Status.ERROR, "fail": Status.FAIL, "pass": Status.PASS}

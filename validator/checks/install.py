@@ -16,7 +16,6 @@ from validator.checks.base import (
     no_server,
     passed,
     sglang_note,
-    skipped,
     warned,
 )
 from validator.facts import HOST, LAUNCH, SERVER, SGLANG, Facts
@@ -41,7 +40,7 @@ def sglang_version_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     sg = facts.sglang
     if sg is None or sg.root is None:
         note = sglang_note(facts)
-        return skipped(note, [SGLANG])
+        return errored(f"the installed SGLang could not be read: {note}", [SGLANG])
     return _version(sg.version, SGLANG, ctx)
 
 
@@ -58,8 +57,10 @@ def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
         return no_launch(facts)
     sg = facts.sglang
     if sg is None or sg.root is None or not sg.declared_env:
-        return skipped("no SGLang installation to compare the environment with", [SGLANG])
-    set_vars = sorted(k for k in facts.launch.env if k.startswith("SGLANG_"))
+        return errored("no SGLang installation to compare the environment with", [SGLANG])
+    # a variable the command line was built from (the shipped unit's $SGLANG_ARGS) did its job
+    consumed = facts.launch.consumed_env
+    set_vars = sorted(k for k in facts.launch.env if k.startswith("SGLANG_") and k not in consumed)
     referenced = sg.referenced_env or set()
     unknown = [k for k in set_vars if k not in sg.declared_env and k not in referenced]
     if unknown:
@@ -72,6 +73,7 @@ def env_undeclared(facts: Facts, ctx: CheckContext) -> Outcome:
         f"all {len(set_vars)} SGLANG_* variables are declared by the installed build",
         [LAUNCH, SGLANG],
         checked=set_vars,
+        command_line=sorted(consumed),
     )
 
 
@@ -91,10 +93,10 @@ def host_platform(facts: Facts, ctx: CheckContext) -> Outcome:
     """The pack's figures (bandwidth floor, memory-fraction limit) are GB10's; elsewhere they mislead."""
     h = facts.host
     if h is None:
-        return skipped("host not inspected", [HOST])
+        return errored("host not inspected", [HOST])
     ev: dict[str, Any] = {"machine": h.machine, "gpu": h.gpu_name, "mem_total_gib": _gib(h.mem_total_bytes)}
-    if h.is_dgx_spark is None:
-        return skipped(f"cannot tell the GPU of this {h.machine} host without CUDA", [HOST], **ev)
+    if h.is_dgx_spark is None:  # a finding (info), not a failure: the pack's figures may not apply
+        return warned(f"cannot tell whether this {h.machine} host is a DGX Spark without CUDA", [HOST], **ev)
     if not h.is_dgx_spark:
         what = h.gpu_name or f"a {h.machine} host without an NVIDIA driver"
         return warned(

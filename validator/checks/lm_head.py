@@ -23,7 +23,6 @@ from validator.checks.base import (
     no_server,
     passed,
     sglang_note,
-    skipped,
     warned,
 )
 from validator.checks.sources_agree import Observations
@@ -74,7 +73,7 @@ def lm_head_fp8_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     sg = facts.sglang
     if sg is None or sg.root is None:
         note = sglang_note(facts)
-        return skipped(f"FP8 head requested, but support cannot be checked: {note}", [LAUNCH, SGLANG], **ev)
+        return errored(f"FP8 head requested, but support cannot be checked: {note}", [SGLANG, LAUNCH], **ev)
     ev["sglang_version"] = sg.version
     ev["sglang_root"] = str(sg.root)
     if sg.declares_fp8_lm_head is None:
@@ -134,10 +133,9 @@ def lm_head_fp8_live(facts: Facts, ctx: CheckContext) -> Outcome:
         # Nothing was observed at all: say the server is missing, not that HTTP cannot prove the dtype.
         return no_server(facts)
     if obs.empty():
-        return warned(
+        return errored(
             "the LM head's dtype cannot be proven over HTTP alone (SGLang reports no field for it)",
-            [SERVER],
-            "prove",
+            [ATTESTATION, LOG],
             **ev,
         )
     ev.update(obs.evidence())

@@ -17,6 +17,7 @@ from validator.checks.base import (
     failed,
     need,
     no_launch,
+    no_server,
     passed,
     skipped,
     warned,
@@ -102,7 +103,9 @@ def moe_backend_live(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.log is not None:
         obs.add(LOG, "target", log_backend(facts.log))
     if obs.empty():
-        err = facts.errors.get(SERVER) or facts.errors.get(ATTESTATION)
+        if facts.server is None:
+            return no_server(facts)
+        err = facts.errors.get(ATTESTATION)
         return errored(err or "no evidence of the MoE backend (server, attestation or log)", [SERVER])
     disagreement = obs.disagreement()
     if disagreement:
@@ -155,8 +158,8 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
         if HUMMING in facts.errors:
             return errored(facts.errors[HUMMING], [HUMMING])
         note = facts.sglang.note if facts.sglang is not None else None
-        return skipped(
-            f"the server's environment was not found: {note or 'no SGLang installation'}", [HUMMING]
+        return errored(
+            f"the server's environment was not found: {note or 'no SGLang installation'}", [SGLANG, HUMMING]
         )
     ev: dict[str, Any] = {
         "installed": h.installed,

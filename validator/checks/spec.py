@@ -14,14 +14,13 @@ from validator.checks.base import (
     CheckContext,
     Outcome,
     builtin,
-    env_bool,
     errored,
     failed,
     need,
     no_launch,
+    no_probe,
     no_server,
     passed,
-    probe_not_run,
     sglang_note,
     skipped,
     warned,
@@ -43,13 +42,12 @@ from validator.facts import (
 )
 from validator.rulepack import SpeculativeExpect
 from validator.sources.dspark_draft import ring_problems, smallest_ring, verify_width, width_conflict
+from validator.sources.plugin_env import ENV_SHARE
 
 if TYPE_CHECKING:
     from validator.attestation_format import Attestation
 
 DSPARK = "DSPARK"
-SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the spark-validate plugin's remedy switch
-PLUGIN_NAME = "spark_validate"
 _CONFIG_NEEDS = ("speculative", "checkpoint")
 
 
@@ -62,6 +60,7 @@ def _judge_config(
     shown_algo: str | None,
     *,
     live: bool,
+    alias: bool = False,
 ) -> Outcome:
     s = need(ctx.expect.speculative, "speculative")
     arch = need(ctx.expect.checkpoint, "checkpoint").architecture
@@ -112,9 +111,13 @@ def _judge_config(
             sources,
             **ev,
         )
-    return passed(
-        f"{s.algorithm} speculation, {steps} steps, topk {topk}, {tokens} draft tokens", sources, **ev
+    how = (
+        f"{s.resolved_algorithm} with the model's own {s.algorithm} layer as draft (SGLang resolves "
+        f"{s.algorithm} to {s.resolved_algorithm}: the same speculation)"
+        if alias
+        else f"{s.algorithm} speculation"
     )
+    return passed(f"{how}, {steps} steps, topk {topk}, {tokens} draft tokens", sources, **ev)
 
 
 @builtin("spec.config", "preflight", needs=_CONFIG_NEEDS)
@@ -126,8 +129,19 @@ def spec_config_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     if s.algorithm.upper() == DSPARK:
         return _dspark_config_preflight(facts, ctx, args)
     algo = args.speculative_algorithm
-    algo_ok = algo is not None and algo.upper() == s.algorithm.upper()
-    return _judge_config(facts, ctx, args, [LAUNCH], algo_ok, algo, live=False)
+    alias = _alias_of_recipe(args, (algo or "").upper(), s)
+    algo_ok = algo is not None and (algo.upper() == s.algorithm.upper() or alias)
+    return _judge_config(facts, ctx, args, [LAUNCH], algo_ok, algo, live=False, alias=alias)
+
+
+def _alias_of_recipe(args: ServerArgs, typed: str, s: SpeculativeExpect) -> bool:
+    """``typed`` is what the recipe's algorithm resolves to (EAGLE for NEXTN), with the model's own
+    checkpoint as draft (its NEXTN layer): SGLang then runs exactly the recipe's speculation. With another
+    draft model it is that algorithm proper, not the recipe."""
+    if typed == s.algorithm.upper() or typed != s.resolved_algorithm.upper():
+        return False
+    draft, model = args.speculative_draft_model_path, args.model_path
+    return bool(draft and model and draft.rstrip("/") == model.rstrip("/"))
 
 
 @builtin("spec.config", "check", needs=_CONFIG_NEEDS)
@@ -140,10 +154,12 @@ def spec_config_live(facts: Facts, ctx: CheckContext) -> Outcome:
     launch_cmd = (args.launch_command or "").upper()
     # SGLang rewrites the algorithm once resolved (NEXTN to EAGLE); only launch_command keeps what was asked.
     algo_ok = algo is not None and algo.upper() == s.resolved_algorithm.upper()
+    alias = False
     if algo_ok and launch_cmd and s.algorithm.upper() not in launch_cmd:
-        algo_ok = False
+        alias = _alias_of_recipe(args, s.resolved_algorithm.upper(), s)
+        algo_ok = alias
     shown = f"{algo} (launch_command {'has' if s.algorithm.upper() in launch_cmd else 'lacks'} {s.algorithm})"
-    return _judge_config(facts, ctx, args, [SERVER], algo_ok, shown, live=True)
+    return _judge_config(facts, ctx, args, [SERVER], algo_ok, shown, live=True, alias=alias)
 
 
 _SPEC_KEYS = (
@@ -216,7 +232,7 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     sg = facts.sglang
     if sg is None or sg.root is None:
         note = sglang_note(facts)
-        return skipped(f"cannot inspect the draft class: {note}", [LAUNCH, SGLANG])
+        return errored(f"cannot inspect the draft class: {note}", [SGLANG, LAUNCH])
     ev: dict[str, Any] = {
         "sglang_version": sg.version,
         "sglang_root": str(sg.root),
@@ -229,22 +245,21 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         return passed(
             f"{cls} shares the target's LM-head module (set_lm_head_from_target)", [LAUNCH, SGLANG], **ev
         )
-    share = env_bool(facts.launch.env.get(SHARE_ENV))
-    ev[SHARE_ENV] = facts.launch.env.get(SHARE_ENV)
+    plugin = facts.plugin
+    ev[ENV_SHARE] = facts.launch.env.get(ENV_SHARE)
     ev["plugins"] = sorted(sg.plugins)
-    if share and PLUGIN_NAME in sg.plugins:
-        allowed = facts.launch.env.get("SGLANG_PLUGINS")
-        if allowed is None or PLUGIN_NAME in [p.strip() for p in allowed.split(",")]:
-            return passed(
-                f"{cls} lacks set_lm_head_from_target; the spark-validate plugin adds it at load "
-                f"({SHARE_ENV}=1)",
-                [LAUNCH, SGLANG],
-                **ev,
-            )
+    if plugin is not None and plugin.remedy:
+        return passed(
+            f"{cls} lacks set_lm_head_from_target; the spark-validate plugin adds it at load ({plugin.why})",
+            [LAUNCH, SGLANG],
+            **ev,
+        )
+    # the remedy is credited only when every switch agrees; say which one does not
+    unless = f" (the plugin's remedy would not run: {plugin.why})" if plugin and plugin.installed else ""
     return failed(
         f"FP8 head + {s.algorithm}, but SGLang {sg.version}'s {cls} lacks set_lm_head_from_target: "
         "the draft shares only the weight tensor, reads FP8 codes as BF16, and the acceptance length "
-        "drops to 1.00",
+        f"drops to 1.00{unless}",
         [LAUNCH, SGLANG],
         "install_or_plugin",
         **ev,
@@ -337,18 +352,10 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.server is None and ATTESTATION not in facts.errors:
         # No server, no attestation: there is no functional evidence to weigh either.
         return no_server(facts)
-    demanded = None
-    if ctx.expect.require_attestation or ctx.strict or ATTESTATION in facts.errors:
-        why = facts.errors.get(ATTESTATION, "no attestation given (--attestation)")
-        demanded = errored(
-            f"the draft head's identity needs the in-process attestation: {why}", [ATTESTATION]
-        )
     server = facts.server
     if server is not None and server.weights_checksums is not None:
         shared, why = _weights_checker_verdict(server.weights_checksums)
         return passed(why, [WEIGHTS]) if shared else failed(why, [WEIGHTS])
-    if demanded is not None:
-        return demanded
     probe = facts.probe
     if probe is not None and probe.verify_ct > 0 and probe.accept_rate == 0.0 and fp8:
         return failed(
@@ -359,14 +366,16 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
             accept_length=probe.accept_length,
             verify_ct=probe.verify_ct,
         )
+    # Not proven (contract v2: an attestation that is missing, stale or untrusted is `error`): a good
+    # acceptance length is consistent with sharing, but a BF16 head shared by tensor looks the same.
+    why = facts.errors.get(ATTESTATION, "no attestation given (--attestation)")
     ev = {}
     if probe is not None:
         ev = {"probe_accept_length": probe.accept_length, "probe_accept_rate": probe.accept_rate}
-    return warned(
-        "the draft head's identity can only be proven in-process; functional evidence: "
+    return errored(
+        f"the draft head's identity needs the in-process attestation: {why}; functional evidence: "
         + (f"probe accept length {probe.accept_length}" if probe is not None else "none"),
-        [PROBE] if probe is not None else [SERVER],
-        "prove",
+        [ATTESTATION, WEIGHTS],
         **ev,
     )
 
@@ -393,9 +402,7 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
                 [LOG],
                 log_decode_intervals=broken,
             )
-        if PROBE in facts.errors:
-            return errored(f"probe failed: {facts.errors[PROBE]}", [PROBE])
-        return skipped(probe_not_run(facts), [PROBE])
+        return no_probe(facts)
     ev: dict[str, Any] = {
         "accept_length": probe.accept_length,
         "accept_rate": probe.accept_rate,

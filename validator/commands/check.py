@@ -131,6 +131,7 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
         weights_checker=args.weights_checker,
         retries=args.retries,
         on_progress=on_progress,
+        allow_partial=args.allow_partial,
     )
 
 

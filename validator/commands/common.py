@@ -44,6 +44,12 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
             help="write the report here instead of stdout",
         )
     g.add_argument("--strict", action="store_true", help="warnings fail the verdict too")
+    g.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="accept critical checks whose evidence could not be gathered: the verdict can then pass, "
+        'with "partial": true and every unproven invariant listed (without it, that is inconclusive)',
+    )
 
 
 def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool = True) -> None:

@@ -101,7 +101,7 @@ def _side_by_side(healthy: object, broken: object, broken_name: str, color: bool
     from validator.report import Report
 
     assert isinstance(healthy, Report) and isinstance(broken, Report)
-    paint = {"pass": "32", "fail": "1;31", "warn": "33", "skip": "2", "error": "35"}
+    paint = {"pass": "32", "fail": "1;31", "warn": "33", "skip": "2", "error": "35", "info": "36"}
 
     def cell(status: str) -> str:
         text = f"{status.upper():<6}"

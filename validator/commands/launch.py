@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
     inputs = inputs_from(args, argv=cmd)
     assert isinstance(inputs, PreflightInputs)
-    run = run_preflight(inputs, loaded, strict=args.strict)
+    run = run_preflight(inputs, loaded, strict=args.strict, allow_partial=args.allow_partial)
     report = run.report
     loaded = run.pack
     assert loaded is not None

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
     inputs = inputs_from(args)
     assert isinstance(inputs, PreflightInputs)
-    run = run_preflight(inputs, loaded, strict=args.strict)
+    run = run_preflight(inputs, loaded, strict=args.strict, allow_partial=args.allow_partial)
     assert run.pack is not None
     code = emit(run.report, args, run.pack)
     if run.malformed is not None:  # the report is out; the malformed file still decides the exit code

@@ -14,7 +14,7 @@ from typing import Any
 from validator.outputs import output
 from validator.outputs.safe import safe_dict
 from validator.redact import neutralize_deep
-from validator.report import Report
+from validator.report import Coverage, Report
 
 _STYLE = {
     "pass": ("PASS", "32"),
@@ -22,6 +22,7 @@ _STYLE = {
     "warn": ("WARN", "33"),
     "skip": ("SKIP", "2"),
     "error": ("ERR ", "35"),
+    "info": ("INFO", "36"),
 }
 _VERDICT = {"pass": "32", "fail": "1;31", "inconclusive": "35"}
 
@@ -68,7 +69,7 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
         if c["waived"]:
             label, code = "WAIV", "36"
         lines.append(f"  {_paint(label, code, color)}  {c['id']:<{width}}  {c['message']}")
-        if c["status"] in ("fail", "warn", "error") or c["waived"]:
+        if c["status"] in ("fail", "warn", "error", "info") or c["waived"]:
             pad = " " * (8 + width)
             details = [("why", c.get("why")), ("remedy", c.get("remedy"))]
             if c["evidence"]:
@@ -101,4 +102,7 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
         f"verdict: {_paint(verdict.upper(), _VERDICT[verdict], color)} ({summary})"
         f" in {data['duration_s']:.2f} s"
     )
+    if data.get("coverage") is not None:
+        # what the verdict rests on, one line (`tail -1`): the critical invariants proven, and the rest
+        lines.append(Coverage.model_validate(data["coverage"]).line())
     return "\n".join(lines) + "\n"

@@ -20,21 +20,14 @@ the plugin's own functions by ``tests/test_plugin_env.py``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from dataclasses import dataclass
+
+from validator.facts import PluginState
 
 PLUGIN_NAME = "spark_validate"  # the entry point's name in the sglang.srt.plugins group
 ENV_DISABLE = "SPARK_VALIDATE_PLUGIN"
 ENV_SHARE = "SPARK_VALIDATE_SHARE_LM_HEAD"
 ENV_WHITELIST = "SGLANG_PLUGINS"
 _TRUE = frozenset({"1", "true", "yes", "on"})
-
-
-@dataclass(frozen=True)
-class PluginState:
-    installed: bool  # the entry point is installed where the server's interpreter looks
-    loads: bool  # SGLang loads it and it registers its hooks
-    remedy: bool  # ...and its LM-head remedy is switched on
-    why: str  # one phrase: what decided it (for messages)
 
 
 def plugin_disabled(env: Mapping[str, str]) -> bool:
