@@ -134,6 +134,8 @@ BAD_BODIES: list[Any] = [
     {"text": "x", "return_logprob": "y"},
     {"text": "x", "top_logprobs_num": [1, 2.5]},
     {"text": "x", "max_thinking_tokens": -1},
+    {"text": "x", "return_prompt_token_ids": None},
+    {"text": "x", "routed_experts_start_len": "0"},
 ]
 
 
@@ -144,6 +146,25 @@ def test_contract_violation_is_sglangs_400(plain: SimProcess, api_types: ModuleT
     r = httpx.post(f"{plain.url}/generate", json=body, timeout=10)
     assert r.status_code == 400
     assert r.json() == {"error": str(expected.value)}
+
+
+VALID_BODIES: list[Any] = [
+    # what sglang.bench_serving's sglang backend sends (benchmark/serving.py:700-720)
+    {"text": "x", "sampling_params": {"temperature": 0.0, "max_new_tokens": 4, "ignore_eos": True},
+     "stream": False, "lora_path": None, "return_logprob": False, "return_routed_experts": False,
+     "logprob_start_len": -1},
+    {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 3, "stop": ["\n"], "top_k": 5}},
+    {"input_ids": [[1, 2], [3]], "sampling_params": [{"max_new_tokens": 2}, {"max_new_tokens": 3}]},
+    {"text": ["a", "b"], "rid": ["r1", "r2"], "sampling_params": {"max_new_tokens": 2, "n": 1}},
+    {"text": "x", "unknown_top_level_key": 1, "sampling_params": None},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("body", VALID_BODIES, ids=[json.dumps(b)[:40] for b in VALID_BODIES])
+def test_what_sglangs_contract_accepts_is_served(plain: SimProcess, api_types: ModuleType, body: Any) -> None:
+    api_types.GenerateRequest.from_json_value(body)
+    r = httpx.post(f"{plain.url}/generate", json=body, timeout=30)
+    assert r.status_code == 200, r.text
 
 
 def test_bad_json_is_fastapis_validation_400(plain: SimProcess) -> None:

@@ -198,7 +198,10 @@ _REQUEST: dict[str, Callable[[Any], None]] = {
     "max_thinking_tokens": _uint,
     "session_id": _str,
     "return_prompt_token_ids": _bool,
+    "routed_experts_start_len": _int(),
 }
+# Keys whose decoder has no ``None`` branch: an explicit null is a type error (api_types.py:1487-1490).
+_NULL_REJECTED = frozenset({"return_prompt_token_ids", "routed_experts_start_len"})
 
 
 def _unknown_field(key: str) -> ContractError:
@@ -220,7 +223,7 @@ def check_generate(body: Any) -> None:
     """Raise :class:`ContractError` where ``GenerateRequest.from_json_value(body)`` would."""
     m = _map(body, "struct GenerateRequest")
     for key, x in m.items():
-        if x is None:
+        if x is None and key not in _NULL_REJECTED:
             continue
         if key == "sampling_params":
             if isinstance(x, list):
