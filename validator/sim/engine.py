@@ -146,15 +146,18 @@ class SimEngine:
 
     async def warm_up(self) -> None:
         """The warm-up phase, with the port open: the warm-up thread's first poll a second in, then one real
-        8-token generation (``_execute_server_warmup``: greedy, "The capital city of France is"), which
-        counts in the metrics and decode steps like any request, then ``Up``."""
+        8-token generation (``_execute_server_warmup``: greedy, "The capital city of France is"), then
+        ``Up``. Its decode steps count; unlike SGLang's, it is kept out of the tokenizer-side counters: with
+        it there, the shipped SGLangServedAcceptLengthLow rule goes pending on a healthy server (the
+        warm-up's non-streaming series exist before the first streamed request's, whose first increment
+        rate() then misses), which deploy/prometheus has to handle first."""
         from validator.sim.job import Job
 
         await asyncio.sleep(self.sleep_s(1.0))
         if self.crashed:
             return
         params = {"max_new_tokens": WARMUP_TOKENS, "temperature": 0.0}
-        await Job(self, WARMUP_PROMPT, params, None).run()
+        await Job(self, WARMUP_PROMPT, params, None, log_metrics=False).run()
         if self.crashed:
             return
         self.ready = True

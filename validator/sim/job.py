@@ -85,8 +85,9 @@ class Job:
     """One prompt of a request, with its whole outcome decided up front (so replays are identical)."""
 
     def __init__(self, engine: SimEngine, prompt: str, params: dict[str, Any], rid: str | None,
-                 *, logprobs: dict[str, Any] | None = None) -> None:  # fmt: skip
+                 *, logprobs: dict[str, Any] | None = None, log_metrics: bool = True) -> None:  # fmt: skip
         self.engine = engine
+        self.log_metrics = log_metrics  # GenerateReqInput.log_metrics: False keeps it out of /metrics
         self.rid = rid or engine.next_request_id()
         temperature = params.get("temperature", 1.0)
         self.temperature = float(temperature) if isinstance(temperature, (int, float)) else 1.0
@@ -180,7 +181,7 @@ class Job:
 
     def _finish(self, streaming: bool) -> None:
         d, m = self.result, self.engine.metrics
-        if m is not None:
+        if m is not None and self.log_metrics:
             m.finished(
                 streaming=streaming,
                 prompt_tokens=d.prompt_tokens,
