@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -32,3 +33,15 @@ def api_types(stock_sglang_root: Path) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def _no_registered_secrets_across_tests() -> Iterator[None]:
+    """``redact.register_secret`` is process-wide by design (a CLI run registers its key once); in the test
+    process one test's URL password or key must not change what another test's redaction shows."""
+    from validator import redact
+
+    saved = set(redact._REGISTERED)
+    yield
+    redact._REGISTERED.clear()
+    redact._REGISTERED.update(saved)

@@ -13,6 +13,7 @@ import shutil
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -206,9 +207,11 @@ def test_broken_scenario_fails_exactly_its_checks(scenario: str, tmp_path: Path)
 def test_slow_start_too_short_wait_exits_69_then_enough_wait_passes(tmp_path: Path) -> None:
     # slow-start multiplies --startup-seconds by 6: about 9 s of 503 on /health, so that the second check
     # still meets the start-up phase after the first (two interpreter starts) on a loaded 2-core machine.
-    with sim_process(tmp_path, "--scenario", "slow-start", startup=1.5) as sim:
+    # Both checks start together, so that the long one meets the start-up phase however loaded the host is.
+    with sim_process(tmp_path, "--scenario", "slow-start", startup=1.5) as sim, ThreadPoolExecutor(2) as pool:
+        pending_long = pool.submit(run_check, sim.url, "--wait", "30", *evidence_files(sim))
         short = run_check(sim.url, "--wait", "0.5", *evidence_files(sim))
-        long = run_check(sim.url, "--wait", "30", *evidence_files(sim))
+        long = pending_long.result()
     no_traceback(short)
     assert short.rc == 69, short.explain()
     assert short.report is not None and short.report["verdict"] == "inconclusive"

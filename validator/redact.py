@@ -80,8 +80,10 @@ def safe_url(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     userinfo, _, host = parts.netloc.rpartition("@")
-    user, _, password = userinfo.partition(":")
-    for value in (userinfo, user, password, unquote(user), unquote(password)):
+    _user, _, password = userinfo.partition(":")
+    # The user name is hidden in the URL itself but not hunted in free text: names such as "admin" would
+    # shred unrelated words ("--admin-api-key"). A URL without a password carries its token as the user.
+    for value in (userinfo, password, unquote(password)) if password else (userinfo, unquote(userinfo)):
         register_secret(value)
     return parts._replace(netloc=f"{REDACTED}@{host}").geturl()
 
