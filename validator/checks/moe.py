@@ -19,6 +19,7 @@ from validator.checks.base import (
     no_launch,
     no_server,
     passed,
+    sglang_note,
     skipped,
     warned,
 )
@@ -296,9 +297,11 @@ def humming_gb10(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.host is not None and facts.host.is_dgx_spark is False:
         return skipped("NVML reports a memory clock off GB10; this host is not a DGX Spark", [HOST])
     h = facts.humming
-    if h is None or not h.installed:
-        why = facts.errors.get(HUMMING) or (h.note if h is not None else None) or "humming-kernels not found"
-        return skipped(f"humming-kernels is not inspected here ({why}; see moe.humming_runtime)", [HUMMING])
+    if h is None:  # could not be gathered (contract v2: error, not skip)
+        why = facts.errors.get(HUMMING) or sglang_note(facts)
+        return errored(f"humming-kernels is not inspected here ({why}; see moe.humming_runtime)", [HUMMING])
+    if not h.installed:  # nothing installed that could crash: moe.humming_runtime fails it
+        return skipped(f"humming-kernels is not installed ({h.note}; see moe.humming_runtime)", [HUMMING])
     ev: dict[str, Any] = {"version": h.version, "gb10_bandwidth_safe": h.gb10_bandwidth_safe}
     if h.gb10_bandwidth_safe is None:
         return errored(
