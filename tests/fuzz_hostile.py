@@ -10,7 +10,9 @@ is a failure even when it ends in the right exception.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
+import io
 import json
 import os
 import tempfile
@@ -36,7 +38,7 @@ from validator.sources.server_http import ServerError, SGLangClient
 from validator.sources.systemd_unit import load_unit
 
 EXAMPLE_S = 5.0  # wall time of one example (a loaded 2-core CI box; real cost is milliseconds)
-EXAMPLE_MB = 96.0  # traced peak of one example: the largest cap (8 MiB) plus copies, far under this
+EXAMPLE_MB = 96.0  # traced peak of one example: the client stops at a cap (64 MiB at most) plus a chunk
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 
@@ -99,13 +101,26 @@ def _payloads() -> st.SearchStrategy[bytes]:
     return st.one_of(doc, sse, hostile, st.binary(max_size=256))
 
 
+@functools.lru_cache(maxsize=1)
+def _gzip_bomb(decoded: int = 256 << 20) -> bytes:
+    """256 MiB of zeros gzipped to ~250 KiB, built once from one reused 1 MiB chunk. Larger than every body
+    cap (the largest, /weights_checker's, is 64 MiB: a bomb of exactly 64 MiB was a legal reply there, whose
+    decoded copy and join peaked at 128 MB), and the test never holds the decoded bytes itself."""
+    buf = io.BytesIO()
+    chunk = bytes(1 << 20)
+    with gzip.GzipFile(fileobj=buf, mode="wb") as gz:
+        for _ in range(decoded // len(chunk)):
+            gz.write(chunk)
+    return buf.getvalue()
+
+
 def _encode(body: bytes, coding: str, damage: int | None) -> bytes:
     if coding in ("gzip", "x-gzip", "GZIP"):
         out = gzip.compress(body)
     elif coding == "deflate":
         out = zlib.compress(body)
     elif coding == "bomb":
-        out = gzip.compress(bytes(64 << 20))
+        out = _gzip_bomb()
     else:
         out = body
     if damage is not None and out:
