@@ -8,7 +8,7 @@ reads the probe's tokens and wall time from its report. The ratio columns are ch
 sequential probe saves (tokens) and what the whole check costs against generating 256 tokens (wall,
 including the check process's own start-up).
 
-Run: ``.venv/bin/python bench/check_verdict.py [--repeat N] [--speed S]``.
+Run: ``python -m bench.check_verdict [--repeat N] [--speed S]``.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
-from tests.sim_process import SimProcess, sim_process, wait_healthy  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+
 
 SCENARIOS = ("healthy", "draft-head-weight-only", "no-spec")
 FIXED_TOKENS = 256

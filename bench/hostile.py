@@ -8,7 +8,7 @@ max; the bench client's first request, its own warm-up, is not counted), with th
 Goal: every mode exits 69 within ``--wait`` + 10 s under 200 MB; the sidecar
 stays under 200 MB and answers ``/livez`` within 50 ms.
 
-Run: ``.venv/bin/python bench/hostile.py [--wait S] [--modes a,b]``.
+Run: ``python -m bench.hostile [--wait S] [--modes a,b]``.
 """
 
 from __future__ import annotations
@@ -27,13 +27,12 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.bounded_run import run_bounded
+from tests.support.hostile_server import LEAK_MODES, MODES, hostile_process
+from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.sim_process import sim_process
 
-from tests.bounded_run import run_bounded  # noqa: E402
-from tests.hostile_server import LEAK_MODES, MODES, hostile_process  # noqa: E402
-from tests.loopback import free_port, stop, wait_listening  # noqa: E402
-from tests.sim_process import sim_process  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 @dataclass

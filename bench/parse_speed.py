@@ -2,7 +2,7 @@
 
 Why: preflight runs as ExecStartPre on every start; parsing must not cost an SGLang import. Prints cold
 process times (fresh interpreter, median of N) and in-process times, with ratios to the baseline (the real
-``prepare_server_args`` in the SGLang venv). Usage: .venv/bin/python bench/parse_speed.py [N]
+``prepare_server_args`` in the SGLang venv). Usage: python -m bench.parse_speed [N]
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.launch_recipe import RECIPE_ARGV
 
-from tests.launch_recipe import RECIPE_ARGV  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+
 
 SGLANG_PYTHON = os.environ.get("SPARK_VALIDATE_SGLANG_PYTHON", str(REPO / ".venv-sglang" / "bin" / "python"))
 OURS = (

@@ -5,7 +5,7 @@ The recipe runs against SGLang 0.5.23's real files with the Ling-3.0 patch's two
 through a server-venv interpreter (the subprocess probe is part of the cost), and a real-shape
 checkpoint written as safetensors headers over sparse files.
 
-    python bench/preflight.py [--runs 15]
+    python -m bench.preflight [--runs 15]
 """
 
 from __future__ import annotations
@@ -19,11 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.sglang_builds import fake_interpreter, make_build
 
-from tests.checkpoint_factory import write_checkpoint  # noqa: E402
-from tests.sglang_builds import fake_interpreter, make_build  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 
 def timed(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float, int]:

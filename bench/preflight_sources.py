@@ -2,7 +2,7 @@
 
 The baseline is starting a bare Python interpreter (``python -c pass``): the floor of any preflight, since
 ExecStartPre starts one. Each source should cost a fraction of it. Run from the repository root:
-``.venv/bin/python bench/preflight_sources.py``.
+``python -m bench.preflight_sources``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.checkpoint_factory import write_checkpoint
-from tests.sglang_wheel import sglang_root
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.sglang_wheel import sglang_root
 from validator.sources.checkpoint import read_checkpoint
 from validator.sources.host import read_host
 from validator.sources.humming import read_humming

@@ -8,20 +8,16 @@ K = 8 (Ling-3.0-flash-dspark's block size) against the DSpark packs' threshold 2
 (1.00) through the published per-workload range (3.5 to 6.4, macro mean 5.29). ``simulator``: one run per
 scenario against ``spark-validate sim`` on loopback, with wall time.
 
-Run: ``.venv/bin/python bench/probe_verdict.py [--runs N]``.
+Run: ``python -m bench.probe_verdict [--runs N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.probe_sim import SimCase, SimServer
+from tests.support.probe_sim import SimCase, SimServer
 from validator.probe import ProbeConfig, load_prompts, probe_server, probe_verdict, run_probe
 from validator.sources.server_http import SGLangClient
 

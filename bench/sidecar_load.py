@@ -3,7 +3,7 @@
 
 The baseline, measured in the same run on the same machine, is a minimal asyncio server that answers every
 request with one fixed 60-byte reply: the floor for a Python HTTP server here. Ratios are daemon / baseline.
-Run: ``.venv/bin/python bench/sidecar_load.py [--requests N] [--clients C]``.
+Run: ``python -m bench.sidecar_load [--requests N] [--clients C]``.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.daemon_process import start_sim, stop
+from tests.support.loopback import free_port
 
-from tests.daemon_process import start_sim, stop  # noqa: E402
-from tests.loopback import free_port  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+
 
 BASELINE = r"""
 import asyncio, sys

@@ -9,7 +9,7 @@ For each size the log is first grown to it in one burst (the follower then catch
 read: its check is shown apart, as ``catch-up``), then, during the measuring window, it keeps growing at
 ``--rate`` KB/s of real ``Decode batch`` lines while both sidecars re-check every ``--interval`` seconds and
 ``/livez`` of both is polled every 20 ms. The log lives in a temporary directory under /tmp, deleted at
-the end. Run: ``.venv/bin/python bench/sidecar_log.py [--sizes 0,64,256,512,1024] [--rate 256]``.
+the end. Run: ``python -m bench.sidecar_log [--sizes 0,64,256,512,1024] [--rate 256]``.
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.daemon_process import stop
+from tests.support.loopback import free_port, wait_listening
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
 # the child processes find this checkout first, then whatever the caller's PYTHONPATH names
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 
-from tests.daemon_process import stop  # noqa: E402
-from tests.loopback import free_port, wait_listening  # noqa: E402
 
 DECODE = (
     b"[2026-12-01 09:00:00 TP0] Decode batch, #running-req: 1, #full token: 300, full token usage: 0.01, "
@@ -213,7 +213,7 @@ def main() -> int:
 
 
 def _start_sim_with_log(port: int, log: Path) -> subprocess.Popen[bytes]:
-    from tests.sim_process import sim_command
+    from tests.support.sim_process import sim_command
 
     cmd = sim_command(port, speed=1000.0, startup=0.3, extra=["--log", str(log)])
     proc = subprocess.Popen(

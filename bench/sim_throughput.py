@@ -4,7 +4,7 @@ By wall clock over real HTTP; the ratios should mirror domain.md and recipes.md 
 three ~1.4x over the no-MTP configurations' ~38-44 tok/s, the broken draft head below baseline; DSpark
 between the community's 40 tok/s on prose and 72 on code at its 5.29 mean; the baseline recipe near the
 published 36 to 38 tok/s).
-Usage: ``python bench/sim_throughput.py [--tokens N] [--temperature T] [--scenarios a,b,...]``.
+Usage: ``python -m bench.sim_throughput [--tokens N] [--temperature T] [--scenarios a,b,...]``.
 """
 
 from __future__ import annotations

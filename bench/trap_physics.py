@@ -1,6 +1,6 @@
 """Acceptance length of the FP8-LM-head + MTP trap on CPU (tiny models, real torch, real greedy loop).
 
-Run from the checkout: ``.venv/bin/python bench/trap_physics.py [--seeds 5] [--tokens 128]``. Prints one
+Run from the checkout: ``python -m bench.trap_physics [--seeds 5] [--tokens 128]``. Prints one
 row per set-up: the stock build (draft holds only the FP8 tensor under an unquantized method), the
 patched build (draft shares the module) and the stock build with the plugin's remedy; the ratio column is
 against the stock row measured in the same run.
@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from tests.plugin_trap import build, eagle_init_lm_head, speculative_generate
+from tests.support.plugin_trap import build, eagle_init_lm_head, speculative_generate
 from validator.plugin import inspect as insp
 from validator.plugin import remedy
 

@@ -1,6 +1,6 @@
 """The FP8-LM-head + MTP trap on a GPU, with the real FP8 GEMM (``torch._scaled_mm``).
 
-Same tiny target and NEXTN-shaped draft as ``bench/trap_physics.py`` (``tests/plugin_trap.py``), but
+Same tiny target and NEXTN-shaped draft as ``bench/trap_physics.py`` (``tests/support/plugin_trap.py``), but
 every LM-head product runs on CUDA: the FP8 head through ``torch._scaled_mm`` (FP8 e4m3 codes, per-token
 activation scales, per-channel weight scales, BF16 out, as SGLang's online FP8 head does), the broken
 draft through a BF16 GEMM over the FP8 codes without their scales (the draft's unquantized method).
@@ -14,13 +14,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
-from pathlib import Path
 from typing import Any
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests import plugin_trap as trap
 from validator.plugin import inspect as insp

@@ -3,8 +3,8 @@ the recipe (and on one launch per kind of mistake), of ``check`` against every s
 ``rules`` command's output, each from a real subprocess, normalised (timestamps, durations, measured
 timings, temporary paths and ports) so that two runs of the same code compare equal.
 
-    python scripts/behaviour_snapshot.py OUT.json              # take a snapshot of this checkout
-    python scripts/behaviour_snapshot.py OUT.json --compare BASE.json   # exit 1 and show what differs
+    python -m scripts.behaviour_snapshot OUT.json              # take a snapshot of this checkout
+    python -m scripts.behaviour_snapshot OUT.json --compare BASE.json   # exit 1 and show what differs
 
 Take the baseline on the code before the change, the second snapshot after it; differences are listed as
 ``case: path: before -> after``.
@@ -22,12 +22,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.sglang_builds import fake_interpreter, make_build
 
-from tests.checkpoint_factory import write_checkpoint  # noqa: E402
-from tests.loopback import free_port, stop, wait_listening  # noqa: E402
-from tests.sglang_builds import fake_interpreter, make_build  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+
 
 SPEC = (
     "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "

@@ -8,7 +8,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.sglang_wheel import sglang_root, sglang_site
+from tests.support.sglang_wheel import sglang_root, sglang_site
 
 
 @pytest.fixture(scope="session")

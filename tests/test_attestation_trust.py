@@ -21,9 +21,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.check_helpers import run_check
-from tests.daemon_process import daemon_process, wait_for
-from tests.sim_process import SimProcess, sim_process
+from tests.support.check_helpers import run_check
+from tests.support.daemon_process import daemon_process, wait_for
+from tests.support.sim_process import SimProcess, sim_process
 from validator import attestation_format as fmt
 from validator.sources.attestation import read_attestation
 

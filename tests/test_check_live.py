@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.check_helpers import CheckRun, evidence_files, run_check
-from tests.loopback import free_port
-from tests.sim_process import REPO, SimProcess, sim_process
+from tests.support.check_helpers import CheckRun, evidence_files, run_check
+from tests.support.loopback import free_port
+from tests.support.sim_process import REPO, SimProcess, sim_process
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.check_helpers import CheckRun, evidence_files, run_check
-from tests.sim_process import SimProcess, sim_process
+from tests.support.check_helpers import CheckRun, evidence_files, run_check
+from tests.support.sim_process import SimProcess, sim_process
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoint_factory import write_checkpoint
+from tests.support.checkpoint_factory import write_checkpoint
 from validator.errors import InputError
 from validator.sources.checkpoint import nextn_layer_id, read_checkpoint
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoint_factory import write_checkpoint
-from tests.loopback import free_port, stop, wait_listening
-from tests.sim_process import sim_process
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.sim_process import sim_process
 from tests.test_preflight import REPO, _server
 
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}

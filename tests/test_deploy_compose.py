@@ -22,10 +22,10 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.checkpoint_factory import write_checkpoint
-from tests.daemon_process import daemon_process, start_sim, wait_for
-from tests.deploy_tools import DEPLOY, REPO, parse_cli, require_tool, run_tool, serve_config
-from tests.loopback import free_port, stop
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.daemon_process import daemon_process, start_sim, wait_for
+from tests.support.deploy_tools import DEPLOY, REPO, parse_cli, require_tool, run_tool, serve_config
+from tests.support.loopback import free_port, stop
 from validator.sources.compose import load_compose
 from validator.sources.docker_run import Mount, parse_docker_cmd
 

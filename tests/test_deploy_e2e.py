@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy_tools import (
+from tests.support.deploy_tools import (
     DEPLOY,
     RunningPrometheus,
     free_port,
@@ -35,7 +35,7 @@ from tests.deploy_tools import (
     running_prometheus,
     with_short_for,
 )
-from tests.loopback import stop, wait_listening
+from tests.support.loopback import stop, wait_listening
 
 REPO = Path(__file__).resolve().parents[1]
 RULES = DEPLOY / "prometheus" / "spark-validate.rules.yml"

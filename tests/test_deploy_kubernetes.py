@@ -15,7 +15,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from tests.deploy_tools import (
+from tests.support.deploy_tools import (
     DEPLOY,
     REPO,
     closed_schema,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy_tools import (
+from tests.support.deploy_tools import (
     DEPLOY,
     free_port,
     load_yaml,

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_process import daemon_process
-from tests.deploy_tools import (
+from tests.support.daemon_process import daemon_process
+from tests.support.deploy_tools import (
     DEPLOY,
     REPO,
     install_shims,
@@ -35,7 +35,7 @@ from tests.deploy_tools import (
     serve_config,
     systemd_seconds,
 )
-from tests.loopback import free_port
+from tests.support.loopback import free_port
 from validator.daemon.notify import Notifier
 
 UNITS = ("sglang.service", "spark-validate.service")

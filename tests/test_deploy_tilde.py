@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.checkpoint_factory import write_checkpoint
+from tests.support.checkpoint_factory import write_checkpoint
 from validator.errors import InputError
 from validator.sources.shell import split_command_line
 

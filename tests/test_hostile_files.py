@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.bounded_run import run_bounded
-from tests.checkpoint_factory import write_checkpoint
+from tests.support.bounded_run import run_bounded
+from tests.support.checkpoint_factory import write_checkpoint
 from validator.errors import InputError
 from validator.sources.files import json_depth, parse_json, read_bounded, read_text_bounded
 

@@ -4,7 +4,7 @@ there within a second instead of swapping the host, and its peak RSS is asserted
 
 from __future__ import annotations
 
-from tests.bounded_run import run_bounded
+from tests.support.bounded_run import run_bounded
 
 CHILD_AS = 3 << 30  # pytest + hypothesis + httpx map ~1 GiB of address space before the first example
 CHILD_RSS_MB = 200  # the project's bound; measured 71 MB (interpreter, pytest, hypothesis, one capped reply)

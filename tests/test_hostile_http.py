@@ -2,9 +2,10 @@
 past the memory bound, never makes it exit 1.
 
 Each attack is reproduced the way it was found: a real ``check`` process (under ``RLIMIT_AS``) against a
-raw-socket server on loopback (``tests.hostile_server``) that sends an endless body, a gzip bomb, bad gzip,
-a status line dripped a byte a second, nothing at all, lists nested 500 deep, or an endless event-stream
-line. Every mode must end with exit 69 within ``--wait`` + 10 s, under 200 MB, without a traceback.
+raw-socket server on loopback (``tests.support.hostile_server``) that sends an endless body, a gzip bomb,
+bad gzip, a status line dripped a byte a second, nothing at all, lists nested 500 deep, or an endless
+event-stream line. Every mode must end with exit 69 within ``--wait`` + 10 s, under 200 MB, without a
+traceback.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.bounded_run import run_bounded
-from tests.hostile_server import LEAK_MODES, MODES, hostile_process
+from tests.support.bounded_run import run_bounded
+from tests.support.hostile_server import LEAK_MODES, MODES, hostile_process
 from validator.sources.server_http import BODY_CAPS, ServerError, SGLangClient
 
 WAIT_S = 3.0

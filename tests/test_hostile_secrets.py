@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.bounded_run import run_bounded
-from tests.daemon_process import daemon_process
-from tests.hostile_server import hostile_process
+from tests.support.bounded_run import run_bounded
+from tests.support.daemon_process import daemon_process
+from tests.support.hostile_server import hostile_process
 
 KEY = "q7Vt9ZpLw3XkR2mN"  # no recognisable shape: only its registration can catch it
 TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWx"

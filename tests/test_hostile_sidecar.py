@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.loopback import free_port, stop, wait_listening
-from tests.sim_process import REPO
+from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.sim_process import REPO
 from validator.daemon.http import Endpoints, SidecarServer
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.state import DaemonState

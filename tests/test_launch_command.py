@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch_recipe import MODEL, RECIPE_ARGV, RECIPE_CMD, RECIPE_SERVER_ARGS
+from tests.support.launch_recipe import MODEL, RECIPE_ARGV, RECIPE_CMD, RECIPE_SERVER_ARGS
 from validator.errors import InputError
 from validator.sources.launch_command import (
     launch_from_args_file,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.sglang_builds import fake_interpreter, make_build
+from tests.support.sglang_builds import fake_interpreter, make_build
 from tests.test_preflight import REPO, Server, _server, status
 
 RECIPE_ARGS = (

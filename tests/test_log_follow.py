@@ -245,7 +245,7 @@ def test_journal_failures_are_one_line_errors(tmp_path: Path, monkeypatch: pytes
 def test_check_reads_the_journal_of_a_simulated_server(tmp_path: Path) -> None:
     """``check --log journal:UNIT`` end to end: the simulator's own log lines, delivered through the
     journal, prove the FP8 head."""
-    from tests.sim_process import sim_process, wait_healthy
+    from tests.support.sim_process import sim_process, wait_healthy
 
     host = FakeHost(tmp_path)
     with sim_process(tmp_path) as sim:

@@ -1,7 +1,7 @@
 """Every dotted hook target and attribute the plugin relies on exists in SGLang 0.5.23's real source.
 
-Read from the wheel PyPI serves (tests.sglang_wheel), with ``ast``; no hand-made copy. Where the SGLang
-environment built by scripts/setup_sglang_env.sh exists, the registration also runs against the real
+Read from the wheel PyPI serves (tests.support.sglang_wheel), with ``ast``; no hand-made copy. Where the
+SGLang environment built by scripts/setup_sglang_env.sh exists, the registration also runs against the real
 ``HookRegistry`` in a subprocess, on stand-in classes and on SGLang's real classes (skipped locally
 without it, required when CI=true).
 """

@@ -8,7 +8,7 @@ import itertools
 
 import pytest
 
-from tests.sglang_wheel import sglang_root
+from tests.support.sglang_wheel import sglang_root
 from validator.plugin import ENV_DISABLE as PLUGIN_ENV_DISABLE
 from validator.plugin.remedy import ENV_SHARE as PLUGIN_ENV_SHARE
 from validator.plugin.remedy import remedy_enabled

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.checkpoint_factory import write_checkpoint
-from tests.sglang_builds import fake_interpreter, make_build
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.sglang_builds import fake_interpreter, make_build
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from tests.probe_sim import SimCase, SimServer
+from tests.support.probe_sim import SimCase, SimServer
 from validator.probe import ProbeConfig, load_prompts, probe_verdict, run_probe
 from validator.probe_stats import Decision
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tests.probe_sim import SimCase, SimServer, draw_round, p_for_mean
+from tests.support.probe_sim import SimCase, SimServer, draw_round, p_for_mean
 from validator.probe import load_prompts, probe_verdict, run_probe
 from validator.probe_stats import Decision, RuleConfig, SequentialRule, kl_bernoulli, kl_lower, kl_upper
 

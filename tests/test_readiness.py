@@ -10,8 +10,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.loopback import free_port
-from tests.probe_live_server import serve
+from tests.support.loopback import free_port
+from tests.support.probe_live_server import serve
 from validator.errors import UnavailableError
 from validator.sources.readiness import Phase, Progress, format_progress, wait_until_ready
 from validator.sources.server_http import ServerError, SGLangClient

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from tests.checkpoint_factory import write_checkpoint
-from tests.sglang_builds import fake_interpreter, make_build
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.sglang_builds import fake_interpreter, make_build
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = "ling-3.0-flash-dgx-spark"
@@ -335,8 +335,8 @@ def test_rules_auto_never_takes_a_stripped_nextn_recipe_for_the_baseline(server:
 def test_live_dspark_probe_drafts_eight_per_round(scenario: str, healthy: bool, tmp_path: Path) -> None:
     """The probe reads K = 8 (the server's 9 draft tokens - 1): a healthy DSpark clears the pack's 2.0 far
     above NEXTN's range, a broken drafter is exactly 1.00 and decided within 32 tokens."""
-    from tests.check_helpers import evidence_files, run_check
-    from tests.sim_process import sim_process
+    from tests.support.check_helpers import evidence_files, run_check
+    from tests.support.sim_process import sim_process
 
     with sim_process(tmp_path, "--scenario", scenario) as sim:
         run = run_check(sim.url, "--wait", "20", "--rules", DSPARK, *evidence_files(sim))
@@ -352,8 +352,8 @@ def test_live_dspark_probe_drafts_eight_per_round(scenario: str, healthy: bool, 
 
 @pytest.mark.parametrize("scenario", ["healthy", "dspark", "cookbook", "baseline"])
 def test_check_rules_auto_picks_the_live_servers_pack(scenario: str, tmp_path: Path) -> None:
-    from tests.check_helpers import evidence_files, run_check
-    from tests.sim_process import sim_process
+    from tests.support.check_helpers import evidence_files, run_check
+    from tests.support.sim_process import sim_process
     from validator.sim import SCENARIOS
 
     with sim_process(tmp_path, "--scenario", scenario) as sim:
@@ -365,8 +365,8 @@ def test_check_rules_auto_picks_the_live_servers_pack(scenario: str, tmp_path: P
 def test_live_dspark_block_size_comes_from_the_workers_log_line(tmp_path: Path) -> None:
     """A pack expecting another draft (block size 4) fails spec.config live on the DSpark worker's own
     'Initialized DSpark draft runner ... gamma=8' line, not only on /server_info."""
-    from tests.check_helpers import evidence_files, run_check
-    from tests.sim_process import sim_process
+    from tests.support.check_helpers import evidence_files, run_check
+    from tests.support.sim_process import sim_process
 
     text = (REPO / "rules" / f"{DSPARK}.yaml").read_text()
     assert "    block_size: 8 " in text and "    num_draft_tokens: 9 " in text

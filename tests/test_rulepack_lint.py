@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.bounded_run import run_bounded
-from tests.checkpoint_factory import write_checkpoint
-from tests.sglang_builds import make_build
+from tests.support.bounded_run import run_bounded
+from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.sglang_builds import make_build
 from validator.rulepack import render_template
 
 REPO = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.numpy import save_file
 
-from tests.checkpoint_factory import write_sparse_safetensors
+from tests.support.checkpoint_factory import write_sparse_safetensors
 from validator.errors import InputError
 from validator.sources.safetensors_header import MAX_HEADER_BYTES, read_header
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon_process import daemon_process, start_sim, wait_for
-from tests.loopback import free_port, stop
+from tests.support.daemon_process import daemon_process, start_sim, wait_for
+from tests.support.loopback import free_port, stop
 
 FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
 

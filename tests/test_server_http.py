@@ -15,8 +15,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.loopback import free_port
-from tests.probe_live_server import serve
+from tests.support.loopback import free_port
+from tests.support.probe_live_server import serve
 from validator.errors import InputError
 from validator.sources.server_http import API_KEY_ENV, ServerError, SGLangClient, load_api_key
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.launch_recipe import RECIPE_ARGV
+from tests.support.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
 from validator.sources.sglang_cli import load_table, merge_config, parse_argv, parse_server_args
 

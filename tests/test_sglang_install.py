@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sglang_builds import fake_interpreter, make_build
+from tests.support.sglang_builds import fake_interpreter, make_build
 from validator.sources.sglang_install import (
     locate_sglang,
     probe_interpreter,

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.launch_recipe import RECIPE_ARGV
+from tests.support.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
 from validator.sources.sglang_cli import load_table, parse_argv
 

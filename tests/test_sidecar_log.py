@@ -13,9 +13,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.daemon_process import daemon_process, wait_for
-from tests.loopback import free_port, stop
-from tests.sim_process import REPO, sim_command, sim_process, wait_healthy
+from tests.support.daemon_process import daemon_process, wait_for
+from tests.support.loopback import free_port, stop
+from tests.support.sim_process import REPO, sim_command, sim_process, wait_healthy
 
 FAST = ["--interval", "0.5", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import httpx
 
-from tests.daemon_process import daemon_process, start_sim, wait_for
-from tests.loopback import free_port, stop
-from tests.sim_process import REPO, sim_command
+from tests.support.daemon_process import daemon_process, start_sim, wait_for
+from tests.support.loopback import free_port, stop
+from tests.support.sim_process import REPO, sim_command
 
 FAST = ["--interval", "0.5", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "20"]
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.sglang_wheel import CACHE
-from tests.sim_process import REPO, SimProcess, sim_process, wait_healthy
+from tests.support.sglang_wheel import CACHE
+from tests.support.sim_process import REPO, SimProcess, sim_process, wait_healthy
 from validator.sim import resolve
 from validator.sim.decode import word
 

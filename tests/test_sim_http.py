@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.sim_process import SimProcess, sim_process, wait_healthy
+from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
 MODEL_INFO_KEYS = {
     "model_path",

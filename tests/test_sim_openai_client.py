@@ -14,7 +14,7 @@ from typing import Any
 import openai
 import pytest
 
-from tests.sim_process import SimProcess, sim_process, wait_healthy
+from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
 KEY = "sim-openai-key-42"
 MODEL = "/models/Ling-3.0-flash-fp4"

@@ -18,8 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.check_helpers import evidence_files, run_check
-from tests.sim_process import SimProcess, sim_process, wait_healthy
+from tests.support.check_helpers import evidence_files, run_check
+from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
 KEY = "sim-protocol-key-7"
 

@@ -19,8 +19,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.loopback import free_port, stop
-from tests.sim_process import REPO, sim_command
+from tests.support.loopback import free_port, stop
+from tests.support.sim_process import REPO, sim_command
 from validator.sim import SCENARIOS, SimServer, resolve
 
 # contract.md, "Rule packs shipped"

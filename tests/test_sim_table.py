@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.check_helpers import evidence_files, run_check
-from tests.sim_process import sim_process
+from tests.support.check_helpers import evidence_files, run_check
+from tests.support.sim_process import sim_process
 from validator.rulepack import list_builtin_packs
 from validator.sim import SCENARIOS
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.launch_recipe import RECIPE_ARGV
+from tests.support.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
 from validator.sources.systemd_unit import load_unit, read_unit
 

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.plugin_trap import build, eagle_init_lm_head, speculative_generate  # noqa: E402
+from tests.support.plugin_trap import build, eagle_init_lm_head, speculative_generate  # noqa: E402
 from validator.plugin import hooks  # noqa: E402
 from validator.plugin.state import PluginState  # noqa: E402
 

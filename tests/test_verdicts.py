@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
-from tests.check_helpers import CheckRun, evidence_files, run_check
-from tests.sim_process import SimProcess, sim_process
+from tests.support.check_helpers import CheckRun, evidence_files, run_check
+from tests.support.sim_process import SimProcess, sim_process
+from tests.support.timing_proxy import timing_proxy
 from tests.test_preflight import REPO, Server, _server
-from tests.timing_proxy import timing_proxy
 
 HUB_ID = "inclusionAI/Ling-3.0-flash-fp4"
 
@@ -116,7 +116,7 @@ def test_a_failure_outranks_what_could_not_run(patched: Server) -> None:
 def test_an_unreadable_install_is_error_for_every_check_that_needs_it(
     patched: Server, tmp_path: Path
 ) -> None:
-    from tests.sglang_builds import fake_interpreter
+    from tests.support.sglang_builds import fake_interpreter
 
     bare = fake_interpreter(tmp_path / "bare" / "bin", None)
     rc, report, _ = preflight(

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.loopback import free_port, stop, wait_listening
-from tests.sim_process import REPO, sim_command
+from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.sim_process import REPO, sim_command
 
 
 @dataclass

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from tests.sim_process import REPO
+from tests.support.sim_process import REPO
 
 # Far below any real server's start-up, far above what a loaded 2-core CI box needs to answer /health.
 CHECK_TIMEOUT_S = 60.0
@@ -79,5 +79,5 @@ def run_check(
 
 
 def evidence_files(sim: Any) -> tuple[str, ...]:
-    """``--attestation FILE --log FILE`` for a simulator process from tests.sim_process."""
+    """``--attestation FILE --log FILE`` for a simulator process from tests.support.sim_process."""
     return ("--attestation", str(sim.attestation), "--log", str(sim.log))

@@ -6,7 +6,7 @@ Endpoints not under attack answer as the healthy simulator does (its real ``/ser
 framework would refuse to send most of these replies (two lengths, endless chunked bodies, a gzip header
 over plain text, a status line dripped a byte a second).
 
-Run as ``python -m tests.hostile_server MODE PORT`` (prints ``listening`` once bound).
+Run as ``python -m tests.support.hostile_server MODE PORT`` (prints ``listening`` once bound).
 """
 
 from __future__ import annotations
@@ -201,12 +201,12 @@ def hostile_process(mode: str) -> Iterator[str]:
     """The hostile server as a real process on a free loopback port; yields its URL, stops it after."""
     import subprocess
 
-    from tests.loopback import free_port, stop, wait_listening
-    from tests.sim_process import REPO
+    from tests.support.loopback import free_port, stop, wait_listening
+    from tests.support.sim_process import REPO
 
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.hostile_server", mode, str(port)],
+        [sys.executable, "-m", "tests.support.hostile_server", mode, str(port)],
         cwd=REPO,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
         stdout=subprocess.DEVNULL,

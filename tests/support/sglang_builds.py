@@ -1,7 +1,7 @@
 """SGLang builds for tests: the real 0.5.23 files, optionally with the Ling-3.0 patch applied.
 
 A build is a site-packages-like directory holding ``sglang/`` with the files the install reader looks at,
-copied from the real wheel (tests.sglang_wheel). The patch is applied to those real files the way the
+copied from the real wheel (tests.support.sglang_wheel). The patch is applied to those real files the way the
 Ling-3.0 patch does it: ``SGLANG_ENABLE_FP8_LM_HEAD = EnvBool(False)`` declared inside ``class Envs``
 like its neighbours, and ``set_lm_head_from_target`` on ``BailingMoeForCausalLMNextN``.
 """
@@ -14,7 +14,7 @@ import stat
 import sys
 from pathlib import Path
 
-from tests.sglang_wheel import SGLANG_VERSION, sglang_root, sglang_site
+from tests.support.sglang_wheel import SGLANG_VERSION, sglang_root, sglang_site
 
 # The files the install reader parses, plus what makes ``sglang`` findable as a package.
 FILES = (

@@ -3,7 +3,7 @@
 
 Everything else passes through unchanged; a streaming ``/generate`` is answered with the final JSON
 object (the client accepts a non-event-stream reply), whose ``e2e_latency`` and ``first_token_latency``
-are multiplied by ``factor``. Served on a real 127.0.0.1 socket (``tests.probe_live_server.serve``).
+are multiplied by ``factor``. Served on a real 127.0.0.1 socket (``tests.support.probe_live_server.serve``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tests.probe_live_server import serve
+from tests.support.probe_live_server import serve
 
 TIMING_KEYS = ("e2e_latency", "first_token_latency")
 

@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 SGLANG_VERSION = "0.5.23"
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("SPARK_VALIDATE_TEST_CACHE", REPO / ".cache"))
 
 

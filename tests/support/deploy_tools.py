@@ -27,11 +27,11 @@ import httpx
 import pytest
 import yaml
 
-from tests.loopback import free_port
+from tests.support.loopback import free_port
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
-SCHEMAS = Path(__file__).resolve().parent / "data" / "deploy"
+SCHEMAS = Path(__file__).resolve().parents[1] / "data" / "deploy"
 
 
 def require_tool(name: str) -> str:

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.loopback import free_port, stop, wait_listening
+from tests.support.loopback import free_port, stop, wait_listening
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass

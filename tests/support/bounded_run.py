@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # Address space, not RSS: Python plus pydantic/httpx/structlog map ~400 MB of virtual memory at import
 # (thread stacks, arenas); 1 GiB still stops a runaway read within a second.
 DEFAULT_AS_LIMIT = 1 << 30
