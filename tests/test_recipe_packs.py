@@ -381,3 +381,35 @@ def test_live_dspark_block_size_comes_from_the_workers_log_line(tmp_path: Path) 
     assert run.report is not None and "spec.config" in run.with_status("fail"), run.explain()
     message = run.check("spec.config")["message"]
     assert "drafts blocks of 8, the recipe's 4" in message and "num_draft_tokens is 9, expected 5" in message
+
+
+@pytest.mark.parametrize(("own", "shared", "status"), [(False, True, "pass"), (True, False, "fail")])
+def test_live_dspark_draft_with_its_own_vocab_modules_is_told_apart(
+    tmp_path: Path, own: bool, shared: bool, status: str
+) -> None:
+    """The plugin's DSpark hook records uses_own_vocab_modules (attestation lm_head.own_vocab_modules): a
+    draft keeping its own head is not the recipe's, even though its head is consistently its own."""
+    import dataclasses
+
+    from validator import attestation_format as fmt
+    from validator.engine import run_checks
+    from validator.facts import Facts
+    from validator.plugin.state import PluginState
+    from validator.rulepack import load_pack
+    from validator.sources.attestation import read_attestation
+
+    doc = PluginState(host="127.0.0.1", port=30000, tp_rank=0, tp_size=1).document(env={})
+    sharing = dataclasses.replace(
+        doc.lm_head,
+        shared_module=shared,
+        shared_weight=shared,
+        worker="DSparkWorkerV2",
+        own_vocab_modules=own,
+    )
+    path = tmp_path / "att" / "attestation.json"
+    fmt.write_document(path, dataclasses.replace(doc, lm_head=sharing))
+    facts = Facts(mode="check", attestation=read_attestation(path))
+    [result] = run_checks(facts, load_pack(DSPARK), mode="check", only={"spec.lm_head_shared"})
+    assert result.status.value == status, result
+    if own:
+        assert "own vocabulary modules" in result.message
