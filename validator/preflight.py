@@ -326,7 +326,8 @@ def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
             revision=revision if isinstance(revision, str) else None,
             env=launch.env,
         )
-    if sg.root is not None:
+    # FlashInfer's MoE kernels matter only on the flashinfer_mxfp4 path ('auto' resolves to it here)
+    if sg.root is not None and args.get("moe_runner_backend") in ("flashinfer_mxfp4", "auto"):
         from validator.sources.flashinfer import read_flashinfer
 
         named_user = inputs.service_user or launch.user

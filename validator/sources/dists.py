@@ -22,16 +22,25 @@ def normalize(name: str) -> str:
 
 def find_dist(site_dirs: Iterable[Path], name: str) -> tuple[Path, str | None] | None:
     """The first ``<name>-<version>.dist-info`` in ``site_dirs`` order: (its path, its METADATA Version)."""
-    want = normalize(name)
+    return find_dists(site_dirs, [name]).get(normalize(name))
+
+
+def find_dists(site_dirs: Iterable[Path], names: Iterable[str]) -> dict[str, tuple[Path, str | None]]:
+    """``find_dist`` for several names, listing each site directory once: normalised name -> found."""
+    wanted = {normalize(n) for n in names}
+    found: dict[str, tuple[Path, str | None]] = {}
     for d in site_dirs:
         try:
             candidates = sorted(p for p in d.iterdir() if p.name.endswith(".dist-info"))
         except OSError:
             continue
         for info in candidates:
-            if normalize(info.name[: -len(".dist-info")].rsplit("-", 1)[0]) == want:
-                return info, metadata_version(info / "METADATA")
-    return None
+            key = normalize(info.name[: -len(".dist-info")].rsplit("-", 1)[0])
+            if key in wanted and key not in found:
+                found[key] = (info, metadata_version(info / "METADATA"))
+        if len(found) == len(wanted):
+            break
+    return found
 
 
 def metadata_version(path: Path) -> str | None:

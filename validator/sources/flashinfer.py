@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from validator.facts import FlashInferFacts
-from validator.sources.dists import find_dist
+from validator.sources.dists import find_dists
 
 MODULE = "fused_moe_120"  # flashinfer's SM120-family CUTLASS fused-MoE module (sm_120 / sm_121)
 BASE_ENV = "FLASHINFER_WORKSPACE_BASE"
@@ -90,9 +90,12 @@ def read_flashinfer(
     sglang_redirects: bool | None,
 ) -> FlashInferFacts:
     """``env`` is the server's environment, ``site_dirs`` its interpreter's, ``home`` its user's home."""
-    python = find_dist(site_dirs, "flashinfer-python") or find_dist(site_dirs, "flashinfer")
-    cubin = find_dist(site_dirs, "flashinfer-cubin")
-    jit_cache = find_dist(site_dirs, "flashinfer-jit-cache")
+    dists = find_dists(
+        site_dirs, ("flashinfer-python", "flashinfer", "flashinfer-cubin", "flashinfer-jit-cache")
+    )
+    python = dists.get("flashinfer_python") or dists.get("flashinfer")
+    cubin = dists.get("flashinfer_cubin")
+    jit_cache = dists.get("flashinfer_jit_cache")
     version = python[1] if python else None
     base, rule = workspace_base(env, home, sglang_redirects)
     cache_dir = base / ".cache" / "flashinfer"

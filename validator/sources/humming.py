@@ -43,7 +43,8 @@ def read_humming(
     Raises ``UnknownUser`` when ``service_user`` (given by ``user_from``) does not exist on this host."""
     notes: list[str] = []
     dirs = site_dirs if site_dirs is not None else _own_site_dirs()
-    version = installed_version(dirs, notes)
+    found = find_dist(dirs, DIST_NAME)
+    version = installed_version(dirs, notes, found=found)
     user = _user(service_user, notes)
     if service_user and user is None:
         raise UnknownUser(
@@ -53,8 +54,7 @@ def read_humming(
     home = _home(env, user, service_user)
     cache_dir = _configured(env, CACHE_ENV, home, "cache", notes)
     tmp_dir = _configured(env, TMP_ENV, home, "tmp", notes)
-    found = find_dist(dirs, DIST_NAME) if version is not None else None
-    gb10 = gb10_bandwidth_safe(found[0].parent / "humming") if found else None
+    gb10 = gb10_bandwidth_safe(found[0].parent / "humming") if found and version is not None else None
     return HummingFacts(
         installed=version is not None,
         version=version,
@@ -132,9 +132,12 @@ def _own_site_dirs() -> list[Path]:
     return [Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
 
 
-def installed_version(site_dirs: list[Path], notes: list[str]) -> str | None:
-    """Version from the first ``humming_kernels-*.dist-info/METADATA`` (importlib.metadata's order)."""
-    found = find_dist(site_dirs, DIST_NAME)
+def installed_version(
+    site_dirs: list[Path], notes: list[str], *, found: tuple[Path, str | None] | None = None
+) -> str | None:
+    """Version from the first ``humming_kernels-*.dist-info/METADATA`` (importlib.metadata's order);
+    ``found`` is that scan when the caller made it already."""
+    found = found or find_dist(site_dirs, DIST_NAME)
     if found is None:
         notes.append(
             "humming-kernels is not installed in " + (", ".join(map(str, site_dirs)) or "no site dir")
