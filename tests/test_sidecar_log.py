@@ -20,8 +20,16 @@ from tests.support.sim_process import REPO, sim_command, sim_process, wait_healt
 FAST = ["--interval", "0.5", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
 
 
+def _attestation(log: Path) -> Path:
+    """Where a simulator logging to ``log`` attests: one path per test directory (the test's own private
+    directory), so that a restarted server replaces the document the sidecar reads. With it the sidecar
+    can prove the draft's head identity, and the only thing a test varies is the log."""
+    return log.parent / "attestation.json"
+
+
 def _start_sim(port: int, log: Path, scenario: str = "healthy") -> subprocess.Popen[bytes]:
-    cmd = sim_command(port, speed=1000.0, startup=0.3, extra=["--scenario", scenario, "--log", str(log)])
+    extra = ["--scenario", scenario, "--log", str(log), "--attestation", str(_attestation(log))]
+    cmd = sim_command(port, speed=1000.0, startup=0.3, extra=extra)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -61,7 +69,8 @@ def test_copytruncate_on_a_healthy_server_keeps_it_ready(tmp_path: Path) -> None
     try:
         url = f"http://127.0.0.1:{port}"
         wait_healthy(url)
-        with daemon_process(tmp_path, url, *FAST, "--log", str(log)) as d:
+        evidence = ["--log", str(log), "--attestation", str(_attestation(log))]
+        with daemon_process(tmp_path, url, *FAST, *evidence) as d:
             assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
             (tmp_path / "sglang.log.1").write_bytes(log.read_bytes())  # copytruncate: copy, then truncate
             os.truncate(log, 0)
@@ -96,12 +105,13 @@ def test_missing_or_unreadable_logs_are_errors_not_silence(tmp_path: Path) -> No
             (str(tmp_path), "server log is a directory"),
             (str(fifo), "server log is a FIFO"),
         ):
-            rc, report = _check(sim.url, "--no-probe", "--log", bad)
+            rc, report = _check(sim.url, "--no-probe", "--attestation", str(sim.attestation), "--log", bad)
             check = _by_id(report)["server.log"]
             assert rc == 69 and check["status"] == "error" and why in str(check["message"]), check
-        rc, report = _check(sim.url, "--no-probe", "--log", str(sim.log))
+        att = ["--attestation", str(sim.attestation), "--allow-partial"]  # --no-probe leaves one unproven
+        rc, report = _check(sim.url, "--no-probe", *att, "--log", str(sim.log))
         assert rc == 0 and _by_id(report)["server.log"]["status"] == "pass", report
-        rc, report = _check(sim.url, "--no-probe")  # no --log: the check does not apply
+        rc, report = _check(sim.url, "--no-probe", *att)  # no --log: the check does not apply
         assert _by_id(report)["server.log"]["status"] == "skip"
 
 
@@ -128,8 +138,11 @@ def test_no_probe_fails_on_the_logs_own_accept_len(tmp_path: Path) -> None:
             json={"text": "Count to one hundred.", "sampling_params": {"max_new_tokens": 300}},
             timeout=60,
         )
-        rc, report = _check(sim.url, "--no-probe", "--log", str(sim.log))
-        assert _by_id(report)["spec.accept_length"]["status"] == "skip"  # no probe, nothing wrong logged
+        rc, report = _check(
+            sim.url, "--no-probe", "--attestation", str(sim.attestation), "--log", str(sim.log)
+        )
+        # no probe and nothing wrong logged: not proven (contract v2), never a pass and never a failure
+        assert rc == 69 and _by_id(report)["spec.accept_length"]["status"] == "error", report
 
 
 def test_the_sidecar_follows_the_journal_across_a_restart(tmp_path: Path) -> None:
@@ -146,7 +159,8 @@ def test_the_sidecar_follows_the_journal_across_a_restart(tmp_path: Path) -> Non
         wait_healthy(url)
         first = host.start()
         host.log(first, log.read_text(encoding="utf-8").splitlines())
-        with daemon_process(tmp_path, url, *FAST, "--log", "journal:sglang.service", env=host.env()) as d:
+        evidence = ["--log", "journal:sglang.service", "--attestation", str(_attestation(log))]
+        with daemon_process(tmp_path, url, *FAST, *evidence, env=host.env()) as d:
             assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
             checks = _by_id(d.get("/report").json())
             assert checks["server.log"]["status"] == "pass" and checks["lm_head.fp8"]["status"] == "pass"
