@@ -16,7 +16,7 @@ from validator.checks.base import CheckContext, Outcome
 from validator.checks.expect import evaluate_expect
 from validator.checks.registry import builtins
 from validator.coverage import coverage_of
-from validator.facts import HOST, Facts, Mode
+from validator.facts import HOST, LOG, SERVER, Facts, Mode
 from validator.report import (
     CheckResult,
     ProbeResult,
@@ -122,9 +122,15 @@ def build_report(
     target: str | None = None,
 ) -> Report:
     coverage = coverage_of(results)
+    # --allow-partial accepts evidence that could not be gathered, never a target that was not reached nor
+    # a log the user named that cannot be read (server.log is critical whenever --log is given)
+    unreached = any(
+        r.status is Status.ERROR and r.sources[:1] in ([SERVER], [LOG]) and r.severity is Severity.CRITICAL
+        for r in results
+    )
     return Report(
         mode=mode,
-        verdict=decide_verdict(results, strict=strict, allow_partial=allow_partial),
+        verdict=decide_verdict(results, strict=strict, allow_partial=allow_partial and not unreached),
         coverage=coverage,
         partial=bool(coverage.not_proven),
         rule_pack=loaded.name,
