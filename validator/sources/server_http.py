@@ -53,11 +53,12 @@ BODY_CAPS: dict[str, int] = {
     "/get_model_info": 1 * MiB,
     "/generate": 8 * MiB,
     "/metrics": 16 * MiB,
-    "/weights_checker": 64 * MiB,
+    "/weights_checker": 16 * MiB,  # ~30k parameters x ~100 bytes: a few MB
 }
 DEFAULT_BODY_CAP = 8 * MiB
 SSE_LINE_CAP = 1 * MiB  # one ``data:`` frame of /generate
 SSE_TOTAL_CAP = 64 * MiB  # a whole stream (max_new_tokens is capped far below this)
+STREAM_CHUNK_CAP = 4 * MiB  # decoded bytes from one network chunk of a stream (its lines are cut after)
 INFLATE_STEP = 256 * 1024  # decoded bytes per zlib call between yields to the event loop
 # Total deadline of one request (all its bytes), for everything but /generate, whose deadline is the
 # probe's (``read_timeout``): a server that answers /health at all answers it in milliseconds.
@@ -132,6 +133,7 @@ class _BoundedBody:
             self._keep(data)
             return b"" if self.keep else data
         out: list[bytes] = []
+        produced = 0
         buf = data
         try:
             while buf and not self._z.eof:
@@ -139,6 +141,9 @@ class _BoundedBody:
                 self._keep(chunk)
                 if not self.keep:
                     out.append(chunk)
+                    produced += len(chunk)
+                    if produced > STREAM_CHUNK_CAP:  # no real event stream inflates 1,000:1
+                        raise ServerError(self.endpoint, f"one chunk inflates past {STREAM_CHUNK_CAP} bytes")
                 buf = self._z.unconsumed_tail
                 if buf:
                     await asyncio.sleep(0)
