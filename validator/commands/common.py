@@ -6,6 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from validator.errors import ExitCode, InputError
@@ -52,40 +53,42 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
     )
 
 
+# The preflight inputs that take one value each: (flag, metavar, type, help), in the order --help lists
+# them. The launch-command sources come first; ``launch`` leaves them out (its command is its own argv).
+_Input = tuple[str, str, "Callable[[str], object]", str]
+# fmt: off
+_COMMAND_SOURCES: tuple[_Input, ...] = (
+    ("--launch-cmd", "STRING", str, "the server's launch command, as one string"),
+    ("--launch-args-file", "FILE", Path, "a file holding the launch command or only its arguments"),
+    ("--unit", "FILE", Path, "a systemd unit: ExecStart, Environment=, EnvironmentFile="),
+    ("--script", "FILE", Path, "a launcher shell script (start.sh), read statically, never run"),
+    ("--docker-cmd", "STRING", str,
+     "a `docker run ...` (or podman run) command line: its command, -e, --env-file, -v"),
+    ("--compose", "FILE", Path,
+     "a Compose file: the server's service (command, environment, env_file, volumes)"),
+    ("--service", "NAME", str, "the Compose service that runs the server"),
+)
+_HOST_INPUTS: tuple[_Input, ...] = (
+    ("--model-dir", "DIR", Path, "the checkpoint directory"),
+    ("--sglang-root", "DIR", Path,
+     "read this sglang package directory instead of locating the launch command's"),
+    ("--service-user", "USER", str, "the user the server runs as (cache writability)"),
+    ("--kube-manifest", "FILE", Path,
+     "a Kubernetes manifest whose startupProbe bounds the server's start (host.start_budget)"),
+    ("--kube-container", "NAME", str, "the SGLang container in --kube-manifest"),
+)
+# fmt: on
+
+
+def _add_inputs(group: argparse._ArgumentGroup, inputs: tuple[_Input, ...]) -> None:
+    for flag, metavar, kind, text in inputs:
+        group.add_argument(flag, metavar=metavar, type=kind, help=text)
+
+
 def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool = True) -> None:
     g = parser.add_argument_group("preflight inputs")
     if with_command:
-        g.add_argument("--launch-cmd", metavar="STRING", help="the server's launch command, as one string")
-        g.add_argument(
-            "--launch-args-file",
-            metavar="FILE",
-            type=Path,
-            help="a file holding the launch command or only its arguments",
-        )
-        g.add_argument(
-            "--unit",
-            metavar="FILE",
-            type=Path,
-            help="a systemd unit: ExecStart, Environment=, EnvironmentFile=",
-        )
-        g.add_argument(
-            "--script",
-            metavar="FILE",
-            type=Path,
-            help="a launcher shell script (start.sh), read statically, never run",
-        )
-        g.add_argument(
-            "--docker-cmd",
-            metavar="STRING",
-            help="a `docker run ...` (or podman run) command line: its command, -e, --env-file, -v",
-        )
-        g.add_argument(
-            "--compose",
-            metavar="FILE",
-            type=Path,
-            help="a Compose file: the server's service (command, environment, env_file, volumes)",
-        )
-        g.add_argument("--service", metavar="NAME", help="the Compose service that runs the server")
+        _add_inputs(g, _COMMAND_SOURCES)
     g.add_argument(
         "--env-file",
         metavar="FILE",
@@ -95,21 +98,7 @@ def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool 
         help="systemd EnvironmentFile syntax; repeatable (the process environment counts too); with --unit, "
         "read in place of the unit's EnvironmentFile= (to check a unit before installing its file)",
     )
-    g.add_argument("--model-dir", metavar="DIR", type=Path, help="the checkpoint directory")
-    g.add_argument(
-        "--sglang-root",
-        metavar="DIR",
-        type=Path,
-        help="read this sglang package directory instead of locating the launch command's",
-    )
-    g.add_argument("--service-user", metavar="USER", help="the user the server runs as (cache writability)")
-    g.add_argument(
-        "--kube-manifest",
-        metavar="FILE",
-        type=Path,
-        help="a Kubernetes manifest whose startupProbe bounds the server's start (host.start_budget)",
-    )
-    g.add_argument("--kube-container", metavar="NAME", help="the SGLang container in --kube-manifest")
+    _add_inputs(g, _HOST_INPUTS)
 
 
 def pack_from(args: argparse.Namespace) -> LoadedPack | None:
