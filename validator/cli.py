@@ -1,10 +1,10 @@
 """The `spark-validate` front door: argument parsing, dispatch, and the exit-code contract.
 
-Each subcommand lives in ``validator/commands/<name>.py`` and exposes ``add_parser(subparsers)`` and
-``run(args) -> int``. Command modules import their heavy dependencies inside ``run`` so that
-``spark-validate preflight`` starts fast. Anticipated failures are ``ValidatorError``s and end with their
-exit code and a one-line message; anything else is a bug (exit 1), still without a traceback unless
-``SPARK_VALIDATE_DEBUG=1``.
+Each subcommand is a line of ``COMMANDS`` (its help texts) and a module ``validator/commands/<name>.py``
+exposing ``add_arguments(parser)`` and ``run(args) -> int``; every sub-parser is made here, by one loop.
+Command modules import their heavy dependencies inside ``run`` so that ``spark-validate preflight`` starts
+fast. Anticipated failures are ``ValidatorError``s and end with their exit code and a one-line message;
+anything else is a bug (exit 1), still without a traceback unless ``SPARK_VALIDATE_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -20,11 +20,44 @@ from validator import TOOL_NAME, __version__
 from validator.errors import ExitCode, ValidatorError
 from validator.redact import neutralize_controls, redact_text
 
-COMMANDS = ("preflight", "launch", "check", "serve", "sim", "demo", "rules", "sglang-table")
+# Every command: the line `spark-validate --help` shows, and the paragraph under `spark-validate CMD --help`
+# (None: the line is enough). Its options are its module's ``add_arguments``.
+COMMANDS: dict[str, tuple[str, str | None]] = {
+    "preflight": (
+        "static checks of a launch command, its environment, SGLang, checkpoint, host",
+        "Static checks before the server starts: no server, no GPU, no torch import.",
+    ),
+    "launch": (
+        "preflight exactly CMD, then exec it (same PID)",
+        "Preflight exactly CMD and its environment, then exec it; exit 78 without exec "
+        "when a critical check fails.",
+    ),
+    "check": (
+        "live checks against a running server, with the acceptance probe",
+        "Wait until the server is ready, read its state, the attestation and the log, "
+        "and run the acceptance probe.",
+    ),
+    "serve": (
+        "the sidecar daemon: /readyz, /livez, /metrics, /report",
+        "Verify the running server at start-up and keep verifying it; serve the "
+        "verdict to readiness probes, systemd and Prometheus.",
+    ),
+    "sim": (
+        "run a simulated SGLang 0.5.23 server (no GPU) with a chosen failure scenario",
+        "Serve SGLang 0.5.23's HTTP API for Ling-3.0-flash-fp4 as a chosen scenario would.",
+    ),
+    "demo": ("simulate a healthy and a broken server and show `check` catching the fault", None),
+    "rules": ("list, show and lint rule packs", None),
+    "sglang-table": (
+        "generate and cache the flag table of the installed SGLang build (run on the server host)",
+        "Runs SGLang's own argument parser inside PY (the server's interpreter: it must import "
+        "sglang.srt.server_args, so torch too) and caches the table by build, for preflight and launch.",
+    ),
+}
 
 
 class CommandModule(Protocol):
-    def add_parser(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None: ...
+    def add_arguments(self, parser: argparse.ArgumentParser) -> None: ...
 
     def run(self, args: argparse.Namespace) -> int: ...
 
@@ -47,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
         dest="command", metavar="COMMAND", parser_class=_Parser
     )
     sub.required = True
-    for name in COMMANDS:
-        _module(name).add_parser(sub)
+    for name, (help_line, description) in COMMANDS.items():
+        _module(name).add_arguments(sub.add_parser(name, help=help_line, description=description))
     return parser
 
 

@@ -10,13 +10,7 @@ from typing import Any
 from validator.commands.common import add_common
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "check",
-        help="live checks against a running server, with the acceptance probe",
-        description="Wait until the server is ready, read its state, the attestation and the log, "
-        "and run the acceptance probe.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_live_inputs(p)
     add_common(p)
 

@@ -28,10 +28,7 @@ FAULTS = (
 )
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "demo", help="simulate a healthy and a broken server and show `check` catching the fault"
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--broken",
         default="draft-head-weight-only",

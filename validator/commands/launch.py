@@ -19,13 +19,7 @@ if TYPE_CHECKING:
     from validator.report import Report
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "launch",
-        help="preflight exactly CMD, then exec it (same PID)",
-        description="Preflight exactly CMD and its environment, then exec it; exit 78 without exec "
-        "when a critical check fails.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_preflight_inputs(p, with_command=False)
     add_common(p)
     p.add_argument(

@@ -7,12 +7,7 @@ import argparse
 from validator.commands.common import add_common, add_preflight_inputs
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "preflight",
-        help="static checks of a launch command, its environment, SGLang, checkpoint, host",
-        description="Static checks before the server starts: no server, no GPU, no torch import.",
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     add_preflight_inputs(p)
     add_common(p)
 

@@ -6,8 +6,7 @@ import argparse
 import sys
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("rules", help="list, show and lint rule packs")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rules", metavar="NAME|PATH", default=None, help="rule pack (default: the built-in one)")
     rs = p.add_subparsers(dest="rules_command", metavar="ACTION")
     rs.required = True

@@ -18,18 +18,7 @@ from validator.errors import UsageError
 DEFAULT_LISTEN = "127.0.0.1:9464"
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "serve",
-        help="the sidecar daemon: /readyz, /livez, /metrics, /report",
-        description="Verify the running server at start-up and keep verifying it; serve the "
-        "verdict to readiness probes, systemd and Prometheus.",
-    )
-    add_arguments(p)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Shared with ``python -m validator.daemon``."""
     add_live_inputs(p)
     g = p.add_argument_group("sidecar")
     g.add_argument(

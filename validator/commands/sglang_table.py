@@ -8,15 +8,7 @@ import json
 import sys
 
 
-def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "sglang-table",
-        help="generate and cache the flag table of the installed SGLang build (run on the server host)",
-        description=(
-            "Runs SGLang's own argument parser inside PY (the server's interpreter: it must import "
-            "sglang.srt.server_args, so torch too) and caches the table by build, for preflight and launch."
-        ),
-    )
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", required=True, metavar="PY", help="the server's Python interpreter")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="generator time limit (300)")
     p.add_argument("--output", metavar="FILE", default=None, help="also write the table to FILE")

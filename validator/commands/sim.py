@@ -13,17 +13,7 @@ from pathlib import Path
 from validator.errors import InputError, UsageError
 
 
-def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
-        "sim",
-        help="run a simulated SGLang 0.5.23 server (no GPU) with a chosen failure scenario",
-        description="Serve SGLang 0.5.23's HTTP API for Ling-3.0-flash-fp4 as a chosen scenario would.",
-    )
-    add_arguments(p)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """Shared with ``python -m validator.sim``."""
     p.add_argument("--scenario", action="append", default=None, metavar="NAME",
                    help="scenario name; repeat or comma-separate to combine (default healthy)")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="listen address (default 127.0.0.1)")
