@@ -2,15 +2,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.support.sglang_builds import fake_interpreter, make_build
-from validator.sources.sglang_install import (
-    locate_sglang,
-    probe_interpreter,
-    read_sglang_install,
-)
+from validator.facts import SGLangInstallFacts
+from validator.sources.sglang_install import install_from_probe, probe_interpreter, read_sglang_install
+
+
+def locate_sglang(interpreter: str, **how: Any) -> SGLangInstallFacts:
+    """Preflight's two steps: ask the interpreter (the server's flags, cwd, a timeout), read what it names."""
+    return install_from_probe(probe_interpreter(interpreter, **how))
 
 
 def test_stock_wheel(stock_sglang_root: Path) -> None:

@@ -12,15 +12,13 @@ from __future__ import annotations
 
 import ast
 import json
-import os
-import signal
-import subprocess
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.facts import LaunchFacts, ProgramFacts, SGLangInstallFacts
+from validator.sources.child_process import run_in_own_session
 from validator.sources.files import read_head
 
 _SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused
@@ -87,28 +85,18 @@ def _probe(
 ) -> InterpreterProbe:
     argv = [interpreter, *options, "-c", _PROBE, *([str(script_dir)] if script_dir else [])]
     try:
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=dict(env) if env is not None else None,
-            cwd=cwd,
-            start_new_session=True,  # so a timeout can kill wrapper scripts' children too
-        )
+        done = run_in_own_session(argv, timeout=timeout, cwd=cwd, env=env)
     except OSError as exc:
         where = f" in {cwd}" if exc.filename == str(cwd) or not cwd.is_dir() else ""
         return InterpreterProbe(
             interpreter, None, error=f"cannot run {interpreter}{where}: {exc.strerror or exc}"
         )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
+    if done is None:
         return InterpreterProbe(interpreter, None, error=f"{interpreter} did not answer within {timeout:g} s")
-    if proc.returncode != 0:
+    returncode, out, err = done
+    if returncode != 0:
         last = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-        return InterpreterProbe(interpreter, None, error=f"{interpreter} exited {proc.returncode}: {last}")
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} exited {returncode}: {last}")
     try:
         doc = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
         locations = doc["locations"]
@@ -120,33 +108,12 @@ def _probe(
     return InterpreterProbe(interpreter, root, site_dirs=site_dirs, imported=imported)
 
 
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.communicate()
-
-
-def locate_sglang(
-    interpreter: str,
-    *,
-    timeout: float = 5.0,
-    env: Mapping[str, str] | None = None,
-    options: Sequence[str] = (),
-    cwd: Path | None = None,
-    dspark: bool = False,
-) -> SGLangInstallFacts:
-    """Find the sglang package ``interpreter`` (run as the server runs it) imports and read it; root None
-    (with a note) if it cannot be found. There is deliberately no "current environment" fallback: this
-    process's packages prove nothing about the server's."""
-    probe = probe_interpreter(interpreter, timeout=timeout, env=env, options=options, cwd=cwd)
-    return install_from_probe(probe, dspark=dspark)
-
-
 def install_from_probe(
     probe: InterpreterProbe, *, dspark: bool = False, draft_class: str = NEXTN_CLASS
 ) -> SGLangInstallFacts:
+    """The sglang package the probed interpreter (run as the server runs it) imports, read; root None (with
+    a note) if it cannot be found. There is deliberately no "current environment" fallback: this process's
+    packages prove nothing about the server's."""
     located_by = f"interpreter {probe.interpreter}"
     if probe.error:
         return SGLangInstallFacts(root=None, located_by=located_by, note=probe.error)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import signal
-import subprocess
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
+from validator.sources.child_process import run_in_own_session
 from validator.sources.files import read_head
 
 if TYPE_CHECKING:
@@ -79,31 +78,16 @@ def generate(python: str, *, timeout: float = 300.0) -> str:
     source = (Path(__file__).resolve().parents[1] / "sglang_tablegen.py").read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="spark-validate-table-") as empty:
         try:
-            proc = subprocess.Popen(
-                [python, "-c", source, "--stdout"],
-                cwd=empty,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
+            done = run_in_own_session([python, "-c", source, "--stdout"], timeout=timeout, cwd=empty)
         except OSError as exc:
             raise InputError(python, f"cannot run: {exc.strerror or exc}") from None
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            proc.communicate()
-            raise UnavailableError(
-                f"{python}: the table generator did not finish within {timeout:g} s"
-            ) from None
-    if proc.returncode != 0:
+    if done is None:
+        raise UnavailableError(f"{python}: the table generator did not finish within {timeout:g} s")
+    returncode, out, err = done
+    if returncode != 0:
         lines = err.decode(errors="replace").strip().splitlines() or ["no output"]
         raise UnavailableError(
-            f"{python}: the table generator exited {proc.returncode} "
+            f"{python}: the table generator exited {returncode} "
             f"(SGLang's server_args must import there): {lines[-1][:300]}"
         )
     if len(out) > _MAX_TABLE:
