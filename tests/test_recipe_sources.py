@@ -60,6 +60,34 @@ def test_draft_block_size_with_sglangs_precedence(tmp_path: Path) -> None:
     assert (f.block_size, f.block_size_key, f.markov_rank) == (6, "block_size", None)
 
 
+@pytest.mark.parametrize(
+    ("prefixed", "name"), [("dspark_markov_rank", "markov_rank"), ("dspark_noise_token_id", "mask_token_id")]
+)
+def test_draft_markov_rank_and_mask_token_with_sglangs_precedence(
+    tmp_path: Path, prefixed: str, name: str
+) -> None:
+    """Both fields: the prefixed top-level key, then dspark_config over dflash_config, then text_config,
+    then the top level; a value that is not an integer is refused, naming the key it was read from."""
+    d = tmp_path / "draft"
+    doc: dict[str, Any] = {
+        "architectures": ["LingDSparkModel"],
+        prefixed: 1,
+        "dspark_config": {name: 2},
+        "dflash_config": {name: 3},
+        "text_config": {name: 4},
+        name: 5,
+    }
+    for expected, outranking in enumerate((prefixed, "dspark_config", "dflash_config", "text_config"), 1):
+        write_draft(d, doc)
+        assert getattr(read_dspark_draft(str(d), None), name) == expected
+        del doc[outranking]
+    write_draft(d, doc)
+    assert getattr(read_dspark_draft(str(d), None), name) == 5
+    write_draft(d, {**doc, "dspark_config": {name: "8"}})
+    with pytest.raises(InputError, match=f"dspark_config.{name} must be an integer, not '8'"):
+        read_dspark_draft(str(d), None)
+
+
 def test_draft_found_in_hub_cache_and_model_subfolder(tmp_path: Path) -> None:
     hub = tmp_path / "hub" / "models--inclusionAI--Ling-3.0-flash-dspark"
     write_draft(hub / "snapshots" / "abc123")

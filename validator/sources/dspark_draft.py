@@ -102,20 +102,21 @@ def read_dspark_draft(
         ("dflash_config.block_size", dflash.get("block_size")),
         ("block_size", doc.get("block_size")),
     )
-    markov, _ = _first_int(
-        where,
-        ("dspark_markov_rank", doc.get("dspark_markov_rank")),
-        ("dspark_config.markov_rank", dspark.get("markov_rank")),
-        ("text_config.markov_rank", text.get("markov_rank")),
-        ("markov_rank", doc.get("markov_rank")),
-    )
-    mask, _ = _first_int(
-        where,
-        ("dspark_noise_token_id", doc.get("dspark_noise_token_id")),
-        ("dspark_config.mask_token_id", dspark.get("mask_token_id")),
-        ("text_config.mask_token_id", text.get("mask_token_id")),
-        ("mask_token_id", doc.get("mask_token_id")),
-    )
+
+    def layered(prefixed: str, name: str) -> int | None:
+        """SGLang's one precedence for ``markov_rank`` and ``mask_token_id``: the prefixed top-level key,
+        then ``dspark_config`` (over ``dflash_config``), then ``text_config``, then the top level."""
+        value, _ = _first_int(
+            where,
+            (prefixed, doc.get(prefixed)),
+            (f"dspark_config.{name}", dspark.get(name)),
+            (f"text_config.{name}", text.get(name)),
+            (name, doc.get(name)),
+        )
+        return value
+
+    markov = layered("dspark_markov_rank", "markov_rank")
+    mask = layered("dspark_noise_token_id", "mask_token_id")
     layers, _ = _first_int(where, ("num_hidden_layers", text.get("num_hidden_layers")))
     arch = doc.get("architectures")
     architectures = [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else []
