@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError, UsageError
-from validator.sources.docker_run import ContainerSpec, Mount, parse_volume
-from validator.sources.files import TEXT_CAP, read_text_bounded
+from validator.sources.docker_run import ContainerSpec, Mount, env_file_lines, parse_volume
+from validator.sources.files import read_text_bounded
 
 _VAR = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 _BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?\Z", re.DOTALL)
@@ -31,12 +31,9 @@ COMPOSE_CAP = 4 << 20
 def read_dotenv(path: Path, where: str) -> dict[str, str]:
     """Compose's ``.env`` / ``env_file`` lines: ``[export ]KEY=value``, matching quotes removed, a ``#``
     after whitespace starts a comment in an unquoted value."""
-    text = read_text_bounded(path, TEXT_CAP, "env file")
     out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
+    for number, lstripped in env_file_lines(path):
+        line = lstripped.rstrip()
         if line.startswith("export "):
             line = line[len("export ") :].lstrip()
         key, eq, value = line.partition("=")

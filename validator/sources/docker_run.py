@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,16 +79,23 @@ class ContainerSpec:
     built_locally: bool = False  # compose `build:`: an image made from a Dockerfile here
 
 
+def env_file_lines(path: Path | str) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a container env file (``--env-file``, Compose's ``env_file`` and ``.env``)
+    that are neither blank nor ``#`` comments, leading white space removed; the file read within
+    ``TEXT_CAP`` like every input. Trailing white space is kept: ``docker run`` keeps it in a value."""
+    text = read_text_bounded(path, TEXT_CAP, "env file")
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.lstrip()
+        if line and not line.startswith("#"):
+            yield number, line
+
+
 def read_docker_env_file(path: Path | str, host_env: Mapping[str, str]) -> dict[str, str]:
     """``docker run --env-file``: ``KEY=value`` lines taken literally (no quotes, no expansion), ``#``
     comment lines, a bare ``KEY`` copies the host's value (and is dropped when the host has none)."""
     where = str(path)
-    text = read_text_bounded(path, TEXT_CAP, "env file")
     out: dict[str, str] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.lstrip()
-        if not line or line.startswith("#"):
-            continue
+    for number, line in env_file_lines(path):
         key, eq, value = line.partition("=")
         if not key or any(c.isspace() for c in key):
             raise InputError(where, f"variable {key!r} contains whitespaces", number)
