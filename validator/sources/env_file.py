@@ -45,7 +45,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
 
     def push() -> None:
         name = "".join(key if key_trail is None else key[:key_trail])
-        val = "".join(value)
+        val = "".join(value if value_trail is None else value[:value_trail])
         if name.startswith("export ") or name.startswith("export\t"):
             raise InputError(
                 where, f"'export' is not allowed: systemd drops the variable {name!r}", start_line
@@ -68,11 +68,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
             if c == "=":
                 state = "pre_value"
             else:
-                if c not in _WHITESPACE:
-                    key_trail = None
-                elif key_trail is None:
-                    key_trail = len(key)
-                key.append(c)
+                key_trail = _append(key, key_trail, c)
         elif state == "pre_value":
             if c in _NEWLINE:
                 push()
@@ -88,18 +84,12 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
                 value.append(c)
         elif state == "value":
             if c in _NEWLINE:
-                if value_trail is not None:
-                    del value[value_trail:]
                 push()
                 state = "pre_key"
             elif c == "\\":
                 state, value_trail = "value_escape", None
             else:
-                if c not in _WHITESPACE:
-                    value_trail = None
-                elif value_trail is None:
-                    value_trail = len(value)
-                value.append(c)
+                value_trail = _append(value, value_trail, c)
         elif state == "value_escape":
             state = "value"
             if c not in _NEWLINE:
@@ -137,10 +127,18 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
     if state == "key":
         raise InputError(where, _NO_EQUALS, start_line)
     if state in ("pre_value", "value", "value_escape"):
-        if state == "value" and value_trail is not None:
-            del value[value_trail:]
         push()
     return out
+
+
+def _append(buf: list[str], trail: int | None, c: str) -> int | None:
+    """Append ``c`` to an unquoted key or value; return where its trailing white space now starts (None
+    when it ends in another character). systemd drops that white space when the key or the value ends
+    (``env-file.c``: ``last_key_whitespace``, ``last_value_whitespace``); quoted text never sets it."""
+    buf.append(c)
+    if c not in _WHITESPACE:
+        return None
+    return len(buf) - 1 if trail is None else trail
 
 
 def read_env_file(path: Path | str) -> dict[str, str]:
