@@ -57,7 +57,10 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
         out[name] = val
 
     for c in text:
-        if state == "pre_key":
+        if c in _NEWLINE and state in ("pre_value", "value"):  # unquoted, unescaped: the assignment ends
+            push()
+            state = "pre_key"
+        elif state == "pre_key":
             if c in "#;":
                 state = "comment"
             elif c not in _WHITESPACE:
@@ -70,10 +73,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
             else:
                 key_trail = _append(key, key_trail, c)
         elif state == "pre_value":
-            if c in _NEWLINE:
-                push()
-                state = "pre_key"
-            elif c == "'":
+            if c == "'":
                 state, quote_line = "single", line
             elif c == '"':
                 state, quote_line = "double", line
@@ -83,10 +83,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
                 state = "value"
                 value.append(c)
         elif state == "value":
-            if c in _NEWLINE:
-                push()
-                state = "pre_key"
-            elif c == "\\":
+            if c == "\\":
                 state, value_trail = "value_escape", None
             else:
                 value_trail = _append(value, value_trail, c)
