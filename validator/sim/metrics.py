@@ -26,6 +26,25 @@ _E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40
                 200.0, 400.0, 600.0, 1200.0, 1800.0, 2400.0)  # fmt: skip
 
 
+# Scheduler-side gauges, in SGLang's registration order (the spec ones: metrics_collector.py:511-546).
+_SCHEDULER_GAUGES = (
+    ("num_running_reqs", "The number of running requests."),
+    ("gen_throughput", "The generation throughput (token/s)."),
+    ("spec_accept_length",
+     "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward)."),
+    ("spec_accept_rate", "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch)."),
+    ("spec_cap_length",
+     "Mean DSpark confidence-scheduled verify window per verify step, incl the bonus slot (0 when no "
+     "cap is scheduled)."),
+    ("spec_block_accept_length",
+     "Mean uncapped full-block accept length per verify step (accept + cap-trimmed drafts; exact only "
+     "in DSpark cap-accept mode)."),
+    ("spec_num_steps", "Currently active speculative_num_steps."),
+    ("spec_num_draft_tokens",
+     "Currently active speculative_num_draft_tokens (decouples from steps under topk>1)."),
+)  # fmt: skip
+
+
 class SimMetrics:
     def __init__(self, model_name: str, scenario: Scenario) -> None:
         self._spec = (scenario.num_steps, scenario.num_draft_tokens) if scenario.spec else (0, 0)
@@ -35,48 +54,9 @@ class SimMetrics:
         sched = [*base, "tp_rank", "pp_rank", "moe_ep_rank"]
         self._base = {"model_name": model_name, "engine_type": "unified"}
         self._sched = {**self._base, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
-        self.num_running_reqs = Gauge(
-            "sglang:num_running_reqs", "The number of running requests.", sched, registry=r
-        )
-        self.gen_throughput = Gauge(
-            "sglang:gen_throughput", "The generation throughput (token/s).", sched, registry=r
-        )
-        # metrics_collector.py:511-546
-        self.spec_accept_length = Gauge(
-            "sglang:spec_accept_length",
-            "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward).",
-            sched,
-            registry=r,
-        )
-        self.spec_accept_rate = Gauge(
-            "sglang:spec_accept_rate",
-            "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch).",
-            sched,
-            registry=r,
-        )
-        self.spec_cap_length = Gauge(
-            "sglang:spec_cap_length",
-            "Mean DSpark confidence-scheduled verify window per verify step, incl the bonus slot (0 when no "
-            "cap is scheduled).",
-            sched,
-            registry=r,
-        )
-        self.spec_block_accept_length = Gauge(
-            "sglang:spec_block_accept_length",
-            "Mean uncapped full-block accept length per verify step (accept + cap-trimmed drafts; exact only "
-            "in DSpark cap-accept mode).",
-            sched,
-            registry=r,
-        )
-        self.spec_num_steps = Gauge(
-            "sglang:spec_num_steps", "Currently active speculative_num_steps.", sched, registry=r
-        )
-        self.spec_num_draft_tokens = Gauge(
-            "sglang:spec_num_draft_tokens",
-            "Currently active speculative_num_draft_tokens (decouples from steps under topk>1).",
-            sched,
-            registry=r,
-        )
+        self._gauges = {
+            name: Gauge(f"sglang:{name}", text, sched, registry=r) for name, text in _SCHEDULER_GAUGES
+        }
         self._accept = (0.0, 0.0)
         self.prompt_tokens = Counter(
             "sglang:prompt_tokens_total",
@@ -129,15 +109,18 @@ class SimMetrics:
         intervals (``self.stats`` persists in SGLang's reporter)."""
         if accept_len is not None and accept_rate is not None:
             self._accept = (accept_len, accept_rate)
-        s = self._sched
-        self.num_running_reqs.labels(**s).set(running)
-        self.gen_throughput.labels(**s).set(throughput)
-        self.spec_accept_length.labels(**s).set(self._accept[0])
-        self.spec_accept_rate.labels(**s).set(self._accept[1])
-        self.spec_cap_length.labels(**s).set(0)
-        self.spec_block_accept_length.labels(**s).set(0)
-        self.spec_num_steps.labels(**s).set(self._spec[0])
-        self.spec_num_draft_tokens.labels(**s).set(self._spec[1])
+        values = {
+            "num_running_reqs": running,
+            "gen_throughput": throughput,
+            "spec_accept_length": self._accept[0],
+            "spec_accept_rate": self._accept[1],
+            "spec_cap_length": 0,  # no DSpark confidence scheduling in the simulator
+            "spec_block_accept_length": 0,
+            "spec_num_steps": self._spec[0],
+            "spec_num_draft_tokens": self._spec[1],
+        }
+        for name, value in values.items():
+            self._gauges[name].labels(**self._sched).set(value)
 
     def finished(
         self,
