@@ -196,6 +196,12 @@ _DSPARK: dict[str, Any] = {
     "mem_fraction": 0.68,
 }
 
+
+def _dspark(text: str, *, pack: str = DSPARK_PACK, **settings: Any) -> Entry:
+    """A row on a DSPARK recipe: the DSPARK launch (``_DSPARK``) with the row's own settings over it."""
+    return _e(text, pack=pack, **{**_DSPARK, **settings})
+
+
 SCENARIOS: dict[str, Entry] = {
     "healthy": _e("all three optimizations, draft shares the target's LM-head module", verdict="pass"),
     "draft-head-weight-only": _e(
@@ -239,37 +245,31 @@ SCENARIOS: dict[str, Entry] = {
     ),
     "no-plugin": _e("attestation plugin not installed: no attestation file", verdict=None, plugin=False),
     # ---- the other recipes (issue 13): each shipped pack has a healthy simulator ----
-    "dspark": _e(
+    "dspark": _dspark(
         "Humming + FP8 head + DSPARK (Ling-3.0-flash-dspark, block 8), ReplaySSM ring 32: accept ~5.29",
-        pack=DSPARK_PACK,
         verdict="pass",
-        **_DSPARK,
     ),
-    "dspark-broken-drafter": _e(
+    "dspark-broken-drafter": _dspark(
         "DSPARK whose drafter proposes garbage: accept length ~1.0 (K = 8 drafts per verify)",
-        pack=DSPARK_PACK,
         fails=("spec.accept_length",),
-        **_DSPARK,
         drafter_broken=True,
     ),
-    "dspark-ring-16": _e(
+    "dspark-ring-16": _dspark(
         "DSPARK with the default --linear-replayssm-cache-len 16: the server logs SGLang's ring error after "
         "weight load and exits",
-        pack=DSPARK_PACK,
         verdict="inconclusive",
-        **{**_DSPARK, "replayssm_cache_len": 16},
+        replayssm_cache_len=16,
     ),
-    "dspark-no-replayssm": _e(
+    "dspark-no-replayssm": _dspark(
         "DSPARK without --enable-linear-replayssm-spec (and so no ring length): serves, but not the recipe",
-        pack=DSPARK_PACK,
         fails=("spec.dspark",),
-        **{**_DSPARK, "replayssm_spec": False, "replayssm_cache_len": None},
+        replayssm_spec=False,
+        replayssm_cache_len=None,
     ),
-    "cookbook": _e(
+    "cookbook": _dspark(
         "SGLang cookbook DGX Spark cell: flashinfer_mxfp4 MoE, BF16 head, DSPARK",
         pack=COOKBOOK_PACK,
         verdict="pass",
-        **_DSPARK,
         moe_backend_flag="flashinfer_mxfp4",
         fp8_env=False,
     ),
