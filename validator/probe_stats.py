@@ -65,32 +65,30 @@ def kl_bernoulli(p: float, q: float) -> float:
     return out
 
 
+def _kl_bound(mean: float, n: int, log_inv_delta: float, far: float) -> float:
+    """The q between ``mean`` and ``far`` (1.0 or 0.0) farthest from ``mean`` with
+    n * kl(mean, q) <= log(1/delta), by bisection: kl(mean, q) grows as q moves away from ``mean``, so the
+    bracket [near, far] keeps the boundary inside it (60 halvings: below float resolution)."""
+    if n <= 0:
+        return far
+    near = mean
+    for _ in range(60):
+        mid = (near + far) / 2
+        if n * kl_bernoulli(mean, mid) > log_inv_delta:
+            far = mid
+        else:
+            near = mid
+    return far
+
+
 def kl_upper(mean: float, n: int, log_inv_delta: float) -> float:
     """Largest q >= mean with n * kl(mean, q) <= log(1/delta): an upper confidence bound."""
-    if n <= 0:
-        return 1.0
-    lo, hi = mean, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if n * kl_bernoulli(mean, mid) > log_inv_delta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _kl_bound(mean, n, log_inv_delta, 1.0)
 
 
 def kl_lower(mean: float, n: int, log_inv_delta: float) -> float:
     """Smallest q <= mean with n * kl(mean, q) <= log(1/delta): a lower confidence bound."""
-    if n <= 0:
-        return 0.0
-    lo, hi = 0.0, mean
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if n * kl_bernoulli(mean, mid) > log_inv_delta:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return _kl_bound(mean, n, log_inv_delta, 0.0)
 
 
 class SequentialRule:
