@@ -148,7 +148,11 @@ def lm_head_fp8_live(facts: Facts, ctx: CheckContext) -> Outcome:
     return passed(f"the LM head in effect is {dtype}", obs.sources(), **ev)
 
 
-def _exclusive(fp32: bool, fp8: bool | None, raw: str | None, env_name: str, sources: list[str]) -> Outcome:
+def _exclusive(facts: Facts, ctx: CheckContext, fp32: bool, sources: list[str]) -> Outcome:
+    """Both modes judge the same request (the launch environment, else the attestation's or the log's) against
+    the FP32 flag in effect where the mode reads it (the launch command, the server's /server_info)."""
+    env_name = need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env")
+    fp8, raw = fp8_requested(facts, env_name)
     ev: dict[str, Any] = {"enable_fp32_lm_head": fp32, env_name: raw}
     if fp32 and fp8:
         return failed("both the FP8 LM head and --enable-fp32-lm-head are requested", sources, **ev)
@@ -163,22 +167,17 @@ def _exclusive(fp32: bool, fp8: bool | None, raw: str | None, env_name: str, sou
 
 @builtin("lm_head.exclusive", "preflight", needs=("fp8_lm_head_env",))
 def lm_head_exclusive_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
-    env_name = need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env")
-    launch = facts.launch
-    if launch is None:
+    if facts.launch is None:
         return no_launch(facts)
-    fp8, raw = fp8_requested(facts, env_name)
-    return _exclusive(launch.settings.enable_fp32_lm_head, fp8, raw, env_name, [LAUNCH])
+    return _exclusive(facts, ctx, facts.launch.settings.enable_fp32_lm_head, [LAUNCH])
 
 
 @builtin("lm_head.exclusive", "check", needs=("fp8_lm_head_env",))
 def lm_head_exclusive_live(facts: Facts, ctx: CheckContext) -> Outcome:
-    env_name = need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env")
     if facts.server is None:
         return no_server(facts)
-    fp8, raw = fp8_requested(facts, env_name)
     sources = [SERVER] + ([ATTESTATION] if facts.attestation is not None else [])
-    return _exclusive(facts.server.settings.enable_fp32_lm_head, fp8, raw, env_name, sources)
+    return _exclusive(facts, ctx, facts.server.settings.enable_fp32_lm_head, sources)
 
 
 _UNQUANTIZED = {"float32": "FP32 logits", "bfloat16": "the BF16 head"}

@@ -143,6 +143,15 @@ def log_backend(log: LogFacts) -> str | None:
     return settings.moe_runner_backend if settings is not None else None
 
 
+def _env_not_read(facts: Facts, source: str, sources: list[str]) -> Outcome:
+    """A package of the server's environment (humming-kernels, FlashInfer) that was not inspected: the
+    source's own error when it ran and failed, else why the environment itself was not found."""
+    if source in facts.errors:
+        return errored(facts.errors[source], [source])
+    note = facts.sglang.note if facts.sglang is not None else None
+    return errored(f"the server's environment was not found: {note or 'no SGLang installation'}", sources)
+
+
 @builtin(
     "moe.humming_runtime",
     "preflight",
@@ -156,12 +165,7 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
         return skipped("the launch command does not select the humming backend (see moe.backend)", [LAUNCH])
     h = facts.humming
     if h is None:
-        if HUMMING in facts.errors:
-            return errored(facts.errors[HUMMING], [HUMMING])
-        note = facts.sglang.note if facts.sglang is not None else None
-        return errored(
-            f"the server's environment was not found: {note or 'no SGLang installation'}", [SGLANG, HUMMING]
-        )
+        return _env_not_read(facts, HUMMING, [SGLANG, HUMMING])
     ev: dict[str, Any] = {
         "installed": h.installed,
         "version": h.version,
@@ -234,12 +238,7 @@ def flashinfer_kernels(facts: Facts, ctx: CheckContext) -> Outcome:
         return skipped("fused_moe_120 is the sm_12x (GB10) module; this host is not a DGX Spark", [HOST])
     fi = facts.flashinfer
     if fi is None:
-        if FLASHINFER in facts.errors:
-            return errored(facts.errors[FLASHINFER], [FLASHINFER])
-        note = facts.sglang.note if facts.sglang is not None else None
-        return errored(
-            f"the server's environment was not found: {note or 'no SGLang installation'}", [FLASHINFER]
-        )
+        return _env_not_read(facts, FLASHINFER, [FLASHINFER])
     ev: dict[str, Any] = {
         "flashinfer_python": fi.python_version,
         "flashinfer_cubin": fi.cubin_version,

@@ -40,7 +40,7 @@ from validator.facts import (
     ServerArgs,
     logged_settings,
 )
-from validator.rulepack import SpeculativeExpect
+from validator.rulepack import DSparkExpect, SpeculativeExpect
 from validator.sources.dspark_draft import ring_problems, smallest_ring, verify_width, width_conflict
 from validator.sources.plugin_env import ENV_SHARE
 
@@ -589,30 +589,45 @@ def spec_dspark(facts: Facts, ctx: CheckContext) -> Outcome:
         )
     width, how = verify_width(draft.block_size if draft is not None else None, _width_args(args))
     ev.update(verify_width=width, verify_width_from=how)
+    return _ring_verdict(
+        d,
+        args,
+        width,
+        LAUNCH,
+        [LAUNCH, DSPARK_DRAFT],
+        off="--enable-linear-replayssm-spec is off: the recipe's KDA verify runs ReplaySSM's "
+        "fold-every-commit window instead of per-draft full-state snapshots",
+        after=f" (verify width {width}: {how}); SGLang would raise this only after the weights have loaded",
+        ev=ev,
+    )
+
+
+def _ring_verdict(
+    d: DSparkExpect,
+    args: ServerArgs,
+    width: int,
+    where: str,
+    ring_sources: list[str],
+    *,
+    off: str,
+    after: str,
+    ev: dict[str, Any],
+) -> Outcome:
+    """The ReplaySSM spec-verify ring judged the same way before and after start (``where`` is the launch
+    command or the server; ``ring_sources`` adds the draft a width was read from): the spec-verify on when
+    the recipe wants it, and a ring that SGLang's two rules accept; the remedy names the smallest that
+    would."""
+    ring = args.linear_replayssm_cache_len
     if d.replayssm_spec and not args.enable_linear_replayssm_spec:
-        return failed(
-            "--enable-linear-replayssm-spec is off: the recipe's KDA verify runs ReplaySSM's "
-            "fold-every-commit window instead of per-draft full-state snapshots",
-            [LAUNCH],
-            "enable_spec_verify",
-            params={"ring": smallest_ring(width)},
-            **ev,
-        )
+        return failed(off, [where], "enable_spec_verify", params={"ring": smallest_ring(width)}, **ev)
     if not args.enable_linear_replayssm_spec:
-        return passed("ReplaySSM spec-verify is off; no ring to size", [LAUNCH], **ev)
+        return passed("ReplaySSM spec-verify is off; no ring to size", [where], **ev)
     problems = ring_problems(ring, width)
     if problems:
         return failed(
-            "; ".join(problems) + f" (verify width {width}: {how}); SGLang would raise this only after the "
-            "weights have loaded",
-            [LAUNCH, DSPARK_DRAFT],
-            "ring",
-            params={"ring": smallest_ring(width)},
-            **ev,
+            "; ".join(problems) + after, ring_sources, "ring", params={"ring": smallest_ring(width)}, **ev
         )
-    return passed(
-        f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", [LAUNCH, DSPARK_DRAFT], **ev
-    )
+    return passed(f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", ring_sources, **ev)
 
 
 @builtin(
@@ -639,21 +654,17 @@ def spec_dspark_live(facts: Facts, ctx: CheckContext) -> Outcome:
         "linear_replayssm_cache_len": ring,
         "verify_width": width,
     }
-    if d.replayssm_spec and not args.enable_linear_replayssm_spec:
-        return failed(
-            "the server runs without --enable-linear-replayssm-spec: the recipe's KDA verify uses "
-            "ReplaySSM's fold-every-commit window",
-            [SERVER],
-            "enable_spec_verify",
-            params={"ring": smallest_ring(width)},
-            **ev,
-        )
-    if not args.enable_linear_replayssm_spec:
-        return passed("ReplaySSM spec-verify is off; no ring to size", [SERVER], **ev)
-    problems = ring_problems(ring, width)
-    if problems:
-        return failed("; ".join(problems), [SERVER], "ring", params={"ring": smallest_ring(width)}, **ev)
-    return passed(f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", [SERVER], **ev)
+    return _ring_verdict(
+        d,
+        args,
+        width,
+        SERVER,
+        [SERVER],
+        off="the server runs without --enable-linear-replayssm-spec: the recipe's KDA verify uses "
+        "ReplaySSM's fold-every-commit window",
+        after="",
+        ev=ev,
+    )
 
 
 def _dspark_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
