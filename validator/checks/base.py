@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from validator.facts import LAUNCH, PROBE, SERVER, SGLANG, Facts, Mode
@@ -101,7 +102,9 @@ def passed(message: str, sources: list[str], **evidence: Any) -> Outcome:
     return Outcome(Status.PASS, message, evidence, sources)
 
 
-def failed(
+def _finding(
+    status: Status,
+    /,
     message: str,
     sources: list[str],
     remedy: str | None = None,
@@ -109,18 +112,14 @@ def failed(
     params: dict[str, object] | None = None,
     **evidence: Any,
 ) -> Outcome:
-    return Outcome(Status.FAIL, message, evidence, sources, remedy, params or {})
+    """A finding the pack's remedy answers: ``remedy`` names its variant, ``params`` fill its template.
+    ``status`` is positional-only so that an evidence field of that name stays evidence."""
+    return Outcome(status, message, evidence, sources, remedy, params or {})
 
 
-def warned(
-    message: str,
-    sources: list[str],
-    remedy: str | None = None,
-    *,
-    params: dict[str, object] | None = None,
-    **evidence: Any,
-) -> Outcome:
-    return Outcome(Status.WARN, message, evidence, sources, remedy, params or {})
+# A failure and a warning are the same finding at two statuses (partial keeps the signature for mypy).
+failed = partial(_finding, Status.FAIL)
+warned = partial(_finding, Status.WARN)
 
 
 def skipped(message: str, sources: list[str] | None = None, **evidence: Any) -> Outcome:
