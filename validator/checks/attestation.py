@@ -14,23 +14,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, passed, skipped
+from validator.checks import base as check
 from validator.facts import ATTESTATION, SERVER, Facts
 
 
-@builtin("attestation.trust", "check")
-def attestation_trust(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("attestation.trust", "check")
+def attestation_trust(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     from validator.attestation_format import binding_problems  # live only: preflight never loads it
 
     trust = facts.attestation_trust
     if trust is None:
         if ATTESTATION in facts.errors:
-            return errored(f"attestation unusable: {facts.errors[ATTESTATION]}", [ATTESTATION])
+            return check.errored(f"attestation unusable: {facts.errors[ATTESTATION]}", [ATTESTATION])
         if ctx.expect.require_attestation or ctx.strict:
-            return errored(
+            return check.errored(
                 "the rule pack requires the in-process attestation: none given (--attestation)", [ATTESTATION]
             )
-        return skipped("no attestation given (--attestation): the in-process evidence was not asked for")
+        return check.skipped(
+            "no attestation given (--attestation): the in-process evidence was not asked for"
+        )
     server = facts.server
     problems = binding_problems(
         trust, server.url if server is not None else None, server.server_info if server is not None else None
@@ -53,8 +55,8 @@ def attestation_trust(facts: Facts, ctx: CheckContext) -> Outcome:
     sources = [ATTESTATION, SERVER]
     if problems:
         why = "; ".join(problems)
-        return errored(f"the attestation is not bound to this server: {why}", sources, **evidence)
-    return passed(
+        return check.errored(f"the attestation is not bound to this server: {why}", sources, **evidence)
+    return check.passed(
         f"written by PID {doc.process.pid} (running since {doc.process.start_time:.2f}, UID {proc.uid}) for "
         f"{doc.server.host}:{doc.server.port}; file and directory writable only by their owner",
         sources,

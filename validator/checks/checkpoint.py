@@ -10,20 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, need, passed
+from validator.checks import base as check
 from validator.facts import CHECKPOINT, LAUNCH, Facts
 
 
-@builtin("checkpoint.layout", "preflight", needs=("checkpoint",), remedies=("not_convert",))
-def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("checkpoint.layout", "preflight", needs=("checkpoint",), remedies=("not_convert",))
+def checkpoint_layout(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     ck = facts.checkpoint
     if ck is None:
         if CHECKPOINT in facts.errors:
-            return errored(facts.errors[CHECKPOINT], [CHECKPOINT])
+            return check.errored(facts.errors[CHECKPOINT], [CHECKPOINT])
         path = facts.launch.settings.model_path if facts.launch is not None else None
         where = f"--model-path {path} is not a local checkpoint here" if path else "no --model-path"
-        return errored(f"the checkpoint was not read: {where} and no --model-dir was given", [CHECKPOINT])
-    want = need(ctx.expect.checkpoint, "checkpoint")
+        return check.errored(
+            f"the checkpoint was not read: {where} and no --model-dir was given", [CHECKPOINT]
+        )
+    want = check.need(ctx.expect.checkpoint, "checkpoint")
     head = ck.tensors.get("lm_head.weight")
     ev: dict[str, Any] = {
         "model_dir": str(ck.model_dir),
@@ -60,13 +62,13 @@ def checkpoint_layout(facts: Facts, ctx: CheckContext) -> Outcome:
     if want.routed_experts == "mxfp4" and ck.routed_experts_mxfp4 is not True:
         problems.append("routed experts are not declared MXFP4 in quantization_config")
     if problems:
-        return failed(
+        return check.failed(
             "checkpoint does not match the recipe: " + "; ".join(problems), [CHECKPOINT], remedy, **ev
         )
     src = [CHECKPOINT]
     if facts.launch is not None:
         src.append(LAUNCH)
-    return passed(
+    return check.passed(
         f"{want.architecture} checkpoint: {want.lm_head_dtype} lm_head {list(want.lm_head_shape)} "
         "kept unquantized, "
         f"{ck.num_nextn_predict_layers} NEXTN layer(s), {want.routed_experts.upper()} routed experts",

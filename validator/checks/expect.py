@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from validator.checks.base import Outcome, no_server
+from validator.checks import base as check
 from validator.facts import SERVER, Facts
 from validator.report import Status
 from validator.rulepack import CheckSpec, render_template
@@ -41,7 +41,9 @@ def _compare(actual: object, op: str, value: object) -> bool:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
-def evaluate_expect(facts: Facts, spec: CheckSpec, value: object, fields: Mapping[str, object]) -> Outcome:
+def evaluate_expect(
+    facts: Facts, spec: CheckSpec, value: object, fields: Mapping[str, object]
+) -> check.Outcome:
     """``value``: what the fact is compared with (the pack resolved ``value_from``); ``fields``: the pack's
     template fields."""
     assert spec.expect is not None
@@ -54,21 +56,21 @@ def evaluate_expect(facts: Facts, spec: CheckSpec, value: object, fields: Mappin
     values = {**fields, "actual": actual, "expected": value, "fact": exp.fact}
     if actual is None and exp.op not in ("absent", "exists"):
         if source == SERVER and facts.server is None:
-            return no_server(facts)  # server.ready says why, once
+            return check.no_server(facts)  # server.ready says why, once
         if source in facts.errors:
-            return Outcome(Status.ERROR, f"{exp.fact}: {facts.errors[source]}", sources=[source])
+            return check.Outcome(Status.ERROR, f"{exp.fact}: {facts.errors[source]}", sources=[source])
         status = {"skip": Status.SKIP, "error": Status.ERROR, "fail": Status.FAIL, "pass": Status.PASS}
         msg = (
             render_template(spec.pass_message, values)
             if exp.when_missing == "pass" and spec.pass_message
             else f"{exp.fact} is not known here"
         )
-        return Outcome(status[exp.when_missing], msg, sources=[source])
+        return check.Outcome(status[exp.when_missing], msg, sources=[source])
     evidence = {exp.fact: actual, "expected": f"{exp.op} {value!r}" if value is not None else exp.op}
     try:
         ok = _compare(actual, exp.op, value)
     except (TypeError, ValueError, re.error) as exc:
-        return Outcome(
+        return check.Outcome(
             Status.ERROR,
             f"cannot compare {exp.fact}={actual!r} {exp.op} {value!r}: {exc}",
             evidence,
@@ -76,8 +78,10 @@ def evaluate_expect(facts: Facts, spec: CheckSpec, value: object, fields: Mappin
         )
     if ok:
         if spec.pass_message:
-            return Outcome(Status.PASS, render_template(spec.pass_message, values), evidence, [source])
-        return Outcome(Status.PASS, f"{exp.fact} = {actual!r} ({exp.op} {value!r})", evidence, [source])
+            return check.Outcome(Status.PASS, render_template(spec.pass_message, values), evidence, [source])
+        return check.Outcome(Status.PASS, f"{exp.fact} = {actual!r} ({exp.op} {value!r})", evidence, [source])
     if spec.fail_message:
-        return Outcome(Status.FAIL, render_template(spec.fail_message, values), evidence, [source])
-    return Outcome(Status.FAIL, f"{exp.fact} = {actual!r}, expected {exp.op} {value!r}", evidence, [source])
+        return check.Outcome(Status.FAIL, render_template(spec.fail_message, values), evidence, [source])
+    return check.Outcome(
+        Status.FAIL, f"{exp.fact} = {actual!r}, expected {exp.op} {value!r}", evidence, [source]
+    )

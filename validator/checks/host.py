@@ -8,17 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import (
-    CheckContext,
-    Outcome,
-    builtin,
-    errored,
-    failed,
-    need,
-    passed,
-    skipped,
-    warned,
-)
+from validator.checks import base as check
 from validator.facts import DEPLOY, HOST, LAUNCH, Facts
 
 _GIB = 1024**3
@@ -28,20 +18,20 @@ def _gib(n: float | None) -> float | None:
     return None if n is None else round(n / _GIB, 1)
 
 
-@builtin("host.memory_available", "preflight", needs=("startup",), params=("need_gib",))
-def memory_available(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("host.memory_available", "preflight", needs=("startup",), params=("need_gib",))
+def memory_available(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """Loading ~60 GB of weights while another server still holds memory ends in a driver lock-up on GB10,
     not an OOM. The need is the larger of the pack's floor and the static pool SGLang will claim
     (--mem-fraction-static x MemTotal; SGLang's own default fraction when the flag is absent is not
     known before resolution, so only an explicit fraction counts)."""
-    floor_gib = need(ctx.expect.startup, "startup").min_mem_available_gib
+    floor_gib = check.need(ctx.expect.startup, "startup").min_mem_available_gib
     h = facts.host
     if h is None:
-        return errored("the host was not inspected", [HOST])
+        return check.errored("the host was not inspected", [HOST])
     if h.is_dgx_spark is False:
-        return skipped("not a DGX Spark: the memory figure is GB10's unified memory", [HOST])
+        return check.skipped("not a DGX Spark: the memory figure is GB10's unified memory", [HOST])
     if h.mem_available_bytes is None:
-        return errored("MemAvailable could not be read from /proc/meminfo", [HOST])
+        return check.errored("MemAvailable could not be read from /proc/meminfo", [HOST])
     ev: dict[str, Any] = {
         "mem_available_gib": _gib(h.mem_available_bytes),
         "mem_total_gib": _gib(h.mem_total_bytes),
@@ -58,33 +48,37 @@ def memory_available(facts: Facts, ctx: CheckContext) -> Outcome:
     ev["need_gib"] = need_gib
     have = h.mem_available_bytes / _GIB
     if have < need_gib:
-        return failed(
+        return check.failed(
             f"MemAvailable is {have:.1f} GiB, below the {need_gib:g} GiB this start needs: another process "
             "(a second model server?) holds the unified memory, and loading now can wedge the driver",
             sources,
             params={"need_gib": need_gib},
             **ev,
         )
-    return passed(f"MemAvailable {have:.1f} GiB covers the {need_gib:g} GiB this start needs", sources, **ev)
+    return check.passed(
+        f"MemAvailable {have:.1f} GiB covers the {need_gib:g} GiB this start needs", sources, **ev
+    )
 
 
-@builtin("host.start_budget", "preflight", needs=("startup",), params=("cold_start_s", "budget_s"))
-def start_budget(facts: Facts, ctx: CheckContext) -> Outcome:
-    cold = need(ctx.expect.startup, "startup").cold_start_s
+@check.builtin("host.start_budget", "preflight", needs=("startup",), params=("cold_start_s", "budget_s"))
+def start_budget(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    cold = check.need(ctx.expect.startup, "startup").cold_start_s
     b = facts.start_budget
     if b is None:
-        return skipped("no supervisor configuration given (--unit)", [DEPLOY])
+        return check.skipped("no supervisor configuration given (--unit)", [DEPLOY])
     ev: dict[str, Any] = {"budget_s": b.budget_s, "load_timed": b.counts_load, "cold_start_s": cold}
     if not b.counts_load:
-        return passed(f"{b.detail}: the start job ends at exec, the model load is not timed", [DEPLOY], **ev)
+        return check.passed(
+            f"{b.detail}: the start job ends at exec, the model load is not timed", [DEPLOY], **ev
+        )
     if b.budget_s is None:
-        return passed(f"{b.detail}: no start timeout", [DEPLOY], **ev)
+        return check.passed(f"{b.detail}: no start timeout", [DEPLOY], **ev)
     if b.budget_s < cold:
-        return warned(
+        return check.warned(
             f"{b.detail}: {b.budget_s:g} s is shorter than a cold start ({cold:g} s): the supervisor "
             "would kill a healthy server while it loads",
             [DEPLOY],
             params={"cold_start_s": cold, "budget_s": b.budget_s},
             **ev,
         )
-    return passed(f"{b.detail} covers a cold start ({cold:g} s)", [DEPLOY], **ev)
+    return check.passed(f"{b.detail} covers a cold start ({cold:g} s)", [DEPLOY], **ev)

@@ -13,31 +13,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, no_launch, passed
+from validator.checks import base as check
 from validator.facts import LAUNCH, SGLANG, Facts
 
 
-def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> Outcome:
+def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> check.Outcome:
     """``remedy``: the pack's variant, shown when this is a failure."""
     program = facts.program
     if program is not None and program.on_server_host:
-        return failed(message, [LAUNCH], remedy, **evidence)
-    return errored(
+        return check.failed(message, [LAUNCH], remedy, **evidence)
+    return check.errored(
         f"{message}; run preflight where the server runs (or give --unit) to prove the program",
         [LAUNCH],
         **evidence,
     )
 
 
-@builtin(
+@check.builtin(
     "launch.program",
     "preflight",
     remedies=("interpreter", "environment", "install_sglang", "inspected"),
 )
-def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
+def launch_program(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     program = facts.program
     if facts.launch is None or program is None:
-        return no_launch(facts)
+        return check.no_launch(facts)
     ev: dict[str, Any] = {
         "program": program.written,
         "path": str(program.path) if program.path else None,
@@ -47,7 +47,7 @@ def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
         "sglang_root": str(program.sglang_root) if program.sglang_root else None,
     }
     if program.written is None:
-        return errored(
+        return check.errored(
             f"{program.problem}: give the full command (python -m sglang.launch_server ...) or --unit",
             [LAUNCH],
             **ev,
@@ -90,4 +90,6 @@ def launch_program(facts: Facts, ctx: CheckContext) -> Outcome:
             **ev,
         )
     version = f" {sg.version}" if sg is not None and sg.version else ""
-    return passed(f"{runs}{where} imports sglang{version} from {program.sglang_root}", [LAUNCH, SGLANG], **ev)
+    return check.passed(
+        f"{runs}{where} imports sglang{version} from {program.sglang_root}", [LAUNCH, SGLANG], **ev
+    )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from validator.checks.base import CheckContext, Outcome, builtin, errored, failed, passed, skipped
+from validator.checks import base as check
 from validator.facts import LOG, PROBE, SERVER, Facts, logged_settings
 
 if TYPE_CHECKING:
@@ -37,13 +37,13 @@ def log_shows_broken_draft(log: LogFacts) -> int | None:
     return len(samples) if max(s.accept_len for s in samples) <= _NOTHING_ACCEPTED else None
 
 
-@builtin("server.log", "check")
-def server_log(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("server.log", "check")
+def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if LOG in facts.errors:
-        return errored(facts.errors[LOG], [LOG])
+        return check.errored(facts.errors[LOG], [LOG])
     log = facts.log
     if log is None:
-        return skipped("no --log given", [LOG])
+        return check.skipped("no --log given", [LOG])
     ev: dict[str, Any] = {
         "source": log.path,
         "start_at": log.run_start_line,
@@ -68,7 +68,7 @@ def server_log(facts: Facts, ctx: CheckContext) -> Outcome:
             if k in log.server_args and k in raw and getattr(logged, k) != getattr(info, k)
         ]
         if differ:
-            return errored(
+            return check.errored(
                 f"{log.path}: the last start in the log is not this server's ({'; '.join(differ)})",
                 [LOG, SERVER],
                 **ev,
@@ -76,11 +76,11 @@ def server_log(facts: Facts, ctx: CheckContext) -> Outcome:
     broken = log_shows_broken_draft(log)
     probe = facts.probe
     if broken is not None and probe is not None and (probe.accept_length or 0.0) > _NOTHING_ACCEPTED:
-        return failed(
+        return check.failed(
             f"the log shows accept len 1.00 in all of its last {broken} decode intervals, but the probe "
             f"measured {probe.accept_length:.2f}: real traffic accepts no draft token",
             [LOG, PROBE],
             **ev,
         )
     where = "" if log.run_start_line is None else f" (read from offset {log.run_start_line})"
-    return passed(f"{log.path} holds the running server's start{where}", [LOG], **ev)
+    return check.passed(f"{log.path} holds the running server's start{where}", [LOG], **ev)

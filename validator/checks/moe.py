@@ -9,20 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from validator.checks.base import (
-    CheckContext,
-    Outcome,
-    builtin,
-    errored,
-    failed,
-    need,
-    no_launch,
-    no_server,
-    passed,
-    sglang_note,
-    skipped,
-    warned,
-)
+from validator.checks import base as check
 from validator.checks.sources_agree import Observations
 
 if TYPE_CHECKING:
@@ -43,12 +30,14 @@ from validator.facts import (
 _AUTO = "auto"
 
 
-@builtin("moe.backend", "preflight", needs=("moe_runner_backend",), remedies=("explicit", "missing_backend"))
-def moe_backend_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
-    want = need(ctx.expect.moe_runner_backend, "moe_runner_backend")
+@check.builtin(
+    "moe.backend", "preflight", needs=("moe_runner_backend",), remedies=("explicit", "missing_backend")
+)
+def moe_backend_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    want = check.need(ctx.expect.moe_runner_backend, "moe_runner_backend")
     launch = facts.launch
     if launch is None:
-        return no_launch(facts)
+        return check.no_launch(facts)
     backend = launch.settings.moe_runner_backend
     draft = launch.settings.speculative_moe_runner_backend
     sources = [LAUNCH]
@@ -56,7 +45,7 @@ def moe_backend_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
     if facts.sglang is not None and facts.sglang.moe_runner_backends is not None:
         sources.append(SGLANG)
         if want not in facts.sglang.moe_runner_backends:
-            return failed(
+            return check.failed(
                 f"the installed SGLang ({facts.sglang.version}) has no '{want}' MoE runner backend",
                 sources,
                 "missing_backend",
@@ -67,26 +56,26 @@ def moe_backend_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         picks = ctx.expect.moe_auto_backend
         if picks == want and draft in (None, want, _AUTO):
             # _bailing_moe_v3_overrides resolves 'auto' to the recipe's own backend for this checkpoint
-            return passed(
+            return check.passed(
                 f"MoE runner backend 'auto' resolves to {want} for this checkpoint", sources, **evidence
             )
         said = f": SGLang silently picks {picks} for this checkpoint," if picks else ","
-        return failed(f"MoE runner backend is 'auto'{said} not {want}", sources, "explicit", **evidence)
+        return check.failed(f"MoE runner backend is 'auto'{said} not {want}", sources, "explicit", **evidence)
     if backend != want:
-        return failed(f"MoE runner backend is {backend}, not {want}", sources, "explicit", **evidence)
+        return check.failed(f"MoE runner backend is {backend}, not {want}", sources, "explicit", **evidence)
     if draft not in (None, want):
-        return failed(
+        return check.failed(
             f"the draft model's MoE backend is overridden to {draft} (--speculative-moe-runner-backend)",
             sources,
             "explicit",
             **evidence,
         )
-    return passed(f"MoE runner backend is {want} (target and draft)", sources, **evidence)
+    return check.passed(f"MoE runner backend is {want} (target and draft)", sources, **evidence)
 
 
-@builtin("moe.backend", "check", needs=("moe_runner_backend",), remedies=("explicit",))
-def moe_backend_live(facts: Facts, ctx: CheckContext) -> Outcome:
-    want = need(ctx.expect.moe_runner_backend, "moe_runner_backend")
+@check.builtin("moe.backend", "check", needs=("moe_runner_backend",), remedies=("explicit",))
+def moe_backend_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    want = check.need(ctx.expect.moe_runner_backend, "moe_runner_backend")
     obs = Observations("MoE runner backend")
     if facts.server is not None:
         info = facts.server.settings
@@ -105,19 +94,19 @@ def moe_backend_live(facts: Facts, ctx: CheckContext) -> Outcome:
         obs.add(LOG, "target", log_backend(facts.log))
     if obs.empty():
         if facts.server is None:
-            return no_server(facts)
+            return check.no_server(facts)
         err = facts.errors.get(ATTESTATION)
-        return errored(err or "no evidence of the MoE backend (server, attestation or log)", [SERVER])
+        return check.errored(err or "no evidence of the MoE backend (server, attestation or log)", [SERVER])
     disagreement = obs.disagreement()
     if disagreement:
-        return failed(disagreement, obs.sources(), "explicit", **obs.evidence())
+        return check.failed(disagreement, obs.sources(), "explicit", **obs.evidence())
     values = obs.values()
     if values != {want}:
         bad = ", ".join(sorted(str(v) for v in values if v != want))
-        return failed(
+        return check.failed(
             f"MoE runner backend in effect is {bad}, not {want}", obs.sources(), "explicit", **obs.evidence()
         )
-    return passed(f"MoE runner backend in effect is {want}", obs.sources(), **obs.evidence())
+    return check.passed(f"MoE runner backend in effect is {want}", obs.sources(), **obs.evidence())
 
 
 def log_backend(log: LogFacts) -> str | None:
@@ -143,26 +132,30 @@ def log_backend(log: LogFacts) -> str | None:
     return settings.moe_runner_backend if settings is not None else None
 
 
-def _env_not_read(facts: Facts, source: str, sources: list[str]) -> Outcome:
+def _env_not_read(facts: Facts, source: str, sources: list[str]) -> check.Outcome:
     """A package of the server's environment (humming-kernels, FlashInfer) that was not inspected: the
     source's own error when it ran and failed, else why the environment itself was not found."""
     if source in facts.errors:
-        return errored(facts.errors[source], [source])
+        return check.errored(facts.errors[source], [source])
     note = facts.sglang.note if facts.sglang is not None else None
-    return errored(f"the server's environment was not found: {note or 'no SGLang installation'}", sources)
+    return check.errored(
+        f"the server's environment was not found: {note or 'no SGLang installation'}", sources
+    )
 
 
-@builtin(
+@check.builtin(
     "moe.humming_runtime",
     "preflight",
     needs=("moe_runner_backend",),
     remedies=("not_installed", "cache_dir", "tmp_dir", "cold_cache"),
     params=("cache_dir", "tmp_dir"),
 )
-def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
+def humming_runtime(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     launch = facts.launch
     if launch is not None and launch.settings.moe_runner_backend != ctx.expect.moe_runner_backend:
-        return skipped("the launch command does not select the humming backend (see moe.backend)", [LAUNCH])
+        return check.skipped(
+            "the launch command does not select the humming backend (see moe.backend)", [LAUNCH]
+        )
     h = facts.humming
     if h is None:
         return _env_not_read(facts, HUMMING, [SGLANG, HUMMING])
@@ -179,7 +172,7 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
         ev["service_user"] = h.service_user
     params: dict[str, object] = {"cache_dir": h.cache_dir, "tmp_dir": h.tmp_dir}
     if not h.installed:
-        return failed(
+        return check.failed(
             "humming-kernels is not installed in the server's environment: the humming backend cannot load",
             [HUMMING],
             "not_installed",
@@ -187,7 +180,7 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
         )
     who = f" by {h.service_user}" if h.service_user else ""
     if not h.cache_writable:
-        return failed(
+        return check.failed(
             f"Humming's kernel cache {h.cache_dir} is not writable{who}",
             [HUMMING],
             "cache_dir",
@@ -195,7 +188,7 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
             **ev,
         )
     if not h.tmp_writable:
-        return failed(
+        return check.failed(
             f"Humming's tmp directory {h.tmp_dir} is not writable{who}",
             [HUMMING],
             "tmp_dir",
@@ -203,39 +196,43 @@ def humming_runtime(facts: Facts, ctx: CheckContext) -> Outcome:
             **ev,
         )
     if h.cached_kernels == 0:
-        return warned(
+        return check.warned(
             f"Humming's kernel cache {h.cache_dir} is empty: the first requests will JIT-compile kernels",
             [HUMMING],
             "cold_cache",
             **ev,
         )
-    return passed(f"humming-kernels {h.version} ready, {h.cached_kernels} cached kernels", [HUMMING], **ev)
+    return check.passed(
+        f"humming-kernels {h.version} ready, {h.cached_kernels} cached kernels", [HUMMING], **ev
+    )
 
 
 _FLASHINFER_BACKENDS = ("flashinfer_mxfp4", "auto")
 
 
-@builtin(
+@check.builtin(
     "moe.flashinfer_kernels",
     "preflight",
     needs=("moe_runner_backend",),
     remedies=("install", "versions", "precompile", "copy"),
     params=("cache_dir", "version", "found"),
 )
-def flashinfer_kernels(facts: Facts, ctx: CheckContext) -> Outcome:
+def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """The CUTLASS MoE kernels of the flashinfer_mxfp4 path, precompiled for the installed FlashInfer where
     the server will look (sources/flashinfer.py); JIT-compiling them (97 targets) while weights load has
     OOM-killed and hard-locked GB10 hosts. flashinfer-cubin must carry flashinfer-python's version."""
     launch = facts.launch
     if launch is None:
-        return no_launch(facts)
+        return check.no_launch(facts)
     backend = launch.settings.moe_runner_backend
     if backend not in _FLASHINFER_BACKENDS:
-        return skipped(
+        return check.skipped(
             f"the launch command selects {backend}, not flashinfer_mxfp4 (see moe.backend)", [LAUNCH]
         )
     if facts.host is not None and facts.host.is_dgx_spark is False:
-        return skipped("fused_moe_120 is the sm_12x (GB10) module; this host is not a DGX Spark", [HOST])
+        return check.skipped(
+            "fused_moe_120 is the sm_12x (GB10) module; this host is not a DGX Spark", [HOST]
+        )
     fi = facts.flashinfer
     if fi is None:
         return _env_not_read(facts, FLASHINFER, [FLASHINFER])
@@ -250,7 +247,7 @@ def flashinfer_kernels(facts: Facts, ctx: CheckContext) -> Outcome:
         "version_check_disabled": fi.version_check_disabled,
     }
     if fi.python_version is None:
-        return failed(
+        return check.failed(
             f"flashinfer-python is not installed in the server's environment: {fi.note}",
             [FLASHINFER],
             "install",
@@ -263,7 +260,7 @@ def flashinfer_kernels(facts: Facts, ctx: CheckContext) -> Outcome:
             if fi.version_check_disabled
             else ""
         )
-        return failed(
+        return check.failed(
             f"flashinfer-cubin {fi.cubin_version} does not match flashinfer-python {version}: start-up "
             f"aborts in flashinfer/jit/env.py{hidden}",
             [FLASHINFER],
@@ -274,7 +271,7 @@ def flashinfer_kernels(facts: Facts, ctx: CheckContext) -> Outcome:
     if not fi.kernels:
         found = ", ".join(str(p) for p in fi.elsewhere[:3])
         where = f"; built at {found}, where this server does not look" if found else ""
-        return failed(
+        return check.failed(
             f"fused_moe_120 is not precompiled for FlashInfer {version} in {fi.cache_dir} "
             f"({fi.cache_dir_rule}){where}: the server would JIT-compile 97 CUTLASS targets while the "
             "weights load",
@@ -283,36 +280,44 @@ def flashinfer_kernels(facts: Facts, ctx: CheckContext) -> Outcome:
             params={"cache_dir": str(fi.cache_dir), "version": version, "found": found},
             **ev,
         )
-    return passed(f"fused_moe_120 precompiled for FlashInfer {version}: {fi.kernels[0]}", [FLASHINFER], **ev)
+    return check.passed(
+        f"fused_moe_120 precompiled for FlashInfer {version}: {fi.kernels[0]}", [FLASHINFER], **ev
+    )
 
 
-@builtin("moe.humming_gb10", "preflight", needs=("moe_runner_backend",))
-def humming_gb10(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("moe.humming_gb10", "preflight", needs=("moe_runner_backend",))
+def humming_gb10(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """humming-kernels releases that query NVML's memory clock unguarded crash the engine at start on GB10,
     which has none (inclusionAI/humming#48); read from the installed code (sources/humming.py)."""
     launch = facts.launch
     if launch is not None and launch.settings.moe_runner_backend != ctx.expect.moe_runner_backend:
-        return skipped("the launch command does not select the humming backend (see moe.backend)", [LAUNCH])
+        return check.skipped(
+            "the launch command does not select the humming backend (see moe.backend)", [LAUNCH]
+        )
     if facts.host is not None and facts.host.is_dgx_spark is False:
-        return skipped("NVML reports a memory clock off GB10; this host is not a DGX Spark", [HOST])
+        return check.skipped("NVML reports a memory clock off GB10; this host is not a DGX Spark", [HOST])
     h = facts.humming
     if h is None:  # could not be gathered (contract v2: error, not skip)
-        why = facts.errors.get(HUMMING) or sglang_note(facts)
-        return errored(f"humming-kernels is not inspected here ({why}; see moe.humming_runtime)", [HUMMING])
+        why = facts.errors.get(HUMMING) or check.sglang_note(facts)
+        return check.errored(
+            f"humming-kernels is not inspected here ({why}; see moe.humming_runtime)", [HUMMING]
+        )
     if not h.installed:  # nothing installed that could crash: moe.humming_runtime fails it
-        return skipped(f"humming-kernels is not installed ({h.note}; see moe.humming_runtime)", [HUMMING])
+        return check.skipped(
+            f"humming-kernels is not installed ({h.note}; see moe.humming_runtime)", [HUMMING]
+        )
     ev: dict[str, Any] = {"version": h.version, "gb10_bandwidth_safe": h.gb10_bandwidth_safe}
     if h.gb10_bandwidth_safe is None:
-        return errored(
+        return check.errored(
             f"humming-kernels {h.version}: humming/utils/device.py has no readable calculate_gpu_bandwidth",
             [HUMMING],
             **ev,
         )
     if not h.gb10_bandwidth_safe:
-        return failed(
+        return check.failed(
             f"humming-kernels {h.version} queries NVML_CLOCK_MEM without a fallback: on GB10 NVML raises "
             "NotSupported and the engine dies at start (inclusionAI/humming#48)",
             [HUMMING],
             **ev,
         )
-    return passed(f"humming-kernels {h.version} handles GB10's missing memory clock", [HUMMING], **ev)
+    return check.passed(f"humming-kernels {h.version} handles GB10's missing memory clock", [HUMMING], **ev)

@@ -10,62 +10,52 @@ from __future__ import annotations
 
 from typing import Any
 
-from validator.checks.base import (
-    CheckContext,
-    Outcome,
-    builtin,
-    errored,
-    failed,
-    need,
-    no_probe,
-    passed,
-    warned,
-)
+from validator.checks import base as check
 from validator.facts import PROBE, SERVER, Facts
 
 
-@builtin("server.ready", "check")
-def server_ready(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("server.ready", "check")
+def server_ready(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     s = facts.server
     if s is None:
-        return errored(facts.errors.get(SERVER, "the server could not be reached"), [SERVER])
+        return check.errored(facts.errors.get(SERVER, "the server could not be reached"), [SERVER])
     ev: dict[str, Any] = {
         "url": s.url,
         "version": s.settings.version,
         "server_info_endpoint": s.server_info_endpoint,
     }
     if not s.healthy:
-        return failed("the server does not answer /health with 200", [SERVER], **ev)
-    return passed(f"server ready (SGLang {ev['version']})", [SERVER], **ev)
+        return check.failed("the server does not answer /health with 200", [SERVER], **ev)
+    return check.passed(f"server ready (SGLang {ev['version']})", [SERVER], **ev)
 
 
-@builtin("probe.output", "check", needs=("probe",))
-def probe_output(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("probe.output", "check", needs=("probe",))
+def probe_output(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     probe = facts.probe
     if probe is None:
-        return no_probe(facts)
+        return check.no_probe(facts)
     if probe.problems:
-        return failed(
+        return check.failed(
             "the server returns degenerate output: " + "; ".join(probe.problems),
             [PROBE],
             problems=probe.problems,
             requests=probe.requests,
         )
-    return passed(f"{probe.requests} probe replies look like text", [PROBE], requests=probe.requests)
+    return check.passed(f"{probe.requests} probe replies look like text", [PROBE], requests=probe.requests)
 
 
-def step_floor_ms(facts: Facts, ctx: CheckContext) -> tuple[float, float]:
+def step_floor_ms(facts: Facts, ctx: check.CheckContext) -> tuple[float, float]:
     """(bytes one decode step must read, the least time that takes at the pack's bandwidth in ms): the
     active weights plus the whole LM head, at batch 1 a memory-bandwidth-bound read. The head counts as
     FP8 unless the evidence says it is not, so that "faster than the hardware" is never claimed for a
     head that may be the smaller one."""
-    mb = need(ctx.expect.model_bytes, "model_bytes")
-    host = need(ctx.expect.host, "host")
+    mb = check.need(ctx.expect.model_bytes, "model_bytes")
+    host = check.need(ctx.expect.host, "host")
     step_bytes = mb.active_params * mb.bytes_per_active_param + mb.lm_head_params * _head_bytes(facts, ctx)
     return step_bytes, step_bytes / (host.memory_bandwidth_gbps * 1e9) * 1e3
 
 
-def _head_bytes(facts: Facts, ctx: CheckContext) -> float:
+def _head_bytes(facts: Facts, ctx: check.CheckContext) -> float:
     att = facts.attestation
     if att is not None and att.target is not None and att.target.lm_head is not None:
         return 1.0 if att.target.lm_head.weight_dtype == ctx.expect.lm_head_dtype else 2.0
@@ -74,19 +64,23 @@ def _head_bytes(facts: Facts, ctx: CheckContext) -> float:
     return 1.0
 
 
-@builtin("perf.tpot", "check", needs=("model_bytes", "host", "lm_head_dtype", "probe"), remedies=("timing",))
-def perf_tpot(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin(
+    "perf.tpot", "check", needs=("model_bytes", "host", "lm_head_dtype", "probe"), remedies=("timing",)
+)
+def perf_tpot(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """The time per verify round (TPOT x tokens per round) against a floor that does not move with the
     acceptance length: the pack's verify cost in decode steps, each step the bytes it must read at the
     pack's bandwidth. The old floor was divided by the acceptance length, so a broken draft (1.00) got a
     floor four times higher, and a TPOT below the floor passed."""
     probe = facts.probe
     if probe is None:
-        return no_probe(facts)
+        return check.no_probe(facts)
     if probe.tpot_ms is None:
-        return errored("the server reports no timings (meta_info e2e_latency / first_token_latency)", [PROBE])
-    mb = need(ctx.expect.model_bytes, "model_bytes")
-    bandwidth = need(ctx.expect.host, "host").memory_bandwidth_gbps
+        return check.errored(
+            "the server reports no timings (meta_info e2e_latency / first_token_latency)", [PROBE]
+        )
+    mb = check.need(ctx.expect.model_bytes, "model_bytes")
+    bandwidth = check.need(ctx.expect.host, "host").memory_bandwidth_gbps
     step_bytes, step_ms = step_floor_ms(facts, ctx)
     speculative = probe.verify_ct > 0 and probe.accept_length is not None
     per_round = probe.accept_length if speculative and probe.accept_length else 1.0
@@ -109,7 +103,7 @@ def perf_tpot(facts: Facts, ctx: CheckContext) -> Outcome:
         "bandwidth_gbps": bandwidth,
     }
     if round_ms < step_ms:
-        return failed(
+        return check.failed(
             f"{measured} is faster than the hardware can go: one step reads {step_bytes / 1e9:.2f} GB, at "
             f"least {step_ms:.1f} ms at {bandwidth:g} GB/s; the timing is wrong (the server's reported "
             "latencies, or a clock), so no speed claim can rest on it",
@@ -118,5 +112,7 @@ def perf_tpot(facts: Facts, ctx: CheckContext) -> Outcome:
             **ev,
         )
     if round_ms > floor_ms * mb.tpot_slack:
-        return warned(f"{measured} is over {mb.tpot_slack:g}x the floor of {floor_ms:.1f} ms", [PROBE], **ev)
-    return passed(f"{measured} within {mb.tpot_slack:g}x of the floor {floor_ms:.1f} ms", [PROBE], **ev)
+        return check.warned(
+            f"{measured} is over {mb.tpot_slack:g}x the floor of {floor_ms:.1f} ms", [PROBE], **ev
+        )
+    return check.passed(f"{measured} within {mb.tpot_slack:g}x of the floor {floor_ms:.1f} ms", [PROBE], **ev)

@@ -10,21 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from validator.checks.base import (
-    CheckContext,
-    Outcome,
-    builtin,
-    errored,
-    failed,
-    need,
-    no_launch,
-    no_probe,
-    no_server,
-    passed,
-    sglang_note,
-    skipped,
-    warned,
-)
+from validator.checks import base as check
 from validator.checks.lm_head import fp8_requested
 from validator.checks.log import log_shows_broken_draft
 from validator.facts import (
@@ -53,7 +39,7 @@ _CONFIG_NEEDS = ("speculative", "checkpoint")
 
 def _judge_config(
     facts: Facts,
-    ctx: CheckContext,
+    ctx: check.CheckContext,
     args: ServerArgs,
     sources: list[str],
     algo_ok: bool,
@@ -61,9 +47,9 @@ def _judge_config(
     *,
     live: bool,
     alias: bool = False,
-) -> Outcome:
-    s = need(ctx.expect.speculative, "speculative")
-    arch = need(ctx.expect.checkpoint, "checkpoint").architecture
+) -> check.Outcome:
+    s = check.need(ctx.expect.speculative, "speculative")
+    arch = check.need(ctx.expect.checkpoint, "checkpoint").architecture
     algo = args.speculative_algorithm
     steps = args.speculative_num_steps
     topk = args.speculative_eagle_topk
@@ -77,7 +63,7 @@ def _judge_config(
         "speculative_draft_model_path": draft_path,
     }
     if algo is None:
-        return failed("speculative decoding is off (no --speculative-algorithm)", sources, **ev)
+        return check.failed("speculative decoding is off (no --speculative-algorithm)", sources, **ev)
     problems: list[str] = []
     if live and facts.log is not None:
         problems += _log_disagrees(facts, args, ctx, ev)
@@ -102,10 +88,12 @@ def _judge_config(
     if s.require_draft_model_path and not draft_path:
         problems.append(f"no draft model path: SGLang does not default it for {arch}")
     if problems:
-        return failed("speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev)
+        return check.failed(
+            "speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev
+        )
     model_path = args.model_path
     if not dspark and draft_path and model_path and draft_path.rstrip("/") != model_path.rstrip("/"):
-        return warned(
+        return check.warned(
             f"draft model path {draft_path} differs from the model path {model_path}; "
             f"the {s.algorithm} layer ships in the model's own checkpoint",
             sources,
@@ -117,14 +105,14 @@ def _judge_config(
         if alias
         else f"{s.algorithm} speculation"
     )
-    return passed(f"{how}, {steps} steps, topk {topk}, {tokens} draft tokens", sources, **ev)
+    return check.passed(f"{how}, {steps} steps, topk {topk}, {tokens} draft tokens", sources, **ev)
 
 
-@builtin("spec.config", "preflight", needs=_CONFIG_NEEDS)
-def spec_config_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
-    s = need(ctx.expect.speculative, "speculative")
+@check.builtin("spec.config", "preflight", needs=_CONFIG_NEEDS)
+def spec_config_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    s = check.need(ctx.expect.speculative, "speculative")
     if facts.launch is None:
-        return no_launch(facts)
+        return check.no_launch(facts)
     args = facts.launch.settings
     if s.algorithm.upper() == DSPARK:
         return _dspark_config_preflight(facts, ctx, args)
@@ -144,11 +132,11 @@ def _alias_of_recipe(args: ServerArgs, typed: str, s: SpeculativeExpect) -> bool
     return bool(draft and model and draft.rstrip("/") == model.rstrip("/"))
 
 
-@builtin("spec.config", "check", needs=_CONFIG_NEEDS)
-def spec_config_live(facts: Facts, ctx: CheckContext) -> Outcome:
-    s = need(ctx.expect.speculative, "speculative")
+@check.builtin("spec.config", "check", needs=_CONFIG_NEEDS)
+def spec_config_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    s = check.need(ctx.expect.speculative, "speculative")
     if facts.server is None:
-        return no_server(facts)
+        return check.no_server(facts)
     args = facts.server.settings
     algo = args.speculative_algorithm
     launch_cmd = (args.launch_command or "").upper()
@@ -170,7 +158,7 @@ _SPEC_KEYS = (
 )
 
 
-def _log_disagrees(facts: Facts, info: ServerArgs, ctx: CheckContext, ev: dict[str, Any]) -> list[str]:
+def _log_disagrees(facts: Facts, info: ServerArgs, ctx: check.CheckContext, ev: dict[str, Any]) -> list[str]:
     """The log's own account of the last start: its resolved ``server_args=`` must match /server_info,
     and with speculation on the draft model must have loaded."""
     log = facts.log
@@ -187,7 +175,7 @@ def _log_disagrees(facts: Facts, info: ServerArgs, ctx: CheckContext, ev: dict[s
     loaded = list(log.loaded_models)
     ev["log_loaded_models"] = loaded
     ev["log_draft_graph_captures"] = log.draft_graph_begin
-    draft = need(ctx.expect.checkpoint, "checkpoint").draft_architecture
+    draft = check.need(ctx.expect.checkpoint, "checkpoint").draft_architecture
     if info.speculative and loaded and draft not in loaded:
         problems.append(f"the log shows no {draft} (draft) weights loaded, only {', '.join(loaded)}")
     d = ctx.expect.dspark
@@ -206,24 +194,24 @@ def _log_disagrees(facts: Facts, info: ServerArgs, ctx: CheckContext, ev: dict[s
     return problems
 
 
-def _fp8(facts: Facts, ctx: CheckContext) -> bool | None:
-    fp8, _ = fp8_requested(facts, need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env"))
+def _fp8(facts: Facts, ctx: check.CheckContext) -> bool | None:
+    fp8, _ = fp8_requested(facts, check.need(ctx.expect.fp8_lm_head_env, "fp8_lm_head_env"))
     return fp8
 
 
 _SHARED_NEEDS = ("fp8_lm_head_env", "checkpoint", "speculative")
 
 
-@builtin("spec.lm_head_shared", "preflight", needs=_SHARED_NEEDS, remedies=("install_or_plugin",))
-def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
-    s: SpeculativeExpect = need(ctx.expect.speculative, "speculative")
+@check.builtin("spec.lm_head_shared", "preflight", needs=_SHARED_NEEDS, remedies=("install_or_plugin",))
+def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    s: SpeculativeExpect = check.need(ctx.expect.speculative, "speculative")
     if facts.launch is None:
-        return no_launch(facts)
+        return check.no_launch(facts)
     if s.algorithm.upper() == DSPARK:
         return _dspark_shared_preflight(facts, ctx)
     spec_on, fp8 = facts.launch.settings.speculative, _fp8(facts, ctx)
     if not spec_on or not fp8:
-        return skipped(
+        return check.skipped(
             f"applies only when the FP8 head and {s.algorithm} speculation are combined",
             [LAUNCH],
             speculative=spec_on,
@@ -231,32 +219,32 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         )
     sg = facts.sglang
     if sg is None or sg.root is None:
-        note = sglang_note(facts)
-        return errored(f"cannot inspect the draft class: {note}", [SGLANG, LAUNCH])
+        note = check.sglang_note(facts)
+        return check.errored(f"cannot inspect the draft class: {note}", [SGLANG, LAUNCH])
     ev: dict[str, Any] = {
         "sglang_version": sg.version,
         "sglang_root": str(sg.root),
         "set_lm_head_from_target": sg.nextn_shares_lm_head,
     }
-    cls = need(ctx.expect.checkpoint, "checkpoint").draft_architecture
+    cls = check.need(ctx.expect.checkpoint, "checkpoint").draft_architecture
     if sg.nextn_shares_lm_head is None:
-        return errored(f"cannot read {cls} in {sg.root}: {sg.note}", [SGLANG], **ev)
+        return check.errored(f"cannot read {cls} in {sg.root}: {sg.note}", [SGLANG], **ev)
     if sg.nextn_shares_lm_head:
-        return passed(
+        return check.passed(
             f"{cls} shares the target's LM-head module (set_lm_head_from_target)", [LAUNCH, SGLANG], **ev
         )
     plugin = facts.plugin
     ev[ENV_SHARE] = facts.launch.env.get(ENV_SHARE)
     ev["plugins"] = sorted(sg.plugins)
     if plugin is not None and plugin.remedy:
-        return passed(
+        return check.passed(
             f"{cls} lacks set_lm_head_from_target; the spark-validate plugin adds it at load ({plugin.why})",
             [LAUNCH, SGLANG],
             **ev,
         )
     # the remedy is credited only when every switch agrees; say which one does not
     unless = f" (the plugin's remedy would not run: {plugin.why})" if plugin and plugin.installed else ""
-    return failed(
+    return check.failed(
         f"FP8 head + {s.algorithm}, but SGLang {sg.version}'s {cls} lacks set_lm_head_from_target: "
         "the draft shares only the weight tensor, reads FP8 codes as BF16, and the acceptance length "
         f"drops to 1.00{unless}",
@@ -296,15 +284,15 @@ def _head_unquantized(att: Attestation) -> bool:
     )
 
 
-@builtin("spec.lm_head_shared", "check", needs=_SHARED_NEEDS, remedies=("prove",))
-def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("spec.lm_head_shared", "check", needs=_SHARED_NEEDS, remedies=("prove",))
+def spec_lm_head_shared_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     spec_on = None if facts.server is None else facts.server.settings.speculative
     fp8 = _fp8(facts, ctx)
     if spec_on is False:
-        return skipped("speculative decoding is off", [SERVER])
+        return check.skipped("speculative decoding is off", [SERVER])
     att = facts.attestation
     if att is not None and att.lm_head.own_vocab_modules:
-        return failed(
+        return check.failed(
             f"the draft uses its checkpoint's own vocabulary modules ({att.lm_head.worker}: "
             "uses_own_vocab_modules), not the target's LM head",
             [ATTESTATION],
@@ -324,12 +312,14 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
         }
         if head.shared_module is True:
             how = " (the plugin's remedy shared it)" if head.remedy_applied else ""
-            return passed(f"the draft's LM head is the target's module object{how}", [ATTESTATION], **ev)
+            return check.passed(
+                f"the draft's LM head is the target's module object{how}", [ATTESTATION], **ev
+            )
         if head.shared_module is False and _head_unquantized(att):
             # Stock tensor sharing of a BF16 head: the draft runs the same unquantized method over the same
             # tensor, so its logits are the target's. Harmless today (lm_head.fp8 reports the missing FP8
             # head); it turns into the trap the moment the FP8 head becomes active on this build.
-            return warned(
+            return check.warned(
                 "the draft shares only the LM head's weight tensor; harmless while the head is unquantized "
                 f"({ev['target_quant_method']}), but with the FP8 head active the draft would read FP8 "
                 "codes as BF16 (accept length 1.00)",
@@ -338,27 +328,27 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
             )
         if head.shared_module is False:
             weight = " only the weight tensor is shared;" if head.shared_weight else ""
-            return failed(
+            return check.failed(
                 f"the draft's LM head is a separate module:{weight} the draft reads the head under "
                 f"{ev['draft_quant_method']}",
                 [ATTESTATION],
                 **ev,
             )
-        return errored(
+        return check.errored(
             "the attestation does not record LM-head sharing (hook init_lm_head not reached)",
             [ATTESTATION],
             **ev,
         )
     if facts.server is None and ATTESTATION not in facts.errors:
         # No server, no attestation: there is no functional evidence to weigh either.
-        return no_server(facts)
+        return check.no_server(facts)
     server = facts.server
     if server is not None and server.weights_checksums is not None:
         shared, why = _weights_checker_verdict(server.weights_checksums)
-        return passed(why, [WEIGHTS]) if shared else failed(why, [WEIGHTS])
+        return check.passed(why, [WEIGHTS]) if shared else check.failed(why, [WEIGHTS])
     probe = facts.probe
     if probe is not None and probe.verify_ct > 0 and probe.accept_rate == 0.0 and fp8:
-        return failed(
+        return check.failed(
             f"the probe accepted no draft token in {probe.verify_ct} verify rounds with the FP8 head on: "
             "the signature of a draft reading FP8 weights as BF16",
             [PROBE],
@@ -372,7 +362,7 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
     ev = {}
     if probe is not None:
         ev = {"probe_accept_length": probe.accept_length, "probe_accept_rate": probe.accept_rate}
-    return errored(
+    return check.errored(
         f"the draft head's identity needs the in-process attestation: {why}; functional evidence: "
         + (f"probe accept length {probe.accept_length}" if probe is not None else "none"),
         [ATTESTATION, WEIGHTS],
@@ -380,29 +370,29 @@ def spec_lm_head_shared_live(facts: Facts, ctx: CheckContext) -> Outcome:
     )
 
 
-@builtin(
+@check.builtin(
     "spec.accept_length",
     "check",
     needs=("accept_length_min", "speculative", "probe"),
     remedies=("enable_spec", "more_tokens"),
 )
-def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
-    threshold = need(ctx.expect.accept_length_min, "accept_length_min")
+def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    threshold = check.need(ctx.expect.accept_length_min, "accept_length_min")
     if facts.server is not None and not facts.server.settings.speculative:
-        return failed(
+        return check.failed(
             "speculative decoding is not active on the server, nothing is accepted", [SERVER], "enable_spec"
         )
     probe = facts.probe
     if probe is None:
         broken = log_shows_broken_draft(facts.log) if facts.log is not None else None
         if broken is not None:  # the log's real traffic is evidence enough of a broken draft
-            return failed(
+            return check.failed(
                 f"the server log shows accept len 1.00 in all of its last {broken} decode intervals: the "
                 "draft proposes nothing the target accepts (broken draft head)",
                 [LOG],
                 log_decode_intervals=broken,
             )
-        return no_probe(facts)
+        return check.no_probe(facts)
     ev: dict[str, Any] = {
         "accept_length": probe.accept_length,
         "accept_rate": probe.accept_rate,
@@ -418,38 +408,38 @@ def spec_accept_length(facts: Facts, ctx: CheckContext) -> Outcome:
         ev["server_avg_spec_accept_length"] = cross
     sources = [PROBE] + ([LOG] if facts.log is not None else [])
     if probe.accept_length is None:
-        return errored(
+        return check.errored(
             "the probe returned no speculative statistics: "
             + ("; ".join(probe.problems) or "spec_verify_ct missing"),
             [PROBE],
             **ev,
         )
     if probe.accept_length <= 1.0 + 1e-9:
-        return failed(
+        return check.failed(
             f"acceptance length {probe.accept_length:.2f}: the draft proposes nothing the target accepts "
             "(broken draft head)",
             sources,
             **ev,
         )
     if probe.accept_length < threshold or probe.decision == "fail":
-        return failed(
+        return check.failed(
             f"acceptance length {probe.accept_length:.2f} is below the threshold {threshold}", sources, **ev
         )
     if probe.decision != "pass":
-        return warned(
+        return check.warned(
             f"acceptance length {probe.accept_length:.2f} is above {threshold} but not statistically settled "
             f"({probe.decided_by})",
             sources,
             "more_tokens",
             **ev,
         )
-    return passed(f"acceptance length {probe.accept_length:.2f} > {threshold}", sources, **ev)
+    return check.passed(f"acceptance length {probe.accept_length:.2f} > {threshold}", sources, **ev)
 
 
 DSPARK = "DSPARK"
 
 
-def _is_dspark(ctx: CheckContext) -> bool:
+def _is_dspark(ctx: check.CheckContext) -> bool:
     s = ctx.expect.speculative
     return s is not None and s.algorithm.upper() == DSPARK
 
@@ -461,11 +451,13 @@ def _width_args(args: ServerArgs) -> dict[str, int | None]:
     }
 
 
-def _draft_problems(facts: Facts, ctx: CheckContext, ev: dict[str, Any]) -> tuple[list[str], str | None]:
+def _draft_problems(
+    facts: Facts, ctx: check.CheckContext, ev: dict[str, Any]
+) -> tuple[list[str], str | None]:
     """(what is wrong with the DSpark draft, why it could not be read). The draft must be a DSpark model
     the installed build registers, with what DSpark needs to start (markov_rank > 0, mask_token_id;
     ``resolve_runtime_config``) and the pack's block size."""
-    d = need(ctx.expect.dspark, "dspark")
+    d = check.need(ctx.expect.dspark, "dspark")
     draft = facts.dspark_draft
     if draft is None or draft.config_path is None:
         return [], (draft.note if draft is not None else None) or "the DSpark draft was not read"
@@ -496,11 +488,11 @@ def _draft_problems(facts: Facts, ctx: CheckContext, ev: dict[str, Any]) -> tupl
     return problems, None
 
 
-def _dspark_config_preflight(facts: Facts, ctx: CheckContext, args: ServerArgs) -> Outcome:
+def _dspark_config_preflight(facts: Facts, ctx: check.CheckContext, args: ServerArgs) -> check.Outcome:
     """DSPARK as the recipe runs it. SGLang resolves steps and topk to 1 and the draft-token count to the
     draft's block size + 1 (``_handle_dspark``): unset is right; a different explicit value is overridden
     with a warning (steps, topk) or refused at start (draft tokens)."""
-    s = need(ctx.expect.speculative, "speculative")
+    s = check.need(ctx.expect.speculative, "speculative")
     ev: dict[str, Any] = {
         "speculative_algorithm": args.speculative_algorithm,
         "speculative_draft_model_path": args.speculative_draft_model_path,
@@ -509,11 +501,13 @@ def _dspark_config_preflight(facts: Facts, ctx: CheckContext, args: ServerArgs) 
     }
     sources = [LAUNCH]
     if args.speculative_algorithm is None:
-        return failed("speculative decoding is off (no --speculative-algorithm)", sources, **ev)
+        return check.failed("speculative decoding is off (no --speculative-algorithm)", sources, **ev)
     problems: list[str] = []
     if args.speculative_algorithm.upper() != DSPARK:
         problems.append(f"algorithm is {args.speculative_algorithm}, expected {s.algorithm}")
-        return failed("speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev)
+        return check.failed(
+            "speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev
+        )
     for name, got in (("num_steps", args.speculative_num_steps), ("eagle_topk", args.speculative_eagle_topk)):
         if got is not None and got != 1:
             problems.append(f"{name} is {got}: DSpark overrides it to 1 (the command says otherwise)")
@@ -527,7 +521,7 @@ def _dspark_config_preflight(facts: Facts, ctx: CheckContext, args: ServerArgs) 
     else:
         found, unread = _draft_problems(facts, ctx, ev)
         if unread is not None and not problems:
-            return errored(
+            return check.errored(
                 f"the DSpark draft checkpoint could not be read: {unread} (run preflight where the draft "
                 "checkpoint is)",
                 [LAUNCH, DSPARK_DRAFT],
@@ -539,9 +533,11 @@ def _dspark_config_preflight(facts: Facts, ctx: CheckContext, args: ServerArgs) 
         if conflict:
             problems.append(conflict)
     if problems:
-        return failed("speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev)
+        return check.failed(
+            "speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev
+        )
     assert draft is not None
-    return passed(
+    return check.passed(
         f"DSPARK speculation with {draft.architectures[0]} (block size {draft.block_size}, "
         f"{draft.block_size + 1 if draft.block_size else '?'} verify tokens)",
         sources,
@@ -549,23 +545,23 @@ def _dspark_config_preflight(facts: Facts, ctx: CheckContext, args: ServerArgs) 
     )
 
 
-@builtin(
+@check.builtin(
     "spec.dspark",
     "preflight",
     needs=("dspark", "speculative"),
     remedies=("enable_spec_verify", "ring", "read_draft"),
     params=("ring",),
 )
-def spec_dspark(facts: Facts, ctx: CheckContext) -> Outcome:
+def spec_dspark(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """The KDA ReplaySSM spec-verify ring as SGLang 0.5.23 allocates it (``memory_pool.py`` l.818-832):
     a power of two of at least twice the verify width. SGLang raises only at pool allocation, after the
     weights have loaded; here it costs nothing."""
-    d = need(ctx.expect.dspark, "dspark")
+    d = check.need(ctx.expect.dspark, "dspark")
     if facts.launch is None:
-        return no_launch(facts)
+        return check.no_launch(facts)
     args = facts.launch.settings
     if (args.speculative_algorithm or "").upper() != DSPARK:
-        return skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
+        return check.skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
     ring = args.linear_replayssm_cache_len
     ev: dict[str, Any] = {
         "enable_linear_replayssm_spec": args.enable_linear_replayssm_spec,
@@ -576,12 +572,12 @@ def spec_dspark(facts: Facts, ctx: CheckContext) -> Outcome:
     if draft is not None and draft.config_path is not None:
         arch = draft.architectures[0] if draft.architectures else None
         if arch not in d.draft_architectures and flag is None:
-            return skipped(
+            return check.skipped(
                 "the draft is not a DSpark checkpoint (see spec.config)", [LAUNCH, DSPARK_DRAFT], **ev
             )
     elif flag is None and d.replayssm_spec and args.enable_linear_replayssm_spec:
         note = draft.note if draft is not None else "the DSpark draft was not read"
-        return errored(
+        return check.errored(
             f"the verify width needs the draft's block size: {note}",
             [LAUNCH, DSPARK_DRAFT],
             remedy="read_draft",
@@ -612,41 +608,43 @@ def _ring_verdict(
     off: str,
     after: str,
     ev: dict[str, Any],
-) -> Outcome:
+) -> check.Outcome:
     """The ReplaySSM spec-verify ring judged the same way before and after start (``where`` is the launch
     command or the server; ``ring_sources`` adds the draft a width was read from): the spec-verify on when
     the recipe wants it, and a ring that SGLang's two rules accept; the remedy names the smallest that
     would."""
     ring = args.linear_replayssm_cache_len
     if d.replayssm_spec and not args.enable_linear_replayssm_spec:
-        return failed(off, [where], "enable_spec_verify", params={"ring": smallest_ring(width)}, **ev)
+        return check.failed(off, [where], "enable_spec_verify", params={"ring": smallest_ring(width)}, **ev)
     if not args.enable_linear_replayssm_spec:
-        return passed("ReplaySSM spec-verify is off; no ring to size", [where], **ev)
+        return check.passed("ReplaySSM spec-verify is off; no ring to size", [where], **ev)
     problems = ring_problems(ring, width)
     if problems:
-        return failed(
+        return check.failed(
             "; ".join(problems) + after, ring_sources, "ring", params={"ring": smallest_ring(width)}, **ev
         )
-    return passed(f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", ring_sources, **ev)
+    return check.passed(
+        f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", ring_sources, **ev
+    )
 
 
-@builtin(
+@check.builtin(
     "spec.dspark",
     "check",
     needs=("dspark", "speculative"),
     remedies=("enable_spec_verify", "ring"),
     params=("ring",),
 )
-def spec_dspark_live(facts: Facts, ctx: CheckContext) -> Outcome:
+def spec_dspark_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """Live: what /server_info resolved. A server that runs without the ReplaySSM spec-verify serves, but
     not the recipe; one whose ring SGLang would refuse cannot be up (it dies at pool allocation), so the
     ring rule here only guards against a build that no longer enforces it."""
-    d = need(ctx.expect.dspark, "dspark")
+    d = check.need(ctx.expect.dspark, "dspark")
     if facts.server is None:
-        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        return check.errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
     args = facts.server.settings
     if (args.speculative_algorithm or "").upper() != DSPARK:
-        return skipped("the server does not run DSPARK (see spec.config)", [SERVER])
+        return check.skipped("the server does not run DSPARK (see spec.config)", [SERVER])
     ring = args.linear_replayssm_cache_len
     width = args.speculative_num_draft_tokens or d.block_size + 1
     ev: dict[str, Any] = {
@@ -667,19 +665,19 @@ def spec_dspark_live(facts: Facts, ctx: CheckContext) -> Outcome:
     )
 
 
-def _dspark_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+def _dspark_shared_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """DSpark's draft shares the target's LM-head *module* by construction (``attach_shared_modules``),
     unless its class sets ``uses_own_vocab_modules``; the FP8-head trap of NEXTN does not arise, but a
     draft with its own head is not the recipe."""
     assert facts.launch is not None
     if (facts.launch.settings.speculative_algorithm or "").upper() != DSPARK:
-        return skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
+        return check.skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
     sg = facts.sglang
     if sg is None or sg.root is None:
         note = (sg.note if sg is not None else None) or facts.errors.get(
             SGLANG, "no SGLang installation found"
         )
-        return errored(f"cannot inspect the DSpark worker: {note}", [LAUNCH, SGLANG])
+        return check.errored(f"cannot inspect the DSpark worker: {note}", [LAUNCH, SGLANG])
     draft = facts.dspark_draft
     arch = draft.architectures[0] if draft is not None and draft.architectures else None
     classes = sg.dspark_draft_classes or {}
@@ -690,11 +688,11 @@ def _dspark_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         "uses_own_vocab_modules": classes.get(arch) if arch else None,
     }
     if sg.dspark_attaches_lm_head is None:
-        return errored(
+        return check.errored(
             f"SGLang {sg.version} at {sg.root} has no readable DSpark worker: {sg.note}", [SGLANG], **ev
         )
     if not sg.dspark_attaches_lm_head:
-        return failed(
+        return check.failed(
             f"SGLang {sg.version}'s DSpark worker does not hand the draft the target's lm_head module "
             "(no attach_shared_modules(lm_head=...))",
             [SGLANG],
@@ -702,44 +700,44 @@ def _dspark_shared_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
         )
     if arch is None:
         why = (draft.note if draft is not None else None) or "the DSpark draft was not read"
-        return errored(f"which draft class loads is unknown: {why}", [SGLANG, DSPARK_DRAFT], **ev)
+        return check.errored(f"which draft class loads is unknown: {why}", [SGLANG, DSPARK_DRAFT], **ev)
     own = classes.get(arch, False)
     if own is None:
-        return errored(
+        return check.errored(
             f"{arch}.uses_own_vocab_modules is decided by the platform at import",
             [SGLANG, DSPARK_DRAFT],
             **ev,
         )
     if own:
-        return failed(
+        return check.failed(
             f"{arch} sets uses_own_vocab_modules: the draft uses its checkpoint's own embedding and LM head, "
             "not the target's",
             [SGLANG, DSPARK_DRAFT],
             **ev,
         )
-    return passed(
+    return check.passed(
         f"the DSpark worker hands {arch} the target's lm_head module (attach_shared_modules)",
         [LAUNCH, SGLANG, DSPARK_DRAFT],
         **ev,
     )
 
 
-@builtin("spec.off", "preflight")
-def spec_off_preflight(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("spec.off", "preflight")
+def spec_off_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """The baseline decodes one token per step: no --speculative-algorithm."""
     if facts.launch is None:
-        return no_launch(facts)
+        return check.no_launch(facts)
     algo = facts.launch.settings.speculative_algorithm
     if algo:
-        return failed(f"speculative decoding is on ({algo})", [LAUNCH], speculative_algorithm=algo)
-    return passed("no speculative decoding", [LAUNCH], speculative_algorithm=None)
+        return check.failed(f"speculative decoding is on ({algo})", [LAUNCH], speculative_algorithm=algo)
+    return check.passed("no speculative decoding", [LAUNCH], speculative_algorithm=None)
 
 
-@builtin("spec.off", "check")
-def spec_off_live(facts: Facts, ctx: CheckContext) -> Outcome:
+@check.builtin("spec.off", "check")
+def spec_off_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if facts.server is None:
-        return errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
+        return check.errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
     algo = facts.server.settings.speculative_algorithm
     if algo:
-        return failed(f"the server speculates ({algo})", [SERVER], speculative_algorithm=algo)
-    return passed("the server runs no speculative decoding", [SERVER], speculative_algorithm=None)
+        return check.failed(f"the server speculates ({algo})", [SERVER], speculative_algorithm=algo)
+    return check.passed("the server runs no speculative decoding", [SERVER], speculative_algorithm=None)
