@@ -179,22 +179,15 @@ def humming_runtime(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     who = f" by {h.service_user}" if h.service_user else ""
-    if not h.cache_writable:
-        return check.failed(
-            f"Humming's kernel cache {h.cache_dir} is not writable{who}",
-            [HUMMING],
-            "cache_dir",
-            params=params,
-            **ev,
-        )
-    if not h.tmp_writable:
-        return check.failed(
-            f"Humming's tmp directory {h.tmp_dir} is not writable{who}",
-            [HUMMING],
-            "tmp_dir",
-            params=params,
-            **ev,
-        )
+    # The two directories Humming writes at start, in the order it needs them; each has its remedy variant.
+    for writable, what, path, remedy in (
+        (h.cache_writable, "kernel cache", h.cache_dir, "cache_dir"),
+        (h.tmp_writable, "tmp directory", h.tmp_dir, "tmp_dir"),
+    ):
+        if not writable:
+            return check.failed(
+                f"Humming's {what} {path} is not writable{who}", [HUMMING], remedy, params=params, **ev
+            )
     if h.cached_kernels == 0:
         return check.warned(
             f"Humming's kernel cache {h.cache_dir} is empty: the first requests will JIT-compile kernels",
