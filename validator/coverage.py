@@ -12,36 +12,25 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from validator.facts import (
-    ATTESTATION,
-    CHECKPOINT,
-    DSPARK_DRAFT,
-    FLASHINFER,
-    HOST,
-    HUMMING,
-    LAUNCH,
-    LOG,
-    PROBE,
-    SERVER,
-    SGLANG,
-    WEIGHTS,
-)
+from validator import facts
 from validator.report import Coverage, NotProven
 
 # Which input lets a check whose evidence came from this source run (the first source of an error wins).
 INPUT_FOR_SOURCE: dict[str, str] = {
-    LAUNCH: "the full launch command (--launch-cmd, --unit, --script, or `launch -- CMD`)",
-    SGLANG: "run preflight where the server runs (its interpreter must import sglang), or --sglang-root",
-    HUMMING: "run preflight where the server runs, as or with --service-user for the server's account",
-    CHECKPOINT: "--model-dir (or a local --model-path)",
-    DSPARK_DRAFT: "a local --speculative-draft-model-path",
-    FLASHINFER: "run preflight where the server runs",
-    HOST: "run preflight on the server's host",
-    SERVER: "a reachable, ready server (--url, --wait, --api-key-file)",
-    ATTESTATION: "--attestation (the spark-validate plugin's file, written by the running server)",
-    LOG: "--log (the file the running server writes) or --log journal:UNIT",
-    PROBE: "a ready server with speculative decoding on (the acceptance probe)",
-    WEIGHTS: "--weights-checker on a server that serves /weights_checker",
+    facts.LAUNCH: "the full launch command (--launch-cmd, --unit, --script, or `launch -- CMD`)",
+    facts.SGLANG: (
+        "run preflight where the server runs (its interpreter must import sglang), or --sglang-root"
+    ),
+    facts.HUMMING: "run preflight where the server runs, as or with --service-user for the server's account",
+    facts.CHECKPOINT: "--model-dir (or a local --model-path)",
+    facts.DSPARK_DRAFT: "a local --speculative-draft-model-path",
+    facts.FLASHINFER: "run preflight where the server runs",
+    facts.HOST: "run preflight on the server's host",
+    facts.SERVER: "a reachable, ready server (--url, --wait, --api-key-file)",
+    facts.ATTESTATION: "--attestation (the spark-validate plugin's file, written by the running server)",
+    facts.LOG: "--log (the file the running server writes) or --log journal:UNIT",
+    facts.PROBE: "a ready server with speculative decoding on (the acceptance probe)",
+    facts.WEIGHTS: "--weights-checker on a server that serves /weights_checker",
 }
 
 
