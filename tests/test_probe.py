@@ -19,6 +19,7 @@ from validator.probe import (
     run_probe,
 )
 from validator.probe_stats import Decision
+from validator.schema import dump
 from validator.sources.readiness import wait_until_ready
 from validator.sources.server_http import Generation, SGLangClient
 
@@ -180,4 +181,4 @@ def test_sim_no_spec_and_degenerate_and_auth() -> None:
     assert any("degenerate output" in p for p in r.problems)
     ready, r = _probe_sim("auth-required", api_key=KEY)
     assert probe_verdict(r) is Decision.PASS
-    assert KEY not in json.dumps(ready.server_info) and KEY not in r.model_dump_json()
+    assert KEY not in json.dumps(ready.server_info) and KEY not in json.dumps(dump(r))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator.engine import build_report, run_checks
-from validator.errors import InputError, UsageError
+from validator.errors import InputError, UnresolvedLaunch, UsageError
 from validator.facts import (
     CHECKPOINT,
     FLASHINFER,
@@ -244,7 +244,6 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
     checkpoint source's error) instead of aborting, so the other checks still run and report."""
     from validator.sources.host import read_host
     from validator.sources.humming import UnknownUser, read_humming
-    from validator.sources.launch_script import UnresolvedLaunch
     from validator.sources.sglang_install import referenced_env
 
     facts = Facts(mode="preflight")
@@ -400,13 +399,8 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
             why = "; ".join(by_source[n] for n in hidden)
             from validator.sources.docker_run import IMAGE_REMEDY
 
-            update = {
-                "status": Status.ERROR,
-                "message": f"not proven: {why}",
-                "remedy": IMAGE_REMEDY,
-                "why": None,
-            }
-            out.append(r.model_copy(update=update))
+            message = f"not proven: {why}"
+            out.append(replace(r, status=Status.ERROR, message=message, remedy=IMAGE_REMEDY, why=None))
             continue
         if LAUNCH not in r.sources or r.status not in (Status.PASS, Status.FAIL, Status.WARN, Status.SKIP):
             out.append(r)
@@ -418,14 +412,13 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
             continue
         why = "; ".join(f"{n}: {unresolved[n]}" for n in hit)
         out.append(
-            r.model_copy(
-                update=dict(
-                    status=Status.ERROR,
-                    message=f"not provable statically: {why} (the check read: {r.message})",
-                    remedy=_UNRESOLVED_REMEDY,
-                    why=None,
-                    evidence={**r.evidence, "unresolved": {n: unresolved[n] for n in hit}},
-                )
+            replace(
+                r,
+                status=Status.ERROR,
+                message=f"not provable statically: {why} (the check read: {r.message})",
+                remedy=_UNRESOLVED_REMEDY,
+                why=None,
+                evidence={**r.evidence, "unresolved": {n: unresolved[n] for n in hit}},
             )
         )
     return out

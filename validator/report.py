@@ -1,16 +1,16 @@
 """The one report every output is rendered from (contract: "JSON report").
 
-pydantic gives the JSON shape a schema that tests and users can rely on; the same object feeds the
-text, JSON and JUnit outputs, the sidecar's `/report` and its metrics.
+Plain dataclasses (``validator.schema.dump`` writes the JSON), so that preflight, which runs before every
+start of the server, does not pay for importing a schema library; the same object feeds the text, JSON
+and JUnit outputs, the sidecar's `/report` and its metrics.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
 from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
 
 from validator import TOOL_NAME, __version__
 
@@ -36,28 +36,29 @@ class Verdict(str, Enum):
     INCONCLUSIVE = "inconclusive"
 
 
-class Waiver(BaseModel):
+@dataclass(kw_only=True)
+class Waiver:
     check: str
     justification: str
     expires: str  # ISO date, as written in the pack
 
 
-class CheckResult(BaseModel):
+@dataclass(kw_only=True)
+class CheckResult:
     id: str
     status: Status
     severity: Severity
     message: str
-    evidence: dict[str, Any] = Field(default_factory=dict)
-    sources: list[str] = Field(default_factory=list)
+    evidence: dict[str, Any] = field(default_factory=dict)
+    sources: list[str] = field(default_factory=list)
     remedy: str | None = None
     why: str | None = None  # one sentence: why this invariant matters
     waived: Waiver | None = None  # set when a waiver turned a failure into a non-blocking result
 
 
-class ProbeResult(BaseModel):
+@dataclass(kw_only=True)
+class ProbeResult:
     """What the acceptance probe measured (contract: `probe` in `check` mode)."""
-
-    model_config = ConfigDict(defer_build=True)  # built on first use: preflight never measures one
 
     accept_length: float | None
     accept_rate: float | None
@@ -70,25 +71,27 @@ class ProbeResult(BaseModel):
     accept_length_reported: float | None = None  # SGLang's completion_tokens / spec_verify_ct
     decided_by: str | None = None  # why the sequential rule stopped, for people
     # The sequential rule's verdict, for checks (not in the JSON report: decided_by says it there).
-    decision: Literal["pass", "fail", "undecided"] = Field("undecided", exclude=True)
+    decision: Literal["pass", "fail", "undecided"] = field(default="undecided", metadata={"exclude": True})
     wall_s: float | None = None
-    problems: list[str] = Field(default_factory=list)  # degenerate output and the like
+    problems: list[str] = field(default_factory=list)  # degenerate output and the like
 
 
-class NotProven(BaseModel):
+@dataclass(kw_only=True)
+class NotProven:
     id: str
     reason: str  # the check's own message
     input: str | None = None  # what would let it run
 
 
-class Coverage(BaseModel):
+@dataclass(kw_only=True)
+class Coverage:
     """``"coverage"`` (contract v2): ``not_proven`` lists the critical checks whose evidence could not be
     gathered (the contract's shape); ``missing`` says, per check, why and which input would let it run."""
 
     critical: int  # critical checks that apply here (a skip does not apply)
     proven: int  # ...that passed
-    not_proven: list[str] = Field(default_factory=list)
-    missing: list[NotProven] = Field(default_factory=list)
+    not_proven: list[str] = field(default_factory=list)
+    missing: list[NotProven] = field(default_factory=list)
 
     def line(self) -> str:
         """The text report's last line: ``proved 7 of 9 critical invariants; not proven: X (why...)``."""
@@ -105,7 +108,8 @@ class Coverage(BaseModel):
         return f"{head}; not proven: " + "; ".join(parts)
 
 
-class Report(BaseModel):
+@dataclass(kw_only=True)
+class Report:
     tool: str = TOOL_NAME
     version: str = __version__
     mode: str

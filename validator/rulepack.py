@@ -12,77 +12,84 @@ reads; ``why``, titles, remedies and messages are templates over the pack's expe
 (``{expect.speculative.num_steps}``) and the check's own fields (``{cache_dir}``), plain names only, never
 evaluated. A second model or recipe is a new YAML file.
 
-Loading validates the whole file (schema with pydantic, then what the listed builtin checks need from it)
+Loading validates the whole file (the schema below, frozen dataclasses read by ``validator.schema``, then
+what the listed builtin checks need from it)
 and maps every problem back to a line of the YAML, so ``rules lint`` can list them all:
 ``pack.yaml:42: checks[3].severity: Input should be 'critical', 'warning' or 'info'``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from typing import Annotated, Any, Literal
 
 from validator.errors import InputError
 from validator.facts import Mode
 from validator.report import Severity
+from validator.schema import Ge, Gt, Le, Lt, MinLen, Pattern, Problem, SchemaError, format_loc, load
 
 DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+# Records of the pack (frozen dataclasses): validator.schema.load refuses unknown keys and values of the
+# wrong type, collecting every problem with its location.
 
 # Every value below comes from the pack: there are no Python defaults to inherit. A section or value a
 # listed builtin check needs (``needs=`` where it registers) must be given, else the pack is rejected
 # naming it; a pack for a recipe without speculation simply leaves ``speculative`` out.
 
 
-class SpeculativeExpect(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class SpeculativeExpect:
     algorithm: str  # as written on the command line
     resolved_algorithm: str  # as SGLang reports it once resolved
-    num_steps: int = Field(ge=1)
-    eagle_topk: int = Field(ge=1)
-    num_draft_tokens: int = Field(ge=2)
+    num_steps: Annotated[int, Ge(1)]
+    eagle_topk: Annotated[int, Ge(1)]
+    num_draft_tokens: Annotated[int, Ge(2)]
     require_draft_model_path: bool
 
 
-class CheckpointExpect(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class CheckpointExpect:
     architecture: str
     draft_architecture: str
     lm_head_shape: tuple[int, int]
     lm_head_dtype: str  # safetensors dtype of the stored head
-    min_nextn_layers: int = Field(ge=0)
+    min_nextn_layers: Annotated[int, Ge(0)]
     routed_experts: str
 
 
-class HostExpect(_Strict):
-    max_mem_fraction_static: float = Field(gt=0, le=1)
-    memory_bandwidth_gbps: float = Field(gt=0)  # measured effective
+@dataclass(frozen=True, kw_only=True)
+class HostExpect:
+    max_mem_fraction_static: Annotated[float, Gt(0), Le(1)]
+    memory_bandwidth_gbps: Annotated[float, Gt(0)]  # measured effective
 
 
-class DSparkExpect(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class DSparkExpect:
     """The DSpark draft the recipe runs (``--speculative-algorithm DSPARK``)."""
 
-    block_size: int = Field(ge=1)  # gamma: drafted tokens per verify round (the draft's config.json)
-    draft_architectures: tuple[str, ...] = Field(min_length=1)  # the draft classes the recipe accepts
+    block_size: Annotated[int, Ge(1)]  # gamma: drafted tokens per verify round (the draft's config.json)
+    draft_architectures: Annotated[tuple[str, ...], MinLen(1)]  # the draft classes the recipe accepts
     replayssm_spec: bool  # --enable-linear-replayssm-spec (the KDA spec-verify ring) is part of the recipe
 
 
-class StartupExpect(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class StartupExpect:
     """What a start of this recipe needs from the host and its supervisor."""
 
-    min_mem_available_gib: float = Field(gt=0)  # MemAvailable below this before start can wedge GB10
-    cold_start_s: float = Field(gt=0)  # weight load plus graph capture, to healthy
+    min_mem_available_gib: Annotated[float, Gt(0)]  # MemAvailable below this before start can wedge GB10
+    cold_start_s: Annotated[float, Gt(0)]  # weight load plus graph capture, to healthy
 
 
-class RecipeSpec(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class RecipeSpec:
     """What ``--rules auto`` recognises the recipe by (``validator/recipe_match.py``)."""
 
     speculative: str  # NEXTN | DSPARK | none, as written on the command line
@@ -90,17 +97,19 @@ class RecipeSpec(_Strict):
     lm_head: Literal["fp8", "bf16", "fp32"]
 
 
-class ModelBytes(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class ModelBytes:
     """Bytes read per decode step, for the TPOT floor."""
 
-    active_params: float = Field(gt=0)
-    bytes_per_active_param: float = Field(gt=0)
-    lm_head_params: float = Field(gt=0)
-    verify_cost_steps: float = Field(gt=0)  # one verify forward, in plain decode steps
-    tpot_slack: float = Field(gt=1)  # warn when measured TPOT exceeds floor x slack
+    active_params: Annotated[float, Gt(0)]
+    bytes_per_active_param: Annotated[float, Gt(0)]
+    lm_head_params: Annotated[float, Gt(0)]
+    verify_cost_steps: Annotated[float, Gt(0)]  # one verify forward, in plain decode steps
+    tpot_slack: Annotated[float, Gt(1)]  # warn when measured TPOT exceeds floor x slack
 
 
-class Expectations(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class Expectations:
     sglang_version: str | None = None
     moe_runner_backend: str | None = None
     moe_auto_backend: str | None = None  # what SGLang's 'auto' silently picks for this checkpoint (messages)
@@ -108,7 +117,7 @@ class Expectations(_Strict):
     fp8_lm_head_env: str | None = None  # the variable that turns the online FP8 head on
     speculative: SpeculativeExpect | None = None
     dspark: DSparkExpect | None = None
-    accept_length_min: float | None = Field(None, ge=1.0)
+    accept_length_min: Annotated[float | None, Ge(1.0)] = None
     checkpoint: CheckpointExpect | None = None
     host: HostExpect | None = None
     model_bytes: ModelBytes | None = None
@@ -126,56 +135,57 @@ class Expectations(_Strict):
     def _fields(self) -> dict[str, object]:  # computed once per pack: every rendered text reads it
         out: dict[str, object] = {}
 
-        def walk(prefix: str, model: BaseModel) -> None:
-            for name in type(model).model_fields:
-                value = getattr(model, name)
-                if isinstance(value, BaseModel):
-                    walk(f"{prefix}{name}.", value)
+        def walk(prefix: str, record: object) -> None:
+            for f in dataclasses.fields(record):  # type: ignore[arg-type]
+                value = getattr(record, f.name)
+                if dataclasses.is_dataclass(value):
+                    walk(f"{prefix}{f.name}.", value)
                 elif value is not None:
-                    out[prefix + name] = value
+                    out[prefix + f.name] = value
 
         walk("expect.", self)
         return out
 
 
-class ProbeSettings(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class ProbeSettings:
     prompts: str  # relative to the pack's directory
-    max_new_tokens: int = Field(ge=8, le=4096)
-    max_total_tokens: int = Field(ge=16)
-    max_seconds: float = Field(gt=0)
-    confidence: float = Field(gt=0.5, lt=1)
+    max_new_tokens: Annotated[int, Ge(8), Le(4096)]
+    max_total_tokens: Annotated[int, Ge(16)]
+    max_seconds: Annotated[float, Gt(0)]
+    confidence: Annotated[float, Gt(0.5), Lt(1)]
 
 
 Operator = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in", "exists", "absent", "matches"]
 
 
-class Expect(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class Expect:
     """A declarative check over one fact: ``fact <op> value``; ``value_from`` names an expectation of the
     pack instead (``host.max_mem_fraction_static``), so a limit is written once."""
 
-    fact: str = Field(min_length=1)
+    fact: Annotated[str, MinLen(1)]
     op: Operator
     value: Any = None
     value_from: str | None = None
     when_missing: Literal["skip", "error", "fail", "pass"] = "skip"
 
-    @model_validator(mode="after")
-    def _value_needed(self) -> Expect:
+    def __check__(self) -> Iterator[Problem]:
         if self.value is not None and self.value_from is not None:
-            raise ValueError("give 'value' or 'value_from', not both")
+            yield (), "Value error, give 'value' or 'value_from', not both"
         if self.op not in ("exists", "absent") and self.value is None and self.value_from is None:
-            raise ValueError(f"operator {self.op!r} needs a value")
-        return self
+            yield (), f"Value error, operator {self.op!r} needs a value"
 
 
-class CheckSpec(_Strict):
-    id: str = Field(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")
+@dataclass(frozen=True, kw_only=True)
+class CheckSpec:
+    id: Annotated[str, Pattern(r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+)+$")]
     title: str
     severity: Severity
     modes: tuple[Mode, ...] = ("preflight", "check")
     why: str
     remedy: str  # shown when the check fails or warns and names no variant
-    remedies: dict[str, str] = Field(default_factory=dict)  # named variants a builtin check chooses from
+    remedies: dict[str, str] = field(default_factory=dict)  # named variants a builtin check chooses from
     expect: Expect | None = None  # declarative check; builtin checks leave it out
     # the hardware whose figures the check holds (GB10's memory limits): on a host known to be another
     # one the check does not apply there (skip), instead of judging it by the wrong machine's numbers
@@ -194,52 +204,48 @@ class CheckSpec(_Strict):
         return out
 
 
-class WaiverSpec(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class WaiverSpec:
     check: str
-    justification: str = Field(min_length=10)
+    justification: Annotated[str, MinLen(10)]
     expires: _dt.date
 
     def active(self, today: _dt.date | None = None) -> bool:
         return (today or _dt.date.today()) <= self.expires
 
 
-class Metadata(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9][a-z0-9.\-]*$")
-    version: int = Field(ge=1)
+@dataclass(frozen=True, kw_only=True)
+class Metadata:
+    name: Annotated[str, Pattern(r"^[a-z0-9][a-z0-9.\-]*$")]
+    version: Annotated[int, Ge(1)]
     description: str
     model: str
     sglang: str
     hardware: str
 
 
-class RulePack(_Strict):
+@dataclass(frozen=True, kw_only=True)
+class RulePack:
     apiVersion: Literal["spark-validate/v1"]
     kind: Literal["RulePack"]
     metadata: Metadata
     recipe: RecipeSpec | None = None  # --rules auto picks this pack for deployments that follow it
-    expect: Expectations = Expectations()  # empty: whatever the listed checks need is then reported
+    # empty: whatever the listed checks need is then reported
+    expect: Expectations = field(default_factory=Expectations)
     probe: ProbeSettings | None = None  # needed by the checks that read the acceptance probe
-    checks: tuple[CheckSpec, ...] = Field(min_length=1)
+    checks: Annotated[tuple[CheckSpec, ...], MinLen(1)]
     waivers: tuple[WaiverSpec, ...] = ()
     secrets: tuple[str, ...] = ()  # extra key names to redact from every output
 
-    @field_validator("checks")
-    @classmethod
-    def _unique_ids(cls, checks: tuple[CheckSpec, ...]) -> tuple[CheckSpec, ...]:
+    def __check__(self) -> Iterator[Problem]:
         seen: set[str] = set()
-        for c in checks:
+        for c in self.checks:
             if c.id in seen:
-                raise ValueError(f"duplicate check id {c.id!r}")
+                yield ("checks",), f"Value error, duplicate check id {c.id!r}"
             seen.add(c.id)
-        return checks
-
-    @model_validator(mode="after")
-    def _waivers_name_checks(self) -> RulePack:
-        ids = {c.id for c in self.checks}
         for w in self.waivers:
-            if w.check not in ids:
-                raise ValueError(f"waiver names unknown check {w.check!r}")
-        return self
+            if w.check not in seen:
+                yield (), f"Value error, waiver names unknown check {w.check!r}"
 
     def check(self, check_id: str) -> CheckSpec:
         for c in self.checks:
@@ -441,16 +447,13 @@ def parse_pack(path: Path) -> RulePack:
         return _line_of(node, loc)
 
     try:
-        pack = RulePack.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = tuple(err["loc"])
-            problems.append((line_of(loc), f"{_format_loc(loc) or 'pack'}: {err['msg']}"))
+        pack = load(RulePack, data)
+    except SchemaError as exc:
+        problems = [(line_of(loc), f"{format_loc(loc) or 'pack'}: {msg}") for loc, msg in exc.problems]
         raise PackError(where, problems) from None
     found = lint_pack(pack)
     if found:
-        raise PackError(where, [(line_of(loc), f"{_format_loc(loc)}: {msg}") for loc, msg in found])
+        raise PackError(where, [(line_of(loc), f"{format_loc(loc)}: {msg}") for loc, msg in found])
     return pack
 
 
@@ -462,7 +465,7 @@ def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
 
     known = builtins()
     given = pack.expect.fields()
-    absent = {name for name in type(pack.expect).model_fields if not pack.expect.given(name)}
+    absent = {f.name for f in dataclasses.fields(pack.expect) if not pack.expect.given(f.name)}
     out: list[tuple[tuple[str | int, ...], str]] = []
     for i, spec in enumerate(pack.checks):
         at: tuple[str | int, ...] = ("checks", i)
@@ -527,18 +530,8 @@ def expired_waivers(pack: RulePack, today: _dt.date | None = None) -> list[Waive
     return [w for w in pack.waivers if not w.active(today)]
 
 
-def _format_loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif not str(part).startswith(("function-", "tagged-union")):
-            out += ("." if out else "") + str(part)
-    return out
-
-
 def _line_of(node: Any, loc: tuple[Any, ...]) -> int | None:
-    """Walk the composed YAML node tree along a pydantic error location to the nearest line."""
+    """Walk the composed YAML node tree along a problem's location to the nearest line."""
     import yaml
 
     if node is None:

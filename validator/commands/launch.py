@@ -46,8 +46,9 @@ def termination_message(report: Report, secret_keys: Iterable[str], malformed: s
     off a full report; this fits them in the kubelet's 4 KB."""
     from validator.redact import collect_secrets, redact_text
     from validator.report import Severity, Status
+    from validator.schema import dump
 
-    secrets = collect_secrets(report.model_dump(mode="json"), secret_keys)
+    secrets = collect_secrets(dump(report), secret_keys)
 
     blocking = [
         c

@@ -7,9 +7,10 @@ from typing import Any
 
 from validator.redact import redact
 from validator.report import Report
+from validator.schema import dump
 
 
 def safe_dict(report: Report, secrets: tuple[str, ...] = ()) -> dict[str, Any]:
     """The report as JSON-ready data; ``secrets`` are extra key names a rule pack marks secret."""
-    data: dict[str, Any] = redact(report.model_dump(mode="json"), extra_keys=secrets)
+    data: dict[str, Any] = redact(dump(report), extra_keys=secrets)
     return data

@@ -15,6 +15,7 @@ from validator.outputs import output
 from validator.outputs.safe import safe_dict
 from validator.redact import neutralize_deep
 from validator.report import Coverage, Report
+from validator.schema import load
 
 _STYLE = {
     "pass": ("PASS", "32"),
@@ -104,5 +105,5 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
     )
     if data.get("coverage") is not None:
         # what the verdict rests on, one line (`tail -1`): the critical invariants proven, and the rest
-        lines.append(Coverage.model_validate(data["coverage"]).line())
+        lines.append(load(Coverage, data["coverage"]).line())
     return "\n".join(lines) + "\n"
