@@ -70,7 +70,11 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(int(ExitCode.USAGE))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with ``only``, just that command's part. Building every command's options
+    imports every command module, which costs preflight (run before each start of the server) more
+    than it needs: ``main`` builds the one command named, and everything for anything else (``--help``,
+    a typo, no command)."""
     parser = _Parser(
         prog=TOOL_NAME,
         description="Validate an SGLang deployment of Ling-3.0-flash-fp4 on NVIDIA DGX Spark.",
@@ -81,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.required = True
     for name, (help_line, description) in COMMANDS.items():
-        _module(name).add_arguments(sub.add_parser(name, help=help_line, description=description))
+        if only is None or name == only:
+            _module(name).add_arguments(sub.add_parser(name, help=help_line, description=description))
     return parser
 
 
@@ -92,7 +97,8 @@ def _module(name: str) -> CommandModule:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    named = args_list[0] if args_list and args_list[0] in COMMANDS else None
+    parser = build_parser(only=named)
     try:
         args = parser.parse_args(args_list)
         return int(_module(args.command).run(args))

@@ -49,5 +49,10 @@ class InputError(ValidatorError):
         self.line = line
 
 
+class UnresolvedLaunch(ValidatorError):
+    """The server command itself depends on what a launcher script computes at run time. Here, not in
+    ``sources/launch_script``, so that preflight can catch it without importing the script reader."""
+
+
 class UnavailableError(ValidatorError):
     exit_code = ExitCode.UNAVAILABLE

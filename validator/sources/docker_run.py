@@ -288,8 +288,8 @@ def launch_from_container(spec: ContainerSpec) -> LaunchFacts:
     """The server command a container runs, as ``LaunchFacts``. Its environment is what the command line
     or service gives the container; an image's ``ENV`` and ``ENTRYPOINT`` are not visible from outside (a
     variable set only there reads as unset: set it explicitly, or validate inside with ``launch``)."""
+    from validator.errors import UnresolvedLaunch
     from validator.sources.launch_command import launch_from_argv
-    from validator.sources.launch_script import UnresolvedLaunch
 
     if not spec.argv:
         raise UnresolvedLaunch(

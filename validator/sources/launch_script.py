@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from validator.errors import InputError, ValidatorError
+from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
 from validator.sources.files import read_bounded
 from validator.sources.shell import (
@@ -47,10 +47,6 @@ if TYPE_CHECKING:
 
 MAX_DEPTH = 16  # nested source/function calls
 MAX_STEPS = 100_000  # statements evaluated; a launcher script needs a few hundred
-
-
-class UnresolvedLaunch(ValidatorError):
-    """The server command itself depends on what the script computes at run time."""
 
 
 @dataclass
