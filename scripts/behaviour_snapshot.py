@@ -34,7 +34,7 @@ SPEC = (
     "--speculative-num-draft-tokens 4"
 )
 # Values that differ between two runs of the same code: blanked before comparing.
-VOLATILE_KEYS = {"started_at", "duration_s", "tpot_ms", "ttft_ms", "wall_s", "floor_ms"}
+VOLATILE_KEYS = {"started_at", "duration_s", "tpot_ms", "ttft_ms", "wall_s", "floor_ms", "round_ms"}
 VOLATILE_KEYS |= {"pid", "start_time", "observed_start_time", "server_port"}  # the simulator process
 _NUMBER_IN_TPOT = re.compile(r"\d+(\.\d+)?")
 _PROGRESS = re.compile(r"^\w+ +\d+\.\ds  (/health|no answer)")
