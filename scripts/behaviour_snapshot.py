@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import run_cli
 from tests.support.loopback import free_port, stop, wait_listening
 from tests.support.sglang_builds import fake_interpreter, make_build
 
@@ -53,14 +54,7 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
 
 
 def _run(cmd: list[str], env: dict[str, str], timeout: float = 120.0) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", *cmd],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    proc = run_cli(*cmd, env=env, timeout=timeout)
     # check's progress lines on stderr say when the simulator answered, which varies between runs.
     stderr = "\n".join(line for line in proc.stderr.splitlines() if not _PROGRESS.match(line))
     out: dict[str, Any] = {"rc": proc.returncode, "stderr": stderr.strip()[-2000:]}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import run_cli
 from tests.support.loopback import free_port, stop, wait_listening
 from tests.support.sim_process import sim_process
 from tests.test_preflight import REPO, _server
@@ -23,14 +24,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def spark(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "validator", *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=REPO,
-        timeout=timeout,
-    )
+    return run_cli(*args, env=ENV, timeout=timeout)
 
 
 def one_line(err: str) -> str:
@@ -129,10 +123,9 @@ def test_truncated_safetensors_still_writes_the_requested_report(tmp_path: Path,
     shard = next(model.glob("*.safetensors"))
     shard.write_bytes(shard.read_bytes()[:6])
     out = tmp_path / f"report.{fmt}"
-    res = subprocess.run(
-        [sys.executable, "-m", "validator", "preflight", "--launch-cmd", server.cmd(), "--model-dir",
-         str(model), "--format", fmt, "--output", str(out)],
-        capture_output=True, text=True, env={**server.env, "PYTHONPATH": str(REPO)}, cwd=REPO, timeout=60,
+    res = run_cli(
+        "preflight", "--launch-cmd", server.cmd(), "--model-dir", str(model), "--format", fmt, "--output",
+        str(out), env=server.env,
     )  # fmt: skip
     assert res.returncode == 65
     assert shard.name in one_line(res.stderr)

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import preflight_json
 from tests.support.daemon_process import daemon_process, start_sim, wait_for
 from tests.support.deploy_tools import DEPLOY, REPO, parse_cli, require_tool, run_tool, serve_config
 from tests.support.loopback import free_port, stop
@@ -188,15 +189,7 @@ def test_reader_matches_docker_compose_on_interpolation_env_files_and_volumes(tm
 
 
 def _preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", "preflight", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        env={"PATH": "/usr/bin:/bin", **env, "PYTHONPATH": str(REPO)},
-        timeout=60,
-    )
-    report = json.loads(proc.stdout) if proc.stdout.startswith("{") else {}
-    return proc.returncode, report, proc.stderr
+    return preflight_json({"PATH": "/usr/bin:/bin", **env}, *args)
 
 
 def _statuses(report: dict[str, Any]) -> dict[str, str]:

@@ -6,8 +6,6 @@ schemas vendored in tests/data/deploy/ (closed: unknown fields fail). Then the w
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +13,9 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.deploy_tools import (
     DEPLOY,
-    REPO,
     closed_schema,
     crd_schema,
     load_yaml,
@@ -196,14 +194,7 @@ def test_refusal_is_the_termination_message_failing_checks_first(tmp_path: Path)
     argv = [*server["command"][1:], *server["args"]]
     argv = [f"--termination-log={log}" if a.startswith("--termination-log") else a for a in argv]
     argv = [a.replace("humming", "auto").replace("NEXTN", "EAGLE3") for a in argv]  # two mistakes
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
-    )
+    proc = run_cli(*argv, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, cwd=tmp_path)
     assert proc.returncode == 78, proc.stderr[-1000:]
     message = log.read_bytes()
     assert 0 < len(message) <= 4096

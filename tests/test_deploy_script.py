@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import preflight_json
 from tests.support.sglang_builds import fake_interpreter, make_build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,16 +179,7 @@ def _static(host: Host, script: Path, extra_env: dict[str, str]) -> Any:
 
 
 def _preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", "preflight", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-        cwd="/",
-        timeout=120,
-    )
-    report = json.loads(proc.stdout) if proc.stdout.startswith("{") else {}
-    return proc.returncode, report, proc.stderr
+    return preflight_json(env, *args, cwd="/", timeout=120)
 
 
 def _statuses(report: dict[str, Any]) -> dict[str, str]:

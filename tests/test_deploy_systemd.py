@@ -16,16 +16,15 @@ import re
 import shlex
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process
 from tests.support.deploy_tools import (
     DEPLOY,
-    REPO,
     install_shims,
     load_yaml,
     parse_cli,
@@ -136,14 +135,7 @@ def test_launchs_persistent_failures_are_exempt_from_restart(
 ) -> None:
     """What `launch` really exits with when a restart cannot help is in RestartPreventExitStatus=."""
     exempt = {int(c) for c in _unit("sglang.service")["RestartPreventExitStatus"][0].split()}
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=tmp_path,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)},
-    )
+    proc = run_cli(*argv, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}, cwd=tmp_path)
     assert proc.returncode in exempt, (why, proc.returncode, proc.stderr[-500:])
 
 
@@ -203,11 +195,10 @@ def test_preflight_env_file_stands_in_for_the_units_environment_file(tmp_path: P
     if Path("/etc/sglang/sglang.env").exists():
         pytest.fail("this host has /etc/sglang/sglang.env: the test needs it absent")
     base = ["preflight", "--format", "json", "--unit", str(SYSTEMD / "sglang.service")]
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)}
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
 
     def run(*extra: str) -> subprocess.CompletedProcess[str]:
-        cmd = [sys.executable, "-m", "validator", *base, *extra]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
+        return run_cli(*base, *extra, env=env, cwd=tmp_path)
 
     without = run()
     assert without.returncode == 65 and "/etc/sglang/sglang.env does not exist" in without.stderr

@@ -4,11 +4,9 @@ leaves it alone and preflight says so."""
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import preflight_json
 from validator.errors import InputError
 from validator.sources.shell import split_command_line
-
-REPO = Path(__file__).resolve().parents[1]
 
 LINES = [
     "python3 -m sglang.launch_server --model-path ~/models/Ling-3.0-flash-fp4",
@@ -63,15 +60,8 @@ def test_split_without_tilde_is_shlex(text: str) -> None:
 
 
 def _preflight(env: dict[str, str], *args: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", "preflight", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-        timeout=60,
-    )
-    assert proc.stdout.startswith("{"), proc.stderr
-    report: dict[str, Any] = json.loads(proc.stdout)
+    _, report, err = preflight_json(env, *args)
+    assert report, err
     return report
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.support.sglang_builds import fake_interpreter, make_build
 from tests.test_preflight import REPO, Server, _server, status
 
@@ -61,14 +62,7 @@ def run(
     extra = ["--format", "json"] if command == "preflight" else ["--format", "json", "--report-to", "stderr"]
     before = args.index("--") if "--" in args else len(args)
     argv = [*args[:before], *extra, *args[before:]]
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", command, *argv],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},  # spark-validate's own import path, not the server's
-        cwd=cwd,
-        timeout=60,
-    )
+    proc = run_cli(command, *argv, env=env, cwd=cwd)  # spark-validate's own import path, not the server's
     text = proc.stdout if command == "preflight" else proc.stderr
     report = json.loads(text[text.index("{") :]) if "{" in text else {}
     return proc.returncode, report, proc.stderr

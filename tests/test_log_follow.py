@@ -8,12 +8,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
 from tests.test_server_log import RUN_BROKEN, RUN_HEALTHY, TP, _args, _decode
 from validator.errors import UnavailableError, UsageError
 from validator.sources.server_log import (
@@ -252,14 +252,9 @@ def test_check_reads_the_journal_of_a_simulated_server(tmp_path: Path) -> None:
         wait_healthy(sim.url)  # its start-up lines are all written by then
         invocation = host.start()
         host.log(invocation, sim.log.read_text(encoding="utf-8").splitlines())
-        res = subprocess.run(
-            [
-                sys.executable, "-m", "validator", "check", "--url", sim.url, "--no-probe",
-                "--log", "journal:sglang.service", "--format", "json",
-            ],
-            env={**host.env(), "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
-            capture_output=True,
-            timeout=120,
+        res = run_cli(
+            "check", "--url", sim.url, "--no-probe", "--log", "journal:sglang.service", "--format", "json",
+            env=host.env(), timeout=120,
         )  # fmt: skip
     report = json.loads(res.stdout)
     by_id = {c["id"]: c for c in report["checks"]}

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.support.bounded_run import run_bounded
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import run_cli
 from tests.support.sglang_builds import make_build
 from validator.rulepack import render_template
 
@@ -21,15 +21,7 @@ PACK = REPO / "rules" / "ling-3.0-flash-dgx-spark.yaml"
 
 
 def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
-    return subprocess.run(
-        [sys.executable, "-m", "validator", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=60,
-    )
+    return run_cli(*args, env={"PATH": "/usr/bin:/bin", "NO_COLOR": "1"}, cwd=cwd)
 
 
 def _pack(tmp_path: Path, text: str, name: str = "pack.yaml") -> Path:

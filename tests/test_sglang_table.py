@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.cli import run_cli
 from validator.sources.sglang_tables import build_key, store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -25,14 +26,7 @@ DEV = "0.0.0.dev1+g1a2b3c4"
 
 
 def cli(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "validator", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        timeout=timeout,
-    )
+    return run_cli(*args, env={**os.environ, **env}, timeout=timeout)
 
 
 def dev_build(tmp_path: Path, version: str = DEV) -> Path:

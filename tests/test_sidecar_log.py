@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import httpx
 
+from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command, sim_process, wait_healthy
@@ -35,13 +35,7 @@ def _start_sim(port: int, log: Path, scenario: str = "healthy") -> subprocess.Po
 
 
 def _check(url: str, *args: str) -> tuple[int, dict[str, object]]:
-    res = subprocess.run(
-        [sys.executable, "-m", "validator", "check", "--url", url, "--format", "json", *args],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        timeout=120,
-    )
+    res = run_cli("check", "--url", url, "--format", "json", *args, timeout=120)
     return res.returncode, json.loads(res.stdout)
 
 

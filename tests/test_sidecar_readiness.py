@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process, start_sim, wait_for
 from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command
@@ -140,23 +140,8 @@ def test_an_inconclusive_state_that_lasts_drops_readiness_after_unready_after(tm
 
 def test_unready_after_must_be_a_duration(tmp_path: Path) -> None:
     for bad in ("-1", "nan", "inf"):
-        res = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "validator",
-                "serve",
-                "--url",
-                "http://127.0.0.1:9",
-                "--unready-after",
-                bad,
-            ],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            timeout=60,
-        )
-        assert res.returncode == 2 and b"--unready-after" in res.stderr, res.stderr
+        res = run_cli("serve", "--url", "http://127.0.0.1:9", "--unready-after", bad)
+        assert res.returncode == 2 and "--unready-after" in res.stderr, res.stderr
 
 
 def test_a_server_still_loading_and_refusing_connections_is_not_crashed(tmp_path: Path) -> None:

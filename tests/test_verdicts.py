@@ -12,9 +12,6 @@ real processes, real SGLang files, real checkpoints, the simulator on loopback.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.check_helpers import CheckRun, evidence_files, run_check
+from tests.support.cli import json_report, run_cli
 from tests.support.sim_process import SimProcess, sim_process
 from tests.support.timing_proxy import timing_proxy
 from tests.test_preflight import REPO, Server, _server
@@ -45,17 +43,10 @@ def stock_with_plugin(tmp_path_factory: pytest.TempPathFactory) -> Server:
 
 
 def preflight(env: dict[str, str], *args: str, fmt: str = "json") -> tuple[int, Any, str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", "preflight", "--format", fmt, *args],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO), "NO_COLOR": "1"},
-        cwd=REPO,
-        timeout=60,
-    )
+    proc = run_cli("preflight", "--format", fmt, *args, env={**env, "NO_COLOR": "1"})
     if fmt != "json":
         return proc.returncode, proc.stdout, proc.stderr
-    return proc.returncode, json.loads(proc.stdout) if proc.stdout.startswith("{") else {}, proc.stderr
+    return proc.returncode, json_report(proc.stdout), proc.stderr
 
 
 def check(report: dict[str, Any], check_id: str) -> dict[str, Any]:

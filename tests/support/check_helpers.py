@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any
 
-from tests.support.sim_process import REPO
+from tests.support.cli import run_cli
 
 # Far below any real server's start-up, far above what a loaded 2-core CI box needs to answer /health.
 CHECK_TIMEOUT_S = 60.0
@@ -64,11 +62,9 @@ def run_check(
     timeout: float = CHECK_TIMEOUT_S,
 ) -> CheckRun:
     """``python -m validator check --url URL --format FMT ARGS...``; the report is parsed for json."""
-    cmd = [sys.executable, "-m", "validator", "check", "--url", url, "--format", fmt, *args]
     full_env = {k: v for k, v in os.environ.items() if k != "SPARK_VALIDATE_API_KEY"}
-    full_env.update({"PYTHONPATH": str(REPO), "NO_COLOR": "1"})
-    full_env.update(env or {})
-    proc = subprocess.run(cmd, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout)
+    full_env.update({"NO_COLOR": "1", **(env or {})})
+    proc = run_cli("check", "--url", url, "--format", fmt, *args, env=full_env, timeout=timeout)
     report = None
     if fmt == "json" and proc.stdout.strip():
         try:
