@@ -24,13 +24,7 @@ from tests.test_preflight import REPO, _server
 def test_launch_runs_the_program_preflight_approved(tmp_path: Path, prefix: list[str]) -> None:
     server = _server(tmp_path, "launch")
     marker, evil = tmp_path / "ran", tmp_path / "evil-ran"
-    stand_in = server.python.parent.parent.parent / "site-packages" / "sglang" / "launch_server.py"
-    (stand_in.parent / "__init__.py").write_text("")  # the real one imports torch
-    stand_in.write_text(
-        "import os\n"
-        f"open({str(marker)!r}, 'w')"
-        ".write(str(os.getpid()) + ' ' + os.environ['SGLANG_ENABLE_FP8_LM_HEAD'])\n"
-    )
+    server.plant_launch_server(marker)
     planted = tmp_path / "planted"
     planted.mkdir()
     for name in ("SGLANG_ENABLE_FP8_LM_HEAD=1", "exec"):
@@ -51,7 +45,7 @@ def test_launch_runs_the_program_preflight_approved(tmp_path: Path, prefix: list
     _, err = proc.communicate(timeout=90)
     assert not evil.exists(), "launch exec'd a planted file preflight never approved"
     if proc.returncode == 0:
-        pid, fp8 = marker.read_text().split()
+        pid, fp8, _ = marker.read_text().split(" ", 2)
         assert int(pid) == proc.pid and fp8 == "1"  # exec'd the approved server, the assignment in its env
     else:  # refusing is the other defined outcome, never a third program
         assert proc.returncode in (2, 65) and not marker.exists(), err.decode()[-1500:]

@@ -8,7 +8,6 @@ mistake fails with exit 78 and exactly the right check IDs.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,9 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import preflight_json, run_cli
+from tests.support.contract_ids import PREFLIGHT_CHECK_IDS
+from tests.support.launch_recipe import Mistake
 from tests.support.sglang_builds import fake_interpreter, make_build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +48,19 @@ class Server:
             if k not in drop:
                 parts += [k, v]
         return " ".join([*parts, *extra])
+
+    def plant_launch_server(self, marker: Path) -> None:
+        """Make ``python -m sglang.launch_server`` in this server's venv a stand-in (the unpacked wheel's
+        real one needs torch) that writes ``PID FP8-VARIABLE ARGS...`` to ``marker``: which process ran,
+        with which environment and arguments."""
+        stand_in = self.python.parent.parent.parent / "site-packages" / "sglang" / "launch_server.py"
+        (stand_in.parent / "__init__.py").write_text("")  # the real one imports torch
+        stand_in.write_text(
+            "import os, sys\n"
+            f"open({str(marker)!r}, 'w').write("
+            "f\"{os.getpid()} {os.environ.get('SGLANG_ENABLE_FP8_LM_HEAD')} "
+            "{' '.join(sys.argv[1:])}\")\n"
+        )
 
 
 def _site(root: Path, **build: Any) -> Path:
@@ -89,19 +104,6 @@ def stock(tmp_path_factory: pytest.TempPathFactory) -> Server:
     return _server(tmp_path_factory.mktemp("stock"), "stock", fp8_lm_head=False, share_hook=False)
 
 
-def preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", "preflight", "--format", "json", *args],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        timeout=60,
-    )
-    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-    return proc.returncode, report, proc.stderr
-
-
 def failing(report: dict[str, Any]) -> set[str]:
     return {c["id"] for c in report["checks"] if c["status"] == "fail"}
 
@@ -111,61 +113,41 @@ def status(report: dict[str, Any], check_id: str) -> str:
 
 
 def test_recipe_passes_on_patched_build(patched: Server) -> None:
-    rc, report, err = preflight(patched.env, "--launch-cmd", patched.cmd())
+    rc, report, err = preflight_json(patched.env, "--launch-cmd", patched.cmd())
     assert rc == 0, (err, [c for c in report.get("checks", []) if c["status"] != "pass"])
     assert report["verdict"] == "pass" and report["mode"] == "preflight"
-    for check_id in (
-        "moe.backend",
-        "moe.humming_runtime",
-        "lm_head.fp8",
-        "lm_head.exclusive",
-        "spec.config",
-        "spec.lm_head_shared",
-        "checkpoint.layout",
-    ):
+    for check_id in PREFLIGHT_CHECK_IDS:
         assert status(report, check_id) == "pass", check_id
     shared = next(c for c in report["checks"] if c["id"] == "spec.lm_head_shared")
     assert shared["evidence"]["set_lm_head_from_target"] is True
 
 
 MISTAKES = [
-    # (extra args, dropped flags, env changes, the checks that must fail)
-    (("--moe-runner-backend", "auto"), ("--moe-runner-backend",), {}, {"moe.backend"}),
-    (("--moe-runner-backend", "flashinfer_mxfp4"), ("--moe-runner-backend",), {}, {"moe.backend"}),
-    (("--enable-fp32-lm-head",), (), {}, {"lm_head.exclusive"}),
-    (("--speculative-num-steps", "2"), ("--speculative-num-steps",), {}, {"spec.config"}),
-    (("--speculative-eagle-topk", "2"), ("--speculative-eagle-topk",), {}, {"spec.config"}),
-    ((), ("--speculative-draft-model-path",), {}, {"spec.config"}),
-    ((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": None}, {"lm_head.fp8"}),
-    ((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "on"}, {"lm_head.fp8"}),
+    Mistake(("--moe-runner-backend", "auto"), ("--moe-runner-backend",), {}, {"moe.backend"}),
+    Mistake(("--moe-runner-backend", "flashinfer_mxfp4"), ("--moe-runner-backend",), {}, {"moe.backend"}),
+    Mistake(("--enable-fp32-lm-head",), (), {}, {"lm_head.exclusive"}),
+    Mistake(("--speculative-num-steps", "2"), ("--speculative-num-steps",), {}, {"spec.config"}),
+    Mistake(("--speculative-eagle-topk", "2"), ("--speculative-eagle-topk",), {}, {"spec.config"}),
+    Mistake((), ("--speculative-draft-model-path",), {}, {"spec.config"}),
+    Mistake((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": None}, {"lm_head.fp8"}),
+    Mistake((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "on"}, {"lm_head.fp8"}),
 ]
 
 
-@pytest.mark.parametrize("extra,drop,env_change,expected", MISTAKES)
-def test_each_single_mistake_fails_exactly_its_check(
-    patched: Server,
-    extra: tuple[str, ...],
-    drop: tuple[str, ...],
-    env_change: dict[str, str | None],
-    expected: set[str],
-) -> None:
-    env = dict(patched.env)
-    for k, v in env_change.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    rc, report, err = preflight(env, "--launch-cmd", patched.cmd(*extra, drop=drop))
+@pytest.mark.parametrize("mistake", MISTAKES)
+def test_each_single_mistake_fails_exactly_its_check(patched: Server, mistake: Mistake) -> None:
+    cmd = patched.cmd(*mistake.extra, drop=mistake.drop)
+    rc, report, err = preflight_json(mistake.environ(patched.env), "--launch-cmd", cmd)
     assert rc == 78, err
     assert report["verdict"] == "fail"
-    assert failing(report) == expected
+    assert failing(report) == mistake.fails
     for c in report["checks"]:
         if c["status"] == "fail":
             assert c["remedy"] and c["why"], c["id"]
 
 
 def test_fp8_variable_on_stock_build_is_silently_ignored(stock: Server) -> None:
-    rc, report, _ = preflight(stock.env, "--launch-cmd", stock.cmd())
+    rc, report, _ = preflight_json(stock.env, "--launch-cmd", stock.cmd())
     assert rc == 78
     # stock 0.5.23: the variable is not declared (lm_head.fp8) and the draft shares only the tensor
     assert failing(report) == {"lm_head.fp8", "spec.lm_head_shared"}
@@ -175,7 +157,7 @@ def test_fp8_variable_on_stock_build_is_silently_ignored(stock: Server) -> None:
 
 def test_draft_class_without_share_hook_is_the_trap(tmp_path: Path) -> None:
     server = _server(tmp_path, "noshare", fp8_lm_head=True, share_hook=False)
-    rc, report, _ = preflight(server.env, "--launch-cmd", server.cmd())
+    rc, report, _ = preflight_json(server.env, "--launch-cmd", server.cmd())
     assert rc == 78
     assert failing(report) == {"spec.lm_head_shared"}
     shared = next(c for c in report["checks"] if c["id"] == "spec.lm_head_shared")
@@ -191,17 +173,17 @@ def test_plugin_remedy_counts_when_installed_and_enabled(tmp_path: Path) -> None
         plugins={"spark_validate": "validator.plugin:register"},
     )
     env = {**server.env, "SPARK_VALIDATE_SHARE_LM_HEAD": "1"}
-    rc, report, err = preflight(env, "--launch-cmd", server.cmd())
+    rc, report, err = preflight_json(env, "--launch-cmd", server.cmd())
     assert rc == 0, (err, failing(report))
     # the plugin is whitelisted away: the remedy cannot run
-    rc, report, _ = preflight({**env, "SGLANG_PLUGINS": "other_plugin"}, "--launch-cmd", server.cmd())
+    rc, report, _ = preflight_json({**env, "SGLANG_PLUGINS": "other_plugin"}, "--launch-cmd", server.cmd())
     assert rc == 78 and failing(report) == {"spec.lm_head_shared"}
 
 
 def test_lm_head_missing_from_modules_to_not_convert(patched: Server, tmp_path: Path) -> None:
     model = tmp_path / "model"
     write_checkpoint(model, small=False, modules_to_not_convert=["model.word_embeddings"])
-    rc, report, _ = preflight(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    rc, report, _ = preflight_json(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
     assert rc == 78
     assert failing(report) == {"checkpoint.layout"}
 
@@ -211,7 +193,7 @@ def test_interpreter_without_sglang_is_inconclusive_never_a_pass(patched: Server
     it `error` (the command may be checked away from the server's host), so the verdict is inconclusive."""
     bare = fake_interpreter(tmp_path / "bare" / "bin", None)
     cmd = patched.cmd().replace(str(patched.python), str(bare), 1)
-    rc, report, _ = preflight(patched.env, "--launch-cmd", cmd)
+    rc, report, _ = preflight_json(patched.env, "--launch-cmd", cmd)
     program = next(c for c in report["checks"] if c["id"] == "launch.program")
     assert program["status"] == "error" and "cannot import sglang" in program["message"]
     assert rc == 69 and report["verdict"] == "inconclusive"
@@ -235,7 +217,7 @@ def test_unit_file_with_env_file(patched: Server, tmp_path: Path) -> None:
         "RestartPreventExitStatus=78\n"
     )
     env = {k: v for k, v in patched.env.items() if not k.startswith(("SGLANG_", "HUMMING_"))}
-    rc, report, err = preflight(env, "--unit", str(unit))
+    rc, report, err = preflight_json(env, "--unit", str(unit))
     assert rc == 0, (err, failing(report))
     assert report["target"].startswith("unit:")
 
@@ -250,7 +232,7 @@ def test_unit_file_with_env_file(patched: Server, tmp_path: Path) -> None:
 def test_malformed_unit_exits_65_with_one_line(tmp_path: Path, content: str, needle: str) -> None:
     unit = tmp_path / "bad.service"
     unit.write_text(content)
-    rc, _, err = preflight({"PATH": os.environ["PATH"]}, "--unit", str(unit))
+    rc, _, err = preflight_json({"PATH": os.environ["PATH"]}, "--unit", str(unit))
     assert rc == 65
     assert str(unit) in err and needle.lower() in err.lower()
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -260,19 +242,19 @@ def test_malformed_checkpoint_exits_65(patched: Server, tmp_path: Path) -> None:
     model = tmp_path / "model"
     write_checkpoint(model, small=True)
     (model / "config.json").write_text('{"architectures": ["BailingMoeV3ForCausalLM",}')
-    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
     assert rc == 65 and "config.json" in err and "Traceback" not in err
     write_checkpoint(model, small=True)
     shard = next(model.glob("*.safetensors"))
     shard.write_bytes(shard.read_bytes()[:6])
-    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
     assert rc == 65 and shard.name in err and "Traceback" not in err
 
 
 def test_unknown_and_ambiguous_flags_are_rejected_like_sglang(patched: Server) -> None:
-    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd("--no-such-flag"))
+    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd("--no-such-flag"))
     assert rc == 65 and "unrecognized arguments: --no-such-flag" in err
-    rc, _, err = preflight(patched.env, "--launch-cmd", patched.cmd("--speculative-num", "3"))
+    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd("--speculative-num", "3"))
     assert rc == 65 and "ambiguous option" in err
 
 
@@ -281,15 +263,7 @@ def test_launch_execs_exactly_the_checked_command(tmp_path: Path) -> None:
     preflight; a misconfigured command is never executed."""
     server = _server(tmp_path, "launch")
     marker = tmp_path / "ran"
-    # `python -m sglang.launch_server` in the server venv runs this stand-in (the unpacked wheel needs torch)
-    stand_in = server.python.parent.parent.parent / "site-packages" / "sglang" / "launch_server.py"
-    (stand_in.parent / "__init__.py").write_text("")  # the real one imports torch
-    stand_in.write_text(
-        "import os, sys\n"
-        f"open({str(marker)!r}, 'w').write("
-        "f\"{os.getpid()} {os.environ.get('SGLANG_ENABLE_FP8_LM_HEAD')} "
-        "{' '.join(sys.argv[1:])}\")\n"
-    )
+    server.plant_launch_server(marker)
     argv = server.cmd().split()
     env = {**server.env, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(
@@ -305,14 +279,7 @@ def test_launch_execs_exactly_the_checked_command(tmp_path: Path) -> None:
     assert int(pid) == proc.pid  # exec, not a child
     assert fp8 == "1" and "--moe-runner-backend humming" in args
     marker.unlink()
-    res = subprocess.run(
-        [sys.executable, "-m", "validator", "launch", "--", *argv, "--enable-fp32-lm-head"],
-        env=env,
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    res = run_cli("launch", "--", *argv, "--enable-fp32-lm-head", env=server.env)
     assert res.returncode == 78 and not marker.exists()
     assert "lm_head.exclusive" in res.stderr  # the report goes to stderr; stdout belongs to the server
 

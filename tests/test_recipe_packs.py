@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +21,8 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import preflight_json
+from tests.support.launch_recipe import Mistake
 from tests.support.sglang_builds import fake_interpreter, make_build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -145,16 +145,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
 
 
 def preflight(env: dict[str, str], rules: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "validator", "preflight", "--format", "json", "--rules", rules, *args],
-        capture_output=True,
-        text=True,
-        env={**env, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        timeout=60,
-    )
-    report = json.loads(proc.stdout) if proc.stdout.strip().startswith("{") else {}
-    return proc.returncode, report, proc.stderr
+    return preflight_json(env, "--rules", rules, *args)
 
 
 def by_status(report: dict[str, Any], *statuses: str) -> set[str]:
@@ -192,49 +183,49 @@ def test_each_recipe_passes_its_pack(server: Server, pack: str) -> None:
         assert shared["attach_shared_modules"] is True and shared["uses_own_vocab_modules"] is False
 
 
-# (pack, extra args, dropped flags, env changes, the checks that must fail)
-MISTAKES: list[tuple[str, tuple[str, ...], tuple[str, ...], dict[str, str | None], set[str]]] = [
-    (DSPARK, ("--linear-replayssm-cache-len", "16"), ("--linear-replayssm-cache-len",), {}, {"spec.dspark"}),
-    (DSPARK, ("--linear-replayssm-cache-len", "24"), ("--linear-replayssm-cache-len",), {}, {"spec.dspark"}),
-    (DSPARK, (), ("--enable-linear-replayssm-spec",), {}, {"spec.dspark"}),
-    (DSPARK, ("--speculative-num-draft-tokens", "4"), (), {}, {"spec.config"}),
-    (DSPARK, ("--moe-runner-backend", "auto"), ("--moe-runner-backend",), {}, {"moe.backend"}),
-    (DSPARK, (), (), {"SGLANG_ENABLE_FP8_LM_HEAD": None}, {"lm_head.fp8"}),
+# (pack, the mistake in its launch)
+MISTAKES: list[tuple[str, Mistake]] = [
+    (
+        DSPARK,
+        Mistake(
+            ("--linear-replayssm-cache-len", "16"), ("--linear-replayssm-cache-len",), {}, {"spec.dspark"}
+        ),
+    ),
+    (
+        DSPARK,
+        Mistake(
+            ("--linear-replayssm-cache-len", "24"), ("--linear-replayssm-cache-len",), {}, {"spec.dspark"}
+        ),
+    ),
+    (DSPARK, Mistake((), ("--enable-linear-replayssm-spec",), {}, {"spec.dspark"})),
+    (DSPARK, Mistake(("--speculative-num-draft-tokens", "4"), (), {}, {"spec.config"})),
+    (DSPARK, Mistake(("--moe-runner-backend", "auto"), ("--moe-runner-backend",), {}, {"moe.backend"})),
+    (DSPARK, Mistake((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": None}, {"lm_head.fp8"})),
     (
         COOKBOOK,
-        ("--linear-replayssm-cache-len", "16"),
-        ("--linear-replayssm-cache-len",),
-        {},
-        {"spec.dspark"},
+        Mistake(
+            ("--linear-replayssm-cache-len", "16"), ("--linear-replayssm-cache-len",), {}, {"spec.dspark"}
+        ),
     ),
-    (COOKBOOK, ("--moe-runner-backend", "humming"), ("--moe-runner-backend",), {}, {"moe.backend"}),
-    (COOKBOOK, (), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, {"lm_head.dtype"}),
-    (COOKBOOK, (), (), {"FLASHINFER_WORKSPACE_BASE": "/nonexistent"}, {"moe.flashinfer_kernels"}),
-    (BASELINE, ("--moe-runner-backend", "humming"), ("--moe-runner-backend",), {}, {"moe.backend"}),
-    (BASELINE, (), ("--enable-fp32-lm-head",), {}, {"lm_head.dtype"}),
-    (BASELINE, (), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, {"lm_head.dtype", "lm_head.exclusive"}),
-    (BASELINE, ("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"), (), {}, {"spec.off"}),
+    (COOKBOOK, Mistake(("--moe-runner-backend", "humming"), ("--moe-runner-backend",), {}, {"moe.backend"})),
+    (COOKBOOK, Mistake((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, {"lm_head.dtype"})),
+    (COOKBOOK, Mistake((), (), {"FLASHINFER_WORKSPACE_BASE": "/nonexistent"}, {"moe.flashinfer_kernels"})),
+    (BASELINE, Mistake(("--moe-runner-backend", "humming"), ("--moe-runner-backend",), {}, {"moe.backend"})),
+    (BASELINE, Mistake((), ("--enable-fp32-lm-head",), {}, {"lm_head.dtype"})),
+    (BASELINE, Mistake((), (), {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, {"lm_head.dtype", "lm_head.exclusive"})),
+    (
+        BASELINE,
+        Mistake(("--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"), (), {}, {"spec.off"}),
+    ),
 ]
 
 
-@pytest.mark.parametrize(("pack", "extra", "drop", "env_change", "expected"), MISTAKES)
-def test_each_single_mistake_fails_exactly_its_checks(
-    server: Server,
-    pack: str,
-    extra: tuple[str, ...],
-    drop: tuple[str, ...],
-    env_change: dict[str, str | None],
-    expected: set[str],
-) -> None:
-    env = server.recipe_env(pack)
-    for k, v in env_change.items():
-        if v is None:
-            env.pop(k, None)
-        else:
-            env[k] = v
-    rc, report, err = preflight(env, pack, "--launch-cmd", server.cmd(pack, *extra, drop=drop))
+@pytest.mark.parametrize(("pack", "mistake"), MISTAKES)
+def test_each_single_mistake_fails_exactly_its_checks(server: Server, pack: str, mistake: Mistake) -> None:
+    cmd = server.cmd(pack, *mistake.extra, drop=mistake.drop)
+    rc, report, err = preflight(mistake.environ(server.recipe_env(pack)), pack, "--launch-cmd", cmd)
     assert rc == 78, (err, report.get("checks"))
-    assert by_status(report, "fail") == expected
+    assert by_status(report, "fail") == mistake.fails
 
 
 def test_ring_length_rule_before_start(server: Server) -> None:

@@ -4,12 +4,12 @@ waivers need a justification and stop applying when they expire."""
 from __future__ import annotations
 
 import datetime as dt
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_cli
+from tests.support.contract_ids import CONTRACT_CHECK_IDS
 from validator.errors import InputError
 from validator.rulepack import DEFAULT_PACK, load_pack, parse_pack
 
@@ -27,18 +27,7 @@ def test_default_pack_states_the_recipe() -> None:
     assert e.checkpoint.lm_head_shape == (157184, 2560)
     assert e.host.max_mem_fraction_static == 0.68
     ids = {c.id for c in pack.checks}
-    contract_ids = {
-        "server.ready",
-        "moe.backend",
-        "moe.humming_runtime",
-        "lm_head.fp8",
-        "lm_head.exclusive",
-        "spec.config",
-        "spec.lm_head_shared",
-        "spec.accept_length",
-        "checkpoint.layout",
-    }
-    assert contract_ids <= ids
+    assert set(CONTRACT_CHECK_IDS) <= ids
 
 
 def _mutate(tmp_path: Path, old: str, new: str) -> Path:
@@ -125,17 +114,11 @@ def test_waiver_needs_justification_and_known_check(tmp_path: Path) -> None:
         parse_pack(p)
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "validator", *args], capture_output=True, text=True, cwd=REPO, timeout=60
-    )
-
-
 def test_rules_lint_cli_exit_codes(tmp_path: Path) -> None:
-    ok = _cli("rules", "lint", str(PACK))
+    ok = run_cli("rules", "lint", str(PACK))
     assert ok.returncode == 0, ok.stderr
     bad = _mutate(tmp_path, "accept_length_min: 1.5", "accept_length_min: [1]")
-    res = _cli("rules", "lint", str(bad))
+    res = run_cli("rules", "lint", str(bad))
     assert res.returncode == 65
     line = _line_of(bad, "accept_length_min: [1]")
     assert res.stderr.strip().startswith(f"spark-validate: {bad}:{line}: expect.accept_length_min")
@@ -144,14 +127,14 @@ def test_rules_lint_cli_exit_codes(tmp_path: Path) -> None:
 
 def test_rules_lint_rejects_unknown_builtin(tmp_path: Path) -> None:
     p = _mutate(tmp_path, "  - id: env.undeclared", "  - id: env.undeclared_typo")
-    res = _cli("rules", "lint", str(p))
+    res = run_cli("rules", "lint", str(p))
     assert res.returncode == 65 and "env.undeclared_typo" in res.stderr
 
 
 def test_rules_show_and_list() -> None:
-    res = _cli("rules", "show", "spec.lm_head_shared")
+    res = run_cli("rules", "show", "spec.lm_head_shared")
     assert res.returncode == 0
     assert "set_lm_head_from_target" in res.stdout and "critical" in res.stdout
-    assert _cli("rules", "show", "no.such").returncode == 2
-    listing = _cli("rules", "list")
+    assert run_cli("rules", "show", "no.such").returncode == 2
+    listing = run_cli("rules", "list")
     assert listing.returncode == 0 and "moe.backend" in listing.stdout
