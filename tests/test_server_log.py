@@ -90,7 +90,7 @@ def test_only_the_last_start_counts(tmp_path: Path) -> None:
     assert facts.run_start_line == len("\n".join(RUN_BROKEN)) + 1  # the byte offset of its line
     assert facts.runs == 2 and facts.unusable() is None
     assert facts.server_args is not None and facts.server_args["moe_runner_backend"] == "humming"
-    assert facts.server_args["speculative_num_draft_tokens"] == 4 and facts.server_args_note is None
+    assert facts.server_args["speculative_num_draft_tokens"] == 4
     assert facts.server_args["api_key"] == "<redacted>" and facts.server_args["admin_api_key"] is None
     assert (
         not facts.flashinfer_override
@@ -100,11 +100,10 @@ def test_only_the_last_start_counts(tmp_path: Path) -> None:
     assert facts.fp8_lm_head_lines == 1
     assert facts.humming_prepare_lines == 4 and facts.humming_indexed_gemm_lines == 1
     assert facts.loaded_models == ["BailingMoeV3ForCausalLM", "BailingMoeForCausalLMNextN"]
-    assert facts.draft_model_loaded and facts.draft_graph_begin == 2 and facts.draft_graph_end == 2
+    assert facts.draft_graph_begin == 2
     assert [s.accept_len for s in facts.decode_samples] == [3.05, 2.95]
     assert facts.decode_samples[0].gen_throughput == 58.5 and facts.mean_accept_len == pytest.approx(3.0)
-    assert facts.ready and facts.error_count == 0 and facts.errors == []
-    assert len(facts.plugin_lines) == 1
+    assert facts.ready
 
 
 def test_broken_run_and_its_prelude(tmp_path: Path) -> None:
@@ -117,11 +116,8 @@ def test_broken_run_and_its_prelude(tmp_path: Path) -> None:
         and facts.trtllm_expert_lines == 1
         and facts.humming_prepare_lines == 0
     )
-    assert facts.fp8_lm_head_lines == 0 and not facts.draft_model_loaded
+    assert facts.fp8_lm_head_lines == 0 and facts.loaded_models == ["BailingMoeV3ForCausalLM"]
     assert facts.decode_samples[0].accept_len == 1.0
-    assert facts.error_count == 2  # the Traceback line and the RuntimeError line
-    assert any("RuntimeError: CUDA error" in e for e in facts.errors)
-    assert KEY not in json.dumps(facts.errors) and "<redacted>" in facts.errors[-1]
 
 
 def test_override_of_an_earlier_run_does_not_leak(tmp_path: Path) -> None:
@@ -148,7 +144,6 @@ def test_non_literal_server_args_falls_back_to_scalars(tmp_path: Path) -> None:
         "speculative_num_steps": 3,
         "api_key": "<redacted>",
     }
-    assert facts.server_args_note is not None and "scalar" in facts.server_args_note
 
 
 def test_garbage_and_huge_lines_are_bounded(tmp_path: Path) -> None:

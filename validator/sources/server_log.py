@@ -48,11 +48,10 @@ from typing import Any, Protocol
 
 from validator.errors import InputError, UnavailableError, UsageError
 from validator.facts import FP8_HEAD_LINE
-from validator.redact import collect_secrets, redact, redact_text
+from validator.redact import redact
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_SAMPLES = 1000
-MAX_ERRORS = 20
 MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
 PRELUDE_BYTES = 64 << 10  # read this much before the last start: its resolution-time lines
 JOURNAL_TIMEOUT_S = 30.0  # per journalctl call; the rest is read by the next poll
@@ -97,7 +96,6 @@ class LogFacts:
     run_start_line: int | None = None  # where the current start's ``server_args=`` was read; None: none
     lines_total: int = 0  # lines read
     server_args: dict[str, Any] | None = None  # the last start's resolved args, redacted
-    server_args_note: str | None = None  # why server_args is missing or only partly parsed
     fp8_lm_head_lines: int = 0
     humming_prepare_lines: int = 0
     humming_indexed_gemm_lines: int = 0
@@ -107,32 +105,21 @@ class LogFacts:
     flashinfer_override: bool = False
     loaded_models: list[str] = field(default_factory=list)  # ``Load weight end ... type=`` in order
     draft_graph_begin: int = 0
-    draft_graph_end: int = 0
     # DSpark's worker at start (dspark_worker_v2.py l.279-292): "Initialized DSpark draft runner. ...,
     # model=<class>, gamma=G, verify_num_draft_tokens=N, ..."
     dspark_gamma: int | None = None
     dspark_verify_tokens: int | None = None
-    dspark_draft_class: str | None = None
     decode_samples: list[DecodeSample] = field(default_factory=list)  # the last MAX_SAMPLES
     decode_sample_count: int = 0
     ready: bool = False
-    ready_line: int | None = None
-    errors: list[str] = field(default_factory=list)  # first MAX_ERRORS error lines, redacted
-    error_count: int = 0
-    plugin_lines: list[str] = field(default_factory=list)
     # how it was read (evidence for server.log)
     generation: int = 0  # starts seen by this reader since it opened; a new start increments it
     bytes_read: int = 0
     bytes_skipped: int = 0  # not parsed: before the last start, or the middle of an oversized region
     truncations: int = 0  # the file shrank under the reader (logrotate copytruncate)
     rotations: int = 0  # a new file appeared at the path (logrotate create)
-    behind: bool = False  # the last poll stopped at its byte or time cap; the next one continues
     note: str | None = None  # a condition of the source now (file gone after rotation, ...)
     stale: str | None = None  # why the current start is not the running server's (a restart seen)
-
-    @property
-    def draft_model_loaded(self) -> bool:
-        return any(m.endswith("NextN") for m in self.loaded_models)
 
     @property
     def mean_accept_len(self) -> float | None:
@@ -184,7 +171,8 @@ class LogParser:
         self.starts = 0
         self.lines = 0
         self._raw_args: str | None = None
-        self._parsed: tuple[dict[str, Any] | None, str | None, list[str]] | None = None
+        self._parsed: dict[str, Any] | None = None
+        self._parsed_done = False  # whether _parsed holds this start's args (None: it has none)
 
     def feed(self, line: str, pos: int) -> None:
         self.lines += 1
@@ -195,28 +183,19 @@ class LogParser:
             self.run.facts.run_start_line = pos
             self.prelude = _Run(self.where)
             self._raw_args = line[idx + len("server_args=") :]
-            self._parsed = None
+            self._parsed, self._parsed_done = None, False
             return
         _feed(self.run, self.prelude, line, pos)
 
     def snapshot(self) -> LogFacts:
         """A copy of the current start's facts, secrets redacted (the parser keeps accumulating)."""
         run = self.run.facts
-        facts = replace(
-            run,
-            loaded_models=list(run.loaded_models),
-            errors=list(run.errors),
-            plugin_lines=list(run.plugin_lines),
-            decode_samples=list(self.run.samples),
-        )
+        facts = replace(run, loaded_models=list(run.loaded_models), decode_samples=list(self.run.samples))
         facts.runs = self.starts
         facts.lines_total = self.lines
-        if self._parsed is None:  # ~30 KB literal: parsed and redacted once per start, not per poll
-            self._parsed = _parsed_args(self._raw_args)
-        args, facts.server_args_note, secrets = self._parsed
-        facts.server_args = dict(args) if args is not None else None
-        facts.errors = [redact_text(e, secrets) for e in facts.errors]
-        facts.plugin_lines = [redact_text(e, secrets) for e in facts.plugin_lines]
+        if not self._parsed_done:  # ~30 KB literal: parsed and redacted once per start, not per poll
+            self._parsed, self._parsed_done = _parsed_args(self._raw_args), True
+        facts.server_args = dict(self._parsed) if self._parsed is not None else None
         return facts
 
 
@@ -317,7 +296,7 @@ class FileLogReader:
             st = self._stats
             facts.generation = self._parser.starts
             facts.bytes_read, facts.bytes_skipped = st.bytes_read, st.bytes_skipped
-            facts.truncations, facts.rotations, facts.behind = st.truncations, st.rotations, st.behind
+            facts.truncations, facts.rotations = st.truncations, st.rotations
             facts.note = note
             if self._claims.stale(facts.generation, server):
                 facts.stale = (
@@ -578,7 +557,7 @@ class JournalLogReader:
             facts = self._parser.snapshot()
             st = self._stats
             facts.generation = self._generation + self._parser.starts
-            facts.bytes_read, facts.behind = st.bytes_read, st.behind
+            facts.bytes_read = st.bytes_read
             if facts.run_start_line is not None and self._claims.stale(facts.generation, server):
                 facts.stale = "the server restarted and the journal holds no start of the new process yet"
             return facts
@@ -636,7 +615,6 @@ class JournalLogReader:
             proc.stderr.close()
             rc = proc.wait()
         self._stats.bytes_read += read
-        self._stats.behind = stopped or rc < 0
         if rc > 0 and not stopped:
             first = err.decode("utf-8", errors="replace").strip().splitlines()
             why = first[0][:200] if first else f"exit status {rc}"
@@ -688,10 +666,7 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         f.flashinfer_override = True
         prelude.facts.flashinfer_override = True
         return
-    if _ERROR_RE.search(line):  # never carried forward: a crash belongs to the start before it
-        f.error_count += 1
-        if len(f.errors) < MAX_ERRORS:
-            f.errors.append(f"line {lineno}: {line.strip()[:300]}")
+    if _ERROR_RE.search(line):  # an error line is read as nothing else, and marks no running server
         return
     runtime = True
     if FP8_HEAD_LINE in line:
@@ -709,18 +684,13 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
     elif "Capture draft " in line and "CUDA graph begin" in line:
         f.draft_graph_begin += 1
     elif "Capture draft " in line and "CUDA graph end" in line:
-        f.draft_graph_end += 1
+        pass  # a running server's line (nothing else is read from it)
     elif READY_LINE in line:
         f.ready = True
-        f.ready_line = lineno
     elif (m := _LOAD_END_RE.search(line)) is not None:
         f.loaded_models.append(m.group(1))
     elif DSPARK_RUNNER_LINE in line and (m := _DSPARK_RUNNER_RE.search(line)) is not None:
-        f.dspark_draft_class, f.dspark_gamma, f.dspark_verify_tokens = (
-            m.group(1),
-            int(m.group(2)),
-            int(m.group(3)),
-        )
+        f.dspark_gamma, f.dspark_verify_tokens = int(m.group(2)), int(m.group(3))
     elif (m := _DECODE_RE.search(line)) is not None:
         t = _THROUGHPUT_RE.search(line)
         try:
@@ -732,40 +702,33 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         run.samples.append(sample)
         f.decode_sample_count += 1
     elif "Loaded plugin" in line or "Executed general plugin" in line or _HOOKS_RE.search(line):
-        if len(f.plugin_lines) < MAX_ERRORS:
-            f.plugin_lines.append(line.strip()[:300])
+        pass  # the plugin's lines: a running server's (nothing else is read from them)
     else:
         runtime = False
     if runtime:  # a running server logged this: earlier resolution lines belong to this run, not the next
         prelude.facts.flashinfer_override = False
 
 
-def _parsed_args(raw: str | None) -> tuple[dict[str, Any] | None, str | None, list[str]]:
-    """The start's resolved args, redacted, with why they are missing or partial, and the secret values
-    they hold (to scrub from the error lines the start logs later)."""
-    if raw is None:
-        return None, "no server_args= line in the log", []
-    args, note = _parse_server_args(raw)
-    secrets = collect_secrets(args or {})
-    return (redact(args) if args is not None else None), note, list(secrets)
+def _parsed_args(raw: str | None) -> dict[str, Any] | None:
+    """The start's resolved args, redacted (None: no ``server_args=`` line, or one that does not parse)."""
+    args = _parse_server_args(raw) if raw is not None else None
+    return redact(args) if args is not None else None
 
 
-def _parse_server_args(text: str) -> tuple[dict[str, Any] | None, str | None]:
+def _parse_server_args(text: str) -> dict[str, Any] | None:
     """The dict repr as Python literals; when it holds non-literals (an object repr), fall back to the
-    top-level ``'key': scalar`` pairs and say so."""
+    top-level ``'key': scalar`` pairs."""
     text = text.strip()
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         value = None
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return value, None
+        return value
     pairs: dict[str, Any] = {}
     for m in _SIMPLE_PAIR_RE.finditer(text):
         try:
             pairs.setdefault(m.group(1), ast.literal_eval(m.group(2)))
         except (ValueError, SyntaxError):
             continue
-    if not pairs:
-        return None, "server_args= line could not be parsed"
-    return pairs, "server_args= line is not a plain literal; read its scalar fields only"
+    return pairs or None
