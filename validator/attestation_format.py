@@ -38,7 +38,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 # grp, ipaddress, secrets and urllib are imported where used: preflight imports this module (through
 # validator.facts) and never writes or judges an attestation.
@@ -70,24 +70,26 @@ ENV_KEYS = (
     "HUMMING_TMP_DIR",
 )
 
-# pydantic reads ``__pydantic_config__`` on standard-library dataclasses: the reader is strict (no "1" for
-# 1, no 1 for true, no NaN or infinity: NaN compares false with everything, so a NaN start time would match
-# any process) and rejects unknown fields, without this module importing pydantic.
-_STRICT: Any = {"strict": True, "extra": "forbid", "allow_inf_nan": False}
+
+class _Strict:
+    """Base of every record of the document, for the reader's rules: pydantic reads ``__pydantic_config__``
+    on standard-library dataclasses (through their bases), so the reader is strict (no "1" for 1, no 1 for
+    true, no NaN or infinity: NaN compares false with everything, so a NaN start time would match any
+    process) and rejects unknown fields, without this module importing pydantic."""
+
+    __pydantic_config__: ClassVar[Any] = {"strict": True, "extra": "forbid", "allow_inf_nan": False}
 
 
 @dataclass(frozen=True)
-class Writer:
-    __pydantic_config__ = _STRICT
+class Writer(_Strict):
     tool: str
     version: str
 
 
 @dataclass(frozen=True)
-class Process:
+class Process(_Strict):
     """The scheduler process that wrote the document: what binds the file to one server run."""
 
-    __pydantic_config__ = _STRICT
     pid: int
     start_time: float | None  # epoch seconds, from /proc/<pid>/stat; None only where /proc is absent
     hostname: str
@@ -98,25 +100,22 @@ class Process:
 
 
 @dataclass(frozen=True)
-class Server:
+class Server(_Strict):
     """The HTTP address SGLang was told to serve on (``ServerArgs.host``/``port``), for binding to a URL."""
 
-    __pydantic_config__ = _STRICT
     host: str | None
     port: int | None
 
 
 @dataclass(frozen=True)
-class SGLangInfo:
-    __pydantic_config__ = _STRICT
+class SGLangInfo(_Strict):
     version: str | None
     declares_fp8_lm_head: bool | None
     nextn_has_set_lm_head_from_target: bool | None
 
 
 @dataclass(frozen=True)
-class LmHead:
-    __pydantic_config__ = _STRICT
+class LmHead(_Strict):
     module_class: str | None
     quant_method: str | None
     weight_dtype: str | None
@@ -126,23 +125,21 @@ class LmHead:
 
 
 @dataclass(frozen=True)
-class Moe:
-    __pydantic_config__ = _STRICT
+class Moe(_Strict):
     layers: int
     quant_methods: dict[str, int]
     runner_backends: dict[str, int]
 
 
 @dataclass(frozen=True)
-class ModelInfo:
-    __pydantic_config__ = _STRICT
+class ModelInfo(_Strict):
     model_class: str | None
     lm_head: LmHead | None
     moe: Moe | None
 
 
 @dataclass(frozen=True)
-class LmHeadSharing:
+class LmHeadSharing(_Strict):
     """How the draft got its LM head, as the draft worker's set-up left it.
 
     ``worker`` names the draft worker class whose set-up was observed (``EagleDraftWorker``,
@@ -152,7 +149,6 @@ class LmHeadSharing:
     tells the two apart.
     """
 
-    __pydantic_config__ = _STRICT
     shared_module: bool | None
     shared_weight: bool | None
     remedy_applied: bool
@@ -162,10 +158,9 @@ class LmHeadSharing:
 
 
 @dataclass(frozen=True)
-class Attestation:
+class Attestation(_Strict):
     """Schema ``spark-validate.attestation/v2``: one scheduler process's account of its loaded models."""
 
-    __pydantic_config__ = _STRICT
     schema: Literal["spark-validate.attestation/v2"]
     written_at: str
     writer: Writer

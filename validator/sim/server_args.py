@@ -28,7 +28,12 @@ def sglang_defaults() -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _defaults() -> dict[str, Any]:
-    args, _ = parse_server_args(["--model-path", MODEL_PATH], origin="sim")
+    return _parse(["--model-path", MODEL_PATH])
+
+
+def _parse(argv: list[str]) -> dict[str, Any]:
+    """``argv`` as SGLang's parser fills ``ServerArgs``, without the CLI-only ``config`` option."""
+    args, _ = parse_server_args(argv, origin="sim")
     args.pop("config", None)
     return args
 
@@ -73,34 +78,24 @@ def launch_command_for_log(argv: list[str]) -> str:
 
 
 def resolved(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> dict[str, Any]:
-    """``server_args.resolved_dict()``: flat, one key per field, resolved values."""
-    args = sglang_defaults()
+    """``server_args.resolved_dict()``: flat, one key per field, resolved values. The launch command is
+    parsed by the same table as the defaults (what the operator typed is not restated here); then come
+    the resolutions a real server makes after parsing."""
+    args = _parse(launch_argv(scenario, host=host, port=port, api_key=api_key))
     args.update(
-        model_path=MODEL_PATH,
-        tokenizer_path=MODEL_PATH,
+        tokenizer_path=MODEL_PATH,  # both default to the model path
         served_model_name=MODEL_PATH,
-        host=host,
-        port=port,
-        api_key=api_key,
-        moe_runner_backend=scenario.moe_backend,
-        quantization="fp8",
-        mem_fraction_static=scenario.mem_fraction,
-        enable_fp32_lm_head=scenario.fp32_head_flag,
-        enable_metrics=scenario.metrics,
-        tp_size=1,
-        dp_size=1,
+        quantization="fp8",  # the checkpoint's quantization_config
+        moe_runner_backend=scenario.moe_backend,  # auto: flashinfer_mxfp4 for this checkpoint
     )
-    if scenario.replayssm_spec:
-        args["enable_linear_replayssm_spec"] = True
-    if scenario.replayssm_cache_len is not None:
-        args["linear_replayssm_cache_len"] = scenario.replayssm_cache_len
     if scenario.spec:
+        # NEXTN is EAGLE; DSPARK forces steps 1 and topk 1 and takes its width from the draft's block
+        # size; the draft inherits the target's quantization and MoE backend; speculation caps requests
         args.update(
             speculative_algorithm=scenario.resolved_algorithm,
             speculative_num_steps=scenario.num_steps,
             speculative_eagle_topk=1,
             speculative_num_draft_tokens=scenario.num_draft_tokens,
-            speculative_draft_model_path=scenario.draft_path,
             speculative_draft_model_revision="main",
             speculative_draft_model_quantization="fp8",
             speculative_moe_runner_backend=scenario.moe_backend,
