@@ -432,9 +432,7 @@ class _Replay:
                     out.append((by_option[option], option, None))
         return out
 
-    def run(
-        self, argv: list[str], lenient: bool = False
-    ) -> tuple[dict[str, Any], set[str], list[str], list[str]]:
+    def run(self, argv: list[str], lenient: bool = False) -> ParsedArgs:
         pattern_parts: list[str] = []
         options: dict[int, tuple[CliAction | None, str, str | None]] = {}
         after_dashdash = False
@@ -545,7 +543,7 @@ class _Replay:
             raise _ArgparseExit(f"the following arguments are required: {', '.join(missing)}")
         if extras and not lenient:
             raise _ArgparseExit(f"unrecognized arguments: {' '.join(extras)}")
-        return namespace, explicit, warnings, extras
+        return ParsedArgs(argv=argv, args=namespace, explicit=explicit, warnings=warnings, unknown=extras)
 
 
 def _convert_default(action: CliAction, text: str) -> Any:
@@ -690,31 +688,25 @@ def parse_argv(
     lenient = choice is not None and choice.lenient
     merged, config_file = merge_config(list(argv), origin=origin, base_dir=base_dir, table=table)
     try:
-        args, explicit, warnings, unknown = _Replay(table).run(merged, lenient=lenient)
+        parsed = _Replay(table).run(merged, lenient=lenient)
     except _ArgparseExit as exc:
         raise InputError(origin, str(exc)) from None
     except _HelpRequested:
         raise InputError(
             origin, "-h/--help prints SGLang's usage and exits; the server would not start"
         ) from None
-    if config_file is None and isinstance(args.get("config"), str):
-        warnings.append(
-            f"--config value {args['config']!r} is ignored by SGLang {table.sglang_version}: "
+    parsed.config_file = config_file
+    if config_file is None and isinstance(parsed.args.get("config"), str):
+        parsed.warnings.append(
+            f"--config value {parsed.args['config']!r} is ignored by SGLang {table.sglang_version}: "
             "only the separate form '--config FILE' is merged"
         )
-    if unknown:
-        warnings.append(
+    if parsed.unknown:
+        parsed.warnings.append(
             f"arguments not in {choice.described if choice else 'the flag table'}, not checked: "
-            + " ".join(unknown)
+            + " ".join(parsed.unknown)
         )
-    return ParsedArgs(
-        argv=merged,
-        args=args,
-        explicit=explicit,
-        warnings=warnings,
-        config_file=config_file,
-        unknown=unknown,
-    )
+    return parsed
 
 
 def parse_server_args(
