@@ -274,6 +274,8 @@ class RulePack:
 # ---- message templates: plain named fields only ----
 
 _FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# a literal brace pair, a field up to the first closing brace, or a lone brace (an error)
+_BRACES_RE = re.compile(r"\{\{|\}\}|\{([^}]*)\}|[{}]")
 
 
 def _scan(text: str) -> list[tuple[str, str]]:
@@ -282,28 +284,23 @@ def _scan(text: str) -> list[tuple[str, str]]:
     indexing, no conversion or format spec, no dunder names."""
     parts: list[tuple[str, str]] = []
     buf: list[str] = []
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if ch in "{}" and text.startswith(ch * 2, i):
-            buf.append(ch)
-            i += 2
-        elif ch == "{":
-            end = text.find("}", i)
-            if end < 0:
-                raise ValueError(f"unclosed '{{' at character {i + 1} (write '{{{{' for a literal brace)")
-            name = text[i + 1 : end]
+    at = 0
+    for m in _BRACES_RE.finditer(text):
+        buf.append(text[at : m.start()])
+        at = m.end()
+        token, name = m.group(0), m.group(1)
+        if token in ("{{", "}}"):
+            buf.append(token[0])
+        elif name is not None:
             if not _FIELD_RE.fullmatch(name) or "__" in name:
                 raise ValueError(f"'{{{name}}}' is not a plain field name")
-            parts.append(("text", "".join(buf)))
+            parts += [("text", "".join(buf)), ("field", name)]
             buf = []
-            parts.append(("field", name))
-            i = end + 1
-        elif ch == "}":
-            raise ValueError(f"single '}}' at character {i + 1} (write '}}}}' for a literal brace)")
+        elif token == "{":
+            raise ValueError(f"unclosed '{{' at character {m.start() + 1} (write '{{{{' for a literal brace)")
         else:
-            buf.append(ch)
-            i += 1
+            raise ValueError(f"single '}}' at character {m.start() + 1} (write '}}}}' for a literal brace)")
+    buf.append(text[at:])
     parts.append(("text", "".join(buf)))
     return parts
 

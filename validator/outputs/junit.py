@@ -7,7 +7,6 @@ fail -> <failure>, error -> <error>, skip -> <skipped> (never a pass), warn -> a
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 
 from validator.outputs import output
 from validator.outputs.safe import safe_dict
@@ -17,6 +16,8 @@ from validator.report import Report
 
 @output("junit", "JUnit XML, one testcase per check")
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
+    import xml.etree.ElementTree as ET  # here: every command loads the registry, few ask for XML
+
     data = neutralize_deep(safe_dict(report, secrets))  # XML 1.0 cannot hold a server's control bytes
     checks = data["checks"]
 
