@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import structlog
 
-from validator.redact import redact
+from validator.redact import neutralize_deep, redact
 from validator.report import Report, Status
 
 Logger = Any  # structlog's BoundLogger is a protocol-ish wrapper; keep call sites simple
@@ -30,6 +30,13 @@ def _redact(secrets: tuple[str, ...]) -> Any:
     return processor
 
 
+def _inert(_logger: Any, _name: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """On a terminal, what a server said (a model name, an error body) is printed as it came: its control
+    sequences are made visible and inert, as in the text report. JSON lines escape them already."""
+    cleaned: MutableMapping[str, Any] = neutralize_deep(dict(event))
+    return cleaned
+
+
 def make_logger(
     stream: TextIO | None = None, *, color: bool | None = None, secrets: tuple[str, ...] = ()
 ) -> Logger:
@@ -41,6 +48,7 @@ def make_logger(
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         _redact(secrets),
+        *([_inert] if tty else []),
         renderer,
     ]
     level = getattr(logging, os.environ.get("SPARK_VALIDATE_LOG_LEVEL", "INFO").upper(), None)
