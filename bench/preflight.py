@@ -6,7 +6,10 @@ The recipe runs against SGLang 0.5.23's real files with the Ling-3.0 patch's two
 through a server-venv interpreter (the subprocess probe is part of the cost), and a real-shape
 checkpoint written as safetensors headers over sparse files.
 
-    python -m bench.preflight [--runs 15]
+    python -m bench.preflight [--runs 15] [--baseline-tree DIR]
+
+``--baseline-tree`` adds the recipe row run from another checkout (``git worktree add DIR COMMIT``), so a
+change's effect is a ratio measured in the same run.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from tests.support.sglang_builds import fake_interpreter, make_build
 REPO = Path(__file__).resolve().parents[1]
 
 
-def timed(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float, float, int]:
+def timed(cmd: list[str], env: dict[str, str], runs: int, tree: Path) -> tuple[float, float, float, int]:
     """Median and best wall time, and median CPU time (user + system of the process and its children:
     steadier than wall time on a shared machine)."""
     samples, cpu = [], []
@@ -36,7 +39,11 @@ def timed(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float,
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         rc = subprocess.run(
-            cmd, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            cmd,
+            env={**env, "PYTHONPATH": str(tree)},
+            cwd=tree,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         ).returncode
         samples.append(time.perf_counter() - t0)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -47,7 +54,9 @@ def timed(cmd: list[str], env: dict[str, str], runs: int) -> tuple[float, float,
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=15)
-    runs = ap.parse_args().runs
+    ap.add_argument("--baseline-tree", type=Path, help="another checkout: its preflight on the recipe too")
+    opts = ap.parse_args()
+    runs = opts.runs
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         site = base / "site-packages"
@@ -75,6 +84,7 @@ def main() -> None:
             "--speculative-algorithm NEXTN --speculative-num-steps 3 --speculative-eagle-topk 1 "
             f"--speculative-num-draft-tokens 4 --speculative-draft-model-path {model}"
         )
+        recipe_cmd = [sys.executable, "-m", "validator", "preflight", "--launch-cmd", recipe]
         rows = [
             ("python -c pass", [sys.executable, "-c", "pass"]),
             ("python -c 'import validator.cli'", [sys.executable, "-c", "import validator.cli"]),
@@ -95,16 +105,18 @@ def main() -> None:
                     str(site / "sglang"),
                 ],
             ),
-            (
-                "preflight (recipe, interpreter probe)",
-                [sys.executable, "-m", "validator", "preflight", "--launch-cmd", recipe],
-            ),
+            ("preflight (recipe, interpreter probe)", recipe_cmd),
             (
                 "preflight --format json",
                 [sys.executable, "-m", "validator", "preflight", "--launch-cmd", recipe, "--format", "json"],
             ),
         ]
-        results = [(name, *timed(cmd, env, runs)) for name, cmd in rows]
+        trees = [REPO] * len(rows)
+        if opts.baseline_tree is not None:
+            rows.append((f"preflight (recipe) at {opts.baseline_tree.name}", recipe_cmd))
+            trees.append(opts.baseline_tree.resolve())
+        pairs = zip(rows, trees, strict=True)
+        results = [(name, *timed(cmd, env, runs, tree)) for (name, cmd), tree in pairs]
     base_med, base_cpu = results[0][1], results[0][3]
     head = f"{'what':<52} {'median ms':>10} {'min ms':>8} {'x bare':>7} {'cpu ms':>7} {'x bare':>7} {'rc':>3}"
     print(head)
