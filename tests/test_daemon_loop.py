@@ -4,8 +4,11 @@ checks. Fakes stand in for the live check only; the scheduler, state and metrics
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import io
 import json
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from validator.daemon.logs import make_logger
@@ -29,22 +32,37 @@ def _probe(al: float) -> ProbeResult:
     )
 
 
+def _report(verdict: Verdict, checks: list[CheckResult], probe: ProbeResult | None = None) -> Report:
+    """A check report as the live check would give it; only the verdict, checks and probe vary."""
+    return Report(
+        mode="check",
+        verdict=verdict,
+        rule_pack="p",
+        started_at="t",
+        duration_s=0.02,
+        checks=checks,
+        probe=probe,
+    )
+
+
 class FakeServer:
     """What the daemon sees of a server: up or down, an identity, a configuration verdict."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, *, verdict: Verdict = Verdict.PASS, hang: bool = False, with_ready_check: bool = True
+    ) -> None:
         self.up = True
         self.startup = 1
-        self.verdict = Verdict.PASS
+        self.verdict = verdict
         self.sglang_version = "0.5.23"
         self.model = "m"
         self.url = "http://fake"
         self.in_flight = 0
         self.max_in_flight = 0
         self.calls: list[tuple[bool, ProbeResult | None]] = []
-        self.hang = False
+        self.hang = hang
         self.crash = False
-        self.with_ready_check = True  # a pack without server.ready must still latch ready
+        self.with_ready_check = with_ready_check  # a pack without server.ready must still latch ready
         self.health_blips = 0
 
     async def healthy(self) -> bool:
@@ -72,30 +90,13 @@ class FakeServer:
                         id="server.ready", status=Status.ERROR, severity=Severity.CRITICAL, message="x"
                     )
                 ]
-                down = Report(
-                    mode="check",
-                    verdict=Verdict.INCONCLUSIVE,
-                    rule_pack="p",
-                    started_at="t",
-                    duration_s=0.02,
-                    checks=checks,
-                )
-                return LiveResult(report=down, reached=False, identity=None)
+                return LiveResult(report=_report(Verdict.INCONCLUSIVE, checks), reached=False, identity=None)
             status = {Verdict.PASS: Status.PASS, Verdict.FAIL: Status.FAIL}.get(self.verdict, Status.ERROR)
             checks = [
                 CheckResult(id="server.ready", status=Status.PASS, severity=Severity.CRITICAL, message="ok"),
                 CheckResult(id="spec.accept_length", status=status, severity=Severity.CRITICAL, message="m"),
             ][0 if self.with_ready_check else 1 :]
-            probe = _probe(3.9) if full else previous
-            report = Report(
-                mode="check",
-                verdict=self.verdict,
-                rule_pack="p",
-                started_at="t",
-                duration_s=0.02,
-                checks=checks,
-                probe=probe,
-            )
+            report = _report(self.verdict, checks, probe=_probe(3.9) if full else previous)
             return LiveResult(report=report, reached=True, identity=ServerIdentity(startup_time=self.startup))
         finally:
             self.in_flight -= 1
@@ -126,6 +127,29 @@ def _daemon(server: FakeServer, **sched: Any) -> tuple[Daemon, io.StringIO]:
     return d, out
 
 
+@contextlib.asynccontextmanager
+async def _running(server: FakeServer, **sched: Any) -> AsyncIterator[tuple[Daemon, io.StringIO]]:
+    """The daemon's loop as a task over ``server`` for the block's duration, then stopped and awaited (what
+    the block asserts after it sees the daemon as it ended). A failing assertion leaves the task to
+    ``asyncio.run``, which cancels it."""
+    d, out = _daemon(server, **sched)
+    stop = asyncio.Event()
+    task = asyncio.create_task(d.run(stop))
+    yield d, out
+    stop.set()
+    await task
+
+
+def _in_event_loop(test: Callable[[], Coroutine[Any, Any, None]]) -> Callable[[], None]:
+    """Run an ``async def`` test in a fresh event loop (``asyncio.run``), as a plain test function."""
+
+    @functools.wraps(test)
+    def run() -> None:
+        asyncio.run(test())
+
+    return run
+
+
 async def _until(pred: Any, timeout: float = 3.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not pred():
@@ -133,37 +157,27 @@ async def _until(pred: Any, timeout: float = 3.0) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_ready_after_full_check_rechecks_reuse_probe_and_never_overlap() -> None:
+@_in_event_loop
+async def test_ready_after_full_check_rechecks_reuse_probe_and_never_overlap() -> None:
     server = FakeServer()
-
-    async def main() -> None:
-        d, out = _daemon(server)
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
+    async with _running(server) as (d, out):
         await _until(lambda: d.state.ready)
         assert server.calls[0] == (True, None)
         await _until(lambda: len(server.calls) >= 8)
-        stop.set()
-        await task
-        rechecks = [c for c in server.calls if not c[0]]
-        assert rechecks and all(prev is not None and prev.accept_length == 3.9 for _, prev in rechecks)
-        assert sum(1 for c in server.calls if c[0]) >= 2  # the probe interval came round at least once
-        assert server.max_in_flight == 1
-        lines = [json.loads(ln) for ln in out.getvalue().splitlines()]
-        canonical = [ln for ln in lines if ln["event"] == "check"]
-        assert canonical[0]["kind"] == "full" and canonical[0]["verdict"] == "pass"
-        assert canonical[0]["accept_length"] == 3.9 and canonical[0]["failed"] == []
-
-    asyncio.run(main())
+    rechecks = [c for c in server.calls if not c[0]]
+    assert rechecks and all(prev is not None and prev.accept_length == 3.9 for _, prev in rechecks)
+    assert sum(1 for c in server.calls if c[0]) >= 2  # the probe interval came round at least once
+    assert server.max_in_flight == 1
+    lines = [json.loads(ln) for ln in out.getvalue().splitlines()]
+    canonical = [ln for ln in lines if ln["event"] == "check"]
+    assert canonical[0]["kind"] == "full" and canonical[0]["verdict"] == "pass"
+    assert canonical[0]["accept_length"] == 3.9 and canonical[0]["failed"] == []
 
 
-def test_restart_drops_readiness_at_once_and_needs_a_new_probe() -> None:
+@_in_event_loop
+async def test_restart_drops_readiness_at_once_and_needs_a_new_probe() -> None:
     server = FakeServer()
-
-    async def main() -> None:
-        d, _ = _daemon(server, interval_s=0.5, probe_interval_s=60.0)
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
+    async with _running(server, interval_s=0.5, probe_interval_s=60.0) as (d, _):
         await _until(lambda: d.state.ready)
         old = d.probe
         server.up = False
@@ -180,37 +194,21 @@ def test_restart_drops_readiness_at_once_and_needs_a_new_probe() -> None:
         n = len(server.calls)
         await _until(lambda: len(server.calls) > n + 1)
         assert any(full for full, _ in server.calls[n:])
-        stop.set()
-        await task
-
-    asyncio.run(main())
 
 
-def test_failing_verdict_latches_not_ready() -> None:
-    server = FakeServer()
-    server.verdict = Verdict.FAIL
-
-    async def main() -> None:
-        d, _ = _daemon(server)
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
+@_in_event_loop
+async def test_failing_verdict_latches_not_ready() -> None:
+    server = FakeServer(verdict=Verdict.FAIL)
+    async with _running(server) as (d, _):
         await _until(lambda: len(server.calls) >= 4)
         assert not d.state.ready and d.state.reason == "verdict fail"
         assert b"spark_validate_ready 0.0" in d.metrics.render()
-        stop.set()
-        await task
-
-    asyncio.run(main())
 
 
-def test_hung_and_crashing_checks_become_inconclusive_and_the_heartbeat_keeps_going() -> None:
-    server = FakeServer()
-    server.hang = True
-
-    async def main() -> None:
-        d, out = _daemon(server, full_timeout_s=0.3, recheck_timeout_s=0.3)
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
+@_in_event_loop
+async def test_hung_and_crashing_checks_become_inconclusive_and_the_heartbeat_keeps_going() -> None:
+    server = FakeServer(hang=True)
+    async with _running(server, full_timeout_s=0.3, recheck_timeout_s=0.3) as (d, out):
         await asyncio.sleep(0.2)
         assert d.state.alive(0.1)  # mid-check, the scheduler still ticks
         await _until(lambda: d.state.report is not None)
@@ -220,22 +218,14 @@ def test_hung_and_crashing_checks_become_inconclusive_and_the_heartbeat_keeps_go
         await _until(lambda: "boom" in (d.state.report.checks[0].message if d.state.report else ""))
         server.crash = False
         await _until(lambda: d.state.ready)
-        stop.set()
-        await task
-        assert "check crashed" in out.getvalue()
-
-    asyncio.run(main())
+    assert "check crashed" in out.getvalue()
 
 
-def test_a_pack_without_server_ready_still_latches_ready_and_notices_restarts() -> None:
+@_in_event_loop
+async def test_a_pack_without_server_ready_still_latches_ready_and_notices_restarts() -> None:
     """Readiness follows the typed result (reached, identity), not the presence of a check ID."""
-    server = FakeServer()
-    server.with_ready_check = False
-
-    async def main() -> None:
-        d, _ = _daemon(server, interval_s=0.1, probe_interval_s=60.0)
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
+    server = FakeServer(with_ready_check=False)
+    async with _running(server, interval_s=0.1, probe_interval_s=60.0) as (d, _):
         await _until(lambda: d.state.ready)
         assert d.state.report is not None
         assert [c.id for c in d.state.report.checks] == ["spec.accept_length"]
@@ -246,10 +236,6 @@ def test_a_pack_without_server_ready_still_latches_ready_and_notices_restarts() 
         n = len(server.calls)
         await _until(lambda: any(full for full, _ in server.calls[n:]))
         await _until(lambda: d.state.ready)
-        stop.set()
-        await task
-
-    asyncio.run(main())
 
 
 def test_identity_differs_only_in_fields_both_sides_know() -> None:
@@ -259,13 +245,10 @@ def test_identity_differs_only_in_fields_both_sides_know() -> None:
     assert not a.same_server(ServerIdentity(startup_time={"load": 53.0}, pid=41, process_start=7))
 
 
-def test_an_inconclusive_recheck_holds_readiness_for_unready_after_then_drops() -> None:
+@_in_event_loop
+async def test_an_inconclusive_recheck_holds_readiness_for_unready_after_then_drops() -> None:
     server = FakeServer()
-
-    async def main() -> None:
-        d, out = _daemon(server, interval_s=0.1, probe_interval_s=60.0, unready_after_s=0.8)
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
+    async with _running(server, interval_s=0.1, probe_interval_s=60.0, unready_after_s=0.8) as (d, out):
         await _until(lambda: d.state.ready)
         server.verdict = Verdict.INCONCLUSIVE  # a transient 5xx on every request but /health
         t0 = asyncio.get_running_loop().time()
@@ -286,20 +269,13 @@ def test_an_inconclusive_recheck_holds_readiness_for_unready_after_then_drops() 
         while asyncio.get_running_loop().time() < deadline:
             assert d.state.ready
             await asyncio.sleep(0.02)
-        stop.set()
-        await task
-        assert "readiness held" in out.getvalue()
-
-    asyncio.run(main())
+    assert "readiness held" in out.getvalue()
 
 
-def test_a_failing_check_and_a_failed_health_drop_readiness_at_once() -> None:
+@_in_event_loop
+async def test_a_failing_check_and_a_failed_health_drop_readiness_at_once() -> None:
     server = FakeServer()
-
-    async def main() -> None:
-        d, _ = _daemon(server, interval_s=0.1, probe_interval_s=60.0, unready_after_s=60.0)
-        stop = asyncio.Event()
-        task = asyncio.create_task(d.run(stop))
+    async with _running(server, interval_s=0.1, probe_interval_s=60.0, unready_after_s=60.0) as (d, _):
         await _until(lambda: d.state.ready)
         server.health_blips = 1  # one failed poll is retried, not a restart
         await asyncio.sleep(0.3)
@@ -314,7 +290,3 @@ def test_a_failing_check_and_a_failed_health_drop_readiness_at_once() -> None:
         server.up = False  # /health down through its retries: at once, whatever --unready-after says
         await _until(lambda: not d.state.ready, timeout=1.5)
         assert "health" in d.state.reason
-        stop.set()
-        await task
-
-    asyncio.run(main())
