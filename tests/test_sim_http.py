@@ -1,7 +1,8 @@
 """The simulator as a real process on loopback, checked against SGLang 0.5.23's documented HTTP surface.
 
-Expected field lists are written here from ``sglang-0.5.23.md`` (sections 1 and 2), not taken from the
-simulator's code; replies are also decoded with SGLang's own contract types from the real wheel.
+Expected field lists are written here from ``sglang-0.5.23.md`` (sections 1 and 2) or read from the real
+wheel's source (``tests/support/sglang_wheel.py``), never taken from the simulator's code; replies are also
+decoded with SGLang's own contract types from the real wheel.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.sglang_wheel import class_fields, memory_usage_keys
 from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
 MODEL_INFO_KEYS = {
@@ -76,14 +78,6 @@ INTERNAL_STATE_KEYS = {
     "decode_cuda_graph_bs",
     "decode_cuda_graph_memory_gb",
 }
-MEMORY_USAGE_KEYS = {
-    "weight",
-    "kvcache",
-    "startup_available",
-    "token_capacity",
-    "token_capacity_swa",
-    "graph",
-}
 META_ALWAYS = {
     "id",
     "finish_reason",
@@ -112,17 +106,6 @@ META_SPEC = {
     "spec_accept_rate",
     "spec_accept_length",
     "spec_correct_drafts_histogram",
-}
-SPEC_DETAILS_KEYS = {
-    "spec_accept_rate",
-    "spec_accept_length",
-    "spec_cap_length",
-    "spec_block_accept_length",
-    "spec_num_correct_drafts",
-    "spec_num_proposed_drafts",
-    "spec_verify_ct",
-    "spec_correct_drafts_histogram",
-    "spec_cap_lens_histogram",
 }
 PARALLELISM_KEYS = {"role", "tp_rank", "tp_size", "dp_rank", "dp_size", "pp_rank", "pp_size", "rank", "size"}
 
@@ -173,7 +156,9 @@ def test_health_before_ready_is_503(tmp_path: Path) -> None:
         assert httpx.get(f"{sim.url}/health").content == b""
 
 
-def test_endpoint_shapes_and_contract_types(healthy: SimProcess, api_types: ModuleType) -> None:
+def test_endpoint_shapes_and_contract_types(
+    healthy: SimProcess, api_types: ModuleType, stock_sglang_root: Path
+) -> None:
     wait_healthy(healthy.url)
     h = httpx.get(f"{healthy.url}/health")
     # The Python server answers health with an empty body (HealthCheckResponse is the Rust gateway's JSON).
@@ -194,7 +179,8 @@ def test_endpoint_shapes_and_contract_types(healthy: SimProcess, api_types: Modu
     ) == (3, 1, 4)
     assert si["enable_fp32_lm_head"] is False and si["max_running_requests"] == 48
     state = si["internal_states"][0]
-    assert set(state) >= INTERNAL_STATE_KEYS and set(state["memory_usage"]) >= MEMORY_USAGE_KEYS
+    assert set(state) >= INTERNAL_STATE_KEYS
+    assert set(state["memory_usage"]) >= memory_usage_keys(stock_sglang_root)
     api_types.GetServerInfoResponse.from_json_value(si)
     models = httpx.get(f"{healthy.url}/v1/models").json()
     assert models["object"] == "list"
@@ -240,13 +226,15 @@ def test_generate_meta_info_batch_and_stream(healthy: SimProcess, api_types: Mod
     assert decoded[-1]["output_ids"] == one["output_ids"]  # same request, same seed: same answer
 
 
-def test_openai_endpoints_return_spec_details(healthy: SimProcess) -> None:
+def test_openai_endpoints_return_spec_details(healthy: SimProcess, stock_sglang_root: Path) -> None:
     wait_healthy(healthy.url)
     r = httpx.post(
         f"{healthy.url}/v1/completions",
         json={"prompt": "hi", "max_tokens": 20, "return_spec_tokens_details": True},
     ).json()
-    assert set(r["sglext"]["spec_tokens_details"]) == SPEC_DETAILS_KEYS
+    # SpecTokensDetails (srt/entrypoints/openai/protocol.py), the model SGLang builds sglext's details with
+    spec_details = class_fields(stock_sglang_root / "srt/entrypoints/openai/protocol.py", "SpecTokensDetails")
+    assert set(r["sglext"]["spec_tokens_details"]) == spec_details
     assert r["usage"]["completion_tokens"] == 20
     c = httpx.post(
         f"{healthy.url}/v1/chat/completions",

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from tests.support.check_helpers import evidence_files, run_check
+from tests.support.sglang_wheel import memory_usage_keys
 from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
 KEY = "sim-protocol-key-7"
@@ -287,7 +288,7 @@ def test_spec_gauges_always_exported_no_created_series(
     assert _metric(text, "sglang:num_requests_total") == 1.0  # ours; the warm-up is kept out (engine.py)
 
 
-def test_server_info_keys_from_sglangs_builders(plain: SimProcess) -> None:
+def test_server_info_keys_from_sglangs_builders(plain: SimProcess, stock_sglang_root: Path) -> None:
     info = httpx.get(f"{plain.url}/server_info", timeout=10).json()
     assert info["launch_command"].startswith("--model-path ")  # " ".join(sys.argv[1:])
     # build_engine_startup_time / build_scheduler_startup_time (srt/observability/startup_time.py)
@@ -297,16 +298,8 @@ def test_server_info_keys_from_sglangs_builders(plain: SimProcess) -> None:
     assert set(st["cuda_graph"]) == graph_keys  # GRAPH_MEMORY_USAGE_KEYS (graph_memory_usage.py:5-12)
     state = info["internal_states"][0]
     assert set(state["startup_time"]) == {"load_weight", "kv_cache_allocation", "scheduler_e2e", "cuda_graph"}
-    # build_memory_usage (srt/managers/scheduler_components/memory_usage.py:15-40)
     mem = state["memory_usage"]
-    assert set(mem) == {
-        "weight",
-        "kvcache",
-        "startup_available",
-        "token_capacity",
-        "token_capacity_swa",
-        "graph",
-    }
+    assert set(mem) == memory_usage_keys(stock_sglang_root)
     assert (
         set(mem["graph"]) == graph_keys and mem["graph"]["target_verify"] > 0 and mem["graph"]["decode"] == 0
     )

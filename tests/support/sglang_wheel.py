@@ -7,6 +7,7 @@ downloaded with ``pip download --no-deps sglang==0.5.23`` into ``SPARK_VALIDATE_
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -56,3 +57,26 @@ def sglang_site() -> Path:
 def sglang_root() -> Path:
     """The unpacked ``sglang`` package directory."""
     return sglang_site() / "sglang"
+
+
+def class_fields(source: Path, name: str) -> set[str]:
+    """The annotated fields of class ``name`` in the SGLang source file ``source``, read with ``ast``
+    (SGLang's modules import torch and more; the test needs only the names)."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    return {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+
+
+def returned_keys(source: Path, function: str) -> set[str]:
+    """The string keys of the dict literal that ``function`` in the SGLang source file ``source`` returns
+    (a builder such as ``build_memory_usage``), read with ``ast``."""
+    tree = ast.parse(source.read_text(encoding="utf-8"))
+    fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == function)
+    ret = next(n.value for n in ast.walk(fn) if isinstance(n, ast.Return) and isinstance(n.value, ast.Dict))
+    return {k.value for k in ret.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)}
+
+
+def memory_usage_keys(root: Path) -> set[str]:
+    """The keys of ``internal_states[0].memory_usage``: what ``build_memory_usage``
+    (srt/managers/scheduler_components/memory_usage.py) returns."""
+    return returned_keys(root / "srt/managers/scheduler_components/memory_usage.py", "build_memory_usage")
