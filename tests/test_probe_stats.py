@@ -6,9 +6,10 @@ import random
 
 import pytest
 
-from tests.support.probe_sim import SimCase, SimServer, draw_round, p_for_mean
+from tests.support.probe_sim import SimCase, SimServer, draw_round
 from validator.probe import load_prompts, probe_verdict, run_probe
 from validator.probe_stats import Decision, RuleConfig, SequentialRule, kl_bernoulli, kl_lower, kl_upper
+from validator.sim.decode import chain_probability
 
 RUNS = 200
 PROMPTS = load_prompts()
@@ -77,7 +78,7 @@ def test_kl_bounds() -> None:
 def test_interval_covers_truth_in_simulation() -> None:
     # coverage of the single-look interval at alpha=0.01 (each side 0.005/... by spending): >= 99%
     rng = random.Random(1)
-    p = p_for_mean(2.7)
+    p = chain_probability(2.7)
     misses = 0
     for _ in range(300):
         rule = SequentialRule()

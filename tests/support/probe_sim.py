@@ -1,7 +1,8 @@
 """In-memory MTP round simulator for the probe's statistics tests and bench/probe_verdict.py.
 
 Each verify round accepts a prefix of the K drafts: draft i+1 is accepted only if draft i was, each with
-probability p (the usual model of speculative acceptance). A request's p varies around the case's mean
+probability p (the usual model of speculative acceptance, the simulator's own: ``p`` comes from
+``validator.sim.decode.chain_probability``). A request's p varies around the case's mean
 (some prompts are more predictable than others). Output is SGLang's ``meta_info`` shape, so the real
 probe loop runs unchanged against it.
 """
@@ -12,22 +13,10 @@ import random
 from dataclasses import dataclass
 
 from validator.probe import ProbePrompt
+from validator.sim.decode import chain_probability
 from validator.sources.server_http import Generation
 
 K = 3
-
-
-def p_for_mean(mean_len: float, k: int = K) -> float:
-    """Per-draft acceptance p giving mean acceptance length ``1 + p + p^2 + ... + p^k``."""
-    target = mean_len - 1
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if sum(mid**i for i in range(1, k + 1)) < target:
-            lo = mid
-        else:
-            hi = mid
-    return lo
 
 
 def draw_round(rng: random.Random, p: float, k: int = K) -> int:
@@ -65,7 +54,7 @@ class SimServer:
         mean, k = self.case.mean_len, self.case.k
         if mean > 1.0:
             mean = min(1 + k, max(1.0, mean + self.rng.uniform(-self.case.jitter, self.case.jitter)))
-        p = p_for_mean(mean, k) if mean > 1.0 else 0.0
+        p = chain_probability(mean, k) if mean > 1.0 else 0.0
         tokens, verify, correct = 1, 0, 0  # the first token comes from prefill
         while tokens < limit:
             c = draw_round(self.rng, p, k)
