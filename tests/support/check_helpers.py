@@ -45,6 +45,19 @@ class CheckRun:
         assert self.report is not None, f"no JSON report; stderr: {self.stderr[-400:]}"
         return {str(c["id"]) for c in self.report["checks"] if c["status"] == status}
 
+    def inconclusive(self) -> None:
+        """What a server that cannot be read must give: exit 69 and the verdict ``inconclusive``."""
+        assert self.rc == 69, self.explain()
+        assert self.report is not None and self.report["verdict"] == "inconclusive", self.explain()
+
+    def not_ready(self) -> str:
+        """Inconclusive because ``server.ready`` could not be established (``error``); its message, for the
+        test to hold the reason to."""
+        self.inconclusive()
+        ready = self.check("server.ready")
+        assert ready["status"] == "error", self.explain()
+        return str(ready["message"])
+
     def explain(self) -> str:
         """A compact account of what went wrong, for assertion messages."""
         if self.report is None:
