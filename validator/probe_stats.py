@@ -31,6 +31,10 @@ from enum import Enum
 
 
 class Decision(str, Enum):
+    """The rule's call at one look: ``PASS``/``FAIL`` once a bound clears the threshold (or the zero-rounds
+    trap fires); ``UNDECIDED`` otherwise, including a lower bound above it from too few distinct prompts,
+    and then the probe runs on until its token or time cap."""
+
     PASS = "pass"
     FAIL = "fail"
     UNDECIDED = "undecided"

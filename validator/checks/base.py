@@ -32,6 +32,10 @@ class Outcome:
 
 @dataclass(frozen=True)
 class CheckContext:
+    """What a check reads besides the facts: its own entry in the pack (``spec``), the pack's expectations,
+    the mode it judges, and ``--strict``, which makes the in-process evidence required (``attestation.trust``
+    and ``lm_head.fp8`` are then ``error`` without an attestation, as under ``require_attestation``)."""
+
     spec: CheckSpec
     expect: Expectations
     mode: Mode
