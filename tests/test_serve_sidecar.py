@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.daemon_process import daemon_process, start_sim, wait_for
-from tests.support.loopback import free_port, stop
+from tests.support.daemon_process import SimOnPort, daemon_process, sim_on_port, wait_for
+from tests.support.loopback import stop
 
 FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
 
@@ -50,12 +50,11 @@ def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> No
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    port = free_port()
-    sim = start_sim(port, "healthy")
+    sim = SimOnPort("healthy")
     try:
         env = {"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "400000"}
         # over HTTP alone the draft head's identity is not proven (contract v2): this sidecar accepts that
-        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST, "--allow-partial", env=env) as d:
+        with daemon_process(tmp_path, sim.url, *FAST, "--allow-partial", env=env) as d:
             assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
             body = d.get("/readyz").json()
             assert body == {"ready": True, "verdict": "pass", "phase": body["phase"]}
@@ -75,7 +74,7 @@ def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> No
     finally:
         done.set()
         reader.join(timeout=2)
-        stop(sim)
+        stop(sim.proc)
         listener.close()
     joined = "\n".join(messages)
     assert "READY=1" in messages[0]
@@ -85,88 +84,71 @@ def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> No
 
 
 def test_draft_head_weight_only_never_ready(tmp_path: Path) -> None:
-    port = free_port()
     att = tmp_path / "attestation.json"
-    sim = start_sim(port, "draft-head-weight-only", attestation=att)
-    try:
-        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST, "--attestation", str(att)) as d:
+    with (
+        sim_on_port("draft-head-weight-only", attestation=att) as sim,
+        daemon_process(tmp_path, sim.url, *FAST, "--attestation", str(att)) as d,
+    ):
 
-            def fails() -> float:
-                return _sample(d.get("/metrics").text, "spark_validate_runs_total", verdict="fail") or 0.0
+        def fails() -> float:
+            return _sample(d.get("/metrics").text, "spark_validate_runs_total", verdict="fail") or 0.0
 
-            assert wait_for(lambda: fails() >= 2, timeout=40), d.log()[-3000:]
-            assert d.get("/readyz").status_code == 503
-            m = d.get("/metrics").text
-            for check in ("spec.lm_head_shared", "spec.accept_length"):
-                assert _sample(m, "spark_validate_check_passed", check=check, severity="critical") == 0.0
-            assert _sample(m, "spark_validate_check_passed", check="moe.backend", severity="critical") == 1.0
-            assert _sample(m, "spark_validate_ready") == 0.0
-            assert _sample(m, "spark_validate_runs_total", verdict="pass") == 0.0
-            assert _sample(m, "spark_validate_spec_accept_length") == pytest.approx(1.0, abs=0.05)
-            body = d.get("/readyz").json()
-            assert body["ready"] is False and "spec.lm_head_shared" in body["failed"]
-    finally:
-        stop(sim)
+        assert wait_for(lambda: fails() >= 2, timeout=40), d.log()[-3000:]
+        assert d.get("/readyz").status_code == 503
+        m = d.get("/metrics").text
+        for check in ("spec.lm_head_shared", "spec.accept_length"):
+            assert _sample(m, "spark_validate_check_passed", check=check, severity="critical") == 0.0
+        assert _sample(m, "spark_validate_check_passed", check="moe.backend", severity="critical") == 1.0
+        assert _sample(m, "spark_validate_ready") == 0.0
+        assert _sample(m, "spark_validate_runs_total", verdict="pass") == 0.0
+        assert _sample(m, "spark_validate_spec_accept_length") == pytest.approx(1.0, abs=0.05)
+        body = d.get("/readyz").json()
+        assert body["ready"] is False and "spec.lm_head_shared" in body["failed"]
 
 
 def test_server_killed_then_restarted(tmp_path: Path) -> None:
-    port = free_port()
-    sim = start_sim(port, "healthy")
-    try:
-        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST, "--allow-partial") as d:
-            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
-            stop(sim, kill=True)
-            t0 = time.monotonic()
-            # /health fails through its bounded retries (a fraction of a second): readiness drops well inside
-            # one Kubernetes readiness period, not at the next full re-check
-            assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=3.0), time.monotonic() - t0
-            assert d.get("/livez").status_code == 200
-            m = d.get("/metrics")
-            assert m.status_code == 200 and _sample(m.text, "spark_validate_ready") == 0.0
-            time.sleep(1.5)  # stays down: not ready, still alive
-            assert d.get("/readyz").status_code == 503 and d.get("/livez").status_code == 200
-            sim = start_sim(port, "healthy")
-            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
-            assert d.proc.poll() is None
-    finally:
-        stop(sim)
+    with sim_on_port("healthy") as sim, daemon_process(tmp_path, sim.url, *FAST, "--allow-partial") as d:
+        assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+        stop(sim.proc, kill=True)
+        t0 = time.monotonic()
+        # /health fails through its bounded retries (a fraction of a second): readiness drops well inside
+        # one Kubernetes readiness period, not at the next full re-check
+        assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=3.0), time.monotonic() - t0
+        assert d.get("/livez").status_code == 200
+        m = d.get("/metrics")
+        assert m.status_code == 200 and _sample(m.text, "spark_validate_ready") == 0.0
+        time.sleep(1.5)  # stays down: not ready, still alive
+        assert d.get("/readyz").status_code == 503 and d.get("/livez").status_code == 200
+        sim.restart()
+        assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+        assert d.proc.poll() is None
 
 
 @pytest.mark.parametrize("scenario", ["crash-after-ready", "flaky-5xx"])
 def test_bad_servers_do_not_crash_the_daemon(tmp_path: Path, scenario: str) -> None:
-    port = free_port()
-    sim = start_sim(port, scenario)
-    try:
-        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST) as d:
-            assert wait_for(lambda: d.get("/report").status_code == 200, timeout=40), d.log()[-3000:]
-            deadline = time.monotonic() + 4
-            seen: set[str] = set()
-            while time.monotonic() < deadline:  # every answer is consistent with the latest verdict
-                report, ready = d.get("/report").json(), d.get("/readyz")
-                seen.add(report["verdict"])
-                if report["verdict"] != "pass":
-                    assert ready.status_code == 503 or d.get("/report").json()["verdict"] == "pass"
-                assert d.get("/livez").status_code == 200
-                assert d.get("/metrics").status_code == 200
-                time.sleep(0.2)
-            assert d.proc.poll() is None
-            if scenario == "crash-after-ready":
-                assert seen == {"inconclusive"} and d.get("/readyz").status_code == 503
-            assert "Traceback" not in d.log()
-    finally:
-        stop(sim)
+    with sim_on_port(scenario) as sim, daemon_process(tmp_path, sim.url, *FAST) as d:
+        assert wait_for(lambda: d.get("/report").status_code == 200, timeout=40), d.log()[-3000:]
+        deadline = time.monotonic() + 4
+        seen: set[str] = set()
+        while time.monotonic() < deadline:  # every answer is consistent with the latest verdict
+            report, ready = d.get("/report").json(), d.get("/readyz")
+            seen.add(report["verdict"])
+            if report["verdict"] != "pass":
+                assert ready.status_code == 503 or d.get("/report").json()["verdict"] == "pass"
+            assert d.get("/livez").status_code == 200
+            assert d.get("/metrics").status_code == 200
+            time.sleep(0.2)
+        assert d.proc.poll() is None
+        if scenario == "crash-after-ready":
+            assert seen == {"inconclusive"} and d.get("/readyz").status_code == 503
+        assert "Traceback" not in d.log()
 
 
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed (apt: prometheus)")
 def test_exposition_passes_promtool(tmp_path: Path) -> None:
-    port = free_port()
-    sim = start_sim(port, "draft-head-weight-only")
-    try:
-        with daemon_process(tmp_path, f"http://127.0.0.1:{port}", *FAST) as d:
-            assert wait_for(lambda: d.get("/report").status_code == 200, timeout=40)
-            text = d.get("/metrics").text
-    finally:
-        stop(sim)
+    with sim_on_port("draft-head-weight-only") as sim, daemon_process(tmp_path, sim.url, *FAST) as d:
+        assert wait_for(lambda: d.get("/report").status_code == 200, timeout=40)
+        text = d.get("/metrics").text
     assert "spark_validate_check_passed{" in text
     res = subprocess.run(
         ["promtool", "check", "metrics"], input=text.encode(), capture_output=True, timeout=30

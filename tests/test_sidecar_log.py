@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from pathlib import Path
 
 import httpx
 
 from tests.support.cli import run_cli
-from tests.support.daemon_process import daemon_process, wait_for
-from tests.support.loopback import free_port, stop
-from tests.support.sim_process import REPO, sim_command, sim_process, wait_healthy
+from tests.support.daemon_process import daemon_process, sim_on_port, wait_for
+from tests.support.loopback import stop
+from tests.support.sim_process import sim_process, wait_healthy
 
 FAST = ["--interval", "0.5", "--health-interval", "0.3", "--probe-interval", "60", "--wait", "15"]
 
@@ -25,13 +24,6 @@ def _attestation(log: Path) -> Path:
     directory), so that a restarted server replaces the document the sidecar reads. With it the sidecar
     can prove the draft's head identity, and the only thing a test varies is the log."""
     return log.parent / "attestation.json"
-
-
-def _start_sim(port: int, log: Path, scenario: str = "healthy") -> subprocess.Popen[bytes]:
-    extra = ["--scenario", scenario, "--log", str(log), "--attestation", str(_attestation(log))]
-    cmd = sim_command(port, speed=1000.0, startup=0.3, extra=extra)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def _check(url: str, *args: str) -> tuple[int, dict[str, object]]:
@@ -57,11 +49,9 @@ def _runs(d: object) -> float:
 def test_copytruncate_on_a_healthy_server_keeps_it_ready(tmp_path: Path) -> None:
     """Issue 11's false alarm: the log truncated under a healthy server made lm_head.fp8 fail ("log says
     bfloat16") and /readyz 503 until the server restarted."""
-    port = free_port()
     log = tmp_path / "sglang.log"
-    sim = _start_sim(port, log)
-    try:
-        url = f"http://127.0.0.1:{port}"
+    with sim_on_port(log=log, attestation=_attestation(log)) as sim:
+        url = sim.url
         wait_healthy(url)
         evidence = ["--log", str(log), "--attestation", str(_attestation(log))]
         with daemon_process(tmp_path, url, *FAST, *evidence) as d:
@@ -85,8 +75,6 @@ def test_copytruncate_on_a_healthy_server_keeps_it_ready(tmp_path: Path) -> None
             assert one["server.log"]["status"] == "error" and one["server.log"]["severity"] == "critical"
             assert "is empty: the log was truncated" in str(one["server.log"]["message"])
             assert one["lm_head.fp8"]["status"] != "fail", one["lm_head.fp8"]
-    finally:
-        stop(sim)
 
 
 def test_missing_or_unreadable_logs_are_errors_not_silence(tmp_path: Path) -> None:
@@ -145,11 +133,9 @@ def test_the_sidecar_follows_the_journal_across_a_restart(tmp_path: Path) -> Non
     from tests.test_log_follow import FakeHost
 
     host = FakeHost(tmp_path)
-    port = free_port()
     log = tmp_path / "sglang.log"
-    sim = _start_sim(port, log)
-    try:
-        url = f"http://127.0.0.1:{port}"
+    with sim_on_port(log=log, attestation=_attestation(log)) as sim:
+        url = sim.url
         wait_healthy(url)
         first = host.start()
         host.log(first, log.read_text(encoding="utf-8").splitlines())
@@ -159,11 +145,11 @@ def test_the_sidecar_follows_the_journal_across_a_restart(tmp_path: Path) -> Non
             checks = _by_id(d.get("/report").json())
             assert checks["server.log"]["status"] == "pass" and checks["lm_head.fp8"]["status"] == "pass"
             # the unit restarts: a new process, a new invocation whose start is not in the journal yet
-            stop(sim)
+            stop(sim.proc)
             assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=5)
             second = host.start()
             log2 = tmp_path / "sglang-2.log"
-            sim = _start_sim(port, log2)
+            sim.restart(log=log2)  # the same attestation path: the new start replaces the document
             wait_healthy(url)
             runs = _runs(d)
             assert wait_for(lambda: _runs(d) >= runs + 2, timeout=30)
@@ -173,8 +159,6 @@ def test_the_sidecar_follows_the_journal_across_a_restart(tmp_path: Path) -> Non
             host.log(second, log2.read_text(encoding="utf-8").splitlines())
             assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
             assert d.get("/livez").status_code == 200
-    finally:
-        stop(sim)
 
 
 def test_the_logs_accept_len_cross_checks_the_probe(tmp_path: Path) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.cli import run_cli
-from tests.support.daemon_process import daemon_process, start_sim, wait_for
+from tests.support.daemon_process import DaemonProcess, daemon_process, sim_on_port, wait_for
 from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command
 
@@ -94,48 +94,43 @@ def _verdict(d: object) -> str:
     return str(d.get("/report").json()["verdict"])  # type: ignore[attr-defined]
 
 
+@contextmanager
+def _ready_behind_a_flaky_proxy(tmp_path: Path, *args: str) -> Iterator[tuple[_Flaky, DaemonProcess]]:
+    """A healthy simulator behind a proxy the test can turn flaky, and a sidecar (no retries: each fault
+    reaches a re-check) that reads it through the proxy, once that sidecar is ready."""
+    with sim_on_port("healthy") as sim, flaky_proxy(sim.url) as proxy:
+        url = f"http://127.0.0.1:{proxy.server_address[1]}"
+        with daemon_process(tmp_path, url, *FAST, "--retries", "0", *args) as d:
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
+            yield proxy, d
+
+
 def test_a_transient_fault_keeps_the_only_backend_ready(tmp_path: Path) -> None:
-    port = free_port()
-    sim = start_sim(port, "healthy")
-    try:
-        with flaky_proxy(f"http://127.0.0.1:{port}") as proxy:
-            url = f"http://127.0.0.1:{proxy.server_address[1]}"
-            with daemon_process(tmp_path, url, *FAST, "--retries", "0") as d:
-                assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
-                proxy.failing = True
-                seen_inconclusive = False
-                deadline = time.monotonic() + 3.0  # several re-checks, all inconclusive
-                while time.monotonic() < deadline:
-                    assert d.get("/readyz").status_code == 200, d.get("/report").text[-1500:]
-                    seen_inconclusive = seen_inconclusive or _verdict(d) == "inconclusive"
-                    time.sleep(0.1)
-                assert seen_inconclusive, "the fault never reached a re-check"
-                proxy.failing = False
-                assert wait_for(lambda: _verdict(d) == "pass", timeout=10)
-                assert d.get("/readyz").status_code == 200
-                assert '"event": "readiness held"' in d.log()
-    finally:
-        stop(sim)
+    with _ready_behind_a_flaky_proxy(tmp_path) as (proxy, d):
+        proxy.failing = True
+        seen_inconclusive = False
+        deadline = time.monotonic() + 3.0  # several re-checks, all inconclusive
+        while time.monotonic() < deadline:
+            assert d.get("/readyz").status_code == 200, d.get("/report").text[-1500:]
+            seen_inconclusive = seen_inconclusive or _verdict(d) == "inconclusive"
+            time.sleep(0.1)
+        assert seen_inconclusive, "the fault never reached a re-check"
+        proxy.failing = False
+        assert wait_for(lambda: _verdict(d) == "pass", timeout=10)
+        assert d.get("/readyz").status_code == 200
+        assert '"event": "readiness held"' in d.log()
 
 
 def test_an_inconclusive_state_that_lasts_drops_readiness_after_unready_after(tmp_path: Path) -> None:
-    port = free_port()
-    sim = start_sim(port, "healthy")
-    try:
-        with flaky_proxy(f"http://127.0.0.1:{port}") as proxy:
-            url = f"http://127.0.0.1:{proxy.server_address[1]}"
-            with daemon_process(tmp_path, url, *FAST, "--retries", "0", "--unready-after", "1.5") as d:
-                assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
-                proxy.failing = True
-                t0 = time.monotonic()
-                assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=10)
-                held = time.monotonic() - t0
-                assert 1.5 <= held <= 4.0, held  # the hold, plus at most one re-check interval
-                assert d.get("/livez").status_code == 200
-                proxy.failing = False
-                assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=20), d.log()[-2000:]
-    finally:
-        stop(sim)
+    with _ready_behind_a_flaky_proxy(tmp_path, "--unready-after", "1.5") as (proxy, d):
+        proxy.failing = True
+        t0 = time.monotonic()
+        assert wait_for(lambda: d.get("/readyz").status_code == 503, timeout=10)
+        held = time.monotonic() - t0
+        assert 1.5 <= held <= 4.0, held  # the hold, plus at most one re-check interval
+        assert d.get("/livez").status_code == 200
+        proxy.failing = False
+        assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=20), d.log()[-2000:]
 
 
 def test_unready_after_must_be_a_duration(tmp_path: Path) -> None:

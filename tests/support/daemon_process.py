@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -70,20 +70,48 @@ def start_sim(
     speed: float = 1000.0,
     startup: float = 0.3,
     attestation: Path | None = None,
+    log: Path | None = None,
 ) -> subprocess.Popen[bytes]:
-    """A simulator process on a chosen port (a restart must come back on the same one)."""
+    """A simulator process on a chosen port (a restart must come back on the same one), once it listens."""
     cmd = sim_command(port, speed=speed, startup=startup, extra=["--scenario", scenario])
     if attestation is not None:
         cmd += ["--attestation", str(attestation)]
+    if log is not None:
+        cmd += ["--log", str(log)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    proc.wait()
-    raise RuntimeError(f"simulator did not listen on {port}")
+    try:
+        wait_listening(port, proc, what="simulator")
+    except (RuntimeError, TimeoutError):
+        stop(proc, kill=True)
+        raise
+    return proc
+
+
+class SimOnPort:
+    """A simulator on a port of its own that a test may stop or kill and start again on the same port, as
+    a restarted server comes back where the sidecar looks."""
+
+    def __init__(self, scenario: str, **options: Any) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.scenario, self.options = scenario, options
+        self.proc = start_sim(self.port, scenario, **options)
+
+    def restart(self, **changes: Any) -> None:
+        """Start it again on the same port with ``changes`` to its options (stopping it first if the test
+        has not)."""
+        stop(self.proc)
+        self.options.update(changes)
+        self.proc = start_sim(self.port, self.scenario, **self.options)
+
+
+@contextmanager
+def sim_on_port(scenario: str = "healthy", **options: Any) -> Iterator[SimOnPort]:
+    """``start_sim`` on a free port for the block's duration: the process the block ends with (the first,
+    or the one ``restart`` started) is stopped however the block ends."""
+    sim = SimOnPort(scenario, **options)
+    try:
+        yield sim
+    finally:
+        stop(sim.proc)
