@@ -48,14 +48,23 @@ def _serve(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, *, remedy: bool, nati
     return state, target, draft
 
 
-def test_stock_draft_is_broken_and_the_plugin_says_so(tmp_path, monkeypatch, capsys):
-    state, target, draft = _serve(tmp_path, monkeypatch, remedy=False)
+def _generate(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any, what: str, **serve: bool):
+    """Serve (``_serve``), generate greedily with speculation, and print what it accepted: the figure the
+    trap is about, shown in the test run."""
+    state, target, draft = _serve(tmp_path, monkeypatch, **serve)
     result = speculative_generate(target, draft, PROMPT, MAX_NEW)
     with capsys.disabled():
         print(
-            f"\n[trap] tensor-only sharing (stock): accept length {result.accept_length:.2f} "
+            f"\n[trap] {what}: accept length {result.accept_length:.2f} "
             f"({result.correct_drafts} drafts accepted in {result.verify_ct} verify rounds)"
         )
+    return state, target, draft, result
+
+
+def test_stock_draft_is_broken_and_the_plugin_says_so(tmp_path, monkeypatch, capsys):
+    state, _, _, result = _generate(
+        tmp_path, monkeypatch, capsys, "tensor-only sharing (stock)", remedy=False
+    )
     assert f"{result.accept_length:.2f}" == "1.00"
     assert state.shared_module is False and state.shared_weight is True
     assert state.target is not None and state.target.lm_head is not None
@@ -75,13 +84,8 @@ def test_stock_draft_is_broken_and_the_plugin_says_so(tmp_path, monkeypatch, cap
 
 
 def test_shared_module_accepts_well_above_one(tmp_path, monkeypatch, capsys):
-    state, target, draft = _serve(tmp_path, monkeypatch, remedy=False, native=True)
-    result = speculative_generate(target, draft, PROMPT, MAX_NEW)
-    with capsys.disabled():
-        print(
-            f"\n[trap] whole-module sharing (patched build): accept length {result.accept_length:.2f} "
-            f"({result.correct_drafts} drafts accepted in {result.verify_ct} verify rounds)"
-        )
+    what = "whole-module sharing (patched build)"
+    state, _, _, result = _generate(tmp_path, monkeypatch, capsys, what, remedy=False, native=True)
     assert result.accept_length > 2.5
     assert state.shared_module is True and state.shared_weight is True
     assert state.draft is not None and state.draft.lm_head is not None
@@ -90,12 +94,8 @@ def test_shared_module_accepts_well_above_one(tmp_path, monkeypatch, capsys):
 
 
 def test_remedy_turns_the_broken_setup_into_the_working_one(tmp_path, monkeypatch, capsys):
-    state, target, draft = _serve(tmp_path, monkeypatch, remedy=True)
-    result = speculative_generate(target, draft, PROMPT, MAX_NEW)
-    with capsys.disabled():
-        print(
-            f"\n[trap] stock build + SPARK_VALIDATE_SHARE_LM_HEAD=1: accept length {result.accept_length:.2f}"
-        )
+    what = "stock build + SPARK_VALIDATE_SHARE_LM_HEAD=1"
+    state, target, draft, result = _generate(tmp_path, monkeypatch, capsys, what, remedy=True)
     assert state.remedy_applied is True
     assert state.nextn_has_method is False  # what the installed build had, before the remedy
     assert state.shared_module is True
