@@ -60,42 +60,43 @@ def test_retries_transient_then_succeeds() -> None:
     assert len(calls) == 3 and info["moe_runner_backend"] == "humming"
 
 
-def test_gives_up_after_retry_budget_naming_endpoint() -> None:
-    calls: list[int] = []
+def _always(
+    answer: int | type[httpx.TimeoutException],
+) -> tuple[Callable[[httpx.Request], httpx.Response], list[httpx.Request]]:
+    """A handler that answers every attempt alike (that HTTP status, or that timeout), and the list of the
+    attempts it saw: what a retry budget is counted on."""
+    attempts: list[httpx.Request] = []
 
     def handler(req: httpx.Request) -> httpx.Response:
-        calls.append(1)
-        return httpx.Response(504)
+        attempts.append(req)
+        if isinstance(answer, int):
+            return httpx.Response(answer)
+        raise answer("slow", request=req)
 
+    return handler, attempts
+
+
+def test_gives_up_after_retry_budget_naming_endpoint() -> None:
+    handler, attempts = _always(504)
     with pytest.raises(ServerError) as err:
         run(client(handler, retries=2).model_info())
-    assert len(calls) == 3
+    assert len(attempts) == 3
     assert str(err.value) == f"{URL}/model_info: HTTP 504 after 3 attempts" and err.value.transient
 
 
 def test_4xx_is_not_retried() -> None:
-    calls: list[int] = []
-
-    def handler(req: httpx.Request) -> httpx.Response:
-        calls.append(1)
-        return httpx.Response(401)
-
+    handler, attempts = _always(401)
     with pytest.raises(ServerError) as err:
         run(client(handler, retries=5).generate({"text": "x"}))
-    assert len(calls) == 1 and err.value.status == 401
+    assert len(attempts) == 1 and err.value.status == 401
     assert f"{URL}/generate: HTTP 401" in str(err.value) and "--api-key-file" in str(err.value)
 
 
 def test_timeouts_are_retried_then_reported() -> None:
-    calls: list[int] = []
-
-    def handler(req: httpx.Request) -> httpx.Response:
-        calls.append(1)
-        raise httpx.ReadTimeout("slow", request=req)
-
+    handler, attempts = _always(httpx.ReadTimeout)
     with pytest.raises(ServerError, match=r"/metrics: timed out \(ReadTimeout\) after 2 attempts"):
         run(client(handler, retries=1).metrics_text())
-    assert len(calls) == 2
+    assert len(attempts) == 2
 
 
 def test_server_info_falls_back_and_is_redacted_and_key_goes_in_header() -> None:
