@@ -28,6 +28,7 @@ import httpx
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.byte_stream import ChunkedBody
 from validator.errors import InputError, ValidatorError
 from validator.redact import REDACTED, neutralize_controls, redact, redact_text, register_secret
 from validator.sources.env_file import parse_env_text
@@ -73,15 +74,6 @@ GOOD_DOCS: list[Any] = [
     {"text": "Paris.", "meta_info": {"completion_tokens": 2, "spec_verify_ct": 1}},
     {"success": True, "ranks": [{"checksums": {"lm_head.weight": "ab"}}]},
 ]
-
-
-class _Chunks(httpx.AsyncByteStream):
-    def __init__(self, parts: list[bytes]) -> None:
-        self.parts = parts
-
-    async def __aiter__(self) -> Any:
-        for p in self.parts:
-            yield p
 
 
 def _payloads() -> st.SearchStrategy[bytes]:
@@ -167,7 +159,7 @@ def test_client_replies_end_as_values_or_server_errors(
         header_list.append(("content-length", str(10**15)))
 
     def handler(request: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, headers=header_list, stream=_Chunks(parts))
+        return httpx.Response(status, headers=header_list, stream=ChunkedBody(parts))
 
     client = SGLangClient(
         "http://sglang.test", transport=httpx.MockTransport(handler), retries=0, read_timeout=5

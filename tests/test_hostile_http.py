@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from tests.support.bounded_run import run_bounded
+from tests.support.byte_stream import ChunkedBody
 from tests.support.hostile_server import LEAK_MODES, MODES, hostile_process
 from validator.sources.server_http import BODY_CAPS, ServerError, SGLangClient
 
@@ -54,20 +55,9 @@ def _run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-class _Stream(httpx.AsyncByteStream):
-    """A response body the transport has not read yet (MockTransport reads plain content whole)."""
-
-    def __init__(self, parts: list[bytes]) -> None:
-        self.parts = parts
-
-    async def __aiter__(self) -> Any:
-        for p in self.parts:
-            yield p
-
-
 def _raw(status: int, parts: list[bytes], **headers: str) -> Any:
     def handler(req: httpx.Request) -> httpx.Response:
-        return httpx.Response(status, headers=headers, stream=_Stream(parts))
+        return httpx.Response(status, headers=headers, stream=ChunkedBody(parts))
 
     return handler
 
