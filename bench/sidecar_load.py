@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from tests.support.daemon_process import start_sim, stop
-from tests.support.loopback import free_port
+from tests.support.loopback import free_port, wait_listening
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,18 +72,6 @@ def pct(xs: list[float], q: float) -> float:
     return s[min(len(s) - 1, int(q * len(s)))] * 1000
 
 
-def wait_port(port: int) -> None:
-    import socket
-
-    for _ in range(400):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"nothing listens on {port}")
-
-
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--requests", type=int, default=10_000)
@@ -115,8 +103,8 @@ def main() -> int:
     )
     base = subprocess.Popen([sys.executable, "-c", BASELINE, str(b_port)], stdout=subprocess.DEVNULL)
     try:
-        wait_port(d_port)
-        wait_port(b_port)
+        wait_listening(d_port, daemon, what="sidecar")
+        wait_listening(b_port, base, what="baseline server")
         import httpx
 
         deadline = time.monotonic() + 30
