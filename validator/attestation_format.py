@@ -82,6 +82,8 @@ class _Strict:
 
 @dataclass(frozen=True)
 class Writer(_Strict):
+    """The tool that wrote the document and its version (a reader can tell which writer's rules apply)."""
+
     tool: str
     version: str
 
@@ -109,6 +111,10 @@ class Server(_Strict):
 
 @dataclass(frozen=True)
 class SGLangInfo(_Strict):
+    """The SGLang build the scheduler process runs: its version; whether its ``Envs`` declares
+    ``SGLANG_ENABLE_FP8_LM_HEAD`` (the Ling-3.0 patch: stock 0.5.23 ignores the variable silently); whether
+    the NEXTN draft class has ``set_lm_head_from_target``. None where the process could not tell."""
+
     version: str | None
     declares_fp8_lm_head: bool | None
     nextn_has_set_lm_head_from_target: bool | None
@@ -116,6 +122,9 @@ class SGLangInfo(_Strict):
 
 @dataclass(frozen=True)
 class LmHead(_Strict):
+    """One model's LM head as loaded: module and ``quant_method`` classes, the weight's dtype and shape, and
+    whether FP8 scales are attached (a head read as BF16 while holding FP8 codes is the integration trap)."""
+
     module_class: str | None
     quant_method: str | None
     weight_dtype: str | None
@@ -126,6 +135,9 @@ class LmHead(_Strict):
 
 @dataclass(frozen=True)
 class Moe(_Strict):
+    """A model's MoE layers, counted by quant method class and by the runner backend each layer really got
+    (counts rather than one entry per layer, so the document stays a few KB)."""
+
     layers: int
     quant_methods: dict[str, int]
     runner_backends: dict[str, int]
@@ -133,6 +145,8 @@ class Moe(_Strict):
 
 @dataclass(frozen=True)
 class ModelInfo(_Strict):
+    """What the plugin saw of one loaded model, the target or the draft: its class, LM head and MoE layers."""
+
     model_class: str | None
     lm_head: LmHead | None
     moe: Moe | None
