@@ -263,6 +263,27 @@ def test_check_reads_the_journal_of_a_simulated_server(tmp_path: Path) -> None:
     assert by_id["lm_head.fp8"]["status"] == "pass" and "log" in by_id["lm_head.fp8"]["sources"]
 
 
+def test_a_start_dead_in_the_current_invocation_is_judged_at_once(tmp_path: Path) -> None:
+    """The journal is read by invocation, and a restart is a new one: a start that died in the current
+    invocation is this attempt's, even if it died before the check began, so ``check`` does not wait out
+    --wait for it and judges its logged ring (a file log cannot tell it from an earlier attempt)."""
+    from tests.support.loopback import free_port
+    from tests.test_start_failure import ARGS, CRASH, LOADED, RING
+
+    host = FakeHost(tmp_path)
+    scheduler, sigquit = CRASH.rstrip("\n").split("\n[")
+    host.log(host.start(), [ARGS.rstrip("\n"), LOADED.rstrip("\n"), scheduler, "[" + sigquit])
+    res = run_cli(
+        "check", "--url", f"http://127.0.0.1:{free_port()}", "--wait", "600", "--format", "json",
+        "--rules", "ling-3.0-flash-dgx-spark-dspark", "--log", "journal:sglang.service",
+        env=host.env(), timeout=90,
+    )  # fmt: skip
+    by_id = {c["id"]: c for c in json.loads(res.stdout)["checks"]}
+    assert res.returncode == 78, res.stdout[-2000:]
+    assert "failed to start" in by_id["server.ready"]["message"] and RING in by_id["server.ready"]["message"]
+    assert by_id["spec.dspark"]["status"] == "fail" and by_id["spec.dspark"]["sources"] == ["log"]
+
+
 def test_the_bulk_path_counts_what_a_line_by_line_parse_counts(tmp_path: Path) -> None:
     """Routine traffic is counted with C-speed scans; the facts must equal feeding every line."""
     from validator.sources.server_log import LogParser

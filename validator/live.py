@@ -112,7 +112,62 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
     return facts
 
 
+class StartWatch:
+    """``start_failed`` for :func:`wait_until_ready`: whether the log shows that the start being waited
+    for has died, so that a check does not wait out ``--wait`` for a server that will never answer.
+
+    Only a failure that appears while waiting counts. A log file whose last start had already failed
+    when the wait began may describe an earlier attempt (systemd may be starting the next one, which logs
+    nothing for the first seconds): the wait goes on, and ``earlier`` says what the log showed, for the
+    message if it runs out; that dead start is then no evidence (``_read_log``), since it may not be the
+    server being waited for. The journal is read by the unit's current invocation, and a restart is a new
+    invocation: a dead start there is this attempt's, whenever it died."""
+
+    def __init__(self, reader: LogReader) -> None:
+        from validator.sources.server_log import JOURNAL_PREFIX
+
+        self.reader = reader
+        self._one_invocation = reader.where.startswith(JOURNAL_PREFIX)
+        self.earlier: str | None = None  # the log's last start had died before the wait began
+        self.seen: str | None = None  # a start died while waiting: the wait ended on it
+        self._baseline: tuple[int, str | None] | None = None
+
+    async def __call__(self) -> str | None:
+        try:
+            log = await asyncio.to_thread(self.reader.poll)
+        except (InputError, UnavailableError):  # not written yet, or unreadable (server.log says so later)
+            if self._baseline is None:
+                self._baseline = (0, None)  # a log that was not there held no earlier attempt
+            return None
+        now = (log.generation, log.start_failure)
+        if self._baseline is None and self._one_invocation:
+            self._baseline = (log.generation, None)  # the current invocation: nothing earlier to mistake
+        if self._baseline is None:
+            self._baseline, self.earlier = now, log.start_failure
+        already = now == self._baseline and self.earlier is not None  # there before the wait began
+        if log.start_failure is None or already:
+            return None
+        self.seen = log.start_failure
+        return f"its log {self.reader.where} says: {log.start_failure}"
+
+
 async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool) -> None:
+    from validator.sources.server_log import FileLogReader, open_log_reader
+
+    # one reader for the wait and the log's facts (the sidecar's follows the log across checks)
+    reader = inputs.log_reader
+    if reader is None and inputs.log is not None:
+        reader = open_log_reader(inputs.log)
+    try:
+        await _gather_with(facts, inputs, loaded, probe, reader)
+    finally:
+        if inputs.log_reader is None and isinstance(reader, FileLogReader):
+            reader.close()
+
+
+async def _gather_with(
+    facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool, reader: LogReader | None
+) -> None:
     from validator.sources.readiness import wait_until_ready
     from validator.sources.server_http import SGLangClient
 
@@ -127,12 +182,17 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
         retries=inputs.retries,
     )
     async with client:
+        watch = StartWatch(reader) if reader is not None else None
         try:
-            ready = await wait_until_ready(client, wait_s=inputs.wait_s, on_progress=inputs.on_progress)
+            ready = await wait_until_ready(
+                client, wait_s=inputs.wait_s, on_progress=inputs.on_progress, start_failed=watch
+            )
         except UnavailableError as exc:
-            facts.errors[SERVER] = str(exc)
+            earlier = watch.earlier if watch is not None else None
+            note = f"; the log's last start had failed: {earlier}" if earlier else ""
+            facts.errors[SERVER] = str(exc) + note
             await asyncio.to_thread(_read_files, facts, inputs, None)
-            await _read_log(facts, inputs)
+            await _read_log(facts, reader, died_before_wait=watch is not None and watch.seen is None)
             return
         facts.server = ServerFacts(
             url=inputs.url,
@@ -143,7 +203,7 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
         with contextlib.suppress(UnavailableError):  # optional evidence; /server_info already answered
             facts.server.model_info = await client.model_info()
         await asyncio.to_thread(_read_files, facts, inputs, ready.server_info)
-        await _read_log(facts, inputs)
+        await _read_log(facts, reader)
         if inputs.weights_checker:
             try:
                 facts.server.weights_checksums = await client.weights_checker("all")
@@ -193,24 +253,24 @@ def _read_files(facts: Facts, inputs: LiveInputs, server_info: dict[str, Any] | 
         _read_attestation(facts, inputs.attestation, inputs.url, server_info)
 
 
-async def _read_log(facts: Facts, inputs: LiveInputs) -> None:
+async def _read_log(facts: Facts, reader: LogReader | None, *, died_before_wait: bool = False) -> None:
     """The server log, read off the event loop. A log that holds no start of the running server is a
     source error (``server.log`` reports it), never facts for other checks to misread. The reader is told
     which server answered, so that a followed log's start of a previous process is not taken for the
-    restarted one's."""
-    if inputs.log is None:
+    restarted one's. With ``died_before_wait`` (the server was not reached, and no start died while the
+    check waited), a dead last start is an earlier attempt as far as anyone can tell: no evidence either."""
+    if reader is None:
         return
-    from validator.sources.server_log import FileLogReader, open_log_reader
-
-    reader = inputs.log_reader if inputs.log_reader is not None else open_log_reader(inputs.log)
     try:
         log = await asyncio.to_thread(reader.poll, identity_of(facts))
     except (InputError, UnavailableError) as exc:
         facts.errors[LOG] = str(exc)
         return
-    finally:
-        if inputs.log_reader is None and isinstance(reader, FileLogReader):
-            reader.close()
+    if died_before_wait and log.start_failure is not None and log.stale is None:
+        log.stale = (
+            f"its last start had already died when this check began ({log.start_failure}): it may be an "
+            "earlier attempt than the server being waited for"
+        )
     problem = log.unusable()
     if problem is not None:
         facts.errors[LOG] = problem

@@ -59,6 +59,8 @@ def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     }
     if log.note:
         ev["note"] = log.note
+    if log.start_failure is not None:
+        ev["start_failure"] = log.start_failure
     logged = logged_settings(log)
     if facts.server is not None and logged is not None and log.server_args is not None:
         info, raw = facts.server.settings, facts.server.server_info
@@ -83,4 +85,6 @@ def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     where = "" if log.run_start_line is None else f" (read from offset {log.run_start_line})"
+    if log.start_failure is not None and facts.server is None:  # evidence of a start that died
+        return check.passed(f"{log.path} holds the last start{where}, which died before ready", [LOG], **ev)
     return check.passed(f"{log.path} holds the running server's start{where}", [LOG], **ev)

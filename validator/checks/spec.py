@@ -637,14 +637,20 @@ def _ring_verdict(
 )
 def spec_dspark_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """Live: what /server_info resolved. A server that runs without the ReplaySSM spec-verify serves, but
-    not the recipe; one whose ring SGLang would refuse cannot be up (it dies at pool allocation), so the
-    ring rule here only guards against a build that no longer enforces it."""
+    not the recipe; one whose ring SGLang would refuse cannot be up (it dies at pool allocation). Such a
+    server is never reached; its log then holds the dead start's ``server_args=``, which is judged instead,
+    so the verdict names the misconfiguration rather than only the server that did not come up."""
     d = check.need(ctx.expect.dspark, "dspark")
-    if facts.server is None:
+    where, who, after = SERVER, "server", ""
+    if facts.server is not None:
+        args = facts.server.settings
+    elif (dead := _dead_start(facts)) is not None:
+        args, after = dead
+        where, who = LOG, "logged start"
+    else:
         return check.errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
-    args = facts.server.settings
     if (args.speculative_algorithm or "").upper() != DSPARK:
-        return check.skipped("the server does not run DSPARK (see spec.config)", [SERVER])
+        return check.skipped(f"the {who} does not run DSPARK (see spec.config)", [where])
     ring = args.linear_replayssm_cache_len
     width = args.speculative_num_draft_tokens or d.block_size + 1
     ev: dict[str, Any] = {
@@ -656,13 +662,23 @@ def spec_dspark_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         d,
         args,
         width,
-        SERVER,
-        [SERVER],
-        off="the server runs without --enable-linear-replayssm-spec: the recipe's KDA verify uses "
+        where,
+        [where],
+        off=f"the {who} runs without --enable-linear-replayssm-spec: the recipe's KDA verify uses "
         "ReplaySSM's fold-every-commit window",
-        after="",
+        after=after,
         ev=ev,
     )
+
+
+def _dead_start(facts: Facts) -> tuple[ServerArgs, str] | None:
+    """The resolved args of the start the log shows dying before it was ready (that server is never
+    reached), and the words saying so; None when the server answered or the log shows no such start."""
+    log = facts.log
+    if facts.server is not None or log is None or log.start_failure is None:
+        return None
+    args = logged_settings(log)
+    return None if args is None else (args, f" (the start logged in {log.path} died: {log.start_failure})")
 
 
 def _dspark_shared_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:

@@ -9,13 +9,17 @@ poll (for a live terminal line) and knows when the phase changed (for one log li
 Each poll's requests get what is left of ``wait_s`` as their total deadline (at least
 :data:`MIN_POLL_S`), so a socket that accepts and never answers, or answers one byte a second, ends the
 wait within ``--wait`` plus a few seconds instead of a read timeout per byte.
+
+A start that has died does not come up however long one waits: ``start_failed`` (given when the log is
+known, ``live.StartWatch``) is asked after each poll that found no ready server, and a reason from it ends
+the wait at once, quoting the log.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -63,6 +67,7 @@ async def wait_until_ready(
     first_interval_s: float = 0.25,
     max_interval_s: float = 3.0,
     growth: float = 1.5,
+    start_failed: Callable[[], Awaitable[str | None]] | None = None,
 ) -> ReadyInfo:
     """Poll ``/health`` until it answers 200 and ``/server_info`` is served, or ``wait_s`` runs out.
 
@@ -110,6 +115,12 @@ async def wait_until_ready(
         phase = new_phase
         if info is not None:
             return ReadyInfo(client.url, elapsed, polls, info, client.server_info_endpoint)
+        died = await start_failed() if start_failed is not None else None
+        if died is not None:
+            raise UnavailableError(
+                f"{client.url}: not ready: the server failed to start after {elapsed:.1f} s ({died}); "
+                "not waiting out --wait"
+            )
         now = time.monotonic()
         if now >= deadline:
             status = f"last /health status {last_status}" if last_status is not None else "no HTTP answer"

@@ -71,6 +71,12 @@ _LOAD_END_RE = re.compile(r"Load weight end\..*?type=([A-Za-z_][\w.]*)")
 DSPARK_RUNNER_LINE = "Initialized DSpark draft runner."
 _DSPARK_RUNNER_RE = re.compile(r"model=([A-Za-z_][\w.]*), gamma=(\d{1,4}), verify_num_draft_tokens=(\d{1,4})")
 _ERROR_RE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): |\bScheduler hit an exception\b|\bTraceback \(most")
+# A start that dies before it is ready: the scheduler's ``Scheduler hit an exception: <traceback>``
+# (srt/managers/scheduler.py), then the launcher's SIGQUIT handler (srt/entrypoints/engine.py).
+SCHEDULER_DIED = "Scheduler hit an exception"
+CHILD_FAILED = "Received sigquit from a child process"
+_EXCEPTION_LINE_RE = re.compile(r"\b([A-Z]\w*(?:Error|Exception): .*)")
+FAILURE_CAP = 300  # characters of the exception quoted
 _HOOKS_RE = re.compile(r"Applied \d+ hook")
 _SIMPLE_PAIR_RE = re.compile(
     r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
@@ -112,6 +118,9 @@ class LogFacts:
     decode_samples: list[DecodeSample] = field(default_factory=list)  # the last MAX_SAMPLES
     decode_sample_count: int = 0
     ready: bool = False
+    # why this start died before it was ready, as the log says: the exception the scheduler's traceback
+    # ended with (or SGLang's "a child failed" line); None while it is starting, and once it is ready
+    start_failure: str | None = None
     # how it was read (evidence for server.log)
     generation: int = 0  # starts seen by this reader since it opened; a new start increments it
     bytes_read: int = 0
@@ -154,6 +163,7 @@ class _Run:
     def __init__(self, path: str) -> None:
         self.facts = LogFacts(path=path)
         self.samples: deque[DecodeSample] = deque(maxlen=MAX_SAMPLES)
+        self.dying = False  # the scheduler reported its exception: the traceback's lines follow
 
     def copy_prelude(self, path: str) -> _Run:
         new = _Run(path)
@@ -465,7 +475,7 @@ class FileLogReader:
 _NOTABLE = tuple(
     m.encode()
     for m in (
-        _SERVER_ARGS, OVERRIDE_LINE, "Error: ", "Exception: ", "Scheduler hit an exception",
+        _SERVER_ARGS, OVERRIDE_LINE, "Error: ", "Exception: ", SCHEDULER_DIED, CHILD_FAILED,
         "Traceback (most", FP8_HEAD_LINE, "for Humming backend", "Using indexed gemm for humming moe",
         "experts for FlashInfer", "for TRT-LLM MxFP4 kernel", "experts for Marlin backend",
         "Capture draft ", READY_LINE, "Load weight end.", "Loaded plugin", "Executed general plugin",
@@ -666,7 +676,9 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         f.flashinfer_override = True
         prelude.facts.flashinfer_override = True
         return
-    if _ERROR_RE.search(line):  # an error line is read as nothing else, and marks no running server
+    if _ERROR_RE.search(line) or CHILD_FAILED in line:  # read as nothing else; marks no running server
+        if not f.ready:
+            _note_failure(run, line)
         return
     runtime = True
     if FP8_HEAD_LINE in line:
@@ -707,6 +719,22 @@ def _feed(run: _Run, prelude: _Run, line: str, lineno: int) -> None:
         runtime = False
     if runtime:  # a running server logged this: earlier resolution lines belong to this run, not the next
         prelude.facts.flashinfer_override = False
+
+
+def _note_failure(run: _Run, line: str) -> None:
+    """A start's death before ready: the exception line that ends the scheduler's traceback (file and
+    journal readers alike feed it as a line of its own) is the reason; the launcher's SIGQUIT line alone
+    says a child failed. Error lines of a server that never reported a scheduler death are not one."""
+    f = run.facts
+    if SCHEDULER_DIED in line:
+        run.dying = True
+        f.start_failure = f.start_failure or SCHEDULER_DIED
+    if run.dying:
+        found = _EXCEPTION_LINE_RE.search(line)
+        if found:  # the last one wins: a chained traceback ends with the exception that escaped
+            f.start_failure = found.group(1).strip()[:FAILURE_CAP]
+    elif CHILD_FAILED in line and f.start_failure is None:
+        f.start_failure = "a child process failed (Received sigquit from a child process)"
 
 
 def _parsed_args(raw: str | None) -> dict[str, Any] | None:
