@@ -26,29 +26,50 @@ from pathlib import Path
 
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.sglang_builds import fake_interpreter, make_build
+from validator.sources.sglang_install import _PROBE
 
 REPO = Path(__file__).resolve().parents[1]
+IMPORTS = (
+    "import yaml, validator.cli, validator.commands.preflight, validator.preflight, validator.outputs.text; "
+    "from validator.checks.registry import builtins; builtins(); "
+    "import validator.sources.sglang_install, validator.sources.sglang_cli, "
+    "validator.sources.launch_command, validator.sources.checkpoint, validator.sources.humming, "
+    "validator.sources.host"
+)
 
 
-def timed(cmd: list[str], env: dict[str, str], runs: int, tree: Path) -> tuple[float, float, float, int]:
-    """Median and best wall time, and median CPU time (user + system of the process and its children:
-    steadier than wall time on a shared machine)."""
-    samples, cpu = [], []
-    rc = 0
+def once(cmd: list[str], env: dict[str, str], tree: Path) -> tuple[float, float, int]:
+    """Wall time, CPU time (user + system of the process and its children: steadier than wall time on a
+    shared machine) and exit code of one run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    child_env = {**env, "PYTHONPATH": str(tree)}
+    out = subprocess.DEVNULL
+    rc = subprocess.run(cmd, env=child_env, cwd=tree, stdout=out, stderr=out).returncode
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, rc
+
+
+def timed(
+    rows: list[tuple[str, list[str]]], trees: list[Path], env: dict[str, str], runs: int
+) -> list[tuple[str, float, float, float, int]]:
+    """Per row: median and best wall time, median CPU time, last exit code. The rows take turns, one run
+    each per round, so that a machine getting busier or quieter moves every row alike."""
+    samples: list[list[tuple[float, float, int]]] = [[] for _ in rows]
     for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        rc = subprocess.run(
-            cmd,
-            env={**env, "PYTHONPATH": str(tree)},
-            cwd=tree,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        ).returncode
-        samples.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return statistics.median(samples), min(samples), statistics.median(cpu), rc
+        for i, ((_name, cmd), tree) in enumerate(zip(rows, trees, strict=True)):
+            samples[i].append(once(cmd, env, tree))
+    return [
+        (
+            name,
+            statistics.median(s[0] for s in got),
+            min(s[0] for s in got),
+            statistics.median(s[1] for s in got),
+            got[-1][2],
+        )
+        for (name, _cmd), got in zip(rows, samples, strict=True)
+    ]
 
 
 def main() -> None:
@@ -92,6 +113,10 @@ def main() -> None:
                 "python -c 'import pydantic.BaseModel'",
                 [sys.executable, "-c", "from pydantic import BaseModel"],
             ),
+            # what a preflight on the recipe cannot do without: its imports (no work done), and the
+            # server's interpreter asked where sglang is (one more interpreter start)
+            ("preflight's imports alone", [sys.executable, "-c", IMPORTS]),
+            ("the interpreter probe alone", [str(python), "-c", _PROBE]),
             (
                 "preflight (--sglang-root, no interpreter probe)",
                 [
@@ -115,8 +140,7 @@ def main() -> None:
         if opts.baseline_tree is not None:
             rows.append((f"preflight (recipe) at {opts.baseline_tree.name}", recipe_cmd))
             trees.append(opts.baseline_tree.resolve())
-        pairs = zip(rows, trees, strict=True)
-        results = [(name, *timed(cmd, env, runs, tree)) for (name, cmd), tree in pairs]
+        results = timed(rows, trees, env, runs)
     base_med, base_cpu = results[0][1], results[0][3]
     head = f"{'what':<52} {'median ms':>10} {'min ms':>8} {'x bare':>7} {'cpu ms':>7} {'x bare':>7} {'rc':>3}"
     print(head)
