@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import signal
 import sys
 from dataclasses import dataclass, field, replace
@@ -30,6 +31,17 @@ class ServeConfig:
     schedule: Schedule = field(default_factory=Schedule)
 
 
+# What a live check imports on first use (validator.live imports them lazily, for `check`'s start-up).
+_CHECK_MODULES = (
+    "validator.sources.readiness",
+    "validator.sources.server_http",
+    "validator.sources.server_log",
+    "validator.sources.attestation",
+    "validator.probe",
+    "validator.checks.registry",
+)
+
+
 def serve(inputs: Any, loaded: Any, config: ServeConfig, *, log_stream: TextIO | None = None) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Findings go to /readyz and the metrics, not the exit
     code: a failing deployment keeps the sidecar up so that Prometheus can alert."""
@@ -51,18 +63,23 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
         state, metrics, secrets=secrets, livez_stale_s=max(10.0, 20 * config.schedule.tick_s)
     )
     server = SidecarServer(endpoints, log=log)
+    # Before listening, what would otherwise run on the event loop once /livez is served: the watch's
+    # HTTP client (httpx loads its TLS trust store), and the modules the first check imports (httpx
+    # among them): together tens of milliseconds that delayed /livez answers during the first check.
+    watch = ServerWatch(inputs.url, api_key=inputs.api_key, attestation=inputs.attestation)
+    for module in _CHECK_MODULES:
+        importlib.import_module(module)
+    if inputs.log is not None and inputs.log_reader is None:
+        from validator.sources.server_log import open_log_reader
+
+        # one reader for the daemon's life: each check parses only what the server logged since the last
+        inputs.log_reader = open_log_reader(inputs.log)
     try:
         host, port = await server.start(config.host, config.port)
     except OSError as exc:
         raise UnavailableError(
             f"serve: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}"
         ) from None
-    watch = ServerWatch(inputs.url, api_key=inputs.api_key, attestation=inputs.attestation)
-    if inputs.log is not None and inputs.log_reader is None:
-        from validator.sources.server_log import open_log_reader
-
-        # one reader for the daemon's life: each check parses only what the server logged since the last
-        inputs.log_reader = open_log_reader(inputs.log)
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
 
     async def check(full: bool, previous: ProbeResult | None) -> LiveResult:
