@@ -281,11 +281,11 @@ class Facts:
         return obj
 
 
-def _text(value: JsonValue) -> str | None:
+def _text(value: object) -> str | None:
     return None if value is None else str(value)
 
 
-def _int(value: JsonValue) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
@@ -316,7 +316,7 @@ class ServerArgs:
     avg_spec_accept_length: float | None = None  # /server_info internal_states: the server's lifetime mean
 
     @classmethod
-    def from_mapping(cls, raw: Mapping[str, JsonValue]) -> ServerArgs:
+    def from_mapping(cls, raw: Mapping[str, object]) -> ServerArgs:
         return cls(
             model_path=_text(raw.get("model_path")),
             served_model_name=_text(raw.get("served_model_name")),
@@ -344,7 +344,7 @@ class ServerArgs:
         return bool(self.speculative_algorithm)
 
 
-def _lifetime_accept_length(states: JsonValue) -> float | None:
+def _lifetime_accept_length(states: object) -> float | None:
     for state in states if isinstance(states, list) else []:
         if isinstance(state, dict):
             value = state.get("avg_spec_accept_length")

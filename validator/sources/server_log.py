@@ -101,7 +101,7 @@ class LogFacts:
     runs: int = 0  # server starts (``server_args=`` lines) read; a reader skips starts before the last
     run_start_line: int | None = None  # where the current start's ``server_args=`` was read; None: none
     lines_total: int = 0  # lines read
-    server_args: dict[str, Any] | None = None  # the last start's resolved args, redacted
+    server_args: dict[str, object] | None = None  # the last start's resolved args (Python literals), redacted
     fp8_lm_head_lines: int = 0
     humming_prepare_lines: int = 0
     humming_indexed_gemm_lines: int = 0
@@ -181,7 +181,7 @@ class LogParser:
         self.starts = 0
         self.lines = 0
         self._raw_args: str | None = None
-        self._parsed: dict[str, Any] | None = None
+        self._parsed: dict[str, object] | None = None
         self._parsed_done = False  # whether _parsed holds this start's args (None: it has none)
 
     def feed(self, line: str, pos: int) -> None:
@@ -737,13 +737,13 @@ def _note_failure(run: _Run, line: str) -> None:
         f.start_failure = "a child process failed (Received sigquit from a child process)"
 
 
-def _parsed_args(raw: str | None) -> dict[str, Any] | None:
+def _parsed_args(raw: str | None) -> dict[str, object] | None:
     """The start's resolved args, redacted (None: no ``server_args=`` line, or one that does not parse)."""
     args = _parse_server_args(raw) if raw is not None else None
     return redact(args) if args is not None else None
 
 
-def _parse_server_args(text: str) -> dict[str, Any] | None:
+def _parse_server_args(text: str) -> dict[str, object] | None:
     """The dict repr as Python literals; when it holds non-literals (an object repr), fall back to the
     top-level ``'key': scalar`` pairs."""
     text = text.strip()
@@ -753,7 +753,7 @@ def _parse_server_args(text: str) -> dict[str, Any] | None:
         value = None
     if isinstance(value, dict) and all(isinstance(k, str) for k in value):
         return value
-    pairs: dict[str, Any] = {}
+    pairs: dict[str, object] = {}
     for m in _SIMPLE_PAIR_RE.finditer(text):
         try:
             pairs.setdefault(m.group(1), ast.literal_eval(m.group(2)))
