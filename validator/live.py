@@ -121,7 +121,10 @@ class StartWatch:
     nothing for the first seconds): the wait goes on, and ``earlier`` says what the log showed, for the
     message if it runs out; that dead start is then no evidence (``_read_log``), since it may not be the
     server being waited for. The journal is read by the unit's current invocation, and a restart is a new
-    invocation: a dead start there is this attempt's, whenever it died."""
+    invocation: a dead start there is this attempt's, whenever it died. Each journal poll runs
+    ``systemctl`` and ``journalctl``, so the journal is asked at most every ``JOURNAL_EVERY_S``."""
+
+    JOURNAL_EVERY_S = 5.0
 
     def __init__(self, reader: LogReader) -> None:
         from validator.sources.server_log import JOURNAL_PREFIX
@@ -131,8 +134,13 @@ class StartWatch:
         self.earlier: str | None = None  # the log's last start had died before the wait began
         self.seen: str | None = None  # a start died while waiting: the wait ended on it
         self._baseline: tuple[int, str | None] | None = None
+        self._next = 0.0  # monotonic time of the next poll
 
     async def __call__(self) -> str | None:
+        if time.monotonic() < self._next:
+            return None
+        if self._one_invocation:
+            self._next = time.monotonic() + self.JOURNAL_EVERY_S
         try:
             log = await asyncio.to_thread(self.reader.poll)
         except (InputError, UnavailableError):  # not written yet, or unreadable (server.log says so later)
