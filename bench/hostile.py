@@ -96,9 +96,17 @@ def sidecar(url: str, wait_s: float, seconds: float, tmp: Path) -> Sidecar:
 
 
 @contextmanager
-def healthy(tmp: Path) -> Iterator[str]:
+def healthy(tmp: Path) -> Iterator[tuple[str, list[str]]]:
+    """The baseline: a healthy simulator, with the attestation it writes (contract v2: the draft head's
+    identity is proven only by it), so that its ``check`` is a real pass."""
     with sim_process(tmp) as sim:
-        yield sim.url
+        yield sim.url, ["--attestation", str(sim.attestation)]
+
+
+@contextmanager
+def hostile(mode: str) -> Iterator[tuple[str, list[str]]]:
+    with hostile_process(mode) as url:
+        yield url, []
 
 
 def main() -> int:
@@ -110,23 +118,25 @@ def main() -> int:
     wait = opts.wait
     sidecar_s = wait + 10
     tmp = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
-    targets: list[tuple[str, Callable[[], AbstractContextManager[str]]]] = [
+    targets: list[tuple[str, Callable[[], AbstractContextManager[tuple[str, list[str]]]]]] = [
         ("healthy sim", lambda: healthy(tmp))
     ]
-    targets += [(m, lambda m=m: hostile_process(m)) for m in modes]  # type: ignore[misc]
+    targets += [(m, lambda m=m: hostile(m)) for m in modes]  # type: ignore[misc]
     rows = []
     base_t = base_rss = base_side = None
     for name, target in targets:
-        with target() as url:
+        with target() as (url, evidence):
             res = run_bounded(
-                ["check", "--url", url, "--wait", str(wait), "--format", "json"], timeout=wait + 60
+                ["check", "--url", url, "--wait", str(wait), "--format", "json", *evidence], timeout=wait + 60
             )
             side = sidecar(url, wait, sidecar_s, tmp)
         if base_t is None:
             base_t, base_rss, base_side = res.wall_s, res.peak_rss_mb, side
         assert base_rss is not None and base_side is not None
-        goal = name == "healthy sim" or (
-            res.rc == 69 and res.wall_s < wait + 10 and res.peak_rss_mb < 200 and not res.timed_out
+        goal = (
+            (res.rc == 0)
+            if name == "healthy sim"
+            else (res.rc == 69 and res.wall_s < wait + 10 and res.peak_rss_mb < 200 and not res.timed_out)
         )
         side_goal = (
             side.alive and side.peak_rss_mb < 200 and side.livez_max_ms < 50 and not side.livez_failures
