@@ -286,7 +286,7 @@ def test_a_start_dead_in_the_current_invocation_is_judged_at_once(tmp_path: Path
 
 def test_the_bulk_path_counts_what_a_line_by_line_parse_counts(tmp_path: Path) -> None:
     """Routine traffic is counted with C-speed scans; the facts must equal feeding every line."""
-    from validator.sources.server_log import LogParser
+    from validator.sources.log_state import LogParser
 
     access = '[2026-11-29 15:00:02] INFO:     127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK'
     lines = [*RUN_HEALTHY]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from validator.errors import UnavailableError
-from validator.sources.server_log import MAX_SAMPLES, read_server_log
+from validator.sources.log_state import MAX_SAMPLES
+from validator.sources.server_log import read_server_log
 
 KEY = "sk-log-0a1b2c3d"
 T = "[2026-11-29 15:00:00]"

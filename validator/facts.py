@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 if TYPE_CHECKING:  # typing only: the records live with their schema (and preflight never needs them)
     from validator.attestation_format import Attestation, AttestationTrust
     from validator.report import ProbeResult
-    from validator.sources.server_log import LogFacts
 
 Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
 
@@ -240,6 +239,83 @@ class ServerFacts:
 
 # Logged exactly once per start by an SGLang build whose online FP8 LM head is active.
 FP8_HEAD_LINE = "Online FP8 quantization enabled for lm_head."
+
+# ``--log journal:UNIT``: the server's log is the unit's current invocation in the systemd journal.
+JOURNAL_PREFIX = "journal:"
+
+
+@dataclass
+class DecodeSample:
+    """One ``Decode batch ... accept len: X, accept rate: Y ... gen throughput (token/s): Z`` line."""
+
+    accept_len: float
+    accept_rate: float
+    gen_throughput: float | None
+    line: int  # where it was read: the byte offset in a file, the entry number in the journal
+
+
+@dataclass
+class LogFacts:
+    """What the server log says about the current server start (``validator.sources.server_log``)."""
+
+    path: str  # the file, or "journal:UNIT"
+    runs: int = 0  # server starts (``server_args=`` lines) read; a reader skips starts before the last
+    run_start_line: int | None = None  # where the current start's ``server_args=`` was read; None: none
+    lines_total: int = 0  # lines read
+    server_args: dict[str, object] | None = None  # the last start's resolved args (Python literals), redacted
+    fp8_lm_head_lines: int = 0
+    humming_prepare_lines: int = 0
+    humming_indexed_gemm_lines: int = 0
+    flashinfer_expert_lines: int = 0
+    trtllm_expert_lines: int = 0
+    marlin_expert_lines: int = 0
+    flashinfer_override: bool = False
+    loaded_models: list[str] = field(default_factory=list)  # ``Load weight end ... type=`` in order
+    draft_graph_begin: int = 0
+    # DSpark's worker at start (dspark_worker_v2.py l.279-292): "Initialized DSpark draft runner. ...,
+    # model=<class>, gamma=G, verify_num_draft_tokens=N, ..."
+    dspark_gamma: int | None = None
+    dspark_verify_tokens: int | None = None
+    decode_samples: list[DecodeSample] = field(default_factory=list)  # the last MAX_SAMPLES
+    decode_sample_count: int = 0
+    ready: bool = False
+    # why this start died before it was ready, as the log says: the exception the scheduler's traceback
+    # ended with (or SGLang's "a child failed" line); None while it is starting, and once it is ready
+    start_failure: str | None = None
+    # how it was read (evidence for server.log)
+    generation: int = 0  # starts seen by this reader since it opened; a new start increments it
+    bytes_read: int = 0
+    bytes_skipped: int = 0  # not parsed: before the last start, or the middle of an oversized region
+    truncations: int = 0  # the file shrank under the reader (logrotate copytruncate)
+    rotations: int = 0  # a new file appeared at the path (logrotate create)
+    note: str | None = None  # a condition of the source now (file gone after rotation, ...)
+    stale: str | None = None  # why the current start is not the running server's (a restart seen)
+
+    @property
+    def mean_accept_len(self) -> float | None:
+        s = self.decode_samples
+        return sum(x.accept_len for x in s) / len(s) if s else None
+
+    def unusable(self) -> str | None:
+        """Why these facts are no evidence about the running server, or None when they are."""
+        if self.stale:
+            return f"{self.path}: {self.stale}"
+        if self.run_start_line is None and self.path.startswith(JOURNAL_PREFIX):
+            return (
+                f"{self.path}: the unit's current invocation has logged no server start (no server_args= "
+                f"line in {self.lines_total} lines): it is no evidence about the running server"
+            )
+        if self.run_start_line is None:
+            what = (
+                "is empty"
+                if self.bytes_read == 0 and self.lines_total == 0
+                else f"holds no server start (no server_args= line in {self.lines_total} lines read)"
+            )
+            return (
+                f"{self.path}: {what}: the log was truncated, rotated or is not this server's, so it is "
+                "no evidence about the running server"
+            )
+        return None
 
 
 @dataclass

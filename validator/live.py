@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError
-from validator.facts import ATTESTATION, LOG, PROBE, SERVER, WEIGHTS, Facts, ServerFacts
+from validator.facts import ATTESTATION, JOURNAL_PREFIX, LOG, PROBE, SERVER, WEIGHTS, Facts, ServerFacts
 from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack
 
 if TYPE_CHECKING:
-    from validator.sources.server_log import LogReader
+    from validator.sources.log_state import LogReader
 
 ProgressFn = Callable[[Any], None]
 
@@ -127,8 +127,6 @@ class StartWatch:
     JOURNAL_EVERY_S = 5.0
 
     def __init__(self, reader: LogReader) -> None:
-        from validator.sources.server_log import JOURNAL_PREFIX
-
         self.reader = reader
         self._one_invocation = reader.where.startswith(JOURNAL_PREFIX)
         self.earlier: str | None = None  # the log's last start had died before the wait began

@@ -11,13 +11,10 @@ the broken-draft signature, which must not pass silently when the probe says oth
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from validator.checks import base as check
-from validator.facts import LOG, PROBE, SERVER, Facts, logged_settings
-
-if TYPE_CHECKING:
-    from validator.sources.server_log import LogFacts
+from validator.facts import LOG, PROBE, SERVER, Facts, LogFacts, logged_settings
 
 # SGLang logs one ``accept len`` line per decode_log_interval (40) decode steps; 5 lines all at 1.00 are
 # 200 verify rounds in which no draft token was accepted: no healthy NEXTN draft does that.

@@ -7,13 +7,10 @@ resolved value, the attestation's per-layer methods and the log must all agree.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from validator.checks import base as check
 from validator.checks.sources_agree import Observations
-
-if TYPE_CHECKING:
-    from validator.sources.server_log import LogFacts
 from validator.facts import (
     ATTESTATION,
     FLASHINFER,
@@ -24,6 +21,7 @@ from validator.facts import (
     SERVER,
     SGLANG,
     Facts,
+    LogFacts,
     logged_settings,
 )
 
