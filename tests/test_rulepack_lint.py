@@ -14,7 +14,7 @@ from tests.support.bounded_run import run_bounded
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import run_cli
 from tests.support.sglang_builds import make_build
-from validator.rulepack import render_template
+from validator.pack_templates import render_template
 
 REPO = Path(__file__).resolve().parents[1]
 PACK = REPO / "rules" / "ling-3.0-flash-dgx-spark.yaml"

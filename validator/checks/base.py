@@ -16,8 +16,8 @@ from functools import partial
 from typing import Any, TypeVar
 
 from validator.facts import LAUNCH, PROBE, SERVER, SGLANG, Facts, Mode
+from validator.pack_schema import CheckSpec, Expectations
 from validator.report import Status
-from validator.rulepack import CheckSpec, Expectations
 
 
 @dataclass

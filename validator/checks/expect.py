@@ -12,8 +12,9 @@ from collections.abc import Mapping
 
 from validator.checks import base as check
 from validator.facts import SERVER, Facts
+from validator.pack_schema import CheckSpec
+from validator.pack_templates import render_template
 from validator.report import Status
-from validator.rulepack import CheckSpec, render_template
 
 
 def _number(value: object) -> float:

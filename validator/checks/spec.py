@@ -26,7 +26,7 @@ from validator.facts import (
     ServerArgs,
     logged_settings,
 )
-from validator.rulepack import DSparkExpect, SpeculativeExpect
+from validator.pack_schema import DSparkExpect, SpeculativeExpect
 from validator.sources.dspark_draft import ring_problems, smallest_ring, verify_width, width_conflict
 from validator.sources.plugin_env import ENV_SHARE
 

@@ -1,0 +1,60 @@
+"""Message templates of a rule pack: plain named fields only (``{expect.moe_runner_backend}``), looked up
+in a table and never evaluated."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+_FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+# a literal brace pair, a field up to the first closing brace, or a lone brace (an error)
+_BRACES_RE = re.compile(r"\{\{|\}\}|\{([^}]*)\}|[{}]")
+
+
+def _scan(text: str) -> list[tuple[str, str]]:
+    """Split a template into ("text", s) and ("field", name) parts. ``{{`` and ``}}`` are literal braces.
+    A field is a plain (dotted) name looked up in a table, never evaluated: no attribute access, no
+    indexing, no conversion or format spec, no dunder names."""
+    parts: list[tuple[str, str]] = []
+    buf: list[str] = []
+    at = 0
+    for m in _BRACES_RE.finditer(text):
+        buf.append(text[at : m.start()])
+        at = m.end()
+        token, name = m.group(0), m.group(1)
+        if token in ("{{", "}}"):
+            buf.append(token[0])
+        elif name is not None:
+            if not _FIELD_RE.fullmatch(name) or "__" in name:
+                raise ValueError(f"'{{{name}}}' is not a plain field name")
+            parts += [("text", "".join(buf)), ("field", name)]
+            buf = []
+        elif token == "{":
+            raise ValueError(f"unclosed '{{' at character {m.start() + 1} (write '{{{{' for a literal brace)")
+        else:
+            raise ValueError(f"single '}}' at character {m.start() + 1} (write '}}}}' for a literal brace)")
+    buf.append(text[at:])
+    parts.append(("text", "".join(buf)))
+    return parts
+
+
+def template_fields(text: str) -> list[str]:
+    """The field names a template uses; ValueError when it is not a valid template."""
+    return [v for kind, v in _scan(text) if kind == "field"]
+
+
+def _show(value: object) -> str:
+    if isinstance(value, tuple):
+        return str(list(value))
+    return str(value)
+
+
+def render_template(text: str, values: Mapping[str, object]) -> str:
+    """Fill a (linted) template; a field without a value stays as written, so a gap is visible."""
+    try:
+        parts = _scan(text)
+    except ValueError:
+        return text
+    return "".join(
+        v if kind == "text" else (_show(values[v]) if v in values else "{" + v + "}") for kind, v in parts
+    )
