@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from validator import attestation_format as fmt
 from validator.errors import InputError, UnavailableError
-from validator.plugin.procinfo import process_start_time
 from validator.plugin.state import PluginState
+from validator.procinfo import process_start_time
 from validator.sources.attestation import parse_document, read_attestation, read_trusted
 
 URL = "http://127.0.0.1:30000"

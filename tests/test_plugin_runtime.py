@@ -12,8 +12,8 @@ from typing import Any
 import validator.plugin as plugin
 from validator import attestation_format as fmt
 from validator.plugin import hooks
-from validator.plugin.procinfo import process_start_time
 from validator.plugin.state import PluginState
+from validator.procinfo import process_start_time
 
 
 def test_guard_only_accepts_sglang_scheduler_entry() -> None:

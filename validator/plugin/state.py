@@ -31,7 +31,7 @@ from validator.attestation_format import (
     Writer,
     utc_now,
 )
-from validator.plugin.procinfo import process_start_time
+from validator.procinfo import process_start_time
 
 __all__ = ["FAILED", "NOT_REACHED", "RAN", "PluginState"]
 MAX_ERRORS = 20

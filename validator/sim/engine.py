@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from validator.plugin.procinfo import process_start_time
+from validator.procinfo import process_start_time
 from validator.sim import attestation, server_args, server_log
 from validator.sim.metrics import SimMetrics
 from validator.sim.scenarios import SERVED_MODEL_NAME, Scenario

@@ -38,7 +38,7 @@ from validator.attestation_format import (
     read_file,
 )
 from validator.errors import InputError, UnavailableError
-from validator.plugin.procinfo import PROC, process_start_time, process_uid
+from validator.procinfo import PROC, process_start_time, process_uid
 
 __all__ = [
     "SCHEMA",

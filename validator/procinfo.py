@@ -1,8 +1,10 @@
-"""Process identity (PID start time) read from /proc, shared by the plugin and the attestation reader.
+"""Process identity read from /proc: a PID's start time, parent and effective UID.
 
 A PID alone cannot tell a new server from a previous one (PIDs are reused); the PID together with the
-kernel's record of when that process started can. Only the standard library is used, so the plugin adds
-nothing to the server's environment and the CLI stays light.
+kernel's record of when that process started can. The in-server plugin records its own start time with
+this module and the readers (the attestation's trust, the listening-socket owner lookup) compare against
+it, so it sits outside ``validator.plugin``: readers never import the in-server package. Standard library
+only, so the plugin adds nothing to the server's environment and the CLI stays light.
 """
 
 from __future__ import annotations
@@ -23,26 +25,50 @@ def _boot_time(proc: Path) -> float | None:
     return None
 
 
+def stat_fields(pid: int, proc: Path = PROC) -> list[str] | None:
+    """Fields 3 onwards of ``/proc/<pid>/stat`` (state, ppid, ...), or None when the process is gone or
+    the file is unreadable or malformed. Field 2 (comm) may hold spaces and parentheses: the split is after
+    its last ')'."""
+    try:
+        raw = (proc / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    try:
+        fields = raw[raw.rindex(")") + 2 :].split()
+    except ValueError:
+        return None
+    return fields if len(fields) >= 20 else None
+
+
 def process_start_time(pid: int, proc: Path = PROC) -> float | None:
     """Epoch seconds at which ``pid`` started, or None when the process does not exist or /proc is absent.
 
     Resolution is one clock tick (10 ms on Linux); callers compare with a tolerance.
     """
-    try:
-        raw = (proc / str(pid) / "stat").read_text()
-    except OSError:
+    fields = stat_fields(pid, proc)
+    if fields is None:
         return None
-    # Field 2 (comm) may contain spaces and parentheses: split after the last ')'.
     try:
-        fields = raw[raw.rindex(")") + 2 :].split()
         ticks = int(fields[19])  # field 22 overall: starttime, in clock ticks since boot
-    except (ValueError, IndexError):
+    except ValueError:
         return None
     boot = _boot_time(proc)
     if boot is None:
         return None
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     return boot + ticks / hz
+
+
+def parent_pid(pid: int, proc: Path = PROC) -> int | None:
+    """The parent of ``pid`` (field 4 of its stat), or None when the process is gone or unreadable. PID 0
+    is the parent of init and of kernel threads."""
+    fields = stat_fields(pid, proc)
+    if fields is None:
+        return None
+    try:
+        return int(fields[1])
+    except ValueError:
+        return None
 
 
 def process_uid(pid: int, proc: Path = PROC) -> int | None:
