@@ -33,10 +33,7 @@ from validator.report import ProbeResult
 from validator.sources.server_http import Generation, SGLangClient
 
 _HERE = Path(__file__).resolve().parent
-PROMPT_FILES = (
-    _HERE.parent / "rules" / "probe-prompts.yaml",  # a source checkout
-    _HERE / "data" / "rules" / "probe-prompts.yaml",  # an installed wheel (package data)
-)
+PROMPT_FILES = (_HERE / "data" / "rules" / "probe-prompts.yaml",)  # package data, beside the built-in packs
 RUN_LENGTH = 16  # a run of this many identical characters or token ids is degenerate output
 _CHAR_RUN_RE = re.compile(r"([^\s\-=_*#~.`])\1{" + str(RUN_LENGTH - 1) + ",}")
 

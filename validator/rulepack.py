@@ -53,8 +53,9 @@ class LoadedPack:
 
 
 def builtin_packs_dir() -> Path:
-    """The built-in packs: ``rules/`` at the project root, reached through the ``validator/data/rules``
-    link in a checkout and copied into the package when a wheel is built."""
+    """The built-in packs: package data in ``validator/data/rules`` (real files, so that every build of the
+    package carries them: a wheel, an sdist, the container image's build context). ``rules/`` at the top
+    of a checkout is a link to this directory, for editing and ``--rules rules/NAME.yaml``."""
     return Path(__file__).resolve().parent / "data" / "rules"
 
 

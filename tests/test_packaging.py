@@ -1,0 +1,225 @@
+"""What a release and the container image really ship, installed where nothing of this checkout is visible.
+
+A checkout hides packaging faults: the tests import ``validator`` from the working tree, where every data
+file is at hand. Here the two artifacts are built as they are built for users and run from a fresh virtual
+environment:
+
+- the release: ``python -m build`` (an sdist, then the wheel built from that sdist), from a copy of the
+  files git tracks (a clean clone, as CI and a release start from);
+- the image: the build context that ``.dockerignore`` admits, laid out as the Dockerfile's ``COPY`` lines
+  place it, then the Dockerfile's own ``pip install`` of that directory.
+
+Each is then asked for ``rules list`` (the built-in packs, which the Dockerfile's last ``RUN`` step also
+runs) and ``demo`` (the simulator and the default pack, end to end).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path, PurePosixPath
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+DOCKERFILE = REPO / "deploy" / "compose" / "Dockerfile"
+PACKS = {
+    "ling-3.0-flash-dgx-spark",
+    "ling-3.0-flash-dgx-spark-dspark",
+    "sglang-cookbook-dgx-spark",
+    "ling-3.0-flash-baseline",
+}
+
+
+def _tracked_files() -> list[str]:
+    """The files a clean clone of this branch holds: tracked plus new files git does not ignore (so that a
+    change under test is part of it before it is committed)."""
+    out = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=REPO,
+        capture_output=True,
+        check=True,
+        timeout=30,
+    ).stdout
+    return [p for p in out.decode().split("\0") if p and os.path.lexists(REPO / p)]
+
+
+def _copy_tree(files: list[str], dest: Path) -> None:
+    for rel in files:
+        src, dst = REPO / rel, dest / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_symlink():
+            dst.symlink_to(os.readlink(src))
+        else:
+            shutil.copy2(src, dst)
+
+
+def _venv(where: Path) -> Path:
+    """A fresh virtual environment with no access to this checkout or the test environment's packages."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True, timeout=120)
+    return where / "bin"
+
+
+def _pip_install(bindir: Path, *targets: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "-q", *targets],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def _run_installed(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The installed ``spark-validate`` script, run from a directory that holds no checkout, with no
+    PYTHONPATH: what it finds, it found in the installed package."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(
+        [str(bindir / "spark-validate"), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=120
+    )
+
+
+def _assert_packs_and_demo(bindir: Path, cwd: Path) -> None:
+    listing = _run_installed(bindir, "rules", "list", cwd=cwd)
+    assert listing.returncode == 0, listing.stderr
+    tail = listing.stdout.strip().splitlines()[-1]
+    assert str(bindir.parent) in tail, tail  # the installed copy, not a checkout's
+    assert {p.strip() for p in tail.split(":", 1)[1].split(",")} == PACKS, tail
+    demo = _run_installed(bindir, "demo", "--speed", "200", cwd=cwd)
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "verdicts: healthy PASS, draft-head-weight-only FAIL" in demo.stdout
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``python -m build`` on a clean copy: the sdist, then the wheel from the unpacked sdist."""
+    root = tmp_path_factory.mktemp("release")
+    src = root / "src"
+    _copy_tree(_tracked_files(), src)
+    proc = subprocess.run(
+        [sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(src)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return root / "dist"
+
+
+def test_release_sdist_and_wheel_carry_the_packs(release: Path) -> None:
+    (sdist,) = release.glob("*.tar.gz")
+    (wheel,) = release.glob("*.whl")
+    with tarfile.open(sdist) as tar:
+        in_sdist = {PurePosixPath(*PurePosixPath(m.name).parts[1:]) for m in tar.getmembers() if m.isfile()}
+    with zipfile.ZipFile(wheel) as zf:
+        in_wheel = {PurePosixPath(n) for n in zf.namelist()}
+    for pack in [*sorted(PACKS), "probe-prompts"]:
+        rel = PurePosixPath("validator/data/rules") / f"{pack}.yaml"
+        assert rel in in_sdist, rel
+        assert rel in in_wheel, rel
+
+
+def test_release_wheel_runs_from_a_fresh_venv(release: Path, tmp_path: Path) -> None:
+    (wheel,) = release.glob("*.whl")
+    bindir = _venv(tmp_path / "venv")
+    _pip_install(bindir, str(wheel))
+    _assert_packs_and_demo(bindir, tmp_path)
+
+
+# ---- the image's build context ----
+
+
+def _dockerignore_patterns() -> list[tuple[bool, str]]:
+    """``.dockerignore`` as Docker reads it: one pattern a line, ``#`` comments, ``!`` re-includes, each
+    pattern cleaned like a path (leading ``/`` and trailing ``/`` dropped)."""
+    rules = []
+    for line in (REPO / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negate = line.startswith("!")
+        pattern = os.path.normpath(line[1:].strip() if negate else line).strip("/")
+        rules.append((negate, pattern))
+    return rules
+
+
+def _pattern_matches(pattern: str, rel: str) -> bool:
+    """Docker's matcher: a pattern matches a path or any of its parent directories; ``*`` stays within one
+    path element and ``**`` spans any number of them."""
+    parts = rel.split("/")
+    candidates = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    pat_parts = pattern.split("/")
+
+    def match(pp: list[str], cp: list[str]) -> bool:
+        if not pp:
+            return not cp
+        if pp[0] == "**":
+            return any(match(pp[1:], cp[i:]) for i in range(len(cp) + 1))
+        return bool(cp) and fnmatch.fnmatchcase(cp[0], pp[0]) and match(pp[1:], cp[1:])
+
+    return any(match(pat_parts, c.split("/")) for c in candidates)
+
+
+def _in_build_context(rel: str, rules: list[tuple[bool, str]]) -> bool:
+    included = True
+    for negate, pattern in rules:
+        if _pattern_matches(pattern, rel):
+            included = negate
+    return included
+
+
+def test_dockerignore_matcher_reads_docker_semantics() -> None:
+    """The matcher above is the test's instrument: hold it to Docker's documented cases."""
+    rules = [(False, "*"), (True, "validator"), (False, "**/__pycache__")]
+    assert _in_build_context("validator/cli.py", rules)
+    assert not _in_build_context("validator/__pycache__/cli.cpython-311.pyc", rules)
+    assert not _in_build_context("rules/x.yaml", rules)
+    assert not _in_build_context("README.md", rules)
+
+
+def _image_source_tree(context: Path, dest: Path) -> Path:
+    """Apply the Dockerfile's ``COPY`` lines (no ``--from``) from the build context: each source file or
+    directory is placed at its destination under ``dest``. Returns where the ``pip install`` line points."""
+    text = DOCKERFILE.read_text().replace("\\\n", " ")
+    install_dir: str | None = None
+    for line in text.splitlines():
+        words = shlex.split(line, comments=True)
+        if not words:
+            continue
+        if words[0].upper() == "COPY" and not any(w.startswith("--from") for w in words):
+            *sources, target = [w for w in words[1:] if not w.startswith("--")]
+            for s in sources:
+                src = context / s
+                assert src.exists() or src.is_symlink(), f"COPY {s}: not in the build context"
+                if src.is_dir() and not src.is_symlink():
+                    shutil.copytree(src, dest / target.lstrip("/"), symlinks=True, dirs_exist_ok=True)
+                else:
+                    where = dest / target.lstrip("/")
+                    where = where / src.name if target.endswith("/") else where
+                    where.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(src, where, follow_symlinks=False)
+        if words[0].upper() == "RUN" and "pip" in words and "install" in words:
+            spec = next(w for w in words if w.startswith("/opt/"))
+            install_dir = spec.split("[", 1)[0]
+    assert install_dir is not None, "the Dockerfile installs spark-validate with pip"
+    return dest / install_dir.lstrip("/")
+
+
+def test_image_build_context_installs_with_its_packs(tmp_path: Path) -> None:
+    rules = _dockerignore_patterns()
+    context = tmp_path / "context"
+    for rel in _tracked_files():
+        if _in_build_context(rel, rules):
+            _copy_tree([rel], context)
+    image = tmp_path / "image"
+    source = _image_source_tree(context, image)
+    bindir = _venv(tmp_path / "venv")
+    _pip_install(bindir, str(source))
+    _assert_packs_and_demo(bindir, tmp_path)
