@@ -70,6 +70,20 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(int(ExitCode.USAGE))
 
 
+class _Version(argparse.Action):
+    """``--version``: the version and the build's commit (``validator.build_id``), worked out only when
+    asked, so that building the parser costs every other command nothing."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))  # type: ignore[arg-type]
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        from validator.build_id import version_line
+
+        sys.stdout.write(version_line(TOOL_NAME, __version__) + "\n")
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The whole command line; with ``only``, just that command's part. Building every command's options
     imports every command module, which costs preflight (run before each start of the server) more
@@ -79,7 +93,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         prog=TOOL_NAME,
         description="Validate an SGLang deployment of Ling-3.0-flash-fp4 on NVIDIA DGX Spark.",
     )
-    parser.add_argument("--version", action="version", version=f"{TOOL_NAME} {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version and the build's commit; exit")
     sub: argparse._SubParsersAction[argparse.ArgumentParser] = parser.add_subparsers(
         dest="command", metavar="COMMAND", parser_class=_Parser
     )
@@ -96,6 +110,18 @@ def _module(name: str) -> CommandModule:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its output is flushed here, so that a reader that went away (``| head -1``) is
+    noticed while it can still be handled, not in the interpreter's final flush (exit 120 and a
+    traceback-like line on stderr when output is buffered)."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return _reader_went_away()
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     named = args_list[0] if args_list and args_list[0] in COMMANDS else None
     parser = build_parser(only=named)

@@ -16,7 +16,7 @@ from validator.checks.base import CheckContext, Outcome
 from validator.checks.expect import evaluate_expect
 from validator.checks.registry import builtins
 from validator.coverage import coverage_of
-from validator.facts import HOST, LOG, SERVER, Facts, Mode
+from validator.facts import HOST, SERVER, Facts, Mode
 from validator.report import (
     CheckResult,
     ProbeResult,
@@ -122,10 +122,10 @@ def build_report(
     target: str | None = None,
 ) -> Report:
     coverage = coverage_of(results)
-    # --allow-partial accepts evidence that could not be gathered, never a target that was not reached nor
-    # a log the user named that cannot be read (server.log is critical whenever --log is given)
+    # --allow-partial accepts every critical check that could not run (server.log included: it is listed
+    # under not_proven like the others), never a server that was not reached
     unreached = any(
-        r.status is Status.ERROR and r.sources[:1] in ([SERVER], [LOG]) and r.severity is Severity.CRITICAL
+        r.status is Status.ERROR and r.sources[:1] == [SERVER] and r.severity is Severity.CRITICAL
         for r in results
     )
     return Report(

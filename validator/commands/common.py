@@ -9,9 +9,26 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from validator.errors import ExitCode, InputError
+from validator.errors import ExitCode, InputError, UsageError
 from validator.report import Report, Verdict
 from validator.rulepack import LoadedPack, load_pack
+
+
+def output_file(value: str) -> Path:
+    """``--output FILE``: a file whose directory exists and can be written, checked before any work (a
+    check may wait minutes for a server before it has a report to write). An unusable path is a usage
+    error (exit 2), like any other bad option."""
+    path = Path(value)
+    if not value or value.endswith("/") or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r} is a directory, not a file")
+    parent = path.parent
+    if not parent.exists():
+        raise argparse.ArgumentTypeError(f"{value!r}: directory {str(parent)!r} does not exist")
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"{value!r}: {str(parent)!r} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{value!r}: directory {str(parent)!r} is not writable")
+    return path
 
 
 def add_common(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
@@ -40,7 +57,7 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
         g.add_argument(
             "--output",
             metavar="FILE",
-            type=Path,
+            type=output_file,
             default=None,
             help="write the report here instead of stdout",
         )
@@ -143,8 +160,8 @@ def write_atomically(out: Path, text: str) -> None:
 
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    except OSError as exc:
-        raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
+    except OSError as exc:  # the directory went away or became unwritable since the options were read
+        raise UsageError(f"--output {out}: cannot write the report: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             mask = os.umask(0)

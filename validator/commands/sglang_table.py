@@ -11,7 +11,11 @@ import sys
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", required=True, metavar="PY", help="the server's Python interpreter")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="generator time limit (300)")
-    p.add_argument("--output", metavar="FILE", default=None, help="also write the table to FILE")
+    from validator.commands.common import output_file
+
+    p.add_argument(
+        "--output", metavar="FILE", type=output_file, default=None, help="also write the table to FILE"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

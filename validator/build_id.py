@@ -1,0 +1,120 @@
+"""Which build this is: the commit it was built from, for ``spark-validate --version`` and bug reports.
+
+A version number alone does not say which commit an image or a checkout runs. The answer comes from the
+first source that knows it, cheapest first, and only when ``--version`` asks (preflight runs before every
+start of the server, so nothing here runs on its path and no ``git`` process is ever started):
+
+1. ``validator/_build.json``, written into the sdist and the wheel by ``setup.py`` at build time (the
+   image and release wheels have no ``.git``);
+2. the installed distribution's PEP 610 ``direct_url.json`` (``pip install git+URL@REF`` records
+   ``vcs_info.commit_id``);
+3. the git checkout this package is imported from (``PYTHONPATH=.`` or an editable install), read from
+   ``.git`` by hand: ``HEAD``, the ref it names, ``packed-refs``; worktrees included.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+BUILD_FILE = _PACKAGE / "_build.json"
+_SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+_MAX = 64 * 1024  # every file read here is tiny; a huge one is not git's
+
+
+def _read(path: Path) -> str | None:
+    try:
+        with path.open("rb") as fh:
+            return fh.read(_MAX).decode("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _sha(text: str | None) -> str | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return text if _SHA.fullmatch(text) else None
+
+
+def from_build_file(path: Path = BUILD_FILE) -> str | None:
+    text = _read(path)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return _sha(data.get("commit")) if isinstance(data, dict) else None
+
+
+def from_distribution(name: str = "spark-validate") -> str | None:
+    """PEP 610: ``direct_url.json`` of an install from a VCS URL holds the commit it resolved to."""
+    from importlib import metadata  # here: only --version pays for scanning the installed distributions
+
+    try:
+        text = metadata.distribution(name).read_text("direct_url.json")
+    except (metadata.PackageNotFoundError, OSError):
+        return None
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        return None
+    vcs = data.get("vcs_info") if isinstance(data, dict) else None
+    return _sha(vcs.get("commit_id")) if isinstance(vcs, dict) else None
+
+
+def _git_dir(start: Path) -> Path | None:
+    for d in (start, *start.parents):
+        dot = d / ".git"
+        if dot.is_dir():
+            return dot
+        if dot.is_file():  # a worktree or submodule: "gitdir: PATH"
+            text = _read(dot) or ""
+            if text.startswith("gitdir:"):
+                target = Path(text[len("gitdir:") :].strip())
+                return target if target.is_absolute() else (d / target).resolve()
+            return None
+    return None
+
+
+def from_checkout(start: Path = _PACKAGE) -> str | None:
+    """The commit ``HEAD`` names in the checkout above ``start``, read without running git. An installed
+    copy (under ``site-packages``) has no checkout of its own: a venv inside some repository is not it."""
+    if {"site-packages", "dist-packages"} & set(start.parts):
+        return None
+    git = _git_dir(start)
+    if git is None:
+        return None
+    head = (_read(git / "HEAD") or "").strip()
+    if not head.startswith("ref:"):
+        return _sha(head)  # detached
+    ref = head[len("ref:") :].strip()
+    if ".." in ref or not ref.startswith("refs/"):
+        return None
+    common = git
+    pointer = _read(git / "commondir")  # a worktree keeps its refs in the main repository
+    if pointer is not None:
+        p = Path(pointer.strip())
+        common = p if p.is_absolute() else (git / p).resolve()
+    for base in dict.fromkeys((git, common)):
+        sha = _sha(_read(base / ref))
+        if sha is not None:
+            return sha
+    for line in (_read(common / "packed-refs") or "").splitlines():
+        sha, _, name = line.partition(" ")
+        if name.strip() == ref:
+            return _sha(sha)
+    return None
+
+
+def commit() -> str | None:
+    """The build's commit, or None where no source knows it."""
+    return from_build_file() or from_distribution() or from_checkout()
+
+
+def version_line(tool: str, version: str) -> str:
+    sha = commit()
+    return f"{tool} {version}" + (f" (commit {sha[:12]})" if sha else " (commit unknown)")
