@@ -3,30 +3,30 @@
 Why: preflight must accept and reject exactly what ``sglang.srt.server_args.prepare_server_args`` accepts
 and rejects (an abbreviation SGLang takes, a typo it refuses), yet importing SGLang costs torch, triton,
 seconds and a GPU build. ``scripts/gen_sglang_cli_table.py`` dumps the real parser to
-``validator/data/sglang-0.5.23-cli.json``; this module replays CPython 3.11's argparse algorithm over it
-(option classification, unambiguous prefixes, nargs patterns, type conversion, choices, required options,
-string defaults) and SGLang's ``--config`` YAML merge (``srt/utils/server_args_config_parser.py``).
-``tests/test_sglang_parity.py`` holds it to the real parser.
+``validator/data/sglang-0.5.23-cli.json``; this module registers every action of that table on a real
+``argparse.ArgumentParser`` (so option classification, unambiguous prefixes, nargs, type conversion,
+choices, required options and string defaults are argparse's own), with SGLang's type functions and
+custom actions reproduced, and replays SGLang's ``--config`` YAML merge
+(``srt/utils/server_args_config_parser.py``). ``tests/test_sglang_parity.py`` holds it to the real parser.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from validator.errors import InputError
 
 TABLE_RESOURCE = "sglang-0.5.23-cli.json"
-_SUPPRESS = "==SUPPRESS=="
-_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
 
 
 class ArgumentTypeError(Exception):
@@ -295,7 +295,7 @@ _TYPES: dict[str | None, Any] = {
 }
 
 
-# --- the argparse replay -------------------------------------------------------------------------------
+# --- the parser: real argparse, built from the table ------------------------------------------------
 
 
 class _ArgparseExit(Exception):
@@ -306,262 +306,183 @@ class _HelpRequested(Exception):
     pass
 
 
-def _fail(action: CliAction, message: str) -> _ArgparseExit:
-    return _ArgparseExit(f"argument {action.name}: {message}")
+class _TableParser(argparse.ArgumentParser):
+    """argparse itself, with its exits turned into exceptions: a refusal is ``parser.error``'s message,
+    ``-h`` is reported instead of printed."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _ArgparseExit(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise _HelpRequested()
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # add_argument asks for a formatter only to validate nargs against the metavar; a new one each
+        # time reads the terminal size, half of building the 532-action parser. Help is never printed.
+        if self._formatter is None:
+            self._formatter = super()._get_formatter()
+        return self._formatter
+
+    _formatter: argparse.HelpFormatter | None = None
 
 
-def _convert(action: CliAction, text: str) -> Any:
-    func = _TYPES.get(action.type, _identity)
-    try:
-        value = func(text)
-    except ArgumentTypeError as exc:
-        raise _fail(action, str(exc)) from None
-    except (TypeError, ValueError, ArithmeticError):  # decimal's InvalidOperation is an ArithmeticError
-        raise _fail(action, f"invalid {action.type} value: {text!r}") from None
-    if action.choices is not None and value not in action.choices:
-        options = ", ".join(map(repr, action.choices))
-        raise _fail(action, f"invalid choice: {value!r} (choose from {options})")
-    return value
+class _TypeFunction:
+    """A table type name as argparse's ``type=``: argparse names it in "invalid <type> value" by
+    ``__name__``, as it names SGLang's own function."""
+
+    def __init__(self, name: str, func: Callable[[str], Any]) -> None:
+        self.__name__ = name
+        self._func = func
+
+    def __call__(self, text: str) -> Any:
+        try:
+            return self._func(text)
+        except ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        except ArithmeticError:  # decimal's InvalidOperation: argparse reports ValueError and TypeError
+            raise ValueError(text) from None
 
 
-def _nargs_count(action: CliAction, pattern: str) -> int:
-    """argparse ``_match_argument`` for an optional: how many following 'A' strings it takes."""
-    nargs = action.nargs
-    if nargs is None:
-        regex = "(A)"
-    elif nargs == "?":
-        regex = "(A?)"
-    elif nargs == "*":
-        regex = "(A*)"
-    elif nargs == "+":
-        regex = "(A+)"
-    elif isinstance(nargs, int):
-        regex = "(" + "A" * nargs + ")"
-    else:
-        raise _fail(action, f"unsupported nargs {nargs!r}")
-    match = re.match(regex, pattern)
-    if match is None:
-        messages: dict[int | str | None, str] = {
-            None: "expected one argument",
-            "?": "expected at most one argument",
-            "+": "expected at least one argument",
-        }
-        default = f"expected {nargs} argument" + ("" if nargs == 1 else "s")
-        raise _fail(action, messages.get(nargs, default))
-    return len(match.group(1))
+def _record(namespace: argparse.Namespace, dest: str) -> None:
+    explicit: set[str] = getattr(namespace, _EXPLICIT)
+    explicit.add(dest)
 
 
-def _values(action: CliAction, strings: list[str]) -> Any:
-    """argparse ``_get_values`` for optionals."""
-    if not strings and action.nargs == "?":
-        value = action.const
-        if isinstance(value, str):
-            value = _convert(action, value)
-        return value
-    if len(strings) == 1 and action.nargs in (None, "?"):
-        return _convert(action, strings[0])
-    return [_convert(action, s) for s in strings]
+class _Store(argparse._StoreAction):
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        _record(namespace, self.dest)
+        setattr(namespace, self.dest, values)
 
 
-def _lora_paths(action: CliAction, values: list[Any]) -> list[Any]:
-    # sglang/srt/arg_groups/argparse_actions.py: LoRAPathAction
-    out: list[Any] = []
-    for raw in values or []:
-        path = str(raw).strip()
-        if path.startswith("{") and path.endswith("}"):
-            try:
-                obj = json.loads(path)
-            except ValueError as exc:
-                raise _fail(action, f"invalid JSON LoRA entry {path!r}: {exc}") from None
-            if not (isinstance(obj, dict) and "lora_path" in obj and "lora_name" in obj):
-                raise _fail(
-                    action,
-                    f"{path!r} looks like a JSON str, "
-                    "but it does not contain 'lora_name' and 'lora_path' keys.",
-                )
-            out.append(obj)
-        else:
-            out.append(path)
-    return out
+class _SetConst(argparse.Action):
+    """``store_true``/``store_const`` and SGLang's deprecated variants (which warn, then store)."""
+
+    def __init__(self, option_strings: list[str], dest: str, *, table_action: CliAction, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, const=table_action.const, **kw)
+        self.table_action = table_action
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        _record(namespace, self.dest)
+        setattr(namespace, self.dest, self.const)
+        if self.table_action.deprecated:
+            hint = f" Use '{self.table_action.new_flag}' instead." if self.table_action.new_flag else ""
+            warnings: list[str] = getattr(namespace, _WARNINGS)
+            warnings.append(f"'{option}' is deprecated and will be removed in a future release.{hint}")
 
 
-class _Replay:
-    def __init__(self, table: CliTable) -> None:
-        self.table = table
-        self.chars = table.prefix_chars
-        self.has_negative_number_options = any(_NEGATIVE_NUMBER.match(o) for o in table.by_option)
+class _BooleanOptional(argparse.Action):
+    """``BooleanOptionalAction`` over the table's option strings, which already hold the ``--no-`` forms
+    (argparse's own class would add them a second time)."""
 
-    def classify(self, arg: str) -> tuple[CliAction | None, str, str | None] | None:
-        """argparse ``_parse_optional``: None for a positional, else (action or None, option, explicit)."""
-        table = self.table
-        if not arg or arg[0] not in self.chars:
-            return None
-        if arg in table.by_option:
-            return table.by_option[arg], arg, None
-        if len(arg) == 1:
-            return None
-        if "=" in arg:
-            option, explicit = arg.split("=", 1)
-            if option in table.by_option:
-                return table.by_option[option], option, explicit
-        matches = self.prefix_matches(arg)
-        if len(matches) > 1:
-            options = ", ".join(m[1] for m in matches)
-            raise _ArgparseExit(f"ambiguous option: {arg} could match {options}")
-        if len(matches) == 1:
-            return matches[0]
-        if _NEGATIVE_NUMBER.match(arg) and not self.has_negative_number_options:
-            return None
-        if " " in arg:
-            return None
-        return None, arg, None
+    def __init__(self, option_strings: list[str], dest: str, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kw)
 
-    def prefix_matches(self, arg: str) -> list[tuple[CliAction | None, str, str | None]]:
-        """argparse ``_get_option_tuples``."""
-        out: list[tuple[CliAction | None, str, str | None]] = []
-        by_option = self.table.by_option
-        if arg[0] in self.chars and arg[1] in self.chars:
-            if self.table.allow_abbrev:
-                prefix, explicit = arg.split("=", 1) if "=" in arg else (arg, None)
-                out = [(by_option[o], o, explicit) for o in by_option if o.startswith(prefix)]
-        else:
-            short, short_explicit = arg[:2], arg[2:]
-            for option in by_option:
-                if option == short:
-                    out.append((by_option[option], option, short_explicit))
-                elif option.startswith(arg):
-                    out.append((by_option[option], option, None))
-        return out
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        _record(namespace, self.dest)
+        setattr(namespace, self.dest, not str(option).startswith("--no-"))
 
-    def run(self, argv: list[str], lenient: bool = False) -> ParsedArgs:
-        pattern_parts: list[str] = []
-        options: dict[int, tuple[CliAction | None, str, str | None]] = {}
-        after_dashdash = False
-        for i, arg in enumerate(argv):
-            if after_dashdash:
-                pattern_parts.append("A")
-            elif arg == "--":
-                pattern_parts.append("-")
-                after_dashdash = True
-            else:
-                found = self.classify(arg)
-                if found is None:
-                    pattern_parts.append("A")
-                else:
-                    options[i] = found
-                    pattern_parts.append("O")
-        pattern = "".join(pattern_parts)
 
-        namespace: dict[str, Any] = {}
-        for action in self.table.actions:
-            if action.dest != _SUPPRESS and action.dest not in namespace and action.default != _SUPPRESS:
-                namespace[action.dest] = action.default
-        for dest, value in self.table.parser_defaults.items():
-            namespace.setdefault(dest, value)
-        seen: set[int] = set()  # ids of actions taken
-        explicit: set[str] = set()
-        warnings: list[str] = []
-        extras: list[str] = []
+class _LoraPaths(argparse._StoreAction):
+    """SGLang's ``LoRAPathAction`` (``sglang/srt/arg_groups/argparse_actions.py``): a JSON entry must
+    name both ``lora_name`` and ``lora_path``."""
 
-        def take(action: CliAction, strings: list[str], option: str) -> None:
-            seen.add(id(action))
-            if action.kind == "help":
-                raise _HelpRequested()
-            values = _values(action, strings)
-            explicit.add(action.dest)
-            if action.kind == "store":
-                namespace[action.dest] = values
-            elif action.kind == "set_const":
-                namespace[action.dest] = action.const
-                if action.deprecated:
-                    hint = f" Use '{action.new_flag}' instead." if action.new_flag else ""
-                    warnings.append(
-                        f"'{option}' is deprecated and will be removed in a future release.{hint}"
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        _record(namespace, self.dest)
+        out: list[Any] = []
+        for raw in values or []:
+            path = str(raw).strip()
+            if path.startswith("{") and path.endswith("}"):
+                try:
+                    obj = json.loads(path)
+                except ValueError as exc:
+                    raise argparse.ArgumentError(self, f"invalid JSON LoRA entry {path!r}: {exc}") from None
+                if not (isinstance(obj, dict) and "lora_path" in obj and "lora_name" in obj):
+                    raise argparse.ArgumentError(
+                        self,
+                        f"{path!r} looks like a JSON str, "
+                        "but it does not contain 'lora_name' and 'lora_path' keys.",
                     )
-            elif action.kind == "boolean_optional":
-                namespace[action.dest] = not option.startswith("--no-")
-            elif action.kind == "lora_paths":
-                namespace[action.dest] = _lora_paths(action, values)
-            else:  # pragma: no cover - the loader refuses unknown kinds through the generator
-                raise _fail(action, f"unsupported action kind {action.kind}")
-
-        def consume_optional(start: int) -> int:
-            action, option, explicit_arg = options[start]
-            todo: list[tuple[CliAction, list[str], str]] = []
-            while True:
-                if action is None:
-                    extras.append(argv[start])
-                    return start + 1
-                if explicit_arg is not None:
-                    count = _nargs_count_explicit(action)
-                    if count == 0 and option[1] not in self.chars and explicit_arg != "":
-                        todo.append((action, [], option))
-                        option = option[0] + explicit_arg[0]
-                        rest = explicit_arg[1:] or None
-                        if option in self.table.by_option:
-                            action, explicit_arg = self.table.by_option[option], rest
-                            continue
-                        raise _fail(action, f"ignored explicit argument {explicit_arg!r}")
-                    if count == 1:
-                        stop = start + 1
-                        todo.append((action, [explicit_arg], option))
-                        break
-                    raise _fail(action, f"ignored explicit argument {explicit_arg!r}")
-                begin = start + 1
-                count = _nargs_count(action, pattern[begin:])
-                stop = begin + count
-                todo.append((action, argv[begin:stop], option))
-                break
-            for act, strings, opt in todo:
-                take(act, strings, opt)
-            return stop
-
-        start = 0
-        last_option = max(options) if options else -1
-        while start <= last_option:
-            next_option = min(i for i in options if i >= start)
-            if start != next_option:
-                extras.extend(argv[start:next_option])  # no positionals in SGLang's parser
-                start = next_option
-            start = consume_optional(start)
-        extras.extend(argv[start:])
-
-        missing = []
-        for action in self.table.actions:
-            if id(action) in seen:
-                continue
-            if action.required:
-                missing.append(action.name)
-            elif (
-                isinstance(action.default, str)
-                and action.default != _SUPPRESS
-                and action.dest in namespace
-                and action.dest not in explicit
-                and namespace[action.dest] == action.default
-            ):
-                namespace[action.dest] = _convert_default(action, action.default)
-        if missing:
-            raise _ArgparseExit(f"the following arguments are required: {', '.join(missing)}")
-        if extras and not lenient:
-            raise _ArgparseExit(f"unrecognized arguments: {' '.join(extras)}")
-        return ParsedArgs(argv=argv, args=namespace, explicit=explicit, warnings=warnings, unknown=extras)
+                out.append(obj)
+            else:
+                out.append(path)
+        setattr(namespace, self.dest, out)
 
 
-def _convert_default(action: CliAction, text: str) -> Any:
-    # argparse converts a string default through the type function, without checking choices
-    func = _TYPES.get(action.type, _identity)
+class _Help(argparse.Action):
+    def __init__(self, option_strings: list[str], dest: str, **kw: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kw)
+
+    def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
+        raise _HelpRequested()
+
+
+_EXPLICIT = "__spark_validate_explicit__"
+_WARNINGS = "__spark_validate_warnings__"
+
+
+_PARSERS: dict[int, tuple[CliTable, _TableParser]] = {}
+
+
+def _parser(table: CliTable) -> _TableParser:
+    """One argparse parser per table, built once per process (tables are loaded once and kept)."""
+    held = _PARSERS.get(id(table))
+    if held is None or held[0] is not table:
+        held = _PARSERS[id(table)] = (table, _build_parser(table))
+    return held[1]
+
+
+def _build_parser(table: CliTable) -> _TableParser:
+    """Every action of the table, registered as SGLang registers it."""
+    parser = _TableParser(
+        prog=table.prog,
+        allow_abbrev=table.allow_abbrev,
+        prefix_chars=table.prefix_chars,
+        add_help=False,
+        exit_on_error=False,
+    )
+    for a in table.actions:
+        common: dict[str, Any] = {"dest": a.dest, "default": a.default, "required": a.required}
+        options = list(a.option_strings)
+        if a.kind == "help":
+            parser.add_argument(*options, action=_Help, dest=a.dest, default=a.default)
+        elif a.kind == "set_const":
+            parser.add_argument(*options, action=_SetConst, table_action=a, **common)
+        elif a.kind == "boolean_optional":
+            parser.add_argument(*options, action=_BooleanOptional, **common)
+        elif a.kind in ("store", "lora_paths"):
+            kwargs: dict[str, Any] = {
+                **common,
+                "type": _TypeFunction(str(a.type), _TYPES.get(a.type, _identity)),
+            }
+            if a.type is None:
+                kwargs.pop("type")
+            if a.nargs is not None:
+                kwargs["nargs"] = a.nargs
+            if a.nargs == "?":
+                kwargs["const"] = a.const
+            if a.choices is not None:
+                kwargs["choices"] = a.choices
+            parser.add_argument(*options, action=_Store if a.kind == "store" else _LoraPaths, **kwargs)
+        else:
+            raise ValueError(f"CLI table action {a.name} has an unknown kind {a.kind!r}")
+    parser.set_defaults(**table.parser_defaults)
+    return parser
+
+
+def _run(table: CliTable, argv: list[str], lenient: bool = False) -> ParsedArgs:
+    """Parse ``argv`` with argparse over the table: accepts, refuses and values as SGLang's parser does
+    (the parity test holds it to the real one), and says which dests the command line gave."""
+    explicit: set[str] = set()
+    warnings: list[str] = []
+    namespace = argparse.Namespace(**{_EXPLICIT: explicit, _WARNINGS: warnings})
     try:
-        return func(text)
-    except (ArgumentTypeError, TypeError, ValueError, ArithmeticError):
-        raise _fail(action, f"invalid {action.type} value: {text!r}") from None
-
-
-def _nargs_count_explicit(action: CliAction) -> int:
-    """``_match_argument(action, 'A')`` without raising: how many values an ``--opt=value`` can feed."""
-    try:
-        return _nargs_count(action, "A")
-    except _ArgparseExit:
-        return -1
+        parsed, extras = _parser(table).parse_known_args(argv, namespace)
+    except argparse.ArgumentError as exc:
+        raise _ArgparseExit(str(exc)) from None
+    if extras and not lenient:
+        raise _ArgparseExit(f"unrecognized arguments: {' '.join(extras)}")
+    args = {k: v for k, v in vars(parsed).items() if k not in (_EXPLICIT, _WARNINGS)}
+    return ParsedArgs(argv=argv, args=args, explicit=explicit, warnings=warnings, unknown=list(extras))
 
 
 # --- --config YAML merging (sglang/srt/utils/server_args_config_parser.py) ------------------------------
@@ -689,7 +610,7 @@ def parse_argv(
     lenient = choice is not None and choice.lenient
     merged, config_file = merge_config(list(argv), origin=origin, base_dir=base_dir, table=table)
     try:
-        parsed = _Replay(table).run(merged, lenient=lenient)
+        parsed = _run(table, merged, lenient=lenient)
     except _ArgparseExit as exc:
         raise InputError(origin, str(exc)) from None
     except _HelpRequested:
