@@ -3,9 +3,10 @@ each single mistake of that recipe fails exactly its check IDs, another recipe's
 where it should, and ``--rules auto`` picks the pack the command follows; ``check`` against the
 simulator's scenario of each recipe reaches the scenario table's verdict.
 
-The server host is a fixture tree (``SPARK_VALIDATE_HOST_ROOT``): a GB10 in /proc with 113 GiB available.
+The server host is a fake DGX Spark (``tests/support/gb10_host.py``): a GB10 with 113 GiB available.
 The server's venv holds SGLang 0.5.23's real files (Ling-3.0 patch applied, DSpark worker and draft models
-included), humming-kernels and FlashInfer 0.6.3 dist-infos; its home holds FlashInfer's precompiled
+included), the real humming-kernels 0.1.19 release unpacked from PyPI's wheel, and FlashInfer 0.6.3
+dist-infos; its home holds FlashInfer's precompiled
 fused_moe_120 where SGLang 0.5.23 makes FlashInfer look; the checkpoints are real safetensors files and
 the DSpark draft a real config.json.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,9 @@ import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import preflight_json
+from tests.support.gb10_host import fake_host, gb10_host, host_env
 from tests.support.launch_recipe import Mistake
+from tests.support.pypi_wheels import HUMMING_SAFE, HUMMING_UNSAFE, humming_site, install_into
 from tests.support.sglang_builds import fake_interpreter, make_build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,7 +35,7 @@ DSPARK = "ling-3.0-flash-dgx-spark-dspark"
 COOKBOOK = "sglang-cookbook-dgx-spark"
 BASELINE = "ling-3.0-flash-baseline"
 FLASHINFER = "0.6.3"
-GIB_KB = 1024 * 1024
+HUMMING = "0.1.19"  # the release the venv holds between tests
 DRAFT_CONFIG = {
     "architectures": ["LingDSparkModel"],
     "num_hidden_layers": 5,
@@ -42,12 +46,6 @@ DRAFT_CONFIG = {
         "mask_token_id": 156895,
     },
 }
-SAFE_HUMMING = "def calculate_gpu_bandwidth(gpu_index=0):\n    return 273.0\n"
-UNSAFE_HUMMING = (
-    "import pynvml\n\ndef calculate_gpu_bandwidth(gpu_index=0):\n"
-    "    h = pynvml.nvmlDeviceGetHandleByIndex(gpu_index)\n"
-    "    return pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM) * 2 * 4096 / 8000\n"
-)
 
 
 def _dist(site: Path, name: str, version: str) -> None:
@@ -56,17 +54,12 @@ def _dist(site: Path, name: str, version: str) -> None:
     (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
 
 
-def spark_host(root: Path, available_gib: float = 113.0) -> Path:
-    proc = root / "proc"
-    gpu = proc / "driver" / "nvidia" / "gpus" / "000f:01:00.0"
-    gpu.mkdir(parents=True, exist_ok=True)
-    (gpu / "information").write_text("Model: \t\t NVIDIA GB10\nBus Location: \t 000f:01:00.0\n")
-    (proc / "meminfo").write_text(
-        "MemTotal:       127600748 kB\nMemFree:        1000 kB\n"
-        f"MemAvailable:   {int(available_gib * GIB_KB)} kB\n"
-    )
-    (root / "sys").mkdir(exist_ok=True)
-    return root
+def install_humming(site: Path, version: str) -> None:
+    """Replace the venv's humming-kernels with the real ``version`` from PyPI."""
+    for old in [site / "humming", *site.glob("humming_kernels-*.dist-info")]:
+        if old.exists():
+            shutil.rmtree(old)
+    install_into(site, [humming_site(version)])
 
 
 @dataclass
@@ -112,10 +105,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
     base = tmp_path_factory.mktemp("recipes")
     site = base / "venv" / "lib" / "site-packages"
     make_build(site, dspark=True)
-    _dist(site, "humming_kernels", "0.1.19")
-    (site / "humming" / "utils").mkdir(parents=True)
-    (site / "humming" / "__init__.py").write_text("")
-    (site / "humming" / "utils" / "device.py").write_text(SAFE_HUMMING)
+    install_humming(site, HUMMING)
     _dist(site, "flashinfer_python", FLASHINFER)
     _dist(site, "flashinfer_cubin", FLASHINFER)
     python = fake_interpreter(base / "venv" / "bin", site)
@@ -138,7 +128,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
         "HOME": str(home),
         "HUMMING_CACHE_DIR": str(home / "humming-cache"),
         "HUMMING_TMP_DIR": str(home / "humming-tmp"),
-        "SPARK_VALIDATE_HOST_ROOT": str(spark_host(base / "host")),
+        **host_env(gb10_host(base / "host")),
         "SPARK_VALIDATE_CACHE_DIR": str(base / "sv-cache"),
     }
     return Server(base, python, site, model, draft, env)
@@ -239,17 +229,10 @@ def test_ring_length_rule_before_start(server: Server) -> None:
 
 
 def test_host_hazards(server: Server, tmp_path: Path) -> None:
-    env = {**server.recipe_env(DSPARK), "SPARK_VALIDATE_HOST_ROOT": str(spark_host(tmp_path / "h", 40.0))}
+    env = {**server.recipe_env(DSPARK), **host_env(gb10_host(tmp_path / "h", available_gib=40.0))}
     rc, report, _ = preflight(env, DSPARK, "--launch-cmd", server.cmd(DSPARK))
     assert rc == 78 and by_status(report, "fail") == {"host.memory_available"}
     assert "40.0 GiB" in check(report, "host.memory_available")["message"]
-    device = server.site / "humming" / "utils" / "device.py"
-    device.write_text(UNSAFE_HUMMING)
-    try:
-        rc, report, _ = preflight(server.recipe_env(DSPARK), DSPARK, "--launch-cmd", server.cmd(DSPARK))
-    finally:
-        device.write_text(SAFE_HUMMING)
-    assert rc == 78 and by_status(report, "fail") == {"moe.humming_gb10"}
     cubin = next(server.site.glob("flashinfer_cubin-*.dist-info"))
     moved = cubin.with_name("flashinfer_cubin-0.6.2.dist-info")
     cubin.rename(moved)
@@ -263,6 +246,39 @@ def test_host_hazards(server: Server, tmp_path: Path) -> None:
         )
     assert rc == 78 and by_status(report, "fail") == {"moe.flashinfer_kernels"}
     assert "0.6.2 does not match" in check(report, "moe.flashinfer_kernels")["message"]
+
+
+@pytest.mark.parametrize("version", HUMMING_UNSAFE + HUMMING_SAFE)
+def test_nvidia_recipe_with_real_humming_releases_on_gb10(server: Server, version: str) -> None:
+    """The NVIDIA recipe on a DGX Spark with each real humming-kernels release installed: the releases
+    whose code makes NVML's memory-clock query unguarded (0.1.11) fail moe.humming_gb10 and nothing else;
+    the ones that return early on (12, 1) (0.1.12, 0.1.13) or make no NVML call at all (0.1.19, 0.1.20)
+    pass every humming check, and so does the recipe (tests/support/pypi_wheels.py says which is which)."""
+    install_humming(server.site, version)
+    try:
+        rc, report, err = preflight(server.recipe_env(DEFAULT), DEFAULT, "--launch-cmd", server.cmd(DEFAULT))
+    finally:
+        install_humming(server.site, HUMMING)
+    gb10 = check(report, "moe.humming_gb10")
+    assert check(report, "moe.humming_runtime")["status"] == "pass", err
+    assert gb10["evidence"]["version"] == version
+    if version in HUMMING_UNSAFE:
+        assert rc == 78 and by_status(report, "fail") == {"moe.humming_gb10"}, gb10
+        assert "humming/utils/device.py:33 in calculate_gpu_bandwidth" in gb10["message"]
+    else:
+        assert rc == 0 and report["verdict"] == "pass" and gb10["status"] == "pass", (err, gb10)
+
+
+def test_humming_gb10_does_not_apply_off_a_spark(server: Server, tmp_path: Path) -> None:
+    """The same unguarded release on a host with another GPU: NVML has a memory clock there."""
+    h200 = fake_host(tmp_path / "h200", gpu="NVIDIA H200", board=None)
+    env = {**server.recipe_env(DEFAULT), **host_env(h200)}
+    install_humming(server.site, HUMMING_UNSAFE[0])
+    try:
+        _, report, err = preflight(env, DEFAULT, "--launch-cmd", server.cmd(DEFAULT))
+    finally:
+        install_humming(server.site, HUMMING)
+    assert check(report, "moe.humming_gb10")["status"] == "skip", err
 
 
 def test_start_budget_shorter_than_cold_start_warns(server: Server, tmp_path: Path) -> None:

@@ -299,9 +299,9 @@ def test_timespan_parser() -> None:
             parse_timespan(bad, "u")
 
 
-# humming/utils/device.py shapes, written for the test: the unguarded query of humming 0.1.10-0.1.11
-# (inclusionAI/humming#48), the two fixes (#49 catches the NVML error; main returns early for sm_121), and
-# a launcher's shim appended to an unfixed file.
+# humming/utils/device.py shapes, written for the test beside the real releases (test_humming_releases.py):
+# the unguarded query of humming 0.1.0-0.1.11 (inclusionAI/humming#48), a try that catches the NVML error,
+# an early return for sm_121 (as 0.1.12 does), and a launcher's shim appended to an unfixed file.
 _UNGUARDED = """
 import pynvml
 def calculate_gpu_bandwidth(gpu_index=0):
@@ -338,7 +338,14 @@ def calculate_gpu_bandwidth(*a, **k):
 
 @pytest.mark.parametrize(
     ("source", "safe"),
-    [(_UNGUARDED, False), (_CAUGHT, True), (_EARLY, True), (_SHIM, True), ("x = 1\n", None)],
+    [
+        (_UNGUARDED, False),
+        (_CAUGHT, True),
+        (_EARLY, True),
+        (_SHIM, True),
+        ("x = 1\n", True),  # no NVML query at all (humming 0.1.14 onwards)
+        ("h = 1\nNVML_CLOCK_MEM = (\n", None),  # mentions the query, cannot be parsed
+    ],
 )
 def test_humming_gb10_bandwidth_probe(tmp_path: Path, source: str, safe: bool | None) -> None:
     from validator.sources.humming import read_humming

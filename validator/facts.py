@@ -138,7 +138,8 @@ class HummingFacts:
     cached_kernels: int  # compiled cubins in the cache; 0 means JIT on the first requests
     service_user: str | None = None
     note: str | None = None
-    gb10_bandwidth_safe: bool | None = None  # calculate_gpu_bandwidth survives GB10's NVML (humming#48)
+    gb10_bandwidth_safe: bool | None = None  # no unguarded NVML memory-clock query (humming#48)
+    gb10_bandwidth_detail: str | None = None  # where the code showed it (file:line, guard)
 
 
 @dataclass

@@ -297,18 +297,23 @@ def humming_gb10(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         return check.skipped(
             f"humming-kernels is not installed ({h.note}; see moe.humming_runtime)", [HUMMING]
         )
-    ev: dict[str, Any] = {"version": h.version, "gb10_bandwidth_safe": h.gb10_bandwidth_safe}
+    detail = h.gb10_bandwidth_detail
+    ev: dict[str, Any] = {
+        "version": h.version,
+        "gb10_bandwidth_safe": h.gb10_bandwidth_safe,
+        "detail": detail,
+    }
     if h.gb10_bandwidth_safe is None:
         return check.errored(
-            f"humming-kernels {h.version}: humming/utils/device.py has no readable calculate_gpu_bandwidth",
-            [HUMMING],
-            **ev,
+            f"humming-kernels {h.version}: its NVML use could not be read ({detail})", [HUMMING], **ev
         )
     if not h.gb10_bandwidth_safe:
         return check.failed(
-            f"humming-kernels {h.version} queries NVML_CLOCK_MEM without a fallback: on GB10 NVML raises "
-            "NotSupported and the engine dies at start (inclusionAI/humming#48)",
+            f"humming-kernels {h.version}: {detail}; on GB10 NVML raises NotSupported for the memory clock "
+            "and the engine dies at start (inclusionAI/humming#48)",
             [HUMMING],
             **ev,
         )
-    return check.passed(f"humming-kernels {h.version} handles GB10's missing memory clock", [HUMMING], **ev)
+    return check.passed(
+        f"humming-kernels {h.version} survives GB10's missing memory clock: {detail}", [HUMMING], **ev
+    )

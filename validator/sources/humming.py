@@ -54,7 +54,9 @@ def read_humming(
     home = _home(env, user, service_user)
     cache_dir = _configured(env, CACHE_ENV, home, "cache", notes)
     tmp_dir = _configured(env, TMP_ENV, home, "tmp", notes)
-    gb10 = gb10_bandwidth_safe(found[0].parent / "humming") if found and version is not None else None
+    gb10, gb10_detail = (
+        gb10_bandwidth_safe(found[0].parent / "humming") if found and version is not None else (None, None)
+    )
     return HummingFacts(
         installed=version is not None,
         version=version,
@@ -66,47 +68,122 @@ def read_humming(
         service_user=service_user,
         note="; ".join(notes) or None,
         gb10_bandwidth_safe=gb10,
+        gb10_bandwidth_detail=gb10_detail,
     )
 
 
-DEVICE_MODULE = "utils/device.py"
 _NVML_ERRORS = {"NVMLError", "NVMLError_NotSupported", "Exception", "BaseException"}
+_QUERY = "NVML_CLOCK_MEM"
+_MAX_FILES = 4000  # humming 0.1.19 has 77 Python files
+_FILE_CAP = 2_000_000
 
 
-def gb10_bandwidth_safe(package: Path) -> bool | None:
-    """Whether the installed humming survives GB10's NVML in ``calculate_gpu_bandwidth``
-    (``humming/utils/device.py``), which SGLang reaches at start-up through
-    ``HummingMethod.get_default_tuning_configs`` (``srt/layers/moe/moe_runner/humming.py``).
+def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
+    """Whether the installed humming survives GB10's NVML, which has no memory-clock domain:
+    ``nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM)`` raises ``NVMLError_NotSupported`` there.
+    SGLang reaches humming's bandwidth estimate at start-up through
+    ``HummingMethod.get_default_tuning_configs`` (``srt/layers/moe/moe_runner/humming.py``), so an
+    unguarded query kills the engine at start (inclusionAI/humming#48). Returns (verdict, what the code
+    showed); None when the code could not be read.
 
-    humming 0.1.10 up to at least 0.1.11 call ``nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM)``
-    unguarded; GB10 has no memory-clock domain, NVML raises ``NVMLError_NotSupported`` and the engine dies
-    at start (inclusionAI/humming#48). Fixed builds either return early for compute capability (12, 1) or
-    catch the NVML error (#49). Read from the code, not the version: the last definition of the function
-    (a shim appended by a launcher counts) is safe when it makes no memory-clock query, returns before it
-    for (12, 1), or makes it inside a ``try`` that catches NVML's error. None: the file is not readable."""
-    try:
-        tree = ast.parse(read_head(package / DEVICE_MODULE, 2_000_000))
-    except (OSError, SyntaxError, ValueError):
-        return None
-    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "calculate_gpu_bandwidth"]
-    if not defs:
-        return None
-    fn = defs[-1]
-    for node in ast.walk(fn):
-        if isinstance(node, ast.If) and _mentions_sm121(node.test) and _returns(node.body):
-            return True
-    guarded: set[int] = set()
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Try) and any(_catches_nvml(h) for h in node.handlers):
-            guarded |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-    for node in ast.walk(fn):
+    The releases on PyPI, each read from its wheel (tests/support/pypi_wheels.py): 0.1.0 to 0.1.11 make the
+    query unguarded in ``calculate_gpu_bandwidth`` (``humming/utils/device.py``); 0.1.12 and 0.1.13 return
+    273 GB/s for compute capability (12, 1) before it; 0.1.14 onwards have no NVML code at all (a C++
+    extension reads CUDA's device attributes). So the verdict is read from the code, not the version: every
+    Python module of the package that mentions ``NVML_CLOCK_MEM`` is parsed, and each query counts unless
+    a ``try`` around it catches NVML's error or its function returns first for (12, 1). Of a module-level
+    function defined twice only the last definition runs (a shim a launcher appended counts)."""
+    files = _python_files(package)
+    if not files:
+        return None, f"{package} holds no Python module"
+    unguarded: list[str] = []
+    guarded: list[str] = []
+    for path in files:
+        rel = f"humming/{path.relative_to(package)}"
+        try:
+            data = read_head(path, _FILE_CAP)
+        except OSError as e:
+            return None, f"{rel} could not be read ({e.strerror or e})"
+        if _QUERY.encode() not in data:
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            return None, f"{rel} mentions {_QUERY} but is not valid Python"
+        for where, how in _queries(tree):
+            (guarded if how else unguarded).append(f"{rel}:{where}" + (f": {how}" if how else ""))
+    if unguarded:
+        return False, f"{', '.join(unguarded[:3])} queries NVML's memory clock with no fallback"
+    if guarded:
+        return True, "; ".join(guarded[:3])
+    return True, f"no module of humming queries NVML's memory clock ({len(files)} Python files read)"
+
+
+def _python_files(package: Path) -> list[Path]:
+    out: list[Path] = []
+    for top, dirs, names in os.walk(package):  # never follows symlinked directories
+        dirs.sort()
+        out += [Path(top) / n for n in sorted(names) if n.endswith(".py")]
+        if len(out) >= _MAX_FILES:
+            break
+    return out[:_MAX_FILES]
+
+
+def _queries(tree: ast.Module) -> list[tuple[str, str | None]]:
+    """(``line in function``, how it is guarded or None) for every memory-clock query in the module."""
+    last: dict[str, ast.stmt] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            last[stmt.name] = stmt
+    out: list[tuple[str, str | None]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            scope: ast.AST = stmt
+            name = stmt.name
+        elif isinstance(stmt, ast.ClassDef | ast.Try | ast.If | ast.With):
+            scope, name = stmt, getattr(stmt, "name", "module level")
+        else:
+            continue
+        for call in _query_calls(scope):
+            where = f"{call.lineno} in {name}"
+            if scope is not last.get(name, scope):
+                out.append((where, "replaced by a later definition of the same function"))
+            else:
+                out.append((where, _guard(scope, call)))
+    return out
+
+
+def _query_calls(scope: ast.AST) -> list[ast.Call]:
+    return [
+        n
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Call) and any(_names_query(a) for a in [*n.args, *(k.value for k in n.keywords)])
+    ]
+
+
+def _names_query(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == _QUERY) or (
+        isinstance(node, ast.Name) and node.id == _QUERY
+    )
+
+
+def _guard(scope: ast.AST, call: ast.Call) -> str | None:
+    for node in ast.walk(scope):
         if (
-            isinstance(node, ast.Call)
-            and any(isinstance(a, ast.Attribute) and a.attr == "NVML_CLOCK_MEM" for a in node.args)
-            and id(node) not in guarded
+            isinstance(node, ast.Try)
+            and any(_catches_nvml(h) for h in node.handlers)
+            and any(call is n for stmt in node.body for n in ast.walk(stmt))
         ):
-            return False
-    return True
+            return "inside a try that catches NVML's error"
+    for node in ast.walk(scope):
+        if (
+            isinstance(node, ast.If)
+            and node.lineno < call.lineno
+            and _mentions_sm121(node.test)
+            and _returns(node.body)
+        ):
+            return f"returns at line {node.lineno} for compute capability (12, 1), before the query"
+    return None
 
 
 def _mentions_sm121(test: ast.expr) -> bool:
