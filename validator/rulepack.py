@@ -118,10 +118,11 @@ class PackError(InputError):
         ]
 
 
-def parse_pack(path: Path) -> RulePack:
-    """Parse and validate one pack file: the schema, then what the listed builtin checks need from it
-    (expectations, remedy variants, modes) and every message template. All problems are reported
-    together as a ``PackError`` (exit 65), each with its line."""
+EXTENDS_DEPTH = 4  # a site pack over a recipe pack over a base pack is three; more is a loop or a mistake
+
+
+def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
+    """One pack file's text and its YAML mapping, with every problem as an ``InputError`` naming it."""
     import yaml
 
     where = str(path)
@@ -144,6 +145,87 @@ def parse_pack(path: Path) -> RulePack:
         raise InputError(where, f"invalid value in YAML: {str(exc).splitlines()[0][:200]}") from None
     if not isinstance(data, dict):
         raise InputError(where, "a rule pack must be a YAML mapping", 1)
+    return text, data
+
+
+def _extended_path(child: Path, ref: object) -> Path:
+    """``extends: NAME`` is a built-in pack; ``extends: PATH`` (a ``/`` or a ``.yaml`` suffix) is a
+    file beside the extending pack."""
+    if not isinstance(ref, str) or not ref:
+        raise InputError(str(child), "extends: must name a pack (a built-in name or a path)")
+    if "/" in ref or ref.endswith((".yaml", ".yml")):
+        target = child.parent / ref
+        if not target.is_file():
+            raise InputError(str(child), f"extends: {ref}: no such pack file")
+        return target
+    builtin = builtin_packs_dir() / f"{ref}.yaml"
+    if not builtin.is_file():
+        raise InputError(str(child), f"extends: {ref}: no built-in rule pack of that name")
+    return builtin
+
+
+def _merge_mapping(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` on ``base``: mappings merge key by key, anything else replaces; ``null`` removes a key."""
+    out = dict(base)
+    for key, value in over.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge_mapping(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _merge_checks(base: list[Any], over: list[Any], drop: list[Any], where: str) -> list[Any]:
+    """Checks by ``id``: an entry naming a check of the base is merged over it in its place, a new id is
+    added after the base's checks, and ``drop_checks`` removes base checks by id."""
+    ids = [c.get("id") if isinstance(c, dict) else None for c in base]
+    out = list(base)
+    for check_id in drop:
+        if check_id not in ids:
+            raise InputError(where, f"drop_checks: {check_id!r} is not a check of the extended pack")
+        out[ids.index(check_id)] = None
+    for entry in over:
+        check_id = entry.get("id") if isinstance(entry, dict) else None
+        if check_id is not None and check_id in ids and out[ids.index(check_id)] is not None:
+            i = ids.index(check_id)
+            out[i] = _merge_mapping(out[i], entry)
+        else:
+            out.append(entry)
+    return [c for c in out if c is not None]
+
+
+def with_extends(path: Path, data: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+    """A pack's YAML mapping with every ``extends:`` applied: what the schema validates."""
+    where = str(path)
+    if "extends" not in data and "drop_checks" not in data:
+        return data
+    if depth >= EXTENDS_DEPTH:
+        raise InputError(where, f"extends: more than {EXTENDS_DEPTH} packs deep (a loop?)")
+    parent = _extended_path(path, data.get("extends"))
+    base = with_extends(parent, _read_yaml(parent)[1], depth + 1)
+    over = {k: v for k, v in data.items() if k not in ("extends", "drop_checks", "checks")}
+    merged = _merge_mapping(base, over)
+    drop = data.get("drop_checks") or []
+    checks = data.get("checks") or []
+    if not isinstance(drop, list) or not isinstance(checks, list):
+        raise InputError(where, "checks and drop_checks must be lists")
+    merged["checks"] = _merge_checks(list(base.get("checks") or []), checks, drop, where)
+    return merged
+
+
+def parse_pack(path: Path) -> RulePack:
+    """Parse and validate one pack file (with the packs it ``extends:``): the schema, then what the
+    listed builtin checks need from it (expectations, remedy variants, modes) and every message
+    template. All problems are reported together as a ``PackError`` (exit 65), each with its line in
+    the file named (a problem in what an extended pack gave points at the nearest line there is)."""
+    import yaml
+
+    where = str(path)
+    text, raw = _read_yaml(path)
+    data = with_extends(path, raw)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     node = None
 
     def line_of(loc: tuple[Any, ...]) -> int | None:

@@ -1,0 +1,87 @@
+"""``extends:``: a pack written as the changes to another (a site's pack over a built-in recipe, a recipe
+over its base), merged check by check, and the mistakes an author makes in one (a loop, a missing base,
+a dropped check that does not exist) refused with the file named (exit 65)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import json_report, run_cli
+from validator.errors import InputError
+from validator.rulepack import DEFAULT_PACK, load_pack, parse_pack
+
+SITE = f"""\
+extends: {DEFAULT_PACK}
+metadata:
+  name: site-spark
+  description: Our Spark, with a stricter acceptance floor and no TPOT bound.
+expect:
+  accept_length_min: 2.5
+  host:
+    max_mem_fraction_static: 0.6
+checks:
+  - id: lm_head.fp8
+    severity: warning
+  - id: site.mem_fraction
+    title: Memory fraction under the site's ceiling
+    severity: critical
+    modes: [preflight]
+    why: Our Spark also runs the desktop.
+    remedy: Lower --mem-fraction-static.
+    expect: {{fact: launch.args.mem_fraction_static, op: "<=", value_from: host.max_mem_fraction_static}}
+drop_checks: [perf.tpot]
+"""
+
+
+def test_a_site_pack_changes_only_what_it_says(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE)
+    base = load_pack(None).pack
+    pack = parse_pack(site)
+    assert pack.metadata.name == "site-spark" and pack.metadata.sglang == base.metadata.sglang
+    assert pack.expect.accept_length_min == 2.5
+    assert pack.expect.host.max_mem_fraction_static == 0.6
+    assert pack.expect.host.memory_bandwidth_gbps == base.expect.host.memory_bandwidth_gbps  # merged, kept
+    assert pack.expect.moe_runner_backend == base.expect.moe_runner_backend
+    ids = [c.id for c in pack.checks]
+    base_ids = [c.id for c in base.checks]
+    assert ids == [i for i in base_ids if i != "perf.tpot"] + ["site.mem_fraction"]
+    head = pack.check("lm_head.fp8")
+    assert head.severity == "warning"
+    assert head.why == base.check("lm_head.fp8").why and head.remedies == base.check("lm_head.fp8").remedies
+    assert pack.probe == base.probe
+
+
+def test_the_site_pack_drives_a_real_preflight(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE)
+    lint = run_cli("rules", "lint", str(site))
+    assert lint.returncode == 0, lint.stderr
+    argv = "python -m sglang.launch_server --model-path /m --mem-fraction-static 0.65"
+    out = run_cli("preflight", "--rules", str(site), "--launch-cmd", argv, "--format", "json")
+    results = {r["id"]: r for r in json_report(out.stdout)["checks"]}
+    assert results["site.mem_fraction"]["status"] == "fail"  # 0.65 over the site's 0.6, under the base's 0.68
+    assert results["lm_head.fp8"]["severity"] == "warning"
+    assert out.returncode == 78
+
+
+@pytest.mark.parametrize(
+    ("files", "message"),
+    [
+        ({"a.yaml": "extends: ./b.yaml\n", "b.yaml": "extends: ./a.yaml\n"}, "packs deep"),
+        ({"a.yaml": "extends: no-such-pack\n"}, "no built-in rule pack of that name"),
+        ({"a.yaml": "extends: ./missing.yaml\n"}, "no such pack file"),
+        ({"a.yaml": f"extends: {DEFAULT_PACK}\ndrop_checks: [no.such]\n"}, "'no.such' is not a check"),
+        ({"a.yaml": "extends: [1]\n"}, "extends: must name a pack"),
+    ],
+)
+def test_mistakes_in_extends_name_the_file(tmp_path: Path, files: dict[str, str], message: str) -> None:
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(InputError) as exc:
+        parse_pack(tmp_path / "a.yaml")
+    assert message in str(exc.value) and str(tmp_path) in str(exc.value)
+    cli = run_cli("rules", "lint", str(tmp_path / "a.yaml"))
+    assert cli.returncode == 65 and message in cli.stderr and "Traceback" not in cli.stderr
