@@ -14,8 +14,8 @@ from validator.sources.launch_command import (
     launch_from_args_file,
     launch_from_argv,
     launch_from_string,
-    launch_from_unit,
 )
+from validator.sources.systemd_unit import launch_from_unit
 
 
 def test_recipe_string_with_fp8_env_assignment() -> None:

@@ -74,7 +74,7 @@ def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[st
 
 
 def read_launch(inputs: PreflightInputs) -> LaunchFacts:
-    from validator.sources import launch_command
+    from validator.sources import launch_command, systemd_unit
 
     env, origin = server_environment(inputs)
     sources = (inputs.launch_cmd, inputs.launch_args_file, inputs.unit, inputs.script, inputs.argv)
@@ -109,7 +109,7 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
         # with --unit, --env-file stands in for the unit's EnvironmentFile= (checked before installing it)
         process = dict(os.environ if inputs.base_env is None else inputs.base_env)
         files = list(inputs.env_files) or None
-        facts = launch_command.launch_from_unit(inputs.unit, base_env=process, env_files=files)
+        facts = systemd_unit.launch_from_unit(inputs.unit, base_env=process, env_files=files)
     for k, v in origin.items():
         facts.env_origin.setdefault(k, v)
     return facts

@@ -358,24 +358,3 @@ def launch_from_args_file(
             config_file=parsed.config_file,
         )
     return launch_from_argv(words, origin=origin, env=env, base_dir=base_dir)
-
-
-def launch_from_unit(
-    path: Path | str, *, base_env: Mapping[str, str] | None = None, env_files: list[Path] | None = None
-) -> LaunchFacts:
-    """``--unit``: the ExecStart= command with the unit's environment (see ``systemd_unit``); ``env_files``
-    stand in for its EnvironmentFile= entries."""
-    from validator.sources.systemd_unit import load_unit
-
-    unit = load_unit(path, base_env=dict(base_env or {}), env_files=env_files)
-    facts = launch_from_argv(
-        unit.exec_start,
-        origin=f"unit:{unit.path}",
-        env=unit.env,
-        env_origin=unit.env_origin,
-        base_dir=unit.working_directory,
-        # systemd starts a system service in / unless WorkingDirectory= says otherwise
-        working_directory=unit.working_directory or Path("/"),
-    )
-    facts.user = unit.user
-    return facts

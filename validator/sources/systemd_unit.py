@@ -19,12 +19,15 @@ import glob
 import os
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.errors import InputError
+from validator.facts import LaunchFacts
 from validator.sources.env_file import read_env_file
 from validator.sources.files import TEXT_CAP, read_bounded
+from validator.sources.launch_command import launch_from_argv, unwrap_launch
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WS = " \t\n\r"
@@ -364,8 +367,6 @@ def _environment(
 
 def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
     """``spark-validate launch [opts] -- CMD...`` -> CMD (the server the wrapper will exec)."""
-    from validator.sources.launch_command import unwrap_launch
-
     wrapped = unwrap_launch(argv, "ExecStart")
     return (argv, False, []) if wrapped is None else (wrapped[0], True, wrapped[1])
 
@@ -430,3 +431,22 @@ def read_unit(
     """(server argv, environment the server sees, where each variable came from)."""
     unit = load_unit(path, base_env=base_env)
     return unit.exec_start, unit.env, unit.env_origin
+
+
+def launch_from_unit(
+    path: Path | str, *, base_env: Mapping[str, str] | None = None, env_files: list[Path] | None = None
+) -> LaunchFacts:
+    """``--unit``: the ExecStart= command with the unit's environment (see ``systemd_unit``); ``env_files``
+    stand in for its EnvironmentFile= entries."""
+    unit = load_unit(path, base_env=dict(base_env or {}), env_files=env_files)
+    facts = launch_from_argv(
+        unit.exec_start,
+        origin=f"unit:{unit.path}",
+        env=unit.env,
+        env_origin=unit.env_origin,
+        base_dir=unit.working_directory,
+        # systemd starts a system service in / unless WorkingDirectory= says otherwise
+        working_directory=unit.working_directory or Path("/"),
+    )
+    facts.user = unit.user
+    return facts
