@@ -30,6 +30,7 @@ from typing import Any
 
 from validator.procinfo import process_start_time
 from validator.sim import attestation, server_args, server_log
+from validator.sim.job import Job
 from validator.sim.metrics import SimMetrics
 from validator.sim.scenarios import SERVED_MODEL_NAME, Scenario
 from validator.sim.server_args import SGLANG_VERSION
@@ -151,8 +152,6 @@ class SimEngine:
         it there, the shipped SGLangServedAcceptLengthLow rule goes pending on a healthy server (the
         warm-up's non-streaming series exist before the first streamed request's, whose first increment
         rate() then misses), which deploy/prometheus has to handle first."""
-        from validator.sim.job import Job
-
         await asyncio.sleep(self.sleep_s(1.0))
         if self.crashed:
             return
