@@ -75,6 +75,9 @@ class LaunchFacts:
         return ServerArgs.from_mapping(self.args)
 
 
+PLUGIN_SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the switch of the plugin's LM-head remedy
+
+
 @dataclass(frozen=True)
 class PluginState:
     """spark-validate's SGLang plugin as the server will run it (``validator.sources.plugin_env``)."""

@@ -22,6 +22,7 @@ FAMILIES = (
     "moe",
     "server",
     "spec",
+    "spec_dspark",
 )
 
 
