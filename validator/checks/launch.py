@@ -1,12 +1,11 @@
-"""``launch.program``: the launch command can run, and the SGLang install preflight read is the one the
-server will import.
+"""Launch checks: ``launch.program`` (the launch command can run, and the SGLang install preflight read is
+the one the server will import) and ``launch.warnings`` (what SGLang accepts but does not do as written).
 
 Every preflight check of the installed build (``lm_head.fp8``'s support, ``spec.lm_head_shared``) is only
-as good as the answer to "which ``sglang`` will this server import?". A missing interpreter used to leave
-those checks ``skip`` and the verdict ``pass``, and ``launch`` then failed to exec (restarted forever by
-systemd). Where preflight runs on the server's own host (``launch``, ``--unit``), a program that cannot
-run is a misconfiguration (``fail``); elsewhere (``--launch-cmd`` checked on a laptop) it is evidence that
-could not be gathered (``error``), per contract v2.
+as good as the answer to "which ``sglang`` will this server import?"; a program that cannot run would
+leave them unproven and ``launch`` unable to exec. Where preflight runs on the server's own host
+(``launch``, ``--unit``), a program that cannot run is a misconfiguration (``fail``); elsewhere
+(``--launch-cmd`` checked on a laptop) it is evidence that could not be gathered (``error``).
 """
 
 from __future__ import annotations
@@ -93,3 +92,14 @@ def launch_program(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     return check.passed(
         f"{runs}{where} imports sglang{version} from {program.sglang_root}", [LAUNCH, SGLANG], **ev
     )
+
+
+@check.builtin("launch.warnings", "preflight")
+def launch_warnings(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    """What SGLang would accept but not do as written: deprecated flags, a ``--config=FILE`` it ignores."""
+    if facts.launch is None:
+        return check.no_launch(facts)
+    if facts.launch.warnings:
+        return check.warned("; ".join(facts.launch.warnings), [LAUNCH], warnings=facts.launch.warnings)
+    config = str(facts.launch.config_file) if facts.launch.config_file else None
+    return check.passed("SGLang accepts the command line as written", [LAUNCH], config_file=config)

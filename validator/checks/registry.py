@@ -13,13 +13,14 @@ from types import ModuleType
 from validator.checks import (
     attestation,
     checkpoint,
+    env,
     host,
-    install,
     launch,
     lm_head,
     log,
     moe,
     server,
+    sglang,
     spec,
     spec_dspark,
 )
@@ -28,13 +29,14 @@ from validator.checks.base import REGISTRY, Builtin
 FAMILIES: tuple[ModuleType, ...] = (
     attestation,
     checkpoint,
+    env,
     host,
-    install,
     launch,
     lm_head,
     log,
     moe,
     server,
+    sglang,
     spec,
     spec_dspark,
 )
