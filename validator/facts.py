@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 if TYPE_CHECKING:  # typing only: the records live with their schema (and preflight never needs them)
     from validator.attestation_format import Attestation, AttestationTrust
     from validator.report import ProbeResult
+    from validator.sources.process import ProcessFacts
 
 Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
 
@@ -42,6 +43,8 @@ WEIGHTS = "weights_checker"
 DSPARK_DRAFT = "dspark_draft"
 FLASHINFER = "flashinfer"
 DEPLOY = "deploy"
+PROCESS = "process"  # the running server process, from /proc
+DECLARED = "declared"  # the unit, script, Compose file or command given beside a running process
 
 
 @dataclass
@@ -68,14 +71,14 @@ class LaunchFacts:
     working_directory: Path | None = None  # the server's cwd when known (unit WorkingDirectory=, launch)
     user: str | None = None  # the unit's User=: the account the server runs as
     consumed_env: set[str] = field(default_factory=set)  # variables expanded into the command line itself
+    # spark-validate's simulator standing in for `python -m sglang.launch_server` with these arguments:
+    # its interpreter is not an SGLang server's, so what that imports proves nothing either way
+    simulated: bool = False
 
     @cached_property
     def settings(self) -> ServerArgs:
         """The settings the builtin checks read, typed."""
         return ServerArgs.from_mapping(self.args)
-
-
-PLUGIN_SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the switch of the plugin's LM-head remedy
 
 
 @dataclass(frozen=True)
@@ -339,6 +342,10 @@ class Facts:
     dspark_draft: DSparkDraftFacts | None = None
     flashinfer: FlashInferFacts | None = None
     start_budget: StartBudgetFacts | None = None
+    process: ProcessFacts | None = None  # the running server whose argv and environment are judged
+    declared: LaunchFacts | None = None  # what a unit/script/command given beside it declares (drift)
+    # the checks' outcomes on the declared launch instead of the running one: check id -> status
+    declared_outcomes: dict[str, str] | None = None
     errors: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
     mode: Mode = "preflight"
 

@@ -35,6 +35,7 @@ from validator.rulepack import LoadedPack
 
 if TYPE_CHECKING:
     from validator.sources.docker_run import ContainerSpec
+    from validator.sources.server_processes import ServerProcess
 
 DSPARK = "DSPARK"
 
@@ -57,13 +58,20 @@ class PreflightInputs:
     kube_manifest: Path | None = None  # its SGLang container's startupProbe bounds the start
     kube_container: str | None = None
     draft_class: str | None = None  # the pack's draft architecture (run_preflight fills it in)
+    # a running server: its real argv, environment and working directory are the launch command
+    running: ServerProcess | None = None
 
 
 def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:
     """The environment the server will see: this process's environment (systemd runs ExecStartPre with
-    the unit's environment), then each --env-file in order."""
+    the unit's environment), then each --env-file in order. For a running server, the environment it was
+    exec'd with, and nothing else."""
     from validator.sources.env_file import read_env_file
 
+    if inputs.running is not None:
+        seen = inputs.running.process.env or {}
+        where = f"/proc/{inputs.running.process.pid}/environ"
+        return dict(seen), dict.fromkeys(seen, where)
     env = dict(os.environ if inputs.base_env is None else inputs.base_env)
     origin = {k: "process environment" for k in env}
     for path in inputs.env_files:
@@ -77,6 +85,8 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     from validator.sources import launch_command, systemd_unit
 
     env, origin = server_environment(inputs)
+    if inputs.running is not None:
+        return launch_of_process(inputs.running, env, origin)
     sources = (inputs.launch_cmd, inputs.launch_args_file, inputs.unit, inputs.script, inputs.argv)
     given = [x for x in (*sources, inputs.docker_cmd, inputs.compose) if x is not None]
     if len(given) != 1:
@@ -113,6 +123,41 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     for k, v in origin.items():
         facts.env_origin.setdefault(k, v)
     return facts
+
+
+def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> LaunchFacts:
+    """A running server's launch command: its argv (for the simulator, the SGLang command it stands in
+    for) with the environment and working directory the kernel shows. An environment that could not be
+    read leaves every variable the checks read unresolved: they are then not proven, never judged on an
+    empty environment."""
+    from validator.sources import launch_command
+
+    proc = server.process
+    facts = launch_command.launch_from_argv(
+        # the simulator's own argv (it is recognised as such); a server's command without the #! python
+        list(server.process.argv if server.kind in ("sim", "launch") else server.command),
+        origin=f"process {proc.pid}",
+        env=env,
+        env_origin=origin,
+        working_directory=proc.cwd,
+    )
+    facts.user = proc.user
+    if proc.env is None:
+        why = proc.env_error or "its environment could not be read"
+        for name in ENV_READ_BY_CHECKS:
+            facts.unresolved[name] = why
+    return facts
+
+
+# The variables builtin checks read from a launch environment (lm_head, spec, moe): with a running
+# server's environment unreadable, these are not known.
+ENV_READ_BY_CHECKS = (
+    "SGLANG_ENABLE_FP8_LM_HEAD",
+    "SPARK_VALIDATE_SHARE_LM_HEAD",
+    "SGLANG_CACHE_DIR",
+    "HUMMING_CACHE_DIR",
+    "HUMMING_TMP_DIR",
+)
 
 
 def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> ContainerSpec | None:
@@ -179,10 +224,22 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
         return SGLangInstallFacts(root=None, located_by=f"image {container.image}", note=note), hidden
 
     dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
-    program, probe = inspect_program(
-        launch, on_server_host=inputs.argv is not None or inputs.unit is not None
-    )
     draft = inputs.draft_class or NEXTN_CLASS
+    if launch.simulated:
+        note = "spark-validate's simulator stands in for SGLang here: no SGLang install runs it"
+        from validator.sources.launch_command import resolve_program
+
+        # resolved as exec would (``launch`` execs it), never asked what it imports
+        path, _ = resolve_program(launch.program or "", launch.env, launch.working_directory)
+        hidden = ProgramFacts(
+            written=launch.program, path=path, problem=f"is the simulator ({note})", interpreter=None
+        )
+        if inputs.sglang_root is not None:
+            where = f"--sglang-root {inputs.sglang_root}"
+            return read_sglang_install(inputs.sglang_root, where, dspark=dspark, draft_class=draft), hidden
+        return SGLangInstallFacts(root=None, located_by="simulator", note=note), hidden
+    on_host = inputs.argv is not None or inputs.unit is not None or inputs.running is not None
+    program, probe = inspect_program(launch, on_server_host=on_host)
     if inputs.sglang_root is not None:
         where = f"--sglang-root {inputs.sglang_root}"
         return read_sglang_install(inputs.sglang_root, where, dspark=dspark, draft_class=draft), program

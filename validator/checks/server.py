@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import PROBE, SERVER, Facts
+from validator.facts import PROBE, PROCESS, SERVER, Facts
+from validator.report import Status
 
 
 @check.builtin("server.ready", "check")
@@ -116,3 +117,42 @@ def perf_tpot(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             f"{measured} is over {mb.tpot_slack:g}x the floor of {floor_ms:.1f} ms", [PROBE], **ev
         )
     return check.passed(f"{measured} within {mb.tpot_slack:g}x of the floor {floor_ms:.1f} ms", [PROBE], **ev)
+
+
+@check.builtin("server.process", "preflight")
+def server_process(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    """Which process was judged: the report's answer to "is this the server I meant?"."""
+    import datetime as dt
+
+    proc = facts.process
+    if proc is None:
+        return check.skipped("no running server was read (check with no --url, or --pid, reads one)")
+    started = (
+        dt.datetime.fromtimestamp(proc.start_time, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        if proc.start_time is not None
+        else None
+    )
+    ev: dict[str, Any] = {
+        "pid": proc.pid,
+        "user": proc.user or proc.uid,
+        "exe": proc.exe,
+        "cwd": str(proc.cwd) if proc.cwd else None,
+        "started": started,
+        "systemd_unit": proc.systemd_unit,
+        "container_id": proc.container_id,
+        "environment": "read" if proc.env is not None else proc.env_error,
+    }
+    held = (
+        f"unit {proc.systemd_unit}"
+        if proc.systemd_unit
+        else f"container {proc.container_id[:12]}"
+        if proc.container_id
+        else "no unit or container"
+    )
+    env = "" if proc.env is not None else f"; environment not readable: {proc.env_error}"
+    return check.Outcome(
+        Status.INFO,
+        f"process {proc.pid} ({proc.user or proc.uid}, {held}, started {started}) runs {proc.exe}{env}",
+        ev,
+        [PROCESS],
+    )

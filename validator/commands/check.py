@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,25 @@ from validator.commands.common import add_common
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from validator.commands.common import add_preflight_inputs
+
     add_live_inputs(p)
+    g = p.add_argument_group(
+        "running servers",
+        "With no --url, the SGLang servers running on this host are found from /proc and each is judged by "
+        "its real argv and environment as well as over HTTP (one report each). The preflight inputs below "
+        "then add what the process does not show (--model-dir, --sglang-root), and a declaration (--unit, "
+        "--script, --compose, --docker-cmd, --launch-cmd) is compared with what runs (launch.drift).",
+    )
+    g.add_argument("--pid", type=_pid, metavar="PID", help="judge this server process (or the one above it)")
+    add_preflight_inputs(p)
     add_common(p)
+
+
+def _pid(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a process ID, got {value!r}")
+    return int(value)
 
 
 def server_url(value: str) -> str:
@@ -64,7 +82,9 @@ def count(value: str) -> int:
 def add_live_inputs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live inputs")
     g.add_argument(
-        "--url", required=True, type=server_url, help="the SGLang server, e.g. http://127.0.0.1:30000"
+        "--url",
+        type=server_url,
+        help="the SGLang server, e.g. http://127.0.0.1:30000 (default: the servers running on this host)",
     )
     g.add_argument(
         "--api-key-file",
@@ -116,7 +136,7 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
     from validator.sources.server_http import load_api_key
 
     return LiveInputs(
-        url=args.url,
+        url=args.url or "",
         api_key=load_api_key(args.api_key_file, os.environ),
         attestation=args.attestation,
         log=args.log,
@@ -154,12 +174,25 @@ class TerminalProgress:
             self.stream.flush()
 
 
+_DECLARATIONS = ("launch_cmd", "launch_args_file", "unit", "script", "docker_cmd", "compose")
+_HOST = ("model_dir", "sglang_root", "service_user", "kube_manifest", "kube_container")
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from validator.commands.common import emit, pack_from
+    from validator.errors import UsageError
     from validator.live import run_live
 
+    process_inputs = [n for n in (*_DECLARATIONS, *_HOST) if getattr(args, n, None) is not None]
+    if args.url is None or args.pid is not None:
+        return _run_processes(args)
+    if process_inputs or args.env_file:
+        flag = "--" + (process_inputs or ["env_file"])[0].replace("_", "-")
+        raise UsageError(
+            f"check: {flag} describes a running server's process: leave out --url (or add --pid)"
+        )
     loaded = pack_from(args)
     progress = TerminalProgress()
     inputs = live_inputs_from(args, on_progress=progress)
@@ -169,3 +202,63 @@ def run(args: argparse.Namespace) -> int:
         progress.done()
     assert result.pack is not None
     return emit(result.report, args, result.pack)
+
+
+def _run_processes(args: argparse.Namespace) -> int:
+    """No ``--url`` (or ``--pid``): the servers running here, one report each."""
+    import asyncio
+    import json
+
+    from validator.commands.common import exit_code, pack_from, write_atomically
+    from validator.commands.preflight import inputs_from
+    from validator.errors import ExitCode, UsageError
+    from validator.outputs import render
+    from validator.preflight import PreflightInputs
+    from validator.rulepack import load_pack
+    from validator.running import RunningInputs, judge_all
+
+    loaded = pack_from(args) or load_pack(None)
+    if args.rules == "auto":
+        raise UsageError(
+            "check: --rules auto judges one server over --url; name the pack for running servers"
+        )
+    declared: PreflightInputs | None = None
+    if any(getattr(args, n, None) is not None for n in _DECLARATIONS):
+        built = inputs_from(args)
+        assert isinstance(built, PreflightInputs)
+        declared = replace(built, model_dir=None, sglang_root=None, kube_manifest=None)
+    host = PreflightInputs(
+        model_dir=args.model_dir,
+        sglang_root=args.sglang_root,
+        service_user=args.service_user,
+        kube_manifest=args.kube_manifest,
+        kube_container=args.kube_container,
+    )
+    live = live_inputs_from(args)  # url "" unless given: each server's own (--url with --pid: that)
+    inputs = RunningInputs(live=live, host=host, declared=declared)
+    results = asyncio.run(
+        judge_all(inputs, loaded, pid=args.pid, strict=args.strict, allow_partial=args.allow_partial)
+    )
+    reports = [r.report for r in results]
+    if len(reports) > 1 and args.format not in ("text", "json"):
+        raise UsageError(
+            f"check: {len(reports)} servers are running; --format {args.format} holds one report: pick one "
+            "with --pid (" + ", ".join(r.report.target or "" for r in results) + ")"
+        )
+    if args.format == "json" and len(reports) > 1:
+        parts = [json.loads(render(r, "json", secrets=loaded.pack.secrets)) for r in reports]
+        text = json.dumps(parts, indent=2) + "\n"
+    else:
+        text = "\n".join(render(r, args.format, secrets=loaded.pack.secrets) for r in reports)
+    if args.output is None:
+        import sys
+
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        write_atomically(args.output, text)
+    codes = [exit_code(r) for r in reports]
+    for worst in (ExitCode.CONFIG, ExitCode.UNAVAILABLE):
+        if worst in codes:
+            return int(worst)
+    return int(ExitCode.OK)

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     from validator.daemon.loop import Schedule
     from validator.daemon.service import ServeConfig, serve
 
+    if args.url is None:
+        raise UsageError("serve: --url names the server to watch")
     host, port = parse_listen(args.listen)
     for name in ("interval", "probe_interval", "health_interval"):
         if not getattr(args, name) > 0:

@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="refuse TCP connections through the load phase, as a real SGLang launcher does "
                         "(default: listen at once and answer 503 until ready)")  # fmt: skip
     p.add_argument("--list-scenarios", action="store_true", help="list the scenarios and exit")
+    p.add_argument("server_args", nargs=argparse.REMAINDER, metavar="-- SGLANG_ARGS",
+                   help="SGLang server arguments added to the scenario's launch command (shown in "
+                        "/server_info); with --nnodes N --node-rank R >= 1 the process is a worker node "
+                        "and serves no HTTP")  # fmt: skip
 
 
 def _read_key(path: Path) -> str:
@@ -69,7 +73,19 @@ def run(args: argparse.Namespace) -> int:
     key = _read_key(args.api_key_file) if args.api_key_file else None
     attestation = args.attestation  # None: the plugin's own location rules (validator.attestation_format)
 
-    from validator.sim.runner import SimServer, serve_forever
+    import os
+
+    from validator.sim.runner import SimServer, map_library, serve_forever, serve_worker, worker_rank
+
+    extra = tuple(args.server_args[1:] if args.server_args[:1] == ["--"] else args.server_args)
+    # NCCL is what torch maps at start; the simulator maps the file named here so that the NCCL a
+    # process really loaded is read from /proc/PID/maps, as for a real server
+    nccl = os.environ.get("SPARK_VALIDATE_SIM_NCCL")
+    mapped = map_library(nccl) if nccl else None
+    rank = worker_rank(extra)
+    if rank is not None:
+        sys.stderr.write(f"spark-validate sim: worker node rank {rank}, serving no HTTP\n")
+        return serve_worker()
 
     sim = SimServer(
         args.scenario or ["healthy"],
@@ -82,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         refuse_until_ready=args.refuse_until_ready,
+        extra_args=extra,
     )
     sys.stderr.write(f"spark-validate sim: scenario {sim.scenario.name} on {args.host}:{args.port}\n")
-    return serve_forever(sim)
+    try:
+        return serve_forever(sim)
+    finally:
+        del mapped

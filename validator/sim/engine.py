@@ -52,6 +52,7 @@ class SimConfig:
     attestation_path: Path | None = None
     host: str = "127.0.0.1"
     port: int = 30000
+    extra_args: tuple[str, ...] = ()  # SGLang arguments given after `--`, on top of the scenario's
 
 
 class SimEngine:
@@ -93,8 +94,9 @@ class SimEngine:
         """Fix the port once it is known (port 0 picks a free one)."""
         self.config.port = port
         key = self.config.api_key if self.scenario.auth or self.config.api_key else None
-        self.argv = server_args.launch_argv(self.scenario, host=self.config.host, port=port, api_key=key)
-        self.args = server_args.resolved(self.scenario, host=self.config.host, port=port, api_key=key)
+        host, extra = self.config.host, self.config.extra_args
+        self.argv = server_args.launch_argv(self.scenario, host=host, port=port, api_key=key, extra=extra)
+        self.args = server_args.resolved(self.scenario, host=host, port=port, api_key=key, extra=extra)
 
     @property
     def api_key(self) -> str | None:

@@ -96,6 +96,7 @@ class SimServer:
         host: str = "127.0.0.1",
         port: int = 0,
         refuse_until_ready: bool = False,
+        extra_args: tuple[str, ...] = (),
     ) -> None:
         sc = scenarios.resolve(scenario)
         if sc.auth and not api_key:
@@ -113,6 +114,7 @@ class SimServer:
                 attestation_path=Path(attestation_path) if attestation_path is not None else None,
                 host=host,
                 port=port,
+                extra_args=tuple(extra_args),
             )
         )
         self._host = host
@@ -188,6 +190,48 @@ def serve_forever(sim: SimServer) -> int:
     if sim.engine.crashed:
         _die()
     return 0
+
+
+def worker_rank(extra_args: tuple[str, ...]) -> int | None:
+    """The node rank when the arguments make this a worker of a multi-node launch (``--nnodes`` > 1,
+    ``--node-rank`` >= 1): SGLang's rank-0 node serves HTTP, the others serve nothing."""
+    from validator.sources.sglang_cli import parse_server_args
+
+    args, _ = parse_server_args(["--model-path", scenarios.MODEL_PATH, *extra_args], origin="sim")
+    nnodes, rank = args.get("nnodes"), args.get("node_rank")
+    if isinstance(nnodes, int) and isinstance(rank, int) and nnodes > 1 and rank >= 1:
+        return rank
+    return None
+
+
+def serve_worker() -> int:
+    """A worker node: no HTTP, alive until SIGINT/SIGTERM (a real one dies or hangs with its head)."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+
+    def handler(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+    while not stop.wait(3600):
+        pass
+    return 0
+
+
+def map_library(path: str) -> Any:
+    """Map ``path`` read-only into this process, as the dynamic loader maps a shared library: it then
+    shows in ``/proc/PID/maps``, where a reader finds the NCCL a server really loaded."""
+    import mmap
+    import os
+
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
 
 
 def _die() -> None:

@@ -38,8 +38,11 @@ def _parse(argv: list[str]) -> dict[str, Any]:
     return args
 
 
-def launch_argv(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> list[str]:
-    """What the operator typed (after ``python -m sglang.launch_server``); the key is shown as a file read."""
+def launch_argv(
+    scenario: Scenario, *, host: str, port: int, api_key: str | None, extra: tuple[str, ...] = ()
+) -> list[str]:
+    """What the operator typed (after ``python -m sglang.launch_server``); the key is shown as a file read.
+    ``extra``: the simulator's arguments after ``--`` (``--nnodes 2 --node-rank 1 ...``), typed last."""
     argv = ["--model-path", MODEL_PATH, "--host", host, "--port", str(port)]
     argv += ["--moe-runner-backend", scenario.moe_backend_flag]
     argv += ["--mem-fraction-static", f"{scenario.mem_fraction:g}"]
@@ -59,7 +62,7 @@ def launch_argv(scenario: Scenario, *, host: str, port: int, api_key: str | None
         argv.append("--enable-metrics")
     if api_key is not None:
         argv += ["--api-key", api_key]
-    return argv
+    return argv + list(extra)
 
 
 def launch_command(argv: list[str]) -> str:
@@ -77,11 +80,13 @@ def launch_command_for_log(argv: list[str]) -> str:
     return shlex.join(["python", "-m", "sglang.launch_server", *masked])
 
 
-def resolved(scenario: Scenario, *, host: str, port: int, api_key: str | None) -> dict[str, Any]:
+def resolved(
+    scenario: Scenario, *, host: str, port: int, api_key: str | None, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """``server_args.resolved_dict()``: flat, one key per field, resolved values. The launch command is
     parsed by the same table as the defaults (what the operator typed is not restated here); then come
     the resolutions a real server makes after parsing."""
-    args = _parse(launch_argv(scenario, host=host, port=port, api_key=api_key))
+    args = _parse(launch_argv(scenario, host=host, port=port, api_key=api_key, extra=extra))
     args.update(
         tokenizer_path=MODEL_PATH,  # both default to the model path
         served_model_name=MODEL_PATH,

@@ -152,3 +152,55 @@ def _first_int(where: str, *candidates: tuple[str, Any]) -> tuple[int | None, st
             raise InputError(where, f"{key} must be an integer, not {value!r}"[:200])
         return value, key
     return None, None
+
+
+def verify_width(block_size: int | None, args: Mapping[str, Any]) -> tuple[int, str]:
+    """The verify width SGLang resolves for DSPARK (``_handle_dspark``): ``--speculative-dspark-block-size``
+    (gamma) else the draft's block size, plus one; else ``--speculative-num-draft-tokens``; else the
+    default gamma 7 plus one. Returns (width, where it came from)."""
+    flag = args.get("speculative_dspark_block_size")
+    tokens = args.get("speculative_num_draft_tokens")
+    if isinstance(flag, int) and flag > 0:
+        return flag + 1, f"--speculative-dspark-block-size {flag} + 1"
+    if block_size is not None and block_size > 0:
+        return block_size + 1, f"the draft's block size {block_size} + 1"
+    if isinstance(tokens, int):
+        return tokens, f"--speculative-num-draft-tokens {tokens}"
+    return DEFAULT_GAMMA + 1, f"SGLang's default gamma {DEFAULT_GAMMA} + 1 (no block size found)"
+
+
+DEFAULT_GAMMA = 7  # srt/speculative/dspark_components/dspark_config.py: DEFAULT_DSPARK_GAMMA
+
+
+def width_conflict(block_size: int | None, args: Mapping[str, Any]) -> str | None:
+    """``_handle_dspark`` refuses to start when --speculative-num-draft-tokens is not gamma + 1."""
+    flag = args.get("speculative_dspark_block_size")
+    gamma = flag if isinstance(flag, int) and flag > 0 else block_size
+    tokens = args.get("speculative_num_draft_tokens")
+    if gamma is not None and isinstance(tokens, int) and tokens != gamma + 1:
+        return (
+            f"DSpark speculative_num_draft_tokens must equal gamma + 1 (= {gamma + 1} for gamma={gamma}), "
+            f"but got speculative_num_draft_tokens={tokens}"
+        )
+    return None
+
+
+def ring_problems(ring_len: Any, width: int) -> list[str]:
+    """SGLang's own two ring rules (``memory_pool.py``, KDA with ``--enable-linear-replayssm-spec``), in
+    its words: a power of two (``L & (L - 1) == 0``), and ``L >= 2 * N`` with N the draft-token count."""
+    if not isinstance(ring_len, int) or isinstance(ring_len, bool):
+        return [f"--linear-replayssm-cache-len is {ring_len!r}, not an integer"]
+    problems = []
+    if ring_len & (ring_len - 1) != 0:
+        problems.append(f"spec-verify ring length must be a power of two, got {ring_len}")
+    if ring_len < 2 * width:
+        problems.append(f"spec-verify ring too small: {ring_len} < 2 * {width} (early-flush margin)")
+    return problems
+
+
+def smallest_ring(width: int) -> int:
+    """The smallest ring length SGLang accepts for a verify width: the power of two >= 2 x width."""
+    n = 1
+    while n < 2 * width:
+        n *= 2
+    return n

@@ -259,7 +259,10 @@ def launch_from_argv(
             base_dir=base_dir,
             working_directory=working_directory,
         )
-    if _PYTHON.match(name):
+    simulated: list[str] | None = None
+    if _PYTHON.match(name) and (simulated := _simulator(words, origin)) is not None:
+        server_args, interpreter, entry = simulated, program, "launch_server"
+    elif _PYTHON.match(name):
         module, server_args, options = _python_module_args(words, origin)
         if module != "sglang.launch_server":
             raise InputError(origin, f"python -m {module} is not the SGLang server (sglang.launch_server)")
@@ -271,6 +274,8 @@ def launch_from_argv(
         server_args = _serve_argv(words[2:], origin)
         interpreter, options = _sglang_interpreter(program, environ)
         entry = "serve"
+    elif (simulated := _simulator(words, origin)) is not None:
+        server_args, interpreter, entry = simulated, None, "launch_server"
     else:
         raise InputError(
             origin,
@@ -294,7 +299,23 @@ def launch_from_argv(
         consumed_env=consumed_by_command(environ, words),
         interpreter_options=options,
         working_directory=working_directory,
+        simulated=simulated is not None,
     )
+
+
+def _simulator(words: list[str], origin: str) -> list[str] | None:
+    """The SGLang arguments a simulator command line (``spark-validate sim ...``, ``python -m validator
+    sim ...``) stands in for; None when ``words`` is not one."""
+    from validator.errors import UnavailableError
+    from validator.sources.server_processes import classify
+
+    try:
+        found = classify(words)
+    except UnavailableError as exc:
+        raise InputError(origin, str(exc)) from None
+    if found is None or found[0] != "sim":
+        return None
+    return found[1][3:]  # after `python -m sglang.launch_server`
 
 
 def consumed_by_command(env: Mapping[str, str], words: list[str]) -> set[str]:

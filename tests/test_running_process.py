@@ -1,0 +1,387 @@
+"""`check` with no --url: the servers running on this host are found from /proc and judged by their real
+argv and environment, together with the live checks on their port.
+
+The servers are real processes: the simulator (``python -m validator sim``), also behind ``spark-validate
+launch --`` (which execs it, keeping the PID), started with the environment each test sets. Other
+servers may run on the same host while the suite runs (other checkouts' tests): each test picks its own
+reports by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import REPO, run_cli
+from tests.support.loopback import free_port, stop, wait_listening
+
+SIM_FLAGS = ["--speed", "1000", "--startup-seconds", "0.2"]
+FP8 = {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+
+
+@contextmanager
+def running_sim(
+    tmp: Path, *sim_args: str, env: dict[str, str] | None = None, launch: bool = False
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """A simulator process on a free port with ``env`` added to this environment; through ``spark-validate
+    launch --allow-partial --`` when ``launch`` (its preflight cannot prove the simulator's install)."""
+    port = free_port()
+    att = tmp / f"run-{port}" / "attestation.json"
+    cmd = [sys.executable, "-m", "validator", "sim", "--port", str(port), *SIM_FLAGS, *sim_args]
+    if launch:
+        cmd = [
+            sys.executable,
+            "-m",
+            "validator",
+            "launch",
+            "--allow-partial",
+            "--report-to",
+            "none",
+            "--",
+            *cmd,
+        ]
+    full = {**os.environ, "PYTHONPATH": str(REPO), "SPARK_VALIDATE_ATTESTATION": str(att), **(env or {})}
+    for name in FP8:
+        if env is None or name not in env:
+            full.pop(name, None)
+    proc = subprocess.Popen(cmd, cwd=REPO, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_listening(port, proc, what="simulator", timeout=30)
+        yield proc, port
+    finally:
+        stop(proc)
+
+
+def reports(stdout: str) -> list[dict[str, Any]]:
+    data = json.loads(stdout)
+    return data if isinstance(data, list) else [data]
+
+
+def report_for(stdout: str, pid: int) -> dict[str, Any]:
+    mine = [r for r in reports(stdout) if str(r.get("target", "")).startswith(f"PID {pid} ")]
+    assert len(mine) == 1, [r.get("target") for r in reports(stdout)]
+    return mine[0]
+
+
+def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in report["checks"]}
+
+
+def test_check_with_no_arguments_finds_each_server_and_judges_its_real_environment(tmp_path: Path) -> None:
+    with running_sim(tmp_path, env=FP8) as (good, good_port), running_sim(tmp_path) as (bare, _):
+        result = run_cli("check", "--no-probe", "--format", "json", timeout=120)
+        assert result.returncode in (69, 78), result.stderr
+        ok, unset = report_for(result.stdout, good.pid), report_for(result.stdout, bare.pid)
+    assert ok["target"] == f"PID {good.pid} (http://127.0.0.1:{good_port})"
+    checks = by_id(ok)
+    assert checks["server.process"]["evidence"]["pid"] == good.pid
+    assert checks["server.ready"]["status"] == "pass"
+    assert checks["moe.backend"]["status"] == "pass"
+    assert "running process" in checks["moe.backend"]["message"]
+    assert checks["lm_head.fp8"]["status"] == "pass"
+    # the same simulator without the variable in its environment: the process's environment is judged
+    head = by_id(unset)["lm_head.fp8"]
+    assert head["status"] == "fail", head
+    assert "running process" in head["message"]
+
+
+def test_pid_picks_one_server_and_its_argv_is_judged(tmp_path: Path) -> None:
+    with running_sim(tmp_path, "--scenario", "backend-auto", env=FP8) as (proc, _):
+        result = run_cli("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=60)
+    assert result.returncode == 78, result.stderr
+    report = json.loads(result.stdout)
+    assert isinstance(report, dict) and report["target"].startswith(f"PID {proc.pid} ")
+    backend = by_id(report)["moe.backend"]
+    assert backend["status"] == "fail"
+    assert "running process" in backend["message"]
+
+
+def test_pid_of_no_server_is_exit_69_naming_what_was_found() -> None:
+    result = run_cli("check", "--pid", str(os.getpid()), "--no-probe", timeout=60)
+    assert result.returncode == 69
+    assert f"--pid {os.getpid()}" in result.stderr or "no SGLang server process found" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_launch_wrapped_simulator_keeps_its_pid_and_is_found(tmp_path: Path) -> None:
+    with running_sim(tmp_path, env=FP8, launch=True) as (proc, port):
+        result = run_cli("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=60)
+    report = json.loads(result.stdout)
+    assert report["target"] == f"PID {proc.pid} (http://127.0.0.1:{port})"
+    checks = by_id(report)
+    assert checks["server.process"]["evidence"]["pid"] == proc.pid
+    assert checks["server.ready"]["status"] == "pass"
+    assert checks["lm_head.fp8"]["status"] == "pass"
+
+
+def _unit(path: Path, port: int, *, env: str = "", mem: str = "0.6") -> Path:
+    from validator.sim import scenarios
+    from validator.sim.server_args import launch_argv
+
+    args = launch_argv(scenarios.resolve(["healthy"]), host="127.0.0.1", port=port, api_key=None)
+    args[args.index("--mem-fraction-static") + 1] = mem
+    att = path.parent / f"run-{port}" / "attestation.json"  # where running_sim's simulator attests
+    path.write_text(
+        f"[Service]\nEnvironment=SPARK_VALIDATE_ATTESTATION={att}\n" + (f"Environment={env}\n" if env else "")
+        + "ExecStart=python -m sglang.launch_server " + " ".join(args) + "\n"
+    )  # fmt: skip
+    return path
+
+
+@pytest.mark.parametrize(
+    ("env", "mem", "status", "changes"),
+    [
+        ("SGLANG_ENABLE_FP8_LM_HEAD=1", "0.6", "pass", None),  # the unit declares what runs
+        ("SGLANG_ENABLE_FP8_LM_HEAD=1", "0.65", "warn", None),  # a difference no check turns on
+        ("", "0.6", "fail", "lm_head.fp8"),  # the unit lost the variable: a restart drops the FP8 head
+    ],
+)
+def test_drift_between_the_running_process_and_its_unit(
+    tmp_path: Path, env: str, mem: str, status: str, changes: str | None
+) -> None:
+    with running_sim(tmp_path, env=FP8) as (proc, port):
+        unit = _unit(tmp_path / "sglang.service", port, env=env, mem=mem)
+        result = run_cli(
+            "check", "--no-probe", "--format", "json", "--pid", str(proc.pid), "--unit", str(unit), timeout=60
+        )
+    drift = by_id(json.loads(result.stdout))["launch.drift"]
+    assert drift["status"] == status, drift
+    if status != "pass":
+        assert str(proc.pid) in drift["message"]
+    if changes is not None:
+        assert changes in drift["evidence"]["changes_checks"]
+        assert "$SGLANG_ENABLE_FP8_LM_HEAD: declared (unset), running '1'" in drift["message"]
+        assert result.returncode == 78
+    if mem != "0.6":
+        assert "--mem-fraction-static: declared 0.65, running 0.6" in drift["message"]
+
+
+def test_a_credential_that_drifted_is_named_without_its_values(tmp_path: Path) -> None:
+    secret = "hf_" + "Q" * 30
+    with running_sim(tmp_path, env={**FP8, "HF_TOKEN": secret}) as (proc, port):
+        unit = _unit(
+            tmp_path / "sglang.service", port, env="SGLANG_ENABLE_FP8_LM_HEAD=1 HF_TOKEN=hf_other1234"
+        )
+        result = run_cli("check", "--no-probe", "--pid", str(proc.pid), "--unit", str(unit), timeout=60)
+    assert "$HF_TOKEN: differs (a credential: values not shown)" in result.stdout
+    assert secret not in result.stdout + result.stderr and "hf_other1234" not in result.stdout
+
+
+def test_a_declaration_needs_the_process_not_a_url() -> None:
+    result = run_cli("check", "--url", "http://127.0.0.1:9", "--unit", "/nonexistent.service", timeout=30)
+    assert result.returncode == 2
+    assert "--unit" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_nothing_found_in_another_pid_namespace_is_exit_69_saying_what_was_looked_for() -> None:
+    """``unshare --pid --mount-proc``: the check sees only its own namespace's processes (root in CI)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    result = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "validator", "check"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert result.returncode == 69, result.stderr
+    assert "no SGLang server process found" in result.stderr
+    assert "python -m sglang.launch_server" in result.stderr and "Traceback" not in result.stderr
+
+
+# --- bad input and limits, read directly ---------------------------------------------------------------
+
+
+def test_a_process_that_exits_is_process_gone_not_a_traceback() -> None:
+    from validator.sources.process import ProcessGone, read_process
+
+    child = subprocess.Popen(["true"])
+    child.wait(timeout=10)
+    with pytest.raises(ProcessGone):
+        read_process(child.pid)
+
+
+def test_discovery_survives_processes_exiting_while_it_reads() -> None:
+    from validator.sources.server_processes import discover
+
+    churn = [subprocess.Popen(["sh", "-c", "sleep 0.0$((RANDOM % 9))"]) for _ in range(60)]
+    try:
+        for _ in range(10):
+            discover()  # never raises for a process that exits between its reads
+            churn = [p if p.poll() is None else subprocess.Popen(["sh", "-c", "exit 0"]) for p in churn]
+    finally:
+        for p in churn:
+            p.wait(timeout=10)
+
+
+def _fake_proc(root: Path, count: int, server_pid: int) -> None:
+    """A /proc-shaped tree: ``count`` processes, one of them an SGLang server with no sockets."""
+    (root / "stat").write_text("cpu 0\nbtime 1700000000\n")
+    for pid in range(2, count + 2):
+        d = root / str(pid)
+        d.mkdir()
+        argv = ["sleep", "100"]
+        if pid == server_pid:
+            argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000"]
+            (d / "fd").mkdir()
+            (d / "net").mkdir()
+            (d / "net" / "tcp").write_text("  sl  local_address rem_address   st\n")
+            (d / "environ").write_bytes(b"SGLANG_ENABLE_FP8_LM_HEAD=1\0")
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+        (d / "stat").write_text(
+            f"{pid} (x y) S 1 {pid} {pid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {pid * 10} 0 0\n"
+        )
+
+
+def test_thousands_of_processes_are_read_within_bounds(tmp_path: Path) -> None:
+    from validator.sources.server_processes import discover
+
+    _fake_proc(tmp_path, 5000, server_pid=4321)
+    t0 = time.monotonic()
+    found = discover(tmp_path)
+    elapsed = time.monotonic() - t0
+    assert [s.process.pid for s in found.servers] == [4321]
+    assert found.servers[0].process.env == {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+    assert found.processes == 5000 and elapsed < 10
+    capped = discover(tmp_path, limit=100)
+    assert capped.truncated and "more than 100 processes" in capped.errors[0]
+
+
+# --- another user's server, read by a third, unprivileged user (CI runs as root: both are created) -----
+
+READER = "sv-reader"
+
+
+def _reader() -> Any:
+    import pwd
+
+    from tests.support.second_user import User
+
+    try:
+        pw = pwd.getpwnam(READER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", READER],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+        pw = pwd.getpwnam(READER)
+    return User(READER, pw.pw_uid, pw.pw_gid)
+
+
+@contextmanager
+def others_server() -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
+    """``python3 -m sglang.launch_server ...`` run by the second user (``setpriv``): the system python
+    runs a module named so from a world-readable directory, which only sleeps. Its argv and environment
+    are a server's; its environment is the second user's to read."""
+    import shutil
+    import tempfile
+
+    from tests.support.second_user import ensure_user
+
+    owner = ensure_user()
+    top = Path(tempfile.mkdtemp(prefix="sv-other-"))
+    try:
+        os.chmod(top, 0o755)
+        (top / "sglang").mkdir(mode=0o755)
+        (top / "sglang" / "__init__.py").write_text("")
+        (top / "sglang" / "launch_server.py").write_text("import time\ntime.sleep(60)\n")
+        for f in (top / "sglang").iterdir():
+            f.chmod(0o644)
+        server = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "39999"]
+        env = ["env", "-i", "PATH=/usr/bin:/bin", "SGLANG_ENABLE_FP8_LM_HEAD=1"]
+        cmd = [
+            "setpriv",
+            f"--reuid={owner.uid}",
+            f"--regid={owner.gid}",
+            "--clear-groups",
+            "--",
+            *env,
+            *server,
+        ]
+        proc = subprocess.Popen(cmd, cwd=top, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while (
+                time.monotonic() < deadline
+                and b"sglang.launch_server" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+            ):
+                time.sleep(0.05)
+            yield proc, owner
+        finally:
+            stop(proc)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _read_as_reader(pid: int) -> dict[str, Any]:
+    """What the third user learns of the server: its argv, no environment (why), and what preflight
+    makes of a variable it cannot see."""
+    from validator.engine import run_checks
+    from validator.preflight import PreflightInputs, gather
+    from validator.rulepack import load_pack
+    from validator.sources.server_processes import discover
+
+    found = [s for s in discover().servers if s.process.pid == pid]
+    server = found[0]
+    facts = gather(PreflightInputs(running=server))
+    results = {r.id: r.status.value for r in run_checks(facts, load_pack(None), mode="preflight")}
+    assert facts.launch is not None
+    return {
+        "argv": server.process.argv,
+        "env": server.process.env,
+        "env_error": server.process.env_error,
+        "sockets_error": server.sockets_error,
+        "unresolved": sorted(facts.launch.unresolved),
+        "lm_head.fp8": results.get("lm_head.fp8"),
+    }
+
+
+def test_another_users_environment_is_said_unreadable_and_never_judged_empty() -> None:
+    from tests.support.second_user import call_as
+
+    with others_server() as (proc, owner):
+        # as root first: the reader's child cannot import this checkout's modules from under /root
+        assert _read_as_reader(proc.pid)["env"] == {"PATH": "/usr/bin:/bin", "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+        seen = call_as(_reader(), lambda: _read_as_reader(proc.pid), timeout=60)
+    assert seen["argv"][1:3] == ["-m", "sglang.launch_server"]
+    assert seen["env"] is None
+    assert "permission denied" in seen["env_error"] and owner.name in seen["env_error"]
+    assert "SGLANG_ENABLE_FP8_LM_HEAD" in seen["unresolved"]
+
+
+def test_hidepid_hides_the_server_and_the_answer_says_so(tmp_path: Path) -> None:
+    """A proc mount with ``hidepid=2``: the reader sees only its own processes, and the listening socket
+    the server's user holds is named with the mount option."""
+    import tempfile
+
+    from tests.support.second_user import call_as
+    from validator.sources.server_processes import discover, nothing_found
+
+    hidden = Path(tempfile.mkdtemp(prefix="sv-hidepid-"))  # the reader must reach it (not under /root)
+    os.chmod(hidden, 0o755)
+    subprocess.run(["mount", "-t", "proc", "-o", "hidepid=2", "proc", str(hidden)], check=True, timeout=30)
+    try:
+        with running_sim(tmp_path, env=FP8) as (proc, port):
+
+            def look() -> tuple[list[int], str]:
+                found = discover(hidden)
+                return [s.process.pid for s in found.servers], nothing_found(found, hidden)
+
+            look()  # imports what the reader's child cannot load from under /root
+            pids, why = call_as(_reader(), look, timeout=60)
+    finally:
+        subprocess.run(["umount", str(hidden)], check=False, timeout=30)
+        hidden.rmdir()
+    assert proc.pid not in pids
+    assert "hidepid" in why and f"{port} (UID 0)" in why

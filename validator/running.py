@@ -1,0 +1,220 @@
+"""The running-process job: judge each SGLang server running on this host by what the kernel says it runs.
+
+``spark-validate check`` with no ``--url`` (or with ``--pid``): every server found by
+``validator.sources.server_processes`` is judged twice over, in one report each: the preflight checks on
+its real argv, environment and working directory (``/proc/PID/cmdline``, ``environ``, ``cwd``), and the
+live checks on the port it serves. A check both judge is merged: a failure of either is the result (the
+running configuration and the live state must both hold), else a proof by either (the argv of a
+running process is what runs, not a declaration), else what could not be proven.
+
+With a unit, script, Compose file or command given as well, ``launch.drift`` compares it with the running
+process; a difference that changes another check's outcome (what a restart from the declaration would
+run) fails it. A worker node of a multi-node launch serves no HTTP: it gets the preflight half only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from validator.engine import build_report, run_checks
+from validator.errors import InputError, UnavailableError, UnresolvedLaunch
+from validator.facts import LAUNCH, Facts, LaunchFacts
+from validator.live import LiveInputs, LiveResult, gather_live, identity_of
+from validator.preflight import PreflightInputs, gather, read_launch, unproven_by_unresolved
+from validator.report import CheckResult, Status, utc_now_iso
+from validator.rulepack import LoadedPack
+from validator.sources.server_processes import ServerProcess
+
+# Checks about the process itself: their preflight form is the whole answer.
+_PROCESS_ONLY = {"launch.drift", "server.process"}
+# Which of two results of one check stands: a failure first, then a finding, then a proof, then what
+# could not be proven, then "does not apply".
+_RANK = {Status.FAIL: 0, Status.WARN: 1, Status.INFO: 2, Status.PASS: 3, Status.ERROR: 4, Status.SKIP: 5}
+
+
+def merge_results(running: list[CheckResult], live: list[CheckResult]) -> list[CheckResult]:
+    """One result per check, in the pack's order: the preflight form judged the process's argv and
+    environment, the live form the server's answers; where both ran, the stronger finding stands and
+    the other's message and evidence are kept beside it."""
+    by_live = {r.id: r for r in live}
+    out: list[CheckResult] = []
+    seen: set[str] = set()
+    for r in running:
+        seen.add(r.id)
+        other = by_live.get(r.id)
+        if other is None:
+            out.append(r)
+            continue
+        first, second = sorted((r, other), key=lambda x: _RANK[x.status])
+        if second.status is Status.SKIP or first.message == second.message:
+            out.append(first)
+            continue
+        label = {id(r): "running process", id(other): "live"}
+        out.append(
+            replace(
+                first,
+                message=f"{label[id(first)]}: {first.message}; {label[id(second)]} ({second.status.value}): "
+                f"{second.message}",
+                evidence={"process": r.evidence, "live": other.evidence},
+                sources=list(dict.fromkeys([*first.sources, *second.sources])),
+                remedy=first.remedy or second.remedy,
+            )
+        )
+    out.extend(r for r in live if r.id not in seen)
+    return out
+
+
+@dataclass
+class RunningInputs:
+    """``check`` on running servers: the live inputs (their URL is each server's), the preflight host
+    inputs (``--model-dir``, ``--sglang-root``...), and the declaration to compare with, when given."""
+
+    live: LiveInputs
+    host: PreflightInputs  # model_dir, sglang_root, service_user (no launch command: the process is it)
+    declared: PreflightInputs | None = None
+
+
+def _declared_launch(declared: PreflightInputs, running: LaunchFacts) -> LaunchFacts:
+    """The declaration's launch command with the environment it would start with: the running server's
+    non-recipe variables (PATH, HOME: what any supervisor provides) and the declaration's own."""
+    from validator.checks.launch import RECIPE_ENV_PREFIXES
+
+    base = {k: v for k, v in running.env.items() if not k.startswith(RECIPE_ENV_PREFIXES)}
+    return read_launch(replace(declared, base_env=base))
+
+
+def _declared_only(declared: PreflightInputs) -> LaunchFacts:
+    return read_launch(replace(declared, base_env={}))
+
+
+def _drift(facts: Facts, inputs: RunningInputs, loaded: LoadedPack, results: list[CheckResult]) -> None:
+    """``facts.declared`` and which checks a restart from the declaration would change."""
+    if inputs.declared is None or facts.launch is None:
+        return
+    try:
+        facts.declared = _declared_only(inputs.declared)
+        full = _declared_launch(inputs.declared, facts.launch)
+    except (InputError, UnresolvedLaunch) as exc:
+        facts.errors["declared"] = str(exc)
+        return
+    other = dataclasses.replace(facts, launch=full, process=None)
+    now = {r.id: r.status for r in results if r.id not in _PROCESS_ONLY and LAUNCH in r.sources}
+    then = {r.id: r.status for r in run_checks(other, loaded, mode="preflight")}
+    facts.declared_outcomes = {
+        cid: f"{then[cid].value} as declared, {status.value} as running"
+        for cid, status in now.items()
+        if cid in then and then[cid] is not status and then[cid] is not Status.SKIP
+    }
+
+
+async def judge(
+    server: ServerProcess,
+    inputs: RunningInputs,
+    loaded: LoadedPack,
+    *,
+    strict: bool = False,
+    allow_partial: bool = False,
+) -> LiveResult:
+    """One report for one running server."""
+    import asyncio
+
+    started_at, t0 = utc_now_iso(), time.monotonic()
+    pre_inputs = replace(inputs.host, running=server, env_files=[])
+    checkpoint = loaded.pack.expect.checkpoint
+    if pre_inputs.draft_class is None and checkpoint is not None:
+        pre_inputs = replace(pre_inputs, draft_class=checkpoint.draft_architecture)
+    malformed: list[InputError] = []
+    try:
+        facts = await asyncio.to_thread(gather, pre_inputs, malformed)
+    except InputError as exc:  # its argv is not one SGLang's parser accepts: the server would have refused
+        facts = Facts(mode="preflight")
+        facts.errors[LAUNCH] = f"process {server.process.pid}: {exc}"
+    facts.process = server.process
+    results = run_checks(facts, loaded, mode="preflight", strict=strict)
+    if facts.launch is not None and facts.launch.unresolved:
+        results = unproven_by_unresolved(results, facts.launch.unresolved)
+    if inputs.declared is not None:
+        _drift(facts, inputs, loaded, results)
+        drift = run_checks(facts, loaded, mode="preflight", strict=strict, only={"launch.drift"})
+        results = [drift[0] if r.id == "launch.drift" and drift else r for r in results]
+    identity = None
+    reached = False
+    live_results: list[CheckResult] = []
+    probe = None
+    url = inputs.live.url or server.url
+    if url:
+        live = replace(inputs.live, url=url)
+        if live.log is None and server.process.systemd_unit and not server.process.user_unit:
+            import shutil
+
+            if shutil.which("journalctl"):
+                live = replace(live, log=f"journal:{server.process.systemd_unit}")
+        if live.attestation is None and server.process.env is not None:
+            from validator.attestation_format import default_path
+
+            live = replace(live, attestation=default_path(server.process.env))
+        live_facts = await gather_live(live, loaded)
+        live_results = run_checks(live_facts, loaded, mode="check", strict=strict)
+        live_results = [r for r in live_results if r.id not in _PROCESS_ONLY]
+        identity = identity_of(live_facts)
+        reached = live_facts.server is not None
+        probe = live_facts.probe
+    merged = merge_results(results, live_results)
+    report = build_report(
+        merged,
+        loaded,
+        mode="check",
+        started_at=started_at,
+        started_monotonic=t0,
+        strict=strict,
+        allow_partial=allow_partial,
+        probe=probe,
+        target=server.describe(),
+    )
+    return LiveResult(report=report, reached=reached, identity=identity, pack=loaded)
+
+
+def pick(servers: list[ServerProcess], pid: int | None) -> list[ServerProcess]:
+    """``--pid``: that server (or the server whose process tree holds it); else every server."""
+    if pid is None:
+        return servers
+    chosen = [s for s in servers if s.process.pid == pid]
+    if chosen:
+        return chosen
+    from validator.sources.listening import ancestors
+
+    above = set(ancestors(pid))
+    return [s for s in servers if s.process.pid in above]
+
+
+async def judge_all(
+    inputs: RunningInputs,
+    loaded: LoadedPack,
+    *,
+    pid: int | None = None,
+    strict: bool = False,
+    allow_partial: bool = False,
+    on_server: Callable[[ServerProcess], None] | None = None,
+) -> list[LiveResult]:
+    """Discover, pick and judge; raises ``UnavailableError`` (exit 69) naming what was looked for when
+    no server (or not the one ``--pid`` names) is found."""
+    import asyncio
+
+    from validator.sources.server_processes import discover, nothing_found
+
+    discovery = await asyncio.to_thread(discover)
+    servers = pick(discovery.servers, pid)
+    if not servers:
+        if pid is not None and discovery.servers:
+            found = ", ".join(s.describe() for s in discovery.servers)
+            raise UnavailableError(f"--pid {pid} is not an SGLang server process (found: {found})")
+        raise UnavailableError(await asyncio.to_thread(nothing_found, discovery))
+    results = []
+    for server in servers:
+        if on_server is not None:
+            on_server(server)
+        results.append(await judge(server, inputs, loaded, strict=strict, allow_partial=allow_partial))
+    return results
