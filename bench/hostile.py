@@ -1,4 +1,4 @@
-"""``check`` and the sidecar against each hostile server mode (issue 12, items 4-6), against a healthy
+"""``check`` and the sidecar against each hostile server mode (slow, endless, huge and malformed replies), against a healthy
 simulator measured in the same run.
 
 For ``check``: exit code, time to the verdict and peak RSS (``wait4``), with ratios to ``check`` against
@@ -97,7 +97,7 @@ def sidecar(url: str, wait_s: float, seconds: float, tmp: Path) -> Sidecar:
 
 @contextmanager
 def healthy(tmp: Path) -> Iterator[tuple[str, list[str]]]:
-    """The baseline: a healthy simulator, with the attestation it writes (contract v2: the draft head's
+    """The baseline: a healthy simulator, with the attestation it writes (the draft head's
     identity is proven only by it), so that its ``check`` is a real pass."""
     with sim_process(tmp) as sim:
         yield sim.url, ["--attestation", str(sim.attestation)]

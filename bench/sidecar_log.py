@@ -1,7 +1,7 @@
 """The sidecar following a server log that grows from 0 to 1 GB: re-check duration and ``/livez`` latency
 against a sidecar without ``--log``, both running in the same run against the same simulator.
 
-Issue 11 measured the old reader at 7.4 s per check on a 200 MB log (1.1 s without) and ``/livez``
+The reader before the tail-only rewrite measured at 7.4 s per check on a 200 MB log (1.1 s without) and ``/livez``
 unanswered for 30 s at 1.5 GB. The follower parses only what is new, off the event loop, so the goal is a
 re-check within 1.2x of the no-log sidecar's at every size and ``/livez`` p99 under 50 ms.
 

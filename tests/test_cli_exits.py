@@ -1,4 +1,4 @@
-"""Exit codes and messages of the front doors as an operator meets them (issue 11): bad options are usage
+"""Exit codes and messages of the front doors as an operator meets them: bad options are usage
 errors, a pipe closed by ``head`` ends quietly, a program that is not SGLang is not waited on, a refused
 key and a missing key are told apart, and a malformed checkpoint still leaves the requested report.
 """

@@ -1,4 +1,4 @@
-"""How the command line ends, as a shell user meets it (contract v3, "Verdicts and outputs"):
+"""How the command line ends, as a shell user meets it (the contract's exit codes):
 
 - a closed output pipe (``spark-validate rules list | head -1``) ends quietly, exit 0 or 141 and nothing on
   stderr, with Python's output buffered as it is by default (no ``PYTHONUNBUFFERED``), for every command;

@@ -108,7 +108,7 @@ def test_server_unit_validates_before_start_and_does_not_restart_loop_on_persist
     timeout = unit["TimeoutStartSec"][0]
     assert timeout.endswith("min") and int(timeout[:-3]) >= 10, "must cover a 6-minute load plus capture"
     assert "SGLANG_PLUGINS=spark_validate" in unit["Environment"]
-    # the attestation goes to $RUNTIME_DIRECTORY (contract v2): a directory only the service user can write
+    # the attestation goes to $RUNTIME_DIRECTORY : a directory only the service user can write
     assert unit["RuntimeDirectory"] == ["spark-validate"] and unit["RuntimeDirectoryMode"] == ["0700"]
     assert not any(e.startswith("SPARK_VALIDATE_ATTESTATION=") for e in unit.get("Environment", []))
     # the home humming and torch caches need, and humming's cache, created for the user and kept

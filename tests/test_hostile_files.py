@@ -1,4 +1,4 @@
-"""Issue 12 items 10-11 for the file readers: planted devices, FIFOs, huge and hostile files as any input.
+"""The file readers against planted devices, FIFOs, huge and hostile files as any input.
 
 Each attack is reproduced the way it was found: ``preflight`` run as a real process on planted files
 (``config.json -> /dev/zero`` in a cloned model repository, a FIFO as an env file, integers over Python's
@@ -155,7 +155,7 @@ def test_parse_json_depth_and_digits() -> None:
 
 
 def test_output_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
-    """Issue 12 item 8: ``--output FILE`` used a predictable ``FILE.tmp``; a symlink planted there (or at
+    """``--output FILE`` used a predictable ``FILE.tmp``; a symlink planted there (or at
     FILE) made the report overwrite whatever it pointed to."""
     victim = tmp_path / "victim"
     victim.write_text("precious\n")

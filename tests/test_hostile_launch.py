@@ -1,4 +1,4 @@
-"""Issue 12 item 9: ``launch`` validates one program and must run that one.
+"""``launch`` validates one program and must run that one.
 
 Reproduced the way it was found: files named ``SGLANG_ENABLE_FP8_LM_HEAD=1`` and ``exec`` on ``PATH``, ahead
 of the server's venv. ``launch -- SGLANG_ENABLE_FP8_LM_HEAD=1 python -m sglang.launch_server ...`` passed

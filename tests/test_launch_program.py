@@ -1,4 +1,4 @@
-"""`launch.program` and the install the server will really import, as real processes (issue 11).
+"""`launch.program` and the install the server will really import, as real processes.
 
 The server venv is a real ``python -m venv`` holding SGLang 0.5.23's real files unpatched (stock); a
 second site directory holds the Ling-3.0-patched build. Which one a server imports depends on its

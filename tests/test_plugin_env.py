@@ -1,4 +1,4 @@
-"""The plugin's switches as preflight reads them agree with the code that really decides (issue 11):
+"""The plugin's switches as preflight reads them agree with the code that really decides:
 the plugin's own ``remedy_enabled`` and off-switch, and SGLang 0.5.23's ``SGLANG_PLUGINS`` whitelist."""
 
 from __future__ import annotations

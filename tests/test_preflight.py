@@ -189,8 +189,8 @@ def test_lm_head_missing_from_modules_to_not_convert(patched: Server, tmp_path: 
 
 
 def test_interpreter_without_sglang_is_inconclusive_never_a_pass(patched: Server, tmp_path: Path) -> None:
-    """The recipe whose interpreter cannot import sglang used to pass (5 pass, 6 skip): contract v2 makes
-    it `error` (the command may be checked away from the server's host), so the verdict is inconclusive."""
+    """An interpreter that cannot import sglang leaves the install unread: `error` (the command may be
+    checked away from the server's host), so the verdict is inconclusive, never a pass."""
     bare = fake_interpreter(tmp_path / "bare" / "bin", None)
     cmd = patched.cmd().replace(str(patched.python), str(bare), 1)
     rc, report, _ = preflight_json(patched.env, "--launch-cmd", cmd)

@@ -1,6 +1,6 @@
 """The server log under real operations, from the user's side: the real sidecar and ``check`` processes
 against the real simulator on loopback, with the log truncated, rotated or missing as logrotate and
-operators leave it (issue 11)."""
+operators leave it."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def _runs(d: object) -> float:
 
 
 def test_copytruncate_on_a_healthy_server_keeps_it_ready(tmp_path: Path) -> None:
-    """Issue 11's false alarm: the log truncated under a healthy server made lm_head.fp8 fail ("log says
+    """A false alarm once found: the log truncated under a healthy server made lm_head.fp8 fail ("log says
     bfloat16") and /readyz 503 until the server restarted."""
     log = tmp_path / "sglang.log"
     with sim_on_port(log=log, attestation=_attestation(log)) as sim:
@@ -123,7 +123,7 @@ def test_no_probe_fails_on_the_logs_own_accept_len(tmp_path: Path) -> None:
         rc, report = _check(
             sim.url, "--no-probe", "--attestation", str(sim.attestation), "--log", str(sim.log)
         )
-        # no probe and nothing wrong logged: not proven (contract v2), never a pass and never a failure
+        # no probe and nothing wrong logged: not proven, never a pass and never a failure
         assert rc == 69 and _by_id(report)["spec.accept_length"]["status"] == "error", report
 
 

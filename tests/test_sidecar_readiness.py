@@ -1,5 +1,5 @@
 """The sidecar's readiness under real operations, from the user's side: the real daemon process, the real
-simulator, and a loopback proxy between them that the test turns flaky (contract v2's hysteresis), plus
+simulator, and a loopback proxy between them that the test turns flaky (the readiness hysteresis), plus
 a server that refuses connections while it loads."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.support.daemon_process import DaemonProcess, daemon_process, sim_on_p
 from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command
 
-# HTTP alone leaves the draft head unproven (contract v2): these sidecars accept that
+# HTTP alone leaves the draft head unproven: these sidecars accept that
 FAST = [
     "--interval",
     "0.5",

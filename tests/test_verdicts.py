@@ -1,4 +1,4 @@
-"""Verdicts you can trust (issue 11, contract v2 "Verdict and coverage"), as an operator meets them:
+"""Verdicts you can trust (the contract's "Verdict and coverage"), as an operator meets them:
 real processes, real SGLang files, real checkpoints, the simulator on loopback.
 
 - ``skip`` only for "does not apply"; evidence that could not be gathered is ``error``, and a critical

@@ -1,4 +1,4 @@
-"""Coverage (contract v2, "Verdict and coverage"): how many of the critical invariants this run proved, and
+"""Coverage: how many of the critical invariants this run proved, and
 for each one it could not prove, why and which input would let it run.
 
 A verdict is a claim; "pass" with a critical check that could not gather its evidence would claim what

@@ -8,7 +8,7 @@ structured data) or :func:`redact_text` (for free text).
 Secret *values* known to the process (the API key read from ``--api-key-file`` or the environment, the
 credentials of a ``--url http://user:pass@host``) are registered once with :func:`register_secret` and
 scrubbed from every later message, wherever a server echoes them. The walk over structured data is
-iterative with a depth cap, so a reply nested 500 deep cannot raise ``RecursionError`` (issue 12, item 5).
+iterative with a depth cap, so a reply nested 500 deep cannot raise ``RecursionError``.
 :func:`neutralize_controls` makes server-supplied strings safe to print on a terminal.
 """
 

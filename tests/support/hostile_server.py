@@ -1,5 +1,5 @@
-"""A hostile SGLang lookalike on loopback: raw asyncio sockets, one attack per mode (issue 12, items 4-5, 7,
-12), for the regression tests and ``bench/hostile.py``.
+"""A hostile SGLang lookalike on loopback: raw asyncio sockets, one attack per mode, for the
+regression tests and ``bench/hostile.py``.
 
 Endpoints not under attack answer as the healthy simulator does (its real ``/server_info`` and
 ``/model_info``), so each mode exercises exactly one misbehaviour. Written on raw sockets on purpose: a web

@@ -165,7 +165,7 @@ def env_bool(value: str | None) -> bool | None:
 
 
 def no_probe(facts: Facts) -> Outcome:
-    """Why there is no probe result, as contract v2 counts it: the server was never ready or the user
+    """Why there is no probe result, as coverage counts it: the server was never ready or the user
     chose ``--no-probe`` (not proven: ``error``), or speculation is off (the probe measures speculation:
     it does not apply). Saying '--no-probe' when the user did not pass it sends them looking elsewhere."""
     if facts.server is None:

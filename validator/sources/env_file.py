@@ -24,7 +24,7 @@ _WHITESPACE = " \t\n\r"
 _NEWLINE = "\n\r"
 _SHELL_NEED_ESCAPE = '"\\`$'
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# The line's text is not quoted: a line holding only a pasted token is exactly that (issue 12, item 7).
+# The line's text is not quoted: a line holding only a pasted token is exactly that.
 _NO_EQUALS = "no '=' in this line (systemd ignores it; its text is not shown, it may be a secret)"
 
 
