@@ -1,5 +1,5 @@
-"""``check`` and the sidecar against each hostile server mode (slow, endless, huge and malformed replies), against a healthy
-simulator measured in the same run.
+"""``check`` and the sidecar against each hostile server mode (slow, endless, huge and malformed replies),
+against a healthy simulator measured in the same run.
 
 For ``check``: exit code, time to the verdict and peak RSS (``wait4``), with ratios to ``check`` against
 the healthy simulator. For the sidecar (``serve``): its peak RSS (sampled from ``/proc``) while it runs

@@ -1,7 +1,7 @@
 """The sidecar following a server log that grows from 0 to 1 GB: re-check duration and ``/livez`` latency
 against a sidecar without ``--log``, both running in the same run against the same simulator.
 
-The reader before the tail-only rewrite measured at 7.4 s per check on a 200 MB log (1.1 s without) and ``/livez``
+A reader that re-read the whole file took 7.4 s per check on a 200 MB log (1.1 s without) and ``/livez``
 unanswered for 30 s at 1.5 GB. The follower parses only what is new, off the event loop, so the goal is a
 re-check within 1.2x of the no-log sidecar's at every size and ``/livez`` p99 under 50 ms.
 
@@ -53,7 +53,7 @@ class Sidecar:
             sys.executable, "-m", "validator", "serve", "--url", url, "--listen", f"127.0.0.1:{self.port}",
             "--interval", str(interval), "--probe-interval", "3600", "--health-interval", "5",
             "--no-probe", "--wait", "30", "--attestation", str(tmp / "attestation.json"),
-            # without the probe the acceptance is not proven (contract v2): accepted here, since what is
+            # without the probe the acceptance is not proven: accepted here, since what is
             # measured is the cost of a re-check, not its verdict
             "--allow-partial", *extra,
         ]  # fmt: skip
