@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,6 +10,14 @@ from types import ModuleType
 import pytest
 
 from tests.support.sglang_wheel import sglang_root, sglang_site
+
+# Test files live under the checkout, not under /tmp: the verdict trusts a rule pack, an env file or an
+# attestation only when every directory above it is writable by nobody but root and its user, and /tmp
+# (sticky, world-writable) is not. Tests that need a shared directory make one on purpose.
+_TEMP_ROOT = Path(__file__).resolve().parents[1] / ".pytest-tmp"
+if "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+    _TEMP_ROOT.mkdir(mode=0o755, exist_ok=True)
+    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_TEMP_ROOT)
 
 
 @pytest.fixture(scope="session")

@@ -20,42 +20,49 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from validator import attestation_format as fmt
+from validator.attestation import schema, writer
+from validator.attestation.trust import binding_problems
 from validator.errors import InputError, UnavailableError
 from validator.plugin.state import PluginState
 from validator.procinfo import process_start_time
 from validator.sources.attestation import parse_document, read_attestation, read_trusted
 
-URL = "http://127.0.0.1:30000"
-INFO: dict[str, Any] = {"host": "127.0.0.1", "port": 30000, "version": "0.5.23", "tp_size": 1}
+# This test process is the "server": it listens on PORT and writes the documents, so the binding's
+# listener lookup finds it and its own PID is the writer.
+_SERVER = socket.socket()
+_SERVER.bind(("127.0.0.1", 0))
+_SERVER.listen()
+PORT: int = _SERVER.getsockname()[1]
+URL = f"http://127.0.0.1:{PORT}"
+INFO: dict[str, Any] = {"host": "127.0.0.1", "port": PORT, "version": "0.5.23", "tp_size": 1}
 
 
-def _doc(**process: Any) -> fmt.Attestation:
-    state = PluginState(host="127.0.0.1", port=30000, tp_rank=0, tp_size=1)
+def _doc(**process: Any) -> schema.Attestation:
+    state = PluginState(host="127.0.0.1", port=PORT, tp_rank=0, tp_size=1)
     doc = state.document(env={})
     doc = dataclasses.replace(doc, sglang=dataclasses.replace(doc.sglang, version="0.5.23"))
     return dataclasses.replace(doc, process=dataclasses.replace(doc.process, **process))
 
 
-def _write(tmp_path: Path, doc: fmt.Attestation | str | bytes) -> Path:
+def _write(tmp_path: Path, doc: schema.Attestation | str | bytes) -> Path:
     path = tmp_path / "att" / "attestation.json"
-    if isinstance(doc, fmt.Attestation):
-        fmt.write_document(path, doc)
+    if isinstance(doc, schema.Attestation):
+        writer.write_document(path, doc)
     else:
         path.parent.mkdir(mode=0o700, exist_ok=True)
         path.write_bytes(doc.encode() if isinstance(doc, str) else doc)
     return path
 
 
-def _raw(doc: fmt.Attestation) -> dict[str, Any]:
-    return json.loads(fmt.to_json(doc))
+def _raw(doc: schema.Attestation) -> dict[str, Any]:
+    return json.loads(schema.to_json(doc))
 
 
 def test_reads_what_the_plugin_writes(tmp_path: Path) -> None:
     att = read_attestation(_write(tmp_path, _doc()))
     assert att.process.pid == os.getpid() and att.hooks["init_lm_head"] == "not_reached"
     assert att.draft is None and att.lm_head.remedy_applied is False
-    assert att.process.uid == os.geteuid() and att.server == fmt.Server(host="127.0.0.1", port=30000)
+    assert att.process.uid == os.geteuid() and att.server == schema.Server(host="127.0.0.1", port=PORT)
     assert att.process.start_time == process_start_time(os.getpid())
 
 
@@ -136,7 +143,7 @@ def test_only_small_regular_files_are_read(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "att" / "attestation.json"
     path.parent.mkdir(mode=0o700)
     real = tmp_path / "real.json"
-    fmt.write_document(real, _doc())
+    writer.write_document(real, _doc())
     if kind == "symlink-to-device":
         path.symlink_to("/dev/zero")
     elif kind == "symlink-to-file":
@@ -144,7 +151,7 @@ def test_only_small_regular_files_are_read(tmp_path: Path, kind: str) -> None:
     elif kind == "directory":
         path.mkdir()
     else:
-        path.write_bytes(b" " * (fmt.MAX_BYTES + 1))
+        path.write_bytes(b" " * (schema.MAX_BYTES + 1))
     t0 = time.monotonic()
     with pytest.raises(UnavailableError) as info:
         read_attestation(path)
@@ -172,25 +179,28 @@ def test_files_or_directories_others_can_write_are_refused(tmp_path: Path, targe
 
 
 def _problems(path: Path, url: str | None = URL, info: dict[str, Any] | None = None, **kw: Any) -> list[str]:
-    trust = read_trusted(path, **kw)
-    return fmt.binding_problems(trust, url, INFO if info is None else info)
+    observed = read_trusted(path, url=url, **kw)
+    return binding_problems(observed, url, INFO if info is None else info)
 
 
 def test_fresh_attestation_of_this_process_binds(tmp_path: Path) -> None:
     path = _write(tmp_path, _doc(load_weight_s=52.5))
     info = {**INFO, "internal_states": [{"startup_time": {"load_weight": 52.5}}]}
     assert _problems(path, info=info) == []
-    assert _problems(path, url="http://localhost:30000", info=info) == []  # loopback names are one host
+    assert _problems(path, url=f"http://localhost:{PORT}", info=info) == []  # loopback names are one host
 
 
 def test_wildcard_bind_accepts_any_url_host_but_not_another_port(tmp_path: Path) -> None:
     doc = _doc()
-    doc = dataclasses.replace(doc, server=fmt.Server(host="0.0.0.0", port=30000))
+    doc = dataclasses.replace(doc, server=schema.Server(host="0.0.0.0", port=PORT))
     path = _write(tmp_path, doc)
     info = {**INFO, "host": "0.0.0.0"}
-    assert _problems(path, url="http://10.1.2.3:30000", info=info) == []
+    # 10.1.2.3 is not this host: nothing listens there, so the server's user is declared
+    me = os.geteuid()
+    assert _problems(path, url=f"http://10.1.2.3:{PORT}", info=info, server_uid=me) == []
     assert any(
-        "port 30000, the URL is port 30001" in p for p in _problems(path, "http://10.1.2.3:30001", info)
+        f"port {PORT}, the URL is port {PORT + 1}" in p
+        for p in _problems(path, f"http://10.1.2.3:{PORT + 1}", info, server_uid=me)
     )
 
 
@@ -210,7 +220,7 @@ def test_foreign_hostname_and_nulls_are_never_a_reason_to_skip(tmp_path: Path) -
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity"])
 def test_non_finite_start_time_is_malformed_not_a_match(tmp_path: Path, value: str) -> None:
     """``abs(x - NaN) > tolerance`` is False: a NaN start time must never get as far as the comparison."""
-    text = fmt.to_json(_doc()).decode()
+    text = schema.to_json(_doc()).decode()
     text = re.sub(r'"start_time": [0-9.e+-]+', f'"start_time": {value}', text, count=1)
     with pytest.raises(InputError, match=r"process\.start_time"):
         read_attestation(_write(tmp_path, text))
@@ -220,12 +230,12 @@ def test_real_pid_and_start_time_do_not_bind_another_port(tmp_path: Path) -> Non
     """The forger's second try: the real server's PID and its start time (world-readable in /proc)."""
     path = _write(tmp_path, _doc())
     assert _problems(path) == []
-    other = {**INFO, "port": 30001}
-    problems = _problems(path, url="http://127.0.0.1:30001", info=other)
-    assert any("the URL is port 30001" in p for p in problems)
-    assert any("/server_info reports 127.0.0.1:30001" in p for p in problems)
+    other = {**INFO, "port": PORT + 1}
+    problems = _problems(path, url=f"http://127.0.0.1:{PORT + 1}", info=other)
+    assert any(f"the URL is port {PORT + 1}" in p for p in problems)
+    assert any(f"/server_info reports 127.0.0.1:{PORT + 1}" in p for p in problems)
     assert any("/server_info does not report" in p for p in _problems(path, info={"version": "0.5.23"}))
-    assert any("not available" in p for p in fmt.binding_problems(read_trusted(path), URL, None))
+    assert any("not available" in p for p in binding_problems(read_trusted(path, url=URL), URL, None))
 
 
 def test_owner_must_be_the_servers_user_or_root(tmp_path: Path) -> None:
@@ -243,7 +253,7 @@ def test_owner_must_be_the_servers_user_or_root(tmp_path: Path) -> None:
     )
     os.chown(path, 0, -1)
     os.chown(path.parent, 54321, -1)
-    assert any("its directory is owned by UID 54321" in p for p in _problems(path))
+    assert any(f"directory {path.parent} is owned by UID 54321" in p for p in _problems(path))
 
 
 def test_previous_run_is_not_this_server(tmp_path: Path) -> None:
@@ -323,7 +333,7 @@ def test_a_mutated_document_is_valid_or_one_input_error(path: tuple[Any, ...], v
     except InputError as exc:
         assert str(exc).startswith("att.json") and "\n" not in str(exc)
     else:
-        assert att.schema == fmt.SCHEMA
+        assert att.schema == schema.SCHEMA
         floats = [att.process.start_time, att.process.load_weight_s]
         assert all(f is None or math.isfinite(f) for f in floats)  # NaN would compare equal to nothing
 
@@ -333,3 +343,44 @@ def test_a_mutated_document_is_valid_or_one_input_error(path: tuple[Any, ...], v
 def test_any_bytes_are_a_document_or_one_input_error(data: bytes) -> None:
     with pytest.raises(InputError):
         parse_document(data, "att.json")
+
+
+# ---- the listener: the document's PID must be the process serving the URL, or below it ----
+
+
+def test_a_process_outside_the_listeners_tree_is_not_the_writer(tmp_path: Path) -> None:
+    """PID 1 is running, its start time and UID are world-readable: all a forger needs, but it is not the
+    process listening on the URL's port nor one of its children."""
+    init_start = process_start_time(1)
+    assert init_start is not None
+    path = _write(tmp_path, _doc(pid=1, start_time=init_start, uid=os.geteuid()))
+    problems = _problems(path)
+    assert any(
+        f"PID 1 is neither the process listening on port {PORT} (PID {os.getpid()})" in p for p in problems
+    ), problems
+
+
+def test_no_visible_listener_needs_a_declared_server_user(tmp_path: Path) -> None:
+    idle = socket.socket()
+    idle.bind(("127.0.0.1", 0))  # bound, not listening: no server on that port
+    port = idle.getsockname()[1]
+    try:
+        doc = dataclasses.replace(_doc(), server=schema.Server(host="127.0.0.1", port=port))
+        path = _write(tmp_path, doc)
+        url, info = f"http://127.0.0.1:{port}", {**INFO, "port": port}
+        problems = _problems(path, url=url, info=info)
+        assert any("name the server's user with --server-user" in p for p in problems), problems
+        assert _problems(path, url=url, info=info, server_uid=os.geteuid()) == []
+        other = _problems(path, url=url, info=info, server_uid=os.geteuid() + 1)
+        assert any(f"the server runs as UID {os.geteuid() + 1}" in p for p in other), other
+    finally:
+        idle.close()
+
+
+def test_a_declared_server_user_must_be_the_listeners(tmp_path: Path) -> None:
+    path = _write(tmp_path, _doc())
+    problems = _problems(path, server_uid=os.geteuid() + 1)
+    assert any(
+        f"runs as UID {os.geteuid()}, not the declared --server-user (UID {os.geteuid() + 1})" in p
+        for p in problems
+    ), problems

@@ -24,7 +24,7 @@ import pytest
 from tests.support.check_helpers import run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.sim_process import SimProcess, sim_process
-from validator import attestation_format as fmt
+from validator.attestation import writer
 from validator.sources.attestation import read_attestation
 
 ATTACKER_UID = 54321
@@ -57,7 +57,7 @@ def _forge(tmp_path: Path, healthy: SimProcess, **changes: Any) -> Path:
     server = dataclasses.replace(doc.server, **changes.pop("server", {}))
     doc = dataclasses.replace(doc, process=process, server=server, **changes)
     path = tmp_path / "forged" / "attestation.json"
-    fmt.write_document(path, doc)
+    writer.write_document(path, doc)
     return path
 
 
@@ -95,7 +95,7 @@ def test_foreign_hostname_and_nulls(servers: tuple[SimProcess, SimProcess], tmp_
     raw["server"].update(host=None, port=None)
     raw["sglang"]["version"] = None
     path = tmp_path / "forged" / "attestation.json"
-    fmt.write_document(path, json.dumps(raw).encode())
+    writer.write_document(path, json.dumps(raw).encode())
     run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(path))
     _assert_not_a_pass(run)
     message = run.check("attestation.trust")["message"]
@@ -122,7 +122,7 @@ def test_real_pid_and_port_but_another_owner(servers: tuple[SimProcess, SimProce
     else:  # the forger can only be ourselves: claim another writer UID than the file's owner
         raw = json.loads(path.read_text())
         raw["process"]["uid"] = os.geteuid() + 1
-        fmt.write_document(path, json.dumps(raw).encode())
+        writer.write_document(path, json.dumps(raw).encode())
         needle = "but the file is owned by UID"
     run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(path))
     _assert_not_a_pass(run)

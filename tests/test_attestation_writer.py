@@ -20,13 +20,14 @@ from typing import Any
 
 import pytest
 
-from validator import attestation_format as fmt
+from validator import trusted_files
+from validator.attestation import location, schema, writer
 from validator.plugin.state import PluginState
 
 ATTACKER_UID = 54321  # no passwd entry needed: setuid() takes any UID
 
 
-def _doc() -> fmt.Attestation:
+def _doc() -> schema.Attestation:
     return PluginState(host="127.0.0.1", port=30000).document(env={})
 
 
@@ -41,19 +42,19 @@ def test_location_order(tmp_path: Path) -> None:
     run_dir = tmp_path / "run" / "spark-validate"
     (tmp_path / "run").mkdir()
     env = {
-        fmt.ENV_PATH: "/srv/att/attestation.json",
+        location.ENV_PATH: "/srv/att/attestation.json",
         "RUNTIME_DIRECTORY": "/run/sglang:/run/other",
         "XDG_RUNTIME_DIR": "/run/user/1000",
     }
-    assert fmt.default_path(env, run_dir=run_dir) == Path("/srv/att/attestation.json")
-    del env[fmt.ENV_PATH]
-    assert fmt.default_path(env, run_dir=run_dir) == Path("/run/sglang/attestation.json")
+    assert location.default_path(env, run_dir=run_dir) == Path("/srv/att/attestation.json")
+    del env[location.ENV_PATH]
+    assert location.default_path(env, run_dir=run_dir) == Path("/run/sglang/attestation.json")
     del env["RUNTIME_DIRECTORY"]
-    assert fmt.default_path(env, run_dir=run_dir) == run_dir / "attestation.json"  # creatable here
+    assert location.default_path(env, run_dir=run_dir) == run_dir / "attestation.json"  # creatable here
     os.chmod(tmp_path / "run", 0o555)
     try:
         if os.geteuid() != 0:  # root may create anywhere; an unprivileged writer falls back to XDG
-            assert fmt.default_path(env, run_dir=run_dir) == Path(
+            assert location.default_path(env, run_dir=run_dir) == Path(
                 "/run/user/1000/spark-validate/attestation.json"
             )
     finally:
@@ -61,16 +62,16 @@ def test_location_order(tmp_path: Path) -> None:
     run_dir.mkdir()
     if os.geteuid() == 0:
         os.chown(run_dir, ATTACKER_UID, -1)  # someone else's /run/spark-validate is not ours to use
-        assert fmt.default_path(env, run_dir=run_dir) == Path(
+        assert location.default_path(env, run_dir=run_dir) == Path(
             "/run/user/1000/spark-validate/attestation.json"
         )
-    assert fmt.default_path({}, run_dir=Path("/proc/no/such/dir")) is None  # never a fallback to /tmp
+    assert location.default_path({}, run_dir=Path("/proc/no/such/dir")) is None  # never a fallback to /tmp
 
 
 def test_paths_per_rank() -> None:
-    env = {fmt.ENV_PATH: "/srv/att/attestation.json"}
-    assert fmt.attestation_path(0, env) == Path("/srv/att/attestation.json")
-    assert fmt.attestation_path(3, env) == Path("/srv/att/attestation.tp3.json")
+    env = {location.ENV_PATH: "/srv/att/attestation.json"}
+    assert location.attestation_path(0, env) == Path("/srv/att/attestation.json")
+    assert location.attestation_path(3, env) == Path("/srv/att/attestation.tp3.json")
 
 
 # ---- the writer on directories it owns ----
@@ -80,13 +81,13 @@ def test_creates_a_private_directory_and_leaves_no_temporaries(tmp_path: Path) -
     path = tmp_path / "fresh" / "deeper" / "attestation.json"
     old = os.umask(0)  # a careless umask must not open anything up
     try:
-        fmt.write_document(path, _doc())
-        fmt.write_document(path, _doc())
+        writer.write_document(path, _doc())
+        writer.write_document(path, _doc())
     finally:
         os.umask(old)
     assert _mode(path.parent) == 0o700 and _mode(path.parent.parent) == 0o700
     assert _mode(path) == 0o644
-    assert json.loads(path.read_text())["schema"] == fmt.SCHEMA
+    assert json.loads(path.read_text())["schema"] == schema.SCHEMA
     assert [p.name for p in path.parent.iterdir()] == ["attestation.json"]
 
 
@@ -94,7 +95,7 @@ def test_a_restrictive_umask_still_gives_the_contracts_modes(tmp_path: Path) -> 
     path = tmp_path / "strict" / "attestation.json"
     old = os.umask(0o777)
     try:
-        fmt.write_document(path, _doc())
+        writer.write_document(path, _doc())
     finally:
         os.umask(old)
     assert _mode(path.parent) == 0o700 and _mode(path) == 0o644
@@ -103,11 +104,11 @@ def test_a_restrictive_umask_still_gives_the_contracts_modes(tmp_path: Path) -> 
 def test_group_directory_is_0750(tmp_path: Path) -> None:
     gid = os.getgid()
     path = tmp_path / "grp" / "attestation.json"
-    fmt.write_document(path, _doc(), gid=fmt.configured_gid({fmt.ENV_GROUP: str(gid)}))
+    writer.write_document(path, _doc(), gid=location.configured_gid({location.ENV_GROUP: str(gid)}))
     assert _mode(path.parent) == 0o750 and os.stat(path.parent).st_gid == gid
     assert _mode(path) == 0o640 and os.stat(path).st_gid == gid
-    with pytest.raises(fmt.UnsafeLocation, match="no such group"):
-        fmt.configured_gid({fmt.ENV_GROUP: "no-such-group-spark"})
+    with pytest.raises(trusted_files.UnsafeLocation, match="no such group"):
+        location.configured_gid({location.ENV_GROUP: "no-such-group-spark"})
 
 
 @pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770, 0o720])
@@ -115,19 +116,19 @@ def test_refuses_a_directory_others_can_write(tmp_path: Path, mode: int) -> None
     shared = tmp_path / "shared"
     shared.mkdir()
     os.chmod(shared, mode)
-    with pytest.raises(fmt.UnsafeLocation, match="writable by its group or others"):
-        fmt.write_document(shared / "attestation.json", _doc())
+    with pytest.raises(trusted_files.UnsafeLocation, match="writable by its group or others"):
+        writer.write_document(shared / "attestation.json", _doc())
     assert list(shared.iterdir()) == []
-    with pytest.raises(fmt.UnsafeLocation):  # /tmp itself, as SPARK_VALIDATE_ATTESTATION=/tmp/x.json
-        fmt.write_document(Path("/tmp/attestation-spark-validate-test.json"), _doc())
+    with pytest.raises(trusted_files.UnsafeLocation):  # /tmp itself: SPARK_VALIDATE_ATTESTATION=/tmp/x.json
+        writer.write_document(Path("/tmp/attestation-spark-validate-test.json"), _doc())
 
 
 def test_refuses_a_symlinked_directory(tmp_path: Path) -> None:
     real = tmp_path / "real"
     real.mkdir(mode=0o700)
     (tmp_path / "link").symlink_to(real)
-    with pytest.raises(fmt.UnsafeLocation, match="cannot open the directory"):
-        fmt.write_document(tmp_path / "link" / "attestation.json", _doc())
+    with pytest.raises(trusted_files.UnsafeLocation, match="cannot open the directory"):
+        writer.write_document(tmp_path / "link" / "attestation.json", _doc())
     assert list(real.iterdir()) == []
 
 
@@ -153,8 +154,8 @@ def test_symlink_swap_during_fsync_never_changes_another_files_mode(
                 swapped.append(entry)
         real_fsync(fd)
 
-    monkeypatch.setattr(fmt.os, "fsync", racing_fsync)
-    fmt.write_document(directory / "attestation.json", _doc())
+    monkeypatch.setattr(trusted_files.os, "fsync", racing_fsync)
+    writer.write_document(directory / "attestation.json", _doc())
     assert swapped, "the race was not exercised"
     assert _mode(victim) == 0o600 and victim.read_text() == "sk-secret\n"
 
@@ -166,14 +167,15 @@ def test_fifo_at_the_path_never_blocks_the_writer(tmp_path: Path) -> None:
         """
         import os, sys, time
         from pathlib import Path
-        from validator import attestation_format as fmt
+        from validator.attestation import location, schema, writer
+        from validator import trusted_files
         from validator.plugin.state import PluginState
         target, as_dir = Path(sys.argv[1]), sys.argv[2] == "dir"
         t0 = time.monotonic()
         try:
-            fmt.write_document(target, PluginState().document(env={}))
+            writer.write_document(target, PluginState().document(env={}))
             print("written", round(time.monotonic() - t0, 3))
-        except fmt.UnsafeLocation as exc:
+        except trusted_files.UnsafeLocation as exc:
             print("refused", round(time.monotonic() - t0, 3), exc)
         """
     )
@@ -237,8 +239,8 @@ def test_directory_precreated_by_another_user_is_refused(shared_tmp: Path, tmp_p
     os.chmod(victim, 0o600)
     if os.geteuid() != 0:
         # Without a second user to be: a directory owned by someone else (root's /) is refused the same way.
-        with pytest.raises(fmt.UnsafeLocation, match="owned by UID 0"):
-            fmt.open_private_dir(Path("/"))
+        with pytest.raises(trusted_files.UnsafeLocation, match="owned by UID 0"):
+            trusted_files.open_private_dir(Path("/"))
         return
     shared = shared_tmp / "spark-validate"
     attacker = subprocess.Popen(
@@ -253,8 +255,8 @@ def test_directory_precreated_by_another_user_is_refused(shared_tmp: Path, tmp_p
         refusals = 0
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:  # keep trying while the attacker races, as the plugin would
-            with pytest.raises(fmt.UnsafeLocation) as info:
-                fmt.write_document(shared / "attestation.json", _doc())
+            with pytest.raises(trusted_files.UnsafeLocation) as info:
+                writer.write_document(shared / "attestation.json", _doc())
             refusals += 1
         assert f"owned by UID {ATTACKER_UID}, not by this process" in str(info.value)
         attacker.wait(timeout=30)
@@ -273,10 +275,10 @@ def test_plugin_writes_nothing_without_a_private_location(
     logs once and writes nothing; it never falls back to a shared directory."""
     from validator.plugin import hooks
 
-    for var in (fmt.ENV_PATH, "RUNTIME_DIRECTORY", "XDG_RUNTIME_DIR"):
+    for var in (location.ENV_PATH, "RUNTIME_DIRECTORY", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr(fmt, "RUN_DIR", Path("/proc/no-such-dir/spark-validate"))
-    assert fmt.attestation_path(0) is None
+    monkeypatch.setattr(location, "RUN_DIR", Path("/proc/no-such-dir/spark-validate"))
+    assert location.attestation_path(0) is None
     state = PluginState(spec_enabled=False)
     state.hooks["model_loaded"] = "ran"  # complete: the summary line is still logged, as evidence
     with caplog.at_level(logging.INFO, logger="spark_validate.plugin"):

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import validator.plugin as plugin
-from validator import attestation_format as fmt
+from validator.attestation import location
 from validator.plugin import hooks
 from validator.plugin.state import PluginState
 from validator.procinfo import process_start_time
@@ -43,7 +43,7 @@ def test_start_time_of_this_process_is_in_the_past() -> None:
 
 
 def test_hooks_swallow_errors_and_record_them(tmp_path: Path, monkeypatch: Any) -> None:
-    monkeypatch.setenv(fmt.ENV_PATH, str(tmp_path / "att.json"))
+    monkeypatch.setenv(location.ENV_PATH, str(tmp_path / "att.json"))
     state = PluginState()
     hooks.record_model_loaded(state, SimpleNamespace())  # no .model: AttributeError inside
     doc = json.loads((tmp_path / "att.json").read_text())
@@ -121,7 +121,7 @@ class DSparkWorkerV2:
 
 
 def _dspark_doc(tmp_path: Path, monkeypatch: Any, worker: DSparkWorkerV2) -> dict[str, Any]:
-    monkeypatch.setenv(fmt.ENV_PATH, str(tmp_path / "att" / "attestation.json"))
+    monkeypatch.setenv(location.ENV_PATH, str(tmp_path / "att" / "attestation.json"))
     state = PluginState()
     hooks.record_dspark(state, worker)
     return json.loads((tmp_path / "att" / "attestation.json").read_text())

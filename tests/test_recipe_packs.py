@@ -398,7 +398,7 @@ def test_live_dspark_draft_with_its_own_vocab_modules_is_told_apart(
     draft keeping its own head is not the recipe's, even though its head is consistently its own."""
     import dataclasses
 
-    from validator import attestation_format as fmt
+    from validator.attestation import writer
     from validator.engine import run_checks
     from validator.facts import Facts
     from validator.plugin.state import PluginState
@@ -414,7 +414,7 @@ def test_live_dspark_draft_with_its_own_vocab_modules_is_told_apart(
         own_vocab_modules=own,
     )
     path = tmp_path / "att" / "attestation.json"
-    fmt.write_document(path, dataclasses.replace(doc, lm_head=sharing))
+    writer.write_document(path, dataclasses.replace(doc, lm_head=sharing))
     facts = Facts(mode="check", attestation=read_attestation(path))
     [result] = run_checks(facts, load_pack(DSPARK), mode="check", only={"spec.lm_head_shared"})
     assert result.status.value == status, result

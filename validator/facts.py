@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
 if TYPE_CHECKING:  # typing only: the records live with their schema (and preflight never needs them)
-    from validator.attestation_format import Attestation, AttestationTrust
+    from validator.attestation.schema import Attestation
+    from validator.attestation.trust import AttestationTrust
     from validator.report import ProbeResult
     from validator.sources.process import ProcessFacts
 

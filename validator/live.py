@@ -68,6 +68,7 @@ class LiveInputs:
     url: str
     api_key: str | None = None
     attestation: Path | None = None
+    server_uid: int | None = None  # --server-user: who the server runs as, where its process is not visible
     log: Path | str | None = None  # a file, or "journal:UNIT"
     # a reader that outlives one run (the sidecar follows the log); None: read ``log`` once
     log_reader: LogReader | None = None
@@ -256,7 +257,7 @@ def _read_files(facts: Facts, inputs: LiveInputs, server_info: dict[str, Any] | 
     errors. Runs in a worker thread (``asyncio.to_thread``): in the sidecar, a slow or hostile file must
     not stall the event loop that answers ``/livez``."""
     if inputs.attestation is not None:
-        _read_attestation(facts, inputs.attestation, inputs.url, server_info)
+        _read_attestation(facts, inputs.attestation, inputs.url, server_info, inputs.server_uid)
 
 
 async def _read_log(facts: Facts, reader: LogReader | None, *, died_before_wait: bool = False) -> None:
@@ -284,13 +285,15 @@ async def _read_log(facts: Facts, reader: LogReader | None, *, died_before_wait:
         facts.log = log
 
 
-def _read_attestation(facts: Facts, path: Path, url: str, server_info: dict[str, Any] | None) -> None:
-    """Only a document bound to this server (``attestation_format.binding_problems``) becomes evidence the
-    other checks read; ``attestation.trust`` reports why one was refused."""
+def _read_attestation(
+    facts: Facts, path: Path, url: str, server_info: dict[str, Any] | None, server_uid: int | None
+) -> None:
+    """Only a document bound to this server (``validator.attestation.trust.binding_problems``) becomes
+    evidence the other checks read; ``attestation.trust`` reports why one was refused."""
     from validator.sources.attestation import binding_problems, read_trusted
 
     try:
-        trust = read_trusted(path)
+        trust = read_trusted(path, url=url, server_uid=server_uid)
     except (InputError, UnavailableError) as exc:
         facts.errors[ATTESTATION] = str(exc)
         return

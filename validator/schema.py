@@ -15,7 +15,7 @@ pydantic offers, which this module provides on the standard library alone:
   null, ``float`` fields as floats, and fields marked ``exclude`` left out.
 
 The plugin does not use this module (it is standard-library only and writes its own format, in
-``attestation_format``); the simulator and the attestation reader keep pydantic, off preflight's path.
+``validator.attestation``); the simulator and the attestation reader keep pydantic, off preflight's path.
 """
 
 from __future__ import annotations

@@ -2,26 +2,27 @@
 
 The plugin's document is strong evidence (module identity of the draft's LM head, the head's real dtype,
 the MoE methods per layer), so a forged or leftover one is the cheapest way to make a broken server pass.
-The file must be a regular file in a directory nobody else can write, owned by the server's user (or root),
-written by a process that is running now with the recorded /proc start time, on this host, for the HTTP
-host and port the URL names and ``/server_info`` reports, by the same SGLang build and weight load.
+The file must be a regular file, it and every directory above it owned by the server's user (or root) and
+writable by nobody else, written by the process listening on the URL's port or one of its descendants
+(where that process is visible; else by the declared ``--server-user``), running now with the recorded
+/proc start time, on this host, for the HTTP host and port the URL names and ``/server_info`` reports, by
+the same SGLang build and weight load.
 Anything else is ``error``, never ``pass``; the live job has already kept such a document away from every
 other check (``validator.live``), and this check says why. The reasons come from
-``attestation_format.binding_problems``, the one definition of the rules.
+``validator.attestation.trust.binding_problems``, the one definition of the rules.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from validator.attestation.trust import binding_problems
 from validator.checks import base as check
 from validator.facts import ATTESTATION, SERVER, Facts
 
 
 @check.builtin("attestation.trust", "check")
 def attestation_trust(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
-    from validator.attestation_format import binding_problems  # live only: preflight never loads it
-
     trust = facts.attestation_trust
     if trust is None:
         if ATTESTATION in facts.errors:
@@ -37,8 +38,11 @@ def attestation_trust(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     problems = binding_problems(
         trust, server.url if server is not None else None, server.server_info if server is not None else None
     )
-    doc, file, proc = trust.document, trust.file, trust.process
+    doc, file, proc, lst = trust.document, trust.file, trust.process, trust.listener
     evidence: dict[str, Any] = {
+        "listener_pids": list(lst.pids),
+        "listener_uids": list(lst.process_uids),
+        "server_user_uid": lst.declared_uid,
         "path": file.path,
         "owner_uid": file.uid,
         "mode": f"{file.mode:04o}",
@@ -56,9 +60,20 @@ def attestation_trust(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if problems:
         why = "; ".join(problems)
         return check.errored(f"the attestation is not bound to this server: {why}", sources, **evidence)
+    if lst.pids:
+        bound = (
+            f"written by PID {doc.process.pid} (running since {doc.process.start_time:.2f}, UID {proc.uid}), "
+            f"the server listening on port {lst.port} (PID {', '.join(str(p) for p in lst.pids)}) "
+            "or its child"
+        )
+    else:
+        bound = (
+            f"written by UID {doc.process.uid}, the declared --server-user (the server's processes are not "
+            "visible here)"
+        )
     return check.passed(
-        f"written by PID {doc.process.pid} (running since {doc.process.start_time:.2f}, UID {proc.uid}) for "
-        f"{doc.server.host}:{doc.server.port}; file and directory writable only by their owner",
+        f"{bound}, for {doc.server.host}:{doc.server.port}; the file and every directory above it writable "
+        "only by root or the server's user",
         sources,
         **evidence,
     )

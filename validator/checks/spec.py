@@ -31,7 +31,7 @@ from validator.sources.dspark_draft import ring_problems, smallest_ring, verify_
 from validator.sources.plugin_env import ENV_SHARE
 
 if TYPE_CHECKING:
-    from validator.attestation_format import Attestation
+    from validator.attestation.schema import Attestation
 
 DSPARK = "DSPARK"
 _CONFIG_NEEDS = ("speculative", "checkpoint")

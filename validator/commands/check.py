@@ -79,6 +79,19 @@ def count(value: str) -> int:
     return int(_non_negative(value, int, "a whole number"))
 
 
+def server_user(value: str) -> int:
+    """``--server-user``: a user name or a numeric UID, as the server runs."""
+    import pwd
+
+    raw = value.strip()
+    if raw.isdigit():
+        return int(raw)
+    try:
+        return pwd.getpwnam(raw).pw_uid
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"no such user: {raw!r}") from None
+
+
 def add_live_inputs(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live inputs")
     g.add_argument(
@@ -94,6 +107,13 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--attestation", type=Path, metavar="FILE", help="the in-process plugin's attestation file"
+    )
+    g.add_argument(
+        "--server-user",
+        type=server_user,
+        metavar="USER|UID",
+        help="the server's user: binds the attestation by owner where the server's process is not visible "
+        "here (another PID namespace); where it is visible, it must be this user",
     )
     g.add_argument(
         "--log",
@@ -139,6 +159,7 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
         url=args.url or "",
         api_key=load_api_key(args.api_key_file, os.environ),
         attestation=args.attestation,
+        server_uid=args.server_user,
         log=args.log,
         wait_s=args.wait,
         probe=not args.no_probe,

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         raise UsageError(f"sim: --port {args.port} is out of range")
     key = _read_key(args.api_key_file) if args.api_key_file else None
-    attestation = args.attestation  # None: the plugin's own location rules (validator.attestation_format)
+    attestation = args.attestation  # None: the plugin's own location rules (validator.attestation.location)
 
     import os
 

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from validator import attestation_format as fmt
+from validator.attestation import location, writer
+from validator.attestation.schema import ModelInfo
 from validator.plugin import inspect as insp
 from validator.plugin import remedy
 from validator.plugin.state import FAILED, RAN, PluginState
@@ -83,7 +84,7 @@ def flush(state: PluginState) -> None:
 
     Never blocks on the path: the writer only creates its own temporary file (``O_EXCL``) in a directory it
     opened with ``O_NOFOLLOW`` and renames it, so a FIFO or symlink planted there is replaced or refused."""
-    path = fmt.attestation_path(state.tp_rank)
+    path = location.attestation_path(state.tp_rank)
     written = "not written"
     if path is None:
         if not state.location_warned:
@@ -91,11 +92,11 @@ def flush(state: PluginState) -> None:
             logger.warning(
                 "spark-validate: no private runtime directory for the attestation (set %s, or run with "
                 "systemd RuntimeDirectory=, a writable /run or XDG_RUNTIME_DIR); none written",
-                fmt.ENV_PATH,
+                location.ENV_PATH,
             )
     else:
         try:
-            fmt.write_document(path, state.document(), gid=fmt.configured_gid())
+            writer.write_document(path, state.document(), gid=location.configured_gid())
             written = str(path)
         except Exception as exc:
             state.record_error("write", exc)
@@ -108,14 +109,14 @@ def flush(state: PluginState) -> None:
 def summary_line(state: PluginState, path: str) -> str:
     """The concise, verdict-relevant log line."""
 
-    def head(section: fmt.ModelInfo | None) -> str:
+    def head(section: ModelInfo | None) -> str:
         h = section.lm_head if section is not None else None
         if h is None:
             return "none"
         scale = "scaled" if h.has_weight_scale else "no-scale"
         return f"{h.quant_method}/{h.weight_dtype}/{scale}"
 
-    def moe(section: fmt.ModelInfo | None) -> str:
+    def moe(section: ModelInfo | None) -> str:
         backends = section.moe.runner_backends if section is not None and section.moe is not None else {}
         return ",".join(f"{k}:{v}" for k, v in sorted(backends.items())) or "none"
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from validator.attestation_format import LmHead, ModelInfo, Moe
+from validator.attestation.schema import LmHead, ModelInfo, Moe
 
 # Quant methods under which SGLang's LogitsProcessor does a plain matmul with the raw weight
 # (``should_apply_lm_head_quant_method`` returns False for them).

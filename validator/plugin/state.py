@@ -2,7 +2,7 @@
 
 Hooks fire at different moments (target load, draft load, the draft worker's LM-head set-up); each updates
 this one record and rewrites the file, so the file on disk is always complete and says which hooks have
-not run yet. The document itself is defined in ``validator.attestation_format``; this module only fills it.
+not run yet. The document itself is defined in ``validator.attestation.schema``; this module only fills it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from validator import TOOL_NAME, __version__
-from validator.attestation_format import (
+from validator.attestation.schema import (
     ENV_KEYS,
     FAILED,
     HOOK_NAMES,

@@ -1,7 +1,7 @@
 """The attestation the in-process plugin would write for the simulated server.
 
 Built from the same dataclasses and written by the same writer as the real plugin
-(``validator.attestation_format``), so ``check`` reads and judges the simulator's file exactly as it reads a
+(``validator.attestation``), so ``check`` reads and judges the simulator's file exactly as it reads a
 real one: the simulator process is the writer (its PID, /proc start time and UID), and the HTTP host and
 port are the ones it serves on. The broken trap shows as the plugin sees it: draft head
 ``UnquantizedEmbeddingMethod`` over a ``float8_e4m3fn`` tensor without a scale, ``shared_module`` false and
@@ -15,7 +15,9 @@ import socket
 from pathlib import Path
 
 from validator import TOOL_NAME, __version__
-from validator import attestation_format as fmt
+from validator.attestation import location
+from validator.attestation import schema as fmt
+from validator.attestation.writer import write_document
 from validator.sim.scenarios import HIDDEN, MOE_LAYERS, TARGET_CLASS, VOCAB, Scenario
 from validator.sim.server_args import SGLANG_VERSION
 
@@ -109,9 +111,9 @@ def build(
 
 def default_path() -> Path | None:
     """Where the simulator writes without ``--attestation``: the plugin's own location rules."""
-    return fmt.attestation_path(0)
+    return location.attestation_path(0)
 
 
 def write(path: Path, document: fmt.Attestation) -> None:
     """The plugin's writer: private directory, ``O_EXCL`` temporary file, ``fchmod``, rename, fsync."""
-    fmt.write_document(path, document)
+    write_document(path, document)

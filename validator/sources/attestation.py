@@ -1,6 +1,6 @@
 """Evidence from the in-process plugin: the attestation file, read safely and validated strictly.
 
-The document is defined once, in ``validator.attestation_format`` (standard-library dataclasses the plugin
+The document is defined once, in ``validator.attestation.schema`` (standard-library dataclasses the plugin
 and the simulator build); here pydantic validates what was read against those same dataclasses, in strict
 mode (no ``"1"`` for 1, no unknown fields), so a malformed file never counts as evidence. The file is read
 as the contract asks: a regular file (a FIFO opens without blocking and is refused; so are devices and
@@ -8,8 +8,10 @@ symlinks), at most ``MAX_BYTES``, in a directory and with a mode that nobody but
 JSON parse is bounded too (nesting, 4,300-digit integers: one-line errors, never a traceback).
 
 Reading is not trusting: :func:`read_trusted` also records what this host's /proc says of the PID the
-document names, and ``attestation_format.binding_problems`` then says whether the document describes the
-server being checked (PID and start time, owner, host, port, build, weight load).
+document names and of the process listening on the URL's port (``validator.sources.listening``), and
+``validator.attestation.trust.binding_problems`` then says whether the document describes the server being
+checked (listener and process tree, owners of every directory on the way, PID and start time, host, port,
+build, weight load).
 
 About SGLang's timing facts: ``/server_info["startup_time"]`` is not a timestamp. It is a dict of
 durations in seconds (``load_weight``, ``kv_cache_allocation``, ``scheduler_e2e``, ``cuda_graph``,
@@ -25,26 +27,26 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from validator.attestation_format import (
-    MAX_BYTES,
-    MAX_DEPTH,
-    SCHEMA,
-    Attestation,
+from validator.attestation.reader import read_file
+from validator.attestation.schema import MAX_BYTES, MAX_DEPTH, SCHEMA, Attestation
+from validator.attestation.trust import (
     AttestationTrust,
-    FileFacts,
+    ListenerFacts,
     ProcessFacts,
-    UnsafeLocation,
     binding_problems,
-    read_file,
+    url_address,
 )
 from validator.errors import InputError, UnavailableError
-from validator.procinfo import PROC, process_start_time, process_uid
+from validator.procinfo import process_start_time, process_uid
+from validator.sources import listening
+from validator.trusted_files import FileFacts, UnsafeLocation
 
 __all__ = [
     "SCHEMA",
     "Attestation",
     "AttestationTrust",
     "FileFacts",
+    "ListenerFacts",
     "ProcessFacts",
     "binding_problems",
     "observe_process",
@@ -111,8 +113,9 @@ def read_attestation(path: Path | str) -> Attestation:
     return parse_document(data, str(p))
 
 
-def observe_process(pid: int, proc: Path = PROC) -> ProcessFacts:
+def observe_process(pid: int, proc: Path | None = None) -> ProcessFacts:
     """The attested PID as /proc shows it now (start time and effective UID)."""
+    proc = listening.proc_root() if proc is None else proc
     started = process_start_time(pid, proc) if pid > 0 else None
     return ProcessFacts(
         pid=pid,
@@ -122,9 +125,65 @@ def observe_process(pid: int, proc: Path = PROC) -> ProcessFacts:
     )
 
 
-def read_trusted(path: Path | str, *, proc: Path = PROC, hostname: str | None = None) -> AttestationTrust:
-    """The validated document with what was observed around it: the file's owner and mode (on the opened
-    descriptor) and the writing process in /proc. Judge it with ``binding_problems``."""
+def _addresses(host: str) -> list[str]:
+    """The IP addresses a URL's host names, for matching listening sockets: a literal as it is, a name as
+    the resolver gives it (the HTTP client has just resolved the same name to connect)."""
+    literal = host.strip("[]")
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in literal else socket.AF_INET, literal)
+        return [literal]
+    except OSError:
+        pass
+    try:
+        infos = socket.getaddrinfo(literal, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return []
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def observe_listener(
+    url: str | None, writer_pid: int, *, server_uid: int | None = None, proc: Path | None = None
+) -> ListenerFacts:
+    """Who listens on the URL's port here, and whether ``writer_pid`` is that process or below it."""
+    host, port = url_address(url) if url else (None, None)
+    if host is None or port is None:
+        bad = f"no host and port in the URL ({url!r})"
+        return ListenerFacts(port=port, error=bad, declared_uid=server_uid)
+    proc = listening.proc_root() if proc is None else proc
+    addresses = _addresses(host)
+    if not addresses:
+        return ListenerFacts(port=port, error=f"cannot resolve {host!r}", declared_uid=server_uid)
+    try:
+        found = [listening.listeners(port, address=a, proc=proc) for a in addresses]
+    except listening.ListeningError as exc:
+        return ListenerFacts(port=port, error=str(exc), declared_uid=server_uid)
+    sockets = {s.inode: s for f in found for s in f.sockets}
+    pids = tuple(sorted({p for f in found for p in f.pids}))
+    reasons = [r for r in (f.why_not_visible() for f in found) if r is not None]
+    why = reasons[0] if reasons else None
+    uids = tuple(u for u in (process_uid(p, proc) for p in pids) if u is not None)
+    return ListenerFacts(
+        port=port,
+        socket_uids=tuple(sorted({s.uid for s in sockets.values()})),
+        pids=pids,
+        process_uids=uids,
+        writer_in_tree=listening.is_descendant_or_self(writer_pid, pids, proc=proc) if pids else None,
+        not_visible=None if pids else why,
+        declared_uid=server_uid,
+    )
+
+
+def read_trusted(
+    path: Path | str,
+    *,
+    url: str | None = None,
+    server_uid: int | None = None,
+    proc: Path | None = None,
+    hostname: str | None = None,
+) -> AttestationTrust:
+    """The validated document with what was observed around it: the file's owner and mode and those of
+    every directory above it (on opened descriptors), the writing process in /proc, and the process that
+    listens on ``url``'s port. Judge it with ``binding_problems``."""
     p = Path(path)
     data, file = _read(p)
     doc = parse_document(data, str(p))
@@ -133,4 +192,5 @@ def read_trusted(path: Path | str, *, proc: Path = PROC, hostname: str | None = 
         file=file,
         process=observe_process(doc.process.pid, proc),
         hostname=hostname if hostname is not None else socket.gethostname(),
+        listener=observe_listener(url, doc.process.pid, server_uid=server_uid, proc=proc),
     )

@@ -1,0 +1,345 @@
+"""Files the verdict trusts: written only into a private directory, read only through directories that
+nobody but root and the trusted users can write.
+
+A verdict gates server starts and Kubernetes readiness, so whoever can write a file it trusts (a rule pack,
+a generated flag table, the plugin's attestation, a waiver or env file) can turn a FAIL into a PASS. Two
+halves, both standard library only (the in-server plugin writes with them):
+
+Writing (:func:`write_private`): the directory is created 0700 (0750 with a group) and opened with
+``O_NOFOLLOW``; a directory this process does not own, or that its group or others can write, is refused.
+The new content goes to a temporary file created ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to the opened
+directory, its mode set with ``fchmod`` on the descriptor (never by name: a name can be swapped for a
+symlink between two calls), fsync'd, renamed over the target inside the same directory descriptor, and the
+directory fsync'd. The target path itself is never opened, so a FIFO planted there blocks nothing.
+
+Reading (:func:`read_guarded`): the path is walked from ``/`` one component at a time with ``openat`` and
+``O_NOFOLLOW``, resolving symlinks by hand (at most 40, as the kernel), and every directory visited is
+recorded with its owner and mode as seen on its opened descriptor. The file is opened relative to the last
+directory's descriptor, so what was judged is what was read. :func:`chain_problems` then says which of those
+directories, or the file, someone other than root and the trusted users could have written: a directory
+writable by its group or others is refused even when it is sticky and root's (``/tmp``): the sticky bit
+stops others from renaming *our* entries, not from planting theirs where we look.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import stat
+from collections.abc import Collection
+from dataclasses import dataclass
+from pathlib import Path
+
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
+WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
+MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS)
+
+
+class UnsafeLocation(OSError):
+    """A trusted file's directory or the file itself cannot be written (or read) safely; says why."""
+
+
+def kind(mode: int) -> str:
+    """What a non-regular file is, for messages."""
+    kinds = {
+        stat.S_IFIFO: "a FIFO",
+        stat.S_IFCHR: "a character device",
+        stat.S_IFBLK: "a block device",
+        stat.S_IFSOCK: "a socket",
+        stat.S_IFDIR: "a directory",
+        stat.S_IFLNK: "a symbolic link",
+    }
+    return kinds.get(stat.S_IFMT(mode), "not a regular file")
+
+
+# --- writing -----------------------------------------------------------------------------------------
+
+
+def _dir_problem(st: os.stat_result, *, uid: int) -> str | None:
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a directory"
+    if st.st_uid != uid:
+        return f"is owned by UID {st.st_uid}, not by this process (UID {uid})"
+    if st.st_mode & WRITABLE_BY_OTHERS:
+        return f"is writable by its group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
+
+
+def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "the file") -> int:
+    """A descriptor on ``directory``, created 0700 (0750 and group ``gid``) when missing, after checking on
+    the descriptor that this process owns it and nobody else can write it. The caller closes it."""
+    uid = os.geteuid()
+    created = False
+    try:
+        os.mkdir(directory, 0o700)  # never more than 0700 while it is being created
+        created = True
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        os.makedirs(directory.parent, mode=0o700, exist_ok=True)
+        os.mkdir(directory, 0o700)
+        created = True
+    try:
+        dfd = os.open(directory, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
+    except OSError as exc:
+        raise UnsafeLocation(f"{directory}: cannot open the directory: {exc.strerror or exc}") from None
+    try:
+        problem = _dir_problem(os.fstat(dfd), uid=uid)
+        if problem is not None:
+            raise UnsafeLocation(f"{directory} {problem}; refusing to write {what} there")
+        if created:  # mkdir's mode went through the umask: set exactly what was asked
+            if gid is not None:
+                os.fchown(dfd, -1, gid)
+            os.fchmod(dfd, 0o750 if gid is not None else 0o700)
+    except BaseException:
+        os.close(dfd)
+        raise
+    return dfd
+
+
+def write_private(
+    path: Path, data: bytes, *, gid: int | None = None, mode: int = 0o644, what: str = "the file"
+) -> None:
+    """Atomically replace ``path`` with ``data``: a reader sees the old content or the new, never half of
+    it, and no name in the directory is ever followed, opened or chmod'ed except our own new file."""
+    dfd = open_private_dir(path.parent, gid=gid, what=what)
+    try:
+        tmp = f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+        fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+        try:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                if gid is not None:
+                    os.fchown(fd, -1, gid)
+                os.fchmod(fd, mode)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
+            raise
+        with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory; renamed anyway
+            os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+# --- reading -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DirFacts:
+    """One directory on the way to a file, as seen on its opened descriptor."""
+
+    path: str
+    uid: int
+    mode: int  # permission bits, sticky and set-id bits included
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """What the reader saw of a file and of every directory it went through to reach it."""
+
+    path: str
+    uid: int
+    mode: int  # permission bits
+    size: int
+    dir_uid: int  # the directory holding the file
+    dir_mode: int
+    chain: tuple[DirFacts, ...] = ()  # from "/" down to the directory holding the file
+
+
+def _join(parent: str, name: str) -> str:
+    return f"/{name}" if parent == "/" else f"{parent}/{name}"
+
+
+def _components(path: str) -> list[str]:
+    return [c for c in path.split("/") if c not in ("", ".")]
+
+
+def _walk(path: str, *, follow_last: bool = True) -> tuple[int, str, str, list[DirFacts]]:
+    """Open every directory of ``path`` from ``/`` without following a link the kernel could swap; return
+    the descriptor of the directory holding the last component, that component, the physical path of that
+    directory, and every directory visited. The caller closes the descriptor."""
+    absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    pending = _components(absolute)
+    if not pending:
+        raise UnsafeLocation(f"{path}: names the root directory, not a file")
+    flags = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
+    root = os.open("/", flags)
+    stack: list[tuple[int, str]] = [(root, "/")]
+    st = os.fstat(root)
+    visited: dict[str, DirFacts] = {"/": DirFacts("/", st.st_uid, stat.S_IMODE(st.st_mode))}
+    links = 0
+    try:
+        while True:
+            name = pending.pop(0)
+            dfd, here = stack[-1]
+            if name == "..":
+                if len(stack) > 1:
+                    os.close(stack.pop()[0])
+                if not pending:
+                    raise UnsafeLocation(f"{path}: ends in '..', not a file")
+                continue
+            try:
+                lst = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+            except FileNotFoundError:
+                raise FileNotFoundError(2, "No such file or directory", _join(here, name)) from None
+            if stat.S_ISLNK(lst.st_mode) and not pending and not follow_last:
+                raise UnsafeLocation(f"{path} is a symbolic link, not a regular file")
+            if stat.S_ISLNK(lst.st_mode):
+                links += 1
+                if links > MAX_SYMLINKS:
+                    raise UnsafeLocation(f"{path}: more than {MAX_SYMLINKS} symbolic links")
+                target = os.readlink(name, dir_fd=dfd)
+                if target.startswith("/"):
+                    while len(stack) > 1:
+                        os.close(stack.pop()[0])
+                pending = _components(target) + pending
+                if not pending:
+                    raise UnsafeLocation(f"{path}: a symbolic link to the root directory")
+                continue
+            if not pending:
+                fd = os.dup(dfd)
+                return fd, name, here, list(visited.values())
+            if not stat.S_ISDIR(lst.st_mode):
+                raise UnsafeLocation(f"{_join(here, name)} is {kind(lst.st_mode)}, not a directory")
+            try:
+                sub = os.open(name, flags, dir_fd=dfd)
+            except OSError as exc:
+                raise UnsafeLocation(
+                    f"{_join(here, name)}: cannot open the directory: {exc.strerror or exc}"
+                ) from None
+            st = os.fstat(sub)
+            if not stat.S_ISDIR(st.st_mode):  # swapped since the stat
+                os.close(sub)
+                raise UnsafeLocation(f"{_join(here, name)} is not a directory")
+            where = _join(here, name)
+            visited[where] = DirFacts(where, st.st_uid, stat.S_IMODE(st.st_mode))
+            stack.append((sub, where))
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+
+
+def read_guarded(
+    path: Path | str, max_bytes: int, *, what: str = "file", follow_last: bool = True
+) -> tuple[bytes, FileFacts]:
+    """The bytes of the regular file at ``path`` (at most ``max_bytes``) and what was seen on the way.
+
+    Never blocks (a FIFO opens with ``O_NONBLOCK`` and is refused on ``fstat``). Raises FileNotFoundError
+    when nothing is there and UnsafeLocation for anything it refuses: a FIFO, a device, a directory, a file
+    over the cap, a file or a directory holding it that its group or others can write. Who owns what is
+    not judged here: :func:`chain_problems` does that with the users the caller trusts. With
+    ``follow_last`` False a symlink as the file itself is refused (directories on the way are followed)."""
+    where = str(path)
+    try:
+        dfd, name, parent, chain = _walk(where, follow_last=follow_last)
+    except (FileNotFoundError, UnsafeLocation):
+        raise
+    except OSError as exc:
+        raise UnsafeLocation(f"{where}: cannot open a directory on the way: {exc.strerror or exc}") from None
+    try:
+        dst = os.fstat(dfd)
+        if dst.st_mode & WRITABLE_BY_OTHERS:
+            raise UnsafeLocation(
+                f"{parent} is writable by its group or others (mode {stat.S_IMODE(dst.st_mode):04o}): "
+                f"anyone could have written the {what} there"
+            )
+        try:
+            fd = os.open(name, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC | _O_NOCTTY, dir_fd=dfd)
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise UnsafeLocation(f"{where}: cannot open: {exc.strerror or exc}") from None
+        try:
+            st = os.fstat(fd)  # the file actually opened, whatever was swapped in since the walk
+            if not stat.S_ISREG(st.st_mode):
+                raise UnsafeLocation(f"{where} is {kind(st.st_mode)}, not a regular file")
+            if st.st_mode & WRITABLE_BY_OTHERS:
+                raise UnsafeLocation(
+                    f"{where} is writable by its group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+                )
+            if st.st_size > max_bytes:
+                raise UnsafeLocation(f"{where} is {st.st_size} bytes, over the {max_bytes}-byte cap")
+            chunks: list[bytes] = []
+            total = 0
+            while total <= max_bytes:
+                chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+            if total > max_bytes:
+                raise UnsafeLocation(f"{where} grew past the {max_bytes}-byte cap while being read")
+            facts = FileFacts(
+                path=where,
+                uid=st.st_uid,
+                mode=stat.S_IMODE(st.st_mode),
+                size=total,
+                dir_uid=dst.st_uid,
+                dir_mode=stat.S_IMODE(dst.st_mode),
+                chain=tuple(chain),
+            )
+            return b"".join(chunks), facts
+        finally:
+            os.close(fd)
+    finally:
+        os.close(dfd)
+
+
+def chain_problems(facts: FileFacts, trusted_uids: Collection[int], *, below: str | None = None) -> list[str]:
+    """Who other than root and ``trusted_uids`` could have written the file: each directory on its way
+    (those at or under ``below`` only, when given) and the file itself must be owned by one of them and
+    writable by nobody else. Empty when the file can be trusted."""
+    allowed = {0, *trusted_uids}
+    who = " or ".join(f"UID {u}" for u in sorted(allowed))
+    problems: list[str] = []
+    for d in facts.chain:
+        if below is not None and not (d.path == below or d.path.startswith(below.rstrip("/") + "/")):
+            continue
+        if d.uid not in allowed:
+            problems.append(f"directory {d.path} is owned by UID {d.uid}, not {who}")
+        elif d.mode & WRITABLE_BY_OTHERS:
+            sticky = " (sticky, still writable by others)" if d.mode & stat.S_ISVTX else ""
+            problems.append(
+                f"directory {d.path} is writable by its group or others (mode {d.mode:04o}){sticky}"
+            )
+    if facts.uid not in allowed:
+        problems.append(f"{facts.path} is owned by UID {facts.uid}, not {who}")
+    if facts.mode & WRITABLE_BY_OTHERS:
+        problems.append(f"{facts.path} is writable by its group or others (mode {facts.mode:04o})")
+    return problems
+
+
+class UntrustedFile(UnsafeLocation):
+    """A file the verdict would trust that someone else could have written; the message names it."""
+
+
+def read_trusted_file(
+    path: Path | str,
+    max_bytes: int,
+    *,
+    what: str = "file",
+    trusted_uids: Collection[int] | None = None,
+    below: str | None = None,
+) -> bytes:
+    """:func:`read_guarded` plus :func:`chain_problems` for the reading user (and root, and
+    ``trusted_uids``); UntrustedFile names the file and the first directory or owner that fails."""
+    data, facts = read_guarded(path, max_bytes, what=what)
+    uids = {os.geteuid(), *(trusted_uids or ())}
+    problems = chain_problems(facts, uids, below=below)
+    if problems:
+        extra = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise UntrustedFile(f"{path}: not trusted as a {what}: {problems[0]}{extra}")
+    return data
