@@ -153,7 +153,7 @@ async def judge(
             if shutil.which("journalctl"):
                 live = replace(live, log=f"journal:{server.process.systemd_unit}")
         if live.attestation is None and server.process.env is not None:
-            from validator.attestation_format import default_path
+            from validator.attestation.location import default_path
 
             live = replace(live, attestation=default_path(server.process.env))
         live_facts = await gather_live(live, loaded)

@@ -65,7 +65,8 @@ def _adapter() -> Any:
 
 def _first_error(exc: Any) -> str:
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "(document)"
+    # a key is the document's own text: shown escaped, so a newline in it cannot split the message
+    loc = ".".join(str(p).encode("unicode_escape").decode("ascii") for p in err["loc"]) or "(document)"
     extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{loc}: {err['msg']}{extra}"
 
