@@ -57,3 +57,32 @@ def test_a_nextn_recipe_without_its_speculative_flags_is_not_a_baseline() -> Non
     assert (pack, exact) == (DEFAULT, False)
     # and a "baseline" without --enable-fp32-lm-head is no baseline either
     assert pick(moe_runner_backend="flashinfer_mxfp4")[:2] == (DEFAULT, False)
+
+
+def test_resolved_eagle_is_nextn_when_the_draft_is_the_models_own_checkpoint() -> None:
+    """No launch_command (builds whose /server_info lacks it): the draft path decides."""
+    base = {"algorithm": "EAGLE", "launch_command": None, "moe_runner_backend": "humming", "fp8": True}
+    same = deployment_recipe(**base, fp32=False, model_path="/m/ling/", draft_model_path="/m/ling")  # type: ignore[arg-type]
+    assert same.speculative == "NEXTN"
+    other = deployment_recipe(**base, fp32=False, model_path="/m/ling", draft_model_path="/m/eagle")  # type: ignore[arg-type]
+    assert other.speculative == "EAGLE"
+    assert deployment_recipe(**base, fp32=False).speculative == "EAGLE"  # type: ignore[arg-type]
+
+
+def test_the_architecture_decides_before_model_type() -> None:
+    from validator.recipe_match import Model, ShippedRecipe
+
+    pack = ShippedRecipe("p", PACKS[0][1], ("BailingMoeV3ForCausalLM",), ("bailing_hybrid",))
+    assert pack.for_model(Model(("BailingMoeV3ForCausalLM",), "bailing_hybrid", "x"))
+    # a checkpoint that names another class is another model, whatever its model_type says
+    assert not pack.for_model(Model(("Qwen2ForCausalLM",), "bailing_hybrid", "x"))
+    assert pack.for_model(Model((), "bailing_hybrid", "x")) and not pack.for_model(Model((), "qwen2", "x"))
+
+
+def test_shipped_packs_state_their_model() -> None:
+    from validator.recipe_match import shipped_recipes
+
+    shipped = shipped_recipes()
+    assert {p.pack for p in shipped} == {name for name, _ in PACKS}
+    assert all(p.architectures == ("BailingMoeV3ForCausalLM",) for p in shipped)
+    assert all(p.model_types == ("bailing_hybrid",) for p in shipped)

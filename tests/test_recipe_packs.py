@@ -28,6 +28,7 @@ from tests.support.gb10_host import fake_host, gb10_host, host_env
 from tests.support.launch_recipe import Mistake
 from tests.support.pypi_wheels import HUMMING_SAFE, HUMMING_UNSAFE, humming_site, install_into
 from tests.support.sglang_builds import fake_interpreter, make_build
+from tests.support.sglang_wheel import sglang_root
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT = "ling-3.0-flash-dgx-spark"
@@ -333,6 +334,53 @@ def test_rules_auto_never_takes_a_stripped_nextn_recipe_for_the_baseline(server:
     assert report["rule_pack"] == DEFAULT and rc == 78 and "spec.config" in by_status(report, "fail")
     auto = check(report, "rules.auto")
     assert auto["status"] == "warn" and "follows no shipped recipe" in auto["message"]
+
+
+def test_rules_auto_keeps_the_dspark_recipe_on_a_build_that_ignores_the_fp8_head(server: Server) -> None:
+    """The DSpark recipe (FP8 head asked for) on a stock build, whose Envs does not declare the variable:
+    auto used to take the head for BF16, find no recipe and send the operator to NEXTN. It is the DSpark
+    recipe that was asked for: its pack fails lm_head.fp8 with the patch remedy."""
+    environ = server.site / "sglang" / "srt" / "environ.py"
+    patched = environ.read_text()
+    shutil.copyfile(sglang_root() / "srt" / "environ.py", environ)
+    try:
+        rc, report, err = preflight(server.recipe_env(DSPARK), "auto", "--launch-cmd", server.cmd(DSPARK))
+    finally:
+        environ.write_text(patched)
+    assert report["rule_pack"] == DSPARK, err
+    assert check(report, "rules.auto")["status"] == "pass"
+    assert rc == 78 and by_status(report, "fail") == {"lm_head.fp8"}, by_status(report, "fail")
+    fp8 = check(report, "lm_head.fp8")
+    assert "Ling-3.0 patch" in (fp8["remedy"] or "") and "NEXTN" not in (fp8["remedy"] or ""), fp8
+
+
+def _foreign_model(base: Path, arch: str, model_type: str) -> Path:
+    model = write_checkpoint(base, small=True, architectures=(arch,))
+    config = json.loads((model / "config.json").read_text())
+    config["model_type"] = model_type
+    (model / "config.json").write_text(json.dumps(config))
+    return model
+
+
+@pytest.mark.parametrize(
+    ("recipe", "arch", "model_type"),
+    [(BASELINE, "Qwen2ForCausalLM", "qwen2"), (COOKBOOK, "DeepseekV3ForCausalLM", "deepseek_v3")],
+)
+def test_rules_auto_matches_no_pack_for_another_model(
+    server: Server, tmp_path: Path, recipe: str, arch: str, model_type: str
+) -> None:
+    """The baseline's and the cookbook's flags on another model's checkpoint: the checkpoint's
+    config.json names the architecture, no shipped pack is written for it, nothing is checked, and the
+    verdict is inconclusive (69), never a pass (--allow-partial does not accept it)."""
+    model = _foreign_model(tmp_path / "model", arch, model_type)
+    cmd = server.cmd(recipe).replace(f"--model-path {server.model}", f"--model-path {model}")
+    for extra in ((), ("--allow-partial",)):
+        rc, report, err = preflight(server.recipe_env(recipe), "auto", "--launch-cmd", cmd, *extra)
+        assert rc == 69 and report["verdict"] == "inconclusive", err
+        assert report["rule_pack"] == "none" and [c["id"] for c in report["checks"]] == ["rules.auto"]
+        auto = check(report, "rules.auto")
+        assert auto["status"] == "error" and f"{arch} (model_type {model_type})" in auto["message"]
+        assert "config.json" in auto["message"] and "BailingMoeV3ForCausalLM" in auto["message"]
 
 
 # ---- live (tests/test_sim_table.py holds every scenario row to its verdict with these packs) ----

@@ -120,7 +120,10 @@ def build_report(
     allow_partial: bool = False,
     probe: ProbeResult | None = None,
     target: str | None = None,
+    rule_pack: str | None = None,
 ) -> Report:
+    """``rule_pack`` overrides ``loaded``'s name in the report (``--rules auto`` that matched no pack
+    reports ``none``)."""
     coverage = coverage_of(results)
     # --allow-partial accepts every critical check that could not run (server.log included: it is listed
     # under not_proven like the others), never a server that was not reached
@@ -133,7 +136,7 @@ def build_report(
         verdict=decide_verdict(results, strict=strict, allow_partial=allow_partial and not unreached),
         coverage=coverage,
         partial=bool(coverage.not_proven),
-        rule_pack=loaded.name,
+        rule_pack=rule_pack or loaded.name,
         started_at=started_at,
         duration_s=round(time.monotonic() - started_monotonic, 4),
         checks=results,

@@ -17,15 +17,16 @@ import contextlib
 import importlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError
 from validator.facts import ATTESTATION, JOURNAL_PREFIX, LOG, PROBE, SERVER, WEIGHTS, Facts, ServerFacts
+from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import ProbeResult, Report, utc_now_iso
-from validator.rulepack import LoadedPack
+from validator.rulepack import LoadedPack, load_pack
 
 if TYPE_CHECKING:
     from validator.sources.log_state import LogReader
@@ -224,8 +225,6 @@ async def _gather_with(
 
 
 async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dict[str, Any]) -> None:
-    from dataclasses import replace
-
     # imported (and below, the prompts parsed) in a worker thread, off the sidecar's event loop
     await asyncio.to_thread(importlib.import_module, "validator.probe")
     from validator.probe import ProbeConfig, load_prompts, probe_server
@@ -319,16 +318,28 @@ async def run_live(
     configuration cheaply without generating."""
     started_at, t0 = utc_now_iso(), time.monotonic()
     auto = None
-    if loaded is None:  # --rules auto: read the server once without probing, then check with its pack
-        from validator.recipe_match import choose_pack
-        from validator.rulepack import load_pack
-
-        first = await gather_live(inputs, load_pack(None), probe=False)
-        loaded, auto = choose_pack(first)
-    facts = await gather_live(inputs, loaded, probe=probe)
+    no_pack = False
+    if loaded is None:
+        # --rules auto: read the server once without probing and pick its pack. Those facts are judged
+        # by the pack (none of them depends on it); only a server that answered is read again, for the
+        # probe, within what is left of --wait: waiting twice would make --wait N a wait of 2N.
+        default = load_pack(None)
+        first = await gather_live(inputs, default, probe=False)
+        chosen, auto = choose_pack(first)
+        no_pack = chosen is None
+        loaded = chosen or default
+        wants_probe = probe if probe is not None else inputs.probe
+        if no_pack or first.server is None or not wants_probe:
+            facts = first
+        else:
+            left = max(0.0, inputs.wait_s - (time.monotonic() - t0))
+            facts = await gather_live(replace(inputs, wait_s=left), loaded, probe=probe)
+    else:
+        facts = await gather_live(inputs, loaded, probe=probe)
     if facts.probe is None and previous_probe is not None and facts.server is not None:
         facts.probe = previous_probe
-    results = run_checks(facts, loaded, mode="check", strict=strict)
+    # no pack is written for the model: nothing is judged, and nothing unjudged is ever a pass
+    results = [] if no_pack else run_checks(facts, loaded, mode="check", strict=strict)
     if auto is not None:
         results.insert(0, auto)
     report = build_report(
@@ -338,9 +349,10 @@ async def run_live(
         started_at=started_at,
         started_monotonic=t0,
         strict=strict,
-        allow_partial=inputs.allow_partial,
+        allow_partial=inputs.allow_partial and not no_pack,
         probe=facts.probe,
         target=inputs.url,
+        rule_pack=NO_PACK if no_pack else None,
     )
     return LiveResult(
         report=report, reached=facts.server is not None, identity=identity_of(facts), pack=loaded

@@ -73,8 +73,13 @@ class StartupExpect:
 
 @dataclass(frozen=True, kw_only=True)
 class RecipeSpec:
-    """What ``--rules auto`` recognises the recipe by (``validator/recipe_match.py``)."""
+    """What ``--rules auto`` recognises the recipe by (``validator/recipe_match.py``): the model first
+    (a deployment of another model follows none of this pack's recipe, whatever its flags), then the
+    three settings that tell the recipes for one model apart."""
 
+    # the target model's Hugging Face ``architectures`` (``/model_info``, config.json) and ``model_type``
+    architectures: Annotated[tuple[str, ...], MinLen(1)]
+    model_types: Annotated[tuple[str, ...], MinLen(1)]
     speculative: str  # NEXTN | DSPARK | none, as written on the command line
     moe_runner_backend: str
     lm_head: Literal["fp8", "bf16", "fp32"]

@@ -30,8 +30,9 @@ from validator.facts import (
     ProgramFacts,
     SGLangInstallFacts,
 )
+from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import CheckResult, Report, Status, utc_now_iso
-from validator.rulepack import LoadedPack
+from validator.rulepack import LoadedPack, load_pack
 
 if TYPE_CHECKING:
     from validator.sources.docker_run import ContainerSpec
@@ -496,11 +497,12 @@ def run_preflight(
     malformed: list[InputError] = []
     facts = gather(inputs, malformed)
     auto = None
+    no_pack = False
     if loaded is None:
-        from validator.recipe_match import choose_pack
-
-        loaded, auto = choose_pack(facts)
-    results = run_checks(facts, loaded, mode="preflight", strict=strict)
+        chosen, auto = choose_pack(facts)
+        no_pack = chosen is None  # no shipped pack is written for the model: nothing is judged
+        loaded = chosen or load_pack(None)
+    results = [] if no_pack else run_checks(facts, loaded, mode="preflight", strict=strict)
     if auto is not None:
         results.insert(0, auto)
     if facts.launch is not None and facts.launch.unresolved:
@@ -513,7 +515,8 @@ def run_preflight(
         started_at=started_at,
         started_monotonic=t0,
         strict=strict,
-        allow_partial=allow_partial,
+        allow_partial=allow_partial and not no_pack,
         target=target,
+        rule_pack=NO_PACK if no_pack else None,
     )
     return PreflightRun(report, facts, malformed[0] if malformed else None, loaded)

@@ -1,17 +1,28 @@
 """``--rules auto``: which shipped recipe a launch command (or a live server) follows, and why.
 
-Each shipped pack names its recipe in a ``recipe:`` section (speculation, MoE backend, LM head); the
-deployment's own three are read from the launch command and its environment (or from ``/server_info`` and
-the log), and the pack whose recipe matches on all three is chosen. Anything less is doubt, and doubt
-falls back to the default pack with a warning that says which recipe came closest and where it differs.
-That is the point of the rule: a NEXTN recipe that lost its speculative flags must fail the default pack's
-``spec.config``, not pass as a "baseline" it never was. The baseline's recipe demands what a baseline
-really is (no speculation, ``flashinfer_mxfp4``, FP32 logits, no FP8 head), so it is never matched by
-accident.
+The model decides first. Each shipped pack names the model it is written for (``recipe.architectures``,
+``recipe.model_types``); the deployment's model is read from ``/model_info``, the attestation's loaded
+class, the checkpoint's ``config.json`` or the log's weight-load line. A model no shipped pack is for
+matches none: nothing is checked, and ``rules.auto`` says so as a critical ``error`` (inconclusive, exit
+69, never a pass), since judging a Qwen server by Ling's recipe would only produce false failures.
+
+Then the recipe: each pack names it in its ``recipe:`` section (speculation, MoE backend, LM head); the
+deployment's own three are read from the launch command and its environment (or from ``/server_info``, the
+attestation and the log; from the dead start's logged ``server_args`` when the server never answered), and
+the pack whose recipe matches on all three is chosen. The recipe is the one that was asked for: an FP8 head
+requested on a build that ignores the variable is still the FP8 recipe (its pack fails ``lm_head.fp8``
+with the patch remedy), and SGLang's resolved EAGLE whose draft is the model's own checkpoint is NEXTN.
+
+Anything less is doubt, and doubt falls back to the default pack with a warning that says which recipe
+came closest and where it differs. That is the point of the rule: a NEXTN recipe that lost its speculative
+flags must fail the default pack's ``spec.config``, not pass as a "baseline" it never was. The baseline's
+recipe demands what a baseline really is (no speculation, ``flashinfer_mxfp4``, FP32 logits, no FP8 head),
+so it is never matched by accident.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -44,6 +55,39 @@ class Recipe:
         return f"{spec}, {self.moe_runner_backend} MoE, {head.get(self.lm_head or '', 'head dtype unknown')}"
 
 
+@dataclass(frozen=True)
+class Model:
+    """The deployment's target model, and where that was read."""
+
+    architectures: tuple[str, ...]
+    model_type: str | None
+    source: str
+
+    def describe(self) -> str:
+        arch = ", ".join(self.architectures) or "architecture unknown"
+        return f"{arch} (model_type {self.model_type})" if self.model_type else arch
+
+
+@dataclass(frozen=True)
+class ShippedRecipe:
+    """A built-in pack's recipe and the model it is written for."""
+
+    pack: str
+    recipe: Recipe
+    architectures: tuple[str, ...]
+    model_types: tuple[str, ...]
+
+    def for_model(self, model: Model) -> bool:
+        """The architectures decide when known (they name the class SGLang loads); else ``model_type``."""
+        if model.architectures:
+            return bool(set(model.architectures) & set(self.architectures))
+        return model.model_type in self.model_types
+
+
+def _same_path(a: str | None, b: str | None) -> bool:
+    return bool(a and b) and os.path.normpath(str(a)) == os.path.normpath(str(b))
+
+
 def deployment_recipe(
     *,
     algorithm: str | None,
@@ -51,11 +95,17 @@ def deployment_recipe(
     moe_runner_backend: str | None,
     fp8: bool | None,
     fp32: bool,
+    model_path: str | None = None,
+    draft_model_path: str | None = None,
 ) -> Recipe:
-    """The deployment's recipe. ``algorithm`` is the launch's (or the resolved one, with the server's
-    ``launch_command`` to undo SGLang's NEXTN -> EAGLE rewrite); ``fp8`` None when it cannot be told."""
+    """The deployment's recipe. ``algorithm`` is the launch's or the resolved one: SGLang rewrites NEXTN
+    to EAGLE, which is undone by the server's ``launch_command`` where it has one, or by the draft being
+    the model's own checkpoint (its MTP layer: what NEXTN is; a separate EAGLE draft is another path);
+    ``fp8`` None when it cannot be told."""
     algo = (algorithm or "").upper()
-    if algo == "EAGLE" and launch_command and "NEXTN" in launch_command.upper():
+    if algo == "EAGLE" and (
+        (launch_command and "NEXTN" in launch_command.upper()) or _same_path(model_path, draft_model_path)
+    ):
         algo = "NEXTN"
     if fp8 is None:
         head: str | None = "fp32" if fp32 else None
@@ -68,7 +118,7 @@ def deployment_recipe(
 
 @dataclass(frozen=True)
 class Choice:
-    pack: str
+    pack: str | None  # None: no shipped pack is written for the deployment's model
     reason: str
     exact: bool  # False: nothing (or more than one) matched and the default pack was used
 
@@ -121,92 +171,177 @@ def choose(
 
 AUTO = "auto"
 CHECK_ID = "rules.auto"
+NO_PACK = "none"  # the report's rule_pack when no shipped pack is written for the model
 
 
-def shipped_recipes() -> list[tuple[str, Recipe]]:
-    """(pack name, its recipe) for every built-in pack that declares one."""
+def shipped_recipes() -> list[ShippedRecipe]:
+    """Every built-in pack that declares a recipe, with the model it is for."""
     from validator.rulepack import list_builtin_packs, load_pack
 
-    out: list[tuple[str, Recipe]] = []
+    out: list[ShippedRecipe] = []
     for path in list_builtin_packs():
         pack = load_pack(str(path)).pack
         if pack.recipe is not None:
             r = pack.recipe
+            spec = r.speculative.upper() if r.speculative != NONE else NONE
             out.append(
-                (
+                ShippedRecipe(
                     pack.metadata.name,
-                    Recipe(
-                        r.speculative.upper() if r.speculative != NONE else NONE,
-                        r.moe_runner_backend,
-                        r.lm_head,
-                    ),
+                    Recipe(spec, r.moe_runner_backend, r.lm_head),
+                    tuple(r.architectures),
+                    tuple(r.model_types),
                 )
             )
     return out
 
 
+def _text_list(value: object) -> tuple[str, ...]:
+    return tuple(v for v in value if isinstance(v, str)) if isinstance(value, list) else ()
+
+
+def deployment_model(facts: Facts) -> Model | None:
+    """The target model, from the first source that names it: the live server's ``/model_info``, the
+    attestation (the class the plugin saw loaded), the checkpoint's ``config.json``, the log's
+    ``Load weight end ... type=`` line (a start that died after loading)."""
+    server = facts.server
+    if server is not None and server.model_info:
+        info = server.model_info
+        archs = _text_list(info.get("architectures"))
+        mtype = info.get("model_type")
+        if archs or isinstance(mtype, str):
+            return Model(archs, mtype if isinstance(mtype, str) else None, "/model_info")
+    att = facts.attestation
+    if att is not None and att.target is not None and att.target.model_class:
+        return Model((att.target.model_class,), None, "the attestation (the loaded model's class)")
+    ck = facts.checkpoint
+    if ck is not None and (ck.architectures or isinstance(ck.config.get("model_type"), str)):
+        mtype = ck.config.get("model_type")
+        return Model(
+            tuple(ck.architectures),
+            mtype if isinstance(mtype, str) else None,
+            f"the checkpoint's config.json ({ck.model_dir})",
+        )
+    if facts.log is not None and facts.log.loaded_models:
+        return Model((facts.log.loaded_models[0],), None, f"the log's weight-load line ({facts.log.path})")
+    return None
+
+
 def launch_recipe(facts: Facts) -> Recipe | None:
-    """The deployment's recipe from a parsed launch command and its environment (preflight)."""
+    """The deployment's recipe from a parsed launch command and its environment (preflight). The FP8
+    head counts as asked for whether or not the installed build declares the variable: that build ignoring
+    it is what the FP8 pack's ``lm_head.fp8`` fails, with the patch remedy."""
     from validator.checks.base import env_bool
 
     launch = facts.launch
     if launch is None:
         return None
     s = launch.settings
-    fp8 = env_bool(launch.env.get(FP8_ENV))
-    if fp8 and facts.sglang is not None and facts.sglang.declares_fp8_lm_head is False:
-        fp8 = False  # a build that does not declare it ignores it
     return deployment_recipe(
         algorithm=s.speculative_algorithm,
         launch_command=None,
         moe_runner_backend=s.moe_runner_backend,
-        fp8=bool(fp8),
+        fp8=bool(env_bool(launch.env.get(FP8_ENV))),
         fp32=s.enable_fp32_lm_head,
+        model_path=s.model_path,
+        draft_model_path=s.speculative_draft_model_path,
     )
 
 
-def server_recipe(facts: Facts) -> Recipe | None:
-    """The deployment's recipe from a live server: ``/server_info`` (NEXTN undone from EAGLE through its
-    ``launch_command``); the FP8 head from the attestation's head dtype or the log's FP8 line, else
-    unknown (the server does not report its environment)."""
-    server = facts.server
-    if server is None:
+def server_recipe(facts: Facts) -> tuple[Recipe, str] | None:
+    """The deployment's recipe from a live server, and what it was read from: ``/server_info`` (NEXTN
+    undone from EAGLE), else the log's ``server_args`` of a start that never answered. The FP8 head: asked
+    for in the attestation's environment, or its head's dtype, or the log's FP8 line; else unknown (the
+    server does not report its environment)."""
+    from validator.checks.base import env_bool
+    from validator.facts import logged_settings
+
+    if facts.server is not None:
+        s = facts.server.settings
+        source = "the server"
+    elif facts.log is not None and (logged := logged_settings(facts.log)) is not None:
+        s = logged
+        source = f"the logged server_args of the start in {facts.log.path}"
+    else:
         return None
-    s = server.settings
     fp8: bool | None = None
     att = facts.attestation
-    if att is not None and att.target is not None and att.target.lm_head is not None:
+    if att is not None and env_bool(att.env.get(FP8_ENV)):
+        fp8 = True
+    elif att is not None and att.target is not None and att.target.lm_head is not None:
         fp8 = "float8" in (att.target.lm_head.weight_dtype or "")
-    elif facts.log is not None:
-        fp8 = bool(facts.log.fp8_lm_head_lines)
-    return deployment_recipe(
+    elif facts.log is not None and (facts.log.fp8_lm_head_lines or facts.log.ready):
+        fp8 = bool(facts.log.fp8_lm_head_lines)  # the FP8 line is logged while loading, before ready
+    recipe = deployment_recipe(
         algorithm=s.speculative_algorithm,
         launch_command=s.launch_command,
         moe_runner_backend=s.moe_runner_backend,
         fp8=fp8,
         fp32=s.enable_fp32_lm_head,
+        model_path=s.model_path,
+        draft_model_path=s.speculative_draft_model_path,
     )
+    return recipe, source
 
 
-def choose_pack(facts: Facts) -> tuple[LoadedPack, CheckResult]:
-    """``--rules auto``: the chosen pack, and the ``rules.auto`` result that says which and why."""
+def choose_pack(facts: Facts) -> tuple[LoadedPack | None, CheckResult]:
+    """``--rules auto``: the chosen pack (None: none is written for the deployment's model, and nothing
+    is to be checked), and the ``rules.auto`` result that says which and why."""
     from validator.report import CheckResult, Severity, Status
     from validator.rulepack import DEFAULT_PACK, load_pack
 
     live = facts.mode == "check"
-    have = server_recipe(facts) if live else launch_recipe(facts)
-    source = "the server" if live else "the launch command"
-    if have is None:
-        choice = Choice(DEFAULT_PACK, f"{source} could not be read; checked against {DEFAULT_PACK}", False)
+    shipped = shipped_recipes()
+    model = deployment_model(facts)
+    sources = ["server" if live else "launch"]
+    if model is not None:
+        fitting = [p for p in shipped if p.for_model(model)]
+        if not fitting:
+            written_for = sorted({a for p in shipped for a in p.architectures})
+            reason = (
+                f"{model.source} names the model {model.describe()}; no shipped pack is written for it "
+                f"(they are for {', '.join(written_for)}), so nothing was checked"
+            )
+            return None, CheckResult(
+                id=CHECK_ID,
+                status=Status.ERROR,
+                severity=Severity.CRITICAL,
+                message=reason,
+                evidence={"pack": None, "model": model.describe(), "model_source": model.source},
+                sources=sources,
+                remedy=(
+                    "Name a pack written for this model with --rules PATH (spark-validate rules lint PATH "
+                    "checks it); the shipped packs validate Ling-3.0-flash recipes only."
+                ),
+            )
+        shipped = fitting
+    have: Recipe | None
+    if live:
+        read = server_recipe(facts)
+        have, source = read if read is not None else (None, "the server")
     else:
-        choice = choose(have, shipped_recipes(), default=DEFAULT_PACK, source=source)
+        have, source = launch_recipe(facts), "the launch command"
+    names = [p.pack for p in shipped]
+    default = DEFAULT_PACK if DEFAULT_PACK in names or not names else names[0]
+    if have is None:
+        choice = Choice(default, f"{source} could not be read; checked against {default}", False)
+    else:
+        choice = choose(have, [(p.pack, p.recipe) for p in shipped], default=default, source=source)
+    assert choice.pack is not None
+    model_note = f"; the model, {model.describe()} from {model.source}, is the pack's" if model else ""
+    if model is None:
+        model_note = "; the model's architecture could not be read (no /model_info, config.json or log line)"
     result = CheckResult(
         id=CHECK_ID,
         status=Status.PASS if choice.exact else Status.WARN,
         severity=Severity.WARNING,
-        message=choice.reason,
-        evidence={"pack": choice.pack, "recipe": have.describe() if have is not None else None},
-        sources=["server" if live else "launch"],
+        message=choice.reason + model_note,
+        evidence={
+            "pack": choice.pack,
+            "recipe": have.describe() if have is not None else None,
+            "model": model.describe() if model is not None else None,
+            "model_source": model.source if model is not None else None,
+        },
+        sources=sources,
         remedy=None if choice.exact else "Name the pack the deployment means to follow with --rules NAME.",
     )
     return load_pack(choice.pack), result

@@ -1,0 +1,192 @@
+"""``check --rules auto`` from the user's side: it waits once, and reaches the verdict of the pack it picks.
+
+``--wait N`` bounds the whole wait whatever the pack choice: auto reads the server (or its log) once,
+picks the pack, and judges those same facts; only a server that answered is read again, for the probe.
+A start that died is judged by the recipe its own logged ``server_args`` show, exactly as the pack
+named on the command line would judge it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from tests.support.check_helpers import CheckRun, run_check
+from tests.support.loopback import free_port
+from tests.support.probe_live_server import serve
+from tests.support.sim_process import sim_process
+
+DSPARK = "ling-3.0-flash-dgx-spark-dspark"
+
+
+def _timed(url: str, *args: str, timeout: float) -> tuple[float, CheckRun]:
+    started = time.monotonic()
+    run = run_check(url, *args, timeout=timeout)
+    return time.monotonic() - started, run
+
+
+def test_wait_bounds_the_whole_wait_with_nothing_listening() -> None:
+    """Nothing listens: --wait 4 takes about 4 s (it took 8.4 s, twice --wait, when auto waited once to
+    pick the pack and again to check with it)."""
+    url = f"http://127.0.0.1:{free_port()}"
+    took, run = _timed(url, "--rules", "auto", "--wait", "4", timeout=60)
+    run.not_ready()
+    assert took < 7.0, f"--wait 4 took {took:.1f} s"
+    auto = run.check("rules.auto")
+    assert auto["status"] == "warn" and "could not be read" in auto["message"]
+
+
+def test_auto_on_a_dead_dspark_start_reaches_the_dspark_packs_verdict(tmp_path: Path) -> None:
+    """sim dspark-ring-16 dies at pool allocation: with the DSpark pack named, check fails spec.dspark from
+    the dead start's logged server_args (78); auto must pick that pack from the same log line and reach
+    the same verdict in about the same time (it gave INCONCLUSIVE against the default pack after waiting
+    twice)."""
+    timings: dict[str, float] = {}
+    runs: dict[str, CheckRun] = {}
+    for rules in (DSPARK, "auto"):
+        with sim_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0) as sim:
+            timings[rules], runs[rules] = _timed(
+                sim.url, "--rules", rules, "--wait", "60", "--log", str(sim.log), timeout=150
+            )
+    named, auto = runs[DSPARK], runs["auto"]
+    assert named.rc == 78 and auto.rc == 78, auto.explain()
+    assert named.report is not None and auto.report is not None
+    assert auto.report["rule_pack"] == DSPARK
+    assert auto.check("spec.dspark")["status"] == "fail"
+    picked = auto.check("rules.auto")
+    assert picked["status"] == "pass" and "log" in picked["message"], picked
+    same = {c["id"]: c["status"] for c in named.report["checks"]}
+    got = {c["id"]: c["status"] for c in auto.report["checks"] if c["id"] != "rules.auto"}
+    assert got == same
+    assert timings["auto"] < timings[DSPARK] + 10.0, timings
+
+
+# ---- the model decides first: a server answering as SGLang 0.5.23 does, for another model ----
+
+QWEN_MODEL_INFO = {  # /model_info of SGLang 0.5.23 (its keys) serving Qwen2-0.5B
+    "model_path": "Qwen/Qwen2-0.5B",
+    "served_model_name": "Qwen/Qwen2-0.5B",
+    "tokenizer_path": "Qwen/Qwen2-0.5B",
+    "is_generation": True,
+    "preferred_sampling_params": None,
+    "weight_version": "default",
+    "load_format": "auto",
+    "reasoning_parser": None,
+    "tool_call_parser": None,
+    "disaggregation_mode": "null",
+    "has_image_understanding": False,
+    "has_audio_understanding": False,
+    "model_type": "qwen2",
+    "architectures": ["Qwen2ForCausalLM"],
+}
+
+
+def _state(scenario: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    from validator.sim.engine import SimConfig, SimEngine
+    from validator.sim.scenarios import resolve
+
+    engine = SimEngine(SimConfig(scenario=resolve(scenario), startup_seconds=0))
+    return engine.server_info(), engine.model_info()
+
+
+def _app(server_info: dict[str, Any], model_info: dict[str, Any]) -> Starlette:
+    async def health(_: Request) -> Response:
+        return Response(status_code=200)
+
+    async def info(_: Request) -> JSONResponse:
+        return JSONResponse(server_info)
+
+    async def model(_: Request) -> JSONResponse:
+        return JSONResponse(model_info)
+
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/server_info", info),
+            Route("/get_server_info", info),
+            Route("/model_info", model),
+        ]
+    )
+
+
+def _model_info(base: dict[str, Any], path: str, arch: str, model_type: str) -> dict[str, Any]:
+    return {
+        **base,
+        "model_path": path,
+        "served_model_name": path,
+        "tokenizer_path": path,
+        "architectures": [arch],
+        "model_type": model_type,
+    }
+
+
+def test_a_qwen_server_matches_no_shipped_pack() -> None:
+    """A plain Qwen2-0.5B server (no speculation, auto MoE): it "followed ling-3.0-flash-baseline" when
+    only the flags decided. No pack is written for it: nothing is checked, the report says so, and the
+    verdict is inconclusive (69), with --allow-partial too (nothing unjudged is a pass)."""
+    info, _ = _state("healthy")
+    for key in [k for k in info if k.startswith("speculative_")]:
+        info[key] = None
+    info.update(model_path="Qwen/Qwen2-0.5B", moe_runner_backend="auto", enable_fp32_lm_head=True)
+    info.pop("launch_command", None)
+    with serve(_app(info, QWEN_MODEL_INFO)) as url:
+        for extra in ((), ("--allow-partial",)):
+            run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5", *extra)
+            run.inconclusive()
+            assert run.report is not None and run.report["rule_pack"] == "none", run.explain()
+            assert [c["id"] for c in run.report["checks"]] == ["rules.auto"]
+            auto = run.check("rules.auto")
+            assert auto["status"] == "error" and auto["severity"] == "critical"
+            assert "Qwen2ForCausalLM (model_type qwen2)" in auto["message"]
+            assert "/model_info" in auto["message"] and "no shipped pack is written for it" in auto["message"]
+            assert "--rules PATH" in str(auto["remedy"])
+
+
+def test_a_deepseek_dspark_server_is_not_the_cookbook_recipe() -> None:
+    """DSPARK + flashinfer_mxfp4 + BF16 head is the cookbook cell's triple, but the model is DeepSeek's."""
+    info, model = _state("cookbook")
+    info["model_path"] = "deepseek-ai/DeepSeek-V3"
+    model = _model_info(model, "deepseek-ai/DeepSeek-V3", "DeepseekV3ForCausalLM", "deepseek_v3")
+    with serve(_app(info, model)) as url:
+        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+    run.inconclusive()
+    assert run.report is not None and run.report["rule_pack"] == "none", run.explain()
+    assert "DeepseekV3ForCausalLM" in run.check("rules.auto")["message"]
+
+
+def test_the_same_cookbook_server_with_ling_is_the_cookbook_pack() -> None:
+    """Control for the test above: the same documents with Ling's model_info pick the cookbook pack."""
+    info, model = _state("cookbook")
+    with serve(_app(info, model)) as url:
+        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+    assert run.report is not None and run.report["rule_pack"] == "sglang-cookbook-dgx-spark", run.explain()
+    auto = run.check("rules.auto")
+    assert auto["status"] == "pass" and "BailingMoeV3ForCausalLM" in auto["message"]
+
+
+def test_resolved_eagle_with_the_models_own_checkpoint_is_nextn_without_launch_command() -> None:
+    """Builds whose /server_info has no launch_command: SGLang reports NEXTN as EAGLE, and a draft that is
+    the model's own checkpoint (its MTP layer) is what NEXTN is, so the NEXTN pack is picked exactly."""
+    info, model = _state("healthy")
+    info.pop("launch_command", None)
+    assert info["speculative_algorithm"] == "EAGLE"
+    assert info["speculative_draft_model_path"] == info["model_path"]
+    with serve(_app(info, model)) as url:
+        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+    assert run.report is not None and run.report["rule_pack"] == "ling-3.0-flash-dgx-spark", run.explain()
+    auto = run.check("rules.auto")
+    assert auto["status"] == "pass" and "NEXTN speculation" in auto["message"], auto
+    # a separate EAGLE draft is not NEXTN: no shipped recipe, the default pack with a warning
+    info["speculative_draft_model_path"] = "/models/some-eagle-draft"
+    with serve(_app(info, model)) as url:
+        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+    assert (
+        run.check("rules.auto")["status"] == "warn"
+        and "EAGLE speculation" in run.check("rules.auto")["message"]
+    )
