@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.check_helpers import CheckRun, evidence_files, run_check
 from tests.support.sim_process import SimProcess, sim_process
+from validator.outputs import formats
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -52,7 +53,7 @@ def test_the_simulator_really_exposes_the_key_in_server_info(auth_sim: SimProces
     assert KEY in info.text
 
 
-@pytest.mark.parametrize("fmt", ["json", "text", "junit"])
+@pytest.mark.parametrize("fmt", list(formats()))
 def test_key_file_passes_and_the_key_appears_in_no_format(
     auth_sim: SimProcess, key_file: Path, fmt: str
 ) -> None:
@@ -98,8 +99,9 @@ def test_without_the_key_exits_69_with_a_clear_401(auth_sim: SimProcess) -> None
 def test_a_wrong_key_is_refused_and_not_echoed(auth_sim: SimProcess, tmp_path: Path) -> None:
     wrong = tmp_path / "wrong-key"
     wrong.write_text(WRONG)
-    for fmt in ("json", "text", "junit"):
+    for fmt in formats():
         run = run_check(auth_sim.url, "--wait", "20", "--api-key-file", str(wrong), fmt=fmt)
         assert run.rc == 69, run.explain()
         assert_no_key(run, KEY, WRONG)
-        assert "401" in run.stdout + run.stderr
+        if formats()[fmt].messages:  # prom carries no message to say it in
+            assert "401" in run.stdout + run.stderr

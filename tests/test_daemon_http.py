@@ -64,9 +64,13 @@ def test_readyz_follows_the_latch_and_report_is_redacted() -> None:
         [(s, _, b)] = await _exchange(port, b"GET /report HTTP/1.1\r\n\r\n")
         assert s == 503
         state.latch(_report(Verdict.PASS), ready=True, reason="")
-        [(s, h, b)] = await _exchange(port, b"GET /readyz?verbose=1 HTTP/1.1\r\n\r\n")
-        assert s == 200 and json.loads(b) == {"ready": True, "verdict": "pass", "phase": "starting"}
+        [(s, h, b)] = await _exchange(port, b"GET /readyz?timeout=1 HTTP/1.1\r\n\r\n")
+        assert s == 200
+        assert json.loads(b) == {"ready": True, "verdict": "pass", "partial": False, "phase": "starting"}
         assert h["content-type"] == "application/json" and len(b) < 200
+        [(s, h, b)] = await _exchange(port, b"GET /readyz?verbose=1 HTTP/1.1\r\n\r\n")
+        assert s == 200 and h["content-type"].startswith("text/plain")
+        assert b.decode().splitlines() == ["[+]server.ready ok", "readyz check passed"]
         [(s, _, b)] = await _exchange(port, b"GET /report HTTP/1.1\r\n\r\n")
         assert s == 200 and b"sk-SECRET-123" not in b and json.loads(b)["checks"][0]["evidence"]["url"]
         state.drop("server /health stopped answering 200")

@@ -110,6 +110,11 @@ def _slug(heading: str) -> str:
         ("spark_validate_last_run_timestamp_seconds > 0", "spark_validate_last_run_timestamp_seconds >= 0"),
         ('absent(up{job="spark-validate"})', 'absent(up{job="sglang"})'),
         ("for: 15m", "for: 1m"),
+        ('{kind="not_proven"} > 0', '{kind="not_proven"} > 5'),
+        (
+            "and on (job, instance) spark_validate_ready == 1",
+            "and on (job, instance) spark_validate_ready >= 0",
+        ),
     ],
 )
 def test_unit_tests_catch_a_broken_rule(tmp_path: Path, old: str, new: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from validator.engine import build_report, run_checks
 from validator.facts import Facts, LaunchFacts, ServerFacts
-from validator.outputs import render
+from validator.outputs import formats, render
 from validator.report import CheckResult, Severity, Status, Verdict, decide_verdict
 from validator.rulepack import LoadedPack, load_pack, parse_pack
 
@@ -150,7 +150,7 @@ def test_secrets_never_rendered_in_any_format() -> None:
     _loaded, report = _live_report(secret)
     # evidence that carries a secret-named key (e.g. a check quoting server_info) is redacted too
     report.checks[0].evidence["api_key"] = secret  # type: ignore[attr-defined]
-    for fmt in ("text", "json", "junit"):
+    for fmt in formats():
         out = render(report, fmt)  # type: ignore[arg-type]
         assert secret not in out, fmt
 

@@ -18,6 +18,7 @@ import pytest
 from tests.support.bounded_run import run_bounded
 from tests.support.daemon_process import daemon_process
 from tests.support.hostile_server import hostile_process
+from validator.outputs import formats
 
 KEY = "q7Vt9ZpLw3XkR2mN"  # no recognisable shape: only its registration can catch it
 TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWx"
@@ -54,7 +55,7 @@ def test_exit_65_lines_never_quote_a_secret(tmp_path: Path) -> None:
     assert rc == 65 and f"{unit}:2" in out and KEY not in out, out
 
 
-@pytest.mark.parametrize("fmt", ["text", "json", "junit"])
+@pytest.mark.parametrize("fmt", list(formats()))
 def test_echoed_key_and_url_password_never_reach_any_format(tmp_path: Path, fmt: str) -> None:
     key_file = tmp_path / "key"
     key_file.write_text(KEY + "\n")
@@ -65,7 +66,8 @@ def test_echoed_key_and_url_password_never_reach_any_format(tmp_path: Path, fmt:
         )
     out = res.stdout + res.stderr
     assert res.rc == 69, out[-1500:]  # the /generate error leaves the probe without evidence
-    assert "bad request from" in out  # the echo did reach the report, scrubbed
+    if formats()[fmt].messages:  # prom carries no message that could quote it
+        assert "bad request from" in out  # the echo did reach the report, scrubbed
     assert KEY not in out and PASSWORD not in out and "operator" not in out, out
 
 

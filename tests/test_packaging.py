@@ -86,11 +86,13 @@ def _run_installed(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedP
     )
 
 
-def _assert_packs_and_demo(bindir: Path, cwd: Path) -> None:
+def _assert_packs_and_demo(bindir: Path, cwd: Path, root: Path | None = None) -> None:
+    """``rules list`` finds the four shipped packs under ``root`` (the install, not a checkout), and
+    ``demo`` passes the healthy simulator and catches the trap."""
     listing = _run_installed(bindir, "rules", "list", cwd=cwd)
     assert listing.returncode == 0, listing.stderr
     tail = listing.stdout.strip().splitlines()[-1]
-    assert str(bindir.parent) in tail, tail  # the installed copy, not a checkout's
+    assert str(root or bindir.parent) in tail, tail  # the installed copy, not a checkout's
     assert {p.strip() for p in tail.split(":", 1)[1].split(",")} == PACKS, tail
     demo = _run_installed(bindir, "demo", "--speed", "200", cwd=cwd)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
@@ -184,11 +186,12 @@ def test_dockerignore_matcher_reads_docker_semantics() -> None:
     assert not _in_build_context("README.md", rules)
 
 
-def _image_source_tree(context: Path, dest: Path) -> Path:
+def _image_source_tree(context: Path, dest: Path) -> str:
     """Apply the Dockerfile's ``COPY`` lines (no ``--from``) from the build context: each source file or
-    directory is placed at its destination under ``dest``. Returns where the ``pip install`` line points."""
+    directory is placed at its destination under ``dest``. Returns the ``RUN`` line that installs
+    spark-validate (the one that calls pip)."""
     text = DOCKERFILE.read_text().replace("\\\n", " ")
-    install_dir: str | None = None
+    install: str | None = None
     for line in text.splitlines():
         words = shlex.split(line, comments=True)
         if not words:
@@ -205,21 +208,55 @@ def _image_source_tree(context: Path, dest: Path) -> Path:
                     where = where / src.name if target.endswith("/") else where
                     where.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(src, where, follow_symlinks=False)
-        if words[0].upper() == "RUN" and "pip" in words and "install" in words:
-            spec = next(w for w in words if w.startswith("/opt/"))
-            install_dir = spec.split("[", 1)[0]
-    assert install_dir is not None, "the Dockerfile installs spark-validate with pip"
-    return dest / install_dir.lstrip("/")
+        if words[0].upper() == "RUN" and "pip" in words:
+            install = line.split(None, 1)[1]
+    assert install is not None, "the Dockerfile installs spark-validate with pip"
+    return install
 
 
 def test_image_build_context_installs_with_its_packs(tmp_path: Path) -> None:
+    """The Dockerfile's install step, run by bash as written, with the image's root at ``image/`` and a
+    fresh venv standing in for SGLang's interpreter (``python3``): the tool is on PATH with its packs, and
+    the server's interpreter gained the plugin distribution alone."""
     rules = _dockerignore_patterns()
     context = tmp_path / "context"
     for rel in _tracked_files():
         if _in_build_context(rel, rules):
             _copy_tree([rel], context)
     image = tmp_path / "image"
-    source = _image_source_tree(context, image)
-    bindir = _venv(tmp_path / "venv")
-    _pip_install(bindir, str(source))
-    _assert_packs_and_demo(bindir, tmp_path)
+    run_line = _image_source_tree(context, image)
+    server = tmp_path / "sglang-python"
+    subprocess.run([sys.executable, "-m", "venv", str(server)], check=True, timeout=120)
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    # a wrapper, not a link: a venv's interpreter reached through a link elsewhere is the base interpreter
+    (shim / "python3").write_text(f'#!/bin/sh\nexec "{server}/bin/python" "$@"\n')
+    (shim / "python3").chmod(0o755)
+    (image / "usr" / "local" / "bin").mkdir(parents=True)
+    before = _freeze(server / "bin" / "python")
+    script = run_line.replace("/opt/", f"{image}/opt/").replace("/usr/local/", f"{image}/usr/local/")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["PATH"] = f"{shim}{os.pathsep}{image}/usr/local/bin{os.pathsep}{env['PATH']}"
+    proc = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    added = _freeze(server / "bin" / "python") - before
+    assert [line.split("==")[0] for line in added] == ["spark-validate-plugin"], added
+    _assert_packs_and_demo(image / "usr" / "local" / "bin", tmp_path, root=image)
+
+
+def _freeze(python: Path) -> set[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "freeze", "--all"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return {line.split(" @ ")[0] for line in proc.stdout.splitlines() if line and not line.startswith("#")}

@@ -50,6 +50,12 @@ def _self_attrs(cls: ast.ClassDef) -> set[str]:
     return found | _methods(cls)
 
 
+def test_the_simulator_logs_the_targets_the_plugin_hooks() -> None:
+    from validator.sim.server_log import PLUGIN_HOOK_TARGETS
+
+    assert tuple(hooks.HOOKS) == PLUGIN_HOOK_TARGETS
+
+
 @pytest.mark.parametrize("target", sorted(hooks.HOOKS))
 def test_hook_target_exists(stock_sglang_root: Path, target: str) -> None:
     module, cls, method = target.rsplit(".", 2)

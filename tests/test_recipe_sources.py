@@ -14,14 +14,9 @@ from typing import Any
 
 import pytest
 
+from validator.checks.spec_dspark import ring_problems, smallest_ring, verify_width, width_conflict
 from validator.errors import InputError
-from validator.sources.dspark_draft import (
-    read_dspark_draft,
-    ring_problems,
-    smallest_ring,
-    verify_width,
-    width_conflict,
-)
+from validator.sources.dspark_draft import read_dspark_draft
 from validator.sources.flashinfer import read_flashinfer
 from validator.sources.host import read_host
 from validator.sources.sglang_install import read_sglang_install

@@ -277,3 +277,27 @@ def _env(tmp_path: Path) -> Path:
     p = tmp_path / "server.env"
     p.write_text("SGLANG_ENABLE_FP8_LM_HEAD=1\n")
     return p
+
+
+def test_every_check_family_module_is_registered() -> None:
+    """A family module that registry.py forgets would leave its checks unknown: every pack listing them
+    fails to load. Every module under validator/checks/ that registers a builtin is in FAMILIES, and
+    every check a built-in pack lists without ``expect`` is a registered builtin."""
+    import pkgutil
+
+    import validator.checks
+    from validator.checks.registry import FAMILIES, builtins
+    from validator.rulepack import list_builtin_packs, parse_pack
+
+    listed = {m.__name__.rsplit(".", 1)[1] for m in FAMILIES}
+    sources = Path(validator.checks.__file__).parent
+    registering = {
+        m.name
+        for m in pkgutil.iter_modules([str(sources)])
+        if "@check.builtin(" in (sources / f"{m.name}.py").read_text()
+    }
+    assert registering and registering == listed
+    known = builtins()
+    for path in list_builtin_packs():
+        for spec in parse_pack(path).checks:
+            assert spec.expect is not None or spec.id in known, (path.name, spec.id)

@@ -23,7 +23,10 @@ import pytest
 
 from tests.support.cli import REPO, run_cli
 from tests.support.loopback import free_port, stop, wait_listening
+from validator.sim.process_view import simulated_command
+from validator.sources.server_processes import recognise_simulator
 
+recognise_simulator(simulated_command)  # as the front doors do: the tests below call the readers directly
 SIM_FLAGS = ["--speed", "1000", "--startup-seconds", "0.2"]
 FP8 = {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}
 

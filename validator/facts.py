@@ -82,6 +82,9 @@ class LaunchFacts:
         return ServerArgs.from_mapping(self.args)
 
 
+PLUGIN_SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the switch of the plugin's LM-head remedy
+
+
 @dataclass(frozen=True)
 class PluginState:
     """spark-validate's SGLang plugin as the server will run it (``validator.sources.plugin_env``)."""
@@ -347,6 +350,7 @@ class Facts:
     declared: LaunchFacts | None = None  # what a unit/script/command given beside it declares (drift)
     # the checks' outcomes on the declared launch instead of the running one: check id -> status
     declared_outcomes: dict[str, str] | None = None
+    drift: list[str] | None = None  # what differs between the declaration and the running server
     errors: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
     mode: Mode = "preflight"
 

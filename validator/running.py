@@ -80,7 +80,7 @@ class RunningInputs:
 def _declared_launch(declared: PreflightInputs, running: LaunchFacts) -> LaunchFacts:
     """The declaration's launch command with the environment it would start with: the running server's
     non-recipe variables (PATH, HOME: what any supervisor provides) and the declaration's own."""
-    from validator.checks.launch import RECIPE_ENV_PREFIXES
+    from validator.sources.drift import RECIPE_ENV_PREFIXES
 
     base = {k: v for k, v in running.env.items() if not k.startswith(RECIPE_ENV_PREFIXES)}
     return read_launch(replace(declared, base_env=base))
@@ -100,6 +100,10 @@ def _drift(facts: Facts, inputs: RunningInputs, loaded: LoadedPack, results: lis
     except (InputError, UnresolvedLaunch) as exc:
         facts.errors["declared"] = str(exc)
         return
+    from validator.sources.drift import drift_items
+
+    assert facts.process is not None
+    facts.drift = drift_items(facts.declared, facts.launch, facts.process.env is not None)
     other = dataclasses.replace(facts, launch=full, process=None)
     now = {r.id: r.status for r in results if r.id not in _PROCESS_ONLY and LAUNCH in r.sources}
     then = {r.id: r.status for r in run_checks(other, loaded, mode="preflight")}

@@ -1,5 +1,6 @@
-"""Host checks for GB10 hazards a start-up check can catch: a second resident model (MemAvailable) and a
-supervisor that kills a healthy server during its long cold start (systemd's start budget).
+"""Host checks: whether this is a DGX Spark at all (the pack's figures are GB10's), and the GB10 hazards a
+start-up check can catch: a second resident model (MemAvailable) and a supervisor that kills a healthy
+server during its long cold start (systemd's start budget).
 
 Both read the pack's ``expect.host`` figures; off a DGX Spark the memory figure does not apply (skip).
 """
@@ -82,3 +83,22 @@ def start_budget(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     return check.passed(f"{b.detail} covers a cold start ({cold:g} s)", [DEPLOY], **ev)
+
+
+@check.builtin("host.platform", "preflight")
+def host_platform(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    """The pack's figures (bandwidth floor, memory-fraction limit) are GB10's; elsewhere they mislead."""
+    h = facts.host
+    if h is None:
+        return check.errored("host not inspected", [HOST])
+    ev: dict[str, Any] = {"machine": h.machine, "gpu": h.gpu_name, "mem_total_gib": _gib(h.mem_total_bytes)}
+    if h.is_dgx_spark is None:  # a finding (info), not a failure: the pack's figures may not apply
+        return check.warned(
+            f"cannot tell whether this {h.machine} host is a DGX Spark without CUDA", [HOST], **ev
+        )
+    if not h.is_dgx_spark:
+        what = h.gpu_name or f"a {h.machine} host without an NVIDIA driver"
+        return check.warned(
+            f"not a DGX Spark ({what}): the pack's bandwidth and memory limits are GB10's", [HOST], **ev
+        )
+    return check.passed(f"DGX Spark ({h.gpu_name}, {ev['mem_total_gib']} GiB unified memory)", [HOST], **ev)

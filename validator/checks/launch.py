@@ -1,12 +1,11 @@
-"""``launch.program``: the launch command can run, and the SGLang install preflight read is the one the
-server will import.
+"""Launch checks: ``launch.program`` (the launch command can run, and the SGLang install preflight read is
+the one the server will import) and ``launch.warnings`` (what SGLang accepts but does not do as written).
 
 Every preflight check of the installed build (``lm_head.fp8``'s support, ``spec.lm_head_shared``) is only
-as good as the answer to "which ``sglang`` will this server import?". A missing interpreter used to leave
-those checks ``skip`` and the verdict ``pass``, and ``launch`` then failed to exec (restarted forever by
-systemd). Where preflight runs on the server's own host (``launch``, ``--unit``), a program that cannot
-run is a misconfiguration (``fail``); elsewhere (``--launch-cmd`` checked on a laptop) it is evidence that
-could not be gathered (``error``), per contract v2.
+as good as the answer to "which ``sglang`` will this server import?"; a program that cannot run would
+leave them unproven and ``launch`` unable to exec. Where preflight runs on the server's own host
+(``launch``, ``--unit``), a program that cannot run is a misconfiguration (``fail``); elsewhere
+(``--launch-cmd`` checked on a laptop) it is evidence that could not be gathered (``error``).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import DECLARED, LAUNCH, PROCESS, SGLANG, Facts, LaunchFacts
+from validator.facts import DECLARED, LAUNCH, PROCESS, SGLANG, Facts
 
 
 def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> check.Outcome:
@@ -95,52 +94,15 @@ def launch_program(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     )
 
 
-# Variables that configure the recipe, NCCL or the caches: a running server that has one its declaration
-# does not set was started some other way (by hand, or from an edited file).
-RECIPE_ENV_PREFIXES = ("SGLANG_", "SPARK_VALIDATE_", "NCCL_", "GLOO_", "CUDA_", "FLASHINFER_", "HUMMING_")
-
-
-def _shown(value: object) -> str:
-    return "(unset)" if value is None else repr(value)
-
-
-def _same_program(declared: str, running: str) -> bool:
-    """Two paths are compared as written; a bare name (found on PATH) only by its name, since the
-    running argv[0] may be either spelling of the same program."""
-    if "/" in declared and "/" in running:
-        return declared == running
-    return declared.rsplit("/", 1)[-1] == running.rsplit("/", 1)[-1]
-
-
-def drift_items(declared: LaunchFacts, running: LaunchFacts, env_known: bool) -> list[str]:
-    """What differs between a declaration and the running server: arguments (as SGLang parsed them, so
-    order and ``--flag=value`` spellings do not count), the program, and the recipe's environment."""
-    from validator.redact import is_secret_key
-    from validator.sources.sglang_cli import load_table
-
-    items: list[str] = []
-    table = load_table()
-    for dest in sorted(declared.explicit | running.explicit):
-        want, have = declared.args.get(dest), running.args.get(dest)
-        if want != have:
-            action = table.action_for_dest(dest)
-            flag = action.option_strings[0] if action is not None and action.option_strings else dest
-            if is_secret_key(dest, want or have or ""):
-                items.append(f"{flag}: differs (a credential: values not shown)")
-            else:
-                items.append(f"{flag}: declared {_shown(want)}, running {_shown(have)}")
-    if declared.program and running.program and not _same_program(declared.program, running.program):
-        items.append(f"program: declared {declared.program}, running {running.program}")
-    if env_known:
-        names = set(declared.env) | {k for k in running.env if k.startswith(RECIPE_ENV_PREFIXES)}
-        for name in sorted(names):
-            want, have = declared.env.get(name), running.env.get(name)
-            if want != have and not (want is None and name in running.consumed_env):
-                if is_secret_key(name, want or have or ""):  # a credential's values never reach a report
-                    items.append(f"${name}: differs (a credential: values not shown)")
-                else:
-                    items.append(f"${name}: declared {_shown(want)}, running {_shown(have)}")
-    return items
+@check.builtin("launch.warnings", "preflight")
+def launch_warnings(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    """What SGLang would accept but not do as written: deprecated flags, a ``--config=FILE`` it ignores."""
+    if facts.launch is None:
+        return check.no_launch(facts)
+    if facts.launch.warnings:
+        return check.warned("; ".join(facts.launch.warnings), [LAUNCH], warnings=facts.launch.warnings)
+    config = str(facts.launch.config_file) if facts.launch.config_file else None
+    return check.passed("SGLang accepts the command line as written", [LAUNCH], config_file=config)
 
 
 @check.builtin("launch.drift", "preflight")
@@ -159,7 +121,7 @@ def launch_drift(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             return check.warned("; ".join(items), [PROCESS], exe=proc.exe)
         return check.skipped("nothing declared to compare the running server with (give --unit, --script, "
                              "--compose, --docker-cmd or --launch-cmd)", [PROCESS])  # fmt: skip
-    items += drift_items(declared, running, proc.env is not None)
+    items += facts.drift or []
     ev: dict[str, Any] = {"declared": declared.origin, "pid": proc.pid, "differences": items}
     if proc.env is None:
         ev["environment"] = proc.env_error

@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 from validator.checks import base as check
 from validator.checks.lm_head import fp8_requested
 from validator.checks.log import log_shows_broken_draft
+from validator.checks.spec_dspark import DSPARK, dspark_config_preflight, dspark_shared_preflight
 from validator.facts import (
     ATTESTATION,
-    DSPARK_DRAFT,
     LAUNCH,
     LOG,
+    PLUGIN_SHARE_ENV,
     PROBE,
     SERVER,
     SGLANG,
@@ -26,14 +27,11 @@ from validator.facts import (
     ServerArgs,
     logged_settings,
 )
-from validator.pack_schema import DSparkExpect, SpeculativeExpect
-from validator.sources.dspark_draft import ring_problems, smallest_ring, verify_width, width_conflict
-from validator.sources.plugin_env import ENV_SHARE
+from validator.pack_schema import SpeculativeExpect
 
 if TYPE_CHECKING:
     from validator.attestation.schema import Attestation
 
-DSPARK = "DSPARK"
 _CONFIG_NEEDS = ("speculative", "checkpoint")
 
 
@@ -115,7 +113,7 @@ def spec_config_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcom
         return check.no_launch(facts)
     args = facts.launch.settings
     if s.algorithm.upper() == DSPARK:
-        return _dspark_config_preflight(facts, ctx, args)
+        return dspark_config_preflight(facts, ctx, args)
     algo = args.speculative_algorithm
     alias = _alias_of_recipe(args, (algo or "").upper(), s)
     algo_ok = algo is not None and (algo.upper() == s.algorithm.upper() or alias)
@@ -208,7 +206,7 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> chec
     if facts.launch is None:
         return check.no_launch(facts)
     if s.algorithm.upper() == DSPARK:
-        return _dspark_shared_preflight(facts, ctx)
+        return dspark_shared_preflight(facts, ctx)
     spec_on, fp8 = facts.launch.settings.speculative, _fp8(facts, ctx)
     if not spec_on or not fp8:
         return check.skipped(
@@ -234,7 +232,7 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> chec
             f"{cls} shares the target's LM-head module (set_lm_head_from_target)", [LAUNCH, SGLANG], **ev
         )
     plugin = facts.plugin
-    ev[ENV_SHARE] = facts.launch.env.get(ENV_SHARE)
+    ev[PLUGIN_SHARE_ENV] = facts.launch.env.get(PLUGIN_SHARE_ENV)
     ev["plugins"] = sorted(sg.plugins)
     if plugin is not None and plugin.remedy:
         return check.passed(
@@ -434,308 +432,6 @@ def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     return check.passed(f"acceptance length {probe.accept_length:.2f} > {threshold}", sources, **ev)
-
-
-DSPARK = "DSPARK"
-
-
-def _is_dspark(ctx: check.CheckContext) -> bool:
-    s = ctx.expect.speculative
-    return s is not None and s.algorithm.upper() == DSPARK
-
-
-def _width_args(args: ServerArgs) -> dict[str, int | None]:
-    return {
-        "speculative_dspark_block_size": args.speculative_dspark_block_size,
-        "speculative_num_draft_tokens": args.speculative_num_draft_tokens,
-    }
-
-
-def _draft_problems(
-    facts: Facts, ctx: check.CheckContext, ev: dict[str, Any]
-) -> tuple[list[str], str | None]:
-    """(what is wrong with the DSpark draft, why it could not be read). The draft must be a DSpark model
-    the installed build registers, with what DSpark needs to start (markov_rank > 0, mask_token_id;
-    ``resolve_runtime_config``) and the pack's block size."""
-    d = check.need(ctx.expect.dspark, "dspark")
-    draft = facts.dspark_draft
-    if draft is None or draft.config_path is None:
-        return [], (draft.note if draft is not None else None) or "the DSpark draft was not read"
-    ev.update(
-        draft_config=str(draft.config_path),
-        draft_architectures=draft.architectures,
-        draft_block_size=draft.block_size,
-        draft_block_size_key=draft.block_size_key,
-        draft_markov_rank=draft.markov_rank,
-    )
-    problems: list[str] = []
-    arch = draft.architectures[0] if draft.architectures else None
-    registered = facts.sglang.dspark_draft_classes if facts.sglang is not None else None
-    if arch not in d.draft_architectures:
-        problems.append(
-            f"the draft at {draft.path} is {arch or 'no architecture'}, not a DSpark draft "
-            f"({', '.join(d.draft_architectures)})"
-        )
-    elif registered is not None and arch not in registered:
-        problems.append(f"the installed SGLang registers no DSpark draft class {arch}")
-    else:
-        if not draft.markov_rank:
-            problems.append("the draft's markov_rank is not > 0: DSpark refuses it at start")
-        if draft.mask_token_id is None:
-            problems.append("the draft's config sets no mask_token_id: DSpark refuses it at start")
-        if draft.block_size != d.block_size:
-            problems.append(f"the draft's block size is {draft.block_size}, the recipe's {d.block_size}")
-    return problems, None
-
-
-def _dspark_config_preflight(facts: Facts, ctx: check.CheckContext, args: ServerArgs) -> check.Outcome:
-    """DSPARK as the recipe runs it. SGLang resolves steps and topk to 1 and the draft-token count to the
-    draft's block size + 1 (``_handle_dspark``): unset is right; a different explicit value is overridden
-    with a warning (steps, topk) or refused at start (draft tokens)."""
-    s = check.need(ctx.expect.speculative, "speculative")
-    ev: dict[str, Any] = {
-        "speculative_algorithm": args.speculative_algorithm,
-        "speculative_draft_model_path": args.speculative_draft_model_path,
-        "speculative_num_draft_tokens": args.speculative_num_draft_tokens,
-        "speculative_dspark_block_size": args.speculative_dspark_block_size,
-    }
-    sources = [LAUNCH]
-    if args.speculative_algorithm is None:
-        return check.failed("speculative decoding is off (no --speculative-algorithm)", sources, **ev)
-    problems: list[str] = []
-    if args.speculative_algorithm.upper() != DSPARK:
-        problems.append(f"algorithm is {args.speculative_algorithm}, expected {s.algorithm}")
-        return check.failed(
-            "speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev
-        )
-    for name, got in (("num_steps", args.speculative_num_steps), ("eagle_topk", args.speculative_eagle_topk)):
-        if got is not None and got != 1:
-            problems.append(f"{name} is {got}: DSpark overrides it to 1 (the command says otherwise)")
-    draft = facts.dspark_draft
-    if (
-        s.require_draft_model_path
-        and not args.speculative_draft_model_path
-        and (draft is None or draft.config_path is None)
-    ):
-        problems.append("no draft model path (and no dspark/ subfolder in the model directory)")
-    else:
-        found, unread = _draft_problems(facts, ctx, ev)
-        if unread is not None and not problems:
-            return check.errored(
-                f"the DSpark draft checkpoint could not be read: {unread} (run preflight where the draft "
-                "checkpoint is)",
-                [LAUNCH, DSPARK_DRAFT],
-                **ev,
-            )
-        problems += found
-        sources.append(DSPARK_DRAFT)
-        conflict = width_conflict(draft.block_size if draft else None, _width_args(args))
-        if conflict:
-            problems.append(conflict)
-    if problems:
-        return check.failed(
-            "speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev
-        )
-    assert draft is not None
-    return check.passed(
-        f"DSPARK speculation with {draft.architectures[0]} (block size {draft.block_size}, "
-        f"{draft.block_size + 1 if draft.block_size else '?'} verify tokens)",
-        sources,
-        **ev,
-    )
-
-
-@check.builtin(
-    "spec.dspark",
-    "preflight",
-    needs=("dspark", "speculative"),
-    remedies=("enable_spec_verify", "ring", "read_draft"),
-    params=("ring",),
-)
-def spec_dspark(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
-    """The KDA ReplaySSM spec-verify ring as SGLang 0.5.23 allocates it (``memory_pool.py`` l.818-832):
-    a power of two of at least twice the verify width. SGLang raises only at pool allocation, after the
-    weights have loaded; here it costs nothing."""
-    d = check.need(ctx.expect.dspark, "dspark")
-    if facts.launch is None:
-        return check.no_launch(facts)
-    args = facts.launch.settings
-    if (args.speculative_algorithm or "").upper() != DSPARK:
-        return check.skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
-    ring = args.linear_replayssm_cache_len
-    ev: dict[str, Any] = {
-        "enable_linear_replayssm_spec": args.enable_linear_replayssm_spec,
-        "linear_replayssm_cache_len": ring,
-    }
-    draft = facts.dspark_draft
-    flag = args.speculative_dspark_block_size
-    if draft is not None and draft.config_path is not None:
-        arch = draft.architectures[0] if draft.architectures else None
-        if arch not in d.draft_architectures and flag is None:
-            return check.skipped(
-                "the draft is not a DSpark checkpoint (see spec.config)", [LAUNCH, DSPARK_DRAFT], **ev
-            )
-    elif flag is None and d.replayssm_spec and args.enable_linear_replayssm_spec:
-        note = draft.note if draft is not None else "the DSpark draft was not read"
-        return check.errored(
-            f"the verify width needs the draft's block size: {note}",
-            [LAUNCH, DSPARK_DRAFT],
-            remedy="read_draft",
-            **ev,
-        )
-    width, how = verify_width(draft.block_size if draft is not None else None, _width_args(args))
-    ev.update(verify_width=width, verify_width_from=how)
-    return _ring_verdict(
-        d,
-        args,
-        width,
-        LAUNCH,
-        [LAUNCH, DSPARK_DRAFT],
-        off="--enable-linear-replayssm-spec is off: the recipe's KDA verify runs ReplaySSM's "
-        "fold-every-commit window instead of per-draft full-state snapshots",
-        after=f" (verify width {width}: {how}); SGLang would raise this only after the weights have loaded",
-        ev=ev,
-    )
-
-
-def _ring_verdict(
-    d: DSparkExpect,
-    args: ServerArgs,
-    width: int,
-    where: str,
-    ring_sources: list[str],
-    *,
-    off: str,
-    after: str,
-    ev: dict[str, Any],
-) -> check.Outcome:
-    """The ReplaySSM spec-verify ring judged the same way before and after start (``where`` is the launch
-    command or the server; ``ring_sources`` adds the draft a width was read from): the spec-verify on when
-    the recipe wants it, and a ring that SGLang's two rules accept; the remedy names the smallest that
-    would."""
-    ring = args.linear_replayssm_cache_len
-    if d.replayssm_spec and not args.enable_linear_replayssm_spec:
-        return check.failed(off, [where], "enable_spec_verify", params={"ring": smallest_ring(width)}, **ev)
-    if not args.enable_linear_replayssm_spec:
-        return check.passed("ReplaySSM spec-verify is off; no ring to size", [where], **ev)
-    problems = ring_problems(ring, width)
-    if problems:
-        return check.failed(
-            "; ".join(problems) + after, ring_sources, "ring", params={"ring": smallest_ring(width)}, **ev
-        )
-    return check.passed(
-        f"ReplaySSM ring {ring} >= 2 x {width} verify tokens, a power of two", ring_sources, **ev
-    )
-
-
-@check.builtin(
-    "spec.dspark",
-    "check",
-    needs=("dspark", "speculative"),
-    remedies=("enable_spec_verify", "ring"),
-    params=("ring",),
-)
-def spec_dspark_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
-    """Live: what /server_info resolved. A server that runs without the ReplaySSM spec-verify serves, but
-    not the recipe; one whose ring SGLang would refuse cannot be up (it dies at pool allocation). Such a
-    server is never reached; its log then holds the dead start's ``server_args=``, which is judged instead,
-    so the verdict names the misconfiguration rather than only the server that did not come up."""
-    d = check.need(ctx.expect.dspark, "dspark")
-    where, who, after = SERVER, "server", ""
-    if facts.server is not None:
-        args = facts.server.settings
-    elif (dead := _dead_start(facts)) is not None:
-        args, after = dead
-        where, who = LOG, "logged start"
-    else:
-        return check.errored(facts.errors.get(SERVER, "server state unavailable"), [SERVER])
-    if (args.speculative_algorithm or "").upper() != DSPARK:
-        return check.skipped(f"the {who} does not run DSPARK (see spec.config)", [where])
-    ring = args.linear_replayssm_cache_len
-    width = args.speculative_num_draft_tokens or d.block_size + 1
-    ev: dict[str, Any] = {
-        "enable_linear_replayssm_spec": args.enable_linear_replayssm_spec,
-        "linear_replayssm_cache_len": ring,
-        "verify_width": width,
-    }
-    return _ring_verdict(
-        d,
-        args,
-        width,
-        where,
-        [where],
-        off=f"the {who} runs without --enable-linear-replayssm-spec: the recipe's KDA verify uses "
-        "ReplaySSM's fold-every-commit window",
-        after=after,
-        ev=ev,
-    )
-
-
-def _dead_start(facts: Facts) -> tuple[ServerArgs, str] | None:
-    """The resolved args of the start the log shows dying before it was ready (that server is never
-    reached), and the words saying so; None when the server answered or the log shows no such start."""
-    log = facts.log
-    if facts.server is not None or log is None or log.start_failure is None:
-        return None
-    args = logged_settings(log)
-    return None if args is None else (args, f" (the start logged in {log.path} died: {log.start_failure})")
-
-
-def _dspark_shared_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
-    """DSpark's draft shares the target's LM-head *module* by construction (``attach_shared_modules``),
-    unless its class sets ``uses_own_vocab_modules``; the FP8-head trap of NEXTN does not arise, but a
-    draft with its own head is not the recipe."""
-    assert facts.launch is not None
-    if (facts.launch.settings.speculative_algorithm or "").upper() != DSPARK:
-        return check.skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
-    sg = facts.sglang
-    if sg is None or sg.root is None:
-        note = (sg.note if sg is not None else None) or facts.errors.get(
-            SGLANG, "no SGLang installation found"
-        )
-        return check.errored(f"cannot inspect the DSpark worker: {note}", [LAUNCH, SGLANG])
-    draft = facts.dspark_draft
-    arch = draft.architectures[0] if draft is not None and draft.architectures else None
-    classes = sg.dspark_draft_classes or {}
-    ev: dict[str, Any] = {
-        "sglang_version": sg.version,
-        "attach_shared_modules": sg.dspark_attaches_lm_head,
-        "draft_class": arch,
-        "uses_own_vocab_modules": classes.get(arch) if arch else None,
-    }
-    if sg.dspark_attaches_lm_head is None:
-        return check.errored(
-            f"SGLang {sg.version} at {sg.root} has no readable DSpark worker: {sg.note}", [SGLANG], **ev
-        )
-    if not sg.dspark_attaches_lm_head:
-        return check.failed(
-            f"SGLang {sg.version}'s DSpark worker does not hand the draft the target's lm_head module "
-            "(no attach_shared_modules(lm_head=...))",
-            [SGLANG],
-            **ev,
-        )
-    if arch is None:
-        why = (draft.note if draft is not None else None) or "the DSpark draft was not read"
-        return check.errored(f"which draft class loads is unknown: {why}", [SGLANG, DSPARK_DRAFT], **ev)
-    own = classes.get(arch, False)
-    if own is None:
-        return check.errored(
-            f"{arch}.uses_own_vocab_modules is decided by the platform at import",
-            [SGLANG, DSPARK_DRAFT],
-            **ev,
-        )
-    if own:
-        return check.failed(
-            f"{arch} sets uses_own_vocab_modules: the draft uses its checkpoint's own embedding and LM head, "
-            "not the target's",
-            [SGLANG, DSPARK_DRAFT],
-            **ev,
-        )
-    return check.passed(
-        f"the DSpark worker hands {arch} the target's lm_head module (attach_shared_modules)",
-        [LAUNCH, SGLANG, DSPARK_DRAFT],
-        **ev,
-    )
 
 
 @check.builtin("spec.off", "preflight")

@@ -195,6 +195,15 @@ class TerminalProgress:
             self.stream.flush()
 
 
+def recognise_simulator_processes() -> None:
+    """The simulator's processes count as servers (it stands in for SGLang in trials and tests); the
+    readers know it only through this registration, never by importing it."""
+    from validator.sim.process_view import simulated_command
+    from validator.sources.server_processes import recognise_simulator
+
+    recognise_simulator(simulated_command)
+
+
 _DECLARATIONS = ("launch_cmd", "launch_args_file", "unit", "script", "docker_cmd", "compose")
 _HOST = ("model_dir", "sglang_root", "service_user", "kube_manifest", "kube_container")
 
@@ -206,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
     from validator.errors import UsageError
     from validator.live import run_live
 
+    recognise_simulator_processes()
     process_inputs = [n for n in (*_DECLARATIONS, *_HOST) if getattr(args, n, None) is not None]
     if args.url is None or args.pid is not None:
         return _run_processes(args)

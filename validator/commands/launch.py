@@ -79,6 +79,7 @@ def _write_termination_log(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from validator.commands.check import recognise_simulator_processes
     from validator.commands.common import exit_code, pack_from, use_color
     from validator.commands.preflight import inputs_from
     from validator.errors import UsageError
@@ -86,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from validator.preflight import PreflightInputs, run_preflight
     from validator.report import Verdict
 
+    recognise_simulator_processes()  # `launch -- spark-validate sim ...` runs the simulator
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

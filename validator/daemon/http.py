@@ -37,6 +37,7 @@ WRITE_HIGH_WATER = 256 * 1024  # buffered output that pauses answering (and read
 MAX_OUTPUT = 8 * 1024 * 1024  # never more buffered than this on one connection, even for one reply
 ACCEPT_LOG_INTERVAL_S = 60.0
 JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
 
 _REASONS = {
     200: "OK",
@@ -56,6 +57,46 @@ def _response(status: int, body: bytes, ctype: str, *, close: bool = False) -> t
         f"Cache-Control: no-store\r\n{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n"
     ).encode("ascii")
     return head, body
+
+
+def _has_param(query: bytes, name: bytes) -> bool:
+    """``name`` among the query's parameters (``?verbose``, ``?verbose=1``, ``?a&verbose``)."""
+    return any(p.partition(b"=")[0] == name for p in query.split(b"&")) if query else False
+
+
+def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
+    """``/readyz?verbose`` as the Kubernetes API server writes it: ``[+]name ok`` or ``[-]name failed:
+    reason`` per check, then ``readyz check passed`` or ``readyz check failed``. A line is ``[-]`` exactly
+    when that check keeps the verdict from passing; a check that could not be proven but was accepted
+    (``--allow-partial``) is ``[+]`` and says so. Messages are the redacted report's, on one line."""
+    from validator.outputs.safe import safe_dict
+    from validator.redact import neutralize_deep
+
+    lines: list[str] = []
+    if state.report is None:
+        lines.append(f"[-]check failed: no check has finished yet ({state.phase})")
+    else:
+        data = neutralize_deep(safe_dict(state.report, secrets))
+        passed = data["verdict"] == "pass"
+        for c in data["checks"]:
+            why = " ".join(str(c["message"]).split())
+            status, blocking = c["status"], c["severity"] == "critical" or data.get("strict")
+            if c["waived"]:
+                lines.append(f"[+]{c['id']} waived: {status}: {why}")
+            elif status == "pass":
+                lines.append(f"[+]{c['id']} ok")
+            elif status == "skip":
+                lines.append(f"[+]{c['id']} skipped: {why}")
+            elif status in ("warn", "info") and not (data.get("strict") and status == "warn"):
+                lines.append(f"[+]{c['id']} ok ({status}: {why})")
+            elif status == "error" and (passed or not blocking):
+                lines.append(f"[+]{c['id']} not proven (accepted): {why}")
+            else:
+                lines.append(f"[-]{c['id']} failed: {'not proven: ' if status == 'error' else ''}{why}")
+    if not state.ready and state.reason:
+        lines.append(f"[-]readiness failed: {' '.join(state.reason.split())}")
+    lines.append("readyz check passed" if state.ready else "readyz check failed")
+    return "\n".join(lines) + "\n"
 
 
 def _json_body(obj: Any) -> bytes:
@@ -79,10 +120,15 @@ class Endpoints:
         self.livez_stale_s = livez_stale_s
         self._version = -1
         self._readyz: tuple[bytes, bytes] = (b"", b"")
+        self._readyz_verbose: tuple[bytes, bytes] = (b"", b"")
         self._report: tuple[bytes, bytes] = (b"", b"")
         self._live = (_response(200, b'{"alive":true}\n', JSON), _response(503, b'{"alive":false}\n', JSON))
         self._metrics_src: bytes | None = None
         self._metrics: tuple[bytes, bytes] = (b"", b"")
+        # ``?verbose`` (the Kubernetes API server's convention): the same status, one line per check
+        self.verbose_routes: dict[bytes, Callable[[], tuple[bytes, bytes]]] = {
+            b"/readyz": self.readyz_verbose
+        }
         self.routes: dict[bytes, Callable[[], tuple[bytes, bytes]]] = {
             b"/readyz": self.readyz,
             b"/livez": self.livez,
@@ -94,11 +140,19 @@ class Endpoints:
         s = self.state
         if s.version == self._version:
             return
-        body = {"ready": s.ready, "verdict": s.verdict(), "phase": s.phase}
+        body: dict[str, Any] = {
+            "ready": s.ready,
+            "verdict": s.verdict(),
+            "partial": s.report.partial if s.report is not None else False,
+            "phase": s.phase,
+        }
         if not s.ready:
             body["reason"] = s.reason
             body["failed"] = s.failed_ids()
         self._readyz = _response(200 if s.ready else 503, _json_body(body), JSON)
+        self._readyz_verbose = _response(
+            200 if s.ready else 503, readyz_verbose(s, self.secrets).encode("utf-8"), TEXT
+        )
         if s.report is None:
             self._report = _response(
                 503, _json_body({"error": "no check has finished yet", "phase": s.phase}), JSON
@@ -111,6 +165,10 @@ class Endpoints:
     def readyz(self) -> tuple[bytes, bytes]:
         self._refresh()
         return self._readyz
+
+    def readyz_verbose(self) -> tuple[bytes, bytes]:
+        self._refresh()
+        return self._readyz_verbose
 
     def report(self) -> tuple[bytes, bytes]:
         self._refresh()
@@ -214,12 +272,14 @@ class _Protocol(asyncio.Protocol):
             if version == b"HTTP/1.1"
             else b"connection: keep-alive" in lower
         )
-        path = target.split(b"?", 1)[0]
+        path, _, query = target.partition(b"?")
         if method not in (b"GET", b"HEAD"):
             h, b = _response(405, _json_body({"error": "only GET and HEAD"}), JSON, close=not keep)
             h = h.replace(b"\r\n\r\n", b"\r\nAllow: GET, HEAD\r\n\r\n", 1)
         else:
             route = self.ep.routes.get(path)
+            if route is not None and _has_param(query, b"verbose"):
+                route = self.ep.verbose_routes.get(path, route)
             if route is None:
                 h, b = _response(
                     404, _json_body({"error": "not found", "endpoints": list(_PATHS)}), JSON, close=not keep

@@ -14,7 +14,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from validator import __version__
-from validator.report import Report, Status, Verdict
+from validator.report import Report, Verdict
+from validator.report_metrics import ReportGauges
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
@@ -23,12 +24,7 @@ class DaemonMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self.check_passed = Gauge(
-            "spark_validate_check_passed",
-            "1 when the check's last status was pass, else 0",
-            ["check", "severity"],
-            registry=r,
-        )
+        self.checks = ReportGauges(r)  # check_passed, check_status, coverage: as --format prom writes them
         self.ready = Gauge("spark_validate_ready", "1 when /readyz answers 200", registry=r)
         self.accept_length = Gauge(
             "spark_validate_spec_accept_length", "acceptance length measured by the last probe", registry=r
@@ -51,7 +47,6 @@ class DaemonMetrics:
         for v in Verdict:
             self.runs.labels(verdict=v.value)  # every verdict series exists from the start, at 0
         self.accept_length.set(math.nan)  # no probe has measured anything yet
-        self._checks: set[tuple[str, str]] = set()
         self._build: tuple[str, str, str] | None = None
         self.set_build_info("unknown", "unknown")
         self._cache: bytes | None = None
@@ -72,14 +67,7 @@ class DaemonMetrics:
 
     def observe(self, report: Report, *, end: float, probed: bool) -> None:
         """One finished check run. ``probed``: this run measured a new acceptance length."""
-        seen: set[tuple[str, str]] = set()
-        for c in report.checks:
-            key = (c.id, c.severity.value)
-            seen.add(key)
-            self.check_passed.labels(*key).set(1 if c.status is Status.PASS else 0)
-        for key in self._checks - seen:  # a check no longer reported: its series goes, not goes stale
-            self.check_passed.remove(*key)
-        self._checks = seen
+        self.checks.observe(report)
         if probed:
             al = report.probe.accept_length if report.probe is not None else None
             self.accept_length.set(math.nan if al is None else al)

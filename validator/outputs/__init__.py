@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from validator.report import Report
 
-MODULES = ("text", "json_report", "junit")
+MODULES = ("text", "json_report", "junit", "prom")
 
 
 RenderFn = Callable[..., str]  # (report, *, color: bool, secrets: tuple[str, ...]) -> str
@@ -22,18 +22,19 @@ class OutputFormat:
     name: str
     description: str
     render: RenderFn
+    messages: bool = True  # carries the checks' messages (prom carries only IDs, statuses and numbers)
 
 
 _FORMATS: dict[str, OutputFormat] = {}
 
 
-def output(name: str, description: str) -> Callable[[RenderFn], RenderFn]:
+def output(name: str, description: str, *, messages: bool = True) -> Callable[[RenderFn], RenderFn]:
     """Register ``fn`` as the renderer of ``--format NAME``."""
 
     def register(fn: RenderFn) -> RenderFn:
         if name in _FORMATS:
             raise RuntimeError(f"output format {name} registered twice")
-        _FORMATS[name] = OutputFormat(name, description, fn)
+        _FORMATS[name] = OutputFormat(name, description, fn, messages)
         return fn
 
     return register

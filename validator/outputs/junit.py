@@ -1,17 +1,30 @@
 """``--format junit``: one testcase per check, for CI systems that read JUnit XML.
 
 fail -> <failure>, error -> <error>, skip -> <skipped> (never a pass), warn -> a passing case whose
-<system-out> carries the warning; the verdict, probe and pack go into <properties>.
+<system-out> carries the warning; the verdict, ``partial``, coverage, probe and pack go into <properties>.
+A critical check that could not be proven, on a verdict that passed anyway (``--allow-partial``), is
+<skipped> with its reason and the input that would prove it: the run passed, and the case says it was not
+proven; on any other verdict it stays an <error> (the run did not pass).
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from validator.outputs import output
 from validator.outputs.safe import safe_dict
 from validator.redact import neutralize_deep
 from validator.report import Report
+
+
+def _junit_status(c: dict[str, Any], unproven: dict[str, Any], accepted: bool) -> str:
+    """The check's status as the JUnit case shows it (an accepted unproven check is a skip)."""
+    if c["waived"]:
+        return "pass"
+    if c["id"] in unproven and accepted:
+        return "skip"
+    return str(c["status"])
 
 
 @output("junit", "JUnit XML, one testcase per check")
@@ -21,8 +34,12 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
     data = neutralize_deep(safe_dict(report, secrets))  # XML 1.0 cannot hold a server's control bytes
     checks = data["checks"]
 
+    coverage = data.get("coverage") or {}
+    unproven = {m["id"]: m for m in coverage.get("missing") or ()}
+    accepted = data["verdict"] == "pass"  # --allow-partial accepted what could not be proven
+
     def count(status: str) -> int:
-        return sum(1 for c in checks if c["status"] == status)
+        return sum(1 for c in checks if _junit_status(c, unproven, accepted) == status)
 
     suite = ET.Element(
         "testsuite",
@@ -37,6 +54,8 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
     props = ET.SubElement(suite, "properties")
     for name, value in (
         ("verdict", data["verdict"]),
+        ("partial", "true" if data.get("partial") else "false"),
+        ("coverage", f"{coverage.get('proven', 0)}/{coverage.get('critical', 0)}"),
         ("rule_pack", data["rule_pack"]),
         ("version", data["version"]),
         ("target", data.get("target") or ""),
@@ -64,6 +83,10 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
             ET.SubElement(case, "system-out").text = f"WAIVED {c['status']}: {c['message']}\n{detail}"
         elif c["status"] == "fail":
             ET.SubElement(case, "failure", message=c["message"], type=c["severity"]).text = detail
+        elif c["id"] in unproven and accepted:
+            m = unproven[c["id"]]
+            needs = f"; needs {m['input']}" if m.get("input") else ""
+            ET.SubElement(case, "skipped", message=f"not proven: {m['reason']}{needs}").text = detail
         elif c["status"] == "error":
             ET.SubElement(case, "error", message=c["message"], type="evidence").text = detail
         elif c["status"] == "skip":

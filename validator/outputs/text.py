@@ -55,6 +55,17 @@ def _wrapped(label: str, text: str, pad: str, line_width: int) -> list[str]:
     )
 
 
+def verdict_note(data: dict[str, Any]) -> str:
+    """`` (partial: 2 unproven)`` after a PASS that rests on less than every critical invariant
+    (``--allow-partial``), `` (2 unproven)`` after another verdict; nothing when everything was proven.
+    The verdict word alone must never read as a full pass when it is not one."""
+    cov = data.get("coverage") or {}
+    unproven = len(cov.get("not_proven") or ())
+    if not unproven:
+        return ""
+    return f" (partial: {unproven} unproven)" if data["verdict"] == "pass" else f" ({unproven} unproven)"
+
+
 @output("text", "for a person at a terminal (the default)")
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = (), line_width: int = 0) -> str:
     """``line_width`` 0: the terminal's width (COLUMNS), else 100."""
@@ -100,8 +111,8 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     verdict = data["verdict"]
     lines.append(
-        f"verdict: {_paint(verdict.upper(), _VERDICT[verdict], color)} ({summary})"
-        f" in {data['duration_s']:.2f} s"
+        f"verdict: {_paint(verdict.upper(), _VERDICT[verdict], color)}{verdict_note(data)}"
+        f" · {summary} · {data['duration_s']:.2f} s"
     )
     if data.get("coverage") is not None:
         # what the verdict rests on, one line (`tail -1`): the critical invariants proven, and the rest

@@ -181,12 +181,21 @@ def startup_lines(scenario: Scenario, args: dict[str, Any]) -> list[tuple[str, b
     return lines
 
 
+# The targets the real plugin hooks (validator/plugin/hooks.py HOOKS), restated so that the simulator
+# never imports the in-server plugin; tests/test_plugin_contract.py holds the two lists equal.
+PLUGIN_HOOK_TARGETS = (
+    "sglang.srt.model_executor.model_runner.ModelRunner.load_model",
+    "sglang.srt.speculative.eagle_worker_v2.EagleDraftWorker.init_lm_head",
+    "sglang.srt.speculative.multi_layer_eagle_worker_v2.MultiLayerEagleDraftWorker.init_lm_head",
+    "sglang.srt.speculative.frozen_kv_mtp_worker_v2.FrozenKVMTPDraftWorker.__init__",
+    "sglang.srt.speculative.dspark_components.dspark_worker_v2.DSparkWorkerV2.__init__",
+)
+
+
 def plugin_lines() -> list[str]:
     """``load_plugins`` in the scheduler (srt/plugins/__init__.py:62-82 and l.134), then one line per hooked
     target from ``HookRegistry.apply_hooks`` (srt/plugins/hook_registry.py:305-310) for each of the
     plugin's AFTER hooks."""
-    from validator.plugin.hooks import HOOKS
-
     group = "sglang.srt.plugins"
     lines = [
         f"Available plugins for group {group}:",
@@ -194,7 +203,10 @@ def plugin_lines() -> list[str]:
         f"Loaded plugin spark_validate from group {group}",
         "Executed general plugin: spark_validate",
     ]
-    lines += [f"Applied 1 hook(s) to {t} (from: plugin=spark_validate, dist=spark-validate)" for t in HOOKS]
+    lines += [
+        f"Applied 1 hook(s) to {t} (from: plugin=spark_validate, dist=spark-validate)"
+        for t in PLUGIN_HOOK_TARGETS
+    ]
     return lines
 
 

@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Set
 
-from validator.facts import PluginState
+from validator.facts import PLUGIN_SHARE_ENV, PluginState
 
 PLUGIN_NAME = "spark_validate"  # the entry point's name in the sglang.srt.plugins group
 ENV_DISABLE = "SPARK_VALIDATE_PLUGIN"
-ENV_SHARE = "SPARK_VALIDATE_SHARE_LM_HEAD"
+ENV_SHARE = PLUGIN_SHARE_ENV
 ENV_WHITELIST = "SGLANG_PLUGINS"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 

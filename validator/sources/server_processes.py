@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -40,10 +41,6 @@ DEFAULT_PORT = 30000  # SGLang's --port default
 MAX_PROCESSES = 100_000
 DEADLINE_S = 10.0
 MAX_FDS = 65_536  # descriptors read per server process
-
-# the simulator's own options that take a value (validator/commands/sim.py)
-_SIM_VALUED = {"--scenario", "--host", "--port", "--seed", "--speed", "--startup-seconds", "--api-key-file",
-               "--log", "--attestation"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -120,38 +117,21 @@ def _python_module(argv: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-def simulated_command(sim_args: list[str]) -> list[str]:
-    """The SGLang command a simulator process stands in for: its scenario's launch arguments on its host
-    and port, then the arguments after ``--`` (``--nnodes 2 --node-rank 1 ...``)."""
-    from validator.sim import scenarios
-    from validator.sim.server_args import launch_argv
+# How a simulator's argv maps to the SGLang command it stands in for. The simulator's front doors
+# register it (``validator.sim.process_view``): readers never import the simulator, and without a
+# registration a simulator process is simply not a server.
+_SIMULATED: Callable[[list[str]], list[str]] | None = None
 
-    names: list[str] = []
-    host, port, extra = "127.0.0.1", DEFAULT_PORT, []
-    i = 0
-    while i < len(sim_args):
-        word = sim_args[i]
-        if word == "--":
-            extra = sim_args[i + 1 :]
-            break
-        name, eq, inline = word.partition("=")
-        if name in _SIM_VALUED:
-            value = inline if eq else (sim_args[i + 1] if i + 1 < len(sim_args) else "")
-            i += 1 if eq else 2
-            if name == "--scenario":
-                names.extend(n for n in value.split(",") if n)
-            elif name == "--host":
-                host = value
-            elif name == "--port":
-                port = int(value) if value.isdigit() else DEFAULT_PORT
-            continue
-        i += 1
-    try:
-        scenario = scenarios.resolve(names or ["healthy"])
-    except Exception as exc:  # an unknown scenario: the simulator itself refused to start with it
-        raise UnavailableError(f"the simulator's scenario {names} is not known: {exc}") from None
-    argv = launch_argv(scenario, host=host, port=port, api_key=None, extra=tuple(extra))
-    return ["python", "-m", "sglang.launch_server", *argv]
+
+def recognise_simulator(mapping: Callable[[list[str]], list[str]] | None) -> None:
+    """Let discovery and the launch-command reader recognise simulator processes (None: forget it)."""
+    global _SIMULATED
+    _SIMULATED = mapping
+
+
+def simulated_command(sim_args: list[str]) -> list[str] | None:
+    """The SGLang command a simulator with these arguments stands in for (None: none registered)."""
+    return _SIMULATED(sim_args) if _SIMULATED is not None else None
 
 
 def classify(argv: list[str]) -> tuple[Kind, list[str]] | None:
@@ -164,16 +144,20 @@ def classify(argv: list[str]) -> tuple[Kind, list[str]] | None:
         name, rest = module
         if name == "sglang.launch_server":
             return "sglang", words
-        if name == "validator" and rest[:1] == ["sim"]:
-            return "sim", simulated_command(rest[1:])
-        if name == "validator.sim":
-            return "sim", simulated_command(rest)
-        return None
+        sim = (
+            simulated_command(rest[1:])
+            if name == "validator" and rest[:1] == ["sim"]
+            else simulated_command(rest)
+            if name == "validator.sim"
+            else None
+        )
+        return ("sim", sim) if sim is not None else None
     base = Path(words[0]).name
     if base == "sglang" and words[1:2] == ["serve"]:
         return "sglang", words
     if base == "spark-validate" and words[1:2] == ["sim"]:
-        return "sim", simulated_command(words[2:])
+        sim = simulated_command(words[2:])
+        return ("sim", sim) if sim is not None else None
     if base == "spark-validate" and words[1:2] == ["launch"] and "--" in words:
         cmd = words[words.index("--") + 1 :]
         inner = classify(cmd)

@@ -1,0 +1,77 @@
+"""The report as Prometheus series: what each check's status is and how much of the verdict was proven.
+
+One definition for both places the series appear, so that a dashboard or alert written against one reads
+the other: the sidecar's ``/metrics`` (``validator.daemon.metrics``) and ``--format prom`` (a file for
+node_exporter's textfile collector, ``validator.outputs.prom``).
+
+- ``spark_validate_check_passed{check,severity}``: 1 when the check passed, else 0 (the contract's first
+  metric). It cannot tell a failure from a check that could not run or does not apply, so beside it
+- ``spark_validate_check_status{check,severity,status}``: one series per status, 1 for the current one
+  (the kube-state-metrics pattern: ``max by (check) (spark_validate_check_status{status="error"})``
+  selects exactly the unproven checks, and no series ever changes its value's meaning);
+- ``spark_validate_coverage{kind}``: the critical invariants that apply (``critical``), those proven
+  (``proven``) and those whose evidence could not be gathered (``not_proven``; more than 0 on a passing
+  verdict is a partial pass, accepted by ``--allow-partial``).
+
+``extra`` label names come first on every series (``--format prom`` adds ``mode``, so that a preflight's
+file and a check's file in one textfile directory never collide).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from validator.coverage import coverage_of
+from validator.report import Report, Status
+
+COVERAGE_KINDS = ("critical", "proven", "not_proven")
+
+
+class ReportGauges:
+    def __init__(self, registry: CollectorRegistry, extra: Mapping[str, str] | None = None) -> None:
+        self.extra = dict(extra or {})
+        names = list(self.extra)
+        self.check_passed = Gauge(
+            "spark_validate_check_passed",
+            "1 when the check's last status was pass, else 0",
+            [*names, "check", "severity"],
+            registry=registry,
+        )
+        self.check_status = Gauge(
+            "spark_validate_check_status",
+            "1 for the check's current status (pass, fail, warn, skip, error, info), 0 for the others",
+            [*names, "check", "severity", "status"],
+            registry=registry,
+        )
+        self.coverage = Gauge(
+            "spark_validate_coverage",
+            "critical invariants: that apply (critical), proven (proven), not provable here (not_proven)",
+            [*names, "kind"],
+            registry=registry,
+        )
+        for kind in COVERAGE_KINDS:
+            self.coverage.labels(*self.extra.values(), kind).set(0)
+        self._checks: set[tuple[str, str]] = set()
+
+    def observe(self, report: Report) -> None:
+        """Set every series from ``report``; a check no longer reported loses its series (it does not go
+        stale at its last value)."""
+        extra = tuple(self.extra.values())
+        seen: set[tuple[str, str]] = set()
+        for c in report.checks:
+            key = (c.id, c.severity.value)
+            seen.add(key)
+            self.check_passed.labels(*extra, *key).set(1 if c.status is Status.PASS else 0)
+            for status in Status:
+                self.check_status.labels(*extra, *key, status.value).set(1 if c.status is status else 0)
+        for key in self._checks - seen:
+            self.check_passed.remove(*extra, *key)
+            for status in Status:
+                self.check_status.remove(*extra, *key, status.value)
+        self._checks = seen
+        cov = report.coverage if report.coverage is not None else coverage_of(report.checks)
+        self.coverage.labels(*extra, "critical").set(cov.critical)
+        self.coverage.labels(*extra, "proven").set(cov.proven)
+        self.coverage.labels(*extra, "not_proven").set(len(cov.not_proven))

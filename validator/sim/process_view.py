@@ -1,0 +1,49 @@
+"""A simulator process as the readers see it: the SGLang command it stands in for.
+
+``spark-validate sim --scenario S --host H --port P -- ARGS`` serves what ``python -m sglang.launch_server``
+with the scenario's launch arguments on H:P, then ARGS, would; discovery (``check`` with no ``--url``) and
+``launch -- sim`` judge that command. The simulator's front doors register :func:`simulated_command` with
+``validator.sources.server_processes.recognise_simulator``, so that readers never import the simulator.
+"""
+
+from __future__ import annotations
+
+from validator.errors import UnavailableError
+from validator.sim import scenarios
+from validator.sim.server_args import launch_argv
+
+DEFAULT_PORT = 30000
+# the simulator's own options that take a value (validator/commands/sim.py)
+_SIM_VALUED = {"--scenario", "--host", "--port", "--seed", "--speed", "--startup-seconds", "--api-key-file",
+               "--log", "--attestation"}  # fmt: skip
+
+
+def simulated_command(sim_args: list[str]) -> list[str]:
+    """The SGLang command a simulator process stands in for: its scenario's launch arguments on its host
+    and port, then the arguments after ``--`` (``--nnodes 2 --node-rank 1 ...``)."""
+    names: list[str] = []
+    host, port, extra = "127.0.0.1", DEFAULT_PORT, []
+    i = 0
+    while i < len(sim_args):
+        word = sim_args[i]
+        if word == "--":
+            extra = sim_args[i + 1 :]
+            break
+        name, eq, inline = word.partition("=")
+        if name in _SIM_VALUED:
+            value = inline if eq else (sim_args[i + 1] if i + 1 < len(sim_args) else "")
+            i += 1 if eq else 2
+            if name == "--scenario":
+                names.extend(n for n in value.split(",") if n)
+            elif name == "--host":
+                host = value
+            elif name == "--port":
+                port = int(value) if value.isdigit() else DEFAULT_PORT
+            continue
+        i += 1
+    try:
+        scenario = scenarios.resolve(names or ["healthy"])
+    except Exception as exc:  # an unknown scenario: the simulator itself refused to start with it
+        raise UnavailableError(f"the simulator's scenario {names} is not known: {exc}") from None
+    argv = launch_argv(scenario, host=host, port=port, api_key=None, extra=tuple(extra))
+    return ["python", "-m", "sglang.launch_server", *argv]
