@@ -160,12 +160,16 @@ def _write(host: Host, name: str, text: str) -> Path:
     return path
 
 
-def _bash_run(host: Host, script: Path, extra_env: dict[str, str]) -> dict[str, Any]:
+def _bash_run(
+    host: Host, script: Path, extra_env: dict[str, str], args: list[str] | None = None
+) -> dict[str, Any]:
     """Run the script with the real shell; what the server's python3 was started with."""
     dump = host.root / "dump.json"
     dump.unlink(missing_ok=True)
     env = {**host.env, **extra_env, "DUMP": str(dump)}
-    proc = subprocess.run([str(script)], env=env, cwd=host.root, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [str(script), *(args or [])], env=env, cwd=host.root, capture_output=True, text=True, timeout=120
+    )
     assert dump.is_file(), (proc.returncode, proc.stderr[-2000:])
     result: dict[str, Any] = json.loads(dump.read_text())
     result["env"] = {k: v for k, v in result["env"].items() if k not in BASH_ONLY}
@@ -237,24 +241,90 @@ def test_not_exported_variable_is_named_as_missing(host: Host) -> None:
     assert fp8["status"] == "fail" and "SGLANG_ENABLE_FP8_LM_HEAD" in fp8["message"]
 
 
+POSITIONAL = (
+    f"#!/bin/sh\n. ./.venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+    f'M=$HOME/models/Ling-3.0-flash-fp4\nexec python3 -m sglang.launch_server --model-path "$M" '
+    f'{RECIPE.replace("humming", chr(34) + "$1" + chr(34))} --speculative-draft-model-path "$M"\n'
+)
+
+# The recipe in a function that takes the model as its argument, and the backend as the script's own.
+FUNCTION_ARGS = f"""#!/bin/bash
+set -euo pipefail
+start() {{
+  local model="$1" backend
+  backend=$2
+  shift 2
+  exec python3 -m sglang.launch_server --model-path "$model" --moe-runner-backend "$backend" "$@"
+}}
+source .venv/bin/activate
+export SGLANG_ENABLE_FP8_LM_HEAD=1
+start "$HOME/models/Ling-3.0-flash-fp4" "${{1:-flashinfer_mxfp4}}" \
+  {RECIPE.replace("--moe-runner-backend humming ", "")} \
+  --speculative-draft-model-path ~/models/Ling-3.0-flash-fp4
+"""
+
+
+def test_script_arguments_are_given_with_script_arg(host: Host) -> None:
+    """`./start.sh humming`: with --script-arg the script's "$1" is what the operator passes, as bash
+    gives it; the reading equals what bash ran with that argument."""
+    script = _write(host, "positional.sh", POSITIONAL)
+    rc, report, err = _preflight(host.env, "--script", str(script), "--script-arg", "humming")
+    assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
+    rc, report, err = _preflight(host.env, "--script", str(script), "--script-arg", "triton")
+    assert rc == 78 and _statuses(report)["moe.backend"] == "fail", err
+    rc, _, err = _preflight(host.env, "--launch-cmd", "python3 -m sglang.launch_server", "--script-arg", "x")
+    assert rc == 2 and "--script-arg" in err
+
+
+def test_a_function_with_arguments_is_called_with_them(host: Host) -> None:
+    script = _write(host, "function.sh", FUNCTION_ARGS)
+    from validator.sources.launch_script import launch_from_script
+
+    for args, verdict in (([], "fail"), (["humming"], "pass")):
+        static = launch_from_script(script, env=host.env, args=args)
+        ran = _bash_run(host, script, {}, args)
+        assert static.argv == ran["argv"][2:] and not static.unresolved
+        _, report, err = _preflight(host.env, "--script", str(script), *[f"--script-arg={a}" for a in args])
+        assert report["verdict"] == verdict, (err, report.get("checks"))
+
+
+def test_a_missing_sourced_file_is_a_failed_command_not_a_broken_script(host: Host) -> None:
+    """Away from the host, `source .venv/bin/activate` finds nothing: bash reports it and goes on (fatal
+    only under set -e). The reading goes on too; the program and what the file would have set are
+    unknown, so the checks that read them are error, and the rest still run."""
+    text = (
+        f"#!/bin/bash\nsource ./missing/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"exec python3 -m sglang.launch_server --model-path ~/models/Ling-3.0-flash-fp4 {RECIPE} "
+        "--speculative-draft-model-path ~/models/Ling-3.0-flash-fp4\n"
+    )
+    script = _write(host, "missing-source.sh", text)
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69 and report["verdict"] == "inconclusive", err
+    statuses = _statuses(report)
+    assert statuses["lm_head.fp8"] == "error" and statuses["moe.backend"] == "pass"
+    named = [c["id"] for c in report["checks"] if "missing/bin/activate" in c["message"]]
+    assert named and all(statuses[i] == "error" for i in named), named
+    strict = _write(host, "missing-source-e.sh", text.replace("#!/bin/bash\n", "#!/bin/bash\nset -e\n"))
+    rc, _, err = _preflight(host.env, "--script", str(strict))
+    assert rc == 65 and "no path through the script starts the SGLang server" in err and "set -e" in err
+
+
 def test_a_value_set_at_run_time_is_reported_not_guessed(host: Host) -> None:
-    """`--moe-runner-backend "$1"`: the script's argument decides the backend; moe.backend cannot be
+    """`--moe-runner-backend "$(cat ...)"`: a program's output decides the backend; moe.backend cannot be
     proven and says why, and the verdict is not a pass. Checks that do not read it still run."""
     script = _write(
         host,
-        "positional.sh",
-        f"#!/bin/sh\n. ./.venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
-        f'M=$HOME/models/Ling-3.0-flash-fp4\nexec python3 -m sglang.launch_server --model-path "$M" '
-        f'{RECIPE.replace("humming", chr(34) + "$1" + chr(34))} --speculative-draft-model-path "$M"\n',
+        "computed-backend.sh",
+        POSITIONAL.replace('"$1"', '"$(cat /etc/sglang-backend)"'),
     )
     static = _static(host, script, {})
     assert set(static.unresolved) == {"moe_runner_backend"}
-    assert "$1" in static.unresolved["moe_runner_backend"]
+    assert "cat" in static.unresolved["moe_runner_backend"]
     rc, report, _ = _preflight(host.env, "--script", str(script))
     statuses = _statuses(report)
     assert statuses["moe.backend"] == "error"
     (moe,) = [c for c in report["checks"] if c["id"] == "moe.backend"]
-    assert "$1" in moe["message"] and "spark-validate launch" in (moe["remedy"] or "")
+    assert "cat" in moe["message"] and "spark-validate launch" in (moe["remedy"] or "")
     assert statuses["lm_head.fp8"] == "pass" and statuses["spec.config"] == "pass"
     assert report["verdict"] != "pass" and rc != 0
 
@@ -272,24 +342,35 @@ def test_arguments_computed_at_run_time_make_the_launch_inconclusive(host: Host)
 
 
 def test_server_command_inside_a_branch_decided_at_run_time(host: Host) -> None:
+    """The launch that happens, if it happens: the only path that starts the server is the one where the
+    GPU check succeeded; the reading is that launch and names the condition it assumed. Where two paths
+    launch differently, what differs is unresolved."""
     script = _write(
         host,
         "branch.sh",
         f"#!/bin/sh\nif nvidia-smi -L | grep -q GB10; then\n  exec python3 -m sglang.launch_server "
         f"--model-path /m {RECIPE}\nfi\necho no GPU\n",
     )
-    rc, report, _ = _preflight(host.env, "--script", str(script))
-    assert rc == 69
+    static = _static(host, script, {})
+    assert static.args["moe_runner_backend"] == "humming"
+    assert any("nvidia-smi -L | grep -q GB10 succeeded" in w for w in static.warnings), static.warnings
+    two = _write(
+        host,
+        "branch2.sh",
+        f"#!/bin/sh\nB=triton\nif nvidia-smi -L | grep -q GB10; then B=humming; fi\n"
+        f"exec python3 -m sglang.launch_server --model-path /m {RECIPE.replace('humming', '$B')}\n",
+    )
+    rc, report, _ = _preflight(host.env, "--script", str(two))
+    assert rc != 0 and report["verdict"] != "pass"
     (moe,) = [c for c in report["checks"] if c["id"] == "moe.backend"]
-    assert "decided at run time" in moe["message"] and "nvidia-smi" in moe["message"]
+    assert moe["status"] == "error" and "run-time condition" in moe["message"]
 
 
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("#!/bin/sh\necho starting\nsleep 1\n", "no command in the script starts the SGLang server"),
+        ("#!/bin/sh\necho starting\nsleep 1\n", "no path through the script starts the SGLang server"),
         ("#!/bin/sh\nif [ -f x ]; then\n  python3 -m sglang.launch_server\n", "syntax error"),
-        ("#!/bin/sh\nsource ./missing.env\nexec python3 -m sglang.launch_server\n", "missing.env"),
     ],
 )
 def test_broken_scripts_exit_65_with_one_line(host: Host, text: str, needle: str) -> None:
@@ -307,8 +388,8 @@ def test_hostile_script_inputs_are_bounded(host: Host, tmp_path: Path) -> None:
     assert rc == 65 and "cap" in err
     loop = tmp_path / "loop.sh"
     loop.write_text(f"#!/bin/sh\n. {loop}\n")
-    rc, _, err = _preflight(host.env, "--script", str(loop))
-    assert rc == 65 and "deeper than" in err
+    rc, report, err = _preflight(host.env, "--script", str(loop))
+    assert rc == 69 and any("deeper than" in c["message"] for c in report["checks"]), err
     fifo = tmp_path / "fifo.sh"
     os.mkfifo(fifo)
     rc, _, err = _preflight(host.env, "--script", str(fifo))

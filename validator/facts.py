@@ -75,6 +75,8 @@ class LaunchFacts:
     # spark-validate's simulator standing in for `python -m sglang.launch_server` with these arguments:
     # its interpreter is not an SGLang server's, so what that imports proves nothing either way
     simulated: bool = False
+    # variables a launcher script set without exporting them (they do not reach the server): name -> why
+    shell_only: dict[str, str] = field(default_factory=dict)
 
     @cached_property
     def settings(self) -> ServerArgs:

@@ -56,9 +56,11 @@ def lm_head_fp8_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcom
             **ev,
         )
     if not requested:
-        return check.failed(
-            f"the FP8 LM head is not requested ({env_name} is not set)", [LAUNCH], "set_env", **ev
-        )
+        if raw is None and env_name in launch.shell_only:
+            why = f"the script sets {env_name} but does not export it: the server never sees it; export it"
+        else:
+            why = f"{env_name} is not set" if raw is None else f"{env_name}={raw!r}"
+        return check.failed(f"the FP8 LM head is not requested ({why})", [LAUNCH], "set_env", **ev)
     sg = facts.sglang
     if sg is None or sg.root is None:
         note = check.sglang_note(facts)

@@ -106,6 +106,14 @@ def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool 
     g = parser.add_argument_group("preflight inputs")
     if with_command:
         _add_inputs(g, _COMMAND_SOURCES)
+        g.add_argument(
+            "--script-arg",
+            metavar="ARG",
+            action="append",
+            default=[],
+            help="an argument the --script is run with, as the operator runs it (repeatable, in order; "
+            "without it the script is read as run with no arguments)",
+        )
     g.add_argument(
         "--env-file",
         metavar="FILE",

@@ -20,6 +20,7 @@ def inputs_from(args: argparse.Namespace, argv: list[str] | None = None) -> obje
         launch_args_file=getattr(args, "launch_args_file", None),
         unit=getattr(args, "unit", None),
         script=getattr(args, "script", None),
+        script_args=list(getattr(args, "script_arg", None) or []),
         docker_cmd=getattr(args, "docker_cmd", None),
         compose=getattr(args, "compose", None),
         service=getattr(args, "service", None),

@@ -1,736 +1,226 @@
 """``--script FILE``: a launcher script (``start.sh``) read statically, never run -> ``LaunchFacts``.
 
-Why: on DGX Spark most operators start SGLang from a script: ``source .venv/bin/activate``, a few
-``export``s or a sourced ``.env``, profiles chosen by ``${PROFILE:-mtp}``, then ``exec python3 -m
-sglang.launch_server ...``. Preflight must see the command and environment that script would hand to the
-server, with the shell's own rules (see ``validator.sources.shell`` for the parser and word expansion):
-only *exported* variables reach the server, ``VAR=x cmd`` and ``env VAR=x cmd`` set them for that command,
-``set -a`` exports what follows, and a sourced file is more of the same script: ``source .venv/bin/activate``
-is evaluated like any other (it puts the ``bin`` it was created for first on ``PATH``, so ``python3`` is that
-venv's interpreter, also for a venv that was moved since).
+Why: on DGX Spark most operators start SGLang from a script. Preflight must see the program, argv and
+environment that bash would hand to the server, or say which parts it cannot know: never a different
+concrete answer. ``shell_eval`` walks every path through the script (``shell_parse`` gives the tree,
+``shell_words`` the word expansion); this module is the adapter from its answer to ``LaunchFacts``:
 
-The walk follows the statements in order from the script's directory (``cd`` moves it; ``$0`` is the
-script), decides ``if``/``case``/``&&``/``||`` where the condition is known (string and file tests), and
-for a condition known only at run time takes every branch and keeps what they agree on. What it cannot
-know (``$1``, ``$(nvidia-smi ...)``, a variable set differently by such branches) is reported, not guessed:
-an unknown flag value or variable is listed in ``LaunchFacts.unresolved`` and the checks that read it
-become ``error``; an unknown program, an unknown bare word in the argument list, or a server command inside
-an undecidable branch makes the whole launch ``error`` (``UnresolvedLaunch``).
+- the paths that launch the server must agree; where they differ (a value chosen by a run-time condition),
+  that flag value or variable is ``unresolved`` and the checks that read it are ``error``;
+- a path that exits first is not the launch (a guard such as a MemAvailable check that exits when memory
+  is short): the report names the run-time conditions the launch assumed;
+- a path the reader cannot follow (``eval`` of unknown text, ``trap ... DEBUG``) makes the whole launch
+  unresolved (``UnresolvedLaunch``, naming the construct and its line); so does an unknown program or an
+  unknown number of arguments;
+- ``env``/``nohup`` before the program are applied as those programs do (``env -i``, ``-u``, ``NAME=V``,
+  the program found on the new ``PATH``).
+
+The script is read as its operator runs it: ``/path/to/start.sh ARGS`` from its own directory
+(``--script-arg`` gives ARGS), with the environment preflight is given.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fnmatch
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
-from validator.sources.files import read_bounded
-from validator.sources.shell import (
-    MAX_SCRIPT_BYTES,
-    Field,
-    Unknown,
-    Value,
-    WordExpander,
-    join,
-    line_of,
-    parse,
-)
+from validator.sources.shell_eval import Ending, Launch, is_server_command, read_script, which
+from validator.sources.shell_words import Field, Unknown, Unsplit, Value, join
 
 if TYPE_CHECKING:
     from validator.sources.docker_run import ContainerSpec
 
-MAX_DEPTH = 16  # nested source/function calls
-MAX_STEPS = 100_000  # statements evaluated; a launcher script needs a few hundred
+# what bash adds to every child's environment by itself, which no check reads
+BASH_BOOKKEEPING = frozenset({"_", "SHLVL"})
 
 
 @dataclass
-class _State:
-    vars: dict[str, Value]
-    exported: set[str]
-    origin: dict[str, str]
-    cwd: Value
-    functions: dict[str, Any] = field(default_factory=dict)
-    allexport: bool = False
+class Exec:
+    """What the kernel is asked to run: the program file, its argv and its environment."""
 
-    def copy(self) -> _State:
-        return _State(
-            dict(self.vars),
-            set(self.exported),
-            dict(self.origin),
-            self.cwd,
-            dict(self.functions),
-            self.allexport,
-        )
-
-
-@dataclass
-class ServerCommand:
-    """A command in the script that starts the server, with what the shell would give it."""
-
-    fields: list[Field]
+    program: Value  # the file executed (resolved on PATH), Unknown when it depends on the run
+    argv: list[Field] | Unsplit  # argv[0] as written, then the arguments
     env: dict[str, Value]
     origin: dict[str, str]
+    unexported: set[str]
     cwd: Value
     line: int
-    uncertain: str | None = None  # why it may or may not run (a branch decided at run time)
-    execs: bool = False
+    where: str
 
 
-class _Stop(Exception):
-    """``exit``, ``exec`` or ``return``: the rest of the script (or function) does not run."""
+def final_exec(launch: Launch) -> Exec:
+    """The launch with ``env`` and ``nohup`` applied: the program they run, with the environment it gets."""
+    env = dict(launch.env)
+    origin = dict(launch.origin)
+    if isinstance(launch.words, Unknown):
+        unsplit = Unsplit(launch.words.reason)
+        return Exec(unsplit, unsplit, env, origin, launch.unexported, launch.cwd, launch.line, launch.where)
+    words = list(launch.words)
+    path: Value = launch.path
+    at = f"{launch.where}:{launch.line}"
+    while words:
+        head = join(words[0])
+        if isinstance(head, Unknown) or os.path.basename(head) not in ("env", "nohup"):
+            break
+        wrapper = os.path.basename(head)
+        words = words[1:]
+        if wrapper == "nohup":
+            continue
+        while words:
+            w = join(words[0])
+            if isinstance(words[0][0], Unsplit):
+                return Exec(
+                    words[0][0],
+                    words[0][0],
+                    env,
+                    origin,
+                    launch.unexported,
+                    launch.cwd,
+                    launch.line,
+                    launch.where,
+                )
+            if isinstance(w, str) and w in ("-i", "-", "--ignore-environment"):
+                env.clear()
+                origin.clear()
+                words = words[1:]
+            elif isinstance(w, str) and w in ("-u", "--unset") and len(words) > 1:
+                name = join(words[1])
+                if isinstance(name, Unknown):
+                    raise UnresolvedLaunch(f"{at}: env -u of a name known only at run time: {name.reason}")
+                env.pop(name, None)
+                words = words[2:]
+            elif isinstance(w, str) and w.startswith("--unset="):
+                env.pop(w.split("=", 1)[1], None)
+                words = words[1:]
+            elif isinstance(w, str) and w == "--":
+                words = words[1:]
+                break
+            elif isinstance(w, str) and w.startswith("-"):
+                raise UnresolvedLaunch(f"{at}: env option {w!r} is not modelled")
+            else:
+                first = words[0][0] if words[0] else ""
+                lead = first if isinstance(first, str) else ""
+                name, eq, _ = lead.partition("=")
+                if not eq or not name or "/" in name:
+                    break
+                value: Value = join([lead[len(name) + 1 :], *words[0][1:]])
+                env[name] = value
+                origin[name] = f"script:{at}"
+                words = words[1:]
+        # env finds the program with execvp, on the PATH it passes on
+        path = env.get("PATH", Unknown("env runs the program with no PATH: the C library's default"))
+    if not words:
+        raise InputError(at, "env or nohup with no program after it")
+    head_field = words[0]
+    head = join(head_field)
+    if isinstance(head, Unknown):
+        program: Value = head
+    else:
+        program = which(head, path, launch.cwd)
+    return Exec(program, words, env, origin, launch.unexported, launch.cwd, launch.line, launch.where)
 
 
-def is_server_command(words: list[Value]) -> bool:
-    """The command starts the server: SGLang's entry points, spark-validate launch, or a container run."""
-    from validator.sources.docker_run import is_container_run
-
-    known = [w for w in words if isinstance(w, str)]
-    if is_container_run(known):
-        return True
-    names = [Path(w).name for w in known]
-    for i, name in enumerate(names):
-        if known[i] in ("sglang.launch_server", "-msglang.launch_server"):
-            return True
-        if name == "sglang" and i + 1 < len(known) and known[i + 1] == "serve":
-            return True
-        if name == "spark-validate" and i + 1 < len(known) and known[i + 1] == "launch":
-            return True
-    return False
+def _same(a: Exec, b: Exec) -> bool:
+    return (a.program, a.argv, a.env, a.cwd) == (b.program, b.argv, b.env, b.cwd)
 
 
-class _Evaluator:
-    def __init__(self, script: Path) -> None:
-        self.script = script
-        self.found: list[ServerCommand] = []
-        self.notes: list[str] = []
-        self.steps = 0
-        self.depth = 0
-        self.uncertain: list[str] = []
-        self.zero = str(script)  # $0: a sourced file sees the sourcing script's
-        self.in_condition = 0  # inside an if/elif condition, a program's exit status decides: unknown
+def merged(execs: list[Exec], why: str) -> Exec:
+    """The launches of several paths as one: what they agree on, Unknown where they differ."""
+    first = execs[0]
+    if all(_same(first, e) for e in execs[1:]):
+        return first
+    at = f"{first.where}:{first.line}"
+    if any(e.program != first.program for e in execs):
+        raise UnresolvedLaunch(f"{at}: the program depends on a run-time condition ({why})")
+    if any(isinstance(e.argv, Unknown) for e in execs) or len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
+        raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
+    argv: list[Field] = []
+    for k, f in enumerate(first.argv):  # type: ignore[arg-type]
+        if all(e.argv[k] == f for e in execs):  # type: ignore[index]
+            argv.append(f)
+        else:
+            argv.append([Unknown(f"the word depends on a run-time condition ({why})")])
+    env: dict[str, Value] = {}
+    for name in {n for e in execs for n in e.env}:
+        values = [e.env.get(name) for e in execs]
+        if all(v == values[0] for v in values) and values[0] is not None:
+            env[name] = values[0]
+        else:
+            env[name] = Unknown(f"whether and how {name} is set depends on a run-time condition ({why})")
+    cwd = (
+        first.cwd if all(e.cwd == first.cwd for e in execs) else Unknown(f"the directory depends on ({why})")
+    )
+    return Exec(first.program, argv, env, first.origin, first.unexported, cwd, first.line, first.where)
 
-    def where(self, node: Any) -> str:
-        return f"{self.script}:{line_of(node)}"
 
-    # -- expansion ------------------------------------------------------------------------------------
+def read_exec(
+    path: Path | str, env: Mapping[str, str], args: list[str] | None = None
+) -> tuple[Exec, list[Ending]]:
+    """The one launch the script makes (paths merged), and the endings of the paths that launched.
+    Raises UnresolvedLaunch when a path cannot be followed, InputError when no path launches."""
+    reading = read_script(path, env=env, args=args)
+    where = str(reading.script)
+    stuck = [e for e in reading.endings if e.kind == "unresolved"]
+    if stuck:
+        e = stuck[0]
+        more = f" (and {len(stuck) - 1} more paths)" if len(stuck) > 1 else ""
+        raise UnresolvedLaunch(f"{e.where}:{e.line}: {e.reason}{more}")
+    launched = [e for e in reading.endings if e.kind == "launch" and e.launch is not None]
+    if not launched:
+        ends = "; ".join(
+            sorted({f"line {e.line}: {e.reason}" if e.line else e.reason for e in reading.endings})[:3]
+        )
+        raise InputError(
+            where,
+            "no path through the script starts the SGLang server (python -m sglang.launch_server, "
+            f"sglang serve, spark-validate launch or docker run) on this host; it ends at {ends}",
+        )
+    execs = [final_exec(e.launch) for e in launched if e.launch is not None]
+    why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
+    return merged(execs, why), launched
 
-    def expander(self, st: _State) -> WordExpander:
-        def lookup(name: str) -> Value | None:
-            if name == "0":
-                return self.zero
-            if name == "PWD":
-                return st.cwd
-            return st.vars.get(name)
 
-        def env() -> Mapping[str, str]:
-            return {k: v for k, v in st.vars.items() if isinstance(v, str)}
-
-        return WordExpander(lookup, env, lambda node: self.substitute(node, st))
-
-    def substitute(self, node: Any, st: _State) -> Value:
-        """``$(...)``: only the few commands whose output is known statically (``dirname``, ``pwd``, ...)."""
-        body = [c for c in node.children if c.type not in ("$(", ")", "`")]
-        sub = st.copy()
-        out: list[Value] = []
-        for stmt in body:
-            value = self.capture(stmt, sub)
-            if isinstance(value, Unknown):
-                return value
-            out.append(value)
-        result = join(out)
-        return result.rstrip("\n") if isinstance(result, str) else result
-
-    def capture(self, node: Any, st: _State) -> Value:
-        if node.type == "list":
-            left, op, right = node.children[0], node.children[1].type, node.children[2]
-            first = self.capture(left, st)
-            if isinstance(first, Unknown) or op != "&&":
-                return first if op == "&&" else Unknown(f"$({_snippet(node)}) runs at run time")
-            second = self.capture(right, st)
-            return join([first, second])
-        if node.type != "command":
-            return Unknown(f"$({_snippet(node)}) runs at run time")
-        words = self.words(node, st)
-        if not words or not isinstance(words[0], str):
-            return Unknown(f"$({_snippet(node)}) runs at run time")
-        name, args = words[0], words[1:]
-        if any(isinstance(a, Unknown) for a in args):
-            return next(a for a in args if isinstance(a, Unknown))
-        sargs = [a for a in args if isinstance(a, str)]
-        if name == "cd":
-            self._cd(sargs, st)
-            return ""
-        if name == "pwd":
-            return st.cwd if isinstance(st.cwd, Unknown) else st.cwd + "\n"
-        if name == "dirname" and len(sargs) == 1:
-            return (os.path.dirname(sargs[0].rstrip("/")) or ".") + "\n"
-        if name == "basename" and sargs:
-            return os.path.basename(sargs[0].rstrip("/")) + "\n"
-        if (
-            name in ("realpath", "readlink")
-            and sargs
-            and (name == "realpath" or sargs[0] in ("-f", "-e", "-m"))
-        ):
-            target = sargs[-1]
-            base = st.cwd
-            if isinstance(base, Unknown):
-                return base
-            return os.path.realpath(os.path.join(base, target)) + "\n"
-        if name == "echo":
-            return " ".join(a for a in sargs if a not in ("-n", "-e")) + "\n"
-        return Unknown(f"$({_snippet(node)}) runs {name!r} at run time")
-
-    def words(self, node: Any, st: _State) -> list[Value]:
-        """A command's fields, each collapsed to one value (for builtins and detection)."""
-        return [join(f) for f in self.fields(node, st)]
-
-    def fields(self, node: Any, st: _State) -> list[Field]:
-        ex = self.expander(st)
-        out: list[Field] = []
-        for child in node.children:
-            if child.type == "command_name":
-                out += ex.fields(child.children[0])
-            elif node.field_name_for_child(_index(node, child)) == "argument":
-                out += ex.fields(child)
-        return out
-
-    # -- statements -----------------------------------------------------------------------------------
-
-    def block(self, nodes: list[Any], st: _State) -> bool | None:
-        status: bool | None = True
-        for node in nodes:
-            status = self.stmt(node, st)
-        return status
-
-    def stmt(self, node: Any, st: _State) -> bool | None:
-        self.steps += 1
-        if self.steps > MAX_STEPS:
-            raise InputError(
-                str(self.script), f"more than {MAX_STEPS} statements evaluated: not a launcher script"
-            )
-        t = node.type
-        if t in ("comment", ";", "&", "heredoc_body", "\n"):
-            return True
-        if t == "variable_assignment":
-            self.assign(node, st, export=st.allexport)
-            return True
-        if t == "variable_assignments":
-            for child in node.children:
-                if child.type == "variable_assignment":
-                    self.assign(child, st, export=st.allexport)
-            return True
-        if t == "declaration_command":
-            return self.declaration(node, st)
-        if t == "unset_command":
-            for child in node.children[1:]:
-                name = bytes(child.text).decode()
-                if not name.startswith("-"):
-                    st.vars.pop(name, None)
-                    st.exported.discard(name)
-            return True
-        if t == "command":
-            return self.command(node, st)
-        if t == "redirected_statement":
-            body = node.child_by_field_name("body")
-            return self.stmt(body, st) if body is not None else True
-        if t == "list":
-            return self.and_or(node, st)
-        if t == "pipeline":
-            status: bool | None = True
-            for child in node.children:
-                if child.type not in ("|", "|&"):
-                    status = self.stmt(child, st.copy())
-            return status
-        if t == "negated_command":
-            status = self.stmt(node.children[-1], st)
-            return None if status is None else not status
-        if t == "subshell":
-            try:
-                return self.block(_body(node, "(", ")"), st.copy())
-            except _Stop:
-                return True
-        if t == "compound_statement":
-            return self.block(_body(node, "{", "}"), st)
-        if t == "function_definition":
-            name = node.child_by_field_name("name")
-            st.functions[bytes(name.text).decode()] = node.child_by_field_name("body")
-            return True
-        if t == "test_command":
-            return self.test_node(node, st)
-        if t == "if_statement":
-            return self.if_statement(node, st)
-        if t == "case_statement":
-            return self.case_statement(node, st)
-        if t in ("for_statement", "c_style_for_statement", "while_statement"):
-            return self.loop(node, st)
-        self.notes.append(f"line {line_of(node)}: {t.replace('_', ' ')} not evaluated")
-        return None
-
-    def assign(self, node: Any, st: _State, *, export: bool) -> str:
-        name = bytes(node.child_by_field_name("name").text).decode()
-        value_node = node.child_by_field_name("value")
-        op = next((c.type for c in node.children if c.type in ("=", "+=")), "=")
-        value: Value = "" if value_node is None else self.expander(st).value(value_node, assignment=True)
-        if op == "+=":
-            value = join([st.vars.get(name, ""), value])
-        st.vars[name] = value
-        st.origin[name] = f"script:{self.script}:{line_of(node)}"
-        if export:
-            st.exported.add(name)
-        return name
-
-    def declaration(self, node: Any, st: _State) -> bool:
-        keyword = node.children[0].type
-        export = keyword == "export" or st.allexport
-        for child in node.children[1:]:
-            if child.type == "variable_assignment":
-                self.assign(child, st, export=export)
-            elif child.type in ("word", "variable_name"):
-                text = bytes(child.text).decode()
-                if text == "-x":
-                    export = True
-                elif not text.startswith("-") and export:
-                    st.exported.add(text)
-                    st.vars.setdefault(text, "")
-        return True
-
-    def and_or(self, node: Any, st: _State) -> bool | None:
-        kids = node.children
-        left, op, right = kids[0], kids[1].type, kids[2]
-        status = self.stmt(left, st)
-        run_right = status is False if op == "||" else status is True
-        if status is None:
-            return self.uncertain_branches(st, [[right], []], f"line {line_of(node)}: {_snippet(left)}")
-        if run_right:
-            return self.stmt(right, st)
-        return status
-
-    def if_statement(self, node: Any, st: _State) -> bool | None:
-        clauses: list[tuple[list[Any], list[Any]]] = []  # (condition, body); else has no condition
-        cond: list[Any] = []
-        body: list[Any] = []
-        state = "cond"
-        for child in node.children:
-            t = child.type
-            if t in ("if", "fi"):
+def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[str, str]]:
+    """(argv, env, env origin, unresolved) for ``launch_from_argv``; raises UnresolvedLaunch."""
+    at = f"{ex.where}:{ex.line}"
+    if isinstance(ex.argv, Unknown):
+        raise UnresolvedLaunch(f"{at}: the command is computed at run time: {ex.argv.reason}")
+    unresolved: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for k, v in ex.env.items():
+        if isinstance(v, Unknown):
+            unresolved[k] = v.reason
+        elif k not in BASH_BOOKKEEPING:
+            env[k] = v
+    head = join(ex.argv[0]) if ex.argv else Unknown("no program")
+    if isinstance(head, Unknown):
+        raise UnresolvedLaunch(f"{at}: the program is computed at run time: {head.reason}")
+    program = ex.program if isinstance(ex.program, str) else head
+    argv: list[str] = [program]
+    for f in ex.argv[1:]:
+        if f and isinstance(f[0], Unsplit):
+            raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {f[0].reason}")
+        value = join(f)
+        if isinstance(value, str):
+            argv.append(value)
+            continue
+        lead = f[0] if f and isinstance(f[0], str) else ""
+        if lead.startswith("--") and "=" in lead:
+            dest = _takes_value(lead.split("=", 1)[0])
+            if dest is not None:
+                unresolved[dest] = value.reason
                 continue
-            if t == "then":
-                state = "body"
-            elif t in ("elif_clause", "else_clause"):
-                clauses.append((cond, body))
-                cond, body, state = [], [], "cond"
-                sub_cond: list[Any] = []
-                sub_body: list[Any] = []
-                sub_state = "cond" if t == "elif_clause" else "body"
-                for c in child.children:
-                    if c.type in ("elif", "else"):
-                        continue
-                    if c.type == "then":
-                        sub_state = "body"
-                    elif sub_state == "cond":
-                        sub_cond.append(c)
-                    else:
-                        sub_body.append(c)
-                clauses.append((sub_cond, sub_body))
-                state = "done"
-            elif state == "cond":
-                cond.append(child)
-            elif state == "body":
-                body.append(child)
-        if state != "done":
-            clauses.append((cond, body))
-        return self.choose(node, st, clauses)
-
-    def choose(self, node: Any, st: _State, clauses: list[tuple[list[Any], list[Any]]]) -> bool | None:
-        """Run the first clause whose condition holds; from an undecidable condition on, take all."""
-        for k, (cond, body) in enumerate(clauses):
-            if not cond:
-                return self.block(body, st)
-            self.in_condition += 1
-            try:
-                status = self.block([c for c in cond if c.type not in (";", "\n")], st)
-            finally:
-                self.in_condition -= 1
-            if status is True:
-                return self.block(body, st)
-            if status is None:
-                rest = [b for _, b in clauses[k + 1 :]]
-                if clauses[-1][0]:  # no else: falling through runs nothing
-                    rest.append([])
-                why = f"line {line_of(node)}: {_snippet_nodes(cond)}"
-                return self.uncertain_branches(st, [body, *rest], why)
-        return True
-
-    def case_statement(self, node: Any, st: _State) -> bool | None:
-        subject_node = node.child_by_field_name("value")
-        subject = self.expander(st).value(subject_node) if subject_node is not None else ""
-        items = [c for c in node.children if c.type == "case_item"]
-        bodies: list[list[Any]] = []
-        for item in items:
-            patterns: list[Value] = []
-            body: list[Any] = []
-            seen_paren = False
-            for c in item.children:
-                if c.type == ")":
-                    seen_paren = True
-                elif c.type in (";;", ";&", ";;&", "|"):
-                    continue
-                elif not seen_paren:
-                    patterns.append(bytes(c.text).decode().strip("'\""))
-                else:
-                    body.append(c)
-            if isinstance(subject, Unknown):
-                bodies.append(body)
-                continue
-            if any(isinstance(p, str) and fnmatch.fnmatchcase(subject, p) for p in patterns):
-                return self.block(body, st)
-        if isinstance(subject, Unknown):
-            return self.uncertain_branches(st, [*bodies, []], f"line {line_of(node)}: case {subject.reason}")
-        return True
-
-    def loop(self, node: Any, st: _State) -> bool | None:
-        """Loops are not unrolled: their body is read for server commands, what they assign is unknown."""
-        body = node.child_by_field_name("body")
-        scratch = st.copy()
-        why = f"line {line_of(node)}: inside a {node.type.split('_')[0]} loop"
-        self.uncertain.append(why)
-        try:
-            if body is not None:
-                self.block(_body(body, "do", "done"), scratch)
-        except _Stop:
-            pass
-        finally:
-            self.uncertain.pop()
-        for name, value in scratch.vars.items():
-            if st.vars.get(name) != value:
-                st.vars[name] = Unknown(f"{name} is assigned {why}")
-                st.origin[name] = f"script:{self.script}:{line_of(node)}"
-        return None
-
-    def uncertain_branches(self, st: _State, branches: list[list[Any]], why: str) -> bool | None:
-        """Each branch from a copy of the state; afterwards keep what every branch that went on agrees on."""
-        results: list[_State] = []
-        self.uncertain.append(why)
-        try:
-            for branch in branches:
-                sub = st.copy()
-                try:
-                    self.block(branch, sub)
-                except _Stop:
-                    continue
-                results.append(sub)
-        finally:
-            self.uncertain.pop()
-        if not results:
-            raise _Stop
-        merged = results[0]
-        for other in results[1:]:
-            for name in set(merged.vars) | set(other.vars):
-                a, b = merged.vars.get(name), other.vars.get(name)
-                if a != b:
-                    merged.vars[name] = Unknown(f"{name} depends on a condition decided at run time ({why})")
-                    merged.origin[name] = f"script:{self.script}"
-            merged.exported |= other.exported
-            if merged.cwd != other.cwd:
-                merged.cwd = Unknown(f"the directory depends on a condition decided at run time ({why})")
-            merged.functions.update(other.functions)
-        st.vars, st.exported, st.origin, st.cwd = merged.vars, merged.exported, merged.origin, merged.cwd
-        st.functions, st.allexport = merged.functions, merged.allexport
-        return None
-
-    # -- conditions -----------------------------------------------------------------------------------
-
-    def test_node(self, node: Any, st: _State) -> bool | None:
-        inner = [c for c in node.children if c.type not in ("[", "]", "[[", "]]")]
-        if len(inner) != 1:
-            return None
-        return self.test_expr(inner[0], st)
-
-    def test_expr(self, node: Any, st: _State) -> bool | None:
-        ex = self.expander(st)
-        t = node.type
-        if t == "parenthesized_expression":
-            inner = [c for c in node.children if c.type not in ("(", ")")]
-            return self.test_expr(inner[0], st) if len(inner) == 1 else None
-        if t == "unary_expression":
-            op = bytes(node.children[0].text).decode()
-            operand = node.children[-1]
-            if op == "!":
-                r = self.test_expr(operand, st)
-                return None if r is None else not r
-            return self.unary(op, ex.value(operand), st)
-        if t == "binary_expression":
-            left = node.child_by_field_name("left")
-            right = node.child_by_field_name("right")
-            op = bytes(node.child_by_field_name("operator").text).decode()
-            if op in ("&&", "||", "-a", "-o"):
-                a = self.test_expr(left, st)
-                if op in ("&&", "-a"):
-                    if a is False:
-                        return False
-                    b = self.test_expr(right, st)
-                    return False if b is False else (None if a is None or b is None else True)
-                if a is True:
-                    return True
-                b = self.test_expr(right, st)
-                return True if b is True else (None if a is None or b is None else False)
-            return self.binary(ex.value(left), op, ex.value(right))
-        return self.unary("-n", ex.value(node), st)
-
-    def test_words(self, args: list[Value], st: _State) -> bool | None:
-        if args and args[0] == "!":
-            r = self.test_words(args[1:], st)
-            return None if r is None else not r
-        if len(args) == 1:
-            return self.unary("-n", args[0], st)
-        if len(args) == 2 and isinstance(args[0], str):
-            return self.unary(args[0], args[1], st)
-        if len(args) == 3 and isinstance(args[1], str):
-            return self.binary(args[0], args[1], args[2])
-        return None
-
-    def unary(self, op: str, operand: Value, st: _State) -> bool | None:
-        if isinstance(operand, Unknown):
-            return None
-        if op == "-n":
-            return operand != ""
-        if op == "-z":
-            return operand == ""
-        if op in ("-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h"):
-            if isinstance(st.cwd, Unknown) and not operand.startswith("/"):
-                return None
-            base = st.cwd if isinstance(st.cwd, str) else "/"
-            path = Path(base) / operand
-            checks = {
-                "-f": path.is_file,
-                "-d": path.is_dir,
-                "-e": path.exists,
-                "-x": lambda: os.access(path, os.X_OK),
-                "-r": lambda: os.access(path, os.R_OK),
-                "-s": lambda: path.is_file() and path.stat().st_size > 0,
-                "-L": path.is_symlink,
-                "-h": path.is_symlink,
-            }
-            try:
-                return bool(checks[op]())
-            except OSError:
-                return False
-        if op == "-v":
-            return operand in st.vars
-        return None
-
-    def binary(self, left: Value, op: str, right: Value) -> bool | None:
-        if isinstance(left, Unknown) or isinstance(right, Unknown):
-            return None
-        if op in ("=", "=="):
-            return fnmatch.fnmatchcase(left, right) if op == "==" else left == right
-        if op == "!=":
-            return not fnmatch.fnmatchcase(left, right)
-        ints = {"-eq": int.__eq__, "-ne": int.__ne__, "-lt": int.__lt__, "-gt": int.__gt__}
-        ints.update({"-le": int.__le__, "-ge": int.__ge__})
-        if op in ints:
-            try:
-                return bool(ints[op](int(left), int(right)))
-            except ValueError:
-                return None
-        return None
-
-    # -- commands -------------------------------------------------------------------------------------
-
-    def command(self, node: Any, st: _State) -> bool | None:
-        prefix: dict[str, Value] = {}
-        for child in node.children:
-            if child.type == "variable_assignment":
-                tmp = st.copy()
-                name = self.assign(child, tmp, export=True)
-                prefix[name] = tmp.vars[name]
-        fields = self.fields(node, st)
-        if not fields:
-            for name, value in prefix.items():  # assignments only: they stay in the shell
-                st.vars[name] = value
-                st.origin[name] = f"script:{self.script}:{line_of(node)}"
-                if st.allexport:
-                    st.exported.add(name)
-            return True
-        words = [join(f) for f in fields]
-        head = words[0]
-        execs = False
-        while head in ("exec", "nohup", "command", "time") and len(words) > 1:
-            execs = execs or head == "exec"
-            fields, words = fields[1:], words[1:]
-            head = words[0]
-        if is_server_command(words):
-            self.server(node, st, fields, prefix, execs)
-            if execs:
-                raise _Stop
-            return True
-        if isinstance(head, Unknown):
-            self.notes.append(f"line {line_of(node)}: {head.reason}")
-            return None
-        args = words[1:]
-        if head in ("true", ":"):
-            return True
-        if head == "false":
-            return False
-        if head in ("test", "["):
-            return self.test_words(args[:-1] if head == "[" and args and args[-1] == "]" else args, st)
-        if head in ("source", "."):
-            return self.source(node, st, args)
-        if head in ("cd", "pushd"):
-            known = [a for a in args if isinstance(a, str)]
-            self._cd(known if len(known) == len(args) else None, st)
-            return True
-        if head == "set":
-            flags = [a for a in args if isinstance(a, str)]
-            for k, flag in enumerate(flags):
-                option = flags[k + 1] if k + 1 < len(flags) else ""
-                if (
-                    flag[:1] in "-+"
-                    and flag[1:2] not in ("-", "")
-                    and ("a" in flag[1:] or (flag[1:] == "o" and option == "allexport"))
-                ):
-                    st.allexport = flag[0] == "-"
-            return True
-        if head == "export":
-            for a in args:
-                if isinstance(a, str) and "=" in a:
-                    var, _, val = a.partition("=")
-                    st.vars[var], st.origin[var] = val, f"script:{self.script}:{line_of(node)}"
-                    st.exported.add(var)
-                elif isinstance(a, str) and not a.startswith("-"):
-                    st.exported.add(a)
-            return True
-        if head == "read":
-            for a in args:
-                if isinstance(a, str) and not a.startswith("-"):
-                    st.vars[a] = Unknown(f"{a} is read from input at run time (line {line_of(node)})")
-            return None
-        if head == "exit":
-            raise _Stop
-        if head == "return":
-            raise _Stop
-        if head in ("eval", "docker", "podman"):
-            self.notes.append(
-                f"line {line_of(node)}: {head} is not evaluated (use --docker-cmd for docker run)"
-            )
-            return None
-        if head in st.functions:
-            return self.call(st.functions[head], st)
-        if execs:
-            raise _Stop
-        if self.in_condition:
-            return None  # `if nvidia-smi ...; then`: its status is known only at run time
-        # any other program (mkdir, pip, nvidia-smi): it changes nothing the server sees, and is assumed to
-        # succeed (`mkdir -p logs && exec ...`): if it fails, no server starts and there is nothing to check
-        return True
-
-    def call(self, body: Any, st: _State) -> bool | None:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise InputError(str(self.script), f"functions or sourced files nested deeper than {MAX_DEPTH}")
-        try:
-            inner = _body(body, "{", "}") if body.type == "compound_statement" else [body]
-            return self.block(inner, st)
-        except _Stop:
-            if self.found and self.found[-1].execs:
-                raise
-            return True
-        finally:
-            self.depth -= 1
-
-    def _cd(self, args: list[str] | None, st: _State) -> None:
-        if args is None:
-            st.cwd = Unknown("the directory is computed at run time")
-            return
-        target = next((a for a in args if not a.startswith("-") or a == "-"), None)
-        if target is None:
-            home = st.vars.get("HOME")
-            st.cwd = home if home is not None else Unknown("cd with no argument: $HOME is not set")
-            return
-        if isinstance(st.cwd, Unknown) and not target.startswith("/"):
-            return
-        base = st.cwd if isinstance(st.cwd, str) else "/"
-        st.cwd = os.path.normpath(os.path.join(base, target))
-
-    def source(self, node: Any, st: _State, args: list[Value]) -> bool | None:
-        if not args:
-            raise InputError(self.where(node), "source names no file")
-        target = args[0]
-        if isinstance(target, Unknown):
-            raise UnresolvedLaunch(
-                f"{self.where(node)}: the sourced file is computed at run time: {target.reason}"
-            )
-        if isinstance(st.cwd, Unknown) and not target.startswith("/"):
-            raise UnresolvedLaunch(f"{self.where(node)}: source {target}: {st.cwd.reason}")
-        path = Path(st.cwd if isinstance(st.cwd, str) else "/") / target
-        if not path.exists():
-            raise InputError(
-                self.where(node), f"source {target}: {path} does not exist (the script would fail here)"
-            )
-        data = read_bounded(path, MAX_SCRIPT_BYTES, "sourced file")
-        tree = parse(data, str(path))
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise InputError(str(path), f"sourced files nested deeper than {MAX_DEPTH}")
-        try:
-            # origins name the sourced file; $0 stays the script that sourced it
-            sub = _Evaluator(path)
-            sub.found, sub.notes, sub.steps, sub.depth, sub.uncertain = (
-                self.found,
-                self.notes,
-                self.steps,
-                self.depth,
-                self.uncertain,
-            )
-            sub.zero = self.zero
-            try:
-                sub.block(list(tree.root_node.children), st)
-            except _Stop:
-                if self.found and self.found[-1].execs:
-                    raise
-            self.steps = sub.steps
-        finally:
-            self.depth -= 1
-        return True
-
-    def server(
-        self, node: Any, st: _State, fields: list[Field], prefix: dict[str, Value], execs: bool
-    ) -> None:
-        env = {k: v for k, v in st.vars.items() if k in st.exported}
-        origin = {k: st.origin.get(k, "environment") for k in env}
-        for k, v in prefix.items():
-            env[k], origin[k] = v, f"script:{self.script}:{line_of(node)}"
-        uncertain = "; ".join(self.uncertain) or None
-        self.found.append(ServerCommand(fields, env, origin, st.cwd, line_of(node), uncertain, execs))
-
-
-def _index(parent: Any, child: Any) -> int:
-    for i, c in enumerate(parent.children):
-        if c.id == child.id:
-            return i
-    return -1
-
-
-def _body(node: Any, open_: str, close: str) -> list[Any]:
-    return [c for c in node.children if c.type not in (open_, close)]
-
-
-def _snippet(node: Any) -> str:
-    text = " ".join(bytes(node.text).decode("utf-8", "replace").split())
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _snippet_nodes(nodes: list[Any]) -> str:
-    return " ".join(_snippet(n) for n in nodes if n.type not in (";", "\n"))
-
-
-# -- the server command as LaunchFacts -----------------------------------------------------------------
+        if len(argv) > 1 and argv[-1].startswith("-") and (dest := _takes_value(argv[-1])) is not None:
+            argv.pop()
+            unresolved[dest] = value.reason
+            continue
+        raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {value.reason}")
+    return argv, env, {k: ex.origin.get(k, "environment") for k in env}, unresolved
 
 
 def _takes_value(flag: str) -> str | None:
@@ -743,57 +233,6 @@ def _takes_value(flag: str) -> str | None:
     return action.dest
 
 
-def _is_assignment(word: str) -> bool:
-    name, eq, _ = word.partition("=")
-    return bool(eq) and name.isidentifier()
-
-
-def resolve(
-    cmd: ServerCommand, where: str
-) -> tuple[list[str], dict[str, str], dict[str, str], dict[str, str]]:
-    """(argv, env, env origin, unresolved) for ``launch_from_argv``; raises UnresolvedLaunch."""
-    if cmd.uncertain:
-        raise UnresolvedLaunch(
-            f"{where}: whether this server command runs is decided at run time ({cmd.uncertain})"
-        )
-    unresolved: dict[str, str] = {}
-    env: dict[str, str] = {}
-    for k, v in cmd.env.items():
-        if isinstance(v, Unknown):
-            unresolved[k] = v.reason
-        else:
-            env[k] = v
-    argv: list[str] = []
-    program_seen = False
-    for f in cmd.fields:
-        value = join(f)
-        head = f[0] if f and isinstance(f[0], str) else ""
-        if not program_seen:
-            if isinstance(value, str):
-                argv.append(value)
-                prefix_word = value in ("exec", "env") or value.startswith("-") or _is_assignment(value)
-                program_seen = not prefix_word
-                continue
-            if _is_assignment(head):
-                unresolved[head.split("=", 1)[0]] = value.reason  # env NAME=$(...) python ...
-                continue
-            raise UnresolvedLaunch(f"{where}: the program is computed at run time: {value.reason}")
-        if isinstance(value, str):
-            argv.append(value)
-            continue
-        if head.startswith("--") and "=" in head:
-            dest = _takes_value(head.split("=", 1)[0])
-            if dest is not None:
-                unresolved[dest] = value.reason
-                continue
-        if argv and argv[-1].startswith("-") and (dest := _takes_value(argv[-1])) is not None:
-            argv.pop()
-            unresolved[dest] = value.reason
-            continue
-        raise UnresolvedLaunch(f"{where}: an argument is computed at run time: {value.reason}")
-    return argv, env, {k: cmd.origin.get(k, "environment") for k in env}, unresolved
-
-
 def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:
     """The script's server runs in a container (``exec docker run ...``): its spec, else None."""
     from validator.sources.docker_run import is_container_run, parse_docker_words
@@ -804,55 +243,37 @@ def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | Non
 
 
 def container_of_script(
-    path: Path | str, *, env: Mapping[str, str] | None = None, env_origin: Mapping[str, str] | None = None
+    path: Path | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    env_origin: Mapping[str, str] | None = None,
+    args: list[str] | None = None,
 ) -> ContainerSpec | None:
     """The container a script's server command runs, when it is ``docker run`` (for what it hides)."""
-    script, _, cmd = _evaluate(path, env, env_origin)
-    argv, server_env, _, _ = resolve(cmd, f"{script}:{cmd.line}")
-    cwd = Path(cmd.cwd) if isinstance(cmd.cwd, str) else None
-    return _container(argv, server_env, str(script), cwd)
-
-
-def _evaluate(
-    path: Path | str, env: Mapping[str, str] | None, env_origin: Mapping[str, str] | None
-) -> tuple[Path, _Evaluator, ServerCommand]:
-    """Walk the script from its directory; the server command it runs (``exec``'d, else the last)."""
-    script = Path(path).absolute()
-    where = str(script)
-    data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
-    tree = parse(data, where)
-    base = dict(env or {})
-    st = _State(
-        vars=dict(base),
-        exported=set(base),
-        origin={k: (env_origin or {}).get(k, "environment") for k in base},
-        cwd=str(script.parent),
-    )
-    ev = _Evaluator(script)
-    with contextlib.suppress(_Stop):
-        ev.block(list(tree.root_node.children), st)
-    if not ev.found:
-        notes = f" ({'; '.join(ev.notes[:3])})" if ev.notes else ""
-        raise InputError(
-            where,
-            "no command in the script starts the SGLang server (python -m sglang.launch_server, "
-            f"sglang serve, spark-validate launch or docker run){notes}",
-        )
-    return script, ev, next((c for c in ev.found if c.execs), ev.found[-1])
+    ex, _ = read_exec(path, dict(env or {}), args)
+    argv, server_env, _, _ = resolve(ex)
+    cwd = Path(ex.cwd) if isinstance(ex.cwd, str) else None
+    return _container(argv, server_env, ex.where, cwd)
 
 
 def launch_from_script(
-    path: Path | str, *, env: Mapping[str, str] | None = None, env_origin: Mapping[str, str] | None = None
+    path: Path | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    env_origin: Mapping[str, str] | None = None,
+    args: list[str] | None = None,
 ) -> LaunchFacts:
     """``--script``: the server command the script runs, with the environment it gives it."""
     from validator.sources.launch_command import launch_from_argv
 
-    script, ev, cmd = _evaluate(path, env, env_origin)
-    where = str(script)
-    at = f"{where}:{cmd.line}"
-    argv, server_env, origin, unresolved = resolve(cmd, at)
-    base_dir = Path(cmd.cwd) if isinstance(cmd.cwd, str) else None
-    container = _container(argv, server_env, where, base_dir)
+    base = dict(env or {})
+    ex, launched = read_exec(path, base, args)
+    argv, server_env, origin, unresolved = resolve(ex)
+    for k, v in origin.items():
+        if v == "environment":
+            origin[k] = (env_origin or {}).get(k, "environment")
+    base_dir = Path(ex.cwd) if isinstance(ex.cwd, str) else None
+    container = _container(argv, server_env, ex.where, base_dir)
     if container is not None:
         from validator.sources.docker_run import launch_from_container
 
@@ -860,25 +281,39 @@ def launch_from_script(
     else:
         facts = launch_from_argv(
             argv,
-            origin=f"script:{where}",
+            origin=f"script:{ex.where}",
             env=server_env,
             env_origin=origin,
             base_dir=base_dir,
-            working_directory=base_dir,  # where the script's cd left it (its own directory at the start)
+            working_directory=base_dir,
         )
     facts.unresolved.update(unresolved)
-    if len(ev.found) > 1:
-        facts.warnings.append(
-            f"the script starts {len(ev.found)} server commands; checked the one at line {cmd.line}"
+    facts.shell_only.update({n: "set by the script but not exported" for n in ex.unexported})
+    missing = sorted({e.reason for e in launched if e.reason})
+    if missing:
+        facts.unresolved["*"] = (
+            f"source {'; '.join(missing)}: no such file on this host, so the variables it would set "
+            "(PATH, the server's environment) are unknown"
         )
+    assumed = sorted({a for e in launched for a in e.assumed})
+    if assumed:
+        facts.warnings.append(
+            "the reading assumes these run-time conditions held (a path where one did not exits before the "
+            "server starts, or was read too): " + "; ".join(assumed)
+        )
+    if isinstance(ex.cwd, Unknown):
+        facts.unresolved.setdefault("working_directory", ex.cwd.reason)
     return facts
 
 
 __all__ = [
-    "ServerCommand",
+    "BASH_BOOKKEEPING",
+    "Exec",
     "UnresolvedLaunch",
     "container_of_script",
+    "final_exec",
     "is_server_command",
     "launch_from_script",
+    "read_exec",
     "resolve",
 ]

@@ -1,0 +1,117 @@
+"""A bash script as a syntax tree: tree-sitter-bash, checked and bounded, with the few node helpers the
+evaluator needs.
+
+Why tree-sitter-bash: it is a complete, maintained bash grammar with wheels for aarch64 (DGX Spark) and
+x86-64, and its concrete tree keeps every quote and expansion, so the evaluator can apply bash's own rules
+word by word (bashlex, the first candidate, stops at ``case`` and drops quoting). Where tree-sitter marks
+an error, bash itself decides: ``bash -n`` (parse only, nothing runs) tells a real syntax error (the script
+is broken: one line, exit 65) from a construct the grammar does not know (the reading is unresolved).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+from validator.errors import InputError, UnresolvedLaunch
+
+MAX_SCRIPT_BYTES = 1 << 20  # launcher scripts are a few KB; a bigger file is not one
+MAX_NESTING = 200  # syntax-tree depth; the evaluator recurses along it
+
+
+def parse(source: bytes, where: str) -> Any:
+    """The tree-sitter tree of ``source``.
+
+    A NUL byte, an oversized file or a tree deeper than MAX_NESTING is InputError; a syntax error bash
+    also reports is InputError naming the line; one only tree-sitter reports is UnresolvedLaunch."""
+    import tree_sitter
+    import tree_sitter_bash
+
+    if len(source) > MAX_SCRIPT_BYTES:
+        raise InputError(where, f"larger than {MAX_SCRIPT_BYTES} bytes: not a launcher script")
+    if b"\x00" in source:
+        raise InputError(
+            where, "NUL byte: not a shell script", source.count(b"\n", 0, source.index(b"\x00")) + 1
+        )
+    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    tree = parser.parse(source)
+    deep = _too_deep(tree)
+    if deep is not None:
+        raise InputError(where, f"nested deeper than {MAX_NESTING} levels: not a launcher script", deep)
+    bad = _first_error(tree.root_node)
+    if bad is not None:
+        line = bad.start_point[0] + 1
+        complaint = _bash_syntax_error(source)
+        if complaint is not None:
+            raise InputError(where, f"shell syntax error: {complaint}", line)
+        raise UnresolvedLaunch(
+            f"{where}:{line}: the reader's bash grammar does not parse {text(bad)[:40]!r} (bash does)"
+        )
+    return tree
+
+
+def _bash_syntax_error(source: bytes) -> str | None:
+    """bash's own complaint about ``source`` with ``-n`` (read commands, execute none), else None."""
+    try:
+        proc = subprocess.run(
+            ["bash", "-n", "/dev/stdin"], input=source, capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "bash could not be asked to confirm it"
+    if proc.returncode == 0:
+        return None
+    lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    return lines[0].replace("/dev/stdin: ", "") if lines else f"bash -n exits {proc.returncode}"
+
+
+def _too_deep(tree: Any) -> int | None:
+    """The line where the tree first gets deeper than MAX_NESTING (walked iteratively), else None."""
+    cursor = tree.walk()
+    depth = 0
+    while True:
+        if depth > MAX_NESTING:
+            return int(cursor.node.start_point[0]) + 1
+        if cursor.goto_first_child():
+            depth += 1
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None
+            depth -= 1
+
+
+def _first_error(node: Any) -> Any | None:
+    if node.type == "ERROR" or node.is_missing:
+        return node
+    if not node.has_error:
+        return None
+    for child in node.children:
+        found = _first_error(child)
+        if found is not None:
+            return found
+    return node
+
+
+def text(node: Any) -> str:
+    """The source text of ``node``."""
+    return bytes(node.text).decode("utf-8", "replace")
+
+
+def line_of(node: Any) -> int:
+    """``node``'s 1-based line."""
+    return int(node.start_point[0]) + 1
+
+
+def snippet(node: Any) -> str:
+    """``node``'s text on one line, at most 60 characters (for messages)."""
+    flat = " ".join(text(node).split())
+    return flat if len(flat) <= 60 else flat[:57] + "..."
+
+
+def field_of(parent: Any, child: Any) -> str | None:
+    """The grammar's field name of ``child`` in ``parent`` (``argument``, ``name``, ...)."""
+    for i, c in enumerate(parent.children):
+        if c.id == child.id:
+            name = parent.field_name_for_child(i)
+            return str(name) if name is not None else None
+    return None
