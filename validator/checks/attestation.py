@@ -35,9 +35,12 @@ def attestation_trust(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             "no attestation given (--attestation): the in-process evidence was not asked for"
         )
     server = facts.server
-    problems = binding_problems(
-        trust, server.url if server is not None else None, server.server_info if server is not None else None
-    )
+    if server is None:  # the URL was given; the server behind it did not answer (server.ready says why)
+        why = facts.errors.get(SERVER, "the server did not answer")
+        return check.errored(
+            f"the attestation cannot be bound to a server that did not answer: {why}", [ATTESTATION, SERVER]
+        )
+    problems = binding_problems(trust, server.url, server.server_info)
     doc, file, proc, lst = trust.document, trust.file, trust.process, trust.listener
     evidence: dict[str, Any] = {
         "listener_pids": list(lst.pids),

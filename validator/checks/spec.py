@@ -8,12 +8,13 @@ The sharing check is the reason this project exists: stock SGLang shares only th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from validator.checks import base as check
 from validator.checks.lm_head import fp8_requested
 from validator.checks.log import log_shows_broken_draft
-from validator.checks.spec_dspark import DSPARK, dspark_config_preflight, dspark_shared_preflight
+from validator.checks.spec_dspark import DSPARK, dead_start, dspark_config_preflight, dspark_shared_preflight
 from validator.facts import (
     ATTESTATION,
     LAUNCH,
@@ -132,9 +133,21 @@ def _alias_of_recipe(args: ServerArgs, typed: str, s: SpeculativeExpect) -> bool
 
 @check.builtin("spec.config", "check", needs=_CONFIG_NEEDS)
 def spec_config_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    """Live: what /server_info resolved. A server that died before it was ready is never reached; its log
+    then holds the dead start's ``server_args=``, which is judged instead (a recipe SGLang refused to run
+    is still the wrong recipe, and the verdict should name it)."""
     s = check.need(ctx.expect.speculative, "speculative")
     if facts.server is None:
-        return check.no_server(facts)
+        dead = dead_start(facts)
+        if dead is None:
+            return check.no_server(facts)
+        args, after = dead
+        algo = args.speculative_algorithm
+        # the logged args are resolved (NEXTN is already EAGLE) and may lack launch_command
+        wanted = {s.algorithm.upper(), s.resolved_algorithm.upper()}
+        algo_ok = algo is not None and algo.upper() in wanted
+        outcome = _judge_config(facts, ctx, args, [LOG], algo_ok, algo, live=False)
+        return replace(outcome, message=outcome.message + after)
     args = facts.server.settings
     algo = args.speculative_algorithm
     launch_cmd = (args.launch_command or "").upper()

@@ -272,7 +272,7 @@ def spec_dspark_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     where, who, after = SERVER, "server", ""
     if facts.server is not None:
         args = facts.server.settings
-    elif (dead := _dead_start(facts)) is not None:
+    elif (dead := dead_start(facts)) is not None:
         args, after = dead
         where, who = LOG, "logged start"
     else:
@@ -299,7 +299,7 @@ def spec_dspark_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     )
 
 
-def _dead_start(facts: Facts) -> tuple[ServerArgs, str] | None:
+def dead_start(facts: Facts) -> tuple[ServerArgs, str] | None:
     """The resolved args of the start the log shows dying before it was ready (that server is never
     reached), and the words saying so; None when the server answered or the log shows no such start."""
     log = facts.log

@@ -31,21 +31,21 @@ def output_file(value: str) -> Path:
     return path
 
 
-def add_common(parser: argparse.ArgumentParser, *, report: bool = True) -> None:
+def add_common(parser: argparse.ArgumentParser, *, report: bool = True, auto: bool = True) -> None:
     """``--rules`` and ``--strict``; with ``report`` also ``--format`` and ``--output`` (``serve`` has no
-    report to write: its findings go to ``/report``, ``/readyz`` and ``/metrics``)."""
+    report to write: its findings go to ``/report``, ``/readyz`` and ``/metrics``). ``auto``: the command
+    accepts ``--rules auto`` (``serve`` does not: a sidecar judges one recipe for its whole life)."""
     from validator.outputs import formats
 
     g = parser.add_argument_group("report")
-    g.add_argument(
-        "--rules",
-        metavar="NAME|PATH",
-        default=None,
-        help=(
-            "rule pack: a built-in name, a YAML file, or 'auto' (the shipped pack whose recipe the launch "
-            "command follows; default: ling-3.0-flash-dgx-spark)"
-        ),
+    rules_help = (
+        "rule pack: a built-in name, a YAML file, or 'auto' (the shipped pack whose recipe the launch "
+        "command follows; default: ling-3.0-flash-dgx-spark)"
+        if auto
+        else "rule pack: a built-in name or a YAML file (default: ling-3.0-flash-dgx-spark); 'check --rules "
+        "auto' tells which shipped pack a server follows"
     )
+    g.add_argument("--rules", metavar="NAME|PATH", default=None, help=rules_help)
     if report:
         known = formats()
         g.add_argument(

@@ -56,7 +56,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="an inconclusive re-check (a transient 5xx, a timeout) drops /readyz only after staying "
         "inconclusive this long; a failed /health, a restart or a failing check drop it at once (default 30)",
     )
-    add_common(p, report=False)
+    add_common(p, report=False, auto=False)
     # A sidecar starts beside a server that loads for minutes: wait for it by default.
     p.set_defaults(wait=900.0)
 

@@ -1,0 +1,54 @@
+"""Small things an operator meets early, each from the command line: messages that contradict what was
+given, help that offers what the command refuses, exit codes that mean something else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support.check_helpers import evidence_files, run_check
+from tests.support.cli import run_cli
+from tests.support.sim_process import sim_process
+
+
+def test_unreachable_server_with_url_never_says_no_url(tmp_path: Path) -> None:
+    """``--url`` was given and the server behind it answers garbage: attestation.trust says the server did
+    not answer, never "no URL to bind the document to (None)"."""
+    with sim_process(tmp_path, "--scenario", "malformed-json") as sim:
+        run = run_check(sim.url, "--wait", "3", "--no-probe", *evidence_files(sim))
+    trust = run.check("attestation.trust")
+    assert trust["status"] == "error", run.explain()
+    assert "None" not in trust["message"] and "no URL" not in trust["message"], trust["message"]
+    assert "did not answer" in trust["message"], trust["message"]
+
+
+def test_serve_help_offers_only_what_serve_accepts() -> None:
+    """``serve --help`` must not offer ``--rules auto``: serve refuses it (exit 2)."""
+    helptext = run_cli("serve", "--help").stdout
+    assert "'auto'" not in helptext and "or auto" not in helptext, helptext
+    refused = run_cli("serve", "--rules", "auto", "--url", "http://127.0.0.1:9")
+    assert refused.returncode == 2, refused.stderr
+    assert "--rules auto" in refused.stderr
+    for command in ("check", "preflight", "launch"):
+        assert "'auto'" in run_cli(command, "--help").stdout, command
+
+
+def test_demo_flaky_5xx_is_a_success_not_an_internal_error() -> None:
+    """``demo --broken flaky-5xx``: the checks retry through the 503s; that is the right outcome, exit 0
+    with the reason shown, not exit 1 (the internal-error code)."""
+    run = run_cli("demo", "--broken", "flaky-5xx", "--speed", "200", timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr
+    assert "flaky-5xx FAIL" not in run.stdout
+    assert "transient 503s" in run.stdout
+    assert run.stderr == ""
+
+
+def test_a_dead_dspark_start_fails_spec_config_under_the_default_pack(tmp_path: Path) -> None:
+    """Under the default (NEXTN) pack, a start that dies with DSPARK in its logged ``server_args`` is the
+    wrong recipe: spec.config fails from the log (exit 78) instead of staying unjudged (69)."""
+    with sim_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0) as sim:
+        run = run_check(sim.url, "--wait", "120", "--log", str(sim.log), timeout=90)
+    assert run.rc == 78, run.explain()
+    config = run.check("spec.config")
+    assert config["status"] == "fail" and config["sources"] == ["log"], run.explain()
+    assert "algorithm is DSPARK, expected NEXTN" in config["message"], config["message"]
+    assert "died" in config["message"], config["message"]
