@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     logging.getLogger("uvicorn.error").addFilter(lambda record: record.levelno < logging.ERROR)
     loaded = load_pack(None)
     reports: dict[str, Report] = {}
-    with tempfile.TemporaryDirectory(prefix="spark-validate-demo-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="spark-validate-demo-", dir=_private_base()) as tmp:
         for scenario in ("healthy", args.broken):
             att = Path(tmp) / f"{scenario}.attestation.json"
             log = Path(tmp) / f"{scenario}.log"
@@ -101,6 +101,21 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"spark-validate demo: {args.broken} was not caught\n")
         return int(ExitCode.INTERNAL)
     return int(ExitCode.OK)
+
+
+def _private_base() -> str:
+    """Where the demo's attestation can be trusted: a directory chain no other user can write
+    (``attestation.trust`` refuses anything under a world-writable ``/tmp``, sticky or not). The user's
+    runtime directory where there is one, else their cache directory."""
+    import os
+    from pathlib import Path
+
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir() and not Path(runtime).stat().st_mode & 0o022:
+        return runtime
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "spark-validate"
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return str(base)
 
 
 def _side_by_side(healthy: object, broken: object, broken_name: str, color: bool) -> str:
