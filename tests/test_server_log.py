@@ -137,11 +137,13 @@ def test_a_log_without_a_start_is_no_evidence(tmp_path: Path) -> None:
     assert "is empty" in (read_server_log(empty).unusable() or "")
 
 
-def test_non_literal_server_args_falls_back_to_scalars(tmp_path: Path) -> None:
-    line = f"{T} server_args={{'moe_runner_backend': 'humming', 'path': PosixPath('/x'), 'speculative_num_steps': 3, 'api_key': '{KEY}'}}"
+def test_a_non_literal_value_is_kept_as_its_text_and_the_rest_is_read(tmp_path: Path) -> None:
+    line = f"{T} server_args={{'moe_runner_backend': 'humming', 'path': PosixPath('/x'), 'fn': <function f at 0x7f>, 'speculative_num_steps': 3, 'api_key': '{KEY}'}}"
     facts = read_server_log(_write(tmp_path, [line]))
     assert facts.server_args == {
         "moe_runner_backend": "humming",
+        "path": "PosixPath('/x')",
+        "fn": "<function f at 0x7f>",
         "speculative_num_steps": 3,
         "api_key": "<redacted>",
     }

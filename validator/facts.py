@@ -262,7 +262,7 @@ class DecodeSample:
     """One ``Decode batch ... accept len: X, accept rate: Y ... gen throughput (token/s): Z`` line."""
 
     accept_len: float
-    accept_rate: float
+    accept_rate: float | None  # builds that log only ``accept len`` have none
     gen_throughput: float | None
     line: int  # where it was read: the byte offset in a file, the entry number in the journal
 
@@ -282,7 +282,10 @@ class LogFacts:
     flashinfer_expert_lines: int = 0
     trtllm_expert_lines: int = 0
     marlin_expert_lines: int = 0
-    flashinfer_override: bool = False
+    flashinfer_override: bool = False  # SGLang's own override message: ``auto`` became flashinfer_mxfp4
+    # a MoE layer's runner backend as the layer reports it (FlashInfer's deferred-finalize line): backend ->
+    # lines; evidence of the backend in effect, not of how it was chosen
+    layer_backend_lines: dict[str, int] = field(default_factory=dict)
     loaded_models: list[str] = field(default_factory=list)  # ``Load weight end ... type=`` in order
     draft_graph_begin: int = 0
     # DSpark's worker at start (dspark_worker_v2.py l.279-292): "Initialized DSpark draft runner. ...,
@@ -295,6 +298,9 @@ class LogFacts:
     # why this start died before it was ready, as the log says: the exception the scheduler's traceback
     # ended with (or SGLang's "a child failed" line); None while it is starting, and once it is ready
     start_failure: str | None = None
+    # why this start died after it was ready (the exception that ended a component's traceback, or the
+    # launcher's "a child failed"): the server that was running is dead
+    crash: str | None = None
     # how it was read (evidence for server.log)
     generation: int = 0  # starts seen by this reader since it opened; a new start increments it
     bytes_read: int = 0

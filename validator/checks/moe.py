@@ -109,19 +109,17 @@ def moe_backend_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
 
 def log_backend(log: LogFacts) -> str | None:
     """The backend the log shows really preparing the experts: Humming's per-layer preparation lines
-    against FlashInfer / TRT-LLM / Marlin ones and the silent auto override. The resolved
+    against FlashInfer / TRT-LLM / Marlin ones, the silent auto override, and the backend a MoE layer names
+    for itself (FlashInfer's deferred-finalize line). The resolved
     ``server_args=`` value alone is not enough: it is what was asked, not what ran."""
-    humming = log.humming_prepare_lines + log.humming_indexed_gemm_lines
-    flashinfer = log.flashinfer_expert_lines + log.trtllm_expert_lines + (1 if log.flashinfer_override else 0)
-    seen = [
-        name
-        for name, n in (
-            ("humming", humming),
-            ("flashinfer_mxfp4", flashinfer),
-            ("marlin", log.marlin_expert_lines),
-        )
-        if n
-    ]
+    counts = {
+        "humming": log.humming_prepare_lines + log.humming_indexed_gemm_lines,
+        "flashinfer_mxfp4": log.flashinfer_expert_lines + log.trtllm_expert_lines + log.flashinfer_override,
+        "marlin": log.marlin_expert_lines,
+    }
+    for backend, n in log.layer_backend_lines.items():  # what a layer reports of its own backend
+        counts[backend] = counts.get(backend, 0) + n
+    seen = [name for name, n in counts.items() if n]
     if len(seen) > 1:
         return "mixed:" + ",".join(seen)
     if seen:

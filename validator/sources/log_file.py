@@ -21,13 +21,22 @@ from pathlib import Path
 from validator.errors import InputError, UnavailableError
 from validator.facts import DecodeSample, LogFacts
 from validator.sources.files import open_regular
-from validator.sources.log_grammar import DECODE_MARK, START_MARKER, routine, sample
+from validator.sources.log_grammar import (
+    DECODE_MARK,
+    START_MARKER,
+    count_samples,
+    is_start_line,
+    is_start_message,
+    routine,
+    sample,
+)
 from validator.sources.log_state import MAX_SAMPLES, Claims, LogParser, ServerId
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
 PRELUDE_BYTES = 64 << 10  # read this much before the last start: its resolution-time lines
 _CHUNK = 1 << 20
+_HEAD_MAX = 512  # the longest logger prefix before a start's server_args= (Ray, ranks, level)
 _TAIL_CHECK = 64  # bytes before the offset re-read at each poll to notice copytruncate + new writes
 
 
@@ -169,8 +178,9 @@ class FileLogReader:
                 lines = [self._partial + parts[0], *parts[1:-1]]
                 region, base = self._partial + chunk[:done], self._line_start
             self._partial = b""
-            if lines and routine(region):
-                self._bulk(lines, region, base)
+            n = count_samples(region) if lines and not self._parser.in_death_record else -1
+            if n == len(lines) or (n >= 0 and routine(region)):  # decode lines only, or routine traffic
+                self._bulk(lines, n, base + len(region) + 1)
             else:
                 for piece in lines:
                     self._feed_line(piece, base)
@@ -187,18 +197,17 @@ class FileLogReader:
         self._flush()
         self._parser.feed(_decode(raw), pos)
 
-    def _bulk(self, lines: list[bytes], region: bytes, base: int) -> None:
-        """Lines of routine traffic only (``_routine``). Of their decode lines only the last
+    def _bulk(self, lines: list[bytes], n: int, end: int) -> None:
+        """Lines of routine traffic only (``routine``). Of their decode lines only the last
         ``MAX_SAMPLES`` of the whole read can survive in the samples, so the regions are only counted
         here and kept (as few as can hold those samples); ``_flush`` parses the survivors. This is what
         makes following a busy log cost C-speed scans per MB instead of a Python loop per line."""
         parser = self._parser
-        n = region.count(DECODE_MARK)
         parser.lines += len(lines)
         if n == 0:
             return
         parser.run.facts.decode_sample_count += n
-        self._pending.append((lines, base + len(region) + 1, n))
+        self._pending.append((lines, end, n))
         self._pending_n += n
         while len(self._pending) > 1 and self._pending_n - self._pending[0][2] >= 2 * MAX_SAMPLES:
             self._pending_n -= self._pending.popleft()[2]  # later regions hold enough samples
@@ -217,7 +226,7 @@ class FileLogReader:
                     continue
                 found = sample(piece, end)
                 if found is None:  # "accept len: 1.2.3" is no sample, as the parser decides
-                    parser.run.facts.decode_sample_count -= 1
+                    parser.run.facts.decode_sample_count -= count_samples(piece)
                     continue
                 kept.append(found)
                 if len(kept) >= MAX_SAMPLES:
@@ -236,17 +245,32 @@ def _decode(raw: bytes) -> str:
 
 
 def _last_marker(fd: int, start: int, end: int) -> int | None:
-    """Offset of the last ``server_args={`` in [start, end), scanning backwards in chunks."""
+    """Offset of the last server start (``server_args=`` beginning one of SGLang's logger messages) in
+    [start, end), scanning backwards in chunks. A marker elsewhere (a request's text in an access line) is
+    passed over, so no client can make the reader skip the real start."""
     overlap = len(START_MARKER) - 1
     hi = end
     while hi > start:
         lo = max(start, hi - _CHUNK)
         data = os.pread(fd, min(hi + overlap, end) - lo, lo)
         idx = data.rfind(START_MARKER)
-        if idx >= 0:
-            return lo + idx
+        while idx >= 0:
+            if _starts_a_server(fd, lo + idx):
+                return lo + idx
+            idx = data.rfind(START_MARKER, 0, idx)
         hi = lo
     return None
+
+
+def _starts_a_server(fd: int, at: int) -> bool:
+    """Whether the ``server_args=`` at ``at`` begins a logger line's message with a start's value."""
+    n = min(_HEAD_MAX, at)
+    head = os.pread(fd, n, at - n)
+    nl = head.rfind(b"\n")
+    if nl < 0 and at - n > 0:
+        return False  # more than _HEAD_MAX bytes of the line before it: no logger prefix is that long
+    after = os.pread(fd, 16, at + len(START_MARKER))
+    return is_start_line(head[nl + 1 :]) and is_start_message(after)
 
 
 def _line_start_after(fd: int, at: int, limit: int) -> int:

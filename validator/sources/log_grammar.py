@@ -1,79 +1,266 @@
-"""SGLang's server-log lines: the markers, patterns and the ``server_args=`` literal, shared by every
-reader of the log (file or journal). Pure: text in, values out; nothing here opens a file.
+"""SGLang's server-log lines: what one line says, as a typed event. Pure: text in, values out.
 
-The follower's fast path (``routine``, ``sample``) lives here too, beside the patterns it must agree with:
-a region of routine traffic is skipped by C-speed scans only when nothing in it is a line the parser reacts
-to, and ``NOTABLE`` is that list.
+Only SGLang's own logger lines are evidence. SGLang configures Python logging with
+``[%(asctime)s{prefix}] %(message)s`` (``configure_logger``, srt/utils/common.py), where the scheduler's
+prefix names its parallel ranks (`` TP0``, `` TP0 EP0``, `` DP5 TP5``, `` PP0 TP1``); ``SGLANG_LOG_MS=1``
+adds milliseconds; builds from 2026 put a level and location first (``INFO engine.py:177: ``); a Ray actor's
+output is led by ``(SGLangEngine pid=35555[, ip=...]) ``. A line is read for facts only when it has that
+prefix AND its message starts with one of the shapes below, anchored at the message's start. So:
+
+- uvicorn's access lines (``INFO:     127.0.0.1:5000 - "GET /v1/models?server_args={} HTTP/1.1" 404``,
+  which carry the raw request line of any client), ``--log-requests`` echoes (``Receive: obj=...``,
+  ``Finish: obj=...``), progress bars (``Loading safetensors checkpoint shards: 50% ...``, ``Capturing
+  batches ...``) and any other message never start a server, set a fact or add a sample, whatever text they
+  hold;
+- a line without the prefix is a continuation of the record before it (a traceback's lines), read only
+  for the exception that ended a component's ``... hit an exception: <traceback>`` record.
+
+The follower's fast path (``routine``, ``sample``, ``is_start_line``) lives here too, beside the patterns
+it must agree with: a region of routine traffic is skipped by C-speed scans only when nothing in it could be
+a line the parser reacts to.
 """
 
 from __future__ import annotations
 
-import ast
 import re
+from dataclasses import dataclass
 
 from validator.facts import FP8_HEAD_LINE, DecodeSample
 from validator.redact import redact
+from validator.sources.pyrepr import parse_record, parse_repr
 
 READY_LINE = "The server is fired up and ready to roll!"
-OVERRIDE_LINE = "moe_runner_backend=flashinfer_mxfp4"
-
-SERVER_ARGS = "server_args={"
-START_MARKER = SERVER_ARGS.encode()
-DECODE_RE = re.compile(r"accept len: ([0-9.]+), accept rate: ([0-9.]+)")
-THROUGHPUT_RE = re.compile(r"gen throughput \(token/s\): ([0-9.]+)")
-LOAD_END_RE = re.compile(r"Load weight end\..*?type=([A-Za-z_][\w.]*)")
+# SGLang's own override message: ``_bailing_moe_v3_overrides`` (srt/arg_groups/model_overrides/
+# bailing_moe_v3.py) turning ``auto`` into flashinfer_mxfp4
+OVERRIDE_LINE = "Bailing V3 mixed FP8/MXFP4 checkpoint: moe_runner_backend=flashinfer_mxfp4"
 DSPARK_RUNNER_LINE = "Initialized DSpark draft runner."
-DSPARK_RUNNER_RE = re.compile(r"model=([A-Za-z_][\w.]*), gamma=(\d{1,4}), verify_num_draft_tokens=(\d{1,4})")
-ERROR_RE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)): |\bScheduler hit an exception\b|\bTraceback \(most")
-# A start that dies before it is ready: the scheduler's ``Scheduler hit an exception: <traceback>``
-# (srt/managers/scheduler.py), then the launcher's SIGQUIT handler (srt/entrypoints/engine.py).
 SCHEDULER_DIED = "Scheduler hit an exception"
 CHILD_FAILED = "Received sigquit from a child process"
-EXCEPTION_LINE_RE = re.compile(r"\b([A-Z]\w*(?:Error|Exception): .*)")
 FAILURE_CAP = 300  # characters of the exception quoted
-HOOKS_RE = re.compile(r"Applied \d+ hook")
-_SIMPLE_PAIR_RE = re.compile(
-    r"'(\w+)': ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
-    r"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|True|False|None)(?=[,}])"
-)
 
-# Everything the parser reacts to except decode lines: a region holding none of these is routine traffic.
-NOTABLE = tuple(
-    m.encode()
-    for m in (
-        SERVER_ARGS, OVERRIDE_LINE, "Error: ", "Exception: ", SCHEDULER_DIED, CHILD_FAILED,
-        "Traceback (most", FP8_HEAD_LINE, "for Humming backend", "Using indexed gemm for humming moe",
-        "experts for FlashInfer", "for TRT-LLM MxFP4 kernel", "experts for Marlin backend",
-        "Capture draft ", READY_LINE, "Load weight end.", "Loaded plugin", "Executed general plugin",
-        DSPARK_RUNNER_LINE,
-        "Applied ",
-    )
-)  # fmt: skip
-DECODE_MARK = b"accept len: "
+# ---- the logger's prefix ----
 
-_SAMPLE_RE_B = re.compile(
-    rb"accept len: ([0-9.]+), accept rate: ([0-9.]+)(?:.*?gen throughput \(token/s\): ([0-9.]+))?"
-)
+_RAY = r"(?:\(\w+ pid=\d+(?:, ip=[0-9a-fA-F.:]+)?\) )?"
+_TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?"
+_RANKS = r"(?: [A-Z][A-Z_]{0,15}\d{1,5})*"
+_LEVELS = r"DEBUG|INFO|WARNING|ERROR|CRITICAL"
+_LOCATION = r" [\w./-]{1,200}:\d{1,6}: "
+_PREFIX = _RAY + rf"\[{_TIME}({_RANKS})\] (?:({_LEVELS}){_LOCATION})?"  # groups: ranks, level
+_PREFIX_NC = _RAY + rf"\[{_TIME}{_RANKS}\] (?:(?:{_LEVELS}){_LOCATION})?"  # the same, capturing nothing
+_PREFIX_RE = re.compile(_PREFIX)
+_PREFIX_ONLY_B = re.compile((_PREFIX_NC + r"\Z").encode())
 
 
-def routine(region: bytes) -> bool:
-    """Whether ``region`` (whole lines) holds only routine traffic: decode lines and lines the parser
-    ignores."""
-    if region.count(b"\n") + 1 == region.count(DECODE_MARK):  # decode lines only: two C-speed counts
-        return True
-    return not any(m in region for m in NOTABLE)
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One line of SGLang's logger: its rank tags (``("TP0", "EP0")``), level (when the build logs one)
+    and message."""
+
+    ranks: tuple[str, ...]
+    level: str | None
+    message: str
 
 
-def sample(line: bytes, pos: int) -> DecodeSample | None:
-    """A routine decode line as the parser would record it, in one regex search."""
-    m = _SAMPLE_RE_B.search(line)
+def split_line(line: str) -> Record | None:
+    """The line as a logger record; None when it is not one of SGLang's logger lines."""
+    m = _PREFIX_RE.match(line)
     if m is None:
         return None
-    try:
-        tput = float(m.group(3)) if m.group(3) is not None else None
-        return DecodeSample(float(m.group(1)), float(m.group(2)), tput, pos)
-    except ValueError:
-        return None
+    ranks = tuple(m.group(1).split()) if m.group(1) else ()
+    return Record(ranks, m.group(2), line[m.end() :])
+
+
+# ---- what a message says ----
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """The launcher's ``server_args=`` line: a server start."""
+
+    raw_args: str
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """SGLang's silent ``auto`` -> flashinfer_mxfp4 override."""
+
+
+@dataclass(frozen=True, slots=True)
+class Counted:
+    """A line the facts count: ``what`` names the ``LogFacts`` counter."""
+
+    what: str
+
+
+@dataclass(frozen=True, slots=True)
+class LayerBackend:
+    """A MoE layer's runner backend as a layer reports it (``moe_runner_backend=...`` in FlashInfer's
+    deferred-finalize line): evidence of the backend in effect, not of how it was chosen."""
+
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """``The server is fired up and ready to roll!``"""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """``Load weight end. ... type=<class>``"""
+
+    model_class: str
+
+
+@dataclass(frozen=True, slots=True)
+class DSparkRunner:
+    gamma: int
+    verify_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decode:
+    """A ``Decode batch`` line: the sample when it carries ``accept len``."""
+
+    accept_len: float | None
+    accept_rate: float | None
+    gen_throughput: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class Died:
+    """A component's ``<Component> hit an exception: <traceback>``: the traceback's lines follow."""
+
+    component: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChildFailed:
+    """The launcher's SIGQUIT handler: a child process failed."""
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """Another line only a running server writes (draft graph end, the plugin's lines)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Continuation:
+    """A line without the logger's prefix: the previous record's continuation (or foreign output)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Other:
+    """A logger line whose message is none of the shapes read (access lines, request echoes, ...)."""
+
+
+Event = (
+    Start | Override | Counted | LayerBackend | Ready | Loaded | DSparkRunner | Decode | Died | ChildFailed
+    | Running | Continuation | Other
+)  # fmt: skip
+
+_OTHER = Other()
+_READY = Ready()
+_RUNNING = Running()
+_OVERRIDE = Override()
+_CHILD_FAILED = ChildFailed()
+
+_START_RE = re.compile(r"server_args=(?=\{|ServerArgs\()")
+_DECODE_HEAD_RE = re.compile(r"Decode batch(?: \[\d+\])?[.,] ")
+_FIELD_RE = re.compile(
+    r"(?:^|, )(accept len|accept rate|gen throughput \(token/s\)): (-?\d+(?:\.\d+)?)(?=,|$)"
+)
+_LOAD_END_RE = re.compile(r"Load weight end\..*?\btype=([A-Za-z_][\w.]*)")
+_DSPARK_RUNNER_RE = re.compile(r"model=([A-Za-z_][\w.]*), gamma=(\d{1,4}), verify_num_draft_tokens=(\d{1,4})")
+_DIED_RE = re.compile(r"(\w{1,40}) hit an exception: ")
+_DEFERRED_RE = re.compile(
+    r"(?:FlashInfer )?TRTLLM MoE deferred finalize is (?:enabled|disabled) "
+    r"\(moe_runner_backend=([\w.]{1,80}), quant_method=\w+\)"
+)
+_HOOKS_RE = re.compile(r"Applied \d+ hook\(s\) to ")
+_EXCEPTION_LINE_RE = re.compile(r"([A-Z]\w*(?:\.\w+)*(?:Error|Exception|Interrupt|Exit)(?:: .*)?)$")
+
+# message start -> counter, for the lines counted as they are
+_COUNTED: tuple[tuple[str, str, str], ...] = (
+    # (message starts with, and contains, LogFacts counter)
+    (FP8_HEAD_LINE, "", "fp8_lm_head_lines"),
+    ("Preparing ", " experts for Humming backend", "humming_prepare_lines"),
+    ("Using indexed gemm for humming moe", "", "humming_indexed_gemm_lines"),
+    ("Preparing ", " experts for FlashInfer", "flashinfer_expert_lines"),
+    ("Shuffling FP4 expert weights for TRT-LLM MxFP4 kernel", "", "trtllm_expert_lines"),
+    ("Preparing ", " experts for Marlin backend", "marlin_expert_lines"),
+)
+
+
+def read_line(line: str) -> Event:
+    """What one log line says (see the module docstring for what counts)."""
+    rec = split_line(line)
+    if rec is None:
+        return Continuation(line)
+    return read_message(rec.message)
+
+
+def read_message(msg: str) -> Event:
+    """What one logger record's message says, read from its start."""
+    if not msg:
+        return _OTHER
+    first = msg[0]
+    if first == "s" and _START_RE.match(msg):
+        return Start(msg[len("server_args=") :])
+    if first == "D":
+        if _DECODE_HEAD_RE.match(msg):
+            return _decode(msg)
+        if (m := _DIED_RE.match(msg)) is not None:
+            return Died(m.group(1), msg[m.end() :])
+    if first == "T" and msg.startswith(READY_LINE):
+        return _READY
+    for start, inside, what in _COUNTED:
+        if msg.startswith(start) and inside in msg:
+            return Counted(what)
+    if msg.startswith("Capture draft "):
+        if "CUDA graph begin" in msg:
+            return Counted("draft_graph_begin")
+        if "CUDA graph end" in msg:
+            return _RUNNING
+    if msg.startswith(OVERRIDE_LINE):
+        return _OVERRIDE
+    if msg.startswith("Load weight end.") and (m := _LOAD_END_RE.match(msg)) is not None:
+        return Loaded(m.group(1))
+    if msg.startswith(DSPARK_RUNNER_LINE) and (m := _DSPARK_RUNNER_RE.search(msg)) is not None:
+        return DSparkRunner(int(m.group(2)), int(m.group(3)))
+    if (m := _DEFERRED_RE.match(msg)) is not None:
+        return LayerBackend(_backend_name(m.group(1)))
+    if msg.startswith(CHILD_FAILED):
+        return _CHILD_FAILED
+    if (m := _DIED_RE.match(msg)) is not None:
+        return Died(m.group(1), msg[m.end() :])
+    if msg.startswith(("Loaded plugin ", "Executed general plugin")) or _HOOKS_RE.match(msg):
+        return _RUNNING
+    return _OTHER
+
+
+def _backend_name(value: str) -> str:
+    """``MoeRunnerBackend.FLASHINFER_MXFP4`` (an enum's str) or ``flashinfer_mxfp4``, as the CLI spells it."""
+    return value.rsplit(".", 1)[-1].lower()
+
+
+def _decode(msg: str) -> Decode:
+    fields: dict[str, float] = {}
+    for m in _FIELD_RE.finditer(msg):
+        fields.setdefault(m.group(1), float(m.group(2)))
+    return Decode(fields.get("accept len"), fields.get("accept rate"), fields.get("gen throughput (token/s)"))
+
+
+def exception_line(text: str) -> str | None:
+    """The exception a traceback line names (``ValueError: ...``), capped; None when it names none."""
+    m = _EXCEPTION_LINE_RE.match(text.strip())
+    return m.group(1)[:FAILURE_CAP] if m is not None else None
+
+
+# ---- the server start's arguments ----
 
 
 def parsed_args(raw: str | None) -> dict[str, object] | None:
@@ -83,19 +270,70 @@ def parsed_args(raw: str | None) -> dict[str, object] | None:
 
 
 def parse_server_args(text: str) -> dict[str, object] | None:
-    """The dict repr as Python literals; when it holds non-literals (an object repr), fall back to the
-    top-level ``'key': scalar`` pairs."""
+    """``{...}`` (the resolved dict) or ``ServerArgs(...)`` (the dataclass repr) as a dict of values, read
+    by ``pyrepr`` (never evaluated); a field whose repr is not a literal is kept as its text."""
     text = text.strip()
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-        value = None
-    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-        return value
-    pairs: dict[str, object] = {}
-    for m in _SIMPLE_PAIR_RE.finditer(text):
+    if text.startswith("{"):
         try:
-            pairs.setdefault(m.group(1), ast.literal_eval(m.group(2)))
-        except (ValueError, SyntaxError):
-            continue
-    return pairs or None
+            value = parse_repr(text)
+        except ValueError:
+            return None
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {str(k): v for k, v in value.items()}
+        return None
+    record = parse_record(text)
+    return record[1] if record is not None else None
+
+
+# ---- the follower's fast path: bytes, C-speed scans ----
+
+START_MARKER = b"server_args="
+DECODE_MARK = b"accept len: "
+# Every message start the parser reacts to but decode lines: a region holding none of these anywhere is
+# routine traffic (a superset test: the region is then parsed line by line, which reads each line exactly).
+NOTABLE = tuple(
+    m.encode()
+    for m in (
+        "server_args=", OVERRIDE_LINE, " hit an exception", CHILD_FAILED, FP8_HEAD_LINE,
+        "experts for Humming backend", "Using indexed gemm", "experts for FlashInfer",
+        "for TRT-LLM MxFP4 kernel", "experts for Marlin backend", "Capture draft ", READY_LINE,
+        "Load weight end.", "Loaded plugin", "Executed general plugin", DSPARK_RUNNER_LINE, "Applied ",
+        "deferred finalize",
+    )
+)  # fmt: skip
+# a decode line with an acceptance figure, anchored at a line's start (re.M): what ``_bulk`` counts. The
+# greedy ``[^\n]*`` finds the line's ``, accept len: `` field (never ``block accept len``) with one backtrack.
+_DECODE_SAMPLE_B = re.compile(
+    rb"^" + _PREFIX_NC.encode() + rb"Decode batch(?: \[\d+\])?(?=[.,] )[^\n]*, accept len: ", re.M
+)
+
+
+def routine(region: bytes) -> bool:
+    """Whether ``region`` (whole lines) holds only routine traffic: lines the parser ignores and decode
+    lines, none of which can change a fact but a sample."""
+    return not any(m in region for m in NOTABLE)
+
+
+def count_samples(region: bytes) -> int:
+    """The decode lines with an acceptance figure in ``region``, each counted once (a line's own shape,
+    anchored at its start: a request's text in an access line is never one)."""
+    return len(_DECODE_SAMPLE_B.findall(region)) if DECODE_MARK in region else 0
+
+
+def sample(line: bytes, pos: int) -> DecodeSample | None:
+    """A decode line as the parser would record it (None when it is not one with ``accept len``)."""
+    event = read_line(line.decode("utf-8", errors="replace").rstrip("\r"))
+    if isinstance(event, Decode) and event.accept_len is not None:
+        return DecodeSample(event.accept_len, event.accept_rate, event.gen_throughput, pos)
+    return None
+
+
+def is_start_message(after: bytes) -> bool:
+    """Whether the bytes after a ``server_args=`` begin a start's value (the dict or the dataclass)."""
+    return after.startswith((b"{", b"ServerArgs("))
+
+
+def is_start_line(head: bytes) -> bool:
+    """Whether ``head`` (a line's bytes from its start up to a ``server_args=``) is SGLang's prefix alone:
+    the marker then begins that line's message."""
+    return _PREFIX_ONLY_B.match(head) is not None

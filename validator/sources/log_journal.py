@@ -136,7 +136,7 @@ class JournalLogReader:
         if not isinstance(msg, str):
             return
         self._entries += 1
-        for line in msg[:MAX_LINE_BYTES].splitlines() or [""]:
+        for line in msg[:MAX_LINE_BYTES].split("\n"):  # only a newline ends a line, as in a file
             self._parser.feed(line, self._entries)
 
 

@@ -3,9 +3,9 @@ journal), and which server claimed each start.
 
 A log often holds several server starts; only the last one describes the running server. A start is
 marked by the launcher's ``server_args=`` line; the few resolution-time lines logged just before it (the
-silent ``moe_runner_backend=flashinfer_mxfp4`` override) are carried into that run when no running-server
-line separates them from it. Samples are kept at ``MAX_SAMPLES``, so memory stays bounded however large the
-log.
+silent ``auto`` -> flashinfer_mxfp4 override) are carried into that run when no running-server line
+separates them from it. What a line says is ``log_grammar``'s to decide: only SGLang's own logger lines
+change anything here. Samples are kept at ``MAX_SAMPLES``, so memory stays bounded however large the log.
 """
 
 from __future__ import annotations
@@ -14,26 +14,30 @@ from collections import deque
 from dataclasses import replace
 from typing import Any, Protocol
 
-from validator.facts import FP8_HEAD_LINE, DecodeSample, LogFacts
+from validator.facts import DecodeSample, LogFacts
 from validator.sources.log_grammar import (
     CHILD_FAILED,
-    DECODE_RE,
-    DSPARK_RUNNER_LINE,
-    DSPARK_RUNNER_RE,
-    ERROR_RE,
-    EXCEPTION_LINE_RE,
-    FAILURE_CAP,
-    HOOKS_RE,
-    LOAD_END_RE,
-    OVERRIDE_LINE,
-    READY_LINE,
-    SCHEDULER_DIED,
-    SERVER_ARGS,
-    THROUGHPUT_RE,
+    ChildFailed,
+    Continuation,
+    Counted,
+    Decode,
+    Died,
+    DSparkRunner,
+    Event,
+    LayerBackend,
+    Loaded,
+    Other,
+    Override,
+    Ready,
+    Running,
+    Start,
+    exception_line,
     parsed_args,
+    read_line,
 )
 
 MAX_SAMPLES = 1000
+_CHILD_FAILED_TEXT = f"a child process failed ({CHILD_FAILED})"
 
 
 class Run:
@@ -42,7 +46,6 @@ class Run:
     def __init__(self, path: str) -> None:
         self.facts = LogFacts(path=path)
         self.samples: deque[DecodeSample] = deque(maxlen=MAX_SAMPLES)
-        self.dying = False  # the scheduler reported its exception: the traceback's lines follow
 
     def copy_prelude(self, path: str) -> Run:
         new = Run(path)
@@ -59,30 +62,91 @@ class LogParser:
         self.prelude = Run(where)  # resolution-time lines since the last running-server line
         self.starts = 0
         self.lines = 0
+        # the record being continued is a component's death: its traceback's lines are read for the
+        # exception that ended it (every other record's continuation lines are read for nothing)
+        self.in_death_record = False
         self._raw_args: str | None = None
         self._parsed: dict[str, object] | None = None
         self._parsed_done = False  # whether _parsed holds this start's args (None: it has none)
 
     def feed(self, line: str, pos: int) -> None:
         self.lines += 1
-        idx = line.find(SERVER_ARGS)
-        if idx >= 0:
+        self.apply(read_line(line), pos)
+
+    def apply(self, event: Event, pos: int) -> None:
+        """One line's event, in log order."""
+        if isinstance(event, Continuation):
+            if self.in_death_record and (found := exception_line(event.text)) is not None:
+                self._died_of(found)  # the last one wins: a chained traceback ends with what escaped
+            return
+        self.in_death_record = False
+        if isinstance(event, Start):
             self.starts += 1
             self.run = self.prelude.copy_prelude(self.where)
             self.run.facts.run_start_line = pos
             self.prelude = Run(self.where)
-            self._raw_args = line[idx + len("server_args=") :]
+            self._raw_args = event.raw_args
             self._parsed, self._parsed_done = None, False
             return
-        _feed(self.run, self.prelude, line, pos)
+        f = self.run.facts
+        if isinstance(event, Override):
+            f.flashinfer_override = True
+            self.prelude.facts.flashinfer_override = True
+            return
+        if isinstance(event, Died):
+            current = f.crash if f.ready else f.start_failure
+            if current is None or current == _CHILD_FAILED_TEXT:  # the first death is the cause
+                self.in_death_record = True
+                self._died_of(exception_line(event.text) or f"{event.component} hit an exception")
+            return
+        if isinstance(event, ChildFailed):
+            if f.ready:
+                f.crash = f.crash or _CHILD_FAILED_TEXT
+            elif f.start_failure is None:
+                f.start_failure = _CHILD_FAILED_TEXT
+            return
+        if isinstance(event, Other):
+            return
+        if isinstance(event, Counted):
+            setattr(f, event.what, getattr(f, event.what) + 1)
+        elif isinstance(event, Ready):
+            f.ready = True
+        elif isinstance(event, Loaded):
+            f.loaded_models.append(event.model_class)
+        elif isinstance(event, DSparkRunner):
+            f.dspark_gamma, f.dspark_verify_tokens = event.gamma, event.verify_tokens
+        elif isinstance(event, LayerBackend):
+            f.layer_backend_lines[event.backend] = f.layer_backend_lines.get(event.backend, 0) + 1
+        elif isinstance(event, Decode):
+            if event.accept_len is not None:
+                self.run.samples.append(
+                    DecodeSample(event.accept_len, event.accept_rate, event.gen_throughput, pos)
+                )
+                f.decode_sample_count += 1
+        else:
+            assert isinstance(event, Running)
+        # a running server logged this: earlier resolution lines belong to this run, not the next
+        self.prelude.facts.flashinfer_override = False
+
+    def _died_of(self, exception: str) -> None:
+        f = self.run.facts
+        if f.ready:
+            f.crash = exception
+        else:
+            f.start_failure = exception
 
     def snapshot(self) -> LogFacts:
         """A copy of the current start's facts, secrets redacted (the parser keeps accumulating)."""
         run = self.run.facts
-        facts = replace(run, loaded_models=list(run.loaded_models), decode_samples=list(self.run.samples))
+        facts = replace(
+            run,
+            loaded_models=list(run.loaded_models),
+            decode_samples=list(self.run.samples),
+            layer_backend_lines=dict(run.layer_backend_lines),
+        )
         facts.runs = self.starts
         facts.lines_total = self.lines
-        if not self._parsed_done:  # ~30 KB literal: parsed and redacted once per start, not per poll
+        if not self._parsed_done:  # ~30 KB repr: parsed and redacted once per start, not per poll
             self._parsed, self._parsed_done = parsed_args(self._raw_args), True
         facts.server_args = dict(self._parsed) if self._parsed is not None else None
         return facts
@@ -118,70 +182,3 @@ class Claims:
             for g in sorted(self._by_generation)[:-32]:
                 del self._by_generation[g]
         return not owner.same_server(server)
-
-
-def _feed(run: Run, prelude: Run, line: str, lineno: int) -> None:
-    f = run.facts
-    if OVERRIDE_LINE in line:
-        f.flashinfer_override = True
-        prelude.facts.flashinfer_override = True
-        return
-    if ERROR_RE.search(line) or CHILD_FAILED in line:  # read as nothing else; marks no running server
-        if not f.ready:
-            _note_failure(run, line)
-        return
-    runtime = True
-    if FP8_HEAD_LINE in line:
-        f.fp8_lm_head_lines += 1
-    elif "for Humming backend" in line:
-        f.humming_prepare_lines += 1
-    elif "Using indexed gemm for humming moe" in line:
-        f.humming_indexed_gemm_lines += 1
-    elif "experts for FlashInfer" in line:
-        f.flashinfer_expert_lines += 1
-    elif "for TRT-LLM MxFP4 kernel" in line:
-        f.trtllm_expert_lines += 1
-    elif "experts for Marlin backend" in line:
-        f.marlin_expert_lines += 1
-    elif "Capture draft " in line and "CUDA graph begin" in line:
-        f.draft_graph_begin += 1
-    elif "Capture draft " in line and "CUDA graph end" in line:
-        pass  # a running server's line (nothing else is read from it)
-    elif READY_LINE in line:
-        f.ready = True
-    elif (m := LOAD_END_RE.search(line)) is not None:
-        f.loaded_models.append(m.group(1))
-    elif DSPARK_RUNNER_LINE in line and (m := DSPARK_RUNNER_RE.search(line)) is not None:
-        f.dspark_gamma, f.dspark_verify_tokens = int(m.group(2)), int(m.group(3))
-    elif (m := DECODE_RE.search(line)) is not None:
-        t = THROUGHPUT_RE.search(line)
-        try:
-            sample = DecodeSample(
-                float(m.group(1)), float(m.group(2)), float(t.group(1)) if t else None, lineno
-            )
-        except ValueError:  # "1.2.3" matches the character class but is no number
-            return
-        run.samples.append(sample)
-        f.decode_sample_count += 1
-    elif "Loaded plugin" in line or "Executed general plugin" in line or HOOKS_RE.search(line):
-        pass  # the plugin's lines: a running server's (nothing else is read from them)
-    else:
-        runtime = False
-    if runtime:  # a running server logged this: earlier resolution lines belong to this run, not the next
-        prelude.facts.flashinfer_override = False
-
-
-def _note_failure(run: Run, line: str) -> None:
-    """A start's death before ready: the exception line that ends the scheduler's traceback (file and
-    journal readers alike feed it as a line of its own) is the reason; the launcher's SIGQUIT line alone
-    says a child failed. Error lines of a server that never reported a scheduler death are not one."""
-    f = run.facts
-    if SCHEDULER_DIED in line:
-        run.dying = True
-        f.start_failure = f.start_failure or SCHEDULER_DIED
-    if run.dying:
-        found = EXCEPTION_LINE_RE.search(line)
-        if found:  # the last one wins: a chained traceback ends with the exception that escaped
-            f.start_failure = found.group(1).strip()[:FAILURE_CAP]
-    elif CHILD_FAILED in line and f.start_failure is None:
-        f.start_failure = "a child process failed (Received sigquit from a child process)"
