@@ -238,15 +238,28 @@ def test_unreachable_port_is_inconclusive(tmp_path: Path) -> None:
     assert "see server.ready" in run.check("spec.accept_length")["message"]  # the reason is told once
 
 
-def test_crash_after_ready_is_inconclusive(tmp_path: Path) -> None:
+def test_crash_after_ready_is_a_dead_server_in_this_check_and_the_next(tmp_path: Path) -> None:
+    """The scheduler dies while the probe runs (``Scheduler hit an exception ... CUDA error: an illegal
+    memory access``, then the launcher's SIGQUIT line): ``server.log`` fails quoting the exception; a later
+    ``check`` against the dead server ends its wait on the log at once and never advises raising --wait."""
+    crash = "RuntimeError: CUDA error: an illegal memory access was encountered (simulated)"
     with sim_process(tmp_path, "--scenario", "crash-after-ready") as sim:
         run = run_check(sim.url, "--wait", "20", *evidence_files(sim))
         sim.proc.wait(timeout=10)  # the scheduler really died
-    no_traceback(run)
-    run.inconclusive()
-    assert run.with_status("fail") == set(), run.explain()
+        began = time.monotonic()
+        later = run_check(sim.url, "--wait", "60", *evidence_files(sim))
+        took = time.monotonic() - began
+    for r in (run, later):
+        no_traceback(r)
+        assert r.rc == 78, r.explain()
+        log = r.check("server.log")
+        assert log["status"] == "fail" and "died after it was ready" in log["message"], r.explain()
+        assert log["evidence"]["crash"] == crash and "Restart" in str(log["remedy"])
     acc = run.check("spec.accept_length")
     assert acc["status"] == "error" and "/generate" in acc["message"]
+    ready = later.check("server.ready")["message"]
+    assert ready and "died after it was ready" in ready and crash in ready and "raise --wait" not in ready
+    assert took < 30, took
 
 
 def test_malformed_json_is_inconclusive_naming_the_endpoint(tmp_path: Path) -> None:

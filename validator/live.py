@@ -147,6 +147,11 @@ class StartWatch:
             if self._baseline is None:
                 self._baseline = (0, None)  # a log that was not there held no earlier attempt
             return None
+        if log.crash is not None and log.stale is None:
+            # a start that was ready and then died: that server is gone, whenever it died (a supervisor's
+            # next attempt logs a start of its own, which ends this)
+            self.seen = log.crash
+            return f"the server died after it was ready: its log {self.reader.where} says: {log.crash}"
         now = (log.generation, log.start_failure)
         if self._baseline is None and self._one_invocation:
             self._baseline = (log.generation, None)  # the current invocation: nothing earlier to mistake
@@ -156,7 +161,7 @@ class StartWatch:
         if log.start_failure is None or already:
             return None
         self.seen = log.start_failure
-        return f"its log {self.reader.where} says: {log.start_failure}"
+        return f"the server failed to start: its log {self.reader.where} says: {log.start_failure}"
 
 
 async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool) -> None:
@@ -222,6 +227,7 @@ async def _gather_with(
                 pass  # spec.accept_length reports it; a probe would only measure plain decoding
             else:
                 await _probe(facts, client, loaded, ready.server_info)
+                await _reread_log(facts, reader)
 
 
 async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dict[str, Any]) -> None:
@@ -281,6 +287,19 @@ async def _read_log(facts: Facts, reader: LogReader | None, *, died_before_wait:
     if problem is not None:
         facts.errors[LOG] = problem
     else:
+        facts.log = log
+
+
+async def _reread_log(facts: Facts, reader: LogReader | None) -> None:
+    """The log again after the probe (an incremental poll: only what was logged since): a server that
+    died while it was probed (the scheduler's exception after ready) is then seen by ``server.log``."""
+    if reader is None or facts.log is None:
+        return
+    try:
+        log = await asyncio.to_thread(reader.poll, identity_of(facts))
+    except (InputError, UnavailableError):
+        return  # the earlier reading stands
+    if log.unusable() is None:
         facts.log = log
 
 

@@ -34,7 +34,7 @@ def log_shows_broken_draft(log: LogFacts) -> int | None:
     return len(samples) if max(s.accept_len for s in samples) <= _NOTHING_ACCEPTED else None
 
 
-@check.builtin("server.log", "check")
+@check.builtin("server.log", "check", remedies=("crashed",))
 def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if LOG in facts.errors:
         return check.errored(facts.errors[LOG], [LOG])
@@ -72,6 +72,11 @@ def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
                 [LOG, SERVER],
                 **ev,
             )
+    if log.crash is not None:  # the start was ready, then a component died: the server is gone
+        ev["crash"] = log.crash
+        return check.failed(
+            f"{log.path}: the server died after it was ready: {log.crash}", [LOG], "crashed", **ev
+        )
     broken = log_shows_broken_draft(log)
     probe = facts.probe
     if broken is not None and probe is not None and (probe.accept_length or 0.0) > _NOTHING_ACCEPTED:

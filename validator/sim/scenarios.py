@@ -232,7 +232,9 @@ SCENARIOS: dict[str, Entry] = {
     "no-spec": _e("no speculative decoding", fails=("spec.config", "spec.accept_length"), spec=False),
     "slow-start": _e("start-up phase six times longer", verdict="pass", startup_factor=6.0),
     "crash-after-ready": _e(
-        "the scheduler dies on the first real /generate", verdict="inconclusive", crash_after_ready=True
+        "the scheduler dies on the first real /generate (with --log: server.log fails on the crash)",
+        fails=("server.log",),
+        crash_after_ready=True,
     ),
     "flaky-5xx": _e("about 30% of non-health requests answer 503", verdict=None, flaky_rate=0.3),
     "malformed-json": _e(

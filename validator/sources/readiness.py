@@ -118,8 +118,7 @@ async def wait_until_ready(
         died = await start_failed() if start_failed is not None else None
         if died is not None:
             raise UnavailableError(
-                f"{client.url}: not ready: the server failed to start after {elapsed:.1f} s ({died}); "
-                "not waiting out --wait"
+                f"{client.url}: not ready after {elapsed:.1f} s: {died}; not waiting out --wait"
             )
         now = time.monotonic()
         if now >= deadline:
