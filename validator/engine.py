@@ -28,6 +28,7 @@ from validator.report import (
     utc_now_iso,
 )
 from validator.rulepack import LoadedPack
+from validator.selection import ON_REQUEST, Selection
 
 
 def run_checks(
@@ -38,7 +39,10 @@ def run_checks(
     strict: bool = False,
     today: _dt.date | None = None,
     only: set[str] | None = None,
+    selection: Selection | None = None,
 ) -> list[CheckResult]:
+    """``only``: run just these (tests); ``selection``: ``--check``/``--skip``, whose left-out checks are
+    still listed, as ``skip`` saying so."""
     pack = loaded.pack
     checks = builtins()
     results: list[CheckResult] = []
@@ -48,7 +52,10 @@ def run_checks(
         ctx = CheckContext(spec=spec, expect=pack.expect, mode=mode, strict=strict)
         form = checks[spec.id].forms.get(mode) if spec.id in checks else None
         elsewhere = _other_platform(facts, spec.platform)
-        if elsewhere is not None:
+        left_out = selection.excluded(spec.id) if selection is not None else None
+        if left_out is not None:
+            outcome = Outcome(Status.SKIP, left_out, {ON_REQUEST: True}, [])
+        elif elsewhere is not None:
             outcome = Outcome(Status.SKIP, elsewhere, {"platform": spec.platform}, [HOST])
         elif spec.expect is not None:
             outcome = evaluate_expect(facts, spec, pack.expect_value(spec.expect), pack.expect.fields())
@@ -125,6 +132,11 @@ def build_report(
     """``rule_pack`` overrides ``loaded``'s name in the report (``--rules auto`` that matched no pack
     reports ``none``)."""
     coverage = coverage_of(results)
+    coverage.skipped_on_request = [  # critical invariants the operator chose not to judge this run
+        r.id
+        for r in results
+        if r.status is Status.SKIP and r.severity is Severity.CRITICAL and r.evidence.get(ON_REQUEST) is True
+    ]
     # --allow-partial accepts every critical check that could not run (server.log included: it is listed
     # under not_proven like the others), never a server that was not reached
     unreached = any(

@@ -27,6 +27,7 @@ from validator.facts import ATTESTATION, JOURNAL_PREFIX, LOG, PROBE, SERVER, WEI
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
+from validator.selection import Selection
 
 if TYPE_CHECKING:
     from validator.sources.log_state import LogReader
@@ -81,6 +82,7 @@ class LiveInputs:
     read_timeout: float = 120.0
     retries: int = 3
     allow_partial: bool = False  # --allow-partial: critical checks that could not run do not block
+    selection: Selection | None = None  # --check / --skip
 
 
 # Beyond --wait and the probe's own budget, what one check may spend: /server_info, /model_info (10 s
@@ -358,7 +360,9 @@ async def run_live(
     if facts.probe is None and previous_probe is not None and facts.server is not None:
         facts.probe = previous_probe
     # no pack is written for the model: nothing is judged, and nothing unjudged is ever a pass
-    results = [] if no_pack else run_checks(facts, loaded, mode="check", strict=strict)
+    results = (
+        [] if no_pack else run_checks(facts, loaded, mode="check", strict=strict, selection=inputs.selection)
+    )
     if auto is not None:
         results.insert(0, auto)
     report = build_report(

@@ -34,6 +34,7 @@ from validator.facts import (
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import CheckResult, Report, Status, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
+from validator.selection import Selection
 
 if TYPE_CHECKING:
     from validator.sources.docker_run import ContainerSpec
@@ -63,6 +64,7 @@ class PreflightInputs:
     draft_class: str | None = None  # the pack's draft architecture (run_preflight fills it in)
     # a running server: its real argv, environment and working directory are the launch command
     running: ServerProcess | None = None
+    selection: Selection | None = None  # --check / --skip
 
 
 def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:
@@ -514,7 +516,11 @@ def run_preflight(
         chosen, auto = choose_pack(facts)
         no_pack = chosen is None  # no shipped pack is written for the model: nothing is judged
         loaded = chosen or load_pack(None)
-    results = [] if no_pack else run_checks(facts, loaded, mode="preflight", strict=strict)
+    results = (
+        []
+        if no_pack
+        else run_checks(facts, loaded, mode="preflight", strict=strict, selection=inputs.selection)
+    )
     if auto is not None:
         results.insert(0, auto)
     if facts.launch is not None and facts.launch.unresolved:

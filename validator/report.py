@@ -92,10 +92,13 @@ class Coverage:
     proven: int  # ...that passed
     not_proven: list[str] = field(default_factory=list)
     missing: list[NotProven] = field(default_factory=list)
+    skipped_on_request: list[str] = field(default_factory=list)  # critical, left out by --check/--skip
 
     def line(self) -> str:
         """The text report's last line: ``proved 7 of 9 critical invariants; not proven: X (why...)``."""
         head = f"proved {self.proven} of {self.critical} critical invariants"
+        if self.skipped_on_request:
+            head += f" (skipped on request: {', '.join(self.skipped_on_request)})"
         if not self.missing:
             return head
         groups: dict[tuple[str, str | None], list[str]] = {}  # one reason said once, for all its checks

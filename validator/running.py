@@ -137,7 +137,8 @@ async def judge(
         facts = Facts(mode="preflight")
         facts.errors[LAUNCH] = f"process {server.process.pid}: {exc}"
     facts.process = server.process
-    results = run_checks(facts, loaded, mode="preflight", strict=strict)
+    selection = inputs.live.selection
+    results = run_checks(facts, loaded, mode="preflight", strict=strict, selection=selection)
     if facts.launch is not None and facts.launch.unresolved:
         results = unproven_by_unresolved(results, facts.launch.unresolved)
     if inputs.declared is not None:
@@ -161,7 +162,7 @@ async def judge(
 
             live = replace(live, attestation=default_path(server.process.env))
         live_facts = await gather_live(live, loaded)
-        live_results = run_checks(live_facts, loaded, mode="check", strict=strict)
+        live_results = run_checks(live_facts, loaded, mode="check", strict=strict, selection=selection)
         live_results = [r for r in live_results if r.id not in _PROCESS_ONLY]
         identity = identity_of(live_facts)
         reached = live_facts.server is not None

@@ -211,7 +211,7 @@ _HOST = ("model_dir", "sglang_root", "service_user", "kube_manifest", "kube_cont
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from validator.commands.common import emit, pack_from
+    from validator.commands.common import emit, pack_from, selection_of
     from validator.errors import UsageError
     from validator.live import run_live
 
@@ -225,8 +225,10 @@ def run(args: argparse.Namespace) -> int:
             f"check: {flag} describes a running server's process: leave out --url (or add --pid)"
         )
     loaded = pack_from(args)
+    selection = selection_of(args, loaded)
     progress = TerminalProgress()
     inputs = live_inputs_from(args, on_progress=progress)
+    inputs.selection = selection
     try:
         result = asyncio.run(run_live(inputs, loaded, strict=args.strict))
     finally:
@@ -240,7 +242,7 @@ def _run_processes(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from validator.commands.common import exit_code, pack_from, write_atomically
+    from validator.commands.common import exit_code, pack_from, selection_of, write_atomically
     from validator.commands.preflight import inputs_from
     from validator.errors import ExitCode, UsageError
     from validator.outputs import render
@@ -266,6 +268,7 @@ def _run_processes(args: argparse.Namespace) -> int:
         kube_container=args.kube_container,
     )
     live = live_inputs_from(args)  # url "" unless given: each server's own (--url with --pid: that)
+    live.selection = selection_of(args, loaded)
     inputs = RunningInputs(live=live, host=host, declared=declared)
     results = asyncio.run(
         judge_all(inputs, loaded, pid=args.pid, strict=args.strict, allow_partial=args.allow_partial)

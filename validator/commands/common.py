@@ -12,6 +12,7 @@ from pathlib import Path
 from validator.errors import ExitCode, InputError, UsageError
 from validator.report import Report, Verdict
 from validator.rulepack import LoadedPack, load_pack
+from validator.selection import Selection, selection_from
 
 
 def output_file(value: str) -> Path:
@@ -61,6 +62,22 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True, auto: bo
             default=None,
             help="write the report here instead of stdout",
         )
+    g.add_argument(
+        "--check",
+        metavar="ID",
+        action="append",
+        dest="only_checks",
+        default=[],
+        help="judge only this check (repeatable); the others are listed as skipped on request",
+    )
+    g.add_argument(
+        "--skip",
+        metavar="ID",
+        action="append",
+        dest="skip_checks",
+        default=[],
+        help="leave this check out (repeatable); it is listed as skipped on request, never as passed",
+    )
     g.add_argument("--strict", action="store_true", help="warnings fail the verdict too")
     g.add_argument(
         "--allow-partial",
@@ -131,6 +148,13 @@ def pack_from(args: argparse.Namespace) -> LoadedPack | None:
     if args.rules == "auto":
         return None
     return load_pack(args.rules)
+
+
+def selection_of(args: argparse.Namespace, loaded: LoadedPack | None) -> Selection | None:
+    """``--check``/``--skip``, every ID checked against the checks that exist (exit 2 naming an unknown
+    one); the pack in use counts, with ``--rules auto`` every built-in pack does."""
+    ids = [c.id for c in loaded.pack.checks] if loaded is not None else []
+    return selection_from(getattr(args, "only_checks", None), getattr(args, "skip_checks", None), ids)
 
 
 def use_color(stream: object) -> bool:

@@ -79,8 +79,10 @@ def _write_termination_log(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from validator.commands.check import recognise_simulator_processes
-    from validator.commands.common import exit_code, pack_from, use_color
+    from validator.commands.common import exit_code, pack_from, selection_of, use_color
     from validator.commands.preflight import inputs_from
     from validator.errors import UsageError
     from validator.outputs import render
@@ -96,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
     inputs = inputs_from(args, argv=cmd)
     assert isinstance(inputs, PreflightInputs)
+    inputs = replace(inputs, selection=selection_of(args, loaded))
     run = run_preflight(inputs, loaded, strict=args.strict, allow_partial=args.allow_partial)
     report = run.report
     loaded = run.pack

@@ -35,12 +35,15 @@ def inputs_from(args: argparse.Namespace, argv: list[str] | None = None) -> obje
 
 
 def run(args: argparse.Namespace) -> int:
-    from validator.commands.common import emit, pack_from
+    from dataclasses import replace
+
+    from validator.commands.common import emit, pack_from, selection_of
     from validator.preflight import PreflightInputs, run_preflight
 
     loaded = pack_from(args)
     inputs = inputs_from(args)
     assert isinstance(inputs, PreflightInputs)
+    inputs = replace(inputs, selection=selection_of(args, loaded))
     run = run_preflight(inputs, loaded, strict=args.strict, allow_partial=args.allow_partial)
     assert run.pack is not None
     code = emit(run.report, args, run.pack)

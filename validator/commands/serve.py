@@ -71,7 +71,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 def run(args: argparse.Namespace) -> int:
     from validator.commands.check import live_inputs_from
-    from validator.commands.common import pack_from
+    from validator.commands.common import pack_from, selection_of
     from validator.daemon.loop import Schedule
     from validator.daemon.service import ServeConfig, serve
 
@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if loaded is None:  # a sidecar judges one recipe for its whole life; `check --rules auto` finds it
         raise UsageError("serve: --rules auto is for preflight and check; name the pack (--rules NAME)")
     inputs = live_inputs_from(args)
+    inputs.selection = selection_of(args, loaded)
     wait = max(0.0, args.wait)
     schedule = Schedule(
         interval_s=args.interval,
