@@ -8,8 +8,9 @@ start of the server, so nothing here runs on its path and no ``git`` process is 
    image and release wheels have no ``.git``);
 2. the installed distribution's PEP 610 ``direct_url.json`` (``pip install git+URL@REF`` records
    ``vcs_info.commit_id``);
-3. the git checkout this package is imported from (``PYTHONPATH=.`` or an editable install), read from
-   ``.git`` by hand: ``HEAD``, the ref it names, ``packed-refs``; worktrees included.
+3. the git checkout this package is imported from (``PYTHONPATH=.`` or an editable install: the
+   package's parent holds ``.git``), read by hand: ``HEAD``, the ref it names, ``packed-refs``; worktrees
+   included.
 """
 
 from __future__ import annotations
@@ -66,26 +67,25 @@ def from_distribution(name: str = "spark-validate") -> str | None:
     return _sha(vcs.get("commit_id")) if isinstance(vcs, dict) else None
 
 
-def _git_dir(start: Path) -> Path | None:
-    for d in (start, *start.parents):
-        dot = d / ".git"
-        if dot.is_dir():
-            return dot
-        if dot.is_file():  # a worktree or submodule: "gitdir: PATH"
-            text = _read(dot) or ""
-            if text.startswith("gitdir:"):
-                target = Path(text[len("gitdir:") :].strip())
-                return target if target.is_absolute() else (d / target).resolve()
-            return None
+def _git_dir(root: Path) -> Path | None:
+    dot = root / ".git"
+    if dot.is_dir():
+        return dot
+    if dot.is_file():  # a worktree or submodule: "gitdir: PATH"
+        text = _read(dot) or ""
+        if text.startswith("gitdir:"):
+            target = Path(text[len("gitdir:") :].strip())
+            return target if target.is_absolute() else (root / target).resolve()
     return None
 
 
 def from_checkout(start: Path = _PACKAGE) -> str | None:
-    """The commit ``HEAD`` names in the checkout above ``start``, read without running git. An installed
-    copy (under ``site-packages``) has no checkout of its own: a venv inside some repository is not it."""
+    """The commit ``HEAD`` names in the checkout whose top holds this package (``REPO/validator``), read
+    without running git. Only that layout counts: an installed or unpacked copy that merely lies somewhere
+    inside another repository (a venv in a project, a wheel unpacked in a work tree) is not its checkout."""
     if {"site-packages", "dist-packages"} & set(start.parts):
         return None
-    git = _git_dir(start)
+    git = _git_dir(start.parent)
     if git is None:
         return None
     head = (_read(git / "HEAD") or "").strip()

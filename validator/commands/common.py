@@ -6,13 +6,15 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from validator.checks.registry import builtins
 from validator.errors import ExitCode, InputError, UsageError
+from validator.recipe_match import CHECK_ID as AUTO_CHECK
 from validator.report import Report, Verdict
-from validator.rulepack import LoadedPack, load_pack
-from validator.selection import Selection, selection_from
+from validator.rulepack import LoadedPack, list_builtin_packs, load_pack
+from validator.selection import Selection
 
 
 def output_file(value: str) -> Path:
@@ -148,6 +150,35 @@ def pack_from(args: argparse.Namespace) -> LoadedPack | None:
     if args.rules == "auto":
         return None
     return load_pack(args.rules)
+
+
+def known_check_ids(pack_ids: Iterable[str] = ()) -> set[str]:
+    """Every check ID a run can have: the builtin checks, the checks of every built-in pack, and those of
+    the pack in use (a pack file may define checks of its own with ``expect``)."""
+    ids = set(builtins()) | {AUTO_CHECK} | set(pack_ids)
+    for path in list_builtin_packs():
+        ids.update(c.id for c in load_pack(str(path)).pack.checks)
+    return ids
+
+
+def selection_from(
+    check: Sequence[str] | None, skip: Sequence[str] | None, pack_ids: Iterable[str] = ()
+) -> Selection | None:
+    """The selection ``--check``/``--skip`` ask for (None: every check), each ID checked to exist."""
+    check, skip = list(check or ()), list(skip or ())
+    if not check and not skip:
+        return None
+    known = known_check_ids(pack_ids)
+    for flag, ids in (("--check", check), ("--skip", skip)):
+        for check_id in ids:
+            if check_id not in known:
+                raise UsageError(
+                    f"{flag} {check_id}: no check has this ID (`spark-validate rules list` lists them)"
+                )
+    both = sorted(set(check) & set(skip))
+    if both:
+        raise UsageError(f"--check and --skip both name {', '.join(both)}")
+    return Selection(only=frozenset(check) if check else None, skip=frozenset(skip))
 
 
 def selection_of(args: argparse.Namespace, loaded: LoadedPack | None) -> Selection | None:
