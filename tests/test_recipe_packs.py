@@ -336,6 +336,67 @@ def test_rules_auto_never_takes_a_stripped_nextn_recipe_for_the_baseline(server:
     assert auto["status"] == "warn" and "follows no shipped recipe" in auto["message"]
 
 
+# What ly01325/Ling3-Flash-DGX-Spark's scripts/dgx-spark/launch-optimized.sh and launch-baseline.sh
+# (commit 8cbd8ed) carry beside their recipe flags: another model's tool-call parser, a YaRN override of
+# the checkpoint's RoPE at 262144, and the variable that lets --context-length exceed the checkpoint.
+YARN = (
+    '{"max_position_embeddings":262144,"rope_scaling":{"rope_type":"yarn","factor":2.0,'
+    '"rope_theta":6000000,"partial_rotary_factor":0.5,"original_max_position_embeddings":131072}}'
+)
+TRAPS = {"model.tool_call_parser", "model.rope_scaling", "model.context_override"}
+
+
+@pytest.mark.parametrize("pack", [DEFAULT, BASELINE])
+def test_the_traps_real_launch_scripts_carry_warn(server: Server, pack: str, tmp_path: Path) -> None:
+    """The recipe as the published script writes it (exports, exec, line continuations, the JSON override
+    in single quotes): the recipe passes and the three traps warn; under --strict they fail the run (78)."""
+    env = {k: v for k, v in server.recipe_env(pack).items() if k in ("SGLANG_ENABLE_FP8_LM_HEAD",)}
+    script = tmp_path / "launch.sh"
+    exports = "".join(f"export {k}={v}\n" for k, v in env.items())
+    script.write_text(
+        "#!/usr/bin/env bash\nset -euo pipefail\nexport SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1\n"
+        f"{exports}exec {server.cmd(pack)} \\\n  --context-length 262144 \\\n"
+        "  --reasoning-parser deepseek-r1 --tool-call-parser qwen25 \\\n"
+        f"  --json-model-override-args '{YARN}'\n"
+    )
+    base_env = {k: v for k, v in server.recipe_env(pack).items() if k not in env}
+    rc, report, err = preflight(base_env, pack, "--script", str(script))
+    assert rc == 0 and report["verdict"] == "pass", (err, by_status(report, "fail", "error"))
+    assert by_status(report, "warn") == TRAPS | RECIPE_WARNINGS[pack], by_status(report, "warn")
+    assert "qwen25 is not Ling-3.0's" in check(report, "model.tool_call_parser")["message"]
+    assert '"rope_type":"yarn"' in check(report, "model.rope_scaling")["message"]
+    assert "--tool-call-parser ling3" in (check(report, "model.tool_call_parser")["remedy"] or "")
+    rc, report, _ = preflight(base_env, pack, "--script", str(script), "--strict")
+    assert rc == 78 and report["verdict"] == "fail" and by_status(report, "warn") >= TRAPS
+
+
+@pytest.mark.parametrize(
+    ("extra", "env", "status"),
+    [
+        (("--tool-call-parser", "ling3"), {}, "pass"),
+        (("--tool-call-parser", "auto"), {}, "pass"),
+        (("--tool-call-parser", "glm45"), {}, "warn"),
+        (("--json-model-override-args", '{"max_position_embeddings":262144}'), {}, "pass"),
+        ((), {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "0"}, "pass"),
+        ((), {"SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN": "true"}, "warn"),
+    ],
+)
+def test_each_trap_alone(server: Server, extra: tuple[str, ...], env: dict[str, str], status: str) -> None:
+    import shlex
+
+    cmd = server.cmd(DEFAULT, *(shlex.quote(e) for e in extra))
+    rc, report, err = preflight({**server.recipe_env(DEFAULT), **env}, DEFAULT, "--launch-cmd", cmd)
+    assert rc == 0, err
+    judged = {c: check(report, c)["status"] for c in TRAPS}
+    touched = (
+        "model.context_override"
+        if env
+        else ("model.tool_call_parser" if "--tool-call-parser" in extra else "model.rope_scaling")
+    )
+    assert judged[touched] == status, judged
+    assert all(v == "pass" for k, v in judged.items() if k != touched), judged
+
+
 def test_rules_auto_keeps_the_dspark_recipe_on_a_build_that_ignores_the_fp8_head(server: Server) -> None:
     """The DSpark recipe (FP8 head asked for) on a stock build, whose Envs does not declare the variable:
     auto used to take the head for BF16, find no recipe and send the operator to NEXTN. It is the DSpark

@@ -12,14 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
-
 from tests.support.check_helpers import CheckRun, run_check
+from tests.support.document_server import document_server, sim_documents
 from tests.support.loopback import free_port
-from tests.support.probe_live_server import serve
 from tests.support.sim_process import sim_process
 
 DSPARK = "ling-3.0-flash-dgx-spark-dspark"
@@ -87,34 +82,6 @@ QWEN_MODEL_INFO = {  # /model_info of SGLang 0.5.23 (its keys) serving Qwen2-0.5
 }
 
 
-def _state(scenario: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    from validator.sim.engine import SimConfig, SimEngine
-    from validator.sim.scenarios import resolve
-
-    engine = SimEngine(SimConfig(scenario=resolve(scenario), startup_seconds=0))
-    return engine.server_info(), engine.model_info()
-
-
-def _app(server_info: dict[str, Any], model_info: dict[str, Any]) -> Starlette:
-    async def health(_: Request) -> Response:
-        return Response(status_code=200)
-
-    async def info(_: Request) -> JSONResponse:
-        return JSONResponse(server_info)
-
-    async def model(_: Request) -> JSONResponse:
-        return JSONResponse(model_info)
-
-    return Starlette(
-        routes=[
-            Route("/health", health),
-            Route("/server_info", info),
-            Route("/get_server_info", info),
-            Route("/model_info", model),
-        ]
-    )
-
-
 def _model_info(base: dict[str, Any], path: str, arch: str, model_type: str) -> dict[str, Any]:
     return {
         **base,
@@ -130,12 +97,12 @@ def test_a_qwen_server_matches_no_shipped_pack() -> None:
     """A plain Qwen2-0.5B server (no speculation, auto MoE): it "followed ling-3.0-flash-baseline" when
     only the flags decided. No pack is written for it: nothing is checked, the report says so, and the
     verdict is inconclusive (69), with --allow-partial too (nothing unjudged is a pass)."""
-    info, _ = _state("healthy")
+    info, _ = sim_documents("healthy")
     for key in [k for k in info if k.startswith("speculative_")]:
         info[key] = None
     info.update(model_path="Qwen/Qwen2-0.5B", moe_runner_backend="auto", enable_fp32_lm_head=True)
     info.pop("launch_command", None)
-    with serve(_app(info, QWEN_MODEL_INFO)) as url:
+    with document_server(info, QWEN_MODEL_INFO) as url:
         for extra in ((), ("--allow-partial",)):
             run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5", *extra)
             run.inconclusive()
@@ -150,10 +117,10 @@ def test_a_qwen_server_matches_no_shipped_pack() -> None:
 
 def test_a_deepseek_dspark_server_is_not_the_cookbook_recipe() -> None:
     """DSPARK + flashinfer_mxfp4 + BF16 head is the cookbook cell's triple, but the model is DeepSeek's."""
-    info, model = _state("cookbook")
+    info, model = sim_documents("cookbook")
     info["model_path"] = "deepseek-ai/DeepSeek-V3"
     model = _model_info(model, "deepseek-ai/DeepSeek-V3", "DeepseekV3ForCausalLM", "deepseek_v3")
-    with serve(_app(info, model)) as url:
+    with document_server(info, model) as url:
         run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
     run.inconclusive()
     assert run.report is not None and run.report["rule_pack"] == "none", run.explain()
@@ -162,8 +129,8 @@ def test_a_deepseek_dspark_server_is_not_the_cookbook_recipe() -> None:
 
 def test_the_same_cookbook_server_with_ling_is_the_cookbook_pack() -> None:
     """Control for the test above: the same documents with Ling's model_info pick the cookbook pack."""
-    info, model = _state("cookbook")
-    with serve(_app(info, model)) as url:
+    info, model = sim_documents("cookbook")
+    with document_server(info, model) as url:
         run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
     assert run.report is not None and run.report["rule_pack"] == "sglang-cookbook-dgx-spark", run.explain()
     auto = run.check("rules.auto")
@@ -173,18 +140,18 @@ def test_the_same_cookbook_server_with_ling_is_the_cookbook_pack() -> None:
 def test_resolved_eagle_with_the_models_own_checkpoint_is_nextn_without_launch_command() -> None:
     """Builds whose /server_info has no launch_command: SGLang reports NEXTN as EAGLE, and a draft that is
     the model's own checkpoint (its MTP layer) is what NEXTN is, so the NEXTN pack is picked exactly."""
-    info, model = _state("healthy")
+    info, model = sim_documents("healthy")
     info.pop("launch_command", None)
     assert info["speculative_algorithm"] == "EAGLE"
     assert info["speculative_draft_model_path"] == info["model_path"]
-    with serve(_app(info, model)) as url:
+    with document_server(info, model) as url:
         run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
     assert run.report is not None and run.report["rule_pack"] == "ling-3.0-flash-dgx-spark", run.explain()
     auto = run.check("rules.auto")
     assert auto["status"] == "pass" and "NEXTN speculation" in auto["message"], auto
     # a separate EAGLE draft is not NEXTN: no shipped recipe, the default pack with a warning
     info["speculative_draft_model_path"] = "/models/some-eagle-draft"
-    with serve(_app(info, model)) as url:
+    with document_server(info, model) as url:
         run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
     assert (
         run.check("rules.auto")["status"] == "warn"

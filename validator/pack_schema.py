@@ -144,7 +144,9 @@ class ProbeSettings:
     confidence: Annotated[float, Gt(0.5), Lt(1)]
 
 
-Operator = Literal["==", "!=", "<", "<=", ">", ">=", "in", "not in", "exists", "absent", "matches"]
+Operator = Literal[
+    "==", "!=", "<", "<=", ">", ">=", "in", "not in", "exists", "absent", "matches", "not matches"
+]
 
 
 @dataclass(frozen=True, kw_only=True)

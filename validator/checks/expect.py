@@ -36,8 +36,8 @@ def _compare(actual: object, op: str, value: object) -> bool:
         if not isinstance(value, list | tuple | str | dict):
             raise TypeError(f"{op!r} needs a list, got {type(value).__name__}")
         return (actual in value) is (op == "in")
-    if op == "matches":
-        return re.search(str(value), str(actual)) is not None
+    if op in ("matches", "not matches"):  # a regular expression searched anywhere in the value's text
+        return (re.search(str(value), str(actual)) is not None) is (op == "matches")
     a, b = _number(actual), _number(value)
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
