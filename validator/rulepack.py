@@ -33,6 +33,7 @@ from validator.pack_schema import RulePack, WaiverSpec
 from validator.pack_templates import template_fields
 from validator.schema import SchemaError, format_loc, load
 from validator.sources.files import read_text_bounded
+from validator.trusted_files import UnsafeLocation, read_trusted_file
 
 DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
 
@@ -72,11 +73,20 @@ def _looks_like_pack(path: Path) -> bool:
     return "\nkind: RulePack" in head
 
 
+def names_a_file(ref: str) -> bool:
+    """A pack reference names a file when it is a path: it contains a ``/`` or ends in ``.yaml``/``.yml``.
+    Anything else is a built-in pack's name, whatever the current directory holds."""
+    return "/" in ref or ref.endswith((".yaml", ".yml"))
+
+
 def resolve_pack_path(name_or_path: str | None) -> Path:
-    """``--rules NAME|PATH``: a path when it names a file, else a built-in pack's name."""
+    """``--rules NAME|PATH``: a file when ``ref`` is a path (:func:`names_a_file`), else a built-in pack.
+
+    The current directory is never searched for a bare name: a shared working directory would otherwise
+    let anyone who can write it replace the pack a verdict is judged by."""
     ref = name_or_path or DEFAULT_PACK
-    candidate = Path(ref)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists() or "/" in ref:
+    if names_a_file(ref):
+        candidate = Path(ref)
         if not candidate.is_file():
             raise InputError(ref, "rule pack file not found")
         return candidate
@@ -121,12 +131,30 @@ class PackError(InputError):
 EXTENDS_DEPTH = 4  # a site pack over a recipe pack over a base pack is three; more is a loop or a mistake
 
 
+def _pack_text(path: Path) -> str:
+    """A pack's text. A built-in pack is package data; any other is read only when it and every directory
+    above it belong to root or the reading user and nobody else can write them (``trusted_files``)."""
+    if path.resolve().parent == builtin_packs_dir():
+        return read_text_bounded(path, PACK_CAP, "rule pack")
+    try:
+        data = read_trusted_file(path, PACK_CAP, what="rule pack")
+    except FileNotFoundError:
+        raise InputError(str(path), "rule pack file not found") from None
+    except UnsafeLocation as exc:
+        raise InputError(str(path), str(exc).removeprefix(f"{path}: ")) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(str(path), f"rule pack is not valid UTF-8 (byte {exc.start})", line) from None
+
+
 def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
     """One pack file's text and its YAML mapping, with every problem as an ``InputError`` naming it."""
     import yaml
 
     where = str(path)
-    text = read_text_bounded(path, PACK_CAP, "rule pack")
+    text = _pack_text(path)
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
     try:
         # Aliases first, from the event stream: a pack has no use for them, and a few lines of nested
@@ -153,7 +181,7 @@ def _extended_path(child: Path, ref: object) -> Path:
     file beside the extending pack."""
     if not isinstance(ref, str) or not ref:
         raise InputError(str(child), "extends: must name a pack (a built-in name or a path)")
-    if "/" in ref or ref.endswith((".yaml", ".yml")):
+    if names_a_file(ref):
         target = child.parent / ref
         if not target.is_file():
             raise InputError(str(child), f"extends: {ref}: no such pack file")

@@ -311,9 +311,9 @@ def chain_problems(facts: FileFacts, trusted_uids: Collection[int], *, below: st
         if d.uid not in allowed:
             problems.append(f"directory {d.path} is owned by UID {d.uid}, not {who}")
         elif d.mode & WRITABLE_BY_OTHERS:
-            sticky = " (sticky, still writable by others)" if d.mode & stat.S_ISVTX else ""
+            sticky = ", sticky" if d.mode & stat.S_ISVTX else ""
             problems.append(
-                f"directory {d.path} is writable by its group or others (mode {d.mode:04o}){sticky}"
+                f"directory {d.path} is writable by its group or others (mode {d.mode:04o}{sticky})"
             )
     if facts.uid not in allowed:
         problems.append(f"{facts.path} is owned by UID {facts.uid}, not {who}")
@@ -335,11 +335,11 @@ def read_trusted_file(
     below: str | None = None,
 ) -> bytes:
     """:func:`read_guarded` plus :func:`chain_problems` for the reading user (and root, and
-    ``trusted_uids``); UntrustedFile names the file and the first directory or owner that fails."""
+    ``trusted_uids``); UntrustedFile names the file and the owner or directory nearest it that fails."""
     data, facts = read_guarded(path, max_bytes, what=what)
     uids = {os.geteuid(), *(trusted_uids or ())}
     problems = chain_problems(facts, uids, below=below)
-    if problems:
-        extra = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-        raise UntrustedFile(f"{path}: not trusted as a {what}: {problems[0]}{extra}")
+    if problems:  # the problem nearest the file says most; the others are above it
+        extra = f" (and {len(problems) - 1} more above it)" if len(problems) > 1 else ""
+        raise UntrustedFile(f"{path}: not trusted as a {what}: {problems[-1]}{extra}")
     return data

@@ -8,6 +8,12 @@ caches the table under a key of the build: its version and a hash of the files t
 (``srt/server_args.py`` and ``srt/arg_groups/``), so a rebuilt image with the same version string does not
 reuse a stale table. Preflight then parses with it; a build with no table is parsed with the shipped one,
 and what that table does not know is reported, not fatal.
+
+The key is computed from world-readable files, so anyone could compute it: a table is trusted only when it
+and every directory above it belong to the reading user or root and nobody else can write them
+(``validator.trusted_files``); any other is ignored with a warning naming it, and the shipped table is used
+leniently. The table is written the way the plugin writes its attestation: a private directory created
+0700, a new file ``O_CREAT | O_EXCL | O_NOFOLLOW``, ``fchmod`` on the descriptor, fsync, rename.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
 from validator.sources.files import read_head
+from validator.trusted_files import UnsafeLocation, read_trusted_file, write_private
 
 if TYPE_CHECKING:
     from validator.sources.sglang_cli import TableChoice
@@ -96,22 +103,27 @@ def generate(python: str, *, timeout: float = 300.0) -> str:
 
 
 def store(text: str, root: Path, version: str | None, env: Mapping[str, str] | None = None) -> Path:
-    """Write the table atomically as ``<cache>/<build key>.json`` (mode 0644 in a 0755 directory)."""
+    """Write the table atomically as ``<cache>/<build key>.json`` (0644, in a directory created 0700 that
+    only this user can write; an existing one owned by another user, or writable by others, is refused)."""
     d = cache_dir(env)
-    d.mkdir(parents=True, exist_ok=True)
     path = d / f"{build_key(root, version)}.json"
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".table-", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_private(path, text.encode("utf-8"), mode=0o644, what="the flag table")
+    except UnsafeLocation as exc:
+        raise UnavailableError(str(exc)) from None
     return path
+
+
+def untrusted_reason(path: Path) -> str | None:
+    """Why the generated table at ``path`` must not be used (someone else could have written it, or it is
+    not a regular file); None when it may."""
+    try:
+        read_trusted_file(path, _MAX_TABLE, what="flag table")
+    except FileNotFoundError:
+        return f"{path}: no longer there"
+    except UnsafeLocation as exc:
+        return str(exc)
+    return None
 
 
 def table_for(sglang: SGLangInstallFacts, interpreter: str | None) -> TableChoice | None:
@@ -122,9 +134,18 @@ def table_for(sglang: SGLangInstallFacts, interpreter: str | None) -> TableChoic
     if sglang.root is None:
         return None
     cached = cached_table(sglang.root, sglang.version)
-    if cached is not None:
-        return TableChoice(load_table(cached), f"the table generated from SGLang {sglang.version} ({cached})")
     shipped = load_table()
+    if cached is not None:
+        why = untrusted_reason(cached)
+        if why is None:
+            described = f"the table generated from SGLang {sglang.version} ({cached})"
+            return TableChoice(load_table(cached), described)
+        return TableChoice(
+            shipped,
+            f"the shipped SGLang {shipped.sglang_version} table, leniently: the generated table was ignored "
+            f"({why})",
+            lenient=True,
+        )
     if sglang.version is None or sglang.version == shipped.sglang_version:
         return None
     how = f"spark-validate sglang-table --python {interpreter or '<the server python>'}"

@@ -1,0 +1,334 @@
+"""The files a verdict trusts, attacked by a real second local user (``tests/support/second_user.py``).
+
+Each attack is the one that turned a wrong-backend launch from FAIL into PASS, or a broken server from
+inconclusive into PASS: a rule pack (and a directory of that name) planted in a shared working directory; a
+flag-table cache planted under the build's key (computable from world-readable SGLang files) that re-points
+``--moe-runner-backend``; and, in a Kubernetes emptyDir-like layout (a world-writable parent holding the
+plugin's 0700 directory), the attestation directory renamed away and replaced by a document naming the
+attacker's own process with the rest copied from the server's public state. The attacker's steps run under
+``setpriv`` as that user, on real directories; the victim runs the real CLI. Every attack must come out
+refused or inconclusive, and a control shows the same legitimate file in a private place still used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.check_helpers import run_check
+from tests.support.cli import REPO, run_cli
+from tests.support.launch_recipe import RECIPE_CMD, RECIPE_ENV
+from tests.support.second_user import User, ensure_user, run_as
+from tests.support.sim_process import SimProcess, sim_process
+from tests.test_sglang_table import DEV, dev_build, dev_table
+from validator.attestation import schema, writer
+from validator.procinfo import process_start_time
+from validator.sources.attestation import read_attestation
+from validator.sources.sglang_tables import build_key, store
+
+PACK = "ling-3.0-flash-dgx-spark"
+BUILTIN = REPO / "validator" / "data" / "rules" / f"{PACK}.yaml"
+WRONG_BACKEND = RECIPE_CMD.replace("--moe-runner-backend humming", "--moe-runner-backend triton")
+
+
+@pytest.fixture(scope="module")
+def attacker() -> User:
+    return ensure_user()
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A real shared directory (a team's working directory, a scratch area): anyone may write it."""
+    path = Path(tempfile.mkdtemp(prefix="sv-shared-", dir="/tmp"))
+    os.chmod(path, 0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _attack(user: User, script: str, cwd: Path, data: bytes | None = None) -> None:
+    done = run_as(user, ["sh", "-c", script], input=data, cwd=str(cwd))
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+def _preflight(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    full = {**os.environ, **RECIPE_ENV, **(env or {})}
+    proc = run_cli("preflight", "--format", "json", *args, env=full, cwd=cwd, timeout=120)
+    report = json.loads(proc.stdout) if proc.stdout.startswith("{") else {}
+    return proc.returncode, report, proc.stderr
+
+
+def _status(report: dict[str, Any], check_id: str) -> str:
+    return next(str(c["status"]) for c in report["checks"] if c["id"] == check_id)
+
+
+def _message(report: dict[str, Any], check_id: str) -> str:
+    return json.dumps(next(c for c in report["checks"] if c["id"] == check_id))
+
+
+# --- rule packs ---------------------------------------------------------------------------------------
+
+
+def _forged_pack() -> bytes:
+    """The built-in pack, expecting the wrong backend: what would make the triton launch pass."""
+    text = BUILTIN.read_text()
+    forged = text.replace("\n  moe_runner_backend: humming\n", "\n  moe_runner_backend: triton\n")
+    assert forged != text
+    return forged.encode()
+
+
+@pytest.mark.parametrize("rules", [None, PACK, "auto"])
+def test_a_pack_planted_in_a_shared_cwd_is_never_used(
+    attacker: User, shared: Path, tmp_path: Path, rules: str | None
+) -> None:
+    args = ["--launch-cmd", WRONG_BACKEND] + (["--rules", rules] if rules else [])
+    rc_clean, clean, _ = _preflight(tmp_path, *args)
+    assert rc_clean == 78 and _status(clean, "moe.backend") == "fail"
+    # the pack's file name, and its bare name (what a lookup in the current directory would find first)
+    _attack(attacker, f"tee {PACK}.yaml > {PACK} && chmod 644 {PACK}.yaml {PACK}", shared, _forged_pack())
+    rc, report, err = _preflight(shared, *args)
+    assert rc == 78, err
+    assert _status(report, "moe.backend") == "fail"  # the planted pack expects triton: it would pass
+
+
+def test_a_directory_named_like_the_pack_changes_nothing(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    _attack(attacker, f"mkdir {PACK}.yaml {PACK}", shared)
+    for rules in (None, PACK, "auto"):
+        args = ["--launch-cmd", WRONG_BACKEND] + (["--rules", rules] if rules else [])
+        rc, report, err = _preflight(shared, *args)
+        assert rc == 78 and _status(report, "moe.backend") == "fail", (rules, err)
+
+
+def test_a_pack_named_by_path_in_a_shared_directory_is_refused_naming_it(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    _attack(attacker, "cat > site.yaml && chmod 644 site.yaml", shared, _forged_pack())
+    rc, _, err = _preflight(tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", str(shared / "site.yaml"))
+    assert rc == 65 and str(shared / "site.yaml") in err and "anyone could have written" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    # the attacker's own directory (0755, nobody else can write it) is still not the reading user's
+    _attack(
+        attacker,
+        "mkdir -m 755 packs && cat > packs/site.yaml && chmod 644 packs/site.yaml",
+        shared,
+        _forged_pack(),
+    )
+    theirs = shared / "packs" / "site.yaml"
+    rc, _, err = _preflight(tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", str(theirs))
+    assert rc == 65 and "not trusted as a rule pack" in err and f"owned by UID {attacker.uid}" in err, err
+    # control: the same pack file, written by this user in a private directory, is the operator's choice
+    mine = tmp_path / "site.yaml"
+    mine.write_bytes(_forged_pack())
+    rc, report, err = _preflight(tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", str(mine))
+    assert rc != 65 and _status(report, "moe.backend") == "pass", err
+
+
+# --- the generated flag table ------------------------------------------------------------------------
+
+
+def _repointing_table() -> str:
+    """A table for the dev build in which ``--moe-runner-backend`` no longer sets moe_runner_backend, whose
+    default becomes humming: every launch then reads as the recipe's backend."""
+    table: dict[str, Any] = json.loads(dev_table())
+    real = next(a for a in table["actions"] if a["dest"] == "moe_runner_backend")
+    decoy = {**real, "dest": "moe_runner_backend_requested", "default": None}
+    real.update(option_strings=["--moe-runner-backend-unused"], default="humming")
+    table["actions"].append(decoy)
+    table["n_actions"] = len(table["actions"])
+    return json.dumps(table)
+
+
+def _table_run(root: Path, cache: Path) -> tuple[int, dict[str, Any], str]:
+    env = {"SPARK_VALIDATE_CACHE_DIR": str(cache)}
+    return _preflight(REPO, "--sglang-root", str(root), "--launch-cmd", WRONG_BACKEND, env=env)
+
+
+@pytest.fixture
+def build(tmp_path: Path) -> Path:
+    """A dev build: another version, its own flag sources, so the cache's table is the one parsed with."""
+    return dev_build(tmp_path)
+
+
+def test_a_planted_flag_table_is_ignored_and_says_so(
+    attacker: User, shared: Path, tmp_path: Path, build: Path
+) -> None:
+    key = build_key(build, DEV)  # what the attacker computes from the build's world-readable files
+    # control first: this user's own table, in its private cache, is used and re-points the flag (the
+    # attack's table is effective when trusted)
+    private = tmp_path / "cache"
+    store(_repointing_table(), build, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(private)})
+    rc, report, _ = _table_run(build, private)
+    assert _status(report, "moe.backend") == "pass"
+    assert f"table generated from SGLang {DEV}" in _message(report, "launch.warnings")
+    # the attack: the victim's cache in a shared directory, the attacker's table under the build's key
+    cache = shared / "cache"
+    _attack(
+        attacker,
+        f"mkdir -p cache/sglang-tables && cat > cache/sglang-tables/{key}.json",
+        shared,
+        _repointing_table().encode(),
+    )
+    rc, report, err = _table_run(build, cache)
+    assert rc == 78 and _status(report, "moe.backend") == "fail", err
+    shown = _message(report, "launch.warnings")
+    assert "the generated table was ignored" in shown and f"{key}.json" in shown and "leniently" in shown
+
+
+def test_a_flag_table_swapped_in_an_emptydir_like_layout_is_ignored(
+    attacker: User, shared: Path, build: Path
+) -> None:
+    """The victim's own cache in a 0700 directory inside a world-writable parent: anyone can rename it
+    away and put another in its place, so the parent alone disqualifies it, before and after the swap."""
+    key = build_key(build, DEV)
+    cache = shared / "cache"
+    store(dev_table(), build, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(cache)})
+    assert (cache / "sglang-tables").stat().st_mode & 0o777 == 0o700
+    rc, report, _ = _table_run(build, cache)
+    assert "the generated table was ignored" in _message(report, "launch.warnings")
+    assert f"directory {shared} is writable by its group or others" in _message(report, "launch.warnings")
+    _attack(
+        attacker,
+        f"mv cache cache.old && mkdir -p cache/sglang-tables && cat > cache/sglang-tables/{key}.json",
+        shared,
+        _repointing_table().encode(),
+    )
+    rc, report, err = _table_run(build, cache)
+    assert rc == 78 and _status(report, "moe.backend") == "fail", err
+    assert "the generated table was ignored" in _message(report, "launch.warnings")
+
+
+def test_the_table_writer_refuses_a_directory_it_does_not_own(attacker: User, shared: Path) -> None:
+    _attack(attacker, "mkdir -p cache/sglang-tables && chmod 755 cache cache/sglang-tables", shared)
+    root = dev_build(shared / "build-src")
+    with pytest.raises(Exception, match="owned by UID"):
+        store(dev_table(), root, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(shared / "cache")})
+
+
+# --- the attestation ---------------------------------------------------------------------------------
+
+
+def _wait_file(path: Path, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert path.exists(), path
+
+
+@pytest.fixture
+def squatter(attacker: User) -> Iterator[int]:
+    """A process of the attacker's own, for its document to name."""
+    proc = subprocess.Popen(
+        ["setpriv", f"--reuid={attacker.uid}", f"--regid={attacker.gid}", "--clear-groups", "sleep", "60"]
+    )
+    try:
+        for _ in range(100):
+            if process_start_time(proc.pid) is not None:
+                break
+            time.sleep(0.02)
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def _forged_document(server: SimProcess, pid: int, user: User) -> bytes:
+    """The broken server's own account made healthy, naming the attacker's process: the host, port, build
+    and weight-load seconds are what ``/server_info`` shows anyone."""
+    doc = read_attestation(server.attestation)
+    start = process_start_time(pid)
+    assert start is not None
+    process = dataclasses.replace(doc.process, pid=pid, start_time=start, uid=user.uid)
+    head = dataclasses.replace(doc.lm_head, shared_module=True, shared_weight=True)
+    return schema.to_json(dataclasses.replace(doc, process=process, lm_head=head))
+
+
+def _assert_refused(run: Any, *reasons: str) -> None:
+    assert run.report is not None, run.explain()
+    assert run.report["verdict"] != "pass" and run.rc in (69, 78), run.explain()
+    trust = run.check("attestation.trust")
+    assert trust["status"] == "error", run.explain()
+    for reason in reasons:
+        assert reason in trust["message"], trust["message"]
+    assert run.status("spec.lm_head_shared") != "pass", run.explain()
+
+
+def test_attestation_in_a_private_layout_binds(tmp_path: Path) -> None:
+    """The control: the server's own document, in directories only root and the server's user can write,
+    binds to the process listening on the URL."""
+    with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as broken:
+        _wait_file(broken.attestation)
+        run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(broken.attestation))
+        assert run.rc == 78, run.explain()
+        assert run.status("attestation.trust") == "pass"
+        assert f"listening on port {broken.port}" in run.check("attestation.trust")["message"]
+        assert run.status("spec.lm_head_shared") == "fail"  # the document's own finding stands
+
+
+def test_attestation_swapped_in_an_emptydir_like_layout(attacker: User, shared: Path, squatter: int) -> None:
+    """The plugin's 0700 directory inside a world-writable emptyDir: renamed away and replaced."""
+    private = shared / "attestation"
+    private.mkdir(mode=0o700)  # what the plugin creates, as the server's user
+    with sim_process(private, "--scenario", "draft-head-weight-only") as broken:
+        _wait_file(broken.attestation)
+        args = ("--wait", "20", "--no-probe", "--attestation", str(broken.attestation))
+        _assert_refused(run_check(broken.url, *args), f"directory {shared} is writable by others")
+        forged = _forged_document(broken, squatter, attacker)
+        name = broken.attestation.name
+        _attack(
+            attacker,
+            f"mv attestation gone && mkdir -m 700 attestation && cat > attestation/{name} "
+            f"&& chmod 644 attestation/{name}",
+            shared,
+            forged,
+        )
+        assert broken.attestation.stat().st_uid == attacker.uid  # the swap took place
+        _assert_refused(
+            run_check(broken.url, *args),
+            f"PID {squatter} is neither the process listening on port {broken.port}",
+            f"directory {shared} is writable by others",
+            f"owned by UID {attacker.uid}",
+        )
+
+
+def test_attestation_planted_before_the_server_in_a_sticky_shared_directory(
+    attacker: User, squatter: int, tmp_path: Path
+) -> None:
+    """A /tmp-like directory (root's, sticky, world-writable): the attacker creates the server's directory
+    first and puts its document there; the plugin then refuses to write, and the reader refuses the file."""
+    sticky = Path(tempfile.mkdtemp(prefix="sv-sticky-", dir="/tmp"))
+    os.chmod(sticky, 0o1777)
+    try:
+        with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as broken:
+            _wait_file(broken.attestation)
+            target = sticky / "attestation" / broken.attestation.name
+            _attack(
+                attacker,
+                f"mkdir -m 700 attestation && cat > attestation/{target.name} "
+                f"&& chmod 644 attestation/{target.name}",
+                sticky,
+                _forged_document(broken, squatter, attacker),
+            )
+            with pytest.raises(Exception, match="owned by UID"):
+                writer.write_document(target, read_attestation(broken.attestation))  # the plugin refuses
+            run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(target))
+            _assert_refused(
+                run,
+                f"PID {squatter} is neither the process listening",
+                f"directory {sticky} is writable by others",
+            )
+    finally:
+        shutil.rmtree(sticky, ignore_errors=True)
