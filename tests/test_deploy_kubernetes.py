@@ -6,6 +6,9 @@ schemas vendored in tests/data/deploy/ (closed: unknown fields fail). Then the w
 from __future__ import annotations
 
 import json
+import os
+import stat
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from tests.support.deploy_tools import (
     parse_cli,
     serve_config,
 )
+from validator.trusted_files import chain_problems, read_guarded
 
 K8S = DEPLOY / "kubernetes"
 VERSIONS = [f"1.{minor}.0" for minor in range(30, 38)]
@@ -235,3 +239,39 @@ def test_both_containers_run_as_the_images_server_user() -> None:
     images = {c["image"] for c in pod["containers"]}
     compose = load_yaml(DEPLOY / "compose" / "compose.yaml")
     assert images == {compose["services"]["sglang"]["image"]}  # the image deploy/compose/Dockerfile builds
+
+
+def test_only_the_server_and_the_sidecar_can_write_on_the_attestations_path(tmp_path: Path) -> None:
+    """The kubelet makes an emptyDir 0777, where anyone could swap the plugin's 0700 directory for their
+    own; the init container makes the volume the server user's and private, and the reader's chain check
+    then accepts it. Its command runs here for real on an emptyDir-like directory."""
+    pod = _kind("Deployment")["spec"]["template"]["spec"]
+    uid, gid = pod["securityContext"]["runAsUser"], pod["securityContext"]["runAsGroup"]
+    everyone = [*pod["initContainers"], *pod["containers"]]
+    mounts = {c["name"]: m for c in everyone for m in c.get("volumeMounts", []) if m["name"] == "shared"}
+    assert set(mounts) == {"private-evidence-volume", "sglang", "spark-validate"}
+    assert mounts["spark-validate"].get("readOnly") is True and not mounts["sglang"].get("readOnly")
+    (init,) = pod["initContainers"]
+    caps = init["securityContext"]["capabilities"]
+    assert caps == {"drop": ["ALL"], "add": ["CHOWN", "FOWNER"]}
+    assert init["securityContext"]["allowPrivilegeEscalation"] is False
+    server_env = {e["name"]: e.get("value") for e in _containers()["sglang"]["env"]}
+    mount = mounts["sglang"]["mountPath"]
+    assert server_env["SPARK_VALIDATE_ATTESTATION"].startswith(mount + "/")
+
+    volume = tmp_path / "empty-dir"
+    volume.mkdir()
+    os.chmod(volume, 0o777)  # what the kubelet creates
+    document = volume / "attestation" / "attestation.json"
+    document.parent.mkdir(mode=0o700)
+    document.write_text("{}")
+    for path in (document.parent, document):
+        os.chown(path, uid, gid)  # what the plugin writes, as the server user
+    _, before = read_guarded(document, 1024)
+    assert any(f"directory {volume} is writable" in p for p in chain_problems(before, {uid}))
+    script = init["command"][2].replace(mount, str(volume))
+    subprocess.run([*init["command"][:2], script], check=True, timeout=30)
+    st = volume.stat()
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (uid, gid, 0o700)
+    _, after = read_guarded(document, 1024)
+    assert chain_problems(after, {uid}) == []
