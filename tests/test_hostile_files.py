@@ -155,8 +155,8 @@ def test_parse_json_depth_and_digits() -> None:
 
 
 def test_output_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
-    """``--output FILE`` used a predictable ``FILE.tmp``; a symlink planted there (or at
-    FILE) made the report overwrite whatever it pointed to."""
+    """``--output FILE`` writes through a private temporary file: a symlink planted at a predictable
+    ``FILE.tmp`` (or at FILE) never makes the report overwrite what it points to."""
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
     out = tmp_path / "report.json"
@@ -178,8 +178,9 @@ def test_output_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
         "report.json.tmp",
         "victim",
     ]
+    # a directory that does not exist is a usage error, found before any work
     res = run_bounded([*args, "--output", str(tmp_path / "absent-dir" / "r.json")], timeout=30)
-    assert res.rc == 65 and "absent-dir" in res.stderr and "Traceback" not in res.stderr
+    assert res.rc == 2 and "absent-dir" in res.stderr and "Traceback" not in res.stderr
 
 
 def _umask() -> int:
