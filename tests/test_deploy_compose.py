@@ -219,7 +219,7 @@ def test_sidecar_service_is_wired_to_the_server() -> None:
     assert launch.command == "launch" and launch.cmd[1:4] == ["python3", "-m", "sglang.launch_server"]
     serve = parse_cli(sidecar["command"][1:])
     config = serve_config(sidecar["command"][1:])
-    assert (config.host, config.port) == ("0.0.0.0", 9464) and config.schedule.probe
+    assert config.listen == (("0.0.0.0", 9464),) and config.schedule.probe
     assert serve.url == "http://127.0.0.1:30000" and sidecar["network_mode"] == "service:sglang"
     assert sidecar["pid"] == "service:sglang"
     assert str(serve.attestation) == server["environment"]["SPARK_VALIDATE_ATTESTATION"]

@@ -131,7 +131,10 @@ def test_sidecar_gates_readiness_and_shares_the_evidence_volume() -> None:
     assert sidecar["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "metrics"}
     assert sidecar["livenessProbe"]["httpGet"]["path"] == "/livez"
     assert {p["name"]: p["containerPort"] for p in sidecar["ports"]} == {"metrics": 9464}
-    assert flags["--listen"].endswith(":9464") and not flags["--listen"].startswith("127.")
+    listens = [a.split("=", 1)[1] for a in sidecar["command"] if a.startswith("--listen=")]
+    # the pod IP (the kubelet's probes, the scrape) and loopback (kubectl port-forward), same port
+    assert all(a.endswith(":9464") for a in listens) and len(listens) == 2
+    assert any(not a.startswith("127.") for a in listens) and "127.0.0.1:9464" in listens
     server_env = {e["name"]: e["value"] for e in server["env"]}
     assert flags["--attestation"] == server_env["SPARK_VALIDATE_ATTESTATION"]
     logging_cm = json.loads(_kind("ConfigMap")["data"]["logging.json"])
@@ -173,11 +176,13 @@ def test_container_commands_are_accepted_by_spark_validates_real_parser() -> Non
     serve = parse_cli(sidecar[1:])
     assert serve.command == "serve" and serve.url == "http://127.0.0.1:30000"
     assert serve.attestation and serve.log and serve.wait >= 600
-    config = serve_config(sidecar[1:])
-    # as narrow as the kubelet's probes and the scrape allow: the pod IP, never 0.0.0.0
-    assert (config.host, config.port) == ("$(POD_IP)", 9464)
     env = {e["name"]: e for e in containers["spark-validate"]["env"]}
     assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    # the kubelet expands $(POD_IP) before it execs the command; 127.0.0.2 stands in for the pod's address
+    config = serve_config([w.replace("$(POD_IP)", "127.0.0.2") for w in sidecar[1:]])
+    # as narrow as the kubelet's probes, the scrape and `kubectl port-forward` (which connects to the
+    # pod's localhost) allow: the pod IP and loopback, never 0.0.0.0
+    assert config.listen == (("127.0.0.2", 9464), ("127.0.0.1", 9464))
     assert config.schedule.probe  # the acceptance probe gates readiness
 
 

@@ -276,7 +276,7 @@ def test_sidecar_unit_exec_start_is_accepted_by_the_real_parser() -> None:
     serve = parse_cli(args)
     assert serve.command == "serve" and serve.url == "http://127.0.0.1:30000"
     config = serve_config(args)
-    assert (config.host, config.port) == ("127.0.0.1", 9464) and config.schedule.probe
+    assert config.listen == (("127.0.0.1", 9464),) and config.schedule.probe
 
 
 def test_watchdog_and_stale_alert_agree_with_serves_schedule() -> None:

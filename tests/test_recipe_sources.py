@@ -381,7 +381,8 @@ def test_start_budget_from_kubernetes(tmp_path: Path) -> None:
     real = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes" / "deployment.yaml"
     b = from_kubernetes(real, container="sglang")
     assert b.budget_s is not None and b.budget_s >= 600  # the shipped manifest covers a cold start
-    with pytest.raises(InputError, match="which container"):
+    assert from_kubernetes(real).detail == b.detail  # the server container is told by its command
+    with pytest.raises(InputError, match="no container 'nope' \\(containers: sglang, spark-validate\\)"):
         from_kubernetes(real, container="nope")
 
 

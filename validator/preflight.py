@@ -92,12 +92,13 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
     env, origin = server_environment(inputs)
     if inputs.running is not None:
         return launch_of_process(inputs.running, env, origin)
-    sources = (inputs.launch_cmd, inputs.launch_args_file, inputs.unit, inputs.script, inputs.argv)
-    given = [x for x in (*sources, inputs.docker_cmd, inputs.compose) if x is not None]
+    given = [x for x in _launch_sources(inputs) if x is not None]
+    if not given and inputs.kube_manifest is not None:
+        given = [inputs.kube_manifest]  # the manifest's SGLang container is the launch
     if len(given) != 1:
         raise UsageError(
-            "give exactly one of --launch-cmd, --launch-args-file, --unit, --script, --docker-cmd, --compose "
-            "(or `launch -- CMD...`)"
+            "give exactly one of --launch-cmd, --launch-args-file, --unit, --script, --docker-cmd, "
+            "--compose, --kube-manifest (or `launch -- CMD...`)"
         )
     if inputs.script_args and inputs.script is None:
         raise UsageError("--script-arg gives the arguments of --script")
@@ -167,8 +168,36 @@ ENV_READ_BY_CHECKS = (
 )
 
 
+def _launch_sources(inputs: PreflightInputs) -> tuple[object, ...]:
+    return (
+        inputs.launch_cmd,
+        inputs.launch_args_file,
+        inputs.unit,
+        inputs.script,
+        inputs.argv,
+        inputs.docker_cmd,
+        inputs.compose,
+    )
+
+
+def kube_is_launch(inputs: PreflightInputs) -> bool:
+    """``--kube-manifest`` given alone is the launch (its SGLang container's command, args and env);
+    beside another launch input it only bounds the start (``host.start_budget``)."""
+    return (
+        inputs.kube_manifest is not None
+        and inputs.running is None
+        and all(x is None for x in _launch_sources(inputs))
+    )
+
+
 def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> ContainerSpec | None:
-    """The container a --docker-cmd or --compose input describes (None for the other inputs)."""
+    """The container a --docker-cmd, --compose or lone --kube-manifest input describes (None for the
+    other inputs)."""
+    if kube_is_launch(inputs):
+        from validator.sources.kube_manifest import load_kube_container
+
+        assert inputs.kube_manifest is not None
+        return load_kube_container(inputs.kube_manifest, inputs.kube_container)
     if inputs.docker_cmd is not None:
         from validator.sources.docker_run import parse_docker_cmd
 

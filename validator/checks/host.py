@@ -61,7 +61,13 @@ def memory_available(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     )
 
 
-@check.builtin("host.start_budget", "preflight", needs=("startup",), params=("cold_start_s", "budget_s"))
+@check.builtin(
+    "host.start_budget",
+    "preflight",
+    needs=("startup",),
+    params=("cold_start_s", "budget_s"),
+    remedies=("kubernetes",),
+)
 def start_budget(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     cold = check.need(ctx.expect.startup, "startup").cold_start_s
     b = facts.start_budget
@@ -79,6 +85,8 @@ def start_budget(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             f"{b.detail}: {b.budget_s:g} s is shorter than a cold start ({cold:g} s): the supervisor "
             "would kill a healthy server while it loads",
             [DEPLOY],
+            # the remedy in the supervisor's own terms: a startupProbe under Kubernetes, else the unit's
+            remedy="kubernetes" if b.origin.startswith("kubernetes:") else None,
             params={"cold_start_s": cold, "budget_s": b.budget_s},
             **ev,
         )

@@ -1,9 +1,9 @@
-"""`spark-validate serve --url URL [--listen HOST:PORT]`: the sidecar daemon (validator/daemon).
+"""`spark-validate serve --url URL [--listen HOST:PORT ...]`: the sidecar daemon (validator/daemon).
 
 Same live inputs as ``check`` (``--log`` is followed incrementally, ``journal:UNIT`` included); the findings
 go to ``/readyz``, ``/metrics`` and ``/report``, not to the exit code. ``--unready-after`` is contract v2's
-readiness hysteresis. It exits 0 on SIGTERM, 2 on bad options, 65 on malformed inputs and 69 when it
-cannot listen.
+readiness hysteresis. It exits 0 on SIGTERM, 2 on bad options (a ``--listen`` host that does not resolve
+included), 65 on malformed inputs and 69 when it cannot listen on an address that resolves.
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("sidecar")
     g.add_argument(
         "--listen",
-        default=DEFAULT_LISTEN,
+        action="append",
+        default=None,
         metavar="HOST:PORT",
-        help=f"where to serve /readyz, /livez, /metrics, /report (default {DEFAULT_LISTEN})",
+        help=f"where to serve /readyz, /livez, /metrics, /report; repeatable, e.g. the pod IP for the "
+        f"kubelet and Prometheus plus 127.0.0.1 for `kubectl port-forward` (default {DEFAULT_LISTEN})",
     )
     g.add_argument(
         "--interval",
@@ -62,10 +64,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def parse_listen(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6). A host that does not resolve is a usage error (exit 2),
+    told before anything starts; one that resolves but is not this host's fails at bind (exit 69)."""
+    import socket
+
     host, sep, port = value.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise UsageError(f"serve: --listen expects HOST:PORT, got {value!r}")
+    try:
+        socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise UsageError(f"serve: --listen {value!r}: host {host!r} does not resolve ({reason})") from None
     return host, int(port)
 
 
@@ -77,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.url is None:
         raise UsageError("serve: --url names the server to watch")
-    host, port = parse_listen(args.listen)
+    listen = tuple(dict.fromkeys(parse_listen(v) for v in (args.listen or [DEFAULT_LISTEN])))
     for name in ("interval", "probe_interval", "health_interval"):
         if not getattr(args, name) > 0:
             raise UsageError(f"serve: --{name.replace('_', '-')} must be positive")
@@ -98,4 +109,4 @@ def run(args: argparse.Namespace) -> int:
         probe=not args.no_probe,
         unready_after_s=args.unready_after,
     )
-    return serve(inputs, loaded, ServeConfig(host=host, port=port, strict=args.strict, schedule=schedule))
+    return serve(inputs, loaded, ServeConfig(listen=listen, strict=args.strict, schedule=schedule))

@@ -338,7 +338,7 @@ class SidecarServer:
     ) -> None:
         self.endpoints = endpoints
         self.conns: set[_Protocol] = set()
-        self.server: asyncio.Server | None = None
+        self.servers: list[asyncio.Server] = []  # one listening socket per --listen address
         self._reaper: asyncio.Task[None] | None = None
         self.max_connections = min(max_connections, _fd_budget())
         self.header_timeout = header_timeout
@@ -388,14 +388,19 @@ class SidecarServer:
             loop.default_exception_handler(context)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on ``host:port`` (the bound address is returned); called again, listen on another
+        address too, with the same endpoints and the same connection bounds over all of them."""
         loop = asyncio.get_running_loop()
-        self._previous_handler = loop.get_exception_handler()
-        loop.set_exception_handler(self._exception_handler)
-        self.server = await loop.create_server(
+        if self._reaper is None:
+            self._previous_handler = loop.get_exception_handler()
+            loop.set_exception_handler(self._exception_handler)
+        server = await loop.create_server(
             lambda: _Protocol(self.endpoints, self), host, port, backlog=1024, reuse_address=True
         )
-        self._reaper = asyncio.create_task(self._reap(), name="sidecar-reaper")
-        addr = self.server.sockets[0].getsockname()
+        self.servers.append(server)
+        if self._reaper is None:
+            self._reaper = asyncio.create_task(self._reap(), name="sidecar-reaper")
+        addr = server.sockets[0].getsockname()
         return str(addr[0]), int(addr[1])
 
     async def _reap(self) -> None:
@@ -410,13 +415,14 @@ class SidecarServer:
     async def close(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
-        if self.server is not None:
-            self.server.close()
+        for server in self.servers:
+            server.close()
+        if self.servers:
             for c in list(self.conns):
                 if c.transport is not None:
                     c.transport.close()
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.server.wait_closed(), 0.5)
+                await asyncio.wait_for(asyncio.gather(*(s.wait_closed() for s in self.servers)), 0.5)
 
 
 def _fd_budget() -> int:

@@ -25,8 +25,8 @@ from validator.report import ProbeResult
 
 @dataclass(frozen=True)
 class ServeConfig:
-    host: str = "127.0.0.1"
-    port: int = 9464
+    # where to serve the endpoints: one or more (host, port), each its own listening socket
+    listen: tuple[tuple[str, int], ...] = (("127.0.0.1", 9464),)
     strict: bool = False
     schedule: Schedule = field(default_factory=Schedule)
 
@@ -74,12 +74,14 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
 
         # one reader for the daemon's life: each check parses only what the server logged since the last
         inputs.log_reader = open_log_reader(inputs.log)
-    try:
-        host, port = await server.start(config.host, config.port)
-    except OSError as exc:
-        raise UnavailableError(
-            f"serve: cannot listen on {config.host}:{config.port}: {exc.strerror or exc}"
-        ) from None
+    bound: list[str] = []
+    for host, port in config.listen:
+        try:
+            got_host, got_port = await server.start(host, port)
+        except OSError as exc:
+            await server.close()
+            raise UnavailableError(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        bound.append(f"[{got_host}]:{got_port}" if ":" in got_host else f"{got_host}:{got_port}")
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
 
     async def check(full: bool, previous: ProbeResult | None) -> LiveResult:
@@ -114,7 +116,7 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
         loop.add_signal_handler(sig, stop.set)
     log.info(
         "serving",
-        listen=f"{host}:{port}",
+        listen=bound if len(bound) > 1 else bound[0],
         url=inputs.url,
         interval_s=config.schedule.interval_s,
         probe_interval_s=config.schedule.probe_interval_s,

@@ -77,6 +77,9 @@ class ContainerSpec:
     mounts: list[Mount] = field(default_factory=list)
     workdir: str | None = None
     built_locally: bool = False  # compose `build:`: an image made from a Dockerfile here
+    # what only the runtime fills in (a Kubernetes valueFrom): variable -> why; and notes for the report
+    unresolved: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def env_file_lines(path: Path | str) -> Iterator[tuple[int, str]]:
@@ -303,4 +306,6 @@ def launch_from_container(spec: ContainerSpec) -> LaunchFacts:
         env_origin=spec.env_origin,
         base_dir=Path(spec.workdir) if spec.workdir else None,
     )
+    facts.unresolved.update(spec.unresolved)
+    facts.warnings.extend(spec.warnings)
     return facts

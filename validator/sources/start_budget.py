@@ -76,7 +76,6 @@ def from_unit(unit: ServiceUnit) -> StartBudgetFacts:
 
 # Kubernetes (the kubelet's probe defaults: initialDelaySeconds 0, periodSeconds 10, failureThreshold 3).
 _PROBE_DEFAULTS = {"initialDelaySeconds": 0, "periodSeconds": 10, "failureThreshold": 3}
-_MANIFEST_CAP = 4 * 1024 * 1024
 
 
 def _probe_budget(probe: object, where: str) -> float:
@@ -92,43 +91,14 @@ def _probe_budget(probe: object, where: str) -> float:
     return float(values["initialDelaySeconds"] + values["periodSeconds"] * max(1, values["failureThreshold"]))
 
 
-def _containers(doc: object) -> list[dict[str, object]]:
-    """Containers of a Pod, or of the pod template of a Deployment/StatefulSet/DaemonSet/Job."""
-    if not isinstance(doc, dict):
-        return []
-    spec = doc.get("spec")
-    if isinstance(spec, dict) and isinstance(spec.get("template"), dict):
-        spec = spec["template"].get("spec")
-    if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
-        return []
-    return [c for c in spec["containers"] if isinstance(c, dict)]
-
-
 def from_kubernetes(path: Path, container: str | None = None) -> StartBudgetFacts:
     """The start budget of the SGLang container in a manifest (multi-document YAML): its startupProbe, or,
     without one, its livenessProbe, which then runs from the start; neither means no limit."""
-    import yaml
-
-    from validator.sources.files import read_text_bounded
+    from validator.sources.kube_manifest import select_container
 
     where = str(path)
-    text = read_text_bounded(path, _MANIFEST_CAP, "Kubernetes manifest")
-    try:
-        docs = list(yaml.safe_load_all(text))
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise InputError(where, "not valid YAML", mark.line + 1 if mark is not None else None) from None
-    candidates = [c for d in docs for c in _containers(d)]
-    if container is not None:
-        chosen = [c for c in candidates if c.get("name") == container]
-    else:
-        chosen = [
-            c for c in candidates if "sglang" in repr((c.get("command"), c.get("args"), c.get("image")))
-        ]
-    if len(chosen) != 1:
-        names = ", ".join(str(c.get("name")) for c in candidates) or "none"
-        raise InputError(where, f"cannot tell which container runs SGLang (containers: {names}); name it")
-    c = chosen[0]
+    chosen = select_container(path, container)
+    c = chosen.spec
     name = c.get("name")
     for key in ("startupProbe", "livenessProbe"):
         if key in c:

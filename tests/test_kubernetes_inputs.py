@@ -1,0 +1,110 @@
+"""The Kubernetes front door from the operator's side: the shipped manifest read as the kubelet runs it,
+the sidecar reachable where `kubectl port-forward` connects, a bad ``--listen`` named before anything
+starts, and the start-budget remedy in Kubernetes terms."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from tests.support.cli import preflight_json, run_cli
+from tests.support.daemon_process import daemon_process
+from tests.support.loopback import free_port
+from tests.support.sim_process import sim_process
+
+REPO = Path(__file__).resolve().parents[1]
+MANIFEST = REPO / "deploy" / "kubernetes" / "deployment.yaml"
+
+
+def _checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in report["checks"]}
+
+
+def test_preflight_reads_the_shipped_manifests_sglang_container() -> None:
+    """Our own manifest: both containers use the same image; the one that runs SGLang is found by its
+    command, and its command, args and env are what the checks judge (no exit 65)."""
+    rc, report, err = preflight_json({}, "--kube-manifest", str(MANIFEST))
+    assert report, err
+    checks = _checks(report)
+    for check in ("moe.backend", "spec.config", "lm_head.exclusive", "launch.warnings"):
+        assert checks[check]["status"] == "pass", checks[check]
+    fp8 = checks["lm_head.fp8"]
+    assert "kubernetes:" in str(fp8["evidence"].get("set_in")), fp8  # SGLANG_ENABLE_FP8_LM_HEAD from env
+    assert "inside the image" in fp8["message"]  # the install is in the image: not proven from outside
+    assert checks["host.start_budget"]["status"] == "pass"
+    assert "startupProbe: 900 s" in checks["host.start_budget"]["message"]
+    assert rc == 69 and report["verdict"] == "inconclusive"
+
+
+def test_kubelet_expansion_and_values_only_the_kubelet_knows(tmp_path: Path) -> None:
+    doc = yaml.safe_load(MANIFEST.read_text().split("\n---\n")[0])
+    server = doc["spec"]["template"]["spec"]["containers"][0]
+    server["env"] = [
+        {"name": "ARGS_HEAD", "value": "humming"},
+        {"name": "SGLANG_ENABLE_FP8_LM_HEAD", "valueFrom": {"configMapKeyRef": {"name": "r", "key": "fp8"}}},
+    ]
+    server["args"] = [a.replace("=humming", "=$(ARGS_HEAD)") for a in server["args"]] + [
+        "--served-model-name=$$x"
+    ]
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, report, err = preflight_json({}, "--kube-manifest", str(path))
+    assert report, err
+    checks = _checks(report)
+    assert checks["moe.backend"]["status"] == "pass", checks["moe.backend"]  # $(ARGS_HEAD) expanded
+    fp8 = checks["lm_head.fp8"]
+    assert fp8["status"] == "error" and "configMapKeyRef" in fp8["message"], fp8  # unknown, never "unset"
+
+
+def test_a_container_that_cannot_be_told_is_one_line_naming_the_remedy(tmp_path: Path) -> None:
+    path = tmp_path / "two.yaml"
+    doc = yaml.safe_load(MANIFEST.read_text().split("\n---\n")[0])
+    containers = doc["spec"]["template"]["spec"]["containers"]
+    containers.append({**containers[0], "name": "sglang-b"})
+    path.write_text(yaml.safe_dump(doc))
+    proc = run_cli("preflight", "--kube-manifest", str(path))
+    assert proc.returncode == 65, proc.stderr
+    assert "--kube-container" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    named = run_cli(
+        "preflight", "--kube-manifest", str(path), "--kube-container", "sglang-b", "--format", "json"
+    )
+    assert named.returncode == 69, named.stderr  # named: read, inconclusive only for the image
+
+
+def test_start_budget_remedy_under_kubernetes_speaks_of_the_startup_probe(tmp_path: Path) -> None:
+    doc = yaml.safe_load(MANIFEST.read_text().split("\n---\n")[0])
+    doc["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["failureThreshold"] = 12
+    path = tmp_path / "short.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    _, report, err = preflight_json({}, "--kube-manifest", str(path))
+    assert report, err
+    budget = _checks(report)["host.start_budget"]
+    assert budget["status"] == "warn", budget
+    assert "startupProbe" in budget["remedy"] and "TimeoutStartSec" not in budget["remedy"], budget["remedy"]
+
+
+def test_sidecar_serves_on_every_listen_address(tmp_path: Path) -> None:
+    """``--listen`` repeated: the same endpoints on each address (the pod IP for the kubelet and
+    Prometheus, loopback for port-forward)."""
+    second = free_port()
+    with (
+        sim_process(tmp_path, "--scenario", "healthy") as sim,
+        daemon_process(
+            tmp_path, sim.url, "--listen", f"127.0.0.1:{second}", "--no-probe", "--wait", "5"
+        ) as daemon,
+    ):
+        first = daemon.get("/livez")
+        other = httpx.get(f"http://127.0.0.1:{second}/livez", timeout=5)
+        assert first.status_code == other.status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{second}/metrics", timeout=5).text.startswith("#")
+
+
+def test_a_listen_host_that_does_not_resolve_is_a_usage_error() -> None:
+    proc = run_cli(
+        "serve", "--url", "http://127.0.0.1:9", "--listen", "no-such-host.invalid:9464", timeout=30
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "does not resolve" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
