@@ -31,6 +31,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--api-key-file", type=Path, help="file holding the API key (never pass a key as an argument)"
     )
     p.add_argument("--log", type=Path, help="write a server log in SGLang's format to FILE")
+    p.add_argument(
+        "--log-style",
+        choices=("dict", "dataclass", "dataclass-ranked"),
+        default="dict",
+        help="the SGLang build family the log imitates: dict (0.5.23's server_args={...}, the default), "
+        "dataclass (server_args=ServerArgs(...), decode lines without accept rate, access lines, progress "
+        "bars), dataclass-ranked (2026 builds: level and location, DP0 TP0 EP0 tags, --log-requests echoes)",
+    )
     p.add_argument("--attestation", type=Path,
                    help="attestation file path (default: where the plugin would write it: "
                         "$SPARK_VALIDATE_ATTESTATION, $RUNTIME_DIRECTORY, /run/spark-validate or "
@@ -94,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         startup_seconds=args.startup_seconds,
         api_key=key,
         log_path=args.log,
+        log_style=args.log_style,
         attestation_path=attestation,
         host=args.host,
         port=args.port,

@@ -53,6 +53,7 @@ class SimConfig:
     host: str = "127.0.0.1"
     port: int = 30000
     extra_args: tuple[str, ...] = ()  # SGLang arguments given after `--`, on top of the scenario's
+    log_style: str = "dict"  # the build family the log imitates (server_log.LOG_STYLES)
 
 
 class SimEngine:
@@ -61,7 +62,9 @@ class SimEngine:
             raise ValueError("speed must be positive")
         self.config = config
         self.scenario = config.scenario
-        self.log = server_log.ServerLog(config.log_path, tp_size=1)
+        self.log = server_log.ServerLog(
+            config.log_path, tp_size=1, style=server_log.LOG_STYLES[config.log_style]
+        )
         self.metrics = SimMetrics(SERVED_MODEL_NAME, self.scenario) if self.scenario.metrics else None
         self.loaded = False  # weights and graphs are ready: the warm-up request can be served
         self.ready = False  # warm-up done: ServerStatus.Up
@@ -113,7 +116,7 @@ class SimEngine:
         dies here (the ReplaySSM ring error, raised at pool allocation after the weights have loaded)."""
         sc = self.scenario
         total = max(0.0, self.config.startup_seconds * sc.startup_factor)
-        lines = server_log.startup_lines(sc, self.args)
+        lines = server_log.startup_lines(sc, self.args, self.log.style)
         step = total / (len(lines) + 1)
         for message, tp in lines:
             self.log.line(message, tp=tp)
@@ -170,7 +173,7 @@ class SimEngine:
         if await self.load():
             await self.warm_up()
 
-    def crash(self, lines: list[tuple[str, bool]] | None = None) -> None:
+    def crash(self, lines: list[tuple[str, bool | None]] | None = None) -> None:
         """The scheduler dies: log like SGLang does, then stop answering altogether."""
         if self.crashed:
             return
@@ -213,6 +216,7 @@ class SimEngine:
         """A prefill ran: SGLang's ``report_prefill_stats`` pushes every scheduler gauge with the current
         stats (metrics_reporter.py:897), so the spec gauges exist (at 0 without speculation) from the first
         request on."""
+        self.log.prefill(max(1, self.running))
         if self.metrics is not None:
             with self._lock:
                 self.metrics.log_stats(running=max(1, self.running), throughput=self.last_gen_throughput)
@@ -248,6 +252,9 @@ class SimEngine:
                 accept_len=accept_len,
                 accept_rate=accept_rate,
                 throughput=self.last_gen_throughput,
+                style=self.log.style,
+                iteration=self.decode_steps,
+                rounds=self._iv_forward,
             ),
             tp=True,
         )

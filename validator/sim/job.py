@@ -99,6 +99,8 @@ class Job:
             schema_instance(schema, engine.config.seed + len(prompt)) if isinstance(schema, str) else None
         )
         self.logprobs = logprobs
+        self.prompt = prompt
+        self.params = params
         self.prompt_ids = [1000 + (ord(c) * 131 + i) % (VOCAB - 1000) for i, c in enumerate(prompt[:64])]
         self.result = dm.decode(
             engine.scenario,
@@ -181,6 +183,7 @@ class Job:
 
     def _finish(self, streaming: bool) -> None:
         d, m = self.result, self.engine.metrics
+        self.engine.log.finished(self.rid, d.text, d.completion_tokens)
         if m is not None and self.log_metrics:
             m.finished(
                 streaming=streaming,
@@ -194,6 +197,7 @@ class Job:
 
     async def run(self) -> dict[str, Any]:
         d, e = self.result, self.engine
+        e.log.received(self.rid, self.prompt, self.params)
         e.running += 1
         e.prefilled()
         try:
@@ -223,6 +227,7 @@ class Job:
         d, e = self.result, self.engine
         chunks = dm.stream_chunks(d)
         per_chunk = d.decode_s / max(1, len(chunks) - 1)
+        e.log.received(self.rid, self.prompt, self.params)
         e.running += 1
         e.prefilled()
         try:

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from validator.errors import UnavailableError, UsageError
-from validator.sim import scenarios
+from validator.sim import scenarios, server_log
 from validator.sim.engine import DEFAULT_STARTUP_SECONDS, SimConfig, SimEngine
 
 
@@ -45,7 +45,7 @@ def _make(engine: SimEngine, sock: socket.socket) -> Any:
     from validator.sim.app import create_app
 
     config = uvicorn.Config(
-        create_app(engine),
+        server_log.access_logged(create_app(engine), engine.log),
         log_level="warning",
         access_log=False,
         lifespan="off",
@@ -97,12 +97,17 @@ class SimServer:
         port: int = 0,
         refuse_until_ready: bool = False,
         extra_args: tuple[str, ...] = (),
+        log_style: str = "dict",
     ) -> None:
         sc = scenarios.resolve(scenario)
         if sc.auth and not api_key:
             raise UsageError("sim: scenario auth-required needs an API key")
         if speed <= 0:
             raise UsageError("sim: --speed must be positive")
+        if log_style not in server_log.LOG_STYLES:
+            raise UsageError(
+                f"sim: unknown --log-style {log_style!r} (one of {', '.join(server_log.LOG_STYLES)})"
+            )
         self.engine = SimEngine(
             SimConfig(
                 scenario=sc,
@@ -115,6 +120,7 @@ class SimServer:
                 host=host,
                 port=port,
                 extra_args=tuple(extra_args),
+                log_style=log_style,
             )
         )
         self._host = host

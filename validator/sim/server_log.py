@@ -5,12 +5,21 @@ happen). The scheduler's prefix names only the parallel ranks that exist (``conf
 srt/managers/scheduler.py:6279-6291): ``" TP0"`` only when ``tp_size > 1``, so the single-GPU Spark server
 writes none. The ``server_args=`` line is the resolved dict's repr, with any API key masked: unlike the
 real server, the simulator never writes a secret to disk.
+
+``--log-style`` picks the build family the log imitates (:data:`LOG_STYLES`), so that a reader is tried on
+what real servers write, not only on the current dict form: the ``ServerArgs(...)`` dataclass repr of the
+2024-2026 builds, their decode lines, the level and location prefix (``INFO engine.py:177:``) and rank tags
+(``DP0 TP0 EP0``) of 2026 builds, and the lines of a busy real server that are no evidence: uvicorn's
+access lines, ``--log-requests`` echoes of each prompt, progress bars, ``Prefill batch`` and ``Memory pool
+end`` lines.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,35 +28,172 @@ from validator.sim.scenarios import MOE_LAYERS, NUM_LAYERS, TARGET_CLASS, Scenar
 _BS = [1, 2, 4, 8, 16, 24, 32, 40, 48]
 
 
+@dataclass(frozen=True)
+class LogStyle:
+    """One build family's way of logging (see the module docstring)."""
+
+    name: str
+    dataclass_args: bool = False  # server_args=ServerArgs(key=value, ...) instead of the dict
+    levels: bool = False  # "INFO file.py:N: " after the stamp
+    ranks: str = ""  # a scheduler line's rank tags (" DP0 TP0 EP0")
+    decode: str = "0.5.23"  # the decode line's family: "0.5.23", "2025" (no accept rate), "iterations"
+    noise: bool = False  # access lines, progress bars, Prefill batch, Memory pool end
+    log_requests: bool = False  # --log-requests: Receive:/Finish: echoes of every request
+
+
+LOG_STYLES: dict[str, LogStyle] = {
+    # the current dict form (SGLang 0.5.23, the Ling-3.0 DGX Spark deployment)
+    "dict": LogStyle("dict"),
+    # the dataclass repr and the decode line without accept rate of 2025 builds, on a busy server
+    "dataclass": LogStyle("dataclass", dataclass_args=True, decode="2025", noise=True),
+    # 2026 builds: level and location, rank tags, iteration numbers, spec tokens/rounds, --log-requests
+    "dataclass-ranked": LogStyle(
+        "dataclass-ranked",
+        dataclass_args=True,
+        levels=True,
+        ranks=" DP0 TP0 EP0",
+        decode="iterations",
+        noise=True,
+        log_requests=True,
+    ),
+}
+DEFAULT_STYLE = LOG_STYLES["dict"]
+
+# where SGLang logs each message from (for the level/location prefix of 2026 builds)
+_LOCATIONS = (
+    ("server_args=", "engine.py:177"),
+    ("Load weight", "model_runner.py:1373"),
+    ("Decode batch", "scheduler_metrics_mixin.py:263"),
+    ("Prefill batch", "scheduler_metrics_mixin.py:171"),
+    ("The server is fired up", "http_server.py:2600"),
+    ("Scheduler hit an exception", "scheduler.py:6372"),
+    ("Received sigquit", "engine.py:1978"),
+    ("Receive:", "request_logger.py:116"),
+    ("Finish:", "request_logger.py:197"),
+    ("Capture ", "cuda_graph_setup.py:757"),
+    ("Memory pool end", "kv_cache_configurator.py:499"),
+)
+
+
+def _location(message: str) -> str:
+    for start, where in _LOCATIONS:
+        if message.startswith(start):
+            return where
+    return "engine.py:1"
+
+
 class ServerLog:
     """Append-only log file (or nothing when no path is given); safe to call from any thread.
 
-    ``tp`` marks a scheduler line; it gets the ``TP<rank>`` prefix only under tensor parallelism."""
+    ``tp`` marks a scheduler line; it gets the ``TP<rank>`` prefix only under tensor parallelism (and the
+    style's rank tags); ``tp=None`` writes the text as it is, with no logger prefix (a progress bar)."""
 
-    def __init__(self, path: Path | None, *, tp_size: int = 1) -> None:
+    def __init__(self, path: Path | None, *, tp_size: int = 1, style: LogStyle = DEFAULT_STYLE) -> None:
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
-        self._prefix = " TP0" if tp_size > 1 else ""
+        self.style = style
+        self._prefix = style.ranks or (" TP0" if tp_size > 1 else "")
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = path.open("a", encoding="utf-8")
 
-    def line(self, message: str, *, tp: bool = False) -> None:
+    def line(self, message: str, *, tp: bool | None = False, located: bool = True) -> None:
+        """One record; ``located=False`` for a logger that adds no level and location of SGLang's
+        (uvicorn's access logger writes its own ``INFO:`` level)."""
         if self._fh is None:
             return
-        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-        prefix = self._prefix if tp else ""
+        if tp is None:
+            text = message
+        else:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            prefix = self._prefix if tp else ""
+            level = ""
+            if self.style.levels and located:
+                severe = message.startswith(("Scheduler hit an exception", "Received sigquit"))
+                level = f"{'ERROR' if severe else 'INFO'} {_location(message)}: "
+            text = f"[{stamp}{prefix}] {level}{message}"
         with self._lock:
             if self._fh is None:
                 return
-            self._fh.write(f"[{stamp}{prefix}] {message}\n")
+            self._fh.write(text + "\n")
             self._fh.flush()
+
+    def access(self, client: str, method: str, target: str, status: int) -> None:
+        """uvicorn's access line, as SGLang's log shows it (the raw request line of any client)."""
+        if self.style.noise:
+            phrase = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}.get(status, "")
+            request = f'"{method} {target} HTTP/1.1"'
+            self.line(f"INFO:     {client} - {request} {status} {phrase}".rstrip(), located=False)
+
+    def prefill(self, running: int) -> None:
+        if self.style.noise:
+            self.line(
+                "Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 0, token usage: 0.00, "
+                f"#running-req: {running - 1}, #queue-req: 0, #pending-token: 0, cuda graph: False, "
+                "input throughput (token/s): 1024.00",
+                tp=True,
+            )
+
+    def received(self, rid: str, prompt: str, params: dict[str, Any]) -> None:
+        """``--log-requests``: the request as SGLang echoes it (the prompt's repr, whatever it holds)."""
+        if self.style.log_requests:
+            self.line(
+                f"Receive: obj=GenerateReqInput(rid={rid!r}, text={prompt!r}, sampling_params={params!r})"
+            )
+
+    def finished(self, rid: str, text: str, completion_tokens: int) -> None:
+        if self.style.log_requests:
+            out = {"text": text, "meta_info": {"id": rid, "completion_tokens": completion_tokens}}
+            self.line(f"Finish: obj=GenerateReqInput(rid={rid!r}), out={out!r}")
 
     def close(self) -> None:
         with self._lock:
             if self._fh is not None:
                 self._fh.close()
                 self._fh = None
+
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def access_logged(app: App, log: ServerLog) -> App:
+    """The ASGI app with uvicorn's access line written to the simulated log after each response (only
+    for the styles that imitate a busy real server)."""
+    if not log.style.noise:
+        return app
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+        status = 0
+
+        async def send_status(message: MutableMapping[str, Any]) -> None:
+            nonlocal status
+            if message.get("type") == "http.response.start":
+                status = int(message.get("status", 0))
+            await send(message)
+
+        try:
+            await app(scope, receive, send_status)
+        finally:
+            client = scope.get("client") or ("127.0.0.1", 0)
+            query = scope.get("query_string", b"").decode("ascii", "replace")
+            target = scope.get("path", "/") + (f"?{query}" if query else "")
+            log.access(f"{client[0]}:{client[1]}", str(scope.get("method", "GET")), target, status)
+
+    return wrapped
+
+
+def server_args_message(args: dict[str, Any], style: LogStyle = DEFAULT_STYLE) -> str:
+    """The launcher's ``server_args=`` line: the resolved dict, or the dataclass repr of older builds."""
+    masked = _masked(args)
+    if not style.dataclass_args:
+        return f"server_args={masked!r}"
+    return "server_args=ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in masked.items()) + ")"
 
 
 def _masked(args: dict[str, Any]) -> dict[str, Any]:
@@ -88,12 +234,14 @@ def _eagle_draft_graph_lines(scenario: Scenario, avail: float) -> list[str]:
     return out
 
 
-def startup_lines(scenario: Scenario, args: dict[str, Any]) -> list[tuple[str, bool]]:
+def startup_lines(
+    scenario: Scenario, args: dict[str, Any], style: LogStyle = DEFAULT_STYLE
+) -> list[tuple[str, bool | None]]:
     """(message, scheduler?) in the order a real start-up prints them, up to the end of graph capture.
 
     With a ReplaySSM ring the pool rejects (``Scenario.ring_error``), the lines stop after the weights
     have loaded, where ``memory_pool.py`` raises: :func:`ring_failure_lines` follows."""
-    lines: list[tuple[str, bool]] = []
+    lines: list[tuple[str, bool | None]] = []
     if scenario.moe_backend_flag == "auto":
         lines.append(
             (
@@ -110,12 +258,17 @@ def startup_lines(scenario: Scenario, args: dict[str, Any]) -> list[tuple[str, b
                 False,
             )
         )
-    lines.append((f"server_args={_masked(args)!r}", False))
+    lines.append((server_args_message(args, style), False))
     if scenario.plugin:
         lines += [(m, True) for m in plugin_lines()]
     lines.append(("Detected fp8 checkpoint.", True))
     lines.append(("Detected mixed checkpoint layout: routed experts are MXFP4.", True))
     lines.append(("Load weight begin. avail mem=119.62 GB", True))
+    if style.noise:  # tqdm's bars: no logger prefix
+        lines.append(("Loading safetensors checkpoint shards:   0% Completed | 0/27 [00:00<?, ?it/s]", None))
+        lines.append(
+            ("Loading safetensors checkpoint shards: 100% Completed | 27/27 [00:52<00:00,  1.94s/it]", None)
+        )
     if scenario.fp8_head:
         lines.append(("Online FP8 quantization enabled for lm_head.", True))
     lines += [(_moe_line(scenario, f"model.layers.{i}.mlp.experts"), True) for i in range(1, MOE_LAYERS + 1)]
@@ -162,10 +315,15 @@ def startup_lines(scenario: Scenario, args: dict[str, Any]) -> list[tuple[str, b
     # srt/mem_cache/memory_pool.py:1004-1009 (the ring error above is raised just before it)
     mamba = "max_mamba_cache_size: 48, conv_state size: 0.12GB, ssm_state size: 0.84GB "
     lines.append((f"Mamba Cache is allocated. {mamba}", True))
+    if style.noise:
+        lines.append(("Memory pool end. avail mem=40.02 GB", True))
     if scenario.moe_backend == "humming":
         lines.append(("Using indexed gemm for humming moe", True))
     phase = "verify" if scenario.spec else "decode"
     tokens = scenario.num_draft_tokens if scenario.spec else 1
+    if style.noise:
+        bar = "Capturing batches (bs=48 avail_mem=40.02 GB): 100%|██████████| 9/9 [00:21<00:00,  2.37s/it]"
+        lines.append((bar, None))
     lines += [(m, True) for m in _graph_lines("target", phase, tokens, 21.37, 1.21, 40.02)]
     if scenario.dspark:
         lines += [(m, True) for m in _graph_lines("draft", "verify", tokens, 3.91, 0.44, 38.81)]
@@ -221,7 +379,7 @@ def startup_timings_line(startup: dict[str, Any]) -> str:
     )
 
 
-def ring_failure_lines(error: str) -> list[tuple[str, bool]]:
+def ring_failure_lines(error: str) -> list[tuple[str, bool | None]]:
     """What a scheduler that raised during pool allocation leaves in the log before the process tree dies:
     ``Scheduler hit an exception: <traceback>`` (srt/managers/scheduler.py:6370-6373), then the launcher's
     SIGQUIT handler line (srt/entrypoints/engine.py:1976-1980)."""
@@ -250,14 +408,42 @@ def _moe_line(scenario: Scenario, layer: str) -> str:
 
 
 def decode_batch_line(
-    *, running: int, used_tokens: int, accept_len: float | None, accept_rate: float | None, throughput: float
+    *,
+    running: int,
+    used_tokens: int,
+    accept_len: float | None,
+    accept_rate: float | None,
+    throughput: float,
+    style: LogStyle = DEFAULT_STYLE,
+    iteration: int = 0,
+    rounds: int = 0,
 ) -> str:
-    """The scheduler's periodic line; the KDA hybrid model shows the mamba fields."""
+    """The scheduler's periodic line in the style's build family; the KDA hybrid model shows the mamba
+    fields in 0.5.23's. ``iteration`` and ``rounds`` (the interval's verify rounds) fill the fields of the
+    builds that log them."""
     usage = used_tokens / 1048576
+    spec = accept_len is not None and accept_rate is not None
+    if style.decode == "2025":  # no accept rate (pre-0.5 builds)
+        msg = f"Decode batch. #running-req: {running}, #token: {used_tokens}, token usage: {usage:.2f}, "
+        if spec:
+            msg += f"accept len: {accept_len:.2f}, "
+        return msg + f"cuda graph: True, gen throughput (token/s): {throughput:.2f}, #queue-req: 0"
+    if style.decode == "iterations":  # iteration numbers, spec tokens and rounds
+        msg = (
+            f"Decode batch [{iteration}], #running-req: {running}, #full token: {used_tokens}, "
+            f"full token usage: {usage:.2f}, "
+        )
+        if spec:
+            assert accept_len is not None and accept_rate is not None
+            msg += (
+                f"spec tokens: {round(accept_len * rounds)}, spec rounds: {rounds}, "
+                f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
+            )
+        return msg + f"cuda graph: True, gen throughput (token/s): {throughput:.2f}, #queue-req: 0"
     msg = (
         f"Decode batch, #running-req: {running}, #full token: {used_tokens}, full token usage: {usage:.2f}, "
         f"mamba num: {running}, mamba usage: {min(1.0, running / 48):.2f}, "
     )
-    if accept_len is not None and accept_rate is not None:
+    if spec:
         msg += f"accept len: {accept_len:.2f}, accept rate: {accept_rate:.2f}, "
     return msg + f"cuda graph: True, gen throughput (token/s): {throughput:.2f}, #queue-req: 0"
