@@ -5,8 +5,8 @@ simulator's scenario of each recipe reaches the scenario table's verdict.
 
 The server host is a fake DGX Spark (``tests/support/gb10_host.py``): a GB10 with 113 GiB available.
 The server's venv holds SGLang 0.5.23's real files (Ling-3.0 patch applied, DSpark worker and draft models
-included), the real humming-kernels 0.1.19 release unpacked from PyPI's wheel, and FlashInfer 0.6.3
-dist-infos; its home holds FlashInfer's precompiled
+included), the real humming-kernels 0.1.19 release unpacked from PyPI's wheel, and the dist-infos of the real
+flashinfer-python and flashinfer-cubin 0.6.3; its home holds FlashInfer's precompiled
 fused_moe_120 where SGLang 0.5.23 makes FlashInfer look; the checkpoints are real safetensors files and
 the DSpark draft a real config.json.
 """
@@ -26,7 +26,17 @@ from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import preflight_json
 from tests.support.gb10_host import fake_host, gb10_host, host_env
 from tests.support.launch_recipe import Mistake
-from tests.support.pypi_wheels import HUMMING_SAFE, HUMMING_UNSAFE, humming_site, install_into
+from tests.support.pypi_wheels import (
+    HUMMING_SAFE,
+    HUMMING_UNSAFE,
+    SGLANG_OLD,
+    flashinfer_cubin_site,
+    flashinfer_python_site,
+    humming_site,
+    install_dist_info,
+    install_into,
+    sglang_old_site,
+)
 from tests.support.sglang_builds import fake_interpreter, make_build
 from tests.support.sglang_wheel import sglang_root
 
@@ -49,10 +59,12 @@ DRAFT_CONFIG = {
 }
 
 
-def _dist(site: Path, name: str, version: str) -> None:
-    d = site / f"{name}-{version}.dist-info"
-    d.mkdir(parents=True, exist_ok=True)
-    (d / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+def install_flashinfer(site: Path, version: str) -> None:
+    """Replace the venv's flashinfer-python record with the real ``version``'s dist-info (what the
+    reader reads; the 48 MB package itself is not copied)."""
+    for old in site.glob("flashinfer_python-*.dist-info"):
+        shutil.rmtree(old)
+    install_dist_info(site, flashinfer_python_site(version))
 
 
 def install_humming(site: Path, version: str) -> None:
@@ -107,8 +119,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
     site = base / "venv" / "lib" / "site-packages"
     make_build(site, dspark=True)
     install_humming(site, HUMMING)
-    _dist(site, "flashinfer_python", FLASHINFER)
-    _dist(site, "flashinfer_cubin", FLASHINFER)
+    install_flashinfer(site, FLASHINFER)
+    install_dist_info(site, flashinfer_cubin_site(FLASHINFER))
     python = fake_interpreter(base / "venv" / "bin", site)
     model, draft = base / "model", base / "draft"
     write_checkpoint(model, small=False)
@@ -234,19 +246,15 @@ def test_host_hazards(server: Server, tmp_path: Path) -> None:
     rc, report, _ = preflight(env, DSPARK, "--launch-cmd", server.cmd(DSPARK))
     assert rc == 78 and by_status(report, "fail") == {"host.memory_available"}
     assert "40.0 GiB" in check(report, "host.memory_available")["message"]
-    cubin = next(server.site.glob("flashinfer_cubin-*.dist-info"))
-    moved = cubin.with_name("flashinfer_cubin-0.6.2.dist-info")
-    cubin.rename(moved)
-    (moved / "METADATA").write_text("Metadata-Version: 2.1\nName: flashinfer-cubin\nVersion: 0.6.2\n")
+    # the real flashinfer-python 0.6.2 beside the real flashinfer-cubin 0.6.3: FlashInfer refuses to start
+    install_flashinfer(server.site, "0.6.2")
     try:
         rc, report, _ = preflight(server.recipe_env(COOKBOOK), COOKBOOK, "--launch-cmd", server.cmd(COOKBOOK))
     finally:
-        moved.rename(cubin)
-        (cubin / "METADATA").write_text(
-            f"Metadata-Version: 2.1\nName: flashinfer-cubin\nVersion: {FLASHINFER}\n"
-        )
+        install_flashinfer(server.site, FLASHINFER)
     assert rc == 78 and by_status(report, "fail") == {"moe.flashinfer_kernels"}
-    assert "0.6.2 does not match" in check(report, "moe.flashinfer_kernels")["message"]
+    message = check(report, "moe.flashinfer_kernels")["message"]
+    assert "flashinfer-cubin 0.6.3 does not match flashinfer-python 0.6.2" in message
 
 
 @pytest.mark.parametrize("version", HUMMING_UNSAFE + HUMMING_SAFE)
@@ -280,6 +288,28 @@ def test_humming_gb10_does_not_apply_off_a_spark(server: Server, tmp_path: Path)
     finally:
         install_humming(server.site, HUMMING)
     assert check(report, "moe.humming_gb10")["status"] == "skip", err
+
+
+def test_recipes_on_a_venv_with_the_real_sglang_0_5_9(server: Server, tmp_path: Path) -> None:
+    """The DSpark recipe launched with an interpreter whose SGLang is the real 0.5.9 release: that build
+    has no DSPARK, no humming backend and no FP8-head variable, and each check that reads the build says
+    so (fail, not error): the server could not run this recipe."""
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    install_into(site, [sglang_old_site()])
+    install_dist_info(site, humming_site(HUMMING))
+    shutil.copytree(server.site / "humming", site / "humming")
+    for dist in (flashinfer_python_site(FLASHINFER), flashinfer_cubin_site(FLASHINFER)):
+        install_dist_info(site, dist)
+    python = fake_interpreter(tmp_path / "venv" / "bin", site)
+    cmd = server.cmd(DSPARK).replace(str(server.python), str(python), 1)
+    rc, report, err = preflight(server.recipe_env(DSPARK), DSPARK, "--launch-cmd", cmd)
+    assert rc == 78, err
+    failed = by_status(report, "fail")
+    assert failed == {"lm_head.fp8", "spec.lm_head_shared", "moe.backend"}, failed
+    assert "no DSPARK speculative algorithm" in check(report, "spec.lm_head_shared")["message"]
+    assert "(0.5.9) has no 'humming' MoE runner backend" in check(report, "moe.backend")["message"]
+    version = check(report, "sglang.version")
+    assert version["status"] == "warn" and f"SGLang {SGLANG_OLD};" in version["message"]
 
 
 def test_start_budget_shorter_than_cold_start_warns(server: Server, tmp_path: Path) -> None:

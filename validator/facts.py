@@ -134,6 +134,8 @@ class SGLangInstallFacts:
     # module to the draft (attach_shared_modules) unless the draft class sets uses_own_vocab_modules
     dspark_attaches_lm_head: bool | None = None
     dspark_draft_classes: dict[str, bool | None] | None = None  # class -> uses_own_vocab_modules
+    # the build knows DSPARK at all (the worker file, or a DSPARK member of SpeculativeAlgorithm)
+    dspark_supported: bool | None = None
     # whether importing sglang points FLASHINFER_WORKSPACE_BASE at SGLANG_CACHE_DIR (sglang/__init__.py)
     redirects_flashinfer_cache: bool | None = None
     note: str | None = None  # why something could not be read

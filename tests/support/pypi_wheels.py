@@ -36,6 +36,11 @@ HUMMING_UNSAFE = ("0.1.11",)
 HUMMING_SAFE = ("0.1.12", "0.1.13", "0.1.19", "0.1.20")
 HUMMING_VERSIONS = HUMMING_UNSAFE + HUMMING_SAFE
 
+# SGLang releases besides 0.5.23 (tests/support/sglang_wheel.py): 0.5.9 predates everything the recipes
+# need: no DSPARK (no worker, no SpeculativeAlgorithm member), no humming MoE backend, no FP8-head
+# variable, MOE_RUNNER_BACKEND_CHOICES still in srt/server_args.py.
+SGLANG_OLD = "0.5.9"
+
 # flashinfer-python and flashinfer-cubin: 0.6.3 both (a matching pair), and flashinfer-python 0.6.2
 # (a mismatch with cubin 0.6.3, which flashinfer/jit/env.py refuses at import).
 FLASHINFER_PYTHON_VERSIONS = ("0.6.2", "0.6.3")
@@ -126,9 +131,20 @@ def install_into(target: Path, sites: Iterable[Path]) -> Path:
     return target
 
 
+def install_dist_info(target: Path, site_dir: Path) -> Path:
+    """Copy only the release's ``*.dist-info`` into ``target`` (for readers of the installed versions)."""
+    for info in site_dir.glob("*.dist-info"):
+        shutil.copytree(info, target / info.name, dirs_exist_ok=True)
+    return target
+
+
+def sglang_old_site() -> Path:
+    return site("sglang", SGLANG_OLD)
+
+
 def fetch_all() -> list[Path]:
     """Every release the tests read (for `.ci/run`, so no test downloads)."""
-    out = [humming_site(v) for v in HUMMING_VERSIONS]
+    out = [humming_site(v) for v in HUMMING_VERSIONS] + [sglang_old_site()]
     out += [flashinfer_python_site(v) for v in FLASHINFER_PYTHON_VERSIONS]
     out += [flashinfer_cubin_site(v) for v in FLASHINFER_CUBIN_VERSIONS]
     return out

@@ -331,6 +331,13 @@ def dspark_shared_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outc
         "draft_class": arch,
         "uses_own_vocab_modules": classes.get(arch) if arch else None,
     }
+    if sg.dspark_supported is False:
+        return check.failed(
+            f"SGLang {sg.version} at {sg.root} has no DSPARK speculative algorithm (no DSpark worker, no "
+            "DSPARK in srt/speculative/spec_info.py): the server refuses --speculative-algorithm DSPARK",
+            [SGLANG],
+            **ev,
+        )
     if sg.dspark_attaches_lm_head is None:
         return check.errored(
             f"SGLang {sg.version} at {sg.root} has no readable DSpark worker: {sg.note}", [SGLANG], **ev

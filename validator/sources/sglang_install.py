@@ -240,7 +240,11 @@ def _read_dspark(r: Path, facts: SGLangInstallFacts, notes: list[str]) -> None:
     False)``; the draft classes are the ``EntryClass`` lists of ``srt/models/*dspark*.py``."""
     worker = r / DSPARK_WORKER
     if not worker.is_file():
-        return  # a build without DSpark: the facts stay None
+        # a build from before DSpark (0.5.9 has neither the worker nor the enum member): the server
+        # refuses the algorithm at start; an unreadable enum leaves it unknown
+        facts.dspark_supported = _enum_has(r / SPEC_INFO, "SpeculativeAlgorithm", "DSPARK", notes)
+        return
+    facts.dspark_supported = True
     tree = _parse(worker, notes)
     if tree is None:
         return
@@ -258,6 +262,20 @@ def _read_dspark(r: Path, facts: SGLangInstallFacts, notes: list[str]) -> None:
     if attaches and not guarded:
         notes.append(f"{DSPARK_WORKER}: attach_shared_modules is not guarded by {DSPARK_OWN_VOCAB}")
     facts.dspark_draft_classes = _dspark_classes(r, notes)
+
+
+SPEC_INFO = "srt/speculative/spec_info.py"
+
+
+def _enum_has(path: Path, enum: str, member: str, notes: list[str]) -> bool | None:
+    """Whether class ``enum`` in ``path`` assigns ``member`` (``DSPARK = auto()``); None: not readable."""
+    if not path.is_file():
+        return None
+    tree = _parse(path, notes)
+    cls = _find_class(tree, enum) if tree is not None else None
+    if cls is None:
+        return None
+    return any(_assign_parts(item)[0] == member for item in cls.body)
 
 
 def _dspark_classes(r: Path, notes: list[str]) -> dict[str, bool | None]:

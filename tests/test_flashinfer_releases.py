@@ -1,0 +1,89 @@
+"""The FlashInfer reader against the real releases PyPI serves (tests/support/pypi_wheels.py).
+
+``validator/sources/flashinfer.py`` does not import FlashInfer: it re-derives where FlashInfer looks for
+its precompiled ``fused_moe_120`` and which versions it compares at import. Each rule it relies on is read
+here from the released code itself (flashinfer-python 0.6.2 and 0.6.3, flashinfer-cubin 0.6.3), so a
+release that moves its cache or changes its version check shows up as a failing test, and the reader is
+then run on the real distributions (their own ``*.dist-info``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.support.pypi_wheels import (
+    FLASHINFER_PYTHON_VERSIONS,
+    flashinfer_cubin_site,
+    flashinfer_python_site,
+)
+from validator.sources.flashinfer import MODULE, read_flashinfer
+
+
+def _code(site: Path, rel: str) -> str:
+    """The file's text with whitespace runs collapsed (statements wrap differently across releases)."""
+    return re.sub(r"\s+", " ", (site / rel).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("version", FLASHINFER_PYTHON_VERSIONS)
+def test_where_the_release_looks_for_its_kernels(version: str) -> None:
+    """jit/env.py: ``$FLASHINFER_WORKSPACE_BASE`` (default: home) / .cache/flashinfer / <version> /
+    <archs> / cached_ops; archs joins major and minor with an ``a`` suffix from sm_90 up (GB10's (12, 1)
+    is ``121a``); the AOT fallback is the package's data/aot; the SM120-family CUTLASS MoE module is
+    named ``fused_moe_120``; an AOT module is ``<aot dir>/<name>/<name>.so``."""
+    site = flashinfer_python_site(version)
+    env = _code(site, "flashinfer/jit/env.py")
+    assert 'os.getenv("FLASHINFER_WORKSPACE_BASE", pathlib.Path.home().as_posix())' in env
+    assert 'FLASHINFER_CACHE_DIR: pathlib.Path = FLASHINFER_BASE_DIR / ".cache" / "flashinfer"' in env
+    assert "return FLASHINFER_CACHE_DIR / flashinfer_version / arch" in env
+    assert 'FLASHINFER_JIT_DIR: pathlib.Path = FLASHINFER_WORKSPACE_DIR / "cached_ops"' in env
+    assert 'return _package_root / "data" / "aot"' in env
+    context = _code(site, "flashinfer/compilation_context.py")
+    assert 'if major >= 9: minor = str(minor) + "a"' in context
+    fused = _code(site, "flashinfer/jit/fused_moe.py")
+    assert 'gen_cutlass_fused_moe_module(nvcc_flags, "120", use_fast_build)' in fused
+    assert 'f"fused_moe_{device_arch}"' in fused and MODULE == "fused_moe_120"
+    core = _code(site, "flashinfer/jit/core.py")
+    assert 'jit_env.FLASHINFER_AOT_DIR / self.name / f"{self.name}.so"' in core
+
+
+@pytest.mark.parametrize("version", FLASHINFER_PYTHON_VERSIONS)
+def test_the_release_refuses_another_cubin_version(version: str) -> None:
+    """jit/env.py raises at import when flashinfer_cubin.__version__ differs from FlashInfer's own,
+    unless FLASHINFER_DISABLE_VERSION_CHECK is set; both versions come from ``_build_meta``, which the
+    wheels write with their METADATA version (what the reader compares)."""
+    site = flashinfer_python_site(version)
+    env = _code(site, "flashinfer/jit/env.py")
+    assert (
+        'not os.getenv("FLASHINFER_DISABLE_VERSION_CHECK") and flashinfer_version != flashinfer_cubin_version'
+        in env
+    )
+    assert "flashinfer_cubin_version = flashinfer_cubin.__version__" in env
+    assert "from ._build_meta import __version__ as __version__" in _code(site, "flashinfer/version.py")
+    assert f'__version__ = "{version}"' in _code(site, "flashinfer/_build_meta.py")
+    cubin = flashinfer_cubin_site("0.6.3")
+    assert "from . import _build_meta return _build_meta.__version__" in _code(
+        cubin, "flashinfer_cubin/__init__.py"
+    )
+    assert '__version__ = "0.6.3"' in _code(cubin, "flashinfer_cubin/_build_meta.py")
+
+
+@pytest.mark.parametrize(("python", "matched"), [("0.6.3", True), ("0.6.2", False)])
+def test_reader_on_the_real_distributions(python: str, matched: bool, tmp_path: Path) -> None:
+    """The real dist-infos of flashinfer-python and flashinfer-cubin 0.6.3, the way an interpreter lists
+    them; a kernel precompiled where SGLang 0.5.23 sends FlashInfer (``~/.cache/sglang``) is found for
+    the version the server imports, and one built for another version is not."""
+    home = tmp_path / "home"
+    so = home / f".cache/sglang/.cache/flashinfer/0.6.3/121a/cached_ops/{MODULE}/{MODULE}.so"
+    so.parent.mkdir(parents=True)
+    so.write_bytes(b"\x7fELF")
+    sites = [flashinfer_python_site(python), flashinfer_cubin_site("0.6.3")]
+    fi = read_flashinfer({}, site_dirs=sites, home=home, sglang_redirects=True)
+    assert (fi.python_version, fi.cubin_version, fi.jit_cache_version) == (python, "0.6.3", None), fi.note
+    assert fi.cache_dir == home / ".cache/sglang/.cache/flashinfer"
+    if matched:
+        assert fi.kernels == [so] and fi.elsewhere == []
+    else:
+        assert fi.kernels == [] and fi.elsewhere == [so]
