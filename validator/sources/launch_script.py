@@ -74,15 +74,8 @@ def final_exec(launch: Launch) -> Exec:
         while words:
             w = join(words[0])
             if isinstance(words[0][0], Unsplit):
-                return Exec(
-                    words[0][0],
-                    words[0][0],
-                    env,
-                    origin,
-                    launch.unexported,
-                    launch.cwd,
-                    launch.line,
-                    launch.where,
+                raise UnresolvedLaunch(
+                    f"{at}: the words of env are computed at run time: {words[0][0].reason}"
                 )
             if isinstance(w, str) and w in ("-i", "-", "--ignore-environment"):
                 env.clear()

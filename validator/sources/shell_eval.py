@@ -55,6 +55,8 @@ MAX_STEPS = 20_000  # statements per path; a launcher script needs a few hundred
 MAX_PATHS = 256  # paths explored; beyond, the reading is unresolved
 MAX_LOOP = 1_000  # iterations of one loop
 
+_RESERVED = {"if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in"}
+_RESERVED |= {"{", "}", "!", "[[", "]]", "function", "select", "time", ";;", ";&", ";;&"}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FNV_OFFSET, _FNV_PRIME = 2166136261, 16777619
 _ASSOC_BUCKETS = 1024
@@ -120,6 +122,7 @@ class Ending:
     reason: str = ""
     launch: Launch | None = None
     assumed: list[str] = field(default_factory=list)
+    survived: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -226,6 +229,7 @@ class Evaluator(Words):
         self.file = str(script)  # the file whose statements run now
         self.notes: list[str] = []
         self.missing_source: list[str] = []
+        self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self._capturing: list[Value] | None = None  # inside $(...): what the commands print
 
     # -- forks ------------------------------------------------------------------------------------------
@@ -444,6 +448,7 @@ class Evaluator(Words):
         if "errexit" not in self.st.opts or self.ignore_errexit:
             return status
         if status is None:
+            self.survived.append(f"{self.file}:{line_of(node)}: {what} succeeded")
             self.st.status = 0
             return 0
         if status != 0:
@@ -654,6 +659,8 @@ class Evaluator(Words):
         )
         if local:
             frame = self.st.frames[-1]
+            if name in self.st.vars and self.st.vars[name].readonly:
+                raise Unmodelled(f"local {name}: {name} is readonly", line)
             if name not in frame:
                 frame[name] = self.st.vars.get(name)
                 prior = self.st.vars.pop(name, None)
@@ -793,14 +800,19 @@ class Evaluator(Words):
         name_node = node.child_by_field_name("name")
         assigns = [c for c in kids if c.type == "variable_assignment"]
         if name_node is not None and assigns:
-            # tree-sitter reads `A=1 B=2<newline>cmd` as one command: bash runs two
-            gap = node.text[assigns[-1].end_byte - node.start_byte : name_node.start_byte - node.start_byte]
-            if b"\n" in gap.replace(b"\\\n", b""):
+            # tree-sitter reads `A=1 B=2<newline>C=3 cmd` as one command: bash runs the first line alone
+            cut = 0
+            for k, a in enumerate(assigns):
+                after = assigns[k + 1] if k + 1 < len(assigns) else name_node
+                gap = node.text[a.end_byte - node.start_byte : after.start_byte - node.start_byte]
+                if b"\n" in gap.replace(b"\\\n", b""):
+                    cut = k + 1
+            if cut:
                 self.st.status = 0
-                for a in assigns:
+                for a in assigns[:cut]:
                     self.assignment(a)
                 self.errexit(self.st.status, node, "assignment")
-                assigns = []
+                assigns = assigns[cut:]
         for c in kids:
             if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                 self.redirect(c)
@@ -995,6 +1007,8 @@ class Evaluator(Words):
             status = ex.status
         except _Return as r:
             status = r.status
+        except Unbound:
+            status = 1
         finally:
             dirty = self.st.dirty
             self.st = saved
@@ -1296,7 +1310,9 @@ class Evaluator(Words):
     # -- arithmetic -------------------------------------------------------------------------------------
 
     def arith_command(self, node: Any) -> int | None:
-        inner = text(node)[2:-2]
+        inner = self.arith_text(node, 2, 2)
+        if isinstance(inner, Unknown):
+            return None
         v = self.arith(inner, node)
         if isinstance(v, Unknown):
             return None
@@ -1322,6 +1338,8 @@ class Evaluator(Words):
             out = join(self._capturing)
         except _Exit as ex:
             status, out = ex.status, join(self._capturing)
+        except Unbound:  # bash reports it and the substitution's subshell exits
+            status, out = 1, join(self._capturing)
         except _Launched:
             raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
         finally:
@@ -1485,7 +1503,67 @@ def _test_posix(ev: Evaluator, args: list[Value], node: Any) -> bool | None:
     if n == 4 and args[0] == "!":
         r = _test_posix(ev, args[1:], node)
         return None if r is None else not r
-    raise Unmodelled(f"test with {n} arguments", line_of(node))
+    if n == 4:
+        raise Unmodelled(f"test with {args!r}", line_of(node))
+    return _TestParser(ev, args, node).parse()
+
+
+class _TestParser:
+    """``test`` with more than four arguments: bash's grammar (``-o`` below ``-a`` below ``!``, then
+    parentheses, unary and binary primaries). Any operand unknown where it decides makes it None."""
+
+    def __init__(self, ev: Evaluator, args: list[Value], node: Any) -> None:
+        self.ev, self.args, self.node, self.k = ev, args, node, 0
+
+    def parse(self) -> bool | None:
+        r = self.orr()
+        if self.k != len(self.args):
+            raise Unmodelled(f"test with {self.args!r}", line_of(self.node))
+        return r
+
+    def orr(self) -> bool | None:
+        a = self.andd()
+        while self.k < len(self.args) and self.args[self.k] == "-o":
+            self.k += 1
+            b = self.andd()
+            a = True if (a is True or b is True) else (None if a is None or b is None else False)
+        return a
+
+    def andd(self) -> bool | None:
+        a = self.term()
+        while self.k < len(self.args) and self.args[self.k] == "-a":
+            self.k += 1
+            b = self.term()
+            a = False if (a is False or b is False) else (None if a is None or b is None else True)
+        return a
+
+    def term(self) -> bool | None:
+        args, k = self.args, self.k
+        if k >= len(args):
+            raise Unmodelled("test: argument expected", line_of(self.node))
+        if args[k] == "!":
+            self.k += 1
+            r = self.term()
+            return None if r is None else not r
+        if args[k] == "(":
+            self.k += 1
+            r = self.orr()
+            if self.k >= len(args) or args[self.k] != ")":
+                raise Unmodelled("test: ( without )", line_of(self.node))
+            self.k += 1
+            return r
+        if k + 2 < len(args) + 0 and isinstance(args[k + 1], str) and args[k + 1] in _BINARY_OPS:
+            self.k += 3
+            return _binary(self.ev, args[k], str(args[k + 1]), args[k + 2], self.node)
+        if isinstance(args[k], str) and args[k] in _UNARY_OPS and k + 1 < len(args):
+            self.k += 2
+            return _unary(self.ev, str(args[k]), args[k + 1], self.node)
+        if isinstance(args[k], Unknown):
+            raise Unmodelled(
+                "test: an operand known only at run time where an operator may be", line_of(self.node)
+            )
+        self.k += 1
+        return args[k] != ""
 
 
 # -- arithmetic -----------------------------------------------------------------------------------------
@@ -2062,11 +2140,35 @@ def _b_exec(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | N
 
 def _b_command(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
     words = list(args)
+    if words and join(words[0]) == "-v" and len(words) == 2:
+        return _command_v(ev, join(words[1]), node)
     if words and isinstance(join(words[0]), str) and str(join(words[0])).startswith("-"):
         raise Unmodelled(f"command {join(words[0])}", line_of(node))
     if not words:
         return ev.errexit(0, node, "command")
     return ev.invoke(words, prefix, node, skip_functions=True)
+
+
+def _command_v(ev: Evaluator, name: Value, node: Any) -> int | None:
+    """``command -v NAME``: a function's or builtin's name, else the file found on PATH (status 1 when
+    there is none)."""
+    if isinstance(name, Unknown):
+        ev.output_unknown("command -v")
+        return ev.errexit(None, node, "command -v")
+    if name in ev.st.funcs or name in _BUILTINS or name in _RESERVED:
+        ev.emit(name + "\n")
+        return ev.errexit(0, node, "command -v")
+    found = which(name, ev.scalar("PATH") or Unknown("PATH is unset"), ev.st.cwd)
+    if isinstance(found, str) and not ev.changed(found):
+        ev.emit(found + "\n")
+        return ev.errexit(0, node, "command -v")
+    path = ev.scalar("PATH")
+    if isinstance(found, Unknown) and isinstance(path, str) and not isinstance(ev.st.cwd, Unknown):
+        dirs = [os.path.join(str(ev.st.cwd), d or ".") for d in path.split(":")]
+        if ev.st.dirty is not None and not any(ev.changed(d) for d in dirs) and "/" not in name:
+            return ev.errexit(1, node, "command -v")
+    ev.output_unknown("command -v")
+    return ev.errexit(None, node, "command -v")
 
 
 def _b_builtin(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
@@ -2245,6 +2347,7 @@ def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | N
         ending = ev.run(tree, env, list(args or []))
         if ending.launch is not None and ev.missing_source:
             ending.reason = "; ".join(ev.missing_source)
+        ending.survived = ev.survived
         endings.append(ending)
         for note in ev.notes:
             if note not in notes:

@@ -39,6 +39,8 @@ def parse(source: bytes, where: str) -> Any:
     if deep is not None:
         raise InputError(where, f"nested deeper than {MAX_NESTING} levels: not a launcher script", deep)
     bad = _first_error(tree.root_node)
+    if bad is None:
+        bad = _misread(tree)
     if bad is not None:
         line = bad.start_point[0] + 1
         complaint = _bash_syntax_error(source)
@@ -48,6 +50,24 @@ def parse(source: bytes, where: str) -> Any:
             f"{where}:{line}: the reader's bash grammar does not parse {text(bad)[:40]!r} (bash does)"
         )
     return tree
+
+
+_RESERVED = {"then", "else", "elif", "fi", "do", "done", "esac", "}", ";;", "in"}
+
+
+def _misread(tree: Any) -> Any | None:
+    """A node where the grammar silently misreads bash: a reserved word such as ``else`` taken for a
+    command name (it does so after assignments that end a line), which moves the statements around it."""
+    cursor = tree.walk()
+    while True:
+        node = cursor.node
+        if node.type == "command_name" and text(node) in _RESERVED:
+            return node
+        if cursor.goto_first_child():
+            continue
+        while not cursor.goto_next_sibling():
+            if not cursor.goto_parent():
+                return None
 
 
 def _bash_syntax_error(source: bytes) -> str | None:

@@ -73,6 +73,7 @@ class Seg:
 
 
 BREAK = Seg("", quoted=True, brk=True)
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _WS = " \t\n"
 
 
@@ -111,7 +112,7 @@ def split_fields(segs: list[Seg], ifs: Value, *, glob: bool) -> Fields:
             if not seg.quoted and glob and _has_glob(v, escapes=False):
                 return Unsplit(f"{v!r}: pathname expansion at run time")
             cur.append(v)
-            have = True
+            have = have or seg.quoted or v != ""  # an unquoted empty expansion makes no word
             continue
         i = 0
         while i < len(v):
@@ -454,17 +455,26 @@ class Words:
         return ifs if isinstance(ifs, Unknown) else ifs[:1]
 
     def segments(self, node: Any, *, quoted: bool, first: bool, assignment: bool = False) -> list[Seg]:
+        if isinstance(node, _Raw):
+            return [Seg(node.raw, quoted=quoted, literal=not quoted)]
         t = node.type
         line = line_of(node)
         if t in ("word", "number", "extglob_pattern", "variable_name"):
             raw = text(node)
             if quoted:
                 return [Seg(raw, quoted=True)]
+            if first and not assignment and _ASSIGNMENT_WORD.match(raw) and ("=~" in raw or ":~" in raw):
+                # bash expands ~ after = and : also in an argument that looks like an assignment
+                name, _, rest = raw.partition("=")
+                return [Seg(name + "=", quoted=False, literal=True), *self._tilde(rest, True, line)]
             if first and (raw.startswith("~") or (assignment and ":~" in raw)):
                 return self._tilde(raw, assignment, line)
             if _brace_expansion(raw):
                 raise Unmodelled(f"brace expansion {raw!r}", line)
             return [Seg(raw, quoted=False, literal=True)]
+        if t in ("raw_string", "ansi_c_string") and quoted:
+            # inside "${v:-'x'}" single quotes are ordinary characters: bash keeps them
+            return [Seg(text(node), quoted=True)]
         if t == "raw_string":
             return [Seg(text(node)[1:-1], quoted=True)]
         if t == "ansi_c_string":
@@ -499,11 +509,32 @@ class Words:
         if t == "command_substitution":
             return [Seg(self.command_output(node), quoted=quoted)]
         if t == "arithmetic_expansion":
-            inner = text(node)[3:-2]
+            inner = self.arith_text(node, 3, 2)
+            if isinstance(inner, Unknown):
+                return [Seg(inner, quoted=quoted)]
             return [Seg(self.arith(inner, node), quoted=quoted)]
         if t == "process_substitution":
             return [Seg(Unknown(f"{snippet(node)}: a process substitution"), quoted=quoted)]
         raise Unmodelled(f"{t.replace('_', ' ')} {snippet(node)!r}", line)
+
+    def arith_text(self, node: Any, head: int, tail: int) -> Value:
+        """An arithmetic node's expression with its ``$x``, ``${...}`` and ``$(...)`` expanded first, as
+        bash does before it evaluates."""
+        src = bytes(node.text)
+        spans: list[tuple[int, int, Value]] = []
+        stack = list(node.children)
+        while stack:
+            c = stack.pop()
+            if c.type in ("simple_expansion", "expansion", "command_substitution"):
+                spans.append((c.start_byte - node.start_byte, c.end_byte - node.start_byte, self.value(c)))
+            else:
+                stack.extend(c.children)
+        out = src
+        for start, end, v in sorted(spans, key=lambda s: s[0], reverse=True):
+            if isinstance(v, Unknown):
+                return v
+            out = out[:start] + v.encode("utf-8", "surrogateescape") + out[end:]
+        return out[head : len(out) - tail].decode("utf-8", "surrogateescape")
 
     def _tilde(self, raw: str, assignment: bool, line: int) -> list[Seg]:
         pieces = raw.split(":") if assignment else [raw]
@@ -541,11 +572,19 @@ class Words:
             return [Seg(self._one(name, index, node), quoted=quoted)]
         star = name == "*" or index == "*"
         values = self._many(name, index, node)
-        if isinstance(values, Unknown):
-            return [Seg(values, quoted=quoted)]
+        if isinstance(values, Unknown):  # how many words, too, is unknown
+            if quoted and star:
+                return [Seg(values, quoted=True)]
+            return [Seg(Unsplit(values.reason), quoted=False)]
         if star and quoted:
             sep = self._first_ifs()
             return [Seg(join(_interleave(values, sep)), quoted=True)]
+        ifs = self.scalar("IFS")
+        if not quoted and ifs != "":
+            # unquoted, bash joins the elements with IFS's first character and splits the result (so an
+            # empty element is a word when IFS holds a non-blank delimiter)
+            sep = self._first_ifs()
+            return [Seg(join(_interleave(values, sep)), quoted=False)]
         out: list[Seg] = []
         for k, v in enumerate(values):
             if k:
@@ -557,9 +596,7 @@ class Words:
         if name in ("@", "*"):
             return self.positional()
         els = self.elements(name)
-        if els is None:
-            if self.nounset():
-                raise Unbound(f"{name}[{index}]")
+        if els is None:  # bash 5 exempts ${A[@]} from set -u, as it does "$@"
             return []
         return els if isinstance(els, Unknown) else [v for _, v in els]
 
@@ -595,6 +632,8 @@ class Words:
         head = kids[0]
         if head.type == "#" and len(kids) == 2:  # ${#V} ${#A[@]}
             name, index = self._name(kids[1], line)
+            if index in ("@", "*") and self.elements(name) is None and self.nounset():
+                raise Unbound(f"{name}[{index}]")  # unlike ${A[@]}, ${#A[@]} is not exempt from set -u
             if index in ("@", "*") or (name in ("@", "*") and index is None):
                 values = self._many(name, index, node)
                 return [Seg(values if isinstance(values, Unknown) else str(len(values)), quoted=quoted)]
@@ -673,7 +712,9 @@ class Words:
         line = line_of(node)
         op = text(kids[0])
         operands = kids[1:]
+        close = node.children[-1]
         if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
+            operands = self._checked(node, kids[0], operands, close)
             if isinstance(current, Unknown) and not (op.startswith(":") and current.nonempty):
                 return [Seg(current, quoted=quoted)]
             empty = current is None or (op.startswith(":") and current == "")
@@ -698,10 +739,18 @@ class Words:
             current = ""
         if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
             pat_nodes, rep_nodes = operands, []
-            if op.startswith("/"):
-                cut = next((k for k, c in enumerate(operands) if c.type == "/"), None)
-                if cut is not None:
-                    pat_nodes, rep_nodes = operands[:cut], operands[cut + 1 :]
+            cut = (
+                next((k for k, c in enumerate(operands) if c.type == "/"), None)
+                if op.startswith("/")
+                else None
+            )
+            if cut is not None:
+                pat_nodes = self._checked(node, kids[0], operands[:cut], operands[cut])
+                rep_nodes = self._checked(node, operands[cut], operands[cut + 1 :], close)
+            else:
+                pat_nodes = self._checked(node, kids[0], operands, close)
+            if quoted and any(_quoting(c) for c in [*pat_nodes, *rep_nodes]):
+                raise Unmodelled(f"quotes inside a double-quoted {snippet(node)}", line)
             rx = self._pattern_of(pat_nodes, line)
             if isinstance(current, Unknown):
                 return [Seg(current, quoted=quoted)]
@@ -729,6 +778,20 @@ class Words:
         if op == ":":
             return [Seg(self._substring(current, operands, node), quoted=quoted)]
         raise Unmodelled(f"parameter operator {op!r} in {snippet(node)}", line)
+
+    def _checked(self, node: Any, after: Any, operands: list[Any], before: Any) -> list[Any]:
+        """The operand nodes between ``after`` and ``before``, if they cover that source exactly; the
+        grammar sometimes drops a blank (``${v%% *}`` reads as ``*``): then the raw text, when it holds no
+        quote or expansion, is a literal word; else the construct is not modelled."""
+        raw = bytes(node.text)[after.end_byte - node.start_byte : before.start_byte - node.start_byte]
+        if b"".join(bytes(c.text) for c in operands) == raw and (
+            not operands
+            or (operands[0].start_byte == after.end_byte and operands[-1].end_byte == before.start_byte)
+        ):
+            return operands
+        if any(c in raw for c in b"$`'\\\""):
+            raise Unmodelled(f"the operand of {snippet(node)} (the grammar misreads it)", line_of(node))
+        return [_Raw(raw.decode("utf-8", "surrogateescape"))]
 
     def _substring(self, current: Value, operands: list[Any], node: Any) -> Value:
         parts = [c for c in operands if c.type != ":"]
@@ -759,7 +822,7 @@ class Words:
     def _operand(self, operands: list[Any], quoted: bool) -> list[Seg]:
         out: list[Seg] = []
         for k, child in enumerate(operands):
-            if child.type == "regex":
+            if not isinstance(child, _Raw) and child.type == "regex":
                 raise Unmodelled(f"operand {text(child)!r}", line_of(child))
             out += self.segments(child, quoted=quoted, first=k == 0)
         return out or [Seg("", quoted=quoted)]
@@ -779,6 +842,9 @@ class Words:
     def _pieces(self, nodes: list[Any], *, quoted: bool) -> list[tuple[Value, bool]]:
         pieces: list[tuple[Value, bool]] = []
         for child in nodes:
+            if isinstance(child, _Raw):
+                pieces.append((child.raw, False))
+                continue
             if child.type == "regex":
                 raw = text(child)
                 if any(c in raw for c in "$`'\"\\"):
@@ -791,6 +857,23 @@ class Words:
 
     def _pattern_of(self, nodes: list[Any], line: int) -> re.Pattern[str] | Unknown:
         return glob_regex(self._pieces(nodes, quoted=False), line)
+
+
+@dataclass
+class _Raw:
+    """Operand text taken from the source itself (see ``Words._checked``): a literal, unquoted word."""
+
+    raw: str
+    type: str = "raw"
+
+
+def _quoting(node: Any) -> bool:
+    """A node that is or holds quoting (whose meaning inside a double-quoted ``${v#p}`` is subtle)."""
+    if isinstance(node, _Raw):
+        return False
+    if node.type in ("raw_string", "ansi_c_string", "string", "translated_string"):
+        return True
+    return any(_quoting(c) for c in node.children)
 
 
 def _interleave(values: list[Value], sep: Value) -> list[Value]:
