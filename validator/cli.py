@@ -38,7 +38,7 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
         "and run the acceptance probe.",
     ),
     "serve": (
-        "the sidecar daemon: /readyz, /livez, /metrics, /report",
+        "the sidecar daemon: /readyz, /livez, /metrics, /report, and a status page at /",
         "Verify the running server at start-up and keep verifying it; serve the "
         "verdict to readiness probes, systemd and Prometheus.",
     ),

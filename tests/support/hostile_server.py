@@ -52,9 +52,15 @@ MODES: dict[str, str] = {
     "endless_sse": "/generate: an endless event-stream line",
     "echo_key": "/server_info, /generate: echo the Authorization header back (a leaky server)",
     "ansi": "/generate: an error message carrying terminal control sequences that redraw it as PASS",
+    "markup": "/generate: an error message carrying HTML that would end the status page's table and run",
 }
 ANSI_MESSAGE = "\x1b[1A\x1b[2K\r  PASS  spec.accept_length  \x1b]0;owned\x07\u202e"
-LEAK_MODES = frozenset({"echo_key", "ansi"})  # about what reaches the user, not about bounds
+# Closes the status page's table and cell, then tries a script, an event handler and an element of its own.
+MARKUP_MESSAGE = (
+    '</p></td></tr></table><script>document.title="PWNED"</script>'
+    '<img src=x onerror="document.title=\'PWNED\'"><b id="pwned">owned</b>'
+)
+LEAK_MODES = frozenset({"echo_key", "ansi", "markup"})  # about what reaches the user, not about bounds
 ALL_ENDPOINTS = {"endless_body", "endless_length", "gzip_bomb", "bad_gzip", "drip", "silent"}
 
 
@@ -128,6 +134,8 @@ class Hostile:
             self._reply(w, 200, json.dumps(msg).encode())
         elif path == "/generate" and mode == "ansi":
             self._reply(w, 200, json.dumps({"error": {"message": ANSI_MESSAGE}}).encode())
+        elif path == "/generate" and mode == "markup":
+            self._reply(w, 200, json.dumps({"error": {"message": MARKUP_MESSAGE}}).encode())
         else:
             self._reply(w, 404, b'{"detail": "Not Found"}')
         await w.drain()

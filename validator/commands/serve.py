@@ -26,7 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="HOST:PORT",
-        help=f"where to serve /readyz, /livez, /metrics, /report; repeatable, e.g. the pod IP for the "
+        help=f"where to serve /, /readyz, /livez, /metrics, /report; repeatable, e.g. the pod IP for the "
         f"kubelet and Prometheus plus 127.0.0.1 for `kubectl port-forward` (default {DEFAULT_LISTEN})",
     )
     g.add_argument(

@@ -1,5 +1,5 @@
 """The sidecar's HTTP endpoints on a small asyncio protocol: ``/readyz``, ``/livez``, ``/metrics``,
-``/report``.
+``/report``, and ``/`` (the HTML status page).
 
 Why not starlette + uvicorn (which the project depends on)? Every answer here is a pre-rendered byte
 string read from the latched state, so a framework would only add per-request work: routing, scopes,
@@ -38,6 +38,14 @@ MAX_OUTPUT = 8 * 1024 * 1024  # never more buffered than this on one connection,
 ACCEPT_LOG_INTERVAL_S = 60.0
 JSON = "application/json"
 TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+# The status page runs no script and loads nothing: the browser is told so, so that even text that slipped
+# past escaping could not execute or fetch anything.
+PAGE_HEADERS = (
+    "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"
+    "X-Content-Type-Options: nosniff\r\nReferrer-Policy: no-referrer\r\n"
+)
 
 _REASONS = {
     200: "OK",
@@ -50,11 +58,13 @@ _REASONS = {
 }
 
 
-def _response(status: int, body: bytes, ctype: str, *, close: bool = False) -> tuple[bytes, bytes]:
-    """(head, body) so that HEAD can send the head alone."""
+def _response(
+    status: int, body: bytes, ctype: str, *, close: bool = False, extra: str = ""
+) -> tuple[bytes, bytes]:
+    """(head, body) so that HEAD can send the head alone; ``extra``: more header lines, each ending CRLF."""
     head = (
         f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
-        f"Cache-Control: no-store\r\n{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n"
+        f"Cache-Control: no-store\r\n{extra}{'Connection: close' + chr(13) + chr(10) if close else ''}\r\n"
     ).encode("ascii")
     return head, body
 
@@ -113,11 +123,14 @@ class Endpoints:
         *,
         secrets: tuple[str, ...] = (),
         livez_stale_s: float = 15.0,
+        probe_interval_s: float | None = None,
     ) -> None:
         self.state = state
         self.metrics = metrics
         self.secrets = secrets
         self.livez_stale_s = livez_stale_s
+        self.probe_interval_s = probe_interval_s
+        self._page: tuple[bytes, bytes] = (b"", b"")
         self._version = -1
         self._readyz: tuple[bytes, bytes] = (b"", b"")
         self._readyz_verbose: tuple[bytes, bytes] = (b"", b"")
@@ -134,6 +147,7 @@ class Endpoints:
             b"/livez": self.livez,
             b"/metrics": self.metrics_reply,
             b"/report": self.report,
+            b"/": self.status_page,
         }
 
     def _refresh(self) -> None:
@@ -160,7 +174,30 @@ class Endpoints:
         else:
             text = render(s.report, "json", secrets=self.secrets).encode()
             self._report = _response(200, text, JSON)
+        self._page = _response(200, self._render_page().encode("utf-8"), HTML, extra=PAGE_HEADERS)
         self._version = s.version
+
+    def _render_page(self) -> str:
+        from validator.outputs.html import SidecarView, page, waiting_page
+
+        s = self.state
+        view = SidecarView(
+            ready=s.ready,
+            phase=s.phase,
+            reason=s.reason,
+            last_run_end=s.last_run_end,
+            probe_interval_s=self.probe_interval_s,
+            probe_history=tuple(s.history.probe),
+            server_history=tuple(s.history.server),
+        )
+        if s.report is None:
+            return waiting_page(view)
+        return page(s.report, secrets=self.secrets, view=view)
+
+    def status_page(self) -> tuple[bytes, bytes]:
+        """``GET /``: the HTML status page (``validator.outputs.html``), re-rendered on each change."""
+        self._refresh()
+        return self._page
 
     def readyz(self) -> tuple[bytes, bytes]:
         self._refresh()
@@ -312,7 +349,7 @@ class _Protocol(asyncio.Protocol):
         return self.request_started if self.request_started is not None else self.last
 
 
-_PATHS = ("/readyz", "/livez", "/metrics", "/report")
+_PATHS = ("/", "/readyz", "/livez", "/metrics", "/report")
 
 
 class SidecarServer:

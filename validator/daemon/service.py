@@ -60,7 +60,11 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
     metrics = DaemonMetrics()
     notifier = Notifier()
     endpoints = Endpoints(
-        state, metrics, secrets=secrets, livez_stale_s=max(10.0, 20 * config.schedule.tick_s)
+        state,
+        metrics,
+        secrets=secrets,
+        livez_stale_s=max(10.0, 20 * config.schedule.tick_s),
+        probe_interval_s=config.schedule.probe_interval_s if config.schedule.probe else None,
     )
     server = SidecarServer(endpoints, log=log)
     # Before listening, what would otherwise run on the event loop once /livez is served: the watch's

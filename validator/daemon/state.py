@@ -8,9 +8,59 @@ can cache its rendered bodies and re-render only when something changed.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
-from validator.report import Report, Status, Verdict
+from validator.report import ProbeResult, Report, Status, Verdict
+
+HISTORY_S = 6 * 3600.0  # what the status page charts: the last hours
+HISTORY_MAX = 2000  # samples kept (a re-check every 30 s for 6 h is 720)
+# Where a report carries the server's own acceptance length: its /metrics gauge, else /server_info's
+# running average (both are evidence of spec.accept_length when the server offers them).
+SERVER_ACCEPT_KEYS = ("server_accept_length", "server_avg_spec_accept_length")
+
+
+@dataclass(frozen=True)
+class AcceptSample:
+    """One acceptance reading for the status page's chart: wall-clock time, value, and the probe's
+    confidence interval where it has one."""
+
+    t: float
+    value: float
+    ci: tuple[float, float] | None = None
+
+
+def server_accept_length(report: Report) -> float | None:
+    """The server's own acceptance length as this run read it, from the checks' evidence."""
+    for c in report.checks:
+        for key in SERVER_ACCEPT_KEYS:
+            v = c.evidence.get(key)
+            if isinstance(v, int | float) and not isinstance(v, bool) and v == v:
+                return float(v)
+    return None
+
+
+@dataclass
+class AcceptHistory:
+    """The probe's and the server's acceptance over the last ``HISTORY_S``, bounded in memory. A probe
+    is recorded once (re-checks reuse its result object), the server's reading at every run that had one."""
+
+    probe: deque[AcceptSample] = field(default_factory=lambda: deque(maxlen=HISTORY_MAX))
+    server: deque[AcceptSample] = field(default_factory=lambda: deque(maxlen=HISTORY_MAX))
+    _last_probe: ProbeResult | None = None
+
+    def record(self, report: Report, now: float) -> None:
+        probe = report.probe
+        if probe is not None and probe is not self._last_probe and probe.accept_length is not None:
+            ci = tuple(probe.accept_length_ci) if probe.accept_length_ci else None
+            self.probe.append(AcceptSample(now, float(probe.accept_length), ci))  # type: ignore[arg-type]
+            self._last_probe = probe
+        server = server_accept_length(report)
+        if server is not None:
+            self.server.append(AcceptSample(now, server))
+        for series in (self.probe, self.server):
+            while series and series[0].t < now - HISTORY_S:
+                series.popleft()
 
 
 @dataclass
@@ -23,6 +73,7 @@ class DaemonState:
     heartbeat: float = field(default_factory=time.monotonic)  # last scheduler tick (liveness)
     last_run_end: float | None = None  # wall-clock end of the last check run
     last_success_end: float | None = None
+    history: AcceptHistory = field(default_factory=AcceptHistory)  # for the status page's chart
 
     def touch(self) -> None:
         """The scheduler is alive: called on every tick, also while a check is in flight."""
@@ -46,6 +97,7 @@ class DaemonState:
         self.last_run_end = time.time()
         if report.verdict is Verdict.PASS:
             self.last_success_end = self.last_run_end
+        self.history.record(report, self.last_run_end)
         self.version += 1
 
     def drop(self, reason: str) -> bool:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from validator.report import Report
 
-MODULES = ("text", "json_report", "junit", "prom")
+MODULES = ("text", "json_report", "junit", "prom", "html")
 
 
 RenderFn = Callable[..., str]  # (report, *, color: bool, secrets: tuple[str, ...]) -> str
