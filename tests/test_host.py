@@ -4,6 +4,9 @@ import os
 import pwd
 from pathlib import Path
 
+import pytest
+
+from tests.support.gb10_host import GIB_KB, MEM_TOTAL_KB, fake_host, gb10_host, host_env
 from validator.sources.host import read_host
 
 GB10_INFO = "Model: \t\t NVIDIA GB10\nIRQ:   \t\t 42\nGPU UUID: \t GPU-0000\nBus Location: \t 000f:01:00.0\n"
@@ -22,22 +25,28 @@ def _proc(tmp_path: Path, mem_kb: int | None = 128_600_000, gpu_info: str | None
 
 
 def test_spark_from_nvidia_proc(tmp_path: Path) -> None:
-    h = read_host(
-        service_user=None,
-        proc_root=_proc(tmp_path, gpu_info=GB10_INFO),
-        sys_root=tmp_path / "sys",
-        machine="aarch64",
-    )
+    root = fake_host(tmp_path, board=None)
+    h = read_host(service_user=None, proc_root=root / "proc", sys_root=root / "sys", machine="aarch64")
     assert h.gpu_name == "NVIDIA GB10" and h.is_dgx_spark is True
-    assert h.mem_total_bytes == 128_600_000 * 1024 and h.machine == "aarch64"
+    assert h.mem_total_bytes == MEM_TOTAL_KB * 1024 and h.machine == "aarch64"
 
 
 def test_spark_from_device_tree(tmp_path: Path) -> None:
-    dt = tmp_path / "sys" / "firmware" / "devicetree" / "base"
-    dt.mkdir(parents=True)
-    (dt / "model").write_bytes(b"NVIDIA DGX Spark\x00")
-    h = read_host(service_user=None, proc_root=_proc(tmp_path), sys_root=tmp_path / "sys", machine="aarch64")
+    root = fake_host(tmp_path, gpu=None)
+    h = read_host(service_user=None, proc_root=root / "proc", sys_root=root / "sys", machine="aarch64")
     assert h.is_dgx_spark is True and h.gpu_name == "NVIDIA GB10"
+
+
+def test_the_host_root_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What preflight reads when SPARK_VALIDATE_HOST_ROOT names a tree (a container with the host's /proc
+    and /sys mounted elsewhere, or a test's fake DGX Spark)."""
+    for key, value in host_env(gb10_host(tmp_path / "spark", available_gib=40.0)).items():
+        monkeypatch.setenv(key, value)
+    h = read_host(service_user=None, machine="aarch64")
+    assert h.is_dgx_spark is True and h.mem_available_bytes == 40 * GIB_KB * 1024
+    for key, value in host_env(fake_host(tmp_path / "h200", gpu="NVIDIA H200", board=None)).items():
+        monkeypatch.setenv(key, value)
+    assert read_host(service_user=None, machine="x86_64").is_dgx_spark is False
 
 
 def test_other_gpu_and_unknown_arm(tmp_path: Path) -> None:
