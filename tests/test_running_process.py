@@ -331,7 +331,8 @@ def _read_as_reader(pid: int) -> dict[str, Any]:
     """What the third user learns of the server: its argv, no environment (why), and what preflight
     makes of a variable it cannot see."""
     from validator.engine import run_checks
-    from validator.preflight import PreflightInputs, gather
+    from validator.preflight import gather
+    from validator.preflight_inputs import PreflightInputs
     from validator.rulepack import load_pack
     from validator.sources.server_processes import discover
 

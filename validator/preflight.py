@@ -13,8 +13,8 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,40 +31,16 @@ from validator.facts import (
     ProgramFacts,
     SGLangInstallFacts,
 )
+from validator.preflight_inputs import PreflightInputs
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import CheckResult, Report, Status, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
-from validator.selection import Selection
 
 if TYPE_CHECKING:
     from validator.sources.docker_run import ContainerSpec
     from validator.sources.server_processes import ServerProcess
 
 DSPARK = "DSPARK"
-
-
-@dataclass
-class PreflightInputs:
-    launch_cmd: str | None = None
-    launch_args_file: Path | None = None
-    unit: Path | None = None
-    script: Path | None = None  # a launcher shell script, read statically
-    script_args: list[str] = field(default_factory=list)  # the arguments it is run with
-    docker_cmd: str | None = None  # a `docker run ...` command line
-    compose: Path | None = None  # a Compose file, and which service runs the server
-    service: str | None = None
-    argv: Sequence[str] | None = None  # `launch -- CMD...`: exactly the command that will be exec'd
-    env_files: list[Path] = field(default_factory=list)
-    model_dir: Path | None = None
-    sglang_root: Path | None = None  # override: read this SGLang package directory
-    service_user: str | None = None
-    base_env: Mapping[str, str] | None = None  # default: this process's environment
-    kube_manifest: Path | None = None  # its SGLang container's startupProbe bounds the start
-    kube_container: str | None = None
-    draft_class: str | None = None  # the pack's draft architecture (run_preflight fills it in)
-    # a running server: its real argv, environment and working directory are the launch command
-    running: ServerProcess | None = None
-    selection: Selection | None = None  # --check / --skip
 
 
 def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:

@@ -23,7 +23,8 @@ from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
 from validator.facts import LAUNCH, Facts, LaunchFacts
 from validator.live import LiveInputs, LiveResult, gather_live, identity_of
-from validator.preflight import PreflightInputs, gather, read_launch, unproven_by_unresolved
+from validator.preflight import gather, read_launch, unproven_by_unresolved
+from validator.preflight_inputs import PreflightInputs
 from validator.report import CheckResult, Status, utc_now_iso
 from validator.rulepack import LoadedPack
 from validator.sources.server_processes import ServerProcess

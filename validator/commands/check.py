@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.commands.common import add_common
+from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -204,10 +205,6 @@ def recognise_simulator_processes() -> None:
     recognise_simulator(simulated_command)
 
 
-_DECLARATIONS = ("launch_cmd", "launch_args_file", "unit", "script", "docker_cmd", "compose")
-_HOST = ("model_dir", "sglang_root", "service_user", "kube_manifest", "kube_container")
-
-
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -216,11 +213,11 @@ def run(args: argparse.Namespace) -> int:
     from validator.live import run_live
 
     recognise_simulator_processes()
-    process_inputs = [n for n in (*_DECLARATIONS, *_HOST) if getattr(args, n, None) is not None]
+    process_inputs = given(args)
     if args.url is None or args.pid is not None:
         return _run_processes(args)
-    if process_inputs or args.env_file:
-        flag = "--" + (process_inputs or ["env_file"])[0].replace("_", "-")
+    if process_inputs:
+        flag = process_inputs[0]
         raise UsageError(
             f"check: {flag} describes a running server's process: leave out --url (or add --pid)"
         )
@@ -243,10 +240,8 @@ def _run_processes(args: argparse.Namespace) -> int:
     import json
 
     from validator.commands.common import exit_code, pack_from, selection_of, write_atomically
-    from validator.commands.preflight import inputs_from
     from validator.errors import ExitCode, UsageError
     from validator.outputs import render
-    from validator.preflight import PreflightInputs
     from validator.rulepack import load_pack
     from validator.running import RunningInputs, judge_all
 
@@ -256,17 +251,10 @@ def _run_processes(args: argparse.Namespace) -> int:
             "check: --rules auto judges one server over --url; name the pack for running servers"
         )
     declared: PreflightInputs | None = None
-    if any(getattr(args, n, None) is not None for n in _DECLARATIONS):
+    if given(args, "command"):
         built = inputs_from(args)
-        assert isinstance(built, PreflightInputs)
         declared = replace(built, model_dir=None, sglang_root=None, kube_manifest=None)
-    host = PreflightInputs(
-        model_dir=args.model_dir,
-        sglang_root=args.sglang_root,
-        service_user=args.service_user,
-        kube_manifest=args.kube_manifest,
-        kube_container=args.kube_container,
-    )
+    host = inputs_from(argparse.Namespace(**{n: getattr(args, n) for n, _ in options("host")}))
     live = live_inputs_from(args)  # url "" unless given: each server's own (--url with --pid: that)
     live.selection = selection_of(args, loaded)
     inputs = RunningInputs(live=live, host=host, declared=declared)

@@ -6,9 +6,10 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from validator import preflight_inputs
 from validator.checks.registry import builtins
 from validator.errors import ExitCode, InputError, UsageError
 from validator.recipe_match import CHECK_ID as AUTO_CHECK
@@ -89,60 +90,10 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True, auto: bo
     )
 
 
-# The preflight inputs that take one value each: (flag, metavar, type, help), in the order --help lists
-# them. The launch-command sources come first; ``launch`` leaves them out (its command is its own argv).
-_Input = tuple[str, str, "Callable[[str], object]", str]
-# fmt: off
-_COMMAND_SOURCES: tuple[_Input, ...] = (
-    ("--launch-cmd", "STRING", str, "the server's launch command, as one string"),
-    ("--launch-args-file", "FILE", Path, "a file holding the launch command or only its arguments"),
-    ("--unit", "FILE", Path, "a systemd unit: ExecStart, Environment=, EnvironmentFile="),
-    ("--script", "FILE", Path, "a launcher shell script (start.sh), read statically, never run"),
-    ("--docker-cmd", "STRING", str,
-     "a `docker run ...` (or podman run) command line: its command, -e, --env-file, -v"),
-    ("--compose", "FILE", Path,
-     "a Compose file: the server's service (command, environment, env_file, volumes)"),
-    ("--service", "NAME", str, "the Compose service that runs the server"),
-)
-_HOST_INPUTS: tuple[_Input, ...] = (
-    ("--model-dir", "DIR", Path, "the checkpoint directory"),
-    ("--sglang-root", "DIR", Path,
-     "read this sglang package directory instead of locating the launch command's"),
-    ("--service-user", "USER", str, "the user the server runs as (cache writability)"),
-    ("--kube-manifest", "FILE", Path,
-     "a Kubernetes manifest whose startupProbe bounds the server's start (host.start_budget)"),
-    ("--kube-container", "NAME", str, "the SGLang container in --kube-manifest"),
-)
-# fmt: on
-
-
-def _add_inputs(group: argparse._ArgumentGroup, inputs: tuple[_Input, ...]) -> None:
-    for flag, metavar, kind, text in inputs:
-        group.add_argument(flag, metavar=metavar, type=kind, help=text)
-
-
 def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool = True) -> None:
-    g = parser.add_argument_group("preflight inputs")
-    if with_command:
-        _add_inputs(g, _COMMAND_SOURCES)
-        g.add_argument(
-            "--script-arg",
-            metavar="ARG",
-            action="append",
-            default=[],
-            help="an argument the --script is run with, as the operator runs it (repeatable, in order; "
-            "without it the script is read as run with no arguments)",
-        )
-    g.add_argument(
-        "--env-file",
-        metavar="FILE",
-        type=Path,
-        action="append",
-        default=[],
-        help="systemd EnvironmentFile syntax; repeatable (the process environment counts too); with --unit, "
-        "read in place of the unit's EnvironmentFile= (to check a unit before installing its file)",
-    )
-    _add_inputs(g, _HOST_INPUTS)
+    """The "preflight inputs" group, from the fields of ``PreflightInputs`` (``validator/preflight_inputs``);
+    ``launch`` leaves out the command sources (its command is its own argv)."""
+    preflight_inputs.add_arguments(parser.add_argument_group("preflight inputs"), with_command=with_command)
 
 
 def pack_from(args: argparse.Namespace) -> LoadedPack | None:

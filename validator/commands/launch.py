@@ -79,14 +79,13 @@ def _write_termination_log(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
 
     from validator.commands.check import recognise_simulator_processes
     from validator.commands.common import exit_code, pack_from, selection_of, use_color
-    from validator.commands.preflight import inputs_from
     from validator.errors import UsageError
     from validator.outputs import render
-    from validator.preflight import PreflightInputs, run_preflight
+    from validator.preflight import run_preflight
+    from validator.preflight_inputs import inputs_from
     from validator.report import Verdict
 
     recognise_simulator_processes()  # `launch -- spark-validate sim ...` runs the simulator
@@ -96,9 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if not cmd:
         raise UsageError("launch needs the server command after '--'")
     loaded = pack_from(args)
-    inputs = inputs_from(args, argv=cmd)
-    assert isinstance(inputs, PreflightInputs)
-    inputs = replace(inputs, selection=selection_of(args, loaded))
+    inputs = inputs_from(args, argv=cmd, selection=selection_of(args, loaded))
     run = run_preflight(inputs, loaded, strict=args.strict, allow_partial=args.allow_partial)
     report = run.report
     loaded = run.pack

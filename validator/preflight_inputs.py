@@ -1,0 +1,167 @@
+"""What preflight reads, stated once: each field of ``PreflightInputs`` that an operator gives on the
+command line carries its option (flag, metavar, help, which group) as field metadata.
+
+The command line is built from these fields (``commands/common.add_preflight_inputs``) and read back into
+them (``inputs_from``) by name, so a new input is one field here: it cannot be added to the parser and
+dropped on the way to preflight, or the other way round (``tests/test_preflight_inputs.py`` parses every
+option through the real parser and requires its field to change). Standard library only: the CLI builds
+every sub-parser at start-up and must not import preflight's sources to do it.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from validator.selection import Selection
+    from validator.sources.server_processes import ServerProcess
+
+Group = Literal["command", "env", "host"]  # the server's command, its environment, the host's files
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """How one input is given on the command line."""
+
+    flag: str
+    metavar: str
+    help: str
+    group: Group
+    type: Callable[[str], object] = str
+    repeat: bool = False  # append: the option may be given several times, in order
+
+
+def _option(
+    flag: str,
+    metavar: str,
+    help: str,
+    group: Group,
+    type: Callable[[str], object] = str,
+    *,
+    repeat: bool = False,
+) -> Any:
+    meta = {"cli": CliOption(flag, metavar, help, group, type, repeat)}
+    if repeat:
+        return field(default_factory=list, metadata=meta)
+    return field(default=None, metadata=meta)
+
+
+@dataclass
+class PreflightInputs:
+    """Everything preflight may be given. The command sources come first (exactly one of them, or
+    ``argv``, or ``running``, names the server's command); the rest add what the command does not show."""
+
+    launch_cmd: str | None = _option(
+        "--launch-cmd", "STRING", "the server's launch command, as one string", "command"
+    )
+    launch_args_file: Path | None = _option(
+        "--launch-args-file",
+        "FILE",
+        "a file holding the launch command or only its arguments",
+        "command",
+        Path,
+    )
+    unit: Path | None = _option(
+        "--unit", "FILE", "a systemd unit: ExecStart, Environment=, EnvironmentFile=", "command", Path
+    )
+    script: Path | None = _option(
+        "--script", "FILE", "a launcher shell script (start.sh), read statically, never run", "command", Path
+    )
+    docker_cmd: str | None = _option(
+        "--docker-cmd",
+        "STRING",
+        "a `docker run ...` (or podman run) command line: its command, -e, --env-file, -v",
+        "command",
+    )
+    compose: Path | None = _option(
+        "--compose",
+        "FILE",
+        "a Compose file: the server's service (command, environment, env_file, volumes)",
+        "command",
+        Path,
+    )
+    service: str | None = _option("--service", "NAME", "the Compose service that runs the server", "command")
+    script_args: list[str] = _option(
+        "--script-arg",
+        "ARG",
+        "an argument the --script is run with, as the operator runs it (repeatable, in order; without it "
+        "the script is read as run with no arguments)",
+        "command",
+        repeat=True,
+    )
+    env_files: list[Path] = _option(
+        "--env-file",
+        "FILE",
+        "systemd EnvironmentFile syntax; repeatable (the process environment counts too); with --unit, "
+        "read in place of the unit's EnvironmentFile= (to check a unit before installing its file)",
+        "env",
+        Path,
+        repeat=True,
+    )
+    model_dir: Path | None = _option("--model-dir", "DIR", "the checkpoint directory", "host", Path)
+    sglang_root: Path | None = _option(
+        "--sglang-root",
+        "DIR",
+        "read this sglang package directory instead of locating the launch command's",
+        "host",
+        Path,
+    )
+    service_user: str | None = _option(
+        "--service-user", "USER", "the user the server runs as (cache writability)", "host"
+    )
+    kube_manifest: Path | None = _option(
+        "--kube-manifest",
+        "FILE",
+        "a Kubernetes manifest whose startupProbe bounds the server's start (host.start_budget)",
+        "host",
+        Path,
+    )
+    kube_container: str | None = _option(
+        "--kube-container", "NAME", "the SGLang container in --kube-manifest", "host"
+    )
+    # Not options: given by the front door or filled in by the job.
+    argv: Sequence[str] | None = None  # `launch -- CMD...`: exactly the command that will be exec'd
+    base_env: Mapping[str, str] | None = None  # default: this process's environment
+    draft_class: str | None = None  # the pack's draft architecture (run_preflight fills it in)
+    # a running server: its real argv, environment and working directory are the launch command
+    running: ServerProcess | None = None
+    selection: Selection | None = None  # --check / --skip
+
+
+def options(*groups: Group) -> Iterator[tuple[str, CliOption]]:
+    """(field name, option) of every command-line input, in declaration order (the order of --help),
+    limited to ``groups`` when given."""
+    for f in fields(PreflightInputs):
+        opt = f.metadata.get("cli")
+        if isinstance(opt, CliOption) and (not groups or opt.group in groups):
+            yield f.name, opt
+
+
+def add_arguments(group: argparse._ArgumentGroup, *, with_command: bool = True) -> None:
+    """The preflight inputs on a parser: every option field (``launch`` leaves out the command sources,
+    its command being its own argv). Each option's ``dest`` is its field's name."""
+    for name, opt in options():
+        if opt.group == "command" and not with_command:
+            continue
+        if opt.repeat:
+            group.add_argument(
+                opt.flag, dest=name, metavar=opt.metavar, type=opt.type, action="append", default=[],
+                help=opt.help,
+            )  # fmt: skip
+        else:
+            group.add_argument(opt.flag, dest=name, metavar=opt.metavar, type=opt.type, help=opt.help)
+
+
+def given(args: argparse.Namespace, *groups: Group) -> list[str]:
+    """The flags of ``groups`` the command line gave (for messages about inputs that do not apply)."""
+    return [opt.flag for name, opt in options(*groups) if getattr(args, name, None) not in (None, [])]
+
+
+def inputs_from(args: argparse.Namespace, argv: Sequence[str] | None = None, **extra: Any) -> PreflightInputs:
+    """The parsed command line as preflight's inputs: every option field by name."""
+    values = {name: getattr(args, name) for name, _ in options() if hasattr(args, name)}
+    return PreflightInputs(argv=argv, **extra, **values)
