@@ -32,6 +32,8 @@ from tests.support.second_user import User, ensure_user, run_as
 from tests.support.sim_process import SimProcess, sim_process
 from tests.test_sglang_table import DEV, dev_build, dev_table
 from validator.attestation import schema, writer
+from validator.errors import InputError
+from validator.probe import load_prompts
 from validator.procinfo import process_start_time
 from validator.sources.attestation import read_attestation
 from validator.sources.sglang_tables import build_key, store
@@ -332,3 +334,40 @@ def test_attestation_planted_before_the_server_in_a_sticky_shared_directory(
             )
     finally:
         shutil.rmtree(sticky, ignore_errors=True)
+
+
+# --- the other files a verdict trusts ----------------------------------------------------------------
+
+
+def test_an_environment_file_planted_in_a_shared_directory_is_refused(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """A unit naming an EnvironmentFile= in a directory others can write: whoever writes it decides
+    what preflight believes the server's environment is."""
+    env_text = b"SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+    _attack(attacker, "cat > sglang.env && chmod 644 sglang.env", shared, env_text)
+    recipe = RECIPE_CMD.split(" ", 1)[1]
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        f"[Service]\nEnvironmentFile={shared / 'sglang.env'}\nExecStart=/usr/bin/python3 {recipe}\n"
+    )
+    rc, _, err = _preflight(tmp_path, "--unit", str(unit), env={"SGLANG_ENABLE_FP8_LM_HEAD": ""})
+    assert rc == 65 and f"{shared / 'sglang.env'}" in err and "anyone could have written" in err, err
+    assert "Traceback" not in err
+    # control: the same file where only root and this user can write it
+    mine = tmp_path / "sglang.env"
+    mine.write_bytes(env_text)
+    unit.write_text(f"[Service]\nEnvironmentFile={mine}\nExecStart=/usr/bin/python3 {recipe}\n")
+    rc, report, err = _preflight(tmp_path, "--unit", str(unit))
+    assert rc != 65 and str(mine) not in err and report["checks"], err
+
+
+def test_probe_prompts_of_another_user_are_refused(attacker: User, shared: Path, tmp_path: Path) -> None:
+    """A pack's prompt file decides what the acceptance probe measures: trusted as the pack is."""
+    text = (REPO / "validator" / "data" / "rules" / "probe-prompts.yaml").read_bytes()
+    _attack(attacker, "mkdir -m 755 p && cat > p/prompts.yaml && chmod 644 p/prompts.yaml", shared, text)
+    with pytest.raises(InputError, match=f"owned by UID {attacker.uid}"):
+        load_prompts(shared / "p" / "prompts.yaml")
+    mine = tmp_path / "prompts.yaml"
+    mine.write_bytes(text)
+    assert load_prompts(mine)  # control

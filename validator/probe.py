@@ -30,6 +30,7 @@ import yaml
 from validator.errors import InputError
 from validator.probe_stats import Decision, RuleConfig, SequentialRule
 from validator.report import ProbeResult
+from validator.sources.files import read_bounded, read_trusted_bounded
 from validator.sources.server_http import Generation, SGLangClient
 
 _HERE = Path(__file__).resolve().parent
@@ -75,14 +76,22 @@ def default_prompts_path() -> Path:
     return PROMPT_FILES[0]
 
 
+PROMPTS_CAP = 1024 * 1024  # the shipped file is about 2 KB
+
+
 def load_prompts(path: str | Path | None = None) -> list[ProbePrompt]:
     """Read and validate the prompt file; any defect is an InputError naming the file (exit 65)."""
     p = Path(path) if path is not None else default_prompts_path()
     where = str(p)
+    # Package data is the installation's; a pack's own prompt file (beside a pack named by path) decides
+    # what the acceptance probe measures, so it is trusted only as the pack is: nobody but root and the
+    # reading user can have written it or a directory above it.
+    if p.resolve().parent == _HERE / "data" / "rules":
+        data = read_bounded(p, PROMPTS_CAP, "probe prompts")
+    else:
+        data = read_trusted_bounded(p, PROMPTS_CAP, "probe prompts")
     try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(where, f"cannot read probe prompts: {exc.strerror or type(exc).__name__}") from None
+        doc = yaml.safe_load(data.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise InputError(where, "not valid YAML", None if line is None else line + 1) from None

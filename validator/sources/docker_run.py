@@ -21,7 +21,7 @@ from pathlib import Path
 
 from validator.errors import InputError
 from validator.facts import LaunchFacts
-from validator.sources.files import TEXT_CAP, read_text_bounded
+from validator.sources.files import TEXT_CAP, read_trusted_bounded
 
 # docker run / podman run options that take no value (docker 28's `docker run --help`, podman 4's extras).
 _BOOLEAN = {
@@ -85,8 +85,14 @@ class ContainerSpec:
 def env_file_lines(path: Path | str) -> Iterator[tuple[int, str]]:
     """The numbered lines of a container env file (``--env-file``, Compose's ``env_file`` and ``.env``)
     that are neither blank nor ``#`` comments, leading white space removed; the file read within
-    ``TEXT_CAP`` like every input. Trailing white space is kept: ``docker run`` keeps it in a value."""
-    text = read_text_bounded(path, TEXT_CAP, "env file")
+    ``TEXT_CAP`` like every input, and only when nobody but root and the reading user could have written it
+    or a directory above it. Trailing white space is kept: ``docker run`` keeps it in a value."""
+    data = read_trusted_bounded(path, TEXT_CAP, "env file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(str(path), f"env file is not valid UTF-8 (byte {exc.start})", at) from None
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.lstrip()
         if line and not line.startswith("#"):

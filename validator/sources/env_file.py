@@ -14,10 +14,11 @@ unit), this reader raises ``InputError(path, reason, line)`` instead: a validato
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from validator.errors import InputError
-from validator.sources.files import TEXT_CAP, read_bounded
+from validator.sources.files import TEXT_CAP, read_trusted_bounded
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WHITESPACE = " \t\n\r"
@@ -138,10 +139,12 @@ def _append(buf: list[str], trail: int | None, c: str) -> int | None:
     return len(buf) - 1 if trail is None else trail
 
 
-def read_env_file(path: Path | str) -> dict[str, str]:
-    """Read one EnvironmentFile; unreadable or malformed -> InputError naming the file."""
+def read_env_file(path: Path | str, *, trusted_uids: Collection[int] = ()) -> dict[str, str]:
+    """Read one EnvironmentFile; unreadable, malformed or writable by someone other than root, the reading
+    user and ``trusted_uids`` (the unit's ``User=``) -> InputError naming the file."""
     p = Path(path)
-    data = read_bounded(p, TEXT_CAP, "environment file")  # regular files only: never /dev/zero or a FIFO
+    # regular files only (never /dev/zero or a FIFO), through directories nobody else can write
+    data = read_trusted_bounded(p, TEXT_CAP, "environment file", trusted_uids=trusted_uids)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

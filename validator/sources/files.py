@@ -23,10 +23,12 @@ import errno
 import json
 import os
 import stat
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError
+from validator.trusted_files import UnsafeLocation, read_trusted_file
 
 # Caps per kind of input, generous against real files and small against memory. A real config.json or
 # index is tens of KB (the 124B model's index: ~2 MB); unit files, env files and args files are a few KB.
@@ -104,6 +106,21 @@ def read_bounded(path: Path | str, cap: int, what: str = "file") -> bytes:
         return b"".join(parts)
     finally:
         os.close(fd)
+
+
+def read_trusted_bounded(
+    path: Path | str, cap: int, what: str = "file", *, trusted_uids: Collection[int] = ()
+) -> bytes:
+    """:func:`read_bounded` for a file the verdict trusts (an env file, a pack's data file): also refused,
+    as an ``InputError`` naming it, when it or a directory above it could have been written by anyone but
+    root, the reading user and ``trusted_uids`` (``validator.trusted_files``)."""
+    where = str(path)
+    try:
+        return read_trusted_file(path, cap, what=what, trusted_uids=trusted_uids)
+    except FileNotFoundError:
+        raise InputError(where, f"cannot read {what}: no such file") from None
+    except UnsafeLocation as exc:
+        raise InputError(where, str(exc).removeprefix(f"{where}: ")) from None
 
 
 def read_head(path: Path | str, cap: int) -> bytes:

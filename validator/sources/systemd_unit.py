@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pwd
 import re
 import socket
 from collections.abc import Mapping
@@ -309,6 +310,20 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
     return _expand_env(words, env, where, a.line)
 
 
+def _service_uids(items: list[tuple[str, Assignment]]) -> set[int]:
+    """The UID of the unit's ``User=`` where this host knows it: besides root and the reading user, the one
+    who may write the unit's EnvironmentFile= (its own server's environment)."""
+    user = next((a.value.strip() for key, a in reversed(items) if key == "User" and a.value.strip()), "")
+    if not user:
+        return set()
+    if user.isdigit():
+        return {int(user)}
+    try:
+        return {pwd.getpwnam(user).pw_uid}
+    except KeyError:
+        return set()
+
+
 def _environment(
     items: list[tuple[str, Assignment]],
     unit: Path,
@@ -334,6 +349,7 @@ def _environment(
             assigned[name] = (value, f"{a.file}:{a.line} Environment=")
     for name, (value, where) in assigned.items():
         env[name], origin[name] = value, where
+    trusted = _service_uids(items)
     files: list[tuple[str, Assignment]] = []
     for key, a in items:
         if key == "EnvironmentFile":
@@ -344,7 +360,7 @@ def _environment(
     if env_files is not None:  # --env-file stands in for EnvironmentFile= (a unit not yet installed)
         named = ", ".join(v for v, _ in files) or "none"
         for path in env_files:
-            for name, val in read_env_file(path).items():
+            for name, val in read_env_file(path, trusted_uids=trusted).items():
                 env[name], origin[name] = val, f"--env-file {path} (for the unit's EnvironmentFile={named})"
         return env, origin
     for value, a in files:
@@ -360,7 +376,7 @@ def _environment(
                 a.file, f"EnvironmentFile= {pattern} does not exist (prefix '-' to allow)", a.line
             )
         for m in matches:
-            for name, val in read_env_file(m).items():
+            for name, val in read_env_file(m, trusted_uids=trusted).items():
                 env[name], origin[name] = val, f"EnvironmentFile={m}"
     return env, origin
 
