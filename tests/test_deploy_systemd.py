@@ -345,3 +345,28 @@ def test_sidecar_notifies_ready_and_pets_the_watchdog_while_the_server_still_loa
     pets = [t for t, m in messages if "WATCHDOG=1" in m]
     assert len(pets) >= 4, messages  # every 0.5 s over 3 s, with slack for a loaded machine
     assert max(b - a for a, b in itertools.pairwise(pets)) < 1.0  # never past WATCHDOG_USEC
+
+
+def test_a_start_that_cannot_be_proven_is_retried_a_few_times_then_stays_failed(tmp_path: Path) -> None:
+    """launch exits 69 when it cannot prove the start (here: a Hugging Face repo id that is not cached, as
+    the unit's user would meet it); the unit retries that (not in RestartPreventExitStatus=), but its start
+    limit trips before the interval ends, so a persistent 69 ends in a failed unit, not a 30 s loop."""
+    unit = _unit("sglang.service")
+    from tests.test_plugin_contract import _sglang_python
+
+    # SGLang 0.5.23's real interpreter, on the recipe whose checks stock 0.5.23 passes: only the
+    # checkpoint is unprovable, because the repo id is not in the cache
+    proc = run_cli(
+        "launch", "--rules", "ling-3.0-flash-baseline", "--", str(_sglang_python()), "-m",
+        "sglang.launch_server", "--model-path", "inclusionAI/Ling-3.0-flash-fp4",
+        "--moe-runner-backend", "flashinfer_mxfp4", "--trust-remote-code", "--enable-fp32-lm-head",
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "HF_HOME": str(tmp_path / "hf")}, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 69, proc.stderr[-800:]
+    assert "69" not in unit["RestartPreventExitStatus"][0].split()
+    assert unit["Restart"] == ["on-failure"]
+    burst = int(unit["StartLimitBurst"][0])
+    interval = systemd_seconds(unit["StartLimitIntervalSec"][0])
+    restart = systemd_seconds(unit["RestartSec"][0])
+    # each refused attempt takes RestartSec (launch itself well under a second): the burst fits the interval
+    assert burst >= 2 and burst * (restart + 5) < interval, (burst, restart, interval)

@@ -358,6 +358,8 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
         )
     if model_dir is None and "model_path" in launch.unresolved:
         facts.errors[CHECKPOINT] = f"--model-path is set at run time: {launch.unresolved['model_path']}"
+    elif model_dir is None and container is None and isinstance(model_path, str):
+        model_dir = _hub_snapshot(facts, launch, model_path, inputs)
     if model_dir is not None:
         from validator.sources.checkpoint import read_checkpoint
 
@@ -419,6 +421,43 @@ def _gather_recipe_sources(facts: Facts, inputs: PreflightInputs) -> None:
 
         files = list(inputs.env_files) or None
         facts.start_budget = from_unit(load_unit(inputs.unit, base_env=dict(launch.env), env_files=files))
+
+
+def _hub_snapshot(facts: Facts, launch: LaunchFacts, model_path: str, inputs: PreflightInputs) -> Path | None:
+    """A ``--model-path`` that is a Hugging Face repo id (not a directory where the server starts): the
+    snapshot the server would load from its hub cache (``sources/hf_cache``), or, not cached, why there is
+    nothing here to check (recorded as the checkpoint's error)."""
+    from validator.sources import hf_cache
+
+    cwd = launch.working_directory
+    if Path(model_path).is_absolute() or (cwd is not None and (cwd / model_path).is_dir()):
+        return None
+    if not hf_cache.looks_like_repo_id(model_path) or Path(model_path).is_dir():
+        return None
+    named_user = inputs.service_user or launch.user
+    host_home = facts.host.home if facts.host is not None else None
+    home = launch.env.get("HOME") if not named_user and launch.env.get("HOME") else host_home
+    revision, download_dir = launch.args.get("revision"), launch.args.get("download_dir")
+    found = hf_cache.lookup(
+        model_path,
+        revision if isinstance(revision, str) else None,
+        launch.env,
+        str(home) if home else None,
+        download_dir if isinstance(download_dir, str) else None,
+    )
+    if found.snapshot is not None:
+        return found.snapshot
+    then = (
+        "the server would fail at start (HF_HUB_OFFLINE is set)"
+        if hf_cache.offline(launch.env)
+        else "the server would download it from the Hugging Face Hub when it starts (every weight file)"
+    )
+    facts.errors[CHECKPOINT] = (
+        f"--model-path {model_path} is a Hugging Face repo id, {found.describe()}: {then}, so there is no "
+        f"checkpoint here to check; download it first as the server's user (`hf download {model_path}"
+        f"{' --revision ' + found.revision if found.revision != 'main' else ''}`) or give --model-dir"
+    )
+    return None
 
 
 def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = None) -> Path | None:

@@ -1,0 +1,103 @@
+"""A Hugging Face repo id (``--model-path inclusionAI/Ling-3.0-flash-fp4``) resolved to the snapshot the
+server will load, through the local hub cache only (never the network; standard library only).
+
+SGLang treats a ``--model-path`` that is not a directory as a repo id and calls huggingface_hub's
+``snapshot_download(repo, revision=--revision, cache_dir=--download-dir)``
+(``srt/model_loader/weight_utils.py``). The cache it reads is, as ``huggingface_hub.constants`` defines it:
+``--download-dir`` when given, else ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else
+``$HF_HOME/hub``, with ``HF_HOME`` defaulting to ``$XDG_CACHE_HOME/huggingface`` (``~/.cache/huggingface``).
+In it, ``models--ORG--NAME/refs/<revision>`` holds the commit a branch or tag points at and
+``snapshots/<commit>/`` the files (links into ``blobs/``); a 40-hex revision names a snapshot directly.
+
+Not cached, the server downloads the repo when it starts (every weight: tens of GB), or fails at once
+under ``HF_HUB_OFFLINE=1``; either way there is nothing on this host to check beforehand.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from validator.sources.files import read_head
+
+# huggingface_hub's validate_repo_id: [namespace/]name of word characters, '-' and '.', no '--' or '..'
+_REPO_ID = re.compile(r"^(?:[\w.-]+/)?[\w.-]{1,96}$")
+_REF_NAME = re.compile(r"^[\w.-]+(?:/[\w.-]+)*$")  # a branch or tag (refs/pr/1 included)
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+def looks_like_repo_id(value: str) -> bool:
+    """``ORG/NAME`` as the Hub spells repo ids (a bare name is a local path here: SGLang's own examples
+    always give the namespace)."""
+    return "/" in value and bool(_REPO_ID.match(value)) and "--" not in value and ".." not in value
+
+
+@dataclass(frozen=True)
+class HubLookup:
+    """Where the server would find ``repo`` at ``revision``: ``snapshot`` when it is cached here."""
+
+    repo: str
+    revision: str
+    cache: Path  # the hub cache directory the server reads
+    cache_from: str  # which setting chose it ("HF_HOME", "--download-dir", ...)
+    snapshot: Path | None
+    commit: str | None
+
+    def describe(self) -> str:
+        """What was found, in one phrase, for evidence and messages."""
+        if self.snapshot is not None:
+            return f"Hugging Face cache {self.cache} ({self.cache_from}): {self.revision} = {self.commit}"
+        return f"not in the Hugging Face cache {self.cache} ({self.cache_from}) at revision {self.revision}"
+
+
+def hub_cache(env: Mapping[str, str], home: str | None, download_dir: str | None = None) -> tuple[Path, str]:
+    """The hub cache directory the server reads, and the setting that chose it."""
+
+    def expand(value: str) -> str:
+        if value.startswith("~") and home:
+            value = home + value[1:]
+        return os.path.expandvars(value)
+
+    if download_dir:
+        return Path(expand(download_dir)), "--download-dir"
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if env.get(name):
+            return Path(expand(env[name])), name
+    if env.get("HF_HOME"):
+        return Path(expand(env["HF_HOME"])) / "hub", "HF_HOME"
+    xdg = env.get("XDG_CACHE_HOME") or f"{home or '~'}/.cache"
+    origin = "XDG_CACHE_HOME" if env.get("XDG_CACHE_HOME") else "the default ~/.cache/huggingface"
+    return Path(expand(xdg)) / "huggingface" / "hub", origin
+
+
+def lookup(
+    repo: str,
+    revision: str | None,
+    env: Mapping[str, str],
+    home: str | None,
+    download_dir: str | None = None,
+) -> HubLookup:
+    """``repo`` at ``revision`` (default ``main``) in the server's hub cache."""
+    rev = revision or "main"
+    cache, origin = hub_cache(env, home, download_dir)
+    root = cache / ("models--" + repo.replace("/", "--"))
+    commit: str | None = rev if _COMMIT.match(rev) else None
+    if commit is None and _REF_NAME.match(rev):
+        ref = root / "refs" / rev
+        try:
+            text = read_head(ref, 128).decode("ascii", "replace").strip() if ref.is_file() else ""
+        except OSError:
+            text = ""
+        commit = text if _COMMIT.match(text) else None
+    snapshot = root / "snapshots" / commit if commit else None
+    if snapshot is not None and not (snapshot / "config.json").is_file():
+        snapshot = None
+    return HubLookup(repo, rev, cache, origin, snapshot, commit)
+
+
+def offline(env: Mapping[str, str]) -> bool:
+    """``HF_HUB_OFFLINE`` as huggingface_hub reads it (1, ON, YES, TRUE)."""
+    return env.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
