@@ -435,3 +435,141 @@ def test_a_script_that_runs_a_container_is_read_as_that_container(host: Host, tm
     (shared,) = [c for c in report["checks"] if c["id"] == "spec.lm_head_shared"]
     assert shared["status"] == "error" and "my/sglang:ling3" in shared["message"]
     assert rc == 69
+
+
+# -- attacks: constructs that make bash run something other than what the script seems to say ------------
+
+ATTACK_BASE = f"""#!/bin/bash
+source .venv/bin/activate
+export SGLANG_ENABLE_FP8_LM_HEAD=1
+export HUMMING_CACHE_DIR=$HOME/.humming/cache
+M=$HOME/models/Ling-3.0-flash-fp4
+SPEC="{RECIPE.replace("--moe-runner-backend humming ", "")}"
+@PRE@
+@EXEC@ python3 -m sglang.launch_server --model-path "$M" --trust-remote-code --moe-runner-backend humming \\
+  $SPEC --speculative-draft-model-path "$M" @ARGS@
+"""
+FP8 = "SGLANG_ENABLE_FP8_LM_HEAD"
+
+# name: (lines before the launch, the launch's first word, extra launch words, files, extra env, outcome)
+# outcome "fail:CHECK" (bash's launch is read exactly and that check fails) or "inconclusive"
+ATTACKS: dict[str, tuple[str, str, str, dict[str, str], dict[str, str], str]] = {
+    "eval-export": (f"eval 'export {FP8}=0'", "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "eval-unknown": (
+        'eval "$(cat extra.sh)"',
+        "exec",
+        "",
+        {"extra.sh": f"export {FP8}=0\n"},
+        {},
+        "inconclusive",
+    ),
+    "printf-v": (f"printf -v {FP8} '%s' 0", "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "printf-v-indirect": (f"V={FP8}; printf -v \"$V\" '%s' 0", "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "printf-v-unknown": (
+        f"printf -v {FP8} '%s' \"$(cat extra.sh)\"",
+        "exec",
+        "",
+        {"extra.sh": "0"},
+        {},
+        "inconclusive",
+    ),
+    "quoted-export": (f'export "{FP8}=0"', "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "export-n": (f"export -n {FP8}", "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "declare+x": (f"declare +x {FP8}", "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "declare-n": (f"declare -n R={FP8}; R=0", "exec", "", {}, {}, "inconclusive"),
+    "trap-debug": (f"trap '{FP8}=0' DEBUG", "exec", "", {}, {}, "inconclusive"),
+    "mapfile": (
+        "mapfile -t EXTRA < extra.args",
+        "exec",
+        '"${EXTRA[@]}"',
+        {"extra.args": "--moe-runner-backend\ntriton\n"},
+        {},
+        "inconclusive",
+    ),
+    "function-python3": (
+        'python3() { command python3 "$@" --moe-runner-backend triton; }',
+        "",
+        "",
+        {},
+        {},
+        "fail:moe.backend",
+    ),
+    "function-exec": (f'exec() {{ {FP8}=0 command "$@"; }}', "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "ifs": ("IFS=:", "exec", "", {}, {}, "refused"),
+    "heredoc-sourced": (
+        f"cat > site-a.env <<EOF\nexport {FP8}=0\nEOF\nsource ./site-a.env",
+        "exec",
+        "",
+        {"site-a.env": f"export {FP8}=1\n"},
+        {},
+        "inconclusive",
+    ),
+    "test-string": (
+        f'P=mtp-fast; if [ "$P" == "mtp*" ]; then :; else {FP8}=0; fi',
+        "exec",
+        "",
+        {},
+        {},
+        "fail:lm_head.fp8",
+    ),
+    "test-pattern": (f"P=mtp-fast; [[ $P = mtp* ]] && {FP8}=0", "exec", "", {}, {}, "fail:lm_head.fp8"),
+    "case-variable-pattern": (
+        f"PAT='mtp*'; case mtp-fast in $PAT) {FP8}=0;; esac",
+        "exec",
+        "",
+        {},
+        {},
+        "fail:lm_head.fp8",
+    ),
+    "source-path-search": (
+        "source site-b.env",
+        "exec",
+        "",
+        {"site-b.env": f"export {FP8}=1\n", "tools/site-b.env": f"export {FP8}=0\n"},
+        {},
+        "fail:lm_head.fp8",
+    ),
+    "alias": (f"shopt -s expand_aliases; alias python3='{FP8}=0 python3'", "", "", {}, {}, "inconclusive"),
+    "hash-p": ("hash -p /bin/false python3", "", "", {}, {}, "inconclusive"),
+    "bash-env": (
+        "",
+        "exec",
+        "",
+        {"hook.sh": f"export {FP8}=0\n"},
+        {"BASH_ENV": "@ROOT@/hook.sh"},
+        "inconclusive",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ATTACKS))
+def test_attacks_never_pass(host: Host, name: str) -> None:
+    """Each trick is either read exactly as bash runs it (and the check a reviewer would name fails) or
+    made unresolved (inconclusive); none passes."""
+    pre, head, extra, files, env, outcome = ATTACKS[name]
+    text = ATTACK_BASE.replace("@PRE@", pre).replace("@EXEC@", head).replace("@ARGS@", extra)
+    for rel, content in files.items():
+        (host.root / rel).write_text(content)
+    try:
+        script = _write(host, f"attack-{name}.sh", text)
+        run_env = {**host.env, **{k: v.replace("@ROOT@", str(host.root)) for k, v in env.items()}}
+        rc, report, err = _preflight(run_env, "--script", str(script))
+    finally:
+        for rel in files:
+            (host.root / rel).unlink()
+    assert rc != 0 and report.get("verdict") != "pass", (rc, err, report.get("checks"))
+    if outcome == "inconclusive":
+        assert rc == 69 and report["verdict"] == "inconclusive", (err, report.get("checks"))
+    elif outcome.startswith("fail:"):
+        assert rc == 78 and _statuses(report)[outcome[5:]] == "fail", (err, report.get("checks"))
+    else:  # bash hands SGLang one word with blanks in it: argparse refuses it, and so does preflight
+        assert rc == 65 and "unrecognized arguments" in err, err
+
+
+def test_the_attack_baseline_passes(host: Host) -> None:
+    """The same script with no trick passes: the attacks fail because of the trick."""
+    text = ATTACK_BASE.replace("@PRE@", "").replace("@EXEC@", "exec").replace("@ARGS@", "")
+    script = _write(host, "attack-none.sh", text)
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
+    assert _static(host, script, {}).argv == _bash_run(host, script, {})["argv"][2:]

@@ -439,6 +439,11 @@ class Words:
 
     def pattern(self, node: Any) -> re.Pattern[str] | Unknown:
         """A word as a pattern: its quoted runs literal, the rest special."""
+        if node.type == "regex":  # the grammar's name for an unquoted [[ $v == pattern ]] operand
+            raw = text(node)
+            if any(c in raw for c in "$`'\"\\ "):
+                raise Unmodelled(f"the pattern {raw!r}", line_of(node))
+            return glob_regex([(raw, False)], line_of(node))
         segs = self.segments(node, quoted=False, first=False)
         pieces: list[tuple[Value, bool]] = []
         for s in segs:
