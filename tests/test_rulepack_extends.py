@@ -85,3 +85,33 @@ def test_mistakes_in_extends_name_the_file(tmp_path: Path, files: dict[str, str]
     assert message in str(exc.value) and str(tmp_path) in str(exc.value)
     cli = run_cli("rules", "lint", str(tmp_path / "a.yaml"))
     assert cli.returncode == 65 and message in cli.stderr and "Traceback" not in cli.stderr
+
+
+def test_lint_refuses_a_figure_the_extended_pack_had(tmp_path: Path) -> None:
+    """A site pack that raises the acceptance floor but keeps (or writes) prose quoting the old 1.5 would
+    print the wrong number on every failure: ``rules lint`` names the text and the field to use."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        SITE.replace(
+            "    severity: warning\n",
+            "    severity: warning\n    why: Acceptance above 1.5 is what NEXTN buys.\n",
+        )
+    )
+    out = run_cli("rules", "lint", str(site))
+    assert out.returncode == 65, out.stdout + out.stderr
+    assert "lm_head.fp8.why says 1.5, the extended pack's expect.accept_length_min" in out.stderr
+    assert "this pack's is 2.5: write {expect.accept_length_min}" in out.stderr
+    fixed = site.read_text().replace("above 1.5", "above {expect.accept_length_min}")
+    site.write_text(fixed)
+    assert run_cli("rules", "lint", str(site)).returncode == 0
+
+
+def test_lint_notes_a_figure_written_as_a_number(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE.replace("Our Spark also runs the desktop.", "Keep it at or below 0.6 here."))
+    out = run_cli("rules", "lint", str(site))
+    assert out.returncode == 0
+    assert (
+        "note:" in out.stderr
+        and "site.mem_fraction.why writes expect.host.max_mem_fraction_static (0.6)" in (out.stderr)
+    )

@@ -243,6 +243,14 @@ def with_extends(path: Path, data: dict[str, Any], depth: int = 0) -> dict[str, 
     return merged
 
 
+def extended_pack(path: Path) -> RulePack | None:
+    """The pack that the pack at ``path`` names in ``extends:``, parsed (None when it extends none)."""
+    _, raw = _read_yaml(path)
+    if "extends" not in raw:
+        return None
+    return parse_pack(_extended_path(path, raw["extends"]))
+
+
 def parse_pack(path: Path) -> RulePack:
     """Parse and validate one pack file (with the packs it ``extends:``): the schema, then what the
     listed builtin checks need from it (expectations, remedy variants, modes) and every message

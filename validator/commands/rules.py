@@ -24,11 +24,13 @@ def lint(path_arg: str) -> int:
     from pathlib import Path
 
     from validator.errors import ExitCode
-    from validator.rulepack import PackError, expired_waivers, parse_pack
+    from validator.pack_figures import literal_figures
+    from validator.rulepack import PackError, expired_waivers, extended_pack, parse_pack
 
     path = Path(path_arg)
     try:
         pack = parse_pack(path)
+        base = extended_pack(path)
     except PackError as exc:
         for line in exc.lines():
             sys.stderr.write(f"spark-validate: {line}\n")
@@ -39,7 +41,19 @@ def lint(path_arg: str) -> int:
             f"spark-validate: {path}: waiver for {w.check} expired on {w.expires}: "
             "it no longer applies (renew it with a new justification, or remove it)\n"
         )
-    if expired:
+    figures = literal_figures(pack, base)
+    for f in figures:
+        if f.disagrees:
+            sys.stderr.write(
+                f"spark-validate: {path}: {f.check}.{f.key} says {f.literal}, the extended pack's {f.field}, "
+                f"but this pack's is {f.value}: write {{{f.field}}}\n"
+            )
+        else:
+            sys.stderr.write(
+                f"spark-validate: note: {path}: {f.check}.{f.key} writes {f.field} ({f.literal}) as a "
+                f"number: {{{f.field}}} follows the pack\n"
+            )
+    if expired or any(f.disagrees for f in figures):
         return int(ExitCode.DATAERR)
     sys.stdout.write(
         f"{path}: ok ({pack.metadata.name} v{pack.metadata.version}, {len(pack.checks)} checks, "

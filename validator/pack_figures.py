@@ -1,0 +1,74 @@
+"""Figures written into a pack's prose: a number in a check's text that is one of the pack's expectations
+should be that expectation's template field, so that a pack for another recipe or model never prints
+this one's numbers.
+
+``rules lint`` reports two kinds. A *disagreement* (an error): a pack that ``extends:`` another inherits
+or writes a text quoting the extended pack's value of an expectation that this pack changed ("acceptance
+above 1.5" in a pack whose floor is 2.0). A *hint*: a text quoting the pack's own value, which would go
+stale the day an extending pack changes it. Small integers (below 10) are left alone: "3 steps" and
+"topk 1" are too common in prose to tell from a figure.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from validator.pack_schema import RulePack
+
+# a decimal number standing alone: not inside a word, a template field or a version string
+_NUMBER = re.compile(r"(?<![\w.{}])(\d+(?:\.\d+)?)(?![\w}]|\.\d)")
+
+
+@dataclass(frozen=True)
+class Figure:
+    check: str
+    key: str  # the text's key in the check: why, remedy, remedies.auto, ...
+    literal: str
+    field: str  # the expectation it is: expect.accept_length_min
+    value: object  # this pack's value of it
+    base_value: object | None = None  # the extended pack's value, for a disagreement
+
+    @property
+    def disagrees(self) -> bool:
+        return self.base_value is not None
+
+
+def _numeric(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _figures_of(pack: RulePack) -> dict[float, list[tuple[str, object]]]:
+    out: dict[float, list[tuple[str, object]]] = {}
+    for name, value in pack.expect.fields().items():
+        number = _numeric(value)
+        if number is not None and not (number.is_integer() and abs(number) < 10):
+            out.setdefault(number, []).append((name, value))
+    return out
+
+
+def literal_figures(pack: RulePack, base: RulePack | None = None) -> list[Figure]:
+    """Every expectation a check's text writes as a number; with ``base`` (the extended pack), the ones
+    quoting its value where this pack's differs are disagreements."""
+    own = _figures_of(pack)
+    base_fields = base.expect.fields() if base is not None else {}
+    changed: dict[float, list[tuple[str, object]]] = {}
+    for name, base_value in base_fields.items():
+        number = _numeric(base_value)
+        mine = pack.expect.fields().get(name)
+        if number is not None and mine != base_value and not (number.is_integer() and abs(number) < 10):
+            changed.setdefault(number, []).append((name, base_value))
+    found: list[Figure] = []
+    for spec in pack.checks:
+        for key, text in spec.templates().items():
+            for m in _NUMBER.finditer(text):
+                number = float(m.group(1))
+                for name, base_value in changed.get(number, []):
+                    mine = pack.expect.fields().get(name)
+                    found.append(Figure(spec.id, key, m.group(1), name, mine, base_value))
+                for name, value in own.get(number, []):
+                    if name not in {f for f, _ in changed.get(number, [])}:
+                        found.append(Figure(spec.id, key, m.group(1), name, value))
+    return found
