@@ -222,3 +222,53 @@ def test_head_and_unknown_paths_still_answer_as_before(tmp_path: Path) -> None:
         missing = d.get("/nope")
     assert head.status_code == 200 and head.text == "" and int(head.headers["content-length"]) > 0
     assert missing.status_code == 404 and "/" in missing.json()["endpoints"]
+
+
+def test_every_supplied_string_is_escaped_wherever_it_lands() -> None:
+    """In-process, over every place the page writes report text: the target, the pack's name, a check's
+    message, evidence keys and values, why, remedy, waiver, the coverage's reasons and inputs."""
+    from validator.outputs.html import SidecarView, page
+    from validator.report import CheckResult, Coverage, NotProven, Report, Severity, Status, Verdict, Waiver
+
+    evil = '"><script>x()</script><b id="pwned">'
+    checks = [
+        CheckResult(
+            id="spec.config",
+            status=Status.FAIL,
+            severity=Severity.CRITICAL,
+            message=evil,
+            evidence={evil: evil, "nested": {"k": evil}},
+            sources=[evil],
+            remedy=evil,
+            why=evil,
+        ),
+        CheckResult(
+            id="moe.backend",
+            status=Status.WARN,
+            severity=Severity.WARNING,
+            message="m",
+            waived=Waiver(check="moe.backend", justification=evil, expires=evil),
+        ),
+    ]
+    report = Report(
+        mode="check",
+        verdict=Verdict.FAIL,
+        rule_pack=evil,
+        started_at=evil,
+        duration_s=0.1,
+        checks=checks,
+        target=evil,
+        coverage=Coverage(
+            critical=1,
+            proven=0,
+            not_proven=["spec.config"],
+            missing=[NotProven(id="spec.config", reason=evil, input=evil)],
+        ),
+    )
+    for view in (None, SidecarView(ready=False, phase=evil, reason=evil)):
+        text = page(report, view=view)
+        assert "<script" not in text and 'id="pwned"' not in text
+        assert text.count(html.escape(evil, quote=True)) >= 10
+        parser = _Tags()
+        parser.feed(text)
+        assert set(parser.tags) <= ALLOWED_TAGS
