@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+from tests.support.private_dir import private_tempdir
 from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +74,7 @@ def main() -> int:
     )
     print(head)
     print("-" * len(head))
-    with tempfile.TemporaryDirectory(prefix="bench-check-") as tmp:
+    with tempfile.TemporaryDirectory(dir=private_tempdir("bench-check-")) as tmp:
         for scenario in SCENARIOS:
             rows: list[tuple[str, int, int, float, float, float]] = []
             for i in range(args.repeat):

@@ -18,7 +18,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -30,6 +29,7 @@ import httpx
 from tests.support.bounded_run import run_bounded
 from tests.support.hostile_server import LEAK_MODES, MODES, hostile_process
 from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.private_dir import private_tempdir
 from tests.support.sim_process import sim_process
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,7 +117,7 @@ def main() -> int:
     modes = [m for m in (opts.modes.split(",") if opts.modes else sorted(set(MODES) - LEAK_MODES))]
     wait = opts.wait
     sidecar_s = wait + 10
-    tmp = Path(tempfile.mkdtemp(prefix="bench-hostile-"))
+    tmp = private_tempdir("bench-hostile-")  # the healthy baseline's attestation must be trusted
     targets: list[tuple[str, Callable[[], AbstractContextManager[tuple[str, list[str]]]]]] = [
         ("healthy sim", lambda: healthy(tmp))
     ]

@@ -8,8 +8,9 @@ re-check within 1.2x of the no-log sidecar's at every size and ``/livez`` p99 un
 For each size the log is first grown to it in one burst (the follower then catches up in one bounded
 read: its check is shown apart, as ``catch-up``), then, during the measuring window, it keeps growing at
 ``--rate`` KB/s of real ``Decode batch`` lines while both sidecars re-check every ``--interval`` seconds and
-``/livez`` of both is polled every 20 ms. The log lives in a temporary directory under /tmp, deleted at
-the end. Run: ``python -m bench.sidecar_log [--sizes 0,64,256,512,1024] [--rate 256]``.
+``/livez`` of both is polled every 20 ms. The log lives in a private temporary directory (not /tmp: the
+attestation beside it must be trusted), deleted at the end.
+Run: ``python -m bench.sidecar_log [--sizes 0,64,256,512,1024] [--rate 256]``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -30,6 +30,7 @@ import httpx
 
 from tests.support.daemon_process import stop
 from tests.support.loopback import free_port, wait_listening
+from tests.support.private_dir import private_tempdir
 
 REPO = Path(__file__).resolve().parents[1]
 # the child processes find this checkout first, then whatever the caller's PYTHONPATH names
@@ -117,7 +118,7 @@ def main() -> int:
     args = ap.parse_args()
     sizes = [int(float(s) * (1 << 20)) for s in args.sizes.split(",")]
 
-    tmp = Path(tempfile.mkdtemp(prefix="spark-validate-sidecar-log-", dir="/tmp"))
+    tmp = private_tempdir("spark-validate-sidecar-log-")  # its attestation must be trusted: not /tmp
     port = free_port()
     log = tmp / "sglang.log"
     sim: subprocess.Popen[bytes] | None = None

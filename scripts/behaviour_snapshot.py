@@ -199,7 +199,10 @@ def rules_cases(tmp: Path) -> dict[str, dict[str, Any]]:
 
 
 def snapshot() -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="sv-snapshot-") as tmp_s:
+    # not under /tmp: packs, env files and attestations are trusted only where nobody else can write
+    private = REPO / ".pytest-tmp"
+    private.mkdir(mode=0o755, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="sv-snapshot-", dir=private) as tmp_s:
         tmp = Path(tmp_s)
         cases = {**preflight_cases(tmp), **check_cases(tmp), **rules_cases(tmp)}
         subs = [(str(REPO), "<repo>"), (tmp_s, "<tmp>"), (str(Path(tmp_s).resolve()), "<tmp>")]
