@@ -389,3 +389,59 @@ def test_hidepid_hides_the_server_and_the_answer_says_so(tmp_path: Path) -> None
         hidden.rmdir()
     assert proc.pid not in pids
     assert "hidepid" in why and f"{port} (UID 0)" in why
+
+
+def test_sidecar_without_url_follows_the_process_and_notices_a_restart(tmp_path: Path) -> None:
+    """``serve`` with no ``--url``: it finds the server process, is ready once its checks pass, drops
+    readiness when the process goes, and judges the restarted process (a new PID and start time) on the
+    same port, whatever /server_info says about the start."""
+    import httpx
+
+    def get(path: str) -> Any:
+        return httpx.get(f"http://127.0.0.1:{listen}{path}", timeout=5).json()
+
+    def wait(pred: Any, what: str, timeout: float = 40) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if pred():
+                    return
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}; sidecar log: {log.read_text()[-2000:]}")
+
+    listen, log = free_port(), tmp_path / "sidecar.out"
+    port = free_port()
+    first_pid = 0
+    env = {**os.environ, "PYTHONPATH": str(REPO), **FP8}
+    sim = [sys.executable, "-m", "validator", "sim", "--port", str(port), *SIM_FLAGS]
+    server = subprocess.Popen(sim, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, server, what="simulator", timeout=30)
+        first_pid = server.pid
+        argv = [sys.executable, "-m", "validator", "serve", "--pid", str(first_pid), "--listen"]
+        argv += [f"127.0.0.1:{listen}", "--allow-partial", "--no-probe", "--interval", "1"]
+        argv += ["--health-interval", "0.5"]
+        with log.open("wb") as fh:
+            sidecar = subprocess.Popen(argv, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            wait(lambda: get("/readyz")["ready"], "the first pass")
+            report = get("/report")
+            assert str(report["target"]).startswith(f"PID {first_pid} "), report
+            stop(server)
+            wait(lambda: not get("/readyz")["ready"], "readiness to drop with the process")
+            server = subprocess.Popen(
+                sim, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            wait_listening(port, server, what="restarted simulator", timeout=30)
+            wait(
+                lambda: str(get("/report")["target"]).startswith(f"PID {server.pid} "),
+                "the new process judged",
+            )
+            wait(lambda: get("/readyz")["ready"], "readiness back on the restarted server")
+        finally:
+            stop(sidecar)
+    finally:
+        stop(server)
+    assert server.pid != first_pid

@@ -46,6 +46,7 @@ FLASHINFER = "flashinfer"
 DEPLOY = "deploy"
 PROCESS = "process"  # the running server process, from /proc
 DECLARED = "declared"  # the unit, script, Compose file or command given beside a running process
+NODE = "node"  # this node of a multi-node launch (sources/node.py)
 
 
 @dataclass
@@ -214,6 +215,41 @@ class FlashInferFacts:
 
 
 @dataclass
+class NodeFacts:
+    """One node of a (multi-node) launch: the labels it is known by in a fleet and the facts every node
+    of its cluster must share (``validator.sources.node``)."""
+
+    cluster: str  # --cluster / $SPARK_VALIDATE_CLUSTER, else the --dist-init-addr all ranks share
+    node: str  # --node / $SPARK_VALIDATE_NODE, else the host name
+    role: str  # "head" (rank 0, serves HTTP), "worker", or "single" (one node)
+    node_rank: int
+    nnodes: int
+    pack: str
+    args_hash: str
+    build_hash: str
+    nccl_hash: str  # "none": no process of the server has NCCL mapped
+    nccl_path: str | None = None
+    dist_init_addr: str | None = None
+    env_known: bool = True  # the server's environment was readable
+    host_ip: str | None = None  # $SGLANG_HOST_IP
+    nccl_ifname: str | None = None  # from $NCCL_SOCKET_IFNAME
+    gloo_ifname: str | None = None  # from $GLOO_SOCKET_IFNAME
+    interface: str = "unknown"  # the interface SGLANG_HOST_IP is on
+    interface_kind: str = "unknown"  # loopback, wifi, connectx, ethernet, missing
+    dist_interface: str | None = None  # the interface the --dist-init-addr host is on or reached through
+
+    def labels(self) -> dict[str, str]:
+        """The fleet labels every metric of this node's sidecar carries."""
+        return {
+            "cluster": self.cluster,
+            "node": self.node,
+            "role": self.role,
+            "node_rank": str(self.node_rank),
+            "pack": self.pack,
+        }
+
+
+@dataclass
 class StartBudgetFacts:
     """How long the supervisor lets the server start before it kills it."""
 
@@ -361,6 +397,7 @@ class Facts:
     # the checks' outcomes on the declared launch instead of the running one: check id -> status
     declared_outcomes: dict[str, str] | None = None
     drift: list[str] | None = None  # what differs between the declaration and the running server
+    node: NodeFacts | None = None  # this node of a multi-node launch (running servers only)
     errors: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
     mode: Mode = "preflight"
 

@@ -23,7 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError
-from validator.facts import ATTESTATION, JOURNAL_PREFIX, LOG, PROBE, SERVER, WEIGHTS, Facts, ServerFacts
+from validator.facts import (
+    ATTESTATION,
+    JOURNAL_PREFIX,
+    LOG,
+    PROBE,
+    SERVER,
+    WEIGHTS,
+    Facts,
+    NodeFacts,
+    ServerFacts,
+)
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
@@ -63,6 +73,7 @@ class LiveResult:
     reached: bool  # /health answered 200 and /server_info was served
     identity: ServerIdentity | None  # None when the server was not reached
     pack: LoadedPack | None = None  # the pack the report was judged by (``--rules auto`` picks it)
+    node: NodeFacts | None = None  # a running server's node facts (``check``/``serve`` with no --url)
 
 
 @dataclass

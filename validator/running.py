@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
 from validator.facts import LAUNCH, Facts, LaunchFacts
-from validator.live import LiveInputs, LiveResult, gather_live, identity_of
+from validator.live import LiveInputs, LiveResult, ServerIdentity, gather_live, identity_of
 from validator.preflight import gather, read_launch, unproven_by_unresolved
 from validator.preflight_inputs import PreflightInputs
-from validator.report import CheckResult, Status, utc_now_iso
+from validator.report import CheckResult, ProbeResult, Status, utc_now_iso
 from validator.rulepack import LoadedPack
 from validator.sources.server_processes import ServerProcess
 
@@ -76,6 +76,8 @@ class RunningInputs:
     live: LiveInputs
     host: PreflightInputs  # model_dir, sglang_root, service_user (no launch command: the process is it)
     declared: PreflightInputs | None = None
+    cluster: str | None = None  # fleet labels: --cluster / $SPARK_VALIDATE_CLUSTER
+    node: str | None = None  # --node / $SPARK_VALIDATE_NODE (default: the host name)
 
 
 def _declared_launch(declared: PreflightInputs, running: LaunchFacts) -> LaunchFacts:
@@ -122,8 +124,9 @@ async def judge(
     *,
     strict: bool = False,
     allow_partial: bool = False,
+    previous_probe: ProbeResult | None = None,
 ) -> LiveResult:
-    """One report for one running server."""
+    """One report for one running server (``previous_probe``: a sidecar's re-check reuses its last)."""
     import asyncio
 
     started_at, t0 = utc_now_iso(), time.monotonic()
@@ -138,6 +141,20 @@ async def judge(
         facts = Facts(mode="preflight")
         facts.errors[LAUNCH] = f"process {server.process.pid}: {exc}"
     facts.process = server.process
+    if facts.launch is not None:
+        from validator.sources.listening import proc_root
+        from validator.sources.node import read_node
+
+        facts.node = await asyncio.to_thread(
+            read_node,
+            server.process,
+            facts.launch,
+            facts.sglang,
+            cluster=inputs.cluster,
+            node=inputs.node,
+            pack=loaded.name,
+            proc=proc_root(),
+        )
     selection = inputs.live.selection
     results = run_checks(facts, loaded, mode="preflight", strict=strict, selection=selection)
     if facts.launch is not None and facts.launch.unresolved:
@@ -146,8 +163,10 @@ async def judge(
         _drift(facts, inputs, loaded, results)
         drift = run_checks(facts, loaded, mode="preflight", strict=strict, only={"launch.drift"})
         results = [drift[0] if r.id == "launch.drift" and drift else r for r in results]
-    identity = None
-    reached = False
+    # what a restart changes, on every build: the process's PID and start time (``startup_time`` too where
+    # /server_info has it); a worker, which serves nothing, is "up" while its process runs
+    identity = ServerIdentity(None, server.process.pid, server.process.start_time)
+    reached = server.url is None
     live_results: list[CheckResult] = []
     probe = None
     url = inputs.live.url or server.url
@@ -163,9 +182,13 @@ async def judge(
 
             live = replace(live, attestation=default_path(server.process.env))
         live_facts = await gather_live(live, loaded)
+        if live_facts.probe is None and previous_probe is not None and live_facts.server is not None:
+            live_facts.probe = previous_probe
         live_results = run_checks(live_facts, loaded, mode="check", strict=strict, selection=selection)
         live_results = [r for r in live_results if r.id not in _PROCESS_ONLY]
-        identity = identity_of(live_facts)
+        seen = identity_of(live_facts)
+        if seen is not None:
+            identity = replace(identity, startup_time=seen.startup_time)
         reached = live_facts.server is not None
         probe = live_facts.probe
     merged = merge_results(results, live_results)
@@ -180,7 +203,9 @@ async def judge(
         probe=probe,
         target=server.describe(),
     )
-    return LiveResult(report=report, reached=reached, identity=identity, pack=loaded)
+    return LiveResult(
+        report=report, reached=reached, identity=identity if reached else None, pack=loaded, node=facts.node
+    )
 
 
 def pick(servers: list[ServerProcess], pid: int | None) -> list[ServerProcess]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from validator.checks import (  # noqa: F401 (imported for their registrations)
     attestation,
     checkpoint,
+    cluster,
     env,
     host,
     launch,

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+from typing import Any
 
 from validator.commands.check import add_live_inputs
 from validator.commands.common import add_common
@@ -58,6 +60,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="an inconclusive re-check (a transient 5xx, a timeout) drops /readyz only after staying "
         "inconclusive this long; a failed /health, a restart or a failing check drop it at once (default 30)",
     )
+    f = p.add_argument_group(
+        "running server and fleet",
+        "With no --url the sidecar watches the SGLang server it finds from /proc (the same host, Compose "
+        'pid: "service:sglang", Kubernetes shareProcessNamespace: true): it judges that process\'s argv and '
+        "environment as `check` with no --url does, notices a restart by its PID and start time, and a "
+        "worker node of a multi-node launch (no HTTP) is judged by its process and host alone.",
+    )
+    f.add_argument("--pid", type=int, metavar="PID", help="watch this server process (default: the only one)")
+    f.add_argument(
+        "--cluster",
+        metavar="NAME",
+        default=os.environ.get("SPARK_VALIDATE_CLUSTER"),
+        help="the cluster label on every metric ($SPARK_VALIDATE_CLUSTER; default with no --url: the "
+        "server's --dist-init-addr)",
+    )
+    f.add_argument(
+        "--node",
+        metavar="NAME",
+        default=os.environ.get("SPARK_VALIDATE_NODE"),
+        help="the node label on every metric ($SPARK_VALIDATE_NODE; default: the host name)",
+    )
     add_common(p, report=False, auto=False)
     # A sidecar starts beside a server that loads for minutes: wait for it by default.
     p.set_defaults(wait=900.0)
@@ -86,8 +109,8 @@ def run(args: argparse.Namespace) -> int:
     from validator.daemon.loop import Schedule
     from validator.daemon.service import ServeConfig, serve
 
-    if args.url is None:
-        raise UsageError("serve: --url names the server to watch")
+    if args.url is not None and args.pid is not None:
+        raise UsageError("serve: --pid picks a server found from /proc; leave out --url")
     listen = tuple(dict.fromkeys(parse_listen(v) for v in (args.listen or [DEFAULT_LISTEN])))
     for name in ("interval", "probe_interval", "health_interval"):
         if not getattr(args, name) > 0:
@@ -109,4 +132,30 @@ def run(args: argparse.Namespace) -> int:
         probe=not args.no_probe,
         unready_after_s=args.unready_after,
     )
-    return serve(inputs, loaded, ServeConfig(listen=listen, strict=args.strict, schedule=schedule))
+    config = ServeConfig(listen=listen, strict=args.strict, schedule=schedule)
+    fleet = {"cluster": args.cluster or "", "node": args.node or "", "role": "single", "node_rank": "0"}
+    fleet["pack"] = loaded.name
+    labels = fleet if (args.cluster or args.node) else None
+    if args.url is not None:
+        return serve(inputs, loaded, config, fleet_labels=labels)
+    return _serve_process(args, inputs, loaded, config, labels)
+
+
+def _serve_process(args: argparse.Namespace, inputs: Any, loaded: Any, config: Any, labels: Any) -> int:
+    """No --url: the server found from /proc. A worker node found at start serves no HTTP: nothing to
+    probe, so its readiness is its checks' verdict alone."""
+    from dataclasses import replace
+
+    from validator.commands.check import recognise_simulator_processes
+    from validator.daemon.process_watch import ProcessTarget
+    from validator.daemon.service import serve
+    from validator.preflight_inputs import PreflightInputs
+    from validator.running import RunningInputs
+
+    recognise_simulator_processes()
+    target = ProcessTarget(pid=args.pid)
+    found = target.find()
+    if found is not None and found.role == "worker":
+        config = replace(config, schedule=replace(config.schedule, probe=False))
+    running = RunningInputs(live=inputs, host=PreflightInputs(), cluster=args.cluster, node=args.node)
+    return serve(inputs, loaded, config, running=running, target=target, fleet_labels=labels)

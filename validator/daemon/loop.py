@@ -267,6 +267,7 @@ class Daemon:
                 unready_after_s=sched.unready_after_s,
             )
         self.metrics.observe(report, end=self.state.last_run_end or time.time(), probed=probing and server_up)
+        self.metrics.set_node(result.node)
         self.log.info(
             "check",
             **check_fields(report, kind="full" if full else "recheck", ready=ready),

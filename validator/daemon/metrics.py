@@ -9,20 +9,56 @@ a scrape then costs a dictionary lookup, not a walk of the registry.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from validator import __version__
 from validator.report import Report, Verdict
 from validator.report_metrics import ReportGauges
 
+if TYPE_CHECKING:
+    from validator.facts import NodeFacts
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
+NODE_INFO_LABELS = (
+    "cluster",
+    "node",
+    "role",
+    "node_rank",
+    "args_hash",
+    "build_hash",
+    "nccl_hash",
+    "interface",
+)
+
+
+class _FleetLabelled:
+    """The registry's samples with the fleet labels (``cluster``, ``node``, ``role``, ``node_rank``,
+    ``pack``) added to each, for Prometheus rules that compare or group a cluster's nodes without
+    relabelling in every scrape config. A sample's own label of the same name wins."""
+
+    def __init__(self, registry: CollectorRegistry, labels: dict[str, str]) -> None:
+        self.registry = registry
+        self.labels = labels
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            out = Metric(family.name, family.documentation, family.type, family.unit)
+            for s in family.samples:
+                out.add_sample(s.name, {**self.labels, **s.labels}, s.value, s.timestamp, s.exemplar)
+            yield out
+
+
 class DaemonMetrics:
-    def __init__(self) -> None:
+    def __init__(self, fleet_labels: dict[str, str] | None = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.fleet_labels = dict(fleet_labels or {})  # empty: the series carry only their own labels
         r = self.registry
         self.checks = ReportGauges(r)  # check_passed, check_status, coverage: as --format prom writes them
         self.ready = Gauge("spark_validate_ready", "1 when /readyz answers 200", registry=r)
@@ -44,6 +80,13 @@ class DaemonMetrics:
         self.build_info = Gauge(
             "spark_validate_build_info", "always 1", ["version", "sglang_version", "model"], registry=r
         )
+        self.node_info = Gauge(
+            "spark_validate_node_info",
+            "always 1: this node of a (multi-node) launch and the hashes every node of its cluster shares",
+            list(NODE_INFO_LABELS),
+            registry=r,
+        )
+        self._node: tuple[str, ...] | None = None
         for v in Verdict:
             self.runs.labels(verdict=v.value)  # every verdict series exists from the start, at 0
         self.accept_length.set(math.nan)  # no probe has measured anything yet
@@ -59,6 +102,37 @@ class DaemonMetrics:
             self.build_info.remove(*self._build)
         self.build_info.labels(*labels).set(1)
         self._build = labels
+        self._cache = None
+
+    def set_node(self, node: NodeFacts | None) -> None:
+        """The node the last check read (a running server's process): its info series, and its fleet
+        labels on every series (flags and the environment name the cluster and node; the process its
+        role and rank)."""
+        if node is None:  # no server process found: this node's info goes (its absence is the alert)
+            if self._node is not None:
+                self.node_info.remove(*self._node)
+                self._node = None
+                self._cache = None
+            return
+        labels = (
+            node.cluster,
+            node.node,
+            node.role,
+            str(node.node_rank),
+            node.args_hash,
+            node.build_hash,
+            node.nccl_hash,
+            node.interface,
+        )
+        given = {k: v for k, v in self.fleet_labels.items() if k in ("cluster", "node") and v}
+        fleet = {**node.labels(), **given}
+        if labels == self._node and fleet == self.fleet_labels:
+            return
+        if self._node is not None:
+            self.node_info.remove(*self._node)
+        self.node_info.labels(*labels).set(1)
+        self._node = labels
+        self.fleet_labels = fleet
         self._cache = None
 
     def set_ready(self, ready: bool) -> None:
@@ -80,5 +154,6 @@ class DaemonMetrics:
 
     def render(self) -> bytes:
         if self._cache is None:
-            self._cache = generate_latest(self.registry)
+            source = _FleetLabelled(self.registry, self.fleet_labels) if self.fleet_labels else self.registry
+            self._cache = generate_latest(source)  # any object with collect() will do
         return self._cache

@@ -16,11 +16,13 @@ from validator.daemon.logs import make_logger
 from validator.daemon.loop import Daemon, Schedule
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.notify import Notifier
+from validator.daemon.process_watch import ProcessTarget, ProcessWatch
 from validator.daemon.state import DaemonState
 from validator.daemon.watch import ServerWatch
 from validator.errors import UnavailableError
 from validator.live import LiveResult
 from validator.report import ProbeResult
+from validator.running import RunningInputs
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,56 @@ _CHECK_MODULES = (
 )
 
 
-def serve(inputs: Any, loaded: Any, config: ServeConfig, *, log_stream: TextIO | None = None) -> int:
+def serve(
+    inputs: Any,
+    loaded: Any,
+    config: ServeConfig,
+    *,
+    log_stream: TextIO | None = None,
+    running: RunningInputs | None = None,
+    target: ProcessTarget | None = None,
+    fleet_labels: dict[str, str] | None = None,
+) -> int:
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Findings go to /readyz and the metrics, not the exit
-    code: a failing deployment keeps the sidecar up so that Prometheus can alert."""
-    return asyncio.run(_main(inputs, loaded, config, log_stream or sys.stderr))
+    code: a failing deployment keeps the sidecar up so that Prometheus can alert. With ``target`` (no
+    ``--url``), the server is the process it names, judged as ``check`` with no ``--url`` judges one."""
+    return asyncio.run(
+        _main(inputs, loaded, config, log_stream or sys.stderr, running, target, fleet_labels or {})
+    )
 
 
-async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextIO) -> int:
+def _not_found(rule_pack: str, message: str) -> LiveResult:
+    """A check that found no server process: inconclusive, the server not reached."""
+    from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
+
+    check = CheckResult(
+        id="server.ready",
+        status=Status.ERROR,
+        severity=Severity.CRITICAL,
+        message=message,
+        sources=["process"],
+    )
+    report = Report(
+        mode="check",
+        verdict=Verdict.INCONCLUSIVE,
+        rule_pack=rule_pack,
+        started_at=utc_now_iso(),
+        duration_s=0.0,
+        checks=[check],
+        target="no server process found",
+    )
+    return LiveResult(report=report, reached=False, identity=None)
+
+
+async def _main(
+    inputs: Any,
+    loaded: Any,
+    config: ServeConfig,
+    log_stream: TextIO,
+    running: RunningInputs | None = None,
+    target: ProcessTarget | None = None,
+    fleet_labels: dict[str, str] | None = None,
+) -> int:
     from prometheus_client import disable_created_metrics
 
     from validator.live import run_live
@@ -57,7 +102,7 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
     secrets = tuple(loaded.pack.secrets)
     log = make_logger(log_stream, secrets=secrets)
     state = DaemonState()
-    metrics = DaemonMetrics()
+    metrics = DaemonMetrics(fleet_labels)
     notifier = Notifier()
     endpoints = Endpoints(
         state,
@@ -70,7 +115,11 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
     # Before listening, what would otherwise run on the event loop once /livez is served: the watch's
     # HTTP client (httpx loads its TLS trust store), and the modules the first check imports (httpx
     # among them): together tens of milliseconds that delayed /livez answers during the first check.
-    watch = ServerWatch(inputs.url, api_key=inputs.api_key, attestation=inputs.attestation)
+    watch: ServerWatch | ProcessWatch
+    if target is not None:
+        watch = ProcessWatch(target, api_key=inputs.api_key)
+    else:
+        watch = ServerWatch(inputs.url, api_key=inputs.api_key, attestation=inputs.attestation)
     for module in _CHECK_MODULES:
         importlib.import_module(module)
     if inputs.log is not None and inputs.log_reader is None:
@@ -89,10 +138,30 @@ async def _main(inputs: Any, loaded: Any, config: ServeConfig, log_stream: TextI
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
 
     async def check(full: bool, previous: ProbeResult | None) -> LiveResult:
+        if target is not None and running is not None:
+            return await _check_process(full, previous)
         if full:
             return await run_live(inputs, loaded, strict=config.strict, probe=config.schedule.probe)
         return await run_live(
             recheck_inputs, loaded, strict=config.strict, probe=False, previous_probe=previous
+        )
+
+    async def _check_process(full: bool, previous: ProbeResult | None) -> LiveResult:
+        from validator.running import judge
+
+        assert target is not None and running is not None
+        server = await asyncio.to_thread(target.find)
+        if server is None:
+            return _not_found(loaded.name, "no SGLang server process found (see `spark-validate check`)")
+        live = running.live if full else replace(running.live, wait_s=0.0, on_progress=None)
+        live = replace(live, probe=full and config.schedule.probe and server.url is not None)
+        return await judge(
+            server,
+            replace(running, live=live),
+            loaded,
+            strict=config.strict,
+            allow_partial=running.live.allow_partial,
+            previous_probe=None if full else previous,
         )
 
     daemon = Daemon(
