@@ -86,3 +86,18 @@ def test_shipped_packs_state_their_model() -> None:
     assert {p.pack for p in shipped} == {name for name, _ in PACKS}
     assert all(p.architectures == ("BailingMoeV3ForCausalLM",) for p in shipped)
     assert all(p.model_types == ("bailing_hybrid",) for p in shipped)
+
+
+def test_a_bf16_head_on_an_fp8_recipe_is_that_recipe() -> None:
+    """DSPARK + humming with the head in BF16 (the FP8 variable ignored by the build, or not visible to a
+    live check without the attestation): the DSpark recipe, whose lm_head.fp8 fails, not the default
+    pack's NEXTN recipe (which would send the operator to NEXTN)."""
+    pack, exact, reason = pick(algorithm="DSPARK", moe_runner_backend="humming", fp8=False)
+    assert (pack, exact) == ("ling-3.0-flash-dgx-spark-dspark", False)
+    assert "but for its FP8 head" in reason and "lm_head.fp8" in reason
+    assert pick(algorithm="NEXTN", moe_runner_backend="humming", fp8=False)[:2] == (DEFAULT, False)
+    # the cookbook's own recipe (BF16 by design) is still an exact match
+    assert pick(algorithm="DSPARK", moe_runner_backend="flashinfer_mxfp4")[:2] == (
+        "sglang-cookbook-dgx-spark",
+        True,
+    )

@@ -158,3 +158,22 @@ def test_resolved_eagle_with_the_models_own_checkpoint_is_nextn_without_launch_c
         run.check("rules.auto")["status"] == "warn"
         and "EAGLE speculation" in run.check("rules.auto")["message"]
     )
+
+
+def test_a_dspark_server_whose_build_ignored_the_fp8_head(tmp_path: Path) -> None:
+    """sim dspark,fp8-ignored: DSPARK + humming, the FP8 variable set on a stock build, so the head runs in
+    BF16. With the attestation (its environment shows the variable asked for) auto picks the DSpark pack
+    exactly; with only the log (the head is BF16, the request invisible) it picks the DSpark pack too and
+    says the FP8 head is not in effect. Either way lm_head.fp8 fails, and nothing sends the operator to
+    NEXTN (spec.config passes)."""
+    from tests.support.check_helpers import evidence_files
+
+    for evidence, exact in (("attestation", True), ("log", False)):
+        with sim_process(tmp_path, "--scenario", "dspark,fp8-ignored") as sim:
+            files = evidence_files(sim) if evidence == "attestation" else ("--log", str(sim.log))
+            run = run_check(sim.url, "--rules", "auto", "--wait", "20", *files)
+        assert run.rc == 78 and run.report is not None, run.explain()
+        assert run.report["rule_pack"] == DSPARK, run.explain()
+        assert run.check("rules.auto")["status"] == ("pass" if exact else "warn")
+        assert run.with_status("fail") == {"lm_head.fp8"}, run.explain()
+        assert run.check("spec.config")["status"] == "pass"

@@ -160,6 +160,23 @@ def choose(
             f"checked against the default pack {default}",
             False,
         )
+    # A BF16 head where a recipe wants FP8, all else that recipe's: the FP8 head was asked for and the
+    # build ignored it, or it was forgotten (both show as BF16 when the environment is not visible). It is
+    # that recipe, whose lm_head.fp8 then fails with the remedy, not the default pack's other recipe.
+    lost_fp8 = [
+        name
+        for name, want in packs
+        if want.lm_head == "fp8" and have.lm_head == "bf16" and _differences(have, want, auto_backend) == [
+            "LM head bf16 instead of fp8"
+        ]
+    ]
+    if len(lost_fp8) == 1:
+        return Choice(
+            lost_fp8[0],
+            f"{source} ({have.describe()}) follows the {lost_fp8[0]} recipe but for its FP8 head, which is "
+            "not in effect (see lm_head.fp8)",
+            False,
+        )
     name, closest = min(diffs, key=lambda nd: len(nd[1])) if diffs else ("none", [])
     return Choice(
         default,
