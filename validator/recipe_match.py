@@ -166,9 +166,9 @@ def choose(
     lost_fp8 = [
         name
         for name, want in packs
-        if want.lm_head == "fp8" and have.lm_head == "bf16" and _differences(have, want, auto_backend) == [
-            "LM head bf16 instead of fp8"
-        ]
+        if want.lm_head == "fp8"
+        and have.lm_head == "bf16"
+        and _differences(have, want, auto_backend) == ["LM head bf16 instead of fp8"]
     ]
     if len(lost_fp8) == 1:
         return Choice(
