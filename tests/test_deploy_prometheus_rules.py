@@ -177,4 +177,6 @@ CONTRACT_METRICS = {
     "spark_validate_run_duration_seconds",
     "spark_validate_runs_total",
     "spark_validate_build_info",
+    "spark_validate_check_status",
+    "spark_validate_coverage",
 }
