@@ -20,7 +20,7 @@ import pytest
 
 from tests.support.cli import preflight_json
 from tests.support.shell_gen import SHIM
-from tests.test_recipe_packs import COOKBOOK, DEFAULT, DSPARK, Server, server  # noqa: F401 (the fixture)
+from tests.test_recipe_packs import BASELINE, COOKBOOK, DEFAULT, DSPARK, Server, server  # noqa: F401 (the fixture)
 from validator.sources.launch_script import BASH_BOOKKEEPING, read_exec
 from validator.sources.shell_words import join
 
@@ -169,3 +169,83 @@ def test_an_unknown_profile_launches_nothing(bakeer: tuple[Path, Path, dict[str,
     checkout, _, env = bakeer
     rc, _, err = _preflight({**env, "PROFILE": "fast"}, DSPARK, checkout)
     assert rc == 65 and "no path through the script starts the SGLang server" in err and "exit 1" in err
+
+
+LY01325 = REPO / "tests" / "corpus" / "scripts" / "ly01325-ling3-flash-dgx-spark"
+POCHARLIES = REPO / "tests" / "corpus" / "scripts" / "pocharlies-qwen38-flash-next-dgx-spark-sglang"
+
+
+def _relocated(script: Path, where: Path, root: Path, model: Path | None = None) -> Path:
+    """ly01325's scripts name their author's directories (/home/liuyang/...): the same script with ROOT
+    (and the model) moved to this test's directories, nothing else changed."""
+    text = script.read_text().replace("ROOT=/home/liuyang/Ling", f"ROOT={root}")
+    if model is not None:
+        text = text.replace("MODEL=/home/liuyang/models/Ling-3.0-flash-fp4", f"MODEL={model}")
+    out = where / script.name
+    out.write_text(text)
+    out.chmod(0o755)
+    return out
+
+
+@pytest.mark.parametrize("name", ["launch-optimized.sh", "launch-baseline.sh", "head.sh"])
+def test_other_real_scripts_read_as_bash_runs_them(tmp_path: Path, name: str) -> None:
+    """ly01325's two launchers (exports, an absolute interpreter) and pocharlies' docker run launcher: the
+    reading equals what bash executes (the interpreter, or docker, replaced by the capture shim)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    if name == "head.sh":
+        script = tmp_path / name
+        shutil.copy(POCHARLIES / name, script)
+        (shims / "docker").write_text(SHIM.format(out=out))
+        (shims / "docker").chmod(0o755)
+    else:
+        root = tmp_path / "Ling"
+        (root / ".venv" / "bin").mkdir(parents=True)
+        (root / ".venv" / "bin" / "python").write_text(SHIM.format(out=out))
+        (root / ".venv" / "bin" / "python").chmod(0o755)
+        script = _relocated(LY01325 / name, tmp_path, root)
+    env = {"PATH": f"{shims}:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C"}
+    proc = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, timeout=60)
+    assert (out / "env").is_file(), proc.stderr
+    argv = [w.decode() for w in (out / "argv").read_bytes().split(b"\0")[:-1]]
+    bash_env = dict(i.decode().split("=", 1) for i in (out / "env").read_bytes().split(b"\0")[:-1])
+    ex, _ = read_exec(script, env)
+    assert ex.program == argv[0]
+    assert [join(f) for f in ex.argv[1:]] == argv[1:]  # type: ignore[union-attr]
+    assert {k: v for k, v in ex.env.items() if k not in BASH_BOOKKEEPING} == {
+        k: v for k, v in bash_env.items() if k not in BASH_BOOKKEEPING
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "own", "other", "named"),
+    [
+        ("launch-optimized.sh", DEFAULT, BASELINE, {"moe.backend"}),
+        ("launch-baseline.sh", BASELINE, DEFAULT, {"moe.backend", "lm_head.fp8", "spec.config"}),
+    ],
+)
+def test_ly01325_launchers_against_the_recipes(
+    server: Server,  # noqa: F811 (the server fixture, built as in test_recipe_packs)
+    tmp_path: Path,
+    name: str,
+    own: str,
+    other: str,
+    named: set[str],
+) -> None:
+    """The optimized launcher follows the DGX Spark recipe (humming, FP8 head, NEXTN), the baseline the
+    cookbook's plain cell: each passes its pack, with the warnings a reviewer of these scripts would give
+    (parsers that are not Ling-3.0's, a YaRN override of a checkpoint that declares no RoPE scaling), and
+    fails the other pack on the optimizations it does or does not switch on."""
+    root = tmp_path / "Ling"
+    (root / ".venv" / "bin").mkdir(parents=True)
+    (root / ".venv" / "bin" / "python").symlink_to(server.python)
+    script = _relocated(LY01325 / name, tmp_path, root, server.model)
+    rc, report, err = preflight_json(server.env, "--rules", own, "--script", str(script), timeout=120)
+    assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
+    warned = {c["id"] for c in report["checks"] if c["status"] == "warn"}
+    assert {"model.tool_call_parser", "model.rope_scaling"} <= warned, warned
+    rc, report, err = preflight_json(server.env, "--rules", other, "--script", str(script), timeout=120)
+    failed = {c["id"] for c in report["checks"] if c["status"] == "fail"}
+    assert rc == 78 and named <= failed, (failed, err)
