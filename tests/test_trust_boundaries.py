@@ -371,3 +371,39 @@ def test_probe_prompts_of_another_user_are_refused(attacker: User, shared: Path,
     mine = tmp_path / "prompts.yaml"
     mine.write_bytes(text)
     assert load_prompts(mine)  # control
+
+
+def _site_pack() -> bytes:
+    """A site's own recipe: the built-in pack renamed, recognising and expecting the triton backend."""
+    text = BUILTIN.read_text().replace(f"  name: {PACK}\n", "  name: site-triton\n", 1)
+    text = text.replace("\n  moe_runner_backend: humming\n", "\n  moe_runner_backend: triton\n")
+    assert "site-triton" in text and "moe_runner_backend: humming" not in text
+    return text.encode()
+
+
+def test_rules_auto_chooses_among_an_explicit_directory_only_when_it_is_trusted(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    mine = tmp_path / "packs"
+    mine.mkdir()
+    (mine / "site-triton.yaml").write_bytes(_site_pack())
+    rc, report, err = _preflight(tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", "auto")
+    assert report["rule_pack"] == PACK and _status(report, "moe.backend") == "fail", err
+    rc, report, err = _preflight(
+        tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", "auto", "--rules-dir", str(mine)
+    )
+    assert report["rule_pack"] == "site-triton" and _status(report, "moe.backend") == "pass", err
+    # the same pack, put there by the other user: the directory is refused, naming the file
+    _attack(attacker, "mkdir -m 755 packs && cat > packs/site-triton.yaml", shared, _site_pack())
+    rc, _, err = _preflight(
+        tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", "auto", "--rules-dir", str(shared / "packs")
+    )
+    assert rc == 65 and "site-triton.yaml" in err and f"owned by UID {attacker.uid}" in err, err
+    # a directory is for auto only; a pack in it may not take a built-in's name
+    rc, _, err = _preflight(tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules-dir", str(mine))
+    assert rc == 2 and "needs --rules auto" in err, err
+    (mine / "shadow.yaml").write_bytes(BUILTIN.read_bytes())
+    rc, _, err = _preflight(
+        tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", "auto", "--rules-dir", str(mine)
+    )
+    assert rc == 65 and f"pack name {PACK!r} is already the pack" in err, err

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import importlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -345,6 +345,7 @@ async def run_live(
     strict: bool = False,
     probe: bool | None = None,
     previous_probe: ProbeResult | None = None,
+    pack_dirs: Sequence[Path] = (),
 ) -> LiveResult:
     """One full live check. The sidecar passes ``probe=False`` with the last probe's result to re-check
     configuration cheaply without generating."""
@@ -357,7 +358,7 @@ async def run_live(
         # probe, within what is left of --wait: waiting twice would make --wait N a wait of 2N.
         default = load_pack(None)
         first = await gather_live(inputs, default, probe=False)
-        chosen, auto = choose_pack(first)
+        chosen, auto = choose_pack(first, pack_dirs)
         no_pack = chosen is None
         loaded = chosen or default
         wants_probe = probe if probe is not None else inputs.probe

@@ -13,7 +13,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -546,8 +546,10 @@ def run_preflight(
     *,
     strict: bool = False,
     allow_partial: bool = False,
+    pack_dirs: Sequence[Path] = (),
 ) -> PreflightRun:
-    """``loaded`` None: ``--rules auto``, the shipped pack whose recipe the launch command follows."""
+    """``loaded`` None: ``--rules auto``, the shipped pack (or pack in ``pack_dirs``) whose recipe the
+    launch command follows."""
     started_at, t0 = utc_now_iso(), time.monotonic()
     checkpoint = loaded.pack.expect.checkpoint if loaded is not None else None  # auto: the NEXTN default
     if inputs.draft_class is None and checkpoint is not None:
@@ -557,7 +559,7 @@ def run_preflight(
     auto = None
     no_pack = False
     if loaded is None:
-        chosen, auto = choose_pack(facts)
+        chosen, auto = choose_pack(facts, pack_dirs)
         no_pack = chosen is None  # no shipped pack is written for the model: nothing is judged
         loaded = chosen or load_pack(None)
     results = (

@@ -25,7 +25,10 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from validator.errors import InputError
 
 if TYPE_CHECKING:
     from validator.facts import Facts
@@ -191,12 +194,13 @@ CHECK_ID = "rules.auto"
 NO_PACK = "none"  # the report's rule_pack when no shipped pack is written for the model
 
 
-def shipped_recipes() -> list[ShippedRecipe]:
-    """Every built-in pack that declares a recipe, with the model it is for."""
-    from validator.rulepack import list_builtin_packs, load_pack
+def shipped_recipes(dirs: Sequence[Path] = ()) -> list[ShippedRecipe]:
+    """Every built-in pack (and pack in ``dirs``, ``--rules-dir``) that declares a recipe, with the model
+    it is for."""
+    from validator.rulepack import load_pack
 
     out: list[ShippedRecipe] = []
-    for path in list_builtin_packs():
+    for path in candidate_paths(dirs).values():
         pack = load_pack(str(path)).pack
         if pack.recipe is not None:
             r = pack.recipe
@@ -210,6 +214,20 @@ def shipped_recipes() -> list[ShippedRecipe]:
                 )
             )
     return out
+
+
+def candidate_paths(dirs: Sequence[Path] = ()) -> dict[str, Path]:
+    """Pack name -> file, for the packs ``--rules auto`` may choose: built-in first; a pack in ``dirs`` that
+    takes a name already taken is refused (exit 65) rather than silently shadow or be shadowed."""
+    from validator.rulepack import load_pack, pack_candidates
+
+    paths: dict[str, Path] = {}
+    for path in pack_candidates(dirs):
+        name = load_pack(str(path)).name
+        if name in paths:
+            raise InputError(str(path), f"pack name {name!r} is already the pack {paths[name]}")
+        paths[name] = path
+    return paths
 
 
 def _text_list(value: object) -> tuple[str, ...]:
@@ -300,14 +318,14 @@ def server_recipe(facts: Facts) -> tuple[Recipe, str] | None:
     return recipe, source
 
 
-def choose_pack(facts: Facts) -> tuple[LoadedPack | None, CheckResult]:
+def choose_pack(facts: Facts, dirs: Sequence[Path] = ()) -> tuple[LoadedPack | None, CheckResult]:
     """``--rules auto``: the chosen pack (None: none is written for the deployment's model, and nothing
     is to be checked), and the ``rules.auto`` result that says which and why."""
     from validator.report import CheckResult, Severity, Status
     from validator.rulepack import DEFAULT_PACK, load_pack
 
     live = facts.mode == "check"
-    shipped = shipped_recipes()
+    shipped = shipped_recipes(dirs)
     model = deployment_model(facts)
     sources = ["server" if live else "launch"]
     if model is not None:
@@ -361,4 +379,4 @@ def choose_pack(facts: Facts) -> tuple[LoadedPack | None, CheckResult]:
         sources=sources,
         remedy=None if choice.exact else "Name the pack the deployment means to follow with --rules NAME.",
     )
-    return load_pack(choice.pack), result
+    return load_pack(str(candidate_paths(dirs)[choice.pack])), result

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,18 @@ def builtin_packs_dir() -> Path:
 
 def list_builtin_packs() -> list[Path]:
     return sorted(p for p in builtin_packs_dir().glob("*.yaml") if _looks_like_pack(p))
+
+
+def pack_candidates(dirs: Sequence[Path] = ()) -> list[Path]:
+    """What ``--rules auto`` chooses among: the built-in packs, then the packs in each directory the
+    operator named (``--rules-dir``), never the current directory. Each file found there is read as any
+    pack named by path (only through directories nobody else can write)."""
+    found = list_builtin_packs()
+    for d in dirs:
+        if not d.is_dir():
+            raise InputError(str(d), "--rules-dir: not a directory")
+        found.extend(sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and _looks_like_pack(p)))
+    return found
 
 
 def _looks_like_pack(path: Path) -> bool:

@@ -227,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     inputs = live_inputs_from(args, on_progress=progress)
     inputs.selection = selection
     try:
-        result = asyncio.run(run_live(inputs, loaded, strict=args.strict))
+        result = asyncio.run(run_live(inputs, loaded, strict=args.strict, pack_dirs=args.rules_dir))
     finally:
         progress.done()
     assert result.pack is not None

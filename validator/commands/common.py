@@ -43,13 +43,23 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True, auto: bo
 
     g = parser.add_argument_group("report")
     rules_help = (
-        "rule pack: a built-in name, a YAML file, or 'auto' (the shipped pack whose recipe the launch "
-        "command follows; default: ling-3.0-flash-dgx-spark)"
+        "rule pack: a built-in name, a file (a path: it contains '/' or ends in .yaml), or 'auto' (the "
+        "shipped pack whose recipe the launch command follows; default: ling-3.0-flash-dgx-spark); the "
+        "current directory is never searched"
         if auto
-        else "rule pack: a built-in name or a YAML file (default: ling-3.0-flash-dgx-spark); 'check --rules "
-        "auto' tells which shipped pack a server follows"
+        else "rule pack: a built-in name or a file (a path: it contains '/' or ends in .yaml; default: "
+        "ling-3.0-flash-dgx-spark); 'check --rules auto' tells which shipped pack a server follows"
     )
     g.add_argument("--rules", metavar="NAME|PATH", default=None, help=rules_help)
+    if auto:
+        g.add_argument(
+            "--rules-dir",
+            metavar="DIR",
+            type=Path,
+            action="append",
+            default=[],
+            help="with --rules auto: also choose among the packs in DIR (repeatable)",
+        )
     if report:
         known = formats()
         g.add_argument(
@@ -100,6 +110,8 @@ def pack_from(args: argparse.Namespace) -> LoadedPack | None:
     """The pack ``--rules`` names; None for ``--rules auto`` (the job picks it from what it reads)."""
     if args.rules == "auto":
         return None
+    if getattr(args, "rules_dir", None):
+        raise UsageError("--rules-dir names packs for --rules auto to choose among; it needs --rules auto")
     return load_pack(args.rules)
 
 

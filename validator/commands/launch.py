@@ -96,7 +96,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("launch needs the server command after '--'")
     loaded = pack_from(args)
     inputs = inputs_from(args, argv=cmd, selection=selection_of(args, loaded))
-    run = run_preflight(inputs, loaded, strict=args.strict, allow_partial=args.allow_partial)
+    run = run_preflight(
+        inputs, loaded, strict=args.strict, allow_partial=args.allow_partial, pack_dirs=args.rules_dir
+    )
     report = run.report
     loaded = run.pack
     assert loaded is not None
