@@ -22,15 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.check_helpers import run_check
-from tests.support.cli import json_report, run_cli
+from tests.support.check_helpers import evidence_files, run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.hostile_server import MARKUP_MESSAGE, hostile_process
 from tests.support.sim_process import sim_process
 
 FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "2", "--wait", "15"]
-AUTO = "python -m sglang.launch_server --model-path /models/ling --moe-runner-backend auto"
-TOKEN = "hf_statuspagesecret0123456789"
 
 
 def _tool(name: str) -> str:
@@ -98,31 +95,39 @@ ALLOWED_TAGS = {
 def test_the_html_file_renders_with_the_reports_verdict_and_a_visible_remedy(
     tmp_path: Path, browser: Any
 ) -> None:
-    env = {**os.environ, "HF_TOKEN": TOKEN, "NO_COLOR": "1"}
-    args = ("preflight", "--launch-cmd", AUTO)
-    as_json = json_report(run_cli(*args, "--format", "json", env=env).stdout)
-    page = tmp_path / "report.html"
-    proc = run_cli(*args, "--format", "html", "--output", str(page), env=env)
-    assert proc.returncode == 78, proc.stderr
+    """``check --format html`` against a server that runs the wrong MoE backend and echoes its API key in
+    ``/server_info`` (as SGLang does): the file shows the report's verdict, the failing check's remedy on
+    screen, and never the key."""
+    key = "sk-statusfile-" + "5" * 24
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    with sim_process(tmp_path, "--scenario", "backend-auto", "--api-key-file", str(key_file)) as sim:
+        served = httpx.get(f"{sim.url}/server_info", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert key in served.text  # the server really hands the key to whoever reads it
+        env = {"SPARK_VALIDATE_API_KEY": key}
+        args = ("--wait", "20", *evidence_files(sim))
+        as_json = run_check(sim.url, *args, env=env)
+        page = tmp_path / "report.html"
+        run = run_check(sim.url, *args, "--format", "html", "--output", str(page), env=env, fmt="text")
+    assert as_json.report is not None and as_json.rc == run.rc == 78, as_json.explain()
+    report = as_json.report
     source = page.read_text()
-    assert TOKEN not in source
+    assert key not in source
     browser.get(page.as_uri())
-    assert _by_css(browser, "#verdict-word").text == as_json["verdict"].upper() == "FAIL"
+    assert _by_css(browser, "#verdict-word").text == report["verdict"].upper() == "FAIL"
     assert _by_css(browser, "#verdict").get_attribute("data-verdict") == "fail"
     assert browser.title.startswith("spark-validate: FAIL")
-    failing = next(c for c in as_json["checks"] if c["id"] == "moe.backend")
+    failing = next(c for c in report["checks"] if c["id"] == "moe.backend")
     assert failing["status"] == "fail" and failing["remedy"]
     remedy = _row(browser, "moe.backend").find_element("css selector", "dd.remedy")
     assert remedy.is_displayed() and remedy.text == failing["remedy"]
     assert remedy.size["height"] > 0 and remedy.location["y"] > 0  # laid out on the page, not hidden
-    cov = as_json["coverage"]
-    assert (
-        f"proved {cov['proven']} of {cov['critical']} critical invariants"
-        in _by_css(browser, "#coverage").text
-    )
+    cov = report["coverage"]
+    coverage = _by_css(browser, "#coverage").text
+    assert f"proved {cov['proven']} of {cov['critical']} critical invariants" in coverage
     shown = {r.get_attribute("id")[len("check-") :] for r in _all_css(browser, "tr.check")}
-    assert shown == {c["id"] for c in as_json["checks"]}
-    assert TOKEN not in browser.page_source
+    assert shown == {c["id"] for c in report["checks"]}
+    assert key not in browser.page_source
     assert not browser.find_elements("css selector", "script, link, iframe, img, object, embed")
     browser.save_screenshot(str(tmp_path / "report.png"))
 
