@@ -99,8 +99,10 @@ def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
                 lines.append(f"[+]{c['id']} skipped: {why}")
             elif status in ("warn", "info") and not (data.get("strict") and status == "warn"):
                 lines.append(f"[+]{c['id']} ok ({status}: {why})")
-            elif status == "error" and (passed or not blocking):
-                lines.append(f"[+]{c['id']} not proven (accepted): {why}")
+            elif status == "error" and not blocking:
+                lines.append(f"[+]{c['id']} not proven ({c['severity']}, does not block): {why}")
+            elif status == "error" and passed:
+                lines.append(f"[+]{c['id']} not proven (accepted by --allow-partial): {why}")
             else:
                 lines.append(f"[-]{c['id']} failed: {'not proven: ' if status == 'error' else ''}{why}")
     if not state.ready and state.reason:
