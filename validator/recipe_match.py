@@ -26,14 +26,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.errors import InputError
-
-if TYPE_CHECKING:
-    from validator.facts import Facts
-    from validator.report import CheckResult
-    from validator.rulepack import LoadedPack
+from validator.facts import Facts, logged_settings
+from validator.report import CheckResult, Severity, Status
+from validator.rulepack import DEFAULT_PACK, LoadedPack, load_pack, pack_candidates
+from validator.sglang_env import env_bool
 
 NONE = "none"
 FP8_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # the Ling-3.0 patch's switch (every shipped pack's fp8_lm_head_env)
@@ -197,7 +195,6 @@ NO_PACK = "none"  # the report's rule_pack when no shipped pack is written for t
 def shipped_recipes(dirs: Sequence[Path] = ()) -> list[ShippedRecipe]:
     """Every built-in pack (and pack in ``dirs``, ``--rules-dir``) that declares a recipe, with the model
     it is for."""
-    from validator.rulepack import load_pack
 
     out: list[ShippedRecipe] = []
     for path in candidate_paths(dirs).values():
@@ -219,8 +216,6 @@ def shipped_recipes(dirs: Sequence[Path] = ()) -> list[ShippedRecipe]:
 def candidate_paths(dirs: Sequence[Path] = ()) -> dict[str, Path]:
     """Pack name -> file, for the packs ``--rules auto`` may choose: built-in first; a pack in ``dirs`` that
     takes a name already taken is refused (exit 65) rather than silently shadow or be shadowed."""
-    from validator.rulepack import load_pack, pack_candidates
-
     paths: dict[str, Path] = {}
     for path in pack_candidates(dirs):
         name = load_pack(str(path)).name
@@ -265,8 +260,6 @@ def launch_recipe(facts: Facts) -> Recipe | None:
     """The deployment's recipe from a parsed launch command and its environment (preflight). The FP8
     head counts as asked for whether or not the installed build declares the variable: that build ignoring
     it is what the FP8 pack's ``lm_head.fp8`` fails, with the patch remedy."""
-    from validator.checks.base import env_bool
-
     launch = facts.launch
     if launch is None:
         return None
@@ -287,9 +280,6 @@ def server_recipe(facts: Facts) -> tuple[Recipe, str] | None:
     undone from EAGLE), else the log's ``server_args`` of a start that never answered. The FP8 head: asked
     for in the attestation's environment, or its head's dtype, or the log's FP8 line; else unknown (the
     server does not report its environment)."""
-    from validator.checks.base import env_bool
-    from validator.facts import logged_settings
-
     if facts.server is not None:
         s = facts.server.settings
         source = "the server"
@@ -321,8 +311,6 @@ def server_recipe(facts: Facts) -> tuple[Recipe, str] | None:
 def choose_pack(facts: Facts, dirs: Sequence[Path] = ()) -> tuple[LoadedPack | None, CheckResult]:
     """``--rules auto``: the chosen pack (None: none is written for the deployment's model, and nothing
     is to be checked), and the ``rules.auto`` result that says which and why."""
-    from validator.report import CheckResult, Severity, Status
-    from validator.rulepack import DEFAULT_PACK, load_pack
 
     live = facts.mode == "check"
     shipped = shipped_recipes(dirs)

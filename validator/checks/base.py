@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from validator.facts import LAUNCH, PROBE, SERVER, SGLANG, Facts, Mode
 from validator.pack_schema import CheckSpec, Expectations
 from validator.report import Status
+from validator.sglang_env import env_bool as env_bool  # the check API's name for it
 
 
 @dataclass
@@ -149,19 +150,6 @@ def sglang_note(facts: Facts) -> str:
     """Why the installed SGLang could not be read."""
     sg = facts.sglang
     return (sg.note if sg is not None else None) or facts.errors.get(SGLANG, "no SGLang installation found")
-
-
-def env_bool(value: str | None) -> bool | None:
-    """SGLang's EnvBool: true/1/yes/y and false/0/no/n (any case); anything else is invalid (None), and
-    SGLang then warns and uses the default (False)."""
-    if value is None:
-        return False
-    v = value.strip().lower()
-    if v in ("true", "1", "yes", "y"):
-        return True
-    if v in ("false", "0", "no", "n"):
-        return False
-    return None
 
 
 def no_probe(facts: Facts) -> Outcome:
