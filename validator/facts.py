@@ -349,6 +349,13 @@ class LogFacts:
     stale: str | None = None  # why the current start is not the running server's (a restart seen)
 
     @property
+    def head_dtype_known(self) -> bool:
+        """Whether the log can tell the LM head's dtype: SGLang logs the FP8-head line while the target's
+        weights load, so its absence says "not FP8" only once a weight load has ended in this start (a log
+        cut, or read, before that says nothing of the head)."""
+        return self.fp8_lm_head_lines > 0 or bool(self.loaded_models)
+
+    @property
     def mean_accept_len(self) -> float | None:
         s = self.decode_samples
         return sum(x.accept_len for x in s) / len(s) if s else None

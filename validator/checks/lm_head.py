@@ -109,7 +109,7 @@ def lm_head_fp8_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             dtype = f"{dtype} without scales"
         obs.add(ATTESTATION, "target", dtype)
     log = facts.log
-    if log is not None:
+    if log is not None and log.head_dtype_known:
         count = log.fp8_lm_head_lines
         ev["log_fp8_lm_head_lines"] = count
         if count > 1:
@@ -233,7 +233,7 @@ def lm_head_dtype_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         dtype = att.target.lm_head.weight_dtype
         ev["head_weight_dtype"] = dtype
         return _dtype_verdict(want, bool(dtype and "float8" in dtype), fp32, [SERVER, ATTESTATION], ev)
-    if log is not None:
+    if log is not None and log.head_dtype_known:
         ev["log_fp8_lm_head_lines"] = log.fp8_lm_head_lines
         return _dtype_verdict(want, bool(log.fp8_lm_head_lines), fp32, [SERVER, LOG], ev)
     return check.errored(

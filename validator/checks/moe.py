@@ -125,7 +125,11 @@ def log_backend(log: LogFacts) -> str | None:
     if seen:
         return seen[0]
     settings = logged_settings(log)
-    return settings.moe_runner_backend if settings is not None else None
+    logged = settings.moe_runner_backend if settings is not None else None
+    # 'auto' in the start's arguments is the request, not a backend: builds that log the arguments before
+    # resolving them (the dataclass repr) leave it for the weight load to decide, so it says nothing of
+    # what ran
+    return None if logged == _AUTO else logged
 
 
 def _env_not_read(facts: Facts, source: str, sources: list[str]) -> check.Outcome:

@@ -60,7 +60,7 @@ def _head_bytes(facts: Facts, ctx: check.CheckContext) -> float:
     att = facts.attestation
     if att is not None and att.target is not None and att.target.lm_head is not None:
         return 1.0 if att.target.lm_head.weight_dtype == ctx.expect.lm_head_dtype else 2.0
-    if facts.log is not None and facts.log.server_args is not None and not facts.log.fp8_lm_head_lines:
+    if facts.log is not None and facts.log.head_dtype_known and not facts.log.fp8_lm_head_lines:
         return 2.0  # the log holds the start and no FP8-head line: a BF16 head
     return 1.0
 
