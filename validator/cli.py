@@ -48,6 +48,12 @@ COMMANDS: dict[str, tuple[str, str | None]] = {
     ),
     "demo": ("simulate a healthy and a broken server and show `check` catching the fault", None),
     "rules": ("list, show and lint rule packs", None),
+    "npd": (
+        "a node-problem-detector custom plugin: judge this node's servers, exit 0 OK, 1 problem, 2 unknown",
+        "Judge the SGLang servers running on this node (as `check` with no --url, without the acceptance "
+        "probe), within --timeout, and print one line within NPD's message limit: exit 0 OK, 1 a critical "
+        "check failed, 2 unknown (nothing found, not provable, or out of time).",
+    ),
     "sglang-table": (
         "generate and cache the flag table of the installed SGLang build (run on the server host)",
         "Runs SGLang's own argument parser inside PY (the server's interpreter: it must import "

@@ -1,0 +1,274 @@
+"""`spark-validate npd` as node-problem-detector runs a custom plugin, and the shipped plugin-monitor
+config as NPD reads it.
+
+``npd_run`` is NPD's ``plugin.run`` (kubernetes/node-problem-detector, pkg/custompluginmonitor/plugin/
+plugin.go): exec the rule's path with its args, kill it at the timeout, read at most 4 KB of stdout, trim
+it, cut it at ``max_output_length``, and map the exit status (0 OK, 1 NonOK, anything else Unknown).
+``validate_config`` is NPD's ``ApplyConfiguration`` + ``Validate`` (pkg/custompluginmonitor/types/
+config.go and types.go): the plugin is ``custom``, durations parse as Go's ``time.ParseDuration``, no rule
+timeout exceeds the global one, every rule's path exists, and every permanent rule's condition has a
+default condition; unknown keys (which Go's decoder would silently drop, so a misspelt key does nothing)
+are refused too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cli import REPO
+from tests.support.deploy_tools import DEPLOY
+from tests.support.loopback import free_port, stop, wait_listening
+
+CONFIG = DEPLOY / "kubernetes" / "npd-spark-validate.json"
+MAX_PLUGIN_BUFFER = 4096  # plugin.go: maxCustomPluginBufferBytes
+STATUS = {0: "OK", 1: "NonOK"}  # anything else: Unknown
+
+# --- NPD's config, as config.go reads it ---------------------------------------------------------------
+
+_GO_DURATION = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|ms|s|m|h)")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_TOP = {"plugin", "pluginConfig", "source", "conditions", "rules", "metricsReporting"}
+_PLUGIN_CONFIG = {"invoke_interval", "timeout", "max_output_length", "concurrency",
+                  "enable_message_change_based_condition_update", "skip_initial_status"}  # fmt: skip
+_RULE = {"type", "condition", "reason", "path", "args", "timeout", "invoke_interval"}
+_CONDITION = {"type", "reason", "message"}
+
+
+def go_duration(text: str) -> float:
+    """Go's ``time.ParseDuration`` (units ns..h, a sign, fractions; "0" alone), in seconds."""
+    body = text[1:] if text[:1] in "+-" else text
+    if body == "0":
+        return 0.0
+    if not body or _GO_DURATION.sub("", body) != "":
+        raise ValueError(f"time: invalid duration {text!r}")
+    total = 0.0
+    for number, unit in _GO_DURATION.findall(body):
+        if number in ("", "."):
+            raise ValueError(f"time: invalid duration {text!r}")
+        total += float(number) * _UNITS[unit]
+    return -total if text.startswith("-") else total
+
+
+def validate_config(doc: dict[str, Any]) -> list[str]:
+    problems: list[str] = []
+
+    def keys(obj: Any, allowed: set[str], where: str) -> None:
+        if not isinstance(obj, dict):
+            problems.append(f"{where}: not an object")
+            return
+        problems.extend(f"{where}: unknown key {k!r}" for k in sorted(set(obj) - allowed))
+
+    keys(doc, _TOP, "config")
+    if doc.get("plugin") != "custom":
+        problems.append(f'NPD does not support {doc.get("plugin")!r} plugin for now. Only support "custom"')
+    pc = doc.get("pluginConfig", {})
+    keys(pc, _PLUGIN_CONFIG, "pluginConfig")
+    timeout = invoke = None
+    try:
+        timeout = go_duration(pc.get("timeout", "5s"))
+        invoke = go_duration(pc.get("invoke_interval", "30s"))
+    except ValueError as exc:
+        problems.append(str(exc))
+    for name in ("max_output_length", "concurrency"):
+        if name in pc and (not isinstance(pc[name], int) or isinstance(pc[name], bool)):
+            problems.append(f"pluginConfig.{name}: not an integer")
+    if not isinstance(doc.get("source"), str) or not doc["source"]:
+        problems.append("source: missing")
+    conditions = doc.get("conditions", [])
+    for i, cond in enumerate(conditions):
+        keys(cond, _CONDITION, f"conditions[{i}]")
+    for i, rule in enumerate(doc.get("rules", [])):
+        keys(rule, _RULE, f"rules[{i}]")
+        if rule.get("type") not in ("temporary", "permanent"):
+            problems.append(f"rules[{i}].type: {rule.get('type')!r}")
+        if "timeout" in rule:
+            try:
+                rule_timeout = go_duration(rule["timeout"])
+            except ValueError as exc:
+                problems.append(f"error in parsing rule timeout: {exc}")
+            else:
+                if timeout is not None and rule_timeout > timeout:
+                    problems.append("plugin timeout is greater than global timeout")
+        if not isinstance(rule.get("args", []), list):
+            problems.append(f"rules[{i}].args: not a list")
+        if not os.path.exists(str(rule.get("path"))):
+            problems.append(f"rule path {rule.get('path')!r} does not exist")
+        if rule.get("type") == "permanent" and not any(
+            c.get("type") == rule.get("condition") for c in conditions
+        ):
+            problems.append(
+                f"Permanent problem {rule.get('condition')} does not have preset default condition."
+            )
+    assert invoke is None or invoke >= 0
+    return problems
+
+
+# --- NPD's plugin run, as plugin.go does it ------------------------------------------------------------
+
+
+def npd_run(path: str, args: list[str], timeout: float, max_output_length: int) -> tuple[str, str, float]:
+    """(status, message, seconds) of one invocation."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(
+        [path, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    killed = False
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        killed = True
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+    output = out[:MAX_PLUGIN_BUFFER].decode("utf-8", "replace").strip()
+    if killed:
+        output = f"Timeout when running plugin {path!r}: output - {output!r}"
+    output = output.encode()[:max_output_length].decode("utf-8", "ignore")
+    return STATUS.get(proc.returncode, "Unknown") if not killed else "Unknown", output, time.monotonic() - t0
+
+
+@pytest.fixture(scope="module")
+def plugin(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    """The shipped config with its rule's path pointing at this checkout's CLI, as a deployer installs it."""
+    doc = json.loads(CONFIG.read_text())
+    wrapper = tmp_path_factory.mktemp("npd") / "spark-validate"
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m validator "$@"\n')
+    wrapper.chmod(0o755)
+    doc["rules"][0]["path"] = str(wrapper)
+    return str(wrapper), doc
+
+
+def test_the_shipped_config_is_valid_for_npd(plugin: tuple[str, dict[str, Any]]) -> None:
+    _, doc = plugin
+    assert validate_config(doc) == []
+    shipped = json.loads(CONFIG.read_text())
+    # as shipped, only the install path is left to the deployer
+    assert validate_config(shipped) == [f"rule path {shipped['rules'][0]['path']!r} does not exist"]
+    rule = doc["rules"][0]
+    assert rule["args"][0] == "npd"
+    inner = float(rule["args"][rule["args"].index("--timeout") + 1])
+    assert inner < go_duration(rule["timeout"]) <= go_duration(doc["pluginConfig"]["timeout"])
+    limit = int(rule["args"][rule["args"].index("--max-output-length") + 1])
+    assert limit == doc["pluginConfig"]["max_output_length"]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "problem"),
+    [
+        (("plugin",), "customs", "Only support"),
+        (("rules", 0, "timeout"), "31s", "greater than global timeout"),
+        (("rules", 0, "timeout"), "30 s", "invalid duration"),
+        (("rules", 0, "condition"), "SomethingElse", "does not have preset default condition"),
+        (("pluginConfig", "invoke_intervall"), "60s", "unknown key"),
+        (("rules", 0, "path"), "/nonexistent/spark-validate", "does not exist"),
+    ],
+)
+def test_the_validator_refuses_what_npd_refuses(
+    plugin: tuple[str, dict[str, Any]], path: tuple[Any, ...], value: str, problem: str
+) -> None:
+    doc = json.loads(json.dumps(plugin[1]))
+    node = doc
+    for step in path[:-1]:
+        node = node[step]
+    node[path[-1]] = value
+    assert any(problem in p for p in validate_config(doc)), validate_config(doc)
+
+
+@contextmanager
+def _sim(*args: str, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "validator", "sim", "--port", str(port), "--speed", "1000"]
+    cmd += ["--startup-seconds", "0.1", *args]
+    full = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=full, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, proc, what="simulator", timeout=30)
+        yield proc
+    finally:
+        stop(proc)
+
+
+def _rule_args(doc: dict[str, Any], *extra: str) -> list[str]:
+    args = list(doc["rules"][0]["args"])
+    return [*args, *extra]
+
+
+def test_a_passing_server_is_ok_within_the_message_limit(plugin: tuple[str, dict[str, Any]]) -> None:
+    path, doc = plugin
+    with _sim(env={"SGLANG_ENABLE_FP8_LM_HEAD": "1"}) as server:
+        status, message, took = npd_run(path, _rule_args(doc, "--pid", str(server.pid)), 30, 80)
+    assert status == "OK", message
+    assert message.startswith("OK 1 server(s) pass") and len(message) <= 80
+    assert took < 25
+
+
+def test_a_failing_critical_check_is_a_problem_naming_it(plugin: tuple[str, dict[str, Any]]) -> None:
+    path, doc = plugin
+    with _sim("--scenario", "backend-auto", env={"SGLANG_ENABLE_FP8_LM_HEAD": "1"}) as server:
+        status, message, _ = npd_run(path, _rule_args(doc, "--pid", str(server.pid)), 30, 80)
+    assert status == "NonOK", message
+    assert message.startswith("FAIL ") and f"moe.backend@{server.pid}" in message
+    assert len(message.encode()) <= 80 and "\n" not in message
+
+
+def test_a_long_message_is_cut_by_the_plugin_itself(plugin: tuple[str, dict[str, Any]]) -> None:
+    path, doc = plugin
+    with _sim("--scenario", "backend-auto", env={"SGLANG_ENABLE_FP8_LM_HEAD": "1"}) as server:
+        args = _rule_args(doc, "--pid", str(server.pid))
+        args[args.index("--max-output-length") + 1] = "16"
+        proc = subprocess.run([path, *args], capture_output=True, timeout=60)
+    line = proc.stdout.decode()
+    assert proc.returncode == 1 and line.endswith("\n") and line.count("\n") == 1
+    assert len(line.rstrip("\n")) == 16 and line.rstrip("\n").endswith("...")
+
+
+def test_no_server_is_unknown(plugin: tuple[str, dict[str, Any]]) -> None:
+    """In a PID namespace of its own (``unshare``, root in CI) the plugin finds no server: Unknown."""
+    path, doc = plugin
+    status, message, _ = npd_run(
+        "unshare", ["--pid", "--fork", "--mount-proc", path, *_rule_args(doc)], 30, 80
+    )
+    assert status == "Unknown" and message.startswith("UNKNOWN no SGLang server process found"), message
+
+
+def test_a_server_that_never_answers_is_unknown_before_npds_timeout(
+    plugin: tuple[str, dict[str, Any]],
+) -> None:
+    """A process whose argv is a server's and whose port accepts but never answers: the plugin gives up
+    at its own --timeout (1 s here) and says so, well before NPD would kill it (5 s)."""
+    path, doc = plugin
+    port = free_port()
+    top = Path(tempfile.mkdtemp(prefix="sv-npd-"))
+    (top / "sglang").mkdir()
+    (top / "sglang" / "__init__.py").write_text("")
+    (top / "sglang" / "launch_server.py").write_text(
+        "import socket, sys, time\n"
+        f"s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        f"s.bind(('127.0.0.1', {port})); s.listen(64)\n"
+        "time.sleep(60)\n"
+    )
+    hung = subprocess.Popen(
+        [sys.executable, "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(port)],
+        cwd=top, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_listening(port, hung, what="hung server", timeout=30)
+        args = _rule_args(doc, "--pid", str(hung.pid))
+        args[args.index("--timeout") + 1] = "1"
+        status, message, took = npd_run(path, args, 5, 80)
+    finally:
+        stop(hung)
+    assert status == "Unknown" and message == "UNKNOWN did not finish within 1 s", message
+    assert took < 4.5

@@ -1,0 +1,140 @@
+"""`spark-validate npd`: a node-problem-detector custom plugin, so a failed invariant becomes a NodeCondition.
+
+NPD's custom plugin protocol (kubernetes/node-problem-detector, pkg/custompluginmonitor/plugin/plugin.go):
+NPD runs the plugin every ``invoke_interval``, kills it after ``timeout`` (5 s by default), reads at most
+4 KB of its stdout, trims it, cuts it at ``max_output_length`` bytes (80 by default) and maps the exit
+status: 0 OK, 1 a problem (the condition becomes true, with the output as its message), anything else
+unknown. So this command judges the node's running servers as ``check`` with no ``--url`` does, with no
+acceptance probe and no waiting (a plugin must be quick and must not load the server), and
+
+- prints exactly one line of at most ``--max-output-length`` bytes (ASCII; the failing checks first);
+- exits 0 when every server found passes (critical checks whose evidence could not be gathered are
+  accepted, as ``--allow-partial`` does, unless ``--require-proof``: NPD's unknown is for a run that
+  could not judge, not for a deployment that cannot prove everything without a probe), 1 when a
+  critical check fails on any server, 2 when nothing was found, the run could not judge, or it ran out
+  of ``--timeout`` (which it enforces itself, below NPD's, so that NPD never has to kill it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from validator.commands.check import seconds
+
+OK, PROBLEM, UNKNOWN = 0, 1, 2
+NPD_MAX_OUTPUT = 80  # NPD's default max_output_length
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from validator.commands.common import add_common
+
+    g = p.add_argument_group("node-problem-detector")
+    g.add_argument("--pid", type=int, metavar="PID", help="judge this server process only")
+    g.add_argument(
+        "--timeout",
+        type=seconds,
+        default=4.0,
+        metavar="SECONDS",
+        help="finish within this long, exit 2 otherwise (default 4: under NPD's default 5 s timeout)",
+    )
+    g.add_argument(
+        "--max-output-length",
+        type=int,
+        default=NPD_MAX_OUTPUT,
+        metavar="N",
+        help="the message's length in bytes: the pluginConfig's max_output_length (default 80)",
+    )
+    g.add_argument(
+        "--require-proof",
+        action="store_true",
+        help="a critical check whose evidence could not be gathered is unknown (exit 2), not OK",
+    )
+    add_common(p, report=False, auto=False)
+
+
+def _fit(text: str, limit: int) -> str:
+    """One printable ASCII line of at most ``limit`` bytes, cut with ``...`` when longer."""
+    line = "".join(c if 32 <= ord(c) < 127 else " " for c in text)
+    line = " ".join(line.split())
+    limit = max(limit, 8)
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def summarize(reports: list[Any]) -> tuple[int, str]:
+    """(exit status, message) for the reports of the servers judged."""
+    from validator.report import Severity, Status, Verdict
+
+    failed: list[str] = []
+    unknown: list[str] = []
+    for report in reports:
+        target = str(report.target or "")
+        pid = target.split(" ", 2)[1] if target.startswith("PID ") else "?"
+        critical = [c for c in report.checks if c.severity is Severity.CRITICAL and c.waived is None]
+        failed += [f"{c.id}@{pid}" for c in critical if c.status is Status.FAIL]
+        if report.verdict is Verdict.INCONCLUSIVE:
+            unknown += [f"{c.id}@{pid}" for c in critical if c.status is Status.ERROR]
+    if failed:
+        return PROBLEM, "FAIL " + " ".join(dict.fromkeys(failed))
+    if unknown:
+        return UNKNOWN, "UNKNOWN not proven: " + " ".join(dict.fromkeys(unknown))
+    partial = sum(len(r.coverage.not_proven) for r in reports if r.coverage is not None)
+    note = f" ({partial} critical unproven)" if partial else ""
+    return OK, f"OK {len(reports)} server(s) pass{note}"
+
+
+def _judge(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    import asyncio
+
+    from validator.commands.check import recognise_simulator_processes
+    from validator.commands.common import pack_from
+    from validator.errors import ValidatorError
+    from validator.live import LiveInputs
+    from validator.preflight_inputs import PreflightInputs
+    from validator.rulepack import load_pack
+    from validator.running import RunningInputs, judge_all
+
+    try:
+        recognise_simulator_processes()
+        loaded = pack_from(args) or load_pack(None)
+        budget = max(0.5, args.timeout)
+        live = LiveInputs(
+            url="",
+            wait_s=0.0,
+            probe=False,
+            retries=0,
+            connect_timeout=min(1.0, budget / 4),
+            read_timeout=budget / 2,
+            allow_partial=not args.require_proof,
+        )
+        inputs = RunningInputs(live=live, host=PreflightInputs())
+        results = asyncio.run(
+            judge_all(inputs, loaded, pid=args.pid, strict=args.strict, allow_partial=not args.require_proof)
+        )
+        out["result"] = summarize([r.report for r in results])
+    except ValidatorError as exc:
+        out["result"] = (UNKNOWN, f"UNKNOWN {exc}")
+    except Exception as exc:  # a bug: NPD's unknown, never a traceback in the node's condition
+        out["result"] = (UNKNOWN, f"UNKNOWN internal error: {type(exc).__name__}: {exc}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Judge in a worker thread and wait at most ``--timeout``: a check that cannot finish (a server that
+    accepts and never answers, a slow disk) must not outlive the plugin's budget. Out of time, the line
+    says so and the process exits at once, without waiting for the thread."""
+    import os
+
+    from validator.redact import redact_text
+
+    out: dict[str, Any] = {}
+    worker = threading.Thread(target=_judge, args=(args, out), daemon=True, name="npd")
+    worker.start()
+    worker.join(max(0.1, args.timeout))
+    status, message = out.get("result", (UNKNOWN, f"UNKNOWN did not finish within {args.timeout:g} s"))
+    sys.stdout.write(_fit(redact_text(message), args.max_output_length) + "\n")
+    sys.stdout.flush()
+    if worker.is_alive():
+        os._exit(status)  # the unfinished check's threads are not waited for
+    return int(status)
