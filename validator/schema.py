@@ -14,6 +14,11 @@ pydantic offers, which this module provides on the standard library alone:
   fields in order, enums as values, paths as strings, tuples and sets as lists, non-finite floats as
   null, ``float`` fields as floats, and fields marked ``exclude`` left out.
 
+Why not msgspec, which is typed and as quick to import (17 ms against this module's 13 ms, measured with
+``python -X importtime``): it stops at the first problem (``Expected `int`, got `str` - at `$.x```), and a
+pack author fixing a pack one error per run is what ``rules lint`` exists to spare; it also has no place
+for a record's cross-field rules. What this module adds over it is exactly that: every problem, located.
+
 The plugin does not use this module (it is standard-library only and writes its own format, in
 ``validator.attestation``); the simulator and the attestation reader keep pydantic, off preflight's path.
 """
