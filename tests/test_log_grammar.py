@@ -359,3 +359,14 @@ def test_other_prefixed_lines_are_read_for_nothing() -> None:
         "Receive: obj=x",
     ):
         assert read_line(f"{TP} {msg}") == Other()
+
+
+def test_a_pathological_server_args_line_costs_a_bounded_parse() -> None:
+    """400 KB of unclosed brackets: every nesting level fails and would re-scan the rest; the reader's
+    budget gives up after a few passes instead of one per level."""
+    import time
+
+    for text in ("ServerArgs(a=" + "(" * 400_000, "{'a': " + "[" * 400_000):
+        began = time.perf_counter()
+        assert parse_server_args(text) is None
+        assert time.perf_counter() - began < 5.0

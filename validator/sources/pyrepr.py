@@ -43,10 +43,17 @@ class _Fail(Exception):
     """The text is not a repr this reader knows at this point."""
 
 
+class _Spent(Exception):
+    """Unknown text was re-scanned past the reader's budget: give up on the whole text."""
+
+
 class _Reader:
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        # each nesting level that fails re-scans its unknown text; bounded, so that a pathological line
+        # (400 KB of unclosed brackets) costs a few passes over it, not one per level
+        self.budget = 4 * len(text) + 4096
 
     def ws(self) -> None:
         self.pos = _WS.match(self.text, self.pos).end()  # type: ignore[union-attr]  # \s* always matches
@@ -184,6 +191,9 @@ class _Reader:
             elif not stack and ch in ",)]}:":
                 break
             i += 1
+        self.budget -= i - start
+        if self.budget < 0:
+            raise _Spent
         if i == start:
             raise _Fail
         self.pos = i
@@ -195,7 +205,7 @@ def parse_repr(text: str) -> object:
     reader = _Reader(text)
     try:
         value = reader.value(0)
-    except _Fail:
+    except (_Fail, _Spent):
         raise ValueError("not a repr this reader knows") from None
     reader.ws()
     if reader.pos != len(text):
@@ -212,7 +222,7 @@ def parse_record(text: str) -> tuple[str, dict[str, object]] | None:
     reader.pos = m.end()
     try:
         fields = reader.record(0)
-    except _Fail:
+    except (_Fail, _Spent):
         return None
     reader.ws()
     if reader.pos != len(text):
