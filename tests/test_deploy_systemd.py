@@ -217,7 +217,9 @@ def test_sidecar_unit_is_notify_bound_watchdogged_and_reads_the_servers_evidence
     unit = _unit("spark-validate.service")
     server = _unit("sglang.service")
     assert unit["Type"] == ["notify"]
-    assert unit["BindsTo"] == ["sglang.service"] and unit["After"] == ["sglang.service"]
+    # PartOf, not BindsTo: it stops and restarts with the server unit but outlives a refused start
+    assert unit["PartOf"] == ["sglang.service"] and unit["After"] == ["sglang.service"]
+    assert "BindsTo" not in unit
     assert unit["Restart"] == ["on-failure"] and unit["WatchdogSec"]
     assert "EnvironmentFile" not in unit  # it reads no recipe settings; its comment says so
     assert unit["User"] == server["User"]  # the attestation directory is the server user's, mode 0700
@@ -231,6 +233,10 @@ def test_sidecar_unit_is_notify_bound_watchdogged_and_reads_the_servers_evidence
     assert argv[argv.index("--log") + 1] == "journal:sglang.service"
     assert server["StandardOutput"] == ["journal"] and unit["SupplementaryGroups"] == ["systemd-journal"]
     assert float(argv[argv.index("--unready-after") + 1]) > 0
+    # the sidecar exports what the server unit's launch records, in a directory that outlives a failed start
+    state = argv[argv.index("--launch-state") + 1]
+    assert f"SPARK_VALIDATE_LAUNCH_STATE={state}" in server["Environment"]
+    assert state.startswith(f"/var/lib/{server['StateDirectory'][0]}/")
 
 
 @pytest.mark.parametrize(

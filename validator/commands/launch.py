@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -33,6 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="when refusing to start, write the blocking findings here, failing checks first, within 4 KB "
         "(Kubernetes: /dev/termination-log, shown by kubectl describe pod)",
+    )
+    p.add_argument(
+        "--state-file",
+        metavar="FILE",
+        help="write this launch's verdict here every time (exec'd, or refused with its exit code), for the "
+        "sidecar to export (serve --launch-state); default $SPARK_VALIDATE_LAUNCH_STATE, else none",
     )
     p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD...", help="the server command")
 
@@ -78,7 +85,42 @@ def _write_termination_log(path: str, text: str) -> None:
         sys.stderr.write(f"spark-validate: cannot write --termination-log {path}: {exc.strerror or exc}\n")
 
 
+def _record(args: argparse.Namespace, verdict: str, code: int, report: Report | None, reason: str) -> None:
+    """The launch state file (``sources/launch_state``), when one is configured; a failure to write it is
+    one line on stderr, never a reason to refuse or a hidden refusal."""
+    from validator.report import Severity, Status
+    from validator.sources.launch_state import LaunchState, state_path, write_state
+
+    path = state_path(getattr(args, "state_file", None))
+    if path is None:
+        return
+    blocking: tuple[str, ...] = ()
+    if report is not None:
+        blocking = tuple(
+            c.id
+            for c in report.checks
+            if c.severity is Severity.CRITICAL
+            and c.status in (Status.FAIL, Status.ERROR)
+            and c.waived is None
+        )
+    pack = report.rule_pack if report is not None else None
+    state = LaunchState(time.time(), verdict, code, code == 0, blocking, pack, reason.splitlines()[0][:1000])
+    problem = write_state(path, state)
+    if problem is not None:
+        sys.stderr.write(f"spark-validate: {problem}\n")
+
+
 def run(args: argparse.Namespace) -> int:
+    from validator.errors import ValidatorError
+
+    try:
+        return _run(args)
+    except ValidatorError as exc:  # malformed input (65), an exec that cannot happen (2): still a refusal
+        _record(args, "error", int(exc.exit_code), None, str(exc) or type(exc).__name__)
+        raise
+
+
+def _run(args: argparse.Namespace) -> int:
 
     from validator.commands.check import recognise_simulator_processes
     from validator.commands.common import exit_code, pack_from, selection_of, use_color
@@ -119,10 +161,13 @@ def run(args: argparse.Namespace) -> int:
     if run.malformed is not None:
         raise run.malformed
     if report.verdict is not Verdict.PASS:
-        return int(exit_code(report))
+        code = int(exit_code(report))
+        _record(args, report.verdict.value, code, report, termination_message(report, loaded.pack.secrets))
+        return code
     launch, program = run.facts.launch, run.facts.program
     if launch is None or program is None or program.path is None:  # launch.program would have failed
         raise UsageError(f"cannot exec {cmd[0]}: preflight did not resolve it")
+    _record(args, report.verdict.value, 0, report, "started")
     sys.stdout.flush()
     try:
         # exactly what preflight approved: the program as it resolved it, the words after any env

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from pathlib import Path
 from typing import Any
 
 from validator.commands.check import add_live_inputs
@@ -30,6 +31,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help=f"where to serve /, /readyz, /livez, /metrics, /report; repeatable, e.g. the pod IP for the "
         f"kubelet and Prometheus plus 127.0.0.1 for `kubectl port-forward` (default {DEFAULT_LISTEN})",
+    )
+    g.add_argument(
+        "--launch-state",
+        metavar="FILE",
+        type=Path,
+        help="export the last `spark-validate launch` verdict written here (launch --state-file) as "
+        "spark_validate_launch_* metrics, so that a refused start reaches Prometheus",
     )
     g.add_argument(
         "--interval",
@@ -132,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
         probe=not args.no_probe,
         unready_after_s=args.unready_after,
     )
-    config = ServeConfig(listen=listen, strict=args.strict, schedule=schedule)
+    config = ServeConfig(listen=listen, strict=args.strict, schedule=schedule, launch_state=args.launch_state)
     fleet = {"cluster": args.cluster or "", "node": args.node or "", "role": "single", "node_rank": "0"}
     fleet["pack"] = loaded.name
     labels = fleet if (args.cluster or args.node) else None

@@ -19,6 +19,7 @@ from prometheus_client.metrics_core import Metric
 from validator import __version__
 from validator.report import Report, Verdict
 from validator.report_metrics import ReportGauges
+from validator.sources.launch_state import LaunchState
 
 if TYPE_CHECKING:
     from validator.facts import NodeFacts
@@ -87,6 +88,10 @@ class DaemonMetrics:
             registry=r,
         )
         self._node: tuple[str, ...] | None = None
+        self._launch: LaunchState | None = None
+        self._launch_gauges: tuple[Gauge, Gauge, Gauge, Gauge] | None = None  # only with --launch-state
+        self._launch_readable: bool | None = None
+        self._launch_seen = False
         for v in Verdict:
             self.runs.labels(verdict=v.value)  # every verdict series exists from the start, at 0
         self.accept_length.set(math.nan)  # no probe has measured anything yet
@@ -133,6 +138,58 @@ class DaemonMetrics:
         self.node_info.labels(*labels).set(1)
         self._node = labels
         self.fleet_labels = fleet
+        self._cache = None
+
+    def _launch_series(self) -> tuple[Gauge, Gauge, Gauge, Gauge]:
+        """The last ``launch`` verdict's series (``serve --launch-state``), registered on first use so
+        that a sidecar without a launch state exports none of them."""
+        if self._launch_gauges is None:
+            r = self.registry
+            self._launch_gauges = (
+                Gauge(
+                    "spark_validate_launch_refused",
+                    "1 when the last spark-validate launch refused to start the server, 0 when it exec'd it",
+                    ["verdict", "exit_code"],
+                    registry=r,
+                ),
+                Gauge(
+                    "spark_validate_launch_blocking",
+                    "1 for each critical check that blocked the last launch",
+                    ["check"],
+                    registry=r,
+                ),
+                Gauge("spark_validate_launch_timestamp_seconds", "when the last launch decided", registry=r),
+                Gauge(
+                    "spark_validate_launch_state_readable",
+                    "0 when the launch state file exists but cannot be used (the other launch series are "
+                    "then absent)",
+                    registry=r,
+                ),
+            )
+        return self._launch_gauges
+
+    def set_launch_state(self, state: LaunchState | None, readable: bool) -> None:
+        """The launch state as last read; None and ``readable``: no launch has written one yet."""
+        refused, blocking, when, ok = self._launch_series()
+        if readable != self._launch_readable:
+            ok.set(1 if readable else 0)
+            self._launch_readable = readable
+            self._cache = None
+        if state == self._launch and self._launch_seen:
+            return
+        self._launch_seen = True
+        refused.clear()
+        blocking.clear()
+        if state is None:
+            when.set(math.nan)
+        else:
+            refused.labels(verdict=state.verdict, exit_code=str(state.exit_code)).set(
+                0 if state.started else 1
+            )
+            for check_id in state.blocking:
+                blocking.labels(check=check_id).set(1)
+            when.set(state.time)
+        self._launch = state
         self._cache = None
 
     def set_ready(self, ready: bool) -> None:

@@ -9,6 +9,7 @@ import importlib
 import signal
 import sys
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TextIO
 
 from validator.daemon.http import Endpoints, SidecarServer
@@ -23,6 +24,7 @@ from validator.errors import UnavailableError
 from validator.live import LiveResult
 from validator.report import ProbeResult
 from validator.running import RunningInputs
+from validator.sources.launch_state import read_state
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class ServeConfig:
     listen: tuple[tuple[str, int], ...] = (("127.0.0.1", 9464),)
     strict: bool = False
     schedule: Schedule = field(default_factory=Schedule)
+    launch_state: Path | None = None  # the last `launch` verdict to export (serve --launch-state)
 
 
 # What a live check imports on first use (validator.live imports them lazily, for `check`'s start-up).
@@ -183,6 +186,14 @@ async def _main(
             )
 
     inputs.on_progress = on_progress
+    follower = (
+        asyncio.create_task(
+            _follow_launch_state(config.launch_state, metrics, log, config.schedule.health_interval_s),
+            name="launch-state",
+        )
+        if config.launch_state is not None
+        else None
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -199,6 +210,10 @@ async def _main(
     try:
         await daemon.run(stop)
     finally:
+        if follower is not None:
+            follower.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await follower
         notifier.stopping("stopping")
         log.info("stopping")
         state.set_phase("stopping")
@@ -210,3 +225,17 @@ async def _main(
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
     return 0
+
+
+async def _follow_launch_state(path: Path, metrics: DaemonMetrics, log: Any, every_s: float) -> None:
+    """Re-read the last ``launch`` verdict every ``every_s`` (a small file, read off the event loop) into
+    the metrics; a file that turns unusable is logged once per change, never fatal."""
+    problem_seen: str | None = None
+    while True:
+        state, problem = await asyncio.to_thread(read_state, path)
+        metrics.set_launch_state(state, problem is None)
+        if problem != problem_seen:
+            if problem is not None:
+                log.warning("launch state unusable", path=str(path), problem=problem)
+            problem_seen = problem
+        await asyncio.sleep(every_s)

@@ -1,0 +1,117 @@
+"""The last ``spark-validate launch`` verdict, as a small JSON file: written by ``launch`` every time it
+decides (exec'd, or refused with its exit code), read by the sidecar (``serve --launch-state``), which
+exports it to Prometheus.
+
+Why: a refused start leaves nothing running that Prometheus could scrape. Under systemd the unit fails (and
+stops retrying once its start limit trips); under Kubernetes the container sits in CrashLoopBackOff. The
+sidecar outlives that (its own unit or container), so the refusal reaches an alert of its own
+(``SparkValidateLaunchRefused``) rather than only the absence of metrics.
+
+The file is a report, not evidence: nothing a check judges reads it, and a malformed one is ignored (the
+metrics then say it was unreadable). It is replaced atomically (a temporary file renamed over it in the
+same directory), so a reader never sees half a document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA = "spark-validate.launch-state/v1"
+STATE_ENV = "SPARK_VALIDATE_LAUNCH_STATE"  # where launch writes it when --state-file is not given
+CAP = 64 * 1024
+MAX_BLOCKING = 32  # check IDs kept (a pack has about thirty checks)
+_CHECK_ID = re.compile(r"^[a-z0-9_]+(?:\.[a-z0-9_]+)+$")
+VERDICTS = ("pass", "fail", "inconclusive", "error")  # error: launch never judged (malformed input, usage)
+
+
+@dataclass(frozen=True)
+class LaunchState:
+    time: float  # when launch decided (Unix seconds)
+    verdict: str  # one of VERDICTS
+    exit_code: int  # what launch exited with; 0 when it exec'd the server
+    started: bool  # launch exec'd the server
+    blocking: tuple[str, ...] = ()  # the critical checks that failed or could not be proven
+    pack: str | None = None
+    reason: str = ""  # one line: why it refused (the termination message's first line)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "schema": SCHEMA,
+                "time": self.time,
+                "verdict": self.verdict,
+                "exit_code": self.exit_code,
+                "started": self.started,
+                "blocking": list(self.blocking[:MAX_BLOCKING]),
+                "pack": self.pack,
+                "reason": self.reason[:1000],
+            },
+            indent=1,
+        )
+
+
+def state_path(explicit: str | None, env: Mapping[str, str] | None = None) -> Path | None:
+    """``--state-file``, else ``$SPARK_VALIDATE_LAUNCH_STATE``; None: launch keeps no state."""
+    value = explicit or (os.environ if env is None else env).get(STATE_ENV)
+    return Path(value) if value else None
+
+
+def write_state(path: Path, state: LaunchState) -> str | None:
+    """Replace the state file atomically; the problem as one line when it cannot (never raises: a state
+    file that cannot be written must not stop the server, nor hide a refusal)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".launch-state-", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(state.to_json() + "\n")
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):  # the write failed already: the leftover is all there is
+                os.unlink(tmp)
+            raise
+    except OSError as exc:
+        return f"cannot write the launch state {path}: {exc.strerror or exc}"
+    return None
+
+
+def read_state(path: Path) -> tuple[LaunchState | None, str | None]:
+    """The state, or why it cannot be used (missing is (None, None): no launch has written one)."""
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(CAP + 1)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"{path}: {exc.strerror or exc}"
+    if len(data) > CAP:
+        return None, f"{path}: larger than {CAP} bytes: not a launch state"
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None, f"{path}: not JSON"
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        return None, f"{path}: not a {SCHEMA} document"
+    t, verdict, code, started = doc.get("time"), doc.get("verdict"), doc.get("exit_code"), doc.get("started")
+    if (
+        not isinstance(t, (int, float))
+        or isinstance(t, bool)
+        or verdict not in VERDICTS
+        or not isinstance(code, int)
+        or isinstance(code, bool)
+        or not 0 <= code <= 255
+        or not isinstance(started, bool)
+    ):
+        return None, f"{path}: malformed launch state"
+    blocking = doc.get("blocking") or []
+    ids = tuple(b for b in blocking if isinstance(b, str) and _CHECK_ID.match(b))[:MAX_BLOCKING]
+    pack = doc.get("pack") if isinstance(doc.get("pack"), str) else None
+    reason = doc.get("reason") if isinstance(doc.get("reason"), str) else ""
+    return LaunchState(float(t), str(verdict), code, started, ids, pack, str(reason)[:1000]), None
