@@ -21,6 +21,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import yaml
 
 from tests.support.cli import REPO
@@ -99,7 +100,7 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
         for name, (env, extra) in workers.items():
             argv = [*sim, *launch, "--node-rank", "1", *extra]
             pids[name] = stack.enter_context(_process(argv, env, tmp_path / f"{name}.out")).pid
-        targets, sidecars = [], {}
+        targets, sidecars, ports = [], {}, {}
         for name in workers:
             for node, pid in ((f"a-{name}", pids["head"]), (f"b-{name}", pids[name])):
                 listen = free_port()
@@ -110,6 +111,7 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
                 sidecars[node] = stack.enter_context(_process(argv, env, out))
                 wait_listening(listen, sidecars[node], what=f"sidecar {node}", log=out, timeout=60)
                 targets.append(f"127.0.0.1:{listen}")
+                ports[node] = listen
         scrape = [{"job_name": "spark-validate", "static_configs": [{"targets": targets}]}]
         prom = stack.enter_context(
             running_prometheus(tmp_path / "prometheus", scrape, [rules], interval="1s")
@@ -124,6 +126,9 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
         assert len(infos) == 8, infos
         # the consistent cluster fires nothing, and each difference fires only its own alert
         assert _firing(prom) == want, _firing(prom)
+        report = httpx.get(f"http://127.0.0.1:{ports['b-wifi']}/report", timeout=5).json()
+        interface = next(c for c in report["checks"] if c["id"] == "cluster.interface")
+        assert "SGLANG_HOST_IP 10.0.0.5 is on wlan0, a Wi-Fi interface" in interface["message"], interface
         stop(sidecars["b-ok"])
         vanished = ("SparkValidateNodeVanished", "c-ok", "b-ok")
         prom.wait_for("the vanished sidecar's alert", lambda: vanished in _firing(prom), timeout=60)

@@ -32,7 +32,7 @@ import ipaddress
 import json
 import os
 import socket
-import struct
+import sys
 from pathlib import Path
 
 from validator.facts import LaunchFacts, NodeFacts, SGLangInstallFacts
@@ -126,12 +126,15 @@ def _routes(root: Path) -> list[tuple[str, int, int]]:
         f = line.split()
         if len(f) < 8:
             continue
-        try:
-            dest = struct.unpack("=I", bytes.fromhex(f[1]))[0]
-            mask = struct.unpack("=I", bytes.fromhex(f[7]))[0]
-        except (ValueError, struct.error):
+        try:  # the kernel prints each network-order address as the host-order integer it is stored in
+            dest, mask = int(f[1], 16), int(f[7], 16)
+        except ValueError:
             continue
-        out.append((f[0], socket.ntohl(dest), socket.ntohl(mask)))
+        if dest > 0xFFFFFFFF or mask > 0xFFFFFFFF:
+            continue
+        if sys.byteorder == "little":
+            dest, mask = socket.ntohl(dest), socket.ntohl(mask)
+        out.append((f[0], dest, mask))
     return out
 
 
