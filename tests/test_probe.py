@@ -83,10 +83,13 @@ def test_payload_is_greedy_bounded_and_sequential() -> None:
     assert r.accept_rate == 0.0 and r.verify_ct == 31 and r.accept_length_reported == pytest.approx(32 / 31)
 
 
-def test_spec_off_reports_speculation_not_active() -> None:
+def test_replies_without_spec_fields_are_missing_evidence_not_bad_text() -> None:
+    """No spec_verify_ct: speculation is off or the build does not report it. Either way the reading is
+    missing (spec.accept_length errors), and nothing is said about the text (probe.output passes)."""
     r = asyncio.run(run_probe(Fake([_gen()]), PROMPTS))
-    assert r.decided_by == "speculation not active" and r.accept_length is None and r.requests == 1
-    assert any("speculation is not active" in p for p in r.problems)
+    assert r.decided_by == "no speculative statistics in the replies" and r.accept_length is None
+    assert r.requests == 1 and r.problems == []
+    assert any("no spec_verify_ct" in m for m in r.missing_fields)
     assert probe_verdict(r) is Decision.UNDECIDED
 
 
@@ -176,7 +179,7 @@ def test_sim_broken_draft_fails_within_64_tokens() -> None:
 
 def test_sim_no_spec_and_degenerate_and_auth() -> None:
     _, r = _probe_sim("no-spec")
-    assert r.decided_by == "speculation not active"
+    assert r.decided_by == "no speculative statistics in the replies" and not r.problems
     _, r = _probe_sim("degenerate-output")
     assert any("degenerate output" in p for p in r.problems)
     ready, r = _probe_sim("auth-required", api_key=KEY)

@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # typing only: the records live with their schema (and prefli
     from validator.attestation.trust import AttestationTrust
     from validator.report import ProbeResult
     from validator.sources.process import ProcessFacts
+    from validator.sources.server_metrics import ServerMetricsFacts
 
 Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
 
@@ -47,6 +48,7 @@ DEPLOY = "deploy"
 PROCESS = "process"  # the running server process, from /proc
 DECLARED = "declared"  # the unit, script, Compose file or command given beside a running process
 NODE = "node"  # this node of a multi-node launch (sources/node.py)
+METRICS = "metrics"  # the server's own /metrics (its production acceptance)
 
 
 @dataclass
@@ -279,6 +281,7 @@ class ServerFacts:
     server_info: dict[str, JsonValue]  # the raw document (declarative rules read it)
     model_info: dict[str, JsonValue] | None = None
     metrics_text: str | None = None
+    metrics: ServerMetricsFacts | None = None  # /metrics read as evidence (None: not read in this run)
     server_info_endpoint: str = "/server_info"
     weights_checksums: dict[str, str] | None = None  # from /weights_checker, when asked for
 

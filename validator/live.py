@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import importlib
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,28 +41,59 @@ from validator.selection import Selection
 
 if TYPE_CHECKING:
     from validator.sources.log_state import LogReader
+    from validator.sources.server_metrics import MetricsWatch, ServerMetricsFacts
 
 ProgressFn = Callable[[Any], None]
 
 
 @dataclass(frozen=True)
 class ServerIdentity:
-    """What a restart cannot keep: ``/server_info``'s ``startup_time`` (per-phase durations of this start)
-    and, when an attestation names it, the scheduler's PID and process start time."""
+    """What a restart cannot keep. ``/server_info``'s ``startup_time`` (per-phase durations of this start)
+    exists only on recent builds; ``random_seed`` is on every build (SGLang draws it at start unless
+    ``--random-seed`` pins it); when an attestation names it, the scheduler's PID and process start time;
+    when the listening process is visible on this host, its PID and ``/proc`` start time."""
 
     startup_time: Any = None
     pid: int | None = None
     process_start: Any = None
+    random_seed: int | None = None
+    listener_pid: int | None = None
+    listener_start: int | None = None  # /proc/PID/stat starttime (clock ticks since boot)
 
     def same_server(self, other: ServerIdentity) -> bool:
         """False only when a field both sides know differs: an attestation that one reader could use and
-        the other could not (stale, unreadable) is no sign of a restart."""
-        if self.startup_time != other.startup_time:
-            return False
-        if self.pid is not None and other.pid is not None and self.pid != other.pid:
-            return False
-        both = self.process_start is not None and other.process_start is not None
-        return not (both and self.process_start != other.process_start)
+        the other could not (stale, unreadable), or a field one build does not serve, is no sign of a
+        restart."""
+        for mine, theirs in (
+            (self.startup_time, other.startup_time),
+            (self.pid, other.pid),
+            (self.process_start, other.process_start),
+            (self.random_seed, other.random_seed),
+            (self.listener_pid, other.listener_pid),
+            (self.listener_start, other.listener_start),
+        ):
+            if mine is not None and theirs is not None and mine != theirs:
+                return False
+        return True
+
+    @classmethod
+    def from_server(
+        cls,
+        server_info: Mapping[str, Any],
+        *,
+        pid: int | None = None,
+        process_start: Any = None,
+        listener: tuple[int, int] | None = None,
+    ) -> ServerIdentity:
+        seed = server_info.get("random_seed")
+        return cls(
+            startup_time=server_info.get("startup_time"),
+            pid=pid,
+            process_start=process_start,
+            random_seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+            listener_pid=listener[0] if listener is not None else None,
+            listener_start=listener[1] if listener is not None else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -74,6 +105,7 @@ class LiveResult:
     identity: ServerIdentity | None  # None when the server was not reached
     pack: LoadedPack | None = None  # the pack the report was judged by (``--rules auto`` picks it)
     node: NodeFacts | None = None  # a running server's node facts (``check``/``serve`` with no --url)
+    server_metrics: ServerMetricsFacts | None = None  # the server's own /metrics, as last read
 
 
 @dataclass
@@ -94,6 +126,8 @@ class LiveInputs:
     retries: int = 3
     allow_partial: bool = False  # --allow-partial: critical checks that could not run do not block
     selection: Selection | None = None  # --check / --skip
+    # the previous /metrics reading; the sidecar's outlives one run (None: a fresh one per run)
+    metrics_watch: MetricsWatch | None = None
 
 
 # Beyond --wait and the probe's own budget, what one check may spend: /server_info, /model_info (10 s
@@ -230,6 +264,7 @@ async def _gather_with(
             facts.server.model_info = await client.model_info()
         await asyncio.to_thread(_read_files, facts, inputs, ready.server_info)
         await _read_log(facts, reader)
+        facts.server.metrics = await _read_metrics(client, inputs)
         if inputs.weights_checker:
             try:
                 facts.server.weights_checksums = await client.weights_checker("all")
@@ -241,6 +276,47 @@ async def _gather_with(
             else:
                 await _probe(facts, client, loaded, ready.server_info)
                 await _reread_log(facts, reader)
+
+
+# How long a check waits to read /metrics a second time when the first reading shows the server's
+# acceptance at 1.00 and decode traffic is not yet proven (no earlier reading to compare with, or no tokens
+# since it): the signature is reported only when the server is seen generating.
+METRICS_CONFIRM_S = 2.0
+
+
+async def _read_metrics(client: Any, inputs: LiveInputs) -> ServerMetricsFacts:
+    """The server's own ``/metrics`` as evidence, parsed off the event loop. Read before the probe, so
+    the probe's own tokens never count as the server's traffic. A 404 (no ``--enable-metrics``), an error
+    or a body that is not Prometheus text is no finding: the facts say why there is no reading."""
+    from validator.sources.server_metrics import NOTHING_ACCEPTED, MetricsWatch, parse_metrics
+
+    watch = inputs.metrics_watch or MetricsWatch()
+    facts = await _one_reading(client, watch, parse_metrics)
+    al = facts.accept_length
+    if facts.reading is not None and not facts.decoding and al is not None and al <= NOTHING_ACCEPTED:
+        await asyncio.sleep(METRICS_CONFIRM_S)
+        again = await _one_reading(client, watch, parse_metrics)
+        if again.reading is not None:
+            facts = again
+    return facts
+
+
+async def _one_reading(client: Any, watch: MetricsWatch, parse: Callable[[str], Any]) -> ServerMetricsFacts:
+    try:
+        text = await client.metrics_text()
+    except UnavailableError as exc:
+        status = getattr(exc, "status", None)
+        why = (
+            "/metrics answers 404: the server runs without --enable-metrics"
+            if status == 404
+            else f"/metrics could not be read: {exc}"
+        )
+        return watch.unreadable(why)
+    try:
+        reading = await asyncio.to_thread(parse, text)
+    except (ValueError, TypeError, IndexError) as exc:
+        return watch.unreadable(f"/metrics is not Prometheus text ({type(exc).__name__})")
+    return watch.observe(reading)
 
 
 async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dict[str, Any]) -> None:
@@ -390,7 +466,11 @@ async def run_live(
         rule_pack=NO_PACK if no_pack else None,
     )
     return LiveResult(
-        report=report, reached=facts.server is not None, identity=identity_of(facts), pack=loaded
+        report=report,
+        reached=facts.server is not None,
+        identity=identity_of(facts),
+        pack=loaded,
+        server_metrics=facts.server.metrics if facts.server is not None else None,
     )
 
 
@@ -403,4 +483,4 @@ def identity_of(facts: Facts) -> ServerIdentity | None:
     if facts.attestation is not None:
         pid = facts.attestation.process.pid
         start = facts.attestation.process.start_time
-    return ServerIdentity(facts.server.server_info.get("startup_time"), pid, start)
+    return ServerIdentity.from_server(facts.server.server_info, pid=pid, process_start=start)

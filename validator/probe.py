@@ -140,6 +140,54 @@ def _finish_type(meta: dict[str, Any]) -> str | None:
     return fr if isinstance(fr, str) else None
 
 
+@dataclass(frozen=True)
+class SpecReading:
+    """One reply's speculative counts, whatever a build calls them."""
+
+    verify_ct: int
+    correct: int | None  # accepted drafts, excluding the bonus token; None: no way to tell
+    drafts_per_verify: int | None  # K, when the reply says it
+    how: str  # which fields gave ``correct``
+
+
+# Names builds give the count of accepted drafts and of proposed drafts (SGLang 0.5.x first, then the
+# older or forked builds' names), and the acceptance histogram (``h[k]`` = verify rounds accepting k).
+_CORRECT_KEYS = ("spec_num_correct_drafts", "spec_accept_token_num", "spec_accepted_drafts")
+_PROPOSED_KEYS = ("spec_num_proposed_drafts", "spec_draft_token_num", "spec_proposed_drafts")
+_HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
+
+
+def read_spec_meta(meta: dict[str, Any], *, default_drafts: int) -> SpecReading | None:
+    """The speculative counts of one final ``meta_info``, or None without ``spec_verify_ct``.
+
+    Accepted drafts, in order of directness: a count field; the histogram (``sum(k * h[k])``); else
+    ``completion_tokens - spec_verify_ct`` (each verify round emits its accepted drafts plus one bonus
+    token, so ``completion_tokens / spec_verify_ct`` is SGLang's own ``spec_accept_length``; the builds
+    before the accept-rate fields report only those two); else ``spec_accept_rate`` times the drafts
+    proposed. ``default_drafts`` is K when the reply does not say it."""
+    v = _int(meta, "spec_verify_ct")
+    if not v:
+        return None
+    proposed = next((p for key in _PROPOSED_KEYS if (p := _int(meta, key)) is not None), None)
+    hist = next((h for key in _HISTOGRAM_KEYS if isinstance(h := meta.get(key), list) and h), None)
+    k = proposed // v if proposed and proposed % v == 0 else None
+    if k is None and hist is not None and sum(hist) == v:
+        k = len(hist) - 1 or None
+    for key in _CORRECT_KEYS:
+        c = _int(meta, key)
+        if c is not None:
+            return SpecReading(v, c, k, key)
+    if hist is not None and sum(hist) == v and all(type(n) is int for n in hist):
+        return SpecReading(v, sum(i * n for i, n in enumerate(hist)), k, "histogram")
+    ct = _int(meta, "completion_tokens")
+    if ct is not None and ct >= v:
+        return SpecReading(v, ct - v, k, "completion_tokens - spec_verify_ct")
+    rate = _num(meta, "spec_accept_rate")
+    if rate is not None:
+        return SpecReading(v, round(rate * (proposed or v * (k or default_drafts))), k, "spec_accept_rate")
+    return SpecReading(v, None, k, "none")
+
+
 def degenerate(gen: Generation) -> str | None:
     """Why this output looks like garbage, or None."""
     if not gen.text.strip():
@@ -170,6 +218,7 @@ async def run_probe(
     rule = SequentialRule(cfg.rule())
     start = clock()
     problems: list[str] = []
+    missing: list[str] = []
     tokens = requests = verify_ct = correct = 0
     stop_reason = "prompts exhausted"
     spec_inactive = False
@@ -214,23 +263,23 @@ async def run_probe(
             if e2e is not None and ct > 1 and e2e > ttft:
                 decode_s += e2e - ttft
                 decode_tokens += ct - 1
-        v = _int(meta, "spec_verify_ct")
-        if not v:
+        reading = read_spec_meta(meta, default_drafts=cfg.rule().num_drafts)
+        if reading is None:
             if ct >= 2 and not spec_seen:
-                problems.append("speculation is not active: /generate meta_info has no spec_verify_ct")
+                missing.append(
+                    "/generate meta_info has no spec_verify_ct (speculation inactive, or a build that does "
+                    "not report it)"
+                )
                 spec_inactive = True
                 break
             continue
         spec_seen = True
-        c = _int(meta, "spec_num_correct_drafts")
-        proposed = _int(meta, "spec_num_proposed_drafts")
-        k = proposed // v if proposed and proposed % v == 0 else None
+        v, c, k = reading.verify_ct, reading.correct, reading.drafts_per_verify
         if c is None:
-            rate = _num(meta, "spec_accept_rate")
-            if rate is None:
-                problems.append(f"prompt {prompt.id}: spec_verify_ct without spec_num_correct_drafts")
-                continue
-            c = round(rate * v * (k or cfg.rule().num_drafts))
+            note = f"prompt {prompt.id}: spec_verify_ct without a count of accepted drafts"
+            if note not in missing:
+                missing.append(note)
+            continue
         verify_ct += v
         correct += c
         last = rule.update(v, c, k)
@@ -239,7 +288,7 @@ async def run_probe(
     if last is not None and last.decision is not Decision.UNDECIDED:
         decided_by = f"{last.decision.value}: {last.reason}"
     elif spec_inactive:
-        decided_by = "speculation not active"
+        decided_by = "no speculative statistics in the replies"
     else:
         decided_by = f"undecided: {stop_reason}" + (f" ({last.reason})" if last is not None else "")
     if stop_expected and stop_as_length == stop_expected:
@@ -262,6 +311,7 @@ async def run_probe(
         decision=last.decision.value if last is not None else "undecided",
         wall_s=clock() - start,
         problems=problems,
+        missing_fields=missing,
     )
 
 

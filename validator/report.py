@@ -74,6 +74,8 @@ class ProbeResult:
     decision: Literal["pass", "fail", "undecided"] = field(default="undecided", metadata={"exclude": True})
     wall_s: float | None = None
     problems: list[str] = field(default_factory=list)  # degenerate output and the like
+    # what the replies lacked that a reading needed (a build's schema, never a verdict on the text)
+    missing_fields: list[str] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

@@ -19,6 +19,7 @@ from validator.facts import (
     ATTESTATION,
     LAUNCH,
     LOG,
+    METRICS,
     PLUGIN_SHARE_ENV,
     PROBE,
     SERVER,
@@ -150,14 +151,21 @@ def spec_config_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         return replace(outcome, message=outcome.message + after)
     args = facts.server.settings
     algo = args.speculative_algorithm
-    launch_cmd = (args.launch_command or "").upper()
-    # SGLang rewrites the algorithm once resolved (NEXTN to EAGLE); only launch_command keeps what was asked.
-    algo_ok = algo is not None and algo.upper() == s.resolved_algorithm.upper()
+    wanted, resolved = s.algorithm.upper(), s.resolved_algorithm.upper()
+    # SGLang rewrites the algorithm once resolved (NEXTN to EAGLE). Builds that serve launch_command keep
+    # what was asked there; the others (SGLang's docs dumps have none) are judged from the resolved
+    # fields: EAGLE drafting with the model's own checkpoint is the NEXTN layer, the recipe's speculation.
+    raw = facts.server.server_info.get("launch_command")
+    launch_cmd = raw.upper() if isinstance(raw, str) else None
+    algo_ok = algo is not None and algo.upper() == resolved
     alias = False
-    if algo_ok and launch_cmd and s.algorithm.upper() not in launch_cmd:
-        alias = _alias_of_recipe(args, s.resolved_algorithm.upper(), s)
+    if algo_ok and wanted != resolved and (launch_cmd is None or wanted not in launch_cmd):
+        alias = _alias_of_recipe(args, resolved, s)
         algo_ok = alias
-    shown = f"{algo} (launch_command {'has' if s.algorithm.upper() in launch_cmd else 'lacks'} {s.algorithm})"
+    if launch_cmd is None:
+        shown = f"{algo} (this build's /server_info has no launch_command; judged from the resolved fields)"
+    else:
+        shown = f"{algo} (launch_command {'has' if wanted in launch_cmd else 'lacks'} {s.algorithm})"
     return _judge_config(facts, ctx, args, [SERVER], algo_ok, shown, live=True, alias=alias)
 
 
@@ -394,6 +402,8 @@ def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             "speculative decoding is not active on the server, nothing is accepted", [SERVER], "enable_spec"
         )
     probe = facts.probe
+    metrics = facts.server.metrics if facts.server is not None else None
+    server_ev = metrics.evidence() if metrics is not None else {}
     if probe is None:
         broken = log_shows_broken_draft(facts.log) if facts.log is not None else None
         if broken is not None:  # the log's real traffic is evidence enough of a broken draft
@@ -402,8 +412,18 @@ def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
                 "draft proposes nothing the target accepts (broken draft head)",
                 [LOG],
                 log_decode_intervals=broken,
+                **server_ev,
             )
-        return check.no_probe(facts)
+        if metrics is not None and metrics.collapsed:  # the server's own gauge, on production traffic
+            return check.failed(
+                f"the server's own sglang:spec_accept_length is {metrics.accept_length:.2f} while it "
+                f"generates ({metrics.tokens_since:g} tokens since the previous reading): the draft "
+                "proposes nothing the target accepts (broken draft head)",
+                [METRICS],
+                **server_ev,
+            )
+        outcome = check.no_probe(facts)
+        return replace(outcome, evidence={**outcome.evidence, **server_ev}) if server_ev else outcome
     ev: dict[str, Any] = {
         "accept_length": probe.accept_length,
         "accept_rate": probe.accept_rate,
@@ -413,6 +433,7 @@ def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         "threshold": threshold,
         "ci": probe.accept_length_ci,
         "decided_by": probe.decided_by,
+        **server_ev,
     }
     cross = facts.server.settings.avg_spec_accept_length if facts.server is not None else None
     if cross is not None:
@@ -421,7 +442,7 @@ def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if probe.accept_length is None:
         return check.errored(
             "the probe returned no speculative statistics: "
-            + ("; ".join(probe.problems) or "spec_verify_ct missing"),
+            + ("; ".join(probe.missing_fields or probe.problems) or "spec_verify_ct missing"),
             [PROBE],
             **ev,
         )

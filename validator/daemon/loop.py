@@ -207,7 +207,7 @@ class Daemon:
         if not full:
             ident = await self.watch.identity()
             if ident is not None and self.ident is not None and not ident.same_server(self.ident):
-                self.restart_suspected("server restarted (startup_time or PID changed)")
+                self.restart_suspected("server restarted (its identity changed: startup_time, seed or PID)")
                 full = True
         epoch = self.epoch
         probing = full and sched.probe
@@ -266,7 +266,13 @@ class Daemon:
                 inconclusive_s=round(now - (self.inconclusive_since or now), 3),
                 unready_after_s=sched.unready_after_s,
             )
-        self.metrics.observe(report, end=self.state.last_run_end or time.time(), probed=probing and server_up)
+        server_al = result.server_metrics.accept_length if result.server_metrics is not None else None
+        self.metrics.observe(
+            report,
+            end=self.state.last_run_end or time.time(),
+            probed=probing and server_up,
+            server_accept_length=server_al,
+        )
         self.metrics.set_node(result.node)
         self.log.info(
             "check",

@@ -66,6 +66,11 @@ class DaemonMetrics:
         self.accept_length = Gauge(
             "spark_validate_spec_accept_length", "acceptance length measured by the last probe", registry=r
         )
+        self.server_accept_length = Gauge(
+            "spark_validate_server_accept_length",
+            "the server's own sglang:spec_accept_length as last read from its /metrics (NaN when absent)",
+            registry=r,
+        )
         self.last_run = Gauge(
             "spark_validate_last_run_timestamp_seconds", "end of the last full check", registry=r
         )
@@ -95,6 +100,7 @@ class DaemonMetrics:
         for v in Verdict:
             self.runs.labels(verdict=v.value)  # every verdict series exists from the start, at 0
         self.accept_length.set(math.nan)  # no probe has measured anything yet
+        self.server_accept_length.set(math.nan)  # no /metrics read yet
         self._build: tuple[str, str, str] | None = None
         self.set_build_info("unknown", "unknown")
         self._cache: bytes | None = None
@@ -196,8 +202,12 @@ class DaemonMetrics:
         self.ready.set(1 if ready else 0)
         self._cache = None
 
-    def observe(self, report: Report, *, end: float, probed: bool) -> None:
-        """One finished check run. ``probed``: this run measured a new acceptance length."""
+    def observe(
+        self, report: Report, *, end: float, probed: bool, server_accept_length: float | None = None
+    ) -> None:
+        """One finished check run. ``probed``: this run measured a new acceptance length;
+        ``server_accept_length``: the server's own gauge as this run read it (None: absent or unread)."""
+        self.server_accept_length.set(math.nan if server_accept_length is None else server_accept_length)
         self.checks.observe(report)
         if probed:
             al = report.probe.accept_length if report.probe is not None else None

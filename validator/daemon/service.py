@@ -41,6 +41,8 @@ _CHECK_MODULES = (
     "validator.sources.readiness",
     "validator.sources.server_http",
     "validator.sources.server_log",
+    "validator.sources.server_metrics",
+    "prometheus_client.parser",
     "validator.sources.attestation",
     "validator.probe",
     "validator.checks.registry",
@@ -138,6 +140,11 @@ async def _main(
             await server.close()
             raise UnavailableError(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         bound.append(f"[{got_host}]:{got_port}" if ":" in got_host else f"{got_host}:{got_port}")
+    if inputs.metrics_watch is None:
+        from validator.sources.server_metrics import MetricsWatch
+
+        # one for the daemon's life: each check compares the server's counters with the previous one's
+        inputs.metrics_watch = MetricsWatch()
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
 
     async def check(full: bool, previous: ProbeResult | None) -> LiveResult:

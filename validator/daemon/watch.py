@@ -1,7 +1,9 @@
 """Cheap signs that the server restarted: ``/health`` going down, or its identity changing.
 
-The identity is what a restart cannot keep: ``/server_info``'s ``startup_time`` (per-phase durations of
-this start) and, when the attestation plugin writes one, the scheduler's PID and start time. One short
+The identity is what a restart cannot keep (:class:`validator.live.ServerIdentity`): ``/server_info``'s
+``startup_time`` where the build serves it, its ``random_seed`` (on every build), when the attestation
+plugin writes one the scheduler's PID and start time, and, where a ``listener`` is given, the PID and
+``/proc`` start time of the process listening on the server's port. One short
 ``/health`` poll at a time, without retries: SGLang's ``/health`` runs a one-token generation per call, so
 it is polled gently (every few seconds) and never concurrently.
 """
@@ -9,21 +11,33 @@ it is polled gently (every few seconds) and never concurrently.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from validator.errors import UnavailableError
 from validator.live import ServerIdentity
 
+# The listening process of the server's port, as (PID, /proc/PID/stat starttime), or None where it cannot
+# be seen (another host, another PID namespace). Supplied by whoever can map a port to its process.
+ListenerFn = Callable[[], "tuple[int, int] | None"]
+
 
 class ServerWatch:
     def __init__(
-        self, url: str, *, api_key: str | None = None, attestation: Path | None = None, timeout_s: float = 5.0
+        self,
+        url: str,
+        *,
+        api_key: str | None = None,
+        attestation: Path | None = None,
+        timeout_s: float = 5.0,
+        listener: ListenerFn | None = None,
     ) -> None:
         from validator.sources.server_http import SGLangClient
 
         self.url = url
         self.attestation = attestation
+        self.listener = listener
         self._client = SGLangClient(
             url, api_key=api_key, connect_timeout=min(2.0, timeout_s), read_timeout=timeout_s, retries=0
         )
@@ -47,10 +61,12 @@ class ServerWatch:
         self.model = str(info.get("served_model_name") or info.get("model_path") or "unknown")
         proc = await asyncio.to_thread(self._attested_process) or {}
         pid = proc.get("pid")
-        return ServerIdentity(
-            startup_time=info.get("startup_time"),
+        listener = await asyncio.to_thread(self.listener) if self.listener is not None else None
+        return ServerIdentity.from_server(
+            info,
             pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
             process_start=proc.get("start_time"),
+            listener=listener,
         )
 
     def _attested_process(self) -> dict[str, Any] | None:

@@ -1,0 +1,153 @@
+"""The server's own Prometheus text (``/metrics``) as live evidence: the production acceptance length.
+
+SGLang exports ``sglang:spec_accept_length`` (mean accepted drafts + bonus per verify over the last
+``decode_log_interval`` decode steps), with or without ``engine_type``/``model_name``/rank labels by build,
+beside the tokenizer's counters (``sglang:generation_tokens_total``, ``sglang:spec_verify_calls_total``).
+Reading it costs the server nothing and spends no probe token: it measures the real traffic.
+
+The gauge alone cannot say that decoding is happening now: it keeps its last interval's figure while
+idle, and a 1.00 left from an hour ago says nothing about the present. So a reading is compared with the
+previous one (:class:`MetricsWatch`): decoding is proven only when a generation counter grew between them.
+A counter that went down means a restart (a new process): that pair proves nothing.
+
+The text is parsed by ``prometheus_client.parser`` (the reference parser), never by hand. A body that does
+not parse, a 404 (no ``--enable-metrics``) or an unreachable endpoint is no finding about the server: the
+reading is absent and says why.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+ACCEPT_LENGTH = "sglang:spec_accept_length"
+ACCEPT_RATE = "sglang:spec_accept_rate"
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+VERIFY_CALLS = "sglang:spec_verify_calls_total"
+NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
+_WANTED = frozenset({ACCEPT_LENGTH, ACCEPT_RATE, GENERATION_TOKENS, VERIFY_CALLS, NUM_DRAFT_TOKENS})
+# An acceptance length this close to 1.0 is "nothing accepted" (the gauge prints 1.00 then).
+NOTHING_ACCEPTED = 1.0 + 1e-6
+
+
+@dataclass(frozen=True)
+class MetricsReading:
+    """One parse of ``/metrics``: the sums and series this project reads, None where a family is absent."""
+
+    accept_lengths: tuple[float, ...]  # one value per ``sglang:spec_accept_length`` series (0 = no interval)
+    accept_rate: float | None
+    generation_tokens: float | None  # summed over every label set
+    verify_calls: float | None
+    num_draft_tokens: float | None
+    read_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def accept_length(self) -> float | None:
+        """The mean over the series that have measured an interval (a 0 is SGLang's "none yet")."""
+        measured = [v for v in self.accept_lengths if v > 0]
+        return sum(measured) / len(measured) if measured else None
+
+
+def parse_metrics(text: str) -> MetricsReading:
+    """Read the families this project needs; raises ``ValueError`` when the text is not Prometheus text."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    values: dict[str, list[float]] = {name: [] for name in _WANTED}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if (
+                sample.name in values
+                and isinstance(sample.value, int | float)
+                and math.isfinite(sample.value)
+            ):
+                values[sample.name].append(float(sample.value))
+
+    def total(name: str) -> float | None:
+        return sum(values[name]) if values[name] else None
+
+    def mean(name: str) -> float | None:
+        return sum(values[name]) / len(values[name]) if values[name] else None
+
+    return MetricsReading(
+        accept_lengths=tuple(values[ACCEPT_LENGTH]),
+        accept_rate=mean(ACCEPT_RATE),
+        generation_tokens=total(GENERATION_TOKENS),
+        verify_calls=total(VERIFY_CALLS),
+        num_draft_tokens=mean(NUM_DRAFT_TOKENS),
+    )
+
+
+@dataclass(frozen=True)
+class ServerMetricsFacts:
+    """What the server's own metrics say now, for the checks and the report."""
+
+    reading: MetricsReading | None  # None when /metrics could not be read (``note`` says why)
+    note: str | None = None  # why there is no reading, or why decoding is not proven
+    decoding: bool = False  # a generation counter grew since the previous reading (same process)
+    tokens_since: float | None = None  # generated tokens between the two readings
+    window_accept_length: float | None = None  # generated tokens / verify calls between them
+
+    @property
+    def accept_length(self) -> float | None:
+        return self.reading.accept_length if self.reading is not None else None
+
+    @property
+    def collapsed(self) -> bool:
+        """The server's own gauge says nothing is accepted, while decoding is proven: the broken-draft
+        signature, measured on production traffic."""
+        al = self.accept_length
+        return self.decoding and al is not None and al <= NOTHING_ACCEPTED
+
+    def evidence(self) -> dict[str, Any]:
+        ev: dict[str, Any] = {"server_accept_length": _round(self.accept_length)}
+        if self.reading is not None:
+            ev["server_accept_length_series"] = len(self.reading.accept_lengths)
+            ev["server_decoding"] = self.decoding
+            if self.tokens_since is not None:
+                ev["server_tokens_since_last_read"] = self.tokens_since
+            if self.window_accept_length is not None:
+                ev["server_window_accept_length"] = _round(self.window_accept_length)
+        if self.note:
+            ev["server_metrics_note"] = self.note
+        return ev
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+class MetricsWatch:
+    """The previous reading, so that each new one can tell whether the server is decoding. One per
+    ``check`` run, or one for the sidecar's life (each re-check compares with the last one's reading)."""
+
+    def __init__(self) -> None:
+        self._last: MetricsReading | None = None
+        self._lock = threading.Lock()
+
+    def observe(self, reading: MetricsReading) -> ServerMetricsFacts:
+        with self._lock:
+            last, self._last = self._last, reading
+        if last is None:
+            return ServerMetricsFacts(reading, note="first reading: decode traffic not yet measurable")
+        gen_now, gen_then = reading.generation_tokens, last.generation_tokens
+        if gen_now is None or gen_then is None:
+            return ServerMetricsFacts(reading, note=f"no {GENERATION_TOKENS} counter: decode traffic unknown")
+        tokens = gen_now - gen_then
+        if tokens < 0:  # counters went back: another process answers now
+            return ServerMetricsFacts(reading, note="the server's counters went back (a restart)")
+        window = None
+        if reading.verify_calls is not None and last.verify_calls is not None:
+            calls = reading.verify_calls - last.verify_calls
+            window = tokens / calls if calls > 0 else None
+        note = (
+            None if tokens > 0 else "no tokens generated since the previous reading: the gauge may be stale"
+        )
+        return ServerMetricsFacts(
+            reading, note=note, decoding=tokens > 0, tokens_since=tokens, window_accept_length=window
+        )
+
+    def unreadable(self, why: str) -> ServerMetricsFacts:
+        return ServerMetricsFacts(None, note=why)
