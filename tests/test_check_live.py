@@ -209,7 +209,11 @@ def test_slow_start_too_short_wait_exits_69_then_enough_wait_passes(tmp_path: Pa
     # slow-start multiplies --startup-seconds by 6: about 9 s of 503 on /health, so that the second check
     # still meets the start-up phase after the first (two interpreter starts) on a loaded 2-core machine.
     # Both checks start together, so that the long one meets the start-up phase however loaded the host is.
-    with sim_process(tmp_path, "--scenario", "slow-start", startup=1.5) as sim, ThreadPoolExecutor(2) as pool:
+    # The simulator listens while loading (answering 503), so that both checks meet that phase.
+    with (
+        sim_process(tmp_path, "--scenario", "slow-start", "--listen-while-loading", startup=1.5) as sim,
+        ThreadPoolExecutor(2) as pool,
+    ):
         pending_long = pool.submit(run_check, sim.url, "--wait", "30", *evidence_files(sim))
         short = run_check(sim.url, "--wait", "0.5", *evidence_files(sim))
         long = pending_long.result()

@@ -112,7 +112,9 @@ PARALLELISM_KEYS = {"role", "tp_rank", "tp_size", "dp_rank", "dp_size", "pp_rank
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    with sim_process(tmp_path_factory.mktemp("healthy"), "--scenario", "healthy", "--seed", "7") as sim:
+    with sim_process(
+        tmp_path_factory.mktemp("healthy"), "--scenario", "healthy", "--seed", "7", "--enable-metrics"
+    ) as sim:
         yield sim
 
 
@@ -257,7 +259,7 @@ def test_healthy_accept_length_within_5_percent(healthy: SimProcess) -> None:
 
 
 def test_metrics_agree_with_requests(tmp_path: Path) -> None:
-    with sim_process(tmp_path) as sim:
+    with sim_process(tmp_path, "--enable-metrics") as sim:
         wait_healthy(sim.url)
         metas = [
             _gen(sim.url, {"text": f"m{i}", "sampling_params": {"max_new_tokens": 100, "temperature": 0}})[
@@ -358,7 +360,9 @@ def test_idle_cpu_under_one_percent(healthy: SimProcess) -> None:
 def test_auth_required(tmp_path: Path) -> None:
     key_file = tmp_path / "key"
     key_file.write_text("sim-test-key-123\n")
-    with sim_process(tmp_path, "--scenario", "auth-required", "--api-key-file", str(key_file)) as sim:
+    with sim_process(
+        tmp_path, "--scenario", "auth-required", "--api-key-file", str(key_file), "--enable-metrics"
+    ) as sim:
         wait_healthy(sim.url)
         assert httpx.get(f"{sim.url}/ready").status_code == 200
         assert httpx.get(f"{sim.url}/metrics").status_code == 200

@@ -29,14 +29,16 @@ KEY = "sim-protocol-key-7"
 def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
     tmp = tmp_path_factory.mktemp("keyed")
     (tmp / "key").write_text(KEY)
-    with sim_process(tmp, "--scenario", "auth-required", "--api-key-file", str(tmp / "key")) as sim:
+    with sim_process(
+        tmp, "--scenario", "auth-required", "--api-key-file", str(tmp / "key"), "--enable-metrics"
+    ) as sim:
         wait_healthy(sim.url)
         yield sim
 
 
 @pytest.fixture(scope="module")
 def plain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    with sim_process(tmp_path_factory.mktemp("plain")) as sim:
+    with sim_process(tmp_path_factory.mktemp("plain"), "--enable-metrics") as sim:
         wait_healthy(sim.url)
         yield sim
 
@@ -269,7 +271,7 @@ def _metric(text: str, name: str) -> float | None:
 def test_spec_gauges_always_exported_no_created_series(
     tmp_path: Path, scenario: str, steps: int, draft_tokens: int
 ) -> None:
-    with sim_process(tmp_path, "--scenario", scenario) as sim:
+    with sim_process(tmp_path, "--scenario", scenario, "--enable-metrics") as sim:
         wait_healthy(sim.url)
         httpx.post(
             f"{sim.url}/generate", json={"text": "m", "sampling_params": {"max_new_tokens": 8}}, timeout=10

@@ -41,7 +41,9 @@ CHECK_IDS = {
 
 def _run(tmp: Path, scenario: str, requests: int = 0, max_new_tokens: int = 256) -> dict[str, Any]:
     log, att = tmp / "server.log", tmp / "att.json"
-    with SimServer(scenario, speed=1000, startup_seconds=0.05, log_path=log, attestation_path=att) as sim:
+    with SimServer(
+        scenario, speed=1000, startup_seconds=0.05, log_path=log, attestation_path=att, enable_metrics=True
+    ) as sim:
         assert sim.wait_ready(10)
         metas = []
         for i in range(requests):

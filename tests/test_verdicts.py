@@ -218,7 +218,8 @@ def test_the_plugins_remedy_is_credited_only_when_it_will_run(
 
 @pytest.fixture(scope="module")
 def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
-    with sim_process(tmp_path_factory.mktemp("sim")) as sim:
+    # --enable-metrics: the replies carry first_token_latency, which the timing proxy scales
+    with sim_process(tmp_path_factory.mktemp("sim"), "--enable-metrics") as sim:
         yield sim
 
 

@@ -45,7 +45,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "$XDG_RUNTIME_DIR/spark-validate)")  # fmt: skip
     p.add_argument("--refuse-until-ready", action="store_true",
                    help="refuse TCP connections through the load phase, as a real SGLang launcher does "
-                        "(default: listen at once and answer 503 until ready)")  # fmt: skip
+                        "(the default; kept for old scripts)")  # fmt: skip
+    p.add_argument("--listen-while-loading", action="store_true",
+                   help="listen at once and answer 503 until ready, instead of refusing connections "
+                        "while loading as a real server does")  # fmt: skip
+    p.add_argument(
+        "--enable-metrics",
+        action="store_true",
+        help="serve /metrics, as SGLang's --enable-metrics does (default: /metrics is 404)",
+    )
+    p.add_argument("--api-style", default="sglang-0.5.23", metavar="FAMILY",
+                   help="the HTTP shapes of one SGLang build family: sglang-0.5.23 (default), docs-2026, "
+                        "legacy, aliases (see validator/sim/api_style.py)")  # fmt: skip
+    p.add_argument("--collapse-after", type=float, default=None, metavar="SECONDS",
+                   help="the draft breaks this many seconds after ready: production acceptance drops to "
+                        "1.00 while everything else stays healthy")  # fmt: skip
     p.add_argument("--list-scenarios", action="store_true", help="list the scenarios and exit")
     p.add_argument("server_args", nargs=argparse.REMAINDER, metavar="-- SGLANG_ARGS",
                    help="SGLang server arguments added to the scenario's launch command (shown in "
@@ -78,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not 0 <= args.port <= 65535:
         raise UsageError(f"sim: --port {args.port} is out of range")
+    if args.refuse_until_ready and args.listen_while_loading:
+        raise UsageError("sim: --refuse-until-ready and --listen-while-loading contradict each other")
+    if args.collapse_after is not None and not args.collapse_after >= 0:
+        raise UsageError("sim: --collapse-after must be a number of seconds >= 0")
     key = _read_key(args.api_key_file) if args.api_key_file else None
     attestation = args.attestation  # None: the plugin's own location rules (validator.attestation.location)
 
@@ -106,8 +124,11 @@ def run(args: argparse.Namespace) -> int:
         attestation_path=attestation,
         host=args.host,
         port=args.port,
-        refuse_until_ready=args.refuse_until_ready,
         extra_args=extra,
+        refuse_until_ready=not args.listen_while_loading,
+        enable_metrics=args.enable_metrics,
+        api_style=args.api_style,
+        collapse_after_s=args.collapse_after,
     )
     sys.stderr.write(f"spark-validate sim: scenario {sim.scenario.name} on {args.host}:{args.port}\n")
     try:

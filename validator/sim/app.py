@@ -66,7 +66,7 @@ def create_app(engine: SimEngine) -> Starlette:
     def _deprecated(request: Request) -> None:
         """``/get_model_info`` and ``/get_server_info`` log a warning first (http_server.py:805-811)."""
         old = request.url.path
-        if old.startswith("/get_"):
+        if old.startswith("/get_") and engine.api_style.server_info_route:  # deprecated only once renamed
             engine.log.line(
                 f"Endpoint '{old}' is deprecated and will be removed in a future version. "
                 f"Please use '{old.replace('/get_', '/', 1)}' instead."
@@ -143,7 +143,11 @@ def create_app(engine: SimEngine) -> Starlette:
         Route("/ready", ready, methods=["GET"]),
         Route("/model_info", model_info, methods=["GET"]),
         Route("/get_model_info", model_info, methods=["GET"]),
-        Route("/server_info", server_info, methods=["GET"]),
+        *(
+            [Route("/server_info", server_info, methods=["GET"])]
+            if engine.api_style.server_info_route
+            else []
+        ),
         Route("/get_server_info", server_info, methods=["GET"]),
         Route("/generate", generate, methods=["POST", "PUT"]),
         Route("/flush_cache", flush_cache, methods=["GET", "POST"]),

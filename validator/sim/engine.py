@@ -5,8 +5,8 @@ reply, a log line and a metric about the same request always agree.
 
 Start-up has SGLang's two phases. *Load* (weights, KV pool, CUDA graphs): a real launcher opens its HTTP
 port only after every scheduler reported ready, so connections are refused throughout (the runner's
-``refuse_until_ready``; without it the simulator listens at once and answers 503, the kinder default for
-tests). *Warm-up*: uvicorn listens while ``_execute_server_warmup`` (srt/entrypoints/http_server.py:2360-2530)
+``refuse_until_ready``, the default; ``--listen-while-loading`` listens at once and answers 503 instead).
+*Warm-up*: uvicorn listens while ``_execute_server_warmup`` (srt/entrypoints/http_server.py:2360-2530)
 sleeps a second, polls ``/model_info`` and sends one 8-token ``/generate``; ``/health`` answers 503 until the
 status is ``Up`` (l.735), then each ``/health`` runs a 1-token generation (l.745-784).
 
@@ -24,12 +24,12 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from validator.procinfo import process_start_time
-from validator.sim import attestation, server_args, server_log
+from validator.sim import api_style, attestation, server_args, server_log
 from validator.sim.job import Job
 from validator.sim.metrics import SimMetrics
 from validator.sim.scenarios import SERVED_MODEL_NAME, Scenario
@@ -54,6 +54,8 @@ class SimConfig:
     port: int = 30000
     extra_args: tuple[str, ...] = ()  # SGLang arguments given after `--`, on top of the scenario's
     log_style: str = "dict"  # the build family the log imitates (server_log.LOG_STYLES)
+    api_style: str = api_style.DEFAULT  # which build family's HTTP shapes (validator/sim/api_style.py)
+    collapse_after_s: float | None = None  # the draft breaks this many seconds after ready (None: never)
 
 
 class SimEngine:
@@ -62,10 +64,14 @@ class SimEngine:
             raise ValueError("speed must be positive")
         self.config = config
         self.scenario = config.scenario
+        self.api_style = api_style.resolve(config.api_style)
         self.log = server_log.ServerLog(
             config.log_path, tp_size=1, style=server_log.LOG_STYLES[config.log_style]
         )
-        self.metrics = SimMetrics(SERVED_MODEL_NAME, self.scenario) if self.scenario.metrics else None
+        self.metrics = (
+            SimMetrics(SERVED_MODEL_NAME, self.scenario, self.api_style) if self.scenario.metrics else None
+        )
+        self.collapsed = False  # the draft broke mid-run (``collapse_after_s``)
         self.loaded = False  # weights and graphs are ready: the warm-up request can be served
         self.ready = False  # warm-up done: ServerStatus.Up
         self.crashed = False
@@ -91,6 +97,9 @@ class SimEngine:
         self.last_gen_throughput = 0.0
         self.argv: list[str] = []
         self.args: dict[str, Any] = {}
+        # SGLang draws the seed at start when --random-seed is not given (arg_groups/serving_hook.py:660-664):
+        # a value every build serves in /server_info, and one a restart changes
+        self.random_seed = random.SystemRandom().randint(0, 1 << 30)
         self.bind(config.port)
 
     def bind(self, port: int) -> None:
@@ -100,6 +109,10 @@ class SimEngine:
         host, extra = self.config.host, self.config.extra_args
         self.argv = server_args.launch_argv(self.scenario, host=host, port=port, api_key=key, extra=extra)
         self.args = server_args.resolved(self.scenario, host=host, port=port, api_key=key, extra=extra)
+        self.argv = server_args.launch_argv(self.scenario, host=self.config.host, port=port, api_key=key)
+        self.args = server_args.resolved(self.scenario, host=self.config.host, port=port, api_key=key)
+        if self.args.get("random_seed") is None:
+            self.args["random_seed"] = self.random_seed
 
     @property
     def api_key(self) -> str | None:
@@ -167,6 +180,17 @@ class SimEngine:
         self.ready = True
         self.settled.set()
         self.log.line("The server is fired up and ready to roll!")
+        if self.config.collapse_after_s is not None:
+            await asyncio.sleep(self.config.collapse_after_s)
+            self.collapse_draft()
+
+    def collapse_draft(self) -> None:
+        """From now on the draft proposes garbage: every verify accepts nothing (acceptance 1.00), as when
+        a broken draft head is hot-swapped in, or weights are corrupted under a running server. Nothing
+        else changes: configuration, attestation and ``/health`` still look healthy."""
+        with self._lock:
+            self.scenario = replace(self.scenario, drafter_broken=True)
+            self.collapsed = True
 
     async def start_up(self) -> None:
         """Both phases, for a simulator that listens from the start."""
@@ -351,7 +375,7 @@ class SimEngine:
             version=SGLANG_VERSION,
             frontend="python",
         )
-        return info
+        return api_style.server_info(self.api_style, info)
 
     def model_card(self, name: str | None = None) -> dict[str, Any]:
         """``ModelCard`` (srt/entrypoints/openai/protocol.py:87-96); ``created`` is the time of the call."""

@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
+from validator.sim import api_style
 from validator.sim import decode as dm
 from validator.sim.scenarios import VOCAB
 
@@ -170,14 +171,15 @@ class Job:
         if final:
             meta["e2e_latency"] = d.ttft_s + d.decode_s
             if d.verify_ct > 0:
-                proposed = d.verify_ct * sc.drafts_per_verify
                 meta.update(
-                    spec_accept_rate=d.correct_drafts / proposed,
-                    spec_accept_length=d.completion_tokens / d.verify_ct,
-                    spec_num_correct_drafts=d.correct_drafts,
-                    spec_num_proposed_drafts=proposed,
-                    spec_verify_ct=d.verify_ct,
-                    spec_correct_drafts_histogram=d.histogram(),
+                    api_style.spec_meta(
+                        self.engine.api_style,
+                        completion_tokens=d.completion_tokens,
+                        verify_ct=d.verify_ct,
+                        correct=d.correct_drafts,
+                        proposed=d.verify_ct * sc.drafts_per_verify,
+                        histogram=d.histogram(),
+                    )
                 )
         return meta
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 if TYPE_CHECKING:
+    from validator.sim.api_style import ApiStyle
     from validator.sim.scenarios import Scenario
 
 _TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0,
@@ -45,29 +46,42 @@ _SCHEDULER_GAUGES = (
 )  # fmt: skip
 
 
+_DSPARK_ONLY = frozenset({"spec_cap_length", "spec_block_accept_length"})
+
+
 class SimMetrics:
-    def __init__(self, model_name: str, scenario: Scenario) -> None:
+    def __init__(self, model_name: str, scenario: Scenario, style: ApiStyle | None = None) -> None:
         self._spec = (scenario.num_steps, scenario.num_draft_tokens) if scenario.spec else (0, 0)
         self.registry = CollectorRegistry()
         r = self.registry
-        base = ["model_name", "engine_type"]
-        sched = [*base, "tp_rank", "pp_rank", "moe_ep_rank"]
-        self._base = {"model_name": model_name, "engine_type": "unified"}
-        self._sched = {**self._base, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        old = style is not None and style.labels_model_name_only
+        base = ["model_name"] if old else ["model_name", "engine_type"]
+        sched = base if old else [*base, "tp_rank", "pp_rank", "moe_ep_rank"]
+        self._base = (
+            {"model_name": model_name} if old else {"model_name": model_name, "engine_type": "unified"}
+        )
+        self._sched = (
+            self._base if old else {**self._base, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
+        )
+        strm = base if old else [*base, "is_streaming"]
+        self._old = old
+        # the two DSpark gauges exist on builds that have DSpark (style.dspark_gauges), on every server
         self._gauges = {
-            name: Gauge(f"sglang:{name}", text, sched, registry=r) for name, text in _SCHEDULER_GAUGES
+            name: Gauge(f"sglang:{name}", text, sched, registry=r)
+            for name, text in _SCHEDULER_GAUGES
+            if style is None or style.dspark_gauges or name not in _DSPARK_ONLY
         }
         self._accept = (0.0, 0.0)
         self.prompt_tokens = Counter(
             "sglang:prompt_tokens_total",
             "Number of prefill tokens processed.",
-            [*base, "is_streaming"],
+            strm,
             registry=r,
         )
         self.generation_tokens = Counter(
             "sglang:generation_tokens_total",
             "Number of generation tokens processed.",
-            [*base, "is_streaming"],
+            strm,
             registry=r,
         )
         self.spec_verify_calls = Counter(
@@ -77,11 +91,11 @@ class SimMetrics:
             registry=r,
         )
         self.num_requests = Counter(
-            "sglang:num_requests_total", "Number of requests processed.", [*base, "is_streaming"], registry=r
+            "sglang:num_requests_total", "Number of requests processed.", strm, registry=r
         )
         self.ttft = Histogram(
             "sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-            [*base, "is_streaming"], buckets=_TTFT_BUCKETS, registry=r,
+            strm, buckets=_TTFT_BUCKETS, registry=r,
         )  # fmt: skip
         self.itl = Histogram(
             "sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", base,
@@ -90,11 +104,11 @@ class SimMetrics:
         self.tpot = Histogram(
             "sglang:request_time_per_output_token_seconds",
             "Per-request TPOT in seconds: (finished_time - first_token_time) / (completion_tokens - 1).",
-            [*base, "is_streaming"], buckets=_ITL_BUCKETS, registry=r,
+            strm, buckets=_ITL_BUCKETS, registry=r,
         )  # fmt: skip
         self.e2e = Histogram(
             "sglang:e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-            [*base, "is_streaming"], buckets=_E2E_BUCKETS, registry=r,
+            strm, buckets=_E2E_BUCKETS, registry=r,
         )  # fmt: skip
 
     def log_stats(
@@ -120,7 +134,8 @@ class SimMetrics:
             "spec_num_draft_tokens": self._spec[1],
         }
         for name, value in values.items():
-            self._gauges[name].labels(**self._sched).set(value)
+            if name in self._gauges:
+                self._gauges[name].labels(**self._sched).set(value)
 
     def finished(
         self,
@@ -134,7 +149,7 @@ class SimMetrics:
         chunks: list[int],
     ) -> None:
         """Tokenizer-side metrics for one finished request (times in simulated seconds)."""
-        s = {**self._base, "is_streaming": str(streaming).lower()}
+        s = dict(self._base) if self._old else {**self._base, "is_streaming": str(streaming).lower()}
         self.prompt_tokens.labels(**s).inc(prompt_tokens)
         self.generation_tokens.labels(**s).inc(completion_tokens)
         self.num_requests.labels(**s).inc()

@@ -2,9 +2,10 @@
 foreground until SIGINT/SIGTERM (``serve_forever``, for ``spark-validate sim``).
 
 Both bind the socket themselves before uvicorn starts, so ``port=0`` yields a free port that is known by the
-time the constructor or ``__enter__`` returns; no polling loop, no race. With ``refuse_until_ready`` the
-socket stays bound but not listening through the load phase, so a client's connect is refused (as against
-a real launcher, which starts uvicorn only once the schedulers are up); it listens for the warm-up.
+time the constructor or ``__enter__`` returns; no polling loop, no race. With ``refuse_until_ready`` (the
+default) the socket stays bound but not listening through the load phase, so a client's connect is refused,
+as against a real launcher, which starts uvicorn only once the schedulers are up; it listens for the
+warm-up. ``refuse_until_ready=False`` (``--listen-while-loading``) listens at once and answers 503.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import contextlib
 import socket
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -95,11 +97,18 @@ class SimServer:
         attestation_path: Path | str | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
-        refuse_until_ready: bool = False,
         extra_args: tuple[str, ...] = (),
         log_style: str = "dict",
+        refuse_until_ready: bool = True,
+        enable_metrics: bool = False,
+        api_style: str = "sglang-0.5.23",
+        collapse_after_s: float | None = None,
     ) -> None:
         sc = scenarios.resolve(scenario)
+        if enable_metrics:
+            if "metrics-disabled" in scenarios.parse_names(scenario):
+                raise UsageError("sim: --enable-metrics contradicts scenario 'metrics-disabled'")
+            sc = replace(sc, metrics=True)
         if sc.auth and not api_key:
             raise UsageError("sim: scenario auth-required needs an API key")
         if speed <= 0:
@@ -121,6 +130,8 @@ class SimServer:
                 port=port,
                 extra_args=tuple(extra_args),
                 log_style=log_style,
+                api_style=api_style,
+                collapse_after_s=collapse_after_s,
             )
         )
         self._host = host
