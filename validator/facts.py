@@ -284,6 +284,7 @@ class ServerFacts:
     metrics: ServerMetricsFacts | None = None  # /metrics read as evidence (None: not read in this run)
     server_info_endpoint: str = "/server_info"
     weights_checksums: dict[str, str] | None = None  # from /weights_checker, when asked for
+    listener: tuple[int, int] | None = None  # (PID, /proc starttime) listening on a loopback URL's port
 
     @cached_property
     def settings(self) -> ServerArgs:

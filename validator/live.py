@@ -265,6 +265,7 @@ async def _gather_with(
         await asyncio.to_thread(_read_files, facts, inputs, ready.server_info)
         await _read_log(facts, reader)
         facts.server.metrics = await _read_metrics(client, inputs)
+        facts.server.listener = await asyncio.to_thread(listener_of, inputs.url)
         if inputs.weights_checker:
             try:
                 facts.server.weights_checksums = await client.weights_checker("all")
@@ -474,6 +475,36 @@ async def run_live(
     )
 
 
+_LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def listener_of(url: str) -> tuple[int, int] | None:
+    """(PID, ``/proc/PID/stat`` starttime in clock ticks) of the process listening on the URL's port, when
+    the URL names this host's loopback and that process is visible here; None otherwise (another host,
+    another PID namespace, ``hidepid``). The lowest PID is taken when several hold the socket: the parent
+    that bound it (SGLang's HTTP server process; its workers are children). Restart detection keys on it
+    where ``/server_info`` lacks ``startup_time``: a new process on the same port has another start time."""
+    from validator.attestation.trust import url_address
+    from validator.procinfo import stat_fields
+    from validator.sources.listening import ListeningError, listeners
+
+    host, port = url_address(url)
+    if host is None or port is None or host.strip("[]") not in _LOOPBACK:
+        return None
+    addresses = ("127.0.0.1", "::1") if host == "localhost" else (host.strip("[]"),)
+    pids: set[int] = set()
+    for address in addresses:
+        try:
+            pids.update(listeners(port, address=address).pids)
+        except (ListeningError, OSError):
+            return None
+    for pid in sorted(pids):
+        fields = stat_fields(pid)
+        if fields is not None and fields[19].isdigit():
+            return pid, int(fields[19])
+    return None
+
+
 def identity_of(facts: Facts) -> ServerIdentity | None:
     """The identity of the server these facts describe (None when it was not reached)."""
     if facts.server is None:
@@ -483,4 +514,6 @@ def identity_of(facts: Facts) -> ServerIdentity | None:
     if facts.attestation is not None:
         pid = facts.attestation.process.pid
         start = facts.attestation.process.start_time
-    return ServerIdentity.from_server(facts.server.server_info, pid=pid, process_start=start)
+    return ServerIdentity.from_server(
+        facts.server.server_info, pid=pid, process_start=start, listener=facts.server.listener
+    )

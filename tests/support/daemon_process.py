@@ -71,9 +71,11 @@ def start_sim(
     startup: float = 0.3,
     attestation: Path | None = None,
     log: Path | None = None,
+    extra: tuple[str, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """A simulator process on a chosen port (a restart must come back on the same one), once it listens."""
-    cmd = sim_command(port, speed=speed, startup=startup, extra=["--scenario", scenario])
+    """A simulator process on a chosen port (a restart must come back on the same one), once it listens;
+    ``extra``: more simulator options (``--api-style``, ``--enable-metrics``)."""
+    cmd = sim_command(port, speed=speed, startup=startup, extra=["--scenario", scenario, *extra])
     if attestation is not None:
         cmd += ["--attestation", str(attestation)]
     if log is not None:

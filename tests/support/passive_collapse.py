@@ -11,6 +11,7 @@ The sidecar must see it from the server's own gauge alone and drop ``/readyz``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import threading
@@ -138,10 +139,9 @@ def run_collapse(
             report = d.get("/report").json() if dropped is not None else None
             sidecar_metrics = d.get("/metrics").text
         server_requests = None
-        try:
-            server_requests = _sample(httpx.get(f"{url}/metrics", timeout=10).text, "sglang:num_requests_total")
-        except httpx.HTTPError:
-            pass
+        with contextlib.suppress(httpx.HTTPError):
+            text = httpx.get(f"{url}/metrics", timeout=10).text
+            server_requests = _sample(text, "sglang:num_requests_total")
         return CollapseRun(
             ready_before=ready,
             dropped_at=dropped,

@@ -37,6 +37,12 @@ class ServerWatch:
 
         self.url = url
         self.attestation = attestation
+        if listener is None:
+            from functools import partial
+
+            from validator.live import listener_of
+
+            listener = partial(listener_of, url)  # None on another host: the other fields still count
         self.listener = listener
         self._client = SGLangClient(
             url, api_key=api_key, connect_timeout=min(2.0, timeout_s), read_timeout=timeout_s, retries=0

@@ -109,8 +109,6 @@ class SimEngine:
         host, extra = self.config.host, self.config.extra_args
         self.argv = server_args.launch_argv(self.scenario, host=host, port=port, api_key=key, extra=extra)
         self.args = server_args.resolved(self.scenario, host=host, port=port, api_key=key, extra=extra)
-        self.argv = server_args.launch_argv(self.scenario, host=self.config.host, port=port, api_key=key)
-        self.args = server_args.resolved(self.scenario, host=self.config.host, port=port, api_key=key)
         if self.args.get("random_seed") is None:
             self.args["random_seed"] = self.random_seed
 
