@@ -151,7 +151,7 @@ def spec_config_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         return replace(outcome, message=outcome.message + after)
     args = facts.server.settings
     algo = args.speculative_algorithm
-    wanted, resolved = s.algorithm.upper(), s.resolved_algorithm.upper()
+    asked, resolved = s.algorithm.upper(), s.resolved_algorithm.upper()
     # SGLang rewrites the algorithm once resolved (NEXTN to EAGLE). Builds that serve launch_command keep
     # what was asked there; the others (SGLang's docs dumps have none) are judged from the resolved
     # fields: EAGLE drafting with the model's own checkpoint is the NEXTN layer, the recipe's speculation.
@@ -159,13 +159,13 @@ def spec_config_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     launch_cmd = raw.upper() if isinstance(raw, str) else None
     algo_ok = algo is not None and algo.upper() == resolved
     alias = False
-    if algo_ok and wanted != resolved and (launch_cmd is None or wanted not in launch_cmd):
+    if algo_ok and asked != resolved and (launch_cmd is None or asked not in launch_cmd):
         alias = _alias_of_recipe(args, resolved, s)
         algo_ok = alias
     if launch_cmd is None:
         shown = f"{algo} (this build's /server_info has no launch_command; judged from the resolved fields)"
     else:
-        shown = f"{algo} (launch_command {'has' if wanted in launch_cmd else 'lacks'} {s.algorithm})"
+        shown = f"{algo} (launch_command {'has' if asked in launch_cmd else 'lacks'} {s.algorithm})"
     return _judge_config(facts, ctx, args, [SERVER], algo_ok, shown, live=True, alias=alias)
 
 
