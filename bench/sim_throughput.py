@@ -19,8 +19,12 @@ from validator.sim import SimServer
 
 def measure(scenario: str, tokens: int, temperature: float, requests: int) -> tuple[float, float]:
     """(decode tok/s by wall clock, mean spec_accept_length or 0)."""
-    with SimServer(
-        scenario, speed=1.0, startup_seconds=0.0, attestation_path="/tmp/spark-validate/bench.json"
+    with SimServer(  # --enable-metrics: the replies carry first_token_latency, which the timing needs
+        scenario,
+        speed=1.0,
+        startup_seconds=0.0,
+        attestation_path="/tmp/spark-validate/bench.json",
+        enable_metrics=True,
     ) as sim:
         sim.wait_ready(10)
         total_tokens, total_decode_s, lengths = 0, 0.0, []
