@@ -445,3 +445,90 @@ def test_sidecar_without_url_follows_the_process_and_notices_a_restart(tmp_path:
     finally:
         stop(server)
     assert server.pid != first_pid
+
+
+@pytest.mark.parametrize(
+    ("text", "unit", "user_unit", "container"),
+    [
+        ("0::/system.slice/sglang.service\n", "sglang.service", False, None),
+        ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/sglang.service\n",
+         "sglang.service", True, None),
+        ("0::/system.slice/docker-" + "a" * 64 + ".scope\n", None, False, "a" * 64),
+        ("0::/machine.slice/libpod-" + "b" * 64 + ".scope/container\n", None, False, "b" * 64),
+        ("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1.slice/cri-containerd-"
+         + "c" * 64 + ".scope\n", None, False, "c" * 64),
+        ("12:pids:/docker/" + "d" * 64 + "\n1:name=systemd:/docker/" + "d" * 64 + "\n",
+         None, False, "d" * 64),
+        ("0::/\n", None, False, None),
+    ],
+)  # fmt: skip
+def test_the_cgroup_names_the_unit_or_the_container(
+    text: str, unit: str | None, user_unit: bool, container: str | None
+) -> None:
+    from validator.sources.process import parse_cgroup
+
+    _, got_unit, got_user, got_container = parse_cgroup(text)
+    assert (got_unit, got_user, got_container) == (unit, user_unit, container)
+
+
+def test_a_program_replaced_since_the_start_is_drift_even_without_a_declaration(tmp_path: Path) -> None:
+    """The server's interpreter file is removed after it started (an upgrade in place): /proc/PID/exe says
+    ``(deleted)``, and launch.drift warns that what runs is no longer what a restart would run."""
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="sv-exe-"))
+    try:
+        python = top / "python3"
+        shutil.copy2(os.path.realpath(sys.executable), python)
+        (top / "sglang").mkdir()
+        (top / "sglang" / "__init__.py").write_text("")
+        (top / "sglang" / "launch_server.py").write_text("import time\ntime.sleep(60)\n")
+        env = {"PATH": "/usr/bin:/bin", "PYTHONHOME": sys.base_prefix}
+        cmd = [str(python), "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(free_port())]
+        proc = subprocess.Popen(cmd, cwd=top, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 10
+            while (
+                time.monotonic() < deadline
+                and b"sglang" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+            ):
+                time.sleep(0.05)
+            python.unlink()
+            result = run_cli("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=60)
+        finally:
+            stop(proc)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    drift = by_id(json.loads(result.stdout))["launch.drift"]
+    assert drift["status"] == "warn", drift
+    assert f"program: {python} was replaced or removed since the process started" in drift["message"]
+
+
+def test_drift_against_a_launch_command(tmp_path: Path) -> None:
+    """--launch-cmd as the declaration: the arguments compared as SGLang parses them (order and
+    ``--flag=value`` do not count, a changed value does)."""
+    from validator.sim import scenarios
+    from validator.sim.server_args import launch_argv
+
+    with running_sim(tmp_path, env=FP8) as (proc, port):
+        args = launch_argv(scenarios.resolve(["healthy"]), host="127.0.0.1", port=port, api_key=None)
+        same = ["--port=" + str(port) if a == str(port) else a for a in args]
+        same = [a for a in same if a != "--port"]
+        reordered = same[2:] + same[:2]
+        att = tmp_path / f"run-{port}" / "attestation.json"
+        prefix = (
+            f"SPARK_VALIDATE_ATTESTATION={att} SGLANG_ENABLE_FP8_LM_HEAD=1 python -m sglang.launch_server "
+        )
+        outcomes = {}
+        for name, words in (("same", reordered), ("other", [*reordered, "--speculative-num-steps", "2"])):
+            result = run_cli(
+                "check", "--no-probe", "--format", "json", "--pid", str(proc.pid),
+                "--launch-cmd", prefix + " ".join(words), timeout=60,
+            )  # fmt: skip
+            outcomes[name] = by_id(json.loads(result.stdout))["launch.drift"]
+    assert outcomes["same"]["status"] == "pass", outcomes["same"]
+    other = outcomes["other"]
+    assert other["status"] == "fail", other  # a restart would run 2 steps: spec.config would fail
+    assert "--speculative-num-steps: declared 2, running 3" in other["message"]
+    assert "spec.config" in other["evidence"]["changes_checks"]
