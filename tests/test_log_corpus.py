@@ -21,7 +21,7 @@ CORPUS = Path(__file__).parent / "corpus" / "logs"
 def test_every_corpus_log_is_cited_and_small() -> None:
     readme = (CORPUS / "README.md").read_text(encoding="utf-8")
     logs = sorted(CORPUS.glob("*.log"))
-    assert len(logs) >= 3
+    assert len(logs) >= 4
     for log in logs:
         assert f"`{log.name}`" in readme, log.name
         assert log.stat().st_size < 60_000, log.name
@@ -44,6 +44,20 @@ def test_rocm_tp8_dataclass_start_is_read_fully() -> None:
     assert facts.decode_sample_count == 0 and not facts.ready and facts.crash is None
     assert facts.loaded_models == []  # the weight-load lines were cut: nothing is claimed of the head
     assert not facts.head_dtype_known
+
+
+def test_a_newer_rocm_build_logs_more_fields_and_they_are_read() -> None:
+    older = read_server_log(CORPUS / "rocm-mi355x-tp8-2026-02.log").server_args
+    facts = read_server_log(CORPUS / "rocm-mi355x-tp8-2026-02-newer.log")
+    assert facts.unusable() is None and facts.runs == 1 and facts.start_failure is None
+    args = facts.server_args
+    assert args is not None and older is not None
+    assert args["random_seed"] == 929547586 and args["tp_size"] == 8 and args["mamba_backend"] == "triton"
+    assert set(args) - set(older) == {
+        "enable_aiter_allreduce_fusion", "enable_mm_global_cache", "linear_attn_backend",
+        "linear_attn_decode_backend", "linear_attn_prefill_backend", "mamba_backend",
+    }  # fmt: skip
+    assert len(args) == 333
 
 
 def test_docs_ci_offline_engine_start_with_level_and_location() -> None:
