@@ -179,4 +179,5 @@ CONTRACT_METRICS = {
     "spark_validate_build_info",
     "spark_validate_check_status",
     "spark_validate_coverage",
+    "spark_validate_node_info",
 }
