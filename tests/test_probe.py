@@ -20,6 +20,7 @@ from validator.probe import (
 )
 from validator.probe_stats import Decision
 from validator.schema import dump
+from validator.sim import runner as sim_runner
 from validator.sources.readiness import wait_until_ready
 from validator.sources.server_http import Generation, SGLangClient
 
@@ -150,8 +151,6 @@ def test_latency_figures() -> None:
 
 
 # ---- against the simulator, over real loopback sockets -----------------------------------------------
-
-sim_runner = pytest.importorskip("validator.sim.runner")
 
 
 def _probe_sim(scenario: str, api_key: str | None = None, stream: bool = True) -> Any:

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from validator.errors import UnavailableError
+from validator.sim import scenarios, server_args
+from validator.sim import server_log as sim_log
 from validator.sources.log_state import MAX_SAMPLES
 from validator.sources.server_log import read_server_log
 
@@ -178,9 +180,6 @@ def test_unreadable_names_the_file(tmp_path: Path) -> None:
 
 
 def test_reads_the_simulators_log(tmp_path: Path) -> None:
-    sim_log = pytest.importorskip("validator.sim.server_log")
-    from validator.sim import scenarios, server_args
-
     for name, humming in (("healthy", True), ("backend-auto", False)):
         sc = scenarios.resolve(name)
         args = server_args.resolved(sc, host="127.0.0.1", port=30000, api_key=KEY)
