@@ -15,6 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import ml_dtypes
+import numpy as np
+from safetensors.numpy import save_file
+
 from validator.sources.safetensors_header import DTYPE_BITS
 
 REAL = {"hidden_size": 2560, "vocab_size": 157184, "num_hidden_layers": 42, "moe_intermediate_size": 768}
@@ -158,19 +162,17 @@ def _write_shards(d: Path, specs: dict[str, tuple[str, list[int]]], shards: int,
 
 
 def _save_real(path: Path, specs: dict[str, tuple[str, list[int]]]) -> None:
-    """Real tensors through the safetensors library (torch only in tests, never on the preflight path)."""
-    import torch
-    from safetensors.torch import save_file
-
-    dtypes = {
-        "BF16": torch.bfloat16,
-        "F16": torch.float16,
-        "F32": torch.float32,
-        "F8_E4M3": torch.float8_e4m3fn,
-        "U8": torch.uint8,
-        "I8": torch.int8,
+    """Real tensors through the safetensors library, from numpy arrays: ml_dtypes gives numpy the BF16 and
+    FP8 dtypes, so a fixture needs no torch (torch is only for the trap experiment)."""
+    dtypes: dict[str, Any] = {
+        "BF16": ml_dtypes.bfloat16,
+        "F16": np.float16,
+        "F32": np.float32,
+        "F8_E4M3": ml_dtypes.float8_e4m3fn,
+        "U8": np.uint8,
+        "I8": np.int8,
     }
-    tensors = {n: torch.zeros(shape, dtype=dtypes[dt]) for n, (dt, shape) in specs.items()}
+    tensors = {n: np.zeros(shape, dtype=dtypes[dt]) for n, (dt, shape) in specs.items()}
     save_file(tensors, str(path), metadata={"format": "pt"})
 
 
