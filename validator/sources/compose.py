@@ -22,6 +22,7 @@ from typing import Any
 from validator.errors import InputError, UsageError
 from validator.sources.docker_run import ContainerSpec, Mount, env_file_lines, parse_volume
 from validator.sources.files import read_text_bounded
+from validator.sources.shell_state import is_server_command
 
 _VAR = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 _BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?\Z", re.DOTALL)
@@ -189,8 +190,6 @@ def _mounts(service: dict[str, Any], base: Path, host: Mapping[str, str], where:
 def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, str]) -> ContainerSpec:
     """The named service (or the one that runs SGLang) of a Compose file, as a ``ContainerSpec``."""
     import yaml
-
-    from validator.sources.launch_script import is_server_command
 
     file = Path(path).absolute()
     where = str(file)

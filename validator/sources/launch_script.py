@@ -25,15 +25,19 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
+from validator.sources.docker_run import (
+    ContainerSpec,
+    is_container_run,
+    launch_from_container,
+    parse_docker_words,
+)
+from validator.sources.launch_command import launch_from_argv
+from validator.sources.sglang_cli import load_table
 from validator.sources.shell_eval import Ending, Launch, is_server_command, read_script, which
 from validator.sources.shell_words import Field, Unknown, Unsplit, Value, join
-
-if TYPE_CHECKING:
-    from validator.sources.docker_run import ContainerSpec
 
 # what bash adds to every child's environment by itself, which no check reads
 BASH_BOOKKEEPING = frozenset({"_", "SHLVL"})
@@ -218,7 +222,6 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
 
 def _takes_value(flag: str) -> str | None:
     """The argparse dest of a server flag that takes a value, else None."""
-    from validator.sources.sglang_cli import load_table
 
     action = load_table().by_option.get(flag)
     if action is None or action.kind not in ("store", "lora_paths"):
@@ -228,7 +231,6 @@ def _takes_value(flag: str) -> str | None:
 
 def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:
     """The script's server runs in a container (``exec docker run ...``): its spec, else None."""
-    from validator.sources.docker_run import is_container_run, parse_docker_words
 
     if not is_container_run(argv):
         return None
@@ -257,7 +259,6 @@ def launch_from_script(
     args: list[str] | None = None,
 ) -> LaunchFacts:
     """``--script``: the server command the script runs, with the environment it gives it."""
-    from validator.sources.launch_command import launch_from_argv
 
     base = dict(env or {})
     ex, launched = read_exec(path, base, args)
@@ -268,8 +269,6 @@ def launch_from_script(
     base_dir = Path(ex.cwd) if isinstance(ex.cwd, str) else None
     container = _container(argv, server_env, ex.where, base_dir)
     if container is not None:
-        from validator.sources.docker_run import launch_from_container
-
         facts = launch_from_container(container)
     else:
         facts = launch_from_argv(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from validator.sources.docker_run import is_container_run
 from validator.sources.shell_words import Fields, Unknown, Value
 
 MAX_DEPTH = 16  # nested source/function calls
@@ -149,8 +150,6 @@ class State:
 
 def is_server_command(words: list[Value]) -> bool:
     """The words start the server: SGLang's entry points, spark-validate launch, or a container run."""
-    from validator.sources.docker_run import is_container_run
-
     known = [w for w in words if isinstance(w, str)]
     if is_container_run(known):
         return True
