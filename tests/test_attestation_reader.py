@@ -1,6 +1,6 @@
 """The attestation reader: strict schema, bounded and non-blocking reads, one-line errors naming the file,
-and the binding that decides whether a document describes the server being checked (issue 12 items 2, 3
-and 10). Files are real, written by the plugin's own writer; the PIDs are real processes."""
+and the binding that decides whether a document describes the server being checked. Files are real,
+written by the plugin's own writer; the PIDs are real processes."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ except UnavailableError as exc:
 
 
 def test_fifo_at_the_path_is_refused_without_blocking(tmp_path: Path) -> None:
-    """Issue 12 item 3: ``open()`` of a FIFO waits for a writer; the reader must answer at once."""
+    """``open()`` of a FIFO waits for a writer; the reader must answer at once."""
     path = tmp_path / "att" / "attestation.json"
     path.parent.mkdir(mode=0o700)
     os.mkfifo(path)
@@ -205,7 +205,7 @@ def test_wildcard_bind_accepts_any_url_host_but_not_another_port(tmp_path: Path)
 
 
 def test_foreign_hostname_and_nulls_are_never_a_reason_to_skip(tmp_path: Path) -> None:
-    """Issue 12 item 2, as found: a file naming another host, with nulls, was accepted as fresh."""
+    """As found once: a file naming another host, with nulls, was accepted as fresh."""
     doc = _raw(_doc())
     doc["process"].update(hostname="elsewhere", start_time=None, tp_size=None, load_weight_s=None)
     doc["server"].update(host=None, port=None)

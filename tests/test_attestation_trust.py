@@ -1,5 +1,5 @@
-"""``attestation.trust`` end to end: forged attestations never make a broken server pass (issue 12 item 2),
-and a FIFO at the attestation path never freezes the sidecar (item 3).
+"""``attestation.trust`` end to end: forged attestations never make a broken server pass, and
+a FIFO at the attestation path never freezes the sidecar.
 
 A real simulator in the ``draft-head-weight-only`` state (the trap: its own attestation says
 ``shared_module`` false) runs on loopback; a healthy simulator supplies a genuine healthy document for the
@@ -144,7 +144,7 @@ def test_real_pid_and_port_but_writable_by_others(
 def test_fifo_at_the_attestation_path_does_not_freeze_the_sidecar(
     servers: tuple[SimProcess, SimProcess], tmp_path: Path
 ) -> None:
-    """Issue 12 item 3 as found: a FIFO at the path stopped /livez and /metrics (read on the event loop)."""
+    """As found once: a FIFO at the path stopped /livez and /metrics (it was read on the event loop)."""
     broken, _ = servers
     fifo = tmp_path / "att" / "attestation.json"
     fifo.parent.mkdir(mode=0o700)

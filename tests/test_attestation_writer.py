@@ -1,5 +1,5 @@
-"""Where the attestation goes and how it is written (contract v2 "Attestation location and trust"), and the
-attacks of issue 12 item 1 replayed against the writer: a directory pre-created by another local user, the
+"""Where the attestation goes and how it is written (README and SECURITY.md: its location and trust), and
+attacks replayed against the writer: a directory pre-created by another local user, the
 temporary file swapped for a symlink during fsync, a FIFO planted at the path. Run as root (here and in
 CI), the second user is real: a subprocess that drops to an unused UID with ``os.setuid``."""
 
@@ -135,7 +135,7 @@ def test_refuses_a_symlinked_directory(tmp_path: Path) -> None:
 def test_symlink_swap_during_fsync_never_changes_another_files_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 12 item 1 as found: the temporary file is swapped for a symlink to a private file while the
+    """As found once: the temporary file is swapped for a symlink to a private file while the
     writer fsyncs; the old writer then ``chmod``-ed by name and made the victim 0644. ``fchmod`` acts on
     the descriptor, so the victim keeps its mode whatever the name points to."""
     victim = tmp_path / "api-key"
@@ -161,8 +161,8 @@ def test_symlink_swap_during_fsync_never_changes_another_files_mode(
 
 
 def test_fifo_at_the_path_never_blocks_the_writer(tmp_path: Path) -> None:
-    """Issue 12 item 3, plugin side: the writer runs inside SGLang's start-up; a FIFO planted at the
-    attestation path (or at its directory) must not block it."""
+    """The writer runs inside SGLang's start-up; a FIFO planted at the attestation path (or at its
+    directory) must not block it."""
     script = textwrap.dedent(
         """
         import os, sys, time
@@ -209,7 +209,7 @@ victim = sys.argv[2]
 print("ready", flush=True)
 deadline = time.monotonic() + float(sys.argv[3])
 swaps = 0
-while time.monotonic() < deadline:          # the race loop of issue 12 item 1, bounded
+while time.monotonic() < deadline:          # the symlink-swap race, bounded
     for entry in os.listdir(shared):
         if entry.endswith(".tmp"):
             try:

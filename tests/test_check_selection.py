@@ -1,4 +1,4 @@
-"""``--check ID`` / ``--skip ID`` (contract v3), from the user's side: the real CLI, the real sidecar and
+"""``--check ID`` / ``--skip ID``, from the user's side: the real CLI, the real sidecar and
 the simulator on loopback. A left-out check is still listed, as skipped on request, never as a pass; an
 unknown ID is a usage error naming it."""
 

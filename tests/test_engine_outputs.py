@@ -137,7 +137,7 @@ def test_json_report_has_the_contract_shape() -> None:
     by_id = {c["id"]: c for c in data["checks"]}
     assert by_id["moe.backend"]["status"] == "pass"
     assert by_id["spec.config"]["status"] == "pass"
-    # without probe, attestation or log: identity and dtype cannot be proven (contract v2: error)
+    # without probe, attestation or log: identity and dtype cannot be proven: error, not pass
     assert by_id["spec.lm_head_shared"]["status"] == "error"
     assert by_id["lm_head.fp8"]["status"] == "error"
     assert by_id["spec.accept_length"]["status"] == "error"  # the probe was not run
@@ -194,5 +194,5 @@ def test_host_platform_info_check() -> None:
 
     assert status_for(gpu_name="NVIDIA GB10", is_dgx_spark=True)[0] is Status.PASS
     st, msg = status_for(gpu_name="NVIDIA H200", is_dgx_spark=False, machine="x86_64")
-    assert st is Status.INFO and "H200" in msg  # an info finding: never WARN (contract v2)
+    assert st is Status.INFO and "H200" in msg  # an info finding: never WARN
     assert status_for(gpu_name=None, is_dgx_spark=None)[0] is Status.INFO

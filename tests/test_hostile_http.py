@@ -1,4 +1,4 @@
-"""Issue 12, items 4-5: a hostile or wedged server never holds ``check`` past its deadline, never grows it
+"""A hostile or wedged server never holds ``check`` past its deadline, never grows it
 past the memory bound, never makes it exit 1.
 
 Each attack is reproduced the way it was found: a real ``check`` process (under ``RLIMIT_AS``) against a

@@ -1,4 +1,4 @@
-"""Issue 12, items 7 and 12: nothing that reaches a user carries a secret or a terminal control sequence.
+"""Nothing that reaches a user carries a secret or a terminal control sequence.
 
 Reproduced the way they were found: a pasted token in argv, a unit line and an env file (exit-65 lines),
 ``--url http://user:pass@host``, a server that echoes the API key back (in ``/server_info`` under a name no

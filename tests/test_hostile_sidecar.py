@@ -1,4 +1,4 @@
-"""Issue 12, items 6 and 12: the sidecar's own HTTP server against clients that attack it.
+"""The sidecar's own HTTP server against clients that attack it.
 
 Reproduced the way they were found, on a real daemon process: 80 MiB of pipelined ``GET /metrics`` that
 the client never reads (it took the daemon to 3.7 GB), 300 slow connections under ``ulimit -n 256`` (276 MB

@@ -1,4 +1,4 @@
-"""Partial coverage is visible in every output (contract v3, "Verdicts and outputs"), from the user's side:
+"""Partial coverage is visible in every output, from the user's side:
 the real CLI and the real sidecar against the simulator on loopback, and the real ``promtool``.
 
 Over HTTP alone (no attestation) the draft head's identity cannot be proven, so ``spec.lm_head_shared`` is

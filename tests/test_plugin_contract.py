@@ -109,7 +109,7 @@ def test_lm_head_sharing_path_is_as_the_plugin_assumes(stock_sglang_root: Path) 
 
 
 def test_dspark_worker_shares_modules_as_the_plugin_assumes(stock_sglang_root: Path) -> None:
-    """Issue 13: the DSpark hook reads what DSparkWorkerV2.__init__ leaves behind; hold it to 0.5.23."""
+    """The DSpark hook reads what DSparkWorkerV2.__init__ leaves behind; hold it to 0.5.23."""
     root = stock_sglang_root
     module, cls_name, method = hooks.DSPARK_INIT.rsplit(".", 2)
     worker = _class(root, module, cls_name)

@@ -53,7 +53,7 @@ def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> No
     sim = SimOnPort("healthy")
     try:
         env = {"NOTIFY_SOCKET": str(notify_path), "WATCHDOG_USEC": "400000"}
-        # over HTTP alone the draft head's identity is not proven (contract v2): this sidecar accepts that
+        # over HTTP alone the draft head's identity is not proven (error): this sidecar accepts that
         with daemon_process(tmp_path, sim.url, *FAST, "--allow-partial", env=env) as d:
             assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
             body = d.get("/readyz").json()

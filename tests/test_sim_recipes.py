@@ -1,8 +1,8 @@
-"""The simulator's other recipes (issue 13): DSpark healthy and broken, the ReplaySSM ring start-up failure,
+"""The simulator's other recipes: DSpark healthy and broken, the ReplaySSM ring start-up failure,
 the SGLang cookbook cell and the baseline, each as SGLang 0.5.23 would show it.
 
 Expected values are written from SGLang's source (the wheel's ``speculative_hook.py`` ``_handle_dspark``,
-``dspark_worker_v2.py``, ``memory_pool.py``, ``cuda_graph_setup.py``) and the contract's pack table, not
+``dspark_worker_v2.py``, ``memory_pool.py``, ``cuda_graph_setup.py``) and the shipped packs' recipes, not
 read back from the simulator.
 """
 
@@ -23,14 +23,14 @@ from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command
 from validator.sim import SCENARIOS, SimServer, resolve
 
-# contract.md, "Rule packs shipped"
+# the built-in packs (README, "Rule packs")
 SHIPPED_PACKS = {
     "ling-3.0-flash-dgx-spark",
     "ling-3.0-flash-dgx-spark-dspark",
     "sglang-cookbook-dgx-spark",
     "ling-3.0-flash-baseline",
 }
-# contract.md check IDs (v1 table and "Checks added")
+# the check IDs a scenario may name as failing: the core IDs and those the recipe packs added
 CHECK_IDS = {
     "server.ready", "moe.backend", "moe.humming_runtime", "lm_head.fp8", "lm_head.exclusive", "spec.config",
     "spec.lm_head_shared", "spec.accept_length", "checkpoint.layout", "launch.program", "server.log",

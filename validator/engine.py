@@ -4,7 +4,7 @@ Severity decides what a failure means: a failed ``critical`` check fails the ver
 ``warning`` check is reported as ``warn``, an ``info`` finding as ``info`` (never a warning, never a
 failure, not even with ``--strict``). An active waiver keeps the result visible but stops it from blocking;
 an expired one no longer applies. A check written for another platform's figures does not apply (skip).
-The report counts what was proven (contract v2 coverage): a critical ``error`` is not a pass.
+The report counts what was proven (its ``coverage``): a critical ``error`` is not a pass.
 """
 
 from __future__ import annotations

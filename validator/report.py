@@ -87,8 +87,8 @@ class NotProven:
 
 @dataclass(kw_only=True)
 class Coverage:
-    """``"coverage"`` (contract v2): ``not_proven`` lists the critical checks whose evidence could not be
-    gathered (the contract's shape); ``missing`` says, per check, why and which input would let it run."""
+    """The report's ``"coverage"``: ``not_proven`` lists the IDs of the critical checks whose evidence could
+    not be gathered; ``missing`` says, per check, why and which input would let it run."""
 
     critical: int  # critical checks that apply here (a skip does not apply)
     proven: int  # ...that passed

@@ -1,5 +1,6 @@
-"""The check IDs that contract.md's "Check IDs" table defines, for the tests that hold the shipped rule pack
-and the reports to that table (one list, so that a test cannot drift from another's copy)."""
+"""The core check IDs users depend on (the README's checks table; an ID is stable once shipped), for the
+tests that hold the shipped rule pack and the reports to them (one list, so that a test cannot drift from
+another's copy)."""
 
 from __future__ import annotations
 

@@ -290,7 +290,7 @@ def humming_gb10(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if facts.host is not None and facts.host.is_dgx_spark is False:
         return check.skipped("NVML reports a memory clock off GB10; this host is not a DGX Spark", [HOST])
     h = facts.humming
-    if h is None:  # could not be gathered (contract v2: error, not skip)
+    if h is None:  # could not be gathered: error (skip means "does not apply")
         why = facts.errors.get(HUMMING) or check.sglang_note(facts)
         return check.errored(
             f"humming-kernels is not inspected here ({why}; see moe.humming_runtime)", [HUMMING]

@@ -375,7 +375,7 @@ def spec_lm_head_shared_live(facts: Facts, ctx: check.CheckContext) -> check.Out
             accept_length=probe.accept_length,
             verify_ct=probe.verify_ct,
         )
-    # Not proven (contract v2: an attestation that is missing, stale or untrusted is `error`): a good
+    # Not proven (an attestation that is missing, stale or untrusted is `error`, never a pass): a good
     # acceptance length is consistent with sharing, but a BF16 head shared by tensor looks the same.
     why = facts.errors.get(ATTESTATION, "no attestation given (--attestation)")
     ev = {}

@@ -1,9 +1,10 @@
 """`spark-validate serve --url URL [--listen HOST:PORT ...]`: the sidecar daemon (validator/daemon).
 
 Same live inputs as ``check`` (``--log`` is followed incrementally, ``journal:UNIT`` included); the findings
-go to ``/readyz``, ``/metrics`` and ``/report``, not to the exit code. ``--unready-after`` is contract v2's
-readiness hysteresis. It exits 0 on SIGTERM, 2 on bad options (a ``--listen`` host that does not resolve
-included), 65 on malformed inputs and 69 when it cannot listen on an address that resolves.
+go to ``/readyz``, ``/metrics`` and ``/report``, not to the exit code. ``--unready-after`` is the readiness
+hysteresis: how long a merely inconclusive re-check keeps a proven server ready. It exits 0 on SIGTERM, 2
+on bad options (a ``--listen`` host that does not resolve included), 65 on malformed inputs and 69 when it
+cannot listen on an address that resolves.
 """
 
 from __future__ import annotations

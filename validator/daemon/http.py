@@ -355,7 +355,8 @@ _PATHS = ("/", "/readyz", "/livez", "/metrics", "/report")
 
 
 class SidecarServer:
-    """The listening socket plus the set of open connections, with the bounds of issue 12 item 6:
+    """The listening socket plus the set of open connections, with the bounds that keep a hostile client
+    from starving the kubelet's probes:
 
     - at most ``max_connections`` at once (and never more than half the file-descriptor limit): a new
       connection at the cap evicts the stalest one, so slow clients cannot lock the kubelet's probe out;

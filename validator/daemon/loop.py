@@ -6,7 +6,7 @@ retries, when the server's identity changes (a restart), or when a check's verdi
 full check, probe included, brings it back: a re-check never lends a probe measured on a previous server
 process to a new one. An ``epoch`` counts restarts; a check that was in flight across one cannot latch
 ready. A check that is merely ``inconclusive`` (a transient 5xx, a timeout) on the server last proven
-keeps readiness for ``unready_after_s`` (contract v2's hysteresis), so that one blip never takes the only
+keeps readiness for ``unready_after_s`` (readiness hysteresis), so that one blip never takes the only
 backend out of a Service; the next re-check comes no later than that deadline, and the deadline is
 enforced on every tick, also while a long check is in flight.
 

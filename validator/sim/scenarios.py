@@ -250,7 +250,7 @@ SCENARIOS: dict[str, Entry] = {
         "--api-key set: Bearer token needed (key from --api-key-file)", verdict="pass", auth=True
     ),
     "no-plugin": _e("attestation plugin not installed: no attestation file", verdict=None, plugin=False),
-    # ---- the other recipes (issue 13): each shipped pack has a healthy simulator ----
+    # ---- the other recipes: each shipped pack has a healthy simulator ----
     "dspark": _dspark(
         "Humming + FP8 head + DSPARK (Ling-3.0-flash-dspark, block 8), ReplaySSM ring 32: accept ~5.29",
         verdict="pass",

@@ -10,7 +10,7 @@ The API key goes only into the ``Authorization`` header; replies are redacted be
 (SGLang's ``/server_info`` echoes ``api_key`` in clear).
 
 Every request is bounded, because a hostile or wedged server must not be able to hold ``check`` or the
-sidecar (issue 12, items 4-5): a total deadline per request (httpx's own read timeout restarts with every
+sidecar: a total deadline per request (httpx's own read timeout restarts with every
 byte, so a 1-byte-per-second drip never trips it), a decoded-size cap per endpoint, a line cap for the
 ``/generate`` event stream, and our own bounded decompression (httpx inflates a whole network chunk at
 once, a gzip bomb's 1,000:1 included, and raises ``DecodingError``, which is no ``TransportError``).
