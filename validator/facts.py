@@ -142,6 +142,9 @@ class SGLangInstallFacts:
     # whether importing sglang points FLASHINFER_WORKSPACE_BASE at SGLANG_CACHE_DIR (sglang/__init__.py)
     redirects_flashinfer_cache: bool | None = None
     note: str | None = None  # why something could not be read
+    # --sglang-root named this tree, but the launch command's interpreter imports another SGLang: the
+    # tree was not read (its files say nothing about the server); launch.program reports the disagreement
+    disputed_root: Path | None = None
 
 
 @dataclass

@@ -254,6 +254,18 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
     program, probe = inspect_program(launch, on_server_host=on_host)
     if inputs.sglang_root is not None:
         where = f"--sglang-root {inputs.sglang_root}"
+        imported = program.sglang_root
+        if imported is not None and imported.resolve() != inputs.sglang_root.resolve():
+            # two sources disagree on which SGLang runs: the interpreter, asked, wins as the fact; the
+            # named tree is not evidence for the checks that read an install (they are error, not pass)
+            note = (
+                f"{where} is not the SGLang the launch command imports ({program.interpreter} imports "
+                f"sglang from {imported}): its files prove nothing about this server"
+            )
+            return (
+                SGLangInstallFacts(root=None, located_by=where, note=note, disputed_root=inputs.sglang_root),
+                program,
+            )
         return read_sglang_install(inputs.sglang_root, where, dspark=dspark, draft_class=draft), program
     if probe is not None:
         return install_from_probe(probe, dspark=dspark, draft_class=draft), program

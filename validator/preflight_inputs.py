@@ -106,7 +106,8 @@ class PreflightInputs:
     sglang_root: Path | None = _option(
         "--sglang-root",
         "DIR",
-        "read this sglang package directory instead of locating the launch command's",
+        "read this sglang package directory when the launch command's interpreter cannot be asked; one "
+        "that interpreter does not import is no evidence (launch.program fails)",
         "host",
         Path,
     )

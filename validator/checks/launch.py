@@ -80,11 +80,13 @@ def launch_program(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     sg = facts.sglang
-    inspected = sg.root if sg is not None else None
+    inspected = (sg.root or sg.disputed_root) if sg is not None else None
     if inspected is not None and inspected.resolve() != program.sglang_root.resolve():
-        return _not_runnable(
-            facts,
+        # not a program that cannot run: two sources that disagree on which SGLang will, wherever this
+        # runs; the checks that would have read the other tree are not proven (sglang facts withheld)
+        return check.failed(
             f"{runs}{where} imports sglang from {program.sglang_root}, not from the inspected {inspected}",
+            [LAUNCH, SGLANG],
             "inspected",
             **ev,
         )
