@@ -268,7 +268,7 @@ def _assert_refused(run: Any, *reasons: str) -> None:
     assert run.status("spec.lm_head_shared") != "pass", run.explain()
 
 
-def test_attestation_in_a_private_layout_binds(tmp_path: Path) -> None:
+def test_attestation_in_a_private_layout_binds(tmp_path: Path, attacker: User) -> None:
     """The control: the server's own document, in directories only root and the server's user can write,
     binds to the process listening on the URL."""
     with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as broken:
@@ -278,6 +278,20 @@ def test_attestation_in_a_private_layout_binds(tmp_path: Path) -> None:
         assert run.status("attestation.trust") == "pass"
         assert f"listening on port {broken.port}" in run.check("attestation.trust")["message"]
         assert run.status("spec.lm_head_shared") == "fail"  # the document's own finding stands
+        # --server-user: where the listener is visible, it must be that process's user
+        args = ("--wait", "20", "--no-probe", "--attestation", str(broken.attestation))
+        assert (
+            run_check(broken.url, *args, "--server-user", str(os.geteuid())).status("attestation.trust")
+            == "pass"
+        )
+        wrong = run_check(broken.url, *args, "--server-user", attacker.name)
+        assert wrong.status("attestation.trust") == "error"
+        assert (
+            f"not the declared --server-user (UID {attacker.uid})"
+            in wrong.check("attestation.trust")["message"]
+        )
+        unknown = run_check(broken.url, *args, "--server-user", "no-such-user-here")
+        assert unknown.rc == 2 and "no such user" in unknown.stderr
 
 
 def test_attestation_swapped_in_an_emptydir_like_layout(attacker: User, shared: Path, squatter: int) -> None:
