@@ -115,3 +115,26 @@ def test_lint_notes_a_figure_written_as_a_number(tmp_path: Path) -> None:
         "note:" in out.stderr
         and "site.mem_fraction.why writes expect.host.max_mem_fraction_static (0.6)" in (out.stderr)
     )
+
+
+def test_shipped_recipes_are_written_as_changes_to_the_default_pack() -> None:
+    """The DSpark, cookbook and baseline packs extend the default pack: each check text lives once, and
+    an entry that names a check of the default pack changes something (no copy creeping back)."""
+    import yaml
+
+    from validator.rulepack import builtin_packs_dir, list_builtin_packs
+
+    base = {c.id: c for c in load_pack(None).pack.checks}
+    raw_base = {
+        c["id"]: c
+        for c in yaml.safe_load((builtin_packs_dir() / f"{DEFAULT_PACK}.yaml").read_text())["checks"]
+    }
+    derived = [p for p in list_builtin_packs() if p.stem != DEFAULT_PACK]
+    assert len(derived) >= 3
+    for path in derived:
+        raw = yaml.safe_load(path.read_text())
+        assert raw["extends"] == DEFAULT_PACK, path.name
+        for entry in raw.get("checks") or []:
+            if entry["id"] in base:
+                same = [k for k, v in entry.items() if k != "id" and raw_base[entry["id"]].get(k) == v]
+                assert not same, (path.name, entry["id"], same)

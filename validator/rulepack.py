@@ -220,7 +220,8 @@ def _merge_mapping(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]
 
 def _merge_checks(base: list[Any], over: list[Any], drop: list[Any], where: str) -> list[Any]:
     """Checks by ``id``: an entry naming a check of the base is merged over it in its place, a new id is
-    added after the base's checks, and ``drop_checks`` removes base checks by id."""
+    added after the check its ``after:`` names (else after the base's checks), and ``drop_checks`` removes
+    base checks by id."""
     ids = [c.get("id") if isinstance(c, dict) else None for c in base]
     out = list(base)
     for check_id in drop:
@@ -232,8 +233,17 @@ def _merge_checks(base: list[Any], over: list[Any], drop: list[Any], where: str)
         if check_id is not None and check_id in ids and out[ids.index(check_id)] is not None:
             i = ids.index(check_id)
             out[i] = _merge_mapping(out[i], entry)
-        else:
+            continue
+        after = entry.pop("after", None) if isinstance(entry, dict) else None
+        if after is None:
             out.append(entry)
+            ids.append(check_id)
+            continue
+        placed = [c.get("id") if isinstance(c, dict) else None for c in out]
+        if after not in placed or out[placed.index(after)] is None:
+            raise InputError(where, f"checks: {check_id}: after: {after!r} is not a check of the pack")
+        out.insert(placed.index(after) + 1, entry)
+        ids.insert(placed.index(after) + 1, check_id)
     return [c for c in out if c is not None]
 
 
