@@ -57,6 +57,7 @@ def test_one_node_and_no_process_do_not_apply() -> None:
         ({"gloo_ifname": None}, "cluster.interface", "fail", "GLOO_SOCKET_IFNAME does not name"),
         ({"dist_interface": "wlan0"}, "cluster.interface", "fail", "reached through wlan0"),
         ({"env_known": False}, "cluster.interface", "error", "environment could not be read"),
+        ({"gid_index": "3"}, "cluster.interface", "fail", "NCCL_IB_GID_INDEX=3 fixes the RDMA GID index"),
     ],
 )
 def test_each_local_finding(change: dict[str, object], check: str, status: str, words: str) -> None:

@@ -239,6 +239,7 @@ class NodeFacts:
     host_ip: str | None = None  # $SGLANG_HOST_IP
     nccl_ifname: str | None = None  # from $NCCL_SOCKET_IFNAME
     gloo_ifname: str | None = None  # from $GLOO_SOCKET_IFNAME
+    gid_index: str | None = None  # $NCCL_IB_GID_INDEX: a fixed RDMA GID index (not portable across nodes)
     interface: str = "unknown"  # the interface SGLANG_HOST_IP is on
     interface_kind: str = "unknown"  # loopback, wifi, connectx, ethernet, missing
     dist_interface: str | None = None  # the interface the --dist-init-addr host is on or reached through

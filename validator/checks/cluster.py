@@ -7,7 +7,8 @@ each node's ``spark_validate_node_info``; here each node shows its hashes and wh
   the system's version string but another binary wedged two-Spark servers; versions prove nothing).
 - ``cluster.interface``: ``SGLANG_HOST_IP`` is set and on a ConnectX (or loopback, for a one-host test)
   interface, not Wi-Fi; ``NCCL_SOCKET_IFNAME``/``GLOO_SOCKET_IFNAME`` name that interface; the
-  ``--dist-init-addr`` host is on it (the head) or reached through it (a worker).
+  ``--dist-init-addr`` host is on it (the head) or reached through it (a worker); no fixed RDMA GID index
+  (``NCCL_IB_GID_INDEX``: each node's GID table differs).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ def cluster_interface(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         "interface_kind": node.interface_kind,
         "dist_init_addr": node.dist_init_addr,
         "dist_interface": node.dist_interface,
+        "NCCL_IB_GID_INDEX": node.gid_index,
     }
     if not node.env_known:
         return check.errored("the server's environment could not be read (see server.process)", [NODE], **ev)
@@ -117,6 +119,11 @@ def cluster_interface(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if node.dist_interface is not None and node.interface not in ("unknown", node.dist_interface):
         where = "on" if node.role == "head" else "reached through"
         problems.append(f"the --dist-init-addr host is {where} {node.dist_interface}, not {node.interface}")
+    if node.gid_index:
+        problems.append(
+            f"NCCL_IB_GID_INDEX={node.gid_index} fixes the RDMA GID index, which differs between nodes (RoCE "
+            "v1/v2 and IPv4/IPv6 entries): leave it unset so that NCCL picks each node's"
+        )
     if problems:
         return check.failed(f"{node.node}: " + "; ".join(problems), [NODE, PROCESS], **ev)
     note = " (loopback: a one-host cluster only)" if node.interface_kind == "loopback" else ""

@@ -216,6 +216,7 @@ def read_node(
         host_ip=host_ip,
         nccl_ifname=_ifname(env.get("NCCL_SOCKET_IFNAME")),
         gloo_ifname=_ifname(env.get("GLOO_SOCKET_IFNAME")),
+        gid_index=env.get("NCCL_IB_GID_INDEX"),
     )
     root = net_root()
     facts.interface = (interface_of(host_ip, root) if host_ip else None) or facts.nccl_ifname or "unknown"
