@@ -21,7 +21,7 @@ CORPUS = Path(__file__).parent / "corpus" / "logs"
 def test_every_corpus_log_is_cited_and_small() -> None:
     readme = (CORPUS / "README.md").read_text(encoding="utf-8")
     logs = sorted(CORPUS.glob("*.log"))
-    assert len(logs) >= 4
+    assert len(logs) >= 5
     for log in logs:
         assert f"`{log.name}`" in readme, log.name
         assert log.stat().st_size < 60_000, log.name
@@ -58,6 +58,17 @@ def test_a_newer_rocm_build_logs_more_fields_and_they_are_read() -> None:
         "linear_attn_decode_backend", "linear_attn_prefill_backend", "mamba_backend",
     }  # fmt: skip
     assert len(args) == 333
+
+
+def test_the_lmsys_image_start_is_read_past_a_foreign_logger() -> None:
+    """vLLM, installed in the same image, logs in its own format (``INFO 02-26 06:24:38 [...]``): those
+    lines are no SGLang record, and the start around them is read whole."""
+    facts = read_server_log(CORPUS / "rocm-mi355x-tp8-lmsys-v0.5.8.log")
+    assert facts.unusable() is None and facts.runs == 1
+    args = facts.server_args
+    assert args is not None and len(args) == 325
+    assert (args["attention_backend"], args["mem_fraction_static"], args["tp_size"]) == ("aiter", 0.7718, 8)
+    assert args["nsa_decode_backend"] == "fa3" and args["mamba_ssm_dtype"] == "float32"
 
 
 def test_docs_ci_offline_engine_start_with_level_and_location() -> None:
