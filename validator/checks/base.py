@@ -142,7 +142,7 @@ def no_launch(facts: Facts) -> Outcome:
 
 def no_server(facts: Facts) -> Outcome:
     """Every check but ``server.ready`` when the server's own state could not be read: ``server.ready``
-    tells why, once (a missing API key used to be repeated on every line)."""
+    tells why, once, instead of every check repeating it (a missing API key, say)."""
     return errored("the server was not reached (see server.ready)", [SERVER])
 
 

@@ -2,9 +2,10 @@
 with the probe.
 
 Why a check of its own: a log that holds no start (empty, truncated by logrotate's ``copytruncate``,
-rotated away, another server's) used to reach the other checks as "no FP8 line", which ``lm_head.fp8``
-read as a BF16 head: a critical false alarm on a healthy server. The live layer now turns such a log into
-a source error, and this check reports it (``error``: the evidence the user asked for could not be had).
+rotated away, another server's) would reach the other checks as "no FP8 line", which ``lm_head.fp8``
+would read as a BF16 head: a critical false alarm on a healthy server. So the live layer turns such a log
+into a source error, and this check reports it (``error``: the evidence the user asked for could not be
+had).
 Its ``accept len`` lines are the acceptance of real traffic: exactly 1.00 over many decode intervals is
 the broken-draft signature, which must not pass silently when the probe says otherwise or is off.
 """

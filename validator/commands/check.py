@@ -71,7 +71,8 @@ def _non_negative(value: str, parse: type[float] | type[int], what: str) -> floa
 
 
 def seconds(value: str) -> float:
-    """A non-negative, finite number of seconds (``--wait -1`` used to mean 'do not wait' silently)."""
+    """A non-negative, finite number of seconds: ``--wait -1`` is a usage error, not a silent 'do not
+    wait'."""
     return _non_negative(value, float, "a number of seconds")
 
 

@@ -1,8 +1,8 @@
 """Bounded reading of every input file: regular files only, a size cap, never a blocking open.
 
-Why: every reader used to call ``Path.read_bytes()``, so ``/dev/zero`` as any input file (or a cloned model
-repository whose ``config.json`` is a symlink to it) grew the process by gigabytes a second, and a FIFO
-blocked it forever (``open()`` of a FIFO waits for a writer; in the sidecar that froze the event loop).
+Why: with a plain ``Path.read_bytes()``, ``/dev/zero`` as any input file (or a cloned model repository
+whose ``config.json`` is a symlink to it) grows the process by gigabytes a second, and a FIFO blocks it
+forever (``open()`` of a FIFO waits for a writer; in the sidecar that freezes the event loop).
 Here the file is opened with ``O_NONBLOCK`` (a FIFO opens at once), the *opened* descriptor is checked with
 ``fstat`` (so a symlink swapped after a ``stat`` cannot smuggle a device in), anything but a regular file
 is refused, and at most ``cap + 1`` bytes are ever read, even from a file that grows while it is read.
