@@ -1,6 +1,6 @@
 """The output registry holds every format module: one that registers with ``@output`` but is missing from
-``MODULES`` would be invisible to ``--format``, ``/report`` and the secret-redaction tests that run over
-the registry."""
+``MODULES`` would be invisible to ``--format`` and to the secret-redaction tests that run over the
+registry."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Output formats (goss style): one module each, and each registers itself with ``@output("name")``.
-Adding a format is one new module and its name in ``MODULES``; the CLI's ``--format`` choices, the
-sidecar's ``/report`` and ``demo --format`` all read the registry. Every format renders the same
-``Report``, from its redacted copy (``outputs/safe.py``)."""
+Adding a format is one new module and its name in ``MODULES``; the CLI's ``--format`` choices and help,
+and the secret-redaction tests, read the registry. The sidecar's ``/report`` (``json``) and ``/`` (``html``)
+and ``demo --format`` (``text`` side by side, ``json``) name the formats they use. Every format renders the
+same ``Report``, from its redacted copy (``outputs/safe.py``)."""
 
 from __future__ import annotations
 
