@@ -532,3 +532,30 @@ def test_drift_against_a_launch_command(tmp_path: Path) -> None:
     assert other["status"] == "fail", other  # a restart would run 2 steps: spec.config would fail
     assert "--speculative-num-steps: declared 2, running 3" in other["message"]
     assert "spec.config" in other["evidence"]["changes_checks"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "kind"),
+    [
+        (["python3", "-m", "sglang.launch_server", "--model-path", "/m"], "sglang"),
+        (["/v/bin/python3", "-Im", "sglang.launch_server", "--model-path", "/m"], "sglang"),
+        (["/v/bin/sglang", "serve", "--model-path", "/m"], "sglang"),
+        (["/v/bin/python3", "/v/bin/sglang", "serve", "/m"], "sglang"),  # a console script via its #!
+        (["/v/bin/python3", "/v/bin/spark-validate", "launch", "--", "python3", "-m", "sglang.launch_server"],
+         "launch"),
+        (["python3", "-m", "validator", "launch", "--", "python3", "-m", "sglang.launch_server"], "launch"),
+        (["python3", "-m", "validator", "sim", "--port", "1"], "sim"),
+        (["python3", "-m", "validator.sim", "--port", "1"], "sim"),
+        (["/v/bin/python3", "/v/bin/spark-validate", "sim"], "sim"),
+        (["python3", "-m", "validator", "check"], None),
+        (["python3", "-c", "import sglang.launch_server"], None),
+        (["/v/bin/sglang", "version"], None),
+        (["bash", "-c", "python -m sglang.launch_server --model-path /m"], None),  # its child is the server
+        (["spark-validate", "launch", "--", "sleep", "60"], None),
+    ],
+)  # fmt: skip
+def test_which_argv_is_a_server(argv: list[str], kind: str | None) -> None:
+    from validator.sources.server_processes import classify
+
+    found = classify(argv)
+    assert (found[0] if found else None) == kind

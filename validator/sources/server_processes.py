@@ -105,15 +105,30 @@ def _strip_interpreter(argv: list[str]) -> list[str]:
 
 
 def _python_module(argv: list[str]) -> tuple[str, list[str]] | None:
+    """``python [opts] -m MODULE ARGS`` -> (MODULE, ARGS), reading option clusters as CPython does
+    (``-Im mod``, ``-Immod``, ``-W ignore -m mod``); None for anything else (a script, ``-c``)."""
     if not argv or not _PYTHON.match(Path(argv[0]).name):
         return None
-    for i, word in enumerate(argv[1:], start=1):
-        if word == "-m" and i + 1 < len(argv):
-            return argv[i + 1], argv[i + 2 :]
-        if word.startswith("-m") and len(word) > 2:
-            return word[2:], argv[i + 1 :]
-        if not word.startswith("-"):
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if not word.startswith("-") or word == "-":
             return None
+        if word.startswith("--"):
+            i += 1
+            continue
+        for j, letter in enumerate(word[1:], start=1):
+            if letter == "m":
+                value = word[j + 1 :]
+                if value:
+                    return value, argv[i + 1 :]
+                return (argv[i + 1], argv[i + 2 :]) if i + 1 < len(argv) else None
+            if letter == "c":
+                return None
+            if letter in _PY_OPTS_WITH_ARG:  # its argument is the rest of the word or the next one
+                i += 0 if word[j + 1 :] else 1
+                break
+        i += 1
     return None
 
 
@@ -144,6 +159,8 @@ def classify(argv: list[str]) -> tuple[Kind, list[str]] | None:
         name, rest = module
         if name == "sglang.launch_server":
             return "sglang", words
+        if name == "validator" and rest[:1] == ["launch"]:  # `python -m validator launch -- CMD...`
+            return classify(["spark-validate", *rest])
         sim = (
             simulated_command(rest[1:])
             if name == "validator" and rest[:1] == ["sim"]
