@@ -21,7 +21,7 @@ CORPUS = Path(__file__).parent / "corpus" / "logs"
 def test_every_corpus_log_is_cited_and_small() -> None:
     readme = (CORPUS / "README.md").read_text(encoding="utf-8")
     logs = sorted(CORPUS.glob("*.log"))
-    assert len(logs) >= 5
+    assert len(logs) >= 6
     for log in logs:
         assert f"`{log.name}`" in readme, log.name
         assert log.stat().st_size < 60_000, log.name
@@ -86,6 +86,21 @@ def test_docs_ci_offline_engine_start_with_level_and_location() -> None:
     assert facts.server_args["log_level"] == "error"
     # the offline engine serves no HTTP: no ready line, and no decode interval was logged
     assert not facts.ready and facts.decode_sample_count == 0
+
+
+def test_a_later_docs_build_logs_other_fields_and_they_are_read() -> None:
+    facts = read_server_log(CORPUS / "docs-ci-2026-03-21-offline-engine.log")
+    earlier = read_server_log(CORPUS / "docs-ci-2026-03-offline-engine.log").server_args
+    assert facts.unusable() is None and facts.runs == 1
+    args = facts.server_args
+    assert args is not None and earlier is not None and len(args) == 345
+    assert (args["reasoning_parser"], args["disable_cuda_graph"], args["use_ray"]) == (
+        "deepseek-r1",
+        True,
+        False,
+    )
+    assert "stream_output" in earlier and "stream_output" not in args
+    assert {"ssl_keyfile", "pre_warm_nccl", "modelexpress_config"} <= set(args) - set(earlier)
 
 
 def test_a_warning_level_log_holds_no_start_and_says_so() -> None:
