@@ -220,10 +220,13 @@ def test_sidecar_service_is_wired_to_the_server() -> None:
     serve = parse_cli(sidecar["command"][1:])
     config = serve_config(sidecar["command"][1:])
     assert config.listen == (("0.0.0.0", 9464),) and config.schedule.probe
-    assert serve.url == "http://127.0.0.1:30000" and sidecar["network_mode"] == "service:sglang"
-    assert sidecar["pid"] == "service:sglang"
+    # the sidecar owns the namespaces the server joins, so it outlives a refused start and still answers
+    assert serve.url == "http://127.0.0.1:30000" and server["network_mode"] == "service:spark-validate"
+    assert server["pid"] == "service:spark-validate" and "network_mode" not in sidecar
     assert str(serve.attestation) == server["environment"]["SPARK_VALIDATE_ATTESTATION"]
-    assert "127.0.0.1:9464:9464" in server["ports"]
+    assert {"127.0.0.1:9464:9464", "127.0.0.1:30000:30000"} <= set(sidecar["ports"]) and "ports" not in server
+    assert str(serve.launch_state) == server["environment"]["SPARK_VALIDATE_LAUNCH_STATE"]
+    assert str(serve.launch_state).startswith("/run/spark-validate/")  # in the volume both mount
     assert "attestation:/run/spark-validate" in server["volumes"]
     assert "attestation:/run/spark-validate:ro" in sidecar["volumes"]
     assert "humming-cache:/var/cache/humming" in server["volumes"]
