@@ -211,7 +211,7 @@ def test_slow_start_too_short_wait_exits_69_then_enough_wait_passes(tmp_path: Pa
     # Both checks start together, so that the long one meets the start-up phase however loaded the host is.
     # The simulator listens while loading (answering 503), so that both checks meet that phase.
     with (
-        sim_process(tmp_path, "--scenario", "slow-start", "--listen-while-loading", startup=1.5) as sim,
+        sim_process(tmp_path, "--scenario", "slow-start", "--answer-while-loading", startup=1.5) as sim,
         ThreadPoolExecutor(2) as pool,
     ):
         pending_long = pool.submit(run_check, sim.url, "--wait", "30", *evidence_files(sim))

@@ -120,7 +120,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             # SGLang's counters need --enable-metrics; listening while loading lets the sidecar meet the
             # healthy pod's load phase (what "no verdict goes stale" is about) with Prometheus running
             argv = ["-m", "validator.sim", "--scenario", scenario, "--port", str(port), "--speed", "1000"]
-            argv += ["--enable-metrics", "--listen-while-loading"]
+            argv += ["--enable-metrics", "--answer-while-loading"]
             argv += ["--startup-seconds", str(STARTUP_S[name]), "--log", str(log), "--attestation", str(att)]
             stack.enter_context(_process(argv, port, tmp / f"{name}-sim.out"))
             servers[name] = (port, log, att)

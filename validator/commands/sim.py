@@ -46,7 +46,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refuse-until-ready", action="store_true",
                    help="refuse TCP connections through the load phase, as a real SGLang launcher does "
                         "(the default; kept for old scripts)")  # fmt: skip
-    p.add_argument("--listen-while-loading", action="store_true",
+    p.add_argument("--answer-while-loading", action="store_true",
                    help="listen at once and answer 503 until ready, instead of refusing connections "
                         "while loading as a real server does")  # fmt: skip
     p.add_argument(
@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not 0 <= args.port <= 65535:
         raise UsageError(f"sim: --port {args.port} is out of range")
-    if args.refuse_until_ready and args.listen_while_loading:
-        raise UsageError("sim: --refuse-until-ready and --listen-while-loading contradict each other")
+    if args.refuse_until_ready and args.answer_while_loading:
+        raise UsageError("sim: --refuse-until-ready and --answer-while-loading contradict each other")
     if args.collapse_after is not None and not args.collapse_after >= 0:
         raise UsageError("sim: --collapse-after must be a number of seconds >= 0")
     key = _read_key(args.api_key_file) if args.api_key_file else None
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         extra_args=extra,
-        refuse_until_ready=not args.listen_while_loading,
+        refuse_until_ready=not args.answer_while_loading,
         enable_metrics=args.enable_metrics,
         api_style=args.api_style,
         collapse_after_s=args.collapse_after,

@@ -5,7 +5,7 @@ reply, a log line and a metric about the same request always agree.
 
 Start-up has SGLang's two phases. *Load* (weights, KV pool, CUDA graphs): a real launcher opens its HTTP
 port only after every scheduler reported ready, so connections are refused throughout (the runner's
-``refuse_until_ready``, the default; ``--listen-while-loading`` listens at once and answers 503 instead).
+``refuse_until_ready``, the default; ``--answer-while-loading`` listens at once and answers 503 instead).
 *Warm-up*: uvicorn listens while ``_execute_server_warmup`` (srt/entrypoints/http_server.py:2360-2530)
 sleeps a second, polls ``/model_info`` and sends one 8-token ``/generate``; ``/health`` answers 503 until the
 status is ``Up`` (l.735), then each ``/health`` runs a 1-token generation (l.745-784).

@@ -5,7 +5,7 @@ Both bind the socket themselves before uvicorn starts, so ``port=0`` yields a fr
 time the constructor or ``__enter__`` returns; no polling loop, no race. With ``refuse_until_ready`` (the
 default) the socket stays bound but not listening through the load phase, so a client's connect is refused,
 as against a real launcher, which starts uvicorn only once the schedulers are up; it listens for the
-warm-up. ``refuse_until_ready=False`` (``--listen-while-loading``) listens at once and answers 503.
+warm-up. ``refuse_until_ready=False`` (``--answer-while-loading``) listens at once and answers 503.
 """
 
 from __future__ import annotations
