@@ -63,7 +63,8 @@ class Gen:
         kinds = [
             self.assign, self.assign, self.export, self.export, self.array, self.assoc, self.cond,
             self.case, self.function, self.positional, self.source, self.cd, self.ifs, self.printf_v,
-            self.eval_, self.attack, self.arith, self.indirect, self.prefix, self.options,
+            self.eval_, self.attack, self.arith, self.indirect, self.prefix, self.options, self.loop,
+            self.bash_vars, self.redirect,
         ]  # fmt: skip
         if depth > 1:
             kinds = [self.assign, self.export, self.array]
@@ -260,6 +261,33 @@ class Gen:
         self.tag("set -e/-u")
         return self.pick(["set -e", "set -u", "set -euo pipefail", "set +e", "set -f"])
 
+    def loop(self, depth: int) -> str:
+        self.tag("loops")
+        return self.pick([
+            'for w in a "b c" $E2; do A+="$w"; done',
+            'while [[ $# -gt 0 ]]; do case "$1" in --p) B="${2:-}"; shift; shift || true ;; '
+            "*) shift ;; esac; done",
+            "i=0; while (( i < 3 )); do C+=x; i=$((i + 1)); done",
+            'while getopts "p:" o; do B=$OPTARG; done',
+            "for ((i = 0; i < 2; i++)); do :; done",
+            'for w in "$@"; do [ "$w" = a ] && break; C+="$w"; done',
+            "until [ -n \"${C:-}\" ]; do C=filled; done",
+        ])  # fmt: skip
+
+    def bash_vars(self, depth: int) -> str:
+        self.tag("bash's variables")
+        return self.pick([
+            'B="$OPTIND-$PS4"', 'C="$SHLVL"', 'B="${TERM:-none}"', 'A="$HOSTNAME"', "B=$BASH_VERSION",
+            'C="$OLDPWD"',
+        ])  # fmt: skip
+
+    def redirect(self, depth: int) -> str:
+        self.tag("redirections")
+        return self.pick([
+            "exec >/dev/null 2>&1", "exec 3>&1", "{ A=braced; } >/dev/null", 'echo "$A" >&2',
+            "B=$(echo out; echo err >&2)", "cat <<EOF >/dev/null\n$A\nEOF\n",
+        ])  # fmt: skip
+
     def launch(self) -> str:
         args = " ".join(
             self.pick([
@@ -270,9 +298,10 @@ class Gen:
             ])
             for _ in range(self.r.randrange(1, 5))
         )  # fmt: skip
-        form = self.r.randrange(9)
+        form = self.r.randrange(10)
         cmd = f"python3 {SERVER} {args}"
         tags = ["exec", "plain", "env", "env -u", "VAR=x exec", "command", "array", "function", "env -i"]
+        tags.append("nohup &")
         self.tag("launch:" + tags[form])
         if form == 0:
             return f"exec {cmd}"
@@ -290,7 +319,9 @@ class Gen:
             return f'CMD=(python3 {SERVER} {args}); exec "${{CMD[@]}}"'
         if form == 7:
             return f'launch() {{ exec python3 {SERVER} "$@"; }}; launch {args}'
-        return f'exec env -i PATH="$PATH" {cmd}'
+        if form == 8:
+            return f'exec env -i PATH="$PATH" {cmd}'
+        return f"nohup {cmd} >/dev/null 2>&1 &\nwait"
 
     def script(self) -> Script:
         n = self.r.randrange(2, 9)

@@ -134,6 +134,10 @@ def merged(execs: list[Exec], why: str) -> Exec:
     at = f"{first.where}:{first.line}"
     if any(e.program != first.program for e in execs):
         raise UnresolvedLaunch(f"{at}: the program depends on a run-time condition ({why})")
+    if any(
+        isinstance(e.argv, Unknown) or any(f and isinstance(f[0], Unsplit) for f in e.argv) for e in execs
+    ):
+        raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
     if any(isinstance(e.argv, Unknown) for e in execs) or len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
         raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
     argv: list[Field] = []

@@ -118,8 +118,7 @@ class Evaluator(Variables, Conditions):
         for name in [k for k in self.st.vars if k in BASH_VARS or k.startswith("BASH_FUNC_")]:
             if name.startswith("BASH_FUNC_"):
                 return Ending("unresolved", 1, self.file, f"{name} in the environment: an exported function")
-            if name not in ("OLDPWD",):
-                del self.st.vars[name]
+            del self.st.vars[name]
         if env.get("BASH_ENV"):
             return Ending("unresolved", 1, self.file, "BASH_ENV is set: bash sources that file first")
         if env.get("SHELLOPTS") or env.get("BASHOPTS"):

@@ -41,15 +41,20 @@ def parse(source: bytes, where: str) -> Any:
     bad = _first_error(tree.root_node)
     if bad is None:
         bad = _misread(tree)
-    if bad is not None:
-        line = bad.start_point[0] + 1
+    if bad is None:
+        # the grammar also accepts what bash refuses (a here-document whose end word shares its line):
+        # bash, which would stop there, has the last word
         complaint = _bash_syntax_error(source)
-        if complaint is not None:
-            raise InputError(where, f"shell syntax error: {complaint}", line)
-        raise UnresolvedLaunch(
-            f"{where}:{line}: the reader's bash grammar does not parse {text(bad)[:40]!r} (bash does)"
-        )
-    return tree
+        if complaint is not None and not complaint.startswith("bash could not"):
+            raise InputError(where, f"shell syntax error: {complaint}")
+        return tree
+    line = bad.start_point[0] + 1
+    complaint = _bash_syntax_error(source)
+    if complaint is not None:
+        raise InputError(where, f"shell syntax error: {complaint}", line)
+    raise UnresolvedLaunch(
+        f"{where}:{line}: the reader's bash grammar does not parse {text(bad)[:40]!r} (bash does)"
+    )
 
 
 _RESERVED = {"then", "else", "elif", "fi", "do", "done", "esac", "}", ";;", "in"}

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.sources.shell_parse import line_of, text
-from validator.sources.shell_state import BASH_VARS, NAME, State, Var, bash_hash
+from validator.sources.shell_state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, State, Var, bash_hash
 from validator.sources.shell_words import Unknown, Unmodelled, Value, Words, join
 
 
@@ -42,7 +42,12 @@ class Variables(Words):
         if name == "?":
             return Unknown("$?: an exit status") if self.st.status is None else str(self.st.status)
         if name in BASH_VARS and name not in self.st.vars:
+            if name in MAYBE_UNSET and self.nounset():
+                raise Unmodelled(f"${name} under set -u: bash may have it unset (and stop)", 0)
             return Unknown(f"${name}: set by bash at run time")
+        if name in BASH_DEFAULTS and name not in self.st.vars:
+            default = BASH_DEFAULTS[name]
+            return Unknown(f"${name}: not in the environment, bash's default") if default is None else default
         var = self.st.vars.get(name)
         if var is None:
             return None
