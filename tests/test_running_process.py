@@ -559,3 +559,30 @@ def test_which_argv_is_a_server(argv: list[str], kind: str | None) -> None:
 
     found = classify(argv)
     assert (found[0] if found else None) == kind
+
+
+def test_drift_against_a_launcher_script(tmp_path: Path) -> None:
+    """--script as the declaration: the script's exports are what a restart would start with; one it no
+    longer exports (the FP8 head) is a failing drift, the same script with it passes."""
+    from validator.sim import scenarios
+    from validator.sim.server_args import launch_argv
+
+    with running_sim(tmp_path, env=FP8) as (proc, port):
+        args = launch_argv(scenarios.resolve(["healthy"]), host="127.0.0.1", port=port, api_key=None)
+        att = tmp_path / f"run-{port}" / "attestation.json"
+        outcomes = {}
+        for name, exports in (("same", "export SGLANG_ENABLE_FP8_LM_HEAD=1\n"), ("lost", "")):
+            script = tmp_path / f"start-{name}.sh"
+            script.write_text(
+                "#!/bin/bash\nset -euo pipefail\n"
+                f"export SPARK_VALIDATE_ATTESTATION={att}\n{exports}"
+                "exec python -m sglang.launch_server " + " ".join(args) + "\n"
+            )
+            result = run_cli(
+                "check", "--no-probe", "--format", "json", "--pid", str(proc.pid), "--script", str(script),
+                timeout=60,
+            )  # fmt: skip
+            outcomes[name] = by_id(json.loads(result.stdout))["launch.drift"]
+    assert outcomes["same"]["status"] == "pass", outcomes["same"]
+    lost = outcomes["lost"]
+    assert lost["status"] == "fail" and "lm_head.fp8" in lost["evidence"]["changes_checks"], lost

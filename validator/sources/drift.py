@@ -16,6 +16,11 @@ from validator.sources.sglang_cli import load_table
 RECIPE_ENV_PREFIXES = ("SGLANG_", "SPARK_VALIDATE_", "NCCL_", "GLOO_", "CUDA_", "FLASHINFER_", "HUMMING_")
 
 
+# What a shell or supervisor sets by itself (bash's PWD for a script's working directory, SHLVL): not
+# something the declaration's author declared, and the running process's own value differs by design.
+SHELL_MAINTAINED = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PPID", "SHELLOPTS", "BASHOPTS", "UID", "EUID"})
+
+
 def _shown(value: object) -> str:
     return "(unset)" if value is None else repr(value)
 
@@ -46,6 +51,7 @@ def drift_items(declared: LaunchFacts, running: LaunchFacts, env_known: bool) ->
         items.append(f"program: declared {declared.program}, running {running.program}")
     if env_known:
         names = set(declared.env) | {k for k in running.env if k.startswith(RECIPE_ENV_PREFIXES)}
+        names -= SHELL_MAINTAINED
         for name in sorted(names):
             want, have = declared.env.get(name), running.env.get(name)
             if want != have and not (want is None and name in running.consumed_env):
