@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.prerequisite import missing
 from validator.plugin import hooks, remedy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -166,9 +167,7 @@ def test_plugin_framework_and_scheduler_entry(stock_sglang_root: Path) -> None:
 
 def _sglang_python() -> Path:
     if not SGLANG_PY.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(".venv-sglang is missing in CI (scripts/setup_sglang_env.sh)")
-        pytest.skip(".venv-sglang not built here (scripts/setup_sglang_env.sh)")
+        missing(f"{SGLANG_PY} missing (bash scripts/setup_sglang_env.sh .venv-sglang)")
     return SGLANG_PY
 
 

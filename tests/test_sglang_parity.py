@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.launch_recipe import RECIPE_ARGV
+from tests.support.prerequisite import missing
 from validator.errors import InputError
 from validator.sources.sglang_cli import load_table, parse_argv
 
@@ -112,9 +113,7 @@ real_stdout.write(json.dumps(out, default=repr))
 
 def _sglang_python() -> Path:
     if not SGLANG_PYTHON.exists():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{SGLANG_PYTHON} missing under CI; .ci/run must run scripts/setup_sglang_env.sh")
-        pytest.skip(f"{SGLANG_PYTHON} missing (bash scripts/setup_sglang_env.sh .venv-sglang)")
+        missing(f"{SGLANG_PYTHON} missing (bash scripts/setup_sglang_env.sh .venv-sglang)")
     return SGLANG_PYTHON
 
 

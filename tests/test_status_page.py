@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -25,6 +24,7 @@ import pytest
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.hostile_server import MARKUP_MESSAGE, hostile_process
+from tests.support.prerequisite import missing
 from tests.support.sim_process import sim_process
 
 FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "2", "--wait", "15"]
@@ -33,10 +33,7 @@ FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "2", 
 def _tool(name: str) -> str:
     found = shutil.which(name)
     if found is None:
-        message = f"{name} not found (Debian packages chromium and chromium-driver provide it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(f"{name} not found (Debian packages chromium and chromium-driver provide it)")
     return found
 
 

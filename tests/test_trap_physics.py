@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import os
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from tests.support.prerequisite import missing
+
 if importlib.util.find_spec("torch") is None:
-    # CI installs CPU torch (.ci/run): a missing torch fails there; elsewhere it skips, naming the install
-    _NO_TORCH = "torch not installed (pip install torch==2.13.0, CPU build)"
-    if os.environ.get("CI"):
-        pytest.fail(_NO_TORCH, pytrace=False)
-    pytest.skip(_NO_TORCH, allow_module_level=True)
+    missing("torch not installed (pip install torch==2.13.0, CPU build)")
 
 from tests.support.plugin_trap import build, eagle_init_lm_head, speculative_generate
 from validator.plugin import hooks

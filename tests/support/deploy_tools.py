@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import copy
 import io
-import os
 import re
 import shlex
 import shutil
@@ -24,10 +23,10 @@ from typing import Any
 from unittest import mock
 
 import httpx
-import pytest
 import yaml
 
 from tests.support.loopback import free_port
+from tests.support.prerequisite import missing
 
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
@@ -38,10 +37,7 @@ def require_tool(name: str) -> str:
     """The tool's path; fail in CI (it must be installed there), skip elsewhere."""
     found = shutil.which(name)
     if found is None:
-        message = f"{name} not found on PATH (Debian packages prometheus/systemd provide it)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        missing(f"{name} not found on PATH (Debian packages prometheus/systemd provide it)")
     return found
 
 
