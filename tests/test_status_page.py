@@ -173,7 +173,8 @@ def test_the_sidecar_page_shows_the_partial_pass_the_probe_and_its_history(
     key_file = tmp_path / "key"
     key_file.write_text(key + "\n")
     with (
-        sim_process(tmp_path, "--api-key-file", str(key_file)) as sim,
+        # --enable-metrics: the server's own sglang:spec_accept_length, charted beside the probe
+        sim_process(tmp_path, "--api-key-file", str(key_file), "--enable-metrics") as sim,
         daemon_process(
             tmp_path,
             sim.url,
@@ -186,7 +187,10 @@ def test_the_sidecar_page_shows_the_partial_pass_the_probe_and_its_history(
     ):
         assert wait_for(lambda: d.get("/readyz").status_code == 200, timeout=40), d.log()[-3000:]
         # the probe runs every 2 s here: wait for a few points of history
-        assert wait_for(lambda: d.get("/").text.count("<circle") >= 3, timeout=40), d.log()[-2000:]
+        # and for the server's own gauge, which moves once the probe's traffic has been decoded
+        assert wait_for(
+            lambda: (lambda t: t.count("<circle") >= 3 and "<polyline" in t)(d.get("/").text), timeout=40
+        ), d.log()[-2000:]
         report = d.get("/report").json()
         raw = d.get("/").text
         browser.get(f"{d.base}/")
@@ -195,6 +199,8 @@ def test_the_sidecar_page_shows_the_partial_pass_the_probe_and_its_history(
         ready = _by_css(browser, "#ready").text
         probe = _by_css(browser, "#probe-accept").text
         points = len(_all_css(browser, "#acceptance svg circle"))
+        server_line = _all_css(browser, "#acceptance svg polyline")
+        figures = _by_css(browser, "#acceptance .fig").text
         refresh = _by_css(browser, 'meta[http-equiv="refresh"]').get_attribute("content")
         not_proven = _by_css(browser, "#not-proven").text
         browser.save_screenshot(str(tmp_path / "sidecar.png"))
@@ -203,6 +209,7 @@ def test_the_sidecar_page_shows_the_partial_pass_the_probe_and_its_history(
     assert ready == "ready"
     assert f"{report['probe']['accept_length']:.2f}" in probe and "[" in probe  # the value and its interval
     assert points >= 3 and int(refresh or 0) > 0
+    assert server_line and "server's own reading" in figures  # the server's /metrics gauge, over time
     assert "spec.lm_head_shared" in not_proven and "--attestation" in not_proven
     assert key not in raw and key not in json.dumps(report)
 
