@@ -67,11 +67,16 @@ def _venv(where: Path) -> Path:
 
 
 def _pip_install(bindir: Path, *targets: str) -> None:
+    """pip into the fresh venv, without the caller's PYTHONPATH: a checkout on it (with the .egg-info an
+    editable install leaves) would count as spark-validate already installed, and pip would skip the
+    wheel under test."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "-q", *targets],
         capture_output=True,
         text=True,
         timeout=300,
+        env=env,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
 

@@ -33,11 +33,13 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _pip(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    # without the caller's PYTHONPATH: a checkout on it (and its .egg-info) would count as installed
     return subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), *args],
         capture_output=True,
         text=True,
         timeout=300,
+        env=_bare_env(),
     )
 
 
