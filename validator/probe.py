@@ -86,8 +86,8 @@ def load_prompts(path: str | Path | None = None) -> list[ProbePrompt]:
     # Package data is the installation's; a pack's own prompt file (beside a pack named by path) decides
     # what the acceptance probe measures, so it is trusted only as the pack is: nobody but root and the
     # reading user can have written it or a directory above it.
-    if p.resolve().parent == _HERE / "data" / "rules":
-        data = read_bounded(p, PROMPTS_CAP, "probe prompts")
+    if p.absolute().parent == _HERE / "data" / "rules":  # as written: a link elsewhere is judged there
+        data = read_bounded(_HERE / "data" / "rules" / p.name, PROMPTS_CAP, "probe prompts")
     else:
         data = read_trusted_bounded(p, PROMPTS_CAP, "probe prompts")
     try:

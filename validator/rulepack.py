@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import re
+import stat
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -33,8 +34,8 @@ from validator.errors import InputError
 from validator.pack_schema import RulePack, WaiverSpec
 from validator.pack_templates import template_fields
 from validator.schema import SchemaError, format_loc, load
-from validator.sources.files import read_text_bounded
-from validator.trusted_files import UnsafeLocation, read_trusted_file
+from validator.sources.files import read_head, read_text_bounded
+from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
 
 DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
 
@@ -51,7 +52,9 @@ class LoadedPack:
         return self.pack.metadata.name
 
     def data_file(self, relative: str) -> Path:
-        return (self.path.parent / relative).resolve()
+        """A file the pack names, beside it. The path is not resolved here: the trusted reader walks it
+        (symbolic links included) and judges every directory on the way, the link's own among them."""
+        return self.path.parent / relative
 
 
 def builtin_packs_dir() -> Path:
@@ -73,14 +76,22 @@ def pack_candidates(dirs: Sequence[Path] = ()) -> list[Path]:
     for d in dirs:
         if not d.is_dir():
             raise InputError(str(d), "--rules-dir: not a directory")
-        found.extend(sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and _looks_like_pack(p)))
+        for p in sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml")):
+            try:
+                st = p.stat()
+            except OSError as exc:
+                raise InputError(str(p), f"--rules-dir: cannot read: {exc.strerror or exc}") from None
+            if not stat.S_ISREG(st.st_mode):  # a FIFO would block the first read for ever
+                raise InputError(str(p), f"--rules-dir: {kind(st.st_mode)}, not a rule pack file")
+            if _looks_like_pack(p):
+                found.append(p)
     return found
 
 
 def _looks_like_pack(path: Path) -> bool:
+    """Whether the file's beginning declares a rule pack (never blocks: a FIFO or a device is refused)."""
     try:
-        with path.open("rb") as fh:
-            head = fh.read(8192).decode("utf-8", errors="replace")
+        head = read_head(path, 8192).decode("utf-8", errors="replace")
     except OSError:
         return False
     return "\nkind: RulePack" in head
@@ -111,8 +122,11 @@ def resolve_pack_path(name_or_path: str | None) -> Path:
 
 
 def load_pack(name_or_path: str | None = None) -> LoadedPack:
+    """The pack named, parsed. A path is made absolute but not resolved: resolving it first would follow a
+    symbolic link planted in a directory anyone can write to a trusted file of the planter's choosing,
+    and judge only the target's directories."""
     path = resolve_pack_path(name_or_path)
-    return _load_pack_cached(path.resolve())
+    return _load_pack_cached(path.absolute())
 
 
 @lru_cache(maxsize=8)
@@ -144,11 +158,18 @@ class PackError(InputError):
 EXTENDS_DEPTH = 4  # a site pack over a recipe pack over a base pack is three; more is a loop or a mistake
 
 
+def is_builtin_path(path: Path) -> bool:
+    """Whether ``path``, as written (made absolute, never resolved), is a file of the built-in pack
+    directory. A link elsewhere that points there is not: the directory holding the link is judged like any
+    other, or whoever can write it would choose which built-in pack applies."""
+    return path.absolute().parent == builtin_packs_dir()
+
+
 def _pack_text(path: Path) -> str:
     """A pack's text. A built-in pack is package data; any other is read only when it and every directory
     above it belong to root or the reading user and nobody else can write them (``trusted_files``)."""
-    if path.resolve().parent == builtin_packs_dir():
-        return read_text_bounded(path, PACK_CAP, "rule pack")
+    if is_builtin_path(path):
+        return read_text_bounded(builtin_packs_dir() / path.name, PACK_CAP, "rule pack")
     try:
         data = read_trusted_file(path, PACK_CAP, what="rule pack")
     except FileNotFoundError:

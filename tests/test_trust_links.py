@@ -1,0 +1,129 @@
+"""Symbolic links and special files on the way to a rule pack or its prompts, planted by a second local user.
+
+A link planted in a directory anyone can write, pointing at a trusted file (a built-in pack, a lenient pack
+the operator keeps in a private directory), must not make that directory trusted: whoever planted it would
+choose the pack a verdict is judged by. The trusted reader walks the link itself, so the path is never
+resolved before it is read. A FIFO in a ``--rules-dir`` must not block ``--rules auto`` for ever.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.cli import REPO, run_cli
+from tests.support.second_user import User, ensure_user, run_as
+from validator.errors import InputError
+from validator.probe import load_prompts
+from validator.rulepack import load_pack
+
+RULES = REPO / "validator" / "data" / "rules"
+BASELINE = RULES / "ling-3.0-flash-baseline.yaml"
+PROMPTS = RULES / "probe-prompts.yaml"
+
+
+@pytest.fixture(scope="module")
+def attacker() -> User:
+    return ensure_user()
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="sv-shared-", dir="/tmp"))
+    os.chmod(path, 0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _plant_link(user: User, target: Path, link: Path) -> None:
+    done = run_as(user, ["ln", "-s", str(target), str(link)])
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+
+def _refused(rules: str, where: Path) -> None:
+    proc = run_cli("rules", "--rules", rules, "list", timeout=60)
+    assert proc.returncode == 65, (proc.returncode, proc.stdout[:300], proc.stderr)
+    err = proc.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert str(where) in err and "writable by its group or others" in err, err
+
+
+@pytest.mark.parametrize("to", ["builtin", "private"])
+def test_a_link_planted_in_a_shared_directory_does_not_choose_the_pack(
+    attacker: User, shared: Path, tmp_path: Path, to: str
+) -> None:
+    """The operator names ``/shared/site.yaml``; the other user makes it a link to a pack of their choice
+    (a built-in pack for another recipe, or the operator's own lenient pack): still refused, naming the
+    shared directory, as a regular file there is."""
+    if to == "builtin":
+        target = BASELINE
+    else:
+        target = tmp_path / "lenient.yaml"
+        shutil.copyfile(BASELINE, target)
+        os.chmod(target, 0o644)
+    ok = run_cli("rules", "--rules", str(target), "list", timeout=60)
+    assert ok.returncode == 0 and "ling-3.0-flash-baseline" in ok.stdout, ok.stderr  # control: the target
+    _plant_link(attacker, target, shared / "site.yaml")
+    _refused(str(shared / "site.yaml"), shared)
+
+
+def test_a_link_in_a_private_directory_to_a_builtin_pack_is_read(tmp_path: Path) -> None:
+    link = tmp_path / "mine.yaml"
+    link.symlink_to(BASELINE)
+    proc = run_cli("rules", "--rules", str(link), "list", timeout=60)
+    assert proc.returncode == 0 and "ling-3.0-flash-baseline" in proc.stdout, proc.stderr
+
+
+def test_extends_through_a_planted_link_is_refused_naming_it(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    _plant_link(attacker, BASELINE, shared / "base.yaml")
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "apiVersion: spark-validate/v1\nkind: RulePack\n"
+        f"extends: {shared / 'base.yaml'}\nmetadata:\n  name: site\n  version: '1'\n"
+    )
+    _refused(str(site), shared)
+    site.write_text(site.read_text().replace(str(shared / "base.yaml"), str(BASELINE)))  # control
+    proc = run_cli("rules", "--rules", str(site), "list", timeout=60)
+    assert proc.returncode == 0 and proc.stdout.startswith("site "), proc.stderr
+
+
+def test_prompts_through_a_planted_link_are_refused(attacker: User, shared: Path, tmp_path: Path) -> None:
+    """The pack's ``probe.prompts`` names a file; a link planted there to the built-in prompts (or to any
+    file the operator trusts) is judged in the directory holding the link."""
+    _plant_link(attacker, PROMPTS, shared / "prompts.yaml")
+    with pytest.raises(InputError, match="writable by its group or others"):
+        load_prompts(shared / "prompts.yaml")
+    mine = tmp_path / "pack.yaml"
+    shutil.copyfile(BASELINE, mine)
+    loaded = load_pack(str(mine))
+    with pytest.raises(InputError, match="writable by its group or others"):
+        load_prompts(loaded.data_file(str(shared / "prompts.yaml")))
+    assert load_prompts(loaded.data_file(str(PROMPTS)))  # control: the built-in prompts by their own path
+
+
+def test_a_fifo_in_rules_dir_is_refused_not_waited_on(tmp_path: Path) -> None:
+    packs = tmp_path / "packs"
+    packs.mkdir()
+    os.mkfifo(packs / "site.yaml")
+    proc = run_cli(
+        "preflight",
+        "--rules",
+        "auto",
+        "--rules-dir",
+        str(packs),
+        "--launch-cmd",
+        "python -m sglang.launch_server --model-path /m",
+        timeout=60,
+    )
+    err = proc.stderr.strip()
+    assert proc.returncode == 65 and str(packs / "site.yaml") in err and "FIFO" in err, (proc.returncode, err)
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
