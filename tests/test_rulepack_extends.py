@@ -75,6 +75,12 @@ def test_the_site_pack_drives_a_real_preflight(tmp_path: Path) -> None:
         ({"a.yaml": "extends: ./missing.yaml\n"}, "no such pack file"),
         ({"a.yaml": f"extends: {DEFAULT_PACK}\ndrop_checks: [no.such]\n"}, "'no.such' is not a check"),
         ({"a.yaml": "extends: [1]\n"}, "extends: must name a pack"),
+        # a base whose checks are not a list: the base is named, never a TypeError (exit 1)
+        ({"a.yaml": "extends: ./b.yaml\n", "b.yaml": "checks: 5\n"}, "checks must be a list"),
+        ({"a.yaml": "extends: ./b.yaml\n", "b.yaml": "checks: {x: 1}\n"}, "checks must be a list"),
+        # names the kernel refuses (ENAMETOOLONG): one line naming the pack, not an internal error
+        ({"a.yaml": "extends: " + "d/" * 3000 + "x.yaml\n"}, "File name too long"),
+        ({"a.yaml": "extends: " + "n" * 5000 + "\n"}, "File name too long"),
     ],
 )
 def test_mistakes_in_extends_name_the_file(tmp_path: Path, files: dict[str, str], message: str) -> None:
@@ -85,6 +91,13 @@ def test_mistakes_in_extends_name_the_file(tmp_path: Path, files: dict[str, str]
     assert message in str(exc.value) and str(tmp_path) in str(exc.value)
     cli = run_cli("rules", "lint", str(tmp_path / "a.yaml"))
     assert cli.returncode == 65 and message in cli.stderr and "Traceback" not in cli.stderr
+
+
+@pytest.mark.parametrize("ref", ["n" * 5000, "d/" * 3000 + "x.yaml"])
+def test_a_pack_name_the_kernel_refuses_is_one_line(ref: str) -> None:
+    cli = run_cli("rules", "--rules", ref, "list")
+    err = cli.stderr.strip()
+    assert cli.returncode == 65 and "File name too long" in err and len(err.splitlines()) == 1, err
 
 
 def test_lint_refuses_a_figure_the_extended_pack_had(tmp_path: Path) -> None:

@@ -74,9 +74,19 @@ def pack_candidates(dirs: Sequence[Path] = ()) -> list[Path]:
     pack named by path (only through directories nobody else can write)."""
     found = list_builtin_packs()
     for d in dirs:
-        if not d.is_dir():
+        try:
+            is_dir = stat.S_ISDIR(d.stat().st_mode)
+        except (FileNotFoundError, NotADirectoryError):
+            is_dir = False
+        except OSError as exc:
+            raise InputError(str(d), f"--rules-dir: {exc.strerror or exc}") from None
+        if not is_dir:
             raise InputError(str(d), "--rules-dir: not a directory")
-        for p in sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml")):
+        try:
+            entries = sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml"))
+        except OSError as exc:
+            raise InputError(str(d), f"--rules-dir: cannot list: {exc.strerror or exc}") from None
+        for p in entries:
             try:
                 st = p.stat()
             except OSError as exc:
@@ -97,6 +107,17 @@ def _looks_like_pack(path: Path) -> bool:
     return "\nkind: RulePack" in head
 
 
+def _is_file(path: Path, where: str, what: str) -> bool:
+    """``path.is_file()``, except that an error other than absence (a name over the kernel's limit, a
+    permission) is an ``InputError`` naming ``where`` instead of an internal error."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError as exc:
+        raise InputError(where, f"{what}: {exc.strerror or exc}") from None
+
+
 def names_a_file(ref: str) -> bool:
     """A pack reference names a file when it is a path: it contains a ``/`` or ends in ``.yaml``/``.yml``.
     Anything else is a built-in pack's name, whatever the current directory holds."""
@@ -111,11 +132,11 @@ def resolve_pack_path(name_or_path: str | None) -> Path:
     ref = name_or_path or DEFAULT_PACK
     if names_a_file(ref):
         candidate = Path(ref)
-        if not candidate.is_file():
+        if not _is_file(candidate, ref, "rule pack"):
             raise InputError(ref, "rule pack file not found")
         return candidate
     builtin = builtin_packs_dir() / f"{ref}.yaml"
-    if not builtin.is_file():
+    if not _is_file(builtin, ref, "rule pack"):
         names = ", ".join(p.stem for p in list_builtin_packs()) or "none"
         raise InputError(ref, f"no built-in rule pack of that name (built-in: {names})")
     return builtin
@@ -217,11 +238,11 @@ def _extended_path(child: Path, ref: object) -> Path:
         raise InputError(str(child), "extends: must name a pack (a built-in name or a path)")
     if names_a_file(ref):
         target = child.parent / ref
-        if not target.is_file():
+        if not _is_file(target, str(child), "extends"):
             raise InputError(str(child), f"extends: {ref}: no such pack file")
         return target
     builtin = builtin_packs_dir() / f"{ref}.yaml"
-    if not builtin.is_file():
+    if not _is_file(builtin, str(child), "extends"):
         raise InputError(str(child), f"extends: {ref}: no built-in rule pack of that name")
     return builtin
 
@@ -283,7 +304,10 @@ def with_extends(path: Path, data: dict[str, Any], depth: int = 0) -> dict[str, 
     checks = data.get("checks") or []
     if not isinstance(drop, list) or not isinstance(checks, list):
         raise InputError(where, "checks and drop_checks must be lists")
-    merged["checks"] = _merge_checks(list(base.get("checks") or []), checks, drop, where)
+    base_checks = base.get("checks") or []
+    if not isinstance(base_checks, list):
+        raise InputError(str(parent), "checks must be a list")
+    merged["checks"] = _merge_checks(list(base_checks), checks, drop, where)
     return merged
 
 
