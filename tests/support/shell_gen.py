@@ -269,6 +269,10 @@ class Gen:
             "*) shift ;; esac; done",
             "i=0; while (( i < 3 )); do C+=x; i=$((i + 1)); done",
             'while getopts "p:" o; do B=$OPTARG; done',
+            'while getopts ":p:x" o; do case $o in p) B="$OPTARG" ;; x) C=x ;; *) C="bad-${OPTARG:-}" ;; '
+            "esac; done; shift $((OPTIND - 1))",
+            "let N=2+3 M=N*2; C=$M",
+            "n=0; (( n++ )) || C=was-zero; B=$n",
             "for ((i = 0; i < 2; i++)); do :; done",
             'for w in "$@"; do [ "$w" = a ] && break; C+="$w"; done',
             "until [ -n \"${C:-}\" ]; do C=filled; done",
@@ -326,7 +330,8 @@ class Gen:
     def script(self) -> Script:
         n = self.r.randrange(2, 9)
         lines = ["#!/bin/bash"] + [self.statement() for _ in range(n)] + [self.launch()]
-        args = [self.pick(["a", "b c", "", "x*"]) for _ in range(self.r.randrange(0, 3))]
+        words = ["a", "b c", "", "x*", "--p", "-p", "-x", "-pv", "-q", "--"]
+        args = [self.pick(words) for _ in range(self.r.randrange(0, 4))]
         env = {}
         if self.r.random() < 0.3:
             env["A"] = self.pick(["preset", "a b"])

@@ -506,7 +506,70 @@ def _b_bracket(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int 
 
 
 def _b_let(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
-    raise Unmodelled("let", line_of(node))
+    """``let EXPR...``: each argument as arithmetic; the status is 1 when the last is 0."""
+    last: Value = "0"
+    for w in _words(ev, args, node, "let"):
+        last = ev.arith(w, node)
+    if not args:
+        return ev.errexit(2, node, "let")
+    return ev.errexit(None if isinstance(last, Unknown) else int(int(last) == 0), node, "let")
+
+
+def _b_getopts(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
+    """``getopts OPTSTRING NAME [ARGS]``: one option per call from ``$OPTIND``, as bash parses them
+    (``-p VALUE``, ``-pVALUE``, ``--``, a leading ``:`` for silent errors). Clusters (``-ab``) are not
+    modelled."""
+    words = _words(ev, args, node, "getopts")
+    if len(words) < 2:
+        return ev.errexit(2, node, "getopts")
+    optstring, name = words[0], words[1]
+    argv_v: list[Value] | Unknown = list(words[2:]) if len(words) > 2 else ev.positional()
+    if isinstance(argv_v, Unknown) or any(isinstance(a, Unknown) for a in argv_v):
+        raise Unmodelled("getopts over arguments known only at run time", line_of(node))
+    argv = [str(a) for a in argv_v]
+    raw = ev.scalar("OPTIND")
+    if not isinstance(raw, str) or not raw.isdigit() or int(raw) < 1:
+        raise Unmodelled(f"getopts with OPTIND {raw!r}", line_of(node))
+    optind = int(raw)
+    silent = optstring.startswith(":")
+    k = optind - 1
+    if k >= len(argv) or not argv[k].startswith("-") or argv[k] == "-":
+        ev.assign(name, "?", node)
+        return ev.errexit(1, node, "getopts")
+    if argv[k] == "--":
+        ev.assign("OPTIND", str(optind + 1), node)
+        ev.assign(name, "?", node)
+        return ev.errexit(1, node, "getopts")
+    arg, c = argv[k], argv[k][1]
+    idx = optstring.find(c) if c != ":" else -1
+    takes = idx >= 0 and optstring[idx + 1 : idx + 2] == ":"
+    if len(arg) > 2 and not takes:
+        raise Unmodelled(f"getopts on the option cluster {arg!r}", line_of(node))
+    ev.st.vars.pop("OPTARG", None)
+    if idx < 0:
+        ev.assign(name, "?", node)
+        if silent:
+            ev.assign("OPTARG", c, node)
+        ev.assign("OPTIND", str(optind + 1), node)
+        return ev.errexit(0, node, "getopts")
+    if takes:
+        if len(arg) > 2:
+            ev.assign("OPTARG", arg[2:], node)
+            optind += 1
+        elif k + 1 < len(argv):
+            ev.assign("OPTARG", argv[k + 1], node)
+            optind += 2
+        else:
+            ev.assign(name, ":" if silent else "?", node)
+            if silent:
+                ev.assign("OPTARG", c, node)
+            ev.assign("OPTIND", str(optind + 1), node)
+            return ev.errexit(0, node, "getopts")
+    else:
+        optind += 1
+    ev.assign(name, c, node)
+    ev.assign("OPTIND", str(optind), node)
+    return ev.errexit(0, node, "getopts")
 
 
 def _b_loop(kind: str) -> Builtin:
@@ -567,7 +630,7 @@ BUILTINS: dict[str, Builtin] = {
     "let": _b_let,
     "break": _b_loop("break"),
     "continue": _b_loop("continue"),
-    "getopts": _b_unmodelled("getopts"),
+    "getopts": _b_getopts,
     "pushd": _b_unmodelled("pushd"),
     "popd": _b_unmodelled("popd"),
     "wait": _b_noop("wait"),

@@ -32,6 +32,7 @@ What is never guessed: a program's output or exit status (a condition on one for
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -248,6 +249,8 @@ class Evaluator(Variables, Conditions):
             return self.if_statement(node)
         if t == "case_statement":
             return self.case_statement(node)
+        if t == "c_style_for_statement":
+            return self.c_for_statement(node)
         if t == "for_statement":
             return self.for_statement(node)
         if t in ("while_statement",):
@@ -696,6 +699,44 @@ class Evaluator(Variables, Conditions):
                     raise LoopJump(lp.kind, lp.n - 1) from None
                 if lp.kind == "break":
                     break
+        self.st.status = status
+        return status
+
+    def c_for_statement(self, node: Any) -> int | None:
+        """``for (( init; cond; step ))``: the three arithmetic parts, from the source between the
+        separators (a part with an expansion in it is not modelled)."""
+        src = bytes(node.text)
+        seps = [c for c in node.children if c.type in ("((", ";", "))")][:4]
+        if len(seps) != 4 or [c.type for c in seps] != ["((", ";", ";", "))"]:
+            raise Unmodelled(f"for (( )) form {snippet(node)}", line_of(node))
+        parts = [
+            src[a.end_byte - node.start_byte : b.start_byte - node.start_byte].decode().strip()
+            for a, b in itertools.pairwise(seps)
+        ]
+        if any("$" in p or "`" in p for p in parts):
+            raise Unmodelled(f"for (( )) with an expansion: {snippet(node)}", line_of(node))
+        body = node.child_by_field_name("body")
+        init, cond, step = parts
+        if init:
+            self.arith(init, node)
+        status: int | None = 0
+        for n in range(MAX_LOOP + 1):
+            if n == MAX_LOOP:
+                raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
+            if cond:
+                v = self.arith(cond, node)
+                holds = int(v) != 0 if isinstance(v, str) else self.known_status(None, f"(( {cond} ))", node)
+                if not holds:
+                    break
+            try:
+                status = self.block(inner(body, "do", "done"))
+            except LoopJump as lp:
+                if lp.n > 1:
+                    raise LoopJump(lp.kind, lp.n - 1) from None
+                if lp.kind == "break":
+                    break
+            if step:
+                self.arith(step, node)
         self.st.status = status
         return status
 

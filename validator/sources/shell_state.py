@@ -169,11 +169,11 @@ BASH_VARS = {
     "BASH", "BASHOPTS", "BASHPID", "BASH_ARGC", "BASH_ARGV", "BASH_COMMAND", "BASH_LINENO",
     "BASH_SUBSHELL", "BASH_VERSINFO", "EPOCHREALTIME", "EPOCHSECONDS", "EUID", "GROUPS", "HISTCMD",
     "HOSTNAME", "HOSTTYPE", "LINENO", "MACHTYPE", "OSTYPE", "PIPESTATUS", "PPID", "RANDOM", "SECONDS",
-    "SHELLOPTS", "SRANDOM", "UID", "OLDPWD", "DIRSTACK", "COMP_WORDBREAKS", "OPTARG", "SHLVL",
+    "SHELLOPTS", "SRANDOM", "UID", "OLDPWD", "DIRSTACK", "COMP_WORDBREAKS", "SHLVL",
     "BASH_ALIASES", "BASH_CMDS", "BASH_EXECUTION_STRING", "BASH_LOADABLES_PATH",
 }  # fmt: skip
 # bash's own variables that may well be unset (no cd yet, no getopts, not run with -c)
-MAYBE_UNSET = {"OLDPWD", "OPTARG", "BASH_EXECUTION_STRING", "BASH_LOADABLES_PATH", "COMP_WORDBREAKS"}
+MAYBE_UNSET = {"OLDPWD", "BASH_EXECUTION_STRING", "BASH_LOADABLES_PATH", "COMP_WORDBREAKS"}
 # what bash sets when the environment does not: an inherited value is kept, else bash's own
 BASH_DEFAULTS: dict[str, str | None] = {"PATH": None, "SHELL": None, "TERM": None, "OPTIND": "1"}
 BASH_DEFAULTS |= {"OPTERR": "1", "PS4": "+ "}
