@@ -28,7 +28,7 @@ CONSTRUCTS = {
 ATTACKS = {
     "attack:trap", "attack:mapfile", "attack:declare", "attack:python3", "attack:exec", "attack:alias",
     "attack:shopt", "attack:hash", "attack:cat", "attack:read", "attack:command", "attack:builtin",
-    "attack:env",
+    "attack:env", "attack:awk",
 }  # fmt: skip
 
 

@@ -241,6 +241,7 @@ class Gen:
             "builtin export Q=1",
             "trap 'echo bye' EXIT",
             "env() { echo shadowed; }",
+            "awk 'BEGIN { print \"export SGLANG_ENABLE_FP8_LM_HEAD=0\" > \"gen.env\" }'; source ./gen.env",
         ])  # fmt: skip
         self.tag("attack:" + choice.split()[0].split("(")[0])
         return choice

@@ -50,7 +50,6 @@ from validator.sources.shell_state import (
     MAX_LOOP,
     MAX_PATHS,
     MAX_STEPS,
-    READ_ONLY,
     Ending,
     Launch,
     Launched,
@@ -62,6 +61,7 @@ from validator.sources.shell_state import (
     Var,
     inner,
     is_server_command,
+    reads_only,
     which,
 )
 from validator.sources.shell_vars import Variables
@@ -413,7 +413,7 @@ class Evaluator(Variables, Conditions):
                     self.st.dirty = None
                 elif not a.startswith("-"):
                     self.touch(a)
-        elif name not in READ_ONLY:
+        elif not reads_only(name, values[1:]):
             self.st.dirty = None  # an unknown program may change anything on the disk
         if self.ignore_errexit or "errexit" not in self.st.opts:
             self.st.status = None

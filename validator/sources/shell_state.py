@@ -29,11 +29,35 @@ _ASSOC_BUCKETS = 1024
 
 # programs whose only effect on the disk is through their redirections (so a later file test still holds)
 READ_ONLY = {
-    "echo", "printf", "true", "false", "sleep", "test", "[", "which", "nvidia-smi", "grep", "egrep",
-    "awk", "head", "tail", "cat", "ls", "date", "uname", "id", "whoami", "hostname", "free", "df", "nproc",
-    "ps", "pgrep", "dirname", "basename", "realpath", "readlink", "env", "printenv", "wc", "cut", "tr",
-    "sort", "uniq", "seq", "stat", "du", "lscpu", "numactl", "pwd", "python3", "python", "nvcc", "sysctl",
+    "echo", "printf", "true", "false", "sleep", "test", "[", "which", "grep", "egrep", "head", "tail",
+    "cat", "ls", "date", "uname", "id", "whoami", "hostname", "free", "df", "nproc", "ps", "pgrep",
+    "dirname", "basename", "realpath", "readlink", "printenv", "wc", "cut", "tr", "seq", "stat", "du",
+    "lscpu", "pwd",
 }  # fmt: skip
+
+
+def reads_only(name: str, args: list[Value]) -> bool:
+    """The program changes nothing on the disk (beyond its redirections): one of READ_ONLY, ``awk`` whose
+    program has no output redirection, pipe or ``system()``, ``nvidia-smi`` without ``-f``, ``sort``
+    without ``-o``, ``uniq`` with one file at most. Anything else (python3, pip, a download) may write
+    anything, so what the script reads from the disk afterwards is unknown."""
+    if name in READ_ONLY:
+        return True
+    if any(isinstance(a, Unknown) for a in args):
+        return False
+    words = [str(a) for a in args]
+    if name in ("awk", "gawk", "mawk"):
+        program = next((w for w in words if not w.startswith("-")), "")
+        return not any(c in program for c in (">", "|", "system", "fflush")) and "-f" not in words
+    if name == "nvidia-smi":
+        return not any(w.startswith(("-f", "--filename")) for w in words)
+    if name == "sort":
+        return not any(w.startswith(("-o", "--output")) for w in words)
+    if name == "uniq":
+        return len([w for w in words if not w.startswith("-")]) <= 1
+    return False
+
+
 # programs that make exactly the directories or files named in their arguments
 MAKERS = {"mkdir", "touch", "rm", "rmdir", "ln", "cp", "mv", "install", "chmod", "chown", "tee"}
 
