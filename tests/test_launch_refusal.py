@@ -98,8 +98,15 @@ def test_refused_launch_is_exported_alerted_and_cleared_by_a_start(tmp_path: Pat
                     ),
                     timeout=30,
                 )
-                assert started.poll() is None  # exec'd: the simulator is serving under launch's PID
-                assert httpx.get(f"{url}/health", timeout=5).status_code in (200, 503)
+                assert started.poll() is None  # exec'd: the simulator runs under launch's PID
+
+                def answers() -> bool:  # the state is written before exec: the server binds a little later
+                    try:
+                        return httpx.get(f"{url}/health", timeout=2).status_code in (200, 503)
+                    except httpx.HTTPError:
+                        return False
+
+                assert wait_for(answers, 30)
             finally:
                 stop(started)
 
