@@ -240,6 +240,8 @@ class Gen:
             "command -v python3 >/dev/null && B=has",
             "builtin export Q=1",
             "trap 'echo bye' EXIT",
+            "trap 'exec python3 -m sglang.launch_server --from-trap' EXIT",
+            "trap 'exec python3 -m sglang.launch_server --from-trap' EXIT; trap - EXIT",
             "env() { echo shadowed; }",
             "awk 'BEGIN { print \"export SGLANG_ENABLE_FP8_LM_HEAD=0\" > \"gen.env\" }'; source ./gen.env",
         ])  # fmt: skip
@@ -341,8 +343,10 @@ class Gen:
 
 # -- the sandbox --------------------------------------------------------------------------------------------
 
-# perl, not sh: a shell would add PWD to the environment it records
+# perl, not sh: a shell would add PWD to the environment it records. Only the first start is recorded:
+# a real server runs until it stops, and what the script does after that (an EXIT trap) is not the launch
 SHIM = """#!/usr/bin/perl
+exit 0 if -e "{out}/env";
 open(my $a, ">", "{out}/argv"); print $a join("\\0", $0, @ARGV), "\\0"; close($a);
 open(my $e, ">", "{out}/env"); print $e map {{ "$_=$ENV{{$_}}\\0" }} sort keys %ENV; close($e);
 """

@@ -414,7 +414,10 @@ def _b_trap(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | N
         if name in ("DEBUG", "RETURN", "ERR"):
             raise Unmodelled(f"trap on {name}: it runs code around every command", line_of(node))
         if name in ("EXIT", "0"):
-            ev.st.traps["EXIT"] = "set"
+            if words[0] in ("", "-"):  # ignored or reset: nothing runs at exit
+                ev.st.traps.pop("EXIT", None)
+            else:
+                ev.st.traps["EXIT"] = f"the EXIT trap set at line {line_of(node)} runs at exit"
     return ev.errexit(0, node, "trap")
 
 

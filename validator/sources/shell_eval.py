@@ -84,6 +84,7 @@ class Evaluator(Variables, Conditions):
         self.file = str(script)  # the file whose statements run now
         self.notes: list[str] = []
         self.missing_source: list[str] = []
+        self.line = 0
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self._capturing: list[Value] | None = None  # inside $(...): what the commands print
 
@@ -124,6 +125,14 @@ class Evaluator(Variables, Conditions):
             return Ending("unresolved", 1, self.file, "BASH_ENV is set: bash sources that file first")
         if env.get("SHELLOPTS") or env.get("BASHOPTS"):
             return Ending("unresolved", 1, self.file, "SHELLOPTS/BASHOPTS in the environment")
+        ending = self._walk(tree)
+        trap = self.st.traps.get("EXIT")
+        if ending.kind == "exit" and trap and not ending.reason.startswith("exec "):
+            # a path that ends without starting the server may still start it from its EXIT trap
+            return Ending("unresolved", ending.line, ending.where, trap, assumed=ending.assumed)
+        return ending
+
+    def _walk(self, tree: Any) -> Ending:
         try:
             self.block(list(tree.root_node.children))
         except Launched as hit:
@@ -131,7 +140,8 @@ class Evaluator(Variables, Conditions):
         except ShellExit as ex:
             return Ending("exit", ex.line, self.file, ex.why or f"exit {ex.status}", assumed=self.taken)
         except Unmodelled as um:
-            return Ending("unresolved", um.line, um.where or self.file, um.reason, assumed=self.taken)
+            line = um.line or self.line
+            return Ending("unresolved", line, um.where or self.file, um.reason, assumed=self.taken)
         except ShellReturn:
             return Ending("exit", 0, self.file, "return outside a function", assumed=self.taken)
         except LoopJump:
@@ -192,11 +202,10 @@ class Evaluator(Variables, Conditions):
             self.ignore_errexit -= 1
 
     def stmt(self, node: Any) -> int | None:
+        self.line = line_of(node)  # for what is found where no node is at hand
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise Unmodelled(f"more than {MAX_STEPS} statements on one path", line_of(node))
-        if self.st.traps:
-            pass
         t = node.type
         if t in ("comment", ";", "\n", "heredoc_body"):
             return self.st.status
