@@ -67,6 +67,29 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
     ("cuda graph backend retired", [*M, "--cuda-graph-backend-decode", "tc_piecewise"], {}),
     ("last wins", [*M, "--port", "1", "--port", "2"], {}),
     ("help", [*M, "--help"], {}),
+    # a retired valued flag (DeprecatedStoreConstAction with nargs=None and choices) still takes its value
+    ("retired valued flag", [*M, "--monokernel-backend", "amd"], {}),
+    ("retired valued flag equals", [*M, "--monokernel-backend=amd"], {}),
+    ("retired valued flag bad choice", [*M, "--monokernel-backend", "x"], {}),
+    ("retired valued flag no value", [*M, "--monokernel-backend"], {}),
+    ("retired valued flag abbrev", [*M, "--monokernel", "amd", "--port", "1"], {}),
+    ("retired valued flag in config", ["--config", "c.yaml", *M], {"c.yaml": "monokernel-backend: amd\n"}),
+    # prepare_server_args sets up logging from --log-level before ServerArgs: a bad level stops the launch
+    ("log level unknown", [*M, "--log-level", "verbose"], {}),
+    ("log level not a level", [*M, "--log-level", "basic_format"], {}),
+    ("log level not a number", [*M, "--log-level", "getLogger"], {}),
+    ("log level any case", [*M, "--log-level", "WARN"], {}),
+    ("log level from config", ["--config", "c.yaml", *M], {"c.yaml": "log-level: loud\n"}),
+    # choices printed in another order than the table's (the last choice differs)
+    ("choice order", [*M, "--sampling-backend", "FLASHINFER"], {}),
+    # "--" ends the options: what follows is a positional, which the server refuses
+    ("double dash", [*M, "--", "--port", "1"], {}),
+    ("double dash as value", [*M, "--served-model-name", "--"], {}),
+    ("negative float", [*M, "--mem-fraction-static", "-.5"], {}),
+    ("negative exponent is a flag", [*M, "--mem-fraction-static", "-1e3"], {}),
+    ("value with equals dash", [*M, "--served-model-name=-x"], {}),
+    ("empty equals value", [*M, "--port="], {}),
+    ("nargs plus repeated", [*M, "--cuda-graph-bs", "1", "--cuda-graph-bs", "2", "4"], {}),
     (
         "config basic",
         ["--config", "c.yaml"],
@@ -178,7 +201,9 @@ def _same_choice_error(ours: str, theirs: str) -> bool:
     """Choices held in a Python set print in per-process order; compare the listed choices as sets."""
     head_o, _, tail_o = ours.partition("(choose from ")
     head_t, _, tail_t = theirs.partition("(choose from ")
-    return bool(tail_o) and head_o == head_t and sorted(tail_o.split(", ")) == sorted(tail_t.split(", "))
+    listed_o = sorted(tail_o.removesuffix(")").split(", "))
+    listed_t = sorted(tail_t.removesuffix(")").split(", "))
+    return bool(tail_o) and head_o == head_t and listed_o == listed_t
 
 
 def test_shipped_table_matches_a_fresh_dump() -> None:

@@ -358,7 +358,16 @@ class _SetConst(argparse.Action):
     """``store_true``/``store_const`` and SGLang's deprecated variants (which warn, then store)."""
 
     def __init__(self, option_strings: list[str], dest: str, *, table_action: CliAction, **kw: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, const=table_action.const, **kw)
+        # The table's nargs: 0 for a switch; None (one value) for a retired valued flag whose one accepted
+        # value became a boolean (``--monokernel-backend amd``, its value checked against ``choices``).
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=table_action.nargs,
+            const=table_action.const,
+            choices=table_action.choices,
+            **kw,
+        )
         self.table_action = table_action
 
     def __call__(self, parser: Any, namespace: argparse.Namespace, values: Any, option: Any = None) -> None:
@@ -599,6 +608,23 @@ def merge_config(
 # --- public entry points -------------------------------------------------------------------------------
 
 
+def _check_log_level(value: object, origin: str) -> None:
+    """``prepare_server_args`` configures logging with ``getattr(logging, log_level.upper())`` before the
+    server starts: a level ``logging`` does not have (``--log-level verbose``) stops the launch with that
+    AttributeError, and a name that is not a level (``--log-level basic_format``) with the ValueError or
+    TypeError ``basicConfig`` raises. The same refusal here, with the same text, instead of a pass for a
+    command that never starts a server."""
+    if not isinstance(value, str):
+        return
+    import logging
+
+    try:
+        level = getattr(logging, value.upper())
+        logging.getLogger("spark_validate.log_level_check").setLevel(level)
+    except (AttributeError, ValueError, TypeError) as exc:
+        raise InputError(origin, str(exc)) from None
+
+
 def parse_argv(
     argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
 ) -> ParsedArgs:
@@ -618,6 +644,7 @@ def parse_argv(
             origin, "-h/--help prints SGLang's usage and exits; the server would not start"
         ) from None
     parsed.config_file = config_file
+    _check_log_level(parsed.args.get("log_level"), origin)
     if config_file is None and isinstance(parsed.args.get("config"), str):
         parsed.warnings.append(
             f"--config value {parsed.args['config']!r} is ignored by SGLang {table.sglang_version}: "
