@@ -438,7 +438,8 @@ def read_static(root: Path, script: Script, base: dict[str, str]) -> Exec | str:
 def compare(reader: Exec | str, ran: Ran) -> Verdict:
     """Equal, or the reader says unresolved for what differs; anything else is a disagreement."""
     if isinstance(reader, str):
-        if reader.startswith("unresolved"):
+        if reader.startswith("unresolved") or "shell syntax error" in reader:
+            # a refusal: a broken script (bash runs its lines up to the error, then exits) is not read
             return Verdict("unresolved", reader)
         if ran.launched:
             return Verdict("disagree", f"reader: {reader}; bash launched {ran.argv}")
