@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from validator.attestation.trust import url_address
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError
 from validator.facts import (
@@ -34,10 +35,14 @@ from validator.facts import (
     NodeFacts,
     ServerFacts,
 )
+from validator.procinfo import stat_fields
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
 from validator.selection import Selection
+from validator.sources.attestation import binding_problems, read_trusted
+from validator.sources.listening import ListeningError, listeners
+from validator.sources.readiness import wait_until_ready
 
 if TYPE_CHECKING:
     from validator.sources.log_state import LogReader
@@ -228,7 +233,6 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
 async def _gather_with(
     facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool, reader: LogReader | None
 ) -> None:
-    from validator.sources.readiness import wait_until_ready
     from validator.sources.server_http import SGLangClient
 
     # Built in a worker thread: httpx loads its TLS trust store when a client is created (tens of ms of
@@ -398,7 +402,6 @@ def _read_attestation(
 ) -> None:
     """Only a document bound to this server (``validator.attestation.trust.binding_problems``) becomes
     evidence the other checks read; ``attestation.trust`` reports why one was refused."""
-    from validator.sources.attestation import binding_problems, read_trusted
 
     try:
         trust = read_trusted(path, url=url, server_uid=server_uid)
@@ -484,9 +487,6 @@ def listener_of(url: str) -> tuple[int, int] | None:
     another PID namespace, ``hidepid``). The lowest PID is taken when several hold the socket: the parent
     that bound it (SGLang's HTTP server process; its workers are children). Restart detection keys on it
     where ``/server_info`` lacks ``startup_time``: a new process on the same port has another start time."""
-    from validator.attestation.trust import url_address
-    from validator.procinfo import stat_fields
-    from validator.sources.listening import ListeningError, listeners
 
     host, port = url_address(url)
     if host is None or port is None or host.strip("[]") not in _LOOPBACK:

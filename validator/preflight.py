@@ -35,6 +35,7 @@ from validator.preflight_inputs import PreflightInputs
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import CheckResult, Report, Status, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
+from validator.sources.sglang_cli import TableChoice, load_table, parsing_with
 
 if TYPE_CHECKING:
     from validator.sources.docker_run import ContainerSpec
@@ -283,8 +284,6 @@ def launch_and_install(
     shipped table (leniently when that refuses it); then, for a build with a generated table
     (``spark-validate sglang-table``), it is parsed again with that table, and for another build with
     none, leniently with the shipped one, reporting what that table does not know instead of failing."""
-    from validator.errors import InputError
-    from validator.sources.sglang_cli import TableChoice, load_table, parsing_with
     from validator.sources.sglang_tables import table_for
 
     refused: InputError | None = None
@@ -502,7 +501,6 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
     A check is taken to read a value when its message or evidence names it (the argparse dest, its flag,
     or the variable) or names its family (``speculative``, ``moe``): deliberately broad, since a check
     wrongly marked unproven costs an inconclusive verdict, and one wrongly kept costs a false verdict."""
-    from validator.sources.sglang_cli import load_table
 
     keys: dict[str, list[str]] = {}
     by_source = {n: why for n, why in unresolved.items() if n in (SGLANG, HUMMING)}

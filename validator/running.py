@@ -27,7 +27,9 @@ from validator.preflight import gather, read_launch, unproven_by_unresolved
 from validator.preflight_inputs import PreflightInputs
 from validator.report import CheckResult, ProbeResult, Status, utc_now_iso
 from validator.rulepack import LoadedPack
-from validator.sources.server_processes import ServerProcess
+from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
+from validator.sources.listening import ancestors
+from validator.sources.server_processes import ServerProcess, discover, nothing_found
 
 # Checks about the process itself: their preflight form is the whole answer.
 _PROCESS_ONLY = {"launch.drift", "server.process"}
@@ -83,7 +85,6 @@ class RunningInputs:
 def _declared_launch(declared: PreflightInputs, running: LaunchFacts) -> LaunchFacts:
     """The declaration's launch command with the environment it would start with: the running server's
     non-recipe variables (PATH, HOME: what any supervisor provides) and the declaration's own."""
-    from validator.sources.drift import RECIPE_ENV_PREFIXES
 
     base = {k: v for k, v in running.env.items() if not k.startswith(RECIPE_ENV_PREFIXES)}
     return read_launch(replace(declared, base_env=base))
@@ -103,7 +104,6 @@ def _drift(facts: Facts, inputs: RunningInputs, loaded: LoadedPack, results: lis
     except (InputError, UnresolvedLaunch) as exc:
         facts.errors["declared"] = str(exc)
         return
-    from validator.sources.drift import drift_items
 
     assert facts.process is not None
     facts.drift = drift_items(facts.declared, facts.launch, facts.process.env is not None)
@@ -215,7 +215,6 @@ def pick(servers: list[ServerProcess], pid: int | None) -> list[ServerProcess]:
     chosen = [s for s in servers if s.process.pid == pid]
     if chosen:
         return chosen
-    from validator.sources.listening import ancestors
 
     above = set(ancestors(pid))
     return [s for s in servers if s.process.pid in above]
@@ -233,8 +232,6 @@ async def judge_all(
     """Discover, pick and judge; raises ``UnavailableError`` (exit 69) naming what was looked for when
     no server (or not the one ``--pid`` names) is found."""
     import asyncio
-
-    from validator.sources.server_processes import discover, nothing_found
 
     discovery = await asyncio.to_thread(discover)
     servers = pick(discovery.servers, pid)

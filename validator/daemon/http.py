@@ -27,6 +27,9 @@ from typing import Any
 from validator.daemon.metrics import CONTENT_TYPE, DaemonMetrics
 from validator.daemon.state import DaemonState
 from validator.outputs import render
+from validator.outputs.html import SidecarView, page, waiting_page
+from validator.outputs.safe import safe_dict
+from validator.redact import neutralize_deep
 
 MAX_HEAD = 8192  # bytes of request line + headers
 IDLE_TIMEOUT_S = 30.0  # a keep-alive connection with no request in progress
@@ -79,8 +82,6 @@ def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
     reason`` per check, then ``readyz check passed`` or ``readyz check failed``. A line is ``[-]`` exactly
     when that check keeps the verdict from passing; a check that could not be proven but was accepted
     (``--allow-partial``) is ``[+]`` and says so. Messages are the redacted report's, on one line."""
-    from validator.outputs.safe import safe_dict
-    from validator.redact import neutralize_deep
 
     lines: list[str] = []
     if state.report is None:
@@ -180,7 +181,6 @@ class Endpoints:
         self._version = s.version
 
     def _render_page(self) -> str:
-        from validator.outputs.html import SidecarView, page, waiting_page
 
         s = self.state
         view = SidecarView(

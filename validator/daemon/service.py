@@ -22,7 +22,7 @@ from validator.daemon.state import DaemonState
 from validator.daemon.watch import ServerWatch
 from validator.errors import UnavailableError
 from validator.live import LiveResult
-from validator.report import ProbeResult
+from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
 from validator.running import RunningInputs
 from validator.sources.launch_state import read_state
 
@@ -69,7 +69,6 @@ def serve(
 
 def _not_found(rule_pack: str, message: str) -> LiveResult:
     """A check that found no server process: inconclusive, the server not reached."""
-    from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
 
     check = CheckResult(
         id="server.ready",

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from validator.errors import UnavailableError
+from validator.errors import InputError, UnavailableError
 from validator.live import ServerIdentity
+from validator.sources.attestation import read_attestation
 
 # The listening process of the server's port, as (PID, /proc/PID/stat starttime), or None where it cannot
 # be seen (another host, another PID namespace). Supplied by whoever can map a port to its process.
@@ -81,8 +82,6 @@ class ServerWatch:
         thread: a FIFO or a slow disk at the path must never stall ``/livez``."""
         if self.attestation is None:
             return None
-        from validator.errors import InputError
-        from validator.sources.attestation import read_attestation
 
         try:
             doc = read_attestation(self.attestation)

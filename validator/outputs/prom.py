@@ -18,6 +18,7 @@ from datetime import datetime
 from validator import __version__
 from validator.outputs import output
 from validator.report import Report, Verdict
+from validator.report_metrics import ReportGauges
 
 
 def _end_timestamp(report: Report) -> float:
@@ -33,8 +34,6 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
     # here: prometheus_client is loaded only when this format is asked for (preflight starts fast)
     from prometheus_client import CollectorRegistry, Gauge
     from prometheus_client.exposition import generate_latest
-
-    from validator.report_metrics import ReportGauges
 
     registry = CollectorRegistry(auto_describe=True)
     mode = {"mode": report.mode}

@@ -22,6 +22,7 @@ from typing import Any
 from validator.errors import UnavailableError, UsageError
 from validator.sim import scenarios, server_log
 from validator.sim.engine import DEFAULT_STARTUP_SECONDS, SimConfig, SimEngine
+from validator.sources.sglang_cli import parse_server_args
 
 
 def _bind(host: str, port: int, *, listen: bool) -> socket.socket:
@@ -212,7 +213,6 @@ def serve_forever(sim: SimServer) -> int:
 def worker_rank(extra_args: tuple[str, ...]) -> int | None:
     """The node rank when the arguments make this a worker of a multi-node launch (``--nnodes`` > 1,
     ``--node-rank`` >= 1): SGLang's rank-0 node serves HTTP, the others serve nothing."""
-    from validator.sources.sglang_cli import parse_server_args
 
     args, _ = parse_server_args(["--model-path", scenarios.MODEL_PATH, *extra_args], origin="sim")
     nnodes, rank = args.get("nnodes"), args.get("node_rank")

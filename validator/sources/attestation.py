@@ -39,6 +39,7 @@ from validator.attestation.trust import (
 from validator.errors import InputError, UnavailableError
 from validator.procinfo import process_start_time, process_uid
 from validator.sources import listening
+from validator.sources.files import parse_json
 from validator.trusted_files import FileFacts, UnsafeLocation
 
 __all__ = [
@@ -74,8 +75,6 @@ def _first_error(exc: Any) -> str:
 def parse_document(data: bytes, where: str) -> Attestation:
     """Validate the bytes of one attestation. InputError (exit 65 style) names the file and the field."""
     from pydantic import ValidationError
-
-    from validator.sources.files import parse_json
 
     doc = parse_json(data, where, max_depth=MAX_DEPTH)
     if not isinstance(doc, dict):

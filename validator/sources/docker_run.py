@@ -19,9 +19,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validator.errors import InputError
+from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
 from validator.sources.files import TEXT_CAP, read_trusted_bounded
+from validator.sources.launch_command import launch_from_argv
+from validator.sources.shell import split_command_line
 
 # docker run / podman run options that take no value (docker 28's `docker run --help`, podman 4's extras).
 _BOOLEAN = {
@@ -175,7 +177,6 @@ def host_path(container_path: str, mounts: list[Mount]) -> tuple[Path | None, st
 
 def parse_docker_cmd(text: str, host_env: Mapping[str, str]) -> ContainerSpec:
     """``docker run [OPTIONS] IMAGE [COMMAND] [ARG...]`` as the operator's shell would split it."""
-    from validator.sources.shell import split_command_line
 
     return parse_docker_words(split_command_line(text, "--docker-cmd", host_env), host_env, "--docker-cmd")
 
@@ -297,8 +298,6 @@ def launch_from_container(spec: ContainerSpec) -> LaunchFacts:
     """The server command a container runs, as ``LaunchFacts``. Its environment is what the command line
     or service gives the container; an image's ``ENV`` and ``ENTRYPOINT`` are not visible from outside (a
     variable set only there reads as unset: set it explicitly, or validate inside with ``launch``)."""
-    from validator.errors import UnresolvedLaunch
-    from validator.sources.launch_command import launch_from_argv
 
     if not spec.argv:
         raise UnresolvedLaunch(

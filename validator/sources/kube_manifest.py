@@ -28,6 +28,7 @@ from typing import Any
 from validator.errors import InputError
 from validator.sources.docker_run import ContainerSpec, Mount
 from validator.sources.files import read_text_bounded
+from validator.sources.shell_eval import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -70,7 +71,6 @@ def _words(value: object, key: str, where: str) -> list[str]:
 
 
 def _runs_server(c: Mapping[str, Any], where: str) -> bool:
-    from validator.sources.shell_eval import is_server_command
 
     return is_server_command(
         [*_words(c.get("command"), "command", where), *_words(c.get("args"), "args", where)]

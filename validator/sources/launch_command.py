@@ -15,10 +15,12 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.errors import InputError
+from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
 from validator.sources.files import TEXT_CAP, open_regular, read_text_bounded
+from validator.sources.server_processes import classify
 from validator.sources.sglang_cli import parse_argv
+from validator.sources.shell import split_command_line
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
@@ -306,8 +308,6 @@ def launch_from_argv(
 def _simulator(words: list[str], origin: str) -> list[str] | None:
     """The SGLang arguments a simulator command line (``spark-validate sim ...``, ``python -m validator
     sim ...``) stands in for; None when ``words`` is not one."""
-    from validator.errors import UnavailableError
-    from validator.sources.server_processes import classify
 
     try:
         found = classify(words)
@@ -338,7 +338,6 @@ def _split_shell(
     text: str, origin: str, *, comments: bool, env: Mapping[str, str] | None = None
 ) -> list[str]:
     """Split as a POSIX shell would, ``~`` expanded against ``env``'s HOME (``~/models/...`` in the guide)."""
-    from validator.sources.shell import split_command_line
 
     return split_command_line(text, origin, os.environ if env is None else env, comments=comments)
 

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from validator.facts import LaunchFacts, NodeFacts, SGLangInstallFacts
 from validator.sources.host import host_root
+from validator.sources.listening import ListeningError, descendants
 from validator.sources.process import ProcessFacts
 
 NET_ROOT_ENV = "SPARK_VALIDATE_NET_ROOT"
@@ -98,7 +99,6 @@ def _file_hash(path: str, ino: int, size: int, mtime: int) -> str:
 
 def nccl_hash(pid: int, proc: Path) -> tuple[str, str | None]:
     """(hash, path) of the NCCL library the server's processes have mapped; ("none", None) if none."""
-    from validator.sources.listening import ListeningError, descendants
 
     try:
         below = sorted(descendants(pid, proc=proc))

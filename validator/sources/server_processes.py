@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Literal
 
 from validator.errors import UnavailableError
+from validator.procinfo import parent_pid
+from validator.sources.listening import ListeningError, listening_sockets, proc_root, socket_owners
 from validator.sources.process import ProcessFacts, ProcessGone, list_pids, read_cmdline, read_process
 
 Kind = Literal["sglang", "launch", "sim"]
@@ -217,7 +219,6 @@ def _socket_inodes(pid: int, proc: Path) -> set[int]:
 
 def _attach_sockets(server: ServerProcess, proc: Path) -> None:
     """The server's listening sockets: its descriptors' inodes in its own network namespace's tables."""
-    from validator.sources.listening import ListeningError, listening_sockets
 
     pid = server.process.pid
     try:
@@ -256,7 +257,6 @@ def discover(
     proc: Path | None = None, *, deadline_s: float = DEADLINE_S, limit: int = MAX_PROCESSES
 ) -> Discovery:
     """Every SGLang server process visible in ``proc``, bounded in processes and seconds."""
-    from validator.sources.listening import proc_root
 
     proc = proc_root() if proc is None else proc
     pids, truncated = list_pids(proc, limit)
@@ -313,7 +313,6 @@ def discover(
 
 
 def _below_another(server: ServerProcess, found: dict[int, ServerProcess], proc: Path) -> bool:
-    from validator.procinfo import parent_pid
 
     parent: int | None = server.process.ppid
     for _ in range(64):  # bounded: a loop in a hostile /proc tree cannot hold the scan
@@ -327,7 +326,6 @@ def _below_another(server: ServerProcess, found: dict[int, ServerProcess], proc:
 
 def nothing_found(discovery: Discovery, proc: Path | None = None) -> str:
     """Why no server was found, in one paragraph: what was looked for, and what could not be seen."""
-    from validator.sources.listening import ListeningError, listening_sockets, proc_root, socket_owners
 
     proc = proc_root() if proc is None else proc
     lines = [

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from validator.errors import InputError
+from validator.sources.files import TEXT_CAP, read_text_bounded
 
 TABLE_RESOURCE = "sglang-0.5.23-cli.json"
 
@@ -574,8 +575,6 @@ def merge_config(
     if not path.exists():
         raise InputError(origin, f"Config file not found: {name}")
     import yaml  # lazy: only a --config command pays for it
-
-    from validator.sources.files import TEXT_CAP, read_text_bounded
 
     text = read_text_bounded(path, TEXT_CAP, "--config file")  # regular file, size-capped
     try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from validator.facts import LaunchFacts, ProgramFacts, SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
 from validator.sources.files import read_head
+from validator.sources.launch_command import resolve_program
 
 _SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused
 
@@ -131,7 +132,6 @@ def inspect_program(
 ) -> tuple[ProgramFacts, InterpreterProbe | None]:
     """``launch.program``'s evidence: resolve the program as exec would, then ask its interpreter, with
     the server's flags, environment and working directory, where ``sglang`` is."""
-    from validator.sources.launch_command import resolve_program
 
     facts = ProgramFacts(
         written=launch.program,

@@ -29,6 +29,7 @@ from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
 from validator.sources.files import read_head
+from validator.sources.sglang_cli import TableChoice, load_table
 from validator.trusted_files import UnsafeLocation, read_trusted_file, write_private
 
 if TYPE_CHECKING:
@@ -129,7 +130,6 @@ def untrusted_reason(path: Path) -> str | None:
 def table_for(sglang: SGLangInstallFacts, interpreter: str | None) -> TableChoice | None:
     """The table preflight should parse with for this build; None when the shipped one is exactly it
     (same version, no table generated for this build)."""
-    from validator.sources.sglang_cli import TableChoice, load_table
 
     if sglang.root is None:
         return None

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from validator.errors import InputError
 from validator.facts import StartBudgetFacts
+from validator.sources.kube_manifest import select_container
 from validator.sources.systemd_unit import ServiceUnit
 
 SYSTEMD_DEFAULT_START_S = 90.0
@@ -94,7 +95,6 @@ def _probe_budget(probe: object, where: str) -> float:
 def from_kubernetes(path: Path, container: str | None = None) -> StartBudgetFacts:
     """The start budget of the SGLang container in a manifest (multi-document YAML): its startupProbe, or,
     without one, its livenessProbe, which then runs from the start; neither means no limit."""
-    from validator.sources.kube_manifest import select_container
 
     where = str(path)
     chosen = select_container(path, container)
