@@ -5,6 +5,10 @@ No server, no GPU, and no torch or sglang import: this runs as a systemd ExecSta
 tenth of a second delays the server. Malformed input (a unit file, env file, config.json or safetensors
 header) raises ``InputError`` (exit 65) instead of becoming a check result: the operator must fix the
 file before any verdict means something.
+
+The evidence sources are imported where ``gather`` needs them, not at the top: which ones a run reads
+depends on its inputs (a unit needs no Compose or docker reader, a NEXTN launch no DSpark draft reader, a
+humming launch no FlashInfer reader), and every module imported is start-up time of the server.
 """
 
 from __future__ import annotations
