@@ -127,3 +127,23 @@ def test_a_fifo_in_rules_dir_is_refused_not_waited_on(tmp_path: Path) -> None:
     err = proc.stderr.strip()
     assert proc.returncode == 65 and str(packs / "site.yaml") in err and "FIFO" in err, (proc.returncode, err)
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_a_file_that_fails_to_read_is_one_line_not_an_internal_error() -> None:
+    """``/proc/self/mem`` opens as a regular, root-owned, 0600 file of size 0 and fails every read (EIO):
+    named as a pack, an extended pack or an env file, it is exit 65 naming it."""
+    for argv in (
+        ["rules", "--rules", "/proc/self/mem", "list"],
+        ["rules", "lint", "/proc/self/mem"],
+        [
+            "preflight",
+            "--launch-cmd",
+            "python -m sglang.launch_server --model-path /m",
+            "--env-file",
+            "/proc/self/mem",
+        ],
+    ):
+        proc = run_cli(*argv, timeout=60)
+        err = proc.stderr.strip()
+        assert proc.returncode == 65 and "/proc/self/mem" in err and "cannot read" in err, (argv, err)
+        assert len(err.splitlines()) == 1 and "internal error" not in err, err

@@ -275,7 +275,10 @@ def read_guarded(
             chunks: list[bytes] = []
             total = 0
             while total <= max_bytes:
-                chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+                try:
+                    chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
+                except OSError as exc:  # /proc/self/mem (EIO), a directory swapped in on some filesystems
+                    raise UnsafeLocation(f"{where}: cannot read: {exc.strerror or exc}") from None
                 if not chunk:
                     break
                 chunks.append(chunk)
