@@ -104,11 +104,13 @@ def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
             data = read_head(path, _FILE_CAP)
         except OSError as e:
             return None, f"{rel} could not be read ({e.strerror or e})"
+        if len(data) >= _FILE_CAP:  # a query past the cap would go unseen: no verdict from a part
+            return None, f"{rel} is over {_FILE_CAP} bytes, not read whole"
         if _QUERY.encode() not in data:
             continue
         try:
             tree = ast.parse(data)
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # nesting past the parser's limits
             return None, f"{rel} mentions {_QUERY} but is not valid Python"
         for where, how in _queries(tree):
             (guarded if how else unguarded).append(f"{rel}:{where}" + (f": {how}" if how else ""))

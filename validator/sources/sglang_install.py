@@ -355,8 +355,14 @@ def _parse(path: Path, notes: list[str]) -> ast.Module | None:
     except OSError as exc:
         notes.append(f"{rel}: cannot read ({exc.strerror or exc})")
         return None
+    if len(source) >= _SOURCE_CAP:  # cut at the cap, a part can parse and say what the whole does not
+        notes.append(f"{rel}: over {_SOURCE_CAP} bytes, not read whole")
+        return None
     try:
         return ast.parse(source, filename=str(path))
+    except (RecursionError, MemoryError):  # nesting past the parser's limits: CPython refuses it too
+        notes.append(f"{rel}: does not parse (nested too deeply)")
+        return None
     except (SyntaxError, ValueError) as exc:
         line = getattr(exc, "lineno", None)
         notes.append(f"{rel}: does not parse" + (f" (line {line})" if line else ""))
@@ -438,7 +444,7 @@ def _model_file_defining(models: Path, name: str) -> Path | None:
     candidates = [first, *sorted(p for p in models.glob("*.py") if p != first)] if models.is_dir() else []
     for path in candidates:
         try:
-            data = path.read_bytes()
+            data = read_head(path, _SOURCE_CAP)  # never blocks on a FIFO nor reads /dev/zero for ever
         except OSError:
             continue
         if any(n in data for n in needles):

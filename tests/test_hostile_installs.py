@@ -1,0 +1,76 @@
+"""The installed-package readers (humming, SGLang) against hostile files where a module should be: a file
+over the read cap whose code past the cap decides the verdict, nesting past the parser's limits, a FIFO,
+``/dev/zero``. None may pass what was not read whole, raise, or block."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from validator.sources import humming, sglang_install
+from validator.sources.humming import gb10_bandwidth_safe
+from validator.sources.sglang_install import read_sglang_install
+
+UNGUARDED = (
+    "import pynvml\n"
+    "def calculate_gpu_bandwidth(h):\n"
+    "    return pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)\n"
+)
+
+
+def _humming(tmp_path: Path, text: str) -> Path:
+    package = tmp_path / "humming"
+    (package / "utils").mkdir(parents=True)
+    (package / "utils" / "device.py").write_text(text)
+    return package
+
+
+def test_a_humming_module_over_the_cap_is_no_verdict(tmp_path: Path) -> None:
+    """Padding puts the unguarded query past the bytes read: 'safe' would be a pass for a start that dies."""
+    assert gb10_bandwidth_safe(_humming(tmp_path, UNGUARDED))[0] is False  # control
+    padded = "#" + "x" * humming._FILE_CAP + "\n" + UNGUARDED
+    verdict, why = gb10_bandwidth_safe(_humming(tmp_path / "padded", padded))
+    assert verdict is None and "not read whole" in why, why
+
+
+def test_a_humming_module_nested_past_the_parser_is_no_verdict(tmp_path: Path) -> None:
+    deep = "x = " + "+".join(["1"] * 200_000) + "\n" + UNGUARDED
+    verdict, why = gb10_bandwidth_safe(_humming(tmp_path, deep))
+    assert verdict is None and "not valid Python" in why, why
+
+
+def _sglang(tmp_path: Path) -> Path:
+    root = tmp_path / "sglang"
+    (root / "srt" / "models").mkdir(parents=True)
+    (root / "srt" / "arg_groups").mkdir()
+    (root / "srt" / "arg_groups" / "choices.py").write_text('MOE_RUNNER_BACKEND_CHOICES = ["triton"]\n')
+    return root
+
+
+def test_sglang_sources_nested_too_deeply_or_over_the_cap_are_notes(tmp_path: Path) -> None:
+    root = _sglang(tmp_path)
+    assert read_sglang_install(root, "t").moe_runner_backends == ["triton"]  # control
+    (root / "srt" / "environ.py").write_text("x = " + "+".join(["1"] * 200_000) + "\n")
+    facts = read_sglang_install(root, "t")
+    assert facts.note is not None and "srt/environ.py: does not parse (nested too deeply)" in facts.note
+    # the list of backends past the cap: a cut file that parses would otherwise name no humming, or any
+    choices = root / "srt" / "arg_groups" / "choices.py"
+    choices.write_text("#" * sglang_install._SOURCE_CAP + '\nMOE_RUNNER_BACKEND_CHOICES = ["humming"]\n')
+    facts = read_sglang_install(root, "t")
+    assert facts.moe_runner_backends is None and "not read whole" in (facts.note or ""), facts.note
+
+
+@pytest.mark.timeout(30)  # the FIFO blocked open() for ever before
+def test_a_fifo_or_dev_zero_among_the_model_files_is_skipped_not_waited_on(tmp_path: Path) -> None:
+    root = _sglang(tmp_path)
+    os.mkfifo(root / "srt" / "models" / "aaa_fifo.py")
+    (root / "srt" / "models" / "aab_zero.py").symlink_to("/dev/zero")
+    (root / "srt" / "models" / "bailing_moe_nextn.py").write_text("class Other:\n    pass\n")
+    (root / "srt" / "models" / "zz.py").write_text("class BailingMoeForCausalLMNextN:\n    pass\n")
+    started = time.monotonic()
+    facts = read_sglang_install(root, "t")
+    assert time.monotonic() - started < 10
+    assert facts.nextn_shares_lm_head is False, facts.note
