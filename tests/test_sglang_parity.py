@@ -110,6 +110,9 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
     ("config unsupported", ["--config", "c.yaml", *M], {"c.yaml": "enable-tf32-matmul: true\n"}),
     ("config not a mapping", ["--config", "c.yaml", *M], {"c.yaml": "- a\n- b\n"}),
     ("config equals form", [*M, "--config=c.yaml"], {"c.yaml": "port: 31000\n"}),
+    ("config empty name", [*M, "--config", ""], {}),
+    ("config empty name, a later error", [*M, "--config", "", "--moe-runner-backend", "nope"], {}),
+    ("config name too long", [*M, "--config", "c" * 300 + ".yaml"], {}),
 ]
 
 _RUNNER = r"""

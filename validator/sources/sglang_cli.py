@@ -567,12 +567,18 @@ def merge_config(
     if index == len(argv) - 1:
         raise InputError(origin, "No config file specified after --config flag!")
     name = argv[index + 1]
+    if not name:  # SGLang merges nothing for an empty name; argparse then stores '' as --config
+        return list(argv), None
     path = Path(name)
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise InputError(origin, f"Config file must be YAML format, got: {path.suffix}")
-    if not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as exc:  # a name over the kernel's limit: SGLang's Path.exists raises the same
+        raise InputError(origin, str(exc).replace(str(path), name)) from None
+    if not exists:
         raise InputError(origin, f"Config file not found: {name}")
     import yaml  # lazy: only a --config command pays for it
 
