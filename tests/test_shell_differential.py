@@ -43,3 +43,12 @@ def test_generated_scripts_read_as_bash_runs_them(tmp_path: Path) -> None:
     for attack in ATTACKS:  # each made unresolved where it reaches the launch, or modelled exactly
         assert by[attack]["unresolved"] + by[attack]["proven"] > 0, (attack, dict(by[attack]))
     assert totals["proven"] >= COUNT // 2, totals
+
+
+def test_generated_scripts_as_bin_sh_read_as_dash_runs_them(tmp_path: Path) -> None:
+    """The same grammar under ``#!/bin/sh``, run by /bin/sh (dash on Debian and Ubuntu): only what POSIX sh
+    and bash do alike is modelled (assignments before special builtins persist, a failing special builtin
+    ends the shell, ``.`` looks on PATH only); what is bash's alone is unresolved, never read as bash."""
+    totals, _, bad = differential(SEED, 600, tmp_path, shell="sh")
+    assert not bad, f"{len(bad)} disagreements with /bin/sh; the first:\n" + bad[0]
+    assert totals["proven"] > 0, totals

@@ -397,8 +397,9 @@ def run_bash(root: Path, script: Script, base: dict[str, str]) -> Ran:
         (root / f).unlink(missing_ok=True)
     path = root / "s.sh"
     path.write_text(script.text)
+    shell = "/bin/sh" if script.text.startswith("#!/bin/sh\n") else "bash"
     subprocess.run(
-        ["bash", str(path), *script.args],
+        [shell, str(path), *script.args],
         env={**base, **script.env},
         cwd=root,
         stdin=subprocess.DEVNULL,
@@ -493,7 +494,7 @@ def compare(reader: Exec | str, ran: Ran) -> Verdict:
 
 
 def differential(
-    seed: int, count: int, root: Path, workers: int = 2
+    seed: int, count: int, root: Path, workers: int = 2, shell: str = "bash"
 ) -> tuple[Counter[str], dict[str, Counter[str]], list[str]]:
     """Generate ``count`` scripts from ``seed``, run each under bash and the reader; the totals by outcome,
     by construct, and the disagreements (each with its script)."""
@@ -501,6 +502,9 @@ def differential(
 
     rng = random.Random(seed)
     scripts = [Gen(random.Random(rng.getrandbits(64))).script() for _ in range(count)]
+    if shell == "sh":  # the same scripts as #!/bin/sh: dash runs them (Ubuntu's and Debian's /bin/sh)
+        for s in scripts:
+            s.text = "#!/bin/sh\n" + s.text.split("\n", 1)[1]
     totals: Counter[str] = Counter()
     by: dict[str, Counter[str]] = {}
     bad: list[str] = []

@@ -55,6 +55,9 @@ def _b_false(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | 
 
 def _b_echo(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
     values = [join(f) for f in args]
+    if ev.posix and any(isinstance(v, Unknown) or "\\" in v or v.startswith("-") for v in values):
+        ev.output_unknown("dash's echo (it reads backslashes and options otherwise)")
+        return ev.errexit(0, node, "echo")
     newline = True
     while values and isinstance(values[0], str) and re.fullmatch(r"-[neE]+", values[0]):
         if "e" in values[0]:
@@ -117,6 +120,8 @@ def _printf_format(fmt: str, values: list[Value], node: Any) -> Value:
 def _b_printf(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
     values = [join(f) for f in args]
     target: str | None = None
+    if ev.posix and values and values[0] == "-v":
+        raise Unmodelled("printf -v in a /bin/sh script", line_of(node))
     if len(values) >= 2 and values[0] == "-v":
         name = values[1]
         if isinstance(name, Unknown):
@@ -200,6 +205,8 @@ def _b_set(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | No
                         raise Unmodelled("set -o with no option name (it lists them)", line_of(node))
                     opt = words[k]
                     k += 1
+                    if ev.posix and opt == "pipefail":
+                        raise Unmodelled("set -o pipefail in a /bin/sh script", line_of(node))
                     if not isinstance(opt, str) or opt not in names or opt in ("errtrace", "functrace"):
                         raise Unmodelled(f"set -o {opt!r}", line_of(node))
                     (ev.st.opts.add if on else ev.st.opts.discard)(opt)
@@ -287,6 +294,8 @@ def _b_source(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int |
     if isinstance(target, Unknown):
         raise Unmodelled(f"the sourced file is computed at run time: {target.reason}", line_of(node))
     path = _find_source(ev, target, node)
+    if path is None and ev.posix:  # dash: a special builtin's failure ends a non-interactive shell
+        raise ShellExit(2, line_of(node), f". {target}: no such file (dash stops)")
     if path is None:
         ev.notes.append(
             f"{ev.file}:{line_of(node)}: source {target}: no such file here; bash goes on (the values it "
@@ -338,7 +347,8 @@ def _find_source(ev: Evaluator, target: str, node: Any) -> str | None:
             candidates.append(os.path.join(d, target))
     if isinstance(cwd, Unknown) and not target.startswith("/"):
         raise Unmodelled(f"source {target}: {cwd.reason}", line_of(node))
-    candidates.append(os.path.normpath(os.path.join(str(cwd), target)))
+    if "/" in target or not ev.posix:  # dash's . looks only on PATH for a name with no slash
+        candidates.append(os.path.normpath(os.path.join(str(cwd), target)))
     for c in candidates:
         if ev.changed(c):
             raise Unmodelled(f"source {target}: {c} may have been written by the script", line_of(node))
@@ -657,6 +667,14 @@ BUILTINS: dict[str, Builtin] = {
     "fg": _b_unmodelled("fg"),
     "bg": _b_unmodelled("bg"),
 }
+
+
+# what dash has too, with the same meaning for the uses modelled here
+POSIX_BUILTINS = {
+    ":", "true", "false", "echo", "printf", "export", "unset", "set", "shift", "cd", "pwd", ".", "exit",
+    "return", "eval", "test", "[", "read", "trap", "exec", "command", "wait", "umask", "break", "continue",
+    "hash",
+}  # fmt: skip
 
 
 def _pure(name: str) -> Builtin:

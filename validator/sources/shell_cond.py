@@ -175,6 +175,8 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Any) -> bool | Non
             return (op == "-n") if operand.nonempty else None
         return (operand != "") == (op == "-n")
     if op == "-v":
+        if ev.posix:
+            raise Unmodelled("test -v in a /bin/sh script", line_of(node))
         if isinstance(operand, Unknown):
             return None
         return ev.scalar(operand) is not None or ev.elements(operand) is not None
@@ -207,6 +209,8 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Any) -> bool | Non
 
 
 def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Any) -> bool | None:
+    if ev.posix and op == "==":
+        raise Unmodelled("[ a == b ] in a /bin/sh script (dash's test has no ==)", line_of(node))
     if op in ("=", "==", "!="):  # test and [ compare strings: no patterns
         if isinstance(left, Unknown) or isinstance(right, Unknown):
             return None
@@ -392,6 +396,8 @@ class Arith:
             and self.toks[self.k + 1]
             in (("o", "="), ("o", "+="), ("o", "-="), ("o", "*="), ("o", "/="), ("o", "%="))
         ):
+            if self.ev.posix:
+                raise self.fail("an assignment inside arithmetic in a /bin/sh script")
             name, op = self.toks[self.k][1], self.toks[self.k + 1][1]
             self.k += 2
             rhs = self.assign()
@@ -491,6 +497,8 @@ class Arith:
     def unary(self) -> int:
         op = self.peek()
         if op in ("++", "--"):
+            if self.ev.posix:
+                raise self.fail("++ or -- in a /bin/sh script")
             self.k += 1
             if self.k >= len(self.toks) or self.toks[self.k][0] != "v":
                 raise self.fail(f"{op} of a non-variable")
@@ -520,6 +528,8 @@ class Arith:
             raise self.fail(f"operator {tok!r}")
         value = self.read(tok)
         post = self.peek()
+        if post in ("++", "--") and self.ev.posix:
+            raise self.fail("++ or -- in a /bin/sh script")
         if post in ("++", "--"):
             self.k += 1
             self.store(tok, value + (1 if post == "++" else -1))

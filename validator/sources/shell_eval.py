@@ -39,10 +39,19 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from validator.errors import UnresolvedLaunch
 from validator.sources.files import read_bounded
-from validator.sources.shell_builtins import BUILTINS, PROGRAMS
+from validator.sources.shell_builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
 from validator.sources.shell_cond import Conditions
-from validator.sources.shell_parse import MAX_SCRIPT_BYTES, field_of, line_of, parse, snippet, text
+from validator.sources.shell_parse import (
+    MAX_SCRIPT_BYTES,
+    field_of,
+    interpreter,
+    line_of,
+    parse,
+    snippet,
+    text,
+)
 from validator.sources.shell_state import (
     BASH_VARS,
     MAKERS,
@@ -67,6 +76,10 @@ from validator.sources.shell_state import (
 from validator.sources.shell_vars import Variables
 from validator.sources.shell_words import Field, Unbound, Unknown, Unmodelled, Unsplit, Value, join
 
+# POSIX's special builtins: the assignments before them persist in a POSIX shell
+_SPECIAL = {":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set"}
+_SPECIAL |= {"shift", "times", "trap", "unset"}
+
 
 class Evaluator(Variables, Conditions):
     """One path through the script, the decisions at its forks given by ``prefix``."""
@@ -85,6 +98,7 @@ class Evaluator(Variables, Conditions):
         self.notes: list[str] = []
         self.missing_source: list[str] = []
         self.line = 0
+        self.posix = False  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self._capturing: list[Value] | None = None  # inside $(...): what the commands print
 
@@ -117,13 +131,15 @@ class Evaluator(Variables, Conditions):
         self.st.vars.pop("PWD", None)
         if "IFS" in self.st.vars:  # bash ignores an inherited IFS
             del self.st.vars["IFS"]
-        for name in [k for k in self.st.vars if k in BASH_VARS or k.startswith("BASH_FUNC_")]:
+        for name in [
+            k for k in self.st.vars if not self.posix and (k in BASH_VARS or k.startswith("BASH_FUNC_"))
+        ]:
             if name.startswith("BASH_FUNC_"):
                 return Ending("unresolved", 1, self.file, f"{name} in the environment: an exported function")
             del self.st.vars[name]
-        if env.get("BASH_ENV"):
+        if env.get("BASH_ENV") and not self.posix:
             return Ending("unresolved", 1, self.file, "BASH_ENV is set: bash sources that file first")
-        if env.get("SHELLOPTS") or env.get("BASHOPTS"):
+        if (env.get("SHELLOPTS") or env.get("BASHOPTS")) and not self.posix:
             return Ending("unresolved", 1, self.file, "SHELLOPTS/BASHOPTS in the environment")
         ending = self._walk(tree)
         trap = self.st.traps.get("EXIT")
@@ -201,12 +217,37 @@ class Evaluator(Variables, Conditions):
         finally:
             self.ignore_errexit -= 1
 
+    def posix_check(self, node: Any) -> None:
+        """A ``#!/bin/sh`` script runs under dash (Ubuntu, Debian): what is bash's alone is not modelled
+        there (dash refuses it, or reads it otherwise: ``&>`` is ``&`` then ``>``)."""
+        t = node.type
+        line = line_of(node)
+        if t == "declaration_command" and text(node.children[0]) != "export":
+            raise Unmodelled(f"{text(node.children[0])} in a /bin/sh script", line)
+        if t == "declaration_command" and any(text(c).startswith(("-", "+")) for c in node.children[1:]):
+            raise Unmodelled("export with an option in a /bin/sh script", line)
+        if t == "test_command" and node.children[0].type == "[[":
+            raise Unmodelled("[[ ]] in a /bin/sh script", line)
+        if t in ("c_style_for_statement",) or (t == "compound_statement" and node.children[0].type == "(("):
+            raise Unmodelled("(( )) in a /bin/sh script", line)
+        if t == "function_definition" and node.children[0].type == "function":
+            raise Unmodelled("the function keyword in a /bin/sh script", line)
+        raw = bytes(node.text)
+        if t in ("redirected_statement", "command", "pipeline", "list") and (
+            b"&>" in raw or b"|&" in raw or b"<<<" in raw or b"<(" in raw or b">(" in raw
+        ):
+            raise Unmodelled("&>, |&, <<< or a process substitution in a /bin/sh script", line)
+        if t == "case_statement" and (b";&" in raw):
+            raise Unmodelled(";& or ;;& in a /bin/sh script", line)
+
     def stmt(self, node: Any) -> int | None:
         self.line = line_of(node)  # for what is found where no node is at hand
         self.steps += 1
         if self.steps > MAX_STEPS:
             raise Unmodelled(f"more than {MAX_STEPS} statements on one path", line_of(node))
         t = node.type
+        if self.posix:
+            self.posix_check(node)
         if t in ("comment", ";", "\n", "heredoc_body"):
             return self.st.status
         if t == "variable_assignment":
@@ -396,9 +437,25 @@ class Evaluator(Variables, Conditions):
         args = words[1:]
         if not skip_functions and head in self.st.funcs:
             return self.errexit(self.call_function(head, args, prefix, node), node, head)
+        if self.posix and head in BUILTINS and head not in POSIX_BUILTINS:
+            raise Unmodelled(f"{head} in a /bin/sh script (a bash builtin)", line_of(node))
+        if self.posix and head in ("shift", "export", "unset", "set", "trap"):
+            # a special builtin that fails ends a non-interactive POSIX shell (dash: shift past the end)
+            for n, v in prefix:
+                self.assign(n, v, node)
+            with self.ignoring():
+                status = BUILTINS[head](self, args, [], node)
+            if status is None or status != 0:
+                raise ShellExit(status, line_of(node), f"{head} failed: dash stops")
+            self.st.status = 0
+            return 0
         if head in BUILTINS and not (execs and head not in ("exec",)):
             if head in ("exec", "command", "builtin") or not prefix:
                 return BUILTINS[head](self, args, prefix, node)
+            if self.posix and head in _SPECIAL:  # POSIX: assignments before a special builtin stay
+                for n, v in prefix:
+                    self.assign(n, v, node)
+                return BUILTINS[head](self, args, [], node)
             with self.temporary(prefix, node):
                 status = BUILTINS[head](self, args, prefix, node)
             return status
@@ -846,7 +903,12 @@ def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | N
     Raises InputError for a file that is not a script (unreadable, oversized, a syntax error)."""
     script = Path(path).absolute()
     data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
-    tree = parse(data, str(script))
+    shell = interpreter(data)
+    if shell not in ("bash", "sh"):
+        raise UnresolvedLaunch(
+            f"{script}:1: the script runs under {shell}; the reader models bash and POSIX sh"
+        )
+    tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
     endings: list[Ending] = []
     notes: list[str] = []
     stack: list[list[int]] = [[]]
@@ -858,6 +920,7 @@ def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | N
             )
             break
         ev = Evaluator(script, prefix)
+        ev.posix = shell == "sh"
         ending = ev.run(tree, env, list(args or []))
         if ending.launch is not None and ev.missing_source:
             ending.reason = "; ".join(ev.missing_source)

@@ -19,7 +19,7 @@ MAX_SCRIPT_BYTES = 1 << 20  # launcher scripts are a few KB; a bigger file is no
 MAX_NESTING = 200  # syntax-tree depth; the evaluator recurses along it
 
 
-def parse(source: bytes, where: str) -> Any:
+def parse(source: bytes, where: str, shell: str = "bash") -> Any:
     """The tree-sitter tree of ``source``.
 
     A NUL byte, an oversized file or a tree deeper than MAX_NESTING is InputError; a syntax error bash
@@ -44,12 +44,12 @@ def parse(source: bytes, where: str) -> Any:
     if bad is None:
         # the grammar also accepts what bash refuses (a here-document whose end word shares its line):
         # bash, which would stop there, has the last word
-        complaint = _bash_syntax_error(source)
+        complaint = _bash_syntax_error(source, shell)
         if complaint is not None and not complaint.startswith("bash could not"):
             raise InputError(where, f"shell syntax error: {complaint}")
         return tree
     line = bad.start_point[0] + 1
-    complaint = _bash_syntax_error(source)
+    complaint = _bash_syntax_error(source, shell)
     if complaint is not None:
         raise InputError(where, f"shell syntax error: {complaint}", line)
     raise UnresolvedLaunch(
@@ -75,18 +75,18 @@ def _misread(tree: Any) -> Any | None:
                 return None
 
 
-def _bash_syntax_error(source: bytes) -> str | None:
-    """bash's own complaint about ``source`` with ``-n`` (read commands, execute none), else None."""
+def _bash_syntax_error(source: bytes, shell: str = "bash") -> str | None:
+    """The shell's own complaint about ``source`` with ``-n`` (read commands, execute none), else None."""
     try:
         proc = subprocess.run(
-            ["bash", "-n", "/dev/stdin"], input=source, capture_output=True, timeout=10, check=False
+            [shell, "-n", "/dev/stdin"], input=source, capture_output=True, timeout=10, check=False
         )
     except (OSError, subprocess.TimeoutExpired):
         return "bash could not be asked to confirm it"
     if proc.returncode == 0:
         return None
     lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-    return lines[0].replace("/dev/stdin: ", "") if lines else f"bash -n exits {proc.returncode}"
+    return lines[0].replace("/dev/stdin: ", "") if lines else f"{shell} -n exits {proc.returncode}"
 
 
 def _too_deep(tree: Any) -> int | None:
@@ -140,3 +140,21 @@ def field_of(parent: Any, child: Any) -> str | None:
             name = parent.field_name_for_child(i)
             return str(name) if name is not None else None
     return None
+
+
+POSIX_SHELLS = {"sh", "dash", "ash", "posh"}
+
+
+def interpreter(source: bytes) -> str:
+    """The shell that runs the script as ``./start.sh``: ``bash`` (also with no ``#!`` line, as bash runs
+    such a file itself), ``sh`` for a POSIX shell (dash on Ubuntu and Debian), or another program's name."""
+    if not source.startswith(b"#!"):
+        return "bash"
+    words = source[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    if not words:
+        return "bash"
+    name = words[0].rsplit("/", 1)[-1]
+    if name == "env":
+        rest = [w for w in words[1:] if not w.startswith("-")]
+        name = rest[0].rsplit("/", 1)[-1] if rest else "env"
+    return "sh" if name in POSIX_SHELLS else name

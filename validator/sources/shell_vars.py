@@ -41,6 +41,16 @@ class Variables(Words):
             return str(self.script)
         if name == "?":
             return Unknown("$?: an exit status") if self.st.status is None else str(self.st.status)
+        if self.posix and name not in self.st.vars:  # dash sets few variables of its own
+            if name in ("PPID", "LINENO", "PATH"):
+                return Unknown(f"${name}: set by the shell at run time")
+            if name in ("OPTIND", "PS4"):
+                return "1" if name == "OPTIND" else "+ "
+            if name == "PWD":
+                return self.st.cwd
+            if name == "0":
+                return str(self.script)
+            return None if name != "?" else (Unknown("$?") if self.st.status is None else str(self.st.status))
         if name in BASH_VARS and name not in self.st.vars:
             if name in MAYBE_UNSET and self.nounset():
                 raise Unmodelled(f"${name} under set -u: bash may have it unset (and stop)", 0)
@@ -174,6 +184,10 @@ class Variables(Words):
             key = kv
         else:
             name = text(target)
+        if self.posix and (
+            target.type == "subscript" or append or (value_node is not None and value_node.type == "array")
+        ):
+            raise Unmodelled("arrays or += in a /bin/sh script", line_of(node))
         if value_node is not None and value_node.type == "array":
             self.array_assignment(name, value_node, append, node)
             return name

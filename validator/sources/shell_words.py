@@ -383,6 +383,8 @@ _SPECIAL_RUNTIME["-"] = "the shell's flags"
 class Words:
     """Word expansion over the evaluator's state (the methods below the line are the evaluator's)."""
 
+    posix = False  # a #!/bin/sh script (see Evaluator.posix)
+
     # provided by the evaluator
     def scalar(self, name: str) -> Value | None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -468,6 +470,13 @@ class Words:
             raw = text(node)
             if quoted:
                 return [Seg(raw, quoted=True)]
+            if (
+                self.posix
+                and ("~" in raw)
+                and (assignment or _ASSIGNMENT_WORD.match(raw))
+                and not raw.startswith("~")
+            ):
+                raise Unmodelled(f"~ inside {raw!r} in a /bin/sh script", line)
             if first and not assignment and _ASSIGNMENT_WORD.match(raw) and ("=~" in raw or ":~" in raw):
                 # bash expands ~ after = and : also in an argument that looks like an assignment
                 name, _, rest = raw.partition("=")
@@ -477,6 +486,8 @@ class Words:
             if _brace_expansion(raw):
                 raise Unmodelled(f"brace expansion {raw!r}", line)
             return [Seg(raw, quoted=False, literal=True)]
+        if self.posix and t in ("ansi_c_string", "translated_string"):
+            raise Unmodelled("$'...' in a /bin/sh script", line)
         if t in ("raw_string", "ansi_c_string") and quoted:
             # inside "${v:-'x'}" single quotes are ordinary characters: bash keeps them
             return [Seg(text(node), quoted=True)]
@@ -634,6 +645,17 @@ class Words:
         line = line_of(node)
         if not kids:
             raise Unmodelled("${}", line)
+        if self.posix:
+            ops = [
+                text(c) for c in kids[1:] if c.type not in ("word", "string", "raw_string", "concatenation")
+            ]
+            posix_ops = {":-", "-", ":=", "=", ":?", "?", ":+", "+", "#", "##", "%", "%%"}
+            if (
+                kids[0].type in ("!", "subscript")
+                or any(c.type == "subscript" for c in kids)
+                or (kids[0].type != "#" and ops and ops[0] not in posix_ops)
+            ):
+                raise Unmodelled(f"{snippet(node)} in a /bin/sh script (bash's)", line)
         head = kids[0]
         if head.type == "#" and len(kids) == 2:  # ${#V} ${#A[@]}
             name, index = self._name(kids[1], line)
