@@ -1,5 +1,5 @@
 """The launcher-script reader against real bash, at any size: ``python -m bench.shell_differential
---seed N --count M [--workers W]``. Prints the outcomes (proven, partly: some part unresolved,
+--seed N --count M [--workers W] [--shell sh]``. Prints the outcomes (proven, partly: some part unresolved,
 unresolved, no-launch: bash started no server either, disagree) overall and by construct, and the first
 disagreements with their scripts. The CI test (``tests/test_shell_differential.py``) runs a fixed seed.
 """
@@ -20,10 +20,13 @@ def main() -> int:
     p.add_argument("--count", type=int, default=5000)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--show", type=int, default=3, help="disagreements to print")
+    p.add_argument(
+        "--shell", choices=["bash", "sh"], default="bash", help="sh: the scripts as #!/bin/sh (dash)"
+    )
     args = p.parse_args()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        totals, by, bad = differential(args.seed, args.count, Path(tmp), args.workers)
+        totals, by, bad = differential(args.seed, args.count, Path(tmp), args.workers, args.shell)
     took = time.monotonic() - t0
     kinds = ["proven", "partly", "unresolved", "no-launch", "disagree"]
     print(
