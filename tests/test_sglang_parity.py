@@ -89,6 +89,10 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
     ("negative exponent is a flag", [*M, "--mem-fraction-static", "-1e3"], {}),
     ("value with equals dash", [*M, "--served-model-name=-x"], {}),
     ("empty equals value", [*M, "--port="], {}),
+    # SGLang's LoRAPathAction fails with json's error or an assertion, not an argparse message
+    ("lora json without keys", [*M, '--lora-paths={"a":1}'], {}),
+    ("lora bad json", [*M, "--lora-paths", "{nope}"], {}),
+    ("lora json and plain", [*M, "--lora-paths", '{"lora_name":"a","lora_path":"/p"}', "b"], {}),
     ("nargs plus repeated", [*M, "--cuda-graph-bs", "1", "--cuda-graph-bs", "2", "4"], {}),
     (
         "config basic",

@@ -402,15 +402,16 @@ class _LoraPaths(argparse._StoreAction):
         for raw in values or []:
             path = str(raw).strip()
             if path.startswith("{") and path.endswith("}"):
+                # SGLang's action raises json's error and an AssertionError, not argparse errors: the launch
+                # stops with a traceback whose last line is this text, without argparse's "argument" prefix
                 try:
                     obj = json.loads(path)
                 except ValueError as exc:
-                    raise argparse.ArgumentError(self, f"invalid JSON LoRA entry {path!r}: {exc}") from None
+                    raise _ArgparseExit(str(exc)) from None
                 if not (isinstance(obj, dict) and "lora_path" in obj and "lora_name" in obj):
-                    raise argparse.ArgumentError(
-                        self,
+                    raise _ArgparseExit(
                         f"{path!r} looks like a JSON str, "
-                        "but it does not contain 'lora_name' and 'lora_path' keys.",
+                        "but it does not contain 'lora_name' and 'lora_path' keys."
                     )
                 out.append(obj)
             else:
