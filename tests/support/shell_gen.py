@@ -239,6 +239,8 @@ class Gen:
             "read -r B <<< \"from-read\"",
             "command -v python3 >/dev/null && B=has",
             "builtin export Q=1",
+            "builtin export Q=$E2",
+            "command export Q=$E2 SGLANG_ENABLE_FP8_LM_HEAD",
             "trap 'echo bye' EXIT",
             "trap 'exec python3 -m sglang.launch_server --from-trap' EXIT",
             "trap 'exec python3 -m sglang.launch_server --from-trap' EXIT; trap - EXIT",

@@ -151,10 +151,15 @@ def _b_printf(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int |
 
 
 def _b_export(kind: str) -> Builtin:
+    """A declaration builtin reached as a command word (``builtin export X=1``, ``command declare -x``):
+    its arguments are the words as expanded."""
+
     def run(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
-        raise Unmodelled(
-            f"{kind} given as a command word (quoted, or reached through a variable)", line_of(node)
-        )
+        if kind == "unset":
+            raise Unmodelled("unset given as a command word", line_of(node))
+        if kind == "local" and not ev.in_function:
+            return ev.errexit(1, node, kind)
+        return ev.errexit(ev.declare_words(kind, {}, [join(f) for f in args], node), node, kind)
 
     return run
 

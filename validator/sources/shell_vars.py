@@ -251,30 +251,30 @@ class Variables(Words):
             fs = self.fields(child)
             if isinstance(fs, Unknown):
                 raise Unmodelled(f"{keyword} argument known only at run time: {fs.reason}", line_of(child))
-            for f in fs:
-                word = join(f)
-                if isinstance(word, Unknown):
-                    raise Unmodelled(
-                        f"{keyword} argument known only at run time: {word.reason}", line_of(child)
-                    )
-                if (
-                    word[:1] in "-+"
-                    and len(word) > 1
-                    and NAME.fullmatch(word[1:].replace("-", "x")) is not None
-                ):
-                    for letter in word[1:]:
-                        flags[letter] = word[0] == "-"
-                    continue
-                name, eq, rest = word.partition("=")
-                if not NAME.fullmatch(name.removesuffix("+")):
-                    status = 1  # bash: not a valid identifier
-                    continue
-                if eq:
-                    self.declare(
-                        name.removesuffix("+"), keyword, flags, child, value=rest, append=name.endswith("+")
-                    )
-                else:
-                    self.declare(name, keyword, flags, child)
+            status = self.declare_words(keyword, flags, [join(f) for f in fs], child) or status
+        return status
+
+    def declare_words(self, keyword: str, flags: dict[str, bool], words: list[Value], node: Any) -> int:
+        """Declaration arguments as words (``export "X=1"``, ``builtin export X=1``): options, then
+        ``NAME=value`` or ``NAME``; 1 when a name is not a valid identifier, as bash reports it."""
+        status = 0
+        for word in words:
+            if isinstance(word, Unknown):
+                raise Unmodelled(f"{keyword} argument known only at run time: {word.reason}", line_of(node))
+            if word[:1] in "-+" and len(word) > 1 and NAME.fullmatch(word[1:].replace("-", "x")) is not None:
+                for letter in word[1:]:
+                    flags[letter] = word[0] == "-"
+                continue
+            name, eq, rest = word.partition("=")
+            if not NAME.fullmatch(name.removesuffix("+")):
+                status = 1  # bash: not a valid identifier
+                continue
+            if eq:
+                self.declare(
+                    name.removesuffix("+"), keyword, flags, node, value=rest, append=name.endswith("+")
+                )
+            else:
+                self.declare(name, keyword, flags, node)
         return status
 
     def declare(
