@@ -23,7 +23,7 @@ CONSTRUCTS = {
     "set --/shift", "source", "cd", "IFS", "printf -v", "eval", "arithmetic", "${!v}", "VAR=x cmd",
     "set -e/-u", "launch:exec", "launch:plain", "launch:env", "launch:env -u", "launch:VAR=x exec",
     "launch:command", "launch:array", "launch:function", "launch:env -i", "launch:nohup &", "loops",
-    "bash's variables", "redirections",
+    "bash's variables", "redirections", "#! line",
 }  # fmt: skip
 ATTACKS = {
     "attack:trap", "attack:mapfile", "attack:declare", "attack:python3", "attack:exec", "attack:alias",

@@ -334,7 +334,10 @@ class Gen:
 
     def script(self) -> Script:
         n = self.r.randrange(2, 9)
-        lines = ["#!/bin/bash"] + [self.statement() for _ in range(n)] + [self.launch()]
+        header = self.pick(["#!/bin/bash"] * 6 + ["#!/bin/bash -e", "#!/usr/bin/env bash", "#!/bin/bash -eu"])
+        if header != "#!/bin/bash":
+            self.tag("#! line")
+        lines = [header] + [self.statement() for _ in range(n)] + [self.launch()]
         words = ["a", "b c", "", "x*", "--p", "-p", "-x", "-pv", "-q", "--"]
         args = [self.pick(words) for _ in range(self.r.randrange(0, 4))]
         env = {}
@@ -399,9 +402,12 @@ def run_bash(root: Path, script: Script, base: dict[str, str]) -> Ran:
         (root / f).unlink(missing_ok=True)
     path = root / "s.sh"
     path.write_text(script.text)
-    shell = "/bin/sh" if script.text.startswith("#!/bin/sh\n") else "bash"
+    # as the operator runs it (./s.sh): the #! line's interpreter, its one argument, the script (what the
+    # kernel does; exec'ing the file itself races with the threads that write the other sandboxes' files)
+    first = script.text.split("\n", 1)[0][2:].strip()
+    interp, _, rest = first.partition(" ")
     subprocess.run(
-        [shell, str(path), *script.args],
+        [interp, *([rest.strip()] if rest.strip() else []), str(path), *script.args],
         env={**base, **script.env},
         cwd=root,
         stdin=subprocess.DEVNULL,
@@ -507,6 +513,7 @@ def differential(
     if shell == "sh":  # the same scripts as #!/bin/sh: dash runs them (Ubuntu's and Debian's /bin/sh)
         for s in scripts:
             s.text = "#!/bin/sh\n" + s.text.split("\n", 1)[1]
+            s.constructs.add("#!/bin/sh")
     totals: Counter[str] = Counter()
     by: dict[str, Counter[str]] = {}
     bad: list[str] = []

@@ -47,6 +47,7 @@ from validator.sources.shell_parse import (
     MAX_SCRIPT_BYTES,
     field_of,
     interpreter,
+    interpreter_options,
     line_of,
     parse,
     snippet,
@@ -98,6 +99,7 @@ class Evaluator(Variables, Conditions):
         self.notes: list[str] = []
         self.missing_source: list[str] = []
         self.line = 0
+        self.initial_opts: set[str] = set()  # what the #! line switches on (#!/bin/bash -e)
         self.posix = False  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self._capturing: list[Value] | None = None  # inside $(...): what the commands print
@@ -124,7 +126,7 @@ class Evaluator(Variables, Conditions):
             vars={k: Var(value=v, exported=True) for k, v in env.items()},
             funcs={},
             positional=list(args),
-            opts=set(),
+            opts=set(self.initial_opts),
             cwd=str(self.script.parent),
             sources=[str(self.script)],
         )
@@ -908,6 +910,9 @@ def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | N
         raise UnresolvedLaunch(
             f"{script}:1: the script runs under {shell}; the reader models bash and POSIX sh"
         )
+    options = interpreter_options(data)
+    if options is None:
+        raise UnresolvedLaunch(f"{script}:1: the #! line's options are not modelled")
     tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
     endings: list[Ending] = []
     notes: list[str] = []
@@ -921,6 +926,7 @@ def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | N
             break
         ev = Evaluator(script, prefix)
         ev.posix = shell == "sh"
+        ev.initial_opts = set(options)
         ending = ev.run(tree, env, list(args or []))
         if ending.launch is not None and ev.missing_source:
             ending.reason = "; ".join(ev.missing_source)

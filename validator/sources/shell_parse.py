@@ -158,3 +158,40 @@ def interpreter(source: bytes) -> str:
         rest = [w for w in words[1:] if not w.startswith("-")]
         name = rest[0].rsplit("/", 1)[-1] if rest else "env"
     return "sh" if name in POSIX_SHELLS else name
+
+
+_OPTION_LETTERS = {
+    "e": "errexit",
+    "u": "nounset",
+    "a": "allexport",
+    "f": "noglob",
+    "x": "xtrace",
+    "v": "verbose",
+}
+
+
+def interpreter_options(source: bytes) -> set[str] | None:
+    """The shell options the ``#!`` line switches on (``#!/bin/bash -eu``, ``#!/usr/bin/env -S bash -e``), or
+    None for options not modelled. Linux hands the rest of the line to the interpreter as one argument."""
+    if not source.startswith(b"#!"):
+        return set()
+    line = source[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    words = line.split()
+    if not words:
+        return set()
+    if words[0].rsplit("/", 1)[-1] == "env":
+        if len(words) > 1 and words[1] == "-S":
+            args = words[3:]
+        elif len(words) > 2:
+            return None  # env is handed "bash -e" as one program name, and fails
+        else:
+            args = []
+    else:
+        rest = line[len(words[0]) :].strip()
+        args = [rest] if rest else []
+    opts: set[str] = set()
+    for a in args:
+        if not (a.startswith("-") and len(a) > 1 and all(c in _OPTION_LETTERS for c in a[1:])):
+            return None
+        opts |= {_OPTION_LETTERS[c] for c in a[1:]}
+    return opts
