@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.prerequisite import missing
 from tests.test_server_log import RUN_BROKEN, RUN_HEALTHY, TP, _args, _decode
 from validator.errors import UnavailableError, UsageError
 from validator.sources.server_log import (
@@ -156,7 +157,8 @@ class FakeHost:
         self.boot = uuid.uuid4().hex
         self.t = 1_796_000_000_000_000
         real = shutil.which("journalctl")
-        assert real is not None and JOURNAL_REMOTE.exists(), "install systemd and systemd-journal-remote"
+        if real is None or not JOURNAL_REMOTE.exists():
+            missing("journalctl or systemd-journal-remote not found (apt: systemd systemd-journal-remote)")
         (self.bin / "journalctl").write_text(f'#!/bin/sh\nexec {real} --file="{self.journal}" "$@"\n')
         (self.bin / "systemctl").write_text(
             "#!/bin/sh\n"

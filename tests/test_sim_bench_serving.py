@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.prerequisite import missing
 from tests.support.sglang_wheel import CACHE
 from tests.support.sim_process import REPO, SimProcess, sim_process, wait_healthy
 from validator.sim import resolve
@@ -59,7 +60,7 @@ json.dump(config, open(sys.argv[2] + "/tokenizer_config.json", "w"))
 def _python() -> Path:
     python = SGLANG_VENV / "bin" / "python"
     if not python.exists():
-        pytest.fail(f"{python} is missing: run scripts/setup_sglang_env.sh .venv-sglang (as .ci/run does)")
+        missing(f"{python} missing (bash scripts/setup_sglang_env.sh .venv-sglang)")
     return python
 
 
