@@ -155,8 +155,8 @@ def _b_export(kind: str) -> Builtin:
     its arguments are the words as expanded."""
 
     def run(ev: Evaluator, args: list[Field], prefix: Any, node: Any) -> int | None:
-        if kind == "unset":
-            raise Unmodelled("unset given as a command word", line_of(node))
+        if kind == "unset" or ev.posix:  # dash does not split an assignment after `command export`
+            raise Unmodelled(f"{kind} given as a command word", line_of(node))
         if kind == "local" and not ev.in_function:
             return ev.errexit(1, node, kind)
         return ev.errexit(ev.declare_words(kind, {}, [join(f) for f in args], node), node, kind)
