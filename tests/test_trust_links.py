@@ -147,3 +147,26 @@ def test_a_file_that_fails_to_read_is_one_line_not_an_internal_error() -> None:
         err = proc.stderr.strip()
         assert proc.returncode == 65 and "/proc/self/mem" in err and "cannot read" in err, (argv, err)
         assert len(err.splitlines()) == 1 and "internal error" not in err, err
+
+
+def test_a_pack_reached_through_a_private_link_finds_its_base_and_prompts_beside_its_file(
+    tmp_path: Path,
+) -> None:
+    """Relative ``extends:`` and ``probe.prompts`` are read beside the pack's real file (as before the
+    path stopped being resolved up front), and still through the trusted reader."""
+    real = tmp_path / "packs"
+    real.mkdir()
+    shutil.copyfile(PROMPTS, real / "my-prompts.yaml")
+    shutil.copyfile(BASELINE, real / "base.yaml")
+    (real / "site.yaml").write_text(
+        "apiVersion: spark-validate/v1\nkind: RulePack\nextends: base.yaml\n"
+        "metadata:\n  name: site\n  version: '1'\nprobe:\n  prompts: my-prompts.yaml\n"
+    )
+    links = tmp_path / "etc"
+    links.mkdir()
+    (links / "site.yaml").symlink_to(real / "site.yaml")
+    loaded = load_pack(str(links / "site.yaml"))
+    assert loaded.name == "site"
+    assert loaded.pack.probe is not None and loaded.pack.probe.prompts == "my-prompts.yaml"
+    assert loaded.data_file(loaded.pack.probe.prompts) == real / "my-prompts.yaml"
+    assert load_prompts(loaded.data_file(loaded.pack.probe.prompts))

@@ -52,9 +52,10 @@ class LoadedPack:
         return self.pack.metadata.name
 
     def data_file(self, relative: str) -> Path:
-        """A file the pack names, beside it. The path is not resolved here: the trusted reader walks it
-        (symbolic links included) and judges every directory on the way, the link's own among them."""
-        return self.path.parent / relative
+        """A file the pack names, beside the pack's real file (a pack reached through a link finds its
+        data where the file is). The file's own path is not resolved: the trusted reader walks it (links
+        included) and judges every directory on the way, a link's own directory among them."""
+        return self.path.resolve().parent / relative
 
 
 def builtin_packs_dir() -> Path:
@@ -237,7 +238,8 @@ def _extended_path(child: Path, ref: object) -> Path:
     if not isinstance(ref, str) or not ref:
         raise InputError(str(child), "extends: must name a pack (a built-in name or a path)")
     if names_a_file(ref):
-        target = child.parent / ref
+        # beside the extending pack's real file; the target itself is walked and judged when it is read
+        target = child.resolve().parent / ref
         if not _is_file(target, str(child), "extends"):
             raise InputError(str(child), f"extends: {ref}: no such pack file")
         return target
