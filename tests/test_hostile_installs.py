@@ -74,3 +74,31 @@ def test_a_fifo_or_dev_zero_among_the_model_files_is_skipped_not_waited_on(tmp_p
     facts = read_sglang_install(root, "t")
     assert time.monotonic() - started < 10
     assert facts.nextn_shares_lm_head is False, facts.note
+
+
+@pytest.mark.parametrize(
+    ("version", "read"),
+    [
+        (b"0.6.3", "0.6.3"),
+        (b"0.6.3\x00", None),  # raised ValueError (embedded null byte) in the kernel scan
+        (b"../../../../tmp/elsewhere", None),  # pointed the kernel scan at another directory
+        (b"/etc", None),
+        (b"..", None),
+        (b"a" * 5000, None),
+        (b"1.0.0rc1+cu128", "1.0.0rc1+cu128"),
+    ],
+)
+def test_a_dist_version_that_is_no_version_is_not_used_as_a_path(
+    tmp_path: Path, version: bytes, read: str | None
+) -> None:
+    from validator.sources.flashinfer import read_flashinfer
+
+    info = tmp_path / "site" / "flashinfer_python-0.6.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_bytes(
+        b"Metadata-Version: 2.1\nName: flashinfer-python\nVersion: " + version + b"\n\n"
+    )
+    facts = read_flashinfer({}, site_dirs=[tmp_path / "site"], home=tmp_path, sglang_redirects=None)
+    assert facts.python_version == read
+    if read is None:
+        assert facts.note is not None and "no Version in METADATA" in facts.note

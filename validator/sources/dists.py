@@ -53,5 +53,12 @@ def metadata_version(path: Path) -> str | None:
         if not line.strip():
             break
         if line.startswith("Version:"):
-            return line.partition(":")[2].strip() or None
+            value = line.partition(":")[2].strip()
+            return value if _VERSION.fullmatch(value) else None
     return None
+
+
+# What a version can hold (PEP 440 and the legacy forms pip still installs). Readers use it as a path
+# component (FlashInfer's cache is <base>/<version>/...): a NUL would raise, and '/' or '..' would point the
+# kernel scan at another directory.
+_VERSION = re.compile(r"(?!\.\.?$)[A-Za-z0-9][A-Za-z0-9.+!_\-]{0,199}")
