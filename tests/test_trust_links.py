@@ -170,3 +170,43 @@ def test_a_pack_reached_through_a_private_link_finds_its_base_and_prompts_beside
     assert loaded.pack.probe is not None and loaded.pack.probe.prompts == "my-prompts.yaml"
     assert loaded.data_file(loaded.pack.probe.prompts) == real / "my-prompts.yaml"
     assert load_prompts(loaded.data_file(loaded.pack.probe.prompts))
+
+
+def _unit_preflight(unit: Path, cwd: Path) -> tuple[int, str]:
+    from tests.support.launch_recipe import RECIPE_CMD, RECIPE_ENV
+
+    recipe = RECIPE_CMD.split(" ", 1)[1]
+    text = unit.read_text().replace("EXEC", f"/usr/bin/python3 {recipe}")
+    unit.write_text(text)
+    proc = run_cli("preflight", "--unit", str(unit), env={**os.environ, **RECIPE_ENV}, cwd=cwd, timeout=120)
+    return proc.returncode, proc.stderr.strip()
+
+
+@pytest.mark.parametrize("named", ["override.env", "*.env", "sub/override.env", "link"])
+def test_an_optional_environment_file_others_could_create_is_refused(
+    shared: Path, tmp_path: Path, named: str
+) -> None:
+    """``EnvironmentFile=-/shared/override.env`` that is not there yet: systemd (root) reads whatever is
+    there when the server starts, so anyone who can write that directory decides the environment. The
+    absence proves nothing: exit 65 naming the directory. A dangling link to such a place, the same."""
+    path = shared / named
+    if named == "link":
+        (tmp_path / "link.env").symlink_to(shared / "override.env")
+        path = tmp_path / "link.env"
+    unit = tmp_path / "sglang.service"
+    unit.write_text(f"[Service]\nEnvironmentFile=-{path}\nExecStart=EXEC\n")
+    rc, err = _unit_preflight(unit, tmp_path)
+    assert rc == 65 and "anyone could create it" in err and str(shared) in err, (rc, err)
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_an_optional_environment_file_only_trusted_users_could_create_is_no_file(tmp_path: Path) -> None:
+    private = tmp_path / "etc"
+    private.mkdir(mode=0o755)
+    unit = tmp_path / "sglang.service"
+    unit.write_text(
+        f"[Service]\nEnvironmentFile=-{private}/absent.env\nEnvironmentFile=-{private}/missing/*.env\n"
+        "ExecStart=EXEC\n"
+    )
+    rc, err = _unit_preflight(unit, tmp_path)
+    assert rc != 65 and "anyone could create" not in err, (rc, err)

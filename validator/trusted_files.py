@@ -167,10 +167,19 @@ def _components(path: str) -> list[str]:
     return [c for c in path.split("/") if c not in ("", ".")]
 
 
-def _walk(path: str, *, follow_last: bool = True) -> tuple[int, str, str, list[DirFacts]]:
+class _Missing(FileNotFoundError):
+    """A component of the path is not there; ``visited`` holds the directories walked before it."""
+
+    visited: list[DirFacts]
+
+
+def _walk(
+    path: str, *, follow_last: bool = True, missing_last: bool = False
+) -> tuple[int, str, str, list[DirFacts]]:
     """Open every directory of ``path`` from ``/`` without following a link the kernel could swap; return
     the descriptor of the directory holding the last component, that component, the physical path of that
-    directory, and every directory visited. The caller closes the descriptor."""
+    directory, and every directory visited. The caller closes the descriptor. With ``missing_last`` an
+    absent last component is returned too (where a file would be created)."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -194,7 +203,11 @@ def _walk(path: str, *, follow_last: bool = True) -> tuple[int, str, str, list[D
             try:
                 lst = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
-                raise FileNotFoundError(2, "No such file or directory", _join(here, name)) from None
+                if missing_last and not pending:
+                    return os.dup(dfd), name, here, list(visited.values())
+                missing = _Missing(2, "No such file or directory", _join(here, name))
+                missing.visited = list(visited.values())
+                raise missing from None
             if stat.S_ISLNK(lst.st_mode) and not pending and not follow_last:
                 raise UnsafeLocation(f"{path} is a symbolic link, not a regular file")
             if stat.S_ISLNK(lst.st_mode):
@@ -323,6 +336,35 @@ def chain_problems(facts: FileFacts, trusted_uids: Collection[int], *, below: st
     if facts.mode & WRITABLE_BY_OTHERS:
         problems.append(f"{facts.path} is writable by its group or others (mode {facts.mode:04o})")
     return problems
+
+
+def creatable_by_others(path: Path | str, trusted_uids: Collection[int]) -> list[str]:
+    """For a file that is not there (an optional ``EnvironmentFile=-``): who other than root, the reading
+    user and ``trusted_uids`` could create it before it is read. Every directory on its way that exists (links
+    followed by hand and each link's own directory included) must be owned by one of them and writable by
+    nobody else; a missing directory is judged by the nearest one that exists, where it would be made.
+    Empty when only they could; raises UnsafeLocation for what cannot be walked."""
+    target = str(path)
+    seen: list[DirFacts] = []
+    for _ in range(4096):  # each round starts at a shorter, physical path
+        try:
+            dfd, _name, _here, chain = _walk(target, missing_last=True)
+        except _Missing as exc:
+            seen += exc.visited
+            target = str(exc.filename)
+            continue
+        except FileNotFoundError:
+            raise UnsafeLocation(f"{path}: cannot walk the directories on the way") from None
+        except UnsafeLocation:
+            raise
+        except OSError as exc:
+            why = exc.strerror or exc
+            raise UnsafeLocation(f"{path}: cannot open a directory on the way: {why}") from None
+        os.close(dfd)
+        dirs = {d.path: d for d in [*seen, *chain]}
+        facts = FileFacts(str(path), 0, 0, 0, 0, 0, chain=tuple(dirs.values()))
+        return chain_problems(facts, {os.geteuid(), *trusted_uids})
+    raise UnsafeLocation(f"{path}: too many missing directories on the way")
 
 
 class UntrustedFile(UnsafeLocation):

@@ -29,6 +29,7 @@ from validator.facts import LaunchFacts
 from validator.sources.env_file import read_env_file
 from validator.sources.files import TEXT_CAP, read_bounded
 from validator.sources.launch_command import launch_from_argv, unwrap_launch
+from validator.trusted_files import UnsafeLocation, creatable_by_others
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WS = " \t\n\r"
@@ -371,6 +372,7 @@ def _environment(
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not matches or (not glob.has_magic(pattern) and not Path(pattern).exists()):
             if optional:
+                _absent_but_safe(pattern, trusted, a)
                 continue
             raise InputError(
                 a.file, f"EnvironmentFile= {pattern} does not exist (prefix '-' to allow)", a.line
@@ -379,6 +381,28 @@ def _environment(
             for name, val in read_env_file(m, trusted_uids=trusted).items():
                 env[name], origin[name] = val, f"EnvironmentFile={m}"
     return env, origin
+
+
+def _absent_but_safe(pattern: str, trusted: set[int], a: Assignment) -> None:
+    """An optional ``EnvironmentFile=-`` that is not there is read as no file only where nobody but root,
+    the reading user and the unit's ``User=`` could create it before the server starts (systemd, as root,
+    reads whatever is there then). For a glob, the directory its first wildcard is in is judged."""
+    where = pattern
+    if glob.has_magic(pattern):
+        head = pattern.split("/")
+        first = next(i for i, part in enumerate(head) if glob.has_magic(part))
+        where = "/".join(head[:first]) + "/" + head[first]
+    try:
+        problems = creatable_by_others(where, trusted)
+    except UnsafeLocation as exc:
+        problems = [str(exc)]
+    if problems:
+        raise InputError(
+            a.file,
+            f"EnvironmentFile=-{pattern} is not there, but {problems[-1]}: anyone could create it before "
+            "the server starts, and systemd would read it",
+            a.line,
+        )
 
 
 def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
