@@ -210,3 +210,32 @@ def test_an_optional_environment_file_only_trusted_users_could_create_is_no_file
     )
     rc, err = _unit_preflight(unit, tmp_path)
     assert rc != 65 and "anyone could create" not in err, (rc, err)
+
+
+def _compose(tmp_path: Path, env_file: str) -> Path:
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  sglang:\n    image: lmsysorg/sglang:latest\n"
+        "    command: python3 -m sglang.launch_server --model-path /m\n"
+        f"    env_file:\n      - path: {env_file}\n        required: false\n"
+    )
+    return compose
+
+
+def test_compose_env_files_others_could_plant_or_link_are_refused(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    from validator.sources.compose import load_compose
+
+    # absent, in a directory anyone can write: docker compose reads whatever is there at 'up'
+    with pytest.raises(InputError, match="anyone could create it"):
+        load_compose(_compose(tmp_path, str(shared / "absent.env")), None, {})
+    # a link planted there to an env file the operator trusts is judged where the link is
+    mine = tmp_path / "mine.env"
+    mine.write_text("SGLANG_ENABLE_FP8_LM_HEAD=0\n")
+    _plant_link(attacker, mine, shared / "linked.env")
+    with pytest.raises(InputError, match="writable by its group or others"):
+        load_compose(_compose(tmp_path, str(shared / "linked.env")), None, {})
+    # control: the operator's own files, present and absent
+    assert load_compose(_compose(tmp_path, str(mine)), None, {}).env["SGLANG_ENABLE_FP8_LM_HEAD"] == "0"
+    assert "SGLANG_ENABLE_FP8_LM_HEAD" not in load_compose(_compose(tmp_path, "absent.env"), None, {}).env

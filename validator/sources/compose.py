@@ -23,6 +23,7 @@ from validator.errors import InputError, UsageError
 from validator.sources.docker_run import ContainerSpec, Mount, env_file_lines, parse_volume
 from validator.sources.files import read_text_bounded
 from validator.sources.shell_state import is_server_command
+from validator.trusted_files import UnsafeLocation, creatable_by_others
 
 _VAR = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 _BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?\Z", re.DOTALL)
@@ -120,6 +121,21 @@ def _scalar(value: Any, name: str, where: str) -> str:
     raise InputError(where, f"environment {name}: not a string or a number")
 
 
+def _absent_but_safe(path: Path, where: str) -> None:
+    """An ``env_file`` with ``required: false`` that is not there is read as no file only where nobody but
+    root and the reading user could create it before ``docker compose up`` reads it."""
+    try:
+        problems = creatable_by_others(path, ())
+    except UnsafeLocation as exc:
+        problems = [str(exc)]
+    if problems:
+        raise InputError(
+            where,
+            f"env_file {path} (required: false) is not there, but {problems[-1]}: anyone could create it "
+            "before the service starts",
+        )
+
+
 def _environment(
     service: dict[str, Any], base: Path, host: Mapping[str, str], where: str
 ) -> tuple[dict[str, str], dict[str, str]]:
@@ -134,8 +150,10 @@ def _environment(
             entry = entry.get("path")
         if not isinstance(entry, str):
             raise InputError(where, "env_file entries must be paths")
-        path = (base / os.path.expanduser(entry)).resolve()
+        # Not resolved: the trusted reader walks a link itself and judges the link's own directory too.
+        path = base / os.path.expanduser(entry)
         if not path.exists() and not required:
+            _absent_but_safe(path, where)
             continue
         for k, v in read_dotenv(path, str(path)).items():
             env[k], origin[k] = v, f"env_file {path}"
