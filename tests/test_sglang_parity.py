@@ -93,6 +93,10 @@ CASES: list[tuple[str, list[str], dict[str, str]]] = [
     ("lora json without keys", [*M, '--lora-paths={"a":1}'], {}),
     ("lora bad json", [*M, "--lora-paths", "{nope}"], {}),
     ("lora json and plain", [*M, "--lora-paths", '{"lora_name":"a","lora_path":"/p"}', "b"], {}),
+    # json_list_type is orjson: a number too large for a double is an error there, inf in json
+    ("json list huge float", [*M, "--sidecar-args", "1e400"], {}),
+    ("json list huge float inside", [*M, "--forward-hooks", "[1e400]"], {}),
+    ("json list tiny float", [*M, "--sidecar-args", "[1e-400, -0.0, 2.5]"], {}),
     ("nargs plus repeated", [*M, "--cuda-graph-bs", "1", "--cuda-graph-bs", "2", "4"], {}),
     (
         "config basic",

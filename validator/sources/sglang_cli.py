@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -210,13 +211,22 @@ def _orjson_int(text: str) -> int:
     return number
 
 
+def _orjson_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):  # orjson refuses a number too large for a double (1e400); json makes it inf
+        raise ValueError("number out of range")
+    return number
+
+
 def _orjson_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")  # orjson rejects NaN/Infinity
 
 
 def _json_list_type(value: str) -> Any:
     try:
-        return json.loads(value, parse_int=_orjson_int, parse_constant=_orjson_constant)
+        return json.loads(
+            value, parse_int=_orjson_int, parse_float=_orjson_float, parse_constant=_orjson_constant
+        )
     except ValueError:
         raise ArgumentTypeError(f"Invalid JSON list: {value}. Please provide a valid JSON list.") from None
 
