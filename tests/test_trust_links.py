@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -239,3 +241,54 @@ def test_compose_env_files_others_could_plant_or_link_are_refused(
     # control: the operator's own files, present and absent
     assert load_compose(_compose(tmp_path, str(mine)), None, {}).env["SGLANG_ENABLE_FP8_LM_HEAD"] == "0"
     assert "SGLANG_ENABLE_FP8_LM_HEAD" not in load_compose(_compose(tmp_path, "absent.env"), None, {}).env
+
+
+def test_links_swapped_while_the_pack_is_read_are_never_accepted(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """The other user swaps ``/shared/site.yaml`` (and the directory ``/shared/d`` it could be reached
+    through) between a link to a trusted pack and a file of their own as fast as they can, while the pack
+    is parsed over and over: every read is refused, whichever side of a swap it lands on."""
+    from validator.rulepack import _load_pack_cached
+
+    trusted = tmp_path / "ok"
+    trusted.mkdir()
+    shutil.copyfile(BASELINE, trusted / "site.yaml")
+    script = (
+        f"cp {BASELINE} own.yaml; mkdir own; cp {BASELINE} own/site.yaml; end=$(($(date +%s) + 3)); "
+        f"while [ $(date +%s) -lt $end ]; do "
+        f"ln -sfn {trusted / 'site.yaml'} site.yaml; ln -sfn {trusted} d; "
+        "rm -f site.yaml d; cp own.yaml site.yaml; ln -sfn own d; rm -f site.yaml d; done"
+    )
+    swapper = subprocess.Popen(
+        [
+            "setpriv",
+            f"--reuid={attacker.uid}",
+            f"--regid={attacker.gid}",
+            "--clear-groups",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ],
+        cwd=shared,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    outcomes: set[str] = set()
+    try:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            for path in (shared / "site.yaml", shared / "d" / "site.yaml"):
+                _load_pack_cached.cache_clear()
+                try:
+                    load_pack(str(path))
+                except InputError as exc:
+                    outcomes.add("refused" if str(shared) in str(exc) else f"other: {exc}")
+                else:
+                    outcomes.add("ACCEPTED")
+    finally:
+        swapper.kill()
+        swapper.wait()
+    assert "ACCEPTED" not in outcomes and "refused" in outcomes, outcomes
+    assert not [o for o in outcomes if o.startswith("other") and "not found" not in o], outcomes
