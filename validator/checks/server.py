@@ -1,9 +1,13 @@
-"""Live-server checks: the server is up and serving its state, its replies are not garbage, and its
-decode speed is plausible for the hardware.
+"""Server checks: the server is up and serving its state (``server.ready``), which process was judged
+(``server.process``), and its log as evidence (``server.log``).
 
-The output check exists because a server with broken kernels (seen on SM121) answers 200 with runs of
-``!!!!``; the TPOT check compares the probe against the bandwidth floor of a decode step, which catches a
-GB10 stuck in a low-power state or a wrong backend that the other checks cannot see.
+``server.log`` has a check of its own because a log that holds no start (empty, truncated by logrotate's
+``copytruncate``, rotated away, another server's) would reach the other checks as "no FP8 line", which
+``lm_head.fp8`` would read as a BF16 head: a critical false alarm on a healthy server. So the live layer
+turns such a log into a source error, and this check reports it (``error``: the evidence the user asked
+for could not be had). Its ``accept len`` lines are the acceptance of real traffic: exactly 1.00 over many
+decode intervals is the broken-draft signature, which must not pass silently when the probe says otherwise
+or is off.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import PROBE, PROCESS, SERVER, Facts
+from validator.facts import LOG, PROBE, PROCESS, SERVER, Facts, LogFacts, logged_settings
 from validator.report import Status
 
 
@@ -28,95 +32,6 @@ def server_ready(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if not s.healthy:
         return check.failed("the server does not answer /health with 200", [SERVER], **ev)
     return check.passed(f"server ready (SGLang {ev['version']})", [SERVER], **ev)
-
-
-@check.builtin("probe.output", "check", needs=("probe",))
-def probe_output(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
-    probe = facts.probe
-    if probe is None:
-        return check.no_probe(facts)
-    if probe.problems:
-        return check.failed(
-            "the server returns degenerate output: " + "; ".join(probe.problems),
-            [PROBE],
-            problems=probe.problems,
-            requests=probe.requests,
-        )
-    return check.passed(f"{probe.requests} probe replies look like text", [PROBE], requests=probe.requests)
-
-
-def step_floor_ms(facts: Facts, ctx: check.CheckContext) -> tuple[float, float]:
-    """(bytes one decode step must read, the least time that takes at the pack's bandwidth in ms): the
-    active weights plus the whole LM head, at batch 1 a memory-bandwidth-bound read. The head counts as
-    FP8 unless the evidence says it is not, so that "faster than the hardware" is never claimed for a
-    head that may be the smaller one."""
-    mb = check.need(ctx.expect.model_bytes, "model_bytes")
-    host = check.need(ctx.expect.host, "host")
-    step_bytes = mb.active_params * mb.bytes_per_active_param + mb.lm_head_params * _head_bytes(facts, ctx)
-    return step_bytes, step_bytes / (host.memory_bandwidth_gbps * 1e9) * 1e3
-
-
-def _head_bytes(facts: Facts, ctx: check.CheckContext) -> float:
-    att = facts.attestation
-    if att is not None and att.target is not None and att.target.lm_head is not None:
-        return 1.0 if att.target.lm_head.weight_dtype == ctx.expect.lm_head_dtype else 2.0
-    if facts.log is not None and facts.log.head_dtype_known and not facts.log.fp8_lm_head_lines:
-        return 2.0  # the log holds the start and no FP8-head line: a BF16 head
-    return 1.0
-
-
-@check.builtin(
-    "perf.tpot", "check", needs=("model_bytes", "host", "lm_head_dtype", "probe"), remedies=("timing",)
-)
-def perf_tpot(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
-    """The time per verify round (TPOT x tokens per round) against a floor that does not move with the
-    acceptance length: the pack's verify cost in decode steps, each step the bytes it must read at the
-    pack's bandwidth. The old floor was divided by the acceptance length, so a broken draft (1.00) got a
-    floor four times higher, and a TPOT below the floor passed."""
-    probe = facts.probe
-    if probe is None:
-        return check.no_probe(facts)
-    if probe.tpot_ms is None:
-        return check.errored(
-            "the server reports no timings (meta_info e2e_latency / first_token_latency)", [PROBE]
-        )
-    mb = check.need(ctx.expect.model_bytes, "model_bytes")
-    bandwidth = check.need(ctx.expect.host, "host").memory_bandwidth_gbps
-    step_bytes, step_ms = step_floor_ms(facts, ctx)
-    speculative = probe.verify_ct > 0 and probe.accept_length is not None
-    per_round = probe.accept_length if speculative and probe.accept_length else 1.0
-    round_ms = probe.tpot_ms * per_round
-    floor_ms = step_ms * (mb.verify_cost_steps if speculative else 1.0)
-    what = "per verify round" if speculative else "per decode step"
-    measured = (
-        f"{round_ms:.1f} ms {what} (TPOT {probe.tpot_ms:.1f} ms x {per_round:.2f} tokens per round)"
-        if speculative
-        else f"{round_ms:.1f} ms {what}"
-    )
-    ev: dict[str, Any] = {
-        "tpot_ms": round(probe.tpot_ms, 3),
-        "tokens_per_round": round(per_round, 3),
-        "round_ms": round(round_ms, 3),
-        "floor_round_ms": round(floor_ms, 3),
-        "step_floor_ms": round(step_ms, 3),
-        "step_gb": round(step_bytes / 1e9, 3),
-        "slack": mb.tpot_slack,
-        "bandwidth_gbps": bandwidth,
-    }
-    if round_ms < step_ms:
-        return check.failed(
-            f"{measured} is faster than the hardware can go: one step reads {step_bytes / 1e9:.2f} GB, at "
-            f"least {step_ms:.1f} ms at {bandwidth:g} GB/s; the timing is wrong (the server's reported "
-            "latencies, or a clock), so no speed claim can rest on it",
-            [PROBE],
-            "timing",
-            **ev,
-        )
-    if round_ms > floor_ms * mb.tpot_slack:
-        return check.warned(
-            f"{measured} is over {mb.tpot_slack:g}x the floor of {floor_ms:.1f} ms", [PROBE], **ev
-        )
-    return check.passed(f"{measured} within {mb.tpot_slack:g}x of the floor {floor_ms:.1f} ms", [PROBE], **ev)
 
 
 @check.builtin("server.process", "preflight")
@@ -156,3 +71,77 @@ def server_process(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         ev,
         [PROCESS],
     )
+
+
+MIN_LOG_INTERVALS = 5
+_NOTHING_ACCEPTED = 1.0 + 1e-6
+# resolved arguments that name one server process's deployment; a log whose start differs in one of them
+# is some other server's log
+_IDENTITY_KEYS = ("port", "model_path", "served_model_name", "tp_size")
+
+
+def log_shows_broken_draft(log: LogFacts) -> int | None:
+    """The number of recent decode intervals when all of them accepted nothing (accept len 1.00) and there
+    are at least ``MIN_LOG_INTERVALS``; None otherwise."""
+    samples = log.decode_samples
+    if len(samples) < MIN_LOG_INTERVALS:
+        return None
+    return len(samples) if max(s.accept_len for s in samples) <= _NOTHING_ACCEPTED else None
+
+
+@check.builtin("server.log", "check", remedies=("crashed",))
+def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    if LOG in facts.errors:
+        return check.errored(facts.errors[LOG], [LOG])
+    log = facts.log
+    if log is None:
+        return check.skipped("no --log given", [LOG])
+    ev: dict[str, Any] = {
+        "source": log.path,
+        "start_at": log.run_start_line,
+        "starts_read": log.runs,
+        "lines_read": log.lines_total,
+        "bytes_read": log.bytes_read,
+        "bytes_skipped": log.bytes_skipped,
+        "truncations": log.truncations,
+        "rotations": log.rotations,
+        "ready_line_seen": log.ready,
+        "decode_intervals": log.decode_sample_count,
+        "log_mean_accept_len": round(mean, 3) if (mean := log.mean_accept_len) is not None else None,
+    }
+    if log.note:
+        ev["note"] = log.note
+    if log.start_failure is not None:
+        ev["start_failure"] = log.start_failure
+    logged = logged_settings(log)
+    if facts.server is not None and logged is not None and log.server_args is not None:
+        info, raw = facts.server.settings, facts.server.server_info
+        differ = [
+            f"{k} {getattr(logged, k)!r} in the log, {getattr(info, k)!r} on the server"
+            for k in _IDENTITY_KEYS
+            if k in log.server_args and k in raw and getattr(logged, k) != getattr(info, k)
+        ]
+        if differ:
+            return check.errored(
+                f"{log.path}: the last start in the log is not this server's ({'; '.join(differ)})",
+                [LOG, SERVER],
+                **ev,
+            )
+    if log.crash is not None:  # the start was ready, then a component died: the server is gone
+        ev["crash"] = log.crash
+        return check.failed(
+            f"{log.path}: the server died after it was ready: {log.crash}", [LOG], "crashed", **ev
+        )
+    broken = log_shows_broken_draft(log)
+    probe = facts.probe
+    if broken is not None and probe is not None and (probe.accept_length or 0.0) > _NOTHING_ACCEPTED:
+        return check.failed(
+            f"the log shows accept len 1.00 in all of its last {broken} decode intervals, but the probe "
+            f"measured {probe.accept_length:.2f}: real traffic accepts no draft token",
+            [LOG, PROBE],
+            **ev,
+        )
+    where = "" if log.run_start_line is None else f" (read from offset {log.run_start_line})"
+    if log.start_failure is not None and facts.server is None:  # evidence of a start that died
+        return check.passed(f"{log.path} holds the last start{where}, which died before ready", [LOG], **ev)
+    return check.passed(f"{log.path} holds the running server's start{where}", [LOG], **ev)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from validator.checks import base as check
 from validator.checks.lm_head import fp8_requested
-from validator.checks.log import log_shows_broken_draft
+from validator.checks.server import log_shows_broken_draft
 from validator.checks.spec_dspark import DSPARK, dead_start, dspark_config_preflight, dspark_shared_preflight
 from validator.facts import (
     ATTESTATION,
