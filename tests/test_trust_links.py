@@ -292,3 +292,25 @@ def test_links_swapped_while_the_pack_is_read_are_never_accepted(
         swapper.wait()
     assert "ACCEPTED" not in outcomes and "refused" in outcomes, outcomes
     assert not [o for o in outcomes if o.startswith("other") and "not found" not in o], outcomes
+
+
+def test_the_table_writer_never_writes_through_a_planted_link(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """``$SPARK_VALIDATE_CACHE_DIR`` under a shared directory where the other user planted ``cache`` as a
+    link: the writer would create ``sglang-tables/<key>.json`` wherever it points. Refused, nothing made."""
+    from tests.test_sglang_table import DEV, dev_build, dev_table
+    from validator.errors import UnavailableError
+    from validator.sources.sglang_tables import store
+
+    root = dev_build(tmp_path / "build")
+    target = tmp_path / "chosen-by-them"
+    target.mkdir()
+    _plant_link(attacker, target, shared / "cache")
+    with pytest.raises(UnavailableError, match="anyone could have planted it"):
+        store(dev_table(), root, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(shared / "cache")})
+    assert list(target.iterdir()) == []
+    # control: this user's own link, in a private directory, to a private cache
+    (tmp_path / "mine").symlink_to(target)
+    path = store(dev_table(), root, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "mine")})
+    assert (target / "sglang-tables" / path.name).is_file()

@@ -70,10 +70,42 @@ def _dir_problem(st: os.stat_result, *, uid: int) -> str | None:
     return None
 
 
+def _link_others_control(directory: Path) -> str | None:
+    """A symbolic link on the way to ``directory`` that someone else could have planted or could swap: one
+    in a directory another user owns, or that others can write (unless sticky and the link is ours)."""
+    uid = os.geteuid()
+    links: list[tuple[str, int, DirFacts]] = []
+    target = str(directory / ".probe")
+    for _ in range(4096):
+        try:
+            dfd, _name, _here, _chain = _walk(target, missing_last=True, links_seen=links)
+        except _Missing as exc:
+            target = str(exc.filename)
+            continue
+        except OSError:
+            break  # what cannot be walked is refused with its own reason when the directory is opened
+        os.close(dfd)
+        break
+    for link, owner, holder in links:
+        if holder.uid not in (0, uid):
+            return f"{link} is a symbolic link in {holder.path}, which UID {holder.uid} owns"
+        if holder.mode & WRITABLE_BY_OTHERS and not (holder.mode & stat.S_ISVTX and owner in (0, uid)):
+            return (
+                f"{link} is a symbolic link in {holder.path}, which others can write "
+                f"(mode {holder.mode:04o}): anyone could have planted it"
+            )
+    return None
+
+
 def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "the file") -> int:
     """A descriptor on ``directory``, created 0700 (0750 and group ``gid``) when missing, after checking on
-    the descriptor that this process owns it and nobody else can write it. The caller closes it."""
+    the descriptor that this process owns it and nobody else can write it. The caller closes it. A path
+    that goes through a symbolic link someone else could have planted is refused before anything is
+    created: the directory (and the file) would be made wherever the link points."""
     uid = os.geteuid()
+    planted = _link_others_control(directory)
+    if planted is not None:
+        raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
     created = False
     try:
         os.mkdir(directory, 0o700)  # never more than 0700 while it is being created
@@ -174,12 +206,17 @@ class _Missing(FileNotFoundError):
 
 
 def _walk(
-    path: str, *, follow_last: bool = True, missing_last: bool = False
+    path: str,
+    *,
+    follow_last: bool = True,
+    missing_last: bool = False,
+    links_seen: list[tuple[str, int, DirFacts]] | None = None,
 ) -> tuple[int, str, str, list[DirFacts]]:
     """Open every directory of ``path`` from ``/`` without following a link the kernel could swap; return
     the descriptor of the directory holding the last component, that component, the physical path of that
     directory, and every directory visited. The caller closes the descriptor. With ``missing_last`` an
-    absent last component is returned too (where a file would be created)."""
+    absent last component is returned too (where a file would be created). ``links_seen`` collects each
+    symbolic link followed: its path, its owner and the directory holding it."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -215,6 +252,8 @@ def _walk(
                 if links > MAX_SYMLINKS:
                     raise UnsafeLocation(f"{path}: more than {MAX_SYMLINKS} symbolic links")
                 target = os.readlink(name, dir_fd=dfd)
+                if links_seen is not None:
+                    links_seen.append((_join(here, name), lst.st_uid, visited[here]))
                 if target.startswith("/"):
                     while len(stack) > 1:
                         os.close(stack.pop()[0])
