@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import pytest
 
 from tests.support.bounded_run import run_bounded
 from tests.support.checkpoint_factory import write_checkpoint
+from tests.support.cli import run_cli
 from validator.errors import InputError
 from validator.sources.files import json_depth, parse_json, read_bounded, read_text_bounded
 
@@ -156,11 +158,15 @@ def test_parse_json_depth_and_digits() -> None:
 
 def test_output_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
     """``--output FILE`` writes through a private temporary file: a symlink planted at a predictable
-    ``FILE.tmp`` (or at FILE) never makes the report overwrite what it points to."""
+    ``FILE.tmp`` (or at FILE) in a directory others can write never makes the report overwrite what it
+    points to. A link in one's own private directory is one's own, and is written through."""
     victim = tmp_path / "victim"
     victim.write_text("precious\n")
-    out = tmp_path / "report.json"
-    (tmp_path / "report.json.tmp").symlink_to(victim)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # where another local user can plant links
+    out = shared / "report.json"
+    (shared / "report.json.tmp").symlink_to(victim)
     args = ["preflight", "--launch-args-file", str(_args_file(tmp_path)), "--format", "json"]
     res = run_bounded([*args, "--output", str(out)], timeout=30)
     assert res.rc in (0, 69, 78), res.stderr
@@ -172,12 +178,12 @@ def test_output_never_writes_through_a_planted_symlink(tmp_path: Path) -> None:
     res = run_bounded([*args, "--output", str(out)], timeout=30)
     assert victim.read_text() == "precious\n" and not out.is_symlink()
     assert json.loads(out.read_text())["tool"] == "spark-validate"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "args.txt",
-        "report.json",
-        "report.json.tmp",
-        "victim",
-    ]
+    assert sorted(p.name for p in shared.iterdir()) == ["report.json", "report.json.tmp"]
+    # a link in a private directory was made by this user (or root): written through
+    own = tmp_path / "own.json"
+    own.symlink_to(victim)
+    res = run_bounded([*args, "--output", str(own)], timeout=30)
+    assert own.is_symlink() and json.loads(victim.read_text())["tool"] == "spark-validate"
     # a directory that does not exist is a usage error, found before any work
     res = run_bounded([*args, "--output", str(tmp_path / "absent-dir" / "r.json")], timeout=30)
     assert res.rc == 2 and "absent-dir" in res.stderr and "Traceback" not in res.stderr
@@ -239,3 +245,30 @@ def test_sglang_config_file_aliases_and_devices_exit_65(tmp_path: Path) -> None:
         cmd = f"python -m sglang.launch_server --config {config}"
         rc, err = _preflight(tmp_path, "--launch-cmd", cmd)
         assert rc == 65 and str(config) in err and needle in err, err
+
+
+def test_output_to_a_device_writes_it_and_never_replaces_it(tmp_path: Path) -> None:
+    """As root, ``--output /dev/null`` once replaced the device with a regular file (for every program on
+    the host). A character device or FIFO is written in place; ``/dev/stdout`` (a link in root's /dev)
+    is followed to the pipe; a link planted in a directory others can write is replaced, never followed,
+    even when it points at a device."""
+    if os.geteuid() != 0:
+        pytest.fail("creating a device node needs root (CI runs as root)")
+    args = ["preflight", "--launch-args-file", str(_args_file(tmp_path)), "--format", "json"]
+    null = tmp_path / "mynull"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    res = run_bounded([*args, "--output", str(null)], timeout=30)
+    assert res.rc in (0, 69, 78), res.stderr
+    assert stat.S_ISCHR(null.lstat().st_mode), "the device was replaced"
+    piped = run_cli(*args, "--output", "/dev/stdout")  # stdout is a pipe here
+    assert piped.returncode in (0, 69, 78), piped.stderr
+    assert json.loads(piped.stdout)["tool"] == "spark-validate"
+    assert Path("/dev/stdout").is_symlink()
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    (shared / "r.json").symlink_to(null)
+    res = run_bounded([*args, "--output", str(shared / "r.json")], timeout=30)
+    assert res.rc in (0, 69, 78), res.stderr
+    assert not (shared / "r.json").is_symlink() and stat.S_ISCHR(null.lstat().st_mode)
+    assert json.loads((shared / "r.json").read_text())["tool"] == "spark-validate"

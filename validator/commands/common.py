@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,6 +24,11 @@ def output_file(value: str) -> Path:
     check may wait minutes for a server before it has a report to write). An unusable path is a usage
     error (exit 2), like any other bad option."""
     path = Path(value)
+    with contextlib.suppress(OSError):  # /dev/null, /dev/stdout, a FIFO: written in place, if we may
+        if stat.S_ISCHR(path.stat().st_mode) or stat.S_ISFIFO(path.stat().st_mode):
+            if not os.access(path, os.W_OK):
+                raise argparse.ArgumentTypeError(f"{value!r} is not writable")
+            return path
     if not value or value.endswith("/") or path.is_dir():
         raise argparse.ArgumentTypeError(f"{value!r} is a directory, not a file")
     parent = path.parent
@@ -185,6 +191,18 @@ def write_atomically(out: Path, text: str) -> None:
     import tempfile
 
     try:
+        mode = os.lstat(out).st_mode
+    except OSError:
+        mode = None
+    if mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)):
+        _write_stream(out, text, follow=False)  # /dev/null, a FIFO: written, never replaced
+        return
+    if mode is not None and stat.S_ISLNK(mode) and _private_link(out):
+        _write_stream(out, text, follow=True)  # /dev/stdout, or a link of one's own: written through
+        return
+    if mode is not None and not stat.S_ISREG(mode) and not stat.S_ISLNK(mode):
+        raise UsageError(f"--output {out}: not a regular file (a directory, socket or block device)")
+    try:
         fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
     except OSError as exc:  # the directory went away or became unwritable since the options were read
         raise UsageError(f"--output {out}: cannot write the report: {exc.strerror or exc}") from None
@@ -205,6 +223,36 @@ def write_atomically(out: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def _private_link(out: Path) -> bool:
+    """A link that only root or this user could have made: its directory is theirs and writable by no one
+    else, as ``/dev`` is (``--output /dev/stdout``). It is written through. A link in a directory others
+    can write is replaced, never followed: it may have been planted."""
+    try:
+        parent = os.stat(out.parent)
+        os.stat(out)  # a dangling link is replaced
+    except OSError:
+        return False
+    return parent.st_uid in (0, os.geteuid()) and not parent.st_mode & 0o022
+
+
+def _write_stream(out: Path, text: str, *, follow: bool) -> None:
+    """A character device or FIFO named by ``--output`` (or a private link) is written as ``>`` would write
+    it: replacing it (as root, ``--output /dev/null``) would turn the device into a regular file for every
+    program on the host."""
+    flags = os.O_WRONLY | os.O_TRUNC | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    flags |= 0 if follow else os.O_NOFOLLOW
+    try:
+        fd = os.open(out, flags)
+    except OSError as exc:  # a FIFO with no reader: ENXIO, rather than waiting for one
+        raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            os.set_blocking(fh.fileno(), True)
+            fh.write(text)
+    except OSError as exc:
+        raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
 
 
 def exit_code(report: Report) -> ExitCode:
