@@ -144,4 +144,10 @@ def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     where = "" if log.run_start_line is None else f" (read from offset {log.run_start_line})"
     if log.start_failure is not None and facts.server is None:  # evidence of a start that died
         return check.passed(f"{log.path} holds the last start{where}, which died before ready", [LOG], **ev)
+    if facts.server is None:  # a start is read, but nothing shows it is a running server's
+        return check.errored(
+            f"{log.path} holds a start{where}, but no server answered to show it is the running one's",
+            [LOG, SERVER],
+            **ev,
+        )
     return check.passed(f"{log.path} holds the running server's start{where}", [LOG], **ev)
