@@ -501,7 +501,8 @@ def _run(table: CliTable, argv: list[str], lenient: bool = False) -> ParsedArgs:
     except argparse.ArgumentError as exc:
         raise _ArgparseExit(str(exc)) from None
     if extras and not lenient:
-        raise _ArgparseExit(f"unrecognized arguments: {' '.join(extras)}")
+        shown = " ".join(extras[:20]) + (f" ... ({len(extras) - 20} more)" if len(extras) > 20 else "")
+        raise _ArgparseExit(f"unrecognized arguments: {shown}"[:2000])
     args = {k: v for k, v in vars(parsed).items() if k not in (_EXPLICIT, _WARNINGS)}
     return ParsedArgs(argv=argv, args=args, explicit=explicit, warnings=warnings, unknown=list(extras))
 
