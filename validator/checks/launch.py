@@ -63,7 +63,9 @@ def launch_program(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if program.probe_error is not None:
         return _not_runnable(
             facts,
-            f"{runs} cannot run: {program.probe_error}",
+            program.probe_error
+            if program.probe_error.startswith("cannot run")
+            else f"{runs} cannot run: {program.probe_error}",
             "environment",
             **ev,
         )
