@@ -34,7 +34,6 @@ from validator.rulepack import DEFAULT_PACK, LoadedPack, load_pack, pack_candida
 from validator.sglang_env import env_bool
 
 NONE = "none"
-FP8_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"  # the Ling-3.0 patch's switch (every shipped pack's fp8_lm_head_env)
 
 
 @dataclass(frozen=True)
@@ -77,6 +76,7 @@ class ShippedRecipe:
     recipe: Recipe
     architectures: tuple[str, ...]
     model_types: tuple[str, ...]
+    fp8_env: str | None = None  # the variable that asks for the pack's FP8 head (expect.fp8_lm_head_env)
 
     def for_model(self, model: Model) -> bool:
         """The architectures decide when known (they name the class SGLang loads); else ``model_type``."""
@@ -208,6 +208,7 @@ def shipped_recipes(dirs: Sequence[Path] = ()) -> list[ShippedRecipe]:
                     Recipe(spec, r.moe_runner_backend, r.lm_head),
                     tuple(r.architectures),
                     tuple(r.model_types),
+                    pack.expect.fp8_lm_head_env,
                 )
             )
     return out
@@ -256,10 +257,11 @@ def deployment_model(facts: Facts) -> Model | None:
     return None
 
 
-def launch_recipe(facts: Facts) -> Recipe | None:
+def launch_recipe(facts: Facts, fp8_envs: Sequence[str]) -> Recipe | None:
     """The deployment's recipe from a parsed launch command and its environment (preflight). The FP8
     head counts as asked for whether or not the installed build declares the variable: that build ignoring
-    it is what the FP8 pack's ``lm_head.fp8`` fails, with the patch remedy."""
+    it is what the FP8 pack's ``lm_head.fp8`` fails, with the patch remedy. ``fp8_envs`` are the variables
+    the candidate packs name for it (``expect.fp8_lm_head_env``): setting any of them asks for it."""
     launch = facts.launch
     if launch is None:
         return None
@@ -268,14 +270,14 @@ def launch_recipe(facts: Facts) -> Recipe | None:
         algorithm=s.speculative_algorithm,
         launch_command=None,
         moe_runner_backend=s.moe_runner_backend,
-        fp8=bool(env_bool(launch.env.get(FP8_ENV))),
+        fp8=any(env_bool(launch.env.get(name)) for name in fp8_envs),
         fp32=s.enable_fp32_lm_head,
         model_path=s.model_path,
         draft_model_path=s.speculative_draft_model_path,
     )
 
 
-def server_recipe(facts: Facts) -> tuple[Recipe, str] | None:
+def server_recipe(facts: Facts, fp8_envs: Sequence[str]) -> tuple[Recipe, str] | None:
     """The deployment's recipe from a live server, and what it was read from: ``/server_info`` (NEXTN
     undone from EAGLE), else the log's ``server_args`` of a start that never answered. The FP8 head: asked
     for in the attestation's environment, or its head's dtype, or the log's FP8 line; else unknown (the
@@ -290,7 +292,7 @@ def server_recipe(facts: Facts) -> tuple[Recipe, str] | None:
         return None
     fp8: bool | None = None
     att = facts.attestation
-    if att is not None and env_bool(att.env.get(FP8_ENV)):
+    if att is not None and any(env_bool(att.env.get(name)) for name in fp8_envs):
         fp8 = True
     elif att is not None and att.target is not None and att.target.lm_head is not None:
         fp8 = "float8" in (att.target.lm_head.weight_dtype or "")
@@ -338,11 +340,12 @@ def choose_pack(facts: Facts, dirs: Sequence[Path] = ()) -> tuple[LoadedPack | N
             )
         shipped = fitting
     have: Recipe | None
+    fp8_envs = sorted({p.fp8_env for p in shipped if p.fp8_env})
     if live:
-        read = server_recipe(facts)
+        read = server_recipe(facts, fp8_envs)
         have, source = read if read is not None else (None, "the server")
     else:
-        have, source = launch_recipe(facts), "the launch command"
+        have, source = launch_recipe(facts, fp8_envs), "the launch command"
     names = [p.pack for p in shipped]
     default = DEFAULT_PACK if DEFAULT_PACK in names or not names else names[0]
     if have is None:
