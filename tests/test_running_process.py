@@ -315,10 +315,10 @@ def others_server() -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
         proc = subprocess.Popen(cmd, cwd=top, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             deadline = time.monotonic() + 10
-            while (
-                time.monotonic() < deadline
-                and b"sglang.launch_server" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-            ):
+            # until setpriv and env have exec'd the server (env's own argv names it too)
+            while time.monotonic() < deadline and not Path(
+                f"/proc/{proc.pid}/cmdline"
+            ).read_bytes().startswith(b"/usr/bin/python3\0-m\0sglang.launch_server"):
                 time.sleep(0.05)
             yield proc, owner
         finally:
