@@ -2,13 +2,16 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from tests.support.second_user import User, ensure_user
 from tests.support.sglang_wheel import sglang_root, sglang_site
 
 # Test files live under the checkout, not under /tmp: the verdict trusts a rule pack, an env file or an
@@ -54,3 +57,20 @@ def _no_registered_secrets_across_tests() -> Iterator[None]:
     yield
     redact._REGISTERED.clear()
     redact._REGISTERED.update(saved)
+
+
+@pytest.fixture(scope="module")
+def attacker() -> User:
+    """The second local account the trust tests attack as (created once, as root)."""
+    return ensure_user()
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A real shared directory (a team's working directory, a scratch area): anyone may write it."""
+    path = Path(tempfile.mkdtemp(prefix="sv-shared-", dir="/tmp"))
+    os.chmod(path, 0o777)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)

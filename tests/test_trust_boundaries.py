@@ -28,7 +28,7 @@ import pytest
 from tests.support.check_helpers import run_check
 from tests.support.cli import REPO, run_cli
 from tests.support.launch_recipe import RECIPE_CMD, RECIPE_ENV
-from tests.support.second_user import User, ensure_user, run_as
+from tests.support.second_user import User, run_as
 from tests.support.sim_process import SimProcess, sim_process
 from tests.test_sglang_table import DEV, dev_build, dev_table
 from validator.attestation import schema, writer
@@ -41,22 +41,6 @@ from validator.sources.sglang_tables import build_key, store
 PACK = "ling-3.0-flash-dgx-spark"
 BUILTIN = REPO / "validator" / "data" / "rules" / f"{PACK}.yaml"
 WRONG_BACKEND = RECIPE_CMD.replace("--moe-runner-backend humming", "--moe-runner-backend triton")
-
-
-@pytest.fixture(scope="module")
-def attacker() -> User:
-    return ensure_user()
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    """A real shared directory (a team's working directory, a scratch area): anyone may write it."""
-    path = Path(tempfile.mkdtemp(prefix="sv-shared-", dir="/tmp"))
-    os.chmod(path, 0o777)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _attack(user: User, script: str, cwd: Path, data: bytes | None = None) -> None:

@@ -11,15 +11,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.cli import REPO, run_cli
-from tests.support.second_user import User, ensure_user, run_as
+from tests.support.second_user import User, run_as
 from validator.errors import InputError
 from validator.probe import load_prompts
 from validator.rulepack import load_pack
@@ -27,21 +25,6 @@ from validator.rulepack import load_pack
 RULES = REPO / "validator" / "data" / "rules"
 BASELINE = RULES / "ling-3.0-flash-baseline.yaml"
 PROMPTS = RULES / "probe-prompts.yaml"
-
-
-@pytest.fixture(scope="module")
-def attacker() -> User:
-    return ensure_user()
-
-
-@pytest.fixture
-def shared() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="sv-shared-", dir="/tmp"))
-    os.chmod(path, 0o777)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _plant_link(user: User, target: Path, link: Path) -> None:
