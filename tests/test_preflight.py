@@ -286,13 +286,16 @@ def test_launch_execs_exactly_the_checked_command(tmp_path: Path) -> None:
 
 def test_preflight_path_imports_neither_torch_nor_sglang(patched: Server) -> None:
     # pydantic neither: preflight runs before every start of the server, and importing it cost about four
-    # times a bare interpreter start (bench/preflight.py)
+    # times a bare interpreter start (bench/preflight.py); nor the live side's HTTP stack and Prometheus
+    # client (the output registry imports --format prom's module: prometheus_client with http.server,
+    # wsgiref and ssl was a quarter of preflight's imports)
     code = (
         "import sys\n"
         "from validator.cli import main\n"
         f"rc = main(['preflight', '--launch-cmd', {patched.cmd()!r}, '--format', 'json'])\n"
         "heavy = sorted(m for m in sys.modules\n"
-        "    if m.split('.')[0] in ('torch', 'sglang', 'triton', 'numpy', 'pydantic'))\n"
+        "    if m.split('.')[0] in ('torch', 'sglang', 'triton', 'numpy', 'pydantic',\n"
+        "        'prometheus_client', 'httpx', 'uvicorn', 'starlette'))\n"
         "print('RC', rc, 'HEAVY', heavy, file=sys.stderr)\n"
     )
     proc = subprocess.run(

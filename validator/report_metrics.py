@@ -20,17 +20,23 @@ file and a check's file in one textfile directory never collide).
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-from prometheus_client import CollectorRegistry, Gauge
+from typing import TYPE_CHECKING
 
 from validator.coverage import coverage_of
 from validator.report import Report, Status
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 COVERAGE_KINDS = ("critical", "proven", "not_proven")
 
 
 class ReportGauges:
     def __init__(self, registry: CollectorRegistry, extra: Mapping[str, str] | None = None) -> None:
+        # here: prometheus_client (with http.server, wsgiref and ssl, about 25 ms) is loaded only when series
+        # are made; the output registry imports every format's module, preflight's included
+        from prometheus_client import Gauge
+
         self.extra = dict(extra or {})
         names = list(self.extra)
         self.check_passed = Gauge(
