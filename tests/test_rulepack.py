@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.contract_ids import CONTRACT_CHECK_IDS
+from validator.engine import waiver_for
 from validator.errors import InputError
 from validator.rulepack import DEFAULT_PACK, load_pack, parse_pack
 
@@ -95,8 +96,8 @@ WAIVER = """waivers:
 def test_waiver_applies_until_it_expires(tmp_path: Path) -> None:
     p = _mutate(tmp_path, "waivers: []\n", WAIVER.format(date="2027-01-31"))
     pack = parse_pack(p)
-    assert pack.waiver_for("moe.humming_runtime", dt.date(2027, 1, 31)) is not None
-    assert pack.waiver_for("moe.humming_runtime", dt.date(2027, 2, 1)) is None
+    assert waiver_for(pack.waivers, "moe.humming_runtime", dt.date(2027, 1, 31)) is not None
+    assert waiver_for(pack.waivers, "moe.humming_runtime", dt.date(2027, 2, 1)) is None
 
 
 def test_waiver_needs_justification_and_known_check(tmp_path: Path) -> None:

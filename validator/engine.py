@@ -17,6 +17,8 @@ from validator.checks.expect import evaluate_expect
 from validator.checks.registry import builtins
 from validator.coverage import coverage_of
 from validator.facts import HOST, SERVER, Facts, Mode
+from validator.pack_schema import CheckSpec, WaiverSpec
+from validator.pack_templates import expect_fields, expect_value, render_template
 from validator.report import (
     CheckResult,
     ProbeResult,
@@ -45,6 +47,7 @@ def run_checks(
     still listed, as ``skip`` saying so."""
     pack = loaded.pack
     checks = builtins()
+    fields = expect_fields(pack.expect)  # the pack's values, for every template and value_from
     results: list[CheckResult] = []
     for spec in pack.checks:
         if mode not in spec.modes or (only is not None and spec.id not in only):
@@ -58,7 +61,7 @@ def run_checks(
         elif elsewhere is not None:
             outcome = Outcome(Status.SKIP, elsewhere, {"platform": spec.platform}, [HOST])
         elif spec.expect is not None:
-            outcome = evaluate_expect(facts, spec, pack.expect_value(spec.expect), pack.expect.fields())
+            outcome = evaluate_expect(facts, spec, expect_value(spec.expect, fields), fields)
         elif form is not None:
             try:
                 outcome = form(facts, ctx)
@@ -68,7 +71,7 @@ def run_checks(
             outcome = Outcome(
                 Status.ERROR, f"no builtin {mode} check {spec.id!r} and no 'expect' in the pack"
             )
-        results.append(_result(spec.id, spec.severity, outcome, loaded, today))
+        results.append(_result(spec, outcome, fields, waiver_for(pack.waivers, spec.id, today)))
     return results
 
 
@@ -82,36 +85,42 @@ def _other_platform(facts: Facts, platform: str | None) -> str | None:
     return f"does not apply: not a DGX Spark ({what}); the check holds GB10's figures"
 
 
+def waiver_for(
+    waivers: tuple[WaiverSpec, ...], check_id: str, today: _dt.date | None = None
+) -> WaiverSpec | None:
+    """The waiver of ``check_id`` that applies ``today`` (its ``expires`` day included), if any."""
+    day = today or _dt.date.today()
+    return next((w for w in waivers if w.check == check_id and day <= w.expires), None)
+
+
 def _result(
-    check_id: str, severity: Severity, outcome: Outcome, loaded: LoadedPack, today: _dt.date | None
+    spec: CheckSpec, outcome: Outcome, fields: dict[str, object], waiver: WaiverSpec | None
 ) -> CheckResult:
-    spec = loaded.pack.check(check_id)
+    severity = spec.severity
     status = outcome.status
     if severity is Severity.INFO and status in (Status.FAIL, Status.WARN):
         status = Status.INFO
     elif status is Status.FAIL and severity is not Severity.CRITICAL:
         status = Status.WARN
-    pack = loaded.pack
     # The pack's text, always: the variant the check named, else (for a failure) the check's remedy. An
     # error names a variant only when there is something to fix: the default remedy fixes a
     # misconfiguration, not missing evidence.
     text = spec.remedies.get(outcome.remedy) if outcome.remedy is not None else None
     if text is None and status in (Status.FAIL, Status.WARN, Status.INFO):
         text = spec.remedy
-    remedy = pack.render(text, outcome.params) if text is not None else None
-    waiver = loaded.pack.waiver_for(check_id, today)
+    remedy = render_template(text, {**fields, **outcome.params}) if text is not None else None
     waived = None
     if waiver is not None and status in (Status.FAIL, Status.WARN, Status.ERROR):
         waived = Waiver(check=waiver.check, justification=waiver.justification, expires=str(waiver.expires))
     return CheckResult(
-        id=check_id,
+        id=spec.id,
         status=status,
         severity=severity,
         message=outcome.message,
         evidence=outcome.evidence,
         sources=outcome.sources,
         remedy=remedy,
-        why=pack.render(spec.why) if status in (Status.FAIL, Status.WARN, Status.INFO) else None,
+        why=render_template(spec.why, fields) if status in (Status.FAIL, Status.WARN, Status.INFO) else None,
         waived=waived,
     )
 
@@ -148,7 +157,7 @@ def build_report(
         verdict=decide_verdict(results, strict=strict, allow_partial=allow_partial and not unreached),
         coverage=coverage,
         partial=bool(coverage.not_proven),
-        rule_pack=rule_pack or loaded.name,
+        rule_pack=rule_pack or loaded.pack.metadata.name,
         started_at=started_at,
         duration_s=round(time.monotonic() - started_monotonic, 4),
         checks=results,
@@ -158,4 +167,4 @@ def build_report(
     )
 
 
-__all__ = ["build_report", "run_checks", "utc_now_iso"]
+__all__ = ["build_report", "run_checks", "utc_now_iso", "waiver_for"]

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 
 from validator.pack_schema import RulePack
+from validator.pack_templates import check_templates, expect_fields
 
 # a decimal number standing alone: not inside a word, a template field or a version string
 _NUMBER = re.compile(r"(?<![\w.{}])(\d+(?:\.\d+)?)(?![\w}]|\.\d)")
@@ -42,7 +43,7 @@ def _numeric(value: object) -> float | None:
 
 def _figures_of(pack: RulePack) -> dict[float, list[tuple[str, object]]]:
     out: dict[float, list[tuple[str, object]]] = {}
-    for name, value in pack.expect.fields().items():
+    for name, value in expect_fields(pack.expect).items():
         number = _numeric(value)
         if number is not None and not (number.is_integer() and abs(number) < 10):
             out.setdefault(number, []).append((name, value))
@@ -53,20 +54,21 @@ def literal_figures(pack: RulePack, base: RulePack | None = None) -> list[Figure
     """Every expectation a check's text writes as a number; with ``base`` (the extended pack), the ones
     quoting its value where this pack's differs are disagreements."""
     own = _figures_of(pack)
-    base_fields = base.expect.fields() if base is not None else {}
+    fields = expect_fields(pack.expect)
+    base_fields = expect_fields(base.expect) if base is not None else {}
     changed: dict[float, list[tuple[str, object]]] = {}
     for name, base_value in base_fields.items():
         number = _numeric(base_value)
-        mine = pack.expect.fields().get(name)
+        mine = fields.get(name)
         if number is not None and mine != base_value and not (number.is_integer() and abs(number) < 10):
             changed.setdefault(number, []).append((name, base_value))
     found: list[Figure] = []
     for spec in pack.checks:
-        for key, text in spec.templates().items():
+        for key, text in check_templates(spec).items():
             for m in _NUMBER.finditer(text):
                 number = float(m.group(1))
                 for name, base_value in changed.get(number, []):
-                    mine = pack.expect.fields().get(name)
+                    mine = fields.get(name)
                     found.append(Figure(spec.id, key, m.group(1), name, mine, base_value))
                 for name, value in own.get(number, []):
                     if name not in {f for f, _ in changed.get(number, [])}:

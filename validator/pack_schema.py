@@ -1,5 +1,6 @@
 """The rule pack's schema: the records a pack's YAML is validated into (frozen dataclasses read by
-``validator.schema``).
+``validator.schema``). Records only: filling a pack's templates and resolving ``value_from`` are
+``validator.pack_templates``' job, applying waivers the engine's.
 
 Apart from the loader (``validator.rulepack``) so that the check API (``validator.checks.base``) can name
 a check's spec and expectations without importing the loader, which needs the registry of builtin checks
@@ -8,15 +9,12 @@ to lint a pack.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as _dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from validator.facts import Mode
-from validator.pack_templates import render_template
 from validator.report import Severity
 from validator.schema import Ge, Gt, Le, Lt, MinLen, Pattern, Problem
 
@@ -112,28 +110,6 @@ class Expectations:
     startup: StartupExpect | None = None
     require_attestation: bool = False  # policy switch: demand the in-process plugin's evidence
 
-    def given(self, name: str) -> bool:
-        return getattr(self, name) is not None
-
-    def fields(self) -> dict[str, object]:
-        """Every value as a template field: ``expect.speculative.num_steps`` -> 3."""
-        return dict(self._fields)
-
-    @cached_property
-    def _fields(self) -> dict[str, object]:  # computed once per pack: every rendered text reads it
-        out: dict[str, object] = {}
-
-        def walk(prefix: str, record: object) -> None:
-            for f in dataclasses.fields(record):  # type: ignore[arg-type]
-                value = getattr(record, f.name)
-                if dataclasses.is_dataclass(value):
-                    walk(f"{prefix}{f.name}.", value)
-                elif value is not None:
-                    out[prefix + f.name] = value
-
-        walk("expect.", self)
-        return out
-
 
 @dataclass(frozen=True, kw_only=True)
 class ProbeSettings:
@@ -183,25 +159,12 @@ class CheckSpec:
     pass_message: str | None = None
     fail_message: str | None = None
 
-    def templates(self) -> dict[str, str]:
-        """Every text of the check that is a template, by its key in the pack."""
-        out = {"title": self.title, "why": self.why, "remedy": self.remedy}
-        out.update({f"remedies.{k}": v for k, v in self.remedies.items()})
-        if self.pass_message is not None:
-            out["pass_message"] = self.pass_message
-        if self.fail_message is not None:
-            out["fail_message"] = self.fail_message
-        return out
-
 
 @dataclass(frozen=True, kw_only=True)
 class WaiverSpec:
     check: str
     justification: Annotated[str, MinLen(10)]
-    expires: _dt.date
-
-    def active(self, today: _dt.date | None = None) -> bool:
-        return (today or _dt.date.today()) <= self.expires
+    expires: _dt.date  # the last day it applies
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -236,26 +199,3 @@ class RulePack:
         for w in self.waivers:
             if w.check not in seen:
                 yield (), f"Value error, waiver names unknown check {w.check!r}"
-
-    def check(self, check_id: str) -> CheckSpec:
-        for c in self.checks:
-            if c.id == check_id:
-                return c
-        raise KeyError(check_id)
-
-    def waiver_for(self, check_id: str, today: _dt.date | None = None) -> WaiverSpec | None:
-        for w in self.waivers:
-            if w.check == check_id and w.active(today):
-                return w
-        return None
-
-    def expect_value(self, expect: Expect) -> object:
-        """The value an ``expect`` check compares with: its own, or the expectation it names."""
-        if expect.value_from is None:
-            return expect.value
-        return self.expect.fields().get(f"expect.{expect.value_from}")
-
-    def render(self, text: str, params: Mapping[str, object] | None = None) -> str:
-        """A template of this pack filled with its expectations (``{expect.moe_runner_backend}``) and the
-        check's own fields (``{cache_dir}``)."""
-        return render_template(text, {**self.expect.fields(), **(params or {})})

@@ -1,5 +1,6 @@
 """Message templates of a rule pack: plain named fields only (``{expect.moe_runner_backend}``), looked up
-in a table and never evaluated.
+in a table and never evaluated; and that table, the pack's expectations as fields, which ``value_from``
+names too. The records stay data (``validator.pack_schema``): what reads them is here and in the engine.
 
 Why not ``string.Formatter().parse``: it accepts what a pack must not hold (attribute access and indexing,
 ``!r`` conversions, format specs, nested fields) and reports a stray brace without saying where
@@ -9,8 +10,11 @@ Why not ``string.Formatter().parse``: it accepts what a pack must not hold (attr
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
+
+from validator.pack_schema import CheckSpec, Expect, Expectations
 
 _FIELD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 # a literal brace pair, a field up to the first closing brace, or a lone brace (an error)
@@ -64,3 +68,39 @@ def render_template(text: str, values: Mapping[str, object]) -> str:
     return "".join(
         v if kind == "text" else (_show(values[v]) if v in values else "{" + v + "}") for kind, v in parts
     )
+
+
+def expect_fields(expect: Expectations) -> dict[str, object]:
+    """Every expectation the pack gives, as a template field: ``expect.speculative.num_steps`` -> 3. A
+    reader computes it once per pack and passes it on."""
+    out: dict[str, object] = {}
+
+    def walk(prefix: str, record: object) -> None:
+        for f in dataclasses.fields(record):  # type: ignore[arg-type]
+            value = getattr(record, f.name)
+            if dataclasses.is_dataclass(value):
+                walk(f"{prefix}{f.name}.", value)
+            elif value is not None:
+                out[prefix + f.name] = value
+
+    walk("expect.", expect)
+    return out
+
+
+def expect_value(expect: Expect, fields: Mapping[str, object]) -> object:
+    """The value an ``expect`` check compares with: its own, or the expectation it names (``fields``:
+    :func:`expect_fields` of the pack)."""
+    if expect.value_from is None:
+        return expect.value
+    return fields.get(f"expect.{expect.value_from}")
+
+
+def check_templates(spec: CheckSpec) -> dict[str, str]:
+    """Every text of the check that is a template, by its key in the pack."""
+    out = {"title": spec.title, "why": spec.why, "remedy": spec.remedy}
+    out.update({f"remedies.{k}": v for k, v in spec.remedies.items()})
+    if spec.pass_message is not None:
+        out["pass_message"] = spec.pass_message
+    if spec.fail_message is not None:
+        out["fail_message"] = spec.fail_message
+    return out

@@ -32,7 +32,7 @@ from typing import Any
 from validator.checks.registry import builtins
 from validator.errors import InputError
 from validator.pack_schema import RulePack, WaiverSpec
-from validator.pack_templates import template_fields
+from validator.pack_templates import check_templates, expect_fields, template_fields
 from validator.schema import SchemaError, format_loc, load
 from validator.sources.files import read_head, read_text_bounded
 from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
@@ -356,8 +356,8 @@ def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
     listed, the expectations and remedy variants it uses are given, and every template names only fields
     that exist. Returns ``(location, problem)`` pairs."""
     known = builtins()
-    given = pack.expect.fields()
-    absent = {f.name for f in dataclasses.fields(pack.expect) if not pack.expect.given(f.name)}
+    given = expect_fields(pack.expect)
+    absent = {f.name for f in dataclasses.fields(pack.expect) if getattr(pack.expect, f.name) is None}
     out: list[tuple[tuple[str | int, ...], str]] = []
     for i, spec in enumerate(pack.checks):
         at: tuple[str | int, ...] = ("checks", i)
@@ -375,7 +375,7 @@ def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
             for need in sorted(b.needs_in(spec.modes)):
                 if need == "probe" and pack.probe is None:
                     out.append((("probe",), f"probe is missing (needed by {spec.id})"))
-                elif need != "probe" and not pack.expect.given(need):
+                elif need != "probe" and getattr(pack.expect, need) is None:
                     out.append((("expect",), f"expect.{need} is missing (needed by {spec.id})"))
             for mode in spec.modes:
                 if mode not in b.forms:
@@ -392,7 +392,7 @@ def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
                         f"{spec.id} has no remedy variant {variant!r} (it uses: {uses})",
                     )
                 )
-        for key, text in spec.templates().items():
+        for key, text in check_templates(spec).items():
             loc = (*at, *key.split(".", 1))
             try:
                 names = template_fields(text)
@@ -419,7 +419,7 @@ def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
 
 
 def expired_waivers(pack: RulePack, today: _dt.date | None = None) -> list[WaiverSpec]:
-    return [w for w in pack.waivers if not w.active(today)]
+    return [w for w in pack.waivers if (today or _dt.date.today()) > w.expires]
 
 
 def _line_of(node: Any, loc: tuple[Any, ...]) -> int | None:

@@ -63,7 +63,9 @@ def lint(path_arg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from validator.engine import waiver_for
     from validator.errors import UsageError
+    from validator.pack_templates import expect_fields, expect_value, render_template
     from validator.rulepack import builtin_packs_dir, list_builtin_packs, load_pack
 
     if args.rules_command == "lint":
@@ -71,31 +73,34 @@ def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     loaded = load_pack(args.rules)
     pack = loaded.pack
+    fields = expect_fields(pack.expect)
+
+    def render(text: str) -> str:
+        return render_template(text, fields)
+
     if args.rules_command == "list":
         out.write(f"{pack.metadata.name} v{pack.metadata.version} ({loaded.path})\n")
         width = max(len(c.id) for c in pack.checks)
         for c in pack.checks:
             modes = ",".join(c.modes)
-            waived = " [waived]" if pack.waiver_for(c.id) else ""
-            out.write(
-                f"  {c.id:<{width}}  {c.severity.value:<8}  {modes:<15}  {pack.render(c.title)}{waived}\n"
-            )
+            waived = " [waived]" if waiver_for(pack.waivers, c.id) else ""
+            out.write(f"  {c.id:<{width}}  {c.severity.value:<8}  {modes:<15}  {render(c.title)}{waived}\n")
         others = [p.stem for p in list_builtin_packs()]
         out.write(f"built-in packs in {builtin_packs_dir()}: {', '.join(others)}\n")
         return 0
-    try:
-        c = pack.check(args.check_id)
-    except KeyError:
-        raise UsageError(f"no check {args.check_id!r} in {pack.metadata.name}") from None
+    found = next((spec for spec in pack.checks if spec.id == args.check_id), None)
+    if found is None:
+        raise UsageError(f"no check {args.check_id!r} in {pack.metadata.name}")
+    c = found
     out.write(
-        f"{c.id}: {pack.render(c.title)}\n  severity: {c.severity.value}\n  modes:    {', '.join(c.modes)}\n"
-        f"  why:      {pack.render(c.why)}\n  remedy:   {pack.render(c.remedy)}\n"
+        f"{c.id}: {render(c.title)}\n  severity: {c.severity.value}\n  modes:    {', '.join(c.modes)}\n"
+        f"  why:      {render(c.why)}\n  remedy:   {render(c.remedy)}\n"
     )
     for name, text in c.remedies.items():
-        out.write(f"  remedy ({name}): {pack.render(text)}\n")
+        out.write(f"  remedy ({name}): {render(text)}\n")
     if c.expect is not None:
-        out.write(f"  expect:   {c.expect.fact} {c.expect.op} {pack.expect_value(c.expect)!r}\n")
-    w = pack.waiver_for(c.id)
+        out.write(f"  expect:   {c.expect.fact} {c.expect.op} {expect_value(c.expect, fields)!r}\n")
+    w = waiver_for(pack.waivers, c.id)
     if w is not None:
         out.write(f"  waived until {w.expires}: {w.justification}\n")
     return 0
