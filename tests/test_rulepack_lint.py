@@ -280,10 +280,10 @@ def _env(tmp_path: Path) -> Path:
 
 
 def test_every_check_family_module_is_registered() -> None:
-    """A family module that registry.py forgets would leave its checks unknown: every pack listing them
-    fails to load. Importing the registry (in a fresh interpreter) imports every module under
-    validator/checks/ that registers a builtin, and every check a built-in pack lists without ``expect``
-    is a registered builtin."""
+    """A family module the registry did not import would leave its checks unknown: every pack listing
+    them fails to load. Importing the registry (in a fresh interpreter) imports every module under
+    validator/checks/ that registers a builtin (found there, not listed), and every check a built-in pack
+    lists without ``expect`` is a registered builtin."""
     import pkgutil
     import sys
 

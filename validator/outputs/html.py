@@ -377,6 +377,6 @@ def waiting_page(view: SidecarView) -> str:
     )
 
 
-@output("html", "a self-contained HTML page (the sidecar serves it at /)")
+@output("html", "a self-contained HTML page (the sidecar serves it at /)", rank=4)
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
     return page(report, secrets=secrets)

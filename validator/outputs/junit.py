@@ -27,7 +27,7 @@ def _junit_status(c: dict[str, Any], unproven: dict[str, Any], accepted: bool) -
     return str(c["status"])
 
 
-@output("junit", "JUnit XML, one testcase per check")
+@output("junit", "JUnit XML, one testcase per check", rank=2)
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
     import xml.etree.ElementTree as ET  # here: every command loads the registry, few ask for XML
 

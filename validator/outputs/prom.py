@@ -29,7 +29,7 @@ def _end_timestamp(report: Report) -> float:
     return started.timestamp() + report.duration_s
 
 
-@output("prom", "Prometheus text for node_exporter's textfile collector", messages=False)
+@output("prom", "Prometheus text for node_exporter's textfile collector", messages=False, rank=3)
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
     # here: prometheus_client is loaded only when this format is asked for (preflight starts fast)
     from prometheus_client import CollectorRegistry, Gauge

@@ -66,7 +66,7 @@ def verdict_note(data: dict[str, Any]) -> str:
     return f" (partial: {unproven} unproven)" if data["verdict"] == "pass" else f" ({unproven} unproven)"
 
 
-@output("text", "for a person at a terminal (the default)")
+@output("text", "for a person at a terminal (the default)", rank=0)
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = (), line_width: int = 0) -> str:
     """``line_width`` 0: the terminal's width (COLUMNS), else 100."""
     line_width = line_width or shutil.get_terminal_size((100, 24)).columns
