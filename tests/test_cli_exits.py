@@ -135,3 +135,17 @@ def test_truncated_safetensors_still_writes_the_requested_report(tmp_path: Path,
         assert layout["status"] == "error" and shard.name in layout["message"]
     else:
         assert "checkpoint.layout" in text and shard.name in text
+
+
+def test_sim_refuses_an_attestation_directory_others_can_write_before_it_starts(tmp_path: Path) -> None:
+    """The simulator writes its attestation once loaded, seconds after it listens; a directory the
+    private writer refuses is a usage error at once, naming the path, never an internal error later."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    att = shared / "att.json"
+    res = spark("sim", "--port", str(free_port()), "--attestation", str(att), timeout=30)
+    assert res.returncode == 2, res.stderr
+    assert f"--attestation {att}" in res.stderr and "refusing to write the attestation" in res.stderr
+    assert "internal error" not in res.stderr and "Traceback" not in res.stderr
+    assert not att.exists()

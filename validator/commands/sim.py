@@ -7,10 +7,12 @@ building the CLI parser stays cheap.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from validator.errors import InputError, UsageError
+from validator.trusted_files import UnsafeLocation, open_private_dir
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -98,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("sim: --collapse-after must be a number of seconds >= 0")
     key = _read_key(args.api_key_file) if args.api_key_file else None
     attestation = args.attestation  # None: the plugin's own location rules (validator.attestation.location)
-
-    import os
+    if attestation is not None:
+        _refuse_unsafe_directory(attestation)
 
     from validator.sim.runner import SimServer, map_library, serve_forever, serve_worker, worker_rank
 
@@ -135,3 +137,15 @@ def run(args: argparse.Namespace) -> int:
         return serve_forever(sim)
     finally:
         del mapped
+
+
+def _refuse_unsafe_directory(attestation: Path) -> None:
+    """The attestation is written once the simulated server has loaded, seconds after it listens: a
+    directory the private writer refuses (``/tmp``, writable by others) is said now, as a usage error
+    naming the path, not later as an internal error from the loading thread."""
+    try:
+        os.close(open_private_dir(attestation.parent, what="the attestation"))
+    except UnsafeLocation as exc:
+        raise UsageError(f"sim: --attestation {attestation}: {exc}") from None
+    except OSError as exc:
+        raise UsageError(f"sim: --attestation {attestation}: {exc.strerror or exc}") from None
