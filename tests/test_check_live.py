@@ -72,7 +72,7 @@ def test_healthy_passes_with_attestation_and_log(healthy: SimProcess) -> None:
 
 
 def test_healthy_over_http_alone_is_inconclusive_with_the_way_to_prove_the_rest(healthy: SimProcess) -> None:
-    """Contract v2: what HTTP cannot prove (the draft head's identity, the head's dtype) is `error`, and
+    """What HTTP cannot prove (the draft head's identity, the head's dtype) is `error`, and
     the verdict is not a pass until the input that proves it is given (or --allow-partial accepts it)."""
     run = run_check(healthy.url, "--wait", "20")
     no_traceback(run)
