@@ -68,6 +68,27 @@ def test_the_site_pack_drives_a_real_preflight(tmp_path: Path) -> None:
     assert out.returncode == 78
 
 
+def test_a_declarative_checks_fields_fill_its_message_and_remedy(tmp_path: Path) -> None:
+    """``{actual}``, ``{expected}`` and ``{fact}`` are a declarative check's own fields in every text
+    ``rules lint`` lets name them: the message it shows and the remedy, with the pack's values beside."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        SITE.replace(
+            "    remedy: Lower --mem-fraction-static.\n",
+            "    remedy: Lower {fact} from {actual} to {expected} (the site's "
+            "{expect.host.max_mem_fraction_static}).\n"
+            "    fail_message: '{fact} is {actual}, over {expected}'\n",
+        )
+    )
+    assert run_cli("rules", "lint", str(site)).returncode == 0
+    argv = "python -m sglang.launch_server --model-path /m --mem-fraction-static 0.65"
+    out = run_cli("preflight", "--rules", str(site), "--launch-cmd", argv, "--format", "json")
+    result = {r["id"]: r for r in json_report(out.stdout)["checks"]}["site.mem_fraction"]
+    assert result["status"] == "fail"
+    assert result["message"] == "launch.args.mem_fraction_static is 0.65, over 0.6"
+    assert result["remedy"] == "Lower launch.args.mem_fraction_static from 0.65 to 0.6 (the site's 0.6)."
+
+
 @pytest.mark.parametrize(
     ("files", "message"),
     [

@@ -61,7 +61,7 @@ def run_checks(
         elif elsewhere is not None:
             outcome = Outcome(Status.SKIP, elsewhere, {"platform": spec.platform}, [HOST])
         elif spec.expect is not None:
-            outcome = evaluate_expect(facts, spec, expect_value(spec.expect, fields), fields)
+            outcome = evaluate_expect(facts, spec, expect_value(spec.expect, fields))
         elif form is not None:
             try:
                 outcome = form(facts, ctx)
@@ -108,7 +108,11 @@ def _result(
     text = spec.remedies.get(outcome.remedy) if outcome.remedy is not None else None
     if text is None and status in (Status.FAIL, Status.WARN, Status.INFO):
         text = spec.remedy
-    remedy = render_template(text, {**fields, **outcome.params}) if text is not None else None
+    values = {**fields, **outcome.params}
+    remedy = render_template(text, values) if text is not None else None
+    message = outcome.message
+    if outcome.message_from is not None:  # a text of the pack, not the check's own words
+        message = render_template(message, values)
     waived = None
     if waiver is not None and status in (Status.FAIL, Status.WARN, Status.ERROR):
         waived = Waiver(check=waiver.check, justification=waiver.justification, expires=str(waiver.expires))
@@ -116,7 +120,7 @@ def _result(
         id=spec.id,
         status=status,
         severity=severity,
-        message=outcome.message,
+        message=message,
         evidence=outcome.evidence,
         sources=outcome.sources,
         remedy=remedy,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from validator.facts import LAUNCH, PROBE, SERVER, SGLANG, Facts, Mode
 from validator.pack_schema import CheckSpec, Expectations
@@ -28,7 +28,10 @@ class Outcome:
     evidence: dict[str, Any] = field(default_factory=dict)
     sources: list[str] = field(default_factory=list)
     remedy: str | None = None  # a named variant of the pack's remedies; None: the check's default remedy
-    params: dict[str, object] = field(default_factory=dict)  # template fields for the remedy text
+    params: dict[str, object] = field(default_factory=dict)  # template fields for the pack's texts
+    # the message is this text of the check's entry in the pack, a template the engine fills with the
+    # pack's values and ``params`` (a declarative check's pass_message or fail_message); None: ``message``
+    message_from: Literal["pass_message", "fail_message"] | None = None
 
 
 @dataclass(frozen=True)

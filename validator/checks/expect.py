@@ -1,19 +1,18 @@
 """Declarative ``expect`` checks from a rule pack: ``fact <op> value`` over any fact path.
 
 They let a user add a site rule (a port, a memory fraction, a version) without writing Python. The
-messages are the pack's templates, filled with ``{actual}``, ``{expected}``, ``{fact}`` and the pack's
-expectations.
+messages are the pack's ``pass_message`` and ``fail_message``: the outcome names which, with
+``{actual}``, ``{expected}`` and ``{fact}`` as its fields, and the engine fills it, as it fills every text
+of the pack.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 
 from validator.checks import base as check
 from validator.facts import SERVER, Facts
 from validator.pack_schema import CheckSpec
-from validator.pack_templates import render_template
 from validator.report import Status
 
 
@@ -42,11 +41,8 @@ def _compare(actual: object, op: str, value: object) -> bool:
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 
-def evaluate_expect(
-    facts: Facts, spec: CheckSpec, value: object, fields: Mapping[str, object]
-) -> check.Outcome:
-    """``value``: what the fact is compared with (the pack resolved ``value_from``); ``fields``: the pack's
-    template fields."""
+def evaluate_expect(facts: Facts, spec: CheckSpec, value: object) -> check.Outcome:
+    """``value``: what the fact is compared with (the pack resolved ``value_from``)."""
     assert spec.expect is not None
     exp = spec.expect
     source = exp.fact.split(".", 1)[0]
@@ -54,19 +50,18 @@ def evaluate_expect(
         actual = facts.lookup(exp.fact)
     except KeyError:
         actual = None
-    values = {**fields, "actual": actual, "expected": value, "fact": exp.fact}
+    params: dict[str, object] = {"actual": actual, "expected": value, "fact": exp.fact}
     if actual is None and exp.op not in ("absent", "exists"):
         if source == SERVER and facts.server is None:
             return check.no_server(facts)  # server.ready says why, once
         if source in facts.errors:
             return check.Outcome(Status.ERROR, f"{exp.fact}: {facts.errors[source]}", sources=[source])
         status = {"skip": Status.SKIP, "error": Status.ERROR, "fail": Status.FAIL, "pass": Status.PASS}
-        msg = (
-            render_template(spec.pass_message, values)
-            if exp.when_missing == "pass" and spec.pass_message
-            else f"{exp.fact} is not known here"
-        )
-        return check.Outcome(status[exp.when_missing], msg, sources=[source])
+        if exp.when_missing == "pass" and spec.pass_message:
+            return check.Outcome(
+                Status.PASS, spec.pass_message, sources=[source], params=params, message_from="pass_message"
+            )
+        return check.Outcome(status[exp.when_missing], f"{exp.fact} is not known here", sources=[source])
     evidence = {exp.fact: actual, "expected": f"{exp.op} {value!r}" if value is not None else exp.op}
     try:
         ok = _compare(actual, exp.op, value)
@@ -79,10 +74,14 @@ def evaluate_expect(
         )
     if ok:
         if spec.pass_message:
-            return check.Outcome(Status.PASS, render_template(spec.pass_message, values), evidence, [source])
+            return check.Outcome(
+                Status.PASS, spec.pass_message, evidence, [source], params=params, message_from="pass_message"
+            )
         return check.Outcome(Status.PASS, f"{exp.fact} = {actual!r} ({exp.op} {value!r})", evidence, [source])
     if spec.fail_message:
-        return check.Outcome(Status.FAIL, render_template(spec.fail_message, values), evidence, [source])
+        return check.Outcome(
+            Status.FAIL, spec.fail_message, evidence, [source], params=params, message_from="fail_message"
+        )
     return check.Outcome(
         Status.FAIL, f"{exp.fact} = {actual!r}, expected {exp.op} {value!r}", evidence, [source]
     )
