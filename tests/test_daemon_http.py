@@ -61,20 +61,20 @@ def test_readyz_follows_the_latch_and_report_is_redacted() -> None:
     async def body(state: DaemonState, metrics: DaemonMetrics, port: int) -> None:
         [(s, _, b)] = await _exchange(port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 503 and json.loads(b)["verdict"] == "none"
-        [(s, _, b)] = await _exchange(port, b"GET /report HTTP/1.1\r\n\r\n")
+        [(s, _, b)] = await _exchange(port, b"GET /report HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 503
         state.latch(_report(Verdict.PASS), ready=True, reason="")
-        [(s, h, b)] = await _exchange(port, b"GET /readyz?timeout=1 HTTP/1.1\r\n\r\n")
+        [(s, h, b)] = await _exchange(port, b"GET /readyz?timeout=1 HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 200
         assert json.loads(b) == {"ready": True, "verdict": "pass", "partial": False, "phase": "starting"}
         assert h["content-type"] == "application/json" and len(b) < 200
-        [(s, h, b)] = await _exchange(port, b"GET /readyz?verbose=1 HTTP/1.1\r\n\r\n")
+        [(s, h, b)] = await _exchange(port, b"GET /readyz?verbose=1 HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 200 and h["content-type"].startswith("text/plain")
         assert b.decode().splitlines() == ["[+]server.ready ok", "readyz check passed"]
-        [(s, _, b)] = await _exchange(port, b"GET /report HTTP/1.1\r\n\r\n")
+        [(s, _, b)] = await _exchange(port, b"GET /report HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 200 and b"sk-SECRET-123" not in b and json.loads(b)["checks"][0]["evidence"]["url"]
         state.drop("server /health stopped answering 200")
-        [(s, _, b)] = await _exchange(port, b"GET /readyz HTTP/1.1\r\n\r\n")
+        [(s, _, b)] = await _exchange(port, b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 503 and json.loads(b)["reason"].startswith("server /health")
 
     _run(body)
@@ -82,20 +82,27 @@ def test_readyz_follows_the_latch_and_report_is_redacted() -> None:
 
 def test_keep_alive_pipelining_head_and_errors() -> None:
     async def body(state: DaemonState, metrics: DaemonMetrics, port: int) -> None:
-        pipelined = b"GET /livez HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\n"
+        paths = (b"/livez", b"/metrics", b"/nope")
+        pipelined = b"".join(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % p for p in paths)
         (s1, _, _), (s2, h2, b2), (s3, _, _) = await _exchange(port, pipelined, 3)
         assert (s1, s2, s3) == (200, 200, 404)
         assert b"spark_validate_ready 0.0" in b2 and h2["content-type"].startswith("text/plain")
-        [(s, h, b)] = await _exchange(port, b"HEAD /metrics HTTP/1.1\r\n\r\n")
+        [(s, h, b)] = await _exchange(port, b"HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 200 and int(h["content-length"]) > 100 and b == b""
-        [(s, h, _)] = await _exchange(port, b"POST /readyz HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+        [(s, h, _)] = await _exchange(port, b"POST /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
         assert s == 405 and h["allow"] == "GET, HEAD"
-        [(s, h, _)] = await _exchange(port, b"GET /readyz HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello")
+        [(s, h, _)] = await _exchange(
+            port, b"GET /readyz HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+        )
         assert s == 413 and h["connection"] == "close"
         [(s, _, _)] = await _exchange(port, b"garbage\r\n\r\n")
         assert s == 400
         [(s, _, _)] = await _exchange(port, b"GET /" + b"a" * 9000)
-        assert s == 431
+        assert s == 431  # a head still incomplete past 8 KiB
+        [(s, _, _)] = await _exchange(
+            port, b"GET /livez HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 9000 + b"\r\n\r\n"
+        )
+        assert s == 431  # a complete head over 8 KiB, arrived in one read
         [(s, h, _)] = await _exchange(port, b"GET /readyz HTTP/1.0\r\n\r\n")
         assert s == 503 and h["connection"] == "close"
 
@@ -105,13 +112,13 @@ def test_keep_alive_pipelining_head_and_errors() -> None:
 def test_livez_reads_the_scheduler_heartbeat() -> None:
     async def body(state: DaemonState, metrics: DaemonMetrics, port: int) -> None:
         state.touch()
-        [(s, _, _)] = await _exchange(port, b"GET /livez HTTP/1.1\r\n\r\n")
+        [(s, _, _)] = await _exchange(port, b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 200
         time.sleep(0.35)  # the loop "wedged": nobody touched the heartbeat
-        [(s, _, b)] = await _exchange(port, b"GET /livez HTTP/1.1\r\n\r\n")
+        [(s, _, b)] = await _exchange(port, b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 503 and json.loads(b) == {"alive": False}
         # /metrics stays 200 whatever readiness and liveness say (goss #992)
-        [(s, _, _)] = await _exchange(port, b"GET /metrics HTTP/1.1\r\n\r\n")
+        [(s, _, _)] = await _exchange(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         assert s == 200
 
     _run(body)

@@ -140,15 +140,30 @@ async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
     return data == b""
 
 
-def test_two_content_length_headers_are_refused() -> None:
+def test_ambiguous_framing_is_refused() -> None:
+    """The request framing is h11's, by RFC 9112: conflicting or malformed lengths, a fold before the first
+    header, an HTTP/1.1 request without ``Host`` and an unknown HTTP version are 400; a transfer coding
+    other than chunked is 501; any body is 413. Identical duplicate lengths are one length (RFC 9110 8.6),
+    and a folded line joins the header above it, where it can hide no framing: a folded
+    ``Transfer-Encoding`` still announces a body, and is refused."""
+
     async def body(server: SidecarServer, port: int) -> None:
-        two = b"GET /readyz HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\nhello"
-        assert await _status_of(port, two) == 400
-        same = b"GET /readyz HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n"
-        assert await _status_of(port, same) == 400
-        assert await _status_of(port, b"GET /readyz HTTP/1.1\r\nContent-Length: -0\r\n\r\n") == 400
-        assert await _status_of(port, b"GET /readyz HTTP/1.1\r\n Folded: x\r\n\r\n") == 400
-        assert await _status_of(port, b"GET /livez HTTP/1.1\r\nContent-Length: 0\r\n\r\n") == 200
+        get = b"GET /livez HTTP/1.1\r\nHost: x\r\n"
+        assert await _status_of(port, get + b"Content-Length: 0\r\nContent-Length: 5\r\n\r\nhello") == 400
+        assert await _status_of(port, get + b"Content-Length: 0, 5\r\n\r\nhello") == 400
+        assert await _status_of(port, get + b"Content-Length: -0\r\n\r\n") == 400
+        assert await _status_of(port, b"GET /livez HTTP/1.1\r\n Folded: x\r\nHost: x\r\n\r\n") == 400
+        assert await _status_of(port, b"GET /livez HTTP/1.1\r\nAccept: */*\r\n\r\n") == 400  # no Host
+        assert await _status_of(port, b"GET /livez HTTP/2.0\r\nHost: x\r\n\r\n") == 400
+        assert await _status_of(port, b"GET /livez HTTP/1.1 \r\nHost: x\r\n\r\n") == 400
+        assert await _status_of(port, get + b"Bad Name: x\r\n\r\n") == 400
+        assert await _status_of(port, get + b"Transfer-Encoding: gzip\r\n\r\n") == 501
+        assert await _status_of(port, get + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n") == 413
+        assert await _status_of(port, get + b"Transfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n") == 413
+        assert await _status_of(port, get + b"Content-Length: 5\r\nContent-Length: 5\r\n\r\nhello") == 413
+        assert await _status_of(port, get + b"Content-Length: 0\r\nContent-Length: 0\r\n\r\n") == 200
+        assert await _status_of(port, get + b"X-A: a\r\n Transfer-Encoding: chunked\r\n\r\n") == 200
+        assert await _status_of(port, get + b"Content-Length: 0\r\n\r\n") == 200
 
     asyncio.run(_with_server(body))
 
@@ -181,7 +196,7 @@ def test_a_client_that_stops_reading_is_bounded_then_closed() -> None:
         sock = socket.create_connection(("127.0.0.1", port))
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.setblocking(False)
-        payload = b"GET /metrics HTTP/1.1\r\n\r\n" * 200_000
+        payload = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 200_000
         sent, t0 = 0, time.monotonic()
         while time.monotonic() - t0 < 0.3:  # well within write_timeout: the connection must still be open
             with suppress(BlockingIOError):
@@ -207,7 +222,7 @@ def test_connection_cap_evicts_the_stalest_and_serves_the_new_one() -> None:
             await asyncio.sleep(0.02)
         await asyncio.sleep(0.1)
         assert len(server.conns) <= 4 and server.evicted >= 2
-        assert await _status_of(port, b"GET /livez HTTP/1.1\r\n\r\n") == 200
+        assert await _status_of(port, b"GET /livez HTTP/1.1\r\nHost: x\r\n\r\n") == 200
         assert await _closed_within(held[0][0], 1)  # the stalest went first
         for _, w in held:
             w.close()
