@@ -11,11 +11,10 @@ The API key goes only into the ``Authorization`` header; replies are redacted be
 
 Every request is bounded, because a hostile or wedged server must not be able to hold ``check`` or the
 sidecar: a total deadline per request (httpx's own read timeout restarts with every
-byte, so a 1-byte-per-second drip never trips it), a decoded-size cap per endpoint, a line cap for the
-``/generate`` event stream, and our own bounded decompression (httpx inflates a whole network chunk at
-once, a gzip bomb's 1,000:1 included, and raises ``DecodingError``, which is no ``TransportError``).
-Whatever goes wrong while a body arrives, including bad gzip and JSON nested past
-:data:`validator.sources.files.MAX_JSON_DEPTH`, is a ``ServerError``: the endpoint is unavailable.
+byte, so a 1-byte-per-second drip never trips it) and a decoded-size cap per endpoint (``BODY_CAPS``).
+This module is the transport: the body is decoded within its cap by
+:mod:`validator.sources.bounded_body` (our own inflation, the event stream's line cap), and the reply's
+shape is checked by :mod:`validator.sources.server_replies`.
 """
 
 from __future__ import annotations
@@ -23,28 +22,33 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
-import json
-import math
 import os
 import time
-import zlib
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from validator.errors import InputError, UnavailableError
+from validator.errors import InputError
 from validator.redact import redact, redact_text, register_secret, safe_url
-from validator.sources.files import MAX_JSON_DEPTH, json_depth, read_text_bounded
+from validator.sources.bounded_body import BoundedBody, MiB, stream_lines
+from validator.sources.files import read_text_bounded
+from validator.sources.server_replies import (
+    Generation,
+    ServerError,
+    expect_object,
+    parse_generation,
+    parse_json,
+)
+
+__all__ = ["API_KEY_ENV", "BODY_CAPS", "Generation", "SGLangClient", "ServerError", "load_api_key"]
 
 API_KEY_ENV = "SPARK_VALIDATE_API_KEY"
 TRANSIENT_STATUS = frozenset({502, 503, 504})
 
 # Decoded-size caps per endpoint. Real replies: /server_info ~20 KB, /model_info < 1 KB, one /generate
 # reply a few KB, /metrics ~100 KB; /weights_checker lists every parameter (a few MB for 124B).
-MiB = 1024 * 1024
 BODY_CAPS: dict[str, int] = {
     "/health": 64 * 1024,
     "/server_info": 8 * MiB,
@@ -56,26 +60,10 @@ BODY_CAPS: dict[str, int] = {
     "/weights_checker": 16 * MiB,  # ~30k parameters x ~100 bytes: a few MB
 }
 DEFAULT_BODY_CAP = 8 * MiB
-SSE_LINE_CAP = 1 * MiB  # one ``data:`` frame of /generate
 SSE_TOTAL_CAP = 64 * MiB  # a whole stream (max_new_tokens is capped far below this)
-STREAM_CHUNK_CAP = 4 * MiB  # decoded bytes from one network chunk of a stream (its lines are cut after)
-INFLATE_STEP = 256 * 1024  # decoded bytes per zlib call between yields to the event loop
 # Total deadline of one request (all its bytes), for everything but /generate, whose deadline is the
 # probe's (``read_timeout``): a server that answers /health at all answers it in milliseconds.
 INFO_TIMEOUT_S = 10.0
-
-
-class ServerError(UnavailableError):
-    """The server could not give the evidence asked for; names the endpoint and what went wrong."""
-
-    def __init__(
-        self, endpoint: str, reason: str, status: int | None = None, *, transient: bool = False
-    ) -> None:
-        super().__init__(f"{endpoint}: {reason}")
-        self.endpoint = endpoint
-        self.reason = reason
-        self.status = status
-        self.transient = transient  # connect error, timeout or 502/503/504: may heal by itself
 
 
 def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -93,184 +81,6 @@ def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) 
     if value:
         register_secret(value)
     return value or None
-
-
-class _BoundedBody:
-    """Collects a reply body, decoding ``Content-Encoding`` gzip/deflate ourselves with ``max_length``,
-    so no more than ``cap + 1`` decoded bytes ever exist, however the server compressed them."""
-
-    def __init__(self, endpoint: str, encodings: list[str], cap: int, *, keep: bool = True) -> None:
-        self.endpoint = endpoint
-        self.cap = cap
-        self.keep = keep  # False for a stream: its lines are consumed as they come
-        self.size = 0
-        self.parts: list[bytes] = []
-        codings = [c.strip().lower() for h in encodings for c in h.split(",")]
-        codings = [c for c in codings if c and c != "identity"]
-        self._gzip = False
-        self._z: Any = None
-        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
-            shown = ", ".join(codings)[:60]
-            raise ServerError(endpoint, f"unsupported Content-Encoding {shown!r}")
-        if codings:
-            self._gzip = codings[0] != "deflate"
-            # gzip: wbits 31; deflate: zlib-wrapped (15) as RFC 9110 says (raw deflate is refused).
-            self._z = zlib.decompressobj(wbits=31 if self._gzip else 15)
-
-    def _keep(self, data: bytes) -> None:
-        self.size += len(data)
-        if self.size > self.cap:
-            raise ServerError(self.endpoint, f"body over the {self.cap}-byte cap")
-        if data and self.keep:
-            self.parts.append(data)
-
-    async def feed(self, data: bytes) -> bytes:
-        """Add raw bytes; returns the newly decoded bytes when the body is not kept (a stream's lines),
-        else ``b""`` (see :meth:`finish`). Compressed data is inflated in ``INFLATE_STEP`` slices with a
-        yield to the event loop between them: 64 KiB of a gzip bomb is 8 MiB of output, tens of ms of CPU
-        that must not delay the sidecar's ``/livez``."""
-        if self._z is None:
-            self._keep(data)
-            return b"" if self.keep else data
-        out: list[bytes] = []
-        produced = 0
-        buf = data
-        try:
-            while buf and not self._z.eof:
-                chunk = self._z.decompress(buf, min(INFLATE_STEP, self.cap + 1 - self.size))
-                self._keep(chunk)
-                if not self.keep:
-                    out.append(chunk)
-                    produced += len(chunk)
-                    if produced > STREAM_CHUNK_CAP:  # no real event stream inflates 1,000:1
-                        raise ServerError(self.endpoint, f"one chunk inflates past {STREAM_CHUNK_CAP} bytes")
-                buf = self._z.unconsumed_tail
-                if buf:
-                    await asyncio.sleep(0)
-            if self._z.eof and (self._z.unused_data or buf):
-                raise ServerError(self.endpoint, f"data after the end of the {self._name()} body")
-        except zlib.error as exc:
-            raise ServerError(self.endpoint, f"body is not valid {self._name()} ({exc})") from None
-        return b"".join(out)
-
-    def _name(self) -> str:
-        return "gzip" if self._gzip else "deflate"
-
-    def finish(self) -> bytes:
-        if self._z is not None:
-            try:
-                self._keep(self._z.flush())
-            except zlib.error as exc:
-                raise ServerError(self.endpoint, f"body is not valid {self._name()} ({exc})") from None
-            if not self._z.eof:
-                raise ServerError(self.endpoint, f"{self._name()} body is truncated")
-        return b"".join(self.parts)
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One ``/generate`` reply, shape-checked. ``ttft_s`` is measured client-side when streamed."""
-
-    text: str
-    output_ids: list[int] | None
-    meta_info: dict[str, Any]
-    ttft_s: float | None = None
-    wall_s: float | None = None
-
-
-def parse_json(endpoint: str, body: bytes) -> Any:
-    """Decode a JSON body, turning every decoder failure into a ServerError naming the byte offset."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ServerError(endpoint, f"body is not UTF-8 (byte {exc.start})") from None
-    if not text.strip():
-        raise ServerError(endpoint, "empty body, expected JSON")
-    try:
-        doc = json.loads(text, parse_constant=_reject_constant)
-    except json.JSONDecodeError as exc:
-        raise ServerError(endpoint, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
-    except (ValueError, RecursionError) as exc:
-        raise ServerError(endpoint, f"invalid JSON: {type(exc).__name__}") from None
-    if json_depth(doc) > MAX_JSON_DEPTH:
-        raise ServerError(endpoint, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
-    return doc
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"non-standard JSON constant {name}")
-
-
-def _type_name(v: Any) -> str:
-    return {dict: "object", list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(
-        type(v), "null" if v is None else type(v).__name__
-    )
-
-
-def expect_object(endpoint: str, value: Any, what: str = "reply") -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise ServerError(endpoint, f"{what}: expected an object, got {_type_name(value)}")
-    return value
-
-
-def parse_generation(endpoint: str, value: Any) -> Generation:
-    """Check a ``/generate`` reply's shape: an object with string ``text`` and object ``meta_info`` whose
-    numeric fields are finite numbers. A list (batch reply) or an ``error`` object is rejected."""
-    obj = expect_object(endpoint, value)
-    if "error" in obj and "meta_info" not in obj:
-        err = obj["error"]
-        msg = err.get("message") if isinstance(err, dict) else err
-        raise ServerError(endpoint, f"server reported an error: {str(msg)[:200]}")
-    if "text" not in obj:
-        raise ServerError(endpoint, "missing field text")
-    if not isinstance(obj["text"], str):
-        raise ServerError(endpoint, f"text: expected a string, got {_type_name(obj['text'])}")
-    if "meta_info" not in obj:
-        raise ServerError(endpoint, "missing field meta_info")
-    meta = expect_object(endpoint, obj["meta_info"], "meta_info")
-    for key, val in meta.items():
-        if key.startswith("spec_") or key in _NUMERIC_META:
-            _check_meta_value(endpoint, key, val)
-    if "completion_tokens" not in meta:
-        raise ServerError(endpoint, "missing field meta_info.completion_tokens")
-    ids = obj.get("output_ids")
-    if ids is not None and not (isinstance(ids, list) and all(type(i) is int for i in ids)):
-        raise ServerError(endpoint, "output_ids: expected a list of integers")
-    return Generation(text=obj["text"], output_ids=ids, meta_info=meta)
-
-
-_NUMERIC_META = frozenset(
-    {"completion_tokens", "prompt_tokens", "e2e_latency", "first_token_latency", "decode_throughput"}
-)
-_INT_META = frozenset(
-    {
-        "completion_tokens",
-        "prompt_tokens",
-        "spec_verify_ct",
-        "spec_num_correct_drafts",
-        "spec_num_proposed_drafts",
-        "spec_accept_token_num",  # the names other builds give the same counts
-        "spec_draft_token_num",
-        "spec_accepted_drafts",
-        "spec_proposed_drafts",
-    }
-)
-
-
-def _check_meta_value(endpoint: str, key: str, val: Any) -> None:
-    where = f"meta_info.{key}"
-    if key == "spec_correct_drafts_histogram" or key.endswith("_histogram"):
-        if val is not None and not (isinstance(val, list) and all(type(v) is int and v >= 0 for v in val)):
-            raise ServerError(endpoint, f"{where}: expected a list of non-negative integers")
-        return
-    if val is None:
-        return
-    if key in _INT_META:
-        if type(val) is not int or val < 0:
-            raise ServerError(endpoint, f"{where}: expected a non-negative integer, got {_type_name(val)}")
-        return
-    if isinstance(val, bool) or not isinstance(val, (int, float)) or not math.isfinite(val) or val < 0:
-        raise ServerError(endpoint, f"{where}: expected a non-negative number, got {_type_name(val)}")
 
 
 class SGLangClient:
@@ -353,7 +163,7 @@ class SGLangClient:
                     return resp.status_code, b""
                 _check_length(ep, resp, cap)
                 encodings, chunks = _raw_body(resp)
-                body = _BoundedBody(ep, encodings, cap)
+                body = BoundedBody(ep, encodings, cap)
                 async for raw in chunks:
                     await body.feed(raw)
                 return resp.status_code, body.finish()
@@ -509,13 +319,13 @@ class SGLangClient:
             encodings, chunks = _raw_body(resp)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
                 _check_length(ep, resp, BODY_CAPS["/generate"])
-                whole = _BoundedBody(ep, encodings, BODY_CAPS["/generate"])
+                whole = BoundedBody(ep, encodings, BODY_CAPS["/generate"])
                 async for raw in chunks:
                     await whole.feed(raw)
                 gen = parse_generation(ep, parse_json(ep, whole.finish()))
                 return Generation(gen.text, gen.output_ids, gen.meta_info, None, time.perf_counter() - t0)
-            decoder = _BoundedBody(ep, encodings, SSE_TOTAL_CAP, keep=False)
-            async for line in _lines(ep, chunks, decoder):
+            decoder = BoundedBody(ep, encodings, SSE_TOTAL_CAP, keep=False)
+            async for line in stream_lines(ep, chunks, decoder):
                 if not line.startswith(b"data:"):
                     continue
                 data = line[5:].strip()
@@ -589,23 +399,6 @@ def _check_length(endpoint: str, resp: httpx.Response, cap: int) -> None:
             and not resp.headers.get("content-encoding")
         ):
             raise ServerError(endpoint, f"body of {value} bytes is over the {cap}-byte cap")
-
-
-async def _lines(endpoint: str, raw: AsyncIterator[bytes], decoder: _BoundedBody) -> AsyncIterator[bytes]:
-    """The lines of an event stream (``\n`` or ``\r\n``), each at most ``SSE_LINE_CAP`` bytes, the whole
-    stream at most the decoder's cap."""
-    pending = b""
-    async for chunk in raw:
-        *lines, pending = (pending + await decoder.feed(chunk)).split(b"\n")
-        for line in lines:
-            if len(line) > SSE_LINE_CAP:
-                break
-            yield line.rstrip(b"\r")
-        if len(pending) > SSE_LINE_CAP or any(len(line) > SSE_LINE_CAP for line in lines):
-            raise ServerError(endpoint, f"event-stream line over the {SSE_LINE_CAP}-byte cap")
-    decoder.finish()
-    if pending.strip():
-        yield pending.rstrip(b"\r")
 
 
 def _status_reason(status: int, *, key_sent: bool) -> str:
