@@ -11,6 +11,10 @@ environment, ``Environment=`` (several quoted assignments per line) overridden b
 
 Things systemd merely warns about and skips (an assignment without ``=``, a line outside a section, an
 invalid ``Environment=`` word, unbalanced quotes) raise ``InputError(path, reason, line)`` here.
+
+The grammar of the text (lines, sections, words, specifiers, ``$VAR``) is
+:mod:`validator.sources.unit_syntax`; this module reads a unit and its drop-ins and environment files,
+and decides what systemd would start from them.
 """
 
 from __future__ import annotations
@@ -18,8 +22,6 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-import re
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,30 +31,15 @@ from validator.facts import LaunchFacts
 from validator.sources.env_file import read_env_file
 from validator.sources.files import TEXT_CAP, read_bounded
 from validator.sources.launch_command import launch_from_argv, unwrap_launch
+from validator.sources.unit_syntax import (
+    ENV_NAME,
+    Assignment,
+    expand_env,
+    parse_unit_text,
+    specifiers,
+    split_words,
+)
 from validator.trusted_files import UnsafeLocation, creatable_by_others
-
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_WS = " \t\n\r"
-_SIMPLE_ESCAPES = {
-    "a": "\a",
-    "b": "\b",
-    "f": "\f",
-    "n": "\n",
-    "r": "\r",
-    "t": "\t",
-    "v": "\v",
-    "\\": "\\",
-    '"': '"',
-    "'": "'",
-    "s": " ",
-}
-
-
-@dataclass
-class Assignment:
-    value: str
-    line: int
-    file: str
 
 
 @dataclass
@@ -70,188 +57,6 @@ class ServiceUnit:
     launch_options: list[str] = field(default_factory=list)  # the [opts] of that wrapper
     # what bounds the start job (validator.sources.start_budget): raw values, last assignment wins
     timing: dict[str, str] = field(default_factory=dict)  # Type, TimeoutStartSec, TimeoutSec, ExecStartPost
-
-
-def _cunescape(text: str, i: int, where: str, line: int) -> tuple[str, int]:
-    """Decode the escape starting after the backslash at ``text[i]``; returns (char, next index)."""
-    if i >= len(text):
-        raise InputError(where, "trailing backslash", line)
-    c = text[i]
-    if c in _SIMPLE_ESCAPES:
-        return _SIMPLE_ESCAPES[c], i + 1
-    digits = {"x": (2, 16), "u": (4, 16), "U": (8, 16)}
-    if c in digits:
-        n, base = digits[c]
-        chunk = text[i + 1 : i + 1 + n]
-        if len(chunk) != n or not all(ch in "0123456789abcdefABCDEF" for ch in chunk):
-            raise InputError(where, f"invalid escape \\{c}{chunk}", line)
-        code = int(chunk, base)
-        if code == 0 or code > 0x10FFFF or 0xD800 <= code <= 0xDFFF:
-            raise InputError(where, f"invalid escape \\{c}{chunk}", line)
-        return chr(code), i + 1 + n
-    if c in "01234567":
-        chunk = text[i : i + 3]
-        if len(chunk) != 3 or not all(ch in "01234567" for ch in chunk) or int(chunk, 8) == 0:
-            raise InputError(where, f"invalid escape \\{chunk}", line)
-        return chr(int(chunk, 8)), i + 3
-    raise InputError(where, f"invalid escape \\{c}", line)
-
-
-def split_words(text: str, *, where: str, line: int) -> list[tuple[str, bool]]:
-    """systemd's ``extract_first_word(UNQUOTE|CUNESCAPE)`` over a whole value.
-
-    Returns (word, was_bare) pairs; ``was_bare`` is False when any part of the word was quoted (a quoted
-    ``"$FOO"`` is still expanded by systemd, so this is informational)."""
-    words: list[tuple[str, bool]] = []
-    i, n = 0, len(text)
-    while True:
-        while i < n and text[i] in _WS:
-            i += 1
-        if i >= n:
-            return words
-        buf: list[str] = []
-        quote: str | None = None
-        bare = True
-        while i < n:
-            c = text[i]
-            if quote is None and c in _WS:
-                break
-            if c == "\\":
-                ch, i = _cunescape(text, i + 1, where, line)
-                buf.append(ch)
-                continue
-            if quote is None and c in "'\"":
-                quote, bare = c, False
-            elif quote is not None and c == quote:
-                quote = None
-            else:
-                buf.append(c)
-            i += 1
-        if quote is not None:
-            raise InputError(where, "unbalanced quoting", line)
-        words.append(("".join(buf), bare))
-
-
-def _specifiers(text: str, unit: Path, env: dict[str, str], where: str, line: int) -> str:
-    """Resolve the unit specifiers preflight can know; an unknown one is an error (systemd fails too)."""
-    name = unit.name
-    stem = name.rsplit(".", 1)[0]
-    prefix, _, instance = stem.partition("@")
-    known = {
-        "%": "%",
-        "n": name,
-        "N": stem,
-        "p": prefix,
-        "P": prefix,
-        "i": instance,
-        "I": instance,
-        "j": prefix.rsplit("-", 1)[-1],
-        "J": prefix.rsplit("-", 1)[-1],
-        "f": "/" + (instance or prefix).replace("-", "/"),
-        "h": env.get("HOME", "/root"),
-        "u": env.get("USER", "root"),
-        "t": "/run",
-        "T": "/tmp",
-        "V": "/var/tmp",
-        "H": socket.gethostname(),
-        "l": socket.gethostname().split(".")[0],
-    }
-    out: list[str] = []
-    i = 0
-    while i < len(text):
-        c = text[i]
-        if c != "%":
-            out.append(c)
-            i += 1
-            continue
-        if i + 1 >= len(text):
-            raise InputError(where, "'%' at the end of a value (write '%%')", line)
-        spec = text[i + 1]
-        if spec not in known:
-            raise InputError(where, f"unsupported specifier %{spec}", line)
-        out.append(known[spec])
-        i += 2
-    return "".join(out)
-
-
-def _expand_env(words: list[tuple[str, bool]], env: dict[str, str], where: str, line: int) -> list[str]:
-    """systemd's ``replace_env_argv``: whole-word ``$VAR`` splits, ``${VAR}`` stays one word, ``$$`` is $."""
-    out: list[str] = []
-    for word, _bare in words:
-        m = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
-        if m:
-            value = env.get(m.group(1), "")
-            out.extend(w for w, _ in split_words(value, where=where, line=line))
-            continue
-        out.append(_replace_braced(word, env))
-    return out
-
-
-def _replace_braced(word: str, env: dict[str, str]) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(word):
-        if word.startswith("$$", i):
-            out.append("$")
-            i += 2
-        elif word.startswith("${", i) and (end := word.find("}", i + 2)) != -1:
-            name = word[i + 2 : end]
-            if _NAME.match(name):
-                out.append(env.get(name, ""))
-            else:
-                out.append(word[i : end + 1])
-            i = end + 1
-        else:
-            out.append(word[i])
-            i += 1
-    return "".join(out)
-
-
-def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """Join backslash continuations; comment lines inside a continuation are dropped, as systemd does."""
-    out: list[tuple[int, str]] = []
-    pending: list[str] = []
-    start = 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        stripped = raw.strip()
-        if pending and stripped[:1] in ("#", ";"):
-            continue
-        if not pending:
-            start = number
-        if raw.rstrip().endswith("\\") and stripped[:1] not in ("#", ";"):
-            pending.append(raw.rstrip()[:-1] + " ")
-            continue
-        pending.append(raw)
-        out.append((start, "".join(pending)))
-        pending = []
-    if pending:
-        out.append((start, "".join(pending)))
-    return out
-
-
-def _parse_unit_text(text: str, where: str) -> dict[str, dict[str, list[Assignment]]]:
-    sections: dict[str, dict[str, list[Assignment]]] = {}
-    current: str | None = None
-    for line, content in _logical_lines(text):
-        s = content.strip()
-        if not s or s[0] in "#;":
-            continue
-        if s.startswith("["):
-            if not s.endswith("]") or len(s) < 3 or any(ch in s[1:-1] for ch in "[]"):
-                raise InputError(where, f"invalid section header {s!r}", line)
-            current = s[1:-1]
-            sections.setdefault(current, {})
-            continue
-        if current is None:
-            raise InputError(where, "assignment outside of any section", line)
-        if "=" not in s:
-            raise InputError(where, "missing '=' (the line is not shown: it may hold a secret)", line)
-        key, _, value = s.partition("=")
-        key = key.strip()
-        if not key or any(ch in key for ch in _WS):
-            raise InputError(where, f"invalid key {key!r}", line)
-        sections[current].setdefault(key, []).append(Assignment(value.strip(), line, where))
-    return sections
 
 
 def _read_text(path: Path) -> str:
@@ -274,7 +79,7 @@ def _merged_service(path: Path) -> list[tuple[str, Assignment]]:
         text = _read_text(f)
         if "\x00" in text:
             raise InputError(str(f), "NUL byte in unit file", text.count("\n", 0, text.index("\x00")) + 1)
-        sections = _parse_unit_text(text, str(f))
+        sections = parse_unit_text(text, str(f))
         service = sections.get("Service")
         if service is None:
             continue
@@ -290,7 +95,7 @@ def _merged_service(path: Path) -> list[tuple[str, Assignment]]:
 def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
     """One ExecStart=/ExecStartPre= value -> argv, after prefixes, specifiers and $VAR expansion."""
     where = a.file
-    text = _specifiers(a.value, unit, env, where, a.line)
+    text = specifiers(a.value, unit, env, where, a.line)
     words = split_words(text, where=where, line=a.line)
     if not words:
         return []
@@ -308,7 +113,7 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
         words = [words[0], *words[2:]]  # the program runs with a custom argv[0]; keep the real path
     if ":" in prefixes:
         return [w for w, _ in words]
-    return _expand_env(words, env, where, a.line)
+    return expand_env(words, env, where, a.line)
 
 
 def _service_uids(items: list[tuple[str, Assignment]]) -> set[int]:
@@ -340,10 +145,10 @@ def _environment(
         if not a.value:
             assigned.clear()
             continue
-        text = _specifiers(a.value, unit, base_env, a.file, a.line)
+        text = specifiers(a.value, unit, base_env, a.file, a.line)
         for word, _ in split_words(text, where=a.file, line=a.line):
             name, eq, value = word.partition("=")
-            if not eq or not _NAME.match(name):
+            if not eq or not ENV_NAME.match(name):
                 name, eq, _ = word.partition("=")  # the value is never quoted: it may be a secret
                 shown = f"{name[:60]!r}=..." if eq else "a word without '='"
                 raise InputError(a.file, f"invalid Environment= assignment {shown}", a.line)
@@ -366,7 +171,7 @@ def _environment(
         return env, origin
     for value, a in files:
         optional = value.startswith("-")
-        pattern = _specifiers(value[1:] if optional else value, unit, base_env, a.file, a.line)
+        pattern = specifiers(value[1:] if optional else value, unit, base_env, a.file, a.line)
         if not os.path.isabs(pattern):
             raise InputError(a.file, f"EnvironmentFile= path {pattern!r} is not absolute", a.line)
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
@@ -449,7 +254,7 @@ def load_unit(
         raise InputError(exec_start.file, exc.reason, exec_start.line) from None
     wd: Path | None = None
     if workdir:
-        wd_text = _specifiers(workdir.lstrip("-"), unit, env, str(unit), 0)
+        wd_text = specifiers(workdir.lstrip("-"), unit, env, str(unit), 0)
         wd = Path(env.get("HOME", "/root")) if wd_text == "~" else Path(wd_text)
     return ServiceUnit(
         path=unit,
