@@ -22,7 +22,7 @@ from pathlib import Path
 
 from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.launch_script import BASH_BOOKKEEPING, Exec, read_exec
-from validator.sources.shell_words import Unknown, Unsplit, join
+from validator.sources.shell.values import Unknown, Unsplit, join
 
 SERVER = "-m sglang.launch_server"
 VALUES = [

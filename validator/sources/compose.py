@@ -22,7 +22,7 @@ from typing import Any
 from validator.errors import InputError, UsageError
 from validator.sources.docker_run import ContainerSpec, Mount, env_file_lines, parse_volume
 from validator.sources.files import read_text_bounded
-from validator.sources.shell_state import is_server_command
+from validator.sources.shell.programs import is_server_command
 from validator.trusted_files import UnsafeLocation, creatable_by_others
 
 _VAR = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")

@@ -23,7 +23,7 @@ from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
 from validator.sources.files import TEXT_CAP, read_trusted_bounded
 from validator.sources.launch_command import launch_from_argv
-from validator.sources.shell import split_command_line
+from validator.sources.shell.command_line import split_command_line
 
 # docker run / podman run options that take no value (docker 28's `docker run --help`, podman 4's extras).
 _BOOLEAN = {

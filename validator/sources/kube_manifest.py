@@ -28,7 +28,7 @@ from typing import Any
 from validator.errors import InputError
 from validator.sources.docker_run import ContainerSpec, Mount
 from validator.sources.files import read_text_bounded
-from validator.sources.shell_eval import is_server_command
+from validator.sources.shell.programs import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")

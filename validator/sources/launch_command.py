@@ -20,7 +20,7 @@ from validator.facts import LaunchFacts
 from validator.sources.files import TEXT_CAP, open_regular, read_text_bounded
 from validator.sources.server_processes import classify
 from validator.sources.sglang_cli import parse_argv
-from validator.sources.shell import split_command_line
+from validator.sources.shell.command_line import split_command_line
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")

@@ -2,8 +2,8 @@
 
 Why: on DGX Spark most operators start SGLang from a script. Preflight must see the program, argv and
 environment that bash would hand to the server, or say which parts it cannot know: never a different
-concrete answer. ``shell_eval`` walks every path through the script (``shell_parse`` gives the tree,
-``shell_words`` the word expansion); this module is the adapter from its answer to ``LaunchFacts``:
+concrete answer. ``shell.reader`` walks every path through the script (the package ``validator.sources.shell``
+says which module does what); this module is the adapter from its answer to ``LaunchFacts``:
 
 - the paths that launch the server must agree; where they differ (a value chosen by a run-time condition),
   that flag value or variable is ``unresolved`` and the checks that read it are ``error``;
@@ -36,8 +36,10 @@ from validator.sources.docker_run import (
 )
 from validator.sources.launch_command import launch_from_argv
 from validator.sources.sglang_cli import load_table
-from validator.sources.shell_eval import Ending, Launch, is_server_command, read_script, which
-from validator.sources.shell_words import Field, Unknown, Unsplit, Value, join
+from validator.sources.shell.programs import is_server_command, which
+from validator.sources.shell.reader import read_script
+from validator.sources.shell.state import Ending, Launch
+from validator.sources.shell.values import Field, Unknown, Unsplit, Value, join
 
 # what bash adds to every child's environment by itself, which no check reads
 BASH_BOOKKEEPING = frozenset({"_", "SHLVL"})

@@ -13,9 +13,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from validator.sources.shell_parse import line_of, text
-from validator.sources.shell_state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, State, Var, bash_hash
-from validator.sources.shell_words import Unknown, Unmodelled, Value, Words, join
+from validator.sources.shell.state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, State, Var, bash_hash
+from validator.sources.shell.syntax import line_of, text
+from validator.sources.shell.values import Unknown, Unmodelled, Value, join
+from validator.sources.shell.words import Words
 
 
 class Variables(Words):

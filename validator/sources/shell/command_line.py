@@ -2,7 +2,7 @@
 
 Why not ``shlex``: it cannot tell a quoted ``~`` from a bare one, and the words the server gets depend on
 it (``~`` is expanded only where it starts a word, or follows ``=``/``:`` in an assignment). Launcher
-scripts, which are whole programs, are read by ``shell_parse``/``shell_eval`` instead.
+scripts, which are whole programs, are read by the rest of this package (``reader``) instead.
 """
 
 from __future__ import annotations

@@ -122,6 +122,10 @@ def text(node: Any) -> str:
     return bytes(node.text).decode("utf-8", "replace")
 
 
+def inner(node: Any, open_: str, close: str) -> list[Any]:
+    return [c for c in node.children if c.type not in (open_, close)]
+
+
 def line_of(node: Any) -> int:
     """``node``'s 1-based line."""
     return int(node.start_point[0]) + 1
@@ -136,19 +140,24 @@ def snippet(node: Any) -> str:
 def field_of(parent: Any, child: Any) -> str | None:
     """The grammar's field name of ``child`` in ``parent`` (``argument``, ``name``, ...). The names of a
     parent's children are read once and kept for the parent last asked about: a command with 20,000 words
-    asked this for each of them, and reading them all each time made the reading quadratic (41 s)."""
-    key = (parent.id, parent.start_byte, parent.end_byte)
-    if _FIELDS_OF[0] != key:
-        names: dict[int, str | None] = {}
+    asked this for each of them, and reading them all each time made the reading quadratic (41 s).
+
+    The cache holds that parent node itself, which keeps its tree alive, and compares nodes with ``==``
+    (tree-sitter's own identity: the node and its tree). A key of node id and byte span alone matched a
+    node of another tree allocated where a freed tree had been (the same script read twice in one process,
+    or a sourced file), and gave that node the other's field names."""
+    cached, names = _FIELDS_OF[0]  # one tuple, replaced whole: two threads reading never mix two entries
+    if cached is None or cached != parent:
+        names = {}
         for i, c in enumerate(parent.children):
             name = parent.field_name_for_child(i)
             names[c.id] = str(name) if name is not None else None
-        _FIELDS_OF[:] = [key, names]
-    names_of: dict[int, str | None] = _FIELDS_OF[1]
-    return names_of.get(child.id)
+        _FIELDS_OF[0] = (parent, names)
+    return names.get(child.id)
 
 
-_FIELDS_OF: list[Any] = [None, {}]  # (the last parent's key, its children's field names by node id)
+# the last parent asked about, and its children's field names by node id
+_FIELDS_OF: list[tuple[Any, dict[int, str | None]]] = [(None, {})]
 
 
 POSIX_SHELLS = {"sh", "dash", "ash", "posh"}

@@ -7,14 +7,12 @@ need not import the evaluator (and the evaluator's module stays the statements a
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from validator.sources.docker_run import is_container_run
-from validator.sources.shell_words import Fields, Unknown, Value
+from validator.sources.shell.values import Fields, Unknown, Value
 
 MAX_DEPTH = 16  # nested source/function calls
 MAX_STEPS = 20_000  # statements per path; a launcher script needs a few hundred
@@ -26,40 +24,6 @@ RESERVED |= {"{", "}", "!", "[[", "]]", "function", "select", "time", ";;", ";&"
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _FNV_OFFSET, _FNV_PRIME = 2166136261, 16777619
 _ASSOC_BUCKETS = 1024
-
-# programs whose only effect on the disk is through their redirections (so a later file test still holds)
-READ_ONLY = {
-    "echo", "printf", "true", "false", "sleep", "test", "[", "which", "grep", "egrep", "head", "tail",
-    "cat", "ls", "date", "uname", "id", "whoami", "hostname", "free", "df", "nproc", "ps", "pgrep",
-    "dirname", "basename", "realpath", "readlink", "printenv", "wc", "cut", "tr", "seq", "stat", "du",
-    "lscpu", "pwd",
-}  # fmt: skip
-
-
-def reads_only(name: str, args: list[Value]) -> bool:
-    """The program changes nothing on the disk (beyond its redirections): one of READ_ONLY, ``awk`` whose
-    program has no output redirection, pipe or ``system()``, ``nvidia-smi`` without ``-f``, ``sort``
-    without ``-o``, ``uniq`` with one file at most. Anything else (python3, pip, a download) may write
-    anything, so what the script reads from the disk afterwards is unknown."""
-    if name in READ_ONLY:
-        return True
-    if any(isinstance(a, Unknown) for a in args):
-        return False
-    words = [str(a) for a in args]
-    if name in ("awk", "gawk", "mawk"):
-        program = next((w for w in words if not w.startswith("-")), "")
-        return not any(c in program for c in (">", "|", "system", "fflush")) and "-f" not in words
-    if name == "nvidia-smi":
-        return not any(w.startswith(("-f", "--filename")) for w in words)
-    if name == "sort":
-        return not any(w.startswith(("-o", "--output")) for w in words)
-    if name == "uniq":
-        return len([w for w in words if not w.startswith("-")]) <= 1
-    return False
-
-
-# programs that make exactly the directories or files named in their arguments
-MAKERS = {"mkdir", "touch", "rm", "rmdir", "ln", "cp", "mv", "install", "chmod", "chown", "tee"}
 
 
 def bash_hash(key: str) -> int:
@@ -172,22 +136,6 @@ class State:
         )
 
 
-def is_server_command(words: list[Value]) -> bool:
-    """The words start the server: SGLang's entry points, spark-validate launch, or a container run."""
-    known = [w for w in words if isinstance(w, str)]
-    if is_container_run(known):
-        return True
-    for i, w in enumerate(known):
-        name = Path(w).name
-        if w in ("sglang.launch_server", "-msglang.launch_server"):
-            return True
-        if name == "sglang" and i + 1 < len(known) and known[i + 1] == "serve":
-            return True
-        if name == "spark-validate" and i + 1 < len(known) and known[i + 1] == "launch":
-            return True
-    return False
-
-
 # bash's own variables: their values are the running shell's, known only at run time
 BASH_VARS = {
     "BASH", "BASHOPTS", "BASHPID", "BASH_ARGC", "BASH_ARGV", "BASH_COMMAND", "BASH_LINENO",
@@ -201,29 +149,3 @@ MAYBE_UNSET = {"OLDPWD", "BASH_EXECUTION_STRING", "BASH_LOADABLES_PATH", "COMP_W
 # what bash sets when the environment does not: an inherited value is kept, else bash's own
 BASH_DEFAULTS: dict[str, str | None] = {"PATH": None, "SHELL": None, "TERM": None, "OPTIND": "1"}
 BASH_DEFAULTS |= {"OPTERR": "1", "PS4": "+ "}
-
-
-def inner(node: Any, open_: str, close: str) -> list[Any]:
-    return [c for c in node.children if c.type not in (open_, close)]
-
-
-def which(program: str, path: Value, cwd: Value) -> Value:
-    """The file bash (or ``env``) runs for ``program`` with this ``PATH``: the first executable regular
-    file; a name with a slash is itself."""
-    if "/" in program:
-        if program.startswith("/"):
-            return program
-        if isinstance(cwd, Unknown):
-            return cwd
-        return os.path.normpath(os.path.join(cwd, program))
-    if isinstance(path, Unknown):
-        return path
-    for d in path.split(":"):
-        if not d.startswith("/"):
-            if isinstance(cwd, Unknown):
-                return cwd
-            d = os.path.join(cwd, d or ".")
-        cand = os.path.join(d, program)
-        if os.path.isfile(cand) and os.access(cand, os.X_OK):
-            return cand
-    return Unknown(f"{program} is not on PATH here")

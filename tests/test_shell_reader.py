@@ -1,0 +1,25 @@
+"""The launcher-script reader read in one process more than once, as the sidecar and the differential
+test do: each reading is the script's own, whatever was read before it (the syntax tree's field-name cache
+once matched a node of a freed tree to a new tree's node at the same address, and read a script's
+``exec`` line as a command without arguments: no launch)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from validator.sources.shell.reader import read_script
+
+
+def test_a_script_read_again_in_one_process_reads_the_same(tmp_path: Path) -> None:
+    script = tmp_path / "start.sh"
+    script.write_text(
+        "#!/bin/bash\na=x\n"
+        + "a=$a$a\n" * 12
+        + "exec python -m sglang.launch_server --model-path /m --served-model-name $a\n"
+    )
+    readings = [read_script(script, env={"PATH": "/usr/bin:/bin"}) for _ in range(20)]
+    for reading in readings:
+        assert [e.kind for e in reading.endings] == ["launch"], [e.reason for e in reading.endings]
+        launch = reading.endings[0].launch
+        assert launch is not None
+        assert launch.words[-2:] == [["--served-model-name"], ["x" * 4096]]

@@ -1,0 +1,306 @@
+"""Simple commands: a command's words, its assignments and redirections, then the lookup bash makes
+(a function, a builtin, a program found on ``PATH``), ``VAR=x cmd`` and the POSIX special builtins,
+function calls with their positional parameters, and the command that starts the server (``Launched``,
+with the environment bash exports to it).
+
+Apart from the compound commands and the statement dispatch: this is where a command name meets
+``builtins.BUILTINS``, so it is the only evaluator module that imports the builtins' table.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from validator.sources.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
+from validator.sources.shell.machine import Machine
+from validator.sources.shell.programs import MAKERS, is_server_command, reads_only
+from validator.sources.shell.state import MAX_DEPTH, Launch, Launched, ShellExit, ShellReturn
+from validator.sources.shell.syntax import field_of, inner, line_of, snippet, text
+from validator.sources.shell.values import Field, Unknown, Unmodelled, Unsplit, Value, join
+
+# POSIX's special builtins: the assignments before them persist in a POSIX shell
+_SPECIAL = {":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set"}
+_SPECIAL |= {"shift", "times", "trap", "unset"}
+
+
+class Commands(Machine):
+    """Simple commands and function calls."""
+
+    def redirected(self, node: Any) -> int | None:
+        body = node.child_by_field_name("body")
+        redirects = [c for c in node.children if field_of(node, c) == "redirect"]
+        for r in redirects:
+            self.redirect(r)
+        if body is None:
+            return self.st.status
+        if any(_redirects_stdout(r) for r in redirects):
+            with self.stdout_elsewhere():
+                return self.stmt(body)
+        return self.stmt(body)
+
+    def redirect(self, node: Any) -> None:
+        """A redirection: a file it writes is a path the script changed; input is not modelled."""
+        if node.type == "heredoc_redirect":
+            for sub in node.children:
+                if sub.type in ("file_redirect", "heredoc_redirect"):
+                    self.redirect(sub)
+            return
+        if node.type == "herestring_redirect":
+            return
+        op = next(
+            (
+                text(c)
+                for c in node.children
+                if c.type in (">", ">>", ">|", "&>", "&>>", ">&", "<", "<>", "<&", "&>", ">&-", "<&-")
+            ),
+            "",
+        )
+        dest = node.child_by_field_name("destination")
+        if op in ("<", "<&") or dest is None:
+            return
+        if op in (">&", "<&") and dest.type == "number":
+            return
+        target = self.value(dest)
+        if op == ">&" and isinstance(target, str) and (target.isdigit() or target == "-"):
+            return
+        self.touch(target)
+
+    def command(self, node: Any) -> int | None:
+        kids = list(node.children)
+        name_node = node.child_by_field_name("name")
+        assigns = [c for c in kids if c.type == "variable_assignment"]
+        if name_node is not None and assigns:
+            # tree-sitter reads `A=1 B=2<newline>C=3 cmd` as one command: bash runs the first line alone
+            cut = 0
+            for k, a in enumerate(assigns):
+                after = assigns[k + 1] if k + 1 < len(assigns) else name_node
+                gap = node.text[a.end_byte - node.start_byte : after.start_byte - node.start_byte]
+                if b"\n" in gap.replace(b"\\\n", b""):
+                    cut = k + 1
+            if cut and text(name_node) in ("export", "declare", "typeset", "local", "readonly", "unset"):
+                # the grammar read a declaration as a plain command: its words' splitting is unknown
+                raise Unmodelled(
+                    f"the grammar misreads the {text(name_node)} after assignments", line_of(node)
+                )
+            if cut:
+                self.st.status = 0
+                for a in assigns[:cut]:
+                    self.assignment(a)
+                self.errexit(self.st.status, node, "assignment")
+                assigns = assigns[cut:]
+        for c in kids:
+            if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                self.redirect(c)
+        words: list[Field] = []
+        self.st.status = 0
+        for c in kids:
+            if c.type == "command_name" or field_of(node, c) == "argument":
+                fs = self.fields(c.children[0] if c.type == "command_name" else c)
+                if isinstance(fs, Unknown):
+                    if not words:
+                        raise Unmodelled(
+                            f"the command name is known only at run time: {fs.reason}", line_of(node)
+                        )
+                    words.append([fs])
+                    continue
+                words += fs
+        if not words:
+            for a in assigns:
+                self.assignment(a)
+            return self.errexit(self.st.status, node, snippet(node))
+        prefix: list[tuple[str, Value]] = []
+        for a in assigns:
+            scratch = self.st.copy()
+            saved, self.st = self.st, scratch
+            try:
+                name = self.assignment(a)
+                value = (
+                    self.st.vars[name].value
+                    if self.st.vars[name].items is None
+                    else Unknown("an array prefix")
+                )
+            finally:
+                self.st = saved
+            prefix.append((name, value if value is not None else ""))
+        return self.invoke(words, prefix, node)
+
+    def invoke(
+        self,
+        words: list[Field],
+        prefix: list[tuple[str, Value]],
+        node: Any,
+        *,
+        execs: bool = False,
+        skip_functions: bool = False,
+        only_builtins: bool = False,
+    ) -> int | None:
+        head = join(words[0])
+        if isinstance(head, Unknown):
+            raise Unmodelled(f"the command name is known only at run time: {head.reason}", line_of(node))
+        args = words[1:]
+        if not skip_functions and head in self.st.funcs:
+            return self.errexit(self.call_function(head, args, prefix, node), node, head)
+        if self.posix and head in BUILTINS and head not in POSIX_BUILTINS:
+            raise Unmodelled(f"{head} in a /bin/sh script (a bash builtin)", line_of(node))
+        if self.posix and head in ("shift", "export", "unset", "set", "trap"):
+            # a special builtin that fails ends a non-interactive POSIX shell (dash: shift past the end)
+            for n, v in prefix:
+                self.assign(n, v, node)
+            with self.ignoring():
+                status = BUILTINS[head](self, args, [], node)
+            if status is None or status != 0:
+                raise ShellExit(status, line_of(node), f"{head} failed: dash stops")
+            self.st.status = 0
+            return 0
+        if head in BUILTINS and not (execs and head not in ("exec",)):
+            if head in ("exec", "command", "builtin") or not prefix:
+                return BUILTINS[head](self, args, prefix, node)
+            if self.posix and head in _SPECIAL:  # POSIX: assignments before a special builtin stay
+                for n, v in prefix:
+                    self.assign(n, v, node)
+                return BUILTINS[head](self, args, [], node)
+            with self.temporary(prefix, node):
+                status = BUILTINS[head](self, args, prefix, node)
+            return status
+        if only_builtins:
+            return self.errexit(1, node, f"builtin {head}")
+        # an external program
+        values = [join(f) for f in words]
+        if is_server_command(values):
+            self.launch(words, prefix, node, execs)
+        if head == "time" and len(words) > 1:
+            return self.invoke(words[1:], prefix, node, execs=execs)
+        if execs:
+            raise ShellExit(None, line_of(node), f"exec {head}: the script becomes that program")
+        if head in PROGRAMS:
+            return PROGRAMS[head](self, args, prefix, node)
+        self.output_unknown(head)
+        name = os.path.basename(head)
+        if name in MAKERS:
+            for a in values[1:]:
+                if isinstance(a, Unknown):
+                    self.st.dirty = None
+                elif not a.startswith("-"):
+                    self.touch(a)
+        elif not reads_only(name, values[1:]):
+            self.st.dirty = None  # an unknown program may change anything on the disk
+        if self.ignore_errexit or "errexit" not in self.st.opts:
+            self.st.status = None
+            return None
+        return self.errexit(None, node, head)
+
+    @contextmanager
+    def temporary(self, prefix: list[tuple[str, Value]], node: Any) -> Iterator[None]:
+        saved = {n: (self.st.vars[n].copy() if n in self.st.vars else None) for n, _ in prefix}
+        for n, v in prefix:
+            self.assign(n, v, node)
+            self.st.vars[n].exported = True
+        try:
+            yield
+        finally:
+            for n, old in saved.items():
+                if old is None:
+                    self.st.vars.pop(n, None)
+                else:
+                    self.st.vars[n] = old
+
+    def launch(self, words: list[Field], prefix: list[tuple[str, Value]], node: Any, execs: bool) -> None:
+        env: dict[str, Value] = {}
+        origin: dict[str, str] = {}
+        unexported: set[str] = set()
+        for name, var in self.st.vars.items():
+            if var.items is not None:
+                continue  # bash exports no arrays
+            if var.value is None:
+                continue
+            if var.exported is None:
+                env[name] = Unknown(f"whether {name} is exported is decided at run time")
+            elif var.exported:
+                env[name] = var.value
+            else:
+                unexported.add(name)
+                continue
+            origin[name] = var.origin
+        for name, value in prefix:
+            env[name], origin[name] = value, self.origin(node)
+            unexported.discard(name)
+        if "PWD" not in env:
+            env["PWD"], origin["PWD"] = self.st.cwd, "bash"
+        path = self.scalar("PATH")
+        for name, value in prefix:
+            if name == "PATH":
+                path = value
+        raise Launched(
+            Launch(
+                words=words,
+                env=env,
+                origin=origin,
+                unexported=unexported,
+                cwd=self.st.cwd,
+                path=path if path is not None else Unknown("PATH is unset: bash's default search path"),
+                line=line_of(node),
+                where=self.file,
+                execs=execs,
+                assumed=list(self.forks.taken),
+            )
+        )
+
+    def call_function(
+        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Any
+    ) -> int | None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise Unmodelled(f"functions or sourced files nested deeper than {MAX_DEPTH}", line_of(node))
+        if prefix:
+            raise Unmodelled(f"assignments before the function call {name}", line_of(node))
+        saved_pos = self.st.positional
+        self.st.positional = self.positional_from(args, node)
+        self.st.frames.append({})
+        self.in_function += 1
+        body = self.st.funcs[name]
+        status: int | None
+        try:
+            if body.type == "subshell":
+                status = self.subshell(inner(body, "(", ")"))
+            elif body.type == "compound_statement":
+                status = self.block(inner(body, "{", "}"))
+            else:
+                status = self.stmt(body)
+        except ShellReturn as r:
+            status = r.status
+        finally:
+            self.in_function -= 1
+            frame = self.st.frames.pop()
+            for var_name, old in frame.items():
+                if old is None:
+                    self.st.vars.pop(var_name, None)
+                else:
+                    self.st.vars[var_name] = old
+            self.st.positional = saved_pos
+            self.depth -= 1
+        self.st.status = status
+        return status
+
+    def positional_from(self, args: list[Field], node: Any) -> list[Value] | Unknown:
+        out: list[Value] = []
+        for f in args:
+            if len(f) == 1 and isinstance(f[0], Unsplit):
+                return Unknown(f"the arguments at line {line_of(node)} are split at run time")
+            out.append(join(f))
+        return out
+
+
+def _redirects_stdout(node: Any) -> bool:
+    """``> f``, ``>> f``, ``&> f``, ``1> f``, ``>&2``: the command's output does not reach ``$(...)``."""
+    if node.type == "heredoc_redirect":
+        return any(_redirects_stdout(c) for c in node.children if c.type == "file_redirect")
+    if node.type != "file_redirect":
+        return False
+    fd = node.child_by_field_name("descriptor")
+    ops = [c.type for c in node.children]
+    if fd is not None and text(fd) != "1":
+        return False
+    return any(o in (">", ">>", ">|", "&>", "&>>", ">&") for o in ops)

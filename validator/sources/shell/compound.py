@@ -1,0 +1,286 @@
+"""Compound commands: ``if``, ``case`` (with ``;;``, ``;&``, ``;;&``), ``for``, ``for (( ))``,
+``while``/``until``, ``&&``/``||`` lists, pipelines (each part in its own copy of the state, ``pipefail``),
+subshells and background jobs. Each runs its parts through the evaluator's ``stmt``/``block`` and forks,
+through ``known_status``, where a condition is known only at run time.
+
+Apart from the simple commands: these are control flow over statements and never look a command up.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from validator.sources.shell.machine import Machine
+from validator.sources.shell.state import MAX_LOOP, LoopJump, ShellExit, ShellReturn
+from validator.sources.shell.syntax import field_of, inner, line_of, snippet, text
+from validator.sources.shell.values import Unbound, Unknown, Unmodelled, Value, join
+
+
+class Compound(Machine):
+    """Lists, pipelines, subshells and the compound commands."""
+
+    def background(self, node: Any) -> int | None:
+        saved = self.st
+        self.st = saved.copy()
+        self.ignore_errexit += 1
+        try:
+            self.stmt(node)
+        except (ShellExit, ShellReturn, LoopJump, Unbound):
+            pass
+        finally:
+            self.ignore_errexit -= 1
+            self.st = saved
+        self.st.status = 0
+        self.st.dirty = None  # a job running alongside may change anything on the disk
+        return 0
+
+    def subshell(self, nodes: list[Any]) -> int | None:
+        saved = self.st
+        self.st = saved.copy()
+        try:
+            status = self.block(nodes)
+        except ShellExit as ex:
+            status = ex.status
+        except ShellReturn as r:
+            status = r.status
+        except Unbound:
+            status = 1
+        finally:
+            dirty = self.st.dirty
+            self.st = saved
+            if dirty is None:
+                self.st.dirty = None
+            elif self.st.dirty is not None:
+                self.st.dirty |= dirty
+        self.st.status = status
+        return status
+
+    # -- lists, pipelines -------------------------------------------------------------------------------
+
+    def and_or(self, node: Any) -> int | None:
+        left, op, right = node.children[0], node.children[1].type, node.children[2]
+        with self.ignoring():
+            status = self.stmt(left)
+        ok = self.known_status(status, snippet(left), left)
+        if (op == "&&") == ok:
+            return self.stmt(right)
+        self.st.status = status if status is not None else (1 if op == "&&" else 0)
+        return self.st.status
+
+    def pipeline(self, node: Any) -> int | None:
+        parts = [c for c in node.children if c.type not in ("|", "|&")]
+        statuses: list[int | None] = []
+        for part in parts:
+            saved = self.st
+            self.st = saved.copy()
+            try:
+                with self.ignoring(), self.stdout_elsewhere() if part is not parts[-1] else _nothing():
+                    statuses.append(self.stmt(part))
+            except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
+                statuses.append(getattr(ex, "status", 1))
+            finally:
+                dirty = self.st.dirty
+                self.st = saved
+                if dirty is None:
+                    self.st.dirty = None
+                elif self.st.dirty is not None:
+                    self.st.dirty |= dirty
+        status = statuses[-1]
+        if "pipefail" in self.st.opts:
+            status = next((s for s in reversed(statuses) if s != 0), 0)
+        return self.errexit(status, node, snippet(node))
+
+    # -- compound commands ------------------------------------------------------------------------------
+
+    def if_statement(self, node: Any) -> int | None:
+        clauses: list[tuple[list[Any], list[Any]]] = []
+        cond: list[Any] = []
+        body: list[Any] = []
+        state = "cond"
+        for child in node.children:
+            t = child.type
+            if t in ("if", "fi"):
+                continue
+            if t == "then":
+                state = "body"
+            elif t in ("elif_clause", "else_clause"):
+                if state != "done":
+                    clauses.append((cond, body))
+                state = "done"
+                sub_cond: list[Any] = []
+                sub_body: list[Any] = []
+                sub_state = "cond" if t == "elif_clause" else "body"
+                for c in child.children:
+                    if c.type in ("elif", "else"):
+                        continue
+                    if c.type == "then":
+                        sub_state = "body"
+                    elif sub_state == "cond":
+                        sub_cond.append(c)
+                    else:
+                        sub_body.append(c)
+                clauses.append((sub_cond, sub_body))
+            elif state == "cond":
+                cond.append(child)
+            else:
+                body.append(child)
+        if state != "done":
+            clauses.append((cond, body))
+        for cond, body in clauses:
+            if not cond:
+                return self.block(body)
+            with self.ignoring():
+                status = self.block(cond)
+            if self.known_status(
+                status, " ".join(snippet(c) for c in cond if c.type not in (";", "\n")), node
+            ):
+                return self.block(body)
+        self.st.status = 0
+        return 0
+
+    def case_statement(self, node: Any) -> int | None:
+        subject_node = node.child_by_field_name("value")
+        subject = self.value(subject_node)
+        items = [c for c in node.children if c.type == "case_item"]
+        self.st.status = 0
+        k = 0
+        falling = False
+        status: int | None = 0
+        while k < len(items):
+            item = items[k]
+            patterns = [c for c in item.children if field_of(item, c) == "value"]
+            ends = (";;", ";&", ";;&")
+            body = [
+                c
+                for c in item.children
+                if field_of(item, c) != "value" and c.type not in (")", "|", "(", *ends)
+            ]
+            term = next((c.type for c in item.children if c.type in ends), ";;")
+            hit = falling
+            if not hit:
+                for p in patterns:
+                    rx = self.pattern(p)
+                    if isinstance(subject, Unknown) or isinstance(rx, Unknown):
+                        why = subject.reason if isinstance(subject, Unknown) else rx.reason  # type: ignore[union-attr]
+                        hit = (
+                            self.decide(
+                                2,
+                                [
+                                    f"case matches {text(p)!r} ({why})",
+                                    f"case does not match {text(p)!r} ({why})",
+                                ],
+                                node,
+                            )
+                            == 0
+                        )
+                    else:
+                        hit = rx.fullmatch(subject) is not None
+                    if hit:
+                        break
+            if hit:
+                status = self.block(body) if body else 0
+                if term == ";;":
+                    return status
+                falling = term == ";&"
+            k += 1
+        self.st.status = status
+        return status
+
+    def for_statement(self, node: Any) -> int | None:
+        var = text(node.child_by_field_name("variable"))
+        values = [c for c in node.children if field_of(node, c) == "value"]
+        body = node.child_by_field_name("body")
+        items: list[Value] = []
+        if not any(c.type == "in" for c in node.children):
+            pos = self.st.positional
+            if isinstance(pos, Unknown):
+                raise Unmodelled(f"for over the arguments: {pos.reason}", line_of(node))
+            items = list(pos)
+        for v in values:
+            fs = self.fields(v)
+            if isinstance(fs, Unknown):
+                raise Unmodelled(f"for over words known only at run time: {fs.reason}", line_of(node))
+            items += [join(f) for f in fs]
+        status: int | None = 0
+        for n, item in enumerate(items):
+            if n >= MAX_LOOP:
+                raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
+            self.assign(var, item, node)
+            try:
+                status = self.block(inner(body, "do", "done"))
+            except LoopJump as lp:
+                if lp.n > 1:
+                    raise LoopJump(lp.kind, lp.n - 1) from None
+                if lp.kind == "break":
+                    break
+        self.st.status = status
+        return status
+
+    def c_for_statement(self, node: Any) -> int | None:
+        """``for (( init; cond; step ))``: the three arithmetic parts, from the source between the
+        separators (a part with an expansion in it is not modelled)."""
+        src = bytes(node.text)
+        seps = [c for c in node.children if c.type in ("((", ";", "))")][:4]
+        if len(seps) != 4 or [c.type for c in seps] != ["((", ";", ";", "))"]:
+            raise Unmodelled(f"for (( )) form {snippet(node)}", line_of(node))
+        parts = [
+            src[a.end_byte - node.start_byte : b.start_byte - node.start_byte].decode().strip()
+            for a, b in itertools.pairwise(seps)
+        ]
+        if any("$" in p or "`" in p for p in parts):
+            raise Unmodelled(f"for (( )) with an expansion: {snippet(node)}", line_of(node))
+        body = node.child_by_field_name("body")
+        init, cond, step = parts
+        if init:
+            self.arith(init, node)
+        status: int | None = 0
+        for n in range(MAX_LOOP + 1):
+            if n == MAX_LOOP:
+                raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
+            if cond:
+                v = self.arith(cond, node)
+                holds = int(v) != 0 if isinstance(v, str) else self.known_status(None, f"(( {cond} ))", node)
+                if not holds:
+                    break
+            try:
+                status = self.block(inner(body, "do", "done"))
+            except LoopJump as lp:
+                if lp.n > 1:
+                    raise LoopJump(lp.kind, lp.n - 1) from None
+                if lp.kind == "break":
+                    break
+            if step:
+                self.arith(step, node)
+        self.st.status = status
+        return status
+
+    def while_statement(self, node: Any) -> int | None:
+        cond = [c for c in node.children if field_of(node, c) == "condition"]
+        body = node.child_by_field_name("body")
+        until = node.children[0].type == "until"
+        status: int | None = 0
+        for n in range(MAX_LOOP + 1):
+            if n == MAX_LOOP:
+                raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
+            with self.ignoring():
+                c = self.block(cond)
+            ok = self.known_status(c, "loop condition", node)
+            if ok == until:
+                break
+            try:
+                status = self.block(inner(body, "do", "done"))
+            except LoopJump as lp:
+                if lp.n > 1:
+                    raise LoopJump(lp.kind, lp.n - 1) from None
+                if lp.kind == "break":
+                    break
+        self.st.status = status
+        return status
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

@@ -1,0 +1,197 @@
+"""One path's machine: the state the evaluator carries along a path and the rules every statement shares.
+
+What is here: the per-path bookkeeping (the state, the depth of calls, the file being read, notes), the
+forks (``decide``, ``known_status``, over ``paths.Forks``), ``set -e`` (``errexit``, and ``ignoring`` for
+conditions, where it does not apply), what the script may have changed on the disk (``touch``,
+``changed``), and output capture for command substitution (``command_output``, ``emit``).
+
+Why a module of its own: the builtins, the simple commands and the compound commands all run on it, and
+none of them on each other; typing the builtins against ``Machine`` rather than the whole evaluator keeps
+the builtins below the statements that call them. ``stmt``, ``block``, ``invoke`` and ``subshell`` are the
+evaluator's (``Evaluator``, ``Commands``, ``Compound``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from validator.sources.shell.conditions import Conditions
+from validator.sources.shell.paths import Forks
+from validator.sources.shell.state import Launched, ShellExit, State
+from validator.sources.shell.syntax import line_of, snippet
+from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Value, join
+from validator.sources.shell.variables import Variables
+
+
+class Machine(Variables, Conditions):
+    """One path through the script, the decisions at its forks given by ``forks``."""
+
+    def __init__(self, script: Path, forks: Forks) -> None:
+        self.script = script
+        self.forks = forks
+        self.steps = 0
+        self.depth = 0
+        self.ignore_errexit = 0
+        self.in_function = 0
+        self.st: State
+        self.file = str(script)  # the file whose statements run now
+        self.notes: list[str] = []
+        self.missing_source: list[str] = []
+        self.line = 0
+        self.initial_opts: set[str] = set()  # what the #! line switches on (#!/bin/bash -e)
+        self.posix = False  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
+        self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
+        self._capturing: list[Value] | None = None  # inside $(...): what the commands print
+
+    # -- the evaluator's ----------------------------------------------------------------------------------
+
+    def stmt(self, node: Any) -> int | None:  # pragma: no cover - Evaluator's
+        raise NotImplementedError
+
+    def block(self, nodes: list[Any]) -> int | None:  # pragma: no cover - Evaluator's
+        raise NotImplementedError
+
+    def invoke(
+        self,
+        words: list[Field],
+        prefix: list[tuple[str, Value]],
+        node: Any,
+        *,
+        execs: bool = False,
+        skip_functions: bool = False,
+        only_builtins: bool = False,
+    ) -> int | None:  # pragma: no cover - Commands'
+        raise NotImplementedError
+
+    def subshell(self, nodes: list[Any]) -> int | None:  # pragma: no cover - Compound's
+        raise NotImplementedError
+
+    # -- forks ------------------------------------------------------------------------------------------
+
+    def decide(self, n: int, labels: list[str], node: Any) -> int:
+        return self.forks.decide(n, labels, f"{self.file}:{line_of(node)}")
+
+    def known_status(self, status: int | None, what: str, node: Any) -> bool:
+        """Whether a status counts as success; an unknown one is a fork."""
+        if status is not None:
+            return status == 0
+        return self.decide(2, [f"{what} succeeded", f"{what} failed"], node) == 0
+
+    # -- set -e ----------------------------------------------------------------------------------------
+
+    def errexit(self, status: int | None, node: Any, what: str) -> int | None:
+        """``set -e``: a failed simple command, pipeline or subshell outside a condition ends the script.
+        An unknown status there is taken as success (the path where it failed launches nothing)."""
+        self.st.status = status
+        if "errexit" not in self.st.opts or self.ignore_errexit:
+            return status
+        if status is None and self.st.traps.get("EXIT"):
+            # the path where it failed runs the EXIT trap, which may start the server: follow both
+            if not self.known_status(None, what, node):
+                raise ShellExit(1, line_of(node), f"set -e: {what} failed")
+            self.st.status = 0
+            return 0
+        if status is None:
+            self.survived.append(f"{self.file}:{line_of(node)}: {what} succeeded")
+            self.st.status = 0
+            return 0
+        if status != 0:
+            raise ShellExit(status, line_of(node), f"set -e: {what} failed (status {status})")
+        return status
+
+    @contextmanager
+    def ignoring(self) -> Iterator[None]:
+        self.ignore_errexit += 1
+        try:
+            yield
+        finally:
+            self.ignore_errexit -= 1
+
+    # -- the disk ---------------------------------------------------------------------------------------
+
+    def touch(self, path: Value) -> None:
+        if self.st.dirty is None:
+            return
+        if isinstance(path, Unknown) or isinstance(self.st.cwd, Unknown):
+            self.st.dirty = None
+            return
+        if path in ("/dev/null", "/dev/stdout", "/dev/stderr"):
+            return
+        self.st.dirty.add(os.path.normpath(os.path.join(self.st.cwd, path)))
+
+    def changed(self, path: str) -> bool:
+        """The script may have changed ``path`` (or a directory above or below it)."""
+        if self.st.dirty is None:
+            return True
+        if isinstance(self.st.cwd, Unknown) and not path.startswith("/"):
+            return True
+        full = os.path.normpath(os.path.join(str(self.st.cwd), path))
+        return any(full == d or full.startswith(d + "/") or d.startswith(full + "/") for d in self.st.dirty)
+
+    # -- command substitution ---------------------------------------------------------------------------
+
+    def command_output(self, node: Any) -> Value:
+        """``$(...)``: the output of the few commands whose output is known statically (``dirname``,
+        ``basename``, ``pwd``, ``cd``, ``echo``, ``printf '%s'``, ``uname``); anything else is Unknown. The
+        substitution's exit status becomes ``$?`` (an assignment's status, for ``set -e``)."""
+        body = [c for c in node.children if c.type not in ("$(", ")", "`")]
+        saved = self.st
+        self.st = saved.copy()
+        outer_capture = self._capturing
+        self._capturing = []
+        try:
+            with self.ignoring():
+                status = self.block(body)
+            out = join(self._capturing)
+        except ShellExit as ex:
+            status, out = ex.status, join(self._capturing)
+        except Unbound:  # bash reports it and the substitution's subshell exits
+            status, out = 1, join(self._capturing)
+        except Launched:
+            raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
+        finally:
+            self._capturing = outer_capture
+            dirty = self.st.dirty
+            self.st = saved
+            if dirty is None:
+                self.st.dirty = None
+        self.st.status = status
+        if status is None:
+            return Unknown(f"$({snippet(node)[2:-1]}) runs at run time")
+        return out.rstrip("\n") if isinstance(out, str) else out
+
+    def emit(self, value: Value) -> None:
+        if self._capturing is not None:
+            self._capturing.append(value)
+
+    def output_unknown(self, what: str) -> None:
+        if self._capturing is not None:
+            self._capturing.append(Unknown(f"the output of {what}"))
+
+    @contextmanager
+    def stdout_elsewhere(self) -> Iterator[None]:
+        """Output that goes to a pipe or a file, not to an enclosing ``$(...)``."""
+        saved, self._capturing = self._capturing, None
+        try:
+            yield
+        finally:
+            self._capturing = saved
+
+
+# a builtin: (machine, argument fields, prefix assignments, node) -> status (None: known only at run time)
+Builtin = Callable[[Machine, list[Field], Any, Any], "int | None"]
+
+
+def known_words(args: list[Field], node: Any, what: str) -> list[str]:
+    """A builtin's arguments as text; one known only at run time is not modelled (``shift $n``)."""
+    out: list[str] = []
+    for f in args:
+        v = join(f)
+        if isinstance(v, Unknown):
+            raise Unmodelled(f"{what} with an argument known only at run time: {v.reason}", line_of(node))
+        out.append(v)
+    return out

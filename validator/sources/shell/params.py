@@ -1,0 +1,411 @@
+"""Parameter expansion, statically, as bash 5 does it: ``$name``, ``${name[index]}``, ``$@``/``$*`` and
+arrays (one field per element, ``IFS``'s first character between them where joined), ``${#v}``,
+``${!v}`` and ``${!A[@]}``, and the operators (``:-`` ``:=`` ``:+`` ``:?``, ``#`` ``%`` ``/`` with
+patterns, ``^^`` ``,,``, substrings). A value known only at run time stays ``Unknown``; an operator this
+module does not model raises ``Unmodelled``.
+
+Apart from ``words`` (which walks a word's syntax and hands each expansion here) because the operators are
+most of bash's expansion rules and none of its word structure. ``Parameters`` is a mixin: ``Variables``
+gives the lookups, ``Words`` the operand words.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from validator.sources.shell.fields import BREAK, Seg, unescape_bare
+from validator.sources.shell.patterns import glob_regex, strip_pattern, substitute_pattern
+from validator.sources.shell.syntax import line_of, snippet, text
+from validator.sources.shell.values import Unbound, Unknown, Unmodelled, Unsplit, Value, join
+
+_SPECIAL_RUNTIME = {"$": "the shell's process id", "!": "the last background job", "_": "the last argument"}
+_SPECIAL_RUNTIME["-"] = "the shell's flags"
+
+
+class Parameters:
+    """Parameter expansion over the evaluator's state (the abstract methods at the top are the variables'
+    and the words', provided by ``Variables`` and ``Words``)."""
+
+    posix = False  # a #!/bin/sh script (see Evaluator.posix)
+
+    # provided by the variables (Variables)
+    def scalar(self, name: str) -> Value | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:  # pragma: no cover
+        """An array's (key, value) pairs in bash's order; a scalar as element 0; None when unset."""
+        raise NotImplementedError
+
+    def element(self, name: str, key: str, node: Any) -> Value | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def positional(self) -> list[Value] | Unknown:  # pragma: no cover
+        raise NotImplementedError
+
+    def set_scalar(self, name: str, value: Value, node: Any) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def arith(self, expr: str, node: Any) -> Value:  # pragma: no cover
+        raise NotImplementedError
+
+    def nounset(self) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    # provided by Words: an operand of ${v:-word} is itself a word
+    def segments(
+        self, node: Any, *, quoted: bool, first: bool, assignment: bool = False
+    ) -> list[Seg]:  # pragma: no cover
+        raise NotImplementedError
+
+    def value(self, node: Any, *, assignment: bool = False) -> Value:  # pragma: no cover
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------------------------------------------
+    def first_ifs(self) -> Value:
+        ifs = self.scalar("IFS")
+        if ifs is None:
+            return " "
+        return ifs if isinstance(ifs, Unknown) else ifs[:1]
+
+    # -- parameters -------------------------------------------------------------------------------------
+
+    def _param(self, name: str, index: str | None, quoted: bool, node: Any) -> list[Seg]:
+        """``$name`` / ``${name[index]}`` with no operator, as segments (``$@`` and ``[@]`` give one per
+        element, with field boundaries between them when quoted)."""
+        many = name in ("@", "*") or index in ("@", "*")
+        if not many:
+            return [Seg(self._one(name, index, node), quoted=quoted)]
+        star = name == "*" or index == "*"
+        values = self._many(name, index, node)
+        if isinstance(values, Unknown):  # how many words, too, is unknown
+            if quoted and star:
+                return [Seg(values, quoted=True)]
+            return [Seg(Unsplit(values.reason), quoted=False)]
+        if star and quoted:
+            sep = self.first_ifs()
+            return [Seg(join(_interleave(values, sep)), quoted=True)]
+        ifs = self.scalar("IFS")
+        if not quoted and ifs != "":
+            # unquoted, bash joins the elements with IFS's first character and splits the result (so an
+            # empty element is a word when IFS holds a non-blank delimiter)
+            sep = self.first_ifs()
+            return [Seg(join(_interleave(values, sep)), quoted=False)]
+        out: list[Seg] = []
+        for k, v in enumerate(values):
+            if k:
+                out.append(BREAK)
+            out.append(Seg(v, quoted=quoted))
+        return out
+
+    def _many(self, name: str, index: str | None, node: Any) -> list[Value] | Unknown:
+        if name in ("@", "*"):
+            return self.positional()
+        els = self.elements(name)
+        if els is None:  # bash 5 exempts ${A[@]} from set -u, as it does "$@"
+            return []
+        return els if isinstance(els, Unknown) else [v for _, v in els]
+
+    def _one(self, name: str, index: str | None, node: Any) -> Value:
+        found = self.lookup(name, index, node)
+        if found is None:
+            if self.nounset():
+                raise Unbound(name)
+            return ""
+        return found
+
+    def lookup(self, name: str, index: str | None, node: Any) -> Value | None:
+        if index is not None:
+            return self.element(name, index, node)
+        if name == "#":
+            pos = self.positional()
+            return pos if isinstance(pos, Unknown) else str(len(pos))
+        if name.isdigit() and name != "0":
+            pos = self.positional()
+            if isinstance(pos, Unknown):
+                return pos
+            k = int(name)
+            return pos[k - 1] if k <= len(pos) else None
+        if name in _SPECIAL_RUNTIME:
+            return Unknown(f"${name}: {_SPECIAL_RUNTIME[name]}, known only at run time")
+        return self.scalar(name)
+
+    def _braced(self, node: Any, quoted: bool) -> list[Seg]:
+        kids = [c for c in node.children if c.type not in ("${", "}")]
+        line = line_of(node)
+        if not kids:
+            raise Unmodelled("${}", line)
+        if self.posix:
+            ops = [
+                text(c) for c in kids[1:] if c.type not in ("word", "string", "raw_string", "concatenation")
+            ]
+            posix_ops = {":-", "-", ":=", "=", ":?", "?", ":+", "+", "#", "##", "%", "%%"}
+            if (
+                kids[0].type in ("!", "subscript")
+                or any(c.type == "subscript" for c in kids)
+                or (kids[0].type != "#" and ops and ops[0] not in posix_ops)
+            ):
+                raise Unmodelled(f"{snippet(node)} in a /bin/sh script (bash's)", line)
+        head = kids[0]
+        if head.type == "#" and len(kids) == 2:  # ${#V} ${#A[@]}
+            name, index = self._name(kids[1], line)
+            if index in ("@", "*") and self.elements(name) is None and self.nounset():
+                raise Unbound(f"{name}[{index}]")  # unlike ${A[@]}, ${#A[@]} is not exempt from set -u
+            if index in ("@", "*") or (name in ("@", "*") and index is None):
+                values = self._many(name, index, node)
+                return [Seg(values if isinstance(values, Unknown) else str(len(values)), quoted=quoted)]
+            v = self._one(name, index, node)
+            return [Seg(v if isinstance(v, Unknown) else str(len(v)), quoted=quoted)]
+        if head.type == "!" and len(kids) == 2:  # ${!v} ${!A[@]}
+            name, index = self._name(kids[1], line)
+            if index in ("@", "*"):
+                els = self.elements(name)
+                keys: list[Value] = (
+                    [] if els is None else [k for k, _ in els] if isinstance(els, list) else []
+                )
+                if isinstance(els, Unknown):
+                    return [Seg(els, quoted=quoted)]
+                if index == "*" and quoted:
+                    return [Seg(join(_interleave(keys, self.first_ifs())), quoted=True)]
+                out: list[Seg] = []
+                for k, key in enumerate(keys):
+                    if k:
+                        out.append(BREAK)
+                    out.append(Seg(key, quoted=quoted))
+                return out
+            target = self._one(name, index, node)
+            return [Seg(self._indirect(target, node), quoted=quoted)]
+        if head.type == "!" and len(kids) > 2:  # ${!v:-d}: indirection, then the operator
+            name, index = self._name(kids[1], line)
+            target = self._one(name, index, node)
+            return self._operate(kids[2:], self._indirect_raw(target, node), None, quoted, node)
+        name, index = self._name(head, line)
+        if len(kids) == 1:
+            return self._param(name, index, quoted, node)
+        if name in ("@", "*") or index in ("@", "*"):
+            raise Unmodelled(f"operator on a list: {snippet(node)}", line)
+        return self._operate(kids[1:], self.lookup(name, index, node), name, quoted, node)
+
+    def _name(self, node: Any, line: int) -> tuple[str, str | None]:
+        if node.type in ("variable_name", "special_variable_name"):
+            return text(node), None
+        if node.type == "number":
+            return text(node), None
+        if node.type == "subscript":
+            name = text(node.child_by_field_name("name"))
+            index_node = node.child_by_field_name("index")
+            raw = text(index_node)
+            if raw in ("@", "*"):
+                return name, raw
+            idx = self.value(index_node)
+            if isinstance(idx, Unknown):
+                raise Unmodelled(f"array index computed at run time: {snippet(node)}", line)
+            return name, idx
+        raise Unmodelled(f"parameter {text(node)!r}", line)
+
+    def _indirect_raw(self, target: Value, node: Any) -> Value | None:
+        if isinstance(target, Unknown):
+            return target
+        m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(.*)\])?|([0-9]+|[@*#?$!-])", target)
+        if m is None:
+            raise Unmodelled(
+                f"${{!...}} names {target!r}, not a variable (bash: invalid indirect)", line_of(node)
+            )
+        if m.group(2) is not None:
+            raise Unmodelled(f"${{!...}} names an array element {target!r}", line_of(node))
+        return self.lookup(m.group(1) or m.group(3), None, node)
+
+    def _indirect(self, target: Value, node: Any) -> Value:
+        found = self._indirect_raw(target, node)
+        if found is None:
+            if self.nounset():
+                raise Unbound(str(target))
+            return ""
+        return found
+
+    def _operate(
+        self, kids: list[Any], current: Value | None, name: str | None, quoted: bool, node: Any
+    ) -> list[Seg]:
+        line = line_of(node)
+        op = text(kids[0])
+        operands = kids[1:]
+        close = node.children[-1]
+        if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
+            operands = self._checked(node, kids[0], operands, close)
+            if isinstance(current, Unknown) and not (op.startswith(":") and current.nonempty):
+                return [Seg(current, quoted=quoted)]
+            empty = current is None or (op.startswith(":") and current == "")
+            if op in (":+", "+"):
+                return self._operand(operands, quoted) if not empty else [Seg("", quoted=quoted)]
+            if not empty:
+                assert current is not None
+                return [Seg(current, quoted=quoted)]
+            if op in (":?", "?"):
+                raise Unbound(f"{name}: {op} says the script stops here")
+            segs = self._operand(operands, quoted)
+            if op in (":=", "="):
+                if name is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+                    raise Unmodelled(f"{snippet(node)}: assigning through an indirection", line)
+                value = self._join_segs(segs)
+                self.set_scalar(name, value, node)
+                return [Seg(value, quoted=quoted)]
+            return segs
+        if current is None:
+            if self.nounset():
+                raise Unbound(str(name))
+            current = ""
+        if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
+            pat_nodes, rep_nodes = operands, []
+            cut = (
+                next((k for k, c in enumerate(operands) if c.type == "/"), None)
+                if op.startswith("/")
+                else None
+            )
+            if cut is not None:
+                pat_nodes = self._checked(node, kids[0], operands[:cut], operands[cut])
+                rep_nodes = self._checked(node, operands[cut], operands[cut + 1 :], close)
+            else:
+                pat_nodes = self._checked(node, kids[0], operands, close)
+            if quoted and any(_quoting(c) for c in [*pat_nodes, *rep_nodes]):
+                raise Unmodelled(f"quotes inside a double-quoted {snippet(node)}", line)
+            rx = self._pattern_of(pat_nodes, line)
+            if isinstance(current, Unknown):
+                return [Seg(current, quoted=quoted)]
+            if isinstance(rx, Unknown):
+                return [Seg(rx, quoted=quoted)]
+            if op.startswith("/"):
+                rep = self._pieces(rep_nodes, quoted=True)
+                if any(isinstance(v, Unknown) for v, _ in rep):
+                    return [Seg(next(v for v, _ in rep if isinstance(v, Unknown)), quoted=quoted)]
+                known = [(v, q) for v, q in rep if isinstance(v, str)]
+                if rx.pattern == "":
+                    return [Seg(current, quoted=quoted)]
+                return [Seg(substitute_pattern(current, rx, known, op), quoted=quoted)]
+            return [Seg(strip_pattern(current, rx, op), quoted=quoted)]
+        if op in ("^^", ",,", "^", ",") and not operands:
+            if isinstance(current, Unknown):
+                return [Seg(current, quoted=quoted)]
+            if op == "^^":
+                return [Seg(_upper(current), quoted=quoted)]
+            if op == ",,":
+                return [Seg(_lower(current), quoted=quoted)]
+            first = current[:1]
+            first = _upper(first) if op == "^" else _lower(first)
+            return [Seg(first + current[1:], quoted=quoted)]
+        if op == ":":
+            return [Seg(self._substring(current, operands, node), quoted=quoted)]
+        raise Unmodelled(f"parameter operator {op!r} in {snippet(node)}", line)
+
+    def _checked(self, node: Any, after: Any, operands: list[Any], before: Any) -> list[Any]:
+        """The operand nodes between ``after`` and ``before``, if they cover that source exactly; the
+        grammar sometimes drops a blank (``${v%% *}`` reads as ``*``): then the raw text, when it holds no
+        quote or expansion, is a literal word; else the construct is not modelled."""
+        raw = bytes(node.text)[after.end_byte - node.start_byte : before.start_byte - node.start_byte]
+        if b"".join(bytes(c.text) for c in operands) == raw and (
+            not operands
+            or (operands[0].start_byte == after.end_byte and operands[-1].end_byte == before.start_byte)
+        ):
+            return operands
+        if any(c in raw for c in b"$`'\\\""):
+            raise Unmodelled(f"the operand of {snippet(node)} (the grammar misreads it)", line_of(node))
+        return [RawOperand(raw.decode("utf-8", "surrogateescape"))]
+
+    def _substring(self, current: Value, operands: list[Any], node: Any) -> Value:
+        parts = [c for c in operands if c.type != ":"]
+        if len(parts) not in (1, 2) or text(node).count(":") != len(parts):
+            raise Unmodelled(f"substring {snippet(node)}", line_of(node))
+        nums: list[int] = []
+        for p in parts:
+            v = self.arith(text(p), node)
+            if isinstance(v, Unknown):
+                return v
+            nums.append(int(v))
+        if isinstance(current, Unknown):
+            return current
+        n = len(current)
+        off = nums[0] if nums[0] >= 0 else max(n + nums[0], -1)
+        if off < 0 or off > n:
+            return ""
+        if len(nums) == 1:
+            return current[off:]
+        ln = nums[1]
+        if ln < 0:
+            end = n + ln
+            if end < off:
+                raise Unmodelled(f"substring length below the offset: {snippet(node)}", line_of(node))
+            return current[off:end]
+        return current[off : off + ln]
+
+    def _operand(self, operands: list[Any], quoted: bool) -> list[Seg]:
+        out: list[Seg] = []
+        for k, child in enumerate(operands):
+            if not isinstance(child, RawOperand) and child.type == "regex":
+                raise Unmodelled(f"operand {text(child)!r}", line_of(child))
+            out += self.segments(child, quoted=quoted, first=k == 0)
+        return out or [Seg("", quoted=quoted)]
+
+    def _join_segs(self, segs: list[Seg]) -> Value:
+        return join(
+            [
+                (
+                    unescape_bare(s.value)
+                    if s.literal and not s.quoted and isinstance(s.value, str)
+                    else s.value
+                )
+                for s in segs
+            ]
+        )
+
+    def _pieces(self, nodes: list[Any], *, quoted: bool) -> list[tuple[Value, bool]]:
+        pieces: list[tuple[Value, bool]] = []
+        for child in nodes:
+            if isinstance(child, RawOperand):
+                pieces.append((child.raw, False))
+                continue
+            if child.type == "regex":
+                raw = text(child)
+                if any(c in raw for c in "$`'\"\\"):
+                    return [(Unknown(f"pattern {raw!r} (quoted or expanded inside ${{...}})"), True)]
+                pieces.append((raw, False))
+                continue
+            for s in self.segments(child, quoted=False, first=False):
+                pieces.append((s.value, s.quoted))
+        return pieces
+
+    def _pattern_of(self, nodes: list[Any], line: int) -> re.Pattern[str] | Unknown:
+        return glob_regex(self._pieces(nodes, quoted=False), line)
+
+
+@dataclass
+class RawOperand:
+    """Operand text taken from the source itself (see ``Words._checked``): a literal, unquoted word."""
+
+    raw: str
+    type: str = "raw"
+
+
+def _quoting(node: Any) -> bool:
+    """A node that is or holds quoting (whose meaning inside a double-quoted ``${v#p}`` is subtle)."""
+    if isinstance(node, RawOperand):
+        return False
+    if node.type in ("raw_string", "ansi_c_string", "string", "translated_string"):
+        return True
+    return any(_quoting(c) for c in node.children)
+
+
+def _interleave(values: list[Value], sep: Value) -> list[Value]:
+    out: list[Value] = []
+    for k, v in enumerate(values):
+        if k:
+            out.append(sep)
+        out.append(v)
+    return out
+
+
+def _upper(s: str) -> str:
+    return "".join(c.upper() if c.isascii() else c for c in s)
+
+
+def _lower(s: str) -> str:
+    return "".join(c.lower() if c.isascii() else c for c in s)

@@ -1,0 +1,57 @@
+"""A launcher script read statically: every path through it, each walked by a fresh ``Evaluator``.
+
+The entry point of the shell reader (``read_script``): it refuses what is not a bash or POSIX sh script
+(another interpreter, ``#!`` options not modelled), parses the file once, and walks each path
+(``paths.explore``) with the script's environment and arguments, up to ``MAX_PATHS`` paths.
+``launch_script`` turns the endings into launch facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from validator.errors import UnresolvedLaunch
+from validator.sources.files import read_bounded
+from validator.sources.shell.evaluator import Evaluator
+from validator.sources.shell.paths import Forks, explore
+from validator.sources.shell.state import MAX_PATHS, Ending, Reading
+from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, interpreter, interpreter_options, parse
+
+
+def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | None = None) -> Reading:
+    """Every path through the script at ``path`` started with environment ``env`` and arguments ``args``.
+
+    Raises InputError for a file that is not a script (unreadable, oversized, a syntax error)."""
+    script = Path(path).absolute()
+    data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
+    shell = interpreter(data)
+    if shell not in ("bash", "sh"):
+        raise UnresolvedLaunch(
+            f"{script}:1: the script runs under {shell}; the reader models bash and POSIX sh"
+        )
+    options = interpreter_options(data)
+    if options is None:
+        raise UnresolvedLaunch(f"{script}:1: the #! line's options are not modelled")
+    tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
+    endings: list[Ending] = []
+    notes: list[str] = []
+
+    def walk(forks: Forks) -> None:
+        ev = Evaluator(script, forks)
+        ev.posix = shell == "sh"
+        ev.initial_opts = set(options)
+        ending = ev.run(tree, env, list(args or []))
+        if ending.launch is not None and ev.missing_source:
+            ending.reason = "; ".join(ev.missing_source)
+        ending.survived = ev.survived
+        endings.append(ending)
+        for note in ev.notes:
+            if note not in notes:
+                notes.append(note)
+
+    if not explore(walk, MAX_PATHS):
+        endings.append(
+            Ending("unresolved", 1, str(script), f"more than {MAX_PATHS} paths through the script")
+        )
+    return Reading(script, endings, notes)
