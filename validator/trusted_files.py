@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -141,7 +140,7 @@ def write_private(
     it, and no name in the directory is ever followed, opened or chmod'ed except our own new file."""
     dfd = open_private_dir(path.parent, gid=gid, what=what)
     try:
-        tmp = f".{path.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
+        tmp = f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
         fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
         try:

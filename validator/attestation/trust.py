@@ -22,10 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from validator.attestation.schema import Attestation
 from validator.trusted_files import WRITABLE_BY_OTHERS, FileFacts
+
+if TYPE_CHECKING:  # the document's type only: judging a binding never builds one
+    from validator.attestation.schema import Attestation
 
 # PID start times come from clock ticks (10 ms) on both sides; a second covers rounding and clock steps.
 START_TIME_TOLERANCE_S = 1.0
