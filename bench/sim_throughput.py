@@ -14,7 +14,7 @@ import time
 
 import httpx
 
-from validator.sim import SimServer
+from validator.sim.runner import SimServer
 
 
 def measure(scenario: str, tokens: int, temperature: float, requests: int) -> tuple[float, float]:

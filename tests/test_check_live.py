@@ -289,7 +289,7 @@ def test_flaky_5xx_beyond_the_retry_budget_is_inconclusive(tmp_path: Path) -> No
     from validator.commands.common import exit_code
     from validator.live import LiveInputs, run_live
     from validator.rulepack import load_pack
-    from validator.sim import SimServer
+    from validator.sim.runner import SimServer
 
     loaded = load_pack(None)
     seen: list[tuple[str, int, str]] = []
@@ -316,7 +316,7 @@ def test_flaky_5xx_beyond_the_retry_budget_is_inconclusive(tmp_path: Path) -> No
 
 
 def test_log_from_another_server_disagrees_with_the_server(tmp_path: Path) -> None:
-    from validator.sim import SimServer
+    from validator.sim.runner import SimServer
 
     other_log = tmp_path / "backend-auto.log"
     with SimServer("backend-auto", speed=1000.0, startup_seconds=0.05, log_path=other_log,

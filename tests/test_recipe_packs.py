@@ -500,7 +500,7 @@ def test_live_dspark_probe_drafts_eight_per_round(scenario: str, healthy: bool, 
 def test_check_rules_auto_picks_the_live_servers_pack(scenario: str, tmp_path: Path) -> None:
     from tests.support.check_helpers import evidence_files, run_check
     from tests.support.sim_process import sim_process
-    from validator.sim import SCENARIOS
+    from validator.sim.scenarios import SCENARIOS
 
     with sim_process(tmp_path, "--scenario", scenario) as sim:
         run = run_check(sim.url, "--wait", "20", "--rules", "auto", *evidence_files(sim))

@@ -25,8 +25,8 @@ import pytest
 from tests.support.prerequisite import missing
 from tests.support.sglang_wheel import CACHE
 from tests.support.sim_process import REPO, SimProcess, sim_process, wait_healthy
-from validator.sim import resolve
 from validator.sim.decode import word
+from validator.sim.scenarios import resolve
 
 SGLANG_VENV = REPO / ".venv-sglang"
 CLIENT_DIR = CACHE / "sglang-bench-client"

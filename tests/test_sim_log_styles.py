@@ -12,7 +12,8 @@ import pytest
 
 from tests.support.check_helpers import CheckRun, evidence_files, run_check
 from tests.support.sim_process import sim_process
-from validator.sim import SCENARIOS, SimServer
+from validator.sim.runner import SimServer
+from validator.sim.scenarios import SCENARIOS
 from validator.sim.server_log import LOG_STYLES
 from validator.sources.log_grammar import Start, read_line
 from validator.sources.server_log import read_server_log

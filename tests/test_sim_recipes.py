@@ -21,7 +21,8 @@ import pytest
 
 from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command
-from validator.sim import SCENARIOS, SimServer, resolve
+from validator.sim.runner import SimServer
+from validator.sim.scenarios import SCENARIOS, resolve
 
 # the built-in packs (README, "Rule packs")
 SHIPPED_PACKS = {

@@ -9,8 +9,9 @@ import httpx
 import pytest
 
 from validator.errors import UsageError
-from validator.sim import SCENARIOS, SimServer, resolve
 from validator.sim.decode import chain_probability
+from validator.sim.runner import SimServer
+from validator.sim.scenarios import SCENARIOS, resolve
 
 
 def _run(tmp: Path, scenario: str, **kw: object) -> tuple[dict[str, object], str, dict[str, object] | None]:

@@ -14,8 +14,7 @@ import pytest
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.sim_process import sim_process
 from validator.rulepack import list_builtin_packs
-from validator.sim import SCENARIOS
-from validator.sim.scenarios import resolve
+from validator.sim.scenarios import SCENARIOS, resolve
 
 SHIPPED = {p.stem for p in list_builtin_packs()}
 ROWS = [n for n, e in SCENARIOS.items() if e.verdict is not None and e.pack in SHIPPED]

@@ -43,10 +43,17 @@ from validator.selection import Selection
 from validator.sources.attestation import binding_problems, read_trusted
 from validator.sources.listening import ListeningError, listeners
 from validator.sources.readiness import wait_until_ready
+from validator.sources.server_http import SGLangClient
+from validator.sources.server_log import FileLogReader, open_log_reader
+from validator.sources.server_metrics import (
+    NOTHING_ACCEPTED,
+    MetricsWatch,
+    ServerMetricsFacts,
+    parse_metrics,
+)
 
 if TYPE_CHECKING:
     from validator.sources.log_state import LogReader
-    from validator.sources.server_metrics import MetricsWatch, ServerMetricsFacts
 
 ProgressFn = Callable[[Any], None]
 
@@ -217,8 +224,6 @@ class StartWatch:
 
 
 async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool) -> None:
-    from validator.sources.server_log import FileLogReader, open_log_reader
-
     # one reader for the wait and the log's facts (the sidecar's follows the log across checks)
     reader = inputs.log_reader
     if reader is None and inputs.log is not None:
@@ -233,8 +238,6 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
 async def _gather_with(
     facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool, reader: LogReader | None
 ) -> None:
-    from validator.sources.server_http import SGLangClient
-
     # Built in a worker thread: httpx loads its TLS trust store when a client is created (tens of ms of
     # CPU), which on the sidecar's event loop delayed /livez at every check.
     client = await asyncio.to_thread(
@@ -293,8 +296,6 @@ async def _read_metrics(client: Any, inputs: LiveInputs) -> ServerMetricsFacts:
     """The server's own ``/metrics`` as evidence, parsed off the event loop. Read before the probe, so
     the probe's own tokens never count as the server's traffic. A 404 (no ``--enable-metrics``), an error
     or a body that is not Prometheus text is no finding: the facts say why there is no reading."""
-    from validator.sources.server_metrics import NOTHING_ACCEPTED, MetricsWatch, parse_metrics
-
     watch = inputs.metrics_watch or MetricsWatch()
     facts = await _one_reading(client, watch, parse_metrics)
     al = facts.accept_length

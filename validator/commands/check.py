@@ -3,18 +3,34 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import os
 import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from validator.commands.common import add_common
+from validator.commands.common import (
+    add_common,
+    add_preflight_inputs,
+    emit,
+    exit_code,
+    pack_from,
+    selection_of,
+    write_atomically,
+)
+from validator.errors import ExitCode, UsageError
+from validator.outputs import render
 from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
+from validator.redact import safe_url
+from validator.rulepack import load_pack
+from validator.sim.process_view import simulated_command
+from validator.sources.server_processes import recognise_simulator
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from validator.commands.common import add_preflight_inputs
-
     add_live_inputs(p)
     g = p.add_argument_group(
         "running servers",
@@ -39,10 +55,6 @@ def server_url(value: str) -> str:
 
     httpx rejects ``:99999`` only when the first request is built, inside the readiness poll's task group,
     which surfaced as an internal error (exit 1); a bad option is a usage error (exit 2)."""
-    from urllib.parse import urlsplit
-
-    from validator.redact import safe_url
-
     shown = safe_url(value)  # the message never repeats credentials written into the URL
     try:
         parts = urlsplit(value)
@@ -152,8 +164,6 @@ def _log_spec(value: str) -> Any:
 
 
 def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
-    import os
-
     from validator.live import LiveInputs
     from validator.sources.server_http import load_api_key
 
@@ -200,17 +210,10 @@ class TerminalProgress:
 def recognise_simulator_processes() -> None:
     """The simulator's processes count as servers (it stands in for SGLang in trials and tests); the
     readers know it only through this registration, never by importing it."""
-    from validator.sim.process_view import simulated_command
-    from validator.sources.server_processes import recognise_simulator
-
     recognise_simulator(simulated_command)
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
-
-    from validator.commands.common import emit, pack_from, selection_of
-    from validator.errors import UsageError
     from validator.live import run_live
 
     recognise_simulator_processes()
@@ -237,13 +240,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_processes(args: argparse.Namespace) -> int:
     """No ``--url`` (or ``--pid``): the servers running here, one report each."""
-    import asyncio
-    import json
-
-    from validator.commands.common import exit_code, pack_from, selection_of, write_atomically
-    from validator.errors import ExitCode, UsageError
-    from validator.outputs import render
-    from validator.rulepack import load_pack
     from validator.running import RunningInputs, judge_all
 
     loaded = pack_from(args) or load_pack(None)
@@ -274,8 +270,6 @@ def _run_processes(args: argparse.Namespace) -> int:
     else:
         text = "\n".join(render(r, args.format, secrets=loaded.pack.secrets) for r in reports)
     if args.output is None:
-        import sys
-
         sys.stdout.write(text)
         sys.stdout.flush()
     else:

@@ -13,6 +13,7 @@ from pathlib import Path
 from validator import preflight_inputs
 from validator.checks.registry import builtins
 from validator.errors import ExitCode, InputError, UsageError
+from validator.outputs import formats, render
 from validator.recipe_match import CHECK_ID as AUTO_CHECK
 from validator.report import Report, Verdict
 from validator.rulepack import LoadedPack, list_builtin_packs, load_pack
@@ -45,8 +46,6 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True, auto: bo
     """``--rules`` and ``--strict``; with ``report`` also ``--format`` and ``--output`` (``serve`` has no
     report to write: its findings go to ``/report``, ``/readyz`` and ``/metrics``). ``auto``: the command
     accepts ``--rules auto`` (``serve`` does not: a sidecar judges one recipe for its whole life)."""
-    from validator.outputs import formats
-
     g = parser.add_argument_group("report")
     rules_help = (
         "rule pack: a built-in name, a file (a path: it contains '/' or ends in .yaml), or 'auto' (the "
@@ -168,8 +167,6 @@ def use_color(stream: object) -> bool:
 
 def emit(report: Report, args: argparse.Namespace, loaded: LoadedPack) -> int:
     """Render the report in the chosen format to stdout or --output, and return the exit code."""
-    from validator.outputs import render
-
     out = args.output
     color = out is None and args.format == "text" and use_color(sys.stdout)
     text = render(report, args.format, color=color, secrets=loaded.pack.secrets)

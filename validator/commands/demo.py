@@ -11,9 +11,17 @@ pass (fail, or inconclusive for a server that cannot answer); a server whose onl
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+import tempfile
+from pathlib import Path
 
-from validator.commands.common import use_color
+from validator.commands.common import exit_code, use_color
+from validator.errors import ExitCode
+from validator.outputs import render
+from validator.report import Report, Verdict
+from validator.rulepack import load_pack
 
 # Simulator scenarios to contrast with healthy. All but the transport faults (TRANSPORT) are
 # misconfigurations or misbehaviour the validator must not pass.
@@ -51,18 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # here: the live side (httpx) and the simulator (starlette, uvicorn, pydantic), which `--help` need not
+    # load
     import asyncio
-    import json
     import logging
-    import tempfile
-    from pathlib import Path
 
-    from validator.commands.common import exit_code
-    from validator.errors import ExitCode
     from validator.live import LiveInputs, run_live
-    from validator.outputs import render
-    from validator.report import Report, Verdict
-    from validator.rulepack import load_pack
     from validator.sim.runner import SimServer
 
     # The in-process simulator's web server logs a traceback when a crashed scenario is shut down;
@@ -107,9 +109,6 @@ def _private_base() -> str:
     """Where the demo's attestation can be trusted: a directory chain no other user can write
     (``attestation.trust`` refuses anything under a world-writable ``/tmp``, sticky or not). The user's
     runtime directory where there is one, else their cache directory."""
-    import os
-    from pathlib import Path
-
     runtime = os.environ.get("XDG_RUNTIME_DIR")
     if runtime and Path(runtime).is_dir() and not Path(runtime).stat().st_mode & 0o022:
         return runtime
@@ -119,8 +118,6 @@ def _private_base() -> str:
 
 
 def _side_by_side(healthy: object, broken: object, broken_name: str, color: bool) -> str:
-    from validator.report import Report
-
     assert isinstance(healthy, Report) and isinstance(broken, Report)
     paint = {"pass": "32", "fail": "1;31", "warn": "33", "skip": "2", "error": "35", "info": "36"}
 

@@ -12,12 +12,25 @@ import os
 import sys
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-from validator.commands.common import add_common, add_preflight_inputs
-
-if TYPE_CHECKING:
-    from validator.report import Report
+from validator.commands.check import recognise_simulator_processes
+from validator.commands.common import (
+    add_common,
+    add_preflight_inputs,
+    emit,
+    exit_code,
+    pack_from,
+    selection_of,
+    use_color,
+)
+from validator.errors import UsageError, ValidatorError
+from validator.outputs import render
+from validator.preflight import run_preflight
+from validator.preflight_inputs import inputs_from
+from validator.redact import collect_secrets, redact_text
+from validator.report import Report, Severity, Status, Verdict
+from validator.schema import dump
+from validator.sources.launch_state import LaunchState, state_path, write_state
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,10 +64,6 @@ def termination_message(report: Report, secret_keys: Iterable[str], malformed: s
     """Why the server was not started, shortest first: the verdict naming each blocking check, then each
     one's finding and remedy. A log tail (FallbackToLogsOnError keeps the last 2 KB) cuts the failing lines
     off a full report; this fits them in the kubelet's 4 KB."""
-    from validator.redact import collect_secrets, redact_text
-    from validator.report import Severity, Status
-    from validator.schema import dump
-
     secrets = collect_secrets(dump(report), secret_keys)
 
     blocking = [
@@ -88,9 +97,6 @@ def _write_termination_log(path: str, text: str) -> None:
 def _record(args: argparse.Namespace, verdict: str, code: int, report: Report | None, reason: str) -> None:
     """The launch state file (``sources/launch_state``), when one is configured; a failure to write it is
     one line on stderr, never a reason to refuse or a hidden refusal."""
-    from validator.report import Severity, Status
-    from validator.sources.launch_state import LaunchState, state_path, write_state
-
     path = state_path(getattr(args, "state_file", None))
     if path is None:
         return
@@ -111,8 +117,6 @@ def _record(args: argparse.Namespace, verdict: str, code: int, report: Report | 
 
 
 def run(args: argparse.Namespace) -> int:
-    from validator.errors import ValidatorError
-
     try:
         return _run(args)
     except ValidatorError as exc:  # malformed input (65), an exec that cannot happen (2): still a refusal
@@ -121,15 +125,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-
-    from validator.commands.check import recognise_simulator_processes
-    from validator.commands.common import exit_code, pack_from, selection_of, use_color
-    from validator.errors import UsageError
-    from validator.outputs import render
-    from validator.preflight import run_preflight
-    from validator.preflight_inputs import inputs_from
-    from validator.report import Verdict
-
     recognise_simulator_processes()  # `launch -- spark-validate sim ...` runs the simulator
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -145,8 +140,6 @@ def _run(args: argparse.Namespace) -> int:
     loaded = run.pack
     assert loaded is not None
     if args.output is not None:
-        from validator.commands.common import emit
-
         emit(report, args, loaded)
     elif args.report_to == "stderr":
         sys.stderr.write(

@@ -18,19 +18,24 @@ acceptance probe and no waiting (a plugin must be quick and must not load the se
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import threading
 from typing import Any
 
-from validator.commands.check import seconds
+from validator.commands.check import recognise_simulator_processes, seconds
+from validator.commands.common import add_common, pack_from
+from validator.errors import ValidatorError
+from validator.preflight_inputs import PreflightInputs
+from validator.redact import redact_text
+from validator.report import Severity, Status, Verdict
+from validator.rulepack import load_pack
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2
 NPD_MAX_OUTPUT = 80  # NPD's default max_output_length
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from validator.commands.common import add_common
-
     g = p.add_argument_group("node-problem-detector")
     g.add_argument("--pid", type=int, metavar="PID", help="judge this server process only")
     g.add_argument(
@@ -65,8 +70,6 @@ def _fit(text: str, limit: int) -> str:
 
 def summarize(reports: list[Any]) -> tuple[int, str]:
     """(exit status, message) for the reports of the servers judged."""
-    from validator.report import Severity, Status, Verdict
-
     failed: list[str] = []
     unknown: list[str] = []
     for report in reports:
@@ -86,14 +89,11 @@ def summarize(reports: list[Any]) -> tuple[int, str]:
 
 
 def _judge(args: argparse.Namespace, out: dict[str, Any]) -> None:
+    # here, in the worker: the live side (httpx, asyncio) loads within --timeout, which the main thread
+    # enforces from the moment it starts this thread
     import asyncio
 
-    from validator.commands.check import recognise_simulator_processes
-    from validator.commands.common import pack_from
-    from validator.errors import ValidatorError
     from validator.live import LiveInputs
-    from validator.preflight_inputs import PreflightInputs
-    from validator.rulepack import load_pack
     from validator.running import RunningInputs, judge_all
 
     try:
@@ -124,10 +124,6 @@ def run(args: argparse.Namespace) -> int:
     """Judge in a worker thread and wait at most ``--timeout``: a check that cannot finish (a server that
     accepts and never answers, a slow disk) must not outlive the plugin's budget. Out of time, the line
     says so and the process exits at once, without waiting for the thread."""
-    import os
-
-    from validator.redact import redact_text
-
     out: dict[str, Any] = {}
     worker = threading.Thread(target=_judge, args=(args, out), daemon=True, name="npd")
     worker.start()

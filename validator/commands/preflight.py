@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
-from validator.commands.common import add_common, add_preflight_inputs
+from validator.commands.common import add_common, add_preflight_inputs, emit, pack_from, selection_of
+from validator.preflight import run_preflight
+from validator.preflight_inputs import inputs_from
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,12 +16,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from validator.commands.common import emit, pack_from, selection_of
-    from validator.preflight import run_preflight
-    from validator.preflight_inputs import inputs_from
-
     loaded = pack_from(args)
     inputs = inputs_from(args)
     inputs = replace(inputs, selection=selection_of(args, loaded))

@@ -4,6 +4,21 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from validator.engine import waiver_for
+from validator.errors import ExitCode, UsageError
+from validator.pack_figures import literal_figures
+from validator.pack_templates import expect_fields, expect_value, render_template
+from validator.rulepack import (
+    PackError,
+    builtin_packs_dir,
+    expired_waivers,
+    extended_pack,
+    list_builtin_packs,
+    load_pack,
+    parse_pack,
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -21,12 +36,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def lint(path_arg: str) -> int:
     """Every problem of the pack, one line each (file:line: what), then expired waivers; exit 65 if any."""
-    from pathlib import Path
-
-    from validator.errors import ExitCode
-    from validator.pack_figures import literal_figures
-    from validator.rulepack import PackError, expired_waivers, extended_pack, parse_pack
-
     path = Path(path_arg)
     try:
         pack = parse_pack(path)
@@ -63,11 +72,6 @@ def lint(path_arg: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from validator.engine import waiver_for
-    from validator.errors import UsageError
-    from validator.pack_templates import expect_fields, expect_value, render_template
-    from validator.rulepack import builtin_packs_dir, list_builtin_packs, load_pack
-
     if args.rules_command == "lint":
         return lint(args.path)
     out = sys.stdout

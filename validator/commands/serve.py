@@ -12,12 +12,14 @@ from __future__ import annotations
 import argparse
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from validator.commands.check import add_live_inputs
-from validator.commands.common import add_common
+from validator.commands.check import add_live_inputs, live_inputs_from, recognise_simulator_processes
+from validator.commands.common import add_common, pack_from, selection_of
 from validator.errors import UsageError
+from validator.preflight_inputs import PreflightInputs
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 
@@ -113,8 +115,7 @@ def parse_listen(value: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from validator.commands.check import live_inputs_from
-    from validator.commands.common import pack_from, selection_of
+    # here: the daemon brings uvicorn, starlette, httpx and prometheus_client, which `--help` need not load
     from validator.daemon.loop import Schedule
     from validator.daemon.service import ServeConfig, serve
 
@@ -153,12 +154,8 @@ def run(args: argparse.Namespace) -> int:
 def _serve_process(args: argparse.Namespace, inputs: Any, loaded: Any, config: Any, labels: Any) -> int:
     """No --url: the server found from /proc. A worker node found at start serves no HTTP: nothing to
     probe, so its readiness is its checks' verdict alone."""
-    from dataclasses import replace
-
-    from validator.commands.check import recognise_simulator_processes
     from validator.daemon.process_watch import ProcessTarget
     from validator.daemon.service import serve
-    from validator.preflight_inputs import PreflightInputs
     from validator.running import RunningInputs
 
     recognise_simulator_processes()

@@ -6,33 +6,31 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
+
+from validator.commands.common import output_file
+from validator.errors import InputError, UnavailableError
+from validator.sources.sglang_cli import table_from_json
+from validator.sources.sglang_install import probe_interpreter, read_sglang_install
+from validator.sources.sglang_tables import generate, store
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--python", required=True, metavar="PY", help="the server's Python interpreter")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S", help="generator time limit (300)")
-    from validator.commands.common import output_file
-
     p.add_argument(
         "--output", metavar="FILE", type=output_file, default=None, help="also write the table to FILE"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from validator.errors import InputError, UnavailableError
-    from validator.sources.sglang_cli import _table_from_json
-    from validator.sources.sglang_install import probe_interpreter, read_sglang_install
-    from validator.sources.sglang_tables import generate, store
-
     probe = probe_interpreter(args.python, timeout=30.0)
     if probe.error or probe.sglang_root is None:
         raise UnavailableError(probe.error or f"{args.python}: sglang is not importable")
     install = read_sglang_install(probe.sglang_root, f"interpreter {args.python}")
     text = generate(args.python, timeout=args.timeout)
     try:
-        table = _table_from_json(json.loads(text), allow_unknown_types=True)
+        table = table_from_json(json.loads(text), allow_unknown_types=True)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(args.python, f"the generator printed no valid table: {exc}") from None
     if install.version and table.sglang_version != install.version:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from validator.errors import InputError, UsageError
+from validator.sim import scenarios
 from validator.trusted_files import UnsafeLocation, open_private_dir
 
 
@@ -82,8 +83,6 @@ def _read_key(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from validator.sim import scenarios
-
     if args.list_scenarios:
         width = max(len(n) for n in scenarios.SCENARIOS)
         for name, entry in scenarios.SCENARIOS.items():
@@ -103,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if attestation is not None:
         _refuse_unsafe_directory(attestation)
 
+    # here: the simulator's server (uvicorn, starlette, asyncio), which `--help` need not load
     from validator.sim.runner import SimServer, map_library, serve_forever, serve_worker, worker_rank
 
     extra = tuple(args.server_args[1:] if args.server_args[:1] == ["--"] else args.server_args)

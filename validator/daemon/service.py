@@ -21,10 +21,12 @@ from validator.daemon.process_watch import ProcessTarget, ProcessWatch
 from validator.daemon.state import DaemonState
 from validator.daemon.watch import ServerWatch
 from validator.errors import UnavailableError
-from validator.live import LiveResult
+from validator.live import LiveResult, run_live
 from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
-from validator.running import RunningInputs
+from validator.running import RunningInputs, judge
 from validator.sources.launch_state import read_state
+from validator.sources.server_log import open_log_reader
+from validator.sources.server_metrics import MetricsWatch
 
 
 @dataclass(frozen=True)
@@ -100,8 +102,6 @@ async def _main(
 ) -> int:
     from prometheus_client import disable_created_metrics
 
-    from validator.live import run_live
-
     disable_created_metrics()  # type: ignore[no-untyped-call]  # the contract's series only; this process is the daemon's own
     secrets = tuple(loaded.pack.secrets)
     log = make_logger(log_stream, secrets=secrets)
@@ -127,8 +127,6 @@ async def _main(
     for module in _CHECK_MODULES:
         importlib.import_module(module)
     if inputs.log is not None and inputs.log_reader is None:
-        from validator.sources.server_log import open_log_reader
-
         # one reader for the daemon's life: each check parses only what the server logged since the last
         inputs.log_reader = open_log_reader(inputs.log)
     bound: list[str] = []
@@ -140,8 +138,6 @@ async def _main(
             raise UnavailableError(f"serve: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         bound.append(f"[{got_host}]:{got_port}" if ":" in got_host else f"{got_host}:{got_port}")
     if inputs.metrics_watch is None:
-        from validator.sources.server_metrics import MetricsWatch
-
         # one for the daemon's life: each check compares the server's counters with the previous one's
         inputs.metrics_watch = MetricsWatch()
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
@@ -156,8 +152,6 @@ async def _main(
         )
 
     async def _check_process(full: bool, previous: ProbeResult | None) -> LiveResult:
-        from validator.running import judge
-
         assert target is not None and running is not None
         server = await asyncio.to_thread(target.find)
         if server is None:

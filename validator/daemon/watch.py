@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError, UnavailableError
-from validator.live import ServerIdentity
+from validator.live import ServerIdentity, listener_of
 from validator.sources.attestation import read_attestation
+from validator.sources.server_http import SGLangClient
 
 # The listening process of the server's port, as (PID, /proc/PID/stat starttime), or None where it cannot
 # be seen (another host, another PID namespace). Supplied by whoever can map a port to its process.
@@ -34,15 +36,9 @@ class ServerWatch:
         timeout_s: float = 5.0,
         listener: ListenerFn | None = None,
     ) -> None:
-        from validator.sources.server_http import SGLangClient
-
         self.url = url
         self.attestation = attestation
         if listener is None:
-            from functools import partial
-
-            from validator.live import listener_of
-
             listener = partial(listener_of, url)  # None on another host: the other fields still count
         self.listener = listener
         self._client = SGLangClient(

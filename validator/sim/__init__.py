@@ -8,11 +8,9 @@ One module per surface: ``scenarios`` (the table, as data), ``server_args`` (lau
 args), ``engine`` (state, start-up phases, step accounting), ``decode`` (acceptance and timing), ``job`` (one
 prompt's replies), ``app`` (native routes), ``openai_api``, ``auth``, ``contract`` (request checks and error
 bodies), ``metrics``, ``server_log``, ``weights`` (``/weights_checker``), ``attestation``, ``runner``.
+
+The package itself imports none of them: ``launch`` and ``check`` read a simulator's command line through
+``process_view`` (which needs only ``scenarios`` and ``server_args``), and importing ``runner`` with it
+would load the engine, asyncio and prometheus_client into every ``launch`` (about 70 ms). Import what you
+use from its module: ``validator.sim.runner.SimServer``, ``validator.sim.scenarios.SCENARIOS``.
 """
-
-from __future__ import annotations
-
-from validator.sim.runner import SimServer
-from validator.sim.scenarios import SCENARIOS, Scenario, resolve
-
-__all__ = ["SCENARIOS", "Scenario", "SimServer", "resolve"]

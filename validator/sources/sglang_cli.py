@@ -106,7 +106,10 @@ def parsing_with(choice: TableChoice) -> Iterator[None]:
         _CHOICE.reset(token)
 
 
-def _table_from_json(data: dict[str, Any], *, allow_unknown_types: bool = False) -> CliTable:
+def table_from_json(data: dict[str, Any], *, allow_unknown_types: bool = False) -> CliTable:
+    """A table as ``scripts/gen_sglang_cli_table.py`` writes it (``spark-validate sglang-table`` checks a
+    generated one with it before caching); ``allow_unknown_types``: keep values of type functions this
+    module does not reproduce as strings."""
     actions = []
     for raw in data["actions"]:
         choices = raw["choices"]
@@ -157,12 +160,10 @@ def load_table(path: Path | None = None) -> CliTable:
         text = resources.files("validator.data").joinpath(TABLE_RESOURCE).read_text(encoding="utf-8")
         where = f"validator/data/{TABLE_RESOURCE}"
     else:
-        from validator.sources.files import read_text_bounded
-
         text = read_text_bounded(path, 16 * 1024 * 1024, "SGLang CLI table")
         where = str(path)
     try:
-        return _table_from_json(json.loads(text), allow_unknown_types=path is not None)
+        return table_from_json(json.loads(text), allow_unknown_types=path is not None)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise InputError(where, f"not a valid SGLang CLI table: {exc}") from exc
 
