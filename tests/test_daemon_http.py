@@ -7,7 +7,8 @@ import asyncio
 import json
 import time
 
-from validator.daemon.http import Endpoints, SidecarServer
+from validator.daemon.endpoints import Endpoints
+from validator.daemon.http import SidecarServer
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.state import DaemonState
 from validator.report import CheckResult, Report, Severity, Status, Verdict

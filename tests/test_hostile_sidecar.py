@@ -23,7 +23,8 @@ import httpx
 
 from tests.support.loopback import free_port, stop, wait_listening
 from tests.support.sim_process import REPO
-from validator.daemon.http import Endpoints, SidecarServer
+from validator.daemon.endpoints import Endpoints
+from validator.daemon.http import SidecarServer
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.state import DaemonState
 
@@ -232,7 +233,8 @@ def test_connection_cap_evicts_the_stalest_and_serves_the_new_one() -> None:
 
 _EMFILE_CHILD = r"""
 import asyncio, os, sys
-from validator.daemon.http import Endpoints, SidecarServer
+from validator.daemon.endpoints import Endpoints
+from validator.daemon.http import SidecarServer
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.state import DaemonState
 

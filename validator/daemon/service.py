@@ -12,7 +12,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from validator.daemon.http import Endpoints, SidecarServer
+from validator.daemon.endpoints import Endpoints
+from validator.daemon.http import SidecarServer
 from validator.daemon.logs import make_logger
 from validator.daemon.loop import Daemon, Schedule
 from validator.daemon.metrics import DaemonMetrics

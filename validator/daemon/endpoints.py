@@ -1,0 +1,228 @@
+"""What the sidecar answers on each path, rendered from the latched state: ``/readyz`` (and its
+``?verbose`` form), ``/livez``, ``/metrics``, ``/report`` and ``/`` (the HTML status page).
+
+Each answer is a reply built once per state version (or metrics change) and sent as often as asked, so
+a request costs a dictionary look-up; nothing here reads the network, the server or a file, and nothing
+can trigger a probe (SGLang's own ``/health`` runs a generation per call and piles up requests when a
+prober hammers it). :mod:`validator.daemon.http` serves these replies.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import h11
+
+from validator.daemon.metrics import CONTENT_TYPE, DaemonMetrics
+from validator.daemon.state import DaemonState
+from validator.outputs import render
+from validator.outputs.html import SidecarView, page, waiting_page
+from validator.outputs.safe import safe_dict
+from validator.redact import neutralize_deep
+
+JSON = "application/json"
+TEXT = "text/plain; charset=utf-8"
+HTML = "text/html; charset=utf-8"
+# The status page runs no script and loads nothing: the browser is told so, so that even text that slipped
+# past escaping could not execute or fetch anything.
+PAGE_HEADERS = (
+    (
+        b"Content-Security-Policy",
+        b"default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        b"base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    ),
+    (b"X-Content-Type-Options", b"nosniff"),
+    (b"Referrer-Policy", b"no-referrer"),
+)
+
+REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    413: "Content Too Large",
+    431: "Request Header Fields Too Large",
+    501: "Not Implemented",
+    503: "Service Unavailable",
+}
+
+PATHS = ("/", "/readyz", "/livez", "/metrics", "/report")
+
+Reply = tuple[h11.Response, bytes]
+"""A response's status line and headers, and its body: HEAD sends the first alone."""
+
+
+def response(status: int, body: bytes, ctype: str, *, extra: tuple[tuple[bytes, bytes], ...] = ()) -> Reply:
+    """A reply built once and sent as often as asked (h11 validates the headers here, not per request).
+    h11 adds ``Connection: close`` itself when the connection will not be kept."""
+    headers = [
+        (b"Content-Type", ctype.encode("ascii")),
+        (b"Content-Length", str(len(body)).encode("ascii")),
+        (b"Cache-Control", b"no-store"),
+        *extra,
+    ]
+    return h11.Response(status_code=status, reason=REASONS[status].encode("ascii"), headers=headers), body
+
+
+def _has_param(query: bytes, name: bytes) -> bool:
+    """``name`` among the query's parameters (``?verbose``, ``?verbose=1``, ``?a&verbose``)."""
+    return any(p.partition(b"=")[0] == name for p in query.split(b"&")) if query else False
+
+
+def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
+    """``/readyz?verbose`` as the Kubernetes API server writes it: ``[+]name ok`` or ``[-]name failed:
+    reason`` per check, then ``readyz check passed`` or ``readyz check failed``. A line is ``[-]`` exactly
+    when that check keeps the verdict from passing; a check that could not be proven but was accepted
+    (``--allow-partial``) is ``[+]`` and says so. Messages are the redacted report's, on one line."""
+
+    lines: list[str] = []
+    if state.report is None:
+        lines.append(f"[-]check failed: no check has finished yet ({state.phase})")
+    else:
+        data = neutralize_deep(safe_dict(state.report, secrets))
+        passed = data["verdict"] == "pass"
+        for c in data["checks"]:
+            why = " ".join(str(c["message"]).split())
+            status, blocking = c["status"], c["severity"] == "critical" or data.get("strict")
+            if c["waived"]:
+                lines.append(f"[+]{c['id']} waived: {status}: {why}")
+            elif status == "pass":
+                lines.append(f"[+]{c['id']} ok")
+            elif status == "skip":
+                lines.append(f"[+]{c['id']} skipped: {why}")
+            elif status in ("warn", "info") and not (data.get("strict") and status == "warn"):
+                lines.append(f"[+]{c['id']} ok ({status}: {why})")
+            elif status == "error" and not blocking:
+                lines.append(f"[+]{c['id']} not proven ({c['severity']}, does not block): {why}")
+            elif status == "error" and passed:
+                lines.append(f"[+]{c['id']} not proven (accepted by --allow-partial): {why}")
+            else:
+                lines.append(f"[-]{c['id']} failed: {'not proven: ' if status == 'error' else ''}{why}")
+    if not state.ready and state.reason:
+        lines.append(f"[-]readiness failed: {' '.join(state.reason.split())}")
+    lines.append("readyz check passed" if state.ready else "readyz check failed")
+    return "\n".join(lines) + "\n"
+
+
+def json_body(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+class Endpoints:
+    """Renders each endpoint's answer from the state, once per state version (or metrics change)."""
+
+    def __init__(
+        self,
+        state: DaemonState,
+        metrics: DaemonMetrics,
+        *,
+        secrets: tuple[str, ...] = (),
+        livez_stale_s: float = 15.0,
+        probe_interval_s: float | None = None,
+    ) -> None:
+        self.state = state
+        self.metrics = metrics
+        self.secrets = secrets
+        self.livez_stale_s = livez_stale_s
+        self.probe_interval_s = probe_interval_s
+        self._version = -1
+        self._page = self._readyz = self._readyz_verbose = self._report = response(503, b"", TEXT)
+        self._live = (response(200, b'{"alive":true}\n', JSON), response(503, b'{"alive":false}\n', JSON))
+        self._metrics_src: bytes | None = None
+        self._metrics: Reply = response(503, b"", TEXT)
+        self.method_not_allowed = response(
+            405, json_body({"error": "only GET and HEAD"}), JSON, extra=((b"Allow", b"GET, HEAD"),)
+        )
+        self.not_found = response(404, json_body({"error": "not found", "endpoints": list(PATHS)}), JSON)
+        # ``?verbose`` (the Kubernetes API server's convention): the same status, one line per check
+        self.verbose_routes: dict[bytes, Callable[[], Reply]] = {b"/readyz": self.readyz_verbose}
+        self.routes: dict[bytes, Callable[[], Reply]] = {
+            b"/readyz": self.readyz,
+            b"/livez": self.livez,
+            b"/metrics": self.metrics_reply,
+            b"/report": self.report,
+            b"/": self.status_page,
+        }
+
+    def answer(self, method: bytes, target: bytes) -> Reply:
+        """The reply to ``method target``: ``GET`` and ``HEAD`` of the paths above (``HEAD`` sends the
+        same head without the body), 405 for any other method, 404 for any other path."""
+        if method not in (b"GET", b"HEAD"):
+            return self.method_not_allowed
+        path, _, query = target.partition(b"?")
+        route = self.routes.get(path)
+        if route is not None and _has_param(query, b"verbose"):
+            route = self.verbose_routes.get(path, route)
+        return self.not_found if route is None else route()
+
+    def _refresh(self) -> None:
+        s = self.state
+        if s.version == self._version:
+            return
+        body: dict[str, Any] = {
+            "ready": s.ready,
+            "verdict": s.verdict(),
+            "partial": s.report.partial if s.report is not None else False,
+            "phase": s.phase,
+        }
+        if not s.ready:
+            body["reason"] = s.reason
+            body["failed"] = s.failed_ids()
+        self._readyz = response(200 if s.ready else 503, json_body(body), JSON)
+        self._readyz_verbose = response(
+            200 if s.ready else 503, readyz_verbose(s, self.secrets).encode("utf-8"), TEXT
+        )
+        if s.report is None:
+            self._report = response(
+                503, json_body({"error": "no check has finished yet", "phase": s.phase}), JSON
+            )
+        else:
+            text = render(s.report, "json", secrets=self.secrets).encode()
+            self._report = response(200, text, JSON)
+        self._page = response(200, self._render_page().encode("utf-8"), HTML, extra=PAGE_HEADERS)
+        self._version = s.version
+
+    def _render_page(self) -> str:
+
+        s = self.state
+        view = SidecarView(
+            ready=s.ready,
+            phase=s.phase,
+            reason=s.reason,
+            last_run_end=s.last_run_end,
+            probe_interval_s=self.probe_interval_s,
+            probe_history=tuple(s.history.probe),
+            server_history=tuple(s.history.server),
+        )
+        if s.report is None:
+            return waiting_page(view)
+        return page(s.report, secrets=self.secrets, view=view)
+
+    def status_page(self) -> Reply:
+        """``GET /``: the HTML status page (``validator.outputs.html``), re-rendered on each change."""
+        self._refresh()
+        return self._page
+
+    def readyz(self) -> Reply:
+        self._refresh()
+        return self._readyz
+
+    def readyz_verbose(self) -> Reply:
+        self._refresh()
+        return self._readyz_verbose
+
+    def report(self) -> Reply:
+        self._refresh()
+        return self._report
+
+    def livez(self) -> Reply:
+        return self._live[0] if self.state.alive(self.livez_stale_s) else self._live[1]
+
+    def metrics_reply(self) -> Reply:
+        text = self.metrics.render()
+        if text is not self._metrics_src:
+            self._metrics = response(200, text, CONTENT_TYPE)
+            self._metrics_src = text
+        return self._metrics
