@@ -76,7 +76,7 @@ def test_rotation_drains_the_old_file_then_follows_the_new_one(tmp_path: Path) -
 
 
 def test_a_new_start_replaces_the_old_one_and_a_restart_needs_one(tmp_path: Path) -> None:
-    from validator.live import ServerIdentity
+    from validator.sources.server_identity import ServerIdentity
 
     a, b = ServerIdentity(startup_time={"load": 52.4}), ServerIdentity(startup_time={"load": 61.0})
     log = tmp_path / "sglang.log"

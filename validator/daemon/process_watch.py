@@ -15,9 +15,9 @@ import asyncio
 from dataclasses import dataclass
 
 from validator.daemon.watch import ServerWatch
-from validator.live import ServerIdentity
 from validator.procinfo import stat_fields
 from validator.sources.listening import proc_root
+from validator.sources.server_identity import ServerIdentity
 from validator.sources.server_processes import ServerProcess, discover
 
 

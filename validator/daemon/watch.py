@@ -1,9 +1,9 @@
 """Cheap signs that the server restarted: ``/health`` going down, or its identity changing.
 
-The identity is what a restart cannot keep (:class:`validator.live.ServerIdentity`): ``/server_info``'s
-``startup_time`` where the build serves it, its ``random_seed`` (on every build), when the attestation
-plugin writes one the scheduler's PID and start time, and, where a ``listener`` is given, the PID and
-``/proc`` start time of the process listening on the server's port. One short
+The identity is what a restart cannot keep (:class:`validator.sources.server_identity.ServerIdentity`):
+``/server_info``'s ``startup_time`` where the build serves it, its ``random_seed`` (on every build), when
+the attestation plugin writes one the scheduler's PID and start time, and, where a ``listener`` is given,
+the PID and ``/proc`` start time of the process listening on the server's port. One short
 ``/health`` poll at a time, without retries: SGLang's ``/health`` runs a one-token generation per call, so
 it is polled gently (every few seconds) and never concurrently.
 """
@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError, UnavailableError
-from validator.live import ServerIdentity, listener_of
 from validator.sources.attestation import read_attestation
 from validator.sources.server_http import SGLangClient
+from validator.sources.server_identity import ServerIdentity, listener_of
 
 # The listening process of the server's port, as (PID, /proc/PID/stat starttime), or None where it cannot
 # be seen (another host, another PID namespace). Supplied by whoever can map a port to its process.

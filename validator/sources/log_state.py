@@ -153,7 +153,7 @@ class LogParser:
 
 
 class ServerId(Protocol):
-    """The live layer's identity of the server that answered (``validator.live.ServerIdentity``)."""
+    """The identity of the server that answered (``validator.sources.server_identity.ServerIdentity``)."""
 
     def same_server(self, other: Any) -> bool: ...
 
