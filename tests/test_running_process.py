@@ -24,7 +24,7 @@ import pytest
 from tests.support.cli import REPO, run_cli
 from tests.support.loopback import free_port, stop, wait_listening
 from validator.sim.process_view import simulated_command
-from validator.sources.server_processes import recognise_simulator
+from validator.sources.server_command import recognise_simulator
 
 recognise_simulator(simulated_command)  # as the front doors do: the tests below call the readers directly
 SIM_FLAGS = ["--speed", "1000", "--startup-seconds", "0.2"]
@@ -555,7 +555,7 @@ def test_drift_against_a_launch_command(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_which_argv_is_a_server(argv: list[str], kind: str | None) -> None:
-    from validator.sources.server_processes import classify
+    from validator.sources.server_command import classify
 
     found = classify(argv)
     assert (found[0] if found else None) == kind

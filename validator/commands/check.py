@@ -27,7 +27,7 @@ from validator.preflight_inputs import PreflightInputs, given, inputs_from, opti
 from validator.redact import safe_url
 from validator.rulepack import load_pack
 from validator.sim.process_view import simulated_command
-from validator.sources.server_processes import recognise_simulator
+from validator.sources.server_command import recognise_simulator
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

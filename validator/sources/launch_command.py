@@ -18,7 +18,7 @@ from pathlib import Path
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
 from validator.sources.files import TEXT_CAP, open_regular, read_text_bounded
-from validator.sources.server_processes import classify
+from validator.sources.server_command import classify
 from validator.sources.sglang_cli import parse_argv
 from validator.sources.shell.command_line import split_command_line
 
