@@ -66,14 +66,15 @@ def test_sglang_sources_nested_too_deeply_or_over_the_cap_are_notes(tmp_path: Pa
 @pytest.mark.timeout(30)  # the FIFO blocked open() for ever before
 def test_a_fifo_or_dev_zero_among_the_model_files_is_skipped_not_waited_on(tmp_path: Path) -> None:
     root = _sglang(tmp_path)
-    os.mkfifo(root / "srt" / "models" / "aaa_fifo.py")
-    (root / "srt" / "models" / "aab_zero.py").symlink_to("/dev/zero")
+    # draft model files by their names (the reader opens those), before and after the real one
+    os.mkfifo(root / "srt" / "models" / "aaa_fifo_nextn.py")
+    (root / "srt" / "models" / "aab_zero_mtp.py").symlink_to("/dev/zero")
     (root / "srt" / "models" / "bailing_moe_nextn.py").write_text("class Other:\n    pass\n")
-    (root / "srt" / "models" / "zz.py").write_text("class BailingMoeForCausalLMNextN:\n    pass\n")
+    (root / "srt" / "models" / "zz_mtp.py").write_text("class BailingMoeForCausalLMNextN:\n    pass\n")
     started = time.monotonic()
     facts = read_sglang_install(root, "t")
     assert time.monotonic() - started < 10
-    assert facts.nextn_shares_lm_head is False, facts.note
+    assert facts.draft_share_hook == {"Other": False, "BailingMoeForCausalLMNextN": False}, facts.note
 
 
 @pytest.mark.parametrize(

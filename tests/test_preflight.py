@@ -307,3 +307,36 @@ def test_preflight_path_imports_neither_torch_nor_sglang(patched: Server) -> Non
         timeout=60,
     )
     assert "RC 0 HEAVY []" in proc.stderr, proc.stderr
+
+
+def test_the_pack_names_the_draft_class_the_install_reader_reports(tmp_path: Path) -> None:
+    """The install reader reports every draft class it finds; which one runs is the pack's to say. A site
+    pack for another model's MTP draft is judged by that class's own hook, and a class the build lacks is
+    not proven (never a pass, never judged by Ling's class)."""
+    server = _server(tmp_path, "other", fp8_lm_head=True, share_hook=False)
+    models = server.python.parent.parent.parent / "site-packages" / "sglang" / "srt" / "models"
+    (models / "acme_moe_mtp.py").write_text(
+        "class AcmeMoeForCausalLMMTP:\n"
+        "    def set_lm_head_from_target(self, head):\n"
+        "        self.lm_head = head\n"
+    )
+
+    def shared_with(draft: str) -> dict[str, Any]:
+        pack = tmp_path / f"{draft}.yaml"
+        pack.write_text(
+            "extends: ling-3.0-flash-dgx-spark\n"
+            f"metadata: {{name: site-{draft.lower()}, description: a site pack}}\n"
+            f"expect:\n  checkpoint: {{draft_architecture: {draft}}}\n"
+        )
+        _, report, err = preflight_json(server.env, "--launch-cmd", server.cmd(), "--rules", str(pack))
+        assert report, err
+        return next(c for c in report["checks"] if c["id"] == "spec.lm_head_shared")
+
+    ling = shared_with("BailingMoeForCausalLMNextN")
+    assert ling["status"] == "fail" and ling["evidence"]["set_lm_head_from_target"] is False
+    acme = shared_with("AcmeMoeForCausalLMMTP")
+    assert acme["status"] == "pass", acme
+    assert acme["message"].startswith("AcmeMoeForCausalLMMTP shares the target's LM-head module")
+    absent = shared_with("NoSuchNextN")
+    assert absent["status"] == "error"
+    assert "no draft model file in srt/models defines class NoSuchNextN" in absent["message"]

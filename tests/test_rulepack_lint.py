@@ -228,6 +228,16 @@ checks:
 """
 
 
+def test_a_nextn_layer_of_an_architecture_the_reader_does_not_mirror_is_flagged(tmp_path: Path) -> None:
+    """The Acme pack needs no NEXTN layer; asking for one of an architecture whose SGLang loader the
+    checkpoint reader does not mirror could never be proven, and lint says so."""
+    pack = _pack(tmp_path, SECOND_PACK.replace("min_nextn_layers: 0", "min_nextn_layers: 1"), "acme.yaml")
+    out = _cli("rules", "lint", str(pack))
+    assert out.returncode == 65, out.stderr
+    assert "checkpoint.layout cannot count the NEXTN layer of AcmeMoeForCausalLM" in out.stderr
+    assert "BailingMoeV3ForCausalLM only" in out.stderr
+
+
 def test_second_pack_for_another_model_is_yaml_only(tmp_path: Path) -> None:
     pack = _pack(tmp_path, SECOND_PACK, "acme.yaml")
     assert _cli("rules", "lint", str(pack)).returncode == 0
@@ -270,7 +280,7 @@ def test_second_pack_for_another_model_is_yaml_only(tmp_path: Path) -> None:
     drafted = _cli(*base, "--launch-cmd", spec, "--env-file", str(_env(tmp_path)))
     shared = {c["id"]: c for c in json.loads(drafted.stdout)["checks"]}["spec.lm_head_shared"]
     assert shared["status"] == "error", shared
-    assert "AcmeMoeNextN" in shared["message"] and "no file in srt/models defines class" in shared["message"]
+    assert "no draft model file in srt/models defines class AcmeMoeNextN" in shared["message"]
 
 
 def _env(tmp_path: Path) -> Path:

@@ -16,12 +16,15 @@ def locate_sglang(interpreter: str, **how: Any) -> SGLangInstallFacts:
     return install_from_probe(probe_interpreter(interpreter, **how))
 
 
+NEXTN = "BailingMoeForCausalLMNextN"
+
+
 def test_stock_wheel(stock_sglang_root: Path) -> None:
     f = read_sglang_install(stock_sglang_root, "--sglang-root")
     assert f.root == stock_sglang_root and f.located_by == "--sglang-root"
     assert f.version == "0.5.23"
     assert f.declares_fp8_lm_head is False  # stock ignores SGLANG_ENABLE_FP8_LM_HEAD silently
-    assert f.nextn_shares_lm_head is False  # only set_embed_and_head: tensor sharing
+    assert f.draft_share_hook[NEXTN] is False  # only set_embed_and_head: tensor sharing
     assert f.moe_runner_backends is not None
     assert {"auto", "humming", "flashinfer_mxfp4"} <= set(f.moe_runner_backends)
     assert f.moe_runner_backends[0] == "auto" and len(f.moe_runner_backends) == 22
@@ -37,14 +40,38 @@ def test_patched_build(tmp_path: Path) -> None:
     root = make_build(tmp_path / "site")
     f = read_sglang_install(root, "--sglang-root")
     assert f.declares_fp8_lm_head is True and "SGLANG_ENABLE_FP8_LM_HEAD" in f.declared_env
-    assert f.nextn_shares_lm_head is True and f.version == "0.5.23" and f.note is None
+    assert f.draft_share_hook[NEXTN] is True and f.version == "0.5.23" and f.note is None
 
 
 def test_each_patch_half_alone(tmp_path: Path) -> None:
     f = read_sglang_install(make_build(tmp_path / "a", share_hook=False), "x")
-    assert (f.declares_fp8_lm_head, f.nextn_shares_lm_head) == (True, False)
+    assert (f.declares_fp8_lm_head, f.draft_share_hook[NEXTN]) == (True, False)
     f = read_sglang_install(make_build(tmp_path / "b", fp8_lm_head=False), "x")
-    assert (f.declares_fp8_lm_head, f.nextn_shares_lm_head) == (False, True)
+    assert (f.declares_fp8_lm_head, f.draft_share_hook[NEXTN]) == (False, True)
+
+
+def test_every_draft_class_of_the_stock_wheel_is_reported(stock_sglang_root: Path) -> None:
+    """0.5.23's own MTP drafts for Qwen3.5 and Nemotron-H define the hook; Ling's NEXTN class does not.
+    The files say so first; then the reader reports each draft class, and no class of a target model."""
+    models = stock_sglang_root / "srt/models"
+    for name in ("qwen3_5_mtp.py", "nemotron_h_mtp.py"):
+        assert "def set_lm_head_from_target(self" in (models / name).read_text()
+    assert "set_lm_head_from_target" not in (models / "bailing_moe_nextn.py").read_text()
+    hooks = read_sglang_install(stock_sglang_root, "--sglang-root").draft_share_hook
+    sharing = {c for c, shares in hooks.items() if shares}
+    assert sharing == {"Qwen3_5ForCausalLMMTP", "NemotronHForCausalLMMTP"}
+    assert hooks[NEXTN] is False and hooks["DeepseekV3ForCausalLMNextN"] is False
+    assert "LlamaForCausalLMEagle3" in hooks  # the EAGLE heads are draft classes too
+    assert "BailingMoeV3ForCausalLM" not in hooks and "LingDSparkModel" not in hooks
+
+
+def test_a_draft_file_that_holds_the_hook_but_does_not_parse_is_unknown(tmp_path: Path) -> None:
+    root = make_build(tmp_path / "s")
+    p = root / "srt/models/bailing_moe_nextn.py"
+    p.write_text(p.read_text() + "\ndef broken(:\n")
+    f = read_sglang_install(root, "x")
+    assert f.draft_share_hook[NEXTN] is None
+    assert f.note is not None and "srt/models/bailing_moe_nextn.py: does not parse" in f.note
 
 
 def test_hook_in_another_class_does_not_count(tmp_path: Path) -> None:
@@ -53,7 +80,7 @@ def test_hook_in_another_class_does_not_count(tmp_path: Path) -> None:
     p.write_text(
         p.read_text() + "\n\nclass Other:\n    def set_lm_head_from_target(self, h):\n        pass\n"
     )
-    assert read_sglang_install(root, "x").nextn_shares_lm_head is False
+    assert read_sglang_install(root, "x").draft_share_hook[NEXTN] is False
 
 
 def test_unparsable_and_missing_files_give_none_and_note(tmp_path: Path) -> None:
@@ -63,7 +90,7 @@ def test_unparsable_and_missing_files_give_none_and_note(tmp_path: Path) -> None
     f = read_sglang_install(root, "x")
     assert f.declares_fp8_lm_head is None and f.declared_env == set()
     assert f.moe_runner_backends is None
-    assert f.nextn_shares_lm_head is True  # the other files still count
+    assert f.draft_share_hook[NEXTN] is True  # the other files still count
     assert f.note is not None and "srt/environ.py: does not parse" in f.note
     assert "MOE_RUNNER_BACKEND_CHOICES not found" in f.note
 
@@ -91,7 +118,7 @@ def test_locate_through_interpreter_finds_patched_build_without_importing(tmp_pa
     assert probe.imported == []  # find_spec ran no package code: neither sglang nor torch imported
     f = locate_sglang(str(py))
     assert f.root == root and f.located_by == f"interpreter {py}"
-    assert f.declares_fp8_lm_head is True and f.nextn_shares_lm_head is True
+    assert f.declares_fp8_lm_head is True and f.draft_share_hook[NEXTN] is True
     assert "spark_validate" in f.plugins
 
 

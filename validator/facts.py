@@ -126,7 +126,9 @@ class SGLangInstallFacts:
     located_by: str  # how it was found: "interpreter /opt/sglang/venv/bin/python", "--sglang-root DIR"
     version: str | None = None
     declares_fp8_lm_head: bool | None = None  # srt/environ.py declares SGLANG_ENABLE_FP8_LM_HEAD
-    nextn_shares_lm_head: bool | None = None  # BailingMoeForCausalLMNextN.set_lm_head_from_target
+    # every class of the draft model files (srt/models/*nextn*.py, *mtp*.py, *eagle*.py) -> whether it
+    # defines set_lm_head_from_target, taking the target's LM-head module (None: its file does not parse)
+    draft_share_hook: dict[str, bool | None] = field(default_factory=dict)
     moe_runner_backends: list[str] | None = None  # choices of --moe-runner-backend
     declared_env: set[str] = field(default_factory=set)  # every SGLANG_* the build declares
     plugins: set[str] = field(default_factory=set)  # sglang.srt.plugins entry points installed beside it

@@ -217,12 +217,7 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
     """The install to read, and ``launch.program``'s evidence: the program resolved as exec would, its
     interpreter asked with the server's flags, environment and working directory. There is no fallback
     to this process's own packages: they prove nothing about the server's."""
-    from validator.sources.sglang_install import (
-        NEXTN_CLASS,
-        inspect_program,
-        install_from_probe,
-        read_sglang_install,
-    )
+    from validator.sources.sglang_install import inspect_program, install_from_probe, read_sglang_install
 
     container = (
         None if inputs.sglang_root is not None else container_spec(inputs, server_environment(inputs)[0])
@@ -241,7 +236,6 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
         return SGLangInstallFacts(root=None, located_by=f"image {container.image}", note=note), hidden
 
     dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
-    draft = inputs.draft_class or NEXTN_CLASS
     if launch.simulated:
         note = "spark-validate's simulator stands in for SGLang here: no SGLang install runs it"
         from validator.sources.launch_command import resolve_program
@@ -253,7 +247,7 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
         )
         if inputs.sglang_root is not None:
             where = f"--sglang-root {inputs.sglang_root}"
-            return read_sglang_install(inputs.sglang_root, where, dspark=dspark, draft_class=draft), hidden
+            return read_sglang_install(inputs.sglang_root, where, dspark=dspark), hidden
         return SGLangInstallFacts(root=None, located_by="simulator", note=note), hidden
     on_host = inputs.argv is not None or inputs.unit is not None or inputs.running is not None
     program, probe = inspect_program(launch, on_server_host=on_host)
@@ -271,9 +265,9 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
                 SGLangInstallFacts(root=None, located_by=where, note=note, disputed_root=inputs.sglang_root),
                 program,
             )
-        return read_sglang_install(inputs.sglang_root, where, dspark=dspark, draft_class=draft), program
+        return read_sglang_install(inputs.sglang_root, where, dspark=dspark), program
     if probe is not None:
-        return install_from_probe(probe, dspark=dspark, draft_class=draft), program
+        return install_from_probe(probe, dspark=dspark), program
     named = f"the program {launch.program} " if launch.program else ""
     note = named + (program.problem or "names no interpreter")
     return SGLangInstallFacts(root=None, located_by="launch command", note=note), program
@@ -565,9 +559,6 @@ def run_preflight(
     """``loaded`` None: ``--rules auto``, the shipped pack (or pack in ``pack_dirs``) whose recipe the
     launch command follows."""
     started_at, t0 = utc_now_iso(), time.monotonic()
-    checkpoint = loaded.pack.expect.checkpoint if loaded is not None else None  # auto: the NEXTN default
-    if inputs.draft_class is None and checkpoint is not None:
-        inputs = replace(inputs, draft_class=checkpoint.draft_architecture)
     malformed: list[InputError] = []
     facts = gather(inputs, malformed)
     auto = None

@@ -127,7 +127,6 @@ class PreflightInputs:
     # Not options: given by the front door or filled in by the job.
     argv: Sequence[str] | None = None  # `launch -- CMD...`: exactly the command that will be exec'd
     base_env: Mapping[str, str] | None = None  # default: this process's environment
-    draft_class: str | None = None  # the pack's draft architecture (run_preflight fills it in)
     # a running server: its real argv, environment and working directory are the launch command
     running: ServerProcess | None = None
     selection: Selection | None = None  # --check / --skip

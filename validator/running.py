@@ -132,9 +132,6 @@ async def judge(
 
     started_at, t0 = utc_now_iso(), time.monotonic()
     pre_inputs = replace(inputs.host, running=server, env_files=[])
-    checkpoint = loaded.pack.expect.checkpoint
-    if pre_inputs.draft_class is None and checkpoint is not None:
-        pre_inputs = replace(pre_inputs, draft_class=checkpoint.draft_architecture)
     malformed: list[InputError] = []
     try:
         facts = await asyncio.to_thread(gather, pre_inputs, malformed)

@@ -240,15 +240,19 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> chec
     if sg is None or sg.root is None:
         note = check.sglang_note(facts)
         return check.errored(f"cannot inspect the draft class: {note}", [SGLANG, LAUNCH])
+    cls = check.need(ctx.expect.checkpoint, "checkpoint").draft_architecture
+    shares = sg.draft_share_hook.get(cls)
     ev: dict[str, Any] = {
         "sglang_version": sg.version,
         "sglang_root": str(sg.root),
-        "set_lm_head_from_target": sg.nextn_shares_lm_head,
+        "set_lm_head_from_target": shares,
     }
-    cls = check.need(ctx.expect.checkpoint, "checkpoint").draft_architecture
-    if sg.nextn_shares_lm_head is None:
+    if cls not in sg.draft_share_hook:
+        why = "; ".join(x for x in (f"no draft model file in srt/models defines class {cls}", sg.note) if x)
+        return check.errored(f"cannot read {cls} in {sg.root}: {why}", [SGLANG], **ev)
+    if shares is None:
         return check.errored(f"cannot read {cls} in {sg.root}: {sg.note}", [SGLANG], **ev)
-    if sg.nextn_shares_lm_head:
+    if shares:
         return check.passed(
             f"{cls} shares the target's LM-head module (set_lm_head_from_target)", [LAUNCH, SGLANG], **ev
         )

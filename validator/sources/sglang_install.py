@@ -3,8 +3,9 @@
 Importing sglang pulls in torch (seconds, hundreds of MB) and may touch the GPU; preflight runs on every
 start, inside ExecStartPre. So the package is *located* with ``importlib.util.find_spec`` (which, for a
 top-level package, reads no module code) in the server's own interpreter, and then its few relevant files
-are parsed with ``ast``: version, the environment variables ``srt/environ.py`` declares, whether the
-Bailing NEXTN draft class can share the target's LM-head module, and the MoE runner backend choices.
+are parsed with ``ast``: version, the environment variables ``srt/environ.py`` declares, which draft model
+classes can take the target's LM-head module (``set_lm_head_from_target``), and the MoE runner backend
+choices. The reader reports what the build holds; which class a recipe runs is the rule pack's to say.
 Anything unreadable becomes ``None`` plus a ``note``, so checks report ``error``/``skip``, never ``pass``.
 """
 
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,8 +28,11 @@ from validator.sources.launch_command import resolve_program
 _SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused
 
 FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
-NEXTN_CLASS = "BailingMoeForCausalLMNextN"
 SHARE_HOOK = "set_lm_head_from_target"
+# SGLang's draft model files, by a word in their names: the NEXTN/MTP layers (``bailing_moe_nextn.py``,
+# ``qwen3_5_mtp.py``) and the EAGLE heads (``llama_eagle3.py``); the DSpark drafts are read apart.
+DRAFT_MODEL_FILES = ("nextn", "mtp", "eagle")
+_CLASS_LINE = re.compile(rb"^class\s+(\w+)", re.MULTILINE)
 CHOICES_NAME = "MOE_RUNNER_BACKEND_CHOICES"
 PLUGIN_GROUP = "sglang.srt.plugins"
 
@@ -109,9 +115,7 @@ def _probe(
     return InterpreterProbe(interpreter, root, site_dirs=site_dirs, imported=imported)
 
 
-def install_from_probe(
-    probe: InterpreterProbe, *, dspark: bool = False, draft_class: str = NEXTN_CLASS
-) -> SGLangInstallFacts:
+def install_from_probe(probe: InterpreterProbe, *, dspark: bool = False) -> SGLangInstallFacts:
     """The sglang package the probed interpreter (run as the server runs it) imports, read; root None (with
     a note) if it cannot be found. There is deliberately no "current environment" fallback: this process's
     packages prove nothing about the server's."""
@@ -122,9 +126,7 @@ def install_from_probe(
         return SGLangInstallFacts(
             root=None, located_by=located_by, note=f"sglang is not importable by {probe.interpreter}"
         )
-    return read_sglang_install(
-        probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark, draft_class=draft_class
-    )
+    return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark)
 
 
 def inspect_program(
@@ -182,12 +184,12 @@ def read_sglang_install(
     *,
     site_dirs: list[Path] | None = None,
     dspark: bool = False,
-    draft_class: str = NEXTN_CLASS,
 ) -> SGLangInstallFacts:
     """Read the facts from an sglang package directory, by parsing files only.
 
-    ``draft_class`` is the rule pack's draft architecture: whether it defines ``set_lm_head_from_target``
-    (``nextn_shares_lm_head``). It is looked for in Ling's NEXTN module first, then in every model file.
+    ``draft_share_hook`` lists every class of the draft model files (``DRAFT_MODEL_FILES``: 34 files in
+    0.5.23, about 5 ms, most of it parsing the two that define the hook) and whether it defines
+    ``set_lm_head_from_target``; the check compares the pack's draft architecture with it.
 
     ``site_dirs`` are where the server's interpreter finds distributions (for plugin entry points); the
     directory holding ``root`` is always searched. ``dspark`` also parses the DSpark worker and draft
@@ -206,16 +208,7 @@ def read_sglang_install(
         facts.declares_fp8_lm_head = FP8_LM_HEAD_ENV in fields
         facts.declared_env = {n for n in fields | aliases if n.startswith("SGLANG_")}
 
-    module = _model_file_defining(r / "srt" / "models", draft_class)
-    nextn = _parse(module, notes) if module is not None else None
-    if module is None:
-        notes.append(f"no file in srt/models defines class {draft_class}")
-    elif nextn is not None:
-        cls = _find_class(nextn, draft_class)
-        if cls is None:
-            notes.append(f"srt/models/{module.name} has no class {draft_class}")
-        else:
-            facts.nextn_shares_lm_head = SHARE_HOOK in _class_members(cls)
+    facts.draft_share_hook = _draft_share_hook(r / "srt" / "models", notes)
 
     facts.moe_runner_backends = _moe_choices(r, notes)
     if dspark:
@@ -436,20 +429,39 @@ def _call_name(call: ast.Call) -> str:
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
 
 
-def _model_file_defining(models: Path, name: str) -> Path | None:
-    """The model file that defines ``class NAME``: Ling's NEXTN module when it does (the common case, one
-    file read), else the first of ``srt/models/*.py`` whose text holds ``class NAME(`` or ``class NAME:``."""
-    first = models / "bailing_moe_nextn.py"
-    needles = (f"class {name}(".encode(), f"class {name}:".encode())
-    candidates = [first, *sorted(p for p in models.glob("*.py") if p != first)] if models.is_dir() else []
-    for path in candidates:
+def _draft_share_hook(models: Path, notes: list[str]) -> dict[str, bool | None]:
+    """Each top-level class of the draft model files -> whether it defines ``set_lm_head_from_target``
+    itself (None: its file holds the name but does not parse). A file without the name is only scanned
+    for its ``class`` lines; one with it is parsed, so that a hook on another class does not count. The
+    first definition of a name wins, as SGLang's registry refuses a second."""
+    try:
+        names = sorted(
+            e.name
+            for e in os.scandir(models)
+            if e.name.endswith(".py") and any(w in e.name for w in DRAFT_MODEL_FILES)
+        )
+    except OSError:
+        return {}
+    found: dict[str, bool | None] = {}
+    for name in names:
+        path = models / name
         try:
             data = read_head(path, _SOURCE_CAP)  # never blocks on a FIFO nor reads /dev/zero for ever
         except OSError:
             continue
-        if any(n in data for n in needles):
-            return path
-    return None
+        names_here = (m.decode() for m in _CLASS_LINE.findall(data))
+        classes: dict[str, bool | None] = dict.fromkeys(names_here, False)
+        if SHARE_HOOK.encode() in data:
+            tree = _parse(path, notes)
+            if tree is None:
+                classes = dict.fromkeys(classes)
+            else:
+                classes = {
+                    n.name: SHARE_HOOK in _class_members(n) for n in tree.body if isinstance(n, ast.ClassDef)
+                }
+        for cls, shares in classes.items():
+            found.setdefault(cls, shares)
+    return found
 
 
 def _find_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
