@@ -12,26 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from validator import facts
 from validator.report import Coverage, NotProven
+from validator.source_table import SOURCES
 
-# Which input lets a check whose evidence came from this source run (the first source of an error wins).
-INPUT_FOR_SOURCE: dict[str, str] = {
-    facts.LAUNCH: "the full launch command (--launch-cmd, --unit, --script, or `launch -- CMD`)",
-    facts.SGLANG: (
-        "run preflight where the server runs (its interpreter must import sglang), or --sglang-root"
-    ),
-    facts.HUMMING: "run preflight where the server runs, as or with --service-user for the server's account",
-    facts.CHECKPOINT: "--model-dir (or a local --model-path)",
-    facts.DSPARK_DRAFT: "a local --speculative-draft-model-path",
-    facts.FLASHINFER: "run preflight where the server runs",
-    facts.HOST: "run preflight on the server's host",
-    facts.SERVER: "a reachable, ready server (--url, --wait, --api-key-file)",
-    facts.ATTESTATION: "--attestation (the spark-validate plugin's file, written by the running server)",
-    facts.LOG: "--log (the file the running server writes) or --log journal:UNIT",
-    facts.PROBE: "a ready server with speculative decoding on (the acceptance probe)",
-    facts.WEIGHTS: "--weights-checker on a server that serves /weights_checker",
-}
+# Which input lets a check whose evidence came from this source run (the first source of an error wins):
+# each source declares it (``validator.source_table``).
+INPUT_FOR_SOURCE: dict[str, str] = {s.name: s.proven_by for s in SOURCES if s.proven_by is not None}
 
 
 class _Result(Protocol):  # the fields coverage reads (validator.report.CheckResult has them)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
 
 if TYPE_CHECKING:  # typing only: the records live with their schema (and preflight never needs them)
     from validator.attestation.schema import Attestation
@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # typing only: the records live with their schema (and prefli
     from validator.sources.process import ProcessFacts
     from validator.sources.server_metrics import ServerMetricsFacts
 
+_Record = TypeVar("_Record")
 Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
 
 # What JSON (or a parsed command line) can hold. Raw documents keep this type; checks read typed views.
@@ -417,12 +418,22 @@ class Facts:
     node: NodeFacts | None = None  # this node of a multi-node launch (running servers only)
     errors: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
     mode: Mode = "preflight"
+    # the records of sources with no field above, their type defined in their own module: source name
+    # -> record (builtin checks read one with ``record``, declarative rules as ``NAME.field``)
+    records: dict[str, object] = field(default_factory=dict)
+
+    def record(self, source: str, kind: type[_Record]) -> _Record | None:
+        """The record a source put in ``records``, if it is one of ``kind``."""
+        found = self.records.get(source)
+        return found if isinstance(found, kind) else None
 
     def lookup(self, path: str) -> object:
         """Resolve a dotted path (``launch.args.mem_fraction_static``) for declarative rules.
         Raises KeyError when any step is missing."""
         head, _, rest = path.partition(".")
-        obj: object = getattr(self, head, None)
+        obj: object = getattr(self, head, None) if head != "records" else None
+        if obj is None:
+            obj = self.records.get(head)
         if obj is None:
             raise KeyError(path)
         for part in rest.split(".") if rest else []:

@@ -23,11 +23,12 @@ from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
 from validator.facts import LAUNCH, Facts, LaunchFacts
 from validator.live import LiveInputs, LiveResult, gather_live
-from validator.preflight import gather, read_launch, unproven_by_unresolved
+from validator.preflight import gather, unproven_by_unresolved
 from validator.preflight_inputs import PreflightInputs
 from validator.report import CheckResult, ProbeResult, Status, utc_now_iso
 from validator.rulepack import LoadedPack
 from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
+from validator.sources.launch import read_launch
 from validator.sources.listening import ancestors
 from validator.sources.server_identity import ServerIdentity, identity_of
 from validator.sources.server_processes import ServerProcess, discover, nothing_found

@@ -17,12 +17,16 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.errors import InputError
-from validator.facts import CheckpointFacts, TensorInfo
+from validator.facts import CHECKPOINT, CheckpointFacts, LaunchFacts, TensorInfo
 from validator.sources.files import JSON_CAP, load_json_file
 from validator.sources.safetensors_header import read_header
+
+if TYPE_CHECKING:
+    from validator.sources.docker_run import ContainerSpec
+    from validator.sources.gathering import Gathering
 
 INDEX_FILE = "model.safetensors.index.json"
 LM_HEAD = "lm_head.weight"
@@ -166,4 +170,102 @@ def _skip_list(quant: dict[str, Any], d: Path) -> list[str] | None:
     for key in ("ignored_layers", "modules_to_not_convert"):
         if quant.get(key) is not None:
             return _str_list(quant[key], f"quantization_config.{key}", d)
+    return None
+
+
+def gather(g: Gathering) -> None:
+    """The checkpoint the server will load: --model-dir, else a local --model-path (for a container, the
+    host directory mounted there), else a Hugging Face repo id's snapshot in the server's hub cache. A
+    malformed file is recorded in ``g.malformed`` (and as this source's error) so the other checks still
+    run; with no ``g.malformed`` it is raised."""
+    facts, launch, inputs, container = g.facts, g.launch, g.inputs, g.container
+    if container is not None and g.hidden_install is not None:
+        _container_model_error(g, launch, container)
+    model_dir = inputs.model_dir or _local_model_path(launch, container)
+    model_path = launch.args.get("model_path")
+    if model_dir is None and launch.origin.startswith("unit:") and str(model_path).startswith("~"):
+        facts.errors[CHECKPOINT] = (
+            f"--model-path {model_path}: systemd does not expand '~' in ExecStart= (the server would look "
+            "for a directory literally named '~'); write the absolute path"
+        )
+    if model_dir is None and "model_path" in launch.unresolved:
+        facts.errors[CHECKPOINT] = f"--model-path is set at run time: {launch.unresolved['model_path']}"
+    elif model_dir is None and container is None and isinstance(model_path, str):
+        model_dir = _hub_snapshot(g, launch, model_path)
+    if model_dir is None:
+        return
+    if not model_dir.is_dir():
+        facts.errors[CHECKPOINT] = f"{model_dir}: model directory not found"
+        return
+    try:
+        facts.checkpoint = read_checkpoint(model_dir)
+    except InputError as exc:
+        facts.errors[CHECKPOINT] = str(exc)
+        if g.malformed is None:
+            raise
+        g.malformed.append(exc)
+
+
+def _container_model_error(g: Gathering, launch: LaunchFacts, container: ContainerSpec) -> None:
+    """Where a container's --model-path is on the host (through its mounts), or why it is not here."""
+    from validator.sources.docker_run import host_path
+
+    model = launch.args.get("model_path")
+    if isinstance(model, str) and model.startswith("/"):
+        found, why = host_path(model, container.mounts)
+        if found is None:
+            g.facts.errors[CHECKPOINT] = f"--model-path {why}; give --model-dir with its host path"
+        elif not (found / "config.json").is_file():
+            g.facts.errors[CHECKPOINT] = f"--model-path {model} is {why}: {found} holds no config.json"
+
+
+def _hub_snapshot(g: Gathering, launch: LaunchFacts, model_path: str) -> Path | None:
+    """A ``--model-path`` that is a Hugging Face repo id (not a directory where the server starts): the
+    snapshot the server would load from its hub cache (``sources/hf_cache``), or, not cached, why there is
+    nothing here to check (recorded as the checkpoint's error)."""
+    cwd = launch.working_directory
+    if Path(model_path).is_absolute() or (cwd is not None and (cwd / model_path).is_dir()):
+        return None
+    from validator.sources import hf_cache  # only for what may be a repo id: a path needs no hub reader
+
+    if not hf_cache.looks_like_repo_id(model_path) or Path(model_path).is_dir():
+        return None
+    named_user = g.inputs.service_user or launch.user
+    host_home = g.facts.host.home if g.facts.host is not None else None
+    home = launch.env.get("HOME") if not named_user and launch.env.get("HOME") else host_home
+    revision, download_dir = launch.args.get("revision"), launch.args.get("download_dir")
+    found = hf_cache.lookup(
+        model_path,
+        revision if isinstance(revision, str) else None,
+        launch.env,
+        str(home) if home else None,
+        download_dir if isinstance(download_dir, str) else None,
+    )
+    if found.snapshot is not None:
+        return found.snapshot
+    then = (
+        "the server would fail at start (HF_HUB_OFFLINE is set)"
+        if hf_cache.offline(launch.env)
+        else "the server would download it from the Hugging Face Hub when it starts (every weight file)"
+    )
+    g.facts.errors[CHECKPOINT] = (
+        f"--model-path {model_path} is a Hugging Face repo id, {found.describe()}: {then}, so there is no "
+        f"checkpoint here to check; download it first as the server's user (`hf download {model_path}"
+        f"{' --revision ' + found.revision if found.revision != 'main' else ''}`) or give --model-dir"
+    )
+    return None
+
+
+def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = None) -> Path | None:
+    """Without --model-dir, the launch command's --model-path when it names a local directory (for a
+    container, the host directory mounted there)."""
+    value = launch.args.get("model_path")
+    if isinstance(value, str) and value.startswith(("/", ".")):
+        path: Path | None = Path(value)
+        if container is not None:
+            from validator.sources.docker_run import host_path
+
+            path, _ = host_path(value, container.mounts)
+        if path is not None and (path / "config.json").is_file():
+            return path
     return None

@@ -21,11 +21,14 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.errors import InputError
 from validator.facts import DSparkDraftFacts
 from validator.sources.files import load_json_file, read_head
+
+if TYPE_CHECKING:
+    from validator.sources.gathering import Gathering
 
 CONFIG_CAP = 4 * 1024 * 1024  # a draft config.json is a few KB
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
@@ -152,3 +155,17 @@ def _first_int(where: str, *candidates: tuple[str, Any]) -> tuple[int | None, st
             raise InputError(where, f"{key} must be an integer, not {value!r}"[:200])
         return value, key
     return None, None
+
+
+def gather(g: Gathering) -> None:
+    """The draft a DSPARK launch names (or the one SGLang would default to)."""
+    args = g.launch.args
+    draft = args.get("speculative_draft_model_path")
+    revision = args.get("speculative_draft_model_revision")
+    model_path = args.get("model_path")
+    g.facts.dspark_draft = read_dspark_draft(
+        draft if isinstance(draft, str) else None,
+        model_path if isinstance(model_path, str) else None,
+        revision=revision if isinstance(revision, str) else None,
+        env=g.launch.env,
+    )

@@ -21,9 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator.facts import FlashInferFacts
 from validator.sources.dists import find_dists
+from validator.sources.gathering import Unreadable
+
+if TYPE_CHECKING:
+    from validator.sources.gathering import Gathering
 
 MODULE = "fused_moe_120"  # flashinfer's SM120-family CUTLASS fused-MoE module (sm_120 / sm_121)
 BASE_ENV = "FLASHINFER_WORKSPACE_BASE"
@@ -131,3 +136,21 @@ def read_flashinfer(
         version_check_disabled=bool(env.get(VERSION_CHECK_ENV)),
         note="; ".join(notes) or None,
     )
+
+
+def gather(g: Gathering) -> None:
+    """FlashInfer where the server's interpreter finds it, its cache where the server looks (the named
+    account's home, else the launch environment's HOME)."""
+    launch, sg, host = g.launch, g.sglang, g.facts.host
+    named_user = g.inputs.service_user or launch.user
+    host_home = host.home if host is not None else None
+    home = host_home if named_user or not launch.env.get("HOME") else Path(launch.env["HOME"])
+    try:
+        g.facts.flashinfer = read_flashinfer(
+            launch.env,
+            site_dirs=sg.site_dirs,
+            home=home or Path("/nonexistent"),
+            sglang_redirects=sg.redirects_flashinfer_cache,
+        )
+    except OSError as exc:
+        raise Unreadable(str(exc)) from None

@@ -11,8 +11,12 @@ import os
 import pwd
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator.facts import HostFacts
+
+if TYPE_CHECKING:
+    from validator.sources.gathering import Gathering
 
 SPARK_MARKERS = re.compile(r"\bGB10\b|DGX[ _-]?Spark", re.IGNORECASE)
 _ARM = frozenset({"aarch64", "arm64"})
@@ -115,3 +119,8 @@ def _user_home(service_user: str | None) -> tuple[str | None, Path | None]:
     except KeyError:
         return service_user, None
     return entry.pw_name, Path(entry.pw_dir)
+
+
+def gather(g: Gathering) -> None:
+    """The host the server runs on, and the home of the account it runs as."""
+    g.facts.host = read_host(service_user=g.service_user)

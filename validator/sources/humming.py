@@ -17,10 +17,15 @@ import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator.facts import HummingFacts
 from validator.sources.dists import find_dist
 from validator.sources.files import read_head
+from validator.sources.gathering import Unreadable
+
+if TYPE_CHECKING:
+    from validator.sources.gathering import Gathering
 
 DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
 CACHE_ENV = "HUMMING_CACHE_DIR"
@@ -318,3 +323,20 @@ def count_cached_kernels(cache_dir: Path) -> int:
         return sum(1 for p in cache_dir.glob("*/kernel.cubin") if p.is_file())
     except OSError:
         return 0
+
+
+def gather(g: Gathering) -> None:
+    """humming-kernels as the server's interpreter finds it, read only with that interpreter's site
+    directories: without the server's environment, this process's packages prove nothing."""
+    if g.hidden_install is not None:
+        raise Unreadable(g.hidden_install)
+    sg = g.sglang
+    if sg.root is None:
+        return
+    user_from = "--service-user" if g.inputs.service_user else "the unit's User="
+    try:
+        g.facts.humming = read_humming(
+            g.launch.env, site_dirs=sg.site_dirs or None, service_user=g.service_user, user_from=user_from
+        )
+    except (OSError, UnknownUser) as exc:
+        raise Unreadable(str(exc)) from None

@@ -20,8 +20,12 @@ the plugin's own functions by ``tests/test_plugin_env.py``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
+from typing import TYPE_CHECKING
 
 from validator.facts import PLUGIN_SHARE_ENV, PluginState
+
+if TYPE_CHECKING:
+    from validator.sources.gathering import Gathering
 
 PLUGIN_NAME = "spark_validate"  # the entry point's name in the sglang.srt.plugins group
 ENV_DISABLE = "SPARK_VALIDATE_PLUGIN"
@@ -62,3 +66,8 @@ def plugin_state(env: Mapping[str, str], installed: Set[str]) -> PluginState:
         shown = "is not set" if value is None else f"is {value!r}, not one of 1/true/yes/on"
         return PluginState(True, True, False, f"{ENV_SHARE} {shown}")
     return PluginState(True, True, True, f"{ENV_SHARE}={env[ENV_SHARE]}")
+
+
+def gather(g: Gathering) -> None:
+    """The plugin as the server's environment and the install's entry points decide it."""
+    g.facts.plugin = plugin_state(g.launch.env, g.sglang.plugins)

@@ -15,11 +15,15 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator.errors import InputError
 from validator.facts import StartBudgetFacts
 from validator.sources.kube_manifest import select_container
-from validator.sources.systemd_unit import ServiceUnit
+from validator.sources.systemd_unit import ServiceUnit, load_unit
+
+if TYPE_CHECKING:
+    from validator.sources.gathering import Gathering
 
 SYSTEMD_DEFAULT_START_S = 90.0
 _LOAD_TIMED_TYPES = frozenset({"notify", "notify-reload", "forking", "oneshot", "dbus"})
@@ -112,3 +116,14 @@ def from_kubernetes(path: Path, container: str | None = None) -> StartBudgetFact
     return StartBudgetFacts(
         origin=f"kubernetes:{path}", budget_s=None, counts_load=True, detail=f"container {name}: no probes"
     )
+
+
+def gather(g: Gathering) -> None:
+    """The budget of the supervisor the inputs name: the Kubernetes startupProbe, else the unit's
+    TimeoutStartSec= (the unit read with the launch's environment and --env-file as the launch was)."""
+    inputs = g.inputs
+    if inputs.kube_manifest is not None:
+        g.facts.start_budget = from_kubernetes(inputs.kube_manifest, inputs.kube_container)
+    elif inputs.unit is not None:
+        files = list(inputs.env_files) or None
+        g.facts.start_budget = from_unit(load_unit(inputs.unit, base_env=dict(g.launch.env), env_files=files))
