@@ -149,3 +149,21 @@ def test_corrupt_single_shard_is_input_error(tmp_path: Path) -> None:
     (d / "model.safetensors").write_bytes(b"\x10\x00")
     with pytest.raises(InputError, match=r"model\.safetensors: truncated"):
         read_checkpoint(d)
+
+
+def test_the_layout_is_the_loader_of_the_checkpoints_own_architecture(tmp_path: Path) -> None:
+    """The NEXTN layer and the routed experts are found where SGLang's Bailing V3 loader finds them
+    only in a Bailing V3 checkpoint: the same names under another architecture are not counted (the
+    experts are then judged by quantization_config alone), never counted with Ling's layout."""
+    bailing = read_checkpoint(write_checkpoint(tmp_path / "b"))
+    assert bailing.nextn_tensor_count is not None and bailing.nextn_tensor_count > 0
+    expert = next(n for n in bailing.tensors if ".mlp.experts." in n)
+    assert bailing.tensors[expert].dtype in ("U8", "I8")
+    other = read_checkpoint(write_checkpoint(tmp_path / "o", architectures=("AcmeMoeForCausalLM",)))
+    assert other.nextn_tensor_count is None
+    assert not any(".mlp.experts." in n or n.startswith("model.layers.3.") for n in other.tensors)
+    assert other.routed_experts_mxfp4 is True  # as quantization_config declares: no expert was sampled
+    fp8 = read_checkpoint(
+        write_checkpoint(tmp_path / "f", architectures=("AcmeMoeForCausalLM",), expert_dtype="F8_E4M3")
+    )
+    assert fp8.routed_experts_mxfp4 is True  # its expert weights are not named here: the config decides

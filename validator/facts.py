@@ -186,7 +186,8 @@ class CheckpointFacts:
     routed_experts_mxfp4: bool | None  # from quantization_config (and tensor dtypes when present)
     tensors: dict[str, TensorInfo]  # only the tensors the checks need, by name
     tensor_count: int
-    nextn_tensor_count: int  # weights of the NEXTN (MTP) layer(s)
+    # weights of the NEXTN (MTP) layer(s); None: no SGLang loader layout is known for the architecture
+    nextn_tensor_count: int | None
     files: list[str] = field(default_factory=list)
 
 

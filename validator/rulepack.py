@@ -34,6 +34,7 @@ from validator.errors import InputError
 from validator.pack_schema import RulePack, WaiverSpec
 from validator.pack_templates import check_templates, expect_fields, template_fields
 from validator.schema import SchemaError, format_loc, load
+from validator.sources.checkpoint import LAYOUTS, layout_for
 from validator.sources.files import read_head, read_text_bounded
 from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
 
@@ -351,6 +352,26 @@ def parse_pack(path: Path) -> RulePack:
     return pack
 
 
+def _checkpoint_layout_problems(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
+    """checkpoint.layout counts a NEXTN layer only where the checkpoint reader mirrors the architecture's
+    SGLang loader (``sources.checkpoint.LAYOUTS``): a pack needing one of another architecture could
+    never be proven."""
+    want = pack.expect.checkpoint
+    if want is None or want.min_nextn_layers == 0 or all(c.id != "checkpoint.layout" for c in pack.checks):
+        return []
+    if layout_for([want.architecture]) is not None:
+        return []
+    known = ", ".join(sorted(LAYOUTS))
+    return [
+        (
+            ("expect", "checkpoint", "architecture"),
+            f"checkpoint.layout cannot count the NEXTN layer of {want.architecture}: the checkpoint reader "
+            f"mirrors the SGLang loaders of {known} only (write min_nextn_layers: 0, or add the loader's "
+            "layout to validator/sources/checkpoint.py)",
+        )
+    ]
+
+
 def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
     """What the schema cannot say: each check without ``expect`` is a builtin that runs in the modes
     listed, the expectations and remedy variants it uses are given, and every template names only fields
@@ -405,6 +426,7 @@ def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
                     continue  # reported once, as the missing expectation
                 if name not in given and name not in params:
                     out.append((loc, f"{spec.id}: unknown template field {{{name}}}"))
+    out += _checkpoint_layout_problems(pack)
     # One "missing" line per expectation, naming every check that needs it.
     merged: dict[str, list[str]] = {}
     rest: list[tuple[tuple[str | int, ...], str]] = []

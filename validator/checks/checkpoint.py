@@ -65,6 +65,13 @@ def checkpoint_layout(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         return check.failed(
             "checkpoint does not match the recipe: " + "; ".join(problems), [CHECKPOINT], remedy, **ev
         )
+    if want.min_nextn_layers > 0 and ck.nextn_tensor_count is None:
+        return check.errored(
+            "the NEXTN (MTP) layer's weights were not counted: no SGLang loader layout is known for "
+            f"{', '.join(ck.architectures) or 'a checkpoint naming no architecture'}",
+            [CHECKPOINT],
+            **ev,
+        )
     src = [CHECKPOINT]
     if facts.launch is not None:
         src.append(LAUNCH)

@@ -1,13 +1,18 @@
 """Evidence from the checkpoint directory: config.json plus the safetensors headers that matter.
 
-Mirrors how SGLang 0.5.23 reads a Ling/Bailing V3 checkpoint, so the facts say what the server will do:
+Mirrors how SGLang 0.5.23 reads a checkpoint, so the facts say what the server will do:
 - MXFP4 routed experts are declared by ``quantization_config.routed_experts_quant_method == "mxfp4"``
   (``srt/configs/model_config.py``: ``is_fp4_experts``; ``fp8.py`` then allocates those weights as packed
   int8, K/2), so a sampled routed-expert weight must be I8/U8 too.
 - ``Fp8Config.from_config`` takes the skip list from ``ignored_layers`` first, else
   ``modules_to_not_convert``.
-- The NEXTN (MTP) layer lives at ``model.layers.<resolve_nextn_layer_id>`` (``num_hidden_layers``, or 0 for
-  a one-layer model); names under ``model.mtp`` are skipped by the loader and do not count.
+- Where the NEXTN (MTP) layer and the routed experts are in the HF name space is the model loader's
+  code, one per architecture: ``LAYOUTS`` holds the loaders this reader mirrors, picked by the
+  checkpoint's own ``architectures`` as SGLang's registry picks its model class. For an architecture
+  none mirrors, the NEXTN layer is not counted (``nextn_tensor_count`` None) and the experts are judged
+  by ``quantization_config`` alone. Which architecture a recipe runs, how many NEXTN layers it needs and
+  how its experts are quantized are the rule pack's (``expect.checkpoint``); ``rules lint`` flags a pack
+  that needs NEXTN layers of an architecture no layout here mirrors.
 Only the shards holding the tensors the checks need are opened; the rest is counted from the index.
 """
 
@@ -15,7 +20,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,17 +36,43 @@ if TYPE_CHECKING:
 
 INDEX_FILE = "model.safetensors.index.json"
 LM_HEAD = "lm_head.weight"
-# The NEXTN layer's own (non-decoder) weights, as SGLang's _NEXTN_SPEC_WEIGHT_NAMES lists them.
-NEXTN_SPEC_PARTS = ("eh_proj", "enorm", "hnorm", "final_layernorm")
-_ROUTED_EXPERT = re.compile(
-    r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$"
+MXFP4_PACKED_DTYPES = frozenset({"U8", "I8"})  # fp8.py's packed int8 for MXFP4 experts
+
+
+@dataclass(frozen=True)
+class LoaderLayout:
+    """Where one SGLang model loader finds the NEXTN layer and the routed experts of a checkpoint."""
+
+    loader: str  # the SGLang file it mirrors
+    nextn_spec_parts: tuple[str, ...]  # the NEXTN layer's own (non-decoder) weights
+    routed_expert: re.Pattern[str]  # a routed expert's weight name; group 1 is its layer
+
+    def nextn_layer_id(self, num_hidden_layers: int) -> int:
+        """``resolve_nextn_layer_id``: where the MTP layer sits in the HF name space (names under
+        ``model.mtp`` are skipped by the loader and do not count)."""
+        return 0 if num_hidden_layers == 1 else num_hidden_layers
+
+
+# SGLang 0.5.23's srt/models/bailing_moe_v3.py: resolve_nextn_layer_id, _NEXTN_SPEC_WEIGHT_NAMES, and the
+# expert parameter mapping of load_weights (gate_proj, up_proj, down_proj per expert).
+BAILING_MOE_V3 = LoaderLayout(
+    loader="srt/models/bailing_moe_v3.py",
+    nextn_spec_parts=("eh_proj", "enorm", "hnorm", "final_layernorm"),
+    routed_expert=re.compile(
+        r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$"
+    ),
 )
-MXFP4_PACKED_DTYPES = frozenset({"U8", "I8"})
+LAYOUTS: dict[str, LoaderLayout] = {"BailingMoeV3ForCausalLM": BAILING_MOE_V3}
+
+
+def layout_for(architectures: Sequence[str]) -> LoaderLayout | None:
+    """The layout of the first architecture a mirrored loader serves (None: none)."""
+    return next((LAYOUTS[a] for a in architectures if a in LAYOUTS), None)
 
 
 def nextn_layer_id(num_hidden_layers: int) -> int:
-    """SGLang's ``resolve_nextn_layer_id``: where the MTP layer sits in the HF name space."""
-    return 0 if num_hidden_layers == 1 else num_hidden_layers
+    """Bailing V3's ``resolve_nextn_layer_id``."""
+    return BAILING_MOE_V3.nextn_layer_id(num_hidden_layers)
 
 
 def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
@@ -53,12 +85,23 @@ def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
         raise InputError(str(d / "config.json"), "quantization_config must be an object")
     quant = quant or {}
     layers = _opt_int(config, "num_hidden_layers", d)
-    nextn_prefix = f"model.layers.{nextn_layer_id(layers)}." if layers is not None else None
+    architectures = _str_list(config.get("architectures"), "architectures", d) or []
+    layout = layout_for(architectures)
+    nextn_prefix = (
+        f"model.layers.{layout.nextn_layer_id(layers)}."
+        if layout is not None and layers is not None
+        else None
+    )
 
     weight_map, files = _weight_map(d)
     nextn_names = sorted(n for n in weight_map if nextn_prefix and n.startswith(nextn_prefix))
-    expert_sample = min((n for n in weight_map if _is_routed_expert(n, nextn_prefix)), default=None)
-    wanted = [LM_HEAD, *(n for n in nextn_names if _is_nextn_spec(n))]
+    expert_sample = (
+        min((n for n in weight_map if _is_routed_expert(layout, n, nextn_prefix)), default=None)
+        if layout is not None
+        else None
+    )
+    spec_parts = layout.nextn_spec_parts if layout is not None else ()
+    wanted = [LM_HEAD, *(n for n in nextn_names if any(f".{part}." in n for part in spec_parts))]
     if nextn_names:
         wanted.append(nextn_names[0])
     if expert_sample:
@@ -71,7 +114,7 @@ def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
 
     return CheckpointFacts(
         model_dir=d,
-        architectures=_str_list(config.get("architectures"), "architectures", d) or [],
+        architectures=architectures,
         config=config,
         num_nextn_predict_layers=_opt_int(config, "num_nextn_predict_layers", d),
         num_hidden_layers=layers,
@@ -82,7 +125,7 @@ def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
         routed_experts_mxfp4=routed_mxfp4 if quant else None,
         tensors=tensors,
         tensor_count=len(weight_map),
-        nextn_tensor_count=len(nextn_names),
+        nextn_tensor_count=len(nextn_names) if layout is not None else None,
         files=files,
     )
 
@@ -140,12 +183,8 @@ def _read_tensors(d: Path, weight_map: dict[str, str], names: Iterable[str]) -> 
     return out
 
 
-def _is_nextn_spec(name: str) -> bool:
-    return any(f".{part}." in name for part in NEXTN_SPEC_PARTS)
-
-
-def _is_routed_expert(name: str, nextn_prefix: str | None) -> bool:
-    return bool(_ROUTED_EXPERT.match(name)) and not (nextn_prefix and name.startswith(nextn_prefix))
+def _is_routed_expert(layout: LoaderLayout, name: str, nextn_prefix: str | None) -> bool:
+    return bool(layout.routed_expert.match(name)) and not (nextn_prefix and name.startswith(nextn_prefix))
 
 
 def _opt_int(config: dict[str, Any], key: str, d: Path) -> int | None:
