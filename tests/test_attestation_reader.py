@@ -22,9 +22,15 @@ from hypothesis import strategies as st
 
 from validator.attestation import schema, writer
 from validator.attestation.trust import binding_problems
+from validator.checks.attestation import attestation_trust
+from validator.checks.base import CheckContext, Outcome
 from validator.errors import InputError, UnavailableError
+from validator.facts import Facts, ServerFacts
+from validator.pack_schema import Expectations
 from validator.plugin.state import PluginState
 from validator.procinfo import process_start_time
+from validator.report import Status
+from validator.rulepack import load_pack
 from validator.sources.attestation import parse_document, read_attestation, read_trusted
 
 # This test process is the "server": it listens on PORT and writes the documents, so the binding's
@@ -188,6 +194,31 @@ def test_fresh_attestation_of_this_process_binds(tmp_path: Path) -> None:
     info = {**INFO, "internal_states": [{"startup_time": {"load_weight": 52.5}}]}
     assert _problems(path, info=info) == []
     assert _problems(path, url=f"http://localhost:{PORT}", info=info) == []  # loopback names are one host
+
+
+def test_attestation_trust_reports_the_live_jobs_judgement_and_never_passes_an_unjudged_one(
+    tmp_path: Path,
+) -> None:
+    """The check shows what the live job found when it read the file (``unbound``), and a document the
+    job never judged against this server (no job leaves one so: a guard) is an error, not a pass."""
+    info = {**INFO, "internal_states": [{"startup_time": {"load_weight": 52.5}}]}
+    trust = read_trusted(_write(tmp_path, _doc(load_weight_s=52.5)), url=URL)
+    spec = next(c for c in load_pack(None).pack.checks if c.id == "attestation.trust")
+    ctx = CheckContext(spec=spec, expect=Expectations(), mode="check")
+    server = ServerFacts(url=URL, healthy=True, server_info=info)
+
+    def judged(unbound: tuple[str, ...] | None) -> Outcome:
+        trusted = dataclasses.replace(trust, unbound=unbound)
+        return attestation_trust(Facts(server=server, attestation_trust=trusted), ctx)
+
+    assert judged(tuple(binding_problems(trust, URL, info))).status is Status.PASS
+    refused = judged(("written by a server on port 1, the URL is port 2",))
+    assert refused.status is Status.ERROR
+    assert refused.message == (
+        "the attestation is not bound to this server: written by a server on port 1, the URL is port 2"
+    )
+    unjudged = judged(None)
+    assert unjudged.status is Status.ERROR and "not judged against this server" in unjudged.message
 
 
 def test_wildcard_bind_accepts_any_url_host_but_not_another_port(tmp_path: Path) -> None:

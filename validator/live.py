@@ -357,8 +357,8 @@ def _read_attestation(
     except (InputError, UnavailableError) as exc:
         facts.errors[ATTESTATION] = str(exc)
         return
-    facts.attestation_trust = trust
     problems = binding_problems(trust, url, server_info)
+    facts.attestation_trust = replace(trust, unbound=tuple(problems))  # attestation.trust reports them
     if problems:
         facts.errors[ATTESTATION] = (
             f"{path}: not this server's attestation (stale or untrusted): " + "; ".join(problems)

@@ -68,6 +68,9 @@ class AttestationTrust:
     process: ProcessFacts
     hostname: str  # this host's name, where the reader ran
     listener: ListenerFacts
+    # why the document proves nothing about the server being checked (binding_problems against its URL
+    # and /server_info; empty: it is bound), judged once by the live job; None: not judged yet
+    unbound: tuple[str, ...] | None = None
 
 
 def _ids(values: tuple[int, ...]) -> str:

@@ -8,15 +8,15 @@ writable by nobody else, written by the process listening on the URL's port or o
 /proc start time, on this host, for the HTTP host and port the URL names and ``/server_info`` reports, by
 the same SGLang build and weight load.
 Anything else is ``error``, never ``pass``; the live job has already kept such a document away from every
-other check (``validator.live``), and this check says why. The reasons come from
-``validator.attestation.trust.binding_problems``, the one definition of the rules.
+other check (``validator.live``), and this check says why: the reasons the live job found
+(``AttestationTrust.unbound``, from ``validator.attestation.trust.binding_problems``, the one definition
+of the rules), not a second judgement of its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from validator.attestation.trust import binding_problems
 from validator.checks import base as check
 from validator.facts import ATTESTATION, SERVER, Facts
 
@@ -40,7 +40,9 @@ def attestation_trust(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         return check.errored(
             f"the attestation cannot be bound to a server that did not answer: {why}", [ATTESTATION, SERVER]
         )
-    problems = binding_problems(trust, server.url, server.server_info)
+    problems = trust.unbound
+    if problems is None:  # read, but never judged against this server: it proves nothing
+        return check.errored("the attestation was not judged against this server", [ATTESTATION, SERVER])
     doc, file, proc, lst = trust.document, trust.file, trust.process, trust.listener
     evidence: dict[str, Any] = {
         "listener_pids": list(lst.pids),
