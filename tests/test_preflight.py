@@ -340,3 +340,28 @@ def test_the_pack_names_the_draft_class_the_install_reader_reports(tmp_path: Pat
     absent = shared_with("NoSuchNextN")
     assert absent["status"] == "error"
     assert "no draft model file in srt/models defines class NoSuchNextN" in absent["message"]
+
+
+def test_launch_path_imports_no_server_stack(patched: Server) -> None:
+    # launch runs in the server's start-up too; it recognises simulator processes by their command line
+    # (validator.sim.process_view), and the simulator package once loaded its whole server with it
+    # (engine, asyncio, prometheus_client: about 70 ms of every launch)
+    argv = patched.cmd("--enable-fp32-lm-head").split()  # refused (exit 78): the process is not replaced
+    code = (
+        "import sys\n"
+        "from validator.cli import main\n"
+        f"rc = main(['launch', '--report-to', 'none', '--', *{argv!r}])\n"
+        "heavy = sorted(m for m in sys.modules\n"
+        "    if m.split('.')[0] in ('torch', 'sglang', 'pydantic', 'prometheus_client', 'httpx', 'uvicorn',\n"
+        "        'starlette') or m in ('validator.sim.runner', 'validator.sim.engine', 'asyncio'))\n"
+        "print('RC', rc, 'HEAVY', heavy, file=sys.stderr)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**patched.env, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert "RC 78 HEAVY []" in proc.stderr, proc.stderr

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -214,6 +213,9 @@ def recognise_simulator_processes() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # here: the live job, with httpx and asyncio (launch imports this module; asyncio alone is ~10 ms)
+    import asyncio
+
     from validator.live import run_live
 
     recognise_simulator_processes()
@@ -240,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_processes(args: argparse.Namespace) -> int:
     """No ``--url`` (or ``--pid``): the servers running here, one report each."""
+    import asyncio
+
     from validator.running import RunningInputs, judge_all
 
     loaded = pack_from(args) or load_pack(None)
