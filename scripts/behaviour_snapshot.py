@@ -37,6 +37,11 @@ SPEC = (
 # Values that differ between two runs of the same code: blanked before comparing.
 VOLATILE_KEYS = {"started_at", "duration_s", "tpot_ms", "ttft_ms", "wall_s", "floor_ms", "round_ms"}
 VOLATILE_KEYS |= {"pid", "start_time", "observed_start_time", "server_port"}  # the simulator process
+VOLATILE_KEYS |= {"listener_pids"}  # the simulator's PID, as the attestation binding found it listening
+# the simulated log's and /server_info's lengths vary by a byte or two with the digits of timings in them
+VOLATILE_KEYS |= {"bytes_read"}
+_JSON_BYTE = re.compile(r"invalid JSON at byte \d+")
+_TMP_DIR = re.compile(r"<repo>/\.pytest-tmp/sv-snapshot-[A-Za-z0-9_]+")  # snapshots taken before <tmp>
 _NUMBER_IN_TPOT = re.compile(r"\d+(\.\d+)?")
 _PROGRESS = re.compile(r"^\w+ +\d+\.\ds  (/health|no answer)")
 
@@ -78,6 +83,7 @@ def _normalise(value: Any, subs: list[tuple[str, str]], key: str = "") -> Any:
     if isinstance(value, str):
         for old, new in subs:
             value = value.replace(old, new)
+        value = _TMP_DIR.sub("<tmp>", _JSON_BYTE.sub("invalid JSON at byte N", value))
         return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", value)
     return value
 
@@ -209,7 +215,8 @@ def snapshot() -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="sv-snapshot-", dir=private) as tmp_s:
         tmp = Path(tmp_s)
         cases = {**preflight_cases(tmp), **check_cases(tmp), **rules_cases(tmp)}
-        subs = [(str(REPO), "<repo>"), (tmp_s, "<tmp>"), (str(Path(tmp_s).resolve()), "<tmp>")]
+        # the temporary directory first: it lies inside the repository
+        subs = [(tmp_s, "<tmp>"), (str(Path(tmp_s).resolve()), "<tmp>"), (str(REPO), "<repo>")]
         return {name: _normalise(case, subs) for name, case in cases.items()}
 
 
@@ -235,7 +242,9 @@ def main() -> int:
     if args.compare is None:
         print(f"{args.out}: {len(snap)} cases")
         return 0
-    base = json.loads(args.compare.read_text())
+    # the baseline normalised again, so that one taken before a normalisation was added still compares
+    base = _normalise(json.loads(args.compare.read_text()), [])
+    snap = _normalise(snap, [])
     diffs: list[str] = []
     _diff(base, snap, "", diffs)
     for d in diffs:
