@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.support.shell_gen import Script, compare, read_static, run_bash, sandbox
 from validator.sources.shell.reader import read_script
 
 
@@ -23,3 +24,17 @@ def test_a_script_read_again_in_one_process_reads_the_same(tmp_path: Path) -> No
         launch = reading.endings[0].launch
         assert launch is not None
         assert launch.words[-2:] == [["--served-model-name"], ["x" * 4096]]
+
+
+def test_an_empty_argument_in_unquoted_star_under_dash_is_unresolved(tmp_path: Path) -> None:
+    """``$*`` unquoted with ``IFS=:`` and an empty argument: bash makes an empty word of it, dash (``/bin/sh``
+    on Debian and Ubuntu) none. The reader, which models only what the two do alike under ``#!/bin/sh``,
+    says it cannot know that part instead of giving bash's answer (found by the differential run, seed 19,
+    ``--shell sh``)."""
+    script = Script("#!/bin/sh\nIFS=:\nexec python3 -m sglang.launch_server $*\n", args=["b c", "", "-p"])
+    base = sandbox(tmp_path)
+    ran = run_bash(tmp_path, script, base)
+    assert ran.launched and ran.argv[-2:] == ["b c", "-p"], ran.argv  # dash dropped the empty argument
+    verdict = compare(read_static(tmp_path, script, base), ran)
+    assert verdict.kind == "unresolved", verdict
+    assert "empty argument and a non-blank IFS in a /bin/sh script" in verdict.detail

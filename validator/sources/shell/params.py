@@ -87,6 +87,12 @@ class Parameters:
             sep = self.first_ifs()
             return [Seg(join(_interleave(values, sep)), quoted=True)]
         ifs = self.scalar("IFS")
+        if self.posix and not quoted and "" in values and isinstance(ifs, str) and ifs.strip(" \t\n"):
+            # dash makes no field of an empty parameter there, whatever IFS holds; bash's rule is below
+            raise Unmodelled(
+                f"unquoted {snippet(node)} with an empty argument and a non-blank IFS in a /bin/sh script",
+                line_of(node),
+            )
         if not quoted and ifs != "":
             # unquoted, bash joins the elements with IFS's first character and splits the result (so an
             # empty element is a word when IFS holds a non-blank delimiter)
