@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.support.shell_gen import differential
+from tests.support.shell_differential import differential
 
 
 def main() -> int:

@@ -18,7 +18,8 @@ import statistics
 import time
 
 from tests.support.private_dir import private_tempdir
-from tests.support.shell_gen import Gen, sandbox
+from tests.support.shell_differential import sandbox
+from tests.support.shell_gen import Gen
 from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.launch_script import read_exec
 

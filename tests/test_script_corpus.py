@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import preflight_json
-from tests.support.shell_gen import SHIM
+from tests.support.shell_differential import SHIM
 from tests.test_recipe_packs import BASELINE, COOKBOOK, DEFAULT, DSPARK, Server, server  # noqa: F401 (the fixture)
 from validator.sources.launch_script import BASH_BOOKKEEPING, read_exec
 from validator.sources.shell.values import join

@@ -1,7 +1,8 @@
 """The launcher-script reader against real bash, on scripts generated from a grammar of real recipes and
-attacks (``tests/support/shell_gen.py``): for every script the reader's program, argv and environment
-equal what bash exec'd (seen by a capture shim first on PATH), or the reader says it cannot know that
-part. A disagreement is a failure that prints the script, its arguments and its environment.
+attacks (``tests/support/shell_gen.py``, run by ``tests/support/shell_differential.py``): for every script
+the reader's program, argv and environment equal what bash exec'd (seen by a capture shim first on PATH),
+or the reader says it cannot know that part. A disagreement is a failure that prints the script, its
+arguments and its environment.
 
 ``python -m bench.shell_differential --seed N --count M`` runs more.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.shell_gen import differential
+from tests.support.shell_differential import differential
 
 SEED = 20261201
 COUNT = 2000  # about 20 s on two busy cores

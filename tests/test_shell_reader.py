@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.shell_gen import Script, compare, read_static, run_bash, sandbox
+from tests.support.shell_differential import compare, read_static, run_bash, sandbox
+from tests.support.shell_gen import Script
 from validator.sources.shell.reader import read_script
 
 
