@@ -330,24 +330,34 @@ def others_server() -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
 def _read_as_reader(pid: int) -> dict[str, Any]:
     """What the third user learns of the server: its argv, no environment (why), and what preflight
     makes of a variable it cannot see."""
+    from dataclasses import replace
+
     from validator.engine import run_checks
-    from validator.preflight import gather
+    from validator.preflight import gather, unproven_by_unresolved
     from validator.preflight_inputs import PreflightInputs
-    from validator.rulepack import load_pack
+    from validator.rulepack import LoadedPack, load_pack
     from validator.sources.server_processes import discover
 
     found = [s for s in discover().servers if s.process.pid == pid]
     server = found[0]
     facts = gather(PreflightInputs(running=server))
-    results = {r.id: r.status.value for r in run_checks(facts, load_pack(None), mode="preflight")}
     assert facts.launch is not None
+    ling = load_pack(None)
+    # a pack whose FP8 switch is another variable: no list of names in the reader knows it
+    acme = LoadedPack(
+        replace(ling.pack, expect=replace(ling.pack.expect, fp8_lm_head_env="ACME_FP8_HEAD")), ling.path
+    )
+    fp8 = {}
+    for name, loaded in (("ling", ling), ("acme", acme)):
+        results = unproven_by_unresolved(run_checks(facts, loaded, mode="preflight"), facts.launch.unresolved)
+        fp8[name] = next(r for r in results if r.id == "lm_head.fp8")
     return {
         "argv": server.process.argv,
         "env": server.process.env,
         "env_error": server.process.env_error,
         "sockets_error": server.sockets_error,
         "unresolved": sorted(facts.launch.unresolved),
-        "lm_head.fp8": results.get("lm_head.fp8"),
+        "lm_head.fp8": {k: (r.status.value, r.message) for k, r in fp8.items()},
     }
 
 
@@ -361,7 +371,10 @@ def test_another_users_environment_is_said_unreadable_and_never_judged_empty() -
     assert seen["argv"][1:3] == ["-m", "sglang.launch_server"]
     assert seen["env"] is None
     assert "permission denied" in seen["env_error"] and owner.name in seen["env_error"]
-    assert "SGLANG_ENABLE_FP8_LM_HEAD" in seen["unresolved"]
+    assert seen["unresolved"] == ["environment"]
+    for pack, (status, message) in seen["lm_head.fp8"].items():  # not proven, never "not set"
+        assert status == "error" and message.startswith("not provable statically: environment: "), pack
+    assert "ACME_FP8_HEAD" in seen["lm_head.fp8"]["acme"][1]
 
 
 def test_hidepid_hides_the_server_and_the_answer_says_so(tmp_path: Path) -> None:

@@ -68,7 +68,9 @@ class LaunchFacts:
     warnings: list[str] = field(default_factory=list)  # deprecated flags, an ignored --config=FILE, ...
     config_file: Path | None = None  # the --config file SGLang merges, when given
     # what a launcher script or container spec computes only at run time: argparse dest or environment
-    # variable -> why; the checks that read one of these cannot be proven statically (error)
+    # variable -> why; the checks that read one of these cannot be proven statically (error). Two keys
+    # stand for more: "*" (a sourced file that would set variables nobody knows) and ENVIRONMENT_UNKNOWN
+    # (a running server's environment could not be read: every variable)
     unresolved: dict[str, str] = field(default_factory=dict)
     program: str | None = None  # argv[0] as written; None when an args-only file names no program
     command: list[str] = field(default_factory=list)  # program and its words, as exec'd (env prefix gone)
@@ -87,6 +89,8 @@ class LaunchFacts:
         """The settings the builtin checks read, typed."""
         return ServerArgs.from_mapping(self.args)
 
+
+ENVIRONMENT_UNKNOWN = "environment"  # LaunchFacts.unresolved: no variable of the server's is known
 
 PLUGIN_SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the switch of the plugin's LM-head remedy
 

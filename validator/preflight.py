@@ -23,7 +23,7 @@ from pathlib import Path
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError
-from validator.facts import HUMMING, LAUNCH, SGLANG, Facts
+from validator.facts import ENVIRONMENT_UNKNOWN, HUMMING, LAUNCH, SGLANG, Facts
 from validator.preflight_inputs import PreflightInputs
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import CheckResult, Report, Status, utc_now_iso
@@ -94,7 +94,7 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
     keys: dict[str, list[str]] = {}
     by_source = {n: why for n, why in unresolved.items() if n in (SGLANG, HUMMING)}
     for name in unresolved:
-        if name in by_source or name == "*":
+        if name in by_source or name in ("*", ENVIRONMENT_UNKNOWN):
             continue
         action = load_table().action_for_dest(name)
         words = [name, *(action.option_strings if action is not None else ())]
@@ -122,6 +122,9 @@ def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, 
         # an environment variable, the program or the interpreter reads what it could have changed
         if "*" in unresolved and (_ENV_NAME.search(raw) or "interpreter" in text or "program" in text):
             hit.append("*")
+        # the running server's environment, unreadable: every check that names a variable read one
+        if ENVIRONMENT_UNKNOWN in unresolved and _ENV_NAME.search(raw):
+            hit.append(ENVIRONMENT_UNKNOWN)
         if not hit:
             out.append(r)
             continue

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnresolvedLaunch, UsageError
-from validator.facts import SGLANG, LaunchFacts, ProgramFacts, SGLangInstallFacts
+from validator.facts import ENVIRONMENT_UNKNOWN, SGLANG, LaunchFacts, ProgramFacts, SGLangInstallFacts
 from validator.preflight_inputs import PreflightInputs
 from validator.sources import launch_command, systemd_unit
 from validator.sources.env_file import read_env_file
@@ -128,7 +128,7 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
 def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> LaunchFacts:
     """A running server's launch command: its argv (for the simulator, the SGLang command it stands in
     for) with the environment and working directory the kernel shows. An environment that could not be
-    read leaves every variable the checks read unresolved: they are then not proven, never judged on an
+    read leaves every variable unresolved: a check that reads one is then not proven, never judged on an
     empty environment."""
     proc = server.process
     facts = launch_command.launch_from_argv(
@@ -140,22 +140,9 @@ def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[s
         working_directory=proc.cwd,
     )
     facts.user = proc.user
-    if proc.env is None:
-        why = proc.env_error or "its environment could not be read"
-        for name in ENV_READ_BY_CHECKS:
-            facts.unresolved[name] = why
+    if proc.env is None:  # every variable, whichever a pack's checks read (its FP8 switch, the caches)
+        facts.unresolved[ENVIRONMENT_UNKNOWN] = proc.env_error or "its environment could not be read"
     return facts
-
-
-# The variables builtin checks read from a launch environment (lm_head, spec, moe): with a running
-# server's environment unreadable, these are not known.
-ENV_READ_BY_CHECKS = (
-    "SGLANG_ENABLE_FP8_LM_HEAD",
-    "SPARK_VALIDATE_SHARE_LM_HEAD",
-    "SGLANG_CACHE_DIR",
-    "HUMMING_CACHE_DIR",
-    "HUMMING_TMP_DIR",
-)
 
 
 def _launch_sources(inputs: PreflightInputs) -> tuple[object, ...]:
