@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 import subprocess
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,8 +179,6 @@ def differential(
 ) -> tuple[Counter[str], dict[str, Counter[str]], list[str]]:
     """Generate ``count`` scripts from ``seed``, run each under bash and the reader; the totals by outcome,
     by construct, and the disagreements (each with its script)."""
-    from concurrent.futures import ThreadPoolExecutor
-
     rng = random.Random(seed)
     scripts = [Gen(random.Random(rng.getrandbits(64))).script() for _ in range(count)]
     if shell == "sh":  # the same scripts as #!/bin/sh: dash runs them (Ubuntu's and Debian's /bin/sh)

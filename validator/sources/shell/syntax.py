@@ -24,6 +24,8 @@ def parse(source: bytes, where: str, shell: str = "bash") -> Any:
 
     A NUL byte, an oversized file or a tree deeper than MAX_NESTING is InputError; a syntax error bash
     also reports is InputError naming the line; one only tree-sitter reports is UnresolvedLaunch."""
+    # tree-sitter (about 7 ms to import) only when a script is parsed: the node helpers below are
+    # imported by every module of the reader, and a file that is refused first never needs the grammar
     import tree_sitter
     import tree_sitter_bash
 
