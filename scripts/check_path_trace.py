@@ -52,7 +52,10 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("job", ("validator.live", "validator.probe", "validator.recipe_match", "validator.running")),
     ("sources", ("validator.sources", "validator.attestation")),
     ("facts", ("validator.facts",)),
-    ("pack", ("validator.rulepack", "validator.pack_schema", "validator.pack_figures")),
+    (
+        "pack",
+        ("validator.rulepack", "validator.pack_lint", "validator.pack_schema", "validator.pack_figures"),
+    ),
     ("engine", ("validator.engine", "validator.pack_templates", "validator.coverage", "validator.selection")),
     ("checks", ("validator.checks",)),
     ("report", ("validator.report",)),

@@ -13,28 +13,23 @@ reads; ``why``, titles, remedies and messages are templates over the pack's expe
 evaluated. A second model or recipe is a new YAML file.
 
 Loading validates the whole file (the schema in ``validator.pack_schema``, frozen dataclasses read by
-``validator.schema``, then what the listed builtin checks need from it)
+``validator.schema``, then what the listed builtin checks need from it, asked of ``validator.pack_lint``)
 and maps every problem back to a line of the YAML, so ``rules lint`` can list them all:
 ``pack.yaml:42: checks[3].severity: Input should be 'critical', 'warning' or 'info'``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import datetime as _dt
-import re
 import stat
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from validator.checks.registry import builtins
 from validator.errors import InputError
-from validator.pack_schema import RulePack, WaiverSpec
-from validator.pack_templates import check_templates, expect_fields, template_fields
+from validator.pack_lint import lint_pack
+from validator.pack_schema import RulePack
 from validator.schema import SchemaError, format_loc, load
-from validator.sources.checkpoint import LAYOUTS, layout_for
 from validator.sources.files import read_head, read_text_bounded
 from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
 
@@ -350,98 +345,6 @@ def parse_pack(path: Path) -> RulePack:
     if found:
         raise PackError(where, [(line_of(loc), f"{format_loc(loc)}: {msg}") for loc, msg in found])
     return pack
-
-
-def _checkpoint_layout_problems(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
-    """checkpoint.layout counts a NEXTN layer only where the checkpoint reader mirrors the architecture's
-    SGLang loader (``sources.checkpoint.LAYOUTS``): a pack needing one of another architecture could
-    never be proven."""
-    want = pack.expect.checkpoint
-    if want is None or want.min_nextn_layers == 0 or all(c.id != "checkpoint.layout" for c in pack.checks):
-        return []
-    if layout_for([want.architecture]) is not None:
-        return []
-    known = ", ".join(sorted(LAYOUTS))
-    return [
-        (
-            ("expect", "checkpoint", "architecture"),
-            f"checkpoint.layout cannot count the NEXTN layer of {want.architecture}: the checkpoint reader "
-            f"mirrors the SGLang loaders of {known} only (write min_nextn_layers: 0, or add the loader's "
-            "layout to validator/sources/checkpoint.py)",
-        )
-    ]
-
-
-def lint_pack(pack: RulePack) -> list[tuple[tuple[str | int, ...], str]]:
-    """What the schema cannot say: each check without ``expect`` is a builtin that runs in the modes
-    listed, the expectations and remedy variants it uses are given, and every template names only fields
-    that exist. Returns ``(location, problem)`` pairs."""
-    known = builtins()
-    given = expect_fields(pack.expect)
-    absent = {f.name for f in dataclasses.fields(pack.expect) if getattr(pack.expect, f.name) is None}
-    out: list[tuple[tuple[str | int, ...], str]] = []
-    for i, spec in enumerate(pack.checks):
-        at: tuple[str | int, ...] = ("checks", i)
-        params: set[str] = set()
-        if spec.expect is not None:
-            params = {"actual", "expected", "fact"}
-            ref = spec.expect.value_from
-            if ref is not None and f"expect.{ref}" not in given:
-                out.append(((*at, "expect", "value_from"), f"{spec.id}: the pack has no expectation {ref!r}"))
-        elif spec.id not in known:
-            out.append(((*at, "id"), f"{spec.id}: no builtin check of that name and no 'expect'"))
-        else:
-            b = known[spec.id]
-            params = set(b.params)
-            for need in sorted(b.needs_in(spec.modes)):
-                if need == "probe" and pack.probe is None:
-                    out.append((("probe",), f"probe is missing (needed by {spec.id})"))
-                elif need != "probe" and getattr(pack.expect, need) is None:
-                    out.append((("expect",), f"expect.{need} is missing (needed by {spec.id})"))
-            for mode in spec.modes:
-                if mode not in b.forms:
-                    out.append(
-                        ((*at, "modes"), f"{spec.id} has no {mode} form (it runs in: {', '.join(b.forms)})")
-                    )
-            for variant in sorted(b.remedies_in(spec.modes) - set(spec.remedies)):
-                out.append(((*at, "remedies"), f"{spec.id}: remedies.{variant} is missing"))
-            for variant in sorted(set(spec.remedies) - b.remedies_in(b.forms)):
-                uses = ", ".join(sorted(b.remedies_in(b.forms))) or "none"
-                out.append(
-                    (
-                        (*at, "remedies", variant),
-                        f"{spec.id} has no remedy variant {variant!r} (it uses: {uses})",
-                    )
-                )
-        for key, text in check_templates(spec).items():
-            loc = (*at, *key.split(".", 1))
-            try:
-                names = template_fields(text)
-            except ValueError as exc:
-                out.append((loc, f"{spec.id}: {exc}"))
-                continue
-            for name in dict.fromkeys(names):
-                section = name.split(".")[1] if name.startswith("expect.") else None
-                if section is not None and section in absent:
-                    continue  # reported once, as the missing expectation
-                if name not in given and name not in params:
-                    out.append((loc, f"{spec.id}: unknown template field {{{name}}}"))
-    out += _checkpoint_layout_problems(pack)
-    # One "missing" line per expectation, naming every check that needs it.
-    merged: dict[str, list[str]] = {}
-    rest: list[tuple[tuple[str | int, ...], str]] = []
-    for loc, msg in out:
-        m = re.fullmatch(r"((?:expect\.)?\w+) is missing \(needed by (.+)\)", msg)
-        if m:
-            merged.setdefault(m.group(1), []).append(m.group(2))
-        else:
-            rest.append((loc, msg))
-    missing = [((k.split(".")[0],), f"{k} is missing (needed by {', '.join(v)})") for k, v in merged.items()]
-    return missing + rest
-
-
-def expired_waivers(pack: RulePack, today: _dt.date | None = None) -> list[WaiverSpec]:
-    return [w for w in pack.waivers if (today or _dt.date.today()) > w.expires]
 
 
 def _line_of(node: Any, loc: tuple[Any, ...]) -> int | None:

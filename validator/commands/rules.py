@@ -9,11 +9,11 @@ from pathlib import Path
 from validator.engine import waiver_for
 from validator.errors import ExitCode, UsageError
 from validator.pack_figures import literal_figures
+from validator.pack_lint import expired_waivers
 from validator.pack_templates import expect_fields, expect_value, render_template
 from validator.rulepack import (
     PackError,
     builtin_packs_dir,
-    expired_waivers,
     extended_pack,
     list_builtin_packs,
     load_pack,
