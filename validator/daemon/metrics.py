@@ -19,10 +19,10 @@ from prometheus_client.metrics_core import Metric
 from validator import __version__
 from validator.report import Report, Verdict
 from validator.report_metrics import ReportGauges
-from validator.sources.launch_state import LaunchState
 
 if TYPE_CHECKING:
     from validator.facts import NodeFacts
+    from validator.sources.launch_state import LaunchState
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
