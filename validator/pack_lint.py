@@ -16,16 +16,16 @@ import datetime as _dt
 import re
 
 from validator.checks.registry import builtins
+from validator.loader_layouts import LAYOUTS, layout_for
 from validator.pack_schema import RulePack, WaiverSpec
 from validator.pack_templates import check_templates, expect_fields, template_fields
-from validator.sources.checkpoint import LAYOUTS, layout_for
 
 Problem = tuple[tuple[str | int, ...], str]
 
 
 def _checkpoint_layout_problems(pack: RulePack) -> list[Problem]:
     """checkpoint.layout counts a NEXTN layer only where the checkpoint reader mirrors the architecture's
-    SGLang loader (``sources.checkpoint.LAYOUTS``): a pack needing one of another architecture could
+    SGLang loader (``loader_layouts.LAYOUTS``): a pack needing one of another architecture could
     never be proven."""
     want = pack.expect.checkpoint
     if want is None or want.min_nextn_layers == 0 or all(c.id != "checkpoint.layout" for c in pack.checks):
@@ -38,7 +38,7 @@ def _checkpoint_layout_problems(pack: RulePack) -> list[Problem]:
             ("expect", "checkpoint", "architecture"),
             f"checkpoint.layout cannot count the NEXTN layer of {want.architecture}: the checkpoint reader "
             f"mirrors the SGLang loaders of {known} only (write min_nextn_layers: 0, or add the loader's "
-            "layout to validator/sources/checkpoint.py)",
+            "layout to validator/loader_layouts.py)",
         )
     ]
 

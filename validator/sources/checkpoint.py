@@ -7,26 +7,25 @@ Mirrors how SGLang 0.5.23 reads a checkpoint, so the facts say what the server w
 - ``Fp8Config.from_config`` takes the skip list from ``ignored_layers`` first, else
   ``modules_to_not_convert``.
 - Where the NEXTN (MTP) layer and the routed experts are in the HF name space is the model loader's
-  code, one per architecture: ``LAYOUTS`` holds the loaders this reader mirrors, picked by the
-  checkpoint's own ``architectures`` as SGLang's registry picks its model class. For an architecture
+  code, one per architecture: ``validator.loader_layouts`` holds the loaders this reader mirrors, picked
+  by the checkpoint's own ``architectures`` as SGLang's registry picks its model class. For an architecture
   none mirrors, the NEXTN layer is not counted (``nextn_tensor_count`` None) and the experts are judged
   by ``quantization_config`` alone. Which architecture a recipe runs, how many NEXTN layers it needs and
   how its experts are quantized are the rule pack's (``expect.checkpoint``); ``rules lint`` flags a pack
-  that needs NEXTN layers of an architecture no layout here mirrors.
+  that needs NEXTN layers of an architecture no layout there mirrors.
 Only the shards holding the tensors the checks need are opened; the rest is counted from the index.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from validator.errors import InputError
 from validator.facts import CHECKPOINT, CheckpointFacts, LaunchFacts, TensorInfo
+from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
 from validator.sources.files import JSON_CAP, load_json_file
 from validator.sources.safetensors_header import read_header
 
@@ -37,37 +36,6 @@ if TYPE_CHECKING:
 INDEX_FILE = "model.safetensors.index.json"
 LM_HEAD = "lm_head.weight"
 MXFP4_PACKED_DTYPES = frozenset({"U8", "I8"})  # fp8.py's packed int8 for MXFP4 experts
-
-
-@dataclass(frozen=True)
-class LoaderLayout:
-    """Where one SGLang model loader finds the NEXTN layer and the routed experts of a checkpoint."""
-
-    loader: str  # the SGLang file it mirrors
-    nextn_spec_parts: tuple[str, ...]  # the NEXTN layer's own (non-decoder) weights
-    routed_expert: re.Pattern[str]  # a routed expert's weight name; group 1 is its layer
-
-    def nextn_layer_id(self, num_hidden_layers: int) -> int:
-        """``resolve_nextn_layer_id``: where the MTP layer sits in the HF name space (names under
-        ``model.mtp`` are skipped by the loader and do not count)."""
-        return 0 if num_hidden_layers == 1 else num_hidden_layers
-
-
-# SGLang 0.5.23's srt/models/bailing_moe_v3.py: resolve_nextn_layer_id, _NEXTN_SPEC_WEIGHT_NAMES, and the
-# expert parameter mapping of load_weights (gate_proj, up_proj, down_proj per expert).
-BAILING_MOE_V3 = LoaderLayout(
-    loader="srt/models/bailing_moe_v3.py",
-    nextn_spec_parts=("eh_proj", "enorm", "hnorm", "final_layernorm"),
-    routed_expert=re.compile(
-        r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$"
-    ),
-)
-LAYOUTS: dict[str, LoaderLayout] = {"BailingMoeV3ForCausalLM": BAILING_MOE_V3}
-
-
-def layout_for(architectures: Sequence[str]) -> LoaderLayout | None:
-    """The layout of the first architecture a mirrored loader serves (None: none)."""
-    return next((LAYOUTS[a] for a in architectures if a in LAYOUTS), None)
 
 
 def nextn_layer_id(num_hidden_layers: int) -> int:
