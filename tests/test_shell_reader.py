@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.shell_differential import compare, read_static, run_bash, sandbox
 from tests.support.shell_gen import Script
 from validator.sources.shell.reader import read_script
@@ -39,3 +41,31 @@ def test_an_empty_argument_in_unquoted_star_under_dash_is_unresolved(tmp_path: P
     verdict = compare(read_static(tmp_path, script, base), ran)
     assert verdict.kind == "unresolved", verdict
     assert "empty argument and a non-blank IFS in a /bin/sh script" in verdict.detail
+
+
+@pytest.mark.parametrize(
+    ("body", "dash_argv"),
+    [
+        # dash has no $BASH_VERSION: under set -u it stops there and starts nothing
+        ("set -u\nB=$BASH_VERSION\nexec python3 -m sglang.launch_server --port 1\n", None),
+        # nor $BASH_SOURCE: the word is empty, not the script's path
+        (
+            'exec python3 -m sglang.launch_server --served-model-name "$BASH_SOURCE"\n',
+            ["--served-model-name", ""],
+        ),
+    ],
+)
+def test_bashs_own_variables_are_unset_under_dash(
+    tmp_path: Path, body: str, dash_argv: list[str] | None
+) -> None:
+    """A ``#!/bin/sh`` script's ``$BASH_VERSION`` and ``$BASH_SOURCE`` are unset, as dash has them (the
+    reader gave bash's values there; the differential run found the first, seed 21, ``--shell sh``)."""
+    script = Script("#!/bin/sh\n" + body)
+    base = sandbox(tmp_path)
+    ran = run_bash(tmp_path, script, base)
+    if dash_argv is None:
+        assert not ran.launched
+    else:
+        assert ran.launched and ran.argv[-2:] == dash_argv, ran.argv
+    verdict = compare(read_static(tmp_path, script, base), ran)
+    assert verdict.kind == ("no-launch" if dash_argv is None else "proven"), verdict

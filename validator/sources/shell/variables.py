@@ -32,26 +32,23 @@ class Variables(Words):
     def scalar(self, name: str) -> Value | None:
         if name == "PWD" and "PWD" not in self.st.vars:
             return self.st.cwd
+        if name == "0":
+            return str(self.script)
+        if name == "?":
+            return Unknown("$?: an exit status") if self.st.status is None else str(self.st.status)
+        if self.posix and name not in self.st.vars:
+            # dash sets few variables of its own, and none of bash's ($BASH_VERSION, $BASH_SOURCE are unset)
+            if name in ("PPID", "LINENO", "PATH"):
+                return Unknown(f"${name}: set by the shell at run time")
+            if name in ("OPTIND", "PS4"):
+                return "1" if name == "OPTIND" else "+ "
+            return None
         if name == "BASH_VERSION" and name not in self.st.vars:
             return Unknown("$BASH_VERSION: the running bash's", nonempty=True)
         if name == "FUNCNAME" and name not in self.st.vars:
             return None
         if name == "BASH_SOURCE" and name not in self.st.vars:
             return self.st.sources[-1] if self.st.sources else None
-        if name == "0":
-            return str(self.script)
-        if name == "?":
-            return Unknown("$?: an exit status") if self.st.status is None else str(self.st.status)
-        if self.posix and name not in self.st.vars:  # dash sets few variables of its own
-            if name in ("PPID", "LINENO", "PATH"):
-                return Unknown(f"${name}: set by the shell at run time")
-            if name in ("OPTIND", "PS4"):
-                return "1" if name == "OPTIND" else "+ "
-            if name == "PWD":
-                return self.st.cwd
-            if name == "0":
-                return str(self.script)
-            return None if name != "?" else (Unknown("$?") if self.st.status is None else str(self.st.status))
         if name in BASH_VARS and name not in self.st.vars:
             if name in MAYBE_UNSET and self.nounset():
                 raise Unmodelled(f"${name} under set -u: bash may have it unset (and stop)", 0)
