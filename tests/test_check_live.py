@@ -127,6 +127,25 @@ def test_pack_requiring_attestation_is_not_a_pass_without_it(healthy: SimProcess
     assert with_it.rc == 0, with_it.explain()
 
 
+def test_the_probe_reads_the_prompts_file_its_pack_names(healthy: SimProcess, tmp_path: Path) -> None:
+    """A site pack's ``probe.prompts`` is the file the live probe is handed (beside the pack), not the
+    built-in prompts: an empty one makes the probe an error naming it; a copy of the built-in one passes."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        "apiVersion: spark-validate/v1\nkind: RulePack\nextends: ling-3.0-flash-dgx-spark\n"
+        "metadata:\n  name: site\n  version: '1'\nprobe:\n  prompts: site-prompts.yaml\n"
+    )
+    (tmp_path / "site-prompts.yaml").write_text("prompts: []\n")
+    empty = run_check(healthy.url, "--wait", "20", *evidence_files(healthy), "--rules", str(site))
+    no_traceback(empty)
+    assert empty.report is not None and empty.report["verdict"] != "pass", empty.explain()
+    named = {str(c["id"]): c["status"] for c in empty.report["checks"] if "site-prompts.yaml" in c["message"]}
+    assert named and set(named.values()) == {"error"}, empty.explain()
+    shutil.copy(REPO / "rules" / "probe-prompts.yaml", tmp_path / "site-prompts.yaml")
+    copied = run_check(healthy.url, "--wait", "20", *evidence_files(healthy), "--rules", str(site))
+    assert copied.rc == 0, copied.explain()
+
+
 def test_junit_has_a_testcase_per_check(healthy: SimProcess) -> None:
     # --no-probe leaves the acceptance length unproven: --allow-partial accepts that here
     args = ("--wait", "20", *evidence_files(healthy), "--no-probe", "--allow-partial")

@@ -153,8 +153,8 @@ def test_a_pack_reached_through_a_private_link_finds_its_base_and_prompts_beside
     loaded = load_pack(str(links / "site.yaml"))
     assert loaded.name == "site"
     assert loaded.pack.probe is not None and loaded.pack.probe.prompts == "my-prompts.yaml"
-    assert loaded.data_file(loaded.pack.probe.prompts) == real / "my-prompts.yaml"
-    assert load_prompts(loaded.data_file(loaded.pack.probe.prompts))
+    assert loaded.probe_prompts == real / "my-prompts.yaml"  # the file the live probe is handed
+    assert load_prompts(loaded.probe_prompts)
 
 
 def _unit_preflight(unit: Path, cwd: Path) -> tuple[int, str]:

@@ -280,7 +280,8 @@ async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dic
 
     settings = loaded.pack.probe
     threshold = loaded.pack.expect.accept_length_min
-    if settings is None or threshold is None:
+    prompts_file = loaded.probe_prompts
+    if settings is None or threshold is None or prompts_file is None:
         return  # the pack lists no check that reads the probe
     draft_tokens = server_info.get("speculative_num_draft_tokens")
     config = ProbeConfig(
@@ -291,7 +292,7 @@ async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dic
         max_wall_s=settings.max_seconds,
     )
     try:
-        loaded_prompts = await asyncio.to_thread(load_prompts, loaded.data_file(settings.prompts))
+        loaded_prompts = await asyncio.to_thread(load_prompts, prompts_file)
         prompts = [
             replace(p, max_new_tokens=min(p.max_new_tokens, settings.max_new_tokens)) for p in loaded_prompts
         ]

@@ -37,11 +37,14 @@ DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
 
 
 class LoadedPack:
-    """A validated pack and where it came from (its directory resolves relative data files)."""
+    """A validated pack and where it came from (its directory resolves relative data files), with the
+    data files it names found once, at load: ``probe_prompts`` is the file the probe reads (None when the
+    pack has no probe), so a job is handed the path instead of asking the loader for it."""
 
     def __init__(self, pack: RulePack, path: Path) -> None:
         self.pack = pack
         self.path = path
+        self.probe_prompts = self.data_file(pack.probe.prompts) if pack.probe is not None else None
 
     @property
     def name(self) -> str:
