@@ -365,3 +365,27 @@ def test_launch_path_imports_no_server_stack(patched: Server) -> None:
         timeout=60,
     )
     assert "RC 78 HEAVY []" in proc.stderr, proc.stderr
+
+
+def test_the_fp8_switch_the_build_must_declare_is_the_packs(tmp_path: Path) -> None:
+    """The install reader lists what srt/environ.py declares; lm_head.fp8 looks the pack's own switch up
+    in it. On stock 0.5.23, a site pack whose switch is a variable that build declares is supported, and
+    Ling's switch, which it does not declare, is not."""
+    server = _server(tmp_path, "stock", fp8_lm_head=False, share_hook=False)
+    switch = "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"
+    environ = server.python.parent.parent.parent / "site-packages" / "sglang" / "srt" / "environ.py"
+    assert f"    {switch} = EnvBool(" in environ.read_text()
+    pack = tmp_path / "site.yaml"
+    pack.write_text(
+        "extends: ling-3.0-flash-dgx-spark\nmetadata: {name: site-switch, description: a site pack}\n"
+        f"expect: {{fp8_lm_head_env: {switch}}}\n"
+    )
+    env = {**server.env, switch: "1", "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+    fp8 = {}
+    for rules in (str(pack), "ling-3.0-flash-dgx-spark"):
+        _, report, err = preflight_json(env, "--launch-cmd", server.cmd(), "--rules", rules)
+        assert report, err
+        fp8[rules] = next(c for c in report["checks"] if c["id"] == "lm_head.fp8")
+    assert fp8[str(pack)]["status"] == "pass", fp8[str(pack)]
+    assert fp8["ling-3.0-flash-dgx-spark"]["status"] == "fail"
+    assert "does not declare SGLANG_ENABLE_FP8_LM_HEAD" in fp8["ling-3.0-flash-dgx-spark"]["message"]

@@ -17,13 +17,14 @@ def locate_sglang(interpreter: str, **how: Any) -> SGLangInstallFacts:
 
 
 NEXTN = "BailingMoeForCausalLMNextN"
+FP8 = "SGLANG_ENABLE_FP8_LM_HEAD"
 
 
 def test_stock_wheel(stock_sglang_root: Path) -> None:
     f = read_sglang_install(stock_sglang_root, "--sglang-root")
     assert f.root == stock_sglang_root and f.located_by == "--sglang-root"
     assert f.version == "0.5.23"
-    assert f.declares_fp8_lm_head is False  # stock ignores SGLANG_ENABLE_FP8_LM_HEAD silently
+    assert f.declares(FP8) is False  # stock ignores SGLANG_ENABLE_FP8_LM_HEAD silently
     assert f.draft_share_hook[NEXTN] is False  # only set_embed_and_head: tensor sharing
     assert f.moe_runner_backends is not None
     assert {"auto", "humming", "flashinfer_mxfp4"} <= set(f.moe_runner_backends)
@@ -39,15 +40,15 @@ def test_stock_wheel(stock_sglang_root: Path) -> None:
 def test_patched_build(tmp_path: Path) -> None:
     root = make_build(tmp_path / "site")
     f = read_sglang_install(root, "--sglang-root")
-    assert f.declares_fp8_lm_head is True and "SGLANG_ENABLE_FP8_LM_HEAD" in f.declared_env
+    assert f.declares(FP8) is True and "SGLANG_ENABLE_FP8_LM_HEAD" in f.declared_env
     assert f.draft_share_hook[NEXTN] is True and f.version == "0.5.23" and f.note is None
 
 
 def test_each_patch_half_alone(tmp_path: Path) -> None:
     f = read_sglang_install(make_build(tmp_path / "a", share_hook=False), "x")
-    assert (f.declares_fp8_lm_head, f.draft_share_hook[NEXTN]) == (True, False)
+    assert (f.declares(FP8), f.draft_share_hook[NEXTN]) == (True, False)
     f = read_sglang_install(make_build(tmp_path / "b", fp8_lm_head=False), "x")
-    assert (f.declares_fp8_lm_head, f.draft_share_hook[NEXTN]) == (False, True)
+    assert (f.declares(FP8), f.draft_share_hook[NEXTN]) == (False, True)
 
 
 def test_every_draft_class_of_the_stock_wheel_is_reported(stock_sglang_root: Path) -> None:
@@ -88,7 +89,7 @@ def test_unparsable_and_missing_files_give_none_and_note(tmp_path: Path) -> None
     (root / "srt/environ.py").write_text("class Envs:\n    X = EnvBool(\n")
     (root / "srt/arg_groups/choices.py").unlink()
     f = read_sglang_install(root, "x")
-    assert f.declares_fp8_lm_head is None and f.declared_env == set()
+    assert f.declares(FP8) is None and f.declared_env == set()
     assert f.moe_runner_backends is None
     assert f.draft_share_hook[NEXTN] is True  # the other files still count
     assert f.note is not None and "srt/environ.py: does not parse" in f.note
@@ -118,7 +119,7 @@ def test_locate_through_interpreter_finds_patched_build_without_importing(tmp_pa
     assert probe.imported == []  # find_spec ran no package code: neither sglang nor torch imported
     f = locate_sglang(str(py))
     assert f.root == root and f.located_by == f"interpreter {py}"
-    assert f.declares_fp8_lm_head is True and f.draft_share_hook[NEXTN] is True
+    assert f.declares(FP8) is True and f.draft_share_hook[NEXTN] is True
     assert "spark_validate" in f.plugins
 
 

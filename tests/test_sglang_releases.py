@@ -43,7 +43,10 @@ def test_the_old_release_is_what_the_test_says() -> None:
 def test_reader_on_the_old_release() -> None:
     f = read_sglang_install(_root(), "test", dspark=True)
     assert f.version == SGLANG_OLD and f.note is None
-    assert f.declares_fp8_lm_head is False and f.draft_share_hook["BailingMoeForCausalLMNextN"] is False
+    assert (
+        f.declares("SGLANG_ENABLE_FP8_LM_HEAD") is False
+        and f.draft_share_hook["BailingMoeForCausalLMNextN"] is False
+    )
     assert f.moe_runner_backends is not None and "flashinfer_mxfp4" in f.moe_runner_backends
     assert "humming" not in f.moe_runner_backends
     assert f.dspark_supported is False and f.dspark_attaches_lm_head is None

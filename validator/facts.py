@@ -130,12 +130,14 @@ class SGLangInstallFacts:
     root: Path | None  # the ``sglang`` package directory; None when not found
     located_by: str  # how it was found: "interpreter /opt/sglang/venv/bin/python", "--sglang-root DIR"
     version: str | None = None
-    declares_fp8_lm_head: bool | None = None  # srt/environ.py declares SGLANG_ENABLE_FP8_LM_HEAD
     # every class of the draft model files (srt/models/*nextn*.py, *mtp*.py, *eagle*.py) -> whether it
     # defines set_lm_head_from_target, taking the target's LM-head module (None: its file does not parse)
     draft_share_hook: dict[str, bool | None] = field(default_factory=dict)
     moe_runner_backends: list[str] | None = None  # choices of --moe-runner-backend
     declared_env: set[str] = field(default_factory=set)  # every SGLANG_* the build declares
+    # every variable srt/environ.py declares (class Envs fields, deprecated_name aliases, _DEPRECATED_ENVS)
+    # or honours; None: environ.py could not be read
+    environ_declares: set[str] | None = None
     plugins: set[str] = field(default_factory=set)  # sglang.srt.plugins entry points installed beside it
     site_dirs: list[Path] = field(default_factory=list)  # where the server's interpreter finds distributions
     # SGLANG_* names (of those set but not declared in environ.py) that the package still reads directly
@@ -152,6 +154,11 @@ class SGLangInstallFacts:
     # --sglang-root named this tree, but the launch command's interpreter imports another SGLang: the
     # tree was not read (its files say nothing about the server); launch.program reports the disagreement
     disputed_root: Path | None = None
+
+    def declares(self, variable: str) -> bool | None:
+        """Whether the build reads ``variable`` through srt/environ.py (an undeclared one it ignores
+        silently); None when environ.py was not read."""
+        return None if self.environ_declares is None else variable in self.environ_declares
 
 
 @dataclass

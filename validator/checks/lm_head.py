@@ -69,9 +69,10 @@ def lm_head_fp8_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcom
         )
     ev["sglang_version"] = sg.version
     ev["sglang_root"] = str(sg.root)
-    if sg.declares_fp8_lm_head is None:
+    declared = sg.declares(env_name)
+    if declared is None:
         return check.errored(f"cannot read srt/environ.py of {sg.root}: {sg.note}", [SGLANG], **ev)
-    if not sg.declares_fp8_lm_head:
+    if not declared:
         return check.failed(
             f"SGLang {sg.version} at {sg.root} does not declare {env_name}: "
             "the variable is silently ignored and the head stays BF16",
@@ -208,7 +209,7 @@ def lm_head_dtype_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outc
     ev: dict[str, Any] = {env_name: facts.launch.env.get(env_name), "enable_fp32_lm_head": fp32}
     sources = [LAUNCH]
     sg = facts.sglang
-    if fp8 and sg is not None and sg.declares_fp8_lm_head is False:
+    if fp8 and sg is not None and sg.declares(env_name) is False:
         ev["declared_by_build"] = False
         sources.append(SGLANG)
         fp8 = False  # SGLang ignores a variable it does not declare

@@ -27,7 +27,6 @@ from validator.sources.launch_command import resolve_program
 
 _SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused
 
-FP8_LM_HEAD_ENV = "SGLANG_ENABLE_FP8_LM_HEAD"
 SHARE_HOOK = "set_lm_head_from_target"
 # SGLang's draft model files, by a word in their names: the NEXTN/MTP layers (``bailing_moe_nextn.py``,
 # ``qwen3_5_mtp.py``) and the EAGLE heads (``llama_eagle3.py``); the DSpark drafts are read apart.
@@ -205,7 +204,7 @@ def read_sglang_install(
     environ = _parse(r / "srt" / "environ.py", notes)
     if environ is not None:
         fields, aliases = _declared_env(environ)
-        facts.declares_fp8_lm_head = FP8_LM_HEAD_ENV in fields
+        facts.environ_declares = fields | aliases
         facts.declared_env = {n for n in fields | aliases if n.startswith("SGLANG_")}
 
     facts.draft_share_hook = _draft_share_hook(r / "srt" / "models", notes)
