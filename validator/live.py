@@ -27,12 +27,14 @@ from validator.facts import (
     ATTESTATION,
     JOURNAL_PREFIX,
     LOG,
+    NOTHING_ACCEPTED,
     PROBE,
     SERVER,
     WEIGHTS,
     Facts,
     NodeFacts,
     ServerFacts,
+    ServerMetricsFacts,
 )
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import ProbeResult, Report, utc_now_iso
@@ -43,12 +45,7 @@ from validator.sources.readiness import wait_until_ready
 from validator.sources.server_http import SGLangClient
 from validator.sources.server_identity import ServerIdentity, identity_of, listener_of
 from validator.sources.server_log import FileLogReader, open_log_reader
-from validator.sources.server_metrics import (
-    NOTHING_ACCEPTED,
-    MetricsWatch,
-    ServerMetricsFacts,
-    parse_metrics,
-)
+from validator.sources.server_metrics import MetricsWatch, parse_metrics
 
 if TYPE_CHECKING:
     from validator.sources.log_state import LogReader

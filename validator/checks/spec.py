@@ -407,7 +407,7 @@ def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         )
     probe = facts.probe
     metrics = facts.server.metrics if facts.server is not None else None
-    server_ev = metrics.evidence() if metrics is not None else {}
+    server_ev: dict[str, Any] = metrics.evidence() if metrics is not None else {}
     if probe is None:
         broken = log_shows_broken_draft(facts.log) if facts.log is not None else None
         if broken is not None:  # the log's real traffic is evidence enough of a broken draft

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 import threading
-import time
-from dataclasses import dataclass, field
-from typing import Any
+
+from validator.facts import MetricsReading, ServerMetricsFacts
 
 ACCEPT_LENGTH = "sglang:spec_accept_length"
 ACCEPT_RATE = "sglang:spec_accept_rate"
@@ -29,26 +28,6 @@ GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
 _WANTED = frozenset({ACCEPT_LENGTH, ACCEPT_RATE, GENERATION_TOKENS, VERIFY_CALLS, NUM_DRAFT_TOKENS})
-# An acceptance length this close to 1.0 is "nothing accepted" (the gauge prints 1.00 then).
-NOTHING_ACCEPTED = 1.0 + 1e-6
-
-
-@dataclass(frozen=True)
-class MetricsReading:
-    """One parse of ``/metrics``: the sums and series this project reads, None where a family is absent."""
-
-    accept_lengths: tuple[float, ...]  # one value per ``sglang:spec_accept_length`` series (0 = no interval)
-    accept_rate: float | None
-    generation_tokens: float | None  # summed over every label set
-    verify_calls: float | None
-    num_draft_tokens: float | None
-    read_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def accept_length(self) -> float | None:
-        """The mean over the series that have measured an interval (a 0 is SGLang's "none yet")."""
-        measured = [v for v in self.accept_lengths if v > 0]
-        return sum(measured) / len(measured) if measured else None
 
 
 def parse_metrics(text: str) -> MetricsReading:
@@ -78,45 +57,6 @@ def parse_metrics(text: str) -> MetricsReading:
         verify_calls=total(VERIFY_CALLS),
         num_draft_tokens=mean(NUM_DRAFT_TOKENS),
     )
-
-
-@dataclass(frozen=True)
-class ServerMetricsFacts:
-    """What the server's own metrics say now, for the checks and the report."""
-
-    reading: MetricsReading | None  # None when /metrics could not be read (``note`` says why)
-    note: str | None = None  # why there is no reading, or why decoding is not proven
-    decoding: bool = False  # a generation counter grew since the previous reading (same process)
-    tokens_since: float | None = None  # generated tokens between the two readings
-    window_accept_length: float | None = None  # generated tokens / verify calls between them
-
-    @property
-    def accept_length(self) -> float | None:
-        return self.reading.accept_length if self.reading is not None else None
-
-    @property
-    def collapsed(self) -> bool:
-        """The server's own gauge says nothing is accepted, while decoding is proven: the broken-draft
-        signature, measured on production traffic."""
-        al = self.accept_length
-        return self.decoding and al is not None and al <= NOTHING_ACCEPTED
-
-    def evidence(self) -> dict[str, Any]:
-        ev: dict[str, Any] = {"server_accept_length": _round(self.accept_length)}
-        if self.reading is not None:
-            ev["server_accept_length_series"] = len(self.reading.accept_lengths)
-            ev["server_decoding"] = self.decoding
-            if self.tokens_since is not None:
-                ev["server_tokens_since_last_read"] = self.tokens_since
-            if self.window_accept_length is not None:
-                ev["server_window_accept_length"] = _round(self.window_accept_length)
-        if self.note:
-            ev["server_metrics_note"] = self.note
-        return ev
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
 
 
 class MetricsWatch:
