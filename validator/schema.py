@@ -20,7 +20,8 @@ pack author fixing a pack one error per run is what ``rules lint`` exists to spa
 for a record's cross-field rules. What this module adds over it is exactly that: every problem, located.
 
 The plugin does not use this module (it is standard-library only and writes its own format, in
-``validator.attestation``); the simulator and the attestation reader keep pydantic, off preflight's path.
+``validator.attestation``); the attestation reader validates that format with pydantic in strict mode,
+off preflight's path (CONTRIBUTING's "Schemas" says why each of the two is the one it uses).
 """
 
 from __future__ import annotations
