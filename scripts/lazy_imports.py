@@ -51,9 +51,6 @@ LAZY_OWN: dict[str, dict[str, str]] = {
         "validator.running": f"the running-process job: {_HTTPX}",
     },
     "validator/commands/sim.py": {"validator.sim.runner": _SIM_SERVER},
-    "validator/live.py": {
-        "validator.probe": "imported in a worker thread, off the sidecar's event loop (yaml, the statistics)",
-    },
     "validator/plugin/__init__.py": {
         "validator.plugin.hooks": "SGLang imports the entry point in every process; only a scheduler "
         "installs the hooks, and a failed import there is logged, never raised into SGLang",

@@ -1,5 +1,5 @@
-"""The source table (``validator/source_table.py``) against the source modules: every module with a
-preflight reader is a row, every row's reader resolves, each row needs only rows above it, and a
+"""The source table (``validator/source_table.py``) against the source modules: every preflight and live
+reader is a row of its tuple, every row's reader resolves, each row needs only rows above it, and a
 preflight run imports the modules of the sources that apply and no others (preflight runs in the server's
 start-up)."""
 
@@ -19,36 +19,71 @@ from tests.support.sglang_builds import fake_interpreter, make_build
 from validator import source_table
 from validator.coverage import INPUT_FOR_SOURCE
 from validator.facts import Facts, HostFacts
-from validator.source_table import PREFLIGHT, SOURCES
+from validator.source_table import LIVE, PREFLIGHT, SOURCES
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES_DIR = REPO / "validator" / "sources"
+PACKAGE = REPO / "validator"
+_KINDS = ("Gathering", "LiveGathering")  # what a preflight reader is given, what a live one is
 
 
-def readers_not_listed(package: Path, listed: set[str]) -> list[str]:
-    """Modules of ``package`` that define a module-level ``gather`` (a preflight reader) that no row
-    names: read with ``ast``, so a module that would fail to import is still seen."""
-    out = []
-    for path in sorted(package.glob("*.py")):
-        tree = ast.parse(path.read_text(), filename=str(path))
-        if any(isinstance(n, ast.FunctionDef) and n.name == "gather" for n in tree.body):
-            module = f"validator.sources.{path.stem}"
-            if module not in listed:
-                out.append(module)
+def readers_in(package: Path, name: str = "validator") -> dict[str, str]:
+    """Every reader under ``package``, read with ``ast`` (so a module that would fail to import is still
+    seen): a public module-level function, plain or async, whose first parameter is a ``Gathering`` or a
+    ``LiveGathering``, or any module-level ``gather``. Named as a row names it (``module``, its
+    ``gather``; ``module:function``), mapped to the type its first parameter is given ("" if none)."""
+    out: dict[str, str] = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(package).with_suffix("").parts
+        module = ".".join((name, *parts[: -1 if parts[-1] == "__init__" else None]))
+        for node in ast.parse(path.read_text(), filename=str(path)).body:
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or node.name.startswith("_"):
+                continue
+            first = node.args.args[0].annotation if node.args.args else None
+            kind = first.id if isinstance(first, ast.Name) else ""
+            if node.name == "gather" or kind in _KINDS:
+                if node.name == "gather" and kind not in _KINDS and "sources" not in parts[:-1]:
+                    continue  # a job's own gather (``preflight.gather(inputs)``), not a source's reader
+                out[module if node.name == "gather" else f"{module}:{node.name}"] = kind
     return out
 
 
-def test_every_source_module_with_a_reader_is_a_row() -> None:
-    assert readers_not_listed(SOURCES_DIR, {s.reader for s in PREFLIGHT if s.reader}) == []
+def not_listed(found: dict[str, str]) -> list[str]:
+    """The readers no row of their tuple names: a preflight one not in ``PREFLIGHT``, a live one not in
+    ``LIVE``, one of neither kind (a ``gather`` in ``validator/sources`` given something else) always."""
+    rows = {"Gathering": {s.reader for s in PREFLIGHT}, "LiveGathering": {s.reader for s in LIVE}}
+    return sorted(spec for spec, kind in found.items() if spec not in rows.get(kind, set()))
+
+
+def test_every_reader_is_a_row_of_its_tuple() -> None:
+    found = readers_in(PACKAGE)
+    assert not_listed(found) == []
+    assert {s.reader for s in (*PREFLIGHT, *LIVE)} <= set(found)  # and the scan sees every row's reader
 
 
 def test_a_forgotten_row_is_found(tmp_path: Path) -> None:
-    """The check above, on a package holding a source nobody listed (and a helper module, which is not
-    a source)."""
-    (tmp_path / "toy.py").write_text("def gather(g):\n    g.facts.errors['toy'] = 'read'\n")
-    (tmp_path / "helper.py").write_text("def read(path):\n    return path\n")
-    assert readers_not_listed(tmp_path, set()) == ["validator.sources.toy"]
-    assert readers_not_listed(tmp_path, {"validator.sources.toy"}) == []
+    """The check above, on a package holding sources nobody listed, preflight and live (and a helper
+    module, which is not a source)."""
+    sources = tmp_path / "sources"
+    sources.mkdir()
+    (sources / "toy.py").write_text("def gather(g: Gathering) -> None:\n    g.facts.errors['toy'] = 'read'\n")
+    (sources / "live_toy.py").write_text(
+        "async def gather(g: LiveGathering) -> None:\n    pass\n\n\n"
+        "async def gather_again(g: LiveGathering) -> None:\n    pass\n"
+    )
+    (sources / "untyped.py").write_text("def gather(g):\n    pass\n")
+    (sources / "helper.py").write_text(
+        "def read(path):\n    return path\n\n\ndef _ok(g: Gathering) -> bool:\n    return True\n"
+    )
+    found = readers_in(tmp_path, "validator")
+    assert found == {
+        "validator.sources.toy": "Gathering",
+        "validator.sources.live_toy": "LiveGathering",
+        "validator.sources.live_toy:gather_again": "LiveGathering",
+        "validator.sources.untyped": "",
+    }
+    assert not_listed(found) == sorted(found)
+    assert not_listed({"validator.sources.readiness": "LiveGathering"}) == []  # the server's row
+    assert not_listed({"validator.sources.readiness": "Gathering"}) == ["validator.sources.readiness"]
 
 
 @pytest.mark.parametrize("source", PREFLIGHT, ids=lambda s: s.name)
@@ -60,11 +95,24 @@ def test_each_reader_resolves_to_a_typed_gather(source: source_table.Source) -> 
     assert inspect.signature(gather).return_annotation == "None", source.reader
 
 
-def test_names_are_unique_and_needs_come_first() -> None:
+@pytest.mark.parametrize("source", LIVE, ids=lambda s: s.name)
+def test_each_live_reader_resolves_to_a_typed_coroutine(source: source_table.Source[object]) -> None:
+    """Async, so that the sidecar's event loop is never blocked by it (its file reads go to threads)."""
+    assert source.reader is not None
+    module, _, name = source.reader.partition(":")
+    gather = getattr(importlib.import_module(module), name or "gather")
+    assert inspect.iscoroutinefunction(gather), source.reader
+    params = list(inspect.signature(gather).parameters.values())
+    assert [p.annotation for p in params] == ["LiveGathering"], source.reader
+    assert inspect.signature(gather).return_annotation == "None", source.reader
+
+
+@pytest.mark.parametrize("rows", [PREFLIGHT, LIVE], ids=["preflight", "live"])
+def test_names_are_unique_and_needs_come_first(rows: tuple[source_table.Source[object], ...]) -> None:
     names = [s.name for s in SOURCES]
     assert len(names) == len(set(names))
     above: set[str] = set()
-    for s in PREFLIGHT:
+    for s in rows:
         assert set(s.needs) <= above, f"{s.name} needs {set(s.needs) - above}, which is not read before it"
         above.add(s.name)
 

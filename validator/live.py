@@ -5,6 +5,10 @@ Used by ``spark-validate check`` and by the sidecar (``serve``), which re-runs i
 own, longer interval. A server that cannot be reached is not a failure of the deployment but missing
 evidence: ``server.ready`` is ``error`` and the verdict ``inconclusive`` (exit 69).
 
+The evidence is the rows of ``validator.source_table.LIVE``, read in order by :func:`gather_live` within
+one deadline; each reader is in its source's module (``validator.sources``, the probe's in
+``validator.probe``).
+
 ``run_live`` returns a ``LiveResult``: the report plus whether the target was reached and what identifies
 the server process that answered, so that the sidecar decides "server up" and "same server" from typed
 facts instead of looking for a check ID in the report (a pack may not list ``server.ready`` at all).
@@ -13,44 +17,27 @@ facts instead of looking for a check ID in the report (a pack may not list ``ser
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib
+import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from validator.engine import build_report, run_checks
-from validator.errors import InputError, UnavailableError
-from validator.facts import (
-    ATTESTATION,
-    JOURNAL_PREFIX,
-    LOG,
-    NOTHING_ACCEPTED,
-    PROBE,
-    SERVER,
-    WEIGHTS,
-    Facts,
-    NodeFacts,
-    ServerFacts,
-    ServerMetricsFacts,
-)
+from validator.facts import PROBE, SERVER, Facts, NodeFacts, ServerMetricsFacts
+from validator.live_inputs import LiveInputs as LiveInputs
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
-from validator.selection import Selection
-from validator.sources.attestation import binding_problems, read_trusted
-from validator.sources.readiness import wait_until_ready
+from validator.source_table import LIVE
+from validator.sources.gathering import Unreadable
+from validator.sources.live_gathering import LiveGathering
+from validator.sources.live_log import StartWatch
 from validator.sources.server_http import SGLangClient
-from validator.sources.server_identity import ServerIdentity, identity_of, listener_of
+from validator.sources.server_identity import ServerIdentity, identity_of
 from validator.sources.server_log import FileLogReader, open_log_reader
-from validator.sources.server_metrics import MetricsWatch, parse_metrics
 
-if TYPE_CHECKING:
-    from validator.sources.log_state import LogReader
-
-ProgressFn = Callable[[Any], None]
+LiveReader = Callable[[LiveGathering], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -63,28 +50,6 @@ class LiveResult:
     pack: LoadedPack | None = None  # the pack the report was judged by (``--rules auto`` picks it)
     node: NodeFacts | None = None  # a running server's node facts (``check``/``serve`` with no --url)
     server_metrics: ServerMetricsFacts | None = None  # the server's own /metrics, as last read
-
-
-@dataclass
-class LiveInputs:
-    url: str
-    api_key: str | None = None
-    attestation: Path | None = None
-    server_uid: int | None = None  # --server-user: who the server runs as, where its process is not visible
-    log: Path | str | None = None  # a file, or "journal:UNIT"
-    # a reader that outlives one run (the sidecar follows the log); None: read ``log`` once
-    log_reader: LogReader | None = None
-    wait_s: float = 0.0
-    probe: bool = True
-    weights_checker: bool = False
-    on_progress: ProgressFn | None = None
-    connect_timeout: float = 5.0
-    read_timeout: float = 120.0
-    retries: int = 3
-    allow_partial: bool = False  # --allow-partial: critical checks that could not run do not block
-    selection: Selection | None = None  # --check / --skip
-    # the previous /metrics reading; the sidecar's outlives one run (None: a fresh one per run)
-    metrics_watch: MetricsWatch | None = None
 
 
 # Beyond --wait and the probe's own budget, what one check may spend: /server_info, /model_info (10 s
@@ -118,251 +83,65 @@ async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | N
     return facts
 
 
-class StartWatch:
-    """``start_failed`` for :func:`wait_until_ready`: whether the log shows that the start being waited
-    for has died, so that a check does not wait out ``--wait`` for a server that will never answer.
-
-    Only a failure that appears while waiting counts. A log file whose last start had already failed
-    when the wait began may describe an earlier attempt (systemd may be starting the next one, which logs
-    nothing for the first seconds): the wait goes on, and ``earlier`` says what the log showed, for the
-    message if it runs out; that dead start is then no evidence (``_read_log``), since it may not be the
-    server being waited for. The journal is read by the unit's current invocation, and a restart is a new
-    invocation: a dead start there is this attempt's, whenever it died. Each journal poll runs
-    ``systemctl`` and ``journalctl``, so the journal is asked at most every ``JOURNAL_EVERY_S``."""
-
-    JOURNAL_EVERY_S = 5.0
-
-    def __init__(self, reader: LogReader) -> None:
-        self.reader = reader
-        self._one_invocation = reader.where.startswith(JOURNAL_PREFIX)
-        self.earlier: str | None = None  # the log's last start had died before the wait began
-        self.seen: str | None = None  # a start died while waiting: the wait ended on it
-        self._baseline: tuple[int, str | None] | None = None
-        self._next = 0.0  # monotonic time of the next poll
-
-    async def __call__(self) -> str | None:
-        if time.monotonic() < self._next:
-            return None
-        if self._one_invocation:
-            self._next = time.monotonic() + self.JOURNAL_EVERY_S
-        try:
-            log = await asyncio.to_thread(self.reader.poll)
-        except (InputError, UnavailableError):  # not written yet, or unreadable (server.log says so later)
-            if self._baseline is None:
-                self._baseline = (0, None)  # a log that was not there held no earlier attempt
-            return None
-        if log.crash is not None and log.stale is None:
-            # a start that was ready and then died: that server is gone, whenever it died (a supervisor's
-            # next attempt logs a start of its own, which ends this)
-            self.seen = log.crash
-            return f"the server died after it was ready: its log {self.reader.where} says: {log.crash}"
-        now = (log.generation, log.start_failure)
-        if self._baseline is None and self._one_invocation:
-            self._baseline = (log.generation, None)  # the current invocation: nothing earlier to mistake
-        if self._baseline is None:
-            self._baseline, self.earlier = now, log.start_failure
-        already = now == self._baseline and self.earlier is not None  # there before the wait began
-        if log.start_failure is None or already:
-            return None
-        self.seen = log.start_failure
-        return f"the server failed to start: its log {self.reader.where} says: {log.start_failure}"
-
-
 async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool) -> None:
+    """Each source of ``LIVE`` in order, when the sources it needs were read and it applies. A server
+    that does not become ready is an error of the server source, and what does not need it (the files,
+    the log) is still read."""
     # one reader for the wait and the log's facts (the sidecar's follows the log across checks)
-    reader = inputs.log_reader
-    if reader is None and inputs.log is not None:
-        reader = open_log_reader(inputs.log)
+    log_reader = inputs.log_reader
+    if log_reader is None and inputs.log is not None:
+        log_reader = open_log_reader(inputs.log)
     try:
-        await _gather_with(facts, inputs, loaded, probe, reader)
-    finally:
-        if inputs.log_reader is None and isinstance(reader, FileLogReader):
-            reader.close()
-
-
-async def _gather_with(
-    facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: bool, reader: LogReader | None
-) -> None:
-    # Built in a worker thread: httpx loads its TLS trust store when a client is created (tens of ms of
-    # CPU), which on the sidecar's event loop delayed /livez at every check.
-    client = await asyncio.to_thread(
-        SGLangClient,
-        inputs.url,
-        api_key=inputs.api_key,
-        connect_timeout=inputs.connect_timeout,
-        read_timeout=inputs.read_timeout,
-        retries=inputs.retries,
-    )
-    async with client:
-        watch = StartWatch(reader) if reader is not None else None
-        try:
-            ready = await wait_until_ready(
-                client, wait_s=inputs.wait_s, on_progress=inputs.on_progress, start_failed=watch
+        # Built in a worker thread: httpx loads its TLS trust store when a client is created (tens of ms
+        # of CPU), which on the sidecar's event loop delayed /livez at every check.
+        client = await asyncio.to_thread(
+            SGLangClient,
+            inputs.url,
+            api_key=inputs.api_key,
+            connect_timeout=inputs.connect_timeout,
+            read_timeout=inputs.read_timeout,
+            retries=inputs.retries,
+        )
+        async with client:
+            g = LiveGathering(
+                inputs,
+                facts,
+                client,
+                log_reader,
+                StartWatch(log_reader) if log_reader is not None else None,
+                run_probe=probe,
+                probe=loaded.pack.probe,
+                accept_length_min=loaded.pack.expect.accept_length_min,
+                probe_prompts=loaded.probe_prompts,
             )
-        except UnavailableError as exc:
-            earlier = watch.earlier if watch is not None else None
-            note = f"; the log's last start had failed: {earlier}" if earlier else ""
-            facts.errors[SERVER] = str(exc) + note
-            await asyncio.to_thread(_read_files, facts, inputs, None)
-            await _read_log(facts, reader, died_before_wait=watch is not None and watch.seen is None)
-            return
-        facts.server = ServerFacts(
-            url=inputs.url,
-            healthy=True,
-            server_info=ready.server_info,
-            server_info_endpoint=ready.server_info_endpoint,
-        )
-        with contextlib.suppress(UnavailableError):  # optional evidence; /server_info already answered
-            facts.server.model_info = await client.model_info()
-        await asyncio.to_thread(_read_files, facts, inputs, ready.server_info)
-        await _read_log(facts, reader)
-        facts.server.metrics = await _read_metrics(client, inputs)
-        facts.server.listener = await asyncio.to_thread(listener_of, inputs.url)
-        if inputs.weights_checker:
-            try:
-                facts.server.weights_checksums = await client.weights_checker("all")
-            except UnavailableError as exc:
-                facts.errors[WEIGHTS] = str(exc)
-        if probe:
-            if not ready.server_info.get("speculative_algorithm"):
-                pass  # spec.accept_length reports it; a probe would only measure plain decoding
-            else:
-                await _probe(facts, client, loaded, ready.server_info)
-                await _reread_log(facts, reader)
+            read: set[str] = set()
+            for source in LIVE:
+                if not read.issuperset(source.needs):
+                    continue
+                if source.applies is not None and not source.applies(g):  # asked only once its needs are read
+                    continue
+                assert source.reader is not None
+                try:
+                    await (await reader(source.reader))(g)
+                except Unreadable as exc:
+                    facts.errors[source.name] = str(exc)
+                    continue
+                read.add(source.name)
+    finally:
+        if inputs.log_reader is None and isinstance(log_reader, FileLogReader):
+            log_reader.close()
 
 
-# How long a check waits to read /metrics a second time when the first reading shows the server's
-# acceptance at 1.00 and decode traffic is not yet proven (no earlier reading to compare with, or no tokens
-# since it): the signature is reported only when the server is seen generating.
-METRICS_CONFIRM_S = 2.0
-
-
-async def _read_metrics(client: Any, inputs: LiveInputs) -> ServerMetricsFacts:
-    """The server's own ``/metrics`` as evidence, parsed off the event loop. Read before the probe, so
-    the probe's own tokens never count as the server's traffic. A 404 (no ``--enable-metrics``), an error
-    or a body that is not Prometheus text is no finding: the facts say why there is no reading."""
-    watch = inputs.metrics_watch or MetricsWatch()
-    facts = await _one_reading(client, watch, parse_metrics)
-    al = facts.accept_length
-    if facts.reading is not None and not facts.decoding and al is not None and al <= NOTHING_ACCEPTED:
-        await asyncio.sleep(METRICS_CONFIRM_S)
-        again = await _one_reading(client, watch, parse_metrics)
-        if again.reading is not None:
-            facts = again
-    return facts
-
-
-async def _one_reading(client: Any, watch: MetricsWatch, parse: Callable[[str], Any]) -> ServerMetricsFacts:
-    try:
-        text = await client.metrics_text()
-    except UnavailableError as exc:
-        status = getattr(exc, "status", None)
-        why = (
-            "/metrics answers 404: the server runs without --enable-metrics"
-            if status == 404
-            else f"/metrics could not be read: {exc}"
-        )
-        return watch.unreadable(why)
-    try:
-        reading = await asyncio.to_thread(parse, text)
-    except (ValueError, TypeError, IndexError) as exc:
-        return watch.unreadable(f"/metrics is not Prometheus text ({type(exc).__name__})")
-    return watch.observe(reading)
-
-
-async def _probe(facts: Facts, client: Any, loaded: LoadedPack, server_info: dict[str, Any]) -> None:
-    # imported (and below, the prompts parsed) in a worker thread, off the sidecar's event loop
-    await asyncio.to_thread(importlib.import_module, "validator.probe")
-    from validator.probe import ProbeConfig, load_prompts, probe_server
-
-    settings = loaded.pack.probe
-    threshold = loaded.pack.expect.accept_length_min
-    prompts_file = loaded.probe_prompts
-    if settings is None or threshold is None or prompts_file is None:
-        return  # the pack lists no check that reads the probe
-    draft_tokens = server_info.get("speculative_num_draft_tokens")
-    config = ProbeConfig(
-        threshold=threshold,
-        alpha=1.0 - settings.confidence,
-        num_draft_tokens=draft_tokens if isinstance(draft_tokens, int) and draft_tokens > 1 else 4,
-        max_total_tokens=settings.max_total_tokens,
-        max_wall_s=settings.max_seconds,
-    )
-    try:
-        loaded_prompts = await asyncio.to_thread(load_prompts, prompts_file)
-        prompts = [
-            replace(p, max_new_tokens=min(p.max_new_tokens, settings.max_new_tokens)) for p in loaded_prompts
-        ]
-        facts.probe = await probe_server(client, prompts, config)
-    except (UnavailableError, InputError) as exc:
-        facts.errors[PROBE] = str(exc)
-
-
-def _read_files(facts: Facts, inputs: LiveInputs, server_info: dict[str, Any] | None) -> None:
-    """The attestation and the log are local files; unreadable, untrusted or stale ones become source
-    errors. Runs in a worker thread (``asyncio.to_thread``): in the sidecar, a slow or hostile file must
-    not stall the event loop that answers ``/livez``."""
-    if inputs.attestation is not None:
-        _read_attestation(facts, inputs.attestation, inputs.url, server_info, inputs.server_uid)
-
-
-async def _read_log(facts: Facts, reader: LogReader | None, *, died_before_wait: bool = False) -> None:
-    """The server log, read off the event loop. A log that holds no start of the running server is a
-    source error (``server.log`` reports it), never facts for other checks to misread. The reader is told
-    which server answered, so that a followed log's start of a previous process is not taken for the
-    restarted one's. With ``died_before_wait`` (the server was not reached, and no start died while the
-    check waited), a dead last start is an earlier attempt as far as anyone can tell: no evidence either."""
-    if reader is None:
-        return
-    try:
-        log = await asyncio.to_thread(reader.poll, identity_of(facts))
-    except (InputError, UnavailableError) as exc:
-        facts.errors[LOG] = str(exc)
-        return
-    if died_before_wait and log.start_failure is not None and log.stale is None:
-        log.stale = (
-            f"its last start had already died when this check began ({log.start_failure}): it may be an "
-            "earlier attempt than the server being waited for"
-        )
-    problem = log.unusable()
-    if problem is not None:
-        facts.errors[LOG] = problem
-    else:
-        facts.log = log
-
-
-async def _reread_log(facts: Facts, reader: LogReader | None) -> None:
-    """The log again after the probe (an incremental poll: only what was logged since): a server that
-    died while it was probed (the scheduler's exception after ready) is then seen by ``server.log``."""
-    if reader is None or facts.log is None:
-        return
-    try:
-        log = await asyncio.to_thread(reader.poll, identity_of(facts))
-    except (InputError, UnavailableError):
-        return  # the earlier reading stands
-    if log.unusable() is None:
-        facts.log = log
-
-
-def _read_attestation(
-    facts: Facts, path: Path, url: str, server_info: dict[str, Any] | None, server_uid: int | None
-) -> None:
-    """Only a document bound to this server (``validator.attestation.trust.binding_problems``) becomes
-    evidence the other checks read; ``attestation.trust`` reports why one was refused."""
-
-    try:
-        trust = read_trusted(path, url=url, server_uid=server_uid)
-    except (InputError, UnavailableError) as exc:
-        facts.errors[ATTESTATION] = str(exc)
-        return
-    problems = binding_problems(trust, url, server_info)
-    facts.attestation_trust = replace(trust, unbound=tuple(problems))  # attestation.trust reports them
-    if problems:
-        facts.errors[ATTESTATION] = (
-            f"{path}: not this server's attestation (stale or untrusted): " + "; ".join(problems)
-        )
-    else:
-        facts.attestation = trust.document
+async def reader(spec: str) -> LiveReader:
+    """A live source's reader: ``module`` (its ``gather``) or ``module:function``. A module not yet loaded
+    is imported in a worker thread, off the sidecar's event loop (the probe's brings yaml and the
+    statistics); ``__import__``, the import statement's own path, is what ``python -X importtime`` sees."""
+    module, _, name = spec.partition(":")
+    loaded = sys.modules.get(module)
+    if loaded is None or getattr(loaded.__spec__, "_initializing", False):  # absent, or being imported
+        loaded = await asyncio.to_thread(__import__, module, fromlist=[name or "gather"])
+    found: LiveReader = getattr(loaded, name or "gather")
+    return found
 
 
 async def run_live(

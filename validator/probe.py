@@ -11,6 +11,9 @@ It never takes SGLang's lifetime ``avg_spec_accept_length`` as its verdict (that
 traffic and lags by ``decode_log_interval``); callers may cross-check against it. It also looks at the
 text, because a server can answer 200 with garbage: empty output, a long run of one character or token
 (``!!!!``), or no prompt that should stop ever stopping.
+
+The live job reads it as its probe source (:func:`gather`), told the pack's probe settings, threshold and
+prompts file.
 """
 
 from __future__ import annotations
@@ -21,17 +24,21 @@ import re
 import statistics
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from validator.errors import InputError
+from validator.errors import InputError, UnavailableError
 from validator.probe_stats import Decision, RuleConfig, SequentialRule
 from validator.report import ProbeResult
 from validator.sources.files import read_bounded, read_trusted_bounded
+from validator.sources.gathering import Unreadable
 from validator.sources.server_http import Generation, SGLangClient
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
 
 _HERE = Path(__file__).resolve().parent
 PROMPT_FILES = (_HERE / "data" / "rules" / "probe-prompts.yaml",)  # package data, beside the built-in packs
@@ -327,3 +334,28 @@ async def probe_server(
     cfg = config or ProbeConfig()
     gen = client.generate_stream if cfg.stream else client.generate
     return await run_probe(gen, prompts if prompts is not None else load_prompts(), cfg)
+
+
+async def gather(g: LiveGathering) -> None:
+    """The probe as the live job's source: the pack's settings and prompts (parsed in a worker thread, off
+    the sidecar's event loop), the draft count the server reports. Nothing is probed for a pack that lists
+    no check reading the probe."""
+    settings, threshold, prompts_file = g.probe, g.accept_length_min, g.probe_prompts
+    if settings is None or threshold is None or prompts_file is None:
+        return
+    draft_tokens = g.server.server_info.get("speculative_num_draft_tokens")
+    config = ProbeConfig(
+        threshold=threshold,
+        alpha=1.0 - settings.confidence,
+        num_draft_tokens=draft_tokens if isinstance(draft_tokens, int) and draft_tokens > 1 else 4,
+        max_total_tokens=settings.max_total_tokens,
+        max_wall_s=settings.max_seconds,
+    )
+    try:
+        loaded_prompts = await asyncio.to_thread(load_prompts, prompts_file)
+        prompts = [
+            replace(p, max_new_tokens=min(p.max_new_tokens, settings.max_new_tokens)) for p in loaded_prompts
+        ]
+        g.facts.probe = await probe_server(g.client, prompts, config)
+    except (UnavailableError, InputError) as exc:
+        raise Unreadable(str(exc)) from None

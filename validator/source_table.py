@@ -1,37 +1,41 @@
 """Every evidence source, declared once: its name (the key of ``Facts.errors`` and of a check result's
 ``sources``), the input that lets a check it could not prove run (``validator.coverage`` names it in the
-report), and, for a preflight source, what it needs read first, when it applies and where its reader is.
+report), what it needs read first, when it applies and where its reader is.
 
-``preflight.gather`` is a loop over ``PREFLIGHT``, in this order: each source needs only sources above it.
-A reader is named by its module, not imported here: preflight runs in the server's start-up and imports a
-source's module only when it applies (the start budget's reader brings the systemd unit and Kubernetes
-readers, a DSPARK launch's draft reader is of no use to a NEXTN one). The live sources are gathered by
-``live.gather_live``; they are declared here for their names and inputs.
+``preflight.gather`` is a loop over ``PREFLIGHT`` and ``live.gather_live`` one over ``LIVE``, each in its
+tuple's order: a source needs only sources above it. A reader is named by its module, not imported here:
+preflight runs in the server's start-up and imports a source's module only when it applies (the start
+budget's reader brings the systemd unit and Kubernetes readers, a DSPARK launch's draft reader is of no use
+to a NEXTN one); the live job imports one in a worker thread, off the sidecar's event loop.
 
-A new preflight source is its module under ``validator/sources/`` with a ``gather(g: Gathering) -> None``
-reader, and its row here. ``tests/test_source_table.py`` fails for a module with a reader that no row
-names, and for a row whose reader does not resolve or whose needs come after it.
+A new source is its module with a reader, and its row here: for preflight ``gather(g: Gathering) -> None``
+in a module under ``validator/sources/``, for the live job ``async def gather(g: LiveGathering) -> None``
+(``module:function`` names a second reader of one module). ``tests/test_source_table.py`` fails for a
+reader that no row names, and for a row whose reader does not resolve or whose needs come after it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from validator import facts as f
 
 if TYPE_CHECKING:
     from validator.sources.gathering import Gathering
+    from validator.sources.live_gathering import LiveGathering
+
+G = TypeVar("G")  # what the reader is given: ``Gathering`` (preflight) or ``LiveGathering`` (live)
 
 
 @dataclass(frozen=True)
-class Source:
+class Source(Generic[G]):
     name: str  # the facts key: ``facts.errors[name]``, a check result's ``sources``
     proven_by: str | None  # the input that would let an unproven check run (None: no check names it)
-    reader: str | None = None  # a preflight source: the module whose ``gather(g)`` reads it
+    reader: str | None = None  # the module whose ``gather(g)`` reads it (``module:function``: another)
     needs: tuple[str, ...] = ()  # sources that must have been read before it (their records are set)
-    applies: Callable[[Gathering], bool] | None = None  # None: whenever its needs are read
+    applies: Callable[[G], bool] | None = None  # None: whenever its needs are read
 
 
 def _installed(g: Gathering) -> bool:
@@ -54,7 +58,7 @@ def _supervised(g: Gathering) -> bool:
 
 _WHERE_IT_RUNS = "run preflight where the server runs"
 
-PREFLIGHT = (
+PREFLIGHT: tuple[Source[Gathering], ...] = (
     Source(
         f.LAUNCH,
         "the full launch command (--launch-cmd, --unit, --script, or `launch -- CMD`)",
@@ -95,14 +99,72 @@ PREFLIGHT = (
     ),
 )
 
-# Read with the launch (``facts.sglang``), and by the live job.
-_OTHERS = (
-    Source(f.SGLANG, f"{_WHERE_IT_RUNS} (its interpreter must import sglang), or --sglang-root"),
-    Source(f.SERVER, "a reachable, ready server (--url, --wait, --api-key-file)"),
-    Source(f.ATTESTATION, "--attestation (the spark-validate plugin's file, written by the running server)"),
-    Source(f.LOG, "--log (the file the running server writes) or --log journal:UNIT"),
-    Source(f.PROBE, "a ready server with speculative decoding on (the acceptance probe)"),
-    Source(f.WEIGHTS, "--weights-checker on a server that serves /weights_checker"),
+
+def _attestation(g: LiveGathering) -> bool:
+    return g.inputs.attestation is not None
+
+
+def _log(g: LiveGathering) -> bool:
+    return g.log_reader is not None
+
+
+def _weights(g: LiveGathering) -> bool:
+    return g.inputs.weights_checker
+
+
+def _probed(g: LiveGathering) -> bool:
+    """The probe was asked for and the server decodes speculatively (on a plain server ``spec.accept_length``
+    reports it: a probe would only measure plain decoding)."""
+    return g.run_probe and bool(g.server.server_info.get("speculative_algorithm"))
+
+
+# In this order: the files and the log are read whether or not the server answered (a server that never
+# became ready is explained by them); /metrics before the probe, so that the probe's own tokens never count
+# as the server's traffic; the log again after it, to see a server that died while it was probed.
+LIVE: tuple[Source[LiveGathering], ...] = (
+    Source(
+        f.SERVER, "a reachable, ready server (--url, --wait, --api-key-file)", "validator.sources.readiness"
+    ),
+    Source(
+        f.ATTESTATION,
+        "--attestation (the spark-validate plugin's file, written by the running server)",
+        "validator.sources.attestation",
+        applies=_attestation,
+    ),
+    Source(
+        f.LOG,
+        "--log (the file the running server writes) or --log journal:UNIT",
+        "validator.sources.live_log",
+        applies=_log,
+    ),
+    Source("metrics", None, "validator.sources.server_metrics", needs=(f.SERVER,)),  # cited as the server
+    Source("listener", None, "validator.sources.server_identity", needs=(f.SERVER,)),  # the identity's
+    Source(
+        f.WEIGHTS,
+        "--weights-checker on a server that serves /weights_checker",
+        "validator.sources.weights_checker",
+        needs=(f.SERVER,),
+        applies=_weights,
+    ),
+    Source(
+        f.PROBE,
+        "a ready server with speculative decoding on (the acceptance probe)",
+        "validator.probe",
+        needs=(f.SERVER,),
+        applies=_probed,
+    ),
+    Source(
+        "log_after_probe",
+        None,
+        "validator.sources.live_log:gather_after_probe",
+        needs=(f.SERVER, f.LOG),
+        applies=_probed,  # asked for, whatever the probe found
+    ),
 )
 
-SOURCES = (*PREFLIGHT, *_OTHERS)
+# Read with the launch (``facts.sglang``) and by the running-process job.
+_OTHERS: tuple[Source[Gathering], ...] = (
+    Source(f.SGLANG, f"{_WHERE_IT_RUNS} (its interpreter must import sglang), or --sglang-root"),
+)
+
+SOURCES: tuple[Source[Gathering] | Source[LiveGathering], ...] = (*PREFLIGHT, *LIVE, *_OTHERS)

@@ -25,6 +25,7 @@ from validator.errors import UnavailableError
 from validator.live import LiveResult, run_live
 from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
 from validator.running import RunningInputs, judge
+from validator.source_table import LIVE
 from validator.sources.launch_state import read_state
 from validator.sources.server_log import open_log_reader
 from validator.sources.server_metrics import MetricsWatch
@@ -39,15 +40,11 @@ class ServeConfig:
     launch_state: Path | None = None  # the last `launch` verdict to export (serve --launch-state)
 
 
-# What a live check imports on first use (validator.live imports them lazily, for `check`'s start-up).
+# What a live check imports on first use: each live source's reader (the live job imports one when its
+# row first applies), the metrics parser and the checks.
 _CHECK_MODULES = (
-    "validator.sources.readiness",
-    "validator.sources.server_http",
-    "validator.sources.server_log",
-    "validator.sources.server_metrics",
+    *dict.fromkeys(s.reader.partition(":")[0] for s in LIVE if s.reader is not None),
     "prometheus_client.parser",
-    "validator.sources.attestation",
-    "validator.probe",
     "validator.checks.registry",
 )
 

@@ -22,10 +22,12 @@ duration with the one the plugin recorded.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import socket
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.attestation.reader import read_file
 from validator.attestation.schema import MAX_BYTES, MAX_DEPTH, SCHEMA, Attestation
@@ -37,10 +39,15 @@ from validator.attestation.trust import (
     url_address,
 )
 from validator.errors import InputError, UnavailableError
+from validator.facts import Facts
 from validator.procinfo import process_start_time, process_uid
 from validator.sources import listening
 from validator.sources.files import parse_json
+from validator.sources.gathering import Unreadable
 from validator.trusted_files import FileFacts, UnsafeLocation
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
 
 __all__ = [
     "SCHEMA",
@@ -194,3 +201,32 @@ def read_trusted(
         hostname=hostname if hostname is not None else socket.gethostname(),
         listener=observe_listener(url, doc.process.pid, server_uid=server_uid, proc=proc),
     )
+
+
+async def gather(g: LiveGathering) -> None:
+    """The attestation, read in a worker thread: in the sidecar a slow or hostile file must not stall the
+    event loop that answers ``/livez``. Read whether or not the server answered (its binding then has no
+    ``/server_info`` to compare with)."""
+    assert g.inputs.attestation is not None  # the row applies only with --attestation
+    server_info = g.facts.server.server_info if g.facts.server is not None else None
+    await asyncio.to_thread(
+        _read_bound, g.facts, g.inputs.attestation, g.inputs.url, server_info, g.inputs.server_uid
+    )
+
+
+def _read_bound(
+    facts: Facts, path: Path, url: str, server_info: dict[str, Any] | None, server_uid: int | None
+) -> None:
+    """Only a document bound to this server (``validator.attestation.trust.binding_problems``) becomes
+    evidence the other checks read; ``attestation.trust`` reports why one was refused."""
+    try:
+        trust = read_trusted(path, url=url, server_uid=server_uid)
+    except (InputError, UnavailableError) as exc:
+        raise Unreadable(str(exc)) from None
+    problems = binding_problems(trust, url, server_info)
+    facts.attestation_trust = replace(trust, unbound=tuple(problems))  # attestation.trust reports them
+    if problems:
+        raise Unreadable(
+            f"{path}: not this server's attestation (stale or untrusted): " + "; ".join(problems)
+        )
+    facts.attestation = trust.document

@@ -11,22 +11,31 @@ Each poll's requests get what is left of ``wait_s`` as their total deadline (at 
 wait within ``--wait`` plus a few seconds instead of a read timeout per byte.
 
 A start that has died does not come up however long one waits: ``start_failed`` (given when the log is
-known, ``live.StartWatch``) is asked after each poll that found no ready server, and a reason from it ends
-the wait at once, quoting the log.
+known, ``live_log.StartWatch``) is asked after each poll that found no ready server, and a reason from it
+ends the wait at once, quoting the log.
+
+As the live job's server source (:func:`gather`), the wait's answer becomes ``facts.server``, with
+``/model_info`` where the server serves it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.errors import UnavailableError
+from validator.facts import ServerFacts
 from validator.redact import neutralize_controls
+from validator.sources.gathering import Unreadable
 from validator.sources.server_http import ServerError, SGLangClient
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
 
 
 class Phase(str, Enum):
@@ -130,6 +139,28 @@ async def wait_until_ready(
             )
         await _sleep(min(interval, deadline - now))
         interval = min(interval * growth, max_interval_s)
+
+
+async def gather(g: LiveGathering) -> None:
+    """The ready server: ``/health`` and ``/server_info`` within ``--wait`` (ended early when the log shows
+    the start died), then ``/model_info``, optional evidence. A server that did not become ready is
+    unreadable, with what the log's last start said when the wait began."""
+    try:
+        ready = await wait_until_ready(
+            g.client, wait_s=g.inputs.wait_s, on_progress=g.inputs.on_progress, start_failed=g.watch
+        )
+    except UnavailableError as exc:
+        earlier = g.watch.earlier if g.watch is not None else None
+        note = f"; the log's last start had failed: {earlier}" if earlier else ""
+        raise Unreadable(str(exc) + note) from None
+    g.facts.server = ServerFacts(
+        url=g.inputs.url,
+        healthy=True,
+        server_info=ready.server_info,
+        server_info_endpoint=ready.server_info_endpoint,
+    )
+    with contextlib.suppress(UnavailableError):  # optional evidence; /server_info already answered
+        g.facts.server.model_info = await g.client.model_info()
 
 
 def _budget(client: SGLangClient, deadline: float) -> float:

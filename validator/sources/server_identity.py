@@ -4,19 +4,24 @@ process on the same port".
 The sidecar keeps readiness only while the server it proved is the one answering, and a followed log's
 start is claimed by the server that answered first; both compare :class:`ServerIdentity` values. The
 fields come from ``/server_info``, from a bound attestation and, where the URL is this host's loopback,
-from the listening process in ``/proc`` (:func:`listener_of`).
+from the listening process in ``/proc`` (:func:`listener_of`), which the live job reads as its listener
+source (:func:`gather`).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from validator.attestation.trust import url_address
 from validator.facts import Facts
 from validator.procinfo import stat_fields
 from validator.sources.listening import ListeningError, listeners
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,11 @@ def listener_of(url: str) -> tuple[int, int] | None:
         if fields is not None and fields[19].isdigit():
             return pid, int(fields[19])
     return None
+
+
+async def gather(g: LiveGathering) -> None:
+    """The process listening on the URL's port, read from ``/proc`` in a worker thread."""
+    g.server.listener = await asyncio.to_thread(listener_of, g.inputs.url)
 
 
 def identity_of(facts: Facts) -> ServerIdentity | None:

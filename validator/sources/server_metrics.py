@@ -13,14 +13,24 @@ A counter that went down means a restart (a new process): that pair proves nothi
 The text is parsed by ``prometheus_client.parser`` (the reference parser), never by hand. A body that does
 not parse, a 404 (no ``--enable-metrics``) or an unreachable endpoint is no finding about the server: the
 reading is absent and says why.
+
+As the live job's metrics source (:func:`gather`), it is read before the probe, so that the probe's own
+tokens never count as the server's traffic.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import threading
+from typing import TYPE_CHECKING
 
-from validator.facts import MetricsReading, ServerMetricsFacts
+from validator.errors import UnavailableError
+from validator.facts import NOTHING_ACCEPTED, MetricsReading, ServerMetricsFacts
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
+    from validator.sources.server_http import SGLangClient
 
 ACCEPT_LENGTH = "sglang:spec_accept_length"
 ACCEPT_RATE = "sglang:spec_accept_rate"
@@ -91,3 +101,42 @@ class MetricsWatch:
 
     def unreadable(self, why: str) -> ServerMetricsFacts:
         return ServerMetricsFacts(None, note=why)
+
+
+# How long a check waits to read /metrics a second time when the first reading shows the server's
+# acceptance at 1.00 and decode traffic is not yet proven (no earlier reading to compare with, or no tokens
+# since it): the signature is reported only when the server is seen generating.
+METRICS_CONFIRM_S = 2.0
+
+
+async def gather(g: LiveGathering) -> None:
+    """The server's own ``/metrics`` as evidence, parsed off the event loop. A 404 (no
+    ``--enable-metrics``), an error or a body that is not Prometheus text is no finding: the facts say why
+    there is no reading."""
+    watch = g.inputs.metrics_watch or MetricsWatch()
+    facts = await _one_reading(g.client, watch)
+    al = facts.accept_length
+    if facts.reading is not None and not facts.decoding and al is not None and al <= NOTHING_ACCEPTED:
+        await asyncio.sleep(METRICS_CONFIRM_S)
+        again = await _one_reading(g.client, watch)
+        if again.reading is not None:
+            facts = again
+    g.server.metrics = facts
+
+
+async def _one_reading(client: SGLangClient, watch: MetricsWatch) -> ServerMetricsFacts:
+    try:
+        text = await client.metrics_text()
+    except UnavailableError as exc:
+        status = getattr(exc, "status", None)
+        why = (
+            "/metrics answers 404: the server runs without --enable-metrics"
+            if status == 404
+            else f"/metrics could not be read: {exc}"
+        )
+        return watch.unreadable(why)
+    try:
+        reading = await asyncio.to_thread(parse_metrics, text)
+    except (ValueError, TypeError, IndexError) as exc:
+        return watch.unreadable(f"/metrics is not Prometheus text ({type(exc).__name__})")
+    return watch.observe(reading)
