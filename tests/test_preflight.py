@@ -8,7 +8,9 @@ mistake fails with exit 78 and exactly the right check IDs.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -289,24 +291,12 @@ def test_preflight_path_imports_neither_torch_nor_sglang(patched: Server) -> Non
     # times a bare interpreter start (bench/preflight.py); nor the live side's HTTP stack and Prometheus
     # client (the output registry imports --format prom's module: prometheus_client with http.server,
     # wsgiref and ssl was a quarter of preflight's imports)
-    code = (
-        "import sys\n"
-        "from validator.cli import main\n"
-        f"rc = main(['preflight', '--launch-cmd', {patched.cmd()!r}, '--format', 'json'])\n"
-        "heavy = sorted(m for m in sys.modules\n"
-        "    if m.split('.')[0] in ('torch', 'sglang', 'triton', 'numpy', 'pydantic',\n"
-        "        'prometheus_client', 'httpx', 'uvicorn', 'starlette'))\n"
-        "print('RC', rc, 'HEAVY', heavy, file=sys.stderr)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={**patched.env, "PYTHONPATH": str(REPO)},
-        timeout=60,
-    )
-    assert "RC 0 HEAVY []" in proc.stderr, proc.stderr
+    rc, heavy = _run_and_list_heavy(
+        ["preflight", "--launch-cmd", patched.cmd(), "--format", "json"], patched,
+        ("torch", "sglang", "triton", "numpy", "pydantic", "prometheus_client", "httpx", "uvicorn"),
+        ("starlette",),
+    )  # fmt: skip
+    assert (rc, heavy) == (0, []), heavy
 
 
 def test_the_pack_names_the_draft_class_the_install_reader_reports(tmp_path: Path) -> None:
@@ -347,13 +337,24 @@ def test_launch_path_imports_no_server_stack(patched: Server) -> None:
     # (validator.sim.process_view), and the simulator package once loaded its whole server with it
     # (engine, asyncio, prometheus_client: about 70 ms of every launch)
     argv = patched.cmd("--enable-fp32-lm-head").split()  # refused (exit 78): the process is not replaced
+    rc, heavy = _run_and_list_heavy(
+        ["launch", "--report-to", "none", "--", *argv], patched,
+        ("torch", "sglang", "pydantic", "prometheus_client", "httpx", "uvicorn", "starlette"),
+        ("validator.sim.runner", "validator.sim.engine", "asyncio"),
+    )  # fmt: skip
+    assert (rc, heavy) == (78, []), heavy
+
+
+def _run_and_list_heavy(
+    args: list[str], server: Server, packages: tuple[str, ...], modules: tuple[str, ...] = ()
+) -> tuple[int, list[str]]:
+    """Run the CLI in a fresh interpreter with ``args``; its exit code and which of ``packages`` (top-level
+    names) and ``modules`` it had imported by the end."""
     code = (
         "import sys\n"
         "from validator.cli import main\n"
-        f"rc = main(['launch', '--report-to', 'none', '--', *{argv!r}])\n"
-        "heavy = sorted(m for m in sys.modules\n"
-        "    if m.split('.')[0] in ('torch', 'sglang', 'pydantic', 'prometheus_client', 'httpx', 'uvicorn',\n"
-        "        'starlette') or m in ('validator.sim.runner', 'validator.sim.engine', 'asyncio'))\n"
+        f"rc = main({args!r})\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {packages!r} or m in {modules!r})\n"
         "print('RC', rc, 'HEAVY', heavy, file=sys.stderr)\n"
     )
     proc = subprocess.run(
@@ -361,10 +362,12 @@ def test_launch_path_imports_no_server_stack(patched: Server) -> None:
         capture_output=True,
         text=True,
         cwd=REPO,
-        env={**patched.env, "PYTHONPATH": str(REPO)},
+        env={**server.env, "PYTHONPATH": str(REPO)},
         timeout=60,
     )
-    assert "RC 78 HEAVY []" in proc.stderr, proc.stderr
+    found = re.search(r"^RC (-?\d+) HEAVY (\[.*\])$", proc.stderr, re.M)
+    assert found is not None, proc.stderr
+    return int(found.group(1)), ast.literal_eval(found.group(2))
 
 
 def test_the_fp8_switch_the_build_must_declare_is_the_packs(tmp_path: Path) -> None:
