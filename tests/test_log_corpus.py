@@ -11,7 +11,7 @@ from typing import Any
 
 from tests.support.cli import run_cli
 from tests.support.loopback import free_port
-from validator.facts import logged_settings
+from validator.server_settings import logged_settings
 from validator.sources.log_grammar import Start, read_line
 from validator.sources.server_log import read_server_log
 

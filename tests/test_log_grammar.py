@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.test_server_log import RUN_HEALTHY, TP, T, _write
-from validator.facts import LogFacts, ServerArgs, logged_settings
+from validator.facts import LogFacts
+from validator.server_settings import ServerArgs, logged_settings
 from validator.sources.log_grammar import (
     Counted,
     Decode,

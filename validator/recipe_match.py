@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.errors import InputError
-from validator.facts import Facts, logged_settings
+from validator.facts import Facts
 from validator.report import CheckResult, Severity, Status
 from validator.rulepack import DEFAULT_PACK, LoadedPack, load_pack, pack_candidates
+from validator.server_settings import logged_settings
 from validator.sglang_env import env_bool
 
 NONE = "none"

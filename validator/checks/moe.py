@@ -22,8 +22,8 @@ from validator.facts import (
     SGLANG,
     Facts,
     LogFacts,
-    logged_settings,
 )
+from validator.server_settings import logged_settings
 
 _AUTO = "auto"
 

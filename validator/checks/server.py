@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import LOG, PROBE, PROCESS, SERVER, Facts, LogFacts, logged_settings
+from validator.facts import LOG, PROBE, PROCESS, SERVER, Facts, LogFacts
 from validator.report import Status
+from validator.server_settings import logged_settings
 
 
 @check.builtin("server.ready", "check")

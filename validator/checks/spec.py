@@ -26,10 +26,9 @@ from validator.facts import (
     SGLANG,
     WEIGHTS,
     Facts,
-    ServerArgs,
-    logged_settings,
 )
 from validator.pack_schema import SpeculativeExpect
+from validator.server_settings import ServerArgs, logged_settings
 
 if TYPE_CHECKING:
     from validator.attestation.schema import Attestation

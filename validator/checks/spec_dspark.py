@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import DSPARK_DRAFT, LAUNCH, LOG, SERVER, SGLANG, Facts, ServerArgs, logged_settings
+from validator.facts import DSPARK_DRAFT, LAUNCH, LOG, SERVER, SGLANG, Facts
 from validator.pack_schema import DSparkExpect
+from validator.server_settings import ServerArgs, logged_settings
 
 DSPARK = "DSPARK"
 
