@@ -49,10 +49,10 @@ def main() -> int:
     rows.append(("spark-validate replay, cold process", cold(sys.executable, OURS, n)))
     rows.append(("python -c pass, cold process", cold(sys.executable, "pass", n)))
 
-    from validator.sources import sglang_cli
+    from validator.sources import sglang_cli, sglang_cli_table
 
     t = time.perf_counter()
-    sglang_cli.load_table()
+    sglang_cli_table.load_table()
     rows.append(("table load (first, in process)", time.perf_counter() - t))
     reps = 200
     t = time.perf_counter()

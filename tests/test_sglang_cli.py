@@ -10,7 +10,9 @@ import pytest
 from tests.support.launch_recipe import RECIPE_ARGV
 from tests.support.prerequisite import missing
 from validator.errors import InputError
-from validator.sources.sglang_cli import load_table, merge_config, parse_argv, parse_server_args
+from validator.sources.sglang_cli import parse_argv, parse_server_args
+from validator.sources.sglang_cli_table import load_table
+from validator.sources.sglang_config import merge_config
 
 M = ["--model-path", "/m"]
 

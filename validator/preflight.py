@@ -30,7 +30,7 @@ from validator.report import CheckResult, Report, Status, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
 from validator.source_table import PREFLIGHT
 from validator.sources.gathering import Gathering, Unreadable
-from validator.sources.sglang_cli import load_table
+from validator.sources.sglang_cli_table import load_table
 
 
 @dataclass

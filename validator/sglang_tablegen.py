@@ -3,7 +3,7 @@
 Why: preflight must parse a launch command exactly as SGLang would, but it must not import torch or sglang
 (seconds, gigabytes, and a GPU build we may not have). So the parser is captured here, once per SGLang
 release, from the real ``ServerArgs.add_cli_args`` (what ``prepare_server_args`` builds), and
-``validator/sources/sglang_cli.py`` replays argparse's algorithm over the table.
+``validator/sources/sglang_argparse.py`` rebuilds an argparse parser from the table.
 
 Standard library only, so that it runs inside the interpreter of any SGLang build without spark-validate
 installed there: ``spark-validate sglang-table --python /path/to/python`` feeds this file's source to that
@@ -99,7 +99,7 @@ def build_table() -> dict[str, Any]:
     parser = argparse.ArgumentParser(prog="sglang serve")  # as prepare_server_args builds it
     ServerArgs.add_cli_args(parser)
     if parser._mutually_exclusive_groups:
-        raise SystemExit("gen_sglang_cli_table: mutually exclusive groups appeared; teach sglang_cli.py")
+        raise SystemExit("gen_sglang_cli_table: mutually exclusive groups appeared; teach sglang_argparse.py")
     return {
         "format": 1,
         "sglang_version": sglang.__version__,

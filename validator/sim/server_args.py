@@ -15,7 +15,8 @@ import shlex
 from typing import Any
 
 from validator.sim.scenarios import MODEL_PATH, Scenario
-from validator.sources.sglang_cli import load_table, parse_server_args
+from validator.sources.sglang_cli import parse_server_args
+from validator.sources.sglang_cli_table import load_table
 
 SGLANG_VERSION = load_table().sglang_version
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from validator.facts import LaunchFacts
 from validator.redact import is_secret_key
-from validator.sources.sglang_cli import load_table
+from validator.sources.sglang_cli_table import load_table
 
 # Variables that configure the recipe, NCCL or the caches: a running server that has one its declaration
 # does not set was started some other way (by hand, or from an edited file).

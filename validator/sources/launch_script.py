@@ -35,7 +35,7 @@ from validator.sources.docker_run import (
     parse_docker_words,
 )
 from validator.sources.launch_command import launch_from_argv
-from validator.sources.sglang_cli import load_table
+from validator.sources.sglang_cli_table import load_table
 from validator.sources.shell.programs import is_server_command, which
 from validator.sources.shell.reader import read_script
 from validator.sources.shell.state import Ending, Launch

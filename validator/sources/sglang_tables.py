@@ -23,17 +23,13 @@ import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
 from validator.sources.files import read_head
-from validator.sources.sglang_cli import TableChoice, load_table
+from validator.sources.sglang_cli_table import TableChoice, load_table
 from validator.trusted_files import UnsafeLocation, read_trusted_file, write_private
-
-if TYPE_CHECKING:
-    from validator.sources.sglang_cli import TableChoice
 
 CACHE_ENV = "SPARK_VALIDATE_CACHE_DIR"
 _FLAG_SOURCES = ("srt/server_args.py", "srt/arg_groups")
