@@ -26,7 +26,7 @@ from pathlib import Path
 
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.sglang_builds import fake_interpreter, make_build
-from validator.sources.sglang_install import _PROBE
+from validator.sources.server_interpreter import _PROBE
 
 REPO = Path(__file__).resolve().parents[1]
 IMPORTS = (

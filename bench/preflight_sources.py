@@ -21,7 +21,8 @@ from validator.sources.checkpoint import read_checkpoint
 from validator.sources.host import read_host
 from validator.sources.humming import read_humming
 from validator.sources.safetensors_header import read_header
-from validator.sources.sglang_install import probe_interpreter, read_sglang_install
+from validator.sources.server_interpreter import probe_interpreter
+from validator.sources.sglang_install import read_sglang_install
 
 
 def _median_ms(fn: Callable[[], object], repeat: int) -> float:

@@ -11,7 +11,7 @@ import pytest
 
 from validator.errors import InputError
 from validator.sources.child_process import OutputTooLarge, run_in_own_session
-from validator.sources.sglang_install import probe_interpreter
+from validator.sources.server_interpreter import probe_interpreter
 from validator.sources.sglang_tables import generate
 
 

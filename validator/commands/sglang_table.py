@@ -10,8 +10,9 @@ from pathlib import Path
 
 from validator.commands.common import output_file
 from validator.errors import InputError, UnavailableError
+from validator.sources.server_interpreter import probe_interpreter
 from validator.sources.sglang_cli_table import table_from_json
-from validator.sources.sglang_install import probe_interpreter, read_sglang_install
+from validator.sources.sglang_install import read_sglang_install
 from validator.sources.sglang_tables import generate, store
 
 

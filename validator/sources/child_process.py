@@ -4,7 +4,7 @@ Why a session (``start_new_session``) and ``killpg``: what is asked is the serve
 behind a wrapper script, or SGLang's whole import chain; either may start children of its own. A child
 that outlived a kill of the direct child only would hold the pipes open, and ``communicate`` would wait
 for it past the deadline; so the whole group is killed, and the pipes drained, before returning. Used by
-the ``sglang`` probe (``sglang_install``) and the flag-table generator (``sglang_tables``).
+the ``sglang`` probe (``server_interpreter``) and the flag-table generator (``sglang_tables``).
 """
 
 from __future__ import annotations

@@ -23,13 +23,9 @@ from validator.sources import launch_command, systemd_unit
 from validator.sources.env_file import read_env_file
 from validator.sources.gathering import Gathering, Unreadable
 from validator.sources.launch_command import resolve_program
+from validator.sources.server_interpreter import inspect_program
 from validator.sources.sglang_cli_table import TableChoice, load_table, parsing_with
-from validator.sources.sglang_install import (
-    inspect_program,
-    install_from_probe,
-    read_sglang_install,
-    referenced_env,
-)
+from validator.sources.sglang_install import install_from_probe, read_sglang_install, referenced_env
 from validator.sources.sglang_tables import table_for
 
 if TYPE_CHECKING:
