@@ -32,10 +32,10 @@ from validator.rulepack import LoadedPack, load_pack
 from validator.source_table import LIVE
 from validator.sources.gathering import Unreadable
 from validator.sources.live_gathering import LiveGathering
-from validator.sources.live_log import StartWatch
 from validator.sources.server_http import SGLangClient
 from validator.sources.server_identity import ServerIdentity, identity_of
 from validator.sources.server_log import FileLogReader, open_log_reader
+from validator.sources.start_watch import StartWatch
 
 LiveReader = Callable[[LiveGathering], Awaitable[None]]
 

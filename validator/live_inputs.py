@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from validator.selection import Selection
     from validator.sources.log_state import LogReader
-    from validator.sources.server_metrics import MetricsWatch
+    from validator.sources.metrics_reading import MetricsWatch
 
 ProgressFn = Callable[[Any], None]
 

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # typing only: the records build this view, so it cannot import them at run time
-    from validator.facts import LogFacts
+from typing import Protocol
 
 
 def _text(value: object) -> str | None:
@@ -89,6 +86,15 @@ def _lifetime_accept_length(states: object) -> float | None:
     return None
 
 
-def logged_settings(log: LogFacts) -> ServerArgs | None:
+class LoggedArgs(Protocol):
+    """What :func:`logged_settings` reads of a log's record (``validator.facts.LogFacts``): its last
+    start's ``server_args=``. Named structurally because the records build this view, so this module sits
+    below them and imports none of them."""
+
+    @property
+    def server_args(self) -> Mapping[str, object] | None: ...
+
+
+def logged_settings(log: LoggedArgs) -> ServerArgs | None:
     """A log's ``server_args=`` of the last start, typed (None when the log has none)."""
     return None if log.server_args is None else ServerArgs.from_mapping(log.server_args)

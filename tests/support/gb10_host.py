@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validator.sources.host import HOST_ROOT_ENV
+from validator.sources.host_root import HOST_ROOT_ENV
 
 GIB_KB = 1024 * 1024
 MEM_TOTAL_KB = 127_600_748  # a DGX Spark's MemTotal

@@ -27,8 +27,8 @@ from validator.report import CheckResult, ProbeResult, Report, Severity, Status,
 from validator.running import RunningInputs, judge
 from validator.source_table import LIVE
 from validator.sources.launch_state import read_state
+from validator.sources.metrics_reading import MetricsWatch
 from validator.sources.server_log import open_log_reader
-from validator.sources.server_metrics import MetricsWatch
 
 
 @dataclass(frozen=True)

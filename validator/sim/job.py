@@ -14,14 +14,14 @@ import json
 import random
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from validator.sim import api_style
 from validator.sim import decode as dm
-from validator.sim.scenarios import VOCAB
-
-if TYPE_CHECKING:
-    from validator.sim.engine import SimEngine
+from validator.sim.api_style import ApiStyle
+from validator.sim.metrics import SimMetrics
+from validator.sim.scenarios import VOCAB, Scenario
+from validator.sim.server_log import ServerLog
 
 EOS_TOKEN_ID = 156892  # the simulated tokenizer's EOS, reported as finish_reason.matched
 
@@ -82,10 +82,37 @@ def _logprob(token_id: int) -> float:
     return -round((h % 1000) / 400.0, 4)
 
 
+class _Seeded(Protocol):
+    @property
+    def seed(self) -> int: ...
+
+
+class Engine(Protocol):
+    """What a job uses of the engine that runs it (``validator.sim.engine.SimEngine``, which makes the
+    jobs): stated here, so that the engine imports the job and not the other way round."""
+
+    running: int  # requests in flight, counted up and down by each job
+
+    @property
+    def config(self) -> _Seeded: ...
+    @property
+    def scenario(self) -> Scenario: ...
+    @property
+    def api_style(self) -> ApiStyle: ...
+    @property
+    def metrics(self) -> SimMetrics | None: ...
+    @property
+    def log(self) -> ServerLog: ...
+    def next_request_id(self) -> str: ...
+    def sleep_s(self, simulated: float) -> float: ...
+    def prefilled(self) -> None: ...
+    def account(self, rounds: list[int], plain_steps: int, new_tokens: int) -> None: ...
+
+
 class Job:
     """One prompt of a request, with its whole outcome decided up front (so replays are identical)."""
 
-    def __init__(self, engine: SimEngine, prompt: str, params: dict[str, Any], rid: str | None,
+    def __init__(self, engine: Engine, prompt: str, params: dict[str, Any], rid: str | None,
                  *, logprobs: dict[str, Any] | None = None, log_metrics: bool = True) -> None:  # fmt: skip
         self.engine = engine
         self.log_metrics = log_metrics  # GenerateReqInput.log_metrics: False keeps it out of /metrics

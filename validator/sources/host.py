@@ -14,21 +14,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator.facts import HostFacts
+from validator.sources.host_root import host_root
 
 if TYPE_CHECKING:
     from validator.sources.gathering import Gathering
 
 SPARK_MARKERS = re.compile(r"\bGB10\b|DGX[ _-]?Spark", re.IGNORECASE)
 _ARM = frozenset({"aarch64", "arm64"})
-
-
-HOST_ROOT_ENV = "SPARK_VALIDATE_HOST_ROOT"
-
-
-def host_root() -> Path:
-    """Where the host's /proc and /sys are: ``$SPARK_VALIDATE_HOST_ROOT`` (a container with the host's
-    trees mounted elsewhere, or a test's fixture tree), else /."""
-    return Path(os.environ.get(HOST_ROOT_ENV) or "/")
 
 
 def read_host(

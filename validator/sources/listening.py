@@ -37,7 +37,7 @@ from typing import Literal
 
 from validator.errors import UnavailableError
 from validator.procinfo import parent_pid, stat_fields
-from validator.sources.host import host_root
+from validator.sources.host_root import host_root
 
 TCP_LISTEN = 0x0A  # include/net/tcp_states.h: TCP_LISTEN
 _MAX_TABLE_LINES = 2_000_000  # one line per socket of the namespace; a busy host has tens of thousands

@@ -22,9 +22,9 @@ from validator.facts import Facts, ServerFacts
 if TYPE_CHECKING:
     from validator.live_inputs import LiveInputs
     from validator.pack_schema import ProbeSettings
-    from validator.sources.live_log import StartWatch
     from validator.sources.log_state import LogReader
     from validator.sources.server_http import SGLangClient
+    from validator.sources.start_watch import StartWatch
 
 
 @dataclass

@@ -36,7 +36,7 @@ import sys
 from pathlib import Path
 
 from validator.facts import LaunchFacts, NodeFacts, SGLangInstallFacts
-from validator.sources.host import host_root
+from validator.sources.host_root import host_root
 from validator.sources.listening import ListeningError, descendants
 from validator.sources.process import ProcessFacts
 

@@ -11,7 +11,7 @@ Each poll's requests get what is left of ``wait_s`` as their total deadline (at 
 wait within ``--wait`` plus a few seconds instead of a read timeout per byte.
 
 A start that has died does not come up however long one waits: ``start_failed`` (given when the log is
-known, ``live_log.StartWatch``) is asked after each poll that found no ready server, and a reason from it
+known, ``start_watch.StartWatch``) is asked after each poll that found no ready server, and a reason from it
 ends the wait at once, quoting the log.
 
 As the live job's server source (:func:`gather`), the wait's answer becomes ``facts.server``, with
