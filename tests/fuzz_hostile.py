@@ -29,10 +29,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.byte_stream import ChunkedBody
+from validator.bounded_files import parse_json
 from validator.errors import InputError, ValidatorError
 from validator.redact import REDACTED, neutralize_controls, redact, redact_text, register_secret
 from validator.sources.env_file import parse_env_text
-from validator.sources.files import parse_json
 from validator.sources.launch_command import launch_from_string
 from validator.sources.safetensors_header import parse_header
 from validator.sources.server_http import ServerError, SGLangClient

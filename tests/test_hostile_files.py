@@ -20,8 +20,8 @@ import pytest
 from tests.support.bounded_run import run_bounded
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import run_cli
+from validator.bounded_files import json_depth, parse_json, read_bounded, read_text_bounded
 from validator.errors import InputError
-from validator.sources.files import json_depth, parse_json, read_bounded, read_text_bounded
 
 HUGE_INT = "9" * 5000
 
@@ -216,8 +216,8 @@ def test_prefix_readers_refuse_fifos_and_devices(tmp_path: Path) -> None:
     """Readers that only need a file's head (installed SGLang's sources, dist-info METADATA, a hub ref)
     used ``read_bytes()[:N]`` or a line iterator: ``/dev/zero`` was read whole, a FIFO blocked. Through
     ``read_head`` they see an ``OSError`` and treat the file as unreadable, as for a missing one."""
+    from validator.bounded_files import read_head
     from validator.sources.dists import metadata_version
-    from validator.sources.files import read_head
     from validator.sources.sglang_install import _redirects_flashinfer_cache
 
     root = tmp_path / "sglang"

@@ -26,11 +26,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from validator.bounded_files import read_head, read_text_bounded
 from validator.errors import InputError
 from validator.pack_lint import lint_pack
 from validator.pack_schema import RulePack
 from validator.schema import SchemaError, format_loc, load
-from validator.sources.files import read_head, read_text_bounded
 from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
 
 DEFAULT_PACK = "ling-3.0-flash-dgx-spark"

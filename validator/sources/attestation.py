@@ -38,11 +38,11 @@ from validator.attestation.trust import (
     binding_problems,
     url_address,
 )
+from validator.bounded_files import parse_json
 from validator.errors import InputError, UnavailableError
 from validator.facts import Facts
 from validator.procinfo import process_start_time, process_uid
 from validator.sources import listening
-from validator.sources.files import parse_json
 from validator.sources.gathering import Unreadable
 from validator.trusted_files import FileFacts, UnsafeLocation
 

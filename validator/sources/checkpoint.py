@@ -23,10 +23,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from validator.bounded_files import JSON_CAP, load_json_file
 from validator.errors import InputError
 from validator.facts import CHECKPOINT, CheckpointFacts, LaunchFacts, TensorInfo
 from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
-from validator.sources.files import JSON_CAP, load_json_file
 from validator.sources.safetensors_header import read_header
 
 if TYPE_CHECKING:

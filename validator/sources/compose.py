@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from validator.bounded_files import read_text_bounded
 from validator.errors import InputError, UsageError
 from validator.sources.docker_run import ContainerSpec, Mount, env_file_lines, parse_volume
-from validator.sources.files import read_text_bounded
 from validator.sources.shell.programs import is_server_command
 from validator.trusted_files import UnsafeLocation, creatable_by_others
 

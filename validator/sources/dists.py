@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from validator.sources.files import read_head
+from validator.bounded_files import read_head
 
 
 def normalize(name: str) -> str:

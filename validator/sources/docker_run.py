@@ -19,9 +19,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from validator.bounded_files import TEXT_CAP, read_trusted_bounded
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
-from validator.sources.files import TEXT_CAP, read_trusted_bounded
 from validator.sources.launch_command import launch_from_argv
 from validator.sources.shell.command_line import split_command_line
 

@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from validator.bounded_files import load_json_file, read_head
 from validator.errors import InputError
 from validator.facts import DSparkDraftFacts
-from validator.sources.files import load_json_file, read_head
 
 if TYPE_CHECKING:
     from validator.sources.gathering import Gathering

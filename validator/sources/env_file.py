@@ -17,8 +17,8 @@ import re
 from collections.abc import Collection
 from pathlib import Path
 
+from validator.bounded_files import TEXT_CAP, read_trusted_bounded
 from validator.errors import InputError
-from validator.sources.files import TEXT_CAP, read_trusted_bounded
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _WHITESPACE = " \t\n\r"

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from validator.sources.files import read_head
+from validator.bounded_files import read_head
 
 # huggingface_hub's validate_repo_id: [namespace/]name of word characters, '-' and '.', no '--' or '..'
 _REPO_ID = re.compile(r"^(?:[\w.-]+/)?[\w.-]{1,96}$")

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from validator.bounded_files import read_head
 from validator.facts import HummingFacts
 from validator.sources.dists import find_dist
-from validator.sources.files import read_head
 from validator.sources.gathering import Unreadable
 
 if TYPE_CHECKING:

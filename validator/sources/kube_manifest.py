@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
 from validator.sources.docker_run import ContainerSpec, Mount
-from validator.sources.files import read_text_bounded
 from validator.sources.shell.programs import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024

@@ -15,9 +15,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
-from validator.sources.files import TEXT_CAP, open_regular, read_text_bounded
 from validator.sources.server_command import classify
 from validator.sources.sglang_cli import parse_argv
 from validator.sources.shell.command_line import split_command_line

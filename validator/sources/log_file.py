@@ -7,7 +7,7 @@ and reads at most ``MAX_READ_BYTES`` (the first and last halves of a larger regi
 counted). Truncation (size below the offset, or the bytes before the offset changed: ``copytruncate``
 followed by new writes) restarts at offset 0 and keeps the current start's facts (the server did not
 restart); rotation (a new inode at the path) drains the old file, then follows the new one. Only regular
-files are opened (``sources.files.open_regular``: a FIFO or device is refused). Lines are capped at
+files are opened (``bounded_files.open_regular``: a FIFO or device is refused). Lines are capped at
 ``MAX_LINE_BYTES``. Reading blocks: the sidecar calls ``poll`` through ``asyncio.to_thread``.
 """
 
@@ -18,9 +18,9 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from validator.bounded_files import open_regular
 from validator.errors import InputError, UnavailableError
 from validator.facts import DecodeSample, LogFacts
-from validator.sources.files import open_regular
 from validator.sources.log_grammar import (
     DECODE_MARK,
     START_MARKER,

@@ -15,8 +15,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from validator.bounded_files import open_regular
 from validator.errors import InputError
-from validator.sources.files import open_regular
 
 # The safetensors library refuses headers above 100 MB; a real shard's header is a few hundred KB.
 MAX_HEADER_BYTES = 100_000_000

@@ -30,10 +30,10 @@ from typing import Any
 
 import httpx
 
+from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
 from validator.redact import redact, redact_text, register_secret, safe_url
 from validator.sources.bounded_body import BoundedBody, MiB, stream_lines
-from validator.sources.files import read_text_bounded
 from validator.sources.server_replies import (
     Generation,
     ServerError,

@@ -2,7 +2,7 @@
 
 The client (:mod:`validator.sources.server_http`) fetches bytes within its deadlines and caps; this
 module turns them into values or into one :class:`ServerError` naming the endpoint: JSON that decodes
-(UTF-8, no ``NaN``, nested at most :data:`validator.sources.files.MAX_JSON_DEPTH` levels), the objects
+(UTF-8, no ``NaN``, nested at most :data:`validator.bounded_files.MAX_JSON_DEPTH` levels), the objects
 the callers expect, and ``/generate``'s shape (string ``text``, finite non-negative counters). A reply
 of the wrong shape is the endpoint being unavailable, never an exception from deep inside a check.
 Pure functions over bytes and values, so every hostile shape is tested without a socket.
@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from validator.bounded_files import MAX_JSON_DEPTH, json_depth
 from validator.errors import UnavailableError
-from validator.sources.files import MAX_JSON_DEPTH, json_depth
 
 
 class ServerError(UnavailableError):

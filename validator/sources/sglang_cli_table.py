@@ -18,8 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
-from validator.sources.files import read_text_bounded
 from validator.sources.sglang_arg_types import TYPES
 
 TABLE_RESOURCE = "sglang-0.5.23-cli.json"

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from validator.bounded_files import TEXT_CAP, read_text_bounded
 from validator.errors import InputError
-from validator.sources.files import TEXT_CAP, read_text_bounded
 from validator.sources.sglang_cli_table import CliAction, CliTable, load_table
 
 

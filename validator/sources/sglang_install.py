@@ -17,8 +17,8 @@ import os
 import re
 from pathlib import Path
 
+from validator.bounded_files import read_head
 from validator.facts import SGLangInstallFacts
-from validator.sources.files import read_head
 from validator.sources.server_interpreter import InterpreterProbe
 
 _SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused

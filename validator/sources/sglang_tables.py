@@ -24,10 +24,10 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from validator.bounded_files import read_head
 from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
-from validator.sources.files import read_head
 from validator.sources.sglang_cli_table import TableChoice, load_table
 from validator.trusted_files import UnsafeLocation, read_trusted_file, write_private
 

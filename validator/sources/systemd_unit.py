@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from validator.bounded_files import TEXT_CAP, read_bounded
 from validator.errors import InputError
 from validator.facts import LaunchFacts
 from validator.sources.env_file import read_env_file
-from validator.sources.files import TEXT_CAP, read_bounded
 from validator.sources.launch_command import launch_from_argv, unwrap_launch
 from validator.sources.unit_syntax import (
     ENV_NAME,

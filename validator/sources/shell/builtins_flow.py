@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from validator.sources.files import read_bounded
+from validator.bounded_files import read_bounded
 from validator.sources.shell.conditions import test_words
 from validator.sources.shell.machine import Builtin, Machine, known_words
 from validator.sources.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from validator.bounded_files import read_bounded
 from validator.errors import UnresolvedLaunch
-from validator.sources.files import read_bounded
 from validator.sources.shell.evaluator import Evaluator
 from validator.sources.shell.paths import Forks, explore
 from validator.sources.shell.state import MAX_PATHS, Ending, Reading
