@@ -28,7 +28,7 @@ PACKAGE = "validator"
 # package, on a path that may not need it) or an import that must not run where the module is imported.
 _HTTPX = "it imports httpx"
 _LAUNCH = "launch (on the server's start path) imports this module for recognise_simulator_processes"
-_SIM_SERVER = "the simulator's server: uvicorn, starlette, pydantic"
+_SIM_SERVER = "the simulator's server: uvicorn and starlette"
 _NPD = "imported in the worker thread, so that --timeout bounds it too (httpx)"
 LAZY_OWN: dict[str, dict[str, str]] = {
     "validator/cli.py": {
@@ -56,7 +56,7 @@ LAZY_OWN: dict[str, dict[str, str]] = {
         "installs the hooks, and a failed import there is logged, never raised into SGLang",
     },
     "validator/sim/runner.py": {
-        "validator.sim.app": "the ASGI app (starlette, pydantic), built with uvicorn"
+        "validator.sim.app": "the ASGI app (starlette), built with uvicorn"
     },
     "validator/preflight.py": {
         "validator.sources": "the container reader, only for a launch whose install is inside an image "
