@@ -55,9 +55,7 @@ LAZY_OWN: dict[str, dict[str, str]] = {
         "validator.plugin.hooks": "SGLang imports the entry point in every process; only a scheduler "
         "installs the hooks, and a failed import there is logged, never raised into SGLang",
     },
-    "validator/sim/runner.py": {
-        "validator.sim.app": "the ASGI app (starlette), built with uvicorn"
-    },
+    "validator/sim/runner.py": {"validator.sim.app": "the ASGI app (starlette), built with uvicorn"},
     "validator/preflight.py": {
         "validator.sources": "the container reader, only for a launch whose install is inside an image "
         "(preflight runs in the server's start-up; gather imports each source's module by its row)",
