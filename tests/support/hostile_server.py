@@ -53,6 +53,8 @@ MODES: dict[str, str] = {
     "echo_key": "/server_info, /generate: echo the Authorization header back (a leaky server)",
     "ansi": "/generate: an error message carrying terminal control sequences that redraw it as PASS",
     "markup": "/generate: an error message carrying HTML that would end the status page's table and run",
+    "metrics_labels": "/metrics: one sglang:spec_accept_length series carrying 250,000 labels (2.8 MB)",
+    "metrics_series": "/metrics: sglang:generation_tokens_total in 200,000 series (8 MB)",
 }
 ANSI_MESSAGE = "\x1b[1A\x1b[2K\r  PASS  spec.accept_length  \x1b]0;owned\x07\u202e"
 # Closes the status page's table and cell, then tries a script, an event handler and an element of its own.
@@ -61,6 +63,9 @@ MARKUP_MESSAGE = (
     '<img src=x onerror="document.title=\'PWNED\'"><b id="pwned">owned</b>'
 )
 LEAK_MODES = frozenset({"echo_key", "ansi", "markup"})  # about what reaches the user, not about bounds
+# About time spent parsing a reply that is otherwise served as the healthy simulator's: the server is
+# reachable, so these end in a verdict (not 69), with the reading refused and said so.
+PARSE_MODES = frozenset({"metrics_labels", "metrics_series"})
 ALL_ENDPOINTS = {"endless_body", "endless_length", "gzip_bomb", "bad_gzip", "drip", "silent"}
 
 
@@ -123,6 +128,8 @@ class Hostile:
                 self._reply(w, 200, json.dumps(self.info).encode())
         elif path in ("/model_info", "/get_model_info"):
             self._reply(w, 200, json.dumps(self.model).encode())
+        elif path == "/metrics" and mode in PARSE_MODES:
+            self._reply(w, 200, _hostile_metrics(mode), b"text/plain; version=0.0.4")
         elif path == "/generate" and mode == "endless_sse":
             w.write(
                 b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -183,11 +190,22 @@ class Hostile:
             await w.drain()
 
     @staticmethod
-    def _reply(w: asyncio.StreamWriter, status: int, body: bytes) -> None:
+    def _reply(w: asyncio.StreamWriter, status: int, body: bytes, ctype: bytes = b"application/json") -> None:
         w.write(
-            b"HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-            % (status, len(body), body)
+            b"HTTP/1.1 %d X\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n%s"
+            % (status, ctype, len(body), body)
         )
+
+
+def _hostile_metrics(mode: str) -> bytes:
+    """The Prometheus text of a ``PARSE_MODES`` mode: well-formed, each within the 16 MiB body cap."""
+    if mode == "metrics_labels":  # prometheus_client's label parser is quadratic in the label count
+        labels = ",".join(f'l{i}="v"' for i in range(250_000))
+        head = b"# TYPE sglang:spec_accept_length gauge\n"
+        return head + b"sglang:spec_accept_length{%s} 1.0\n" % labels.encode()
+    lines = [b"# TYPE sglang:generation_tokens counter"]
+    lines += [b'sglang:generation_tokens_total{model_name="m",series="%d"} 1.0' % i for i in range(200_000)]
+    return b"\n".join(lines) + b"\n"
 
 
 async def serve(mode: str, port: int, ready: asyncio.Event | None = None) -> None:

@@ -20,13 +20,55 @@ VERIFY_CALLS = "sglang:spec_verify_calls_total"
 NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
 _WANTED = frozenset({ACCEPT_LENGTH, ACCEPT_RATE, GENERATION_TOKENS, VERIFY_CALLS, NUM_DRAFT_TOKENS})
 
+# Time bounds on the server's text, not only the 16 MiB byte cap: prometheus_client's label parser is
+# quadratic in a line's label count, so one series with 250,000 labels (2.8 MB) would hold a worker thread
+# for about a minute. SGLang's own lines carry at most 6 labels and stay under 1 KiB; its families have one
+# series per rank and streaming flag. Past a bound the reading is refused as a whole (no reading, a note
+# saying which bound), never parsed in part.
+MAX_LINE = 4096  # characters per line of a family we read (other families' lines are only split)
+MAX_LABELS = 32  # labels per series
+MAX_SERIES = 256  # series per family we read
+
+
+class MetricsBoundError(ValueError):
+    """The text passes a bound of :data:`MAX_LINE`, :data:`MAX_LABELS` or :data:`MAX_SERIES`."""
+
+
+def _wanted_lines(text: str) -> str:
+    """The lines of the families this project reads (samples, ``# HELP`` and ``# TYPE``), each held to the
+    bounds; everything else is dropped unparsed, in one linear pass."""
+    kept: list[str] = []
+    series: dict[str, int] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("#"):
+            parts = line.split(None, 3)
+            name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
+            # a counter's family is named without ``_total`` in its TYPE line
+            if name not in _WANTED and f"{name}_total" not in _WANTED:
+                continue
+        else:
+            name = line.split("{", 1)[0].split(None, 1)[0] if line.strip() else ""
+            if name not in _WANTED:
+                continue
+            series[name] = series.get(name, 0) + 1
+            if series[name] > MAX_SERIES:
+                raise MetricsBoundError(f"{name} has over {MAX_SERIES} series")
+            if line.count('="') > MAX_LABELS:
+                raise MetricsBoundError(f"line {number} ({name}) has over {MAX_LABELS} labels")
+        if len(line) > MAX_LINE:
+            raise MetricsBoundError(f"line {number} ({name}) is {len(line)} characters, over {MAX_LINE}")
+        kept.append(line)
+    kept.append("")
+    return "\n".join(kept)
+
 
 def parse_metrics(text: str) -> MetricsReading:
-    """Read the families this project needs; raises ``ValueError`` when the text is not Prometheus text."""
+    """Read the families this project needs; raises ``ValueError`` when the text is not Prometheus text
+    (:class:`MetricsBoundError` when it passes a bound)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     values: dict[str, list[float]] = {name: [] for name in _WANTED}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(_wanted_lines(text)):
         for sample in family.samples:
             if (
                 sample.name in values

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from validator.errors import UnavailableError
 from validator.facts import NOTHING_ACCEPTED, ServerMetricsFacts
-from validator.sources.metrics_reading import MetricsWatch, parse_metrics
+from validator.sources.metrics_reading import MetricsBoundError, MetricsWatch, parse_metrics
 
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering
@@ -65,6 +65,8 @@ async def _one_reading(client: SGLangClient, watch: MetricsWatch) -> ServerMetri
         return watch.unreadable(why)
     try:
         reading = await asyncio.to_thread(parse_metrics, text)
+    except MetricsBoundError as exc:
+        return watch.unreadable(f"/metrics passes a bound, not read: {exc}")
     except (ValueError, TypeError, IndexError) as exc:
         return watch.unreadable(f"/metrics is not Prometheus text ({type(exc).__name__})")
     return watch.observe(reading)
