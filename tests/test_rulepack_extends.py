@@ -4,6 +4,7 @@ a dropped check that does not exist) refused with the file named (exit 65)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -52,7 +53,10 @@ def test_a_site_pack_changes_only_what_it_says(tmp_path: Path) -> None:
     base_head = next(c for c in base.checks if c.id == "lm_head.fp8")
     assert head.severity == "warning"
     assert head.why == base_head.why and head.remedies == base_head.remedies
-    assert pack.probe == base.probe
+    # the same probe; its prompt file is the base pack's, named where it is (the site pack is elsewhere)
+    assert pack.probe is not None and base.probe is not None
+    assert replace(pack.probe, prompts=base.probe.prompts) == base.probe
+    assert load_pack(str(site)).probe_prompts == load_pack(None).probe_prompts
 
 
 def test_the_site_pack_drives_a_real_preflight(tmp_path: Path) -> None:
@@ -173,3 +177,62 @@ def test_shipped_recipes_are_written_as_changes_to_the_default_pack() -> None:
             if entry["id"] in base:
                 same = [k for k, v in entry.items() if k != "id" and raw_base[entry["id"]].get(k) == v]
                 assert not same, (path.name, entry["id"], same)
+
+
+CLUSTER_PACK = Path(__file__).resolve().parents[1] / "deploy/cluster/ling-3.0-flash-dgx-spark-tp2.yaml"
+
+
+def test_a_site_pack_in_the_operators_directory_probes_with_the_base_packs_prompts(tmp_path: Path) -> None:
+    """The shipped cluster pack saved in an operator's own directory, which holds no prompt file: the
+    probe reads the built-in pack's prompts (the pack that names them), so the broken draft fails
+    ``spec.accept_length`` as under the built-in pack (78), never "probe-prompts.yaml: no such file"."""
+    from tests.support.sim_process import sim_process
+
+    site = tmp_path / "srv" / "our-spark.yaml"
+    site.parent.mkdir(mode=0o700)
+    site.write_text(CLUSTER_PACK.read_text())
+    assert run_cli("rules", "lint", str(site)).returncode == 0
+    with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as sim:
+        argv = ["check", "--url", sim.url, "--rules", str(site), "--attestation", str(sim.attestation)]
+        out = run_cli(*argv, "--format", "json", timeout=120)
+    results = {r["id"]: r for r in json_report(out.stdout)["checks"]}
+    assert results["spec.accept_length"]["status"] == "fail", results["spec.accept_length"]
+    assert "no such file" not in out.stdout + out.stderr
+    assert out.returncode == 78, out.stderr
+
+
+def test_a_prompt_file_named_by_the_site_pack_is_beside_the_site_pack(tmp_path: Path) -> None:
+    """Each pack's files resolve against that pack: the site pack's own prompt file is found beside it,
+    and ``rules lint`` reads it (a missing or malformed one is a lint problem naming it, exit 65)."""
+    site = tmp_path / "site.yaml"
+    site.write_text(SITE + "probe:\n  prompts: our-prompts.yaml\n")
+    lint = run_cli("rules", "lint", str(site))
+    assert lint.returncode == 65 and f"{tmp_path}/our-prompts.yaml" in lint.stderr, lint.stderr
+    assert "no such file" in lint.stderr and "Traceback" not in lint.stderr
+    (tmp_path / "our-prompts.yaml").write_text("prompts: 5\n")
+    lint = run_cli("rules", "lint", str(site))
+    assert lint.returncode == 65 and "non-empty 'prompts' list" in lint.stderr, lint.stderr
+    (tmp_path / "our-prompts.yaml").write_text("prompts:\n  - {id: one, text: Count to ten.}\n")
+    assert run_cli("rules", "lint", str(site)).returncode == 0
+    loaded = load_pack(str(site))
+    assert loaded.probe_prompts == tmp_path / "our-prompts.yaml"
+
+
+def test_a_pack_over_a_site_pack_keeps_the_site_packs_prompts(tmp_path: Path) -> None:
+    """Three deep: a team pack in another directory over the site pack over the built-in one; the prompt
+    file the site pack names is still the site pack's."""
+    (tmp_path / "site").mkdir()
+    (tmp_path / "team").mkdir()
+    (tmp_path / "site" / "site.yaml").write_text(SITE + "probe:\n  prompts: our-prompts.yaml\n")
+    (tmp_path / "site" / "our-prompts.yaml").write_text("prompts:\n  - {id: one, text: Count to ten.}\n")
+    team = tmp_path / "team" / "team.yaml"
+    team.write_text("extends: ../site/site.yaml\nmetadata:\n  name: team-spark\n")
+    assert run_cli("rules", "lint", str(team)).returncode == 0
+    assert load_pack(str(team)).probe_prompts == tmp_path / "site" / "our-prompts.yaml"
+    from validator.rulepack import builtin_packs_dir
+
+    site = load_pack(str(tmp_path / "site" / "site.yaml"))
+    assert site.probe_prompts == tmp_path / "site" / "our-prompts.yaml"
+    plain = tmp_path / "team" / "plain.yaml"
+    plain.write_text(SITE)
+    assert load_pack(str(plain)).probe_prompts == builtin_packs_dir() / "probe-prompts.yaml"

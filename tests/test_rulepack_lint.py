@@ -25,6 +25,8 @@ def _cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
 
 
 def _pack(tmp_path: Path, text: str, name: str = "pack.yaml") -> Path:
+    """A copy of a pack's text, with the prompt file it names beside it (as an operator copies both)."""
+    (tmp_path / "probe-prompts.yaml").write_bytes((REPO / "rules" / "probe-prompts.yaml").read_bytes())
     p = tmp_path / name
     p.write_text(text)
     return p

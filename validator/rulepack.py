@@ -290,6 +290,19 @@ def _merge_checks(base: list[Any], over: list[Any], drop: list[Any], where: str)
     return [c for c in out if c is not None]
 
 
+def _anchor_files(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The files a pack names (``probe.prompts``), made absolute against that pack's own real directory
+    before another pack extends it: a site pack in ``/srv`` over a built-in recipe keeps the built-in
+    prompts, and a prompt file the site pack names itself stays beside the site pack."""
+    probe = data.get("probe")
+    if not isinstance(probe, dict):
+        return data
+    prompts = probe.get("prompts")
+    if not isinstance(prompts, str) or not prompts or Path(prompts).is_absolute():
+        return data
+    return {**data, "probe": {**probe, "prompts": str(path.resolve().parent / prompts)}}
+
+
 def with_extends(path: Path, data: dict[str, Any], depth: int = 0) -> dict[str, Any]:
     """A pack's YAML mapping with every ``extends:`` applied: what the schema validates."""
     where = str(path)
@@ -298,7 +311,7 @@ def with_extends(path: Path, data: dict[str, Any], depth: int = 0) -> dict[str, 
     if depth >= EXTENDS_DEPTH:
         raise InputError(where, f"extends: more than {EXTENDS_DEPTH} packs deep (a loop?)")
     parent = _extended_path(path, data.get("extends"))
-    base = with_extends(parent, _read_yaml(parent)[1], depth + 1)
+    base = _anchor_files(parent, with_extends(parent, _read_yaml(parent)[1], depth + 1))
     over = {k: v for k, v in data.items() if k not in ("extends", "drop_checks", "checks")}
     merged = _merge_mapping(base, over)
     drop = data.get("drop_checks") or []

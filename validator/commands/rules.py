@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 
 from validator.engine import waiver_for
-from validator.errors import ExitCode, UsageError
+from validator.errors import ExitCode, InputError, UsageError
 from validator.pack_figures import literal_figures
 from validator.pack_lint import expired_waivers
 from validator.pack_templates import expect_fields, expect_value, render_template
+from validator.probe import load_prompts
 from validator.rulepack import (
+    LoadedPack,
     PackError,
     builtin_packs_dir,
     extended_pack,
@@ -44,6 +46,7 @@ def lint(path_arg: str) -> int:
         for line in exc.lines():
             sys.stderr.write(f"spark-validate: {line}\n")
         return int(ExitCode.DATAERR)
+    files_ok = _files_named(LoadedPack(pack, path.absolute()), path)
     expired = expired_waivers(pack)
     for w in expired:
         sys.stderr.write(
@@ -62,13 +65,27 @@ def lint(path_arg: str) -> int:
                 f"spark-validate: note: {path}: {f.check}.{f.key} writes {f.field} ({f.literal}) as a "
                 f"number: {{{f.field}}} follows the pack\n"
             )
-    if expired or any(f.disagrees for f in figures):
+    if not files_ok or expired or any(f.disagrees for f in figures):
         return int(ExitCode.DATAERR)
     sys.stdout.write(
         f"{path}: ok ({pack.metadata.name} v{pack.metadata.version}, {len(pack.checks)} checks, "
         f"{len(pack.waivers)} waivers)\n"
     )
     return 0
+
+
+def _files_named(loaded: LoadedPack, path: Path) -> bool:
+    """Read every file the pack names (through ``extends:``, each resolved against the pack that names
+    it), as the probe will read it: a prompt file a check would miss is a lint problem, not a probe error
+    on the first live check. Each problem is one line on stderr; False when there was one."""
+    if loaded.probe_prompts is None:
+        return True
+    try:
+        load_prompts(loaded.probe_prompts)
+    except InputError as exc:
+        sys.stderr.write(f"spark-validate: {path}: probe.prompts: {exc}\n")
+        return False
+    return True
 
 
 def run(args: argparse.Namespace) -> int:
