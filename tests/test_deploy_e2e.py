@@ -41,10 +41,13 @@ REPO = Path(__file__).resolve().parents[1]
 RULES = DEPLOY / "prometheus" / "spark-validate.rules.yml"
 # Re-check every second and probe every 2 s, so that SGLang's counters move between scrapes.
 SIDECAR_ARGS = ("--interval", "1", "--probe-interval", "2", "--health-interval", "0.5", "--wait", "15")
-PODS = {"broken": "draft-head-weight-only", "healthy": "healthy"}
+PODS = {"broken": "draft-head-weight-only", "healthy": "healthy", "bare": "draft-head-weight-only"}
+# The "bare" pod's sidecar runs as on a default install, with neither --log nor --attestation: server.log is
+# skipped (it does not apply) and the attestation's checks are not proven; only real failures may page.
+BARE = {"bare"}
 # The healthy server takes a while to load, as a real one does (minutes there): its sidecar waits for it
 # and exports no finished check meanwhile, which no alert but SparkValidateNotReady may take for a fault.
-STARTUP_S = {"broken": 0.3, "healthy": 4.0}
+STARTUP_S = {"broken": 0.3, "healthy": 4.0, "bare": 0.3}
 # After the first full check, how long the healthy pod must stay without a pending or firing alert.
 QUIET_S = 6.0
 
@@ -141,7 +144,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         prom.wait_for("both servers scraped", lambda: _up(prom, "sglang") == servers_up, timeout=15)
         for name, (port, log, att) in servers.items():
             argv = ["-m", "validator", "serve", "--url", f"http://127.0.0.1:{port}"]
-            argv += ["--listen", pods[name].sidecar, "--attestation", str(att), "--log", str(log)]
+            argv += ["--listen", pods[name].sidecar]
+            argv += [] if name in BARE else ["--attestation", str(att), "--log", str(log)]
             stack.enter_context(
                 _process([*argv, *SIDECAR_ARGS], sidecar_ports[name], tmp / f"{name}-sidecar.out")
             )
@@ -212,6 +216,36 @@ def test_broken_draft_fires_the_acceptance_and_critical_check_alerts(stack: Stac
         ),
         timeout=20,
     )
+
+
+def test_skipped_and_unproven_checks_page_nowhere(stack: Stack) -> None:
+    """The trap on a default install (no --log, no --attestation): of its critical checks, server.log is
+    skipped and spec.lm_head_shared and attestation.trust are not proven; the critical alert fires for
+    the one that the probe proves failed, and for nothing else."""
+    prom, pod = stack.prom, stack.pods["bare"]
+    prom.wait_for("a failing check scraped", lambda: _first_full_check_scraped(prom, pod, "fail"), 20)
+    status = f'spark_validate_check_status{{instance="{pod.sidecar}",severity="critical"}} == 1'
+    statuses = {(s["metric"]["check"], s["metric"]["status"]) for s in prom.query(status)}
+    assert ("server.log", "skip") in statuses and ("spec.lm_head_shared", "error") in statuses, statuses
+    failing = {check for check, st in statuses if st == "fail"}
+    assert failing == {"spec.accept_length"}, statuses
+
+    def paged() -> set[str]:
+        return {
+            a["labels"]["check"]
+            for a in _alerts_for(prom, pod.sidecar)
+            if a["labels"]["alertname"] == "SparkValidateCriticalCheckFailing"
+        }
+
+    prom.wait_for("the failing check's alert", lambda: "spec.accept_length" in paged(), timeout=20)
+    _wait_next_evaluation(prom)
+    _wait_next_evaluation(prom)
+    assert paged() == {"spec.accept_length"}
+    # ALERTS keeps every pending or firing evaluation: no skipped or unproven check was ever "failing"
+    ever = prom.query(
+        f'count_over_time(ALERTS{{alertname="SparkValidateCriticalCheckFailing",instance="{pod.sidecar}"}}[10m])'
+    )
+    assert {s["metric"]["check"] for s in ever} == {"spec.accept_length"}, ever
 
 
 def test_healthy_pod_stays_silent(stack: Stack) -> None:

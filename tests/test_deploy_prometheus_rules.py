@@ -100,8 +100,21 @@ def _slug(heading: str) -> str:
     ("old", "new"),
     [
         (
+            'spark_validate_check_status{severity="critical",status="fail"} == 1',
+            'spark_validate_check_status{severity="x",status="fail"} == 1',
+        ),
+        # the old rule (a check not passing) pages on skipped and unproven checks: the cases catch it
+        (
+            'spark_validate_check_status{severity="critical",status="fail"} == 1',
             'spark_validate_check_passed{severity="critical"} == 0',
-            'spark_validate_check_passed{severity="x"} == 0',
+        ),
+        (
+            'spark_validate_check_status{severity="critical",status="fail"} == 1',
+            'spark_validate_check_status{severity="critical",status!="pass"} == 1',
+        ),
+        (
+            "unless on (job, instance) spark_validate_ready == 1\n        for: 5m",
+            "unless on (job, instance) spark_validate_ready == 2\n        for: 5m",
         ),
         ("spark_validate_spec_accept_length < 1.5", "spark_validate_spec_accept_length < 0.5"),
         ("ratio_rate5m < 1.5", "ratio_rate5m > 1.5"),
