@@ -274,5 +274,7 @@ def test_a_server_that_never_answers_is_unknown_before_npds_timeout(
     # by half the budget, reports what it proved without the server: this argv fails preflight outright.
     # Which one depends on how fast this machine starts it; never OK, and always before NPD's 5 s.
     assert status in ("Unknown", "NonOK"), message
-    assert message == "UNKNOWN did not finish within 1 s" or message.startswith("FAIL moe.backend@"), message
+    assert message.startswith("UNKNOWN did not finish within 1 s") or message.startswith(
+        "FAIL moe.backend@"
+    ), message
     assert took < 4.5

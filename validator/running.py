@@ -22,10 +22,10 @@ from dataclasses import dataclass, replace
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
 from validator.facts import LAUNCH, Facts, LaunchFacts
-from validator.live import LiveInputs, LiveResult, gather_live
+from validator.live import LiveInputs, LiveResult, check_deadline_s, gather_live
 from validator.preflight import gather, unproven_by_unresolved
 from validator.preflight_inputs import PreflightInputs
-from validator.report import CheckResult, ProbeResult, Status, utc_now_iso
+from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
 from validator.rulepack import LoadedPack
 from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
 from validator.sources.launch import read_launch
@@ -219,6 +219,33 @@ def pick(servers: list[ServerProcess], pid: int | None) -> list[ServerProcess]:
     return [s for s in servers if s.process.pid in above]
 
 
+# What the preflight half of one server may spend beyond its live half's deadline (reading the install,
+# the model directory, the interpreter probe: each bounded on its own); the sum is ``check``'s budget.
+PREFLIGHT_MARGIN_S = 30.0
+
+
+def unfinished(server: ServerProcess, loaded: LoadedPack, deadline_s: float) -> LiveResult:
+    """The answer for a server whose check did not finish within ``deadline_s``: inconclusive, not
+    reached, naming the process (never a pass, and never hiding what the other servers' checks found)."""
+    check = CheckResult(
+        id="server.ready",
+        status=Status.ERROR,
+        severity=Severity.CRITICAL,
+        message=f"{server.describe()}: the check did not finish within {deadline_s:g} s",
+        sources=["process"],
+    )
+    report = Report(
+        mode="check",
+        verdict=Verdict.INCONCLUSIVE,
+        rule_pack=loaded.name,
+        started_at=utc_now_iso(),
+        duration_s=deadline_s,
+        checks=[check],
+        target=server.describe(),
+    )
+    return LiveResult(report=report, reached=False, identity=None, pack=loaded)
+
+
 async def judge_all(
     inputs: RunningInputs,
     loaded: LoadedPack,
@@ -226,10 +253,17 @@ async def judge_all(
     pid: int | None = None,
     strict: bool = False,
     allow_partial: bool = False,
+    deadline_s: float | None = None,
     on_server: Callable[[ServerProcess], None] | None = None,
+    on_result: Callable[[ServerProcess, LiveResult], None] | None = None,
 ) -> list[LiveResult]:
-    """Discover, pick and judge; raises ``UnavailableError`` (exit 69) naming what was looked for when
-    no server (or not the one ``--pid`` names) is found."""
+    """Discover, pick and judge every server at once, within ``deadline_s`` from when the judging starts
+    (default: one live check's deadline plus ``PREFLIGHT_MARGIN_S``); results in discovery order. A
+    server whose check is not done by then is :func:`unfinished`; the others keep what they found, so a
+    server that accepts and never answers cannot turn another's failure into "did not finish".
+    ``on_result`` is told each result as it comes (``npd`` reads them past its own deadline). Raises
+    ``UnavailableError`` (exit 69) naming what was looked for when no server (or not the one ``--pid``
+    names) is found."""
     import asyncio
 
     discovery = await asyncio.to_thread(discover)
@@ -239,9 +273,26 @@ async def judge_all(
             found = ", ".join(s.describe() for s in discovery.servers)
             raise UnavailableError(f"--pid {pid} is not an SGLang server process (found: {found})")
         raise UnavailableError(await asyncio.to_thread(nothing_found, discovery))
-    results = []
+    if deadline_s is None:
+        deadline_s = check_deadline_s(inputs.live, loaded, inputs.live.probe) + PREFLIGHT_MARGIN_S
+
+    async def one(server: ServerProcess) -> LiveResult:
+        result = await judge(server, inputs, loaded, strict=strict, allow_partial=allow_partial)
+        if on_result is not None:
+            on_result(server, result)
+        return result
+
+    tasks = []
     for server in servers:
         if on_server is not None:
             on_server(server)
-        results.append(await judge(server, inputs, loaded, strict=strict, allow_partial=allow_partial))
+        tasks.append(asyncio.ensure_future(one(server)))
+    await asyncio.wait(tasks, timeout=deadline_s)
+    results = []
+    for server, task in zip(servers, tasks, strict=True):
+        if task.done() and not task.cancelled():
+            results.append(task.result())  # a check's own exception (a bug) propagates as before
+        else:
+            task.cancel()
+            results.append(unfinished(server, loaded, deadline_s))
     return results

@@ -39,6 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--script, --compose, --docker-cmd, --launch-cmd) is compared with what runs (launch.drift).",
     )
     g.add_argument("--pid", type=_pid, metavar="PID", help="judge this server process (or the one above it)")
+    g.add_argument(
+        "--deadline",
+        type=seconds,
+        metavar="SECONDS",
+        help="judge the servers at once and answer within this long: a server not judged by then is "
+        "inconclusive, a failure found is still exit 78 (default: one live check's deadline plus 30 s)",
+    )
     add_preflight_inputs(p)
     add_common(p)
 
@@ -222,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
     process_inputs = given(args)
     if args.url is None or args.pid is not None:
         return _run_processes(args)
+    if args.deadline is not None:
+        raise UsageError("check: --deadline bounds the judging of running servers: leave out --url")
     if process_inputs:
         flag = process_inputs[0]
         raise UsageError(
@@ -260,7 +269,14 @@ def _run_processes(args: argparse.Namespace) -> int:
     live.selection = selection_of(args, loaded)
     inputs = RunningInputs(live=live, host=host, declared=declared)
     results = asyncio.run(
-        judge_all(inputs, loaded, pid=args.pid, strict=args.strict, allow_partial=args.allow_partial)
+        judge_all(
+            inputs,
+            loaded,
+            pid=args.pid,
+            strict=args.strict,
+            allow_partial=args.allow_partial,
+            deadline_s=args.deadline,
+        )
     )
     reports = [r.report for r in results]
     if len(reports) > 1 and args.format not in ("text", "json"):

@@ -11,8 +11,10 @@ acceptance probe and no waiting (a plugin must be quick and must not load the se
 - exits 0 when every server found passes (critical checks whose evidence could not be gathered are
   accepted, as ``--allow-partial`` does, unless ``--require-proof``: NPD's unknown is for a run that
   could not judge, not for a deployment that cannot prove everything without a probe), 1 when a
-  critical check fails on any server, 2 when nothing was found, the run could not judge, or it ran out
-  of ``--timeout`` (which it enforces itself, below NPD's, so that NPD never has to kill it).
+  critical check fails on any server (also when another server's check did not finish: the servers are
+  judged at once, and a failure found is never lost to a deadline), 2 when nothing was found, the run
+  could not judge, or it ran out of ``--timeout`` with no failure found (it enforces the timeout itself,
+  below NPD's, so that NPD never has to kill it).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import os
 import sys
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from validator.commands.check import recognise_simulator_processes, seconds
@@ -68,19 +71,27 @@ def _fit(text: str, limit: int) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def summarize(reports: list[Any]) -> tuple[int, str]:
-    """(exit status, message) for the reports of the servers judged."""
+def _pid_of(target: str) -> str:
+    return target.split(" ", 2)[1] if target.startswith("PID ") else "?"
+
+
+def summarize(reports: list[Any], unfinished: Sequence[str] = (), timeout_s: float = 0.0) -> tuple[int, str]:
+    """(exit status, message) for the reports of the servers judged; ``unfinished``: the PIDs of servers
+    whose check did not finish within ``timeout_s``. A failure found is a problem (1) whatever did not
+    finish: a server that never answers cannot hide another's failure."""
     failed: list[str] = []
     unknown: list[str] = []
     for report in reports:
-        target = str(report.target or "")
-        pid = target.split(" ", 2)[1] if target.startswith("PID ") else "?"
+        pid = _pid_of(str(report.target or ""))
         critical = [c for c in report.checks if c.severity is Severity.CRITICAL and c.waived is None]
         failed += [f"{c.id}@{pid}" for c in critical if c.status is Status.FAIL]
         if report.verdict is Verdict.INCONCLUSIVE:
             unknown += [f"{c.id}@{pid}" for c in critical if c.status is Status.ERROR]
+    late = f"; {len(unfinished)} did not finish within {timeout_s:g} s" if unfinished else ""
     if failed:
-        return PROBLEM, "FAIL " + " ".join(dict.fromkeys(failed))
+        return PROBLEM, "FAIL " + " ".join(dict.fromkeys(failed)) + late
+    if unfinished:
+        return UNKNOWN, f"UNKNOWN did not finish within {timeout_s:g} s: PID " + ", ".join(unfinished)
     if unknown:
         return UNKNOWN, "UNKNOWN not proven: " + " ".join(dict.fromkeys(unknown))
     partial = sum(len(r.coverage.not_proven) for r in reports if r.coverage is not None)
@@ -88,7 +99,37 @@ def summarize(reports: list[Any]) -> tuple[int, str]:
     return OK, f"OK {len(reports)} server(s) pass{note}"
 
 
-def _judge(args: argparse.Namespace, out: dict[str, Any]) -> None:
+class _Progress:
+    """What the worker has found so far, read by the main thread at the deadline: the servers whose
+    checks started, the reports of those that finished, or the error that ended the run."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.servers: list[str] = []  # PIDs, in discovery order
+        self.reports: dict[str, Any] = {}  # PID -> report
+        self.error: tuple[int, str] | None = None
+        self.done = False
+
+    def started(self, server: Any) -> None:
+        with self.lock:
+            self.servers.append(str(server.process.pid))
+
+    def finished(self, server: Any, result: Any) -> None:
+        with self.lock:
+            self.reports[str(server.process.pid)] = result.report
+
+    def outcome(self, timeout_s: float) -> tuple[int, str]:
+        with self.lock:
+            if self.error is not None:
+                return self.error
+            if not self.servers:
+                return UNKNOWN, f"UNKNOWN did not finish within {timeout_s:g} s"
+            late = [pid for pid in self.servers if pid not in self.reports]
+            done = [self.reports[pid] for pid in self.servers if pid in self.reports]
+            return summarize(done, late, timeout_s)
+
+
+def _judge(args: argparse.Namespace, progress: _Progress) -> None:
     # here, in the worker: the live side (httpx, asyncio) loads within --timeout, which the main thread
     # enforces from the moment it starts this thread
     import asyncio
@@ -110,25 +151,36 @@ def _judge(args: argparse.Namespace, out: dict[str, Any]) -> None:
             allow_partial=not args.require_proof,
         )
         inputs = RunningInputs(live=live, host=PreflightInputs())
-        results = asyncio.run(
-            judge_all(inputs, loaded, pid=args.pid, strict=args.strict, allow_partial=not args.require_proof)
+        asyncio.run(
+            judge_all(
+                inputs,
+                loaded,
+                pid=args.pid,
+                strict=args.strict,
+                allow_partial=not args.require_proof,
+                deadline_s=budget,  # the main thread answers at --timeout with what finished by then
+                on_server=progress.started,
+                on_result=progress.finished,
+            )
         )
-        out["result"] = summarize([r.report for r in results])
     except ValidatorError as exc:
-        out["result"] = (UNKNOWN, f"UNKNOWN {exc}")
+        progress.error = (UNKNOWN, f"UNKNOWN {exc}")
     except Exception as exc:  # a bug: NPD's unknown, never a traceback in the node's condition
-        out["result"] = (UNKNOWN, f"UNKNOWN internal error: {type(exc).__name__}: {exc}")
+        progress.error = (UNKNOWN, f"UNKNOWN internal error: {type(exc).__name__}: {exc}")
+    finally:
+        progress.done = True
 
 
 def run(args: argparse.Namespace) -> int:
-    """Judge in a worker thread and wait at most ``--timeout``: a check that cannot finish (a server that
-    accepts and never answers, a slow disk) must not outlive the plugin's budget. Out of time, the line
-    says so and the process exits at once, without waiting for the thread."""
-    out: dict[str, Any] = {}
-    worker = threading.Thread(target=_judge, args=(args, out), daemon=True, name="npd")
+    """Judge the servers at once in a worker thread and answer at ``--timeout`` at the latest: a check
+    that cannot finish (a server that accepts and never answers, a slow disk) must not outlive the
+    plugin's budget, and must not hide what the other servers' checks found by then. Out of time, the
+    line says which did not finish and the process exits at once, without waiting for the thread."""
+    progress = _Progress()
+    worker = threading.Thread(target=_judge, args=(args, progress), daemon=True, name="npd")
     worker.start()
     worker.join(max(0.1, args.timeout))
-    status, message = out.get("result", (UNKNOWN, f"UNKNOWN did not finish within {args.timeout:g} s"))
+    status, message = progress.outcome(args.timeout)
     sys.stdout.write(_fit(redact_text(message), args.max_output_length) + "\n")
     sys.stdout.flush()
     if worker.is_alive():
