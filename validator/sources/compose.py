@@ -136,6 +136,27 @@ def _absent_but_safe(path: Path, where: str) -> None:
         )
 
 
+def _project_dotenv(dotenv: Path) -> dict[str, str]:
+    """The project's ``.env``, held to the trusted-file rule present or absent: ``docker compose up`` reads
+    whatever is there when it starts, so a file another user could write, or plant where none is yet (a
+    Compose file in a shared directory), would choose every ``${VAR:-default}`` after this verdict.
+    Anything there (a link, a FIFO, a directory included) goes to the trusted reader, which refuses what
+    it cannot trust by name; nothing there is no file only where nobody else could create one."""
+    if os.path.lexists(dotenv):
+        return read_dotenv(dotenv, str(dotenv))
+    try:
+        problems = creatable_by_others(dotenv, ())
+    except UnsafeLocation as exc:
+        problems = [str(exc)]
+    if problems:
+        raise InputError(
+            str(dotenv),
+            f"the Compose project's .env is not there, but {problems[-1]}: anyone could create it before "
+            "`docker compose up` reads it (keep the Compose file in a directory only you and root can write)",
+        )
+    return {}
+
+
 def _environment(
     service: dict[str, Any], base: Path, host: Mapping[str, str], where: str
 ) -> tuple[dict[str, str], dict[str, str]]:
@@ -224,10 +245,8 @@ def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, s
         raise InputError(where, "no services: not a Compose file")
     base = file.parent
     env = dict(host_env)
-    dotenv = base / ".env"
-    if dotenv.is_file():
-        for k, v in read_dotenv(dotenv, str(dotenv)).items():
-            env.setdefault(k, v)  # the shell's environment wins over .env, as in Compose
+    for k, v in _project_dotenv(base / ".env").items():
+        env.setdefault(k, v)  # the shell's environment wins over .env, as in Compose
     services: dict[str, Any] = doc["services"]
     if service is not None:
         if service not in services:
