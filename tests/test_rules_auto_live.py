@@ -34,8 +34,9 @@ def test_wait_bounds_the_whole_wait_with_nothing_listening() -> None:
     took, run = _timed(url, "--rules", "auto", "--wait", "6", timeout=60)
     run.not_ready()
     assert took < 10.5, f"--wait 6 took {took:.1f} s"
-    auto = run.check("rules.auto")
-    assert auto["status"] == "warn" and "could not be read" in auto["message"]
+    auto = run.check("rules.auto")  # no model read: no pack is chosen, unknown stays unknown
+    assert auto["status"] == "error" and "could not be read" in auto["message"], auto
+    assert run.report is not None and run.report["rule_pack"] == "none"
 
 
 def test_auto_on_a_dead_dspark_start_reaches_the_dspark_packs_verdict(tmp_path: Path) -> None:

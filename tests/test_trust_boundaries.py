@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.support.check_helpers import run_check
+from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import REPO, run_cli
 from tests.support.launch_recipe import RECIPE_CMD, RECIPE_ENV
 from tests.support.second_user import User, run_as
@@ -48,7 +49,19 @@ def _attack(user: User, script: str, cwd: Path, data: bytes | None = None) -> No
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
 
+_LING: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ling_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A Ling checkpoint for ``--rules auto``, which chooses no pack for a model nothing names."""
+    _LING["model"] = tmp_path_factory.mktemp("ling") / "Ling-3.0-flash-fp4"
+    write_checkpoint(_LING["model"], small=False)
+
+
 def _preflight(cwd: Path, *args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+    if "auto" in args:
+        args = (*args, "--model-dir", str(_LING["model"]))
     full = {**os.environ, **RECIPE_ENV, **(env or {})}
     proc = run_cli("preflight", "--format", "json", *args, env=full, cwd=cwd, timeout=120)
     report = json.loads(proc.stdout) if proc.stdout.startswith("{") else {}

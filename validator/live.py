@@ -177,10 +177,16 @@ async def run_live(
         facts = await gather_live(inputs, loaded, probe=probe)
     if facts.probe is None and previous_probe is not None and facts.server is not None:
         facts.probe = previous_probe
-    # no pack is written for the model: nothing is judged, and nothing unjudged is ever a pass
-    results = (
-        [] if no_pack else run_checks(facts, loaded, mode="check", strict=strict, selection=inputs.selection)
-    )
+    # no pack is written for the model: nothing is judged, and nothing unjudged is ever a pass. A server
+    # that never answered (why its model could not be read) is still said to be not ready: that is no
+    # judgement of its model.
+    if no_pack:
+        results = []
+        if facts.server is None:
+            every = run_checks(facts, loaded, mode="check", strict=strict, selection=inputs.selection)
+            results = [r for r in every if r.id == "server.ready"]
+    else:
+        results = run_checks(facts, loaded, mode="check", strict=strict, selection=inputs.selection)
     if auto is not None:
         results.insert(0, auto)
     report = build_report(

@@ -2,9 +2,12 @@
 
 The model decides first. Each shipped pack names the model it is written for (``recipe.architectures``,
 ``recipe.model_types``); the deployment's model is read from ``/model_info``, the attestation's loaded
-class, the checkpoint's ``config.json`` or the log's weight-load line. A model no shipped pack is for
-matches none: nothing is checked, and ``rules.auto`` says so as a critical ``error`` (inconclusive, exit
-69, never a pass), since judging a Qwen server by Ling's recipe would only produce false failures.
+class, the checkpoint's ``config.json`` (a Hub repo's from the server's cache), the log's weight-load line,
+or, where nothing else names it, the Hugging Face repo id the server downloads (a pack's ``metadata.model``
+names the repo its model is published as). A model no shipped pack is for matches none, and so does a
+model nothing names (a ``--model-path`` directory that is not here says nothing of what it holds): nothing
+is checked, and ``rules.auto`` says so as a critical ``error`` (inconclusive, exit 69, never a pass), since
+judging a Qwen server by Ling's recipe would only produce false failures. Unknown stays unknown.
 
 Then the recipe: each pack names it in its ``recipe:`` section (speculation, MoE backend, LM head); the
 deployment's own three are read from the launch command and its environment (or from ``/server_info``, the
@@ -63,8 +66,11 @@ class Model:
     architectures: tuple[str, ...]
     model_type: str | None
     source: str
+    repo_id: str | None = None  # a Hugging Face repo id, where that is all that names the model
 
     def describe(self) -> str:
+        if self.repo_id is not None and not self.architectures and not self.model_type:
+            return f"the Hugging Face repo {self.repo_id}"
         arch = ", ".join(self.architectures) or "architecture unknown"
         return f"{arch} (model_type {self.model_type})" if self.model_type else arch
 
@@ -78,12 +84,17 @@ class ShippedRecipe:
     architectures: tuple[str, ...]
     model_types: tuple[str, ...]
     fp8_env: str | None = None  # the variable that asks for the pack's FP8 head (expect.fp8_lm_head_env)
+    repo_ids: tuple[str, ...] = ()  # the Hub repos the pack's model is published as (metadata.model)
 
     def for_model(self, model: Model) -> bool:
-        """The architectures decide when known (they name the class SGLang loads); else ``model_type``."""
+        """The architectures decide when known (they name the class SGLang loads); else ``model_type``;
+        else the Hub repo the server downloads, when that is all there is (case-insensitive, as the Hub
+        resolves repo ids)."""
         if model.architectures:
             return bool(set(model.architectures) & set(self.architectures))
-        return model.model_type in self.model_types
+        if model.model_type is not None:
+            return model.model_type in self.model_types
+        return model.repo_id is not None and model.repo_id.lower() in {r.lower() for r in self.repo_ids}
 
 
 def _same_path(a: str | None, b: str | None) -> bool:
@@ -210,9 +221,19 @@ def shipped_recipes(dirs: Sequence[Path] = ()) -> list[ShippedRecipe]:
                     tuple(r.architectures),
                     tuple(r.model_types),
                     pack.expect.fp8_lm_head_env,
+                    _published_repos(pack.metadata.model),
                 )
             )
     return out
+
+
+def _published_repos(model: str) -> tuple[str, ...]:
+    """``metadata.model`` (``inclusionAI/Ling-3.0-flash-fp4``, or ``TARGET + DRAFT``): the target's repo id,
+    the first one named."""
+    from validator.sources import hf_cache
+
+    first = model.split("+", 1)[0].strip()
+    return (first,) if hf_cache.looks_like_repo_id(first) else ()
 
 
 def candidate_paths(dirs: Sequence[Path] = ()) -> dict[str, Path]:
@@ -255,6 +276,37 @@ def deployment_model(facts: Facts) -> Model | None:
         )
     if facts.log is not None and facts.log.loaded_models:
         return Model((facts.log.loaded_models[0],), None, f"the log's weight-load line ({facts.log.path})")
+    named = _model_repo(facts)
+    if named is not None:
+        return Model((), None, named[1], repo_id=named[0])
+    return None
+
+
+def _model_repo(facts: Facts) -> tuple[str, str] | None:
+    """The ``--model-path`` a server downloads from the Hugging Face Hub, and where it was read: the
+    launch command, ``/server_info`` or the log's ``server_args``. A path (absolute, relative to where the
+    server starts, or a directory here) is no repo id: a directory's name says nothing of what it holds."""
+    from validator.sources import hf_cache
+
+    found: list[tuple[str | None, str, Path | None]] = []
+    if facts.launch is not None:
+        found.append(
+            (
+                facts.launch.settings.model_path,
+                "the launch command's --model-path",
+                facts.launch.working_directory,
+            )
+        )
+    if facts.server is not None:
+        found.append((facts.server.settings.model_path, "the server's model_path (/server_info)", None))
+    if facts.log is not None and (logged := logged_settings(facts.log)) is not None:
+        found.append((logged.model_path, f"the model_path in the log's server_args ({facts.log.path})", None))
+    for value, source, cwd in found:
+        if not value or value.startswith(("/", ".", "~")) or not hf_cache.looks_like_repo_id(value):
+            continue
+        if Path(value).is_dir() or (cwd is not None and (cwd / value).is_dir()):
+            continue
+        return value, source
     return None
 
 
@@ -319,27 +371,53 @@ def choose_pack(facts: Facts, dirs: Sequence[Path] = ()) -> tuple[LoadedPack | N
     shipped = shipped_recipes(dirs)
     model = deployment_model(facts)
     sources = ["server" if live else "launch"]
-    if model is not None:
-        fitting = [p for p in shipped if p.for_model(model)]
-        if not fitting:
-            written_for = sorted({a for p in shipped for a in p.architectures})
+    which_model = sources if live else ["checkpoint", *sources]  # what would name the model
+    if model is None:
+        return None, CheckResult(
+            id=CHECK_ID,
+            status=Status.ERROR,
+            severity=Severity.CRITICAL,
+            message=(
+                "which model this deployment serves could not be read (no /model_info, attestation, "
+                "config.json, Hugging Face repo id or weight-load line in the log), so no pack can be chosen "
+                "for it and nothing was checked: another model judged by Ling's recipe would only fail"
+            ),
+            evidence={"pack": None, "model": None, "model_source": None},
+            sources=which_model,
+            remedy=(
+                "Give the checkpoint (--model-dir, or download the repo into the server's Hugging Face "
+                "cache), the server's log (--log) or the live server (--url), or name the pack with "
+                "--rules NAME."
+            ),
+        )
+    fitting = [p for p in shipped if p.for_model(model)]
+    if not fitting:
+        written_for = sorted({a for p in shipped for a in p.architectures})
+        if model.repo_id is not None and not model.architectures and not model.model_type:
+            repos = sorted({r for p in shipped for r in p.repo_ids})
+            reason = (
+                f"{model.source} ({model.describe()}) names a model no shipped pack is written for (they are "
+                f"for {', '.join(written_for)}, published as {', '.join(repos)}), and its config.json is not "
+                "in the Hugging Face cache here to say otherwise, so nothing was checked"
+            )
+        else:
             reason = (
                 f"{model.source} names the model {model.describe()}; no shipped pack is written for it "
                 f"(they are for {', '.join(written_for)}), so nothing was checked"
             )
-            return None, CheckResult(
-                id=CHECK_ID,
-                status=Status.ERROR,
-                severity=Severity.CRITICAL,
-                message=reason,
-                evidence={"pack": None, "model": model.describe(), "model_source": model.source},
-                sources=sources,
-                remedy=(
-                    "Name a pack written for this model with --rules PATH (spark-validate rules lint PATH "
-                    "checks it); the shipped packs validate Ling-3.0-flash recipes only."
-                ),
-            )
-        shipped = fitting
+        return None, CheckResult(
+            id=CHECK_ID,
+            status=Status.ERROR,
+            severity=Severity.CRITICAL,
+            message=reason,
+            evidence={"pack": None, "model": model.describe(), "model_source": model.source},
+            sources=which_model if model.repo_id is not None and not model.architectures else sources,
+            remedy=(
+                "Name a pack written for this model with --rules PATH (spark-validate rules lint PATH "
+                "checks it); the shipped packs validate Ling-3.0-flash recipes only."
+            ),
+        )
+    shipped = fitting
     have: Recipe | None
     fp8_envs = sorted({p.fp8_env for p in shipped if p.fp8_env})
     if live:
@@ -354,9 +432,7 @@ def choose_pack(facts: Facts, dirs: Sequence[Path] = ()) -> tuple[LoadedPack | N
     else:
         choice = choose(have, [(p.pack, p.recipe) for p in shipped], default=default, source=source)
     assert choice.pack is not None
-    model_note = f"; the model, {model.describe()} from {model.source}, is the pack's" if model else ""
-    if model is None:
-        model_note = "; the model's architecture could not be read (no /model_info, config.json or log line)"
+    model_note = f"; the model, {model.describe()} from {model.source}, is the pack's"
     result = CheckResult(
         id=CHECK_ID,
         status=Status.PASS if choice.exact else Status.WARN,
@@ -365,8 +441,8 @@ def choose_pack(facts: Facts, dirs: Sequence[Path] = ()) -> tuple[LoadedPack | N
         evidence={
             "pack": choice.pack,
             "recipe": have.describe() if have is not None else None,
-            "model": model.describe() if model is not None else None,
-            "model_source": model.source if model is not None else None,
+            "model": model.describe(),
+            "model_source": model.source,
         },
         sources=sources,
         remedy=None if choice.exact else "Name the pack the deployment means to follow with --rules NAME.",
