@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import REPO, run_cli
+from tests.support.fake_server import LISTENS
 from tests.support.loopback import free_port, stop, wait_listening
 from validator.sim.process_view import simulated_command
 from validator.sources.server_command import recognise_simulator
@@ -226,18 +227,30 @@ def test_discovery_survives_processes_exiting_while_it_reads() -> None:
             p.wait(timeout=10)
 
 
-def _fake_proc(root: Path, count: int, server_pid: int) -> None:
-    """A /proc-shaped tree: ``count`` processes, one of them an SGLang server with no sockets."""
+_TCP_HEAD = (
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+)
+# 0.0.0.0:30000 (0x7530) listening (0A), created by UID 0, inode 424242
+_TCP_LISTEN = (
+    "   0: 00000000:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 424242\n"
+)
+
+
+def _fake_proc(root: Path, count: int, server_pid: int, decoy_pid: int | None = None) -> None:
+    """A /proc-shaped tree: ``count`` processes, one of them an SGLang server holding the listening socket
+    on its port, and (``decoy_pid``) one with the same argv that holds no socket."""
     (root / "stat").write_text("cpu 0\nbtime 1700000000\n")
     for pid in range(2, count + 2):
         d = root / str(pid)
         d.mkdir()
         argv = ["sleep", "100"]
-        if pid == server_pid:
+        if pid in (server_pid, decoy_pid):
             argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000"]
             (d / "fd").mkdir()
             (d / "net").mkdir()
-            (d / "net" / "tcp").write_text("  sl  local_address rem_address   st\n")
+            (d / "net" / "tcp").write_text(_TCP_HEAD + _TCP_LISTEN)
+            if pid == server_pid:
+                (d / "fd" / "3").symlink_to("socket:[424242]")
             (d / "environ").write_bytes(b"SGLANG_ENABLE_FP8_LM_HEAD=1\0")
         (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
         (d / "stat").write_text(
@@ -248,11 +261,14 @@ def _fake_proc(root: Path, count: int, server_pid: int) -> None:
 def test_thousands_of_processes_are_read_within_bounds(tmp_path: Path) -> None:
     from validator.sources.server_processes import discover
 
-    _fake_proc(tmp_path, 5000, server_pid=4321)
+    _fake_proc(tmp_path, 5000, server_pid=4321, decoy_pid=1234)
     t0 = time.monotonic()
     found = discover(tmp_path)
     elapsed = time.monotonic() - t0
     assert [s.process.pid for s in found.servers] == [4321]
+    assert found.servers[0].url == "http://127.0.0.1:30000"
+    # the same argv and --port with no socket of its own: listed, never judged
+    assert [(i.pid, i.kind) for i in found.ignored] == [(1234, "not-listening")]
     assert found.servers[0].process.env == {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}
     assert found.processes == 5000 and elapsed < 10
     capped = discover(tmp_path, limit=100)
@@ -285,46 +301,22 @@ def _reader() -> Any:
 @contextmanager
 def others_server() -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
     """``python3 -m sglang.launch_server ...`` run by the second user (``setpriv``): the system python
-    runs a module named so from a world-readable directory, which only sleeps. Its argv and environment
-    are a server's; its environment is the second user's to read."""
-    import shutil
-    import tempfile
-
+    runs a module named so from a world-readable directory, which holds the listening socket on its
+    ``--port`` and sleeps. Its argv and environment are a server's; its environment is the second user's
+    to read."""
+    from tests.support.fake_server import process_as, server_argv, sglang_tree
     from tests.support.second_user import ensure_user
 
     owner = ensure_user()
-    top = Path(tempfile.mkdtemp(prefix="sv-other-"))
-    try:
-        os.chmod(top, 0o755)
-        (top / "sglang").mkdir(mode=0o755)
-        (top / "sglang" / "__init__.py").write_text("")
-        (top / "sglang" / "launch_server.py").write_text("import time\ntime.sleep(60)\n")
-        for f in (top / "sglang").iterdir():
-            f.chmod(0o644)
-        server = ["/usr/bin/python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "39999"]
-        env = ["env", "-i", "PATH=/usr/bin:/bin", "SGLANG_ENABLE_FP8_LM_HEAD=1"]
-        cmd = [
-            "setpriv",
-            f"--reuid={owner.uid}",
-            f"--regid={owner.gid}",
-            "--clear-groups",
-            "--",
-            *env,
-            *server,
-        ]
-        proc = subprocess.Popen(cmd, cwd=top, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            deadline = time.monotonic() + 10
-            # until setpriv and env have exec'd the server (env's own argv names it too)
-            while time.monotonic() < deadline and not Path(
-                f"/proc/{proc.pid}/cmdline"
-            ).read_bytes().startswith(b"/usr/bin/python3\0-m\0sglang.launch_server"):
-                time.sleep(0.05)
-            yield proc, owner
-        finally:
-            stop(proc)
-    finally:
-        shutil.rmtree(top, ignore_errors=True)
+    port = free_port()
+    env = {"PATH": "/usr/bin:/bin", "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+    with (
+        sglang_tree() as top,
+        process_as(
+            owner, server_argv(port), cwd=top, env=env, listen=port, prefix=b"/usr/bin/python3\0-m\0sglang"
+        ) as proc,
+    ):
+        yield proc, owner
 
 
 def _read_as_reader(pid: int) -> dict[str, Any]:
@@ -338,7 +330,11 @@ def _read_as_reader(pid: int) -> dict[str, Any]:
     from validator.rulepack import LoadedPack, load_pack
     from validator.sources.server_processes import discover
 
-    found = [s for s in discover().servers if s.process.pid == pid]
+    owner = os.stat(f"/proc/{pid}").st_uid
+    unnamed = discover()  # another user's process, its user not named: listed as ignored, never judged
+    assert pid not in [s.process.pid for s in unnamed.servers]
+    assert [i.kind for i in unnamed.ignored if i.pid == pid] == ["other-user"]
+    found = [s for s in discover(users=[owner]).servers if s.process.pid == pid]
     server = found[0]
     facts = gather(PreflightInputs(running=server))
     assert facts.launch is not None
@@ -496,17 +492,13 @@ def test_a_program_replaced_since_the_start_is_drift_even_without_a_declaration(
         shutil.copy2(os.path.realpath(sys.executable), python)
         (top / "sglang").mkdir()
         (top / "sglang" / "__init__.py").write_text("")
-        (top / "sglang" / "launch_server.py").write_text("import time\ntime.sleep(60)\n")
+        (top / "sglang" / "launch_server.py").write_text(LISTENS)  # a server holds its port's socket
         env = {"PATH": "/usr/bin:/bin", "PYTHONHOME": sys.base_prefix}
-        cmd = [str(python), "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(free_port())]
+        port = free_port()
+        cmd = [str(python), "-m", "sglang.launch_server", "--model-path", "/m", "--port", str(port)]
         proc = subprocess.Popen(cmd, cwd=top, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            deadline = time.monotonic() + 10
-            while (
-                time.monotonic() < deadline
-                and b"sglang" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
-            ):
-                time.sleep(0.05)
+            wait_listening(port, proc, what="server", timeout=30)
             python.unlink()
             result = run_cli("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=60)
         finally:

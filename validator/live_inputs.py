@@ -27,6 +27,8 @@ class LiveInputs:
     api_key: str | None = None
     attestation: Path | None = None
     server_uid: int | None = None  # --server-user: who the server runs as, where its process is not visible
+    # every --server-user: whose processes found from /proc may be judged, beside the reader's own
+    server_uids: tuple[int, ...] = ()
     log: Path | str | None = None  # a file, or "journal:UNIT"
     # a reader that outlives one run (the sidecar follows the log); None: read ``log`` once
     log_reader: LogReader | None = None

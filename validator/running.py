@@ -31,7 +31,7 @@ from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
 from validator.sources.launch import read_launch
 from validator.sources.listening import ancestors
 from validator.sources.server_identity import ServerIdentity, identity_of
-from validator.sources.server_processes import ServerProcess, discover, nothing_found
+from validator.sources.server_processes import Ignored, ServerProcess, discover_listening, nothing_found
 
 # Checks about the process itself: their preflight form is the whole answer.
 _PROCESS_ONLY = {"launch.drift", "server.process"}
@@ -170,7 +170,8 @@ async def judge(
     probe = None
     url = inputs.live.url or server.url
     if url:
-        live = replace(inputs.live, url=url)
+        # the attestation is bound to the user the process was proven to run as
+        live = replace(inputs.live, url=url, server_uid=server.process.uid)
         if live.log is None and server.process.systemd_unit and not server.process.user_unit:
             import shutil
 
@@ -256,19 +257,29 @@ async def judge_all(
     deadline_s: float | None = None,
     on_server: Callable[[ServerProcess], None] | None = None,
     on_result: Callable[[ServerProcess, LiveResult], None] | None = None,
+    on_ignored: Callable[[list[Ignored]], None] | None = None,
 ) -> list[LiveResult]:
     """Discover, pick and judge every server at once, within ``deadline_s`` from when the judging starts
     (default: one live check's deadline plus ``PREFLIGHT_MARGIN_S``); results in discovery order. A
     server whose check is not done by then is :func:`unfinished`; the others keep what they found, so a
     server that accepts and never answers cannot turn another's failure into "did not finish".
-    ``on_result`` is told each result as it comes (``npd`` reads them past its own deadline). Raises
-    ``UnavailableError`` (exit 69) naming what was looked for when no server (or not the one ``--pid``
-    names) is found."""
+    ``on_result`` is told each result as it comes (``npd`` reads them past its own deadline). Discovery
+    keeps the processes of the reader and of ``--server-user`` proven to serve, waiting up to ``--wait``
+    for one still starting; ``on_ignored`` hears those that look like servers and are not judged, with
+    why. Raises ``UnavailableError`` (exit 69) naming what was looked for, and what was ignored, when no
+    server (or not the one ``--pid`` names) is found."""
     import asyncio
 
-    discovery = await asyncio.to_thread(discover)
+    discovery = await asyncio.to_thread(discover_listening, inputs.live.wait_s, users=inputs.live.server_uids)
     servers = pick(discovery.servers, pid)
+    if on_ignored is not None and discovery.ignored:
+        shown = [i for i in discovery.ignored if pid is None or i.pid == pid]
+        if shown:
+            on_ignored(shown)
     if not servers:
+        named = [i for i in discovery.ignored if i.pid == pid]
+        if named:
+            raise UnavailableError(f"--pid {pid} is not judged: {named[0].describe()}")
         if pid is not None and discovery.servers:
             found = ", ".join(s.describe() for s in discovery.servers)
             raise UnavailableError(f"--pid {pid} is not an SGLang server process (found: {found})")

@@ -99,17 +99,41 @@ def count(value: str) -> int:
     return int(_non_negative(value, int, "a whole number"))
 
 
-def server_user(value: str) -> int:
-    """``--server-user``: a user name or a numeric UID, as the server runs."""
+def server_user(value: str) -> list[int]:
+    """``--server-user``: user names or numeric UIDs, as the server runs (a comma list; repeatable)."""
     import pwd
 
-    raw = value.strip()
-    if raw.isdigit():
-        return int(raw)
-    try:
-        return pwd.getpwnam(raw).pw_uid
-    except KeyError:
-        raise argparse.ArgumentTypeError(f"no such user: {raw!r}") from None
+    uids: list[int] = []
+    for part in value.split(","):
+        raw = part.strip()
+        if not raw:
+            raise argparse.ArgumentTypeError(f"expected a user name or UID, got {value!r}")
+        if raw.isdigit():
+            uids.append(int(raw))
+            continue
+        try:
+            uids.append(pwd.getpwnam(raw).pw_uid)
+        except KeyError:
+            raise argparse.ArgumentTypeError(f"no such user: {raw!r}") from None
+    return uids
+
+
+def add_server_user(g: Any) -> None:
+    """``--server-user`` on every command that reads servers (check, serve, npd)."""
+    g.add_argument(
+        "--server-user",
+        type=server_user,
+        action="append",
+        metavar="USER|UID[,...]",
+        help="the server's user (repeatable, or a comma list): with no --url, the processes of these users "
+        "are judged beside the reader's own (another user's are listed as ignored); with --url (one user), "
+        "it binds the attestation by owner where the server's process is not visible here",
+    )
+
+
+def server_uids(args: argparse.Namespace) -> tuple[int, ...]:
+    """Every UID ``--server-user`` named, in order, once each."""
+    return tuple(dict.fromkeys(u for group in (getattr(args, "server_user", None) or []) for u in group))
 
 
 def add_live_inputs(p: argparse.ArgumentParser) -> None:
@@ -128,13 +152,7 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--attestation", type=Path, metavar="FILE", help="the in-process plugin's attestation file"
     )
-    g.add_argument(
-        "--server-user",
-        type=server_user,
-        metavar="USER|UID",
-        help="the server's user: binds the attestation by owner where the server's process is not visible "
-        "here (another PID namespace); where it is visible, it must be this user",
-    )
+    add_server_user(g)
     g.add_argument(
         "--log",
         type=_log_spec,
@@ -173,11 +191,15 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
     from validator.live import LiveInputs
     from validator.sources.server_http import load_api_key
 
+    uids = server_uids(args)
+    if args.url is not None and len(uids) > 1:
+        raise UsageError("--server-user names one user with --url (the server's); several are for /proc")
     return LiveInputs(
         url=args.url or "",
         api_key=load_api_key(args.api_key_file, os.environ),
         attestation=args.attestation,
-        server_uid=args.server_user,
+        server_uid=uids[0] if len(uids) == 1 else None,
+        server_uids=uids,
         log=args.log,
         wait_s=args.wait,
         probe=not args.no_probe,
@@ -249,6 +271,13 @@ def run(args: argparse.Namespace) -> int:
     return emit(result.report, args, result.pack)
 
 
+def _say_ignored(ignored: list[Any]) -> None:
+    """One stderr line per process that looks like a server and is not judged, with why."""
+    for item in ignored:
+        sys.stderr.write(f"check: ignored {item.describe()}\n")
+    sys.stderr.flush()
+
+
 def _run_processes(args: argparse.Namespace) -> int:
     """No ``--url`` (or ``--pid``): the servers running here, one report each."""
     import asyncio
@@ -276,6 +305,7 @@ def _run_processes(args: argparse.Namespace) -> int:
             strict=args.strict,
             allow_partial=args.allow_partial,
             deadline_s=args.deadline,
+            on_ignored=_say_ignored,
         )
     )
     reports = [r.report for r in results]

@@ -26,7 +26,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from validator.commands.check import recognise_simulator_processes, seconds
+from validator.commands.check import add_server_user, recognise_simulator_processes, seconds, server_uids
 from validator.commands.common import add_common, pack_from
 from validator.errors import ValidatorError
 from validator.preflight_inputs import PreflightInputs
@@ -60,6 +60,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="a critical check whose evidence could not be gathered is unknown (exit 2), not OK",
     )
+    add_server_user(g)
     add_common(p, report=False, auto=False)
 
 
@@ -109,6 +110,11 @@ class _Progress:
         self.reports: dict[str, Any] = {}  # PID -> report
         self.error: tuple[int, str] | None = None
         self.done = False
+        self.ignored: list[Any] = []  # processes that look like servers and are not judged, with why
+
+    def ignore(self, items: list[Any]) -> None:
+        with self.lock:
+            self.ignored.extend(items)
 
     def started(self, server: Any) -> None:
         with self.lock:
@@ -126,7 +132,11 @@ class _Progress:
                 return UNKNOWN, f"UNKNOWN did not finish within {timeout_s:g} s"
             late = [pid for pid in self.servers if pid not in self.reports]
             done = [self.reports[pid] for pid in self.servers if pid in self.reports]
-            return summarize(done, late, timeout_s)
+            status, message = summarize(done, late, timeout_s)
+            if self.ignored:  # another user's, or not listening on its port: never judged
+                pids = " ".join(f"PID {i.pid}" for i in self.ignored[:3])
+                message += f" ({len(self.ignored)} ignored: {pids})"
+            return status, message
 
 
 def _judge(args: argparse.Namespace, progress: _Progress) -> None:
@@ -149,6 +159,7 @@ def _judge(args: argparse.Namespace, progress: _Progress) -> None:
             connect_timeout=min(1.0, budget / 4),
             read_timeout=budget / 2,
             allow_partial=not args.require_proof,
+            server_uids=server_uids(args),
         )
         inputs = RunningInputs(live=live, host=PreflightInputs())
         asyncio.run(
@@ -161,6 +172,7 @@ def _judge(args: argparse.Namespace, progress: _Progress) -> None:
                 deadline_s=budget,  # the main thread answers at --timeout with what finished by then
                 on_server=progress.started,
                 on_result=progress.finished,
+                on_ignored=progress.ignore,
             )
         )
     except ValidatorError as exc:

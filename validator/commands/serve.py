@@ -159,7 +159,7 @@ def _serve_process(args: argparse.Namespace, inputs: Any, loaded: Any, config: A
     from validator.running import RunningInputs
 
     recognise_simulator_processes()
-    target = ProcessTarget(pid=args.pid)
+    target = ProcessTarget(pid=args.pid, users=inputs.server_uids)
     found = target.find()
     if found is not None and found.role == "worker":
         config = replace(config, schedule=replace(config.schedule, probe=False))

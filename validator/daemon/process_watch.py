@@ -29,6 +29,7 @@ class ProcessTarget:
     port: int | None = None
     node_rank: int | None = None
     current: ServerProcess | None = None
+    users: tuple[int, ...] = ()  # --server-user: trusted beside the sidecar's own user
 
     def _alive(self, server: ServerProcess) -> bool:
         fields = stat_fields(server.process.pid, proc_root())
@@ -38,7 +39,7 @@ class ProcessTarget:
         """The watched server now: the same process while it runs, else its successor (None: none)."""
         if self.current is not None and self._alive(self.current):
             return self.current
-        found = discover().servers
+        found = discover(users=self.users).servers
         chosen = [s for s in found if s.process.pid == self.pid] if self.pid is not None else []
         if not chosen and self.port is not None:
             chosen = [s for s in found if s.argv_port == self.port and s.node_rank == self.node_rank]

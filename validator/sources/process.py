@@ -53,6 +53,11 @@ class ProcessFacts:
     cwd_error: str | None = None
     uid: int | None = None
     user: str | None = None
+    # from /proc/PID/status: (real, effective, saved, filesystem) UIDs and GIDs, and the supplementary
+    # groups: who the process is, for the trust rule and for running its interpreter as it (never as more)
+    uids: tuple[int, ...] = ()
+    gids: tuple[int, ...] = ()
+    groups: tuple[int, ...] = ()
     ppid: int | None = None
     comm: str | None = None
     start_ticks: int | None = None  # /proc/PID/stat field 22: what a restart (or a reused PID) changes
@@ -196,6 +201,7 @@ def read_process(pid: int, proc_root: Path = PROC) -> ProcessFacts:
         facts.user = _user_name(facts.uid)
     except OSError:
         pass
+    facts.uids, facts.gids, facts.groups = read_ids(pid, proc_root)
     btime = boot_time(proc_root)
     if btime is not None:
         facts.start_time = btime + ticks / os.sysconf("SC_CLK_TCK")
@@ -223,6 +229,27 @@ def read_process(pid: int, proc_root: Path = PROC) -> ProcessFacts:
     if again[2] != ticks:
         raise ProcessGone(f"{where}: exited while it was read (its PID now names another process)")
     return facts
+
+
+def read_ids(pid: int, proc_root: Path = PROC) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """(UIDs, GIDs, supplementary groups) of ``pid`` from ``/proc/PID/status`` (readable by every user);
+    empty tuples where the file is gone or not in the kernel's format."""
+    try:
+        text = _read_capped(proc_root / str(pid) / "status", 64 * 1024)[0].decode("ascii", "replace")
+    except OSError:
+        return (), (), ()
+    found: dict[str, tuple[int, ...]] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key in ("Uid", "Gid", "Groups"):
+            try:
+                found[key] = tuple(int(v) for v in value.split())
+            except ValueError:
+                return (), (), ()
+    uids, gids = found.get("Uid", ()), found.get("Gid", ())
+    if len(uids) != 4 or len(gids) != 4:
+        return (), (), ()
+    return uids, gids, found.get("Groups", ())
 
 
 def _owner_hint(facts: ProcessFacts) -> str:
