@@ -89,6 +89,12 @@ def test_refused_launch_is_exported_alerted_and_cleared_by_a_start(tmp_path: Pat
             started = _launch_sim(state, port, {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}, "--allow-partial")
             try:
                 assert wait_for(lambda: exported('{exit_code="0",verdict="pass"} 0.0'), 20)
+                # a start that went ahead under --allow-partial (critical checks unproven) blocked nothing:
+                # the runbook's first step greps spark_validate_launch_blocking
+                after = read_state(state)[0]
+                assert after is not None and after.started and after.blocking == (), after
+                metrics = sidecar.get("/metrics").text
+                assert not _metric_lines(metrics, "spark_validate_launch_blocking"), metrics
                 prom.wait_for(
                     "SparkValidateLaunchRefused resolved",
                     lambda: (

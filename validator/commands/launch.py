@@ -101,7 +101,7 @@ def _record(args: argparse.Namespace, verdict: str, code: int, report: Report | 
     if path is None:
         return
     blocking: tuple[str, ...] = ()
-    if report is not None:
+    if report is not None and code != 0:  # a start that went ahead (--allow-partial) was blocked by nothing
         blocking = tuple(
             c.id
             for c in report.checks

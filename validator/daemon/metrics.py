@@ -192,7 +192,7 @@ class DaemonMetrics:
             refused.labels(verdict=state.verdict, exit_code=str(state.exit_code)).set(
                 0 if state.started else 1
             )
-            for check_id in state.blocking:
+            for check_id in () if state.started else state.blocking:  # a start was blocked by nothing
                 blocking.labels(check=check_id).set(1)
             when.set(state.time)
         self._launch = state
