@@ -1,15 +1,21 @@
 """Lay out the plugin's sources before setuptools reads them.
 
-Building from the repository (``../validator`` exists), ``src/validator/`` is refreshed with the plugin
-package and every module of ``validator`` it imports, found by reading the imports (``ast``), so that a
-module the plugin starts to import is shipped without a list to keep. Building from the sdist, ``src/`` is
-already there. Only modules of ``validator`` are followed; anything else the plugin imports must be the
-standard library (tests/test_plugin_dist.py installs the wheel where nothing else exists).
+Building from the repository (``../validator`` exists), ``src/spark_validate_plugin/`` is refreshed with
+the plugin package and every module of ``validator`` it imports, found by reading the imports (``ast``), so
+that a module the plugin starts to import is shipped without a list to keep. Building from the sdist,
+``src/`` is already there. Only modules of ``validator`` are followed; anything else the plugin imports must
+be the standard library (tests/test_plugin_dist.py installs the wheel where nothing else exists).
+
+The copy is renamed: SGLang's environment gets a top-level package of this distribution's own name,
+``spark_validate_plugin`` (``validator/plugin`` is ``spark_validate_plugin/plugin``), never ``validator``,
+a name an unrelated distribution on the package index already uses. Each copied import statement of
+``validator`` is rewritten to the new name (found by ``ast``, so text that merely mentions it is left).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -17,7 +23,8 @@ from setuptools import setup
 
 HERE = Path(__file__).resolve().parent
 REPO_PACKAGE = HERE.parent / "validator"
-SRC = HERE / "src" / "validator"
+PACKAGE = "spark_validate_plugin"  # the import name in SGLang's environment (the entry point's module)
+SRC = HERE / "src" / PACKAGE
 
 
 def _ours(dotted: str) -> bool:
@@ -62,12 +69,29 @@ def _closure() -> set[Path]:
     return seen
 
 
+def _renamed(path: Path) -> str:
+    """The module's text with every ``import validator...`` / ``from validator... import`` naming
+    ``PACKAGE`` instead (each statement's own first line, where its module name is)."""
+    text = path.read_text()
+    lines = text.splitlines(keepends=True)
+    for node in ast.walk(ast.parse(text, str(path))):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                continue
+            if any(_ours(n) for n in names):
+                i = node.lineno - 1
+                lines[i] = re.sub(r"\b(from|import)(\s+)validator\b", rf"\1\2{PACKAGE}", lines[i], count=1)
+    return "".join(lines)
+
+
 if (REPO_PACKAGE / "plugin" / "__init__.py").is_file():
-    shutil.rmtree(SRC, ignore_errors=True)
+    shutil.rmtree(HERE / "src", ignore_errors=True)
     for source in sorted(_closure()):
         target = SRC / source.relative_to(REPO_PACKAGE)
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target)
+        target.write_text(_renamed(source))
+        shutil.copystat(source, target)
     (SRC / "py.typed").touch()
 
 setup()

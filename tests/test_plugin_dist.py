@@ -74,15 +74,17 @@ def plugin_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 _IMPORT_ALL = """
-import importlib, json, pkgutil, sys
-import validator.plugin
-for m in pkgutil.iter_modules(validator.plugin.__path__, "validator.plugin."):
+import importlib, importlib.util, json, pkgutil, sys
+import spark_validate_plugin.plugin as plugin
+for m in pkgutil.iter_modules(plugin.__path__, "spark_validate_plugin.plugin."):
     importlib.import_module(m.name)
 third_party = sorted(
     n for n in sys.modules
-    if n.split(".")[0] not in sys.stdlib_module_names and n.split(".")[0] not in ("validator", "__main__")
+    if n.split(".")[0] not in sys.stdlib_module_names
+    and n.split(".")[0] not in ("spark_validate_plugin", "__main__")
 )
-print(json.dumps({"file": validator.plugin.__file__, "third_party": third_party}))
+print(json.dumps({"file": plugin.__file__, "third_party": third_party,
+                  "validator": importlib.util.find_spec("validator") is not None}))
 """
 
 
@@ -103,6 +105,9 @@ def test_plugin_wheel_alone_needs_only_the_standard_library(plugin_wheel: Path, 
     seen = json.loads(run.stdout)
     assert seen["file"].startswith(str(tmp_path / "venv")), seen
     assert seen["third_party"] == [], seen
+    # its own import name: the environment has no top-level `validator` (an unrelated distribution's)
+    assert seen["validator"] is False, seen
+    assert not list((tmp_path / "venv").glob("lib/python3*/site-packages/validator")), "installed `validator`"
 
 
 def test_plugin_offered_to_sglangs_environment_installs_only_itself(plugin_wheel: Path) -> None:
@@ -143,13 +148,15 @@ def test_plugin_in_sglangs_environment_runs_under_the_real_hook_registry(
 
     script = tmp_path / "reg.py"
     standin = _STANDIN.replace("sys.path.insert(0, {repo!r})\n", "")
-    assert "sys.path.insert" not in standin
+    assert "sys.path.insert" not in standin and "from validator.plugin import" in standin
+    standin = standin.replace("from validator.plugin import", "from spark_validate_plugin.plugin import")
     script.write_text(
         standin
-        + "import importlib.metadata as md, validator.plugin\n"
+        + "import importlib.metadata as md, importlib.util, spark_validate_plugin.plugin as plugin\n"
         + "eps = md.entry_points(group='sglang.srt.plugins')\n"
         + "eps = [e.value for e in eps if e.name == 'spark_validate']\n"
-        + "print('entry', eps, validator.plugin.__file__)\n"
+        + "print('entry', eps, plugin.__file__)\n"
+        + "print('validator importable', importlib.util.find_spec('validator') is not None)\n"
     )
     env = {**_bare_env(), "SPARK_VALIDATE_ATTESTATION": str(tmp_path / "att.json")}
     run = subprocess.run(
@@ -159,4 +166,5 @@ def test_plugin_in_sglangs_environment_runs_under_the_real_hook_registry(
     assert f"registered {sorted(hooks.HOOKS)}" in run.stdout
     assert "result original-result" in run.stdout
     assert 'doc {"model_loaded": "ran", "init_lm_head": "not_reached"}' in run.stdout
-    assert f"entry ['validator.plugin:register'] {layer}" in run.stdout
+    assert f"entry ['spark_validate_plugin.plugin:register'] {layer}" in run.stdout
+    assert "validator importable False" in run.stdout

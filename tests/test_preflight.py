@@ -172,7 +172,7 @@ def test_plugin_remedy_counts_when_installed_and_enabled(tmp_path: Path) -> None
         "remedy",
         fp8_lm_head=True,
         share_hook=False,
-        plugins={"spark_validate": "validator.plugin:register"},
+        plugins={"spark_validate": "spark_validate_plugin.plugin:register"},
     )
     env = {**server.env, "SPARK_VALIDATE_SHARE_LM_HEAD": "1"}
     rc, report, err = preflight_json(env, "--launch-cmd", server.cmd())

@@ -60,7 +60,7 @@ RUN_BROKEN = [
 
 RUN_HEALTHY = [
     _args("humming"),
-    f"{TP} Loaded plugin spark_validate (validator.plugin:register)",
+    f"{TP} Loaded plugin spark_validate (spark_validate_plugin.plugin:register)",
     f"{TP} Load weight begin. avail mem=119.62 GB",
     f"{TP} Online FP8 quantization enabled for lm_head.",
     *[

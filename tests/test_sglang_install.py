@@ -103,7 +103,7 @@ def test_not_an_sglang_dir(tmp_path: Path) -> None:
 
 
 def test_plugins_from_entry_points(tmp_path: Path) -> None:
-    root = make_build(tmp_path / "site", plugins={"spark_validate": "validator.plugin:register"})
+    root = make_build(tmp_path / "site", plugins={"spark_validate": "spark_validate_plugin.plugin:register"})
     assert read_sglang_install(root, "x").plugins == {"spark_validate"}
     other = tmp_path / "other-site"
     make_build(other, plugins={"elsewhere": "p:q"})
@@ -113,7 +113,7 @@ def test_plugins_from_entry_points(tmp_path: Path) -> None:
 
 def test_locate_through_interpreter_finds_patched_build_without_importing(tmp_path: Path) -> None:
     site = tmp_path / "venv-site"
-    root = make_build(site, plugins={"spark_validate": "validator.plugin:register"})
+    root = make_build(site, plugins={"spark_validate": "spark_validate_plugin.plugin:register"})
     py = fake_interpreter(tmp_path / "bin", site)
     probe = probe_interpreter(str(py))
     assert probe.error is None and probe.sglang_root == root

@@ -38,7 +38,7 @@ def stock_with_plugin(tmp_path_factory: pytest.TempPathFactory) -> Server:
         tmp_path_factory.mktemp("stock"),
         "stock",
         share_hook=False,
-        plugins={"spark_validate": "validator.plugin:register"},
+        plugins={"spark_validate": "spark_validate_plugin.plugin:register"},
     )
 
 

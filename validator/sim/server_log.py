@@ -357,12 +357,12 @@ def plugin_lines() -> list[str]:
     group = "sglang.srt.plugins"
     lines = [
         f"Available plugins for group {group}:",
-        "  - spark_validate -> validator.plugin:register",
+        "  - spark_validate -> spark_validate_plugin.plugin:register",
         f"Loaded plugin spark_validate from group {group}",
         "Executed general plugin: spark_validate",
     ]
     lines += [
-        f"Applied 1 hook(s) to {t} (from: plugin=spark_validate, dist=spark-validate)"
+        f"Applied 1 hook(s) to {t} (from: plugin=spark_validate, dist=spark-validate-plugin)"
         for t in PLUGIN_HOOK_TARGETS
     ]
     return lines
