@@ -101,3 +101,27 @@ def test_nccl_interface_spellings() -> None:
     assert _ifname("enp1s0f0np0,enp1s0f1np1") == "enp1s0f0np0"
     assert _ifname("^docker,lo") is None
     assert _ifname(None) is None
+
+
+def test_each_launch_flag_is_hashed_alone_and_a_credential_never() -> None:
+    """The per-flag hashes the sidecar exports (``spark_validate_node_arg``) and ``cluster.args`` shows:
+    two ranks that differ in one flag differ in exactly that flag; ``--node-rank`` is not among them; an
+    API key's value is not hashed alone (a short hash of a short key is a guess away)."""
+    from validator.sources.launch_command import launch_from_argv
+    from validator.sources.node import arg_hashes
+
+    common = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp", "2", "--nnodes", "2"]
+    head = arg_hashes(launch_from_argv([*common, "--node-rank", "0", "--api-key", "k1"], origin="head"))
+    worker = arg_hashes(
+        launch_from_argv(
+            [*common, "--node-rank", "1", "--api-key", "k2", "--mem-fraction-static", "0.5"], origin="w"
+        )
+    )
+    assert "--node-rank" not in head and "--model-path" in head and "--tp-size" in head
+    differ = {f for f in head.keys() | worker.keys() if head.get(f) != worker.get(f)}
+    assert differ == {"--mem-fraction-static"}, (head, worker)
+    assert head["--api-key"] == worker["--api-key"] == "redacted"
+    facts = Facts(mode="preflight")
+    facts.node = replace(GOOD, arg_hashes=worker)
+    (result,) = run_checks(facts, load_pack(str(PACK)), mode="preflight", only={"cluster.args"})
+    assert result.evidence["arguments"] == worker

@@ -30,7 +30,7 @@ from tests.support.loopback import free_port, stop, wait_listening
 
 RULES = DEPLOY / "prometheus" / "spark-validate.rules.yml"
 PACK = DEPLOY / "cluster" / "ling-3.0-flash-dgx-spark-tp2.yaml"
-SIDECAR = ["--rules", str(PACK), "--allow-partial", "--no-probe", "--interval", "1", "--health-interval", "1"]
+SIDECAR = ["--allow-partial", "--no-probe", "--interval", "1", "--health-interval", "1"]
 CLUSTER_ALERTS = {
     "SparkValidateClusterArgsDiffer",
     "SparkValidateClusterBuildDiffers",
@@ -64,6 +64,15 @@ def _wifi_root(root: Path) -> Path:
     return root
 
 
+def _flags(prom: Any) -> set[tuple[str, str]]:
+    """(node, flag) of each firing SparkValidateClusterArgsDiffer that names a flag."""
+    return {
+        (a["labels"]["node"], a["labels"].get("flag", ""))
+        for a in prom.alerts("firing")
+        if a["labels"]["alertname"] == "SparkValidateClusterArgsDiffer"
+    }
+
+
 def _firing(prom: Any) -> set[tuple[str, str, str]]:
     return {
         (a["labels"]["alertname"], a["labels"].get("cluster", ""), a["labels"].get("node", ""))
@@ -74,6 +83,10 @@ def _firing(prom: Any) -> set[tuple[str, str, str]]:
 
 def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_path: Path) -> None:
     require_tool("prometheus")
+    # the shipped cluster pack as an operator saves it, in a directory of their own with nothing beside it
+    pack = tmp_path / "srv" / "our-spark.yaml"
+    pack.parent.mkdir(mode=0o700)
+    pack.write_text(PACK.read_text())
     rules = tmp_path / "rules.yml"
     rules.write_text(yaml.safe_dump(with_short_for(load_yaml(RULES), "1s"), sort_keys=False))
     nccl_a, nccl_b = tmp_path / "a" / "libnccl.so.2", tmp_path / "b" / "libnccl.so.2"
@@ -87,7 +100,7 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
     launch = ["--", "--nnodes", "2", "--dist-init-addr", dist]
     workers = {
         "ok": (base, []),
-        "args": (base, ["--chunked-prefill-size", "4096"]),
+        "args": (base, ["--mem-fraction-static", "0.5"]),
         "nccl": ({**base, "SPARK_VALIDATE_SIM_NCCL": str(nccl_b)}, []),
         "wifi": ({**base, "SGLANG_HOST_IP": "10.0.0.5", "NCCL_SOCKET_IFNAME": "wlan0",
                   "GLOO_SOCKET_IFNAME": "wlan0"}, []),
@@ -106,7 +119,7 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
                 listen = free_port()
                 env = {"SPARK_VALIDATE_NET_ROOT": str(wifi_root)} if node == "b-wifi" else {}
                 argv = ["-m", "validator", "serve", "--pid", str(pid), "--cluster", f"c-{name}"]
-                argv += ["--node", node, "--listen", f"127.0.0.1:{listen}", *SIDECAR]
+                argv += ["--node", node, "--listen", f"127.0.0.1:{listen}", "--rules", str(pack), *SIDECAR]
                 out = tmp_path / f"sidecar-{node}.out"
                 sidecars[node] = stack.enter_context(_process(argv, env, out))
                 wait_listening(listen, sidecars[node], what=f"sidecar {node}", log=out, timeout=60)
@@ -126,6 +139,19 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
         assert len(infos) == 8, infos
         # the consistent cluster fires nothing, and each difference fires only its own alert
         assert _firing(prom) == want, _firing(prom)
+        # the planted difference is named: the alert carries the flag, and each node's /report its flags
+        assert _flags(prom) == {("b-args", "--mem-fraction-static")}, _flags(prom)
+        head_args, worker_args = (
+            next(c for c in httpx.get(f"http://127.0.0.1:{ports[n]}/report", timeout=5).json()["checks"]
+                 if c["id"] == "cluster.args")["evidence"]["arguments"]
+            for n in ("a-args", "b-args")
+        )  # fmt: skip
+        differ = {f for f in head_args.keys() | worker_args.keys() if head_args.get(f) != worker_args.get(f)}
+        assert differ == {"--mem-fraction-static"}, (head_args, worker_args)
+        # the consistent cluster is ready: head and worker, under the operator's copy of the pack
+        for node in ("a-ok", "b-ok"):
+            ready = httpx.get(f"http://127.0.0.1:{ports[node]}/readyz", timeout=5)
+            assert ready.status_code == 200, (node, ready.text)
         report = httpx.get(f"http://127.0.0.1:{ports['b-wifi']}/report", timeout=5).json()
         interface = next(c for c in report["checks"] if c["id"] == "cluster.interface")
         assert "SGLANG_HOST_IP 10.0.0.5 is on wlan0, a Wi-Fi interface" in interface["message"], interface

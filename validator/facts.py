@@ -262,6 +262,7 @@ class NodeFacts:
     interface: str = "unknown"  # the interface SGLANG_HOST_IP is on
     interface_kind: str = "unknown"  # loopback, wifi, connectx, ethernet, missing
     dist_interface: str | None = None  # the interface the --dist-init-addr host is on or reached through
+    arg_hashes: dict[str, str] = field(default_factory=dict)  # flag -> hash of its value (args_hash's parts)
 
     def labels(self) -> dict[str, str]:
         """The fleet labels every metric of this node's sidecar carries."""

@@ -43,7 +43,12 @@ def cluster_args(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     node = _node(facts)
     if isinstance(node, check.Outcome):
         return node
-    ev = {**_ev(node), "args_hash": node.args_hash, "dist_init_addr": node.dist_init_addr}
+    ev = {
+        **_ev(node),
+        "args_hash": node.args_hash,
+        "arguments": dict(node.arg_hashes),  # compare with the head's /report: the flags that differ
+        "dist_init_addr": node.dist_init_addr,
+    }
     if not node.dist_init_addr:
         return check.failed(
             f"--nnodes {node.nnodes} without --dist-init-addr: the ranks cannot find the head", [NODE], **ev

@@ -92,7 +92,15 @@ class DaemonMetrics:
             list(NODE_INFO_LABELS),
             registry=r,
         )
+        self.node_arg = Gauge(
+            "spark_validate_node_arg",
+            "always 1: one launch argument every node of the cluster shares (all but --node-rank) and a hash "
+            "of its value, so that the cluster rules name the flag a node sets otherwise than its head",
+            ["flag", "value_hash"],
+            registry=r,
+        )
         self._node: tuple[str, ...] | None = None
+        self._node_args: dict[str, str] = {}
         self._launch: LaunchState | None = None
         self._launch_gauges: tuple[Gauge, Gauge, Gauge, Gauge] | None = None  # only with --launch-state
         self._launch_readable: bool | None = None
@@ -119,6 +127,7 @@ class DaemonMetrics:
         """The node the last check read (a running server's process): its info series, and its fleet
         labels on every series (flags and the environment name the cluster and node; the process its
         role and rank)."""
+        self._set_node_args({} if node is None else node.arg_hashes)
         if node is None:  # no server process found: this node's info goes (its absence is the alert)
             if self._node is not None:
                 self.node_info.remove(*self._node)
@@ -144,6 +153,15 @@ class DaemonMetrics:
         self.node_info.labels(*labels).set(1)
         self._node = labels
         self.fleet_labels = fleet
+        self._cache = None
+
+    def _set_node_args(self, args: dict[str, str]) -> None:
+        if args == self._node_args:
+            return
+        self.node_arg.clear()
+        for flag, value_hash in args.items():
+            self.node_arg.labels(flag, value_hash).set(1)
+        self._node_args = dict(args)
         self._cache = None
 
     def _launch_series(self) -> tuple[Gauge, Gauge, Gauge, Gauge]:

@@ -36,6 +36,7 @@ import sys
 from pathlib import Path
 
 from validator.facts import LaunchFacts, NodeFacts, SGLangInstallFacts
+from validator.redact import is_secret_key
 from validator.sources.host_root import host_root
 from validator.sources.listening import ListeningError, descendants
 from validator.sources.process import ProcessFacts
@@ -58,6 +59,26 @@ def args_hash(launch: LaunchFacts) -> str:
     """The launch arguments every rank must share: all given explicitly but ``--node-rank``."""
     shared = {d: launch.args.get(d) for d in sorted(launch.explicit) if d != "node_rank"}
     return _digest(json.dumps(shared, sort_keys=True, default=str).encode())
+
+
+MAX_ARGS = 64  # per-flag series a node exports (a real launch gives about twenty)
+
+
+def arg_hashes(launch: LaunchFacts) -> dict[str, str]:
+    """Each launch argument every rank must share (as :func:`args_hash` reads them), by its flag
+    (``--mem-fraction-static``), with a hash of its value: one series per flag lets the cluster rules name
+    the flag a worker sets otherwise than its head. A credential's value is not hashed alone (a short
+    hash of a short key is a guess away): its flag reads ``redacted``, and only ``args_hash`` tells it."""
+    out: dict[str, str] = {}
+    for dest in sorted(launch.explicit):
+        if dest == "node_rank" or len(out) >= MAX_ARGS:
+            continue
+        value = launch.args.get(dest)
+        flag = "--" + dest.replace("_", "-")
+        out[flag] = "redacted" if is_secret_key(dest, value) else _digest(
+            json.dumps(value, sort_keys=True, default=str).encode()
+        )
+    return out
 
 
 def build_hash(sglang: SGLangInstallFacts | None, simulated: bool) -> str:
@@ -208,6 +229,7 @@ def read_node(
         nnodes=nnodes,
         pack=pack,
         args_hash=args_hash(launch),
+        arg_hashes=arg_hashes(launch),
         build_hash=build_hash(sglang, launch.simulated),
         nccl_hash=hashed,
         nccl_path=nccl_path,
