@@ -75,8 +75,10 @@ def arg_hashes(launch: LaunchFacts) -> dict[str, str]:
             continue
         value = launch.args.get(dest)
         flag = "--" + dest.replace("_", "-")
-        out[flag] = "redacted" if is_secret_key(dest, value) else _digest(
-            json.dumps(value, sort_keys=True, default=str).encode()
+        out[flag] = (
+            "redacted"
+            if is_secret_key(dest, value)
+            else _digest(json.dumps(value, sort_keys=True, default=str).encode())
         )
     return out
 
