@@ -325,7 +325,7 @@ def _read_as_reader(pid: int) -> dict[str, Any]:
     from dataclasses import replace
 
     from validator.engine import run_checks
-    from validator.preflight import gather, unproven_by_unresolved
+    from validator.preflight import gather
     from validator.preflight_inputs import PreflightInputs
     from validator.rulepack import LoadedPack, load_pack
     from validator.sources.server_processes import discover
@@ -345,7 +345,7 @@ def _read_as_reader(pid: int) -> dict[str, Any]:
     )
     fp8 = {}
     for name, loaded in (("ling", ling), ("acme", acme)):
-        results = unproven_by_unresolved(run_checks(facts, loaded, mode="preflight"), facts.launch.unresolved)
+        results = run_checks(facts, loaded, mode="preflight")
         fp8[name] = next(r for r in results if r.id == "lm_head.fp8")
     return {
         "argv": server.process.argv,

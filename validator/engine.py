@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+from dataclasses import fields, replace
 
 from validator.checks.base import CheckContext, Outcome
 from validator.checks.expect import evaluate_expect
 from validator.checks.registry import builtins
 from validator.coverage import coverage_of
-from validator.facts import HOST, SERVER, Facts, Mode
+from validator.facts import ENVIRONMENT_UNKNOWN, HOST, HUMMING, LAUNCH, SERVER, SGLANG, Facts, Mode
 from validator.pack_schema import CheckSpec, WaiverSpec
 from validator.pack_templates import expect_fields, expect_value, render_template
 from validator.report import (
@@ -31,6 +32,8 @@ from validator.report import (
 )
 from validator.rulepack import LoadedPack
 from validator.selection import ON_REQUEST, Selection
+from validator.server_settings import ServerArgs
+from validator.unresolved import Unresolved, UnresolvedRead, WatchedMapping, judging, watched
 
 
 def run_checks(
@@ -47,7 +50,8 @@ def run_checks(
     still listed, as ``skip`` saying so."""
     pack = loaded.pack
     checks = builtins()
-    fields = expect_fields(pack.expect)  # the pack's values, for every template and value_from
+    values = expect_fields(pack.expect)  # the pack's values, for every template and value_from
+    judged = judged_view(facts)
     results: list[CheckResult] = []
     for spec in pack.checks:
         if mode not in spec.modes or (only is not None and spec.id not in only):
@@ -60,19 +64,120 @@ def run_checks(
             outcome = Outcome(Status.SKIP, left_out, {ON_REQUEST: True}, [])
         elif elsewhere is not None:
             outcome = Outcome(Status.SKIP, elsewhere, {"platform": spec.platform}, [HOST])
-        elif spec.expect is not None:
-            outcome = evaluate_expect(facts, spec, expect_value(spec.expect, fields))
-        elif form is not None:
+        elif spec.expect is not None or form is not None:
             try:
-                outcome = form(facts, ctx)
+                with judging():
+                    if spec.expect is not None:
+                        outcome = evaluate_expect(judged, spec, expect_value(spec.expect, values))
+                    else:
+                        assert form is not None
+                        outcome = form(judged, ctx)
+            except UnresolvedRead as read:  # it read a value known only at run time: not proven
+                outcome = _unproven(read)
             except Exception as exc:  # a bug in a check must not hide the others
                 outcome = Outcome(Status.ERROR, f"internal error in check: {type(exc).__name__}: {exc}")
         else:  # loading the pack rules this out; a pack built in Python may still get here
             outcome = Outcome(
                 Status.ERROR, f"no builtin {mode} check {spec.id!r} and no 'expect' in the pack"
             )
-        results.append(_result(spec, outcome, fields, waiver_for(pack.waivers, spec.id, today)))
+        hidden = _hidden_install(judged, outcome)
+        if hidden is not None:
+            outcome = hidden
+        result = _result(spec, outcome, values, waiver_for(pack.waivers, spec.id, today))
+        if outcome.evidence.get(_UNRESOLVED) is not None:
+            result = replace(result, remedy=_unresolved_remedy(outcome.sources))
+        results.append(result)
     return results
+
+
+_UNRESOLVED = "unresolved"
+_UNRESOLVED_REMEDY = (
+    "Validate what really runs: put `exec spark-validate launch -- ...` in place of the script's `exec`, "
+    "or give the value literally."
+)
+_INSTALLS = (SGLANG, HUMMING)  # what a container image hides: the install the server imports
+_SETTINGS = frozenset(f.name for f in fields(ServerArgs))
+# what the program's and the environment's being unknown hide besides the variables themselves
+_PROGRAM = ("program", "interpreter", "command", "interpreter_options")
+
+
+def judged_view(facts: Facts) -> Facts:
+    """The facts as checks see them: every value the launch leaves unresolved (``LaunchFacts.unresolved``)
+    raises ``UnresolvedRead`` when a check reads it, through the settings view, the parsed arguments, the
+    environment, or a record derived from it (the program and plugin a sourced file could change, the
+    install a container image hides). ``facts`` itself when nothing is unresolved."""
+    launch = facts.launch
+    if launch is None or not launch.unresolved:
+        return facts
+
+    def unknown(name: str) -> Unresolved:
+        return Unresolved(name, launch.unresolved[name], launch.unresolved_at.get(name, launch.origin))
+
+    every = next((unknown(n) for n in ("*", ENVIRONMENT_UNKNOWN) if n in launch.unresolved), None)
+    on_facts: dict[str, Unresolved] = {}
+    on_launch: dict[str, Unresolved] = {}
+    args: dict[str, Unresolved] = {}
+    env: dict[str, Unresolved] = {}
+    for name in launch.unresolved:
+        value = unknown(name)
+        if name in _INSTALLS:  # _hidden_install: judged by what the check says it drew on
+            continue
+        if name == "*":  # a sourced file nobody read: PATH, and so the program, the plugin's switch
+            on_launch.update(dict.fromkeys(_PROGRAM, value))
+            on_facts.update(program=value, plugin=value)
+        elif name == ENVIRONMENT_UNKNOWN:
+            on_facts.setdefault("plugin", value)
+        elif name == "working_directory":
+            on_launch[name] = value
+        elif name in _SETTINGS or name in launch.args:
+            args[name] = value
+        else:
+            env[name] = value
+    settings = watched(launch.settings, {n: v for n, v in args.items() if n in _SETTINGS})
+    seen = watched(
+        launch,
+        on_launch,
+        env=WatchedMapping(launch.env, env, every),
+        args=WatchedMapping(launch.args, args),
+        settings=settings,
+    )
+    return watched(facts, on_facts, launch=seen)
+
+
+def _hidden_install(facts: Facts, outcome: Outcome) -> Outcome | None:
+    """A check that drew on the install a container image hides (the SGLang or humming source in its
+    ``sources``) proves nothing by it: ``error``, unless it failed (a failure of what the launch itself
+    says stands). None: the outcome stands."""
+    launch = facts.launch
+    if launch is None or outcome.status is Status.FAIL:
+        return None
+    hidden = [n for n in _INSTALLS if n in launch.unresolved and n in outcome.sources]
+    if not hidden:
+        return None
+    first = Unresolved(hidden[0], launch.unresolved[hidden[0]], launch.origin)
+    unproven = _unproven(UnresolvedRead(first, hidden[0]))
+    return replace(unproven, evidence={**outcome.evidence, **unproven.evidence}, sources=outcome.sources)
+
+
+def _unproven(read: UnresolvedRead) -> Outcome:
+    """A check that read an unresolved value: ``error``, with the reason and where it was decided."""
+    value = read.value
+    if value.name in _INSTALLS:
+        message, sources = f"not proven: {value.why}", [value.name]
+    else:
+        what = "" if read.read == value.name else f"; the check read {read.read}"
+        message = f"not provable statically: {value.name}: {value.why} ({value.where}{what})"
+        sources = [LAUNCH]
+    evidence = {_UNRESOLVED: {value.name: value.why}, "where": value.where, "read": read.read}
+    return Outcome(Status.ERROR, message, evidence, sources)
+
+
+def _unresolved_remedy(sources: list[str]) -> str:
+    if sources[:1] and sources[0] in _INSTALLS:
+        from validator.sources.docker_run import IMAGE_REMEDY  # only when an image hides the install
+
+        return IMAGE_REMEDY
+    return _UNRESOLVED_REMEDY
 
 
 def _other_platform(facts: Facts, platform: str | None) -> str | None:

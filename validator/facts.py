@@ -76,6 +76,7 @@ class LaunchFacts:
     # stand for more: "*" (a sourced file that would set variables nobody knows) and ENVIRONMENT_UNKNOWN
     # (a running server's environment could not be read: every variable)
     unresolved: dict[str, str] = field(default_factory=dict)
+    unresolved_at: dict[str, str] = field(default_factory=dict)  # name -> where (file:line); else origin
     program: str | None = None  # argv[0] as written; None when an args-only file names no program
     command: list[str] = field(default_factory=list)  # program and its words, as exec'd (env prefix gone)
     interpreter_options: list[str] = field(default_factory=list)  # python's own flags (-I, -E, -s, -P...)

@@ -14,23 +14,20 @@ start-up time of the server.
 
 from __future__ import annotations
 
-import json
-import re
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError
-from validator.facts import ENVIRONMENT_UNKNOWN, HUMMING, LAUNCH, SGLANG, Facts
+from validator.facts import LAUNCH, Facts
 from validator.preflight_inputs import PreflightInputs
 from validator.recipe_match import NO_PACK, choose_pack
-from validator.report import CheckResult, Report, Status, utc_now_iso
+from validator.report import Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
 from validator.source_table import PREFLIGHT
 from validator.sources.gathering import Gathering, Unreadable
-from validator.sources.sglang_cli_table import load_table
 
 
 @dataclass
@@ -75,73 +72,6 @@ def reader(module: str) -> Callable[[Gathering], None]:
     return found
 
 
-_UNRESOLVED_REMEDY = (
-    "Validate what really runs: put `exec spark-validate launch -- ...` in place of the script's `exec`, "
-    "or give the value literally."
-)
-
-
-_ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b")
-
-
-def unproven_by_unresolved(results: list[CheckResult], unresolved: Mapping[str, str]) -> list[CheckResult]:
-    """Checks that read a value known only at run time become ``error``: they could not be proven.
-
-    A check is taken to read a value when its message or evidence names it (the argparse dest, its flag,
-    or the variable) or names its family (``speculative``, ``moe``): deliberately broad, since a check
-    wrongly marked unproven costs an inconclusive verdict, and one wrongly kept costs a false verdict."""
-
-    keys: dict[str, list[str]] = {}
-    by_source = {n: why for n, why in unresolved.items() if n in (SGLANG, HUMMING)}
-    for name in unresolved:
-        if name in by_source or name in ("*", ENVIRONMENT_UNKNOWN):
-            continue
-        action = load_table().action_for_dest(name)
-        words = [name, *(action.option_strings if action is not None else ())]
-        family = name.split("_")[0].lower()
-        if action is not None and family not in ("model", "enable", "disable"):
-            words.append(family)
-        keys[name] = [w.lower() for w in words]
-    out = []
-    for r in results:
-        hidden = [n for n in by_source if n in r.sources]
-        if hidden and r.status in (Status.PASS, Status.SKIP, Status.WARN, Status.ERROR):
-            why = "; ".join(by_source[n] for n in hidden)
-            from validator.sources.docker_run import IMAGE_REMEDY
-
-            message = f"not proven: {why}"
-            out.append(replace(r, status=Status.ERROR, message=message, remedy=IMAGE_REMEDY, why=None))
-            continue
-        if LAUNCH not in r.sources or r.status not in (Status.PASS, Status.FAIL, Status.WARN, Status.SKIP):
-            out.append(r)
-            continue
-        raw = r.message + " " + json.dumps(r.evidence, default=str)
-        text = raw.lower()
-        hit = [n for n, words in keys.items() if any(w in text for w in words)]
-        # "*": a sourced file missing here would have set variables nobody knows: every check that names
-        # an environment variable, the program or the interpreter reads what it could have changed
-        if "*" in unresolved and (_ENV_NAME.search(raw) or "interpreter" in text or "program" in text):
-            hit.append("*")
-        # the running server's environment, unreadable: every check that names a variable read one
-        if ENVIRONMENT_UNKNOWN in unresolved and _ENV_NAME.search(raw):
-            hit.append(ENVIRONMENT_UNKNOWN)
-        if not hit:
-            out.append(r)
-            continue
-        why = "; ".join(f"{n}: {unresolved[n]}" for n in hit)
-        out.append(
-            replace(
-                r,
-                status=Status.ERROR,
-                message=f"not provable statically: {why} (the check read: {r.message})",
-                remedy=_UNRESOLVED_REMEDY,
-                why=None,
-                evidence={**r.evidence, "unresolved": {n: unresolved[n] for n in hit}},
-            )
-        )
-    return out
-
-
 def run_preflight(
     inputs: PreflightInputs,
     loaded: LoadedPack | None,
@@ -168,8 +98,6 @@ def run_preflight(
     )
     if auto is not None:
         results.insert(0, auto)
-    if facts.launch is not None and facts.launch.unresolved:
-        results = unproven_by_unresolved(results, facts.launch.unresolved)
     target = facts.launch.origin if facts.launch is not None else None
     report = build_report(
         results,

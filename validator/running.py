@@ -23,7 +23,7 @@ from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
 from validator.facts import LAUNCH, Facts, LaunchFacts
 from validator.live import LiveInputs, LiveResult, check_deadline_s, gather_live
-from validator.preflight import gather, unproven_by_unresolved
+from validator.preflight import gather
 from validator.preflight_inputs import PreflightInputs
 from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
 from validator.rulepack import LoadedPack
@@ -156,8 +156,6 @@ async def judge(
         )
     selection = inputs.live.selection
     results = run_checks(facts, loaded, mode="preflight", strict=strict, selection=selection)
-    if facts.launch is not None and facts.launch.unresolved:
-        results = unproven_by_unresolved(results, facts.launch.unresolved)
     if inputs.declared is not None:
         _drift(facts, inputs, loaded, results)
         drift = run_checks(facts, loaded, mode="preflight", strict=strict, only={"launch.drift"})

@@ -286,6 +286,7 @@ def launch_from_script(
             working_directory=base_dir,
         )
     facts.unresolved.update(unresolved)
+    facts.unresolved_at.update(dict.fromkeys(unresolved, f"{ex.where}:{ex.line}"))
     facts.shell_only.update({n: "set by the script but not exported" for n in ex.unexported})
     missing = sorted({e.reason for e in launched if e.reason})
     if missing:
