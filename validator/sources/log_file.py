@@ -23,12 +23,15 @@ from validator.errors import InputError, UnavailableError
 from validator.facts import DecodeSample, LogFacts
 from validator.sources.log_grammar import (
     DECODE_MARK,
+    RAW,
     START_MARKER,
+    Stream,
     count_samples,
     is_start_line,
     is_start_message,
     routine,
     sample,
+    stream_of,
 )
 from validator.sources.log_state import MAX_SAMPLES, Claims, LogParser, ServerId
 
@@ -36,7 +39,7 @@ MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~3
 MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
 PRELUDE_BYTES = 64 << 10  # read this much before the last start: its resolution-time lines
 _CHUNK = 1 << 20
-_HEAD_MAX = 512  # the longest logger prefix before a start's server_args= (Ray, ranks, level)
+_HEAD_MAX = 1024  # the longest prefix before a start's server_args= (Docker's wrapper, Ray, ranks, level)
 _TAIL_CHECK = 64  # bytes before the offset re-read at each poll to notice copytruncate + new writes
 
 
@@ -133,7 +136,9 @@ class FileLogReader:
         if fd is None or size <= self._offset:
             return
         begin = self._offset
-        marker = _last_marker(fd, begin, size)
+        if self._parser.stream is None:  # the log's wrapper (Docker's, or none) is its first line's
+            self._parser.stream = _first_line_stream(fd, size)
+        marker = _last_marker(fd, begin, size, self._parser.stream)
         if marker is not None and marker - PRELUDE_BYTES > begin:
             at = _line_start_after(fd, marker - PRELUDE_BYTES, marker)
             self._gap(begin, at)
@@ -178,7 +183,9 @@ class FileLogReader:
                 lines = [self._partial + parts[0], *parts[1:-1]]
                 region, base = self._partial + chunk[:done], self._line_start
             self._partial = b""
-            n = count_samples(region) if lines and not self._parser.in_death_record else -1
+            stream = self._parser.stream  # known once the log's first line is: until then, line by line
+            fast = lines and not self._parser.in_death_record and stream is not None
+            n = count_samples(region, stream) if fast and stream is not None else -1
             if n == len(lines) or (n >= 0 and routine(region)):  # decode lines only, or routine traffic
                 self._bulk(lines, n, base + len(region) + 1)
             else:
@@ -218,15 +225,16 @@ class FileLogReader:
         if not self._pending:
             return
         parser = self._parser
+        stream = parser.stream or RAW  # set before any region is bulk-read
         kept: list[DecodeSample] = []
         for lines, end, _n in reversed(self._pending):
             for piece in reversed(lines):
                 end -= len(piece) + 1
                 if DECODE_MARK not in piece:
                     continue
-                found = sample(piece, end)
+                found = sample(piece, end, stream)
                 if found is None:  # "accept len: 1.2.3" is no sample, as the parser decides
-                    parser.run.facts.decode_sample_count -= count_samples(piece)
+                    parser.run.facts.decode_sample_count -= count_samples(piece, stream)
                     continue
                 kept.append(found)
                 if len(kept) >= MAX_SAMPLES:
@@ -244,7 +252,16 @@ def _decode(raw: bytes) -> str:
     return raw[:MAX_LINE_BYTES].decode("utf-8", errors="replace").rstrip("\r")
 
 
-def _last_marker(fd: int, start: int, end: int) -> int | None:
+def _first_line_stream(fd: int, size: int) -> Stream | None:
+    """The stream the file's first non-empty line sets (None: the file has no complete line yet)."""
+    head = os.pread(fd, min(size, 4096), 0)
+    for line in head.split(b"\n")[:-1]:
+        if line.strip():
+            return stream_of(line.decode("utf-8", errors="replace"))
+    return None
+
+
+def _last_marker(fd: int, start: int, end: int, stream: Stream | None = None) -> int | None:
     """Offset of the last server start (``server_args=`` beginning one of SGLang's logger messages) in
     [start, end), scanning backwards in chunks. A marker elsewhere (a request's text in an access line) is
     passed over, so no client can make the reader skip the real start."""
@@ -255,14 +272,14 @@ def _last_marker(fd: int, start: int, end: int) -> int | None:
         data = os.pread(fd, min(hi + overlap, end) - lo, lo)
         idx = data.rfind(START_MARKER)
         while idx >= 0:
-            if _starts_a_server(fd, lo + idx):
+            if _starts_a_server(fd, lo + idx, stream):
                 return lo + idx
             idx = data.rfind(START_MARKER, 0, idx)
         hi = lo
     return None
 
 
-def _starts_a_server(fd: int, at: int) -> bool:
+def _starts_a_server(fd: int, at: int, stream: Stream | None = None) -> bool:
     """Whether the ``server_args=`` at ``at`` begins a logger line's message with a start's value."""
     n = min(_HEAD_MAX, at)
     head = os.pread(fd, n, at - n)
@@ -270,7 +287,7 @@ def _starts_a_server(fd: int, at: int) -> bool:
     if nl < 0 and at - n > 0:
         return False  # more than _HEAD_MAX bytes of the line before it: no logger prefix is that long
     after = os.pread(fd, 16, at + len(START_MARKER))
-    return is_start_line(head[nl + 1 :]) and is_start_message(after)
+    return is_start_line(head[nl + 1 :], stream) and is_start_message(after)
 
 
 def _line_start_after(fd: int, at: int, limit: int) -> int:

@@ -15,6 +15,12 @@ prefix AND its message starts with one of the shapes below, anchored at the mess
 - a line without the prefix is a continuation of the record before it (a traceback's lines), read only
   for the exception that ended a component's ``... hit an exception: <traceback>`` record.
 
+A log saved through Docker wraps each of those lines: ``docker compose logs`` puts ``SERVICE  | `` before
+it, ``docker logs --timestamps`` an RFC 3339 stamp, ``docker compose logs -t`` both. The wrapper is taken
+off as Docker wrote it (one, at the line's start) and the rest read as above; the log's first line sets
+which wrapper its lines carry (``Stream``), so a line of another service in the same output, or one wrapped
+otherwise, is not this server's and is read for nothing.
+
 The follower's fast path (``routine``, ``sample``, ``is_start_line``) lives here too, beside the patterns
 it must agree with: a region of routine traffic is skipped by C-speed scans only when nothing in it could be
 a line the parser reacts to.
@@ -22,6 +28,7 @@ a line the parser reacts to.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -40,25 +47,36 @@ FAILURE_CAP = 300  # characters of the exception quoted
 
 # ---- the logger's prefix ----
 
+# What Docker puts before each line of a container's output, outside SGLang's own line: Compose's
+# ``SERVICE  | `` (``docker compose logs``; the name padded to the longest service's), then the engine's
+# RFC 3339 timestamp (``docker logs --timestamps``, ``docker compose logs -t``, ``kubectl logs
+# --timestamps``). At most one of each, at the line's start only: a wrapper inside a line is text.
+_CONTAINER = r"[A-Za-z0-9][\w.-]{0,127}"
+_DOCKER_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) "
+_WRAP = rf"(?:({_CONTAINER}) {{1,128}}\| )?(?:{_DOCKER_TIME})?"  # group: the container
+_WRAP_NC = rf"(?:{_CONTAINER} {{1,128}}\| )?(?:{_DOCKER_TIME})?"
 _RAY = r"(?:\(\w+ pid=\d+(?:, ip=[0-9a-fA-F.:]+)?\) )?"
 _TIME = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{1,6})?"
 _RANKS = r"(?: [A-Z][A-Z_]{0,15}\d{1,5})*"
 _LEVELS = r"DEBUG|INFO|WARNING|ERROR|CRITICAL"
 _LOCATION = r" [\w./-]{1,200}:\d{1,6}: "
-_PREFIX = _RAY + rf"\[{_TIME}({_RANKS})\] (?:({_LEVELS}){_LOCATION})?"  # groups: ranks, level
-_PREFIX_NC = _RAY + rf"\[{_TIME}{_RANKS}\] (?:(?:{_LEVELS}){_LOCATION})?"  # the same, capturing nothing
-_PREFIX_RE = re.compile(_PREFIX)
-_PREFIX_ONLY_B = re.compile((_PREFIX_NC + r"\Z").encode())
+_SGLANG = _RAY + rf"\[{_TIME}({_RANKS})\] (?:({_LEVELS}){_LOCATION})?"  # groups: ranks, level
+_SGLANG_NC = _RAY + rf"\[{_TIME}{_RANKS}\] (?:(?:{_LEVELS}){_LOCATION})?"  # the same, capturing nothing
+_PREFIX_RE = re.compile(_WRAP + _SGLANG)  # groups: container, ranks, level
+_PREFIX_NC = _SGLANG_NC  # an unwrapped line's prefix: what the follower's byte scans of such a log match
+_PREFIX_ONLY_B = re.compile((_WRAP_NC + _SGLANG_NC + r"\Z").encode())
+_SGLANG_ONLY_B = re.compile((_SGLANG_NC + r"\Z").encode())
 
 
 @dataclass(frozen=True, slots=True)
 class Record:
     """One line of SGLang's logger: its rank tags (``("TP0", "EP0")``), level (when the build logs one)
-    and message."""
+    and message; ``container`` is the Compose service that Docker's wrapper names (None: no wrapper)."""
 
     ranks: tuple[str, ...]
     level: str | None
     message: str
+    container: str | None = None
 
 
 def split_line(line: str) -> Record | None:
@@ -66,8 +84,8 @@ def split_line(line: str) -> Record | None:
     m = _PREFIX_RE.match(line)
     if m is None:
         return None
-    ranks = tuple(m.group(1).split()) if m.group(1) else ()
-    return Record(ranks, m.group(2), line[m.end() :])
+    ranks = tuple(m.group(2).split()) if m.group(2) else ()
+    return Record(ranks, m.group(3), line[m.end() :], m.group(1))
 
 
 # ---- what a message says ----
@@ -196,11 +214,53 @@ _COUNTED: tuple[tuple[str, str, str], ...] = (
 
 
 def read_line(line: str) -> Event:
-    """What one log line says (see the module docstring for what counts)."""
+    """What one log line says (see the module docstring for what counts), whoever wrote it: a log's
+    reader (``log_state.LogParser``) also holds each line to the stream the log's first line set."""
     rec = split_line(line)
     if rec is None:
         return Continuation(line)
     return read_message(rec.message)
+
+
+@dataclass(frozen=True, slots=True)
+class Stream:
+    """How a log's lines are wrapped, as its first line shows: ``wrapped`` by Docker (a Compose name, an
+    engine timestamp or both), and the Compose service named (None: none). Every line Docker writes
+    carries the same wrapper, so a line that does not is not this stream's (another service's output in a
+    ``docker compose logs`` of several, or text that only looks like a wrapper) and is read for nothing."""
+
+    wrapped: bool
+    container: str | None
+
+
+RAW = Stream(False, None)
+_WRAP_RE = re.compile(_WRAP)
+_SGLANG_RE = re.compile(_SGLANG)
+
+
+def stream_of(line: str) -> Stream:
+    """The stream a log's first line sets."""
+    m = _WRAP_RE.match(line)
+    return Stream(True, m.group(1)) if m is not None and m.end() > 0 else RAW
+
+
+def read_in_stream(line: str, stream: Stream) -> Event | None:
+    """What one line of ``stream`` says: its wrapper taken off (exactly one, as Docker writes it), the rest
+    read as SGLang's own line (a second wrapper inside it is text); None for a line this stream's writer
+    did not write."""
+    m = _WRAP_RE.match(line)
+    assert m is not None  # every part of the wrapper is optional
+    if (Stream(True, m.group(1)) if m.end() > 0 else RAW) != stream:
+        return None
+    return read_inner(line[m.end() :])
+
+
+def read_inner(text: str) -> Event:
+    """What a line with no wrapper says: SGLang's logger prefix, then the message."""
+    m = _SGLANG_RE.match(text)
+    if m is None:
+        return Continuation(text)
+    return read_message(text[m.end() :])
 
 
 def read_message(msg: str) -> Event:
@@ -308,21 +368,38 @@ _DECODE_SAMPLE_B = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=16)
+def _decode_sample_in(stream: Stream) -> re.Pattern[bytes]:
+    """``_DECODE_SAMPLE_B`` behind ``stream``'s wrapper, exactly as ``read_in_stream`` takes it off: the
+    stream's own Compose name (the engine's stamp optional), or the stamp alone."""
+    if not stream.wrapped:
+        return _DECODE_SAMPLE_B
+    if stream.container is None:
+        wrap = _DOCKER_TIME
+    else:
+        wrap = re.escape(stream.container) + rf" {{1,128}}\| (?:{_DOCKER_TIME})?"
+    return re.compile(
+        rb"^" + (wrap + _PREFIX_NC).encode() + rb"Decode batch(?: \[\d+\])?(?=[.,] )[^\n]*, accept len: ",
+        re.M,
+    )
+
+
 def routine(region: bytes) -> bool:
     """Whether ``region`` (whole lines) holds only routine traffic: lines the parser ignores and decode
     lines, none of which can change a fact but a sample."""
     return not any(m in region for m in NOTABLE)
 
 
-def count_samples(region: bytes) -> int:
-    """The decode lines with an acceptance figure in ``region``, each counted once (a line's own shape,
-    anchored at its start: a request's text in an access line is never one)."""
-    return len(_DECODE_SAMPLE_B.findall(region)) if DECODE_MARK in region else 0
+def count_samples(region: bytes, stream: Stream = RAW) -> int:
+    """The decode lines with an acceptance figure in ``region`` (lines of ``stream``), each counted once (a
+    line's own shape, anchored at its start: a request's text in an access line is never one)."""
+    return len(_decode_sample_in(stream).findall(region)) if DECODE_MARK in region else 0
 
 
-def sample(line: bytes, pos: int) -> DecodeSample | None:
-    """A decode line as the parser would record it (None when it is not one with ``accept len``)."""
-    event = read_line(line.decode("utf-8", errors="replace").rstrip("\r"))
+def sample(line: bytes, pos: int, stream: Stream = RAW) -> DecodeSample | None:
+    """A decode line of ``stream`` as the parser would record it (None when it is not one with ``accept
+    len``, or not that stream's)."""
+    event = read_in_stream(line.decode("utf-8", errors="replace").rstrip("\r"), stream)
     if isinstance(event, Decode) and event.accept_len is not None:
         return DecodeSample(event.accept_len, event.accept_rate, event.gen_throughput, pos)
     return None
@@ -333,7 +410,15 @@ def is_start_message(after: bytes) -> bool:
     return after.startswith((b"{", b"ServerArgs("))
 
 
-def is_start_line(head: bytes) -> bool:
-    """Whether ``head`` (a line's bytes from its start up to a ``server_args=``) is SGLang's prefix alone:
-    the marker then begins that line's message."""
-    return _PREFIX_ONLY_B.match(head) is not None
+def is_start_line(head: bytes, stream: Stream | None = None) -> bool:
+    """Whether ``head`` (a line's bytes from its start up to a ``server_args=``) is SGLang's prefix alone
+    (behind ``stream``'s wrapper; any wrapper when the stream is not known yet): the marker then begins
+    that line's message."""
+    if stream is None:
+        return _PREFIX_ONLY_B.match(head) is not None
+    text = head.decode("utf-8", errors="replace")
+    m = _WRAP_RE.match(text)
+    assert m is not None
+    if (Stream(True, m.group(1)) if m.end() > 0 else RAW) != stream:
+        return False
+    return _SGLANG_ONLY_B.match(text[m.end() :].encode()) is not None

@@ -31,9 +31,11 @@ from validator.sources.log_grammar import (
     Ready,
     Running,
     Start,
+    Stream,
     exception_line,
     parsed_args,
-    read_line,
+    read_in_stream,
+    stream_of,
 )
 
 MAX_SAMPLES = 1000
@@ -68,10 +70,18 @@ class LogParser:
         self._raw_args: str | None = None
         self._parsed: dict[str, object] | None = None
         self._parsed_done = False  # whether _parsed holds this start's args (None: it has none)
+        self.stream: Stream | None = None  # how the log's lines are wrapped: its first line's (a reader
+        # that can read the first line sets it; else the first line fed does)
 
     def feed(self, line: str, pos: int) -> None:
         self.lines += 1
-        self.apply(read_line(line), pos)
+        if self.stream is None:
+            if not line.strip():
+                return
+            self.stream = stream_of(line)
+        event = read_in_stream(line, self.stream)
+        if event is not None:  # None: a line this stream's writer did not write (log_grammar.Stream)
+            self.apply(event, pos)
 
     def apply(self, event: Event, pos: int) -> None:
         """One line's event, in log order."""
