@@ -144,6 +144,15 @@ def _main(argv: Sequence[str] | None) -> int:
         return _reader_went_away()
     except SystemExit as exc:  # argparse inside subcommands
         return exc.code if isinstance(exc.code, int) else int(ExitCode.USAGE)
+    except PermissionError as exc:  # a path this user may not read, outside any source's own answer
+        where = exc.filename if exc.filename is not None else "a file"
+        sys.stderr.write(
+            neutralize_controls(
+                redact_text(f"{TOOL_NAME}: cannot read {where}: permission denied (run as a user who may)")
+            )
+            + "\n"
+        )
+        return int(ExitCode.UNAVAILABLE)
     except Exception as exc:  # a bug: say so in one line, keep the traceback for debugging
         if os.environ.get("SPARK_VALIDATE_DEBUG"):
             raise

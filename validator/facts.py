@@ -126,6 +126,9 @@ class ProgramFacts:
     sglang_root: Path | None = None  # where that interpreter finds sglang; None: not importable
     probe_error: str | None = None  # the interpreter could not be asked (cannot run, exited, timed out)
     on_server_host: bool = False  # `launch` and `--unit`: this host is the one the server runs on
+    # the problem is this reader's, not the program's: a path it may not look at, an interpreter it may not
+    # run as its owner (never run with more privilege): the check is not proven, never failed
+    not_provable: bool = False
 
 
 @dataclass

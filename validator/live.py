@@ -30,7 +30,7 @@ from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import ProbeResult, Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
 from validator.source_table import LIVE
-from validator.sources.gathering import Unreadable
+from validator.sources.gathering import Unreadable, permission_denied
 from validator.sources.live_gathering import LiveGathering
 from validator.sources.server_http import SGLangClient
 from validator.sources.server_identity import ServerIdentity, identity_of
@@ -125,6 +125,9 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
                     await (await reader(source.reader))(g)
                 except Unreadable as exc:
                     facts.errors[source.name] = str(exc)
+                    continue
+                except PermissionError as exc:  # a file under a directory this user may not enter
+                    facts.errors[source.name] = permission_denied(exc)
                     continue
                 read.add(source.name)
     finally:

@@ -27,7 +27,7 @@ from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
 from validator.source_table import PREFLIGHT
-from validator.sources.gathering import Gathering, Unreadable
+from validator.sources.gathering import Gathering, Unreadable, permission_denied
 
 
 @dataclass
@@ -57,6 +57,9 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
             reader(source.reader)(g)
         except Unreadable as exc:
             facts.errors[source.name] = str(exc)
+            continue
+        except PermissionError as exc:  # a path under a directory this user may not enter (0700)
+            facts.errors[source.name] = permission_denied(exc)
             continue
         read.add(source.name)
     if facts.launch is None:

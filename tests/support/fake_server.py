@@ -75,11 +75,11 @@ def process_as(
     prefix: bytes = b"",
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``argv`` run as ``user`` (``setpriv``; None: as this process's user) with exactly ``env`` (PATH only
-    by default), in ``cwd``. ``shell``: a ``sh -c`` line run instead (``exec -a NAME ...``). Waits until its
+    by default), in ``cwd``. ``shell``: a ``bash -c`` line run instead (``exec -a NAME ...``). Waits until its
     cmdline starts with ``prefix`` (after setpriv and env have exec'd it) and, with ``listen``, until that
     port accepts."""
     words = ["env", "-i", *(f"{k}={v}" for k, v in (env or {"PATH": "/usr/bin:/bin"}).items())]
-    words += ["/bin/sh", "-c", shell] if shell is not None else list(argv)
+    words += ["/bin/bash", "-c", shell] if shell is not None else list(argv)
     if user is not None:
         words = ["setpriv", f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--", *words]
     proc = subprocess.Popen(words, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -19,6 +19,8 @@ from validator.facts import DECLARED, LAUNCH, PROCESS, SGLANG, Facts
 def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> check.Outcome:
     """``remedy``: the pack's variant, shown when this is a failure."""
     program = facts.program
+    if program is not None and program.not_provable:  # this reader's limit, not the program's fault
+        return check.errored(message, [LAUNCH], **evidence)
     if program is not None and program.on_server_host:
         return check.failed(message, [LAUNCH], remedy, **evidence)
     return check.errored(

@@ -25,11 +25,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    probe = probe_interpreter(args.python, timeout=30.0)
+    import os
+
+    from validator.sources.run_as import of_files
+
+    # the interpreter runs as whoever controls its files (this user, or the one other owner), never more
+    who = of_files([args.python], os.environ)
+    if isinstance(who, str):
+        raise UnavailableError(f"{args.python} was not run: {who}")
+    probe = probe_interpreter(args.python, timeout=30.0, run_as=who)
     if probe.error or probe.sglang_root is None:
         raise UnavailableError(probe.error or f"{args.python}: sglang is not importable")
     install = read_sglang_install(probe.sglang_root, f"interpreter {args.python}")
-    text = generate(args.python, timeout=args.timeout)
+    text = generate(args.python, timeout=args.timeout, run_as=who)
     try:
         table = table_from_json(json.loads(text), allow_unknown_types=True)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:

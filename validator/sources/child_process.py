@@ -18,7 +18,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from validator.sources.run_as import RunAs, popen_identity
+
 MAX_OUTPUT = 32 * 1024 * 1024  # per stream; the probe answers in one line, a flag table is about 400 KB
+MAX_ENV_VARIABLES = 4096  # the environment handed to a child: a server's is a few hundred
+MAX_ENV_BYTES = 1024 * 1024  # as much as /proc/PID/environ is read
 
 
 class OutputTooLarge(OSError):
@@ -40,20 +44,34 @@ def run_in_own_session(
     cwd: Path | str,
     env: Mapping[str, str] | None = None,
     max_output: int = MAX_OUTPUT,
+    run_as: RunAs | None = None,
 ) -> tuple[int, bytes, bytes] | None:
     """``(exit status, stdout, stderr)`` of ``argv`` run with no stdin; None when it did not finish within
     ``timeout`` seconds (its whole process group is killed then). Raises ``OSError`` when it cannot start,
     and :class:`OutputTooLarge` (an ``OSError``) when it prints more than ``max_output`` bytes on either
     stream: the streams are read as they come, so a program that floods its output (``yes``) costs at most
-    that much memory, not all it can print before the deadline."""
-    proc = subprocess.Popen(
+    that much memory, not all it can print before the deadline.
+
+    ``run_as``: the user, group and supplementary groups the child runs as (``validator.sources.run_as``;
+    None: this process's own); raises ``CannotRunAs`` (an ``OSError``) when this process cannot become
+    them. No descriptor but the three pipes is inherited, and the environment is bounded in size."""
+    identity = popen_identity(run_as)
+    if env is not None and (
+        len(env) > MAX_ENV_VARIABLES or sum(len(k) + len(v) + 2 for k, v in env.items()) > MAX_ENV_BYTES
+    ):
+        raise OSError(
+            errno.E2BIG, f"its environment is over {MAX_ENV_VARIABLES} variables or {MAX_ENV_BYTES} bytes"
+        )
+    proc = subprocess.Popen(  # type: ignore[call-overload]
         list(argv),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=dict(env) if env is not None else None,
         cwd=cwd,
+        close_fds=True,  # nothing of this process (its sockets, its files) reaches the child
         start_new_session=True,  # so a timeout can kill wrapper scripts' children too
+        **identity,
     )
     assert proc.stdout is not None and proc.stderr is not None
     deadline = time.monotonic() + timeout

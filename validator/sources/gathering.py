@@ -23,6 +23,13 @@ class Unreadable(Exception):
     """The source's evidence could not be read; the message says why (it becomes the checks' message)."""
 
 
+def permission_denied(exc: PermissionError) -> str:
+    """A file or directory this user may not read, in one line naming it: the evidence is unknown, the
+    checks that needed it are ``error`` (never an internal error, never judged on an absence)."""
+    where = exc.filename if exc.filename is not None else "a file"
+    return f"cannot read {where}: permission denied (run as root or as a user who may read it)"
+
+
 @dataclass
 class Gathering:
     inputs: PreflightInputs

@@ -219,7 +219,8 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
             return read_sglang_install(inputs.sglang_root, where, dspark=dspark), hidden
         return SGLangInstallFacts(root=None, located_by="simulator", note=note), hidden
     on_host = inputs.argv is not None or inputs.unit is not None or inputs.running is not None
-    program, probe = inspect_program(launch, on_server_host=on_host)
+    process = inputs.running.process if inputs.running is not None else None
+    program, probe = inspect_program(launch, on_server_host=on_host, process=process)
     if inputs.sglang_root is not None:
         where = f"--sglang-root {inputs.sglang_root}"
         imported = program.sglang_root

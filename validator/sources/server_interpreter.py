@@ -2,7 +2,9 @@
 and a bounded child of that python, run with the server's flags, environment and working directory.
 
 Why apart from ``sglang_install``: this is the one part of reading the build that runs a program (the whole
-process group killed at its deadline), and what it learns (the package's directory, the interpreter's
+process group killed at its deadline, never with more privilege than whoever controls what it runs: a
+discovered process's own user, a declared program's owner; see ``validator.sources.run_as``), and what it
+learns (the package's directory, the interpreter's
 site directories) is all the file readers need; ``sglang_install`` then reads the package as files, and
 ``spark-validate sglang-table`` asks the same interpreter for its flag table.
 """
@@ -10,6 +12,7 @@ site directories) is all the file readers need; ``sglang_install`` then reads th
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +20,9 @@ from pathlib import Path
 
 from validator.facts import LaunchFacts, ProgramFacts
 from validator.sources.child_process import run_in_own_session
-from validator.sources.launch_command import resolve_program
+from validator.sources.launch_command import ProgramUnreadable, resolve_program
+from validator.sources.process import ProcessFacts
+from validator.sources.run_as import CannotRunAs, RunAs, of_files, of_process
 
 # Run inside the server's interpreter, with the server's own flags, environment and working directory.
 # find_spec on a top-level name executes nothing of the package; the probe reports whether torch/sglang
@@ -44,6 +49,7 @@ class InterpreterProbe:
     site_dirs: list[Path] = field(default_factory=list)
     imported: list[str] = field(default_factory=list)
     error: str | None = None
+    not_run: bool = False  # this process may not run it as its owner: unknown, not a fault of it
 
 
 def probe_interpreter(
@@ -54,15 +60,21 @@ def probe_interpreter(
     options: Sequence[str] = (),
     cwd: Path | None = None,
     script_dir: Path | None = None,
+    run_as: RunAs | None = None,
 ) -> InterpreterProbe:
     """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group).
 
     ``options`` are the server's interpreter flags (``-I``, ``-E``, ``-s``, ``-P`` change which sglang
     is found) and ``cwd`` its working directory: ``python -m`` imports from there first. Without a known
     ``cwd`` the probe runs in a fresh empty directory, never in this process's own: an ``sglang/``
-    checkout where preflight happens to run says nothing about the server."""
+    checkout where preflight happens to run says nothing about the server.
+
+    ``run_as``: the user it runs as (None: this process's); when this process cannot become that user the
+    interpreter is not run and the answer says why (unknown, never asked with more privilege)."""
     with tempfile.TemporaryDirectory(prefix="spark-validate-probe-") as empty:
-        return _probe(interpreter, timeout, env, list(options), cwd or Path(empty), script_dir)
+        if cwd is None and run_as is not None and not run_as.is_me() and os.geteuid() == 0:
+            os.chown(empty, run_as.uid, run_as.gid)  # the empty directory is the child's to enter
+        return _probe(interpreter, timeout, env, list(options), cwd or Path(empty), script_dir, run_as)
 
 
 def _probe(
@@ -72,14 +84,18 @@ def _probe(
     options: list[str],
     cwd: Path,
     script_dir: Path | None,
+    run_as: RunAs | None,
 ) -> InterpreterProbe:
     argv = [interpreter, *options, "-c", _PROBE, *([str(script_dir)] if script_dir else [])]
     try:
-        done = run_in_own_session(argv, timeout=timeout, cwd=cwd, env=env)
+        done = run_in_own_session(argv, timeout=timeout, cwd=cwd, env=env, run_as=run_as)
+    except CannotRunAs as exc:
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} was not run: {exc}", not_run=True)
     except OSError as exc:
-        where = f" in {cwd}" if exc.filename == str(cwd) or not cwd.is_dir() else ""
+        where = f" in {cwd}" if exc.filename == str(cwd) or not _is_dir(cwd) else ""
+        who = f" as {run_as.name}" if run_as is not None and not run_as.is_me() else ""
         return InterpreterProbe(
-            interpreter, None, error=f"cannot run {interpreter}{where}: {exc.strerror or exc}"
+            interpreter, None, error=f"cannot run {interpreter}{where}{who}: {exc.strerror or exc}"
         )
     if done is None:
         return InterpreterProbe(interpreter, None, error=f"{interpreter} did not answer within {timeout:g} s")
@@ -98,11 +114,23 @@ def _probe(
     return InterpreterProbe(interpreter, root, site_dirs=site_dirs, imported=imported)
 
 
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
 def inspect_program(
-    launch: LaunchFacts, *, on_server_host: bool, timeout: float = 5.0
+    launch: LaunchFacts,
+    *,
+    on_server_host: bool,
+    timeout: float = 5.0,
+    process: ProcessFacts | None = None,
 ) -> tuple[ProgramFacts, InterpreterProbe | None]:
     """``launch.program``'s evidence: resolve the program as exec would, then ask its interpreter, with
-    the server's flags, environment and working directory, where ``sglang`` is."""
+    the server's flags, environment and working directory, where ``sglang`` is: as ``process``'s user for
+    a discovered server, else as the owner of what it would run (``validator.sources.run_as``)."""
 
     facts = ProgramFacts(
         written=launch.program,
@@ -121,6 +149,7 @@ def inspect_program(
         return facts, None
     facts.path, facts.problem = resolve_program(launch.program, launch.env, launch.working_directory)
     if facts.problem is not None or facts.path is None:
+        facts.not_provable = isinstance(facts.problem, ProgramUnreadable)
         return facts, None
     script_dir: Path | None = None
     interpreter: Path | None = facts.path
@@ -131,9 +160,21 @@ def inspect_program(
         interpreter, problem = resolve_program(launch.interpreter, launch.env, launch.working_directory)
         if problem is not None or interpreter is None:
             facts.problem = f"{facts.path} runs {launch.interpreter}, which {problem or 'is not found'}"
+            facts.not_provable = isinstance(problem, ProgramUnreadable)
             return facts, None
         script_dir = facts.path.resolve().parent
     facts.interpreter = str(interpreter)
+    who = (
+        of_process(process)
+        if process is not None
+        else of_files(
+            [facts.path, interpreter, launch.working_directory], launch.env, launch.working_directory
+        )
+    )
+    if isinstance(who, str):
+        facts.probe_error = f"{interpreter} was not run: {who}"
+        facts.not_provable = True
+        return facts, InterpreterProbe(str(interpreter), None, error=facts.probe_error)
     probe = probe_interpreter(
         str(interpreter),
         timeout=timeout,
@@ -141,7 +182,9 @@ def inspect_program(
         options=launch.interpreter_options,
         cwd=launch.working_directory,
         script_dir=script_dir,
+        run_as=who,
     )
     facts.probe_error = probe.error
+    facts.not_provable = probe.not_run
     facts.sglang_root = probe.sglang_root
     return facts, probe

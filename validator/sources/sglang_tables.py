@@ -28,6 +28,7 @@ from validator.bounded_files import read_head
 from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
+from validator.sources.run_as import RunAs
 from validator.sources.sglang_cli_table import TableChoice, load_table
 from validator.trusted_files import UnsafeLocation, read_trusted_file, write_private
 
@@ -75,14 +76,19 @@ def cached_table(root: Path, version: str | None, env: Mapping[str, str] | None 
     return path if path.is_file() else None
 
 
-def generate(python: str, *, timeout: float = 300.0) -> str:
+def generate(python: str, *, timeout: float = 300.0, run_as: RunAs | None = None) -> str:
     """Run the generator inside ``python`` (which must import ``sglang.srt.server_args``: torch and the
     rest of SGLang's import chain) and return the table's text. From an empty working directory, with the
-    source on ``-c``, so no local file shadows a module; the whole process group is killed on timeout."""
+    source on ``-c``, so no local file shadows a module; the whole process group is killed on timeout.
+    ``run_as``: the user it runs as (``validator.sources.run_as``; None: this process's)."""
     source = (Path(__file__).resolve().parents[1] / "sglang_tablegen.py").read_text(encoding="utf-8")
     with tempfile.TemporaryDirectory(prefix="spark-validate-table-") as empty:
+        if run_as is not None and not run_as.is_me() and os.geteuid() == 0:
+            os.chown(empty, run_as.uid, run_as.gid)
         try:
-            done = run_in_own_session([python, "-c", source, "--stdout"], timeout=timeout, cwd=empty)
+            done = run_in_own_session(
+                [python, "-c", source, "--stdout"], timeout=timeout, cwd=empty, run_as=run_as
+            )
         except OSError as exc:
             raise InputError(python, f"cannot run: {exc.strerror or exc}") from None
     if done is None:

@@ -1,0 +1,148 @@
+"""One attack on the /proc trust rule, played inside a private PID namespace, with its control beside it.
+
+Run as ``unshare --pid --fork --mount-proc python -m tests.support.trust_scene SCENE`` (root, by the
+tests in ``tests/test_proc_trust.py``): only the processes this script starts are visible, so ``npd`` and
+``check`` with no ``--pid`` see the healthy simulator (root's, the control), and what the second local
+user started; nothing another test runs on the host. Prints one JSON object of what each command said.
+
+Scenes (the attacker is ``tests.support.second_user``'s account, acting through ``setpriv``):
+
+- ``decoy``: a sleeping ``python3 -m sglang.launch_server --port P --moe-runner-backend auto`` with no FP8
+  variable, ``P`` the healthy server's port, once as the attacker and once as root (listening on nothing).
+- ``exec-a``: ``exec -a ~evil/python3 /usr/bin/python3 -m sglang.launch_server`` (argv[0] is the
+  attacker's script, which writes a file naming the UID it runs as), serving on its own port.
+- ``sitecustomize``: the genuine ``/usr/bin/python3`` with ``PYTHONPATH`` holding the attacker's
+  ``sitecustomize.py`` (writes a file naming its UID).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from tests.support.cli import REPO
+from tests.support.fake_server import SLEEPS, process_as, server_argv, sglang_tree
+from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.second_user import User, ensure_user
+
+SIM = ["--speed", "1000", "--startup-seconds", "0.1"]
+WRITES_UID = (
+    "import os\n"
+    'open(os.path.join({out!r}, f"{tag}-{{os.getuid()}}-{{os.getpid()}}"), "w").write(str(os.getuid()))\n'
+)
+
+
+def cli(*args: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("SGLANG_ENABLE_FP8_LM_HEAD", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "validator", *args], cwd=REPO, env=env, capture_output=True, timeout=240
+    )
+    return {
+        "rc": done.returncode,
+        "out": done.stdout.decode(errors="replace"),
+        "err": done.stderr.decode(errors="replace"),
+    }
+
+
+def npd(*extra: str) -> dict[str, Any]:
+    return cli("npd", "--timeout", "60", "--max-output-length", "400", *extra)
+
+
+def files(out: Path) -> list[dict[str, Any]]:
+    return [
+        {"name": f.name, "owner": f.stat().st_uid, "says": f.read_text(errors="replace")}
+        for f in sorted(out.iterdir())
+    ]
+
+
+def healthy_sim(stack: ExitStack) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+    cmd = [sys.executable, "-m", "validator", "sim", "--port", str(port), *SIM]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    stack.callback(stop, proc)
+    wait_listening(port, proc, what="simulator", timeout=60)
+    return proc, port
+
+
+def evil_dir(owner: User, stack: ExitStack) -> tuple[Path, Path]:
+    """The attacker's own directory (``~/evil``) and a drop box anyone may write (what the code wrote)."""
+    evil = Path(tempfile.mkdtemp(prefix="sv-evil-"))
+    out = Path(tempfile.mkdtemp(prefix="sv-out-"))
+    os.chmod(out, 0o1777)
+    stack.callback(subprocess.run, ["rm", "-rf", str(evil), str(out)], check=False)
+    return evil, out
+
+
+def decoy(owner: User) -> dict[str, Any]:
+    with ExitStack() as stack:
+        sim, port = healthy_sim(stack)
+        result: dict[str, Any] = {"server": sim.pid, "npd_alone": npd()}
+        result["check_alone"] = cli("check", "--no-probe", "--allow-partial", "--format", "json")
+        top = stack.enter_context(sglang_tree(SLEEPS))
+        argv = server_argv(port, "--moe-runner-backend", "auto")
+        prefix = b"/usr/bin/python3\0-m\0sglang"
+        theirs = stack.enter_context(process_as(owner, argv, cwd=top, prefix=prefix))
+        mine = stack.enter_context(process_as(None, argv, cwd=top, prefix=prefix))
+        result.update(attacker=theirs.pid, same_user=mine.pid)
+        result["npd"] = npd()
+        result["check"] = cli("check", "--no-probe", "--allow-partial", "--format", "json")
+        result["check_named"] = cli(
+            "check", "--no-probe", "--allow-partial", "--format", "json", "--server-user", owner.name
+        )
+        return result
+
+
+def _attack(owner: User, *, exec_a: bool) -> dict[str, Any]:
+    with ExitStack() as stack:
+        sim, _ = healthy_sim(stack)
+        evil, out = evil_dir(owner, stack)
+        if exec_a:
+            script = evil / "python3"
+            script.write_text(f'#!/bin/sh\nid -u > "{out}/argv0-$(id -u)-$$"\nexec /usr/bin/python3 "$@"\n')
+            script.chmod(0o755)
+            env = {"PATH": "/usr/bin:/bin"}
+            prefix = str(script).encode() + b"\0-m\0sglang"
+        else:
+            (evil / "sitecustomize.py").write_text(WRITES_UID.format(out=str(out), tag="site"))
+            env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(evil)}
+            prefix = b"/usr/bin/python3\0-m\0sglang"
+        for f in [evil, *evil.iterdir()]:
+            os.chown(f, owner.uid, owner.gid)
+        port = free_port()
+        top = stack.enter_context(sglang_tree())
+        argv = server_argv(port)
+        shell = "exec -a " + str(evil / "python3") + " " + " ".join(argv) if exec_a else None
+        attacker = stack.enter_context(
+            process_as(owner, argv, cwd=top, env=env, shell=shell, listen=port, prefix=prefix)
+        )
+        result: dict[str, Any] = {"server": sim.pid, "attacker": attacker.pid, "at_start": files(out)}
+        result["npd"] = npd()
+        result["after_npd"] = files(out)
+        result["check"] = cli("check", "--no-probe", "--allow-partial", "--format", "json")
+        result["after_check"] = files(out)
+        # the operator names the attacker's account as a server user: its interpreter is asked, as it
+        result["check_named"] = cli(
+            "check", "--no-probe", "--allow-partial", "--format", "json", "--server-user", owner.name
+        )
+        result["after_named"] = files(out)
+        return result
+
+
+def main() -> None:
+    scene = sys.argv[1]
+    owner = ensure_user()
+    result = decoy(owner) if scene == "decoy" else _attack(owner, exec_a=scene == "exec-a")
+    result["attacker_uid"] = owner.uid
+    sys.stdout.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()

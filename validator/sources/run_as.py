@@ -1,0 +1,162 @@
+"""Who a program the validator runs for evidence runs as: never with more privilege than whoever controls it.
+
+Why: the evidence about an install comes from asking the server's interpreter which ``sglang`` it imports,
+and that runs code: the program, its ``#!`` interpreter, ``sitecustomize.py`` and ``.pth`` files on its
+path, ``LD_PRELOAD``. Whoever can write any of those runs code as whoever runs the probe. So (SECURITY.md,
+"Processes the tool runs"):
+
+- A discovered server process (``check``/``serve``/``npd`` with no ``--url``): its program, environment
+  and working directory are its owner's, so the probe runs as that process's real UID, GID and
+  supplementary groups (``/proc/PID/status``). :func:`of_process`.
+- A declared launch (``preflight``, ``launch``, ``check --unit``...): every file the probe would execute or
+  import from (the program and its target, the interpreter, the working directory, ``PYTHONPATH``,
+  ``PYTHONHOME``, ``PYTHONUSERBASE``, ``LD_PRELOAD``, ``LD_LIBRARY_PATH``), and each directory above them,
+  is looked at: owned by root or the reader, it runs as the reader; owned by one other user, it runs as that
+  user; owned by several others, or in a directory anyone may write (not sticky), it does not run.
+  :func:`of_files`.
+
+Dropping privileges needs root; a reader that is neither root nor that user does not run it at all, and
+the evidence is unknown (:class:`CannotRunAs` says why), never gathered with the reader's privileges.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from validator.sources.process import ProcessFacts
+
+_PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH")
+MAX_PATHS = 256  # paths looked at for one program: more is not a launch command's environment
+MAX_DEPTH = 64  # components per path
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """A user, group and supplementary groups to run a child as, and why it is them (for messages)."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...] = ()
+    why: str = ""
+
+    @property
+    def name(self) -> str:
+        import pwd
+
+        try:
+            return pwd.getpwuid(self.uid).pw_name
+        except KeyError:
+            return f"UID {self.uid}"
+
+    def is_me(self) -> bool:
+        return self.uid == os.geteuid() and self.uid == os.getuid()
+
+
+class CannotRunAs(OSError):
+    """The child would have to run as another user, and this process cannot become it (not root)."""
+
+
+def popen_identity(run_as: RunAs | None) -> dict[str, object]:
+    """``subprocess.Popen`` keywords that make the child ``run_as`` (none: this process's own user).
+    Raises :class:`CannotRunAs` when that needs privileges this process does not have."""
+    if run_as is None or run_as.is_me():
+        return {}
+    if os.geteuid() != 0:
+        raise CannotRunAs(
+            f"it must run as {run_as.name} ({run_as.why}); spark-validate runs as UID {os.geteuid()} and "
+            f"cannot act as another user: run it as root or as {run_as.name}"
+        )
+    return {"user": run_as.uid, "group": run_as.gid, "extra_groups": list(run_as.groups)}
+
+
+def of_process(facts: ProcessFacts) -> RunAs | str:
+    """The real UID, GID and supplementary groups of a discovered process, or why they are unknown."""
+    if len(facts.uids) != 4 or len(facts.gids) != 4:
+        return f"the user of process {facts.pid} could not be read from /proc/{facts.pid}/status"
+    return RunAs(facts.uids[0], facts.gids[0], facts.groups, why=f"the user of process {facts.pid}")
+
+
+def _user(uid: int, fallback_gid: int) -> RunAs:
+    import pwd
+
+    try:
+        pw = pwd.getpwuid(uid)
+    except KeyError:
+        return RunAs(uid, fallback_gid, (), why=f"the owner (UID {uid}) of a file it runs")
+    try:
+        groups = tuple(os.getgrouplist(pw.pw_name, pw.pw_gid))
+    except OSError:
+        groups = ()
+    return RunAs(uid, pw.pw_gid, groups, why=f"the owner ({pw.pw_name}) of a file it runs")
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (OSError, ValueError):
+        return None  # absent or unreadable: nothing there runs
+
+
+def _chain(path: Path) -> Iterable[tuple[Path, os.stat_result]]:
+    """``path`` and each directory above it (as written, and as resolved), with their ``lstat``."""
+    seen: set[Path] = set()
+    try:
+        resolved = Path(os.path.realpath(path))
+    except (OSError, ValueError):
+        resolved = path
+    for current in (path, resolved):
+        for _ in range(MAX_DEPTH):
+            if current not in seen:
+                seen.add(current)
+                st = _lstat(current)
+                if st is not None:
+                    yield current, st
+            if current.parent == current:
+                break
+            current = current.parent
+
+
+def _writable_by_others(st: os.stat_result) -> bool:
+    """A directory where someone other than its owner and root can put or replace entries: writable by
+    anyone, or by a group other than root's, without the sticky bit."""
+    if not stat.S_ISDIR(st.st_mode) or st.st_mode & stat.S_ISVTX:
+        return False
+    return bool(st.st_mode & stat.S_IWOTH) or bool(st.st_mode & stat.S_IWGRP and st.st_gid != 0)
+
+
+def of_files(
+    paths: Iterable[Path | str | None], env: Mapping[str, str], cwd: Path | None = None
+) -> RunAs | str | None:
+    """Who may run a program that executes or imports from ``paths`` and ``env``'s path variables (a
+    relative entry is taken from ``cwd``): None (this process's user: every file is root's or its own), a
+    :class:`RunAs` (the one other user who owns some of them), or why nobody may (several other owners, a
+    directory others can write)."""
+    me = os.geteuid()
+    base = cwd or Path("/")
+    wanted: list[Path] = [Path(p) for p in paths if p]
+    for name in _PATH_VARIABLES:
+        for item in env.get(name, "").replace(" ", ":").split(":"):
+            if item:
+                wanted.append(Path(item))
+    owners: dict[int, tuple[Path, int]] = {}
+    for path in wanted[:MAX_PATHS]:
+        for where, st in _chain(path if path.is_absolute() else base / path):
+            if st.st_uid not in (0, me):
+                owners.setdefault(st.st_uid, (where, st.st_gid))
+            if _writable_by_others(st):
+                mode = stat.S_IMODE(st.st_mode)
+                return (
+                    f"{where} is writable by others (mode {mode:04o}, group {st.st_gid}): they could plant "
+                    "what it runs"
+                )
+    if not owners:
+        return None
+    if len(owners) > 1:
+        shown = ", ".join(f"{where} (UID {uid})" for uid, (where, _) in sorted(owners.items()))
+        return f"the files it runs belong to several other users: {shown}"
+    ((uid, (_where, gid)),) = owners.items()
+    return _user(uid, gid)
