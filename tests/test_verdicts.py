@@ -241,16 +241,57 @@ def test_http_alone_cannot_prove_the_draft_head_and_says_what_would(healthy: Sim
     assert proven.report is not None and proven.report["partial"] is False
 
 
+def _check_rows(stdout: str) -> list[str]:
+    """The text report's check lines (the coverage line sums them up after the verdict)."""
+    return [
+        line
+        for line in stdout.split("\nverdict:")[0].splitlines()
+        if line.startswith("  ") and line[2:6].strip()
+    ]
+
+
+def _said_once(stdout: str, cause: str) -> None:
+    """One fault, one line: ``server.ready`` is the only ERR row and says ``cause``; every check that needs
+    the server is folded under it by name, none repeats the cause or blames the attestation."""
+    rows = _check_rows(stdout)
+    errors = [r for r in rows if r.lstrip().startswith("ERR")]
+    assert len(errors) == 1 and "server.ready" in errors[0] and cause in errors[0], stdout
+    body = stdout.split("\nverdict:")[0]
+    assert body.count(cause) == 1, stdout
+    for folded in ("moe.backend", "lm_head.fp8", "spec.lm_head_shared", "spec.accept_length"):
+        assert folded in body, (folded, stdout)
+    assert "stale or untrusted" not in stdout and "see server.ready" not in stdout, stdout
+    coverage = stdout.rstrip().splitlines()[-1]
+    assert coverage.count(cause) == 1 and "that need it" in coverage, coverage
+
+
 def test_an_unreachable_server_is_said_once(tmp_path: Path) -> None:
-    """A missing API key used to be repeated on every check's line."""
+    """A missing API key used to be repeated on every check's line, and with --attestation the two
+    attestation checks blamed a "stale or untrusted" attestation for the 401."""
     key = tmp_path / "key"
     key.write_text("the-right-key-1234\n")
     with sim_process(tmp_path, "--api-key-file", str(key)) as sim:
-        run = run_check(sim.url, "--wait", "20", "--no-probe", fmt="text")
+        run = run_check(sim.url, "--wait", "20", "--attestation", str(sim.attestation), fmt="text")
     assert run.rc == 69
-    rows = run.stdout.split("\nverdict:")[0]  # the check lines (the coverage line sums them up after)
-    assert rows.count("needs an API key and none was given") == 1, run.stdout
-    assert "see server.ready" in rows
+    _said_once(run.stdout, "needs an API key and none was given")
+    assert "--api-key-file" in _check_rows(run.stdout)[0]
+
+
+def test_a_dead_port_and_a_reply_that_is_not_json_are_said_once(tmp_path: Path) -> None:
+    from tests.support.loopback import free_port
+
+    dead = run_check(f"http://127.0.0.1:{free_port()}", "--wait", "1", fmt="text")
+    assert dead.rc == 69
+    _said_once(dead.stdout, "connection failed")
+    # the JSON report carries the same structure: each folded check names its root cause
+    report = run_check(f"http://127.0.0.1:{free_port()}", "--wait", "1").report
+    assert report is not None
+    causes = {c["id"]: c["caused_by"] for c in report["checks"] if c["status"] == "error"}
+    assert causes.pop("server.ready") is None and causes and set(causes.values()) == {"server.ready"}
+    with sim_process(tmp_path, "--scenario", "malformed-json") as sim:
+        bad = run_check(sim.url, "--wait", "5", fmt="text")
+    assert bad.rc == 69
+    _said_once(bad.stdout, "invalid JSON")
 
 
 def _tpot(run: CheckRun) -> dict[str, Any]:

@@ -31,6 +31,8 @@ class _Result(Protocol):  # the fields coverage reads (validator.report.CheckRes
     def message(self) -> str: ...
     @property
     def sources(self) -> list[str]: ...
+    @property
+    def caused_by(self) -> str | None: ...
 
 
 def input_for(sources: Sequence[str]) -> str | None:
@@ -49,5 +51,7 @@ def coverage_of(results: Iterable[_Result]) -> Coverage:
         if r.status == "pass":
             proven += 1
         elif r.status == "error":
-            missing.append(NotProven(id=r.id, reason=r.message, input=input_for(r.sources)))
+            missing.append(
+                NotProven(id=r.id, reason=r.message, input=input_for(r.sources), caused_by=r.caused_by)
+            )
     return Coverage(critical=critical, proven=proven, not_proven=[m.id for m in missing], missing=missing)

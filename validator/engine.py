@@ -17,7 +17,20 @@ from validator.checks.base import CheckContext, Outcome
 from validator.checks.expect import evaluate_expect
 from validator.checks.registry import builtins
 from validator.coverage import coverage_of
-from validator.facts import ENVIRONMENT_UNKNOWN, HOST, HUMMING, LAUNCH, SERVER, SGLANG, Facts, Mode
+from validator.facts import (
+    ATTESTATION,
+    ENVIRONMENT_UNKNOWN,
+    HOST,
+    HUMMING,
+    LAUNCH,
+    METRICS,
+    PROBE,
+    SERVER,
+    SGLANG,
+    WEIGHTS,
+    Facts,
+    Mode,
+)
 from validator.pack_schema import CheckSpec, WaiverSpec
 from validator.pack_templates import expect_fields, expect_value, render_template
 from validator.report import (
@@ -87,6 +100,26 @@ def run_checks(
         if outcome.evidence.get(_UNRESOLVED) is not None:
             result = replace(result, remedy=_unresolved_remedy(outcome.sources))
         results.append(result)
+    return _with_root_cause(facts, results)
+
+
+SERVER_READY = "server.ready"
+# The sources only a reached server can feed: with the server not reached, an error of a check that reads
+# nothing else follows from server.ready's (the attestation is bound to the server's /server_info).
+_SERVER_SIDE = frozenset({SERVER, ATTESTATION, PROBE, METRICS, WEIGHTS})
+
+
+def _with_root_cause(facts: Facts, results: list[CheckResult]) -> list[CheckResult]:
+    """One fault, said once: when the server was not reached (a dead port, a 401 without a key, a reply
+    that is not JSON), every other check in error that reads only what the server would have given is
+    marked as following from ``server.ready``. Decided from the facts and each check's declared sources,
+    never from its message."""
+    ready = next((r for r in results if r.id == SERVER_READY), None)
+    if facts.mode != "check" or facts.server is not None or ready is None or ready.status is not Status.ERROR:
+        return results
+    for r in results:
+        if r is not ready and r.status is Status.ERROR and r.sources and set(r.sources) <= _SERVER_SIDE:
+            r.caused_by = SERVER_READY
     return results
 
 

@@ -56,6 +56,9 @@ class CheckResult:
     remedy: str | None = None
     why: str | None = None  # one sentence: why this invariant matters
     waived: Waiver | None = None  # set when a waiver turned a failure into a non-blocking result
+    # the check whose error this one follows from (``server.ready`` for a server that was not reached):
+    # the text report says the root cause once and folds the checks that depend on it under it
+    caused_by: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -85,6 +88,7 @@ class NotProven:
     id: str
     reason: str  # the check's own message
     input: str | None = None  # what would let it run
+    caused_by: str | None = None  # the check whose error this one follows from
 
 
 @dataclass(kw_only=True)
@@ -106,12 +110,18 @@ class Coverage:
         if not self.missing:
             return head
         groups: dict[tuple[str, str | None], list[str]] = {}  # one reason said once, for all its checks
+        roots = {m.id for m in self.missing}
+        following: dict[str, list[str]] = {}  # a root cause's id -> the checks that follow from it
         for m in self.missing:
-            groups.setdefault((m.reason, m.input), []).append(m.id)
-        parts = [
-            f"{', '.join(ids)} ({reason}{'; needs ' + needed if needed else ''})"
-            for (reason, needed), ids in groups.items()
-        ]
+            if m.caused_by in roots:
+                following.setdefault(m.caused_by, []).append(m.id)
+            else:
+                groups.setdefault((m.reason, m.input), []).append(m.id)
+        parts = []
+        for (reason, needed), ids in groups.items():
+            after = [i for root in ids for i in following.get(root, ())]
+            also = f" and {len(after)} that need it ({', '.join(after)})" if after else ""
+            parts.append(f"{', '.join(ids)} ({reason}{'; needs ' + needed if needed else ''}){also}")
         return f"{head}; not proven: " + "; ".join(parts)
 
 

@@ -1,7 +1,8 @@
 """``--format text``: the report for a person at a terminal.
 
 Passing checks take one line; a failing one adds what was found, why it matters and the exact remedy,
-so the operator can fix it without reading any docs. Colour only on a terminal (or FORCE_COLOR).
+so the operator can fix it without reading any docs. A fault is said once: checks whose error follows
+from another's (``caused_by``: a server that was not reached) are listed under that check's line. Colour only on a terminal (or FORCE_COLOR).
 """
 
 from __future__ import annotations
@@ -76,7 +77,16 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
         + (f" · {data['target']}" if data.get("target") else "")
     ]
     width = max((len(c["id"]) for c in data["checks"]), default=10)
+    # one fault said once: the checks that follow from another's error are folded under that line
+    ids = {c["id"] for c in data["checks"]}
+    folded: dict[str, list[str]] = {}
     for c in data["checks"]:
+        if c["status"] == "error" and c.get("caused_by") in ids and not c["waived"]:
+            folded.setdefault(c["caused_by"], []).append(c["id"])
+    hidden = {i for group in folded.values() for i in group}
+    for c in data["checks"]:
+        if c["id"] in hidden:
+            continue
         label, code = _STYLE[c["status"]]
         if c["waived"]:
             label, code = "WAIV", "36"
@@ -89,6 +99,11 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
             if c["waived"]:
                 w = c["waived"]
                 details.append(("waived", f"until {w['expires']}: {w['justification']}"))
+            after = folded.get(c["id"])
+            if after:
+                details.append(
+                    ("blocks", f"{len(after)} more, not judged until this is fixed: {', '.join(after)}")
+                )
             for label, text in details:
                 if text:
                     lines.extend(_wrapped(f"{label + ':':<10}", text, pad, line_width))
