@@ -2,7 +2,8 @@
 
 Passing checks take one line; a failing one adds what was found, why it matters and the exact remedy,
 so the operator can fix it without reading any docs. A fault is said once: checks whose error follows
-from another's (``caused_by``: a server that was not reached) are listed under that check's line. Colour only on a terminal (or FORCE_COLOR).
+from another's (``caused_by``: a server that was not reached) are listed under that check's line.
+Colour only on a terminal (or FORCE_COLOR).
 """
 
 from __future__ import annotations
