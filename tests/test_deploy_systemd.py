@@ -376,3 +376,50 @@ def test_a_start_that_cannot_be_proven_is_retried_a_few_times_then_stays_failed(
     restart = systemd_seconds(unit["RestartSec"][0])
     # each refused attempt takes RestartSec (launch itself well under a second): the burst fits the interval
     assert burst >= 2 and burst * (restart + 5) < interval, (burst, restart, interval)
+
+
+def _documented_checks() -> list[list[str]]:
+    """Every live ``spark-validate check --url`` an operator is told to run first: the README's command
+    table and the runbooks' (each as its words, ``sudo -u USER`` dropped)."""
+    found = []
+    readme = (DEPLOY.parent / "README.md").read_text()
+    found += re.findall(r"`(spark-validate check --url [^`]+)`", readme)
+    runbooks = (DEPLOY / "README.md").read_text()
+    found += [
+        " ".join(block.replace("\\\n", " ").split())
+        for block in re.findall(
+            r"```sh\n((?:sudo -u \w+ )?spark-validate check --url .*?)```", runbooks, re.S
+        )
+    ]
+    found += re.findall(r"`(spark-validate check --url [^`]+)`", runbooks)
+    out = []
+    for text in found:
+        words = shlex.split(text)
+        if words[:2] == ["sudo", "-u"]:
+            words = words[3:]
+        out.append(words)
+    return out
+
+
+def test_the_documented_live_check_carries_the_units_evidence(tmp_path: Path) -> None:
+    """The runbooks' first command, run as written (the unit's paths mapped to a simulator's files), is a
+    verdict on a default install, not INCONCLUSIVE: it carries --attestation and --log as the shipped
+    sidecar unit does; the same command without them is inconclusive (69)."""
+    from tests.support.sim_process import sim_process
+
+    sidecar = shlex.split(_unit("spark-validate.service")["ExecStart"][0])
+    unit_attestation = sidecar[sidecar.index("--attestation") + 1]
+    unit_log = sidecar[sidecar.index("--log") + 1]
+    documented = _documented_checks()
+    assert len(documented) >= 2, documented  # the README's table and the CriticalCheckFailing runbook
+    for words in documented:
+        assert words[words.index("--attestation") + 1] == unit_attestation, words
+        assert words[words.index("--log") + 1] == unit_log, words
+    words = next(w for w in documented if "--wait" not in w)  # the runbook's (the table waits 600 s)
+    with sim_process(tmp_path, "--scenario", "healthy") as sim:
+        mapped = {unit_attestation: str(sim.attestation), unit_log: str(sim.log)}
+        argv = [mapped.get(w, w.replace("http://127.0.0.1:30000", sim.url)) for w in words[1:]]
+        as_written = run_cli(*argv, "--wait", "20", timeout=120)
+        bare = run_cli("check", "--url", sim.url, "--wait", "20", timeout=120)
+    assert as_written.returncode == 0, as_written.stdout[-2000:]
+    assert bare.returncode == 69, bare.stdout[-2000:]
