@@ -11,16 +11,19 @@ from types import ModuleType
 
 import pytest
 
+from tests.support.private_dir import NoPrivateBase, private_base
 from tests.support.second_user import User, ensure_user
 from tests.support.sglang_wheel import sglang_root, sglang_site
 
-# Test files live under the checkout, not under /tmp: the verdict trusts a rule pack, an env file or an
-# attestation only when every directory above it is writable by nobody but root and its user, and /tmp
-# (sticky, world-writable) is not. Tests that need a shared directory make one on purpose.
-_TEMP_ROOT = Path(__file__).resolve().parents[1] / ".pytest-tmp"
+# Files the verdict must trust (packs, env files, attestations) go to tmp_path, so pytest's temporary tree
+# lives in a private base directory whose whole chain was checked first (tests/support/private_dir.py):
+# never /tmp, which is world-writable, and never the checkout's path taken on trust (a clone under /tmp).
+# Tests that need a shared directory make one on purpose (the ``shared`` fixture).
 if "PYTEST_DEBUG_TEMPROOT" not in os.environ:
-    _TEMP_ROOT.mkdir(mode=0o755, exist_ok=True)
-    os.environ["PYTEST_DEBUG_TEMPROOT"] = str(_TEMP_ROOT)
+    try:
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(private_base())
+    except NoPrivateBase as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture(scope="session")

@@ -281,21 +281,9 @@ READER = "sv-reader"
 
 
 def _reader() -> Any:
-    import pwd
+    from tests.support.second_user import ensure_user
 
-    from tests.support.second_user import User
-
-    try:
-        pw = pwd.getpwnam(READER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", READER],
-            check=True,
-            capture_output=True,
-            timeout=30,
-        )
-        pw = pwd.getpwnam(READER)
-    return User(READER, pw.pw_uid, pw.pw_gid)
+    return ensure_user(READER)
 
 
 @contextmanager
@@ -319,15 +307,27 @@ def others_server() -> Iterator[tuple[subprocess.Popen[bytes], Any]]:
         yield proc, owner
 
 
-def _read_as_reader(pid: int) -> dict[str, Any]:
-    """What the third user learns of the server: its argv, no environment (why), and what preflight
-    makes of a variable it cannot see."""
+def _packs() -> dict[str, Any]:
+    """The built-in pack and one whose FP8 switch is another variable (no list of names in the reader
+    knows it), loaded by the test's own user: the reader's child may not be able to read the checkout's
+    package data (a clone under a 0700 home), and the subject is what it makes of the process."""
     from dataclasses import replace
 
+    from validator.rulepack import LoadedPack, load_pack
+
+    ling = load_pack(None)
+    acme = LoadedPack(
+        replace(ling.pack, expect=replace(ling.pack.expect, fp8_lm_head_env="ACME_FP8_HEAD")), ling.path
+    )
+    return {"ling": ling, "acme": acme}
+
+
+def _read_as_reader(pid: int, packs: dict[str, Any]) -> dict[str, Any]:
+    """What the third user learns of the server: its argv, no environment (why), and what preflight
+    makes of a variable it cannot see."""
     from validator.engine import run_checks
     from validator.preflight import gather
     from validator.preflight_inputs import PreflightInputs
-    from validator.rulepack import LoadedPack, load_pack
     from validator.sources.server_processes import discover
 
     owner = os.stat(f"/proc/{pid}").st_uid
@@ -338,13 +338,8 @@ def _read_as_reader(pid: int) -> dict[str, Any]:
     server = found[0]
     facts = gather(PreflightInputs(running=server))
     assert facts.launch is not None
-    ling = load_pack(None)
-    # a pack whose FP8 switch is another variable: no list of names in the reader knows it
-    acme = LoadedPack(
-        replace(ling.pack, expect=replace(ling.pack.expect, fp8_lm_head_env="ACME_FP8_HEAD")), ling.path
-    )
     fp8 = {}
-    for name, loaded in (("ling", ling), ("acme", acme)):
+    for name, loaded in packs.items():
         results = run_checks(facts, loaded, mode="preflight")
         fp8[name] = next(r for r in results if r.id == "lm_head.fp8")
     return {
@@ -360,10 +355,14 @@ def _read_as_reader(pid: int) -> dict[str, Any]:
 def test_another_users_environment_is_said_unreadable_and_never_judged_empty() -> None:
     from tests.support.second_user import call_as
 
+    packs = _packs()
     with others_server() as (proc, owner):
         # as root first: the reader's child cannot import this checkout's modules from under /root
-        assert _read_as_reader(proc.pid)["env"] == {"PATH": "/usr/bin:/bin", "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
-        seen = call_as(_reader(), lambda: _read_as_reader(proc.pid), timeout=60)
+        assert _read_as_reader(proc.pid, packs)["env"] == {
+            "PATH": "/usr/bin:/bin",
+            "SGLANG_ENABLE_FP8_LM_HEAD": "1",
+        }
+        seen = call_as(_reader(), lambda: _read_as_reader(proc.pid, packs), timeout=60)
     assert seen["argv"][1:3] == ["-m", "sglang.launch_server"]
     assert seen["env"] is None
     assert "permission denied" in seen["env_error"] and owner.name in seen["env_error"]

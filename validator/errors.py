@@ -8,6 +8,7 @@ message that names the file or endpoint, so the CLI can print it without a trace
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -30,6 +31,20 @@ class ValidatorError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from its message and attributes, not by calling ``__init__`` again: subclasses take other
+        arguments (``InputError(where, reason, line)``), and an error raised in a child process (a reader
+        run as another user, a worker) must come back to the parent as itself, not as a TypeError."""
+        return (_restore, (type(self), self.message, dict(self.__dict__)))
+
+
+def _restore(cls: type[ValidatorError], message: str, state: dict[str, Any]) -> ValidatorError:
+    """The unpickled error: an instance of ``cls`` carrying ``message`` and the attributes it had."""
+    error = cls.__new__(cls)
+    Exception.__init__(error, message)
+    error.__dict__.update(state)
+    return error
 
 
 class UsageError(ValidatorError):

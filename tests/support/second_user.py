@@ -32,9 +32,11 @@ class User:
     gid: int
 
 
-def ensure_user() -> User:
-    """The second account, created (no home, no login shell) when this process is root and it is missing."""
-    name = os.environ.get("SPARK_VALIDATE_TEST_USER") or NAME
+def ensure_user(name: str | None = None) -> User:
+    """The second account (or the account ``name``), created (no home, no login shell) when this process is
+    root and it is missing. Parallel test workers may race to create it: a ``useradd`` that loses the race
+    fails, and the account the winner made is used."""
+    name = name or os.environ.get("SPARK_VALIDATE_TEST_USER") or NAME
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
@@ -43,13 +45,18 @@ def ensure_user() -> User:
                 f"no local user {name!r} for the trust tests: run as root (useradd) or set "
                 "SPARK_VALIDATE_TEST_USER to an unprivileged account"
             ) from None
-        subprocess.run(
+        made = subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
-            check=True,
+            check=False,
             capture_output=True,
             timeout=30,
         )
-        pw = pwd.getpwnam(name)
+        try:
+            pw = pwd.getpwnam(name)
+        except KeyError:
+            raise RuntimeError(
+                f"useradd {name} failed: {made.stderr.decode(errors='replace').strip()}"
+            ) from None
     if pw.pw_uid == 0 or pw.pw_uid == os.geteuid():
         raise RuntimeError(f"{name!r} must be another, unprivileged user (UID {pw.pw_uid})")
     return User(name, pw.pw_uid, pw.pw_gid)
