@@ -77,3 +77,56 @@ def shared() -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+# ---- markers: what a test needs beyond Python, and what the quick run leaves out --------------------------
+#
+# One table, not a line in each file, so that the whole picture is reviewed in one place. A key is a test
+# module (``test_x``) or one test in it (``test_x::test_name``, parameters ignored). Every test needing a
+# marked tool is also ``slow``: ``python -m pytest -q -m "not slow"`` is the quick run, needing nothing
+# outside the Python environment; CI (``.ci/run``) runs everything.
+NEEDS: dict[str, tuple[str, ...]] = {
+    "test_cluster_e2e": ("prometheus",),
+    "test_deploy_e2e": ("prometheus",),
+    "test_deploy_prometheus_rules": ("prometheus",),
+    "test_partial_coverage::test_format_prom_is_valid_exposition_and_tells_unproven_from_failing": (
+        "prometheus",
+    ),
+    "test_partial_coverage::test_preflight_format_prom_for_the_textfile_collector": ("prometheus",),
+    "test_partial_coverage::test_sidecar_says_partial_on_readyz_report_verbose_and_metrics": ("prometheus",),
+    "test_serve_sidecar::test_exposition_passes_promtool": ("prometheus",),
+    "test_launch_refusal::test_refused_launch_is_exported_alerted_and_cleared_by_a_start": ("prometheus",),
+    "test_status_page": ("chromium",),
+    "test_deploy_systemd": ("systemd",),
+    "test_log_follow::test_journal_failures_are_one_line_errors": ("systemd",),
+    "test_log_follow::test_journal_reads_the_current_invocation_incrementally": ("systemd",),
+    "test_sidecar_log::test_the_sidecar_follows_the_journal_across_a_restart": ("systemd",),
+    "test_deploy_compose": ("compose",),
+    "test_running_process": ("second_user",),
+    "test_listening::test_another_users_descriptors_are_not_visible_and_say_so": ("second_user",),
+    "test_deploy_kubernetes::test_both_containers_run_as_the_images_server_user": ("second_user",),
+    "test_plugin_contract": ("sglang_env",),
+    "test_plugin_dist": ("sglang_env",),
+    "test_sglang_parity": ("sglang_env",),
+    "test_sglang_table::test_generates_and_caches_the_installed_builds_table": ("sglang_env",),
+    "test_sim_bench_serving": ("sglang_env",),
+}
+# Fixtures that mean a marker wherever a test uses them.
+FIXTURE_NEEDS: dict[str, str] = {"attacker": "second_user"}
+TOOL_MARKERS = ("prometheus", "chromium", "systemd", "compose", "second_user", "sglang_env")
+# Slow without any tool: each starts several processes or runs long differential or fuzz campaigns.
+SLOW: tuple[str, ...] = ()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Apply NEEDS, FIXTURE_NEEDS and SLOW (see above) to the collected tests."""
+    for item in items:
+        module = item.path.stem
+        test = f"{module}::{getattr(item, 'originalname', item.name)}"
+        wanted = {*NEEDS.get(module, ()), *NEEDS.get(test, ())}
+        wanted.update(m for f, m in FIXTURE_NEEDS.items() if f in getattr(item, "fixturenames", ()))
+        wanted.update(m for m in TOOL_MARKERS if item.get_closest_marker(m) is not None)
+        if wanted or module in SLOW or test in SLOW:
+            wanted.add("slow")
+        for name in sorted(wanted):
+            item.add_marker(name)

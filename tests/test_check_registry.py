@@ -15,8 +15,9 @@ from pathlib import Path
 from types import ModuleType
 
 import validator.checks
+from tests.support.private_dir import trusted_copy
 from validator.checks.registry import builtins
-from validator.rulepack import list_builtin_packs, parse_pack
+from validator.rulepack import is_builtin_path, list_builtin_packs, parse_pack
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -64,11 +65,13 @@ def test_every_check_function_is_registered_or_delegated_to() -> None:
     assert found >= len(builtins())
 
 
-def test_every_registered_form_is_listed_by_a_shipped_pack() -> None:
-    """A form that no shipped pack lists for its mode never runs: a pack entry was forgotten."""
+def test_every_registered_form_is_listed_by_a_shipped_pack(tmp_path: Path) -> None:
+    """A form that no shipped pack lists for its mode never runs: a pack entry was forgotten. The packs of
+    deploy/ are read from copies in tmp_path: the checkout may be where no pack is trusted (under /tmp)."""
     listed: dict[str, set[str]] = {}
-    for path in SHIPPED_PACKS:
-        for spec in parse_pack(path).checks:
+    for i, path in enumerate(SHIPPED_PACKS):
+        readable = path if is_builtin_path(path) else trusted_copy(path, tmp_path / str(i))
+        for spec in parse_pack(readable).checks:
             listed.setdefault(spec.id, set()).update(spec.modes)
     unlisted = {
         (check_id, mode)

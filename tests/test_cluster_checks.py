@@ -11,12 +11,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.private_dir import trusted_copy
 from validator.engine import run_checks
 from validator.facts import Facts, NodeFacts
-from validator.rulepack import load_pack
+from validator.rulepack import LoadedPack, load_pack
 from validator.sources.node import _ifname, interface_kind, interface_of
 
-PACK = Path(__file__).resolve().parents[1] / "deploy" / "cluster" / "ling-3.0-flash-dgx-spark-tp2.yaml"
+SHIPPED = Path(__file__).resolve().parents[1] / "deploy" / "cluster" / "ling-3.0-flash-dgx-spark-tp2.yaml"
+
+
+@pytest.fixture(scope="module")
+def pack(tmp_path_factory: pytest.TempPathFactory) -> LoadedPack:
+    """The shipped cluster pack, copied where the verdict may trust it: the checkout itself may be under
+    /tmp (a fresh clone), whose files no pack loader trusts."""
+    return load_pack(str(trusted_copy(SHIPPED, tmp_path_factory.mktemp("cluster-pack"))))
+
 
 GOOD = NodeFacts(
     cluster="c", node="spark-b", role="worker", node_rank=1, nnodes=2, pack="p", args_hash="a",
@@ -26,23 +35,23 @@ GOOD = NodeFacts(
 )  # fmt: skip
 
 
-def _status(node: NodeFacts | None) -> dict[str, tuple[str, str]]:
+def _status(pack: LoadedPack, node: NodeFacts | None) -> dict[str, tuple[str, str]]:
     facts = Facts(mode="preflight")
     facts.node = node
     only = {"cluster.args", "cluster.build", "cluster.interface"}
-    results = run_checks(facts, load_pack(str(PACK)), mode="preflight", only=only)
+    results = run_checks(facts, pack, mode="preflight", only=only)
     return {r.id: (r.status.value, r.message) for r in results}
 
 
-def test_a_consistent_worker_passes_every_local_check() -> None:
-    assert {k: v[0] for k, v in _status(GOOD).items()} == dict.fromkeys(
+def test_a_consistent_worker_passes_every_local_check(pack: LoadedPack) -> None:
+    assert {k: v[0] for k, v in _status(pack, GOOD).items()} == dict.fromkeys(
         ("cluster.args", "cluster.build", "cluster.interface"), "pass"
     )
 
 
-def test_one_node_and_no_process_do_not_apply() -> None:
-    assert {v[0] for v in _status(replace(GOOD, nnodes=1)).values()} == {"skip"}
-    assert {v[0] for v in _status(None).values()} == {"skip"}
+def test_one_node_and_no_process_do_not_apply(pack: LoadedPack) -> None:
+    assert {v[0] for v in _status(pack, replace(GOOD, nnodes=1)).values()} == {"skip"}
+    assert {v[0] for v in _status(pack, None).values()} == {"skip"}
 
 
 @pytest.mark.parametrize(
@@ -60,8 +69,10 @@ def test_one_node_and_no_process_do_not_apply() -> None:
         ({"gid_index": "3"}, "cluster.interface", "fail", "NCCL_IB_GID_INDEX=3 fixes the RDMA GID index"),
     ],
 )
-def test_each_local_finding(change: dict[str, object], check: str, status: str, words: str) -> None:
-    got_status, message = _status(replace(GOOD, **change))[check]  # type: ignore[arg-type]
+def test_each_local_finding(
+    pack: LoadedPack, change: dict[str, object], check: str, status: str, words: str
+) -> None:
+    got_status, message = _status(pack, replace(GOOD, **change))[check]  # type: ignore[arg-type]
     assert got_status == status and words in message, message
 
 

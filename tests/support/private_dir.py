@@ -73,6 +73,7 @@ def private_tempdir(prefix: str) -> Path:
 def trusted_copy(source: Path, directory: Path) -> Path:
     """``source`` (a file the project ships, read where the checkout happens to live) copied into
     ``directory`` (a test's ``tmp_path``), where the verdict may trust it; returns the copy's path."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
     target = directory / source.name
     shutil.copyfile(source, target)
     return target
