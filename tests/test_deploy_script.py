@@ -292,22 +292,28 @@ def test_a_function_with_arguments_is_called_with_them(host: Host) -> None:
 def test_a_missing_sourced_file_is_a_failed_command_not_a_broken_script(host: Host) -> None:
     """Away from the host, `source .venv/bin/activate` finds nothing: bash reports it and goes on (fatal
     only under set -e). The reading goes on too; the program and what the file would have set are
-    unknown, so the checks that read them are error, and the rest still run."""
+    unknown, so the checks that read them are error, and the rest still run. Under set -e the path where
+    the file is there when the server starts (it is absent only here) still launches: inconclusive, not
+    "no launch"."""
+    # the model named by its full path: after the unread file, even $HOME (and so ~) is unknown
+    model = f"{host.env['HOME']}/models/Ling-3.0-flash-fp4"
     text = (
         f"#!/bin/bash\nsource ./missing/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
-        f"exec python3 -m sglang.launch_server --model-path ~/models/Ling-3.0-flash-fp4 {RECIPE} "
-        "--speculative-draft-model-path ~/models/Ling-3.0-flash-fp4\n"
+        f"exec python3 -m sglang.launch_server --model-path {model} {RECIPE} "
+        f"--speculative-draft-model-path {model}\n"
     )
     script = _write(host, "missing-source.sh", text)
     rc, report, err = _preflight(host.env, "--script", str(script))
     assert rc == 69 and report["verdict"] == "inconclusive", err
     statuses = _statuses(report)
-    assert statuses["lm_head.fp8"] == "error" and statuses["moe.backend"] == "pass"
+    moe = [c for c in report["checks"] if c["id"] == "moe.backend"]
+    assert statuses["lm_head.fp8"] == "error" and statuses["moe.backend"] == "pass", moe
     named = [c["id"] for c in report["checks"] if "missing/bin/activate" in c["message"]]
     assert named and all(statuses[i] == "error" for i in named), named
     strict = _write(host, "missing-source-e.sh", text.replace("#!/bin/bash\n", "#!/bin/bash\nset -e\n"))
-    rc, _, err = _preflight(host.env, "--script", str(strict))
-    assert rc == 65 and "no path through the script starts the SGLang server" in err and "set -e" in err
+    rc, report, err = _preflight(host.env, "--script", str(strict))
+    assert rc == 69 and report["verdict"] == "inconclusive", err
+    assert _statuses(report)["lm_head.fp8"] == "error"
 
 
 def test_a_value_set_at_run_time_is_reported_not_guessed(host: Host) -> None:
@@ -497,13 +503,14 @@ ATTACKS: dict[str, tuple[str, str, str, dict[str, str], dict[str, str], str]] = 
     ),
     "function-exec": (f'exec() {{ {FP8}=0 command "$@"; }}', "exec", "", {}, {}, "fail:lm_head.fp8"),
     "ifs": ("IFS=:", "exec", "", {}, {}, "refused"),
+    # the script writes the file whole from a static here-document, then sources it: read as written
     "heredoc-sourced": (
         f"cat > site-a.env <<EOF\nexport {FP8}=0\nEOF\nsource ./site-a.env",
         "exec",
         "",
         {"site-a.env": f"export {FP8}=1\n"},
         {},
-        "inconclusive",
+        "fail:lm_head.fp8",
     ),
     "test-string": (
         f'P=mtp-fast; if [ "$P" == "mtp*" ]; then :; else {FP8}=0; fi',

@@ -26,6 +26,9 @@ CONSTRUCTS = {
     "launch:command", "launch:array", "launch:function", "launch:env -i", "launch:nohup &", "loops",
     "bash's variables", "redirections", "#! line",
 }  # fmt: skip
+# what is known only at run time (issue 29): read with exactly its unknown parts named (partly) or proven
+# where the run-time part does not reach the launch; never a disagreement
+RUNTIME = {"sourced input", "unread source", "runtime loop", "compgen/${v//\\//}"}
 ATTACKS = {
     "attack:trap", "attack:mapfile", "attack:declare", "attack:python3", "attack:exec", "attack:alias",
     "attack:shopt", "attack:hash", "attack:cat", "attack:read", "attack:command", "attack:builtin",
@@ -37,10 +40,12 @@ def test_generated_scripts_read_as_bash_runs_them(tmp_path: Path) -> None:
     totals, by, bad = differential(SEED, COUNT, tmp_path)
     assert not bad, f"{len(bad)} disagreements with bash; the first:\n" + bad[0]
     assert sum(totals.values()) == COUNT
-    missing = (CONSTRUCTS | ATTACKS) - set(by)
+    missing = (CONSTRUCTS | ATTACKS | RUNTIME) - set(by)
     assert not missing, missing
     for construct in CONSTRUCTS:
         assert by[construct]["proven"] >= 10, (construct, dict(by[construct]))
+    for construct in RUNTIME:
+        assert by[construct]["proven"] + by[construct]["partly"] >= 10, (construct, dict(by[construct]))
     for attack in ATTACKS:  # each made unresolved where it reaches the launch, or modelled exactly
         assert by[attack]["unresolved"] + by[attack]["proven"] > 0, (attack, dict(by[attack]))
     assert totals["proven"] >= COUNT // 2, totals

@@ -165,7 +165,7 @@ def compare(reader: Exec | str, ran: Ran) -> Verdict:
         if name in BASH_BOOKKEEPING or name == "OLDPWD":
             continue
         mine, theirs = reader.env.get(name), ran.env.get(name)
-        if isinstance(mine, Unknown):
+        if isinstance(mine, Unknown) or (mine is None and reader.others is not None):
             partly = True
         elif mine != theirs:
             problems.append(f"env {name}: reader {mine!r}, bash {theirs!r}")

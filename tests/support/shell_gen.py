@@ -55,8 +55,10 @@ class Gen:
             self.assign, self.assign, self.export, self.export, self.array, self.assoc, self.cond,
             self.case, self.function, self.positional, self.source, self.cd, self.ifs, self.printf_v,
             self.eval_, self.attack, self.arith, self.indirect, self.prefix, self.options, self.loop,
-            self.bash_vars, self.redirect,
+            self.bash_vars, self.redirect, self.runtime,
         ]  # fmt: skip
+        if depth > 0:  # what is written on several lines, or defines a function, stays at the top level
+            kinds = [k for k in kinds if k != self.runtime]
         if depth > 1:
             kinds = [self.assign, self.export, self.array]
         return self.r.choice(kinds)(depth)
@@ -287,6 +289,60 @@ class Gen:
             "exec >/dev/null 2>&1", "exec 3>&1", "{ A=braced; } >/dev/null", 'echo "$A" >&2',
             "B=$(echo out; echo err >&2)", "cat <<EOF >/dev/null\n$A\nEOF\n",
         ])  # fmt: skip
+
+    def runtime(self, depth: int) -> str:
+        """What is known only at run time, made unknown exactly where it reaches (one kind, so that the
+        rest of the grammar keeps its share)."""
+        return self.r.choice([self.sourced_input, self.unread_source, self.runtime_loop])(depth)
+
+    def sourced_input(self, depth: int) -> str:
+        """A file sourced from the command's own input: a here-document (static, or with expansions, read
+        as unknown), a here-string, a process substitution."""
+        choice = self.pick([
+            ". /dev/stdin <<'EOF'\nA=from-heredoc\nexport B=\"$E1-$A\"\nEOF",
+            ". /dev/stdin <<EOF\nA=plain-heredoc\nEOF",
+            "source /dev/stdin <<EOF\nA=$E2\nEOF",
+            ". /dev/stdin <<-'EOF'\n\tC=tabbed\n\tEOF",
+            'source /proc/self/fd/0 <<< "C=herestring"',
+            "source /dev/fd/0 <<< 'export SGLANG_ENABLE_FP8_LM_HEAD=0'",
+            'source /dev/stdin <<< "$E2"',
+            "source <(echo A=procsub)",
+            "echo A=piped | source /dev/stdin",
+            "source /dev/stdin < vars.env",
+        ])  # fmt: skip
+        self.tag("sourced input")
+        return choice
+
+    def unread_source(self, depth: int) -> str:
+        """A sourced file absent here (and, in the sandbox, at run time too): every variable unknown from
+        there on, defaults included."""
+        self.tag("unread source")
+        return self.pick([
+            'source ./site-absent.env; A="${A:-dflt}"',
+            "source site-absent.env 2>/dev/null\n"
+            'export SGLANG_ENABLE_FP8_LM_HEAD="${SGLANG_ENABLE_FP8_LM_HEAD:-1}"',
+            '. ./site-absent.env || B=failed; C="${C-unset}"',
+            'source "$E1.env" 2>/dev/null; unset B; B="${B:-reset}"',
+        ])  # fmt: skip
+
+    def runtime_loop(self, depth: int) -> str:
+        """What changes only what it can: a loop over a glob of a directory the script made (its words known
+        only at run time), a cache probe function called or never called, compgen -G, ${v//\\//-}."""
+        choice = self.pick([
+            'mkdir -p snap/x; for d in snap/*/; do [ -d "$d" ] || continue; B="$d"; done',
+            'mkdir -p snap/y; for d in "$PWD"/snap/*/; do C+="${d##*/snap/}"; break; done',
+            'probe() { local s; for s in "$HOME"/cache/*/; do [ -d "$s" ] || continue; return 0; done\n'
+            "  return 1\n}",
+            'probe() { local s; mkdir -p "$HOME/cache"; for s in "$HOME"/cache/*/; do\n'
+            '  [[ -f "$s/c" ]] && return 0; done; return 1; }\nif probe; then C=cached; else C=cold; fi',
+            'mkdir -p snap/z; for d in snap/*/; do compgen -G "$d"/*.json >/dev/null && A=json; done',
+            'compgen -G "sub/*" >/dev/null && B=has-sub || B=no-sub',
+            'M=inclusion/Ling-3; B="${M//\\//--}"; C="${M/\\//}"',
+            'mkdir -p snap/w; for d in snap/*/; do eval "A=$d"; done',
+            'mkdir -p snap/v; n=0; for d in snap/*/; do n=$((n + 1)); done; C="$n"',
+        ])  # fmt: skip
+        self.tag("runtime loop" if "for " in choice else "compgen/${v//\\//}")
+        return choice
 
     def launch(self) -> str:
         args = " ".join(

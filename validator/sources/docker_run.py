@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,6 +190,48 @@ def is_container_run(words: list[str]) -> bool:
         return False
     rest = words[1:3]
     return rest[:1] == ["run"] or rest == ["container", "run"]
+
+
+def runs_inline_code(words: list[str]) -> bool:
+    """The container runs inline code (``--entrypoint python3 IMAGE -c CODE``, ``IMAGE python3 -c CODE``):
+    a one-off job such as a download, not the server, as ``python3 -c`` on the host is not (the server is
+    started by its entry point). False where the options cannot be read: the container may be the server."""
+    while words and words[0] in ("sudo", "exec"):
+        words = words[1:]
+    i = 3 if words[1:3] == ["container", "run"] else 2
+    entrypoint: str | None = None
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        i += 1
+        name, eq, inline = word.partition("=")
+        if not word.startswith("--"):
+            name, rest = word[:2], word[2:]
+            while name in _BOOLEAN and rest:
+                name, rest = "-" + rest[0], rest[1:]
+            eq, inline = ("=", rest.removeprefix("=")) if rest else ("", "")
+            if name not in _BOOLEAN and name[1:] not in _SHORT_WITH_VALUE:
+                return False
+        elif name not in _BOOLEAN and name not in _WITH_VALUE:
+            return False
+        if name in _BOOLEAN:
+            continue
+        if not eq:
+            if i >= len(words):
+                return False
+            inline, i = words[i], i + 1
+        if name == "--entrypoint":
+            entrypoint = inline
+    argv = ([entrypoint] if entrypoint else []) + words[i + 1 :]
+    return (
+        len(argv) > 1
+        and re.fullmatch(r"python[0-9.]*", posixpath.basename(argv[0])) is not None
+        and (argv[1] == "-c")
+    )
 
 
 def parse_docker_words(

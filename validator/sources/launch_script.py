@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
 from validator.sources.docker_run import (
     ContainerSpec,
+    host_path,
     is_container_run,
     launch_from_container,
     parse_docker_words,
@@ -38,7 +39,7 @@ from validator.sources.launch_command import launch_from_argv
 from validator.sources.sglang_cli_table import load_table
 from validator.sources.shell.programs import is_server_command, which
 from validator.sources.shell.reader import read_script
-from validator.sources.shell.state import Ending, Launch
+from validator.sources.shell.state import Ending, Launch, Reading
 from validator.sources.shell.values import Field, Unknown, Unsplit, Value, join
 
 # what bash adds to every child's environment by itself, which no check reads
@@ -57,6 +58,8 @@ class Exec:
     cwd: Value
     line: int
     where: str
+    others: str | None = None  # why variables not in ``env`` may reach the server too
+    written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
 
 
 def final_exec(launch: Launch) -> Exec:
@@ -65,7 +68,18 @@ def final_exec(launch: Launch) -> Exec:
     origin = dict(launch.origin)
     if isinstance(launch.words, Unknown):
         unsplit = Unsplit(launch.words.reason)
-        return Exec(unsplit, unsplit, env, origin, launch.unexported, launch.cwd, launch.line, launch.where)
+        return Exec(
+            unsplit,
+            unsplit,
+            env,
+            origin,
+            launch.unexported,
+            launch.cwd,
+            launch.line,
+            launch.where,
+            launch.others,
+        )
+    others = launch.others
     words = list(launch.words)
     path: Value = launch.path
     at = f"{launch.where}:{launch.line}"
@@ -86,6 +100,7 @@ def final_exec(launch: Launch) -> Exec:
             if isinstance(w, str) and w in ("-i", "-", "--ignore-environment"):
                 env.clear()
                 origin.clear()
+                others = None
                 words = words[1:]
             elif isinstance(w, str) and w in ("-u", "--unset") and len(words) > 1:
                 name = join(words[1])
@@ -121,11 +136,22 @@ def final_exec(launch: Launch) -> Exec:
         program: Value = head
     else:
         program = which(head, path, launch.cwd)
-    return Exec(program, words, env, origin, launch.unexported, launch.cwd, launch.line, launch.where)
+    return Exec(
+        program,
+        words,
+        env,
+        origin,
+        launch.unexported,
+        launch.cwd,
+        launch.line,
+        launch.where,
+        others,
+        dict(launch.written),
+    )
 
 
 def _same(a: Exec, b: Exec) -> bool:
-    return (a.program, a.argv, a.env, a.cwd) == (b.program, b.argv, b.env, b.cwd)
+    return (a.program, a.argv, a.env, a.cwd, a.others) == (b.program, b.argv, b.env, b.cwd, b.others)
 
 
 def merged(execs: list[Exec], why: str) -> Exec:
@@ -134,8 +160,15 @@ def merged(execs: list[Exec], why: str) -> Exec:
     if all(_same(first, e) for e in execs[1:]):
         return first
     at = f"{first.where}:{first.line}"
+    program = first.program
     if any(e.program != first.program for e in execs):
-        raise UnresolvedLaunch(f"{at}: the program depends on a run-time condition ({why})")
+        heads = {join(e.argv[0]) if not isinstance(e.argv, Unknown) and e.argv else None for e in execs}
+        head = heads.pop() if len(heads) == 1 else None
+        if not isinstance(head, str):
+            raise UnresolvedLaunch(f"{at}: the program depends on a run-time condition ({why})")
+        # the same command word, found on a PATH that differs between the paths: which file runs is
+        # unknown, what it is given is not
+        program = Unknown(f"the file {head} runs depends on a run-time condition ({why})")
     if any(
         isinstance(e.argv, Unknown) or any(f and isinstance(f[0], Unsplit) for f in e.argv) for e in execs
     ):
@@ -158,7 +191,11 @@ def merged(execs: list[Exec], why: str) -> Exec:
     cwd = (
         first.cwd if all(e.cwd == first.cwd for e in execs) else Unknown(f"the directory depends on ({why})")
     )
-    return Exec(first.program, argv, env, first.origin, first.unexported, cwd, first.line, first.where)
+    others = next((e.others for e in execs if e.others is not None), None)
+    written = {p: c for p, c in first.written.items() if all(e.written.get(p) == c for e in execs)}
+    return Exec(
+        program, argv, env, first.origin, first.unexported, cwd, first.line, first.where, others, written
+    )
 
 
 def read_exec(
@@ -166,7 +203,11 @@ def read_exec(
 ) -> tuple[Exec, list[Ending]]:
     """The one launch the script makes (paths merged), and the endings of the paths that launched.
     Raises UnresolvedLaunch when a path cannot be followed, InputError when no path launches."""
-    reading = read_script(path, env=env, args=args)
+    return exec_of(read_script(path, env=env, args=args))
+
+
+def exec_of(reading: Reading) -> tuple[Exec, list[Ending]]:
+    """``read_exec`` of a reading already made."""
     where = str(reading.script)
     stuck = [e for e in reading.endings if e.kind == "unresolved"]
     if stuck:
@@ -196,9 +237,11 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
     unresolved: dict[str, str] = {}
     env: dict[str, str] = {}
     for k, v in ex.env.items():
+        if k in BASH_BOOKKEEPING:
+            continue
         if isinstance(v, Unknown):
             unresolved[k] = v.reason
-        elif k not in BASH_BOOKKEEPING:
+        else:
             env[k] = v
     head = join(ex.argv[0]) if ex.argv else Unknown("no program")
     if isinstance(head, Unknown):
@@ -219,11 +262,25 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
                 unresolved[dest] = value.reason
                 continue
         if len(argv) > 1 and argv[-1].startswith("-") and (dest := _takes_value(argv[-1])) is not None:
-            argv.pop()
             unresolved[dest] = value.reason
+            if _required(argv[-1]):  # kept, so that SGLang's parser does not refuse the command for it
+                argv.append(placeholder(dest))
+            else:
+                argv.pop()
             continue
         raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {value.reason}")
     return argv, env, {k: ex.origin.get(k, "environment") for k in env}, unresolved
+
+
+def placeholder(dest: str) -> str:
+    """The word standing for a required option's value that is known only at run time (the option is
+    listed in ``unresolved``; ``launch_from_script`` takes the word out of the parsed settings again)."""
+    return f"<{dest}: known only at run time>"
+
+
+def _required(flag: str) -> bool:
+    action = load_table().by_option.get(flag)
+    return action is not None and action.required and action.type in (None, "str")
 
 
 def _takes_value(flag: str) -> str | None:
@@ -241,6 +298,35 @@ def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | Non
     if not is_container_run(argv):
         return None
     return parse_docker_words(argv, env, f"script:{where}", str(cwd) if cwd is not None else None)
+
+
+def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> ContainerSpec:
+    """A container whose entrypoint is a script the launcher itself wrote (``cat > /tmp/boot.sh <<'EOF'``,
+    mounted with ``-v /tmp/boot.sh:/boot.sh``, ``--entrypoint /boot.sh``): the server command is what that
+    script runs, read as bash runs it inside the container, where the image's environment and files are
+    unknown (so is every variable the script does not set itself). Any other container as it is."""
+    if not spec.entrypoint_overridden or not spec.argv or is_server_command(list(spec.argv)):
+        return spec
+    host, _ = host_path(spec.argv[0], spec.mounts) if spec.argv[0].startswith("/") else (None, "")
+    text = None if host is None else written.get(os.path.normpath(str(host)))
+    if host is None or text is None:
+        return spec
+    inside = f"the image {spec.image} (its environment and files are not visible from here)"
+    cwd: Value = spec.workdir or Unknown("the image's working directory")
+    reading = read_script(host, env=spec.env, args=spec.argv[1:], text=text, inside=inside, cwd=cwd)
+    ex, _ = exec_of(reading)
+    argv, env, origin, unresolved = resolve(ex)
+    if ex.others is not None:
+        unresolved["*"] = f"{ex.others}: which variables reach the server, and their values, are unknown"
+    note = f"the entrypoint {spec.argv[0]} is {host}, written by the launcher: read as bash runs it there"
+    return replace(
+        spec,
+        argv=argv,
+        env=env,
+        env_origin={k: origin.get(k, spec.env_origin.get(k, "")) for k in env},
+        unresolved={**spec.unresolved, **unresolved},
+        warnings=[*spec.warnings, note],
+    )
 
 
 def container_of_script(
@@ -275,7 +361,7 @@ def launch_from_script(
     base_dir = Path(ex.cwd) if isinstance(ex.cwd, str) else None
     container = _container(argv, server_env, ex.where, base_dir)
     if container is not None:
-        facts = launch_from_container(container)
+        facts = launch_from_container(through_entrypoint(container, ex.written))
     else:
         facts = launch_from_argv(
             argv,
@@ -287,13 +373,16 @@ def launch_from_script(
         )
     facts.unresolved.update(unresolved)
     facts.unresolved_at.update(dict.fromkeys(unresolved, f"{ex.where}:{ex.line}"))
+    for dest in facts.unresolved:
+        if facts.args.get(dest) == placeholder(dest):
+            facts.args[dest] = None
     facts.shell_only.update({n: "set by the script but not exported" for n in ex.unexported})
-    missing = sorted({e.reason for e in launched if e.reason})
-    if missing:
+    if ex.others is not None:
         facts.unresolved["*"] = (
-            f"source {'; '.join(missing)}: no such file on this host, so the variables it would set "
-            "(PATH, the server's environment) are unknown"
+            f"source {ex.others}: its text is not known here, so every variable from there on is unknown "
+            "(defaults included), and which others reach the server"
         )
+        facts.unresolved_at.setdefault("*", ex.where)
     assumed = sorted({a for e in launched for a in e.assumed})
     if assumed:
         facts.warnings.append(

@@ -44,6 +44,29 @@ def b_unmodelled(what: str) -> Builtin:
     return run
 
 
+def b_runtime(what: str, unmodelled: str = "") -> Builtin:
+    """A builtin that assigns nothing and changes nothing the reader tracks, whose output and status
+    are known only at run time (``compgen -G``: which files match); options in ``unmodelled`` (which run
+    code or assign) are not modelled."""
+
+    def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+        words = [join(f) for f in args]
+        for k, w in enumerate(words):
+            if isinstance(w, str) and w.startswith("-") and any(c in w[1:] for c in unmodelled):
+                raise Unmodelled(f"{what} {w}", line_of(node))
+            before = words[k - 1] if k else ""
+            if isinstance(w, Unknown) and unmodelled and not (isinstance(before, str) and before in _VALUED):
+                # only a value of -G or -W may be unknown: anywhere else it could be an option
+                raise Unmodelled(f"{what} with an argument known only at run time", line_of(node))
+        ev.output_unknown(what)
+        return ev.errexit(None, node, what)
+
+    return run
+
+
+_VALUED = ("-G", "-W")  # compgen's options whose value is a pattern or a word list
+
+
 def b_noop(what: str) -> Builtin:
     def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
         return ev.errexit(0, node, what)
@@ -170,9 +193,9 @@ BUILTINS: dict[str, Builtin] = {
     "wait": b_noop("wait"),
     "umask": b_noop("umask"),
     "ulimit": b_unmodelled("ulimit"),
-    "type": b_unmodelled("type"),
-    "caller": b_unmodelled("caller"),
-    "compgen": b_unmodelled("compgen"),
+    "type": b_runtime("type"),
+    "caller": b_runtime("caller"),
+    "compgen": b_runtime("compgen", "VFC"),
     "complete": b_noop("complete"),
     "times": b_noop("times"),
     "disown": b_noop("disown"),

@@ -14,9 +14,9 @@ from typing import Any
 
 from validator.bounded_files import read_bounded
 from validator.sources.shell.conditions import test_words
-from validator.sources.shell.machine import Builtin, Machine, known_words
+from validator.sources.shell.machine import Builtin, Machine, heredoc_text, known_words
 from validator.sources.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
-from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse
+from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
 from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
 
 
@@ -87,19 +87,79 @@ def b_source(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | No
         return ev.errexit(2, node, "source")
     target = words[0]
     if isinstance(target, Unknown):
-        raise Unmodelled(f"the sourced file is computed at run time: {target.reason}", line_of(node))
+        return _unread(ev, f"the file sourced at line {line_of(node)} ({target.reason})", node)
+    if target in STDIN_FILES:
+        body = stdin_text(ev, node)
+        if isinstance(body, Unknown):
+            why = f"{target} sourced at line {line_of(node)} ({body.reason})"
+            return _unread(ev, why, node, may_be_missing=False)
+        name = f"{ev.file}:{line_of(node)} (here-document)"
+        return _run_sourced(ev, parse(body.encode("utf-8", "surrogateescape"), name), name, words, node)
+    if target.startswith(("/dev/fd/", "/proc/")):
+        return _unread(ev, f"{target} sourced at line {line_of(node)} (a descriptor or process file)", node)
     path = _find_source(ev, target, node)
+    if isinstance(path, Unknown):
+        return _unread(ev, f"{target} (sourced at line {line_of(node)}: {path.reason})", node)
     if path is None and ev.posix:  # dash: a special builtin's failure ends a non-interactive shell
         raise ShellExit(2, line_of(node), f". {target}: no such file (dash stops)")
     if path is None:
-        ev.notes.append(
-            f"{ev.file}:{line_of(node)}: source {target}: no such file here; bash goes on (the values it "
-            "would set are unknown)"
-        )
-        ev.missing_source.append(f"{target} (line {line_of(node)})")
-        return ev.errexit(1, node, f"source {target}")
-    data = read_bounded(Path(path), MAX_SCRIPT_BYTES, "sourced file")
-    tree = parse(data, path)
+        return _unread(ev, f"{target} (sourced at line {line_of(node)}, no such file here)", node)
+    written = ev.file_text(path)
+    if written is not None:
+        data = written.encode("utf-8", "surrogateescape")
+    else:
+        data = read_bounded(Path(path), MAX_SCRIPT_BYTES, "sourced file")
+    return _run_sourced(ev, parse(data, path), path, words, node)
+
+
+# the names of the script's own standard input: sourcing one reads the command's here-document
+STDIN_FILES = ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
+
+
+def _unread(ev: Machine, why: str, node: Any, *, may_be_missing: bool = True) -> int | None:
+    """A sourced file whose text is not known here: bash reads it at run time. Where it may be missing
+    then too, that is one path (``source`` fails, nothing is set, as here); the other is the file there
+    at run time, setting anything: every variable is unknown from here on, and so is the status of
+    ``source``."""
+    if may_be_missing:
+        labels = [f"{why} is there at run time", f"{why} is missing at run time too"]
+        if ev.decide(2, labels, node) == 1:
+            return ev.errexit(1, node, f"source {why}")
+    ev.notes.append(f"{ev.file}:{line_of(node)}: source {why}: every variable is unknown from here on")
+    ev.missing_source.append(why)
+    ev.opaque_from(why)
+    return ev.errexit(None, node, f"source {why}")
+
+
+def stdin_text(ev: Machine, node: Any) -> Value:
+    """What a command reads on its standard input when that is a here-document or here-string given to
+    it: the text, when it is static (a quoted delimiter, or no expansion in it) or a known here-string;
+    Unknown otherwise, and for input from anywhere else (the script's own stdin, a file, a pipe)."""
+    redirects = [c for c in node.children if c.type in ("herestring_redirect", "heredoc_redirect")]
+    redirects += [c for c in node.children if c.type == "file_redirect"]
+    parent = node.parent
+    if parent is not None and parent.type == "redirected_statement":
+        redirects += [c for c in parent.children if c.type in ("heredoc_redirect", "herestring_redirect")]
+        redirects += [c for c in parent.children if c.type == "file_redirect"]
+    found: Value = Unknown("the script's own standard input")
+    for r in sorted(redirects, key=lambda c: c.start_byte):
+        fd = next((c for c in r.children if c.type == "file_descriptor"), None)
+        if fd is not None and text(fd) != "0":
+            continue
+        if r.type == "herestring_redirect":
+            word = next(c for c in r.children if c.type != "<<<")
+            value = ev.value(word)
+            found = value + "\n" if isinstance(value, str) else value
+        elif r.type == "heredoc_redirect":
+            found = heredoc_text(r)
+        elif any(c.type in ("<", "<&", "<>") for c in r.children):
+            found = Unknown("input redirected from a file")
+    return found
+
+
+def _run_sourced(ev: Machine, tree: Any, path: str, words: list[Value], node: Any) -> int | None:
+    target = words[0]
+    assert isinstance(target, str)
     ev.depth += 1
     if ev.depth > MAX_DEPTH:
         raise Unmodelled(f"sourced files nested deeper than {MAX_DEPTH}", line_of(node))
@@ -125,31 +185,40 @@ def b_source(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | No
     return status
 
 
-def _find_source(ev: Machine, target: str, node: Any) -> str | None:
+def _find_source(ev: Machine, target: str, node: Any) -> str | Unknown | None:
     """The file ``source NAME`` reads: with a slash, relative to the directory; without, the first
-    readable file on ``$PATH``, then the directory (bash outside POSIX mode)."""
+    readable file on ``$PATH``, then the directory (bash outside POSIX mode). None: no such file here;
+    Unknown: which file, or its text, is known only at run time (bash reads it then)."""
     candidates: list[str] = []
     cwd = ev.st.cwd
     if "/" not in target:
         path = ev.scalar("PATH")
         if isinstance(path, Unknown):
-            raise Unmodelled(f"source {target}: searched on a PATH known only at run time", line_of(node))
+            return _cannot_tell(ev, f"searched on a PATH known only at run time ({path.reason})", node)
         for d in (path or "").split(":"):
             if not d.startswith("/"):
                 if isinstance(cwd, Unknown):
-                    raise Unmodelled(f"source {target}: a relative PATH entry", line_of(node))
+                    return _cannot_tell(ev, f"a relative PATH entry ({cwd.reason})", node)
                 d = os.path.join(cwd, d or ".")
             candidates.append(os.path.join(d, target))
     if isinstance(cwd, Unknown) and not target.startswith("/"):
-        raise Unmodelled(f"source {target}: {cwd.reason}", line_of(node))
+        return _cannot_tell(ev, cwd.reason, node)
     if "/" in target or not ev.posix:  # dash's . looks only on PATH for a name with no slash
         candidates.append(os.path.normpath(os.path.join(str(cwd), target)))
     for c in candidates:
+        if ev.file_text(c) is not None:
+            return c  # written by the script whole, with text known here
         if ev.changed(c):
-            raise Unmodelled(f"source {target}: {c} may have been written by the script", line_of(node))
+            return _cannot_tell(ev, f"{c} may have been written by the script", node)
         if os.path.isfile(c) and os.access(c, os.R_OK):
             return c
     return None
+
+
+def _cannot_tell(ev: Machine, why: str, node: Any) -> Unknown:
+    if ev.posix:  # dash stops where the file is missing: which of the two is not modelled
+        raise Unmodelled(f". of a file known only at run time: {why}", line_of(node))
+    return Unknown(why)
 
 
 def b_cd(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:

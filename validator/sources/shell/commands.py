@@ -15,15 +15,18 @@ from contextlib import contextmanager
 from typing import Any
 
 from validator.sources.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
-from validator.sources.shell.machine import Machine
+from validator.sources.shell.effects import is_pure
+from validator.sources.shell.machine import Machine, heredoc_text
+from validator.sources.shell.paths import Forks
 from validator.sources.shell.programs import MAKERS, is_server_command, reads_only
-from validator.sources.shell.state import MAX_DEPTH, Launch, Launched, ShellExit, ShellReturn
+from validator.sources.shell.state import MAX_DEPTH, Launch, Launched, LoopJump, ShellExit, ShellReturn
 from validator.sources.shell.syntax import field_of, inner, line_of, snippet, text
-from validator.sources.shell.values import Field, Unknown, Unmodelled, Unsplit, Value, join
+from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Unsplit, Value, join
 
 # POSIX's special builtins: the assignments before them persist in a POSIX shell
 _SPECIAL = {":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set"}
 _SPECIAL |= {"shift", "times", "trap", "unset"}
+_MAX_SUMMARY_PATHS = 64  # paths through one function summarised at its call
 
 
 class Commands(Machine):
@@ -38,8 +41,37 @@ class Commands(Machine):
             return self.st.status
         if any(_redirects_stdout(r) for r in redirects):
             with self.stdout_elsewhere():
-                return self.stmt(body)
+                status = self.stmt(body)
+            self.record_written(body, redirects)
+            return status
         return self.stmt(body)
+
+    def record_written(self, body: Any, redirects: list[Any]) -> None:
+        """``cat > FILE <<'EOF' ... EOF``: FILE now holds the here-document's text (when it is static),
+        for what reads FILE later (a container's entrypoint script, ``source FILE``)."""
+        if body.type != "command" or [c.type for c in body.children] != ["command_name"]:
+            return
+        if text(body.children[0]) != "cat" or "cat" in self.st.funcs:
+            return
+        flat = [s for r in redirects for s in ([r, *r.children] if r.type == "heredoc_redirect" else [r])]
+        docs = [r for r in flat if r.type == "heredoc_redirect"]
+        outs = [r for r in flat if r.type == "file_redirect"]
+        if (
+            len(docs) != 1
+            or len(outs) != 1
+            or any(c.type == "file_descriptor" for r in flat for c in r.children)
+        ):
+            return
+        if [c.type for c in outs[0].children if c.type in (">", ">|", ">>", "&>", ">&")] not in (
+            [">"],
+            [">|"],
+        ):
+            return
+        dest = outs[0].child_by_field_name("destination")
+        content = heredoc_text(docs[0])
+        target = None if dest is None else self.value(dest)
+        if isinstance(content, str) and isinstance(target, str) and isinstance(self.st.cwd, str):
+            self.st.written[os.path.normpath(os.path.join(self.st.cwd, target))] = content
 
     def redirect(self, node: Any) -> None:
         """A redirection: a file it writes is a path the script changed; input is not modelled."""
@@ -184,7 +216,7 @@ class Commands(Machine):
                 if isinstance(a, Unknown):
                     self.st.dirty = None
                 elif not a.startswith("-"):
-                    self.touch(a)
+                    self.touch(a, content=name not in ("mkdir", "chmod", "chown", "touch"))
         elif not reads_only(name, values[1:]):
             self.st.dirty = None  # an unknown program may change anything on the disk
         if self.ignore_errexit or "errexit" not in self.st.opts:
@@ -245,10 +277,58 @@ class Commands(Machine):
                 where=self.file,
                 execs=execs,
                 assumed=list(self.forks.taken),
+                others=self.st.opaque,
+                written=dict(self.st.written) if self.st.dirty is not None else {},
             )
         )
 
     def call_function(
+        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Any
+    ) -> int | None:
+        if not prefix and is_pure(name, self.st.funcs):
+            summary = self.summarized(name, args, node)
+            if summary is not None:
+                return summary[0]
+        return self.run_function(name, args, prefix, node)
+
+    def summarized(self, name: str, args: list[Field], node: Any) -> tuple[int | None] | None:
+        """A call of a function that changes nothing its caller sees (``effects.is_pure``: a cache probe
+        such as ``model_is_fully_cached``) as its outcomes alone: every path through it is walked here,
+        on a copy of the state, and the call forks once over the distinct (status, output) pairs they
+        give, instead of once per condition inside it. None where that is not possible (a path through it
+        stops the shell, or there are too many): the call is then walked as any other."""
+        saved_forks, saved_st, saved_capture = self.forks, self.st, self._capturing
+        outcomes: list[tuple[int | None, Value]] = []
+        stack: list[list[int]] = [[]]
+        walked = 0
+        try:
+            while stack:
+                if walked >= _MAX_SUMMARY_PATHS:
+                    return None
+                forks = Forks(stack.pop())
+                self.forks, self.st, self._capturing = forks, saved_st.copy(), []
+                try:
+                    status = self.run_function(name, args, [], node)
+                except (ShellExit, Launched, LoopJump, Unbound, Unmodelled):
+                    return None
+                outcome = (status, join(self._capturing))
+                if outcome not in outcomes:
+                    outcomes.append(outcome)
+                walked += 1
+                stack.extend(forks.untaken())
+        finally:
+            self.forks, self.st, self._capturing = saved_forks, saved_st, saved_capture
+        pick = 0
+        if len(outcomes) > 1:
+            labels = [f"{name} returned {s if s is not None else '?'}" for s, _ in outcomes]
+            pick = self.decide(len(outcomes), labels, node)
+        status, output = outcomes[pick]
+        if output != "":
+            self.emit(output)
+        self.st.status = status
+        return (status,)
+
+    def run_function(
         self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Any
     ) -> int | None:
         self.depth += 1

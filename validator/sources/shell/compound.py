@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from validator.sources.shell.effects import effects_of
 from validator.sources.shell.machine import Machine
 from validator.sources.shell.state import MAX_LOOP, LoopJump, ShellExit, ShellReturn
 from validator.sources.shell.syntax import field_of, inner, line_of, snippet, text
@@ -49,12 +50,8 @@ class Compound(Machine):
         except Unbound:
             status = 1
         finally:
-            dirty = self.st.dirty
-            self.st = saved
-            if dirty is None:
-                self.st.dirty = None
-            elif self.st.dirty is not None:
-                self.st.dirty |= dirty
+            sub, self.st = self.st, saved
+            self.merge_disk(sub)
         self.st.status = status
         return status
 
@@ -82,12 +79,8 @@ class Compound(Machine):
             except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
                 statuses.append(getattr(ex, "status", 1))
             finally:
-                dirty = self.st.dirty
-                self.st = saved
-                if dirty is None:
-                    self.st.dirty = None
-                elif self.st.dirty is not None:
-                    self.st.dirty |= dirty
+                sub, self.st = self.st, saved
+                self.merge_disk(sub)
         status = statuses[-1]
         if "pipefail" in self.st.opts:
             status = next((s for s in reversed(statuses) if s != 0), 0)
@@ -197,12 +190,12 @@ class Compound(Machine):
         if not any(c.type == "in" for c in node.children):
             pos = self.st.positional
             if isinstance(pos, Unknown):
-                raise Unmodelled(f"for over the arguments: {pos.reason}", line_of(node))
+                return self.for_unknown(node, var, body, f"the arguments: {pos.reason}")
             items = list(pos)
         for v in values:
             fs = self.fields(v)
             if isinstance(fs, Unknown):
-                raise Unmodelled(f"for over words known only at run time: {fs.reason}", line_of(node))
+                return self.for_unknown(node, var, body, fs.reason)
             items += [join(f) for f in fs]
         status: int | None = 0
         for n, item in enumerate(items):
@@ -216,6 +209,33 @@ class Compound(Machine):
                     raise LoopJump(lp.kind, lp.n - 1) from None
                 if lp.kind == "break":
                     break
+        self.st.status = status
+        return status
+
+    def for_unknown(self, node: Any, var: str, body: Any, why: str) -> int | None:
+        """``for`` over words known only at run time (a glob, an unknown list): it runs its body an unknown
+        number of times. Either none (the loop changes nothing), or some: then the state at the start of
+        the last iteration is the state before the loop with what the body can change made unknown
+        (``effects.effects_of``: its variables, the loop's variable, the directory, the arguments, the
+        disk), and that iteration runs once, its ``break``, ``return`` and ``exit`` as they come. Each
+        run of the loop ends as one of these two paths. Where the body's effects cannot be bounded from
+        its syntax, the loop is not modelled."""
+        nodes = inner(body, "do", "done")
+        fx = effects_of(nodes, self.st.funcs)
+        if isinstance(fx, str):
+            raise Unmodelled(f"for over words known only at run time ({why}), around {fx}", line_of(node))
+        labels = [f"for {var}: no words ({why})", f"for {var}: one or more words ({why})"]
+        if self.decide(2, labels, node) == 0:
+            self.st.status = 0
+            return 0
+        self.unknown_effects(fx, f"set by the loop at line {line_of(node)}")
+        self.assign(var, Unknown(f"${var}: a word of {why}"), node)
+        try:
+            status = self.block(nodes)
+        except LoopJump as lp:
+            if lp.n > 1:
+                raise LoopJump(lp.kind, lp.n - 1) from None
+            status = 0
         self.st.status = status
         return status
 

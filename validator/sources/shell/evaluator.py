@@ -48,21 +48,34 @@ from validator.sources.shell.state import (
     Var,
 )
 from validator.sources.shell.syntax import inner, line_of, snippet, text
-from validator.sources.shell.values import Unbound, Unmodelled
+from validator.sources.shell.values import Unbound, Unmodelled, Value
 
 
 class Evaluator(Commands, Compound):
     """One path through the script: the statements, dispatched to the rules of their kind."""
 
-    def run(self, tree: Any, env: Mapping[str, str], args: list[str]) -> Ending:
+    def run(
+        self,
+        tree: Any,
+        env: Mapping[str, str],
+        args: list[str],
+        *,
+        inside: str | None = None,
+        cwd: Value = "",
+    ) -> Ending:
+        """The path's ending. ``inside``: the script runs where this host cannot see (a container): the
+        variables not in ``env`` and every file there are unknown (why: ``inside``), the directory ``cwd``."""
         self.st = State(
             vars={k: Var(value=v, exported=True) for k, v in env.items()},
             funcs={},
             positional=list(args),
             opts=set(self.initial_opts),
-            cwd=str(self.script.parent),
+            cwd=str(self.script.parent) if inside is None else cwd,
             sources=[str(self.script)],
         )
+        if inside is not None:
+            self.st.opaque = inside
+            self.st.dirty = None
         self.st.vars.pop("PWD", None)
         if "IFS" in self.st.vars:  # bash ignores an inherited IFS
             del self.st.vars["IFS"]

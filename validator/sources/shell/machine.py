@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from validator.sources.shell.conditions import Conditions
+from validator.sources.shell.effects import Effects
 from validator.sources.shell.paths import Forks
-from validator.sources.shell.state import Launched, ShellExit, State
-from validator.sources.shell.syntax import line_of, snippet
+from validator.sources.shell.state import Launched, ShellExit, State, Var
+from validator.sources.shell.syntax import line_of, snippet, text
 from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Value, join
 from validator.sources.shell.variables import Variables
 
@@ -111,17 +112,82 @@ class Machine(Variables, Conditions):
         finally:
             self.ignore_errexit -= 1
 
+    # -- what an unread file may have done -------------------------------------------------------------
+
+    def opaque_from(self, why: str) -> None:
+        """A sourced file whose text cannot be read (absent here, on stdin, computed at run time): from
+        here on every variable is unknown (its value, defaults included, and whether it is exported), a
+        variable the script never set may be set, and so may the directory and anything on the disk.
+        What the script assigns afterwards is known again. The positional parameters are taken as they
+        were (a sourced file that runs ``set --`` is not modelled), as are functions and options."""
+        self.st.opaque = why
+        for name, var in self.st.vars.items():
+            if var.readonly:
+                continue
+            if var.items is not None:
+                var.items = Unknown(f"${{{name}[@]}}: {why} may set it")
+            else:
+                var.value = Unknown(f"${name}: {why} may set it")
+            var.exported = None
+        self.st.cwd = Unknown(f"the directory: {why} may change it")
+        self.st.dirty = None
+
+    def unknown_effects(self, fx: Effects, why: str) -> None:
+        """What a construct run an unknown number of times can change, made unknown: each variable it may
+        assign (and, where it may export one, whether it is exported), the directory, the arguments and
+        the disk where it may change them; nothing else."""
+        for name in sorted(fx.names):
+            var = self.st.vars.get(name)
+            if var is not None and var.readonly:
+                continue
+            if var is None:
+                var = Var(exported=False, origin=f"script:{self.file}:{self.line}")
+                self.st.vars[name] = var
+            if var.items is not None:
+                var.items = Unknown(f"${{{name}[@]}}: {why}")
+            else:
+                var.value = Unknown(f"${name}: {why}")
+            if name in fx.exports or "allexport" in self.st.opts:
+                var.exported = None
+        if fx.cwd:
+            self.st.cwd = Unknown(f"the directory: {why}")
+        if fx.positional:
+            self.st.positional = Unknown(f"the arguments: {why}")
+        if fx.disk:
+            self.st.dirty = None
+
     # -- the disk ---------------------------------------------------------------------------------------
 
-    def touch(self, path: Value) -> None:
+    def touch(self, path: Value, *, content: bool = True) -> None:
+        """The script may change ``path`` (``content``: its text too, not only its mode or times)."""
         if self.st.dirty is None:
             return
         if isinstance(path, Unknown) or isinstance(self.st.cwd, Unknown):
             self.st.dirty = None
+            self.st.written.clear()
             return
         if path in ("/dev/null", "/dev/stdout", "/dev/stderr"):
             return
-        self.st.dirty.add(os.path.normpath(os.path.join(self.st.cwd, path)))
+        full = os.path.normpath(os.path.join(self.st.cwd, path))
+        self.st.dirty.add(full)
+        if content:
+            for p in [p for p in self.st.written if p == full or p.startswith(full + "/")]:
+                del self.st.written[p]
+
+    def merge_disk(self, sub: State) -> None:
+        """What a subshell (``( )``, a pipeline's part, ``$( )``) did to the disk, which outlives it."""
+        if sub.dirty is None:
+            self.st.dirty = None
+        elif self.st.dirty is not None:
+            self.st.dirty |= sub.dirty
+        self.st.written = {p: c for p, c in self.st.written.items() if sub.written.get(p) == c}
+
+    def file_text(self, path: str) -> str | None:
+        """The text of a file the script wrote whole with known text, if nothing may have changed it
+        since."""
+        if self.st.dirty is None or isinstance(self.st.cwd, Unknown):
+            return None
+        return self.st.written.get(os.path.normpath(os.path.join(self.st.cwd, path)))
 
     def changed(self, path: str) -> bool:
         """The script may have changed ``path`` (or a directory above or below it)."""
@@ -155,10 +221,8 @@ class Machine(Variables, Conditions):
             raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
         finally:
             self._capturing = outer_capture
-            dirty = self.st.dirty
-            self.st = saved
-            if dirty is None:
-                self.st.dirty = None
+            sub, self.st = self.st, saved
+            self.merge_disk(sub)
         self.st.status = status
         if status is None:
             return Unknown(f"$({snippet(node)[2:-1]}) runs at run time")
@@ -180,6 +244,24 @@ class Machine(Variables, Conditions):
             yield
         finally:
             self._capturing = saved
+
+
+def heredoc_text(r: Any) -> Value:
+    """A here-document's text when it is static (a quoted delimiter, or nothing to expand in it), with
+    ``<<-``'s leading tabs removed; Unknown otherwise."""
+    start = next((c for c in r.children if c.type == "heredoc_start"), None)
+    body = next((c for c in r.children if c.type == "heredoc_body"), None)
+    if start is None:
+        return Unknown("a here-document the reader cannot delimit")
+    raw = "" if body is None else bytes(body.text).decode("utf-8", "surrogateescape")
+    if body is not None and any(c.type != "heredoc_content" for c in body.children):
+        return Unknown("a here-document with expansions")
+    quoted = any(q in text(start) for q in ("'", '"', "\\"))
+    if not quoted and any(c in raw for c in ("$", "`", "\\")):
+        return Unknown("a here-document with expansions")
+    if any(c.type == "<<-" for c in r.children):
+        raw = "\n".join(line.lstrip("\t") for line in raw.split("\n"))
+    return raw
 
 
 # a builtin: (machine, argument fields, prefix assignments, node) -> status (None: known only at run time)

@@ -268,7 +268,12 @@ class Parameters:
                 if op.startswith("/")
                 else None
             )
-            if cut is not None:
+            split = _escaped_slash(node, kids[0], close) if op.startswith("/") else None
+            if split is not None:
+                # ${v//\//--}: the grammar cuts the pattern at the escaped slash; bash at the first
+                # unescaped one
+                pat_nodes, rep_nodes = [RawOperand(split[0])], [RawOperand(split[1])]
+            elif cut is not None:
                 pat_nodes = self._checked(node, kids[0], operands[:cut], operands[cut])
                 rep_nodes = self._checked(node, operands[cut], operands[cut + 1 :], close)
             else:
@@ -389,6 +394,25 @@ class RawOperand:
 
     raw: str
     type: str = "raw"
+
+
+def _escaped_slash(node: Any, op: Any, close: Any) -> tuple[str, str] | None:
+    """The pattern and replacement of ``${v/PAT/REP}`` read from its source, where PAT holds an escaped
+    slash (``\\/``) and nothing is quoted or expanded; None otherwise (the grammar's reading stands)."""
+    raw = bytes(node.text)[op.end_byte - node.start_byte : close.start_byte - node.start_byte].decode(
+        "utf-8", "surrogateescape"
+    )
+    if "\\/" not in raw or any(c in raw for c in "$`'\""):
+        return None
+    i = 0
+    while i < len(raw):
+        if raw[i] == "\\":
+            i += 2
+            continue
+        if raw[i] == "/":
+            return raw[:i], raw[i + 1 :]
+        i += 1
+    return raw, ""
 
 
 def _quoting(node: Any) -> bool:

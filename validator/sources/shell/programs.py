@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from validator.sources.docker_run import is_container_run
+from validator.sources.docker_run import is_container_run, runs_inline_code
 from validator.sources.shell.values import Unknown, Value
 
 # programs whose only effect on the disk is through their redirections (so a later file test still holds)
@@ -36,6 +36,8 @@ def reads_only(name: str, args: list[Value]) -> bool:
     if name in ("awk", "gawk", "mawk"):
         program = next((w for w in words if not w.startswith("-")), "")
         return not any(c in program for c in (">", "|", "system", "fflush")) and "-f" not in words
+    if name in ("docker", "podman"):  # the client's own state only; `run` mounts host directories
+        return bool(words) and words[0] in _CLIENT_ONLY
     if name == "nvidia-smi":
         return not any(w.startswith(("-f", "--filename")) for w in words)
     if name == "sort":
@@ -45,6 +47,9 @@ def reads_only(name: str, args: list[Value]) -> bool:
     return False
 
 
+# docker (and podman) subcommands that change no file on the host outside the runtime's own storage
+_CLIENT_ONLY = {"ps", "pull", "rm", "inspect", "images", "info", "logs", "version", "stop", "kill", "wait"}
+
 # programs that make exactly the directories or files named in their arguments
 MAKERS = {"mkdir", "touch", "rm", "rmdir", "ln", "cp", "mv", "install", "chmod", "chown", "tee"}
 
@@ -53,7 +58,7 @@ def is_server_command(words: list[Value]) -> bool:
     """The words start the server: SGLang's entry points, spark-validate launch, or a container run."""
     known = [w for w in words if isinstance(w, str)]
     if is_container_run(known):
-        return True
+        return len(known) < len(words) or not runs_inline_code(known)
     for i, w in enumerate(known):
         name = Path(w).name
         if w in ("sglang.launch_server", "-msglang.launch_server"):

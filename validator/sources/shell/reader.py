@@ -17,14 +17,28 @@ from validator.sources.shell.evaluator import Evaluator
 from validator.sources.shell.paths import Forks, explore
 from validator.sources.shell.state import MAX_PATHS, Ending, Reading
 from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, interpreter, interpreter_options, parse
+from validator.sources.shell.values import Value
 
 
-def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | None = None) -> Reading:
+def read_script(
+    path: Path | str,
+    *,
+    env: Mapping[str, str],
+    args: list[str] | None = None,
+    text: str | None = None,
+    inside: str | None = None,
+    cwd: Value = "",
+) -> Reading:
     """Every path through the script at ``path`` started with environment ``env`` and arguments ``args``.
+    ``text``: the script's text, known without reading ``path`` (a file the launcher wrote itself);
+    ``inside``/``cwd``: it runs where this host cannot see (``Evaluator.run``).
 
     Raises InputError for a file that is not a script (unreadable, oversized, a syntax error)."""
     script = Path(path).absolute()
-    data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
+    if text is None:
+        data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
+    else:
+        data = text.encode("utf-8", "surrogateescape")
     shell = interpreter(data)
     if shell not in ("bash", "sh"):
         raise UnresolvedLaunch(
@@ -41,7 +55,7 @@ def read_script(path: Path | str, *, env: Mapping[str, str], args: list[str] | N
         ev = Evaluator(script, forks)
         ev.posix = shell == "sh"
         ev.initial_opts = set(options)
-        ending = ev.run(tree, env, list(args or []))
+        ending = ev.run(tree, env, list(args or []), inside=inside, cwd=cwd)
         if ending.launch is not None and ev.missing_source:
             ending.reason = "; ".join(ev.missing_source)
         ending.survived = ev.survived

@@ -64,6 +64,8 @@ class Launch:
     where: str
     execs: bool
     assumed: list[str]  # the run-time conditions this path took (guards assumed passed)
+    others: str | None = None  # why variables not in ``env`` may be exported too (an unread sourced file)
+    written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
 
 
 @dataclass
@@ -120,6 +122,10 @@ class State:
     frames: list[dict[str, Var | None]] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)  # BASH_SOURCE
     traps: dict[str, str] = field(default_factory=dict)
+    # why every variable not assigned since is unknown: a sourced file that could not be read
+    opaque: str | None = None
+    # files the script wrote whole with text known here (``cat > F <<'EOF'``), until it may change them
+    written: dict[str, str] = field(default_factory=dict)
 
     def copy(self) -> State:
         return State(
@@ -133,6 +139,8 @@ class State:
             [dict(f) for f in self.frames],
             list(self.sources),
             dict(self.traps),
+            self.opaque,
+            dict(self.written),
         )
 
 

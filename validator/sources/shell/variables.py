@@ -18,6 +18,9 @@ from validator.sources.shell.syntax import line_of, text
 from validator.sources.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.shell.words import Words
 
+# names a sourced file cannot set: bash's own (read-only or recomputed at each use) and the reader's
+_OWN = BASH_VARS | {"FUNCNAME", "BASH_SOURCE", "BASH_VERSION", "PWD"}
+
 
 class Variables(Words):
     """The variables half of the evaluator."""
@@ -25,7 +28,9 @@ class Variables(Words):
     st: State
     script: Path
     file: str
+    line: int
     in_function: int
+    survived: list[str]
 
     # -- Words' interface -------------------------------------------------------------------------------
 
@@ -36,6 +41,8 @@ class Variables(Words):
             return str(self.script)
         if name == "?":
             return Unknown("$?: an exit status") if self.st.status is None else str(self.st.status)
+        if self.st.opaque is not None and name not in self.st.vars and name not in _OWN:
+            return self.unknown_unset(name)
         if self.posix and name not in self.st.vars:
             # dash sets few variables of its own, and none of bash's ($BASH_VERSION, $BASH_SOURCE are unset)
             if name in ("PPID", "LINENO", "PATH"):
@@ -65,12 +72,29 @@ class Variables(Words):
             return var.items.get("0")
         return var.value
 
+    def unknown_unset(self, name: str) -> Value:
+        """A variable the script never set, after a sourced file that could not be read: that file may
+        have set it. Under ``set -u`` the path where it did not stops there, so this one assumes it did."""
+        assert self.st.opaque is not None
+        if self.nounset():
+            self.survived.append(f"{self.file}:{self.line}: ${name} was set by {self.st.opaque}")
+        return Unknown(f"${name}: {self.st.opaque} may set it")
+
+    def fresh(self, name: str) -> Var:
+        """A variable the script creates now: unset, or, after a sourced file that could not be read,
+        whatever that file may have made it (its value and whether it is exported unknown)."""
+        if self.st.opaque is not None and name not in _OWN:
+            return Var(value=Unknown(f"${name}: {self.st.opaque} may set it"), exported=None)
+        return Var()
+
     def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:
         if name == "BASH_SOURCE" and name not in self.st.vars:
             return [(str(k), v) for k, v in enumerate(reversed(self.st.sources))]
         if name in BASH_VARS and name not in self.st.vars:
             return Unknown(f"${{{name}[@]}}: set by bash at run time")
         var = self.st.vars.get(name)
+        if var is None and self.st.opaque is not None and name not in _OWN:
+            return Unknown(f"${{{name}[@]}}: {self.st.opaque} may set it")
         if var is None:
             return None
         if var.items is None:
@@ -93,6 +117,8 @@ class Variables(Words):
         if name in BASH_VARS and name not in self.st.vars:
             return Unknown(f"${{{name}[{key}]}}: set by bash at run time")
         var = self.st.vars.get(name)
+        if var is None and self.st.opaque is not None and name not in _OWN:
+            return Unknown(f"${{{name}[{key}]}}: {self.st.opaque} may set it")
         if var is None:
             return None
         if var.items is None:
@@ -143,7 +169,7 @@ class Variables(Words):
         if var is not None and var.readonly:
             raise Unmodelled(f"assignment to the readonly variable {name}", line_of(node))
         if var is None:
-            var = Var()
+            var = self.fresh(name)
             self.st.vars[name] = var
         if "allexport" in self.st.opts:
             var.exported = True
@@ -315,7 +341,8 @@ class Variables(Words):
                 )  # a local keeps the export attribute of the variable it hides (bash does)
         var = self.st.vars.get(name)
         if var is None:
-            var = Var(value=None, exported=False, origin=self.origin(node))
+            var = self.fresh(name)
+            var.origin = self.origin(node)
             self.st.vars[name] = var
         if flags.get("A") or flags.get("a"):
             if var.items is None and var.value is None:
@@ -375,4 +402,6 @@ class Variables(Words):
                 if mode == "v" and var is None and word in self.st.funcs:
                     self.st.funcs.pop(word)  # bash: unset NAME falls back to the function
                 self.st.vars.pop(word, None)
+                if self.st.opaque is not None:  # known unset now, whatever the unread file did
+                    self.st.vars[word] = Var(value=None, exported=False, origin=self.origin(child))
         return status

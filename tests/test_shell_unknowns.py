@@ -1,0 +1,203 @@
+"""The launcher-script reader's unknowns are exactly what bash computes at run time (issue 29, items 2, 3
+and 5), through the real CLI on scripts that real bash also runs (its ``python3`` recording what it was
+started with):
+
+- a file sourced from the command's own input (``. /dev/stdin <<'EOF'``, ``source /proc/self/fd/0 <<<``,
+  ``/dev/fd/0``) is read as that text; a process substitution or a here-document with expansions makes
+  every variable unknown from there, never "a missing file" whose defaults would then be taken;
+- a sourced file absent here makes every variable unknown from there, defaults included;
+- a loop over words known only at run time (a glob of a directory the script made) makes unknown what its
+  body can change and nothing else; a function never called changes nothing, and a cache probe called in
+  an ``if`` only forks on its status.
+
+Each case has its control next to it: the same script without the construct gives the expert's verdict.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.test_deploy_script import (  # noqa: F401 (host: the fixture, built as in test_deploy_script)
+    RECIPE,
+    Host,
+    _bash_run,
+    _preflight,
+    _static,
+    _statuses,
+    _write,
+    host,
+)
+from validator.sources.launch_script import read_exec
+from validator.sources.shell.values import Unknown, join
+
+FP8 = "SGLANG_ENABLE_FP8_LM_HEAD"
+
+
+def _script(pre: str, backend: str = '"${MOE_BACKEND:-humming}"', fp8: str = "1") -> str:
+    return (
+        f"#!/bin/bash\nsource .venv/bin/activate\n{pre}\nexport {FP8}={fp8}\n"
+        'M="$HOME/models/Ling-3.0-flash-fp4"\n'
+        f'exec python3 -m sglang.launch_server --model-path "$M" {RECIPE.replace("humming", backend, 1)} '
+        '--speculative-draft-model-path "$M"\n'
+    )
+
+
+def _check(report: dict[str, Any], check: str) -> dict[str, Any]:
+    (found,) = [c for c in report["checks"] if c["id"] == check]
+    return found
+
+
+HERE_DOCS = {
+    "dev-stdin-heredoc": ". /dev/stdin <<'EOF'\nMOE_BACKEND=auto\nEOF",
+    "proc-self-fd-0-herestring": 'source /proc/self/fd/0 <<< "MOE_BACKEND=auto"',
+    "dev-fd-0-heredoc": "source /dev/fd/0 <<EOF\nMOE_BACKEND=auto\nEOF",
+    "tab-stripped-heredoc": ". /dev/stdin <<-EOF\n\tMOE_BACKEND=auto\n\tEOF",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HERE_DOCS))
+def test_a_sourced_here_document_is_read_as_its_text(host: Host, name: str) -> None:  # noqa: F811
+    """The here-document sets ``MOE_BACKEND=auto``; bash runs ``--moe-runner-backend auto``. The reader
+    said "missing file" and took the default: ``PASS moe.backend (humming)``. Now it reads the text."""
+    script = _write(host, f"heredoc-{name}.sh", _script(HERE_DOCS[name]))
+    ran = _bash_run(host, script, {})
+    assert ran["argv"][ran["argv"].index("--moe-runner-backend") + 1] == "auto"
+    static = _static(host, script, {})
+    assert static.args["moe_runner_backend"] == "auto" and not static.unresolved
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 78 and _statuses(report)["moe.backend"] == "fail", err
+    assert "auto" in _check(report, "moe.backend")["message"]
+
+
+def test_control_without_the_here_document_passes(host: Host) -> None:  # noqa: F811
+    script = _write(host, "heredoc-control.sh", _script(":"))
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
+
+
+@pytest.mark.parametrize(
+    "pre",
+    [
+        "source <(printf 'MOE_BACKEND=auto\\n')",
+        "source /dev/stdin <<EOF\nMOE_BACKEND=$(printf auto)\nEOF",
+        "printf 'MOE_BACKEND=auto\\n' > /dev/null; source /dev/stdin < /dev/null",
+    ],
+    ids=["process-substitution", "heredoc-with-expansion", "stdin-from-a-file"],
+)
+def test_a_sourced_input_whose_text_is_not_known_makes_everything_unknown(
+    host: Host,  # noqa: F811
+    pre: str,
+) -> None:
+    """Text known only at run time: what reads a variable from there on is unproven (error), never the
+    default taken as the value; the checks that read nothing of it still run."""
+    script = _write(host, "unknown-input.sh", _script(pre))
+    static = read_exec(script, host.env)[0]
+    backend = static.argv[static.argv.index(["--moe-runner-backend"]) + 1]  # type: ignore[union-attr]
+    assert isinstance(join(backend), Unknown)
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69 and report["verdict"] == "inconclusive", err
+    assert _statuses(report)["moe.backend"] == "error"
+
+
+def test_defaults_after_an_unreadable_sourced_file_are_unknown(host: Host) -> None:  # noqa: F811
+    """``source site.env`` (absent when preflight runs, present at boot) then ``${FP8:-1}``: the reader
+    took the default as known (PASS with --allow-partial; bash ran with 0). Now ``lm_head.fp8`` is
+    unproven and listed as such, and the file present at boot shows why."""
+    text = _script("source site.env\nMOE_BACKEND=humming", fp8=f'"${{{FP8}:-1}}"')
+    script = _write(host, "site-env.sh", text)
+    (host.root / "site.env").unlink(missing_ok=True)
+    static = _static(host, script, {})
+    assert FP8 in static.unresolved and FP8 not in static.env
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69 and _statuses(report)["lm_head.fp8"] == "error", err
+    # assigned after the file: known again (the check itself also reads $HOME's model path: unknown)
+    assert static.args["moe_runner_backend"] == "humming" and "moe_runner_backend" not in static.unresolved
+    rc, report, err = _preflight(host.env, "--script", str(script), "--allow-partial")
+    assert _statuses(report)["lm_head.fp8"] == "error"
+    assert "lm_head.fp8" in report["coverage"]["not_proven"], report["coverage"]
+    (host.root / "site.env").write_text(f"{FP8}=0\n")
+    try:
+        assert _bash_run(host, script, {})["env"][FP8] == "0"
+    finally:
+        (host.root / "site.env").unlink()
+
+
+def test_control_a_default_with_nothing_sourced_is_known(host: Host) -> None:  # noqa: F811
+    script = _write(host, "site-env-control.sh", _script(":", fp8=f'"${{{FP8}:-1}}"'))
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 0 and _statuses(report)["lm_head.fp8"] == "pass", err
+
+
+# A cache probe as MiaAI-Lab's start.sh writes it (tests/corpus/scripts/README.md): a glob loop over the
+# snapshots of a directory the script itself made, in a function called only in an `if`, and a function
+# that is never called at all.
+PROBE = """set -euo pipefail
+mkdir -p "$HOME/hub"
+is_cached() {
+  local dir snapshot
+  dir="$HOME/hub/models--$1"
+  [[ -d "$dir/snapshots" ]] || return 1
+  for snapshot in "$dir"/snapshots/*/; do
+    [[ -f "$snapshot/config.json" ]] || continue
+    if [[ -f "$snapshot/model.safetensors.index.json" ]] \\
+      || compgen -G "$snapshot/model-"*.safetensors >/dev/null; then
+      return 0
+    fi
+  done
+  return 1
+}
+never_called() { for f in /nonexistent/*; do MOE_BACKEND=auto; eval "$f"; done; }
+if is_cached Ling-3.0-flash-fp4; then echo cached; else echo "not cached yet"; fi
+"""
+
+
+def test_a_glob_loop_in_a_cache_probe_changes_nothing_the_launch_reads(host: Host) -> None:  # noqa: F811
+    """Every launch check was ERR at the loop (a glob of a directory the script made). The loop changes
+    only the probe's locals and its status: the launch is read exactly, as bash runs it."""
+    script = _write(host, "probe.sh", _script(PROBE))
+    ran = _bash_run(host, script, {})
+    static = _static(host, script, {})
+    assert static.argv == ran["argv"][2:] and not static.unresolved
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
+
+
+def test_a_glob_loop_makes_unknown_exactly_what_it_assigns(host: Host) -> None:  # noqa: F811
+    """A loop over the same glob that sets the backend: that value (and only it) is unknown."""
+    loop = 'mkdir -p "$HOME/conf.d"\nfor f in "$HOME"/conf.d/*.conf; do MOE_BACKEND=auto; done'
+    script = _write(host, "loop-assigns.sh", _script(loop))
+    static = read_exec(script, host.env)[0]
+    backend = static.argv[static.argv.index(["--moe-runner-backend"]) + 1]  # type: ignore[union-attr]
+    assert isinstance(join(backend), Unknown)
+    # no .conf file here: bash runs the body once with the pattern itself; with one, as often as there are
+    ran = _bash_run(host, script, {})["argv"]
+    assert ran[ran.index("--moe-runner-backend") + 1] == "auto"
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    statuses = _statuses(report)
+    assert rc == 69 and statuses["moe.backend"] == "error", err
+    assert statuses["lm_head.fp8"] == "pass" and statuses["spec.config"] == "pass"
+
+
+def test_a_glob_loop_whose_body_is_not_bounded_stays_unresolved(host: Host) -> None:  # noqa: F811
+    """``eval`` in the loop's body can change anything: the reading is unresolved, never guessed."""
+    loop = 'mkdir -p "$HOME/conf.d"\nfor f in "$HOME"/conf.d/*.conf; do eval "$(cat "$f")"; done'
+    script = _write(host, "loop-eval.sh", _script(loop))
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69 and report["verdict"] == "inconclusive", err
+    assert all(c["status"] != "pass" for c in report["checks"] if c["id"] == "moe.backend")
+
+
+def test_paths_through_a_probe_are_its_outcomes_not_its_conditions(tmp_path: Path) -> None:
+    """A pure function's call forks once per distinct outcome, not once per condition inside it: two
+    probes of four conditions each give four paths, not hundreds (the cap is 256)."""
+    from validator.sources.shell.reader import read_script
+
+    text = "#!/bin/bash\n" + PROBE + "if is_cached other; then :; fi\nexec python3 -m sglang.launch_server\n"
+    script = tmp_path / "s.sh"
+    script.write_text(text)
+    reading = read_script(script, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert len(reading.endings) == 4, [e.reason for e in reading.endings]
+    assert {e.kind for e in reading.endings} == {"launch"}
