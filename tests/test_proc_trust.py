@@ -99,3 +99,58 @@ def test_sitecustomize_on_the_attackers_pythonpath_never_runs_as_root() -> None:
     assert r["after_npd"] == started and r["after_check"] == started
     assert any(t.startswith(f"PID {r['attacker']} ") for t in targets(r["check_named"]))
     assert len(r["after_named"]) == len(started) + 1  # the probe ran, as the attacker
+
+
+# --- the legitimate shapes keep working ------------------------------------------------------------------
+
+
+def test_a_server_in_its_own_network_namespace_is_proven_by_its_own_socket_table() -> None:
+    """Compose ``pid: "service:sglang"`` without a shared network, or the per-node DaemonSet with
+    ``hostPID``: the reader shares the server's PID namespace, not its network one. The socket it holds is
+    found in its own namespace's table (``/proc/PID/net/tcp``), so it is judged; a decoy cannot borrow it."""
+    from tests.support.fake_server import process_as, server_argv, sglang_tree
+    from tests.support.loopback import free_port
+
+    port = free_port()
+    with sglang_tree() as top:
+        argv = ["unshare", "--net", *server_argv(port)]
+        with process_as(None, argv, cwd=top, prefix=b"/usr/bin/python3\0-m\0sglang") as proc:
+            result = _check_pid(proc.pid, wait="10")
+    assert result.returncode != 1, result.stderr
+    report = json.loads(result.stdout)
+    assert report["target"] == f"PID {proc.pid} (http://127.0.0.1:{port})"
+
+
+def test_a_server_still_loading_is_judged_once_it_listens_with_wait() -> None:
+    """A server loading its weights holds no socket yet: without --wait it is "not yet listening" (69,
+    never judged on its argv alone); with --wait, check looks again until it listens, then judges it."""
+    from tests.support.fake_server import process_as, server_argv, sglang_tree
+    from tests.support.loopback import free_port
+
+    port = free_port()
+    slow = "import time\ntime.sleep(3)\n" + "import socket, sys\n" + _LISTEN_BODY
+    with sglang_tree(slow) as top:
+        prefix = b"/usr/bin/python3\0-m\0sglang"
+        with process_as(None, server_argv(port), cwd=top, prefix=prefix) as proc:
+            early = _check_pid(proc.pid, wait="0")
+            later = _check_pid(proc.pid, wait="20")
+    assert early.returncode == 69, early.stderr
+    assert f"--pid {proc.pid} is not judged" in early.stderr and "not yet listening" in early.stderr
+    assert later.returncode != 1, later.stderr
+    assert json.loads(later.stdout)["target"] == f"PID {proc.pid} (http://127.0.0.1:{port})"
+
+
+_LISTEN_BODY = (
+    "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+    "s = socket.socket()\n"
+    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('127.0.0.1', port))\n"
+    "s.listen(8)\n"
+    "time.sleep(120)\n"
+)
+
+
+def _check_pid(pid: int, *, wait: str) -> subprocess.CompletedProcess[str]:
+    from tests.support.cli import run_cli
+
+    return run_cli("check", "--no-probe", "--format", "json", "--pid", str(pid), "--wait", wait, timeout=180)
