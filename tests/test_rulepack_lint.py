@@ -214,6 +214,7 @@ checks:
     remedy: Acme says - use a build whose {expect.checkpoint.draft_architecture} shares the head.
     remedies:
       install_or_plugin: Acme says - patch {expect.checkpoint.draft_architecture}.
+      unshared: Acme says - launch without {skipped_by}.
   - id: host.mem_fraction
     title: memory fraction at most {expect.host.max_mem_fraction_static}
     severity: warning

@@ -142,6 +142,12 @@ class SGLangInstallFacts:
     # defines set_lm_head_from_target, taking the target's LM-head module (None: its file does not parse)
     draft_share_hook: dict[str, bool | None] = field(default_factory=dict)
     moe_runner_backends: list[str] | None = None  # choices of --moe-runner-backend
+    # what makes the build's worker skip set_lm_head_from_target (the condition around its call, 0.5.23's
+    # init_lm_head): server argument -> the algorithms whose worker ignores it (--speculative-token-map,
+    # but not under EAGLE3), and the draft attributes (hot_token_id); None: no worker call was read
+    share_skipped_by: dict[str, list[str]] | None = None
+    share_skipped_by_draft: list[str] | None = None
+    draft_sets: dict[str, list[str]] = field(default_factory=dict)  # draft class -> those it gives a value
     declared_env: set[str] = field(default_factory=set)  # every SGLANG_* the build declares
     # every variable srt/environ.py declares (class Envs fields, deprecated_name aliases, _DEPRECATED_ENVS)
     # or honours; None: environ.py could not be read

@@ -24,6 +24,7 @@ FILES = (
     "srt/environ.py",
     "srt/models/bailing_moe_nextn.py",
     "srt/arg_groups/choices.py",
+    "srt/speculative/eagle_worker_v2.py",  # init_lm_head: when the draft is given the head module
 )
 DSPARK_WORKER = "srt/speculative/dspark_components/dspark_worker_v2.py"
 

@@ -26,6 +26,7 @@ from validator.facts import (
     SGLANG,
     WEIGHTS,
     Facts,
+    SGLangInstallFacts,
 )
 from validator.pack_schema import SpeculativeExpect
 from validator.server_settings import ServerArgs, logged_settings
@@ -220,7 +221,13 @@ def _fp8(facts: Facts, ctx: check.CheckContext) -> bool | None:
 _SHARED_NEEDS = ("fp8_lm_head_env", "checkpoint", "speculative")
 
 
-@check.builtin("spec.lm_head_shared", "preflight", needs=_SHARED_NEEDS, remedies=("install_or_plugin",))
+@check.builtin(
+    "spec.lm_head_shared",
+    "preflight",
+    needs=_SHARED_NEEDS,
+    remedies=("install_or_plugin", "unshared"),
+    params=("skipped_by",),
+)
 def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     s: SpeculativeExpect = check.need(ctx.expect.speculative, "speculative")
     if facts.launch is None:
@@ -251,6 +258,18 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> chec
         return check.errored(f"cannot read {cls} in {sg.root}: {why}", [SGLANG], **ev)
     if shares is None:
         return check.errored(f"cannot read {cls} in {sg.root}: {sg.note}", [SGLANG], **ev)
+    skipped = _share_skipped(facts, sg, cls) if shares else None
+    if skipped is not None:
+        ev["share_skipped_by"] = skipped
+        return check.failed(
+            f"FP8 head + {s.algorithm}, but {skipped}: SGLang {sg.version}'s worker then gives the draft a "
+            f"sliced copy of the head's data instead of calling {cls}.set_lm_head_from_target, so the draft "
+            "reads FP8 codes as BF16 and the acceptance length drops to 1.00",
+            [LAUNCH, SGLANG],
+            "unshared",
+            params={"skipped_by": skipped},
+            **ev,
+        )
     if shares:
         return check.passed(
             f"{cls} shares the target's LM-head module (set_lm_head_from_target)", [LAUNCH, SGLANG], **ev
@@ -274,6 +293,23 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> chec
         "install_or_plugin",
         **ev,
     )
+
+
+def _share_skipped(facts: Facts, sg: SGLangInstallFacts, cls: str) -> str | None:
+    """What in this launch makes the installed build's worker skip ``set_lm_head_from_target`` (the
+    condition around its call, as the install reader read it), in words naming the flag or the draft
+    attribute; None when nothing does. A build whose condition could not be read skips nothing it is known
+    to (the hook's presence is then the whole proof, as before this was read)."""
+    assert facts.launch is not None
+    algorithm = (facts.launch.settings.speculative_algorithm or "").upper()
+    for dest, ignored_by in sorted((sg.share_skipped_by or {}).items()):
+        value = facts.launch.args.get(dest)
+        if value not in (None, "", False) and algorithm not in ignored_by:
+            return f"--{dest.replace('_', '-')} {value} is given"
+    own = [a for a in sg.draft_sets.get(cls, []) if a in (sg.share_skipped_by_draft or [])]
+    if own:
+        return f"the draft class {cls} sets its own {', '.join(own)}"
+    return None
 
 
 def _weights_checker_verdict(sums: dict[str, str]) -> tuple[bool, str]:

@@ -76,7 +76,12 @@ def read_sglang_install(
         facts.environ_declares = fields | aliases
         facts.declared_env = {n for n in fields | aliases if n.startswith("SGLANG_")}
 
-    facts.draft_share_hook = _draft_share_hook(r / "srt" / "models", notes)
+    guard = read_share_guard(r / "srt" / "speculative", notes)
+    if guard is not None:
+        facts.share_skipped_by, facts.share_skipped_by_draft = guard
+    facts.draft_share_hook = _draft_share_hook(
+        r / "srt" / "models", notes, facts.share_skipped_by_draft or [], facts.draft_sets
+    )
 
     facts.moe_runner_backends = _moe_choices(r, notes)
     if dspark:
@@ -297,11 +302,14 @@ def _call_name(call: ast.Call) -> str:
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
 
 
-def _draft_share_hook(models: Path, notes: list[str]) -> dict[str, bool | None]:
+def _draft_share_hook(
+    models: Path, notes: list[str], attrs: list[str], sets: dict[str, list[str]]
+) -> dict[str, bool | None]:
     """Each top-level class of the draft model files -> whether it defines ``set_lm_head_from_target``
     itself (None: its file holds the name but does not parse). A file without the name is only scanned
     for its ``class`` lines; one with it is parsed, so that a hook on another class does not count. The
-    first definition of a name wins, as SGLang's registry refuses a second."""
+    first definition of a name wins, as SGLang's registry refuses a second. ``sets`` receives the classes
+    that give one of ``attrs`` (the draft attributes that make the worker skip sharing) a value."""
     try:
         names = sorted(
             e.name
@@ -319,17 +327,185 @@ def _draft_share_hook(models: Path, notes: list[str]) -> dict[str, bool | None]:
             continue
         names_here = (m.decode() for m in _CLASS_LINE.findall(data))
         classes: dict[str, bool | None] = dict.fromkeys(names_here, False)
-        if SHARE_HOOK.encode() in data:
+        assigns = any(f"self.{a} =".encode() in data for a in attrs)
+        if SHARE_HOOK.encode() in data or assigns:
             tree = _parse(path, notes)
             if tree is None:
                 classes = dict.fromkeys(classes)
             else:
-                classes = {
-                    n.name: SHARE_HOOK in _class_members(n) for n in tree.body if isinstance(n, ast.ClassDef)
-                }
+                defined = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+                classes = {n.name: SHARE_HOOK in _class_members(n) for n in defined}
+                for n in defined if assigns else []:
+                    given = sorted(_self_assigned(n, attrs))
+                    if given:
+                        sets.setdefault(n.name, given)
         for cls, shares in classes.items():
             found.setdefault(cls, shares)
     return found
+
+
+def _self_assigned(node: ast.AST, attrs: list[str]) -> set[str]:
+    """Which of ``attrs`` code under ``node`` assigns ``self.<attr>`` a value other than ``None``."""
+    found: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Assign) and not (isinstance(n.value, ast.Constant) and n.value.value is None):
+            for t in n.targets:
+                if isinstance(t, ast.Attribute) and t.attr in attrs and _is_self(t.value):
+                    found.add(t.attr)
+    return found
+
+
+def _is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+_METHOD = re.compile(rb"^    (?:async )?def \w+", re.MULTILINE)
+
+
+def _methods(data: bytes) -> list[bytes]:
+    """A worker file cut at its methods (4-space ``def`` lines): each piece parses alone once dedented,
+    which costs a few milliseconds where the whole 85 KB file costs about 50."""
+    starts = [m.start() for m in _METHOD.finditer(data)]
+    return [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
+
+
+def _parse_method(piece: bytes) -> ast.Module | None:
+    import textwrap
+
+    text = piece.decode("utf-8", "replace")
+    # cut where the class ends: the first line back at column 0 (a top-level statement after the class)
+    lines = text.splitlines(keepends=True)
+    end = next((i for i, line in enumerate(lines[1:], 1) if line[:1] not in ("", " ", "\t", "\n", "#")), None)
+    try:
+        return ast.parse(textwrap.dedent("".join(lines[:end])))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def read_share_guard(speculative: Path, notes: list[str]) -> tuple[dict[str, list[str]], list[str]] | None:
+    """Where the installed build hands the draft the target's LM-head module, and what makes it skip that,
+    read from the condition around its ``set_lm_head_from_target`` call (0.5.23: ``init_lm_head`` of
+    ``eagle_worker_v2.py``, ``self.hot_token_id is None and getattr(draft, "hot_token_id", None) is
+    None``): ``(server argument -> the algorithms whose worker ignores it, draft attributes)``. A worker
+    attribute in the condition is followed to what assigns it (``init_token_map``:
+    ``load_token_map(get_spec().speculative_token_map)``, except under ``is_eagle3()``). None: no file
+    calls the hook, or its condition does not parse."""
+    try:
+        names = sorted(e.name for e in os.scandir(speculative) if e.name.endswith(".py"))
+    except OSError:
+        return None
+    args: dict[str, list[str]] = {}
+    draft: list[str] = []
+    called = False
+    for name in names:
+        try:
+            data = read_head(speculative / name, _SOURCE_CAP)
+        except OSError:
+            continue
+        if SHARE_HOOK.encode() not in data:
+            continue
+        pieces = _methods(data)
+        worker_attrs: list[str] = []
+        for piece in pieces:
+            if SHARE_HOOK.encode() not in piece:
+                continue
+            tree = _parse_method(piece)
+            if tree is None:
+                notes.append(f"srt/speculative/{name}: the {SHARE_HOOK} call does not parse")
+                return None
+            for cond in _guards_of_call(tree, SHARE_HOOK):
+                called = True
+                for attr, on_draft in _none_tests(cond):
+                    (draft if on_draft else worker_attrs).append(attr)
+        for attr in dict.fromkeys(worker_attrs):
+            for piece in pieces:
+                if f"self.{attr} =".encode() not in piece:
+                    continue
+                tree = _parse_method(piece)
+                for dest, unless in _assigned_from(tree, attr) if tree is not None else []:
+                    args.setdefault(dest, unless)
+    if not called:
+        return None
+    return args, sorted(set(draft))
+
+
+def _guards_of_call(tree: ast.AST, hook: str) -> list[ast.expr]:
+    """The tests of the ``if`` statements whose body calls ``<x>.hook(...)``."""
+    found: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            calls = any(
+                isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == hook
+                for stmt in node.body
+                for c in ast.walk(stmt)
+            )
+            if calls:
+                found.append(node.test)
+    return found
+
+
+def _none_tests(test: ast.expr) -> list[tuple[str, bool]]:
+    """The ``X is None`` parts of a condition: ``self.a`` -> (a, False), ``getattr(m, "b", None)`` ->
+    (b, True: an attribute of the draft model)."""
+    parts = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    found: list[tuple[str, bool]] = []
+    for part in parts:
+        if not (
+            isinstance(part, ast.Compare)
+            and len(part.ops) == 1
+            and isinstance(part.ops[0], ast.Is)
+            and isinstance(part.comparators[0], ast.Constant)
+            and part.comparators[0].value is None
+        ):
+            continue
+        left = part.left
+        if isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self":
+            found.append((left.attr, False))
+        elif (
+            isinstance(left, ast.Call)
+            and isinstance(left.func, ast.Name)
+            and left.func.id == "getattr"
+            and len(left.args) >= 2
+            and isinstance(left.args[1], ast.Constant)
+            and isinstance(left.args[1].value, str)
+        ):
+            found.append((left.args[1].value, True))
+    return found
+
+
+def _assigned_from(tree: ast.AST, attr: str) -> list[tuple[str, list[str]]]:
+    """The server arguments (``speculative_*`` attributes) whose value ``self.<attr>`` is assigned from,
+    each with the algorithms of the ``if ...is_<algo>()`` branches before it (where it is not)."""
+    found: list[tuple[str, list[str]]] = []
+
+    def visit(stmts: list[ast.stmt], unless: list[str]) -> None:
+        for stmt in stmts:
+            if isinstance(stmt, ast.If):
+                visit(stmt.body, unless)
+                visit(stmt.orelse, [*unless, *_algorithms(stmt.test)])
+            elif isinstance(stmt, ast.Assign) and _self_assigned(stmt, [attr]):
+                for n in ast.walk(stmt.value):
+                    if isinstance(n, ast.Attribute) and n.attr.startswith("speculative_"):
+                        found.append((n.attr, sorted(set(unless))))
+            else:
+                for field_name in ("body", "orelse", "finalbody"):
+                    inner = getattr(stmt, field_name, None)
+                    if isinstance(inner, list):
+                        visit(inner, unless)
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            visit(node.body, [])
+    return found
+
+
+def _algorithms(test: ast.expr) -> list[str]:
+    """``self.speculative_algorithm.is_eagle3()`` -> ``["EAGLE3"]``."""
+    return [
+        n.func.attr[3:].upper()
+        for n in ast.walk(test)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.startswith("is_")
+    ]
 
 
 def _find_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
