@@ -75,6 +75,9 @@ class FakeServer:
     async def identity(self) -> ServerIdentity | None:
         return ServerIdentity(startup_time=self.startup) if self.up else None
 
+    async def restarted(self) -> str | None:
+        return None  # as over HTTP: a restart shows in the identity
+
     async def check(self, full: bool, previous: ProbeResult | None) -> LiveResult:
         self.calls.append((full, previous))
         self.in_flight += 1

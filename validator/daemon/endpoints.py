@@ -78,10 +78,13 @@ def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
     (``--allow-partial``) is ``[+]`` and says so. Messages are the redacted report's, on one line."""
 
     lines: list[str] = []
-    if state.report is None:
+    report = state.current()
+    if state.restarted_at is not None:
+        lines.append(f"[-]check failed: {' '.join(state.unjudged().split())} ({state.phase})")
+    elif report is None:
         lines.append(f"[-]check failed: no check has finished yet ({state.phase})")
     else:
-        data = neutralize_deep(safe_dict(state.report, secrets))
+        data = neutralize_deep(safe_dict(report, secrets))
         passed = data["verdict"] == "pass"
         for c in data["checks"]:
             why = " ".join(str(c["message"]).split())
@@ -100,10 +103,16 @@ def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
                 lines.append(f"[+]{c['id']} not proven (accepted by --allow-partial): {why}")
             else:
                 lines.append(f"[-]{c['id']} failed: {'not proven: ' if status == 'error' else ''}{why}")
-    if not state.ready and state.reason:
+    if not state.ready and state.reason and state.restarted_at is None:
         lines.append(f"[-]readiness failed: {' '.join(state.reason.split())}")
     lines.append("readyz check passed" if state.ready else "readyz check failed")
     return "\n".join(lines) + "\n"
+
+
+def _iso(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def json_body(obj: Any) -> bytes:
@@ -161,25 +170,32 @@ class Endpoints:
         s = self.state
         if s.version == self._version:
             return
+        report = s.current()
         body: dict[str, Any] = {
             "ready": s.ready,
             "verdict": s.verdict(),
-            "partial": s.report.partial if s.report is not None else False,
+            "partial": report.partial if report is not None else False,
             "phase": s.phase,
         }
         if not s.ready:
             body["reason"] = s.reason
             body["failed"] = s.failed_ids()
+        if s.restarted_at is not None:
+            body["restarted_at"] = _iso(s.restarted_at)
         self._readyz = response(200 if s.ready else 503, json_body(body), JSON)
         self._readyz_verbose = response(
             200 if s.ready else 503, readyz_verbose(s, self.secrets).encode("utf-8"), TEXT
         )
-        if s.report is None:
+        if s.restarted_at is not None:
+            # the last report is the previous process's: never served as the answer about this one
+            unjudged = {"error": s.unjudged(), "restarted_at": _iso(s.restarted_at), "phase": s.phase}
+            self._report = response(503, json_body(neutralize_deep(unjudged)), JSON)
+        elif report is None:
             self._report = response(
                 503, json_body({"error": "no check has finished yet", "phase": s.phase}), JSON
             )
         else:
-            text = render(s.report, "json", secrets=self.secrets).encode()
+            text = render(report, "json", secrets=self.secrets).encode()
             self._report = response(200, text, JSON)
         self._page = response(200, self._render_page().encode("utf-8"), HTML, extra=PAGE_HEADERS)
         self._version = s.version
@@ -196,9 +212,12 @@ class Endpoints:
             probe_history=tuple(s.history.probe),
             server_history=tuple(s.history.server),
         )
-        if s.report is None:
+        if s.restarted_at is not None:
+            return waiting_page(view, word="RESTARTED", note=s.unjudged())
+        report = s.current()
+        if report is None:
             return waiting_page(view)
-        return page(s.report, secrets=self.secrets, view=view)
+        return page(report, secrets=self.secrets, view=view)
 
     def status_page(self) -> Reply:
         """``GET /``: the HTML status page (``validator.outputs.html``), re-rendered on each change."""

@@ -47,6 +47,11 @@ class Watch(Protocol):
 
     async def identity(self) -> ServerIdentity | None: ...
 
+    async def restarted(self) -> str | None:
+        """A restart the watch saw itself since the last call (the followed process replaced or gone),
+        in one line; None for none (a watch over HTTP sees restarts through ``identity``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -113,8 +118,9 @@ class Daemon:
             log("phase", phase=phase, ready=self.state.ready)
             self._publish()
 
-    def restart_suspected(self, reason: str) -> None:
-        """The server went away or is a new process: readiness drops now; a full check runs next."""
+    def restart_suspected(self, note: str, *, what: str = "restarted") -> None:
+        """The server went away or is a new process: readiness drops now, the last report stops being
+        current ("``what`` at T, not yet judged"), and a full check runs next."""
         self.epoch += 1
         self.need_full = True
         self.probe = None
@@ -122,8 +128,8 @@ class Daemon:
         self.proven = None
         self.inconclusive_since = None
         was_ready = self.state.ready
-        if self.state.drop(reason):
-            self.log.warning("readiness dropped", reason=reason, was_ready=was_ready)
+        self.state.restarted(note, time.time(), what=what)
+        self.log.warning("readiness dropped", reason=self.state.reason, was_ready=was_ready)
         self._publish()
         self._wake.set()
 
@@ -166,8 +172,12 @@ class Daemon:
                 await asyncio.sleep(self.schedule.health_retry_s)
                 if ok := await self.watch.healthy():
                     break
-            if not ok and (self.healthy or self.state.ready):
-                self.restart_suspected("server /health stopped answering 200")
+            moved = await self.watch.restarted()
+            if moved is not None:
+                self.restart_suspected(moved)
+                ok = False  # whatever /health said, it was about the previous process
+            elif not ok and (self.healthy or self.state.ready):
+                self.restart_suspected("server /health stopped answering 200", what="server lost")
             elif ok and self.healthy is False and not self.state.ready:
                 self._wake.set()  # back: check it now rather than at the next interval
             self.healthy = ok
@@ -205,6 +215,10 @@ class Daemon:
     async def run_once(self, *, full: bool) -> Report:
         """One check run: a full one (wait, probe) or a configuration re-check reusing the last probe."""
         sched = self.schedule
+        moved = await self.watch.restarted()
+        if moved is not None:
+            self.restart_suspected(moved)
+            full = True
         if not full:
             ident = await self.watch.identity()
             if ident is not None and self.ident is not None and not ident.same_server(self.ident):
@@ -259,7 +273,11 @@ class Daemon:
             if epoch != self.epoch
             else "no acceptance probe yet"
         )
-        self.state.latch(report, ready=ready, reason=reason)
+        if not server_up:  # what kept it from the server (none found, none answering), in its own words
+            why = next((c.message for c in report.checks if c.status is Status.ERROR), "")
+            reason = f"{reason}: {why}" if why else reason
+        # only a run that reached the server running now, with no restart since it began, judged it
+        self.state.latch(report, ready=ready, reason=reason, judged=server_up and epoch == self.epoch)
         if held:
             self.log.info(
                 "readiness held",

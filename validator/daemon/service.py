@@ -153,7 +153,7 @@ async def _main(
         assert target is not None and running is not None
         server = await asyncio.to_thread(target.find)
         if server is None:
-            return _not_found(loaded.name, "no SGLang server process found (see `spark-validate check`)")
+            return _not_found(loaded.name, target.why_none)
         live = running.live if full else replace(running.live, wait_s=0.0, on_progress=None)
         live = replace(live, probe=full and config.schedule.probe and server.url is not None)
         return await judge(

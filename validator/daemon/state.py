@@ -1,8 +1,10 @@
 """The latched verdict: what ``/readyz``, ``/report``, the metrics and ``STATUS=`` all read.
 
 Readiness is a latch, not a live query: it is set only by a passing check run and dropped at once by a
-failing one or by a sign that the server restarted. Every change bumps ``version`` so that the HTTP layer
-can cache its rendered bodies and re-render only when something changed.
+failing one or by a sign that the server restarted. After a restart the previous process's report is no
+answer about the new one: until a check has judged the new process, :meth:`DaemonState.current` is None and
+every reader says "restarted at T, not yet judged" instead of the old verdict. Every change bumps
+``version`` so that the HTTP layer can cache its rendered bodies and re-render only when something changed.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from validator.report import ProbeResult, Report, Status, Verdict
 
@@ -74,6 +77,10 @@ class DaemonState:
     last_run_end: float | None = None  # wall-clock end of the last check run
     last_success_end: float | None = None
     history: AcceptHistory = field(default_factory=AcceptHistory)  # for the status page's chart
+    # a restart (or the server lost) that no check has judged since: wall-clock time, and what was seen
+    restarted_at: float | None = None
+    restart_note: str = ""
+    restart_what: str = "restarted"  # or "server lost": /health stopped answering, no new process seen
 
     def touch(self) -> None:
         """The scheduler is alive: called on every tick, also while a check is in flight."""
@@ -89,16 +96,46 @@ class DaemonState:
         self.version += 1
         return True
 
-    def latch(self, report: Report, *, ready: bool, reason: str) -> None:
-        """Record a finished check run; ``ready`` is decided by the scheduler (verdict plus epoch)."""
+    def latch(self, report: Report, *, ready: bool, reason: str, judged: bool = True) -> None:
+        """Record a finished check run; ``ready`` is decided by the scheduler (verdict plus epoch).
+        ``judged``: the run examined the server that runs now (reached it, no restart since it began);
+        only such a run ends a restart's "not yet judged"."""
         self.report = report
         self.ready = ready
-        self.reason = "" if ready else reason
         self.last_run_end = time.time()
-        if report.verdict is Verdict.PASS:
-            self.last_success_end = self.last_run_end
-        self.history.record(report, self.last_run_end)
+        if judged:
+            self.restarted_at, self.restart_note = None, ""
+        if self.restarted_at is not None:
+            self.reason = f"{self.unjudged()} (last attempt: {reason})"
+        else:
+            self.reason = "" if ready else reason
+            if report.verdict is Verdict.PASS:
+                self.last_success_end = self.last_run_end
+            self.history.record(report, self.last_run_end)
         self.version += 1
+
+    def restarted(self, note: str, at: float, *, what: str = "restarted") -> None:
+        """The server restarted (or went away): readiness drops, and the last report stops being the
+        current one until a check judges the process that runs now. T stays the first such moment since
+        the last judgement; ``note`` is the latest sign seen."""
+        if self.restarted_at is None:  # T: the first restart since the server was last judged
+            self.restarted_at, self.restart_what = at, what
+        self.restart_note = note
+        self.ready = False
+        self.reason = self.unjudged()
+        self.version += 1
+
+    def unjudged(self) -> str:
+        """ "restarted at T, not yet judged (what was seen)", or "" when the current process was judged."""
+        if self.restarted_at is None:
+            return ""
+        when = datetime.fromtimestamp(self.restarted_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"{self.restart_what} at {when}, not yet judged ({self.restart_note})"
+
+    def current(self) -> Report | None:
+        """The report about the server that runs now: None before the first check and after a restart
+        until the new process is judged."""
+        return None if self.restarted_at is not None else self.report
 
     def drop(self, reason: str) -> bool:
         """Readiness drops at once (server gone or restarted); the report stays for ``/report``."""
@@ -110,12 +147,14 @@ class DaemonState:
         return changed
 
     def failed_ids(self) -> list[str]:
-        if self.report is None:
+        report = self.current()
+        if report is None:
             return []
-        return [c.id for c in self.report.checks if c.status in (Status.FAIL, Status.ERROR)]
+        return [c.id for c in report.checks if c.status in (Status.FAIL, Status.ERROR)]
 
     def verdict(self) -> str:
-        return self.report.verdict.value if self.report is not None else "none"
+        report = self.current()
+        return report.verdict.value if report is not None else "none"
 
     def status_line(self) -> str:
         """One short human line for systemd's ``STATUS=``."""

@@ -54,6 +54,10 @@ class ServerWatch:
         except UnavailableError:
             return False
 
+    async def restarted(self) -> str | None:
+        """Over HTTP a restart shows only in :meth:`identity` (the scheduler compares it at each re-check)."""
+        return None
+
     async def identity(self) -> ServerIdentity | None:
         """This server incarnation's fingerprint, or None when it cannot be read now."""
         try:

@@ -361,19 +361,26 @@ def page(report: Report, *, secrets: tuple[str, ...] = (), view: SidecarView | N
     return "\n".join(head) + "\n" + "\n".join(body) + "\n"
 
 
-def waiting_page(view: SidecarView) -> str:
-    """The sidecar's page before its first check has finished (the server may still be loading)."""
-    state = "ready" if view.ready else "not ready" + (f": {view.reason}" if view.reason else "")
+def waiting_page(view: SidecarView, *, word: str = "WAITING", note: str = "no check has finished yet") -> str:
+    """The sidecar's page with no report to show: before its first check has finished (the server may
+    still be loading), or after a restart until the new process is judged (``word`` RESTARTED, ``note``
+    "restarted at T, not yet judged"): the previous process's verdict is never shown as current."""
+    state = "ready" if view.ready else "not ready"
+    extra = view.reason[len(note) :].strip() if view.reason.startswith(note) else view.reason
+    if extra.startswith("(") and extra.endswith(")"):
+        extra = extra[1:-1]
+    if extra and not view.ready:
+        state += f": {extra}"
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        "<title>spark-validate: waiting for the first check</title>"
+        f"<title>spark-validate: {_e(note)}</title>"
         f'<meta http-equiv="refresh" content="{int(view.refresh_s) or 15}"><style>{_CSS}</style></head>'
         "<body><main><header><h1>spark-validate status</h1></header>"
         '<section class="card verdict v-inconclusive" id="verdict" data-verdict="none">'
-        '<div class="word" id="verdict-word">WAITING</div>'
+        f'<div class="word" id="verdict-word">{_e(word)}</div>'
         f'<div><div class="ready no" id="ready">{_e(state)}</div>'
-        f'<div class="meta">{_e(view.phase)}: no check has finished yet</div></div></section>'
+        f'<div class="meta">{_e(view.phase)}: {_e(note)}</div></div></section>'
         "</main></body></html>\n"
     )
 
