@@ -186,7 +186,7 @@ def test_restarts_with_a_second_users_decoy_present(tmp_path: Path) -> None:
             with decoy(attacker, n.port, listen=True) as squatter:
                 n.wait(
                     lambda: (
-                        f"PID {squatter.pid} (UID {attacker.uid}): not the server's user"
+                        f"PID {squatter.pid} ({attacker.name}, --port {n.port}): another user's process"
                         in n.get("/readyz").json()["reason"]
                     ),
                     "the squatter passed over",
