@@ -103,6 +103,8 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "test_sidecar_log::test_the_sidecar_follows_the_journal_across_a_restart": ("systemd",),
     "test_deploy_compose": ("compose",),
     "test_running_process": ("second_user",),
+    "test_sidecar_follows": ("second_user",),
+    "test_failure_not_lost": ("second_user",),  # and root: each node runs in its own PID namespace
     "test_listening::test_another_users_descriptors_are_not_visible_and_say_so": ("second_user",),
     "test_deploy_kubernetes::test_both_containers_run_as_the_images_server_user": ("second_user",),
     "test_plugin_contract": ("sglang_env",),
