@@ -393,7 +393,8 @@ def test_the_traps_real_launch_scripts_carry_warn(server: Server, pack: str, tmp
     rc, report, err = preflight(base_env, pack, "--script", str(script))
     assert rc == 0 and report["verdict"] == "pass", (err, by_status(report, "fail", "error"))
     assert by_status(report, "warn") == TRAPS | RECIPE_WARNINGS[pack], by_status(report, "warn")
-    assert "qwen25 is not Ling-3.0's" in check(report, "model.tool_call_parser")["message"]
+    parser = check(report, "model.tool_call_parser")["message"]
+    assert "qwen25 parses with Qwen25Detector" in parser and "not SGLang 0.5.23's ling3 detector" in parser
     assert '"rope_type":"yarn"' in check(report, "model.rope_scaling")["message"]
     assert "--tool-call-parser ling3" in (check(report, "model.tool_call_parser")["remedy"] or "")
     rc, report, _ = preflight(base_env, pack, "--script", str(script), "--strict")

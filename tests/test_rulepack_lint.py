@@ -54,6 +54,7 @@ def test_pack_without_expect_names_every_missing_expectation(tmp_path: Path) -> 
         "expect.moe_runner_backend",
         "expect.lm_head_dtype",
         "expect.fp8_lm_head_env",
+        "expect.tool_call_parsers",
         "expect.speculative",
         "expect.accept_length_min",
         "expect.checkpoint",

@@ -164,6 +164,13 @@ class SGLangInstallFacts:
     dspark_supported: bool | None = None
     # whether importing sglang points FLASHINFER_WORKSPACE_BASE at SGLANG_CACHE_DIR (sglang/__init__.py)
     redirects_flashinfer_cache: bool | None = None
+    # --tool-call-parser NAME -> its detector class and the classes it extends, nearest first, as far as
+    # srt/function_call/ defines them (read only for the names the launch and the pack use; None: not read)
+    tool_call_detectors: dict[str, tuple[str, ...]] | None = None
+    # each of those classes -> what it defines itself (class attributes, methods, self.X set in __init__)
+    # and its docstring's first paragraph
+    detector_members: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    detector_docs: dict[str, str] = field(default_factory=dict)
     note: str | None = None  # why something could not be read
     # --sglang-root named this tree, but the launch command's interpreter imports another SGLang: the
     # tree was not read (its files say nothing about the server); launch.program reports the disagreement

@@ -103,6 +103,8 @@ class Expectations:
     moe_auto_backend: str | None = None  # what SGLang's 'auto' silently picks for this checkpoint (messages)
     lm_head_dtype: str | None = None  # the head's torch dtype in effect
     fp8_lm_head_env: str | None = None  # the variable that turns the online FP8 head on
+    # --tool-call-parser values that parse the model's tool calls; the first names its own detector
+    tool_call_parsers: tuple[str, ...] | None = None
     speculative: SpeculativeExpect | None = None
     dspark: DSparkExpect | None = None
     accept_length_min: Annotated[float | None, Ge(1.0)] = None

@@ -25,6 +25,11 @@ FILES = (
     "srt/models/bailing_moe_nextn.py",
     "srt/arg_groups/choices.py",
     "srt/speculative/eagle_worker_v2.py",  # init_lm_head: when the draft is given the head module
+    # the tool-call parser table and the detectors model.tool_call_parser compares
+    "srt/function_call/function_call_parser.py",
+    "srt/function_call/ling3_detector.py",
+    "srt/function_call/glm4_moe_detector.py",
+    "srt/function_call/qwen25_detector.py",
 )
 DSPARK_WORKER = "srt/speculative/dspark_components/dspark_worker_v2.py"
 

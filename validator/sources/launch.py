@@ -207,6 +207,8 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
         return SGLangInstallFacts(root=None, located_by=f"image {container.image}", note=note), hidden
 
     dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
+    parser = launch.args.get("tool_call_parser")
+    tools = parser if isinstance(parser, str) and parser != "auto" else None
     if launch.simulated:
         note = "spark-validate's simulator stands in for SGLang here: no SGLang install runs it"
         # resolved as exec would (``launch`` execs it), never asked what it imports
@@ -216,7 +218,9 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
         )
         if inputs.sglang_root is not None:
             where = f"--sglang-root {inputs.sglang_root}"
-            return read_sglang_install(inputs.sglang_root, where, dspark=dspark), hidden
+            return read_sglang_install(
+                inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools
+            ), hidden
         return SGLangInstallFacts(root=None, located_by="simulator", note=note), hidden
     on_host = inputs.argv is not None or inputs.unit is not None or inputs.running is not None
     process = inputs.running.process if inputs.running is not None else None
@@ -235,9 +239,9 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
                 SGLangInstallFacts(root=None, located_by=where, note=note, disputed_root=inputs.sglang_root),
                 program,
             )
-        return read_sglang_install(inputs.sglang_root, where, dspark=dspark), program
+        return read_sglang_install(inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools), program
     if probe is not None:
-        return install_from_probe(probe, dspark=dspark), program
+        return install_from_probe(probe, dspark=dspark, tool_call_parser=tools), program
     named = f"the program {launch.program} " if launch.program else ""
     note = named + (program.problem or "names no interpreter")
     return SGLangInstallFacts(root=None, located_by="launch command", note=note), program

@@ -32,7 +32,9 @@ CHOICES_NAME = "MOE_RUNNER_BACKEND_CHOICES"
 PLUGIN_GROUP = "sglang.srt.plugins"
 
 
-def install_from_probe(probe: InterpreterProbe, *, dspark: bool = False) -> SGLangInstallFacts:
+def install_from_probe(
+    probe: InterpreterProbe, *, dspark: bool = False, tool_call_parser: str | None = None
+) -> SGLangInstallFacts:
     """The sglang package the probed interpreter (run as the server runs it) imports, read; root None (with
     a note) if it cannot be found. There is deliberately no "current environment" fallback: this process's
     packages prove nothing about the server's."""
@@ -43,7 +45,13 @@ def install_from_probe(probe: InterpreterProbe, *, dspark: bool = False) -> SGLa
         return SGLangInstallFacts(
             root=None, located_by=located_by, note=f"sglang is not importable by {probe.interpreter}"
         )
-    return read_sglang_install(probe.sglang_root, located_by, site_dirs=probe.site_dirs, dspark=dspark)
+    return read_sglang_install(
+        probe.sglang_root,
+        located_by,
+        site_dirs=probe.site_dirs,
+        dspark=dspark,
+        tool_call_parser=tool_call_parser,
+    )
 
 
 def read_sglang_install(
@@ -52,6 +60,7 @@ def read_sglang_install(
     *,
     site_dirs: list[Path] | None = None,
     dspark: bool = False,
+    tool_call_parser: str | None = None,
 ) -> SGLangInstallFacts:
     """Read the facts from an sglang package directory, by parsing files only.
 
@@ -61,7 +70,9 @@ def read_sglang_install(
 
     ``site_dirs`` are where the server's interpreter finds distributions (for plugin entry points); the
     directory holding ``root`` is always searched. ``dspark`` also parses the DSpark worker and draft
-    classes (about 75 ms of ``ast``), which only a DSPARK launch needs."""
+    classes (about 75 ms of ``ast``), which only a DSPARK launch needs. ``tool_call_parser`` (the
+    launch's ``--tool-call-parser``), when given, is resolved to its detector class, with every parser
+    whose detector extends it (``srt/function_call/``)."""
     r = Path(root)
     facts = SGLangInstallFacts(root=r, located_by=located_by)
     notes: list[str] = []
@@ -87,6 +98,8 @@ def read_sglang_install(
     if dspark:
         _read_dspark(r, facts, notes)
     facts.redirects_flashinfer_cache = _redirects_flashinfer_cache(r)
+    if tool_call_parser:
+        _read_detectors(r, tool_call_parser, facts, notes)
     facts.site_dirs = list(dict.fromkeys([r.parent, *(site_dirs or [])]))
     facts.plugins = installed_plugins(facts.site_dirs)
     facts.note = "; ".join(notes) or None
@@ -192,6 +205,111 @@ def _redirects_flashinfer_cache(r: Path) -> bool | None:
     except OSError:
         return None
     return b"redirect_third_party_caches()" in init and b'"FLASHINFER_WORKSPACE_BASE"' in environ
+
+
+FUNCTION_CALL = "srt/function_call"
+_PARSER_ENUM = ("FunctionCallParser", "ToolCallParserEnum")  # the class and its name -> detector table
+
+
+def _read_detectors(r: Path, requested: str, facts: SGLangInstallFacts, notes: list[str]) -> None:
+    """``requested`` and every ``--tool-call-parser`` whose detector extends its detector -> the detector
+    class and the classes it extends inside ``srt/function_call/`` (nearest first), with what each defines
+    itself: read from ``function_call_parser.py``'s ``FunctionCallParser.ToolCallParserEnum`` and the
+    modules it imports the classes from. Only the modules that name the requested class are parsed (a
+    byte search first), and a base outside the package ends a chain."""
+    base = r / FUNCTION_CALL
+    if not (base / "function_call_parser.py").is_file():
+        return  # a build without the table: not known (the check says the detectors could not be read)
+    tree = _parse(base / "function_call_parser.py", notes)
+    if tree is None:
+        return
+    table: dict[str, str] = {}
+    cls = _find_class(tree, _PARSER_ENUM[0])
+    for node in cls.body if cls is not None else []:
+        target, value = _assign_parts(node)
+        if target == _PARSER_ENUM[1] and isinstance(value, ast.Dict):
+            for k, v in zip(value.keys, value.values, strict=True):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and isinstance(v, ast.Name):
+                    table[k.value] = v.id
+    if not table:
+        notes.append(f"{FUNCTION_CALL}/function_call_parser.py: no {'.'.join(_PARSER_ENUM)} table")
+        return
+    modules: dict[str, ast.Module | None] = {}
+
+    def module(name: str) -> ast.Module | None:
+        if name not in modules:
+            modules[name] = _parse(base / f"{name}.py", notes) if re.fullmatch(r"\w+", name) else None
+        return modules[name]
+
+    def imported(tree: ast.Module, cls_name: str) -> str | None:
+        for node in tree.body:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("sglang.srt.function_call.")
+                and any(a.name == cls_name and a.asname is None for a in node.names)
+            ):
+                return (node.module or "").rsplit(".", 1)[-1]
+        return None
+
+    if requested not in table:
+        facts.tool_call_detectors = {}
+        return
+    wanted = table[requested].encode()
+    names = [requested]
+    for name, cls_name in table.items():
+        home = imported(tree, cls_name)
+        if name == requested or home is None:
+            continue
+        try:
+            if wanted in read_head(base / f"{home}.py", _SOURCE_CAP):
+                names.append(name)
+        except OSError:
+            continue
+    target = table[requested]
+    detectors: dict[str, tuple[str, ...]] = {requested: (target,)}
+    for name in names[1:]:  # each walks up to the requested class, which it is read only to reach
+        chain: list[str] = []
+        where = imported(tree, table[name])
+        current: str | None = table[name]
+        while current is not None and where is not None and len(chain) < 16 and current not in chain:
+            if current == target:
+                detectors[name] = (*chain, target)
+                break
+            mod = module(where)
+            found = _find_class(mod, current) if mod is not None else None
+            if mod is None or found is None:
+                break
+            chain.append(current)
+            facts.detector_members[current] = tuple(sorted(_defines(found)))
+            facts.detector_docs[current] = " ".join((ast.get_docstring(found) or "").split())[:400]
+            first = found.bases[0] if found.bases else None
+            current = first.id if isinstance(first, ast.Name) else None
+            if current is not None and _find_class(mod, current) is None:
+                where = imported(mod, current)
+    facts.tool_call_detectors = detectors
+
+
+def _defines(cls: ast.ClassDef) -> set[str]:
+    """What a class defines itself: class attributes, methods, and the ``self.X`` its ``__init__`` sets."""
+    out: set[str] = set()
+    for node in cls.body:
+        target, _ = _assign_parts(node)
+        if target is not None:
+            out.add(target)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if node.name != "__init__":
+                out.add(node.name)
+                continue
+            for sub in ast.walk(node):
+                if isinstance(sub, (ast.Assign, ast.AnnAssign)):
+                    for t in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
+                        if (
+                            isinstance(t, ast.Attribute)
+                            and isinstance(t.value, ast.Name)
+                            and t.value.id == "self"
+                        ):
+                            out.add(t.attr)
+    return out
 
 
 def installed_plugins(site_dirs: list[Path]) -> set[str]:
