@@ -60,11 +60,21 @@ DRAFT_CONFIG = {
 
 
 def install_flashinfer(site: Path, version: str) -> None:
-    """Replace the venv's flashinfer-python record with the real ``version``'s dist-info (what the
-    reader reads; the 48 MB package itself is not copied)."""
+    """Replace the venv's flashinfer-python with the real ``version``'s dist-info and its
+    ``flashinfer/jit/env.py`` (what the reader reads; the 48 MB package itself is not copied)."""
     for old in site.glob("flashinfer_python-*.dist-info"):
         shutil.rmtree(old)
-    install_dist_info(site, flashinfer_python_site(version))
+    real = flashinfer_python_site(version)
+    install_dist_info(site, real)
+    (site / "flashinfer" / "jit").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(real / "flashinfer" / "jit" / "env.py", site / "flashinfer" / "jit" / "env.py")
+
+
+def install_cubin(site: Path, version: str) -> None:
+    """Replace the venv's flashinfer-cubin record with the real ``version``'s dist-info."""
+    for old in site.glob("flashinfer_cubin-*.dist-info"):
+        shutil.rmtree(old)
+    install_dist_info(site, flashinfer_cubin_site(version))
 
 
 def install_humming(site: Path, version: str) -> None:
@@ -120,7 +130,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
     make_build(site, dspark=True)
     install_humming(site, HUMMING)
     install_flashinfer(site, FLASHINFER)
-    install_dist_info(site, flashinfer_cubin_site(FLASHINFER))
+    install_cubin(site, FLASHINFER)
     python = fake_interpreter(base / "venv" / "bin", site)
     model, draft = base / "model", base / "draft"
     write_checkpoint(model, small=False)
@@ -254,7 +264,43 @@ def test_host_hazards(server: Server, tmp_path: Path) -> None:
         install_flashinfer(server.site, FLASHINFER)
     assert rc == 78 and by_status(report, "fail") == {"moe.flashinfer_kernels"}
     message = check(report, "moe.flashinfer_kernels")["message"]
-    assert "flashinfer-cubin 0.6.3 does not match flashinfer-python 0.6.2" in message
+    assert "flashinfer-cubin 0.6.3 does not match flashinfer-python 0.6.2: start-up aborts" in message
+
+
+def test_flashinfer_as_sglang_0523_installs_it(server: Server) -> None:
+    """SGLang 0.5.23 pins flashinfer_python[cu13]==0.7.2, and the newest flashinfer-cubin on the index is
+    0.6.13. FlashInfer 0.7.2's jit/env.py ignores a cubin of another version and downloads the cubins at
+    first use (0.6.x aborted at import): so the cookbook cell is judged by the kernel it JIT-compiles
+    while loading (fail), and with that precompiled the mismatch is a warning naming the download, not
+    "start-up aborts"."""
+    kernel = server.base / "home" / ".cache/sglang/.cache/flashinfer/0.7.2/121a/cached_ops/fused_moe_120"
+    install_flashinfer(server.site, "0.7.2")
+    install_cubin(server.site, "0.6.13")
+    try:
+        rc, report, _ = preflight(server.recipe_env(COOKBOOK), COOKBOOK, "--launch-cmd", server.cmd(COOKBOOK))
+        assert rc == 78 and by_status(report, "fail") == {"moe.flashinfer_kernels"}
+        message = check(report, "moe.flashinfer_kernels")["message"]
+        assert "fused_moe_120 is not precompiled for FlashInfer 0.7.2" in message, message
+        assert "start-up aborts" not in message and "downloads the cubins it needs" in message
+        kernel.mkdir(parents=True)
+        (kernel / "fused_moe_120.so").write_bytes(b"\x7fELF")
+        rc, report, err = preflight(
+            server.recipe_env(COOKBOOK), COOKBOOK, "--launch-cmd", server.cmd(COOKBOOK)
+        )
+        result = check(report, "moe.flashinfer_kernels")
+        assert rc == 0 and result["status"] == "warn", (err, result)
+        assert (
+            "flashinfer-cubin 0.6.13 does not match flashinfer-python 0.7.2, which ignores it"
+            in result["message"]
+        )
+        assert "at first use" in result["message"] and "flashinfer download-kernels" in (
+            result["remedy"] or ""
+        )
+        assert result["evidence"]["cubin_mismatch"] == "ignored"
+    finally:
+        shutil.rmtree(kernel, ignore_errors=True)
+        install_flashinfer(server.site, FLASHINFER)
+        install_cubin(server.site, FLASHINFER)
 
 
 @pytest.mark.parametrize("version", HUMMING_UNSAFE + HUMMING_SAFE)

@@ -252,6 +252,10 @@ class FlashInferFacts:
     kernels: list[Path] = field(default_factory=list)  # precompiled fused_moe_120 .so usable by the server
     elsewhere: list[Path] = field(default_factory=list)  # built, but where this server does not look
     version_check_disabled: bool = False  # FLASHINFER_DISABLE_VERSION_CHECK set in the server's env
+    # what the installed release's flashinfer/jit/env.py (``_get_cubin_dir``) does with a flashinfer-cubin
+    # of another version: "raises" at import (0.6.x), "ignored" with a warning and cubins downloaded on
+    # demand into <cache_dir>/cubins (0.7.x); None: the file could not be read
+    cubin_mismatch: str | None = None
     note: str | None = None
 
 

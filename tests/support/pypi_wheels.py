@@ -42,9 +42,14 @@ HUMMING_VERSIONS = HUMMING_UNSAFE + HUMMING_SAFE
 SGLANG_OLD = "0.5.9"
 
 # flashinfer-python and flashinfer-cubin: 0.6.3 both (a matching pair), and flashinfer-python 0.6.2
-# (a mismatch with cubin 0.6.3, which flashinfer/jit/env.py refuses at import).
-FLASHINFER_PYTHON_VERSIONS = ("0.6.2", "0.6.3")
-FLASHINFER_CUBIN_VERSIONS = ("0.6.3",)
+# (a mismatch with cubin 0.6.3, which 0.6.x's flashinfer/jit/env.py refuses at import). 0.7.2 is what
+# SGLang 0.5.23 pins (flashinfer_python[cu13]==0.7.2) and 0.7.4 the newest on the index (Dec 2026); both
+# ignore a mismatched flashinfer-cubin and download cubins on demand, and no flashinfer-cubin 0.7.x exists
+# there: 0.6.13 is the newest.
+FLASHINFER_PYTHON_OLD = ("0.6.2", "0.6.3")
+FLASHINFER_PYTHON_NEW = ("0.7.2", "0.7.4")
+FLASHINFER_PYTHON_VERSIONS = FLASHINFER_PYTHON_OLD + FLASHINFER_PYTHON_NEW
+FLASHINFER_CUBIN_VERSIONS = ("0.6.3", "0.6.13")
 
 
 def _dist_file(name: str) -> str:

@@ -207,8 +207,8 @@ _FLASHINFER_BACKENDS = ("flashinfer_mxfp4", "auto")
     "moe.flashinfer_kernels",
     "preflight",
     needs=("moe_runner_backend",),
-    remedies=("install", "versions", "precompile", "copy"),
-    params=("cache_dir", "version", "found"),
+    remedies=("install", "versions", "precompile", "copy", "cubins"),
+    params=("cache_dir", "version", "found", "cubin_version"),
 )
 def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """The CUTLASS MoE kernels of the flashinfer_mxfp4 path, precompiled for the installed FlashInfer where
@@ -247,19 +247,29 @@ def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     version = fi.python_version
+    ev["cubin_mismatch"] = fi.cubin_mismatch
+    cubins = ""  # a mismatched flashinfer-cubin the installed release ignores: what that costs, said below
     if fi.cubin_version is not None and fi.cubin_version != version:
-        hidden = (
-            " (FLASHINFER_DISABLE_VERSION_CHECK hides the abort, not the mismatch)"
-            if fi.version_check_disabled
-            else ""
-        )
-        return check.failed(
-            f"flashinfer-cubin {fi.cubin_version} does not match flashinfer-python {version}: start-up "
-            f"aborts in flashinfer/jit/env.py{hidden}",
-            [FLASHINFER],
-            "versions",
-            params={"version": version},
-            **ev,
+        if fi.cubin_mismatch != "ignored" or fi.version_check_disabled:
+            # 0.6.x raises at import; with the check disabled either release uses the other version's cubins
+            why = (
+                "FLASHINFER_DISABLE_VERSION_CHECK makes FlashInfer use that version's cubins as they are"
+                if fi.version_check_disabled
+                else "start-up aborts in flashinfer/jit/env.py"
+                if fi.cubin_mismatch == "raises"
+                else "what the installed flashinfer/jit/env.py does with it could not be read"
+            )
+            return check.failed(
+                f"flashinfer-cubin {fi.cubin_version} does not match flashinfer-python {version}: {why}",
+                [FLASHINFER],
+                "versions",
+                params={"version": version},
+                **ev,
+            )
+        cubins = (
+            f"flashinfer-cubin {fi.cubin_version} does not match flashinfer-python {version}, which ignores "
+            f"it (flashinfer/jit/env.py) and downloads the cubins it needs into {fi.cache_dir / 'cubins'} at "
+            "first use: on a host without network that download fails while serving"
         )
     if not fi.kernels:
         found = ", ".join(str(p) for p in fi.elsewhere[:3])
@@ -267,10 +277,18 @@ def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         return check.failed(
             f"fused_moe_120 is not precompiled for FlashInfer {version} in {fi.cache_dir} "
             f"({fi.cache_dir_rule}){where}: the server would JIT-compile 97 CUTLASS targets while the "
-            "weights load",
+            "weights load" + (f"; and {cubins}" if cubins else ""),
             [FLASHINFER],
             "copy" if found else "precompile",
             params={"cache_dir": str(fi.cache_dir), "version": version, "found": found},
+            **ev,
+        )
+    if cubins:
+        return check.warned(
+            f"fused_moe_120 precompiled for FlashInfer {version} ({fi.kernels[0]}), but {cubins}",
+            [FLASHINFER],
+            "cubins",
+            params={"version": version, "cubin_version": fi.cubin_version, "cache_dir": str(fi.cache_dir)},
             **ev,
         )
     return check.passed(

@@ -13,16 +13,23 @@ package, or the ``flashinfer-jit-cache`` distribution. SGLang 0.5.23's ``sglang/
 the one the server finds. ``<archs>`` joins the target archs (``121a`` on GB10; ``120f`` when built for
 the sm_12x family); a directory for another GPU family does not count.
 
-``flashinfer-cubin`` must carry the same version as ``flashinfer-python``: ``jit/env.py`` raises at import
-otherwise, unless ``FLASHINFER_DISABLE_VERSION_CHECK`` is set (which hides the mismatch, not fixes it).
+A ``flashinfer-cubin`` of another version than ``flashinfer-python``: what happens depends on the release,
+so it is read from the installed ``jit/env.py`` (``_get_cubin_dir``), never assumed. 0.6.x raises at import
+(start-up fails); 0.7.x (0.7.2 is what SGLang 0.5.23 pins) catches that error, logs "Ignoring incompatible
+flashinfer-cubin package" and downloads the cubins it needs into ``<cache>/cubins`` at first use, which an
+offline host cannot do. ``FLASHINFER_DISABLE_VERSION_CHECK`` skips the comparison in both (the mismatched
+cubins are then used as they are). The cache layout, the AOT location (``flashinfer/data/aot``) and
+``121a`` for GB10 are the same in 0.6.3, 0.7.2 and 0.7.4 (``tests/test_flashinfer_releases.py``).
 """
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from validator.bounded_files import read_head
 from validator.facts import FlashInferFacts
 from validator.sources.dists import find_dists
 from validator.sources.gathering import Unreadable
@@ -87,6 +94,50 @@ def _aot_kernels(site_dirs: list[Path], version: str | None, jit_cache_version: 
     return found
 
 
+ENV_PY = "flashinfer/jit/env.py"
+_ENV_CAP = 2 << 20  # the module is about 16 KB in 0.7.4
+
+
+def cubin_mismatch(site_dirs: list[Path]) -> str | None:
+    """What the installed FlashInfer's ``_get_cubin_dir`` does with a flashinfer-cubin of another version:
+    "ignored" when its comparison (a raise, or ``_check_cubin_version``) sits in a ``try`` that catches
+    ``RuntimeError``; "raises" when it does not; None when the file cannot be read or holds neither."""
+    for d in site_dirs:
+        path = d / ENV_PY
+        if not path.is_file():
+            continue
+        try:
+            tree = ast.parse(read_head(path, _ENV_CAP))
+        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+        fn = next(
+            (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_get_cubin_dir"), None
+        )
+        if fn is None:
+            return None
+        caught: set[int] = set()
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Try) and any(
+                isinstance(h.type, ast.Name) and h.type.id in ("RuntimeError", "Exception")
+                for h in node.handlers
+            ):
+                caught |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+        compares = [
+            n
+            for n in ast.walk(fn)
+            if isinstance(n, ast.Raise)
+            or (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id == "_check_cubin_version"
+            )
+        ]
+        if not compares:
+            return None
+        return "ignored" if all(id(n) in caught for n in compares) else "raises"
+    return None
+
+
 def read_flashinfer(
     env: Mapping[str, str],
     *,
@@ -134,6 +185,7 @@ def read_flashinfer(
         kernels=kernels,
         elsewhere=elsewhere,
         version_check_disabled=bool(env.get(VERSION_CHECK_ENV)),
+        cubin_mismatch=cubin_mismatch(site_dirs) if cubin and python and cubin[1] != version else None,
         note="; ".join(notes) or None,
     )
 
