@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from validator.checks.registry import builtins
 from validator.engine import build_report, run_checks
 from validator.facts import PROBE, SERVER, Facts, NodeFacts, ServerMetricsFacts
 from validator.live_inputs import LiveInputs as LiveInputs
@@ -69,11 +70,33 @@ def check_deadline_s(inputs: LiveInputs, loaded: LoadedPack, probe: bool) -> flo
     return budget
 
 
+# Checks that weigh the probe when there is one without requiring it of the pack (functional evidence of
+# the draft's head; the log's accept len cross-checked against it).
+_READ_PROBE_WHEN_GIVEN = frozenset({"spec.lm_head_shared", "server.log"})
+
+
+def _probe_judged(inputs: LiveInputs, loaded: LoadedPack) -> bool:
+    """Whether a check this run judges reads the probe (its builtin declares ``needs=("probe",)``, or it
+    weighs one when given): ``--check moe.backend`` spends no tokens on a probe no selected check reads."""
+    if inputs.selection is None:
+        return True
+    checks = builtins()
+    return any(
+        inputs.selection.excluded(spec.id) is None
+        and (
+            spec.id in _READ_PROBE_WHEN_GIVEN
+            or (spec.id in checks and "probe" in checks[spec.id].needs_in(["check"]))
+        )
+        for spec in loaded.pack.checks
+        if "check" in spec.modes
+    )
+
+
 async def gather_live(inputs: LiveInputs, loaded: LoadedPack, *, probe: bool | None = None) -> Facts:
     """The live facts, within :func:`check_deadline_s`; past it, whatever was not gathered is an error
     naming the deadline (the verdict is then inconclusive, never a pass)."""
     facts = Facts(mode="check")
-    run_probe = probe if probe is not None else inputs.probe
+    run_probe = (probe if probe is not None else inputs.probe) and _probe_judged(inputs, loaded)
     budget = check_deadline_s(inputs, loaded, run_probe)
     try:
         await asyncio.wait_for(_gather(facts, inputs, loaded, run_probe), timeout=budget)

@@ -15,10 +15,18 @@ of the rules), not a second judgement of its own.
 
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any
 
 from validator.checks import base as check
 from validator.facts import ATTESTATION, SERVER, Facts
+
+
+def _when(epoch: float | None) -> str:
+    """A process start time for a person: UTC to the second (the evidence keeps the epoch seconds)."""
+    if epoch is None:
+        return "an unknown time"
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @check.builtin("attestation.trust", "check")
@@ -67,7 +75,8 @@ def attestation_trust(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         return check.errored(f"the attestation is not bound to this server: {why}", sources, **evidence)
     if lst.pids:
         bound = (
-            f"written by PID {doc.process.pid} (running since {doc.process.start_time:.2f}, UID {proc.uid}), "
+            f"written by PID {doc.process.pid} (running since {_when(doc.process.start_time)}, "
+            f"UID {proc.uid}), "
             f"the server listening on port {lst.port} (PID {', '.join(str(p) for p in lst.pids)}) "
             "or its child"
         )

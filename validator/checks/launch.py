@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import DECLARED, LAUNCH, PROCESS, SGLANG, Facts
+from validator.facts import DECLARED, HOST, LAUNCH, PROCESS, SGLANG, Facts
 
 
 def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> check.Outcome:
@@ -23,9 +23,11 @@ def _not_runnable(facts: Facts, message: str, remedy: str, **evidence: Any) -> c
         return check.errored(message, [LAUNCH], **evidence)
     if program is not None and program.on_server_host:
         return check.failed(message, [LAUNCH], remedy, **evidence)
+    # the command was given (asking for it again sends the operator in a circle): what proves the program
+    # is the server's host, the first source named (coverage's input)
     return check.errored(
         f"{message}; run preflight where the server runs (or give --unit) to prove the program",
-        [LAUNCH],
+        [HOST, LAUNCH],
         **evidence,
     )
 

@@ -19,4 +19,5 @@ def probe_output(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             problems=probe.problems,
             requests=probe.requests,
         )
-    return check.passed(f"{probe.requests} probe replies look like text", [PROBE], requests=probe.requests)
+    replies = "1 probe reply looks" if probe.requests == 1 else f"{probe.requests} probe replies look"
+    return check.passed(f"{replies} like text", [PROBE], requests=probe.requests)

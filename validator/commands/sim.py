@@ -43,9 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "bars), dataclass-ranked (2026 builds: level and location, DP0 TP0 EP0 tags, --log-requests echoes)",
     )
     p.add_argument("--attestation", type=Path,
-                   help="attestation file path (default: where the plugin would write it: "
-                        "$SPARK_VALIDATE_ATTESTATION, $RUNTIME_DIRECTORY, /run/spark-validate or "
-                        "$XDG_RUNTIME_DIR/spark-validate)")  # fmt: skip
+                   help="attestation file path (default: $SPARK_VALIDATE_ATTESTATION, else "
+                        "attestation.PORT.json where the plugin would write: $RUNTIME_DIRECTORY, "
+                        "/run/spark-validate or $XDG_RUNTIME_DIR/spark-validate)")  # fmt: skip
     p.add_argument("--refuse-until-ready", action="store_true",
                    help="refuse TCP connections through the load phase, as a real SGLang launcher does "
                         "(the default; kept for old scripts)")  # fmt: skip

@@ -52,6 +52,7 @@ def build(
     host: str,
     port: int,
     load_weight_s: float | None = None,
+    tp_size: int = 1,
 ) -> fmt.Attestation:
     """The document for ``scenario``, written by process ``pid`` serving on ``host:port``, whose weights
     loaded in ``load_weight_s`` (what ``/server_info`` reports as ``startup_time.load_weight``)."""
@@ -73,7 +74,7 @@ def build(
             hostname=socket.gethostname(),
             uid=os.geteuid(),
             tp_rank=0,
-            tp_size=1,
+            tp_size=tp_size,  # the launch's --tp (rank 0 writes this file; a TP=2 head says 2)
             load_weight_s=load_weight_s,
         ),
         server=fmt.Server(host=host, port=port),
@@ -109,9 +110,15 @@ def build(
     )
 
 
-def default_path() -> Path | None:
-    """Where the simulator writes without ``--attestation``: the plugin's own location rules."""
-    return location.attestation_path(0)
+def default_path(port: int) -> Path | None:
+    """Where the simulator writes without ``--attestation``: the plugin's own location rules, one file per
+    port (``attestation.PORT.json``) unless ``$SPARK_VALIDATE_ATTESTATION`` names the file. Two simulators
+    on one host (as root both reach ``/run/spark-validate``) would otherwise overwrite each other's, and
+    the first server's check would read the second's document."""
+    base = location.attestation_path(0)
+    if base is None or os.environ.get(location.ENV_PATH, "").strip():
+        return base
+    return base.with_name(f"{base.stem}.{port}{base.suffix or '.json'}")
 
 
 def write(path: Path, document: fmt.Attestation) -> None:

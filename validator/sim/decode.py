@@ -53,6 +53,8 @@ def step_ms(scenario: Scenario) -> float:
 
 
 def verify_ms(scenario: Scenario, temperature: float = 0.0) -> float:
+    if scenario.published_tpot_ms is not None and not scenario.drafter_broken:
+        return scenario.published_tpot_ms * scenario.accept_mean(temperature)
     if scenario.dspark:
         factor = VERIFY_COST_DSPARK  # the block is drafted and verified whatever the drafter's quality
     elif scenario.draft_broken:

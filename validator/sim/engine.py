@@ -58,6 +58,11 @@ class SimConfig:
     collapse_after_s: float | None = None  # the draft breaks this many seconds after ready (None: never)
 
 
+def _tp_size(value: object) -> int:
+    """The launch's ``--tp`` as the attestation records it (1 when absent or not a positive integer)."""
+    return value if isinstance(value, int) and value > 0 else 1
+
+
 class SimEngine:
     def __init__(self, config: SimConfig) -> None:
         if config.speed <= 0:
@@ -139,7 +144,7 @@ class SimEngine:
             self.crash(server_log.ring_failure_lines(sc.ring_error))
             return False
         if sc.plugin:
-            path = self.config.attestation_path or attestation.default_path()
+            path = self.config.attestation_path or attestation.default_path(int(self.args["port"]))
             # like the real plugin: the process's own start time, from /proc, and the address it serves
             pid = os.getpid()
             started = process_start_time(pid) or self.created
@@ -150,6 +155,7 @@ class SimEngine:
                 host=str(self.args["host"]),
                 port=int(self.args["port"]),
                 load_weight_s=self.load_weight_s,
+                tp_size=_tp_size(self.args.get("tp_size")),
             )
             if path is not None:
                 await asyncio.to_thread(attestation.write, path, doc)

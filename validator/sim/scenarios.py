@@ -69,6 +69,9 @@ class Scenario:
     flaky_rate: float = 0.0  # share of non-health requests answered 503
     malformed_json: bool = False
     degenerate: bool = False
+    # a recipe's own published TPOT at batch 1 (the cookbook cell's 9.48 ms, recipes.md): its verify round
+    # then costs that times the mean acceptance, so the simulated cell runs at the speed its pack expects
+    published_tpot_ms: float | None = None
 
     # ---- derived state: what the running server really does ----
 
@@ -280,6 +283,7 @@ SCENARIOS: dict[str, Entry] = {
         verdict="pass",
         moe_backend_flag="flashinfer_mxfp4",
         fp8_env=False,
+        published_tpot_ms=9.48,
     ),
     "baseline": _e(
         "the unoptimized baseline: flashinfer_mxfp4 MoE, FP32 head, no speculation",
