@@ -114,7 +114,7 @@ def test_nccl_interface_spellings() -> None:
     assert _ifname(None) is None
 
 
-def test_each_launch_flag_is_hashed_alone_and_a_credential_never() -> None:
+def test_each_launch_flag_is_hashed_alone_and_a_credential_never(pack: LoadedPack) -> None:
     """The per-flag hashes the sidecar exports (``spark_validate_node_arg``) and ``cluster.args`` shows:
     two ranks that differ in one flag differ in exactly that flag; ``--node-rank`` is not among them; an
     API key's value is not hashed alone (a short hash of a short key is a guess away)."""
@@ -134,5 +134,5 @@ def test_each_launch_flag_is_hashed_alone_and_a_credential_never() -> None:
     assert head["--api-key"] == worker["--api-key"] == "redacted"
     facts = Facts(mode="preflight")
     facts.node = replace(GOOD, arg_hashes=worker)
-    (result,) = run_checks(facts, load_pack(str(PACK)), mode="preflight", only={"cluster.args"})
+    (result,) = run_checks(facts, pack, mode="preflight", only={"cluster.args"})
     assert result.evidence["arguments"] == worker

@@ -13,6 +13,7 @@ from pathlib import Path
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.cli import json_report, run_cli
 from tests.support.loopback import free_port
+from tests.support.private_dir import trusted_copy
 from tests.support.sim_process import sim_process
 
 REPO = Path(__file__).resolve().parents[1]
@@ -97,7 +98,8 @@ def test_the_tp2_head_simulator_attests_tp_2_and_passes_its_pack(tmp_path: Path)
         launch = ["--", "--tp", "2", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr",
                   f"127.0.0.1:{free_port()}"]  # fmt: skip
         with sim_process(tmp_path, *launch) as sim:
-            run = run_check(sim.url, "--wait", "20", "--rules", str(TP2_PACK), *evidence_files(sim))
+            pack = trusted_copy(TP2_PACK, tmp_path / "pack")  # the checkout may be under /tmp
+            run = run_check(sim.url, "--wait", "20", "--rules", str(pack), *evidence_files(sim))
             doc = json.loads(sim.attestation.read_text())
     finally:
         for k, v in old.items():
