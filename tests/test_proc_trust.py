@@ -154,3 +154,52 @@ def _check_pid(pid: int, *, wait: str) -> subprocess.CompletedProcess[str]:
     from tests.support.cli import run_cli
 
     return run_cli("check", "--no-probe", "--format", "json", "--pid", str(pid), "--wait", wait, timeout=180)
+
+
+def test_launch_never_execs_another_users_program_with_its_own_privileges(tmp_path: Any) -> None:
+    """``launch`` as root with a program the second user owns (``~evil/python3``, which writes a file
+    naming the UID it runs as and then runs the simulator): refused (2) before the exec, nothing of the
+    attacker's runs as root. The control, this checkout's own interpreter, starts."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from tests.support.loopback import free_port, stop, wait_listening
+    from tests.support.second_user import ensure_user
+
+    owner = ensure_user()
+    evil, out = Path(tempfile.mkdtemp(prefix="sv-evil-")), Path(tempfile.mkdtemp(prefix="sv-out-"))
+    out.chmod(0o1777)
+    script = evil / "python3"
+    script.write_text(f'#!/bin/sh\nid -u > "{out}/launch-$(id -u)-$$"\nexec {sys.executable} "$@"\n')
+    script.chmod(0o755)
+    for path in (evil, script):
+        os.chown(path, owner.uid, owner.gid)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+    sim = ["-m", "validator", "sim", "--speed", "1000", "--startup-seconds", "0.1"]
+    launch = [sys.executable, "-m", "validator", "launch", "--allow-partial", "--report-to", "none", "--"]
+    try:
+        refused = subprocess.Popen(
+            [*launch, str(script), *sim, "--port", str(free_port())],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            _, err = refused.communicate(timeout=120)
+        finally:
+            stop(refused)  # had it exec'd, the simulator would still run
+        written = [(f.name, f.stat().st_uid) for f in out.iterdir()]
+        port = free_port()
+        control = subprocess.Popen(
+            [*launch, sys.executable, *sim, "--port", str(port)],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            wait_listening(port, control, what="launched simulator", timeout=120)
+        finally:
+            stop(control)
+    finally:
+        shutil.rmtree(evil, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+    assert refused.returncode == 2, err
+    assert b"not exec'ing" in err and f"files of {owner.name}".encode() in err, err
+    assert written == []

@@ -11,7 +11,8 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 from validator.commands.check import recognise_simulator_processes
 from validator.commands.common import (
@@ -124,6 +125,24 @@ def run(args: argparse.Namespace) -> int:
         raise
 
 
+def _refuse_others_program(
+    path: Path, interpreter: str | None, env: Mapping[str, str], cwd: Path | None
+) -> None:
+    """``launch`` execs the server as whoever runs it: never another user's program (or interpreter, or
+    what its PYTHONPATH/LD_PRELOAD names) with this user's privileges. Run ``launch`` as that user (the
+    unit's ``User=``), or own the files (SECURITY.md, "Processes the tool runs")."""
+    from validator.sources.run_as import of_files
+
+    who = of_files([path, interpreter, cwd], env, cwd)
+    if who is None or (not isinstance(who, str) and who.is_me()):
+        return
+    why = who if isinstance(who, str) else f"{path} runs files of {who.name} (UID {who.uid})"
+    raise UsageError(
+        f"launch: not exec'ing {path} as UID {os.geteuid()}: {why}; run launch as that user (the unit's "
+        "User=) or keep the program's files root's or this user's"
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     recognise_simulator_processes()  # `launch -- spark-validate sim ...` runs the simulator
     cmd = list(args.cmd)
@@ -160,6 +179,7 @@ def _run(args: argparse.Namespace) -> int:
     launch, program = run.facts.launch, run.facts.program
     if launch is None or program is None or program.path is None:  # launch.program would have failed
         raise UsageError(f"cannot exec {cmd[0]}: preflight did not resolve it")
+    _refuse_others_program(program.path, program.interpreter, launch.env, launch.working_directory)
     _record(args, report.verdict.value, 0, report, "started")
     sys.stdout.flush()
     try:
