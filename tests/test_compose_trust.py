@@ -103,3 +103,19 @@ def test_the_same_compose_file_in_a_private_directory_is_read_with_and_without_e
     (project / ".env").write_text("MOE_BACKEND=auto\n")
     rc, report, err = _preflight(compose)
     assert rc == 78 and _backend(report) == "auto", (rc, err)
+
+
+def test_an_override_beside_a_default_named_file_is_refused_naming_it(tmp_path: Path) -> None:
+    """``docker compose up`` merges compose.override.yaml over compose.yaml; the reader does not, so the
+    file alone is not what runs: refused (65) naming the override; control: the same pair under a name
+    Compose does not pick up by itself (``-f site.yaml`` merges nothing) is read."""
+    project = tmp_path / "project"
+    project.mkdir(mode=0o755)
+    (project / "compose.yaml").write_text(COMPOSE)
+    override = project / "compose.override.yaml"
+    override.write_text("services:\n  sglang:\n    environment:\n      SGLANG_ENABLE_FP8_LM_HEAD: '0'\n")
+    rc, _, err = _preflight(project / "compose.yaml")
+    _refused(rc, err, str(override), "docker compose config > resolved.yaml")
+    (project / "compose.yaml").rename(project / "site.yaml")
+    rc, report, err = _preflight(project / "site.yaml")
+    assert rc != 65 and _backend(report) == "humming", (rc, err)

@@ -226,6 +226,29 @@ def _mounts(service: dict[str, Any], base: Path, host: Mapping[str, str], where:
     return mounts
 
 
+# Compose's default file names, and the override file ``docker compose up`` merges over each when it finds
+# the file itself (the Compose specification: "compose.override.yaml"; the legacy docker-compose names)
+_OVERRIDES = {
+    "compose.yaml": ("compose.override.yaml", "compose.override.yml"),
+    "compose.yml": ("compose.override.yaml", "compose.override.yml"),
+    "docker-compose.yaml": ("docker-compose.override.yaml", "docker-compose.override.yml"),
+    "docker-compose.yml": ("docker-compose.override.yaml", "docker-compose.override.yml"),
+}
+
+
+def _no_override(file: Path, where: str) -> None:
+    """A default-named Compose file with an override beside it: ``docker compose up`` in that directory
+    runs the two merged, which this reader does not do, so the file alone is not what runs."""
+    for name in _OVERRIDES.get(file.name, ()):
+        if os.path.lexists(file.parent / name):
+            raise InputError(
+                where,
+                f"{file.parent / name} is beside it: `docker compose up` there merges it over this file, "
+                "which spark-validate does not; give the resolved file (`docker compose config > "
+                "resolved.yaml`, then --compose resolved.yaml)",
+            )
+
+
 def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, str]) -> ContainerSpec:
     """The named service (or the one that runs SGLang) of a Compose file, as a ``ContainerSpec``."""
     import yaml
@@ -244,6 +267,7 @@ def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, s
     if not isinstance(doc, dict) or not isinstance(doc.get("services"), dict) or not doc["services"]:
         raise InputError(where, "no services: not a Compose file")
     base = file.parent
+    _no_override(file, where)
     env = dict(host_env)
     for k, v in _project_dotenv(base / ".env").items():
         env.setdefault(k, v)  # the shell's environment wins over .env, as in Compose
