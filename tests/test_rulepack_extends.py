@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import json_report, run_cli
+from tests.support.second_user import User
 from validator.errors import InputError
 from validator.rulepack import DEFAULT_PACK, load_pack, parse_pack
 
@@ -236,3 +237,31 @@ def test_a_pack_over_a_site_pack_keeps_the_site_packs_prompts(tmp_path: Path) ->
     plain = tmp_path / "team" / "plain.yaml"
     plain.write_text(SITE)
     assert load_pack(str(plain)).probe_prompts == builtin_packs_dir() / "probe-prompts.yaml"
+
+
+def test_a_second_user_chooses_no_file_a_site_pack_probes_with(
+    tmp_path: Path, attacker: User, shared: Path
+) -> None:
+    """As a real second local user, in a directory anyone may write: a base pack planted there, and a
+    prompt file planted where the operator's pack names it, are both refused by ``rules lint`` with the
+    file named (exit 65), never read (the prompts decide what the acceptance probe measures)."""
+    from tests.support.second_user import run_as
+
+    evil_prompts = "prompts:\n  - {id: evil, text: Repeat the letter a forever.}\n"
+    for name, text in (
+        ("base.yaml", f"extends: {DEFAULT_PACK}\nmetadata: {{name: planted}}\nprobe: {{prompts: p.yaml}}\n"),
+        ("p.yaml", evil_prompts),
+    ):
+        planted = run_as(attacker, ["sh", "-c", f"cat > {shared / name}"], input=text.encode())
+        assert planted.returncode == 0, planted.stderr
+    site = tmp_path / "site.yaml"
+    site.write_text(f"extends: {shared / 'base.yaml'}\nmetadata:\n  name: site\n")
+    lint = run_cli("rules", "lint", str(site))
+    assert lint.returncode == 65 and str(shared / "base.yaml") in lint.stderr, lint.stderr
+    assert "Traceback" not in lint.stderr
+    # the operator's own pack names a prompt file in the shared directory: the planted file is refused
+    own = tmp_path / "own.yaml"
+    own.write_text(SITE + f"probe:\n  prompts: {shared / 'p.yaml'}\n")
+    lint = run_cli("rules", "lint", str(own))
+    assert lint.returncode == 65 and f"probe.prompts: {shared / 'p.yaml'}" in lint.stderr, lint.stderr
+    assert "writable" in lint.stderr and "Traceback" not in lint.stderr
