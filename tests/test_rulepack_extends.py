@@ -265,3 +265,29 @@ def test_a_second_user_chooses_no_file_a_site_pack_probes_with(
     lint = run_cli("rules", "lint", str(own))
     assert lint.returncode == 65 and f"probe.prompts: {shared / 'p.yaml'}" in lint.stderr, lint.stderr
     assert "writable" in lint.stderr and "Traceback" not in lint.stderr
+
+
+def test_lint_of_a_site_pack_names_its_own_checks_and_every_stage(tmp_path: Path) -> None:
+    """A site pack's mistakes are located in the site pack: each check by its id and its own line (not
+    its position in the merged pack, 7 or 30), and a problem of the second stage (a value_from naming no
+    expectation) is listed beside the schema's (a bad severity), not after it is fixed."""
+    site = tmp_path / "site.yaml"
+    site.write_text(
+        f"extends: {DEFAULT_PACK}\n"
+        "metadata:\n  name: site\n"
+        "checks:\n"
+        "  - id: lm_head.fp8\n"
+        "    severity: bogus\n"
+        "  - id: site.x\n"
+        "    title: t\n    severity: critical\n    modes: [preflight]\n    why: w\n    remedy: r\n"
+        "    expect: {fact: launch.args.mem_fraction_static, op: '<=', value_from: host.nope}\n"
+    )
+    lint = run_cli("rules", "lint", str(site))
+    lines = [line for line in lint.stderr.splitlines() if line.strip()]
+    assert lint.returncode == 65 and "Traceback" not in lint.stderr
+    assert lines == [
+        f"spark-validate: {site}:6: checks[lm_head.fp8].severity: Input should be 'critical', 'warning' or "
+        "'info'",
+        f"spark-validate: {site}:13: checks[site.x].expect.value_from: site.x: the pack has no expectation "
+        "'host.nope'",
+    ], lines

@@ -352,15 +352,61 @@ def parse_pack(path: Path) -> RulePack:
             node = yaml.compose(text, Loader=loader)  # positions, only needed to report an error
         return _line_of(node, loc)
 
+    merged = data.get("checks")
+    merged_checks: list[Any] = merged if isinstance(merged, list) else []
+    own = raw.get("checks")
+    own_checks: list[Any] | None = own if "extends" in raw and isinstance(own, list) else None
+
+    def located(loc: tuple[Any, ...], msg: str) -> tuple[int | None, str]:
+        """A problem at ``loc`` of the merged pack, said in the author's file: a check of an extending
+        pack is found by its id among the file's own entries (merged positions mean nothing there), or
+        named by id (a check the file inherits; the line is its ``extends:``)."""
+        if own_checks is not None and len(loc) >= 2 and loc[0] == "checks" and isinstance(loc[1], int):
+            entry = merged_checks[loc[1]] if loc[1] < len(merged_checks) else None
+            check_id = entry.get("id") if isinstance(entry, dict) else None
+            ids = [c.get("id") if isinstance(c, dict) else None for c in own_checks]
+            rest = format_loc(("x", *loc[2:]))[1:]
+            if check_id is not None and check_id in ids:
+                mine = ("checks", ids.index(check_id), *loc[2:])
+                return line_of(mine), f"checks[{check_id}]{rest}: {msg}"
+            if check_id is not None:
+                return line_of(("extends",)), f"checks[{check_id}]{rest} (from the extended pack): {msg}"
+        return line_of(loc), f"{format_loc(loc) or 'pack'}: {msg}"
+
     try:
         pack = load(RulePack, data)
     except SchemaError as exc:
-        problems = [(line_of(loc), f"{format_loc(loc) or 'pack'}: {msg}") for loc, msg in exc.problems]
+        problems = [located(loc, msg) for loc, msg in exc.problems]
+        # Every problem, not only the first stage's: with the malformed checks set aside, the rest of the
+        # pack is linted too (an author fixing one stage should not meet the next one after)
+        problems += [located(loc, msg) for loc, msg in _lint_without(data, exc.problems)]
         raise PackError(where, problems) from None
     found = lint_pack(pack)
     if found:
-        raise PackError(where, [(line_of(loc), f"{format_loc(loc)}: {msg}") for loc, msg in found])
+        raise PackError(where, [located(loc, msg) for loc, msg in found])
     return pack
+
+
+def _lint_without(data: dict[str, Any], problems: Sequence[tuple[tuple[Any, ...], str]]) -> list[Any]:
+    """``lint_pack``'s problems of ``data`` with the checks the schema refused left out (located in
+    ``data``'s own positions); none when the schema refused anything but checks."""
+    bad = {loc[1] for loc, _ in problems if len(loc) >= 2 and loc[0] == "checks" and isinstance(loc[1], int)}
+    if not bad or any(len(loc) < 2 or loc[0] != "checks" for loc, _ in problems):
+        return []
+    checks = data.get("checks")
+    if not isinstance(checks, list):
+        return []
+    kept = [i for i in range(len(checks)) if i not in bad]
+    try:
+        pack = load(RulePack, {**data, "checks": [checks[i] for i in kept]})
+    except SchemaError:
+        return []
+    out = []
+    for loc, msg in lint_pack(pack):
+        if len(loc) >= 2 and loc[0] == "checks" and isinstance(loc[1], int) and loc[1] < len(kept):
+            loc = ("checks", kept[loc[1]], *loc[2:])
+        out.append((loc, msg))
+    return out
 
 
 def _line_of(node: Any, loc: tuple[Any, ...]) -> int | None:
