@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import DSPARK_DRAFT, LAUNCH, LOG, SERVER, SGLANG, Facts
+from validator.facts import DSPARK_DRAFT, LAUNCH, LOG, SERVER, SGLANG, DSparkDraftFacts, Facts
 from validator.pack_schema import DSparkExpect
 from validator.server_settings import ServerArgs, logged_settings
 
@@ -100,14 +100,22 @@ def _draft_problems(
     problems: list[str] = []
     arch = draft.architectures[0] if draft.architectures else None
     registered = facts.sglang.dspark_draft_classes if facts.sglang is not None else None
-    if arch not in d.draft_architectures:
-        problems.append(
-            f"the draft at {draft.path} is {arch or 'no architecture'}, not a DSpark draft "
-            f"({', '.join(d.draft_architectures)})"
-        )
-    elif registered is not None and arch not in registered:
-        problems.append(f"the installed SGLang registers no DSpark draft class {arch}")
+    # a DSpark draft is any class the installed build registers as one (0.5.23's models/dspark.py
+    # EntryClass: DSparkDraftModel, Qwen3DSparkModel, LingDSparkModel, one implementation whose tag names
+    # only the target family); the pack's list stands in only where the build was not read
+    known = registered if registered else d.draft_architectures
+    shape = _shape_problems(draft, ctx, strict=arch not in d.draft_architectures)
+    ev.update(draft_vocab_size=draft.vocab_size, draft_hidden_size=draft.hidden_size)
+    if arch not in known:
+        if registered and arch in d.draft_architectures:
+            problems.append(f"the installed SGLang registers no DSpark draft class {arch}")
+        else:
+            problems.append(
+                f"the draft at {draft.path} is {arch or 'no architecture'}, not a DSpark draft "
+                f"({', '.join(known)})"
+            )
     else:
+        problems += shape
         if not draft.markov_rank:
             problems.append("the draft's markov_rank is not > 0: DSpark refuses it at start")
         if draft.mask_token_id is None:
@@ -115,6 +123,27 @@ def _draft_problems(
         if draft.block_size != d.block_size:
             problems.append(f"the draft's block size is {draft.block_size}, the recipe's {d.block_size}")
     return problems, None
+
+
+def _shape_problems(draft: DSparkDraftFacts, ctx: check.CheckContext, *, strict: bool) -> list[str]:
+    """The draft's vocabulary and hidden size against the target's LM head (``lm_head_shape``): DSpark
+    runs the draft on the target's embedding and head. ``strict``: a class the pack does not name is
+    accepted on its shape alone, so an unstated size is a problem too."""
+    want = ctx.expect.checkpoint.lm_head_shape if ctx.expect.checkpoint is not None else None
+    if want is None or len(want) != 2:
+        return []
+    problems = []
+    for name, got, need in (
+        ("vocab_size", draft.vocab_size, want[0]),
+        ("hidden_size", draft.hidden_size, want[1]),
+    ):
+        if got is None and strict:
+            problems.append(f"the draft's config states no {name} (the target's is {need})")
+        elif got is not None and got != need:
+            problems.append(
+                f"the draft's {name} is {got}, the target's {need}: it cannot run on the target's head"
+            )
+    return problems
 
 
 def dspark_config_preflight(facts: Facts, ctx: check.CheckContext, args: ServerArgs) -> check.Outcome:
@@ -200,7 +229,8 @@ def spec_dspark(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     flag = args.speculative_dspark_block_size
     if draft is not None and draft.config_path is not None:
         arch = draft.architectures[0] if draft.architectures else None
-        if arch not in d.draft_architectures and flag is None:
+        registered = facts.sglang.dspark_draft_classes if facts.sglang is not None else None
+        if arch not in (registered or d.draft_architectures) and flag is None:
             return check.skipped(
                 "the draft is not a DSpark checkpoint (see spec.config)", [LAUNCH, DSPARK_DRAFT], **ev
             )

@@ -121,6 +121,12 @@ def read_dspark_draft(
     markov = layered("dspark_markov_rank", "markov_rank")
     mask = layered("dspark_noise_token_id", "mask_token_id")
     layers, _ = _first_int(where, ("num_hidden_layers", text.get("num_hidden_layers")))
+    vocab, _ = _first_int(
+        where, ("text_config.vocab_size", text.get("vocab_size")), ("vocab_size", doc.get("vocab_size"))
+    )
+    hidden, _ = _first_int(
+        where, ("text_config.hidden_size", text.get("hidden_size")), ("hidden_size", doc.get("hidden_size"))
+    )
     arch = doc.get("architectures")
     architectures = [a for a in arch if isinstance(a, str)] if isinstance(arch, list) else []
     return DSparkDraftFacts(
@@ -132,6 +138,8 @@ def read_dspark_draft(
         markov_rank=markov,
         mask_token_id=mask,
         num_hidden_layers=layers,
+        vocab_size=vocab,
+        hidden_size=hidden,
         located_by=how,
     )
 
