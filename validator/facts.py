@@ -236,6 +236,9 @@ class DSparkDraftFacts:
     markov_rank: int | None = None  # DSpark requires > 0
     mask_token_id: int | None = None  # DSpark requires it
     num_hidden_layers: int | None = None
+    # the draft's shape: it runs on the target's embedding and LM head, so both must be the target's
+    vocab_size: int | None = None
+    hidden_size: int | None = None
     located_by: str = ""  # "local directory", "Hugging Face cache (refs/main)", "model_path/dspark"
     note: str | None = None  # why it could not be read
 
@@ -319,6 +322,9 @@ class HostFacts:
 
 # An acceptance length this close to 1.0 is "nothing accepted" (the gauge prints 1.00 then).
 NOTHING_ACCEPTED = 1.0 + 1e-6
+# Verify rounds a lifetime ratio needs to be proof: a working draft (accept rate 0.5 or more) accepting
+# nothing in every one of 64 rounds has odds below 1e-19.
+LIFETIME_MIN_VERIFY = 64
 
 
 @dataclass(frozen=True)
@@ -354,11 +360,30 @@ class ServerMetricsFacts:
         return self.reading.accept_length if self.reading is not None else None
 
     @property
+    def lifetime_accept_length(self) -> float | None:
+        """Tokens generated per verify round over the server's whole life (its two counters, one reading);
+        None under ``LIFETIME_MIN_VERIFY`` rounds, too few to say anything for certain."""
+        r = self.reading
+        if r is None or r.generation_tokens is None or r.verify_calls is None:
+            return None
+        if r.verify_calls < LIFETIME_MIN_VERIFY:
+            return None
+        return r.generation_tokens / r.verify_calls
+
+    @property
+    def lifetime_collapsed(self) -> bool:
+        """One token per verify round over the server's life, the gauge at 1.00 too: every round accepted
+        nothing, which a working draft cannot do over that many rounds. One reading proves it: the counters
+        only grow within a process, so they are the server's whole history, not a stale figure."""
+        al, life = self.accept_length, self.lifetime_accept_length
+        return al is not None and al <= NOTHING_ACCEPTED and life is not None and life <= NOTHING_ACCEPTED
+
+    @property
     def collapsed(self) -> bool:
-        """The server's own gauge says nothing is accepted, while decoding is proven: the broken-draft
-        signature, measured on production traffic."""
+        """The server's own gauge says nothing is accepted, while decoding is proven (between two readings,
+        or over its whole life by its counters): the broken-draft signature, on production traffic."""
         al = self.accept_length
-        return self.decoding and al is not None and al <= NOTHING_ACCEPTED
+        return (self.decoding and al is not None and al <= NOTHING_ACCEPTED) or self.lifetime_collapsed
 
     def evidence(self) -> dict[str, JsonValue]:
         """The reading as a check's evidence (``spec.accept_length`` adds it to its own)."""
@@ -370,6 +395,10 @@ class ServerMetricsFacts:
                 ev["server_tokens_since_last_read"] = self.tokens_since
             if self.window_accept_length is not None:
                 ev["server_window_accept_length"] = _round3(self.window_accept_length)
+            if self.reading.verify_calls is not None:
+                ev["server_verify_calls_total"] = self.reading.verify_calls
+                ev["server_generation_tokens_total"] = self.reading.generation_tokens
+                ev["server_lifetime_accept_length"] = _round3(self.lifetime_accept_length)
         if self.note:
             ev["server_metrics_note"] = self.note
         return ev

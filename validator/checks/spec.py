@@ -453,6 +453,16 @@ def spec_accept_length(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
                 log_decode_intervals=broken,
                 **server_ev,
             )
+        if metrics is not None and metrics.lifetime_collapsed and metrics.reading is not None:
+            calls = metrics.reading.verify_calls
+            return check.failed(
+                f"the server's own counters: {metrics.reading.generation_tokens:g} tokens generated in "
+                f"{calls:g} verify rounds over its life (one per round) and sglang:spec_accept_length "
+                f"{metrics.accept_length:.2f}: the draft proposes nothing the target accepts "
+                "(broken draft head)",
+                [METRICS],
+                **server_ev,
+            )
         if metrics is not None and metrics.collapsed:  # the server's own gauge, on production traffic
             return check.failed(
                 f"the server's own sglang:spec_accept_length is {metrics.accept_length:.2f} while it "

@@ -44,7 +44,8 @@ async def gather(g: LiveGathering) -> None:
     watch = g.inputs.metrics_watch or MetricsWatch()
     facts = await _one_reading(g.client, watch)
     al = facts.accept_length
-    if facts.reading is not None and not facts.decoding and al is not None and al <= NOTHING_ACCEPTED:
+    unproven = not facts.decoding and not facts.lifetime_collapsed  # the lifetime counters prove it alone
+    if facts.reading is not None and unproven and al is not None and al <= NOTHING_ACCEPTED:
         await asyncio.sleep(METRICS_CONFIRM_S)
         again = await _one_reading(g.client, watch)
         if again.reading is not None:
