@@ -23,7 +23,13 @@ from tests.support.pypi_wheels import (
     flashinfer_python_site,
 )
 from tests.support.sglang_wheel import sglang_site
-from validator.sources.flashinfer import MODULE, cubin_mismatch, read_flashinfer
+from validator.sources.flashinfer import (
+    MODULE,
+    cubin_mismatch,
+    jit_cache_matches,
+    jit_cache_mismatch,
+    read_flashinfer,
+)
 
 
 def _code(site: Path, rel: str) -> str:
@@ -81,6 +87,11 @@ def test_a_06_release_refuses_another_cubin_version(version: str) -> None:
         )
         assert f'__version__ = "{cubin_version}"' in _code(cubin, "flashinfer_cubin/_build_meta.py")
     assert cubin_mismatch([site]) == "raises"
+    # flashinfer-jit-cache: _get_aot_dir raises too, on a version that does not start with FlashInfer's
+    assert "and not flashinfer_jit_cache_version.startswith(flashinfer_version): raise RuntimeError(" in env
+    assert jit_cache_mismatch([site]) == "raises"
+    assert jit_cache_matches(f"{version}+cu129", version, "raises")
+    assert not jit_cache_matches("0.5.3+cu129", version, "raises")
 
 
 @pytest.mark.parametrize("version", FLASHINFER_PYTHON_NEW)
@@ -98,6 +109,14 @@ def test_a_07_release_ignores_another_cubin_and_downloads_at_first_use(version: 
     assert 'FLASHINFER_CACHE_DIR / "cubins"' in env
     assert f'__version__ = "{version}"' in _code(site, "flashinfer/_build_meta.py")
     assert cubin_mismatch([site]) == "ignored"
+    # flashinfer-jit-cache: the same version or it with a CUDA suffix; another is ignored (JIT instead)
+    assert 'and not package_version.startswith(f"{flashinfer_version}+")' in env
+    assert (
+        '"Ignoring incompatible flashinfer-jit-cache package (kernels will be " "JIT-compiled instead)' in env
+    )
+    assert jit_cache_mismatch([site]) == "ignored"
+    assert jit_cache_matches(f"{version}+cu130", version, "ignored")
+    assert not jit_cache_matches(f"{version}.post1", version, "ignored")
 
 
 def test_sglang_0523_pins_flashinfer_072() -> None:

@@ -606,3 +606,61 @@ def test_live_dspark_draft_with_its_own_vocab_modules_is_told_apart(
     assert result.status.value == status, result
     if own:
         assert "own vocabulary modules" in result.message
+
+
+def _jit_cache(site: Path, version: str | None) -> None:
+    """A flashinfer-jit-cache distribution record of ``version`` (None: none). Not on the package index
+    (FlashInfer publishes it on its own), so only its record is written; the rule that judges it is read
+    from the installed flashinfer/jit/env.py."""
+    for old in site.glob("flashinfer_jit_cache-*.dist-info"):
+        shutil.rmtree(old)
+    if version is not None:
+        info = site / f"flashinfer_jit_cache-{version}.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: flashinfer-jit-cache\nVersion: {version}\n"
+        )
+
+
+@pytest.mark.parametrize(
+    ("python", "jit_cache", "outcome"),
+    [
+        ("0.6.3", "0.6.2+cu129", "start-up aborts"),  # 0.6.x _get_aot_dir raises at import
+        ("0.7.2", "0.7.1+cu130", "which ignores it"),  # 0.7.x _get_aot_providers ignores the shim
+    ],
+)
+def test_a_jit_cache_of_another_version_is_judged_by_the_release(
+    server: Server, python: str, jit_cache: str, outcome: str
+) -> None:
+    """With fused_moe_120 precompiled where the server looks, a flashinfer-jit-cache of another version
+    passed unseen: under 0.6.x FlashInfer then refuses to import (fail); under 0.7.x it ignores the shim
+    and uses the JIT kernel (no failure from it)."""
+    kernel = server.base / "home" / f".cache/sglang/.cache/flashinfer/{python}/121a/cached_ops/fused_moe_120"
+    install_flashinfer(server.site, python)
+    install_cubin(server.site, python if python == FLASHINFER else "0.6.13")
+    _jit_cache(server.site, jit_cache)
+    made = not kernel.exists()
+    kernel.mkdir(parents=True, exist_ok=True)
+    (kernel / "fused_moe_120.so").write_bytes(b"\x7fELF")
+    try:
+        rc, report, err = preflight(
+            server.recipe_env(COOKBOOK), COOKBOOK, "--launch-cmd", server.cmd(COOKBOOK)
+        )
+        result = check(report, "moe.flashinfer_kernels")
+        assert outcome in result["message"], (err, result)
+        if outcome == "start-up aborts":
+            assert rc == 78 and result["status"] == "fail"
+            assert (
+                f"flashinfer-jit-cache {jit_cache} does not match flashinfer-python {python}"
+                in result["message"]
+            )
+        else:
+            assert result["status"] != "fail" and result["evidence"]["jit_cache_mismatch"] == "ignored", (
+                result
+            )
+    finally:
+        _jit_cache(server.site, None)
+        if made:
+            shutil.rmtree(kernel, ignore_errors=True)
+        install_flashinfer(server.site, FLASHINFER)
+        install_cubin(server.site, FLASHINFER)

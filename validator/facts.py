@@ -259,6 +259,9 @@ class FlashInferFacts:
     # of another version: "raises" at import (0.6.x), "ignored" with a warning and cubins downloaded on
     # demand into <cache_dir>/cubins (0.7.x); None: the file could not be read
     cubin_mismatch: str | None = None
+    # a flashinfer-jit-cache the release does not accept (its version): "raises" at import (0.6.x),
+    # "ignored" and the kernels JIT-compiled (0.7.x), "unknown" (env.py unreadable); None: none refused
+    jit_cache_mismatch: str | None = None
     note: str | None = None
 
 

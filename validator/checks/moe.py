@@ -271,13 +271,32 @@ def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             f"it (flashinfer/jit/env.py) and downloads the cubins it needs into {fi.cache_dir / 'cubins'} at "
             "first use: on a host without network that download fails while serving"
         )
+    ev["jit_cache_mismatch"] = fi.jit_cache_mismatch
+    if fi.jit_cache_mismatch in ("raises", "unknown") and not fi.version_check_disabled:
+        why = (
+            "start-up aborts in flashinfer/jit/env.py"
+            if fi.jit_cache_mismatch == "raises"
+            else "what the installed flashinfer/jit/env.py does with it could not be read"
+        )
+        return check.failed(
+            f"flashinfer-jit-cache {fi.jit_cache_version} does not match flashinfer-python {version}: {why}",
+            [FLASHINFER],
+            "versions",
+            params={"version": version},
+            **ev,
+        )
+    ignored = (
+        f" (flashinfer-jit-cache {fi.jit_cache_version} is not for FlashInfer {version}, which ignores it)"
+        if fi.jit_cache_mismatch == "ignored"
+        else ""
+    )
     if not fi.kernels:
         found = ", ".join(str(p) for p in fi.elsewhere[:3])
         where = f"; built at {found}, where this server does not look" if found else ""
         return check.failed(
             f"fused_moe_120 is not precompiled for FlashInfer {version} in {fi.cache_dir} "
-            f"({fi.cache_dir_rule}){where}: the server would JIT-compile 97 CUTLASS targets while the "
-            "weights load" + (f"; and {cubins}" if cubins else ""),
+            f"({fi.cache_dir_rule}){where}{ignored}: the server would JIT-compile 97 CUTLASS targets while "
+            "the weights load" + (f"; and {cubins}" if cubins else ""),
             [FLASHINFER],
             "copy" if found else "precompile",
             params={"cache_dir": str(fi.cache_dir), "version": version, "found": found},
@@ -292,7 +311,7 @@ def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     return check.passed(
-        f"fused_moe_120 precompiled for FlashInfer {version}: {fi.kernels[0]}", [FLASHINFER], **ev
+        f"fused_moe_120 precompiled for FlashInfer {version}: {fi.kernels[0]}{ignored}", [FLASHINFER], **ev
     )
 
 

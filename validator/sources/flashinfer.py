@@ -18,7 +18,10 @@ so it is read from the installed ``jit/env.py`` (``_get_cubin_dir``), never assu
 (start-up fails); 0.7.x (0.7.2 is what SGLang 0.5.23 pins) catches that error, logs "Ignoring incompatible
 flashinfer-cubin package" and downloads the cubins it needs into ``<cache>/cubins`` at first use, which an
 offline host cannot do. ``FLASHINFER_DISABLE_VERSION_CHECK`` skips the comparison in both (the mismatched
-cubins are then used as they are). The cache layout, the AOT location (``flashinfer/data/aot``) and
+cubins are then used as they are). ``flashinfer-jit-cache`` likewise: 0.6.x's ``_get_aot_dir`` raises on a
+version that does not start with FlashInfer's; 0.7.x's ``_get_aot_providers`` accepts the same version or it
+with a CUDA suffix (``0.7.2+cu130``) and ignores any other, JIT-compiling instead. (No flashinfer-jit-cache
+release is on the package index, so its own layout is the 0.6 reader's.) The cache layout, the AOT location (``flashinfer/data/aot``) and
 ``121a`` for GB10 are the same in 0.6.3, 0.7.2 and 0.7.4 (``tests/test_flashinfer_releases.py``).
 """
 
@@ -77,14 +80,14 @@ def _jit_kernels(cache_dir: Path, version: str) -> list[Path]:
 
 def _aot_kernels(site_dirs: list[Path], version: str | None, jit_cache_version: str | None) -> list[Path]:
     """AOT builds the server would load before any JIT: inside the flashinfer package, or from
-    flashinfer-jit-cache (used only when its version starts with flashinfer's)."""
+    flashinfer-jit-cache (``jit_cache_version`` None: not installed, or not one the release accepts)."""
     found: list[Path] = []
     for d in site_dirs:
         so = d / "flashinfer" / "data" / "aot" / _SO
         if so.is_file():
             found.append(so)
             break
-    if jit_cache_version and version and jit_cache_version.startswith(version):
+    if jit_cache_version and version:
         for d in site_dirs:
             root = d / "flashinfer_jit_cache"
             for depth in ("", "*/", "*/*/"):
@@ -98,44 +101,67 @@ ENV_PY = "flashinfer/jit/env.py"
 _ENV_CAP = 2 << 20  # the module is about 16 KB in 0.7.4
 
 
-def cubin_mismatch(site_dirs: list[Path]) -> str | None:
-    """What the installed FlashInfer's ``_get_cubin_dir`` does with a flashinfer-cubin of another version:
-    "ignored" when its comparison (a raise, or ``_check_cubin_version``) sits in a ``try`` that catches
-    ``RuntimeError``; "raises" when it does not; None when the file cannot be read or holds neither."""
+def _env_tree(site_dirs: list[Path]) -> ast.Module | None:
+    """The installed FlashInfer's ``jit/env.py``, parsed (None: not there or not readable)."""
     for d in site_dirs:
         path = d / ENV_PY
-        if not path.is_file():
-            continue
-        try:
-            tree = ast.parse(read_head(path, _ENV_CAP))
-        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-            return None
-        fn = next(
-            (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_get_cubin_dir"), None
-        )
-        if fn is None:
-            return None
-        caught: set[int] = set()
-        for node in ast.walk(fn):
-            if isinstance(node, ast.Try) and any(
-                isinstance(h.type, ast.Name) and h.type.id in ("RuntimeError", "Exception")
-                for h in node.handlers
-            ):
-                caught |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
-        compares = [
-            n
-            for n in ast.walk(fn)
-            if isinstance(n, ast.Raise)
-            or (
-                isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Name)
-                and n.func.id == "_check_cubin_version"
-            )
-        ]
-        if not compares:
-            return None
-        return "ignored" if all(id(n) in caught for n in compares) else "raises"
+        if path.is_file():
+            try:
+                return ast.parse(read_head(path, _ENV_CAP))
+            except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+                return None
     return None
+
+
+def _mismatch(tree: ast.Module | None, functions: tuple[str, ...], checks: tuple[str, ...]) -> str | None:
+    """What the first of ``functions`` env.py defines does when a companion package's version differs:
+    "ignored" when every comparison in it (a ``raise``, or a call to one of ``checks``) sits in a ``try``
+    that catches ``RuntimeError``; "raises" when one does not; None when it holds neither."""
+    if tree is None:
+        return None
+    defined = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    fn = next((defined[name] for name in functions if name in defined), None)
+    if fn is None:
+        return None
+    caught: set[int] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Try) and any(
+            isinstance(h.type, ast.Name) and h.type.id in ("RuntimeError", "Exception") for h in node.handlers
+        ):
+            caught |= {id(n) for stmt in node.body for n in ast.walk(stmt)}
+    compares = [
+        n
+        for n in ast.walk(fn)
+        if isinstance(n, ast.Raise)
+        or (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in checks)
+    ]
+    if not compares:
+        return None
+    return "ignored" if all(id(n) in caught for n in compares) else "raises"
+
+
+def cubin_mismatch(site_dirs: list[Path]) -> str | None:
+    """What the installed FlashInfer's ``_get_cubin_dir`` does with a flashinfer-cubin of another version:
+    "raises" at import (0.6.x), "ignored" with cubins downloaded on demand (0.7.x); None: not readable."""
+    return _mismatch(_env_tree(site_dirs), ("_get_cubin_dir",), ("_check_cubin_version",))
+
+
+def jit_cache_mismatch(site_dirs: list[Path]) -> str | None:
+    """What it does with a flashinfer-jit-cache of another version: 0.6.x's ``_get_aot_dir`` raises at
+    import; 0.7.x's ``_get_aot_providers`` ignores the shim (the kernels are JIT-compiled instead)."""
+    return _mismatch(
+        _env_tree(site_dirs),
+        ("_get_aot_dir", "_get_aot_providers"),
+        ("_check_jit_cache_version", "_check_jit_cache_provider_version"),
+    )
+
+
+def jit_cache_matches(jit_cache_version: str, version: str, behaviour: str | None) -> bool:
+    """Whether the release accepts that flashinfer-jit-cache: 0.7.x the same version or it with a CUDA
+    suffix (``0.7.2+cu130``); 0.6.x any version that starts with its own (``startswith``)."""
+    if behaviour == "ignored":
+        return jit_cache_version == version or jit_cache_version.startswith(f"{version}+")
+    return jit_cache_version.startswith(version)
 
 
 def read_flashinfer(
@@ -156,6 +182,7 @@ def read_flashinfer(
     base, rule = workspace_base(env, home, sglang_redirects)
     cache_dir = base / ".cache" / "flashinfer"
     notes: list[str] = []
+    jit_cache_refused: str | None = None
     kernels: list[Path] = []
     elsewhere: list[Path] = []
     if python is None:
@@ -164,7 +191,15 @@ def read_flashinfer(
     elif version is None:
         notes.append(f"{python[0]}: no Version in METADATA")
     else:
-        kernels = _aot_kernels(site_dirs, version, jit_cache[1] if jit_cache else None)
+        jit_behaviour = jit_cache_mismatch(site_dirs) if jit_cache and jit_cache[1] else None
+        accepted = (
+            jit_cache is not None
+            and bool(jit_cache[1])
+            and jit_cache_matches(str(jit_cache[1]), version, jit_behaviour)
+        )
+        if jit_cache is not None and jit_cache[1] and not accepted:
+            jit_cache_refused = jit_behaviour or "unknown"
+        kernels = _aot_kernels(site_dirs, version, jit_cache[1] if accepted and jit_cache else None)
         kernels += _jit_kernels(cache_dir, version)
         sglang_default = _expand(SGLANG_CACHE_DEFAULT, home) / ".cache" / "flashinfer"
         others = {home / ".cache" / "flashinfer", sglang_default}
@@ -186,6 +221,7 @@ def read_flashinfer(
         elsewhere=elsewhere,
         version_check_disabled=bool(env.get(VERSION_CHECK_ENV)),
         cubin_mismatch=cubin_mismatch(site_dirs) if cubin and python and cubin[1] != version else None,
+        jit_cache_mismatch=jit_cache_refused,
         note="; ".join(notes) or None,
     )
 
