@@ -21,8 +21,9 @@ offline host cannot do. ``FLASHINFER_DISABLE_VERSION_CHECK`` skips the compariso
 cubins are then used as they are). ``flashinfer-jit-cache`` likewise: 0.6.x's ``_get_aot_dir`` raises on a
 version that does not start with FlashInfer's; 0.7.x's ``_get_aot_providers`` accepts the same version or it
 with a CUDA suffix (``0.7.2+cu130``) and ignores any other, JIT-compiling instead. (No flashinfer-jit-cache
-release is on the package index, so its own layout is the 0.6 reader's.) The cache layout, the AOT location (``flashinfer/data/aot``) and
-``121a`` for GB10 are the same in 0.6.3, 0.7.2 and 0.7.4 (``tests/test_flashinfer_releases.py``).
+release is on the package index, so its own layout is the 0.6 reader's.) The cache layout, the AOT
+location (``flashinfer/data/aot``) and ``121a`` for GB10 are the same in 0.6.3, 0.7.2 and 0.7.4
+(``tests/test_flashinfer_releases.py``).
 """
 
 from __future__ import annotations
