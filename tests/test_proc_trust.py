@@ -203,3 +203,95 @@ def test_launch_never_execs_another_users_program_with_its_own_privileges(tmp_pa
     assert refused.returncode == 2, err
     assert b"not exec'ing" in err and f"files of {owner.name}".encode() in err, err
     assert written == []
+
+
+# --- the rule on a /proc-shaped tree: shapes a real second user cannot easily make on demand ------------
+
+_TCP = (
+    "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    "   0: 0100007F:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 777001\n"
+)
+
+
+def _one_server(root: Any, *, status_uids: str = "0 0 0 0") -> int:
+    """A tree holding one ``python3 -m sglang.launch_server --port 30000`` that holds its socket (PID 40)."""
+    (root / "stat").write_text("cpu 0\nbtime 1700000000\n")
+    d = root / "40"
+    (d / "fd").mkdir(parents=True)
+    (d / "net").mkdir()
+    (d / "net" / "tcp").write_text(_TCP)
+    (d / "fd" / "5").symlink_to("socket:[777001]")
+    argv = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port", "30000"]
+    (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+    (d / "environ").write_bytes(b"PATH=/usr/bin\0")
+    (d / "stat").write_text("40 (python3) S 1 40 40 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0\n")
+    (d / "status").write_text(f"Name:\tpython3\nUid:\t{status_uids}\nGid:\t0 0 0 0\nGroups:\t\n")
+    return 40
+
+
+def test_a_process_running_with_another_users_real_uid_is_not_trusted(tmp_path: Any) -> None:
+    """``exec -a python3 SETUID-PROGRAM -m sglang.launch_server``: the kernel shows the process as root's
+    (``/proc/PID`` belongs to its effective UID), but its real UID, who chose its argv and environment, is
+    the second user's: every UID must be trusted, so it is ignored; the same tree with all UIDs root's is
+    judged (the control)."""
+    from validator.sources.server_processes import discover
+
+    root_owned = tmp_path / "root"
+    setuid = tmp_path / "setuid"
+    root_owned.mkdir()
+    setuid.mkdir()
+    pid = _one_server(root_owned)
+    _one_server(setuid, status_uids="999 0 0 0")
+    assert [s.process.pid for s in discover(root_owned).servers] == [pid]
+    found = discover(setuid)
+    assert found.servers == []
+    assert [(i.pid, i.kind) for i in found.ignored] == [(pid, "other-user")]
+    assert "999" in found.ignored[0].reason
+
+
+def test_a_process_that_execs_while_it_is_read_is_never_merged(tmp_path: Any, monkeypatch: Any) -> None:
+    """The argv read after the sockets differs from the one judged (the process exec'd, or its PID was
+    reused): read once more, and still changing, ignored as "changed", never one report of two processes."""
+    import validator.sources.server_processes as sp
+
+    pid = _one_server(tmp_path)
+    reads = {"n": 0}
+    real = sp.read_cmdline
+
+    def changing(p: int, proc: Any) -> list[str] | None:
+        reads["n"] += 1
+        argv = real(p, proc)
+        return argv if reads["n"] % 2 else [*(argv or []), "--moe-runner-backend", "auto"]
+
+    monkeypatch.setattr(sp, "read_cmdline", changing)
+    found = sp.discover(tmp_path)
+    assert found.servers == []
+    assert [(i.pid, i.kind) for i in found.ignored] == [(pid, "changed")]
+    monkeypatch.setattr(sp, "read_cmdline", real)
+    assert [s.process.pid for s in sp.discover(tmp_path).servers] == [pid]  # the control
+
+
+def test_thousands_of_look_alikes_of_another_user_cost_one_line_each_up_to_a_bound(tmp_path: Any) -> None:
+    """Another user's look-alikes are listed, never judged, and the listing is bounded: ``check`` names the
+    first 20 and counts the rest (a /proc tree under ``SPARK_VALIDATE_HOST_ROOT``, the processes the second
+    user's)."""
+    from tests.support.cli import run_cli
+    from tests.support.second_user import ensure_user
+
+    owner = ensure_user()
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "stat").write_text("cpu 0\nbtime 1700000000\n")
+    argv = b"python3\0-m\0sglang.launch_server\0--model-path\0/m\0--port\0030000\0"
+    for pid in range(100, 150):
+        d = proc / str(pid)
+        d.mkdir()
+        (d / "cmdline").write_bytes(argv)
+        (d / "stat").write_text(f"{pid} (python3) S 1 {pid} {pid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 0 0\n")
+        os.chown(d, owner.uid, owner.gid)
+    env = {**os.environ, "SPARK_VALIDATE_HOST_ROOT": str(tmp_path)}
+    result = run_cli("check", "--no-probe", env=env, timeout=120)
+    lines = [x for x in result.stderr.splitlines() if x.startswith("check: ignored")]
+    assert result.returncode == 69, result.stderr
+    assert len(lines) == 21 and lines[-1] == "check: ignored 30 more processes that look like servers"
+    assert all("another user's process" in x for x in lines[:20])

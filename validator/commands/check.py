@@ -271,10 +271,17 @@ def run(args: argparse.Namespace) -> int:
     return emit(result.report, args, result.pack)
 
 
+MAX_IGNORED_SHOWN = 20
+
+
 def _say_ignored(ignored: list[Any]) -> None:
     """One stderr line per process that looks like a server and is not judged, with why."""
-    for item in ignored:
+    for item in ignored[:MAX_IGNORED_SHOWN]:
         sys.stderr.write(f"check: ignored {item.describe()}\n")
+    if len(ignored) > MAX_IGNORED_SHOWN:  # a host full of look-alikes must not flood the operator's terminal
+        sys.stderr.write(
+            f"check: ignored {len(ignored) - MAX_IGNORED_SHOWN} more processes that look like servers\n"
+        )
     sys.stderr.flush()
 
 

@@ -35,6 +35,7 @@ another PID namespace).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Collection
@@ -263,7 +264,10 @@ def _ticks(pid: int, proc: Path) -> str | None:
     return fields[19] if fields is not None else None
 
 
+@functools.lru_cache(maxsize=1024)
 def _who(uid: int | None) -> str | None:
+    """A UID's name, looked up once per scan's worth of UIDs (thousands of decoys cost one lookup each
+    user, not one each process)."""
     if uid is None:
         return None
     import pwd
