@@ -129,3 +129,23 @@ def test_a_check_that_reads_no_probe_spends_no_probe(tmp_path: Path) -> None:
     assert only.report is not None and only.report["probe"] is None, only.report["probe"]
     assert probed.report is not None and probed.report["probe"] is not None
     assert probed.report["probe"]["requests"] >= 1
+
+
+def test_the_status_pages_chart_draws_a_failing_probe_red(tmp_path: Path) -> None:
+    """The sidecar's status page over the draft-head trap: each probe point (accept length 1.00, under
+    the pack's 1.5) is drawn in the failing colour, never the passing green."""
+    from tests.support.daemon_process import daemon_process, wait_for
+
+    with (
+        sim_process(tmp_path, "--scenario", "draft-head-weight-only") as sim,
+        daemon_process(
+            tmp_path, sim.url, "--interval", "1", "--probe-interval", "1", "--wait", "15"
+        ) as sidecar,
+    ):
+
+        def points() -> list[str]:
+            return re.findall(r"<circle [^>]*>", sidecar.get("/").text)
+
+        assert wait_for(lambda: bool(points()), 60), sidecar.log()
+        drawn = points()
+    assert all('fill="#c62828"' in p and 'data-status="fail"' in p for p in drawn), drawn

@@ -212,9 +212,15 @@ def _chart(view: SidecarView, threshold: float | None) -> str:
                 f'<line x1="{x(s.t):.1f}" x2="{x(s.t):.1f}" y1="{y(s.ci[0]):.1f}" y2="{y(s.ci[1]):.1f}" '
                 'stroke="#1a7f37" stroke-width="2" stroke-opacity=".5"/>'
             )
-        parts.append(f'<circle cx="{x(s.t):.1f}" cy="{y(s.value):.1f}" r="4" fill="#1a7f37"/>')
+        below = threshold is not None and math.isfinite(threshold) and s.value < threshold
+        color, status = ("#c62828", "fail") if below else ("#1a7f37", "pass")
+        parts.append(
+            f'<circle cx="{x(s.t):.1f}" cy="{y(s.value):.1f}" r="4" fill="{color}" data-status="{status}"/>'
+        )
     parts.append("</svg>")
     legend = ['<span style="color:#1a7f37">● probe (with its interval)</span>']
+    if any(threshold is not None and s.value < threshold for s in probe):
+        legend.append('<span style="color:#c62828">● probe below the threshold</span>')
     if server:
         legend.append('<span style="color:#0b6bcb">━ the server\'s own reading</span>')
     return "".join(parts) + f'<p class="meta">{" &nbsp; ".join(legend)}</p>'
