@@ -15,11 +15,13 @@ Each case has its control next to it: the same script without the construct give
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.second_user import User, run_as
 from tests.test_deploy_script import (  # noqa: F401 (host: the fixture, built as in test_deploy_script)
     RECIPE,
     Host,
@@ -201,3 +203,31 @@ def test_paths_through_a_probe_are_its_outcomes_not_its_conditions(tmp_path: Pat
     reading = read_script(script, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
     assert len(reading.endings) == 4, [e.reason for e in reading.endings]
     assert {e.kind for e in reading.endings} == {"launch"}
+
+
+def test_a_file_written_where_another_user_can_replace_it_is_not_read_as_written(
+    tmp_path: Path, attacker: User, shared: Path
+) -> None:
+    """``cat > FILE <<'EOF'`` then ``source FILE`` is read as the here-document's text only where nobody
+    else can change FILE in between. A second user who made FILE first in a shared directory (mode 0666)
+    can rewrite it after the script wrote it: there the sourced values are unknown. Attacked as that user
+    for real: the rewrite after the script's own write succeeds."""
+    target = shared / "site.env"
+    made = run_as(attacker, ["sh", "-c", f"umask 0; echo 'export {FP8}=0' > '{target}'"])
+    assert made.returncode == 0, made.stderr
+    body = (
+        f"cat > '{{0}}' <<'EOF'\nexport {FP8}=1\nEOF\nsource '{{0}}'\nexec python3 -m sglang.launch_server\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    script = tmp_path / "shared.sh"
+    script.write_text("#!/bin/bash\n" + body.format(target))
+    ex = read_exec(script, env)[0]
+    assert ex.env.get(FP8) != "1" and (isinstance(ex.env.get(FP8), Unknown) or ex.others), ex.env.get(FP8)
+    # the hazard is real: the script's write lands in the attacker's file, which the attacker rewrites
+    subprocess.run(["bash", "-c", f"cat > '{target}' <<'EOF'\nexport {FP8}=1\nEOF"], check=True, timeout=30)
+    rewrite = run_as(attacker, ["sh", "-c", f"echo 'export {FP8}=0' > '{target}'"])
+    assert rewrite.returncode == 0 and target.read_text() == f"export {FP8}=0\n", rewrite.stderr
+    # control: the same script writing in its own private directory is read as written
+    private = tmp_path / "own.sh"
+    private.write_text("#!/bin/bash\n" + body.format(tmp_path / "site.env"))
+    assert read_exec(private, env)[0].env.get(FP8) == "1"

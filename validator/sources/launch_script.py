@@ -37,6 +37,7 @@ from validator.sources.docker_run import (
 )
 from validator.sources.launch_command import launch_from_argv
 from validator.sources.sglang_cli_table import load_table
+from validator.sources.shell.machine import others_could_write
 from validator.sources.shell.programs import is_server_command, which
 from validator.sources.shell.reader import read_script
 from validator.sources.shell.state import Ending, Launch, Reading
@@ -319,6 +320,11 @@ def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> Conta
     if ex.others is not None:
         unresolved["*"] = f"{ex.others}: which variables reach the server, and their values, are unknown"
     note = f"the entrypoint {spec.argv[0]} is {host}, written by the launcher: read as bash runs it there"
+    others = others_could_write(os.path.normpath(str(host)))
+    if others:
+        # what it runs may be someone else's: the reading is the launcher's intent, and the container's
+        # program is unproven anyway (the image hides its install); a failure of the given flags stands
+        note += f"; another user could replace it before the container starts ({'; '.join(others[:2])})"
     return replace(
         spec,
         argv=argv,

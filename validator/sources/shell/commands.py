@@ -285,7 +285,7 @@ class Commands(Machine):
     def call_function(
         self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Any
     ) -> int | None:
-        if not prefix and is_pure(name, self.st.funcs):
+        if not prefix and is_pure(name, self.st.funcs, memo=self.memo):
             summary = self.summarized(name, args, node)
             if summary is not None:
                 return summary[0]
@@ -297,27 +297,25 @@ class Commands(Machine):
         on a copy of the state, and the call forks once over the distinct (status, output) pairs they
         give, instead of once per condition inside it. None where that is not possible (a path through it
         stops the shell, or there are too many): the call is then walked as any other."""
-        saved_forks, saved_st, saved_capture = self.forks, self.st, self._capturing
-        outcomes: list[tuple[int | None, Value]] = []
-        stack: list[list[int]] = [[]]
-        walked = 0
-        try:
-            while stack:
-                if walked >= _MAX_SUMMARY_PATHS:
-                    return None
-                forks = Forks(stack.pop())
-                self.forks, self.st, self._capturing = forks, saved_st.copy(), []
-                try:
-                    status = self.run_function(name, args, [], node)
-                except (ShellExit, Launched, LoopJump, Unbound, Unmodelled):
-                    return None
-                outcome = (status, join(self._capturing))
-                if outcome not in outcomes:
-                    outcomes.append(outcome)
-                walked += 1
-                stack.extend(forks.untaken())
-        finally:
-            self.forks, self.st, self._capturing = saved_forks, saved_st, saved_capture
+        # the same call in the same state gives the same outcomes: each path of the reading replays it
+        key = (
+            "summary",
+            bytes(self.st.funcs[name].text),
+            repr(args),
+            self.st.fingerprint(),
+            self.ignore_errexit > 0,
+            self.in_function,
+            self.depth,
+            self.file,
+        )
+        known = self.memo.get(key)
+        if known is None:
+            known = self.memo[key] = self._outcomes(name, args, node)
+        found, survived = known
+        self.survived += [s for s in survived if s not in self.survived]
+        if found is None:
+            return None
+        outcomes: list[tuple[int | None, Value]] = found
         pick = 0
         if len(outcomes) > 1:
             labels = [f"{name} returned {s if s is not None else '?'}" for s, _ in outcomes]
@@ -327,6 +325,36 @@ class Commands(Machine):
             self.emit(output)
         self.st.status = status
         return (status,)
+
+    def _outcomes(
+        self, name: str, args: list[Field], node: Any
+    ) -> tuple[list[tuple[int | None, Value]] | None, list[str]]:
+        """Every path through the call, walked on copies of the state: its distinct (status, output)
+        outcomes (None when one stops the shell or there are too many), and what they assumed."""
+        saved_forks, saved_st, saved_capture = self.forks, self.st, self._capturing
+        saved_survived, self.survived = self.survived, []
+        outcomes: list[tuple[int | None, Value]] = []
+        stack: list[list[int]] = [[]]
+        walked = 0
+        try:
+            while stack:
+                if walked >= _MAX_SUMMARY_PATHS:
+                    return None, []
+                forks = Forks(stack.pop())
+                self.forks, self.st, self._capturing = forks, saved_st.copy(), []
+                try:
+                    status = self.run_function(name, args, [], node)
+                except (ShellExit, Launched, LoopJump, Unbound, Unmodelled):
+                    return None, []
+                outcome = (status, join(self._capturing))
+                if outcome not in outcomes:
+                    outcomes.append(outcome)
+                walked += 1
+                stack.extend(forks.untaken())
+            return outcomes, list(self.survived)
+        finally:
+            self.forks, self.st, self._capturing = saved_forks, saved_st, saved_capture
+            self.survived = saved_survived
 
     def run_function(
         self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Any

@@ -72,16 +72,29 @@ def effects_of(nodes: list[Any], funcs: dict[str, Any], *, follow: bool = True) 
     return out
 
 
-def is_pure(name: str, funcs: dict[str, Any], depth: int = 0, within: frozenset[str] = frozenset()) -> bool:
+def is_pure(
+    name: str,
+    funcs: dict[str, Any],
+    depth: int = 0,
+    within: frozenset[str] = frozenset(),
+    memo: dict[tuple[Any, ...], Any] | None = None,
+) -> bool:
     """The function ``name`` changes nothing its caller can see: it assigns only its own locals, leaves
     the directory, the disk and the shell alone, never exits, and calls only functions like it (no
     recursion). Its call then yields a status and an output, nothing else."""
     if name in within or depth > 8:
         return False
+    key = (name, *sorted((n, bytes(b.text)) for n, b in funcs.items()))  # the same text, the same answer
+    if memo is not None and key in memo and not within:
+        known: bool = memo[key]
+        return known
     fx = effects_of([funcs[name]], funcs, follow=False)
-    if isinstance(fx, str) or fx.cwd or fx.disk or fx.exits or fx.names - fx.locals:
-        return False
-    return all(is_pure(c, funcs, depth + 1, within | {name}) for c in fx.calls)
+    pure = not (isinstance(fx, str) or fx.cwd or fx.disk or fx.exits or fx.names - fx.locals) and all(
+        is_pure(c, funcs, depth + 1, within | {name}, memo) for c in fx.calls
+    )
+    if memo is not None and not within:
+        memo[key] = pure
+    return pure
 
 
 def _one(

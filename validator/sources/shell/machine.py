@@ -14,6 +14,7 @@ evaluator's (``Evaluator``, ``Commands``, ``Compound``).
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +27,7 @@ from validator.sources.shell.state import Launched, ShellExit, State, Var
 from validator.sources.shell.syntax import line_of, snippet, text
 from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Value, join
 from validator.sources.shell.variables import Variables
+from validator.trusted_files import creatable_by_others
 
 
 class Machine(Variables, Conditions):
@@ -47,6 +49,7 @@ class Machine(Variables, Conditions):
         self.posix = False  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self._capturing: list[Value] | None = None  # inside $(...): what the commands print
+        self.memo: dict[tuple[Any, ...], Any] = {}  # shared by the paths of one reading (reader)
 
     # -- the evaluator's ----------------------------------------------------------------------------------
 
@@ -184,10 +187,15 @@ class Machine(Variables, Conditions):
 
     def file_text(self, path: str) -> str | None:
         """The text of a file the script wrote whole with known text, if nothing may have changed it
-        since."""
+        since: neither the script nor another user (``others_could_write``: a file in ``/tmp`` could be
+        replaced between the write and the read)."""
         if self.st.dirty is None or isinstance(self.st.cwd, Unknown):
             return None
-        return self.st.written.get(os.path.normpath(os.path.join(self.st.cwd, path)))
+        full = os.path.normpath(os.path.join(self.st.cwd, path))
+        text = self.st.written.get(full)
+        if text is None or others_could_write(full):
+            return None
+        return text
 
     def changed(self, path: str) -> bool:
         """The script may have changed ``path`` (or a directory above or below it)."""
@@ -244,6 +252,23 @@ class Machine(Variables, Conditions):
             yield
         finally:
             self._capturing = saved
+
+
+def others_could_write(path: str) -> list[str]:
+    """Who other than root and this user could write or replace ``path`` (a file the script writes, then
+    reads or hands to a container): each directory on its way and the file, when it is there already.
+    Empty when nobody else could."""
+    try:
+        problems = creatable_by_others(path, ())
+    except OSError as exc:  # UnsafeLocation: a directory on the way that cannot be walked
+        return [str(exc)]
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return problems
+    if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+        problems.append(f"{path} is there already, owned by UID {st.st_uid}, mode {st.st_mode & 0o7777:04o}")
+    return problems
 
 
 def heredoc_text(r: Any) -> Value:

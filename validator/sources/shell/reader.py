@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from validator.bounded_files import read_bounded
 from validator.errors import UnresolvedLaunch
@@ -50,9 +51,11 @@ def read_script(
     tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
     endings: list[Ending] = []
     notes: list[str] = []
+    memo: dict[tuple[Any, ...], Any] = {}
 
     def walk(forks: Forks) -> None:
         ev = Evaluator(script, forks)
+        ev.memo = memo
         ev.posix = shell == "sh"
         ev.initial_opts = set(options)
         ending = ev.run(tree, env, list(args or []), inside=inside, cwd=cwd)

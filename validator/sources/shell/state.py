@@ -8,7 +8,7 @@ need not import the evaluator (and the evaluator's module stays the statements a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,8 @@ class Var:
     readonly: bool = False
 
     def copy(self) -> Var:
-        return replace(self, items=dict(self.items) if isinstance(self.items, dict) else self.items)
+        items = dict(self.items) if isinstance(self.items, dict) else self.items
+        return Var(self.value, items, self.assoc, self.exported, self.origin, self.readonly)
 
 
 @dataclass
@@ -126,6 +127,23 @@ class State:
     opaque: str | None = None
     # files the script wrote whole with text known here (``cat > F <<'EOF'``), until it may change them
     written: dict[str, str] = field(default_factory=dict)
+
+    def fingerprint(self) -> tuple[object, ...]:
+        """All of the state, as a value (for the reader's memo of calls that depend on nothing else)."""
+        return (
+            tuple(sorted((k, repr(v)) for k, v in self.vars.items())),
+            tuple(sorted(self.funcs)),
+            repr(self.positional),
+            tuple(sorted(self.opts)),
+            repr(self.cwd),
+            self.status,
+            None if self.dirty is None else tuple(sorted(self.dirty)),
+            repr(self.frames),
+            tuple(self.sources),
+            tuple(sorted(self.traps.items())),
+            self.opaque,
+            tuple(sorted(self.written.items())),
+        )
 
     def copy(self) -> State:
         return State(
