@@ -16,7 +16,8 @@ only modules below it, and ``launch_script``, the adapter to ``LaunchFacts``, si
 - ``params``: parameter expansion (``$v``, ``${v:-d}``, ``${v#p}``, arrays, ``$@``).
 - ``fields`` (field splitting, quote removal) and ``patterns`` (bash patterns as regular expressions).
 - ``state`` (a variable, a path's state, how a path ends), ``programs`` (what the reader knows of programs
-  outside the shell) and ``paths`` (the path-forking machinery, which knows nothing of bash).
+  outside the shell), ``paths`` (the path-forking machinery, which knows nothing of bash) and ``effects``
+  (what a loop body or a function can change, from its syntax alone).
 - ``syntax`` (the tree-sitter-bash parse, checked against ``bash -n``) and ``values`` (``Unknown``,
   ``Unmodelled``).
 - ``command_line``: one command line (``--launch-cmd``, ``ExecStart``) split into words, without a script.

@@ -26,7 +26,9 @@ The rules it keeps (each one exactly, or the path is unresolved):
 What is never guessed: a program's output or exit status (a condition on one forks; a failure that
 ``set -e`` would turn into an exit is a path with no launch), ``read``, ``mapfile``, ``eval`` or
 ``printf -v`` of unknown text, ``trap`` on ``DEBUG``/``RETURN``/``ERR``, ``declare -n``, ``shopt``,
-``enable``, ``hash -p``, ``BASH_ENV``, a file the script wrote before sourcing it.
+``enable``, ``hash -p``, ``BASH_ENV``. What is known only at run time makes unknown exactly what it can
+change: a sourced file whose text is not known every variable from there on (``Machine.opaque_from``), a
+loop over unknown words what its body can assign (``Compound.for_unknown``).
 """
 
 from __future__ import annotations
