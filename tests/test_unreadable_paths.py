@@ -75,6 +75,27 @@ def commands(priv: Path, pid: int, port: int, owner: User) -> dict[str, list[str
         "check-key": ["check", "--url", url, "--no-probe", "--api-key-file", str(priv / "key")],
         "sglang-table": ["sglang-table", "--python", str(priv / "bin" / "python3"), "--timeout", "30"],
         "launch": ["launch", "--", *cmd.split()],
+        "output": [
+            "preflight",
+            "--launch-cmd",
+            "python3 -m sglang.launch_server",
+            "--output",
+            str(priv / "r.json"),
+        ],
+        "rules-path": [
+            "preflight",
+            "--launch-cmd",
+            "python3 -m sglang.launch_server",
+            "--rules",
+            str(priv / "pack.yaml"),
+        ],
+        "env-file": [
+            "preflight",
+            "--launch-cmd",
+            "python3 -m sglang.launch_server",
+            "--env-file",
+            str(priv / "key"),
+        ],
     }
 
 
@@ -82,7 +103,8 @@ def commands(priv: Path, pid: int, port: int, owner: User) -> dict[str, list[str
     "name",
     [
         "check-process", "preflight-cmd", "preflight-unit", "preflight-script", "preflight-model",
-        "rules-lint", "check-url-files", "check-key", "sglang-table", "launch",
+        "rules-lint", "check-url-files", "check-key", "sglang-table", "launch", "output", "rules-path",
+        "env-file",
     ],
 )  # fmt: skip
 def test_an_unreadable_path_is_an_answer_naming_it(private: tuple[Path, int, int, User], name: str) -> None:

@@ -148,7 +148,7 @@ def _main(argv: Sequence[str] | None) -> int:
         where = exc.filename if exc.filename is not None else "a file"
         sys.stderr.write(
             neutralize_controls(
-                redact_text(f"{TOOL_NAME}: cannot read {where}: permission denied (run as a user who may)")
+                redact_text(f"{TOOL_NAME}: cannot access {where}: permission denied (run as a user who may)")
             )
             + "\n"
         )
