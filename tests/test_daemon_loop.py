@@ -294,3 +294,24 @@ async def test_a_failing_check_and_a_failed_health_drop_readiness_at_once() -> N
         server.up = False  # /health down through its retries: at once, whatever --unready-after says
         await _until(lambda: not d.state.ready, timeout=1.5)
         assert "health" in d.state.reason
+
+
+@_in_event_loop
+async def test_a_restart_forgets_the_previous_processs_verdict_everywhere() -> None:
+    """Between a restart and the new process's judgement: no report is current, /readyz's reason says
+    "restarted at T, not yet judged", and the metrics carry no check status (no alert on the old process)."""
+    server = FakeServer(verdict=Verdict.FAIL)
+    d, _ = _daemon(server)
+    await d.run_once(full=True)
+    assert d.state.current() is not None and d.state.failed_ids() == ["spec.accept_length"]
+    assert b'status="fail"} 1.0' in d.metrics.render()
+    d.restart_suspected("server process PID 7 exited")
+    assert d.state.current() is None and d.state.verdict() == "none" and d.state.failed_ids() == []
+    assert "not yet judged (server process PID 7 exited)" in d.state.reason
+    assert b"spark_validate_check_status{" not in d.metrics.render()
+    server.up = False  # an attempt that reaches nothing does not end it
+    await d.run_once(full=True)
+    assert d.state.current() is None and "last attempt" in d.state.reason
+    server.up, server.verdict = True, Verdict.PASS
+    await d.run_once(full=True)
+    assert d.state.current() is not None and d.state.ready and d.state.restarted_at is None

@@ -92,13 +92,14 @@ class Node:
         while time.monotonic() < deadline:
             try:
                 ready, report, page = self.get("/readyz"), self.get("/report"), self.get("/")
+                metrics = self.get("/metrics").text
             except httpx.HTTPError:
                 time.sleep(0.1)
                 continue
             body = report.json()
             seen.append(
                 {"readyz": ready.status_code, "ready": ready.json(), "report": report.status_code,
-                 "body": body, "page": page.text}
+                 "body": body, "page": page.text, "failing": _failing(metrics)}
             )  # fmt: skip
             target = str(body.get("target", ""))
             assert not any(target.startswith(f"PID {d} ") for d in decoys), body  # a decoy is never judged
@@ -152,6 +153,18 @@ def decoy(user: User, port: int, *, listen: bool) -> Iterator[subprocess.Popen[b
     finally:
         stop(proc, kill=True)
         remove(top)
+
+
+def _failing(metrics: str) -> list[str]:
+    """The checks /metrics says fail now (``spark_validate_check_status{...,status="fail"} 1.0``)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return [
+        s.labels["check"]
+        for family in text_string_to_metric_families(metrics)
+        for s in family.samples
+        if s.name == "spark_validate_check_status" and s.labels.get("status") == "fail" and s.value == 1
+    ]
 
 
 def _before_judged(seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -208,6 +221,7 @@ def test_restarts_with_a_second_users_decoy_present(tmp_path: Path) -> None:
             for s in _before_judged(seen):
                 assert s["readyz"] == 503 and s["report"] == 503, s
                 assert "fail" not in s["ready"]["verdict"] and not s["ready"].get("failed"), s["ready"]
+                assert s["failing"] == [], s["failing"]  # nor the metrics: no alert on the old process
             report = n.get("/report").json()
             assert report["verdict"] == "pass" and report["target"].startswith(f"PID {healthy} ")
     assert sleeper.pid not in (first.pid, broken, broken2, healthy)

@@ -61,6 +61,18 @@ class ReportGauges:
             self.coverage.labels(*self.extra.values(), kind).set(0)
         self._checks: set[tuple[str, str]] = set()
 
+    def clear(self) -> None:
+        """No report describes the server now (it restarted and is not judged yet): every check's series
+        goes, so that no alert reads a previous process's status as current; coverage reads 0."""
+        extra = tuple(self.extra.values())
+        for key in self._checks:
+            self.check_passed.remove(*extra, *key)
+            for status in Status:
+                self.check_status.remove(*extra, *key, status.value)
+        self._checks = set()
+        for kind in COVERAGE_KINDS:
+            self.coverage.labels(*extra, kind).set(0)
+
     def observe(self, report: Report) -> None:
         """Set every series from ``report``; a check no longer reported loses its series (it does not go
         stale at its last value)."""

@@ -129,6 +129,7 @@ class Daemon:
         self.inconclusive_since = None
         was_ready = self.state.ready
         self.state.restarted(note, time.time(), what=what)
+        self.metrics.forget_checks()
         self.log.warning("readiness dropped", reason=self.state.reason, was_ready=was_ready)
         self._publish()
         self._wake.set()

@@ -216,6 +216,14 @@ class DaemonMetrics:
         self._launch = state
         self._cache = None
 
+    def forget_checks(self) -> None:
+        """The server restarted: the previous process's check statuses and acceptance lengths are no
+        answer about the new one (absent and NaN until it is judged)."""
+        self.checks.clear()
+        self.accept_length.set(math.nan)
+        self.server_accept_length.set(math.nan)
+        self._cache = None
+
     def set_ready(self, ready: bool) -> None:
         self.ready.set(1 if ready else 0)
         self._cache = None
