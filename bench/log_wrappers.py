@@ -3,8 +3,8 @@
 ``docker compose logs`` puts ``SERVICE  | `` before every line and ``docker logs --timestamps`` an RFC 3339
 stamp; the follower reads behind the wrapper with the same byte-level bulk count it uses for a plain log
 (``validator/sources/log_grammar.py``), so the goal is a read within 1.5x of the plain log's at every
-size. Each log holds one start and N ``Decode batch``
-lines with ``accept len``; best of three reads through ``read_server_log``.
+size. Each log holds one start and N ``Decode batch`` lines with ``accept len``; best of three reads
+through ``read_server_log``.
 Run: ``python -m bench.log_wrappers [--lines 50000,200000]``.
 """
 
