@@ -160,3 +160,27 @@ def test_malformed_input_is_recorded_as_an_error(tmp_path: Path) -> None:
     )
     recorded = read_state(state)[0]
     assert recorded is not None and recorded.verdict == "error" and recorded.exit_code == proc.returncode != 0
+
+
+def test_a_state_that_started_exports_no_blocking_check(tmp_path: Path) -> None:
+    """A state file from an older launch that listed unproven checks although it started the server: the
+    sidecar exports launch_refused 0 and no spark_validate_launch_blocking series."""
+    from validator.sources.launch_state import LaunchState, write_state
+
+    state = tmp_path / "launch-state.json"
+    started = LaunchState(
+        time.time(), "pass", 0, True, ("lm_head.fp8", "spec.lm_head_shared"), None, "started"
+    )
+    assert write_state(state, started) is None
+    with daemon_process(
+        tmp_path, f"http://127.0.0.1:{free_port()}", "--launch-state", str(state), "--no-probe",
+        "--health-interval", "0.2", "--wait", "1",
+    ) as sidecar:  # fmt: skip
+        assert wait_for(
+            lambda: (
+                'spark_validate_launch_refused{exit_code="0",verdict="pass"} 0.0'
+                in sidecar.get("/metrics").text
+            ),
+            10,
+        ), sidecar.get("/metrics").text
+        assert not _metric_lines(sidecar.get("/metrics").text, "spark_validate_launch_blocking")
