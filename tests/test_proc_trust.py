@@ -295,3 +295,53 @@ def test_thousands_of_look_alikes_of_another_user_cost_one_line_each_up_to_a_bou
     assert result.returncode == 69, result.stderr
     assert len(lines) == 21 and lines[-1] == "check: ignored 30 more processes that look like servers"
     assert all("another user's process" in x for x in lines[:20])
+
+
+def test_a_process_in_another_mount_namespace_is_judged_but_its_program_never_run() -> None:
+    """A container's process (here root's, in a mount namespace of its own: ``unshare --mount``) names
+    files of its own filesystem: its ``argv[0]`` (``exec -a ~evil/python3``), ``PYTHONPATH``
+    (``/proc/PID/root/...``) would be the container's choice run on the host. It is judged from its argv,
+    and launch.program says why it was not asked; the same process in this mount namespace (the control)
+    has its argv[0] asked, as its own user (root)."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from tests.support.cli import run_cli
+    from tests.support.fake_server import process_as, server_argv, sglang_tree
+    from tests.support.loopback import free_port
+
+    evil, out = Path(tempfile.mkdtemp(prefix="sv-evil-")), Path(tempfile.mkdtemp(prefix="sv-out-"))
+    script = evil / "python3"
+    script.write_text(f'#!/bin/sh\nid -u > "{out}/ran-$$"\nexec /usr/bin/python3 "$@"\n')
+    script.chmod(0o755)
+    said: dict[str, tuple[int, str, int]] = {}
+    try:
+        for name, wrap in (("container", "unshare --mount "), ("host", "")):
+            port = free_port()
+            shell = f"exec {wrap}bash -c 'exec -a {script} " + " ".join(server_argv(port)) + "'"
+            with (
+                sglang_tree() as top,
+                process_as(None, [], cwd=top, shell=shell, listen=port, prefix=str(script).encode()) as proc,
+            ):
+                before = len(list(out.iterdir()))
+                result = run_cli(
+                    "check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=120
+                )
+                program = by_id(json.loads(result.stdout))["launch.program"]
+                said[name] = (
+                    result.returncode,
+                    program["status"] + " " + program["message"],
+                    len(list(out.iterdir())) - before,
+                )
+    finally:
+        shutil.rmtree(evil, ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
+    rc, message, ran = said["container"]
+    assert rc != 1 and ran == 0, said
+    assert message.startswith("error ") and "another mount namespace" in message, message
+    assert said["host"][2] == 1, said  # the control: asked, as root (the process is root's)
+
+
+def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in report["checks"]}

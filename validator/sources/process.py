@@ -58,6 +58,9 @@ class ProcessFacts:
     uids: tuple[int, ...] = ()
     gids: tuple[int, ...] = ()
     groups: tuple[int, ...] = ()
+    # /proc/PID/ns/mnt ("mnt:[4026531841]"): a process in another mount namespace (a container) sees other
+    # files under the same paths; None where it cannot be read (another user's, without root)
+    mnt_ns: str | None = None
     ppid: int | None = None
     comm: str | None = None
     start_ticks: int | None = None  # /proc/PID/stat field 22: what a restart (or a reused PID) changes
@@ -202,6 +205,10 @@ def read_process(pid: int, proc_root: Path = PROC) -> ProcessFacts:
     except OSError:
         pass
     facts.uids, facts.gids, facts.groups = read_ids(pid, proc_root)
+    try:
+        facts.mnt_ns = os.readlink(base / "ns" / "mnt")
+    except OSError:
+        facts.mnt_ns = None
     btime = boot_time(proc_root)
     if btime is not None:
         facts.start_time = btime + ticks / os.sysconf("SC_CLK_TCK")

@@ -7,7 +7,8 @@ path, ``LD_PRELOAD``. Whoever can write any of those runs code as whoever runs t
 
 - A discovered server process (``check``/``serve``/``npd`` with no ``--url``): its program, environment
   and working directory are its owner's, so the probe runs as that process's real UID, GID and
-  supplementary groups (``/proc/PID/status``). :func:`of_process`.
+  supplementary groups (``/proc/PID/status``), and only when it shares this process's mount namespace
+  (a container's files are not this host's to run). :func:`of_process`.
 - A declared launch (``preflight``, ``launch``, ``check --unit``...): every file the probe would execute or
   import from (the program and its target, the interpreter, the working directory, ``PYTHONPATH``,
   ``PYTHONHOME``, ``PYTHONUSERBASE``, ``LD_PRELOAD``, ``LD_LIBRARY_PATH``), and each directory above them,
@@ -73,11 +74,35 @@ def popen_identity(run_as: RunAs | None) -> dict[str, object]:
     return {"user": run_as.uid, "group": run_as.gid, "extra_groups": list(run_as.groups)}
 
 
+def _own_mount_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/mnt")
+    except OSError:
+        return None
+
+
 def of_process(facts: ProcessFacts) -> RunAs | str:
-    """The real UID, GID and supplementary groups of a discovered process, or why they are unknown."""
+    """The real UID, GID and supplementary groups of a discovered process, or why nothing of it may run
+    here: its user unknown, or it lives in another mount namespace (a container). There its program, its
+    ``PYTHONPATH`` and its working directory name other files than here, and what they would name here
+    (``/proc/PID/root/...`` included) is the container's to choose: it is never run, whoever owns it."""
     if len(facts.uids) != 4 or len(facts.gids) != 4:
         return f"the user of process {facts.pid} could not be read from /proc/{facts.pid}/status"
-    return RunAs(facts.uids[0], facts.gids[0], facts.groups, why=f"the user of process {facts.pid}")
+    who = RunAs(facts.uids[0], facts.gids[0], facts.groups, why=f"the user of process {facts.pid}")
+    if facts.mnt_ns is None and not who.is_me() and os.geteuid() != 0:
+        return who  # another user's, unreadable to this one: popen_identity refuses it, saying so
+    own = _own_mount_namespace()
+    if facts.mnt_ns is None or own is None:
+        return (
+            f"process {facts.pid}: its mount namespace could not be read: its program is not known to be "
+            "this host's file"
+        )
+    if facts.mnt_ns != own:
+        return (
+            f"process {facts.pid} runs in another mount namespace (a container): its program is not this "
+            "host's file to run"
+        )
+    return who
 
 
 def _user(uid: int, fallback_gid: int) -> RunAs:
