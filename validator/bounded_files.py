@@ -20,6 +20,7 @@ unreadable file means "evidence unavailable" (exit 69) catch it and re-raise the
 from __future__ import annotations
 
 import errno
+import gc
 import json
 import os
 import stat
@@ -160,11 +161,26 @@ def read_text_bounded(path: Path | str, cap: int = TEXT_CAP, what: str = "file")
         raise InputError(str(path), f"{what} is not valid UTF-8 (byte {exc.start})", line) from None
 
 
+def json_loads(text: str | bytes, **options: Any) -> Any:
+    """``json.loads`` with CPython's cyclic garbage collector paused: each full collection rescans every
+    live container, so building millions of small ones (a hostile 8 MiB ``[[1],[1],...]``) turns a linear
+    parse superlinear (5.9 s against 1.5 s for 2 million). A parse makes no reference cycles; the
+    collector is resumed after it, and only if it was running."""
+    running = gc.isenabled()
+    if running:
+        gc.disable()
+    try:
+        return json.loads(text, **options)
+    finally:
+        if running:
+            gc.enable()
+
+
 def parse_json(text: str | bytes, where: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
     """``json.loads`` whose every failure on hostile text is an ``InputError``, and whose result nests at
     most ``max_depth`` containers deep (so recursive consumers of it cannot hit ``RecursionError``)."""
     try:
-        doc = json.loads(text)
+        doc = json_loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(where, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
     except RecursionError:
@@ -179,24 +195,21 @@ def parse_json(text: str | bytes, where: str, max_depth: int = MAX_JSON_DEPTH) -
 
 
 def json_depth(obj: Any, limit: int = MAX_JSON_DEPTH) -> int:
-    """Container nesting depth of ``obj`` (a scalar is 0), computed iteratively; stops early past
-    ``limit`` (returning ``limit + 1``) so a hostile document costs no more than the limit."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(obj, 0)]
-    while stack:
-        cur, depth = stack.pop()
-        if isinstance(cur, dict):
-            children: Any = cur.values()
-        elif isinstance(cur, (list, tuple)):
-            children = cur
-        else:
-            continue
+    """Container nesting depth of ``obj`` (a scalar is 0), computed level by level without recursion;
+    stops early past ``limit`` (returning ``limit + 1``) so a hostile document costs no more than the
+    limit. One list per level, no object per container: a document of millions of small containers
+    costs about as much as parsing it."""
+    level: list[Any] = [obj] if isinstance(obj, (dict, list, tuple)) else []
+    depth = 0
+    while level:
         depth += 1
         if depth > limit:
             return limit + 1
-        deepest = max(deepest, depth)
-        stack.extend((c, depth) for c in children if isinstance(c, (dict, list, tuple)))
-    return deepest
+        children: list[Any] = []
+        for cur in level:
+            children.extend(cur.values() if isinstance(cur, dict) else cur)
+        level = [c for c in children if isinstance(c, (dict, list, tuple))]
+    return depth
 
 
 def load_json_file(path: Path | str, cap: int = JSON_CAP, what: str = "JSON file") -> Any:

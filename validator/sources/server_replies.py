@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from validator.bounded_files import MAX_JSON_DEPTH, json_depth
+from validator.bounded_files import MAX_JSON_DEPTH, json_depth, json_loads
 from validator.errors import UnavailableError
 
 
@@ -52,7 +52,7 @@ def parse_json(endpoint: str, body: bytes) -> Any:
     if not text.strip():
         raise ServerError(endpoint, "empty body, expected JSON")
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        doc = json_loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise ServerError(endpoint, f"invalid JSON at byte {exc.pos}: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
