@@ -7,6 +7,7 @@ building the CLI parser stays cheap.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -63,6 +64,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collapse-after", type=float, default=None, metavar="SECONDS",
                    help="the draft breaks this many seconds after ready: production acceptance drops to "
                         "1.00 while everything else stays healthy")  # fmt: skip
+    p.add_argument("--stall-after-requests", type=int, default=None, metavar="N",
+                   help="the scheduler stalls once N requests were served after ready: /health 200, "
+                        "requests accepted, no token (with --stall-after: the first)")  # fmt: skip
+    p.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
+                   help="the scheduler stalls this many seconds after ready")  # fmt: skip
+    p.add_argument("--stall-for", type=float, default=None, metavar="SECONDS",
+                   help="a stall ends after this many seconds and the held requests complete "
+                        "(default: the scenario's; 'stall' never recovers)")  # fmt: skip
+    p.add_argument("--idle-metrics-interval", type=float, default=30.0, metavar="SECONDS",
+                   help="how often an idle scheduler pushes its gauges (SGLang: 30)")  # fmt: skip
     p.add_argument("--list-scenarios", action="store_true", help="list the scenarios and exit")
     p.add_argument("server_args", nargs=argparse.REMAINDER, metavar="-- SGLANG_ARGS",
                    help="SGLang server arguments added to the scenario's launch command (shown in "
@@ -97,6 +108,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("sim: --refuse-until-ready and --answer-while-loading contradict each other")
     if args.collapse_after is not None and not args.collapse_after >= 0:
         raise UsageError("sim: --collapse-after must be a number of seconds >= 0")
+    for name in ("stall_after", "stall_for", "stall_after_requests"):
+        value = getattr(args, name)
+        if value is not None and not (value >= 0 and math.isfinite(value)):
+            raise UsageError(f"sim: --{name.replace('_', '-')} must be a number >= 0")
+    if not (args.idle_metrics_interval > 0 and math.isfinite(args.idle_metrics_interval)):
+        raise UsageError("sim: --idle-metrics-interval must be a positive number of seconds")
     key = _read_key(args.api_key_file) if args.api_key_file else None
     attestation = args.attestation  # None: the plugin's own location rules (validator.attestation.location)
     if attestation is not None:
@@ -131,6 +148,10 @@ def run(args: argparse.Namespace) -> int:
         enable_metrics=args.enable_metrics,
         api_style=args.api_style,
         collapse_after_s=args.collapse_after,
+        stall_after_requests=args.stall_after_requests,
+        stall_after_s=args.stall_after,
+        stall_for_s=args.stall_for,
+        idle_metrics_s=args.idle_metrics_interval,
     )
     sys.stderr.write(f"spark-validate sim: scenario {sim.scenario.name} on {args.host}:{args.port}\n")
     try:

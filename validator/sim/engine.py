@@ -21,6 +21,7 @@ import asyncio
 import hashlib
 import os
 import random
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -56,6 +57,8 @@ class SimConfig:
     log_style: str = "dict"  # the build family the log imitates (server_log.LOG_STYLES)
     api_style: str = api_style.DEFAULT  # which build family's HTTP shapes (validator/sim/api_style.py)
     collapse_after_s: float | None = None  # the draft breaks this many seconds after ready (None: never)
+    # SGLang's scheduler pushes its gauges while idle every 30 s (``check_memory``); tests shorten it
+    idle_metrics_s: float = 30.0
 
 
 def _tp_size(value: object) -> int:
@@ -91,6 +94,12 @@ class SimEngine:
         self._flaky = random.Random(f"flaky:{config.seed}")
         self._request_no = 0
         self.running = 0
+        self.held = 0  # requests accepted and held by a stalled scheduler
+        self.accepted = 0  # requests accepted since ready (the stall's trigger)
+        self.ready_at: float | None = None
+        self.stall_started: float | None = None
+        self.stall_over = False
+        self._last_stats = time.monotonic()
         self.decode_steps = 0
         self._iv_accept_tokens = 0  # accepted drafts + bonus, this interval
         self._iv_forward = 0
@@ -182,11 +191,67 @@ class SimEngine:
         if self.crashed:
             return
         self.ready = True
+        self.ready_at = time.monotonic()
         self.settled.set()
         self.log.line("The server is fired up and ready to roll!")
+        await asyncio.gather(self._collapse_later(), self._idle_metrics())
+
+    async def _collapse_later(self) -> None:
         if self.config.collapse_after_s is not None:
             await asyncio.sleep(self.config.collapse_after_s)
             self.collapse_draft()
+
+    async def _idle_metrics(self) -> None:
+        """SGLang's idle gauge refresh: with no batch to run, the scheduler pushes its gauges (running,
+        queued, throughput 0) once ``idle_metrics_s`` has passed since it last did; requests held by a
+        stall are its waiting queue."""
+        while True:
+            await asyncio.sleep(min(1.0, self.config.idle_metrics_s / 4))
+            self.stalled()  # starts or ends a stall on time, also with no request arriving
+            idle = self.running == self.held
+            if self.metrics is None or not idle:
+                continue
+            with self._lock:
+                if time.monotonic() - self._last_stats < self.config.idle_metrics_s:
+                    continue
+                self._last_stats = time.monotonic()
+                self.metrics.log_stats(running=0, throughput=0.0, queue=self.held)
+
+    def stalled(self) -> bool:
+        """Whether the scheduler completes nothing now (``Scenario.stall_*``): starts on the first trigger
+        after ready, ends once ``stall_for_s`` has passed, and does not come back."""
+        sc = self.scenario
+        if not sc.stalls or self.stall_over or self.ready_at is None:
+            return False
+        now = time.monotonic()
+        if self.stall_started is None:
+            by_count = sc.stall_after_requests is not None and self.accepted > sc.stall_after_requests
+            by_time = sc.stall_after_s is not None and now - self.ready_at >= sc.stall_after_s
+            if not (by_count or by_time):
+                return False
+            self.stall_started = now
+            # to the simulator's own stderr (never the server log, which holds SGLang's lines only), with
+            # the system-wide monotonic clock, so that a benchmark can time the detection
+            sys.stderr.write(f"spark-validate sim: scheduler stalled (monotonic {now:.3f})\n")
+        if sc.stall_for_s is not None and now - self.stall_started >= sc.stall_for_s:
+            self.stall_over = True
+            sys.stderr.write(f"spark-validate sim: scheduler recovered (monotonic {now:.3f})\n")
+            return False
+        return True
+
+    async def admitted(self, counted: bool) -> None:
+        """A request enters the scheduler: counted towards the stall's trigger (the warm-up is not), then
+        held for as long as the scheduler is stalled (polled: a stall ends on time)."""
+        if counted and self.ready:
+            self.accepted += 1
+        if not self.stalled():
+            return
+        self.held += 1
+        try:
+            while self.stalled():
+                await asyncio.sleep(0.05)
+        finally:
+            self.held -= 1
 
     def collapse_draft(self) -> None:
         """From now on the draft proposes garbage: every verify accepts nothing (acceptance 1.00), as when
@@ -247,6 +312,7 @@ class SimEngine:
         self.log.prefill(max(1, self.running))
         if self.metrics is not None:
             with self._lock:
+                self._last_stats = time.monotonic()
                 self.metrics.log_stats(running=max(1, self.running), throughput=self.last_gen_throughput)
 
     def account(self, rounds: list[int], plain_steps: int, new_tokens: int) -> None:
@@ -287,6 +353,7 @@ class SimEngine:
             tp=True,
         )
         if self.metrics is not None:
+            self._last_stats = time.monotonic()
             self.metrics.log_stats(
                 running=running,
                 throughput=self.last_gen_throughput,

@@ -106,6 +106,7 @@ class Engine(Protocol):
     def next_request_id(self) -> str: ...
     def sleep_s(self, simulated: float) -> float: ...
     def prefilled(self) -> None: ...
+    async def admitted(self, counted: bool) -> None: ...
     def account(self, rounds: list[int], plain_steps: int, new_tokens: int) -> None: ...
 
 
@@ -228,8 +229,9 @@ class Job:
         d, e = self.result, self.engine
         e.log.received(self.rid, self.prompt, self.params)
         e.running += 1
-        e.prefilled()
         try:
+            await e.admitted(self.log_metrics)  # held here while the scheduler is stalled
+            e.prefilled()
             await asyncio.sleep(e.sleep_s(d.ttft_s + d.decode_s))
         finally:
             e.running -= 1
@@ -258,8 +260,9 @@ class Job:
         per_chunk = d.decode_s / max(1, len(chunks) - 1)
         e.log.received(self.rid, self.prompt, self.params)
         e.running += 1
-        e.prefilled()
         try:
+            await e.admitted(self.log_metrics)  # held here while the scheduler is stalled
+            e.prefilled()
             sent = 0
             for n, size in enumerate(chunks):
                 await asyncio.sleep(e.sleep_s(d.ttft_s if n == 0 else per_chunk))

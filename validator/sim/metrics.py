@@ -31,6 +31,7 @@ _E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40
 _SCHEDULER_GAUGES = (
     ("num_running_reqs", "The number of running requests."),
     ("gen_throughput", "The generation throughput (token/s)."),
+    ("num_queue_reqs", "The number of requests in the waiting queue."),
     ("spec_accept_length",
      "Mean acceptance length of speculative decoding (accepted drafts + bonus token per forward)."),
     ("spec_accept_rate", "Speculative acceptance rate (`accepted drafts / proposed drafts` in batch)."),
@@ -118,6 +119,7 @@ class SimMetrics:
         throughput: float,
         accept_len: float | None = None,
         accept_rate: float | None = None,
+        queue: int = 0,
     ) -> None:
         """Push every scheduler gauge; the spec values keep their last interval's figures between
         intervals (``self.stats`` persists in SGLang's reporter)."""
@@ -126,6 +128,7 @@ class SimMetrics:
         values = {
             "num_running_reqs": running,
             "gen_throughput": throughput,
+            "num_queue_reqs": queue,
             "spec_accept_length": self._accept[0],
             "spec_accept_rate": self._accept[1],
             "spec_cap_length": 0,  # no DSpark confidence scheduling in the simulator

@@ -104,8 +104,16 @@ class SimServer:
         enable_metrics: bool = False,
         api_style: str = "sglang-0.5.23",
         collapse_after_s: float | None = None,
+        stall_after_requests: int | None = None,
+        stall_after_s: float | None = None,
+        stall_for_s: float | None = None,
+        idle_metrics_s: float = 30.0,
     ) -> None:
         sc = scenarios.resolve(scenario)
+        if stall_after_requests is not None or stall_after_s is not None:  # the given triggers only
+            sc = replace(sc, stall_after_requests=stall_after_requests, stall_after_s=stall_after_s)
+        if stall_for_s is not None:
+            sc = replace(sc, stall_for_s=stall_for_s)
         if enable_metrics:
             if "metrics-disabled" in scenarios.parse_names(scenario):
                 raise UsageError("sim: --enable-metrics contradicts scenario 'metrics-disabled'")
@@ -133,6 +141,7 @@ class SimServer:
                 log_style=log_style,
                 api_style=api_style,
                 collapse_after_s=collapse_after_s,
+                idle_metrics_s=idle_metrics_s,
             )
         )
         self._host = host

@@ -72,6 +72,16 @@ class Scenario:
     # a recipe's own published TPOT at batch 1 (the cookbook cell's 9.48 ms, recipes.md): its verify round
     # then costs that times the mean acceptance, so the simulated cell runs at the speed its pack expects
     published_tpot_ms: float | None = None
+    # the scheduler stops completing work (``/health`` 200, requests accepted, no token) once this many
+    # requests were accepted after ready, or this many seconds after ready, whichever comes first (None:
+    # never); it recovers after ``stall_for_s`` (None: never), and the held requests then complete
+    stall_after_requests: int | None = None
+    stall_after_s: float | None = None
+    stall_for_s: float | None = None
+
+    @property
+    def stalls(self) -> bool:
+        return self.stall_after_requests is not None or self.stall_after_s is not None
 
     # ---- derived state: what the running server really does ----
 
@@ -251,6 +261,17 @@ SCENARIOS: dict[str, Entry] = {
     ),
     "auth-required": _e(
         "--api-key set: Bearer token needed (key from --api-key-file)", verdict="pass", auth=True
+    ),
+    "stall": _e(
+        "the scheduler stalls at the first request: /health 200, requests accepted, no token ever",
+        fails=("server.progress",),
+        stall_after_requests=0,
+    ),
+    "stall-then-recover": _e(
+        "the scheduler stalls at the first request and completes the held requests 20 s later",
+        verdict=None,
+        stall_after_requests=0,
+        stall_for_s=20.0,
     ),
     "no-plugin": _e("attestation plugin not installed: no attestation file", verdict=None, plugin=False),
     # ---- the other recipes: each shipped pack has a healthy simulator ----
