@@ -36,7 +36,7 @@ CHECK_IDS = {
     "server.ready", "moe.backend", "moe.humming_runtime", "lm_head.fp8", "lm_head.exclusive", "spec.config",
     "spec.lm_head_shared", "spec.accept_length", "checkpoint.layout", "launch.program", "server.log",
     "attestation.trust", "host.memory_available", "host.cuda_memory_cap", "moe.flashinfer_kernels",
-    "spec.dspark", "probe.output",
+    "spec.dspark", "probe.output", "server.progress",
 }  # fmt: skip
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
@@ -54,6 +55,7 @@ PROCESS = "process"  # the running server process, from /proc
 DECLARED = "declared"  # the unit, script, Compose file or command given beside a running process
 NODE = "node"  # this node of a multi-node launch (sources/node.py)
 METRICS = "metrics"  # the server's own /metrics (its production acceptance)
+PROGRESS = "progress"  # whether the server completes work (/metrics across reads, or a request of ours)
 
 
 @dataclass
@@ -340,12 +342,53 @@ class MetricsReading:
     verify_calls: float | None
     num_draft_tokens: float | None
     read_at: float = field(default_factory=time.monotonic)
+    # work in flight and work done, for ``server.progress`` (None where the family is absent)
+    running_reqs: float | None = None  # sglang:num_running_reqs, summed over ranks
+    queue_reqs: float | None = None  # sglang:num_queue_reqs
+    itl_observations: float | None = None  # sglang:inter_token_latency_seconds_count: grows per chunk
+    requests_total: float | None = None  # sglang:num_requests_total: grows per finished request
+
+    @property
+    def in_flight(self) -> float | None:
+        """Requests running or queued, as the scheduler last said (None: neither gauge served)."""
+        if self.running_reqs is None and self.queue_reqs is None:
+            return None
+        return (self.running_reqs or 0.0) + (self.queue_reqs or 0.0)
+
+    @property
+    def work_done(self) -> tuple[float | None, ...]:
+        """The counters that grow while the server completes work: tokens at a finish, stream chunks
+        while decoding (a non-streamed request is forwarded every 50 tokens too), finished requests."""
+        return (self.generation_tokens, self.itl_observations, self.requests_total)
 
     @property
     def accept_length(self) -> float | None:
         """The mean over the series that have measured an interval (a 0 is SGLang's "none yet")."""
         measured = [v for v in self.accept_lengths if v > 0]
         return sum(measured) / len(measured) if measured else None
+
+
+class Progress(Enum):
+    """What the evidence says of the server's work: advancing (work was completed since the previous
+    look), stalled (work waits and none completes), idle (nothing asked of it), unknown."""
+
+    ADVANCING = "advancing"
+    STALLED = "stalled"
+    IDLE = "idle"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class ProgressFacts:
+    """Whether the server completes work, and from what: its ``/metrics`` across two reads, or (idle or
+    without metrics) a bounded request of our own (``validator.sources.server_progress``)."""
+
+    state: Progress
+    source: str  # "metrics" or "request"
+    detail: str  # one line for the report
+    stalled_for_s: float | None = None  # how long work has waited with nothing completed
+    in_flight: float | None = None  # requests running or queued, as the scheduler last said
+    request_tokens: int | None = None  # tokens our own request got (None: none was sent)
 
 
 @dataclass(frozen=True)
@@ -357,6 +400,8 @@ class ServerMetricsFacts:
     decoding: bool = False  # a generation counter grew since the previous reading (same process)
     tokens_since: float | None = None  # generated tokens between the two readings
     window_accept_length: float | None = None  # generated tokens / verify calls between them
+    progress: Progress = Progress.UNKNOWN  # work completed between reads, or waiting with none completed
+    stalled_for_s: float | None = None  # since the reading from which nothing was completed (work waiting)
 
     @property
     def accept_length(self) -> float | None:
@@ -539,6 +584,7 @@ class Facts:
     attestation_trust: AttestationTrust | None = None  # what attestation.trust judges (read, maybe untrusted)
     log: LogFacts | None = None
     probe: ProbeResult | None = None
+    progress: ProgressFacts | None = None  # whether the server completes work (live only)
     dspark_draft: DSparkDraftFacts | None = None
     flashinfer: FlashInferFacts | None = None
     start_budget: StartBudgetFacts | None = None

@@ -114,8 +114,10 @@ def _weights(g: LiveGathering) -> bool:
 
 def _probed(g: LiveGathering) -> bool:
     """The probe was asked for and the server decodes speculatively (on a plain server ``spec.accept_length``
-    reports it: a probe would only measure plain decoding)."""
-    return g.run_probe and bool(g.server.server_info.get("speculative_algorithm"))
+    reports it: a probe would only measure plain decoding), and is not stalled (its requests would only
+    wait out the probe's time cap)."""
+    stalled = g.facts.progress is not None and g.facts.progress.state is f.Progress.STALLED
+    return g.run_probe and bool(g.server.server_info.get("speculative_algorithm")) and not stalled
 
 
 # In this order: the files and the log are read whether or not the server answered (a server that never
@@ -139,6 +141,12 @@ LIVE: tuple[Source[LiveGathering], ...] = (
     ),
     Source("metrics", None, "validator.sources.server_metrics", needs=(f.SERVER,)),  # cited as the server
     Source("listener", None, "validator.sources.server_identity", needs=(f.SERVER,)),  # the identity's
+    Source(
+        f.PROGRESS,
+        "a ready server with --enable-metrics and traffic, or a full check (one bounded request)",
+        "validator.sources.server_progress",
+        needs=(f.SERVER,),
+    ),
     Source(
         f.WEIGHTS,
         "--weights-checker on a server that serves /weights_checker",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 CONTRACT_CHECK_IDS = (
     "server.ready",
+    "server.progress",
     "moe.backend",
     "moe.humming_runtime",
     "lm_head.fp8",
@@ -16,5 +17,5 @@ CONTRACT_CHECK_IDS = (
     "checkpoint.layout",
 )
 # Only a running server shows these; preflight decides every other one before the start.
-LIVE_ONLY_CHECK_IDS = ("server.ready", "spec.accept_length")
+LIVE_ONLY_CHECK_IDS = ("server.ready", "server.progress", "spec.accept_length")
 PREFLIGHT_CHECK_IDS = tuple(c for c in CONTRACT_CHECK_IDS if c not in LIVE_ONLY_CHECK_IDS)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from validator.facts import LAUNCH, PROBE, SERVER, SGLANG, Facts, Mode
+from validator.facts import LAUNCH, PROBE, SERVER, SGLANG, Facts, Mode, Progress
 from validator.pack_schema import CheckSpec, Expectations
 from validator.report import Status
 from validator.sglang_env import env_bool as env_bool  # the check API's name for it
@@ -165,4 +165,6 @@ def no_probe(facts: Facts) -> Outcome:
         return errored(f"probe failed: {facts.errors[PROBE]}", [PROBE])
     if not facts.server.settings.speculative:
         return skipped("the acceptance probe was not run: speculative decoding is off on the server", [PROBE])
+    if facts.progress is not None and facts.progress.state is Progress.STALLED:
+        return errored("the acceptance probe was not run: the server is stalled (server.progress)", [PROBE])
     return errored("the acceptance probe was not run (--no-probe): not proven", [PROBE])

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import LOG, PROBE, PROCESS, SERVER, Facts, LogFacts
+from validator.facts import LOG, PROBE, PROCESS, PROGRESS, SERVER, Facts, LogFacts, Progress
 from validator.report import Status
 from validator.server_settings import logged_settings
 
@@ -33,6 +33,32 @@ def server_ready(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     if not s.healthy:
         return check.failed("the server does not answer /health with 200", [SERVER], **ev)
     return check.passed(f"server ready (SGLang {ev['version']})", [SERVER], **ev)
+
+
+@check.builtin("server.progress", "check")
+def server_progress(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
+    """The server completes work: ``/health`` 200 is no proof (it is served by the HTTP process, not the
+    scheduler). A stall fails; nothing that could tell is ``error``, never a pass."""
+    if facts.server is None:
+        return check.no_server(facts)
+    p = facts.progress
+    if p is None:
+        why = facts.errors.get(PROGRESS) or (
+            "no evidence of progress: no traffic seen on /metrics and no full check has sent a request yet"
+        )
+        return check.errored(why, [PROGRESS])
+    ev: dict[str, Any] = {"source": p.source, "state": p.state.value}
+    if p.stalled_for_s is not None:
+        ev["stalled_for_s"] = round(p.stalled_for_s, 1)
+    if p.in_flight is not None:
+        ev["requests_in_flight"] = p.in_flight
+    if p.request_tokens is not None:
+        ev["request_tokens"] = p.request_tokens
+    if p.state is Progress.ADVANCING:
+        return check.passed(p.detail, [PROGRESS], **ev)
+    if p.state is Progress.STALLED:
+        return check.failed(f"the server is stalled: {p.detail}", [PROGRESS], **ev)
+    return check.errored(p.detail, [PROGRESS], **ev)
 
 
 @check.builtin("server.process", "preflight")

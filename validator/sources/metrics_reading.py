@@ -11,14 +11,32 @@ from __future__ import annotations
 import math
 import threading
 
-from validator.facts import MetricsReading, ServerMetricsFacts
+from validator.facts import MetricsReading, Progress, ProgressFacts, ServerMetricsFacts
 
 ACCEPT_LENGTH = "sglang:spec_accept_length"
 ACCEPT_RATE = "sglang:spec_accept_rate"
 GENERATION_TOKENS = "sglang:generation_tokens_total"
 VERIFY_CALLS = "sglang:spec_verify_calls_total"
 NUM_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
-_WANTED = frozenset({ACCEPT_LENGTH, ACCEPT_RATE, GENERATION_TOKENS, VERIFY_CALLS, NUM_DRAFT_TOKENS})
+RUNNING_REQS = "sglang:num_running_reqs"
+QUEUE_REQS = "sglang:num_queue_reqs"
+ITL_COUNT = "sglang:inter_token_latency_seconds_count"
+REQUESTS_TOTAL = "sglang:num_requests_total"
+_WANTED = frozenset(
+    {
+        ACCEPT_LENGTH, ACCEPT_RATE, GENERATION_TOKENS, VERIFY_CALLS, NUM_DRAFT_TOKENS,
+        RUNNING_REQS, QUEUE_REQS, ITL_COUNT, REQUESTS_TOTAL,
+    }
+)  # fmt: skip
+# A histogram's family is named without its sample suffix in ``# HELP``/``# TYPE``; its other samples
+# (``_bucket``, ``_sum``) are dropped before the parser.
+_FAMILIES = frozenset({n.removesuffix("_total").removesuffix("_count") for n in _WANTED} | _WANTED)
+
+# SGLang's scheduler refreshes its gauges every 30 s while idle (``check_memory``: "During idle time, also
+# collect metrics every 30 seconds"), and otherwise only every ``decode_log_interval`` decode steps: after
+# traffic ends, ``num_running_reqs`` keeps its last figure for up to 30 s. So work is called stalled only
+# when it has been seen waiting, with nothing completed, over two readings at least this far apart.
+STALL_AFTER_S = 30.0
 
 # Time bounds on the server's text, not only the 16 MiB byte cap: prometheus_client's label parser is
 # quadratic in a line's label count, so one series with 250,000 labels (2.8 MB) would hold a worker thread
@@ -43,8 +61,7 @@ def _wanted_lines(text: str) -> str:
         if line.startswith("#"):
             parts = line.split(None, 3)
             name = parts[2] if len(parts) > 2 and parts[1] in ("HELP", "TYPE") else ""
-            # a counter's family is named without ``_total`` in its TYPE line
-            if name not in _WANTED and f"{name}_total" not in _WANTED:
+            if name not in _FAMILIES:
                 continue
         else:
             name = line.split("{", 1)[0].split(None, 1)[0] if line.strip() else ""
@@ -89,28 +106,83 @@ def parse_metrics(text: str) -> MetricsReading:
         generation_tokens=total(GENERATION_TOKENS),
         verify_calls=total(VERIFY_CALLS),
         num_draft_tokens=mean(NUM_DRAFT_TOKENS),
+        running_reqs=total(RUNNING_REQS),
+        queue_reqs=total(QUEUE_REQS),
+        itl_observations=total(ITL_COUNT),
+        requests_total=total(REQUESTS_TOTAL),
     )
 
 
-class MetricsWatch:
-    """The previous reading, so that each new one can tell whether the server is decoding. One per
-    ``check`` run, or one for the sidecar's life (each re-check compares with the last one's reading)."""
+def _grew(now: tuple[float | None, ...], then: tuple[float | None, ...]) -> bool | None:
+    """Whether any work counter grew (None: no counter is in both readings)."""
+    pairs = [(a, b) for a, b in zip(now, then, strict=True) if a is not None and b is not None]
+    return any(a > b for a, b in pairs) if pairs else None
 
-    def __init__(self) -> None:
+
+class MetricsWatch:
+    """The previous reading, so that each new one can tell whether the server is decoding, and whether
+    work waits with nothing completed (``Progress.STALLED``). One per ``check`` run, or one for the
+    sidecar's life (each re-check compares with the last one's reading)."""
+
+    def __init__(self, stall_after_s: float = STALL_AFTER_S) -> None:
         self._last: MetricsReading | None = None
+        self._waiting_since: MetricsReading | None = None  # the first reading of work waiting, none done
         self._lock = threading.Lock()
+        self.stall_after_s = stall_after_s
+        # ``server.progress`` from the last full check's own request, for the re-checks that send none
+        self.last_progress: ProgressFacts | None = None
+
+    @property
+    def seen(self) -> bool:
+        """Whether a reading was taken before (the next one is compared with it)."""
+        return self._last is not None
+
+    def _progress(self, reading: MetricsReading, last: MetricsReading) -> tuple[Progress, float | None]:
+        """Work done between two readings of one process; else, how long work has waited."""
+        grew = _grew(reading.work_done, last.work_done)
+        if grew:
+            self._waiting_since = None
+            return Progress.ADVANCING, None
+        in_flight = reading.in_flight
+        if grew is None or in_flight is None:
+            return Progress.UNKNOWN, None
+        if in_flight <= 0:
+            self._waiting_since = None
+            return Progress.IDLE, None
+        if self._waiting_since is None:
+            # waiting counts from the previous reading only if it showed the work in flight too
+            self._waiting_since = last if (last.in_flight or 0) > 0 else reading
+        waited = reading.read_at - self._waiting_since.read_at
+        return (Progress.STALLED if waited >= self.stall_after_s else Progress.UNKNOWN), waited
 
     def observe(self, reading: MetricsReading) -> ServerMetricsFacts:
         with self._lock:
             last, self._last = self._last, reading
-        if last is None:
-            return ServerMetricsFacts(reading, note="first reading: decode traffic not yet measurable")
+            if last is None:
+                idle = reading.in_flight is not None and reading.in_flight <= 0
+                return ServerMetricsFacts(
+                    reading,
+                    note="first reading: decode traffic not yet measurable",
+                    progress=Progress.IDLE if idle else Progress.UNKNOWN,
+                )
+            if _grew(last.work_done, reading.work_done):  # a counter went back: another process
+                self._waiting_since = None
+                return ServerMetricsFacts(reading, note="the server's counters went back (a restart)")
+            progress, waited = self._progress(reading, last)
+        return self._decoding(reading, last, progress, waited)
+
+    def _decoding(
+        self, reading: MetricsReading, last: MetricsReading, progress: Progress, waited: float | None
+    ) -> ServerMetricsFacts:
         gen_now, gen_then = reading.generation_tokens, last.generation_tokens
         if gen_now is None or gen_then is None:
-            return ServerMetricsFacts(reading, note=f"no {GENERATION_TOKENS} counter: decode traffic unknown")
+            return ServerMetricsFacts(
+                reading,
+                note=f"no {GENERATION_TOKENS} counter: decode traffic unknown",
+                progress=progress,
+                stalled_for_s=waited,
+            )
         tokens = gen_now - gen_then
-        if tokens < 0:  # counters went back: another process answers now
-            return ServerMetricsFacts(reading, note="the server's counters went back (a restart)")
         window = None
         if reading.verify_calls is not None and last.verify_calls is not None:
             calls = reading.verify_calls - last.verify_calls
@@ -119,7 +191,13 @@ class MetricsWatch:
             None if tokens > 0 else "no tokens generated since the previous reading: the gauge may be stale"
         )
         return ServerMetricsFacts(
-            reading, note=note, decoding=tokens > 0, tokens_since=tokens, window_accept_length=window
+            reading,
+            note=note,
+            decoding=tokens > 0,
+            tokens_since=tokens,
+            window_accept_length=window,
+            progress=progress,
+            stalled_for_s=waited,
         )
 
     def unreadable(self, why: str) -> ServerMetricsFacts:

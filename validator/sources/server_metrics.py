@@ -24,7 +24,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from validator.errors import UnavailableError
-from validator.facts import NOTHING_ACCEPTED, ServerMetricsFacts
+from validator.facts import NOTHING_ACCEPTED, Progress, ServerMetricsFacts
 from validator.sources.metrics_reading import MetricsBoundError, MetricsWatch, parse_metrics
 
 if TYPE_CHECKING:
@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 # How long a check waits to read /metrics a second time when the first reading shows the server's
 # acceptance at 1.00 and decode traffic is not yet proven (no earlier reading to compare with, or no tokens
-# since it): the signature is reported only when the server is seen generating.
+# since it): the signature is reported only when the server is seen generating. The same second look is
+# taken when requests are in flight and their progress is not yet known (``server.progress``).
 METRICS_CONFIRM_S = 2.0
 
 
@@ -42,10 +43,20 @@ async def gather(g: LiveGathering) -> None:
     ``--enable-metrics``), an error or a body that is not Prometheus text is no finding: the facts say why
     there is no reading."""
     watch = g.inputs.metrics_watch or MetricsWatch()
+    first = not watch.seen  # a sidecar's later re-checks compare with the previous one instead
     facts = await _one_reading(g.client, watch)
     al = facts.accept_length
-    unproven = not facts.decoding and not facts.lifetime_collapsed  # the lifetime counters prove it alone
-    if facts.reading is not None and unproven and al is not None and al <= NOTHING_ACCEPTED:
+    # the lifetime counters prove the collapse alone
+    collapsed_unproven = (
+        not facts.decoding and not facts.lifetime_collapsed and al is not None and al <= NOTHING_ACCEPTED
+    )
+    # work in flight and no earlier reading to compare with: a second look tells progress at no token's cost
+    busy_unproven = (
+        first
+        and facts.progress is Progress.UNKNOWN
+        and (facts.reading is not None and (facts.reading.in_flight or 0) > 0)
+    )
+    if facts.reading is not None and (collapsed_unproven or busy_unproven):
         await asyncio.sleep(METRICS_CONFIRM_S)
         again = await _one_reading(g.client, watch)
         if again.reading is not None:

@@ -1,0 +1,101 @@
+"""Whether the server completes work (``server.progress``): from its own ``/metrics`` when they show it,
+else from one bounded request of our own.
+
+A server can answer ``/health`` with 200 for days while its scheduler completes nothing (a wedged
+collective, a KV pool that admits nothing): ``/health`` is served by the HTTP process, not the scheduler.
+With traffic, the ``/metrics`` source has already compared two readings (``metrics_reading.MetricsWatch``):
+work completed between them is progress, and costs no token of ours; work in flight with nothing completed
+over ``STALL_AFTER_S`` is a stall. Only when the metrics cannot tell (idle, absent, a first reading) and
+this run may generate (a full check, not a re-check) is one small greedy ``/generate`` sent, bounded by
+:data:`REQUEST_S`: tokens back are progress, none within the bound a stall.
+
+Read after ``/metrics`` and before the acceptance probe, which is skipped on a stalled server (its requests
+would only wait out its time cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from validator.errors import UnavailableError
+from validator.facts import Progress, ProgressFacts
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
+
+REQUEST_S = 30.0  # the bound on our own request: a healthy Spark answers 4 tokens in well under a second
+REQUEST_TOKENS = 4
+PROMPT = "The capital city of France is"  # SGLang's own warm-up prompt
+
+
+async def gather(g: LiveGathering) -> None:
+    """Progress from the metrics where they show it; else, on a full check, our own bounded request."""
+    metrics = g.server.metrics
+    watch = g.inputs.metrics_watch  # the sidecar's, for its life; None for a one-shot check
+    if metrics is not None and metrics.progress in (Progress.ADVANCING, Progress.STALLED):
+        in_flight = metrics.reading.in_flight if metrics.reading is not None else None
+        if metrics.progress is Progress.ADVANCING:
+            detail = f"the server completed work since its previous /metrics reading ({_tokens(metrics)})"
+        else:
+            detail = (
+                f"{in_flight:g} request(s) running or queued and nothing completed for "
+                f"{metrics.stalled_for_s or 0:.0f} s (/metrics)"
+            )
+        g.facts.progress = ProgressFacts(
+            metrics.progress, "metrics", detail, stalled_for_s=metrics.stalled_for_s, in_flight=in_flight
+        )
+        if watch is not None:
+            watch.last_progress = g.facts.progress
+        return
+    if not g.run_probe:
+        # a re-check never generates: the last answer stands, said to be that
+        last = watch.last_progress if watch is not None else None
+        if last is not None:
+            g.facts.progress = replace(last, detail=f"{last.detail} (as last seen; nothing newer since)")
+        return
+    g.facts.progress = await _own_request(g)
+    if watch is not None:
+        watch.last_progress = g.facts.progress
+
+
+def _tokens(metrics: object) -> str:
+    tokens = getattr(metrics, "tokens_since", None)
+    return (
+        f"{tokens:g} tokens generated"
+        if isinstance(tokens, int | float) and tokens > 0
+        else "requests finished"
+    )
+
+
+async def _own_request(g: LiveGathering) -> ProgressFacts:
+    """One greedy request of :data:`REQUEST_TOKENS` tokens within :data:`REQUEST_S`."""
+    payload = {"text": PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": REQUEST_TOKENS}}
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        gen = await asyncio.wait_for(g.client.generate(payload), timeout=REQUEST_S)
+    except asyncio.TimeoutError:
+        return ProgressFacts(
+            Progress.STALLED,
+            "request",
+            f"/health answers, but our {REQUEST_TOKENS}-token request got nothing within {REQUEST_S:g} s",
+            stalled_for_s=REQUEST_S,
+            request_tokens=0,
+        )
+    except UnavailableError as exc:
+        return ProgressFacts(Progress.UNKNOWN, "request", f"our request could not be made: {exc}")
+    tokens = gen.meta_info.get("completion_tokens")
+    n = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else len(gen.output_ids or [])
+    wall = loop.time() - t0
+    if n > 0:
+        return ProgressFacts(
+            Progress.ADVANCING, "request", f"our request got {n} token(s) in {wall:.2f} s", request_tokens=n
+        )
+    return ProgressFacts(
+        Progress.UNKNOWN,
+        "request",
+        f"our request was answered with no token in {wall:.2f} s",
+        request_tokens=0,
+    )
