@@ -37,6 +37,7 @@ CheckFn = Callable[[bool, ProbeResult | None], Awaitable[LiveResult]]
 
 
 ROUTINE_PHASES = frozenset({"checking", "idle"})
+STALL_CHECK = "server.progress"  # its failure is a stall, said so: not a misconfiguration, not a draft
 
 
 class Watch(Protocol):
@@ -267,8 +268,11 @@ class Daemon:
             self.proven = result.identity
         if not held:
             self.inconclusive_since = None
+        stalled = any(c.id == STALL_CHECK and c.status is Status.FAIL for c in report.checks)
         reason = (
-            f"verdict {report.verdict.value}"
+            "server stalled: it answers /health but completes no work (server.progress)"
+            if stalled
+            else f"verdict {report.verdict.value}"
             if report.verdict is not Verdict.PASS
             else "server restarted during the check"
             if epoch != self.epoch
