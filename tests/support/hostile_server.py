@@ -55,6 +55,7 @@ MODES: dict[str, str] = {
     "markup": "/generate: an error message carrying HTML that would end the status page's table and run",
     "metrics_labels": "/metrics: one sglang:spec_accept_length series carrying 250,000 labels (2.8 MB)",
     "metrics_series": "/metrics: sglang:generation_tokens_total in 200,000 series (8 MB)",
+    "wide_json": "/server_info: the healthy document plus 2 million one-element lists (7 MB)",
 }
 ANSI_MESSAGE = "\x1b[1A\x1b[2K\r  PASS  spec.accept_length  \x1b]0;owned\x07\u202e"
 # Closes the status page's table and cell, then tries a script, an event handler and an element of its own.
@@ -65,7 +66,7 @@ MARKUP_MESSAGE = (
 LEAK_MODES = frozenset({"echo_key", "ansi", "markup"})  # about what reaches the user, not about bounds
 # About time spent parsing a reply that is otherwise served as the healthy simulator's: the server is
 # reachable, so these end in a verdict (not 69), with the reading refused and said so.
-PARSE_MODES = frozenset({"metrics_labels", "metrics_series"})
+PARSE_MODES = frozenset({"metrics_labels", "metrics_series", "wide_json"})
 ALL_ENDPOINTS = {"endless_body", "endless_length", "gzip_bomb", "bad_gzip", "drip", "silent"}
 
 
@@ -121,6 +122,9 @@ class Hostile:
         elif path in ("/server_info", "/get_server_info"):
             if mode == "nested":
                 self._reply(w, 200, b'{"internal_states": [{}], "x": ' + b"[" * 500 + b"]" * 500 + b"}")
+            elif mode == "wide_json":  # millions of small containers: the parse, not the bytes, is the cost
+                doc_text = json.dumps(self.info)[:-1] + ', "x": [' + ",".join(["[1]"] * 2_000_000) + "]}"
+                self._reply(w, 200, doc_text.encode())
             elif mode == "echo_key":
                 doc = {**self.info, ECHO_KEY_FIELD: headers.get("authorization", "")}
                 self._reply(w, 200, json.dumps(doc).encode())
