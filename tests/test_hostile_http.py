@@ -62,6 +62,19 @@ def test_hostile_metrics_text_is_refused_at_its_bound_not_parsed(mode: str, boun
     assert note.startswith("/metrics passes a bound, not read") and bound in note, note
 
 
+def test_a_reply_of_millions_of_small_values_is_refused_at_its_bound() -> None:
+    """8 MiB of two million one-element lists in /server_info: every byte under the cap, but each reader
+    walks it whole (the redactor: 35 s of one check). Refused at 500,000 values, naming the endpoint."""
+    with hostile_process("wide_json") as url:
+        res = run_bounded(
+            ["check", "--url", url, "--no-probe", "--wait", str(WAIT_S), "--format", "json"], timeout=60
+        )
+    assert not res.timed_out and res.rc == 69 and "Traceback" not in res.stderr, res.stderr[-800:]
+    ready = {c["id"]: c for c in json.loads(res.stdout)["checks"]}["server.ready"]
+    assert ready["status"] == "error" and "/server_info" in ready["message"], ready
+    assert "more than 500,000 values" in ready["message"], ready
+
+
 # ---- the client's reply handling, in process ----------------------------------------------------------
 
 

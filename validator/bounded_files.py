@@ -161,6 +161,23 @@ def read_text_bounded(path: Path | str, cap: int = TEXT_CAP, what: str = "file")
         raise InputError(str(path), f"{what} is not valid UTF-8 (byte {exc.start})", line) from None
 
 
+def json_values(obj: Any, stop_after: int) -> int:
+    """How many values (container members) ``obj`` holds, counted level by level; stops early once past
+    ``stop_after`` (returning a figure above it), so a hostile document costs no more than the bound."""
+    level: list[Any] = [obj] if isinstance(obj, (dict, list, tuple)) else []
+    count = 0
+    while level:
+        children: list[Any] = []
+        for cur in level:
+            members = cur.values() if isinstance(cur, dict) else cur
+            count += len(members)
+            if count > stop_after:
+                return count
+            children.extend(members)
+        level = [c for c in children if isinstance(c, (dict, list, tuple))]
+    return count
+
+
 def json_loads(text: str | bytes, **options: Any) -> Any:
     """``json.loads`` with CPython's cyclic garbage collector paused: each full collection rescans every
     live container, so building millions of small ones (a hostile 8 MiB ``[[1],[1],...]``) turns a linear

@@ -132,7 +132,7 @@ class Hostile:
                 self._reply(w, 200, json.dumps(self.info).encode())
         elif path in ("/model_info", "/get_model_info"):
             self._reply(w, 200, json.dumps(self.model).encode())
-        elif path == "/metrics" and mode in PARSE_MODES:
+        elif path == "/metrics" and mode.startswith("metrics_"):
             self._reply(w, 200, _hostile_metrics(mode), b"text/plain; version=0.0.4")
         elif path == "/generate" and mode == "endless_sse":
             w.write(

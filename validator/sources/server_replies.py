@@ -15,8 +15,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from validator.bounded_files import MAX_JSON_DEPTH, json_depth, json_loads
+from validator.bounded_files import MAX_JSON_DEPTH, json_depth, json_loads, json_values
 from validator.errors import UnavailableError
+
+# Values in one reply (every member of every object and list). What reads a reply walks it whole (the
+# redactor copies it for the report), at some microseconds a value: a bound on bytes alone let 8 MiB of
+# four million small values hold a check for 35 s. The largest reply read here, /weights_checker's
+# checksums, has one value per named parameter tensor: far fewer.
+MAX_JSON_VALUES = 500_000
 
 
 class ServerError(UnavailableError):
@@ -59,6 +65,8 @@ def parse_json(endpoint: str, body: bytes) -> Any:
         raise ServerError(endpoint, f"invalid JSON: {type(exc).__name__}") from None
     if json_depth(doc) > MAX_JSON_DEPTH:
         raise ServerError(endpoint, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+    if json_values(doc, MAX_JSON_VALUES) > MAX_JSON_VALUES:
+        raise ServerError(endpoint, f"JSON holds more than {MAX_JSON_VALUES:,} values")
     return doc
 
 
