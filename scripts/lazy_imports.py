@@ -49,6 +49,7 @@ LAZY_OWN: dict[str, dict[str, str]] = {
     "validator/commands/serve.py": {
         "validator.daemon": "the daemon: uvicorn, starlette, httpx, prometheus_client",
         "validator.running": f"the running-process job: {_HTTPX}",
+        "validator.sources.metrics_reading": "the daemon's /metrics watch, built with the daemon",
     },
     "validator/commands/sim.py": {"validator.sim.runner": _SIM_SERVER},
     "validator/plugin/__init__.py": {
