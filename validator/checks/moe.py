@@ -13,6 +13,7 @@ from validator.checks import base as check
 from validator.checks.sources_agree import Observations
 from validator.facts import (
     ATTESTATION,
+    CHECKPOINT,
     FLASHINFER,
     HOST,
     HUMMING,
@@ -29,7 +30,10 @@ _AUTO = "auto"
 
 
 @check.builtin(
-    "moe.backend", "preflight", needs=("moe_runner_backend",), remedies=("explicit", "missing_backend")
+    "moe.backend",
+    "preflight",
+    needs=("moe_runner_backend",),
+    remedies=("explicit", "missing_backend"),
 )
 def moe_backend_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     want = check.need(ctx.expect.moe_runner_backend, "moe_runner_backend")
@@ -51,14 +55,19 @@ def moe_backend_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outcom
                 available=facts.sglang.moe_runner_backends,
             )
     if backend == _AUTO:
-        picks = ctx.expect.moe_auto_backend
+        picks, how = auto_backend(facts, ctx.expect.moe_auto_backend)
+        evidence.update(auto_resolves_to=picks, auto_decided_by=how)
+        if picks is not None:
+            sources.append(CHECKPOINT)
         if picks == want and draft in (None, want, _AUTO):
-            # _bailing_moe_v3_overrides resolves 'auto' to the recipe's own backend for this checkpoint
-            return check.passed(
-                f"MoE runner backend 'auto' resolves to {want} for this checkpoint", sources, **evidence
-            )
-        said = f": SGLang silently picks {picks} for this checkpoint," if picks else ","
-        return check.failed(f"MoE runner backend is 'auto'{said} not {want}", sources, "explicit", **evidence)
+            return check.passed(f"MoE runner backend 'auto' resolves to {want} ({how})", sources, **evidence)
+        said = f"SGLang picks {picks} ({how})" if picks else f"what SGLang picks is unknown ({how})"
+        return check.failed(
+            f"MoE runner backend is 'auto': {said}; the recipe needs {want}",
+            sources,
+            "explicit",
+            **evidence,
+        )
     if backend != want:
         return check.failed(f"MoE runner backend is {backend}, not {want}", sources, "explicit", **evidence)
     if draft not in (None, want):
@@ -105,6 +114,41 @@ def moe_backend_live(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             f"MoE runner backend in effect is {bad}, not {want}", obs.sources(), "explicit", **obs.evidence()
         )
     return check.passed(f"MoE runner backend in effect is {want}", obs.sources(), **obs.evidence())
+
+
+_INT4_METHODS = frozenset({"gptq", "awq", "gptq_marlin", "awq_marlin", "moe_wna16"})
+
+
+def auto_backend(facts: Facts, mxfp4_pick: str | None) -> tuple[str | None, str]:
+    """What ``--moe-runner-backend auto`` resolves to for the launch's checkpoint, from its own
+    ``quantization_config``, and how that was decided; (None, why) when it cannot be known here.
+
+    MXFP4 routed experts in an FP8 checkpoint: SGLang 0.5.23's ``_bailing_moe_v3_overrides`` picks
+    ``mxfp4_pick`` (the pack's ``moe_auto_backend``: flashinfer_mxfp4). INT4 weights (GPTQ, AWQ, or
+    compressed-tensors with 4-bit integer weights): the MoE layers run Marlin kernels (sglang#36204).
+    Another quantization, or a checkpoint not readable here: unknown, never a guess."""
+    ckpt = facts.checkpoint
+    if ckpt is None:
+        why = facts.errors.get(CHECKPOINT) or "the checkpoint is not readable here"
+        return None, f"it depends on the checkpoint's quantization_config: {why}"
+    quant = ckpt.config.get("quantization_config")
+    method = (ckpt.quant_method or "").lower()
+    if ckpt.routed_experts_mxfp4 and method == "fp8" and mxfp4_pick:
+        return mxfp4_pick, "the checkpoint's quantization_config: FP8 with MXFP4 routed experts"
+    if method in _INT4_METHODS or (method == "compressed-tensors" and _int4_groups(quant)):
+        return "marlin", f"the checkpoint's quantization_config: {method} INT4 weights run Marlin MoE kernels"
+    shown = method or "none"
+    return None, f"the checkpoint's quant_method {shown}: SGLang decides its MoE backend only at start"
+
+
+def _int4_groups(quant: object) -> bool:
+    """compressed-tensors ``config_groups`` whose weights are 4-bit integers (W4A16)."""
+    groups = quant.get("config_groups") if isinstance(quant, dict) else None
+    for group in groups.values() if isinstance(groups, dict) else []:
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if isinstance(weights, dict) and weights.get("num_bits") == 4 and weights.get("type") == "int":
+            return True
+    return False
 
 
 def log_backend(log: LogFacts) -> str | None:
