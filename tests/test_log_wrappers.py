@@ -11,6 +11,7 @@ log's first line, or a wrapper written inside a line (a client's request text) s
 from __future__ import annotations
 
 import shutil
+import tempfile
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -48,6 +49,12 @@ def _projection(facts: LogFacts) -> dict[str, object]:
         d.pop(key)
     d["decode_samples"] = [(s.accept_len, s.accept_rate, s.gen_throughput) for s in facts.decode_samples]
     return d
+
+
+def _fresh(tmp_path: Path) -> Path:
+    """A new directory under ``tmp_path`` (``_write`` names every log ``sglang.log``)."""
+    path = Path(tempfile.mkdtemp(dir=tmp_path))
+    return path
 
 
 def _facts_of(lines: list[str]) -> LogFacts:
@@ -103,7 +110,7 @@ def test_another_service_or_another_wrapper_sets_nothing(tmp_path: Path) -> None
         assert _projection(_facts_of(mixed)) == _projection(_facts_of(base))
         path = _write(tmp_path, mixed)
         assert _projection(read_server_log(path)) == _projection(
-            read_server_log(_write(tmp_path / "..", base))
+            read_server_log(_write(_fresh(tmp_path), base))
         )
     plain = RUN_HEALTHY[:5] + [COMPOSE + line for line in forged] + RUN_HEALTHY[5:]
     assert _projection(_facts_of(plain)) == _projection(_facts_of(RUN_HEALTHY))
@@ -206,3 +213,15 @@ def test_the_file_follower_agrees_under_wrapped_hostile_lines(
     facts = read_server_log(_write(tmp / "x", [wrap(line) for line in RUN_HEALTHY + busy + hostile + busy]))
     assert _projection(facts) == _projection(base)
     assert base.decode_sample_count == 102
+
+
+def test_another_service_speaking_first_does_not_choose_the_stream(tmp_path: Path) -> None:
+    """deploy/compose's ``docker compose logs``: the sidecar's JSON lines can come before the server's
+    first line. The stream is the first SGLang line's, so the server's start is read (as plainly logged)."""
+    sidecar = 'sidecar-1           | {"ts": "2026-11-29T15:00:00Z", "level": "info", "msg": "waiting for the server"}'
+    server = [f"sglang-1            | {line}" for line in RUN_HEALTHY]
+    mixed = [sidecar, sidecar, *server[:4], sidecar, *server[4:]]
+    assert _projection(_facts_of(mixed)) == _projection(_facts_of(RUN_HEALTHY))
+    assert _projection(read_server_log(_write(tmp_path, mixed))) == _projection(
+        read_server_log(_write(_fresh(tmp_path), RUN_HEALTHY))
+    )

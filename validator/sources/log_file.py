@@ -40,6 +40,7 @@ MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first
 PRELUDE_BYTES = 64 << 10  # read this much before the last start: its resolution-time lines
 _CHUNK = 1 << 20
 _HEAD_MAX = 1024  # the longest prefix before a start's server_args= (Docker's wrapper, Ray, ranks, level)
+_STREAM_HEAD = 1 << 20  # how far into the file its first SGLang line is looked for
 _TAIL_CHECK = 64  # bytes before the offset re-read at each poll to notice copytruncate + new writes
 
 
@@ -136,7 +137,7 @@ class FileLogReader:
         if fd is None or size <= self._offset:
             return
         begin = self._offset
-        if self._parser.stream is None:  # the log's wrapper (Docker's, or none) is its first line's
+        if self._parser.stream is None:  # the log's wrapper (Docker's, or none): its first SGLang line's
             self._parser.stream = _first_line_stream(fd, size)
         marker = _last_marker(fd, begin, size, self._parser.stream)
         if marker is not None and marker - PRELUDE_BYTES > begin:
@@ -253,11 +254,13 @@ def _decode(raw: bytes) -> str:
 
 
 def _first_line_stream(fd: int, size: int) -> Stream | None:
-    """The stream the file's first non-empty line sets (None: the file has no complete line yet)."""
-    head = os.pread(fd, min(size, 4096), 0)
+    """The stream the file's first SGLang logger line sets, searched in its first ``_STREAM_HEAD`` bytes
+    (None: none there yet; the parser then takes it from the first such line it is fed)."""
+    head = os.pread(fd, min(size, _STREAM_HEAD), 0)
     for line in head.split(b"\n")[:-1]:
-        if line.strip():
-            return stream_of(line.decode("utf-8", errors="replace"))
+        found = stream_of(line[:_HEAD_MAX].decode("utf-8", errors="replace"))
+        if found is not None:
+            return found
     return None
 
 

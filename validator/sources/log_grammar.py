@@ -17,9 +17,9 @@ prefix AND its message starts with one of the shapes below, anchored at the mess
 
 A log saved through Docker wraps each of those lines: ``docker compose logs`` puts ``SERVICE  | `` before
 it, ``docker logs --timestamps`` an RFC 3339 stamp, ``docker compose logs -t`` both. The wrapper is taken
-off as Docker wrote it (one, at the line's start) and the rest read as above; the log's first line sets
-which wrapper its lines carry (``Stream``), so a line of another service in the same output, or one wrapped
-otherwise, is not this server's and is read for nothing.
+off as Docker wrote it (one, at the line's start) and the rest read as above; the log's first SGLang line
+sets which wrapper its lines carry (``Stream``; another service speaking first does not), so a line of
+another service in the same output, or one wrapped otherwise, is not this server's and is read for nothing.
 
 The follower's fast path (``routine``, ``sample``, ``is_start_line``) lives here too, beside the patterns
 it must agree with: a region of routine traffic is skipped by C-speed scans only when nothing in it could be
@@ -215,7 +215,7 @@ _COUNTED: tuple[tuple[str, str, str], ...] = (
 
 def read_line(line: str) -> Event:
     """What one log line says (see the module docstring for what counts), whoever wrote it: a log's
-    reader (``log_state.LogParser``) also holds each line to the stream the log's first line set."""
+    reader (``log_state.LogParser``) also holds each line to the stream the log's first SGLang line set."""
     rec = split_line(line)
     if rec is None:
         return Continuation(line)
@@ -224,8 +224,8 @@ def read_line(line: str) -> Event:
 
 @dataclass(frozen=True, slots=True)
 class Stream:
-    """How a log's lines are wrapped, as its first line shows: ``wrapped`` by Docker (a Compose name, an
-    engine timestamp or both), and the Compose service named (None: none). Every line Docker writes
+    """How a log's lines are wrapped, as its first SGLang line shows: ``wrapped`` by Docker (a Compose
+    name, an engine timestamp or both), and the Compose service named (None: none). Every line Docker writes
     carries the same wrapper, so a line that does not is not this stream's (another service's output in a
     ``docker compose logs`` of several, or text that only looks like a wrapper) and is read for nothing."""
 
@@ -238,10 +238,15 @@ _WRAP_RE = re.compile(_WRAP)
 _SGLANG_RE = re.compile(_SGLANG)
 
 
-def stream_of(line: str) -> Stream:
-    """The stream a log's first line sets."""
+def stream_of(line: str) -> Stream | None:
+    """The stream a log's first SGLang logger line sets (behind its wrapper, if any); None for any other
+    line (another service's output in a ``docker compose logs`` of several, a progress bar): it sets
+    nothing, and the next line is asked."""
     m = _WRAP_RE.match(line)
-    return Stream(True, m.group(1)) if m is not None and m.end() > 0 else RAW
+    assert m is not None  # every part of the wrapper is optional
+    if _SGLANG_RE.match(line, m.end()) is None:
+        return None
+    return Stream(True, m.group(1)) if m.end() > 0 else RAW
 
 
 def read_in_stream(line: str, stream: Stream) -> Event | None:

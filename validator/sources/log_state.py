@@ -70,15 +70,15 @@ class LogParser:
         self._raw_args: str | None = None
         self._parsed: dict[str, object] | None = None
         self._parsed_done = False  # whether _parsed holds this start's args (None: it has none)
-        self.stream: Stream | None = None  # how the log's lines are wrapped: its first line's (a reader
-        # that can read the first line sets it; else the first line fed does)
+        self.stream: Stream | None = None  # how the log's lines are wrapped: its first SGLang line's (a
+        # reader that can read the file's head sets it; else the first such line fed does)
 
     def feed(self, line: str, pos: int) -> None:
         self.lines += 1
         if self.stream is None:
-            if not line.strip():
-                return
             self.stream = stream_of(line)
+            if self.stream is None:  # before the first SGLang line: nothing it could continue or set
+                return
         event = read_in_stream(line, self.stream)
         if event is not None:  # None: a line this stream's writer did not write (log_grammar.Stream)
             self.apply(event, pos)
