@@ -231,3 +231,26 @@ def test_a_file_written_where_another_user_can_replace_it_is_not_read_as_written
     private = tmp_path / "own.sh"
     private.write_text("#!/bin/bash\n" + body.format(tmp_path / "site.env"))
     assert read_exec(private, env)[0].env.get(FP8) == "1"
+
+
+def test_a_read_loop_makes_unknown_what_it_reads_into_and_nothing_else(host: Host) -> None:  # noqa: F811
+    """``while read -r k v; do ...; done < site.conf``: how many lines, and what they say, is known only
+    at run time. It made every launch unresolved (a fork per line, past the path cap); now what the loop
+    assigns is unknown and the rest is read exactly: the variable it sets fails nothing it does not
+    reach."""
+    (host.root / "site.conf").write_text("moe auto\nport 30001\n")
+    loop = 'while read -r k v; do [ "$k" = moe ] && MOE_BACKEND="$v"; LAST="$k"; done < site.conf'
+    script = _write(host, "read-loop.sh", _script(loop))
+    ran = _bash_run(host, script, {})["argv"]
+    assert ran[ran.index("--moe-runner-backend") + 1] == "auto"
+    static = read_exec(script, host.env)[0]
+    backend = static.argv[static.argv.index(["--moe-runner-backend"]) + 1]  # type: ignore[union-attr]
+    assert isinstance(join(backend), Unknown)
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    statuses = _statuses(report)
+    assert rc == 69 and statuses["moe.backend"] == "error", err
+    assert statuses["lm_head.fp8"] == "pass" and statuses["spec.config"] == "pass"
+    # control: the same loop setting only a variable the launch does not read
+    quiet = _write(host, "read-loop-control.sh", _script(loop.replace('MOE_BACKEND="$v"', 'SEEN="$v"')))
+    rc, report, err = _preflight(host.env, "--script", str(quiet))
+    assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))

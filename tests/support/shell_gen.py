@@ -340,8 +340,11 @@ class Gen:
             'M=inclusion/Ling-3; B="${M//\\//--}"; C="${M/\\//}"',
             'mkdir -p snap/w; for d in snap/*/; do eval "A=$d"; done',
             'mkdir -p snap/v; n=0; for d in snap/*/; do n=$((n + 1)); done; C="$n"',
+            'while read -r line; do F+=("$line"); B="$line"; done < vars.env',
+            'n=0; while read -r k v; do [ "$k" = export ] && n=$((n + 1)); done < vars.env; C="$n-$A"',
+            'until ! read -r line; do [[ $line == *FROM* ]] && break; done < vars.env; C="${line:-none}"',
         ])  # fmt: skip
-        self.tag("runtime loop" if "for " in choice else "compgen/${v//\\//}")
+        self.tag("runtime loop" if "for " in choice or "read" in choice else "compgen/${v//\\//}")
         return choice
 
     def launch(self) -> str:

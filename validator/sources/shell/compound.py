@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from validator.sources.shell.effects import effects_of
+from validator.sources.shell.effects import Effects, effects_of
 from validator.sources.shell.machine import Machine
 from validator.sources.shell.state import MAX_LOOP, LoopJump, ShellExit, ShellReturn
 from validator.sources.shell.syntax import field_of, inner, line_of, snippet, text
@@ -282,13 +282,25 @@ class Compound(Machine):
         body = node.child_by_field_name("body")
         until = node.children[0].type == "until"
         status: int | None = 0
+        widened = False
         for n in range(MAX_LOOP + 1):
             if n == MAX_LOOP:
                 raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
             with self.ignoring():
                 c = self.block(cond)
-            ok = self.known_status(c, "loop condition", node)
-            if ok == until:
+            fx = None if c is not None or widened else effects_of([*cond, body], self.st.funcs)
+            if c is None and widened:
+                break  # the iteration run from the widened state was the last one; see below
+            if c is None and isinstance(fx, Effects):
+                # known only at run time from here: the loop stops now, or runs on; then the state at the
+                # start of its last iteration is this one with what the condition and the body can change
+                # made unknown, and that iteration runs once (as for a loop over unknown words)
+                why = f"the loop at line {line_of(node)}"
+                if self.decide(2, [f"{why} stops here", f"{why} runs on"], node) == 0:
+                    break
+                self.unknown_effects(fx, f"changed by {why}")
+                widened = True
+            elif self.known_status(c, "loop condition", node) == until:
                 break
             try:
                 status = self.block(inner(body, "do", "done"))

@@ -179,9 +179,7 @@ class Variables(Words):
                 var.items = {} if var.value is None or var.assoc else {"0": var.value}
                 var.value = None
             if isinstance(var.items, Unknown):
-                raise Unmodelled(
-                    f"assignment into the array {name}, whose elements are unknown", line_of(node)
-                )
+                return  # an element set in an array whose elements are unknown: still unknown
             k = (key if var.assoc else self._index(key, node)) if key is not None else "0"
             if append:
                 value = join([var.items.get(k, ""), value])
@@ -224,8 +222,9 @@ class Variables(Words):
         assoc = var is not None and var.assoc
         items: dict[str, Value] = {}
         if append and var is not None:
-            if isinstance(var.items, Unknown):
-                raise Unmodelled(f"{name}+=(...) onto unknown elements", line_of(at))
+            if isinstance(var.items, Unknown):  # appended to unknown elements: still unknown
+                var.origin = self.origin(at)
+                return
             items = (
                 dict(var.items) if var.items is not None else ({} if var.value is None else {"0": var.value})
             )
