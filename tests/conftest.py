@@ -11,6 +11,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.support.loopback import socket_dir as loopback_socket_dir
 from tests.support.private_dir import NoPrivateBase, private_base
 from tests.support.second_user import User, ensure_user
 from tests.support.sglang_wheel import sglang_root, sglang_site
@@ -66,6 +67,13 @@ def _no_registered_secrets_across_tests() -> Iterator[None]:
 def attacker() -> User:
     """The second local account the trust tests attack as (created once, as root)."""
     return ensure_user()
+
+
+@pytest.fixture
+def socket_dir() -> Iterator[Path]:
+    """A private directory with a short path for AF_UNIX sockets (tests.support.loopback.socket_dir)."""
+    with loopback_socket_dir() as path:
+        yield path
 
 
 @pytest.fixture

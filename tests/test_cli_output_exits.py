@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -82,7 +83,7 @@ def test_a_closed_output_pipe_ends_quietly(args: list[str]) -> None:
 def test_head_one_reads_the_first_line_and_the_command_ends_quietly() -> None:
     """The shell form itself: bash's ``set -o pipefail`` reports the writer's status."""
     proc = subprocess.run(
-        ["bash", "-c", f"set -o pipefail; {sys.executable} -m validator rules list | head -1"],
+        ["bash", "-c", f"set -o pipefail; {shlex.quote(sys.executable)} -m validator rules list | head -1"],
         capture_output=True,
         text=True,
         env=_buffered_env(),

@@ -35,6 +35,7 @@ from tests.support.deploy_tools import (
     systemd_seconds,
 )
 from tests.support.loopback import free_port
+from tests.support.private_dir import trusted_copy
 from validator.daemon.notify import Notifier
 
 UNITS = ("sglang.service", "spark-validate.service")
@@ -202,7 +203,7 @@ def test_preflight_env_file_stands_in_for_the_units_environment_file(tmp_path: P
 
     without = run()
     assert without.returncode == 65 and "/etc/sglang/sglang.env does not exist" in without.stderr
-    with_file = run("--env-file", str(SYSTEMD / "sglang.env.example"))
+    with_file = run("--env-file", str(trusted_copy(SYSTEMD / "sglang.env.example", tmp_path / "etc")))
     assert with_file.returncode != 65, with_file.stderr
     report = json.loads(with_file.stdout)
     (fp8,) = [c for c in report["checks"] if c["id"] == "lm_head.fp8"]
@@ -318,7 +319,9 @@ def test_watchdog_and_stale_alert_agree_with_serves_schedule() -> None:
     assert max(defaults.full_timeout_s, defaults.recheck_timeout_s) + defaults.interval_s < threshold
 
 
-def test_sidecar_notifies_ready_and_pets_the_watchdog_while_the_server_still_loads(tmp_path: Path) -> None:
+def test_sidecar_notifies_ready_and_pets_the_watchdog_while_the_server_still_loads(
+    tmp_path: Path, socket_dir: Path
+) -> None:
     """The unit's timing as the real process behaves: READY=1 within TimeoutStartSec although the server is
     not up (its first check waits up to --wait 900), then WATCHDOG=1 at half of WATCHDOG_USEC throughout.
     WatchdogSec is scaled from the unit's 60 s to 1 s; nothing else changes."""
@@ -327,7 +330,7 @@ def test_sidecar_notifies_ready_and_pets_the_watchdog_while_the_server_still_loa
     absent = free_port()  # nothing listens here: a server still loading
     kept = [a for a in args[1:] if not a.startswith("--url") and a != "http://127.0.0.1:30000"]
     kept = [a for a in kept if a not in ("--listen", "127.0.0.1:9464")]
-    sock_path = tmp_path / "notify.sock"
+    sock_path = socket_dir / "notify.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(str(sock_path))
     listener.settimeout(0.1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -144,7 +145,8 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any
     """The shipped config with its rule's path pointing at this checkout's CLI, as a deployer installs it."""
     doc = json.loads(CONFIG.read_text())
     wrapper = tmp_path_factory.mktemp("npd") / "spark-validate"
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -m validator "$@"\n')
+    repo, python = shlex.quote(str(REPO)), shlex.quote(sys.executable)  # the checkout's path may have spaces
+    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={repo} exec {python} -m validator "$@"\n')
     wrapper.chmod(0o755)
     doc["rules"][0]["path"] = str(wrapper)
     return str(wrapper), doc

@@ -10,6 +10,7 @@ import pytest
 
 from tests.support.cli import run_cli
 from tests.support.contract_ids import CONTRACT_CHECK_IDS
+from tests.support.private_dir import trusted_copy
 from validator.engine import waiver_for
 from validator.errors import InputError
 from validator.rulepack import DEFAULT_PACK, load_pack, parse_pack
@@ -116,7 +117,7 @@ def test_waiver_needs_justification_and_known_check(tmp_path: Path) -> None:
 
 
 def test_rules_lint_cli_exit_codes(tmp_path: Path) -> None:
-    ok = run_cli("rules", "lint", str(PACK))
+    ok = run_cli("rules", "lint", str(trusted_copy(PACK, tmp_path / "shipped")))
     assert ok.returncode == 0, ok.stderr
     bad = _mutate(tmp_path, "accept_length_min: 1.5", "accept_length_min: [1]")
     res = run_cli("rules", "lint", str(bad))

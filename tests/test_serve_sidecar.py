@@ -31,8 +31,8 @@ def _sample(metrics: str, name: str, **labels: str) -> float | None:
     return None
 
 
-def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path) -> None:
-    notify_path = tmp_path / "notify.sock"
+def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path, socket_dir: Path) -> None:
+    notify_path = socket_dir / "notify.sock"
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     listener.bind(str(notify_path))
     listener.settimeout(0.2)

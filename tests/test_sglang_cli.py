@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.launch_recipe import RECIPE_ARGV
-from tests.support.prerequisite import missing
 from validator.errors import InputError
 from validator.sources.sglang_cli import parse_argv, parse_server_args
 from validator.sources.sglang_cli_table import load_table
@@ -38,11 +37,10 @@ def test_table_is_sglang_0_5_23_and_complete() -> None:
 
 
 def test_table_matches_the_shared_reference_dump() -> None:
-    """Independent cross-check against the project's shared reference dump (``../shared/data`` beside the
-    checkout, as CI lays it out; same real parser)."""
-    ref_path = Path(__file__).resolve().parents[2] / "shared" / "data" / "sglang-0.5.23-cli-spec.json"
-    if not ref_path.exists():
-        missing(f"the shared reference dump is not at {ref_path} (../shared beside the checkout)")
+    """Independent cross-check against the project's reference dump of SGLang 0.5.23's real parser (all
+    531 argparse actions, dumped from ``ServerArgs.add_cli_args`` with CPU torch), kept in the checkout so
+    that the check runs wherever the checkout lives (tests/data/sglang/README.md)."""
+    ref_path = Path(__file__).resolve().parent / "data" / "sglang" / "sglang-0.5.23-cli-spec.json"
     ref = {tuple(a["option_strings"]): a for a in json.loads(ref_path.read_text())["actions"]}
     ours = {a.option_strings: a for a in load_table().actions}
     assert set(ref) == set(ours) - {("-h", "--help")}

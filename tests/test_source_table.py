@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -150,7 +151,8 @@ def _imported_sources(*args: str) -> set[str]:
 
 
 def test_a_run_imports_the_readers_of_the_sources_that_apply(tmp_path: Path) -> None:
-    base = f"{sys.executable} -m sglang.launch_server --model-path {tmp_path} --moe-runner-backend humming"
+    python = shlex.quote(sys.executable)  # the checkout's path may have spaces
+    base = f"{python} -m sglang.launch_server --model-path {tmp_path} --moe-runner-backend humming"
     nextn = _imported_sources("--launch-cmd", base + " --speculative-algorithm NEXTN")
     assert {"launch", "host", "checkpoint"} <= nextn
     assert not nextn & {"dspark_draft", "flashinfer", "start_budget", "hf_cache", "docker_run"}, nextn

@@ -21,6 +21,7 @@ from tests.support.second_user import User, run_as
 from validator.errors import InputError
 from validator.probe import load_prompts
 from validator.rulepack import load_pack
+from validator.trusted_files import creatable_by_others
 
 RULES = REPO / "validator" / "data" / "rules"
 BASELINE = RULES / "ling-3.0-flash-baseline.yaml"
@@ -60,10 +61,17 @@ def test_a_link_planted_in_a_shared_directory_does_not_choose_the_pack(
 
 
 def test_a_link_in_a_private_directory_to_a_builtin_pack_is_read(tmp_path: Path) -> None:
+    """The link's target is judged like any file: read where only root and this user can write the
+    installed package's directories; where they cannot (a checkout under /tmp), refused naming why."""
     link = tmp_path / "mine.yaml"
     link.symlink_to(BASELINE)
     proc = run_cli("rules", "--rules", str(link), "list", timeout=60)
-    assert proc.returncode == 0 and "ling-3.0-flash-baseline" in proc.stdout, proc.stderr
+    others = creatable_by_others(BASELINE, ())
+    if not others:
+        assert proc.returncode == 0 and "ling-3.0-flash-baseline" in proc.stdout, proc.stderr
+    else:
+        assert proc.returncode == 65, proc.stderr
+        assert f"not trusted as a rule pack: {others[-1]}" in proc.stderr
 
 
 def test_extends_through_a_planted_link_is_refused_naming_it(

@@ -3,9 +3,13 @@ until a child process listens on it (failing fast, with its output, if it exits 
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -14,6 +18,17 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+@contextmanager
+def socket_dir() -> Iterator[Path]:
+    """A new private (0700) directory with a short path for AF_UNIX sockets (a notify socket): a socket's
+    path is limited to 107 bytes, which a ``tmp_path`` under a home directory's private base can pass."""
+    path = Path(tempfile.mkdtemp(prefix="sv-sock-"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_listening(
