@@ -5,6 +5,7 @@ import os
 import shutil
 import sys
 import tempfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -126,8 +127,67 @@ NEEDS: dict[str, tuple[str, ...]] = {
 # Fixtures that mean a marker wherever a test uses them.
 FIXTURE_NEEDS: dict[str, str] = {"attacker": "second_user"}
 TOOL_MARKERS = ("prometheus", "chromium", "systemd", "compose", "second_user", "sglang_env")
-# Slow without any tool: each starts several processes or runs long differential or fuzz campaigns.
-SLOW: tuple[str, ...] = ()
+# Slow without any tool: long differential or fuzz campaigns, builds. Every test that starts a process is
+# slow too, found from its code (below), so that a new test is classified without being listed here.
+SLOW: tuple[str, ...] = (
+    "test_shell_differential",
+    "test_hostile_fuzz",
+    "test_script_scale",
+    "test_packaging",
+)
+# Names whose use (a call, an attribute) means a test starts a process: an interpreter, a simulator, the
+# sidecar, a tool, a child as another user.
+PROCESS_STARTERS = frozenset(
+    {
+        "subprocess", "Popen", "create_subprocess_exec", "create_subprocess_shell", "fork", "run_cli",
+        "run_check", "preflight_json", "sim_process", "daemon_process", "sim_on_port", "SimOnPort",
+        "run_tool", "run_as", "call_as", "running_prometheus",
+    }
+)  # fmt: skip
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """Every global or attribute name a function's code uses, its nested functions and lambdas included."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            found |= _names(const)
+    return found
+
+
+def _starts_process(fn: object, seen: set[object], depth: int = 0) -> bool:
+    """Whether ``fn``, or a function of the test suite it calls (followed three levels deep), uses one
+    of PROCESS_STARTERS."""
+    fn = getattr(fn, "__wrapped__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None or fn in seen or depth > 3:
+        return False
+    seen.add(fn)
+    names = _names(code)
+    if names & PROCESS_STARTERS:
+        return True
+    scope: dict[str, object] = getattr(fn, "__globals__", {})
+    for name in names:
+        called = scope.get(name)
+        if str(getattr(called, "__module__", "")).startswith("tests") and _starts_process(
+            called, seen, depth + 1
+        ):
+            return True
+    return False
+
+
+def _is_slow(item: pytest.Item, module: str, test: str) -> bool:
+    if module in SLOW or test in SLOW:
+        return True
+    seen: set[object] = set()
+    if _starts_process(getattr(item, "function", None), seen):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name, ()) if info is not None else ()
+        if any(_starts_process(d.func, seen) for d in defs if d.baseid.startswith("tests")):
+            return True
+    return False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -138,7 +198,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         wanted = {*NEEDS.get(module, ()), *NEEDS.get(test, ())}
         wanted.update(m for f, m in FIXTURE_NEEDS.items() if f in getattr(item, "fixturenames", ()))
         wanted.update(m for m in TOOL_MARKERS if item.get_closest_marker(m) is not None)
-        if wanted or module in SLOW or test in SLOW:
+        if wanted or _is_slow(item, module, test):
             wanted.add("slow")
         for name in sorted(wanted):
             item.add_marker(name)

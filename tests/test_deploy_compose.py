@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging.config
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -132,10 +133,18 @@ def test_logging_config_is_a_valid_dictconfig_writing_the_sidecars_log(tmp_path:
     logging.config.dictConfig({"version": 1})
 
 
+def _shipped_compose(tmp_path: Path) -> Path:
+    """deploy/compose copied to the same place under tmp_path: the reader refuses a Compose file whose
+    project directory others could write into (a .env planted), and the checkout may be under /tmp."""
+    copy = tmp_path / "checkout" / "deploy" / "compose"
+    shutil.copytree(COMPOSE.parent, copy)
+    return copy / COMPOSE.name
+
+
 def test_reader_resolves_the_shipped_service_as_docker_compose_does(tmp_path: Path) -> None:
     env = {"MODEL_DIR": str(tmp_path / "models")}
     config = _config(COMPOSE, env)["services"]["sglang"]
-    spec = load_compose(COMPOSE, "sglang", {"PATH": "/usr/bin:/bin", **env})
+    spec = load_compose(_shipped_compose(tmp_path), "sglang", {"PATH": "/usr/bin:/bin", **env})
     assert spec.argv == config["command"]
     assert spec.env == {k: str(v) for k, v in config["environment"].items()}
     assert [_short(m) for m in spec.mounts] == config["volumes"]
@@ -200,7 +209,8 @@ def test_preflight_of_the_shipped_compose_file_checks_the_command_and_says_what_
     tmp_path: Path,
 ) -> None:
     write_checkpoint(tmp_path / "Ling-3.0-flash-fp4", small=False)
-    rc, report, err = _preflight({"MODEL_DIR": str(tmp_path)}, "--compose", str(COMPOSE))
+    compose = _shipped_compose(tmp_path)
+    rc, report, err = _preflight({"MODEL_DIR": str(tmp_path)}, "--compose", str(compose))
     assert report, err
     statuses = _statuses(report)
     for check in ("moe.backend", "spec.config", "lm_head.exclusive"):

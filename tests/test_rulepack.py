@@ -117,6 +117,7 @@ def test_waiver_needs_justification_and_known_check(tmp_path: Path) -> None:
 
 
 def test_rules_lint_cli_exit_codes(tmp_path: Path) -> None:
+    trusted_copy(PACK.parent / "probe-prompts.yaml", tmp_path / "shipped")  # the pack's prompts, beside it
     ok = run_cli("rules", "lint", str(trusted_copy(PACK, tmp_path / "shipped")))
     assert ok.returncode == 0, ok.stderr
     bad = _mutate(tmp_path, "accept_length_min: 1.5", "accept_length_min: [1]")
