@@ -134,6 +134,14 @@ SLOW: tuple[str, ...] = (
     "test_hostile_fuzz",
     "test_script_scale",
     "test_packaging",
+    "test_trap_physics",  # CPU torch
+    "test_sim_scenarios::test_degenerate_flaky_malformed",
+    "test_attestation_reader::test_a_mutated_document_is_valid_or_one_input_error",
+    "test_probe_stats::test_marginal_server_is_never_passed",
+    "test_probe_dspark::test_marginal_drafter_is_never_passed",
+    "test_probe_dspark::test_slowest_workload_is_never_failed",
+    "test_listening::test_thousands_of_processes_are_scanned_in_bounded_time",
+    "test_sim_recipes::test_ring_failure_in_process_refuses_then_settles_crashed",
 )
 # Names whose use (a call, an attribute) means a test starts a process: an interpreter, a simulator, the
 # sidecar, a tool, a child as another user.
