@@ -40,6 +40,7 @@ LAZY_OWN: dict[str, dict[str, str]] = {
         "validator.sources.server_http": f"{_HTTPX}; {_LAUNCH}",
         "validator.sources.readiness": f"{_HTTPX}; {_LAUNCH}",
         "validator.sources.server_log": f"only --log needs the log grammar (compiled at import); {_LAUNCH}",
+        "validator.sim": "only a path that reads processes recognises the simulator (not `check --url`)",
     },
     "validator/commands/demo.py": {
         "validator.live": f"the demo's job: {_HTTPX}, which `--help` need not load",

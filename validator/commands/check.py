@@ -25,7 +25,6 @@ from validator.outputs import render
 from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
 from validator.redact import safe_url
 from validator.rulepack import load_pack
-from validator.sim.process_view import simulated_command
 from validator.sources.server_command import recognise_simulator
 
 
@@ -237,7 +236,11 @@ class TerminalProgress:
 
 def recognise_simulator_processes() -> None:
     """The simulator's processes count as servers (it stands in for SGLang in trials and tests); the
-    readers know it only through this registration, never by importing it."""
+    readers know it only through this registration, never by importing it. Called only where a process
+    is read (discovery, ``launch``, the sidecar): ``check --url`` loads no simulator module."""
+    # here: the simulator apart from the production path (`check --url` never reads a process)
+    from validator.sim.process_view import simulated_command
+
     recognise_simulator(simulated_command)
 
 
@@ -247,7 +250,6 @@ def run(args: argparse.Namespace) -> int:
 
     from validator.live import run_live
 
-    recognise_simulator_processes()
     process_inputs = given(args)
     if args.url is None or args.pid is not None:
         return _run_processes(args)
@@ -291,6 +293,7 @@ def _run_processes(args: argparse.Namespace) -> int:
 
     from validator.running import RunningInputs, judge_all
 
+    recognise_simulator_processes()
     loaded = pack_from(args) or load_pack(None)
     if args.rules == "auto":
         raise UsageError(
