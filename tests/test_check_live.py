@@ -177,6 +177,8 @@ def test_junit_has_a_testcase_per_check(healthy: SimProcess) -> None:
 
 BROKEN = {
     "draft-head-weight-only": {"spec.lm_head_shared", "spec.accept_length"},
+    # --speculative-token-map: SGLang's init_lm_head gives the draft a sliced copy; the attestation says so
+    "token-map": {"spec.lm_head_shared", "spec.accept_length"},
     "backend-auto": {"moe.backend"},
     "fp32-head": {"lm_head.fp8"},
     "fp8-and-fp32": {"lm_head.exclusive"},
@@ -212,6 +214,10 @@ def test_broken_scenario_fails_exactly_its_checks(scenario: str, tmp_path: Path)
     if scenario == "draft-head-weight-only":
         assert run.report["probe"]["accept_length"] == pytest.approx(1.0, abs=0.05)
         assert run.report["probe"]["completion_tokens"] <= 64
+    if scenario == "token-map":
+        shared = run.check("spec.lm_head_shared")
+        assert "--speculative-token-map" in shared["message"] and "32768 hot tokens" in shared["message"]
+        assert shared["evidence"]["hot_token_count"] == 32768
     if scenario == "no-spec":
         assert "speculative decoding is off" in run.check("probe.output")["message"]
     if scenario in ("fp32-head", "fp8-ignored"):

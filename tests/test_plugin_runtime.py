@@ -136,6 +136,7 @@ def test_dspark_shared_head_is_attested_as_the_targets_module(tmp_path: Path, mo
         "worker": "DSparkWorkerV2",
         "own_vocab_modules": False,
         "shared_embed": True,
+        "hot_token_count": None,  # no token map narrows DSpark's head
     }
     assert doc["draft"]["lm_head"]["quant_method"] == "Fp8LinearMethod"
     assert doc["draft"]["model_class"] == "DSparkDraftModel"

@@ -83,3 +83,39 @@ def test_a_draft_that_sets_its_own_hot_token_id_fails(tmp_path: Path) -> None:
     shared = _check(report, SHARED)
     assert rc == 78 and shared["status"] == "fail", (err, shared)
     assert "hot_token_id" in shared["message"] and "BailingMoeForCausalLMNextN" in shared["message"]
+
+
+# ---- live: the plugin's attestation records the narrowing, and the check names it ----
+
+
+class _Hot:
+    """Stands in for the worker's hot_token_id tensor (``init_token_map``): only its shape is read."""
+
+    shape = (32768,)
+
+
+def _record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, worker: object) -> dict[str, Any]:
+    import json
+    from types import SimpleNamespace
+
+    from validator.attestation import location
+    from validator.plugin import hooks
+    from validator.plugin.state import PluginState
+
+    monkeypatch.setenv(location.ENV_PATH, str(tmp_path / "att.json"))
+    head = SimpleNamespace(weight=object())
+    target, draft = SimpleNamespace(lm_head=head), SimpleNamespace(lm_head=SimpleNamespace(weight=object()))
+    hooks.record_lm_head(PluginState(), target, [draft], shares_itself=True, worker=worker)
+    doc: dict[str, Any] = json.loads((tmp_path / "att.json").read_text())
+    return doc
+
+
+def test_the_plugin_attests_a_head_narrowed_by_a_token_map(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    doc = _record(tmp_path, monkeypatch, SimpleNamespace(hot_token_id=_Hot()))
+    assert doc["lm_head"]["hot_token_count"] == 32768 and doc["lm_head"]["shared_module"] is False
+    doc = _record(tmp_path, monkeypatch, SimpleNamespace(hot_token_id=None))  # the control: no map
+    assert doc["lm_head"]["hot_token_count"] is None

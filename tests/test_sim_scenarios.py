@@ -71,7 +71,7 @@ def test_startup_log_order_and_attestation_schema(tmp_path: Path) -> None:
     assert doc["schema"] == "spark-validate.attestation/v2"
     assert doc["lm_head"] == {"shared_module": True, "shared_weight": True, "remedy_applied": False,
                               "worker": "EagleDraftWorker", "own_vocab_modules": None,
-                              "shared_embed": None}  # fmt: skip
+                              "shared_embed": None, "hot_token_count": None}  # fmt: skip
     assert doc["draft"]["model_class"] == "BailingMoeForCausalLMNextN"
     assert doc["target"]["lm_head"]["weight_shape"] == [157184, 2560]
 

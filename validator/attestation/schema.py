@@ -130,6 +130,10 @@ class LmHeadSharing(_Strict):
     worker: str | None = None
     own_vocab_modules: bool | None = None  # DSpark: the draft model's uses_own_vocab_modules
     shared_embed: bool | None = None  # DSpark: the draft's embed_tokens is the target's module
+    # the worker (--speculative-token-map) or the draft (its own hot_token_id) narrows the head to these
+    # many hot tokens: SGLang then gives the draft a sliced copy, never the module (0 when the count is
+    # unreadable); None when neither does
+    hot_token_count: int | None = None
 
 
 @dataclass(frozen=True)

@@ -384,6 +384,15 @@ def spec_lm_head_shared_live(facts: Facts, ctx: check.CheckContext) -> check.Out
                 [ATTESTATION],
                 **ev,
             )
+        if head.shared_module is False and head.hot_token_count is not None:
+            ev["hot_token_count"] = head.hot_token_count
+            return check.failed(
+                f"the draft's LM head is a sliced copy narrowed to {head.hot_token_count or 'some'} hot "
+                "tokens (--speculative-token-map, or the draft's own hot_token_id): SGLang skipped "
+                f"set_lm_head_from_target, and the draft reads the head under {ev['draft_quant_method']}",
+                [ATTESTATION],
+                **ev,
+            )
         if head.shared_module is False:
             weight = " only the weight tensor is shared;" if head.shared_weight else ""
             return check.failed(

@@ -202,6 +202,7 @@ def record_lm_head(
         state.draft = insp.model_section(drafts[0]) if drafts else None
         shared = insp.sharing(target, drafts)
         state.shared_module, state.shared_weight = shared["shared_module"], shared["shared_weight"]
+        state.hot_token_count = insp.hot_token_count([worker, *drafts])
         if own_vocab_modules is not None:
             state.shared_embed = insp.embed_shared(target, drafts)
         state.hooks["init_lm_head"] = RAN

@@ -118,6 +118,22 @@ def sharing(target: Any, drafts: list[Any]) -> dict[str, bool | None]:
     }
 
 
+def hot_token_count(holders: list[Any]) -> int | None:
+    """How many hot tokens the worker (SGLang's ``--speculative-token-map``) or a draft (its own
+    ``hot_token_id``) narrowed the draft's head to: ``init_lm_head`` then gives the draft a sliced copy of
+    the head's data instead of the module. 0 when one is set but its size is unreadable; None when none."""
+    for holder in holders:
+        hot = getattr(holder, "hot_token_id", None) if holder is not None else None
+        if hot is None:
+            continue
+        try:
+            shape = getattr(hot, "shape", None)
+            return int(shape[0]) if shape is not None else len(hot)
+        except (TypeError, ValueError, IndexError):
+            return 0
+    return None
+
+
 def embed_shared(target: Any, drafts: list[Any]) -> bool | None:
     """Whether every draft's ``embed_tokens`` is the target's input-embedding module (DSpark shares both
     with ``attach_shared_modules``); None when either side has none to compare."""

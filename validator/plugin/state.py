@@ -55,6 +55,9 @@ class PluginState:
     worker: str | None = None  # the draft worker class whose LM-head set-up was observed
     own_vocab_modules: bool | None = None  # DSpark: the draft declares uses_own_vocab_modules
     shared_embed: bool | None = None
+    hot_token_count: int | None = (
+        None  # the head narrowed to hot tokens (a token map): a copy, not the module
+    )
     nextn_has_method: bool | None = None
     load_weight_s: float | None = None
     hooks: dict[str, HookStatus] = field(default_factory=lambda: dict.fromkeys(HOOK_NAMES, NOT_REACHED))
@@ -109,6 +112,7 @@ class PluginState:
                 worker=self.worker,
                 own_vocab_modules=self.own_vocab_modules,
                 shared_embed=self.shared_embed,
+                hot_token_count=self.hot_token_count,
             ),
             hooks=dict(self.hooks),
             errors=list(self.errors),

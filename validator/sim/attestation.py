@@ -18,7 +18,7 @@ from validator import TOOL_NAME, __version__
 from validator.attestation import location
 from validator.attestation import schema as fmt
 from validator.attestation.writer import write_document
-from validator.sim.scenarios import HIDDEN, MOE_LAYERS, TARGET_CLASS, VOCAB, Scenario
+from validator.sim.scenarios import HIDDEN, HOT_TOKENS, MOE_LAYERS, TARGET_CLASS, VOCAB, Scenario
 from validator.sim.server_args import SGLANG_VERSION
 
 
@@ -101,6 +101,7 @@ def build(
             worker=("DSparkWorkerV2" if scenario.dspark else "EagleDraftWorker") if scenario.spec else None,
             own_vocab_modules=False if scenario.dspark else None,  # LingDSparkModel shares the target's
             shared_embed=True if scenario.dspark else None,
+            hot_token_count=HOT_TOKENS if scenario.token_map else None,
         ),
         hooks={
             "model_loaded": fmt.RAN,

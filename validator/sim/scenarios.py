@@ -21,6 +21,8 @@ from typing import Any
 from validator.errors import UsageError
 
 MODEL_PATH = "/models/Ling-3.0-flash-fp4"
+TOKEN_MAP_PATH = "/models/hot-token-map.pt"  # --speculative-token-map (token_map)
+HOT_TOKENS = 32768  # the map's size: the draft head's rows after init_lm_head slices it
 SERVED_MODEL_NAME = MODEL_PATH
 DSPARK_DRAFT_PATH = "/models/Ling-3.0-flash-dspark"
 TARGET_CLASS = "BailingMoeV3ForCausalLM"
@@ -54,6 +56,7 @@ class Scenario:
     build_declares_fp8: bool = True  # the installed SGLang carries the Ling-3.0 patch's variable
     build_shares_module: bool = True  # BailingMoeForCausalLMNextN.set_lm_head_from_target exists
     fp32_head_flag: bool = False  # --enable-fp32-lm-head
+    token_map: bool = False  # --speculative-token-map: init_lm_head gives the draft a sliced copy of the head
     spec: bool = True  # speculative decoding requested
     spec_algorithm: str = "NEXTN"  # as typed: NEXTN (3/1/4) or DSPARK
     dspark_block_size: int = 8  # the DSpark draft checkpoint's block_size (gamma)
@@ -165,7 +168,7 @@ class Scenario:
         attaches the target's module (``attach_shared_modules``, dspark_worker_v2.py:307-324)."""
         if not self.spec:
             return False
-        return True if self.dspark else self.build_shares_module
+        return True if self.dspark else self.build_shares_module and not self.token_map
 
     @property
     def draft_broken(self) -> bool:
@@ -221,6 +224,11 @@ SCENARIOS: dict[str, Entry] = {
         "FP8 head + NEXTN on a build that shares only the weight tensor: accept length 1.00",
         fails=("spec.lm_head_shared", "spec.accept_length"),
         build_shares_module=False,
+    ),
+    "token-map": _e(
+        "FP8 head + NEXTN with --speculative-token-map: the draft gets a sliced copy of the head",
+        fails=("spec.lm_head_shared", "spec.accept_length"),
+        token_map=True,
     ),
     "backend-auto": _e(
         "--moe-runner-backend auto resolves to flashinfer_mxfp4",

@@ -14,7 +14,7 @@ import functools
 import shlex
 from typing import Any
 
-from validator.sim.scenarios import MODEL_PATH, Scenario
+from validator.sim.scenarios import MODEL_PATH, TOKEN_MAP_PATH, Scenario
 from validator.sources.sglang_cli import parse_server_args
 from validator.sources.sglang_cli_table import load_table
 
@@ -53,6 +53,8 @@ def launch_argv(
         argv += ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"]
         argv += ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
         argv += ["--speculative-draft-model-path", MODEL_PATH]
+        if scenario.token_map:
+            argv += ["--speculative-token-map", TOKEN_MAP_PATH]
     if scenario.replayssm_spec:
         argv.append("--enable-linear-replayssm-spec")
     if scenario.replayssm_cache_len is not None:
