@@ -9,6 +9,11 @@ build's own file (the real wheel's, copied into each test build), and each case 
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +124,49 @@ def test_the_plugin_attests_a_head_narrowed_by_a_token_map(
     assert doc["lm_head"]["hot_token_count"] == 32768 and doc["lm_head"]["shared_module"] is False
     doc = _record(tmp_path, monkeypatch, SimpleNamespace(hot_token_id=None))  # the control: no map
     assert doc["lm_head"]["hot_token_count"] is None
+
+
+# ---- a second local user owns the install: hostile worker files are never a pass, never a wait ----
+
+
+def test_hostile_worker_files_of_another_user_are_no_pass() -> None:
+    """As a REAL second user (setpriv): the install's owner puts a FIFO where eagle_worker_v2.py is, a
+    /dev/zero symlink and a method nested past the parser among the worker files. The reader (root here)
+    neither blocks nor reads for ever, and a token-map launch is error (not proven), never pass."""
+    from tests.support.second_user import ensure_user
+
+    user = ensure_user()
+    tmp_path = Path(tempfile.mkdtemp(prefix="sv-hostile-install-", dir="/tmp"))  # the user can reach it
+    tmp_path.chmod(0o755)
+    try:
+        _hostile_install(user, tmp_path)
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def _hostile_install(user: Any, tmp_path: Path) -> None:
+    from tests.support.second_user import run_as
+
+    server = _server(tmp_path, "hostile")
+    for d in (tmp_path / "hostile", tmp_path / "hostile" / "site-packages"):
+        d.chmod(0o755)
+    spec = tmp_path / "hostile" / "site-packages" / "sglang" / "srt" / "speculative"
+    os.chown(spec, user.uid, user.gid)
+    (spec / "eagle_worker_v2.py").unlink()
+    deep = "class W:\n    def init_lm_head(self):\n        x = " + "(" * 5000 + ")" * 5000
+    deep += "\n        self.draft.set_lm_head_from_target(x)\n"
+    script = (
+        "import os, sys; d = sys.argv[1]; os.mkfifo(os.path.join(d, 'eagle_worker_v2.py'));"
+        "os.symlink('/dev/zero', os.path.join(d, 'a_zero_worker.py'));"
+        "open(os.path.join(d, 'b_deep_worker.py'), 'w').write(sys.argv[2])"
+    )
+    made = run_as(user, [sys.executable, "-c", script, str(spec), deep])
+    assert made.returncode == 0, made.stderr
+    assert (spec / "eagle_worker_v2.py").stat().st_uid == user.uid
+    flag = f"--speculative-token-map {_token_map(tmp_path)}"
+    started = time.monotonic()
+    rc, report, err = preflight_json(server.env, "--launch-cmd", server.cmd(flag), timeout=60)
+    assert time.monotonic() - started < 60
+    shared = _check(report, SHARED)
+    assert rc == 69 and shared["status"] == "error", (err, shared)
+    assert "cannot be read" in shared["message"] and "Traceback" not in err

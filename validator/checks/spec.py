@@ -258,6 +258,15 @@ def spec_lm_head_shared_preflight(facts: Facts, ctx: check.CheckContext) -> chec
         return check.errored(f"cannot read {cls} in {sg.root}: {why}", [SGLANG], **ev)
     if shares is None:
         return check.errored(f"cannot read {cls} in {sg.root}: {sg.note}", [SGLANG], **ev)
+    token_map = facts.launch.args.get("speculative_token_map")
+    if shares and sg.share_skipped_by is None and token_map:
+        why = sg.note or "no worker file of the build calls set_lm_head_from_target where it could be read"
+        return check.errored(
+            f"--speculative-token-map {token_map} is given, and whether SGLang {sg.version} then still "
+            f"shares the head cannot be read: {why}",
+            [SGLANG, LAUNCH],
+            **ev,
+        )
     skipped = _share_skipped(facts, sg, cls) if shares else None
     if skipped is not None:
         ev["share_skipped_by"] = skipped
