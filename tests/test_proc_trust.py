@@ -345,3 +345,43 @@ def test_a_process_in_another_mount_namespace_is_judged_but_its_program_never_ru
 
 def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {c["id"]: c for c in report["checks"]}
+
+
+def test_a_units_user_is_the_declared_server_user(tmp_path: Any) -> None:
+    """``check --unit`` as root against the server the unit runs as ``User=`` (the second user): that user
+    is declared, so its process is judged as with --server-user; the same unit without ``User=`` leaves
+    it another user's, ignored (69, saying why)."""
+    from tests.support.cli import run_cli
+    from tests.support.fake_server import process_as, server_argv, sglang_tree
+    from tests.support.loopback import free_port
+    from tests.support.second_user import ensure_user
+
+    owner = ensure_user()
+    port = free_port()
+    argv = server_argv(port)
+    said = {}
+    with (
+        sglang_tree() as top,
+        process_as(owner, argv, cwd=top, listen=port, prefix=b"/usr/bin/python3\0-m") as proc,
+    ):
+        for name, user in (("declared", f"User={owner.name}\n"), ("undeclared", "")):
+            unit = tmp_path / f"{name}.service"
+            unit.write_text(f"[Service]\n{user}WorkingDirectory={top}\nExecStart={' '.join(argv)}\n")
+            said[name] = run_cli(
+                "check",
+                "--no-probe",
+                "--format",
+                "json",
+                "--pid",
+                str(proc.pid),
+                "--unit",
+                str(unit),
+                timeout=120,
+            )
+    declared, undeclared = said["declared"], said["undeclared"]
+    assert declared.returncode != 1 and json.loads(declared.stdout)["target"].startswith(f"PID {proc.pid} ")
+    assert undeclared.returncode == 69, undeclared.stderr
+    assert (
+        f"--pid {proc.pid} is not judged" in undeclared.stderr
+        and "another user's process" in undeclared.stderr
+    )

@@ -276,6 +276,29 @@ def run(args: argparse.Namespace) -> int:
 MAX_IGNORED_SHOWN = 20
 
 
+def _declared_user(declared: PreflightInputs | None) -> int | None:
+    """The UID a declaration says the server runs as (a unit's ``User=``, read through the trusted-file
+    rule): the declared server user, whose processes are judged as ``--server-user`` would make them.
+    None when nothing is declared, it names no user, or it cannot be read (``launch.drift`` says why)."""
+    if declared is None:
+        return None
+    import pwd
+
+    from validator.errors import ValidatorError
+    from validator.sources.launch import read_launch
+
+    try:
+        name = read_launch(replace(declared, base_env={})).user
+    except ValidatorError:
+        return None
+    if not name:
+        return None
+    try:
+        return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
+    except KeyError:
+        return None
+
+
 def _say_ignored(ignored: list[Any]) -> None:
     """One stderr line per process that looks like a server and is not judged, with why."""
     for item in ignored[:MAX_IGNORED_SHOWN]:
@@ -306,6 +329,9 @@ def _run_processes(args: argparse.Namespace) -> int:
     host = inputs_from(argparse.Namespace(**{n: getattr(args, n) for n, _ in options("host")}))
     live = live_inputs_from(args)  # url "" unless given: each server's own (--url with --pid: that)
     live.selection = selection_of(args, loaded)
+    declared_user = _declared_user(declared)
+    if declared_user is not None and declared_user not in live.server_uids:
+        live.server_uids = (*live.server_uids, declared_user)
     inputs = RunningInputs(live=live, host=host, declared=declared)
     results = asyncio.run(
         judge_all(
