@@ -64,6 +64,12 @@ async def gather(g: LiveGathering) -> None:
     g.server.metrics = facts
 
 
+async def read_again(client: SGLangClient, watch: MetricsWatch) -> ServerMetricsFacts:
+    """One more reading into the watch the sidecar keeps (``server.progress`` waits for the stall bound
+    on it rather than sending a request)."""
+    return await _one_reading(client, watch)
+
+
 async def _one_reading(client: SGLangClient, watch: MetricsWatch) -> ServerMetricsFacts:
     try:
         text = await client.metrics_text()

@@ -5,9 +5,11 @@ A server can answer ``/health`` with 200 for days while its scheduler completes 
 collective, a KV pool that admits nothing): ``/health`` is served by the HTTP process, not the scheduler.
 With traffic, the ``/metrics`` source has already compared two readings (``metrics_reading.MetricsWatch``):
 work completed between them is progress, and costs no token of ours; work in flight with nothing completed
-over ``STALL_AFTER_S`` is a stall. Only when the metrics cannot tell (idle, absent, a first reading) and
-this run may generate (a full check, not a re-check) is one small greedy ``/generate`` sent, bounded by
-:data:`REQUEST_S`: tokens back are progress, none within the bound a stall.
+over ``STALL_AFTER_S`` is a stall (a sidecar whose reading shows work waiting for less reads again once
+that bound is reached, rather than send a request). Only when the metrics cannot tell (idle, absent, a
+first reading) and this run may generate (a full check, not a re-check) is one small greedy
+``/generate`` sent, bounded by :data:`REQUEST_S`: tokens back are progress, none within the bound a
+stall. Its prompt is SGLang's own warm-up prompt, whose shapes the server has run before it was ready.
 
 Read after ``/metrics`` and before the acceptance probe, which is skipped on a stalled server (its requests
 would only wait out its time cap).
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from validator.errors import UnavailableError
 from validator.facts import Progress, ProgressFacts
+from validator.sources.server_metrics import read_again
 
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering
@@ -32,8 +35,20 @@ PROMPT = "The capital city of France is"  # SGLang's own warm-up prompt
 
 async def gather(g: LiveGathering) -> None:
     """Progress from the metrics where they show it; else, on a full check, our own bounded request."""
-    metrics = g.server.metrics
     watch = g.inputs.metrics_watch  # the sidecar's, for its life; None for a one-shot check
+    waiting = g.server.metrics
+    if (
+        watch is not None
+        and waiting is not None
+        and waiting.progress is Progress.UNKNOWN
+        and waiting.stalled_for_s is not None
+    ):
+        # work waits and nothing completed, for less than the bound yet: look again once the bound is
+        # reached (at most ``stall_after_s``), instead of a request of ours; a full check's schedule is
+        # not the re-check's, so its reading may come a moment short of the bound
+        await asyncio.sleep(max(0.0, watch.stall_after_s - waiting.stalled_for_s) + 0.05)
+        g.server.metrics = await read_again(g.client, watch)
+    metrics = g.server.metrics
     if metrics is not None and metrics.progress in (Progress.ADVANCING, Progress.STALLED):
         in_flight = metrics.reading.in_flight if metrics.reading is not None else None
         if metrics.progress is Progress.ADVANCING:
