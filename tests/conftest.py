@@ -17,15 +17,19 @@ from tests.support.private_dir import NoPrivateBase, private_base
 from tests.support.second_user import User, ensure_user
 from tests.support.sglang_wheel import sglang_root, sglang_site
 
+
 # Files the verdict must trust (packs, env files, attestations) go to tmp_path, so pytest's temporary tree
 # lives in a private base directory whose whole chain was checked first (tests/support/private_dir.py):
 # never /tmp, which is world-writable, and never the checkout's path taken on trust (a clone under /tmp).
 # Tests that need a shared directory make one on purpose (the ``shared`` fixture).
-if "PYTEST_DEBUG_TEMPROOT" not in os.environ:
-    try:
-        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(private_base())
-    except NoPrivateBase as exc:
-        raise pytest.UsageError(str(exc)) from None
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Before any temporary directory exists; a usage error here is pytest's one ``ERROR:`` line, exit 4."""
+    if "PYTEST_DEBUG_TEMPROOT" not in os.environ:
+        try:
+            os.environ["PYTEST_DEBUG_TEMPROOT"] = str(private_base())
+        except NoPrivateBase as exc:
+            raise pytest.UsageError(str(exc)) from None
 
 
 @pytest.fixture(scope="session")
