@@ -11,7 +11,6 @@ import inspect
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -170,20 +169,15 @@ def test_a_run_imports_the_readers_of_the_sources_that_apply(tmp_path: Path) -> 
     assert "start_budget" in _imported_sources("--unit", str(unit))
 
 
-@dataclass
-class _ToyRecord:
-    """A record defined by its source's module, with no field on ``Facts``."""
-
-    seen: int
-
-
-def test_a_record_without_a_facts_field_is_read_by_name() -> None:
-    facts = Facts()
-    facts.records["toy"] = _ToyRecord(seen=3)
-    assert facts.record("toy", _ToyRecord) == _ToyRecord(seen=3)
-    assert facts.record("toy", HostFacts) is None and facts.record("other", _ToyRecord) is None
-    assert facts.lookup("toy.seen") == 3  # a declarative rule's fact path
-    with pytest.raises(KeyError):
-        facts.lookup("toy.missing")
-    with pytest.raises(KeyError):
-        facts.lookup("records.toy")  # the store is not itself a fact
+def test_a_declarative_fact_path_reads_a_typed_field_only() -> None:
+    """A source's record is a typed field of ``Facts``; a rule's path resolves through the fields, and
+    there is no untyped slot a path could name instead (``records`` was one)."""
+    host = HostFacts(
+        machine="aarch64", mem_total_bytes=128 << 30, gpu_name="NVIDIA GB10", is_dgx_spark=True,
+        service_user=None, home=None,
+    )  # fmt: skip
+    facts = Facts(host=host)
+    assert facts.lookup("host.gpu_name") == "NVIDIA GB10"
+    for path in ("records", "records.host", "host.missing", "nothing.here"):
+        with pytest.raises(KeyError):
+            facts.lookup(path)

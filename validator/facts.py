@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from validator.server_settings import ServerArgs
 
@@ -30,7 +30,6 @@ if TYPE_CHECKING:  # typing only: the records live with their schema (and prefli
     from validator.report import ProbeResult
     from validator.sources.process import ProcessFacts
 
-_Record = TypeVar("_Record")
 Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
 
 # What JSON (or a parsed command line) can hold. Raw documents keep this type; checks read typed views.
@@ -596,22 +595,12 @@ class Facts:
     node: NodeFacts | None = None  # this node of a multi-node launch (running servers only)
     errors: dict[str, str] = field(default_factory=dict)  # source -> why it could not be read
     mode: Mode = "preflight"
-    # the records of sources with no field above, their type defined in their own module: source name
-    # -> record (builtin checks read one with ``record``, declarative rules as ``NAME.field``)
-    records: dict[str, object] = field(default_factory=dict)
-
-    def record(self, source: str, kind: type[_Record]) -> _Record | None:
-        """The record a source put in ``records``, if it is one of ``kind``."""
-        found = self.records.get(source)
-        return found if isinstance(found, kind) else None
 
     def lookup(self, path: str) -> object:
         """Resolve a dotted path (``launch.args.mem_fraction_static``) for declarative rules.
         Raises KeyError when any step is missing."""
         head, _, rest = path.partition(".")
-        obj: object = getattr(self, head, None) if head != "records" else None
-        if obj is None:
-            obj = self.records.get(head)
+        obj: object = getattr(self, head, None)
         if obj is None:
             raise KeyError(path)
         for part in rest.split(".") if rest else []:
