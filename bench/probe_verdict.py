@@ -84,7 +84,7 @@ def simulator() -> None:
                     return await probe_server(c, config=config)
 
             r = asyncio.run(go(sim.url))
-            from validator.report import ProbeResult
+            from validator.facts import ProbeResult
 
             assert isinstance(r, ProbeResult)
             acc = f"{r.accept_length:.2f}" if r.accept_length is not None else "-"

@@ -16,8 +16,9 @@ from validator.daemon.loop import Daemon, Schedule
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.notify import Notifier
 from validator.daemon.state import DaemonState
+from validator.facts import ProbeResult
 from validator.live import LiveResult
-from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict
+from validator.report import CheckResult, Report, Severity, Status, Verdict
 from validator.sources.server_identity import ServerIdentity
 
 

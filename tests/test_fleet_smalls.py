@@ -41,8 +41,7 @@ def test_messages_say_times_and_counts_as_a_person_reads_them(tmp_path: Path) ->
     assert not re.search(r"\b1\d{9}\.\d", trust["message"]), trust["message"]
     assert isinstance(trust["evidence"]["start_time"], float)  # the evidence keeps the machine's number
     from validator.checks.probe import probe_output
-    from validator.facts import Facts
-    from validator.report import ProbeResult
+    from validator.facts import Facts, ProbeResult
 
     facts = Facts(mode="check")
     facts.probe = ProbeResult(

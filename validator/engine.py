@@ -30,12 +30,12 @@ from validator.facts import (
     WEIGHTS,
     Facts,
     Mode,
+    ProbeResult,
 )
 from validator.pack_schema import CheckSpec, WaiverSpec
 from validator.pack_templates import expect_fields, expect_value, render_template
 from validator.report import (
     CheckResult,
-    ProbeResult,
     Report,
     Severity,
     Status,

@@ -27,7 +27,6 @@ from validator.server_settings import ServerArgs
 if TYPE_CHECKING:  # typing only: the records live with their schema (and preflight never needs them)
     from validator.attestation.schema import Attestation
     from validator.attestation.trust import AttestationTrust
-    from validator.report import ProbeResult
     from validator.sources.process import ProcessFacts
 
 Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
@@ -567,6 +566,28 @@ class LogFacts:
                 "no evidence about the running server"
             )
         return None
+
+
+@dataclass(kw_only=True)
+class ProbeResult:
+    """What the acceptance probe measured (contract: `probe` in `check` mode)."""
+
+    accept_length: float | None
+    accept_rate: float | None
+    requests: int
+    completion_tokens: int
+    verify_ct: int
+    tpot_ms: float | None
+    ttft_ms: float | None
+    accept_length_ci: tuple[float, float] | None = None
+    accept_length_reported: float | None = None  # SGLang's completion_tokens / spec_verify_ct
+    decided_by: str | None = None  # why the sequential rule stopped, for people
+    # The sequential rule's verdict, for checks (not in the JSON report: decided_by says it there).
+    decision: Literal["pass", "fail", "undecided"] = field(default="undecided", metadata={"exclude": True})
+    wall_s: float | None = None
+    problems: list[str] = field(default_factory=list)  # degenerate output and the like
+    # what the replies lacked that a reading needed (a build's schema, never a verdict on the text)
+    missing_fields: list[str] = field(default_factory=list)
 
 
 @dataclass

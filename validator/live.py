@@ -25,10 +25,10 @@ from pathlib import Path
 
 from validator.checks.registry import builtins
 from validator.engine import build_report, run_checks
-from validator.facts import PROBE, SERVER, Facts, NodeFacts, ServerMetricsFacts
+from validator.facts import PROBE, SERVER, Facts, NodeFacts, ProbeResult, ServerMetricsFacts
 from validator.live_inputs import LiveInputs as LiveInputs
 from validator.recipe_match import NO_PACK, choose_pack
-from validator.report import ProbeResult, Report, utc_now_iso
+from validator.report import Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
 from validator.source_table import LIVE
 from validator.sources.gathering import Unreadable, permission_denied

@@ -32,8 +32,8 @@ import yaml
 
 from validator.bounded_files import read_bounded, read_trusted_bounded
 from validator.errors import InputError, UnavailableError
+from validator.facts import ProbeResult
 from validator.probe_stats import Decision, RuleConfig, SequentialRule
-from validator.report import ProbeResult
 from validator.sources.gathering import Unreadable
 from validator.sources.server_http import Generation, SGLangClient
 

@@ -12,9 +12,10 @@ and JUnit outputs, the sidecar's `/report` and its metrics.
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any, Literal
+from typing import Any
 
 from validator import TOOL_NAME, __version__
+from validator.facts import ProbeResult
 
 
 class Status(str, Enum):
@@ -59,28 +60,6 @@ class CheckResult:
     # the check whose error this one follows from (``server.ready`` for a server that was not reached):
     # the text report says the root cause once and folds the checks that depend on it under it
     caused_by: str | None = None
-
-
-@dataclass(kw_only=True)
-class ProbeResult:
-    """What the acceptance probe measured (contract: `probe` in `check` mode)."""
-
-    accept_length: float | None
-    accept_rate: float | None
-    requests: int
-    completion_tokens: int
-    verify_ct: int
-    tpot_ms: float | None
-    ttft_ms: float | None
-    accept_length_ci: tuple[float, float] | None = None
-    accept_length_reported: float | None = None  # SGLang's completion_tokens / spec_verify_ct
-    decided_by: str | None = None  # why the sequential rule stopped, for people
-    # The sequential rule's verdict, for checks (not in the JSON report: decided_by says it there).
-    decision: Literal["pass", "fail", "undecided"] = field(default="undecided", metadata={"exclude": True})
-    wall_s: float | None = None
-    problems: list[str] = field(default_factory=list)  # degenerate output and the like
-    # what the replies lacked that a reading needed (a build's schema, never a verdict on the text)
-    missing_fields: list[str] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)

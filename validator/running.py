@@ -21,11 +21,11 @@ from dataclasses import dataclass, replace
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
-from validator.facts import LAUNCH, Facts, LaunchFacts
+from validator.facts import LAUNCH, Facts, LaunchFacts, ProbeResult
 from validator.live import LiveInputs, LiveResult, check_deadline_s, gather_live
 from validator.preflight import gather
 from validator.preflight_inputs import PreflightInputs
-from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
+from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
 from validator.rulepack import LoadedPack
 from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
 from validator.sources.launch import read_launch

@@ -28,8 +28,9 @@ from validator.daemon.logs import Logger, check_fields
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.notify import Notifier
 from validator.daemon.state import DaemonState
+from validator.facts import ProbeResult
 from validator.live import LiveResult
-from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
+from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
 from validator.sources.server_identity import ServerIdentity
 
 # (full, previous_probe) -> result. full=True waits for the server and runs the probe.

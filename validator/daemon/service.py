@@ -22,8 +22,9 @@ from validator.daemon.process_watch import ProcessTarget, ProcessWatch
 from validator.daemon.state import DaemonState
 from validator.daemon.watch import ServerWatch
 from validator.errors import UnavailableError
+from validator.facts import ProbeResult
 from validator.live import LiveResult, run_live
-from validator.report import CheckResult, ProbeResult, Report, Severity, Status, Verdict, utc_now_iso
+from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
 from validator.running import RunningInputs, judge
 from validator.source_table import LIVE
 from validator.sources.launch_state import read_state

@@ -14,7 +14,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from validator.report import ProbeResult, Report, Status, Verdict
+from validator.facts import ProbeResult
+from validator.report import Report, Status, Verdict
 
 HISTORY_S = 6 * 3600.0  # what the status page charts: the last hours
 HISTORY_MAX = 2000  # samples kept (a re-check every 30 s for 6 h is 720)
