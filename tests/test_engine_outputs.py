@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 from validator.engine import build_report, run_checks
@@ -58,6 +59,22 @@ def test_verdict_rules() -> None:
     assert decide_verdict([_result(Status.WARN, W)]) is Verdict.PASS
     assert decide_verdict([_result(Status.WARN, W)], strict=True) is Verdict.FAIL
     assert decide_verdict([_result(Status.SKIP, C)]) is Verdict.PASS
+
+
+def test_allow_partial_accepts_missing_evidence_never_an_unreached_server() -> None:
+    """The one verdict rule holds the unreached-server rule too (it was build_report's): --allow-partial
+    accepts a critical check that could not run, not a server that could not be read, waived or not."""
+    C = Severity.CRITICAL
+    log = replace(_result(Status.ERROR, C), sources=["log"])
+    server = replace(_result(Status.ERROR, C), sources=["server", "attestation"])
+    assert decide_verdict([log], allow_partial=True) is Verdict.PASS
+    assert decide_verdict([log, server], allow_partial=True) is Verdict.INCONCLUSIVE
+    assert decide_verdict([server], allow_partial=False) is Verdict.INCONCLUSIVE
+    waived = replace(_result(Status.ERROR, C, waived=True), sources=["server"])
+    # a waiver lets the unreached check itself pass, never --allow-partial accept the rest without a server
+    assert decide_verdict([waived], allow_partial=True) is Verdict.PASS
+    assert decide_verdict([log, waived], allow_partial=True) is Verdict.INCONCLUSIVE
+    assert decide_verdict([log, server, _result(Status.FAIL, C)], allow_partial=True) is Verdict.FAIL
 
 
 def test_noncritical_failure_is_a_warning_and_mem_fraction_rule_is_data() -> None:

@@ -289,14 +289,10 @@ def build_report(
         if r.status is Status.SKIP and r.severity is Severity.CRITICAL and r.evidence.get(ON_REQUEST) is True
     ]
     # --allow-partial accepts every critical check that could not run (server.log included: it is listed
-    # under not_proven like the others), never a server that was not reached
-    unreached = any(
-        r.status is Status.ERROR and r.sources[:1] == [SERVER] and r.severity is Severity.CRITICAL
-        for r in results
-    )
+    # under not_proven like the others), never a server that was not reached (decide_verdict)
     return Report(
         mode=mode,
-        verdict=decide_verdict(results, strict=strict, allow_partial=allow_partial and not unreached),
+        verdict=decide_verdict(results, strict=strict, allow_partial=allow_partial),
         coverage=coverage,
         partial=bool(coverage.not_proven),
         rule_pack=rule_pack or loaded.pack.metadata.name,

@@ -15,7 +15,7 @@ from enum import Enum
 from typing import Any
 
 from validator import TOOL_NAME, __version__
-from validator.facts import ProbeResult
+from validator.facts import SERVER, ProbeResult
 
 
 class Status(str, Enum):
@@ -137,17 +137,25 @@ def utc_now_iso() -> str:
 def decide_verdict(checks: list[CheckResult], strict: bool = False, allow_partial: bool = False) -> Verdict:
     """fail if a critical check failed (or, strict, anything warned or failed) — a failure outranks
     what could not run; inconclusive if a critical check's evidence could not be gathered (or, strict,
-    any check's), unless ``allow_partial`` accepts that; else pass. Waived results never block; ``info``
-    and ``skip`` (does not apply) never do either."""
+    any check's), unless ``allow_partial`` accepts that; else pass. ``allow_partial`` never accepts a
+    server that was not reached (a critical error whose first source is the server). Waived results never
+    block; ``info`` and ``skip`` (does not apply) never do either."""
     blocking = [c for c in checks if c.waived is None]
     if any(c.status is Status.FAIL and c.severity is Severity.CRITICAL for c in blocking):
         return Verdict.FAIL
     if strict and any(c.status in (Status.FAIL, Status.WARN) for c in blocking):
         return Verdict.FAIL
-    if allow_partial:
+    if allow_partial and not any(_unreached(c) for c in checks):
         return Verdict.PASS
     if any(c.status is Status.ERROR and c.severity is Severity.CRITICAL for c in blocking):
         return Verdict.INCONCLUSIVE
     if strict and any(c.status is Status.ERROR for c in blocking):
         return Verdict.INCONCLUSIVE
     return Verdict.PASS
+
+
+def _unreached(check: CheckResult) -> bool:
+    """The server itself could not be read for a critical check (waived or not): no partial run."""
+    return (
+        check.status is Status.ERROR and check.sources[:1] == [SERVER] and check.severity is Severity.CRITICAL
+    )
