@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.support.shell_differential import differential
 
 SEED = 20261201
-COUNT = 2000  # about 20 s on two busy cores
+COUNT = 2000  # about 50 to 80 s on two busy cores (bench.shell_differential: 48 to 80 s for 2000)
 
 # every construct the generator writes must be exercised, and (except the attacks, which are made
 # unresolved or modelled exactly) proven often enough that the test would notice it being given up on
