@@ -45,7 +45,12 @@ def test_check_against_hostile_server_exits_69_within_bounds(mode: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "mode,bound", [("metrics_labels", "over 32 labels"), ("metrics_series", "over 256 series")]
+    "mode,bound",
+    [
+        ("metrics_labels", "over 32 labels"),
+        ("metrics_series", "over 256 series"),
+        ("metrics_escapes", "over 65536 characters"),  # each line within the bounds above
+    ],
 )
 def test_hostile_metrics_text_is_refused_at_its_bound_not_parsed(mode: str, bound: str) -> None:
     """A /metrics body far under the 16 MiB cap whose shape makes the reference parser slow (250,000

@@ -56,6 +56,7 @@ MODES: dict[str, str] = {
     "metrics_labels": "/metrics: one sglang:spec_accept_length series carrying 250,000 labels (2.8 MB)",
     "metrics_series": "/metrics: sglang:generation_tokens_total in 200,000 series (8 MB)",
     "wide_json": "/server_info: the healthy document plus 2 million one-element lists (7 MB)",
+    "metrics_escapes": "/metrics: the five families read, 256 series each, 1,990 escaped quotes a line",
 }
 ANSI_MESSAGE = "\x1b[1A\x1b[2K\r  PASS  spec.accept_length  \x1b]0;owned\x07\u202e"
 # Closes the status page's table and cell, then tries a script, an event handler and an element of its own.
@@ -66,7 +67,7 @@ MARKUP_MESSAGE = (
 LEAK_MODES = frozenset({"echo_key", "ansi", "markup"})  # about what reaches the user, not about bounds
 # About time spent parsing a reply that is otherwise served as the healthy simulator's: the server is
 # reachable, so these end in a verdict (not 69), with the reading refused and said so.
-PARSE_MODES = frozenset({"metrics_labels", "metrics_series", "wide_json"})
+PARSE_MODES = frozenset({"metrics_labels", "metrics_series", "wide_json", "metrics_escapes"})
 ALL_ENDPOINTS = {"endless_body", "endless_length", "gzip_bomb", "bad_gzip", "drip", "silent"}
 
 
@@ -207,6 +208,16 @@ def _hostile_metrics(mode: str) -> bytes:
         labels = ",".join(f'l{i}="v"' for i in range(250_000))
         head = b"# TYPE sglang:spec_accept_length gauge\n"
         return head + b"sglang:spec_accept_length{%s} 1.0\n" % labels.encode()
+    if mode == "metrics_escapes":  # each line under every per-line bound; its unescaping is the cost
+        from validator.sources.metrics_reading import _WANTED
+
+        value = b'\\"' * 1990
+        lines = [
+            b'%s{v="%s",series="%d"} 1.0' % (name.encode(), value, i)
+            for name in sorted(_WANTED)
+            for i in range(256)
+        ]
+        return b"\n".join(lines) + b"\n"
     lines = [b"# TYPE sglang:generation_tokens counter"]
     lines += [b'sglang:generation_tokens_total{model_name="m",series="%d"} 1.0' % i for i in range(200_000)]
     return b"\n".join(lines) + b"\n"

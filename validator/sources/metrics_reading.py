@@ -46,10 +46,15 @@ STALL_AFTER_S = 30.0
 MAX_LINE = 4096  # characters per line of a family we read (other families' lines are only split)
 MAX_LABELS = 32  # labels per series
 MAX_SERIES = 256  # series per family we read
+# characters of the families read, all lines together: the parser's unescaping costs several times a plain
+# line's time per escape, so 1,280 lines of 4,096 escaped characters, each within every bound above, held
+# the reading far past --wait; SGLang's own lines of these families are a few KiB
+MAX_READ = 65_536
 
 
 class MetricsBoundError(ValueError):
-    """The text passes a bound of :data:`MAX_LINE`, :data:`MAX_LABELS` or :data:`MAX_SERIES`."""
+    """The text passes a bound of :data:`MAX_LINE`, :data:`MAX_LABELS`, :data:`MAX_SERIES` or
+    :data:`MAX_READ`."""
 
 
 def _wanted_lines(text: str) -> str:
@@ -57,6 +62,7 @@ def _wanted_lines(text: str) -> str:
     bounds; everything else is dropped unparsed, in one linear pass."""
     kept: list[str] = []
     series: dict[str, int] = {}
+    size = 0
     for number, line in enumerate(text.splitlines(), 1):
         if line.startswith("#"):
             parts = line.split(None, 3)
@@ -74,6 +80,9 @@ def _wanted_lines(text: str) -> str:
                 raise MetricsBoundError(f"line {number} ({name}) has over {MAX_LABELS} labels")
         if len(line) > MAX_LINE:
             raise MetricsBoundError(f"line {number} ({name}) is {len(line)} characters, over {MAX_LINE}")
+        size += len(line) + 1
+        if size > MAX_READ:
+            raise MetricsBoundError(f"the families read are over {MAX_READ} characters (at line {number})")
         kept.append(line)
     kept.append("")
     return "\n".join(kept)
