@@ -119,6 +119,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "test_sidecar_follows": ("second_user",),
     "test_failure_not_lost": ("second_user",),  # and root: each node runs in its own PID namespace
     "test_proc_trust": ("second_user",),
+    "test_redteam": ("second_user",),  # and root: unshare --net, a unit's User= that is another user
     "test_unreadable_paths": ("second_user",),
     "test_listening::test_another_users_descriptors_are_not_visible_and_say_so": ("second_user",),
     "test_deploy_kubernetes::test_both_containers_run_as_the_images_server_user": ("second_user",),

@@ -240,6 +240,8 @@ def _fake_proc(root: Path, count: int, server_pid: int, decoy_pid: int | None = 
     """A /proc-shaped tree: ``count`` processes, one of them an SGLang server holding the listening socket
     on its port, and (``decoy_pid``) one with the same argv that holds no socket."""
     (root / "stat").write_text("cpu 0\nbtime 1700000000\n")
+    (root / "net").mkdir()  # the reader's own network namespace: the server's (the same socket is seen)
+    (root / "net" / "tcp").write_text(_TCP_HEAD + _TCP_LISTEN)
     for pid in range(2, count + 2):
         d = root / str(pid)
         d.mkdir()

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
-from validator.facts import LAUNCH, Facts, LaunchFacts, ProbeResult
+from validator.facts import LAUNCH, SERVER, Facts, LaunchFacts, ProbeResult
 from validator.live import LiveInputs, LiveResult, check_deadline_s, gather_live
 from validator.preflight import gather
 from validator.preflight_inputs import PreflightInputs
@@ -163,11 +163,18 @@ async def judge(
     # what a restart changes, on every build: the process's PID and start time (``startup_time`` too where
     # /server_info has it); a worker, which serves nothing, is "up" while its process runs
     identity = ServerIdentity(None, server.process.pid, server.process.start_time)
-    reached = server.url is None
+    reached = server.url is None and server.elsewhere is None
     live_results: list[CheckResult] = []
     probe = None
     url = inputs.live.url or server.url
-    if url:
+    if server.elsewhere is not None and not inputs.live.url:
+        # its socket is another network namespace's: the same address here is not it, so nothing is asked
+        # of it; every live check is unproven under server.ready, as for a server not reached
+        unreached = Facts(mode="check")
+        unreached.errors[SERVER] = f"{server.describe()}: {server.elsewhere}"
+        live_results = run_checks(unreached, loaded, mode="check", strict=strict, selection=selection)
+        live_results = [r for r in live_results if r.id not in _PROCESS_ONLY]
+    elif url:
         # the attestation is bound to the user the process was proven to run as
         live = replace(inputs.live, url=url, server_uid=server.process.uid)
         if live.log is None and server.process.systemd_unit and not server.process.user_unit:

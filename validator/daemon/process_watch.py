@@ -165,7 +165,7 @@ class ProcessWatch:
         if server is None:
             return False
         if server.url is None:
-            return True
+            return server.elsewhere is None  # a worker is up while it runs; a socket elsewhere is unreached
         await self._close_replaced()
         return await self._watch(server.url, server.process.pid).healthy()
 

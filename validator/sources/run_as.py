@@ -11,7 +11,8 @@ path, ``LD_PRELOAD``. Whoever can write any of those runs code as whoever runs t
   (a container's files are not this host's to run). :func:`of_process`.
 - A declared launch (``preflight``, ``launch``, ``check --unit``...): every file the probe would execute or
   import from (the program and its target, the interpreter, the working directory, ``PYTHONPATH``,
-  ``PYTHONHOME``, ``PYTHONUSERBASE``, ``LD_PRELOAD``, ``LD_LIBRARY_PATH``), and each directory above them,
+  ``PYTHONHOME``, ``PYTHONUSERBASE``, ``LD_PRELOAD``, ``LD_LIBRARY_PATH``, ``LD_AUDIT``, ``HOME``'s user
+  site, ``PYTHONPYCACHEPREFIX``, a python's own ``site-packages``), and each directory above them,
   is looked at: owned by root or the reader, it runs as the reader; owned by one other user, it runs as that
   user; owned by several others, or in a directory anyone may write (not sticky), it does not run.
   :func:`of_files`.
@@ -30,7 +31,12 @@ from pathlib import Path
 
 from validator.sources.process import ProcessFacts
 
-_PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH")
+# Variables naming where a python (or the dynamic loader) finds code to run: lists of paths...
+_PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
+# ... and one path each: ``HOME`` places the user site directory (``~/.local/lib/pythonX.Y/site-packages``,
+# whose ``.pth`` files run at start-up when ``PYTHONUSERBASE`` is unset), ``PYTHONPYCACHEPREFIX`` the
+# bytecode read in place of every module's own (the standard library's included).
+_PATH_VALUES = ("HOME", "PYTHONPYCACHEPREFIX")
 MAX_PATHS = 256  # paths looked at for one program: more is not a launch command's environment
 MAX_DEPTH = 64  # components per path
 
@@ -145,6 +151,36 @@ def _chain(path: Path) -> Iterable[tuple[Path, os.stat_result]]:
             current = current.parent
 
 
+_SITE_PATTERNS = (
+    "lib/python3*/site-packages",
+    "lib64/python3*/site-packages",
+    "lib/python3*/dist-packages",
+    "local/lib/python3*/dist-packages",
+)
+MAX_SITE_DIRS = 16  # per pattern and prefix
+
+
+def _site_dirs(program: Path) -> list[Path]:
+    """The site directories a python at ``program`` reads at start-up, whose ``.pth`` files run code: the
+    ``site-packages`` (Debian: ``dist-packages``) under its prefix, as written (a virtual environment's)
+    and resolved (the base interpreter's). Not a python: none."""
+    try:
+        if not program.name.startswith("python"):
+            return []
+        resolved = Path(os.path.realpath(program))
+    except (OSError, ValueError):
+        return []
+    found: list[Path] = []
+    for exe in dict.fromkeys((program, resolved)):
+        prefix = exe.parent.parent
+        for pattern in _SITE_PATTERNS:
+            try:
+                found.extend(sorted(prefix.glob(pattern))[:MAX_SITE_DIRS])
+            except (OSError, ValueError):
+                continue
+    return found
+
+
 def _writable_by_others(st: os.stat_result) -> bool:
     """A directory where someone other than its owner and root can put or replace entries: writable by
     anyone, or by a group other than root's, without the sticky bit."""
@@ -163,10 +199,12 @@ def of_files(
     me = os.geteuid()
     base = cwd or Path("/")
     wanted: list[Path] = [Path(p) for p in paths if p]
+    wanted.extend(d for p in list(wanted) for d in _site_dirs(p if p.is_absolute() else base / p))
     for name in _PATH_VARIABLES:
         for item in env.get(name, "").replace(" ", ":").split(":"):
             if item:
                 wanted.append(Path(item))
+    wanted.extend(Path(env[name]) for name in _PATH_VALUES if env.get(name))
     owners: dict[int, tuple[Path, int]] = {}
     for path in wanted[:MAX_PATHS]:
         for where, st in _chain(path if path.is_absolute() else base / path):

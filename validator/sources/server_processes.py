@@ -105,6 +105,9 @@ class ServerProcess:
     node_rank: int = 0
     nnodes: int = 1
     proof: str | None = None  # how it was proven to be a server, in a few words
+    http_inode: int | None = None  # the inode of the socket behind ``http``
+    # why its socket is not reachable from here (it lives in another network namespace): None, it is
+    elsewhere: str | None = None
 
     @property
     def role(self) -> Literal["head", "worker", "single"]:
@@ -116,8 +119,9 @@ class ServerProcess:
     def url(self) -> str | None:
         """Where the live checks reach it: the socket it was proven to hold (a wildcard bind is reached on
         loopback). None for a worker (it serves no HTTP) and for a process not proven to listen: the
-        argv's port is never taken on its word."""
-        if self.role == "worker" or self.http is None:
+        argv's port is never taken on its word. None too for a socket in another network namespace
+        (``elsewhere``): the same address here is another socket, or none."""
+        if self.role == "worker" or self.http is None or self.elsewhere is not None:
             return None
         host, port = self.http.address, self.http.port
         if host in ("0.0.0.0", ""):
@@ -127,7 +131,10 @@ class ServerProcess:
         return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
     def describe(self) -> str:
-        where = self.url or f"worker rank {self.node_rank} of {self.nnodes}, no HTTP"
+        if self.elsewhere is not None and self.http is not None:
+            where = f"port {self.http.port} in another network namespace"
+        else:
+            where = self.url or f"worker rank {self.node_rank} of {self.nnodes}, no HTTP"
         return f"PID {self.process.pid} ({where})"
 
 
@@ -193,15 +200,18 @@ def _attach_sockets(server: ServerProcess, proc: Path) -> None:
         for s in table:
             if s.port == server.argv_port and owner is not None and s.uid == owner:
                 server.http = Endpoint(s.address, s.port)
+                server.http_inode = s.inode
                 server.listening = [server.http]
                 server.proof = f"a socket on port {s.port} created by its UID {owner}"
                 break
         return
-    server.listening = [Endpoint(s.address, s.port) for s in table if s.inode in inodes]
-    for ep in server.listening:
-        if ep.port == server.argv_port:
-            server.http = ep
-            server.proof = f"it holds the listening socket on port {ep.port}"
+    held = [s for s in table if s.inode in inodes]
+    server.listening = [Endpoint(s.address, s.port) for s in held]
+    for s in held:
+        if s.port == server.argv_port:
+            server.http = Endpoint(s.address, s.port)
+            server.http_inode = s.inode
+            server.proof = f"it holds the listening socket on port {s.port}"
             break
 
 
@@ -233,6 +243,7 @@ def _descendant_socket(server: ServerProcess, tree: dict[int, tuple[int, ...]], 
             s = by_inode.get(inode)
             if s is not None:
                 server.http = Endpoint(s.address, s.port)
+                server.http_inode = s.inode
                 server.listening = [server.http]
                 server.proof = f"its descendant PID {pid} holds the listening socket on port {s.port}"
                 return
@@ -394,6 +405,18 @@ def discover(
             if s.sockets_error is None:
                 _descendant_socket(s, tree, proc)
     proven: dict[int, ServerProcess] = {}
+    here: frozenset[int] | None = None
+    for s in found.values():
+        if s.role != "worker" and s.http is not None and s.http_inode is not None:
+            if here is None:
+                here = _reader_inodes(proc)
+            if s.http_inode not in here:
+                s.elsewhere = (
+                    f"it listens on port {s.http.port} in another network namespace than this reader's: "
+                    f"that address here reaches another socket (anyone's) or none, never it; its live "
+                    "checks are not run: judge it from its own network (its pod or container, hostNetwork), "
+                    "or give --url with an address that reaches it"
+                )
     for pid, s in found.items():
         if s.role == "worker" or s.http is not None:
             proven[pid] = s
@@ -407,6 +430,17 @@ def discover(
     return Discovery(
         servers=servers, processes=len(pids), truncated=truncated, errors=errors, ignored=ignored
     )
+
+
+def _reader_inodes(proc: Path) -> frozenset[int]:
+    """The listening sockets of this reader's own network namespace (``proc``/net is ``self/net``): a
+    server's URL is reached through them. A socket inode names one socket on the whole host, so a proven
+    socket that is not among them lives in another network namespace. Unreadable: none (nothing is
+    reachable on a socket this reader cannot see)."""
+    try:
+        return frozenset(s.inode for s in listening_sockets(proc=proc))
+    except ListeningError:
+        return frozenset()
 
 
 def discover_listening(wait_s: float, proc: Path | None = None, *, users: Collection[int] = ()) -> Discovery:
