@@ -254,3 +254,26 @@ def test_a_read_loop_makes_unknown_what_it_reads_into_and_nothing_else(host: Hos
     quiet = _write(host, "read-loop-control.sh", _script(loop.replace('MOE_BACKEND="$v"', 'SEEN="$v"')))
     rc, report, err = _preflight(host.env, "--script", str(quiet))
     assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
+
+
+def test_a_sourced_file_another_user_can_change_is_not_read_as_it_is_now(
+    tmp_path: Path, attacker: User, shared: Path
+) -> None:
+    """``source /shared/site.env``: a file another user owns, or can replace, says what it says when the
+    server starts, not what it says now. Attacked for real: the second user writes the file (FP8 head on,
+    what a recipe wants to see), the reading does not take that value; the same user then changes it,
+    which is what bash would read. Control: the same file in a private directory is read."""
+    site = shared / "site.env"
+    made = run_as(attacker, ["sh", "-c", f"echo 'export {FP8}=1' > '{site}'"])
+    assert made.returncode == 0, made.stderr
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    script = tmp_path / "shared-source.sh"
+    script.write_text(f"#!/bin/bash\nsource '{site}'\nexec python3 -m sglang.launch_server\n")
+    ex = read_exec(script, env)[0]
+    assert ex.env.get(FP8) != "1" and ex.others is not None, ex.env.get(FP8)
+    changed = run_as(attacker, ["sh", "-c", f"echo 'export {FP8}=0' > '{site}'"])
+    assert changed.returncode == 0 and site.read_text() == f"export {FP8}=0\n", changed.stderr
+    own = tmp_path / "site.env"
+    own.write_text(f"export {FP8}=1\n")
+    script.write_text(f"#!/bin/bash\nsource '{own}'\nexec python3 -m sglang.launch_server\n")
+    assert read_exec(script, env)[0].env.get(FP8) == "1"

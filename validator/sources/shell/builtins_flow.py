@@ -14,7 +14,7 @@ from typing import Any
 
 from validator.bounded_files import read_bounded
 from validator.sources.shell.conditions import test_words
-from validator.sources.shell.machine import Builtin, Machine, heredoc_text, known_words
+from validator.sources.shell.machine import Builtin, Machine, heredoc_text, known_words, others_could_write
 from validator.sources.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
 from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
@@ -108,6 +108,10 @@ def b_source(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | No
     if written is not None:
         data = written.encode("utf-8", "surrogateescape")
     else:
+        others = others_could_write(path, ev.script_owner)
+        if others:  # what bash reads at the start may be another user's: not what is here now
+            why = f"{target} (sourced at line {line_of(node)}: another user could change it: {others[0]})"
+            return _unread(ev, why, node, may_be_missing=False)
         data = read_bounded(Path(path), MAX_SCRIPT_BYTES, "sourced file")
     return _run_sourced(ev, parse(data, path), path, words, node)
 

@@ -50,6 +50,7 @@ class Machine(Variables, Conditions):
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self._capturing: list[Value] | None = None  # inside $(...): what the commands print
         self.memo: dict[tuple[Any, ...], Any] = {}  # shared by the paths of one reading (reader)
+        self.script_owner: tuple[int, ...] = ()  # the script file's owner (set by the reader)
 
     # -- the evaluator's ----------------------------------------------------------------------------------
 
@@ -193,7 +194,7 @@ class Machine(Variables, Conditions):
             return None
         full = os.path.normpath(os.path.join(self.st.cwd, path))
         text = self.st.written.get(full)
-        if text is None or others_could_write(full):
+        if text is None or others_could_write(full, self.script_owner):
             return None
         return text
 
@@ -254,19 +255,21 @@ class Machine(Variables, Conditions):
             self._capturing = saved
 
 
-def others_could_write(path: str) -> list[str]:
-    """Who other than root and this user could write or replace ``path`` (a file the script writes, then
-    reads or hands to a container): each directory on its way and the file, when it is there already.
-    Empty when nobody else could."""
+def others_could_write(path: str, trusted: tuple[int, ...] = ()) -> list[str]:
+    """Who other than root, this user and ``trusted`` (the script's own owner, who can make the script do
+    anything anyway) could write or replace ``path`` (a file the script sources, or writes and then reads
+    or hands to a container): each directory on its way and the file, when it is there. Empty when nobody
+    else could."""
     try:
-        problems = creatable_by_others(path, ())
+        problems = creatable_by_others(path, trusted)
     except OSError as exc:  # UnsafeLocation: a directory on the way that cannot be walked
         return [str(exc)]
     try:
         st = os.lstat(path)
     except OSError:
         return problems
-    if not stat.S_ISREG(st.st_mode) or st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+    owners = (0, os.geteuid(), *trusted)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid not in owners or st.st_mode & 0o022:
         problems.append(f"{path} is there already, owned by UID {st.st_uid}, mode {st.st_mode & 0o7777:04o}")
     return problems
 

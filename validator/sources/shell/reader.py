@@ -8,6 +8,7 @@ The entry point of the shell reader (``read_script``): it refuses what is not a 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,14 @@ def read_script(
     endings: list[Ending] = []
     notes: list[str] = []
     memo: dict[tuple[Any, ...], Any] = {}
+    # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
+    # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
+    owner: tuple[int, ...] = (os.stat(script).st_uid,) if text is None else ()
 
     def walk(forks: Forks) -> None:
         ev = Evaluator(script, forks)
         ev.memo = memo
+        ev.script_owner = owner
         ev.posix = shell == "sh"
         ev.initial_opts = set(options)
         ending = ev.run(tree, env, list(args or []), inside=inside, cwd=cwd)
