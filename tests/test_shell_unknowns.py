@@ -15,6 +15,7 @@ Each case has its control next to it: the same script without the construct give
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -277,3 +278,17 @@ def test_a_sourced_file_another_user_can_change_is_not_read_as_it_is_now(
     own.write_text(f"export {FP8}=1\n")
     script.write_text(f"#!/bin/bash\nsource '{own}'\nexec python3 -m sglang.launch_server\n")
     assert read_exec(script, env)[0].env.get(FP8) == "1"
+
+
+def test_a_sourced_fifo_is_read_as_unknown_without_waiting(tmp_path: Path) -> None:
+    """A FIFO where the sourced file should be (anyone able to make one there decides what bash reads):
+    the reading neither blocks on it nor takes it for a missing file; every variable is unknown from
+    there, and the reason names it."""
+    os.mkfifo(tmp_path / "site.env")
+    script = tmp_path / "fifo.sh"
+    script.write_text(
+        f"#!/bin/bash\nexport {FP8}=1\nsource ./site.env\nexec python3 -m sglang.launch_server\n"
+    )
+    ex = read_exec(script, {"PATH": "/usr/bin:/bin"})[0]
+    assert ex.others is not None and "not a regular file" in ex.others, ex.others
+    assert isinstance(ex.env[FP8], Unknown)

@@ -216,6 +216,8 @@ def _find_source(ev: Machine, target: str, node: Any) -> str | Unknown | None:
             return _cannot_tell(ev, f"{c} may have been written by the script", node)
         if os.path.isfile(c) and os.access(c, os.R_OK):
             return c
+        if os.path.exists(c) and not os.path.isdir(c) and not os.path.isfile(c):
+            return _cannot_tell(ev, f"{c} is not a regular file: bash reads what comes through it", node)
     return None
 
 
