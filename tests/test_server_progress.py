@@ -94,8 +94,8 @@ def test_sidecar_drops_readiness_on_a_stall_under_traffic_and_returns_when_it_re
             assert wait_for(lambda: _ready(d), 40), d.log()[-3000:]
 
             def stalled() -> bool:
-                checks = {c["id"]: c for c in d.get("/report").json()["checks"]}
-                return checks["server.progress"]["status"] == "fail"
+                checks = {c["id"]: c for c in d.get("/report").json().get("checks", [])}
+                return bool(checks.get("server.progress", {}).get("status") == "fail")
 
             assert wait_for(stalled, 60), d.log()[-3000:]
             report = d.get("/report").json()
@@ -113,3 +113,25 @@ def test_sidecar_drops_readiness_on_a_stall_under_traffic_and_returns_when_it_re
             before = answered[0]
             assert wait_for(lambda: _ready(d), 60), d.log()[-3000:]
             assert answered[0] > before  # the held requests completed: that is what brought it back
+
+
+def test_sidecar_without_metrics_sees_a_stall_by_its_own_request_and_returns_after_it(tmp_path: Path) -> None:
+    """No /metrics, no traffic: the first full check's own request is held past its 30 s bound (the
+    scheduler stalls from the first request for 40 s); readiness is never given. Full checks come every
+    interval while stalled, so the first one after the stall ends runs the probe and readiness comes."""
+    with sim_on_port("stall-then-recover", extra=("--stall-for", "40")) as sim:
+        sidecar = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "600", "--wait", "20",
+                   "--allow-partial"]  # fmt: skip
+        with daemon_process(tmp_path, sim.url, *sidecar) as d:
+
+            def progress() -> str:  # "" until the first check has reported
+                checks = {c["id"]: c for c in d.get("/report").json().get("checks", [])}
+                return str(checks.get("server.progress", {}).get("status", ""))
+
+            assert wait_for(lambda: progress() == "fail", 60), d.log()[-3000:]
+            assert d.get("/readyz").status_code == 503 and d.get("/livez").status_code == 200
+            report = d.get("/report").json()
+            ev = {c["id"]: c for c in report["checks"]}["server.progress"]["evidence"]
+            assert ev["source"] == "request" and ev["request_tokens"] == 0, ev
+            assert wait_for(lambda: _ready(d), 90), d.log()[-3000:]
+            assert progress() == "pass"

@@ -255,10 +255,16 @@ class Daemon:
             self.ident = None
         now = time.monotonic()
         held = self._hold(result, epoch, now)
-        retry_full = report.verdict is Verdict.INCONCLUSIVE or not server_up
+        # a stall is looked at again by a full check every interval: the probe was not run into it, so only
+        # a full check can bring readiness back once work completes (and its own small request is the
+        # only evidence where the server serves no /metrics)
+        stalled = any(c.id == STALL_CHECK and c.status is Status.FAIL for c in report.checks)
+        retry_full = report.verdict is Verdict.INCONCLUSIVE or not server_up or stalled
         if full:
             self.need_full = retry_full
             self.next_full = now + (sched.interval_s if retry_full else sched.probe_interval_s)
+        elif stalled:
+            self.next_full = min(self.next_full, now + sched.interval_s)
         self.next_recheck = now + sched.interval_s
         if held and self.inconclusive_since is not None:  # look again before the hold runs out
             self.next_recheck = min(self.next_recheck, self.inconclusive_since + sched.unready_after_s)
@@ -269,7 +275,6 @@ class Daemon:
             self.proven = result.identity
         if not held:
             self.inconclusive_since = None
-        stalled = any(c.id == STALL_CHECK and c.status is Status.FAIL for c in report.checks)
         reason = (
             "server stalled: it answers /health but completes no work (server.progress)"
             if stalled
