@@ -215,3 +215,16 @@ def test_host_platform_info_check() -> None:
     st, msg = status_for(gpu_name="NVIDIA H200", is_dgx_spark=False, machine="x86_64")
     assert st is Status.INFO and "H200" in msg  # an info finding: never WARN
     assert status_for(gpu_name=None, is_dgx_spark=None)[0] is Status.INFO
+
+
+def test_a_server_never_reached_is_inconclusive_from_the_one_verdict_rule() -> None:
+    """No process found, a check past its deadline, a check that raised: one critical server.ready error,
+    judged by decide_verdict (inconclusive, exit 69), never a verdict written by hand."""
+    from validator.report import unreached_report
+
+    for source in ("process", "server"):
+        report = unreached_report("not found", rule_pack="p", target="t", duration_s=0.0, source=source)
+        assert report.verdict is Verdict.INCONCLUSIVE and report.mode == "check"
+        assert [(c.id, c.status, c.severity, c.sources) for c in report.checks] == [
+            ("server.ready", Status.ERROR, Severity.CRITICAL, [source])
+        ]

@@ -154,6 +154,31 @@ def decide_verdict(checks: list[CheckResult], strict: bool = False, allow_partia
     return Verdict.PASS
 
 
+def unreached_report(
+    message: str, *, rule_pack: str, target: str | None, duration_s: float, source: str
+) -> Report:
+    """The report of a check that never reached its server (no process found, a run that did not finish
+    or raised): one critical ``server.ready`` error from ``source``, and the verdict that follows."""
+    checks = [
+        CheckResult(
+            id="server.ready",
+            status=Status.ERROR,
+            severity=Severity.CRITICAL,
+            message=message,
+            sources=[source],
+        )
+    ]
+    return Report(
+        mode="check",
+        verdict=decide_verdict(checks),
+        rule_pack=rule_pack,
+        started_at=utc_now_iso(),
+        duration_s=duration_s,
+        checks=checks,
+        target=target,
+    )
+
+
 def _unreached(check: CheckResult) -> bool:
     """The server itself could not be read for a critical check (waived or not): no partial run."""
     return (

@@ -25,7 +25,7 @@ from validator.facts import LAUNCH, SERVER, Facts, LaunchFacts, ProbeResult
 from validator.live import LiveInputs, LiveResult, check_deadline_s, gather_live
 from validator.preflight import gather
 from validator.preflight_inputs import PreflightInputs
-from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
+from validator.report import CheckResult, Status, unreached_report, utc_now_iso
 from validator.rulepack import LoadedPack
 from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
 from validator.sources.launch import read_launch
@@ -233,21 +233,9 @@ PREFLIGHT_MARGIN_S = 30.0
 def unfinished(server: ServerProcess, loaded: LoadedPack, deadline_s: float) -> LiveResult:
     """The answer for a server whose check did not finish within ``deadline_s``: inconclusive, not
     reached, naming the process (never a pass, and never hiding what the other servers' checks found)."""
-    check = CheckResult(
-        id="server.ready",
-        status=Status.ERROR,
-        severity=Severity.CRITICAL,
-        message=f"{server.describe()}: the check did not finish within {deadline_s:g} s",
-        sources=["process"],
-    )
-    report = Report(
-        mode="check",
-        verdict=Verdict.INCONCLUSIVE,
-        rule_pack=loaded.name,
-        started_at=utc_now_iso(),
-        duration_s=deadline_s,
-        checks=[check],
-        target=server.describe(),
+    message = f"{server.describe()}: the check did not finish within {deadline_s:g} s"
+    report = unreached_report(
+        message, rule_pack=loaded.name, target=server.describe(), duration_s=deadline_s, source="process"
     )
     return LiveResult(report=report, reached=False, identity=None, pack=loaded)
 

@@ -30,7 +30,7 @@ from validator.daemon.notify import Notifier
 from validator.daemon.state import DaemonState
 from validator.facts import ProbeResult
 from validator.live import LiveResult
-from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
+from validator.report import Report, Status, Verdict, unreached_report
 from validator.sources.server_identity import ServerIdentity
 
 # (full, previous_probe) -> result. full=True waits for the server and runs the probe.
@@ -350,21 +350,8 @@ class Daemon:
 
     def _error_report(self, message: str, duration_s: float) -> LiveResult:
         """A run that produced no report of its own: the server counts as not reached (not proven up)."""
-        report = Report(
-            mode="check",
-            verdict=Verdict.INCONCLUSIVE,
-            rule_pack=self.rule_pack,
-            started_at=utc_now_iso(),
-            duration_s=duration_s,
-            target=getattr(self.watch, "url", None),
-            checks=[
-                CheckResult(
-                    id="server.ready",
-                    status=Status.ERROR,
-                    severity=Severity.CRITICAL,
-                    message=message,
-                    sources=["server"],
-                )
-            ],
+        target = getattr(self.watch, "url", None)
+        report = unreached_report(
+            message, rule_pack=self.rule_pack, target=target, duration_s=duration_s, source="server"
         )
         return LiveResult(report=report, reached=False, identity=None)

@@ -24,7 +24,7 @@ from validator.daemon.watch import ServerWatch
 from validator.errors import UnavailableError
 from validator.facts import ProbeResult
 from validator.live import LiveResult, run_live
-from validator.report import CheckResult, Report, Severity, Status, Verdict, utc_now_iso
+from validator.report import unreached_report
 from validator.running import RunningInputs, judge
 from validator.source_table import LIVE
 from validator.sources.launch_state import read_state
@@ -71,22 +71,8 @@ def serve(
 def _not_found(rule_pack: str, message: str) -> LiveResult:
     """A check that found no server process: inconclusive, the server not reached."""
 
-    check = CheckResult(
-        id="server.ready",
-        status=Status.ERROR,
-        severity=Severity.CRITICAL,
-        message=message,
-        sources=["process"],
-    )
-    report = Report(
-        mode="check",
-        verdict=Verdict.INCONCLUSIVE,
-        rule_pack=rule_pack,
-        started_at=utc_now_iso(),
-        duration_s=0.0,
-        checks=[check],
-        target="no server process found",
-    )
+    target = "no server process found"
+    report = unreached_report(message, rule_pack=rule_pack, target=target, duration_s=0.0, source="process")
     return LiveResult(report=report, reached=False, identity=None)
 
 
