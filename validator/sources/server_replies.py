@@ -57,6 +57,11 @@ def parse_json(endpoint: str, body: bytes) -> Any:
         raise ServerError(endpoint, f"body is not UTF-8 (byte {exc.start})") from None
     if not text.strip():
         raise ServerError(endpoint, "empty body, expected JSON")
+    # every value but a container's first follows a comma, so a body with more commas than the bound (in
+    # values, or inside strings: neither in a reply SGLang sends) is refused before the parse, which
+    # holds the GIL, and so the sidecar's event loop, for its whole length
+    if body.count(b",") > MAX_JSON_VALUES:
+        raise ServerError(endpoint, f"JSON holds more than {MAX_JSON_VALUES:,} values")
     try:
         doc = json_loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
