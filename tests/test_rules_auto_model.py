@@ -17,6 +17,7 @@ from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import REPO, preflight_json
 from tests.support.document_server import document_server, sim_documents
 from tests.support.launch_recipe import RECIPE_CMD, RECIPE_ENV
+from tests.support.private_dir import trusted_copy
 
 M01 = REPO / "tests" / "corpus" / "compose" / "1iis-m01-docker-compose.yml"
 ENV = {"PATH": "/usr/bin:/bin"}
@@ -36,9 +37,12 @@ def _nothing_judged(rc: int, report: dict[str, Any], err: str) -> dict[str, Any]
 
 
 def test_the_qwen_compose_file_is_judged_by_no_pack(tmp_path: Path) -> None:
+    # a copy in a private directory: the reader refuses a Compose project others could plant a .env in,
+    # and the checkout may be under /tmp
+    m01 = trusted_copy(M01, tmp_path / "project")
     for extra in ((), ("--allow-partial",)):
         rc, report, err = preflight_json(
-            {**ENV, "HOME": str(tmp_path)}, "--compose", str(M01), "--rules", "auto", *extra
+            {**ENV, "HOME": str(tmp_path)}, "--compose", str(m01), "--rules", "auto", *extra
         )
         auto = _nothing_judged(rc, report, err)
         assert "Qwen/Qwen3.5-4B" in auto["message"] and "no shipped pack is written for" in auto["message"]

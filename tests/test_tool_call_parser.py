@@ -11,6 +11,7 @@ says so too (the relation is read, never assumed).
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -25,7 +26,9 @@ PARSER = "model.tool_call_parser"
 
 
 def _cmd(parser: str) -> str:
-    return f"{sys.executable} -m sglang.launch_server --model-path /m --tool-call-parser {parser}"
+    return (
+        f"{shlex.quote(sys.executable)} -m sglang.launch_server --model-path /m --tool-call-parser {parser}"
+    )
 
 
 def _judged(root: Path, parser: str) -> dict[str, Any]:
