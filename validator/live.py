@@ -124,6 +124,7 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
             connect_timeout=inputs.connect_timeout,
             read_timeout=inputs.read_timeout,
             retries=inputs.retries,
+            transport=inputs.transport,
         )
         async with client:
             g = LiveGathering(

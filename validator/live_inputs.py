@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import httpx
+
     from validator.selection import Selection
     from validator.sources.log_state import LogReader
     from validator.sources.metrics_reading import MetricsWatch
@@ -43,3 +45,6 @@ class LiveInputs:
     selection: Selection | None = None  # --check / --skip
     # the previous /metrics reading; the sidecar's outlives one run (None: a fresh one per run)
     metrics_watch: MetricsWatch | None = None
+    # how the server's HTTP client reaches it; None: the network. Tests hand the simulator's ASGI app
+    # (httpx.ASGITransport) to judge a verdict without starting a server process.
+    transport: httpx.AsyncBaseTransport | None = None
