@@ -242,6 +242,10 @@ class Daemon:
         self.runs += 1
         report = result.report
         server_up = result.reached
+        if server_up:
+            # a run that reached the server saw it up: a /health lost from here on is a loss to report,
+            # even when the health watch had not looked yet (a server stopped right after its first check)
+            self.healthy = True
         if full:
             self.probe = report.probe if server_up else None
             # the identity of the process this check examined, not of whatever answers a moment later
