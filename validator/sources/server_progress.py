@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 REQUEST_S = 30.0  # the bound on our own request: a healthy Spark answers 4 tokens in well under a second
 REQUEST_TOKENS = 4
+REREAD_WITHIN_S = 2.0  # how far short of the stall bound a full check waits to read /metrics again
 PROMPT = "The capital city of France is"  # SGLang's own warm-up prompt
 
 
@@ -42,10 +43,13 @@ async def gather(g: LiveGathering) -> None:
         and waiting is not None
         and waiting.progress is Progress.UNKNOWN
         and waiting.stalled_for_s is not None
+        and watch.stall_after_s - waiting.stalled_for_s <= REREAD_WITHIN_S
     ):
-        # work waits and nothing completed, for less than the bound yet: look again once the bound is
-        # reached (at most ``stall_after_s``), instead of a request of ours; a full check's schedule is
-        # not the re-check's, so its reading may come a moment short of the bound
+        # work waits and nothing completed, a moment short of the bound (a full check's schedule is not
+        # the re-check's): look again once the bound is reached instead of sending a request of ours.
+        # Further from it, the gauges may only be stale (SGLang refreshes them every 30 s when idle, so
+        # a finished burst, our own probe's included, reads as work in flight): waiting out the bound
+        # would hold every full check for it, where our request answers at once
         await asyncio.sleep(max(0.0, watch.stall_after_s - waiting.stalled_for_s) + 0.05)
         g.server.metrics = await read_again(g.client, watch)
     metrics = g.server.metrics
