@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ TP2_PACK = REPO / "deploy" / "cluster" / "ling-3.0-flash-dgx-spark-tp2.yaml"
 def test_launch_program_never_asks_for_the_launch_cmd_it_was_given() -> None:
     """``--launch-cmd`` whose interpreter cannot import sglang here: the coverage line says to run
     preflight where the server runs, not to give "the full launch command (--launch-cmd, ...)"."""
-    cmd = f"{sys.executable} -I -m sglang.launch_server --model-path /m"
+    cmd = f"{shlex.quote(sys.executable)} -I -m sglang.launch_server --model-path /m"
     out = run_cli("preflight", "--launch-cmd", cmd, "--format", "json")
     report = json_report(out.stdout)
     (missing,) = [m for m in report["coverage"]["missing"] if m["id"] == "launch.program"]
