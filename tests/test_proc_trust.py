@@ -129,11 +129,11 @@ def test_a_server_in_its_own_network_namespace_is_proven_by_its_own_socket_table
 def test_a_server_still_loading_is_judged_once_it_listens_with_wait() -> None:
     """A server loading its weights holds no socket yet: without --wait it is "not yet listening" (69,
     never judged on its argv alone); with --wait, check looks again until it listens, then judges it."""
-    from tests.support.fake_server import process_as, server_argv, sglang_tree
+    from tests.support.fake_server import LISTENS, process_as, server_argv, sglang_tree
     from tests.support.loopback import free_port
 
     port = free_port()
-    slow = "import time\ntime.sleep(3)\n" + "import socket, sys\n" + _LISTEN_BODY
+    slow = "import time\ntime.sleep(3)\n" + LISTENS
     with sglang_tree(slow) as top:
         prefix = b"/usr/bin/python3\0-m\0sglang"
         with process_as(None, server_argv(port), cwd=top, prefix=prefix) as proc:
@@ -143,16 +143,6 @@ def test_a_server_still_loading_is_judged_once_it_listens_with_wait() -> None:
     assert f"--pid {proc.pid} is not judged" in early.stderr and "not yet listening" in early.stderr
     assert later.returncode != 1, later.stderr
     assert json.loads(later.stdout)["target"] == f"PID {proc.pid} (http://127.0.0.1:{port})"
-
-
-_LISTEN_BODY = (
-    "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
-    "s = socket.socket()\n"
-    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-    "s.bind(('127.0.0.1', port))\n"
-    "s.listen(8)\n"
-    "time.sleep(120)\n"
-)
 
 
 def _check_pid(pid: int, *, wait: str) -> subprocess.CompletedProcess[str]:

@@ -247,6 +247,17 @@ def humming_runtime(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
 _FLASHINFER_BACKENDS = ("flashinfer_mxfp4", "auto")
 
 
+def _mismatch(package: str, version: str, why: str, ev: dict[str, Any]) -> check.Outcome:
+    """A FlashInfer companion package of another version than flashinfer-python, and what that does."""
+    return check.failed(
+        f"{package} does not match flashinfer-python {version}: {why}",
+        [FLASHINFER],
+        "versions",
+        params={"version": version},
+        **ev,
+    )
+
+
 @check.builtin(
     "moe.flashinfer_kernels",
     "preflight",
@@ -303,13 +314,7 @@ def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
                 if fi.cubin_mismatch == "raises"
                 else "what the installed flashinfer/jit/env.py does with it could not be read"
             )
-            return check.failed(
-                f"flashinfer-cubin {fi.cubin_version} does not match flashinfer-python {version}: {why}",
-                [FLASHINFER],
-                "versions",
-                params={"version": version},
-                **ev,
-            )
+            return _mismatch(f"flashinfer-cubin {fi.cubin_version}", version, why, ev)
         cubins = (
             f"flashinfer-cubin {fi.cubin_version} does not match flashinfer-python {version}, which ignores "
             f"it (flashinfer/jit/env.py) and downloads the cubins it needs into {fi.cache_dir / 'cubins'} at "
@@ -322,13 +327,7 @@ def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             if fi.jit_cache_mismatch == "raises"
             else "what the installed flashinfer/jit/env.py does with it could not be read"
         )
-        return check.failed(
-            f"flashinfer-jit-cache {fi.jit_cache_version} does not match flashinfer-python {version}: {why}",
-            [FLASHINFER],
-            "versions",
-            params={"version": version},
-            **ev,
-        )
+        return _mismatch(f"flashinfer-jit-cache {fi.jit_cache_version}", version, why, ev)
     ignored = (
         f" (flashinfer-jit-cache {fi.jit_cache_version} is not for FlashInfer {version}, which ignores it)"
         if fi.jit_cache_mismatch == "ignored"
