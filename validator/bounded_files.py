@@ -1,20 +1,10 @@
 """Bounded reading of every input file: regular files only, a size cap, never a blocking open.
 
-Why: with a plain ``Path.read_bytes()``, ``/dev/zero`` as any input file (or a cloned model repository
-whose ``config.json`` is a symlink to it) grows the process by gigabytes a second, and a FIFO blocks it
-forever (``open()`` of a FIFO waits for a writer; in the sidecar that freezes the event loop).
-Here the file is opened with ``O_NONBLOCK`` (a FIFO opens at once), the *opened* descriptor is checked with
-``fstat`` (so a symlink swapped after a ``stat`` cannot smuggle a device in), anything but a regular file
-is refused, and at most ``cap + 1`` bytes are ever read, even from a file that grows while it is read.
-Symlinks to regular files are followed on purpose: Hugging Face caches are trees of symlinks to blobs.
-
-JSON documents additionally go through :func:`parse_json`, which turns every way ``json.loads`` can fail
-on hostile text (integers over Python's 4,300-digit conversion limit, nesting that exhausts the
-interpreter's recursion, bad UTF-8) into an ``InputError``, and caps the nesting depth of the result so
-that no later recursive walk over it can blow the stack.
-
-Every failure is an ``InputError(where, reason)``: one line naming the file, exit 65. Callers for which an
-unreadable file means "evidence unavailable" (exit 69) catch it and re-raise their own error.
+Why: ``/dev/zero`` as an input (or a ``config.json`` symlinked to it) would grow the process without end,
+and a FIFO blocks ``open()`` forever (in the sidecar, the event loop). Files open ``O_NONBLOCK``, the opened
+descriptor is ``fstat``-checked (no swap after a ``stat``), and at most ``cap + 1`` bytes are read; links to
+regular files are followed (Hugging Face caches are symlink trees). :func:`parse_json` turns every way
+``json.loads`` fails on hostile text into an ``InputError`` and caps nesting. Failures exit 65.
 """
 
 from __future__ import annotations

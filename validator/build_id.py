@@ -1,16 +1,9 @@
-"""Which build this is: the commit it was built from, for ``spark-validate --version`` and bug reports.
+"""Which build this is: the commit it was built from, for ``--version`` and bug reports.
 
-A version number alone does not say which commit an image or a checkout runs. The answer comes from the
-first source that knows it, cheapest first, and only when ``--version`` asks (preflight runs before every
-start of the server, so nothing here runs on its path and no ``git`` process is ever started):
-
-1. ``validator/_build.json``, written into the sdist and the wheel by ``setup.py`` at build time (the
-   image and release wheels have no ``.git``);
-2. the installed distribution's PEP 610 ``direct_url.json`` (``pip install git+URL@REF`` records
-   ``vcs_info.commit_id``);
-3. the git checkout this package is imported from (``PYTHONPATH=.`` or an editable install: the
-   package's parent holds ``.git``), read by hand: ``HEAD``, the ref it names, ``packed-refs``; worktrees
-   included.
+First source that knows, read only when ``--version`` asks (never on preflight's path, no ``git`` process):
+``validator/_build.json`` written by ``setup.py`` into sdist and wheel; the distribution's PEP 610
+``direct_url.json`` (``vcs_info.commit_id``); the git checkout the package is imported from, read by hand
+(``HEAD``, its ref, ``packed-refs``, worktrees included).
 """
 
 from __future__ import annotations

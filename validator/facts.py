@@ -1,16 +1,9 @@
 """Facts: what the evidence sources established, typed per source.
 
-Sources (``validator/sources/``) read the world and return one of these records; checks
-(``validator/checks/``) read only these records, never files or sockets. That split keeps checks pure
-and testable, and lets one check combine several sources (launch command, server, attestation, log)
-and report disagreement between them.
-
-A source that could not be read records why in ``Facts.errors[source]``; a source that does not apply
-(no ``--model-dir`` given) is simply absent. Checks turn the first into ``error`` and the second into
-``skip``.
-
-The typed view builtin checks read of the settings in these records (``ServerArgs``) is its own module,
-``validator.server_settings``: the records here stay raw, as their sources read them.
+Sources (``validator/sources/``) read the world into these records; checks read only these records, never
+files or sockets, so checks stay pure and one check can compare several sources. A source that could not
+be read records why in ``Facts.errors[source]`` (the check is ``error``); one that does not apply is absent
+(``skip``). The typed view of the settings (``ServerArgs``) is ``validator.server_settings``.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
-"""The live job: wait for a running server, read its own state, the attestation and the log, run the
-acceptance probe, and check it all against the pack.
+"""The live job: wait for a running server, read its state, the attestation and the log, run the acceptance
+probe, and check it all against the pack (``check`` and the sidecar).
 
-Used by ``spark-validate check`` and by the sidecar (``serve``), which re-runs it with the probe on its
-own, longer interval. A server that cannot be reached is not a failure of the deployment but missing
-evidence: ``server.ready`` is ``error`` and the verdict ``inconclusive`` (exit 69).
-
-The evidence is the rows of ``validator.source_table.LIVE``, read in order by :func:`gather_live` within
-one deadline; each reader is in its source's module (``validator.sources``, the probe's in
-``validator.probe``).
-
-``run_live`` returns a ``LiveResult``: the report plus whether the target was reached and what identifies
-the server process that answered, so that the sidecar decides "server up" and "same server" from typed
-facts instead of looking for a check ID in the report (a pack may not list ``server.ready`` at all).
+An unreachable server is missing evidence, not a failed deployment: ``server.ready`` is ``error``, verdict
+inconclusive (exit 69). Evidence is the rows of ``source_table.LIVE`` within one deadline. ``LiveResult``
+carries whether the target was reached and the answering process's identity, so the sidecar decides "up"
+and "same server" from typed facts, not by looking for a check ID.
 """
 
 from __future__ import annotations

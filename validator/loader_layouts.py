@@ -1,12 +1,8 @@
-"""The SGLang model loaders the checkpoint reader mirrors: where each finds a checkpoint's NEXTN (MTP)
-layer and its routed experts in the Hugging Face name space, keyed by the architecture SGLang's model
-registry picks the loader by (``config.json``'s ``architectures``).
+"""The SGLang model loaders the checkpoint reader mirrors: where each finds a checkpoint's NEXTN (MTP) layer
+and routed experts, keyed by ``config.json``'s ``architectures`` (as SGLang's model registry picks them).
 
-Data, with no I/O and no import of the project's own: the checkpoint source
-(``validator.sources.checkpoint``) counts what a layout says to count, and the pack linter
-(``validator.pack_lint``) refuses a pack that needs a NEXTN layer of an architecture none of these mirror,
-since that check could never be proven. A new architecture is one ``LoaderLayout`` here, named in
-``LAYOUTS``.
+Data only: the checkpoint source counts what a layout says, and ``pack_lint`` refuses a pack needing a
+NEXTN layer of an architecture none mirrors (unprovable). A new architecture is one ``LoaderLayout`` here.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""Figures written into a pack's prose: a number in a check's text that is one of the pack's expectations
-should be that expectation's template field, so that a pack for another recipe or model never prints
-this one's numbers.
+"""Figures in a pack's prose: a number in a check's text that is one of the pack's expectations should be
+that expectation's template field, so a pack for another recipe never prints this one's numbers.
 
-``rules lint`` reports two kinds. A *disagreement* (an error): a pack that ``extends:`` another inherits
-or writes a text quoting the extended pack's value of an expectation that this pack changed ("acceptance
-above 1.5" in a pack whose floor is 2.0). A *hint*: a text quoting the pack's own value, which would go
-stale the day an extending pack changes it. Small integers (below 10) are left alone: "3 steps" and
-"topk 1" are too common in prose to tell from a figure.
+``rules lint`` reports a *disagreement* (error: a text quoting the extended pack's value of an expectation
+this pack changed) and a *hint* (a text quoting the pack's own value). Integers below 10 are left alone:
+"3 steps" and "topk 1" are too common in prose.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The pack linter: what a rule pack's schema cannot say, checked against the code that will run it.
 
-The loader (``validator.rulepack``) reads a pack, applies ``extends:`` and validates it against the schema
-(``validator.pack_schema``); then it asks this module what else is wrong, and refuses the pack if anything
-is. What is asked here needs the check registry, not the YAML: each check without ``expect`` is a builtin
-that runs in the modes listed, the expectations and remedy variants it uses are given, every template
-names only fields that exist, and a check of the checkpoint's NEXTN layer can be proven for the pack's
-architecture. Problems are ``(location, message)`` pairs, the location a path into the pack's mapping, so
-the loader can point each at its line of the YAML. ``rules lint`` also lists the waivers past their day.
+Needs the check registry, not the YAML: builtins run in their modes, expectations and remedy variants they
+use exist, templates name only existing fields, a NEXTN-layer check is provable for the architecture.
+Problems are ``(location, message)``, the location a path into the pack so the loader points at the YAML
+line. ``rules lint`` also lists waivers past their day.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Message templates of a rule pack: plain named fields only (``{expect.moe_runner_backend}``), looked up
-in a table and never evaluated; and that table, the pack's expectations as fields, which ``value_from``
-names too. The records stay data (``validator.pack_schema``): what reads them is here and in the engine.
+"""Message templates of a rule pack: plain named fields only (``{expect.moe_runner_backend}``), looked up in
+a table and never evaluated; and that table, the pack's expectations as fields (``value_from`` names them).
 
-Why not ``string.Formatter().parse``: it accepts what a pack must not hold (attribute access and indexing,
-``!r`` conversions, format specs, nested fields) and reports a stray brace without saying where
-("Single '}' encountered"); a pack author is told here which field or which character is wrong, and
-``rules lint`` points at the line. Scanning is one regular expression, no faster or slower to matter.
+Not ``string.Formatter().parse``: it accepts attribute access, indexing, conversions and format specs a
+pack must not hold, and reports a stray brace without saying where; here the author is told which field or
+character is wrong.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""The preflight job: gather static evidence (launch command, environment, installed SGLang,
-humming-kernels, checkpoint, host) and run the pack's preflight checks.
+"""The preflight job: gather static evidence (launch command, environment, installed SGLang, kernels,
+checkpoint, host) and run the pack's preflight checks.
 
-No server, no GPU, and no torch or sglang import: this runs as a systemd ExecStartPre, where every
-tenth of a second delays the server. Malformed input (a unit file, env file, config.json or safetensors
-header) raises ``InputError`` (exit 65) instead of becoming a check result: the operator must fix the
-file before any verdict means something.
-
-The evidence sources are the rows of ``validator.source_table.PREFLIGHT``, read in order by ``gather``;
-a source's module is imported only when it applies (a unit needs no Compose or docker reader, a NEXTN
-launch no DSpark draft reader, a humming launch no FlashInfer reader), and every module imported is
-start-up time of the server.
+No server, no GPU, no torch or sglang import: it runs as an ExecStartPre, before every start. Malformed
+input raises ``InputError`` (exit 65) rather than becoming a result: the file must be fixed before any
+verdict means something. Evidence is the rows of ``source_table.PREFLIGHT``, read in order by ``gather``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""What preflight reads, stated once: each field of ``PreflightInputs`` that an operator gives on the
-command line carries its option (flag, metavar, help, which group) as field metadata.
+"""What preflight reads, stated once: each ``PreflightInputs`` field given on the command line carries its
+option (flag, metavar, help, group) as field metadata.
 
-The command line is built from these fields (``commands/common.add_preflight_inputs``) and read back into
-them (``inputs_from``) by name, so a new input is one field here: it cannot be added to the parser and
-dropped on the way to preflight, or the other way round (``tests/test_preflight_inputs.py`` parses every
-option through the real parser and requires its field to change). Standard library only: the CLI builds
-every sub-parser at start-up and must not import preflight's sources to do it.
+The parser is built from these fields and read back into them by name, so an input cannot be added to one
+and dropped on the way to the other (``tests/test_preflight_inputs.py``). Standard library only: the CLI
+builds every sub-parser at start-up.
 """
 
 from __future__ import annotations

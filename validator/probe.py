@@ -1,19 +1,10 @@
 """The acceptance probe: does MTP speculation really accept drafts on this server, right now?
 
-The only direct evidence that the draft's LM head works is what speculation achieves. The probe sends
-fixed prompts (``rules/probe-prompts.yaml``) one at a time (batch size 1) at temperature 0, reads each
-reply's ``meta_info`` (``spec_verify_ct``, ``spec_num_correct_drafts``, ...), and after every reply asks
-the sequential rule (:mod:`validator.probe_stats`) whether the verdict is settled, so a broken draft is
-caught within a few dozen tokens and a healthy one passes within a few hundred. Hard caps on tokens,
-requests and wall time bound it on a slow or stuck server.
-
-It never takes SGLang's lifetime ``avg_spec_accept_length`` as its verdict (that includes other
-traffic and lags by ``decode_log_interval``); callers may cross-check against it. It also looks at the
-text, because a server can answer 200 with garbage: empty output, a long run of one character or token
-(``!!!!``), or no prompt that should stop ever stopping.
-
-The live job reads it as its probe source (:func:`gather`), told the pack's probe settings, threshold and
-prompts file.
+What speculation achieves is the only direct evidence the draft's LM head works. Fixed prompts
+(``rules/probe-prompts.yaml``), batch 1, temperature 0; each reply's ``meta_info`` feeds the sequential
+rule (:mod:`validator.probe_stats`) until settled, within caps on tokens, requests and time. SGLang's
+lifetime ``avg_spec_accept_length`` is never the verdict (other traffic, lag). The text is checked too: a
+server can answer 200 with garbage (empty, one repeated token, never stopping).
 """
 
 from __future__ import annotations
@@ -167,11 +158,8 @@ _HISTOGRAM_KEYS = ("spec_correct_drafts_histogram", "spec_accept_histogram")
 def read_spec_meta(meta: dict[str, Any], *, default_drafts: int) -> SpecReading | None:
     """The speculative counts of one final ``meta_info``, or None without ``spec_verify_ct``.
 
-    Accepted drafts, in order of directness: a count field; the histogram (``sum(k * h[k])``); else
-    ``completion_tokens - spec_verify_ct`` (each verify round emits its accepted drafts plus one bonus
-    token, so ``completion_tokens / spec_verify_ct`` is SGLang's own ``spec_accept_length``; the builds
-    before the accept-rate fields report only those two); else ``spec_accept_rate`` times the drafts
-    proposed. ``default_drafts`` is K when the reply does not say it."""
+    Accepted drafts from the most direct field present: a count, the histogram, ``completion_tokens -
+    spec_verify_ct`` (older builds), or ``spec_accept_rate`` times drafts; ``default_drafts`` is K."""
     v = _int(meta, "spec_verify_ct")
     if not v:
         return None

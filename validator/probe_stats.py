@@ -1,26 +1,11 @@
 """The sequential rule that decides the acceptance probe: is the acceptance length above the threshold?
 
-Why this rule. Each verify round of MTP accepts ``c`` of the ``K`` drafted tokens (``K`` =
-``speculative_num_draft_tokens - 1`` = 3 here) and emits ``1 + c`` tokens, so acceptance length is
-``1 + K * mean(c / K)`` and the question is one about the mean of a variable bounded in ``[0, 1]``. SGLang
-reports only per-request sums (``spec_verify_ct`` rounds, ``spec_num_correct_drafts``), which is exactly
-what a bound for bounded means needs. We use the Chernoff-Hoeffding bound in its KL form (Hoeffding 1963,
-Thm. 1: ``P(mean >= mu + t) <= exp(-n * kl(mu + t, mu))`` for independent ``[0,1]`` variables; the same
-argument holds for a martingale whose conditional means stay on one side of ``mu``, i.e. rounds may
-depend on context as long as the server is uniformly healthy or uniformly broken). It is much tighter
-than plain Hoeffding near 0, where the broken trap lives: with ``c = 0`` in every round the upper bound is
-the exact binomial one, ``1 - alpha ** (1 / n)``.
-
-The probe looks after every request, so the bounds form a confidence sequence: look ``j`` spends
-``alpha / (j (j + 1))`` (these sum to ``alpha``), split over the two sides. The verdict is ``fail`` when
-the upper bound on acceptance length is below the threshold, ``pass`` when the lower bound is above it
-(and at least ``min_requests_to_pass`` different prompts ran, since one very predictable prompt says
-little about the rest), else the probe continues until its token or time cap. An SPRT would need a
-model of the per-round distribution under both hypotheses; the bound needs none.
-
-Special case, the trap's signature: a draft that reads FP8 codes as BF16 proposes garbage, so not one
-draft is ever accepted. Zero correct drafts over ``zero_rounds`` (default 24) verify rounds is decisive:
-a deployment at the threshold would show that with probability at most ``(1 - 1/(2K)) ** 24`` ~ 1%.
+Each verify round accepts ``c`` of ``K`` drafts, so acceptance length is ``1 + K * mean(c / K)``, a mean of
+a ``[0, 1]`` variable; SGLang's per-request sums are what a bound needs. Chernoff-Hoeffding in KL form
+(Hoeffding 1963, Thm. 1; holds for martingales), exact binomial at ``c = 0`` where the trap lives. Looked at
+after every request: look ``j`` spends ``alpha / (j (j + 1))``, a confidence sequence. ``fail`` when the
+upper bound is below the threshold, ``pass`` when the lower is above (and ``min_requests_to_pass``
+prompts ran). Zero correct drafts over ``zero_rounds`` rounds (the FP8-read-as-BF16 trap) is decisive.
 """
 
 from __future__ import annotations

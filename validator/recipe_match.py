@@ -1,26 +1,11 @@
 """``--rules auto``: which shipped recipe a launch command (or a live server) follows, and why.
 
-The model decides first. Each shipped pack names the model it is written for (``recipe.architectures``,
-``recipe.model_types``); the deployment's model is read from ``/model_info``, the attestation's loaded
-class, the checkpoint's ``config.json`` (a Hub repo's from the server's cache), the log's weight-load line,
-or, where nothing else names it, the Hugging Face repo id the server downloads (a pack's ``metadata.model``
-names the repo its model is published as). A model no shipped pack is for matches none, and so does a
-model nothing names (a ``--model-path`` directory that is not here says nothing of what it holds): nothing
-is checked, and ``rules.auto`` says so as a critical ``error`` (inconclusive, exit 69, never a pass), since
-judging a Qwen server by Ling's recipe would only produce false failures. Unknown stays unknown.
-
-Then the recipe: each pack names it in its ``recipe:`` section (speculation, MoE backend, LM head); the
-deployment's own three are read from the launch command and its environment (or from ``/server_info``, the
-attestation and the log; from the dead start's logged ``server_args`` when the server never answered), and
-the pack whose recipe matches on all three is chosen. The recipe is the one that was asked for: an FP8 head
-requested on a build that ignores the variable is still the FP8 recipe (its pack fails ``lm_head.fp8``
-with the patch remedy), and SGLang's resolved EAGLE whose draft is the model's own checkpoint is NEXTN.
-
-Anything less is doubt, and doubt falls back to the default pack with a warning that says which recipe
-came closest and where it differs. That is the point of the rule: a NEXTN recipe that lost its speculative
-flags must fail the default pack's ``spec.config``, not pass as a "baseline" it never was. The baseline's
-recipe demands what a baseline really is (no speculation, ``flashinfer_mxfp4``, FP32 logits, no FP8 head),
-so it is never matched by accident.
+The model first: read from ``/model_info``, the attestation, ``config.json``, the log or the Hub repo id,
+matched to each pack's ``recipe.architectures``/``model_types``. A model no pack is for, or that nothing
+names, is a critical ``rules.auto`` error (exit 69): unknown stays unknown. Then the recipe (speculation,
+MoE backend, LM head, as asked for): the pack matching all three is chosen; anything less falls back to
+the default pack with a warning naming the closest, so a NEXTN recipe that lost its flags fails
+``spec.config`` instead of passing as a baseline (whose recipe is strict enough never to match by accident).
 """
 
 from __future__ import annotations

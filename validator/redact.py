@@ -1,15 +1,10 @@
 """Secret redaction for every output: reports, logs, error messages.
 
-SGLang's ``/server_info`` returns ``api_key`` and ``admin_api_key`` in clear, and ``launch_command`` may
-carry ``--api-key VALUE``; a validator that echoes evidence would leak them into JSON reports, JUnit
-files, journald and Prometheus. Everything that leaves the process goes through :func:`redact` (for
-structured data) or :func:`redact_text` (for free text).
-
-Secret *values* known to the process (the API key read from ``--api-key-file`` or the environment, the
-credentials of a ``--url http://user:pass@host``) are registered once with :func:`register_secret` and
-scrubbed from every later message, wherever a server echoes them. The walk over structured data is
-iterative with a depth cap, so a reply nested 500 deep cannot raise ``RecursionError``.
-:func:`neutralize_controls` makes server-supplied strings safe to print on a terminal.
+``/server_info`` returns ``api_key`` in clear and ``launch_command`` may carry ``--api-key``; everything that
+leaves the process goes through :func:`redact` (structured) or :func:`redact_text` (free text). Known
+secret values (``--api-key-file``, URL credentials) are registered once with :func:`register_secret` and
+scrubbed wherever echoed. The walk is iterative with a depth cap; :func:`neutralize_controls` makes
+server strings safe on a terminal.
 """
 
 from __future__ import annotations

@@ -135,11 +135,9 @@ def utc_now_iso() -> str:
 
 
 def decide_verdict(checks: list[CheckResult], strict: bool = False, allow_partial: bool = False) -> Verdict:
-    """fail if a critical check failed (or, strict, anything warned or failed) — a failure outranks
-    what could not run; inconclusive if a critical check's evidence could not be gathered (or, strict,
-    any check's), unless ``allow_partial`` accepts that; else pass. ``allow_partial`` never accepts a
-    server that was not reached (a critical error whose first source is the server). Waived results never
-    block; ``info`` and ``skip`` (does not apply) never do either."""
+    """fail if a critical check failed (or, strict, anything warned or failed); else inconclusive if a
+    critical check's evidence is missing (strict: any), unless ``allow_partial``, which never covers an
+    unreached server; else pass. Waived, ``info`` and ``skip`` results never block."""
     blocking = [c for c in checks if c.waived is None]
     if any(c.status is Status.FAIL and c.severity is Severity.CRITICAL for c in blocking):
         return Verdict.FAIL

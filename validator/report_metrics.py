@@ -1,20 +1,9 @@
-"""The report as Prometheus series: what each check's status is and how much of the verdict was proven.
+"""The report as Prometheus series, one definition for the sidecar's ``/metrics`` and ``--format prom``.
 
-One definition for both places the series appear, so that a dashboard or alert written against one reads
-the other: the sidecar's ``/metrics`` (``validator.daemon.metrics``) and ``--format prom`` (a file for
-node_exporter's textfile collector, ``validator.outputs.prom``).
-
-- ``spark_validate_check_passed{check,severity}``: 1 when the check passed, else 0 (the contract's first
-  metric). It cannot tell a failure from a check that could not run or does not apply, so beside it
-- ``spark_validate_check_status{check,severity,status}``: one series per status, 1 for the current one
-  (the kube-state-metrics pattern: ``max by (check) (spark_validate_check_status{status="error"})``
-  selects exactly the unproven checks, and no series ever changes its value's meaning);
-- ``spark_validate_coverage{kind}``: the critical invariants that apply (``critical``), those proven
-  (``proven``) and those whose evidence could not be gathered (``not_proven``; more than 0 on a passing
-  verdict is a partial pass, accepted by ``--allow-partial``).
-
-``extra`` label names come first on every series (``--format prom`` adds ``mode``, so that a preflight's
-file and a check's file in one textfile directory never collide).
+``spark_validate_check_passed{check,severity}`` (the contract's first metric; cannot tell fail from error),
+``spark_validate_check_status{check,severity,status}`` (one series per status, kube-state-metrics style)
+and ``spark_validate_coverage{kind}`` (critical, proven, not_proven). ``extra`` labels come first
+(``--format prom`` adds ``mode`` so preflight's and check's files never collide).
 """
 
 from __future__ import annotations
@@ -33,7 +22,7 @@ COVERAGE_KINDS = ("critical", "proven", "not_proven")
 
 class ReportGauges:
     def __init__(self, registry: CollectorRegistry, extra: Mapping[str, str] | None = None) -> None:
-        # here: prometheus_client (with http.server, wsgiref and ssl, about 25 ms) is loaded only when series
+        # here: prometheus_client (with http.server, wsgiref and ssl) is loaded only when series
         # are made; the output registry imports every format's module, preflight's included
         from prometheus_client import Gauge
 

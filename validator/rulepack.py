@@ -1,21 +1,9 @@
-"""Rule packs: the expectations and checks of one deployment recipe, as data a user can copy and edit.
+"""Rule packs: the expectations and checks of one deployment recipe, as YAML a user can copy and edit.
 
-A pack is a YAML file (kube-bench style): what the recipe expects (backend, head dtype, speculative
-settings, acceptance threshold, checkpoint shape, host limits), which checks run with which severity,
-why each matters and how to fix it, and waivers. The check logic lives in ``validator/checks``; a pack
-can also declare simple ``expect`` checks over any fact (``launch.args.mem_fraction_static <= 0.68``)
-without touching Python.
-
-The pack is the only source of truth for a recipe: every expectation and every remedy text is here, none
-in Python. Builtin checks choose a named remedy variant (``remedies.auto``) and the pack says what it
-reads; ``why``, titles, remedies and messages are templates over the pack's expectations
-(``{expect.speculative.num_steps}``) and the check's own fields (``{cache_dir}``), plain names only, never
-evaluated. A second model or recipe is a new YAML file.
-
-Loading validates the whole file (the schema in ``validator.pack_schema``, frozen dataclasses read by
-``validator.schema``, then what the listed builtin checks need from it, asked of ``validator.pack_lint``)
-and maps every problem back to a line of the YAML, so ``rules lint`` can list them all:
-``pack.yaml:42: checks[3].severity: Input should be 'critical', 'warning' or 'info'``.
+The pack is the only source of truth for a recipe (kube-bench style): expectations, severities, why, remedy
+texts and waivers; simple ``expect`` checks over any fact need no Python. Texts are templates over the
+expectations and the check's fields, plain names, never evaluated. Loading validates the whole file
+(``pack_schema``, then ``pack_lint``) and maps every problem to a YAML line for ``rules lint``.
 """
 
 from __future__ import annotations
@@ -210,7 +198,7 @@ def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
 
     where = str(path)
     text = _pack_text(path)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: 10x faster
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
     try:
         # Aliases first, from the event stream: a pack has no use for them, and a few lines of nested
         # aliases ("billion laughs") expand to gigabytes once validated.

@@ -1,15 +1,9 @@
-"""The running-process job: judge each SGLang server running on this host by what the kernel says it runs.
+"""The running-process job: judge each SGLang server on this host by what the kernel says it runs.
 
-``spark-validate check`` with no ``--url`` (or with ``--pid``): every server found by
-``validator.sources.server_processes`` is judged twice over, in one report each: the preflight checks on
-its real argv, environment and working directory (``/proc/PID/cmdline``, ``environ``, ``cwd``), and the
-live checks on the port it serves. A check both judge is merged: a failure of either is the result (the
-running configuration and the live state must both hold), else a proof by either (the argv of a
-running process is what runs, not a declaration), else what could not be proven.
-
-With a unit, script, Compose file or command given as well, ``launch.drift`` compares it with the running
-process; a difference that changes another check's outcome (what a restart from the declaration would
-run) fails it. A worker node of a multi-node launch serves no HTTP: it gets the preflight half only.
+``check`` with no ``--url`` (or ``--pid``): each server found is judged by the preflight checks on its real
+argv, environment and cwd, and by the live checks on its port. A check both judge is merged: a failure of
+either wins, else a proof by either, else unproven. With a declaration given, ``launch.drift`` compares it
+with the running process. A multi-node worker (no HTTP) gets the preflight half only.
 """
 
 from __future__ import annotations
@@ -252,15 +246,9 @@ async def judge_all(
     on_result: Callable[[ServerProcess, LiveResult], None] | None = None,
     on_ignored: Callable[[list[Ignored]], None] | None = None,
 ) -> list[LiveResult]:
-    """Discover, pick and judge every server at once, within ``deadline_s`` from when the judging starts
-    (default: one live check's deadline plus ``PREFLIGHT_MARGIN_S``); results in discovery order. A
-    server whose check is not done by then is :func:`unfinished`; the others keep what they found, so a
-    server that accepts and never answers cannot turn another's failure into "did not finish".
-    ``on_result`` is told each result as it comes (``npd`` reads them past its own deadline). Discovery
-    keeps the processes of the reader and of ``--server-user`` proven to serve, waiting up to ``--wait``
-    for one still starting; ``on_ignored`` hears those that look like servers and are not judged, with
-    why. Raises ``UnavailableError`` (exit 69) naming what was looked for, and what was ignored, when no
-    server (or not the one ``--pid`` names) is found."""
+    """Discover, pick and judge every server at once within ``deadline_s``; results in discovery order. A
+    server not done by then is :func:`unfinished` and cannot hide another's failure. ``on_result`` hears
+    each result, ``on_ignored`` each look-alike not judged. Raises ``UnavailableError`` (exit 69) if none."""
     import asyncio
 
     discovery = await asyncio.to_thread(discover_listening, inputs.live.wait_s, users=inputs.live.server_uids)

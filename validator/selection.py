@@ -1,11 +1,8 @@
-"""``--check ID`` / ``--skip ID``: which checks a run judges, chosen on the command line (kube-bench's
-``--check`` and ``--skip``), beside the pack's waivers.
+"""``--check ID`` / ``--skip ID``: which checks a run judges (kube-bench's flags), beside the pack's waivers.
 
-A waiver keeps a result visible but non-blocking, with a justification and an expiry, in the pack; a
-selection is the operator's choice for one run. A check left out is still listed, as ``skip`` with a
-message that says it was left out on request (a report never drops a check silently), it is never counted
-as proven, and the coverage line names it. The command line builds it (``commands/common.py``: an ID that
-no check has is a usage error naming it); the engine only reads it.
+A check left out is still listed, as ``skip`` saying it was left out on request (a report never drops a
+check silently), never counted as proven, and named by the coverage line. The command line builds it (an
+unknown ID is a usage error); the engine only reads it.
 """
 
 from __future__ import annotations

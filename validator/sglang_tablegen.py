@@ -1,22 +1,10 @@
 """Dump SGLang's real server-argument parser as a JSON table.
 
-Why: preflight must parse a launch command exactly as SGLang would, but it must not import torch or sglang
-(seconds, gigabytes, and a GPU build we may not have). So the parser is captured here, once per SGLang
-release, from the real ``ServerArgs.add_cli_args`` (what ``prepare_server_args`` builds), and
-``validator/sources/sglang_argparse.py`` rebuilds an argparse parser from the table.
-
-Standard library only, so that it runs inside the interpreter of any SGLang build without spark-validate
-installed there: ``spark-validate sglang-table --python /path/to/python`` feeds this file's source to that
-interpreter (``python -c``, from an empty directory so nothing local shadows a module) and caches the
-table it prints, keyed by the build. For the shipped table, with the interpreter of a venv that has SGLang
-installed (``scripts/setup_sglang_env.sh``)::
-
-    .venv-sglang/bin/python scripts/gen_sglang_cli_table.py [--output validator/data/sglang-0.5.23-cli.json]
-    .venv-sglang/bin/python scripts/gen_sglang_cli_table.py --stdout     # for the freshness test
-
-Actions keep the parser's registration order (argparse's ambiguity messages list matches in that order);
-every mapping is written with sorted keys, so the output is byte-for-byte deterministic. Set-valued
-choices (whose order Python randomises per process) are sorted.
+Preflight must parse a launch command exactly as SGLang does without importing torch or sglang, so the
+parser is captured once per release from ``ServerArgs.add_cli_args`` and ``sources/sglang_argparse.py``
+rebuilds it. Standard library only: it runs in any SGLang build's interpreter (``sglang-table --python``,
+or ``scripts/gen_sglang_cli_table.py`` for the shipped table). Output is deterministic: registration
+order kept, keys and set-valued choices sorted.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Every evidence source, declared once: its name (the key of ``Facts.errors`` and of a check result's
-``sources``), the input that lets a check it could not prove run (``validator.coverage`` names it in the
-report), what it needs read first, when it applies and where its reader is.
+"""Every evidence source, declared once: its name (the key of ``Facts.errors`` and of a result's
+``sources``), the input that would let an unproven check run, what it needs first, when it applies and
+its reader.
 
-``preflight.gather`` is a loop over ``PREFLIGHT`` and ``live.gather_live`` one over ``LIVE``, each in its
-tuple's order: a source needs only sources above it. A reader is named by its module, not imported here:
-preflight runs in the server's start-up and imports a source's module only when it applies (the start
-budget's reader brings the systemd unit and Kubernetes readers, a DSPARK launch's draft reader is of no use
-to a NEXTN one); the live job imports one in a worker thread, off the sidecar's event loop.
-
-A new source is its module with a reader, and its row here: for preflight ``gather(g: Gathering) -> None``
-in a module under ``validator/sources/``, for the live job ``async def gather(g: LiveGathering) -> None``
-(``module:function`` names a second reader of one module). ``tests/test_source_table.py`` fails for a
-reader that no row names, and for a row whose reader does not resolve or whose needs come after it.
+``preflight.gather`` loops over ``PREFLIGHT`` and ``live.gather_live`` over ``LIVE``, in order: a source
+needs only sources above it (``tests/test_source_table.py``).
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """Files the verdict trusts: written only into a private directory, read only through directories that
 nobody but root and the trusted users can write.
 
-A verdict gates server starts and Kubernetes readiness, so whoever can write a file it trusts (a rule pack,
-a generated flag table, the plugin's attestation, a waiver or env file) can turn a FAIL into a PASS. Two
-halves, both standard library only (the in-server plugin writes with them):
-
-Writing (:func:`write_private`): the directory is created 0700 (0750 with a group) and opened with
-``O_NOFOLLOW``; a directory this process does not own, or that its group or others can write, is refused.
-The new content goes to a temporary file created ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to the opened
-directory, its mode set with ``fchmod`` on the descriptor (never by name: a name can be swapped for a
-symlink between two calls), fsync'd, renamed over the target inside the same directory descriptor, and the
-directory fsync'd. The target path itself is never opened, so a FIFO planted there blocks nothing.
-
-Reading (:func:`read_guarded`): the path is walked from ``/`` one component at a time with ``openat`` and
-``O_NOFOLLOW``, resolving symlinks by hand (at most 40, as the kernel), and every directory visited is
-recorded with its owner and mode as seen on its opened descriptor. The file is opened relative to the last
-directory's descriptor, so what was judged is what was read. :func:`chain_problems` then says which of those
-directories, or the file, someone other than root and the trusted users could have written: a directory
-writable by its group or others is refused even when it is sticky and root's (``/tmp``): the sticky bit
-stops others from renaming *our* entries, not from planting theirs where we look.
+Whoever can write a trusted file (rule pack, flag table, attestation, waiver, env file) can turn a FAIL into
+a PASS. :func:`write_private`: 0700 directory opened ``O_NOFOLLOW`` and refused unless ours and private; a
+temporary file ``O_EXCL | O_NOFOLLOW`` in it, ``fchmod``, fsync, rename within the directory descriptor.
+:func:`read_guarded`: walk from ``/`` with ``openat`` and ``O_NOFOLLOW``, links resolved by hand, each
+directory recorded from its descriptor; :func:`chain_problems` refuses any writable by others, sticky
+``/tmp`` included (sticky stops renaming our entries, not planting theirs). Standard library only.
 """
 
 from __future__ import annotations
@@ -211,11 +199,9 @@ def _walk(
     missing_last: bool = False,
     links_seen: list[tuple[str, int, DirFacts]] | None = None,
 ) -> tuple[int, str, str, list[DirFacts]]:
-    """Open every directory of ``path`` from ``/`` without following a link the kernel could swap; return
-    the descriptor of the directory holding the last component, that component, the physical path of that
-    directory, and every directory visited. The caller closes the descriptor. With ``missing_last`` an
-    absent last component is returned too (where a file would be created). ``links_seen`` collects each
-    symbolic link followed: its path, its owner and the directory holding it."""
+    """Open each directory of ``path`` from ``/`` without following a link the kernel could swap; return the
+    (caller-closed) descriptor of the last one, the last component, its physical path and every directory
+    visited. ``missing_last`` allows an absent last component; ``links_seen`` collects each link followed."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -288,11 +274,8 @@ def read_guarded(
 ) -> tuple[bytes, FileFacts]:
     """The bytes of the regular file at ``path`` (at most ``max_bytes``) and what was seen on the way.
 
-    Never blocks (a FIFO opens with ``O_NONBLOCK`` and is refused on ``fstat``). Raises FileNotFoundError
-    when nothing is there and UnsafeLocation for anything it refuses: a FIFO, a device, a directory, a file
-    over the cap, a file or a directory holding it that its group or others can write. Who owns what is
-    not judged here: :func:`chain_problems` does that with the users the caller trusts. With
-    ``follow_last`` False a symlink as the file itself is refused (directories on the way are followed)."""
+    Never blocks. Raises FileNotFoundError when absent, UnsafeLocation for a FIFO, device, directory, file
+    over the cap or anything group/other-writable; ownership is judged by :func:`chain_problems`."""
     where = str(path)
     try:
         dfd, name, parent, chain = _walk(where, follow_last=follow_last)
@@ -377,10 +360,8 @@ def chain_problems(facts: FileFacts, trusted_uids: Collection[int], *, below: st
 
 
 def creatable_by_others(path: Path | str, trusted_uids: Collection[int]) -> list[str]:
-    """For a file that is not there (an optional ``EnvironmentFile=-``): who other than root, the reading
-    user and ``trusted_uids`` could create it before it is read. Every directory on its way that exists (links
-    followed by hand and each link's own directory included) must be owned by one of them and writable by
-    nobody else; a missing directory is judged by the nearest one that exists, where it would be made.
+    """Who other than root, this user and ``trusted_uids`` could create the absent file at ``path``
+    (``EnvironmentFile=-``) before it is read; a missing directory is judged by the nearest existing one.
     Empty when only they could; raises UnsafeLocation for what cannot be walked."""
     target = str(path)
     seen: list[DirFacts] = []

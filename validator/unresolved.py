@@ -1,15 +1,9 @@
-"""Unknown is a type: a value known only at run time is ``Unresolved(name, why, where)``, and reading one
-while a check judges raises ``UnresolvedRead``, which the engine turns into that check's ``error``.
+"""Unknown is a type: a value known only at run time is ``Unresolved(name, why, where)``; reading one while
+a check judges raises ``UnresolvedRead``, which the engine turns into that check's ``error``.
 
-Why a raise and not a text search: whether a check read an unknown value is then decided by what it read,
-never by the words of its message or evidence; rewording a message cannot change a verdict. Why only while
-judging (``judging()``): the sources that gather evidence read the same records to derive theirs (the
-checkpoint from ``--model-path``, the plugin from the environment) and mark what they could not know
-themselves; the guarantee is about checks.
-
-The watched containers stand in for the records' own ones in the view the engine hands the checks
-(``validator.engine``): ``WatchedMapping`` for the environment and the parsed arguments, ``watched`` for
-a record whose named attributes are unknown. Nothing here imports the rest of the validator.
+A raise, not a text search: rewording a message can never change a verdict. Only while judging
+(``judging()``): sources read the same records to derive theirs. ``WatchedMapping`` and ``watched`` stand in
+for the records' containers in the engine's view. Imports nothing of the validator.
 """
 
 from __future__ import annotations

@@ -115,14 +115,10 @@ class ModelInfo(_Strict):
 
 @dataclass(frozen=True)
 class LmHeadSharing(_Strict):
-    """How the draft got its LM head, as the draft worker's set-up left it.
+    """How the draft got its LM head, as the draft worker's set-up left it (``worker``: its class).
 
-    ``worker`` names the draft worker class whose set-up was observed (``EagleDraftWorker``,
-    ``DSparkWorkerV2``, ...). DSpark's worker shares the target's module by construction
-    (``attach_shared_modules``) unless the draft declares ``uses_own_vocab_modules``, in which case the
-    draft's own head is expected and ``shared_module`` is False for a healthy server: ``own_vocab_modules``
-    tells the two apart.
-    """
+    DSpark shares the target's module by construction unless the draft declares ``uses_own_vocab_modules``
+    (then its own head is expected, ``shared_module`` False): ``own_vocab_modules`` tells the two apart."""
 
     shared_module: bool | None
     shared_weight: bool | None

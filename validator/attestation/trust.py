@@ -1,21 +1,11 @@
-"""Whether an attestation read from disk describes the server behind a URL (the ``attestation.trust``
-check), as a pure function of what was observed, so the live job can refuse an untrusted document as
-evidence and the check can report the same reasons.
+"""Whether an attestation read from disk describes the server behind a URL (``attestation.trust``), as a
+pure function of what was observed, so the live job and the check give the same reasons.
 
-Three questions, each always asked, whatever the document says about itself (a null or a foreign hostname
-is a problem, never a reason to skip a test):
-
-- Which process serves the URL? Where its owner is visible (same host, or a shared PID namespace), the
-  process holding the listening socket on the URL's port (``validator.sources.listening``); the document's
-  PID must be that process or a descendant of it (SGLang's scheduler processes, which write it, are
-  children of the HTTP server's process). Where it is not visible, only a declared server user
-  (``--server-user``) can stand in, and the binding is then by owner alone.
-- Who could have written the file? It and every directory from it up to ``/`` must be owned by root or by
-  the server's user and writable by nobody else: a world-writable parent (an emptyDir) lets anyone rename
-  the plugin's private directory away and put their own in its place; a root-owned sticky ``/tmp`` stops
-  the renaming but not the planting.
-- Which run? The PID with its /proc start time, this host, the HTTP host and port against the URL and
-  ``/server_info``, the SGLang build, the weight-load seconds.
+Always asked, whatever the document claims: which process serves the URL (its PID or an ancestor holds the
+listening socket; unseen, only ``--server-user`` binds, by owner); who could have written the file (it and
+every directory up to ``/`` owned by root or the server's user, writable by nobody else: a world-writable
+parent lets anyone swap the plugin's directory, sticky ``/tmp`` stops renaming but not planting); which run
+(PID start time, host, HTTP host and port, SGLang build, weight-load seconds).
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """``attestation.trust``: the attestation file proves something about *this* server, or nothing at all.
 
-The plugin's document is strong evidence (module identity of the draft's LM head, the head's real dtype,
-the MoE methods per layer), so a forged or leftover one is the cheapest way to make a broken server pass.
-The file must be a regular file, it and every directory above it owned by the server's user (or root) and
-writable by nobody else, written by the process listening on the URL's port or one of its descendants
-(where that process is visible; else by the declared ``--server-user``), running now with the recorded
-/proc start time, on this host, for the HTTP host and port the URL names and ``/server_info`` reports, by
-the same SGLang build and weight load.
-Anything else is ``error``, never ``pass``; the live job has already kept such a document away from every
-other check (``validator.live``), and this check says why: the reasons the live job found
-(``AttestationTrust.unbound``, from ``validator.attestation.trust.binding_problems``, the one definition
-of the rules), not a second judgement of its own.
+A forged or leftover document is the cheapest way to make a broken server pass. Anything not bound to this
+server (ownership, writer process, start time, host, port, build, weight load) is ``error``, never
+``pass``; the live job already kept such a document from every other check, and this check reports its
+reasons (``AttestationTrust.unbound``, from ``attestation.trust.binding_problems``), not a judgement of
+its own.
 """
 
 from __future__ import annotations

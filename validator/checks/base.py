@@ -1,11 +1,9 @@
 """What a check is: a pure function from facts (and the pack's expectations) to an outcome.
 
-Builtin checks register under their contract ID and the mode they judge, with what they read from the
-pack: ``@builtin("moe.backend", "preflight", needs=("moe_runner_backend",), remedies=("auto",))``. The
-engine looks them up by the IDs and modes a rule pack lists (``validator/checks/registry.py`` imports the
-families); loading a pack rejects one that lacks what a listed check needs. A check never reads files or
-sockets (sources did that already) and holds no recipe values or remedy texts: it returns an ``Outcome``
-naming a remedy variant of the pack, and the engine adds severity, the pack's remedy text and waivers.
+Builtins register under their contract ID and mode with what they read from the pack
+(``@builtin("moe.backend", "preflight", needs=(...), remedies=("auto",))``). A check reads no files or
+sockets and holds no recipe values or remedy texts: it returns an ``Outcome`` naming a remedy variant, and
+the engine adds severity, the pack's remedy text and waivers.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""``cluster.*``: one node of a multi-node launch, judged on its own host. The comparisons across nodes
-(the same arguments, build and NCCL binary on every rank) are the shipped Prometheus rules' job, over
-each node's ``spark_validate_node_info``; here each node shows its hashes and what it can tell alone.
+"""``cluster.*``: one node of a multi-node launch, judged on its own host; comparisons across nodes are the
+shipped Prometheus rules' job, over each node's ``spark_validate_node_info``.
 
-- ``cluster.args``: ``--nnodes`` > 1 needs ``--dist-init-addr``, and ``--node-rank`` below ``--nnodes``.
-- ``cluster.build``: the NCCL library the server's processes mapped is found and hashed (a pip NCCL with
-  the system's version string but another binary wedged two-Spark servers; versions prove nothing).
-- ``cluster.interface``: ``SGLANG_HOST_IP`` is set and on a ConnectX (or loopback, for a one-host test)
-  interface, not Wi-Fi; ``NCCL_SOCKET_IFNAME``/``GLOO_SOCKET_IFNAME`` name that interface; the
-  ``--dist-init-addr`` host is on it (the head) or reached through it (a worker); no fixed RDMA GID index
-  (``NCCL_IB_GID_INDEX``: each node's GID table differs).
+``cluster.args`` (``--dist-init-addr``, ``--node-rank`` below ``--nnodes``); ``cluster.build`` (the mapped
+NCCL library hashed: a pip NCCL with the system's version string but another binary wedged two-Spark
+servers); ``cluster.interface`` (``SGLANG_HOST_IP`` on a ConnectX or loopback interface, the NCCL/GLOO
+interface variables naming it, the init address reached through it, no fixed ``NCCL_IB_GID_INDEX``).
 """
 
 from __future__ import annotations

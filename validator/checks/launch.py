@@ -1,11 +1,9 @@
-"""Launch checks: ``launch.program`` (the launch command can run, and the SGLang install preflight read is
-the one the server will import) and ``launch.warnings`` (what SGLang accepts but does not do as written).
+"""Launch checks: ``launch.program`` (the command can run, and the SGLang install preflight read is the one
+the server will import) and ``launch.warnings`` (what SGLang accepts but does not do as written).
 
-Every preflight check of the installed build (``lm_head.fp8``'s support, ``spec.lm_head_shared``) is only
-as good as the answer to "which ``sglang`` will this server import?"; a program that cannot run would
-leave them unproven and ``launch`` unable to exec. Where preflight runs on the server's own host
-(``launch``, ``--unit``), a program that cannot run is a misconfiguration (``fail``); elsewhere
-(``--launch-cmd`` checked on a laptop) it is evidence that could not be gathered (``error``).
+Every check of the installed build is only as good as "which ``sglang`` will this server import?". On the
+server's own host (``launch``, ``--unit``) a program that cannot run is ``fail``; elsewhere (a
+``--launch-cmd`` on a laptop) it is evidence that could not be gathered (``error``).
 """
 
 from __future__ import annotations

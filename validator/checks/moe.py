@@ -120,13 +120,9 @@ _INT4_METHODS = frozenset({"gptq", "awq", "gptq_marlin", "awq_marlin", "moe_wna1
 
 
 def auto_backend(facts: Facts, mxfp4_pick: str | None) -> tuple[str | None, str]:
-    """What ``--moe-runner-backend auto`` resolves to for the launch's checkpoint, from its own
-    ``quantization_config``, and how that was decided; (None, why) when it cannot be known here.
-
-    MXFP4 routed experts in an FP8 checkpoint: SGLang 0.5.23's ``_bailing_moe_v3_overrides`` picks
-    ``mxfp4_pick`` (the pack's ``moe_auto_backend``: flashinfer_mxfp4). INT4 weights (GPTQ, AWQ, or
-    compressed-tensors with 4-bit integer weights): the MoE layers run Marlin kernels (sglang#36204).
-    Another quantization, or a checkpoint not readable here: unknown, never a guess."""
+    """What ``--moe-runner-backend auto`` resolves to for the checkpoint's ``quantization_config``, and why;
+    (None, why) when unknown here. MXFP4 experts in FP8: ``mxfp4_pick`` (0.5.23's
+    ``_bailing_moe_v3_overrides``); INT4 weights: Marlin (sglang#36204); anything else: never a guess."""
     ckpt = facts.checkpoint
     if ckpt is None:
         why = facts.errors.get(CHECKPOINT) or "the checkpoint is not readable here"

@@ -1,13 +1,9 @@
-"""Server checks: the server is up and serving its state (``server.ready``), which process was judged
-(``server.process``), and its log as evidence (``server.log``).
+"""Server checks: ``server.ready`` (up and serving its state), ``server.process`` (which process was judged)
+and ``server.log`` (its log as evidence).
 
-``server.log`` has a check of its own because a log that holds no start (empty, truncated by logrotate's
-``copytruncate``, rotated away, another server's) would reach the other checks as "no FP8 line", which
-``lm_head.fp8`` would read as a BF16 head: a critical false alarm on a healthy server. So the live layer
-turns such a log into a source error, and this check reports it (``error``: the evidence the user asked
-for could not be had). Its ``accept len`` lines are the acceptance of real traffic: exactly 1.00 over many
-decode intervals is the broken-draft signature, which must not pass silently when the probe says otherwise
-or is off.
+A log holding no start (empty, ``copytruncate``d, rotated, another server's) would read as "no FP8 line",
+i.e. a BF16 head: a critical false alarm. So it is a source error, reported here. Its ``accept len`` of
+exactly 1.00 over many intervals is the broken-draft signature and must not pass silently.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""DSpark checks (``spec.dspark``, and the DSPARK forms of ``spec.config`` and ``spec.lm_head_shared``):
-the draft a DSpark model the build registers, its verify width as SGLang resolves it, and a KDA
-ReplaySSM spec-verify ring SGLang will accept.
+"""DSpark checks (``spec.dspark``, and the DSPARK forms of ``spec.config`` and ``spec.lm_head_shared``): a
+draft the build registers, its verify width as SGLang resolves it, and a KDA ReplaySSM ring SGLang accepts.
 
-SGLang's own rules are reproduced here as pure functions (``verify_width``, ``width_conflict``,
-``ring_problems``, ``smallest_ring``), each naming the upstream code it follows: SGLang 0.5.23's
-``_handle_dspark`` (``srt/arg_groups/speculative_hook.py``) and the ring checks of
-``srt/mem_cache/memory_pool.py``. They judge; the draft's files are read by ``sources/dspark_draft``.
+SGLang's rules as pure functions, each naming the code it follows (0.5.23's ``_handle_dspark`` in
+``srt/arg_groups/speculative_hook.py``, ring checks of ``srt/mem_cache/memory_pool.py``); the draft's files
+are read by ``sources/dspark_draft``.
 """
 
 from __future__ import annotations

@@ -245,7 +245,7 @@ def recognise_simulator_processes() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # here: the live job, with httpx and asyncio (launch imports this module; asyncio alone is ~10 ms)
+    # here: the live job, with httpx and asyncio (launch imports this module)
     import asyncio
 
     from validator.live import run_live

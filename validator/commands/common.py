@@ -179,12 +179,9 @@ def emit(report: Report, args: argparse.Namespace, loaded: LoadedPack) -> int:
 
 
 def write_atomically(out: Path, text: str) -> None:
-    """Write ``out`` through an unpredictable temporary file in its own directory, then rename it over.
-
-    ``mkstemp`` creates the temporary with ``O_CREAT | O_EXCL`` (a planted file or symlink of that name
-    cannot exist), and the rename replaces ``out`` itself: a symlink planted at ``out`` is replaced, the
-    file it pointed to is never written (a fixed ``FILE.tmp`` let anyone who can write the directory make
-    root overwrite any file). The report is readable as a plain ``open()`` would have made it (umask)."""
+    """Write ``out`` through an ``mkstemp`` temporary in its own directory, then rename it over: a planted
+    file or symlink at ``out`` is replaced, never written through (a fixed ``FILE.tmp`` let anyone who can
+    write the directory make root overwrite any file). Mode as a plain ``open()`` would give (umask)."""
     import tempfile
 
     try:

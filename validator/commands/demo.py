@@ -1,11 +1,8 @@
 """`spark-validate demo`: the whole pipeline in a few seconds, with no GPU, no model and no network.
 
-It starts the bundled SGLang simulator in-process on free loopback ports, once healthy and once with the
-integration trap (draft sharing only the FP8 head's tensor), checks both with the real live checks and
-probe, and shows side by side what the validator found. Exit 0 when the healthy server passes and the
-other one is judged as the simulator's scenario table says: a misconfigured or misbehaving server does not
-pass (fail, or inconclusive for a server that cannot answer); a server whose only trouble is transport
-(``flaky-5xx``: transient 503s the checks retry through) is never failed, since its configuration is fine.
+Starts the simulator in-process, healthy and with the integration trap, checks both with the real live
+checks and probe, and shows them side by side. Exit 0 when the healthy server passes and each scenario is
+judged as the scenario table says (``flaky-5xx``, transport trouble only, is never failed).
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """`spark-validate npd`: a node-problem-detector custom plugin, so a failed invariant becomes a NodeCondition.
 
-NPD's custom plugin protocol (kubernetes/node-problem-detector, pkg/custompluginmonitor/plugin/plugin.go):
-NPD runs the plugin every ``invoke_interval``, kills it after ``timeout`` (5 s by default), reads at most
-4 KB of its stdout, trims it, cuts it at ``max_output_length`` bytes (80 by default) and maps the exit
-status: 0 OK, 1 a problem (the condition becomes true, with the output as its message), anything else
-unknown. So this command judges the node's running servers as ``check`` with no ``--url`` does, with no
-acceptance probe and no waiting (a plugin must be quick and must not load the server), and
-
-- prints exactly one line of at most ``--max-output-length`` bytes (ASCII; the failing checks first);
-- exits 0 when every server found passes (critical checks whose evidence could not be gathered are
-  accepted, as ``--allow-partial`` does, unless ``--require-proof``: NPD's unknown is for a run that
-  could not judge, not for a deployment that cannot prove everything without a probe), 1 when a
-  critical check fails on any server (also when another server's check did not finish: the servers are
-  judged at once, and a failure found is never lost to a deadline), 2 when nothing was found, the run
-  could not judge, or it ran out of ``--timeout`` with no failure found (it enforces the timeout itself,
-  below NPD's, so that NPD never has to kill it).
+NPD (pkg/custompluginmonitor/plugin/plugin.go) kills the plugin after ``timeout``, keeps at most
+``max_output_length`` bytes and maps exit 0 OK, 1 problem, else unknown. So: judge the running servers as
+``check`` with no ``--url`` does, with no probe and no waiting; print one ASCII line, failures first; exit
+0 when all pass (unproven accepted unless ``--require-proof``), 1 when a critical check fails anywhere
+(never lost to a deadline), 2 when nothing was found or judged; the timeout is enforced below NPD's.
 """
 
 from __future__ import annotations

@@ -1,26 +1,10 @@
-"""The sidecar's HTTP server: the replies of :mod:`validator.daemon.endpoints` (``/readyz``, ``/livez``,
-``/metrics``, ``/report``, ``/``), served by h11 on an asyncio protocol.
+"""The sidecar's HTTP server: the replies of :mod:`validator.daemon.endpoints` served by h11 on an asyncio
+protocol, ``GET`` and ``HEAD`` only.
 
-h11 (a sans-IO HTTP/1.1 state machine, the parser under httpx) reads the requests: request line and
-headers, keep-alive, pipelining, HTTP/1.0, the ``Content-Length`` and ``Transfer-Encoding`` rules, and which
-malformed request gets which error. This module keeps what h11 leaves to its caller, the bounds a hostile
-client meets: connections, buffered output, header time, idle time, head size, and requests answered per
-turn of the event loop (a pipelined burst waits its turns). ``GET`` and ``HEAD`` only, and no request body.
-
-Why not starlette + uvicorn (which the project depends on)? Every answer is a pre-rendered reply read
-from the latched state, so a framework would only add per-request work: routing, scopes,
-middleware and ASGI message passing cost more than the whole reply, and uvicorn would sit in the
-sidecar's memory for five fixed routes. h11 adds the parser and nothing else (httpx loads it anyway).
-
-What h11 costs, measured against the hand-written parser it replaced (same run, 2-core shared box): one
-client, one request at a time, ``/readyz`` p50 0.14 ms instead of 0.03-0.10 ms; 200 clients flooding,
-9-12k requests/s instead of 48-64k and p50 16-19 ms instead of 2-4 ms: h11 is a pure-Python state
-machine, 55-84 us of CPU per request against 3.4-4.6 us (``bench/sidecar_request_cpu.py``). The
-sidecar's clients are the kubelet and Prometheus, a request every few seconds, whose probe timeouts are
-seconds; RSS (49 MB) and ``/livez`` during start-up are unchanged. A flood stays bounded by the
-connection cap, back-pressure and turns below, not by parser speed: another client's ``/livez`` during
-a 6,000-request pipelined burst waits 1.1 ms (median), against 54 ms with the hand-written parser, which
-answered a whole read at once (``bench/sidecar_pipeline.py``).
+h11 parses (keep-alive, pipelining, framing rules, errors); this module keeps the bounds a hostile client
+meets: connections, buffered output, header and idle time, head size, requests per loop turn. No framework:
+every answer is pre-rendered from the latched state, so routing and ASGI would only add per-request work
+(figures in ``bench/sidecar_request_cpu.py`` and ``bench/sidecar_pipeline.py``).
 """
 
 from __future__ import annotations
@@ -46,17 +30,15 @@ WRITE_HIGH_WATER = 256 * 1024  # buffered output that pauses answering (and read
 MAX_OUTPUT = 8 * 1024 * 1024  # never more buffered than this on one connection, even for one reply
 ACCEPT_LOG_INTERVAL_S = 60.0
 # Requests answered on one connection before the event loop serves the others: pipelined requests arrive
-# by the thousand in one read, and h11 takes some 50-80 us for each, so without a turn one client's burst
-# held every other client (the kubelet's probe included) for up to a second.
+# by the thousand in one read, and without a turn one client's burst held every other client (the
+# kubelet's probe included).
 REQUESTS_PER_TURN = 8
 
 
 class _Protocol(asyncio.Protocol):
-    """One client connection, its requests read by an ``h11.Connection`` and answered in order. When the
-    client does not read its replies the transport's buffer passes the high-water mark, ``pause_writing``
-    stops both answering and reading (so neither the output buffer nor the pending input can grow), and
-    ``resume_writing`` picks up where it stopped. The server's reaper closes connections that stall (see
-    :class:`SidecarServer`)."""
+    """One client connection, requests read by an ``h11.Connection`` and answered in order. Past the
+    transport's high-water mark ``pause_writing`` stops both answering and reading, so neither buffer
+    grows; the server's reaper closes connections that stall."""
 
     def __init__(self, endpoints: Endpoints, server: SidecarServer) -> None:
         self.ep = endpoints
@@ -198,16 +180,9 @@ _ERRORS = {
 
 
 class SidecarServer:
-    """The listening socket plus the set of open connections, with the bounds that keep a hostile client
-    from starving the kubelet's probes:
-
-    - at most ``max_connections`` at once (and never more than half the file-descriptor limit): a new
-      connection at the cap evicts the stalest one, so slow clients cannot lock the kubelet's probe out;
-    - a request head must arrive within ``header_timeout``, an idle keep-alive connection is closed after
-      ``idle_timeout``, a client that stops reading is closed after ``write_timeout`` (its output is
-      bounded meanwhile by back-pressure: at most ``WRITE_HIGH_WATER`` plus one reply is buffered);
-    - errors of ``accept()`` (EMFILE when the descriptors run out) are logged once per minute, as one line
-      with a count, instead of a traceback per retry."""
+    """The listening socket and its connections, bounded so a hostile client cannot starve the kubelet's
+    probes: ``max_connections`` (at most half the fd limit; the stalest is evicted), ``header_timeout``,
+    ``idle_timeout``, ``write_timeout`` with back-pressure, and ``accept()`` errors logged once a minute."""
 
     def __init__(
         self,

@@ -1,18 +1,10 @@
-"""The scheduler: wait for the server, run a full check (with the acceptance probe), then re-check the
-configuration every ``interval`` and probe again every ``probe_interval``, one check at a time.
+"""The scheduler: wait for the server, run a full check (with the probe), then re-check every ``interval``
+and probe every ``probe_interval``, one check at a time.
 
-Readiness is latched from check runs only. It drops at once when ``/health`` fails for its bounded
-retries, when the server's identity changes (a restart), or when a check's verdict is ``fail``; only a new
-full check, probe included, brings it back: a re-check never lends a probe measured on a previous server
-process to a new one. An ``epoch`` counts restarts; a check that was in flight across one cannot latch
-ready. A check that is merely ``inconclusive`` (a transient 5xx, a timeout) on the server last proven
-keeps readiness for ``unready_after_s`` (readiness hysteresis), so that one blip never takes the only
-backend out of a Service; the next re-check comes no later than that deadline, and the deadline is
-enforced on every tick, also while a long check is in flight.
-
-The scheduler proves it is alive by touching a heartbeat every tick, also while a check is in flight; a
-check that overruns its deadline is cancelled and recorded as inconclusive, so a hung server cannot wedge
-the loop. ``/livez`` and systemd's watchdog both read that heartbeat.
+Readiness is latched from check runs only: it drops on ``/health`` lost, a restart or a ``fail``, and only a
+full check brings it back (a probe is never lent across server processes; an ``epoch`` counts restarts).
+An ``inconclusive`` on the server last proven keeps readiness for ``unready_after_s`` (hysteresis), enforced
+every tick. A heartbeat each tick feeds ``/livez`` and the watchdog; an overrunning check is cancelled.
 """
 
 from __future__ import annotations

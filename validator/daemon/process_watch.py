@@ -1,17 +1,10 @@
-"""The sidecar beside a server it finds from ``/proc`` (``serve`` with no ``--url``): which process it
-watches, and the cheap signs that it restarted.
+"""The sidecar beside a server found from ``/proc`` (``serve`` with no ``--url``): which process it watches,
+and the cheap signs that it restarted (PID and start time change on every restart and build).
 
-Where the sidecar sees the server's processes (the same host, Compose ``pid: "service:sglang"``,
-Kubernetes ``shareProcessNamespace: true``), the process is evidence of its own: its PID and start time
-change on every restart, on every SGLang build (``/server_info``'s ``startup_time`` is missing on some),
-and a worker node of a multi-node launch, which serves no HTTP, has nothing else to watch.
-
-The target is the server ``--pid`` names, else the only one found. After a restart (that process gone) it
-follows the server, not a name: the one process that now holds the listening socket on the port the
-followed server held (a worker: the same ``--node-rank``), run by the same user (or one ``--server-user``
-names). Any user can write a server's argv, ``--port`` included, into a process of their own; such a
-process is never followed, whatever its PID, and is named in the report as passed over, with why. Two
-processes that both qualify are ambiguous: neither is followed.
+The target is the server ``--pid`` names, else the only one found. After a restart it follows the process
+that now holds the followed server's listening socket (a worker: same ``--node-rank``), of the same user or
+a ``--server-user``: anyone can write a server's argv, so a look-alike is never followed and is reported as
+passed over. Two that qualify are ambiguous: neither is followed.
 """
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ async def _main(
     server = SidecarServer(endpoints, log=log)
     # Before listening, what would otherwise run on the event loop once /livez is served: the watch's
     # HTTP client (httpx loads its TLS trust store), and the modules the first check imports (httpx
-    # among them): together tens of milliseconds that delayed /livez answers during the first check.
+    # among them), which delayed /livez answers during the first check.
     watch: ServerWatch | ProcessWatch
     if target is not None:
         watch = ProcessWatch(target, api_key=inputs.api_key)

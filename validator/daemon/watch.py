@@ -1,11 +1,8 @@
 """Cheap signs that the server restarted: ``/health`` going down, or its identity changing.
 
-The identity is what a restart cannot keep (:class:`validator.sources.server_identity.ServerIdentity`):
-``/server_info``'s ``startup_time`` where the build serves it, its ``random_seed`` (on every build), when
-the attestation plugin writes one the scheduler's PID and start time, and, where a ``listener`` is given,
-the PID and ``/proc`` start time of the process listening on the server's port. One short
-``/health`` poll at a time, without retries: SGLang's ``/health`` runs a one-token generation per call, so
-it is polled gently (every few seconds) and never concurrently.
+The identity (``server_identity.ServerIdentity``) is what a restart cannot keep: ``startup_time``,
+``random_seed``, the attestation's scheduler PID and start time, the listener's PID and start time. One
+``/health`` poll at a time, without retries: it runs a one-token generation per call.
 """
 
 from __future__ import annotations

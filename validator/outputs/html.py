@@ -1,18 +1,9 @@
-"""``--format html``: the report as one self-contained HTML page, for people; the sidecar serves the same
-page at ``GET /`` with its readiness, the acceptance history it keeps, and a refresh while it is open.
+"""``--format html``: the report as one self-contained page for people (the sidecar serves it at ``/``).
 
-Most Spark owners run no Prometheus or Grafana: this page is their dashboard, and the file is what they
-attach to an issue. So it stands alone: no JavaScript, no external assets (inline CSS, an inline SVG
-chart), ``<meta http-equiv="refresh">`` for the refresh. It renders from the redacted report
-(``outputs/safe.py``) with control characters neutralised, and every string it writes, whoever supplied
-it (a server's reply quoted in evidence, a check message), goes through :func:`html.escape`: hostile text
-is shown as text and never becomes markup. The sidecar also sends a Content-Security-Policy that allows
-no script at all, so even a mistake here could not run one.
-
-Layout, top to bottom: the verdict and coverage at a glance (a partial pass says so in the banner), what
-was not proven and which input would prove it, the acceptance (the probe with its interval, the server's
-own reading, and their history as a chart), then every check, failures first, each with its evidence,
-why it matters and the remedy.
+Most Spark owners run no Grafana: this is their dashboard and what they attach to an issue. No JavaScript
+or external assets (inline CSS and SVG, meta refresh); rendered from the redacted report, every string
+through :func:`html.escape`, and the sidecar's CSP allows no script. Top to bottom: verdict and coverage,
+what was not proven and what would prove it, acceptance and its history, every check, failures first.
 """
 
 from __future__ import annotations
@@ -67,7 +58,7 @@ class SidecarView:
 
 
 def _e(value: object) -> str:
-    import html  # here: it loads html.entities (1.5 ms), and preflight imports this module for --format
+    import html  # here: it loads html.entities, and preflight imports this module for --format
 
     return html.escape(str(value), quote=True)
 

@@ -1,13 +1,8 @@
 """``--format prom``: the report as Prometheus text, for node_exporter's textfile collector.
 
-Hosts with no sidecar (most Spark owners run none) can still alert on a deployment: a cron job or a unit's
-``ExecStartPre=`` writes ``spark-validate preflight --format prom --output
-/var/lib/node_exporter/textfile/spark-validate-preflight.prom`` (``--output`` renames over the file, which is
-what the collector asks for: it must never read a half-written file). The series are the sidecar's
-(``validator.report_metrics``: ``check_passed``, ``check_status``, ``coverage``) plus the run's verdict,
-end time and duration, and each carries ``mode`` (preflight, check) so that the files of several modes in
-one textfile directory never collide. No free text from the report is written (messages, evidence), only
-check IDs, statuses and numbers: nothing a server said can reach Prometheus's labels.
+Hosts with no sidecar can still alert: an ``ExecStartPre=`` writes ``preflight --format prom --output
+FILE`` (renamed over, never half-written). The series are ``report_metrics``'s plus verdict, end time and
+duration, each with ``mode``; only IDs, statuses and numbers, so nothing a server said reaches a label.
 """
 
 from __future__ import annotations

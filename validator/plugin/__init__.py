@@ -21,11 +21,9 @@ logger = logging.getLogger("spark_validate.plugin")
 
 
 def in_scheduler_process(frame: FrameType | None = None, max_depth: int = 32) -> bool:
-    """True when called (through ``load_plugins``) from SGLang's ``run_scheduler_process``.
-
-    The call stack is the one reliable marker at that moment: the process title is set only later, and
-    the DP controller and detokenizer are child processes too.
-    """
+    """True when called (through ``load_plugins``) from SGLang's ``run_scheduler_process``: the call stack
+    is the one reliable marker then (the title is set later; the DP controller and detokenizer are
+    children too)."""
     f: FrameType | None = frame if frame is not None else sys._getframe(1)
     for _ in range(max_depth):
         if f is None:

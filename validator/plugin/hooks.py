@@ -1,18 +1,10 @@
-"""The hook targets in SGLang 0.5.23 and the AFTER hooks the plugin puts on them.
+"""The hook targets in SGLang 0.5.23 and the AFTER hooks the plugin puts on them (targets read from the real
+wheel by tests/test_plugin_contract.py).
 
-Targets (all read from the real wheel by tests/test_plugin_contract.py):
-
-- ``ModelRunner.load_model``: once per model (target, then draft); the MoE methods and runners exist by
-  then, and the remedy is applied to the draft class here, before the draft worker shares heads.
-- ``EagleDraftWorker.init_lm_head``: NEXTN/EAGLE; shares the tensor, then the module when it can.
-- ``MultiLayerEagleDraftWorker.init_lm_head``: shares only tensors, per draft step.
-- ``FrozenKVMTPDraftWorker.__init__``: shares only tensors, in its constructor.
-- ``DSparkWorkerV2.__init__``: DSPARK; unless the draft declares ``uses_own_vocab_modules``, its
-  constructor hands the draft the target's ``lm_head`` module (``attach_shared_modules``), so the module is
-  shared by construction. The hook proves it (module identity) and records which of the two cases ran.
-
-Every hook catches everything it raises and records it in the attestation: the server must start even
-when the plugin is wrong. No forward hooks: nothing runs per token.
+``ModelRunner.load_model`` (per model; the remedy is applied to the draft class here); the ``init_lm_head``
+of ``EagleDraftWorker`` and ``MultiLayerEagleDraftWorker``; the constructors of ``FrozenKVMTPDraftWorker``
+and ``DSparkWorkerV2`` (shares the module unless ``uses_own_vocab_modules``). Every hook records what it
+raises: the server must start even when the plugin is wrong. No forward hooks: nothing runs per token.
 """
 
 from __future__ import annotations

@@ -102,11 +102,8 @@ def model_section(model: Any) -> ModelInfo:
 
 
 def sharing(target: Any, drafts: list[Any]) -> dict[str, bool | None]:
-    """Whether every draft holds the target's LM-head module object, and its weight tensor.
-
-    ``shared_module`` is the fact that matters: a draft holding only the tensor keeps its own
-    (unquantized) ``quant_method`` and reads FP8 codes without their scales.
-    """
+    """Whether every draft holds the target's LM-head module object, and its weight tensor. The module is
+    what matters: a draft holding only the tensor reads FP8 codes without their scales."""
     t_head = unwrap_lora(getattr(target, "lm_head", None)) if target is not None else None
     heads = [unwrap_lora(getattr(d, "lm_head", None)) for d in drafts]
     if t_head is None or not heads or any(h is None for h in heads):

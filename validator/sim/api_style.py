@@ -1,26 +1,10 @@
-"""What the simulator's HTTP replies look like per SGLang build family (``spark-validate sim --api-style``).
-
-Real servers differ in what they serve, and a validator built against one shape goes blind on the others.
-Each family here is taken from real artifacts (``tests/corpus/``, whose READMEs cite them):
-
-- ``sglang-0.5.23`` (default): the release this project targets: ``/server_info`` with ``startup_time``,
-  ``launch_command``, ``frontend`` and ``kv_events``; ``meta_info`` with ``spec_accept_rate``,
-  ``spec_accept_length``, ``spec_num_correct_drafts``, ``spec_num_proposed_drafts``, ``spec_verify_ct``
-  and ``spec_correct_drafts_histogram``.
-- ``docs-2026``: SGLang's docs builds of February to April 2026 (``0.0.0.dev1+g753da2753``,
-  ``0.0.0.dev1+g5dd2c243e``): the same ``meta_info``, but ``/server_info`` without ``startup_time``,
-  ``launch_command``, ``frontend`` and ``kv_events``.
-- ``legacy``: the builds of early 2025 (SGLang's ``benchmark/mtbench/bench_sglang_eagle.py`` prints one
-  such reply): ``meta_info`` carries only ``spec_verify_ct`` besides the token counts, so acceptance is
-  ``completion_tokens / spec_verify_ct``; only the deprecated ``/get_server_info`` is served (no
-  ``/server_info``), without the fields ``docs-2026`` lacks; metrics labelled with ``model_name`` alone
-  (SGLang's docs ``/metrics`` dump).
-
-Only ``sglang-0.5.23`` has DSpark, so only it exports the two DSpark gauges (on every server, at 0 without
-DSpark, as its ``metrics_collector.py`` registers them); the other families export neither.
-- ``aliases``: builds that name the counts ``spec_accept_token_num`` / ``spec_draft_token_num`` and the
-  histogram ``spec_accept_histogram`` (a fork's test prints that reply), with ``spec_accept_rate``,
-  ``spec_accept_length`` and ``spec_verify_ct``; ``/server_info`` as ``docs-2026``.
+"""What the simulator's HTTP replies look like per SGLang build family (``spark-validate sim --api-style``),
+each taken from real artifacts (``tests/corpus/``, whose READMEs cite them), so the validator is not blind
+to the shapes it was not built against: ``sglang-0.5.23`` (default; full ``/server_info`` and
+``meta_info``, the only one with DSpark gauges), ``docs-2026`` (the 2026 docs builds: ``/server_info``
+without ``startup_time``, ``launch_command``, ``frontend``, ``kv_events``), ``legacy`` (early 2025: only
+``spec_verify_ct``, only ``/get_server_info``, metrics labelled by ``model_name`` alone) and ``aliases``
+(a fork's count and histogram names).
 """
 
 from __future__ import annotations

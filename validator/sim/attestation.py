@@ -1,11 +1,7 @@
-"""The attestation the in-process plugin would write for the simulated server.
-
-Built from the same dataclasses and written by the same writer as the real plugin
-(``validator.attestation``), so ``check`` reads and judges the simulator's file exactly as it reads a
-real one: the simulator process is the writer (its PID, /proc start time and UID), and the HTTP host and
-port are the ones it serves on. The broken trap shows as the plugin sees it: draft head
-``UnquantizedEmbeddingMethod`` over a ``float8_e4m3fn`` tensor without a scale, ``shared_module`` false and
-``shared_weight`` true.
+"""The attestation the in-process plugin would write for the simulated server, built and written by the same
+code as the real plugin (``validator.attestation``), so ``check`` judges it exactly as a real one; the
+simulator process is the writer. The broken trap shows as the plugin sees it: ``UnquantizedEmbeddingMethod``
+over an unscaled ``float8_e4m3fn`` tensor, ``shared_module`` false, ``shared_weight`` true.
 """
 
 from __future__ import annotations

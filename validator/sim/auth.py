@@ -1,12 +1,7 @@
-"""API-key checking exactly as SGLang 0.5.23 does it (``srt/utils/auth.py``).
-
-An ASGI middleware in front of every route, unknown paths included (a 404 is only reached once the key is
-right): ``OPTIONS`` is always allowed (l.98-99); paths *starting with* ``/health``, ``/ready`` or
-``/metrics`` are always allowed, so probes and scrapers need no secret (l.101-106); otherwise the
-``Authorization`` header must split on its first space into a scheme equal to ``bearer`` in any case and a
-token equal to the key, compared in constant time (l.108-117). A refusal is 401 ``{"error":
-"Unauthorized"}`` (l.190-200). With only ``--api-key`` set, NORMAL and ADMIN_OPTIONAL endpoints both need
-it (l.133-149).
+"""API-key checking exactly as SGLang 0.5.23 does it (``srt/utils/auth.py`` l.98-200): a middleware before
+every route, unknown paths included; ``OPTIONS`` and paths starting ``/health``, ``/ready``, ``/metrics``
+always pass; else ``Authorization`` splits on its first space into ``bearer`` (any case) and the key,
+compared in constant time; refusal is 401 ``{"error": "Unauthorized"}``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Request checking and error replies, with SGLang 0.5.23's status codes and bodies.
 
-A ``/generate`` body meets three gates in a real server, in this order, each with its own reply:
-
-1. FastAPI parses the body for ``GenerateReqInput``: bad JSON raises ``RequestValidationError``, which
-   SGLang's handler turns into 400 ``ErrorResponse`` (``{"object": "error", "message", "type": "Bad
-   Request", "param": null, "code": 400}``, srt/entrypoints/http_server.py:635-692; the message is
-   FastAPI's ``str(exc)`` and ``exc.errors()``).
-2. The JSON contract (``generate_contract_error``, srt/entrypoints/api_contract.py:12-18, built on the
-   generated ``sglang/api/v1/api_types.py``): 400 ``{"error": "<serde-style text>"}``
-   (http_server.py:933-939). Sampling parameters reject unknown keys; the request ignores them.
-3. ``GenerateReqInput`` normalisation raises ``ValueError`` (no input: io_struct.py:444-455), answered by
-   ``_create_error_response`` as 400 ``{"error": {"message": ...}}`` (http_server.py:2246-2250), or, when
-   streaming, as one SSE ``data: {"error": ...}`` frame before ``data: [DONE]`` (l.950-975).
-
-Only the contract's rules for the fields the simulator reads are mirrored here (the sampling parameters
-completely); tests compare the texts with the real ``api_types`` module.
+A ``/generate`` body meets three gates, in order: FastAPI's parse (400 ``ErrorResponse``,
+srt/entrypoints/http_server.py:635-692); the JSON contract (400 ``{"error": ...}``,
+srt/entrypoints/api_contract.py:12-18, http_server.py:933-939; sampling parameters reject unknown keys);
+``GenerateReqInput`` normalisation (400 ``{"error": {"message": ...}}``, or one SSE error frame when
+streaming, http_server.py:2246-2250). Only the fields the simulator reads are mirrored; tests compare the
+texts with the real ``api_types`` module.
 """
 
 from __future__ import annotations

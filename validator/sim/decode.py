@@ -1,22 +1,9 @@
 """The decode model: how many drafts each verify round accepts, how long steps take, and what text comes out.
 
-Figures are the published DGX Spark ones (``domain.md``): a decode step costs 27.71 ms (FlashInfer MXFP4,
-FP32 head), 25.35 ms with Humming, 22.76 ms with Humming and the FP8 head. One verify round of NEXTN costs
-"about 2.26 decode steps"; the published tables give a round cost per case, which the simulator uses so that
-each published throughput comes out: 1.67 steps greedy (9.72 ms TPOT at accept length 3.90), 2.19 sampled
-(18.56 ms at 2.68), 1.83 for the broken draft (24.0 tok/s at 1.00). A DSpark round (a 5-layer BF16 draft
-proposing a block of 8, then a 9-wide verify) costs about 3.87 steps: the community's 72 tok/s on code
-(accept ~6.4) and 40 tok/s on prose (~3.5) both give that figure.
-
-Acceptance per round is a chain: each of the ``K`` drafts (3 for NEXTN, the block size 8 for DSpark) is
-accepted with probability ``p`` if all earlier ones were, so ``k`` in 0..K and ``E[k + 1]`` equals the
-scenario's mean accept length (3.90 greedy synthetic and 2.68 sampled GSM8K-like for NEXTN, 5.29 for DSpark,
-exactly 1.00 for a broken draft). The first output token comes from prefill, so a request's
-``completion_tokens = 1 + sum(k_i + 1)`` and SGLang's ``spec_accept_length = completion_tokens /
-spec_verify_ct`` is slightly above the per-round mean.
-
-Everything is drawn from a ``random.Random`` seeded by the simulator seed and the request's content, so the
-same request gets the same answer regardless of concurrency.
+Step and round costs are calibrated to the published DGX Spark figures (``domain.md``; the constants below).
+Acceptance per round is a chain: each of ``K`` drafts is accepted with probability ``p`` if all earlier ones
+were, so ``E[k + 1]`` is the scenario's mean accept length; the first token comes from prefill. Draws use a
+``random.Random`` seeded by the simulator seed and the request, so concurrency changes nothing.
 """
 
 from __future__ import annotations

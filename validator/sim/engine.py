@@ -1,18 +1,10 @@
-"""The simulated scheduler: server state, start-up phases, decode-step accounting and periodic stats.
+"""The simulated scheduler: server state, start-up phases, decode-step accounting and periodic stats; it owns
+all mutable state, so a reply, a log line and a metric about one request agree.
 
-The HTTP routes (``app.py``) ask this object what to answer; it owns every piece of mutable state, so a
-reply, a log line and a metric about the same request always agree.
-
-Start-up has SGLang's two phases. *Load* (weights, KV pool, CUDA graphs): a real launcher opens its HTTP
-port only after every scheduler reported ready, so connections are refused throughout (the runner's
-``refuse_until_ready``, the default; ``--answer-while-loading`` listens at once and answers 503 instead).
-*Warm-up*: uvicorn listens while ``_execute_server_warmup`` (srt/entrypoints/http_server.py:2360-2530)
-sleeps a second, polls ``/model_info`` and sends one 8-token ``/generate``; ``/health`` answers 503 until the
-status is ``Up`` (l.735), then each ``/health`` runs a 1-token generation (l.745-784).
-
-Decode steps are counted as SGLang counts them (one per verify round under speculation, one per token
-otherwise); every ``decode_log_interval`` (40) steps the interval's accept length is logged, pushed to the
-gauges and folded into the lifetime average that ``/server_info`` shows as ``avg_spec_accept_length``.
+Start-up has SGLang's two phases: *load* (port closed, or 503 with ``--answer-while-loading``) and *warm-up*
+(``_execute_server_warmup``, srt/entrypoints/http_server.py:2360-2530: ``/health`` 503 until ``Up``).
+Decode steps count as SGLang counts them; every ``decode_log_interval`` steps the accept length is logged,
+pushed to the gauges and folded into ``avg_spec_accept_length``.
 """
 
 from __future__ import annotations
@@ -177,12 +169,9 @@ class SimEngine:
         return True
 
     async def warm_up(self) -> None:
-        """The warm-up phase, with the port open: the warm-up thread's first poll a second in, then one real
-        8-token generation (``_execute_server_warmup``: greedy, "The capital city of France is"), then
-        ``Up``. Its decode steps count; unlike SGLang's, it is kept out of the tokenizer-side counters: with
-        it there, the shipped SGLangServedAcceptLengthLow rule goes pending on a healthy server (the
-        warm-up's non-streaming series exist before the first streamed request's, whose first increment
-        rate() then misses), which deploy/prometheus has to handle first."""
+        """The warm-up phase, with the port open: a first poll a second in, one real 8-token generation
+        (``_execute_server_warmup``), then ``Up``. Kept out of the tokenizer-side counters, unlike SGLang's,
+        so the shipped SGLangServedAcceptLengthLow rule does not go pending on a healthy server."""
         await asyncio.sleep(self.sleep_s(1.0))
         if self.crashed:
             return

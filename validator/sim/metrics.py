@@ -1,12 +1,8 @@
 """The simulator's Prometheus metrics, with SGLang 0.5.23's names, help texts, label sets and buckets.
 
-A private ``CollectorRegistry`` per server, so several simulators (and the validator's own metrics) can
-live in one process. Scheduler-side gauges carry ``model_name, engine_type, tp_rank, pp_rank,
-moe_ep_rank`` and are pushed all together (``SchedulerMetricsCollector.log_stats``,
-srt/observability/metrics_collector.py:1674-1679) at each prefill and every ``decode_log_interval`` decode
-steps; with speculation off the spec gauges are still there, at 0. Tokenizer-side counters and histograms
-carry ``model_name, engine_type`` (plus ``is_streaming`` where SGLang adds it). SGLang serves them through
-prometheus_client's multiprocess collector, which writes no ``_created`` series: neither does this.
+A private registry per server. Scheduler gauges are pushed together at each prefill and every
+``decode_log_interval`` steps (srt/observability/metrics_collector.py:1674-1679), spec gauges at 0 with
+speculation off; like SGLang's multiprocess collector, no ``_created`` series.
 """
 
 from __future__ import annotations

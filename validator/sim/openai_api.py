@@ -1,12 +1,8 @@
 """The OpenAI-compatible surface: ``/v1/completions``, ``/v1/chat/completions``, ``/v1/models[/{model}]``.
 
-Shapes follow ``srt/entrypoints/openai/protocol.py`` (``CompletionResponse``, ``ChatCompletionResponse``,
-their ``*StreamResponse`` chunks, ``UsageInfo``, ``ModelCard``, ``ErrorResponse``) as pydantic dumps them
-(every field, ``None`` included). ``stream: true`` is real SSE as ``serving_completions.py`` (l.240-470) and
-``serving_chat.py`` (l.2441-2806) write it: one ``data:`` chunk per decode output with the new text only,
-the chat stream opening with an empty assistant-role delta, an ``sglext`` chunk with ``choices: []`` when
-spec details were asked for, a usage chunk when ``stream_options.include_usage`` is set, then
-``data: [DONE]``.
+Shapes follow ``srt/entrypoints/openai/protocol.py`` as pydantic dumps them (every field, ``None``
+included); ``stream: true`` is real SSE as ``serving_completions.py`` (l.240-470) and ``serving_chat.py``
+(l.2441-2806) write it, ``sglext`` and usage chunks included, then ``data: [DONE]``.
 """
 
 from __future__ import annotations

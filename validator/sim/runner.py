@@ -1,11 +1,9 @@
-"""Running the simulator: in a background thread (``SimServer``, for ``demo`` and tests) or in the
-foreground until SIGINT/SIGTERM (``serve_forever``, for ``spark-validate sim``).
+"""Running the simulator: in a background thread (``SimServer``) or in the foreground until SIGINT/SIGTERM
+(``serve_forever``).
 
-Both bind the socket themselves before uvicorn starts, so ``port=0`` yields a free port that is known by the
-time the constructor or ``__enter__`` returns; no polling loop, no race. With ``refuse_until_ready`` (the
-default) the socket stays bound but not listening through the load phase, so a client's connect is refused,
-as against a real launcher, which starts uvicorn only once the schedulers are up; it listens for the
-warm-up. ``refuse_until_ready=False`` (``--answer-while-loading``) listens at once and answers 503.
+Both bind the socket before uvicorn starts, so ``port=0`` yields a known free port with no polling. With
+``refuse_until_ready`` (the default) it does not listen through the load phase, as a real launcher;
+``--answer-while-loading`` listens at once and answers 503.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Named simulator scenarios: one consistent server state per name, shown the same way on every surface.
 
-A scenario is a small set of settings; everything a client can observe (``/server_info`` resolved args and
-``launch_command``, ``/generate`` ``meta_info``, ``/metrics``, the server log, the attestation file and the
-``/weights_checker`` checksums) is derived from those settings in one place (:class:`Scenario`'s
-properties), so the surfaces cannot disagree with each other.
-
-The table itself is data (:data:`SCENARIOS`): each entry names the overrides on top of ``healthy``, the rule
-pack it is meant to be checked with, the verdict ``check`` must reach and the check IDs that must fail.
-``spark-validate sim --list-scenarios`` prints it; the tests hold ``check`` to it.
-
-Scenarios combine (``--scenario backend-auto,no-plugin``) by applying each one's overrides on top of
-``healthy``; two scenarios that set the same setting to different values are refused.
+Everything a client observes is derived from a scenario's few settings in one place (:class:`Scenario`), so
+the surfaces cannot disagree. :data:`SCENARIOS` is the table (overrides on ``healthy``, the pack, the verdict
+``check`` must reach, the checks that must fail), held by the tests. Scenarios combine
+(``backend-auto,no-plugin``); two setting one value differently are refused.
 """
 
 from __future__ import annotations
@@ -187,11 +180,8 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Entry:
-    """One row of the scenario table: what to set, what it is, and what ``check`` must conclude.
-
-    ``verdict`` is ``check``'s verdict against ``pack`` with the simulator's log and attestation given
-    (``None`` where it depends on retries); ``fails`` are the check IDs whose status must be ``fail``.
-    """
+    """One row of the scenario table: what to set, what it is, and what ``check`` must conclude against
+    ``pack`` (``verdict``, ``None`` where retries decide; ``fails``, the IDs that must fail)."""
 
     overrides: dict[str, Any]
     text: str

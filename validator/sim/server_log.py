@@ -1,17 +1,9 @@
 """A server log in SGLang's format, so log-reading checks and operators' grep rules can be tried.
 
-Format ``[%(asctime)s{prefix}] %(message)s``, lines flushed one by one (a tailing reader sees them as they
-happen). The scheduler's prefix names only the parallel ranks that exist (``configure_scheduler_process``,
-srt/managers/scheduler.py:6279-6291): ``" TP0"`` only when ``tp_size > 1``, so the single-GPU Spark server
-writes none. The ``server_args=`` line is the resolved dict's repr, with any API key masked: unlike the
-real server, the simulator never writes a secret to disk.
-
-``--log-style`` picks the build family the log imitates (:data:`LOG_STYLES`), so that a reader is tried on
-what real servers write, not only on the current dict form: the ``ServerArgs(...)`` dataclass repr of the
-2024-2026 builds, their decode lines, the level and location prefix (``INFO engine.py:177:``) and rank tags
-(``DP0 TP0 EP0``) of 2026 builds, and the lines of a busy real server that are no evidence: uvicorn's
-access lines, ``--log-requests`` echoes of each prompt, progress bars, ``Prefill batch`` and ``Memory pool
-end`` lines.
+``[%(asctime)s{prefix}] %(message)s``, flushed line by line; rank prefixes only for ranks that exist
+(srt/managers/scheduler.py:6279-6291); the API key masked in ``server_args=``. ``--log-style``
+(:data:`LOG_STYLES`) imitates other build families (the ``ServerArgs(...)`` repr, level and location
+prefixes, rank tags) and the noise of a busy server (access lines, prompt echoes, progress bars).
 """
 
 from __future__ import annotations
