@@ -10,7 +10,8 @@ It reads and writes variables through ``Parameters`` (the lookups), not the eval
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.params import Parameters
 from validator.sources.shell.syntax import line_of
@@ -28,7 +29,7 @@ class Arith:
         r"|(\+\+|--|\+=|-=|\*=|/=|%=|<=|>=|==|!=|&&|\|\||[-+*/%()<>!=?:,]))"
     )
 
-    def __init__(self, ev: Parameters, expr: str, node: Any, depth: int = 0) -> None:
+    def __init__(self, ev: Parameters, expr: str, node: Node, depth: int = 0) -> None:
         self.ev, self.node, self.depth = ev, node, depth
         self.toks: list[tuple[str, str]] = []
         pos = 0

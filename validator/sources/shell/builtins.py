@@ -13,7 +13,8 @@ known text, and the programs whose output is computed).
 from __future__ import annotations
 
 import os
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.builtins_flow import (
     b_bracket,
@@ -30,7 +31,7 @@ from validator.sources.shell.builtins_flow import (
 )
 from validator.sources.shell.builtins_output import PROGRAMS, b_echo, b_printf, b_pwd
 from validator.sources.shell.builtins_vars import b_export, b_getopts, b_let, b_read, b_set, b_shift
-from validator.sources.shell.machine import Builtin, Machine
+from validator.sources.shell.machine import Builtin, Machine, Prefix
 from validator.sources.shell.programs import which
 from validator.sources.shell.state import RESERVED
 from validator.sources.shell.syntax import line_of
@@ -38,7 +39,7 @@ from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, jo
 
 
 def b_unmodelled(what: str) -> Builtin:
-    def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         raise Unmodelled(what, line_of(node))
 
     return run
@@ -49,7 +50,7 @@ def b_runtime(what: str, unmodelled: str = "") -> Builtin:
     are known only at run time (``compgen -G``: which files match); options in ``unmodelled`` (which run
     code or assign) are not modelled."""
 
-    def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         words = [join(f) for f in args]
         for k, w in enumerate(words):
             if isinstance(w, str) and w.startswith("-") and any(c in w[1:] for c in unmodelled):
@@ -68,32 +69,32 @@ _VALUED = ("-G", "-W")  # compgen's options whose value is a pattern or a word l
 
 
 def b_noop(what: str) -> Builtin:
-    def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         return ev.errexit(0, node, what)
 
     return run
 
 
-def b_shopt(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_shopt(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     if (words and words[0] in ("-q", "-p")) or not words:
         return ev.errexit(None, node, "shopt")
     raise Unmodelled(f"shopt {' '.join(str(w) for w in words)}", line_of(node))
 
 
-def b_hash(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_hash(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     if words and words != ["-r"]:
         raise Unmodelled(f"hash {' '.join(str(w) for w in words)}", line_of(node))
     return ev.errexit(0, node, "hash")
 
 
-def b_alias(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_alias(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     # a script's aliases are not expanded (bash expands them only with `shopt -s expand_aliases`)
     return ev.errexit(0, node, "alias")
 
 
-def b_exec(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_exec(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = list(args)
     if words and join(words[0]) == "--":
         words = words[1:]
@@ -107,7 +108,7 @@ def b_exec(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None
     return ev.invoke(words, prefix, node, execs=True, skip_functions=True)
 
 
-def b_command(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_command(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = list(args)
     if words and join(words[0]) == "-v" and len(words) == 2:
         return _command_v(ev, join(words[1]), node)
@@ -118,7 +119,7 @@ def b_command(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | N
     return ev.invoke(words, prefix, node, skip_functions=True)
 
 
-def _command_v(ev: Machine, name: Value, node: Any) -> int | None:
+def _command_v(ev: Machine, name: Value, node: Node) -> int | None:
     """``command -v NAME``: a function's or builtin's name, else the file found on PATH (status 1 when
     there is none)."""
     if isinstance(name, Unknown):
@@ -140,7 +141,7 @@ def _command_v(ev: Machine, name: Value, node: Any) -> int | None:
     return ev.errexit(None, node, "command -v")
 
 
-def b_builtin(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_builtin(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     if not args:
         return ev.errexit(0, node, "builtin")
     head = join(args[0])

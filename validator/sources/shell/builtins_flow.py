@@ -10,37 +10,45 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+
+from tree_sitter import Node, Tree
 
 from validator.bounded_files import read_bounded
 from validator.sources.shell.conditions import test_words
-from validator.sources.shell.machine import Builtin, Machine, heredoc_text, known_words, others_could_write
+from validator.sources.shell.machine import (
+    Builtin,
+    Machine,
+    Prefix,
+    heredoc_text,
+    known_words,
+    others_could_write,
+)
 from validator.sources.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
 from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
 
 
-def b_true(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_true(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     return ev.errexit(0, node, ":")
 
 
-def b_false(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_false(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     return ev.errexit(1, node, "false")
 
 
-def b_test(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_test(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     return ev.errexit(test_words(ev, words, node), node, "test")
 
 
-def b_bracket(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_bracket(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     if not words or words[-1] != "]":
         return ev.errexit(2, node, "[")
     return ev.errexit(test_words(ev, words[:-1], node), node, "[")
 
 
-def b_exit(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_exit(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     status: int | None = ev.st.status
     if words:
@@ -49,7 +57,7 @@ def b_exit(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None
     raise ShellExit(status, line_of(node), f"exit {status if status is not None else '?'}")
 
 
-def b_return(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_return(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     if not ev.in_function and ev.depth == 0:
         return ev.errexit(1, node, "return")
     words = [join(f) for f in args]
@@ -61,14 +69,14 @@ def b_return(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | No
 
 
 def b_loop(kind: str) -> Builtin:
-    def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         words = known_words(args, node, kind)
         raise LoopJump(kind, int(words[0]) if words and words[0].isdigit() else 1)
 
     return run
 
 
-def b_eval(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_eval(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     joined = join([p for k, w in enumerate(words) for p in ((" ", w) if k else (w,))])
     if isinstance(joined, Unknown):
@@ -79,7 +87,7 @@ def b_eval(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None
     return ev.block(list(tree.root_node.children))
 
 
-def b_source(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_source(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     if words and words[0] == "--":
         words = words[1:]
@@ -120,7 +128,7 @@ def b_source(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | No
 STDIN_FILES = ("/dev/stdin", "/dev/fd/0", "/proc/self/fd/0")
 
 
-def _unread(ev: Machine, why: str, node: Any, *, may_be_missing: bool = True) -> int | None:
+def _unread(ev: Machine, why: str, node: Node, *, may_be_missing: bool = True) -> int | None:
     """A sourced file whose text is not known here: bash reads it at run time. Where it may be missing
     then too, that is one path (``source`` fails, nothing is set, as here); the other is the file there
     at run time, setting anything: every variable is unknown from here on, and so is the status of
@@ -135,7 +143,7 @@ def _unread(ev: Machine, why: str, node: Any, *, may_be_missing: bool = True) ->
     return ev.errexit(None, node, f"source {why}")
 
 
-def stdin_text(ev: Machine, node: Any) -> Value:
+def stdin_text(ev: Machine, node: Node) -> Value:
     """What a command reads on its standard input when that is a here-document or here-string given to
     it: the text, when it is static (a quoted delimiter, or no expansion in it) or a known here-string;
     Unknown otherwise, and for input from anywhere else (the script's own stdin, a file, a pipe)."""
@@ -161,7 +169,7 @@ def stdin_text(ev: Machine, node: Any) -> Value:
     return found
 
 
-def _run_sourced(ev: Machine, tree: Any, path: str, words: list[Value], node: Any) -> int | None:
+def _run_sourced(ev: Machine, tree: Tree, path: str, words: list[Value], node: Node) -> int | None:
     target = words[0]
     assert isinstance(target, str)
     ev.depth += 1
@@ -189,7 +197,7 @@ def _run_sourced(ev: Machine, tree: Any, path: str, words: list[Value], node: An
     return status
 
 
-def _find_source(ev: Machine, target: str, node: Any) -> str | Unknown | None:
+def _find_source(ev: Machine, target: str, node: Node) -> str | Unknown | None:
     """The file ``source NAME`` reads: with a slash, relative to the directory; without, the first
     readable file on ``$PATH``, then the directory (bash outside POSIX mode). None: no such file here;
     Unknown: which file, or its text, is known only at run time (bash reads it then)."""
@@ -221,13 +229,13 @@ def _find_source(ev: Machine, target: str, node: Any) -> str | Unknown | None:
     return None
 
 
-def _cannot_tell(ev: Machine, why: str, node: Any) -> Unknown:
+def _cannot_tell(ev: Machine, why: str, node: Node) -> Unknown:
     if ev.posix:  # dash stops where the file is missing: which of the two is not modelled
         raise Unmodelled(f". of a file known only at run time: {why}", line_of(node))
     return Unknown(why)
 
 
-def b_cd(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_cd(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     while words and isinstance(words[0], str) and words[0] in ("-L", "--"):
         words = words[1:]
@@ -269,7 +277,7 @@ def b_cd(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
     return ev.errexit(0, node, "cd")
 
 
-def b_trap(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_trap(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     sigs = words[1:]
     if any(isinstance(s, Unknown) for s in sigs) or not sigs:

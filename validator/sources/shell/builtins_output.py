@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
 
-from validator.sources.shell.machine import Builtin, Machine, known_words
+from tree_sitter import Node
+
+from validator.sources.shell.machine import Builtin, Machine, Prefix, known_words
 from validator.sources.shell.syntax import line_of
 from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
 
 
-def b_echo(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_echo(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     values = [join(f) for f in args]
     if ev.posix and any(isinstance(v, Unknown) or "\\" in v or v.startswith("-") for v in values):
         ev.output_unknown("dash's echo (it reads backslashes and options otherwise)")
@@ -36,7 +37,7 @@ def b_echo(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None
     return ev.errexit(0, node, "echo")
 
 
-def _printf_format(fmt: str, values: list[Value], node: Any) -> Value:
+def _printf_format(fmt: str, values: list[Value], node: Node) -> Value:
     """``printf FORMAT ARGS``: ``%s``, ``%d`` on integers, ``%%``, ``\\n``/``\\t`` escapes; the format
     is reused while arguments remain, as bash does."""
     out: list[Value] = []
@@ -79,7 +80,7 @@ def _printf_format(fmt: str, values: list[Value], node: Any) -> Value:
     return join(out)
 
 
-def b_printf(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_printf(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     values = [join(f) for f in args]
     target: str | None = None
     if ev.posix and values and values[0] == "-v":
@@ -112,7 +113,7 @@ def b_printf(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | No
     return ev.errexit(0, node, "printf")
 
 
-def b_pwd(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_pwd(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = known_words(args, node, "pwd")
     if words and words != ["-L"]:
         raise Unmodelled(f"pwd {' '.join(words)}", line_of(node))
@@ -124,7 +125,7 @@ def pure_program(name: str) -> Builtin:
     """Programs whose output the reader computes (``dirname``, ``basename``, ``uname``); their
     arguments must be known."""
 
-    def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         words = [join(f) for f in args]
         if any(isinstance(w, Unknown) for w in words):
             ev.output_unknown(name)

@@ -5,9 +5,9 @@ and ``set --``), ``shift``, ``getopts``, ``let`` and ``read`` (whose values are 
 
 from __future__ import annotations
 
-from typing import Any
+from tree_sitter import Node
 
-from validator.sources.shell.machine import Builtin, Machine, known_words
+from validator.sources.shell.machine import Builtin, Machine, Prefix, known_words
 from validator.sources.shell.state import NAME
 from validator.sources.shell.syntax import line_of
 from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
@@ -17,7 +17,7 @@ def b_export(kind: str) -> Builtin:
     """A declaration builtin reached as a command word (``builtin export X=1``, ``command declare -x``):
     its arguments are the words as expanded."""
 
-    def run(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         if kind == "unset" or ev.posix:  # dash does not split an assignment after `command export`
             raise Unmodelled(f"{kind} given as a command word", line_of(node))
         if kind == "local" and not ev.in_function:
@@ -27,7 +27,7 @@ def b_export(kind: str) -> Builtin:
     return run
 
 
-def b_set(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_set(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     k = 0
     letters = {
@@ -88,7 +88,7 @@ def b_set(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
     return ev.errexit(0, node, "set")
 
 
-def b_shift(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_shift(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = known_words(args, node, "shift")
     n = int(words[0]) if words and words[0].isdigit() else (1 if not words else -1)
     if n < 0:
@@ -102,7 +102,7 @@ def b_shift(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | Non
     return ev.errexit(0, node, "shift")
 
 
-def b_getopts(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_getopts(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     """``getopts OPTSTRING NAME [ARGS]``: one option per call from ``$OPTIND``, as bash parses them
     (``-p VALUE``, ``-pVALUE``, ``--``, a leading ``:`` for silent errors). Clusters (``-ab``) are not
     modelled."""
@@ -159,7 +159,7 @@ def b_getopts(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | N
     return ev.errexit(0, node, "getopts")
 
 
-def b_let(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_let(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     """``let EXPR...``: each argument as arithmetic; the status is 1 when the last is 0."""
     last: Value = "0"
     for w in known_words(args, node, "let"):
@@ -169,7 +169,7 @@ def b_let(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
     return ev.errexit(None if isinstance(last, Unknown) else int(int(last) == 0), node, "let")
 
 
-def b_read(ev: Machine, args: list[Field], prefix: Any, node: Any) -> int | None:
+def b_read(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     for f in args:
         w = join(f)
         if isinstance(w, str) and NAME.fullmatch(w):

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
 from validator.sources.shell.effects import is_pure
@@ -20,7 +21,7 @@ from validator.sources.shell.machine import Machine, heredoc_text
 from validator.sources.shell.paths import Forks
 from validator.sources.shell.programs import MAKERS, is_server_command, reads_only
 from validator.sources.shell.state import MAX_DEPTH, Launch, Launched, LoopJump, ShellExit, ShellReturn
-from validator.sources.shell.syntax import field_of, inner, line_of, snippet, text
+from validator.sources.shell.syntax import field_of, inner, line_of, node_bytes, snippet, text
 from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Unsplit, Value, join
 
 # POSIX's special builtins: the assignments before them persist in a POSIX shell
@@ -32,7 +33,7 @@ _MAX_SUMMARY_PATHS = 64  # paths through one function summarised at its call
 class Commands(Machine):
     """Simple commands and function calls."""
 
-    def redirected(self, node: Any) -> int | None:
+    def redirected(self, node: Node) -> int | None:
         body = node.child_by_field_name("body")
         redirects = [c for c in node.children if field_of(node, c) == "redirect"]
         for r in redirects:
@@ -46,7 +47,7 @@ class Commands(Machine):
             return status
         return self.stmt(body)
 
-    def record_written(self, body: Any, redirects: list[Any]) -> None:
+    def record_written(self, body: Node, redirects: list[Node]) -> None:
         """``cat > FILE <<'EOF' ... EOF``: FILE now holds the here-document's text (when it is static),
         for what reads FILE later (a container's entrypoint script, ``source FILE``)."""
         if body.type != "command" or [c.type for c in body.children] != ["command_name"]:
@@ -73,7 +74,7 @@ class Commands(Machine):
         if isinstance(content, str) and isinstance(target, str) and isinstance(self.st.cwd, str):
             self.st.written[os.path.normpath(os.path.join(self.st.cwd, target))] = content
 
-    def redirect(self, node: Any) -> None:
+    def redirect(self, node: Node) -> None:
         """A redirection: a file it writes is a path the script changed; input is not modelled."""
         if node.type == "heredoc_redirect":
             for sub in node.children:
@@ -100,7 +101,7 @@ class Commands(Machine):
             return
         self.touch(target)
 
-    def command(self, node: Any) -> int | None:
+    def command(self, node: Node) -> int | None:
         kids = list(node.children)
         name_node = node.child_by_field_name("name")
         assigns = [c for c in kids if c.type == "variable_assignment"]
@@ -109,7 +110,7 @@ class Commands(Machine):
             cut = 0
             for k, a in enumerate(assigns):
                 after = assigns[k + 1] if k + 1 < len(assigns) else name_node
-                gap = node.text[a.end_byte - node.start_byte : after.start_byte - node.start_byte]
+                gap = node_bytes(node)[a.end_byte - node.start_byte : after.start_byte - node.start_byte]
                 if b"\n" in gap.replace(b"\\\n", b""):
                     cut = k + 1
             if cut and text(name_node) in ("export", "declare", "typeset", "local", "readonly", "unset"):
@@ -163,7 +164,7 @@ class Commands(Machine):
         self,
         words: list[Field],
         prefix: list[tuple[str, Value]],
-        node: Any,
+        node: Node,
         *,
         execs: bool = False,
         skip_functions: bool = False,
@@ -225,7 +226,7 @@ class Commands(Machine):
         return self.errexit(None, node, head)
 
     @contextmanager
-    def temporary(self, prefix: list[tuple[str, Value]], node: Any) -> Iterator[None]:
+    def temporary(self, prefix: list[tuple[str, Value]], node: Node) -> Iterator[None]:
         saved = {n: (self.st.vars[n].copy() if n in self.st.vars else None) for n, _ in prefix}
         for n, v in prefix:
             self.assign(n, v, node)
@@ -239,7 +240,7 @@ class Commands(Machine):
                 else:
                     self.st.vars[n] = old
 
-    def launch(self, words: list[Field], prefix: list[tuple[str, Value]], node: Any, execs: bool) -> None:
+    def launch(self, words: list[Field], prefix: list[tuple[str, Value]], node: Node, execs: bool) -> None:
         env: dict[str, Value] = {}
         origin: dict[str, str] = {}
         unexported: set[str] = set()
@@ -283,7 +284,7 @@ class Commands(Machine):
         )
 
     def call_function(
-        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Any
+        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Node
     ) -> int | None:
         if not prefix and is_pure(name, self.st.funcs, memo=self.memo):
             summary = self.summarized(name, args, node)
@@ -291,7 +292,7 @@ class Commands(Machine):
                 return summary[0]
         return self.run_function(name, args, prefix, node)
 
-    def summarized(self, name: str, args: list[Field], node: Any) -> tuple[int | None] | None:
+    def summarized(self, name: str, args: list[Field], node: Node) -> tuple[int | None] | None:
         """A call of a function that changes nothing its caller sees (``effects.is_pure``: a cache probe
         such as ``model_is_fully_cached``) as its outcomes alone: every path through it is walked here,
         on a copy of the state, and the call forks once over the distinct (status, output) pairs they
@@ -300,7 +301,7 @@ class Commands(Machine):
         # the same call in the same state gives the same outcomes: each path of the reading replays it
         key = (
             "summary",
-            bytes(self.st.funcs[name].text),
+            node_bytes(self.st.funcs[name]),
             repr(args),
             self.st.fingerprint(),
             self.ignore_errexit > 0,
@@ -327,7 +328,7 @@ class Commands(Machine):
         return (status,)
 
     def _outcomes(
-        self, name: str, args: list[Field], node: Any
+        self, name: str, args: list[Field], node: Node
     ) -> tuple[list[tuple[int | None, Value]] | None, list[str]]:
         """Every path through the call, walked on copies of the state: its distinct (status, output)
         outcomes (None when one stops the shell or there are too many), and what they assumed."""
@@ -357,7 +358,7 @@ class Commands(Machine):
             self.survived = saved_survived
 
     def run_function(
-        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Any
+        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Node
     ) -> int | None:
         self.depth += 1
         if self.depth > MAX_DEPTH:
@@ -392,7 +393,7 @@ class Commands(Machine):
         self.st.status = status
         return status
 
-    def positional_from(self, args: list[Field], node: Any) -> list[Value] | Unknown:
+    def positional_from(self, args: list[Field], node: Node) -> list[Value] | Unknown:
         out: list[Value] = []
         for f in args:
             if len(f) == 1 and isinstance(f[0], Unsplit):
@@ -401,7 +402,7 @@ class Commands(Machine):
         return out
 
 
-def _redirects_stdout(node: Any) -> bool:
+def _redirects_stdout(node: Node) -> bool:
     """``> f``, ``>> f``, ``&> f``, ``1> f``, ``>&2``: the command's output does not reach ``$(...)``."""
     if node.type == "heredoc_redirect":
         return any(_redirects_stdout(c) for c in node.children if c.type == "file_redirect")

@@ -11,19 +11,20 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.effects import Effects, effects_of
 from validator.sources.shell.machine import Machine
 from validator.sources.shell.state import MAX_LOOP, LoopJump, ShellExit, ShellReturn
-from validator.sources.shell.syntax import field_of, inner, line_of, snippet, text
+from validator.sources.shell.syntax import field_of, inner, line_of, node_bytes, part, snippet, text
 from validator.sources.shell.values import Unbound, Unknown, Unmodelled, Value, join
 
 
 class Compound(Machine):
     """Lists, pipelines, subshells and the compound commands."""
 
-    def background(self, node: Any) -> int | None:
+    def background(self, node: Node) -> int | None:
         saved = self.st
         self.st = saved.copy()
         self.ignore_errexit += 1
@@ -38,7 +39,7 @@ class Compound(Machine):
         self.st.dirty = None  # a job running alongside may change anything on the disk
         return 0
 
-    def subshell(self, nodes: list[Any]) -> int | None:
+    def subshell(self, nodes: list[Node]) -> int | None:
         saved = self.st
         self.st = saved.copy()
         try:
@@ -57,7 +58,7 @@ class Compound(Machine):
 
     # -- lists, pipelines -------------------------------------------------------------------------------
 
-    def and_or(self, node: Any) -> int | None:
+    def and_or(self, node: Node) -> int | None:
         left, op, right = node.children[0], node.children[1].type, node.children[2]
         with self.ignoring():
             status = self.stmt(left)
@@ -67,15 +68,15 @@ class Compound(Machine):
         self.st.status = status if status is not None else (1 if op == "&&" else 0)
         return self.st.status
 
-    def pipeline(self, node: Any) -> int | None:
+    def pipeline(self, node: Node) -> int | None:
         parts = [c for c in node.children if c.type not in ("|", "|&")]
         statuses: list[int | None] = []
-        for part in parts:
+        for piece in parts:
             saved = self.st
             self.st = saved.copy()
             try:
-                with self.ignoring(), self.stdout_elsewhere() if part is not parts[-1] else _nothing():
-                    statuses.append(self.stmt(part))
+                with self.ignoring(), self.stdout_elsewhere() if piece is not parts[-1] else _nothing():
+                    statuses.append(self.stmt(piece))
             except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
                 statuses.append(getattr(ex, "status", 1))
             finally:
@@ -88,10 +89,10 @@ class Compound(Machine):
 
     # -- compound commands ------------------------------------------------------------------------------
 
-    def if_statement(self, node: Any) -> int | None:
-        clauses: list[tuple[list[Any], list[Any]]] = []
-        cond: list[Any] = []
-        body: list[Any] = []
+    def if_statement(self, node: Node) -> int | None:
+        clauses: list[tuple[list[Node], list[Node]]] = []
+        cond: list[Node] = []
+        body: list[Node] = []
         state = "cond"
         for child in node.children:
             t = child.type
@@ -103,8 +104,8 @@ class Compound(Machine):
                 if state != "done":
                     clauses.append((cond, body))
                 state = "done"
-                sub_cond: list[Any] = []
-                sub_body: list[Any] = []
+                sub_cond: list[Node] = []
+                sub_body: list[Node] = []
                 sub_state = "cond" if t == "elif_clause" else "body"
                 for c in child.children:
                     if c.type in ("elif", "else"):
@@ -134,8 +135,8 @@ class Compound(Machine):
         self.st.status = 0
         return 0
 
-    def case_statement(self, node: Any) -> int | None:
-        subject_node = node.child_by_field_name("value")
+    def case_statement(self, node: Node) -> int | None:
+        subject_node = part(node, "value")
         subject = self.value(subject_node)
         items = [c for c in node.children if c.type == "case_item"]
         self.st.status = 0
@@ -182,10 +183,10 @@ class Compound(Machine):
         self.st.status = status
         return status
 
-    def for_statement(self, node: Any) -> int | None:
-        var = text(node.child_by_field_name("variable"))
+    def for_statement(self, node: Node) -> int | None:
+        var = text(part(node, "variable"))
         values = [c for c in node.children if field_of(node, c) == "value"]
-        body = node.child_by_field_name("body")
+        body = part(node, "body")
         items: list[Value] = []
         if not any(c.type == "in" for c in node.children):
             pos = self.st.positional
@@ -212,7 +213,7 @@ class Compound(Machine):
         self.st.status = status
         return status
 
-    def for_unknown(self, node: Any, var: str, body: Any, why: str) -> int | None:
+    def for_unknown(self, node: Node, var: str, body: Node, why: str) -> int | None:
         """``for`` over words known only at run time (a glob, an unknown list): it runs its body an unknown
         number of times. Either none (the loop changes nothing), or some: then the state at the start of
         the last iteration is the state before the loop with what the body can change made unknown
@@ -239,10 +240,10 @@ class Compound(Machine):
         self.st.status = status
         return status
 
-    def c_for_statement(self, node: Any) -> int | None:
+    def c_for_statement(self, node: Node) -> int | None:
         """``for (( init; cond; step ))``: the three arithmetic parts, from the source between the
         separators (a part with an expansion in it is not modelled)."""
-        src = bytes(node.text)
+        src = node_bytes(node)
         seps = [c for c in node.children if c.type in ("((", ";", "))")][:4]
         if len(seps) != 4 or [c.type for c in seps] != ["((", ";", ";", "))"]:
             raise Unmodelled(f"for (( )) form {snippet(node)}", line_of(node))
@@ -252,7 +253,7 @@ class Compound(Machine):
         ]
         if any("$" in p or "`" in p for p in parts):
             raise Unmodelled(f"for (( )) with an expansion: {snippet(node)}", line_of(node))
-        body = node.child_by_field_name("body")
+        body = part(node, "body")
         init, cond, step = parts
         if init:
             self.arith(init, node)
@@ -277,9 +278,9 @@ class Compound(Machine):
         self.st.status = status
         return status
 
-    def while_statement(self, node: Any) -> int | None:
+    def while_statement(self, node: Node) -> int | None:
         cond = [c for c in node.children if field_of(node, c) == "condition"]
-        body = node.child_by_field_name("body")
+        body = part(node, "body")
         until = node.children[0].type == "until"
         status: int | None = 0
         widened = False

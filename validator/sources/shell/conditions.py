@@ -11,11 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.arith import Arith
 from validator.sources.shell.state import State
-from validator.sources.shell.syntax import line_of, snippet, text
+from validator.sources.shell.syntax import line_of, part, snippet, text
 from validator.sources.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.shell.words import Words
 
@@ -29,7 +30,7 @@ INT_OPS = {
 }
 
 
-def leaves(nodes: list[Any]) -> Iterator[Any]:
+def leaves(nodes: list[Node]) -> Iterator[Node]:
     for n in nodes:
         if n.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
             yield from leaves(list(n.children))
@@ -42,7 +43,7 @@ class Conditions(Words):
 
     st: State
 
-    def decide(self, n: int, labels: list[str], node: Any) -> int:  # pragma: no cover - the evaluator's
+    def decide(self, n: int, labels: list[str], node: Node) -> int:  # pragma: no cover - the evaluator's
         raise NotImplementedError
 
     def changed(self, path: str) -> bool:  # pragma: no cover - the evaluator's
@@ -50,7 +51,7 @@ class Conditions(Words):
 
     # -- tests ------------------------------------------------------------------------------------------
 
-    def test_command(self, node: Any) -> int | None:
+    def test_command(self, node: Node) -> int | None:
         opener = node.children[0].type
         inner = [c for c in node.children if c.type not in ("[", "]", "[[", "]]")]
         if opener == "[":
@@ -84,7 +85,7 @@ class Conditions(Words):
         r = self.cond_expr(inner[0])
         return None if r is None else int(not r)
 
-    def cond_expr(self, node: Any) -> bool | None:
+    def cond_expr(self, node: Node) -> bool | None:
         t = node.type
         line = line_of(node)
         if t == "parenthesized_expression":
@@ -100,9 +101,9 @@ class Conditions(Words):
                 return None if r is None else not r
             return unary_test(self, op, self.value(operand), node)
         if t == "binary_expression":
-            left = node.child_by_field_name("left")
-            right = node.child_by_field_name("right")
-            op = text(node.child_by_field_name("operator"))
+            left = part(node, "left")
+            right = part(node, "right")
+            op = text(part(node, "operator"))
             if op in ("&&", "||"):
                 a = self.cond_expr(left)
                 if a is None:
@@ -154,7 +155,7 @@ class Conditions(Words):
 
     # -- arithmetic -------------------------------------------------------------------------------------
 
-    def arith_command(self, node: Any) -> int | None:
+    def arith_command(self, node: Node) -> int | None:
         inner = self.arith_text(node, 2, 2)
         if isinstance(inner, Unknown):
             return None
@@ -163,14 +164,14 @@ class Conditions(Words):
             return None
         return 0 if int(v) != 0 else 1
 
-    def arith(self, expr: str, node: Any) -> Value:
+    def arith(self, expr: str, node: Node) -> Value:
         return Arith(self, expr, node).evaluate()
 
 
 # -- test / [ -------------------------------------------------------------------------------------------
 
 
-def unary_test(ev: Conditions, op: str, operand: Value, node: Any) -> bool | None:
+def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | None:
     if op in ("-n", "-z"):
         if isinstance(operand, Unknown):
             return (op == "-n") if operand.nonempty else None
@@ -209,7 +210,7 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Any) -> bool | Non
     raise Unmodelled(f"test operator {op}", line_of(node))
 
 
-def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Any) -> bool | None:
+def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Node) -> bool | None:
     if ev.posix and op == "==":
         raise Unmodelled("[ a == b ] in a /bin/sh script (dash's test has no ==)", line_of(node))
     if op in ("=", "==", "!="):  # test and [ compare strings: no patterns
@@ -233,13 +234,13 @@ _UNARY_OPS = {"-n", "-z", "-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", 
 _BINARY_OPS = {"=", "==", "!=", *INT_OPS}
 
 
-def test_words(ev: Conditions, args: list[Value], node: Any) -> int | None:
+def test_words(ev: Conditions, args: list[Value], node: Node) -> int | None:
     """The ``test``/``[`` builtin on its words, by POSIX's rules for up to four arguments."""
     r = _test_posix(ev, args, node)
     return None if r is None else int(not r)
 
 
-def _test_posix(ev: Conditions, args: list[Value], node: Any) -> bool | None:
+def _test_posix(ev: Conditions, args: list[Value], node: Node) -> bool | None:
     n = len(args)
     if n == 0:
         return False
@@ -272,7 +273,7 @@ class _TestParser:
     """``test`` with more than four arguments: bash's grammar (``-o`` below ``-a`` below ``!``, then
     parentheses, unary and binary primaries). Any operand unknown where it decides makes it None."""
 
-    def __init__(self, ev: Conditions, args: list[Value], node: Any) -> None:
+    def __init__(self, ev: Conditions, args: list[Value], node: Node) -> None:
         self.ev, self.args, self.node, self.k = ev, args, node, 0
 
     def parse(self) -> bool | None:

@@ -17,7 +17,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from validator.sources.shell.syntax import text
+from tree_sitter import Node
+
+from validator.sources.shell.syntax import node_bytes, part, text
 
 # simple commands that assign no variable and leave the directory, the arguments and the disk alone
 # (beyond their redirections, counted apart)
@@ -57,7 +59,7 @@ class Effects:
     calls: set[str] = field(default_factory=set)  # the script's functions it calls (when not followed)
 
 
-def effects_of(nodes: list[Any], funcs: dict[str, Any], *, follow: bool = True) -> Effects | str:
+def effects_of(nodes: list[Node], funcs: dict[str, Node], *, follow: bool = True) -> Effects | str:
     """The effects of running ``nodes`` (with the functions ``funcs`` defined), or why they cannot be
     bounded from the syntax. ``follow``: the functions it calls count with their effects; else they are
     listed in ``calls``."""
@@ -74,7 +76,7 @@ def effects_of(nodes: list[Any], funcs: dict[str, Any], *, follow: bool = True) 
 
 def is_pure(
     name: str,
-    funcs: dict[str, Any],
+    funcs: dict[str, Node],
     depth: int = 0,
     within: frozenset[str] = frozenset(),
     memo: dict[tuple[Any, ...], Any] | None = None,
@@ -84,7 +86,7 @@ def is_pure(
     recursion). Its call then yields a status and an output, nothing else."""
     if name in within or depth > 8:
         return False
-    key = (name, *sorted((n, bytes(b.text)) for n, b in funcs.items()))  # the same text, the same answer
+    key = (name, *sorted((n, node_bytes(b)) for n, b in funcs.items()))  # the same text, the same answer
     if memo is not None and key in memo and not within:
         known: bool = memo[key]
         return known
@@ -98,7 +100,7 @@ def is_pure(
 
 
 def _one(
-    node: Any, out: Effects, funcs: dict[str, Any], seen: set[str], stack: list[Any], follow: bool
+    node: Node, out: Effects, funcs: dict[str, Node], seen: set[str], stack: list[Node], follow: bool
 ) -> str | None:
     t = node.type
     if t == "function_definition":
@@ -106,7 +108,7 @@ def _one(
     if t == "variable_assignment":
         target = node.child_by_field_name("name")
         if target is not None:
-            out.names.add(text(target.child_by_field_name("name") if target.type == "subscript" else target))
+            out.names.add(text(part(target, "name") if target.type == "subscript" else target))
     elif t == "for_statement":
         var = node.child_by_field_name("variable")
         if var is not None:
@@ -177,7 +179,7 @@ def _arith(raw: str, out: Effects) -> None:
 
 
 def _command(
-    node: Any, out: Effects, funcs: dict[str, Any], seen: set[str], stack: list[Any], follow: bool
+    node: Node, out: Effects, funcs: dict[str, Node], seen: set[str], stack: list[Node], follow: bool
 ) -> str | None:
     name_node = node.child_by_field_name("name")
     if name_node is None:

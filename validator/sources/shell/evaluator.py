@@ -34,7 +34,8 @@ loop over unknown words what its body can assign (``Compound.for_unknown``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from tree_sitter import Node, Tree
 
 from validator.sources.shell.commands import Commands
 from validator.sources.shell.compound import Compound
@@ -49,7 +50,7 @@ from validator.sources.shell.state import (
     State,
     Var,
 )
-from validator.sources.shell.syntax import inner, line_of, snippet, text
+from validator.sources.shell.syntax import inner, line_of, node_bytes, part, snippet, text
 from validator.sources.shell.values import Unbound, Unmodelled, Value
 
 
@@ -58,7 +59,7 @@ class Evaluator(Commands, Compound):
 
     def run(
         self,
-        tree: Any,
+        tree: Tree,
         env: Mapping[str, str],
         args: list[str],
         *,
@@ -98,7 +99,7 @@ class Evaluator(Commands, Compound):
             return Ending("unresolved", ending.line, ending.where, trap, assumed=ending.assumed)
         return ending
 
-    def _walk(self, tree: Any) -> Ending:
+    def _walk(self, tree: Tree) -> Ending:
         try:
             self.block(list(tree.root_node.children))
         except Launched as hit:
@@ -118,7 +119,7 @@ class Evaluator(Commands, Compound):
             return Ending("exit", 0, self.file, f"unbound variable {ub}", assumed=self.forks.taken)
         return Ending("exit", 0, self.file, "the script ends", assumed=self.forks.taken)
 
-    def block(self, nodes: list[Any]) -> int | None:
+    def block(self, nodes: list[Node]) -> int | None:
         status: int | None = 0
         k = 0
         while k < len(nodes):
@@ -132,7 +133,7 @@ class Evaluator(Commands, Compound):
             k += 1
         return status
 
-    def posix_check(self, node: Any) -> None:
+    def posix_check(self, node: Node) -> None:
         """A ``#!/bin/sh`` script runs under dash (Ubuntu, Debian): what is bash's alone is not modelled
         there (dash refuses it, or reads it otherwise: ``&>`` is ``&`` then ``>``)."""
         t = node.type
@@ -147,7 +148,7 @@ class Evaluator(Commands, Compound):
             raise Unmodelled("(( )) in a /bin/sh script", line)
         if t == "function_definition" and node.children[0].type == "function":
             raise Unmodelled("the function keyword in a /bin/sh script", line)
-        raw = bytes(node.text)
+        raw = node_bytes(node)
         if t in ("redirected_statement", "command", "pipeline", "list") and (
             b"&>" in raw or b"|&" in raw or b"<<<" in raw or b"<(" in raw or b">(" in raw
         ):
@@ -155,7 +156,7 @@ class Evaluator(Commands, Compound):
         if t == "case_statement" and (b";&" in raw):
             raise Unmodelled(";& or ;;& in a /bin/sh script", line)
 
-    def stmt(self, node: Any) -> int | None:
+    def stmt(self, node: Node) -> int | None:
         self.line = line_of(node)  # for what is found where no node is at hand
         self.steps += 1
         if self.steps > MAX_STEPS:
@@ -204,8 +205,8 @@ class Evaluator(Commands, Compound):
                 return self.errexit(self.arith_command(node), node, snippet(node))
             return self.block(kids)
         if t == "function_definition":
-            name = text(node.child_by_field_name("name"))
-            self.st.funcs[name] = node.child_by_field_name("body")
+            name = text(part(node, "name"))
+            self.st.funcs[name] = part(node, "body")
             self.st.status = 0
             return 0
         if t == "test_command":

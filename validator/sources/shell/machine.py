@@ -20,11 +20,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from tree_sitter import Node
+
 from validator.sources.shell.conditions import Conditions
 from validator.sources.shell.effects import Effects
 from validator.sources.shell.paths import Forks
 from validator.sources.shell.state import Launched, ShellExit, State, Var
-from validator.sources.shell.syntax import line_of, snippet, text
+from validator.sources.shell.syntax import line_of, node_bytes, snippet, text
 from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Value, join
 from validator.sources.shell.variables import Variables
 from validator.trusted_files import creatable_by_others
@@ -54,17 +56,17 @@ class Machine(Variables, Conditions):
 
     # -- the evaluator's ----------------------------------------------------------------------------------
 
-    def stmt(self, node: Any) -> int | None:  # pragma: no cover - Evaluator's
+    def stmt(self, node: Node) -> int | None:  # pragma: no cover - Evaluator's
         raise NotImplementedError
 
-    def block(self, nodes: list[Any]) -> int | None:  # pragma: no cover - Evaluator's
+    def block(self, nodes: list[Node]) -> int | None:  # pragma: no cover - Evaluator's
         raise NotImplementedError
 
     def invoke(
         self,
         words: list[Field],
         prefix: list[tuple[str, Value]],
-        node: Any,
+        node: Node,
         *,
         execs: bool = False,
         skip_functions: bool = False,
@@ -72,15 +74,15 @@ class Machine(Variables, Conditions):
     ) -> int | None:  # pragma: no cover - Commands'
         raise NotImplementedError
 
-    def subshell(self, nodes: list[Any]) -> int | None:  # pragma: no cover - Compound's
+    def subshell(self, nodes: list[Node]) -> int | None:  # pragma: no cover - Compound's
         raise NotImplementedError
 
     # -- forks ------------------------------------------------------------------------------------------
 
-    def decide(self, n: int, labels: list[str], node: Any) -> int:
+    def decide(self, n: int, labels: list[str], node: Node) -> int:
         return self.forks.decide(n, labels, f"{self.file}:{line_of(node)}")
 
-    def known_status(self, status: int | None, what: str, node: Any) -> bool:
+    def known_status(self, status: int | None, what: str, node: Node) -> bool:
         """Whether a status counts as success; an unknown one is a fork."""
         if status is not None:
             return status == 0
@@ -88,7 +90,7 @@ class Machine(Variables, Conditions):
 
     # -- set -e ----------------------------------------------------------------------------------------
 
-    def errexit(self, status: int | None, node: Any, what: str) -> int | None:
+    def errexit(self, status: int | None, node: Node, what: str) -> int | None:
         """``set -e``: a failed simple command, pipeline or subshell outside a condition ends the script.
         An unknown status there is taken as success (the path where it failed launches nothing)."""
         self.st.status = status
@@ -209,7 +211,7 @@ class Machine(Variables, Conditions):
 
     # -- command substitution ---------------------------------------------------------------------------
 
-    def command_output(self, node: Any) -> Value:
+    def command_output(self, node: Node) -> Value:
         """``$(...)``: the output of the few commands whose output is known statically (``dirname``,
         ``basename``, ``pwd``, ``cd``, ``echo``, ``printf '%s'``, ``uname``); anything else is Unknown. The
         substitution's exit status becomes ``$?`` (an assignment's status, for ``set -e``)."""
@@ -274,14 +276,14 @@ def others_could_write(path: str, trusted: tuple[int, ...] = ()) -> list[str]:
     return problems
 
 
-def heredoc_text(r: Any) -> Value:
+def heredoc_text(r: Node) -> Value:
     """A here-document's text when it is static (a quoted delimiter, or nothing to expand in it), with
     ``<<-``'s leading tabs removed; Unknown otherwise."""
     start = next((c for c in r.children if c.type == "heredoc_start"), None)
     body = next((c for c in r.children if c.type == "heredoc_body"), None)
     if start is None:
         return Unknown("a here-document the reader cannot delimit")
-    raw = "" if body is None else bytes(body.text).decode("utf-8", "surrogateescape")
+    raw = "" if body is None else node_bytes(body).decode("utf-8", "surrogateescape")
     if body is not None and any(c.type != "heredoc_content" for c in body.children):
         return Unknown("a here-document with expansions")
     quoted = any(q in text(start) for q in ("'", '"', "\\"))
@@ -293,10 +295,11 @@ def heredoc_text(r: Any) -> Value:
 
 
 # a builtin: (machine, argument fields, prefix assignments, node) -> status (None: known only at run time)
-Builtin = Callable[[Machine, list[Field], Any, Any], "int | None"]
+Prefix = list[tuple[str, Value]]  # the assignments before a command word: ``VAR=x cmd``
+Builtin = Callable[[Machine, list[Field], Prefix, Node], "int | None"]
 
 
-def known_words(args: list[Field], node: Any, what: str) -> list[str]:
+def known_words(args: list[Field], node: Node, what: str) -> list[str]:
     """A builtin's arguments as text; one known only at run time is not modelled (``shift $n``)."""
     out: list[str] = []
     for f in args:

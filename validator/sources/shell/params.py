@@ -12,12 +12,14 @@ gives the lookups, ``Words`` the operand words.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.fields import BREAK, Seg, unescape_bare
 from validator.sources.shell.patterns import glob_regex, strip_pattern, substitute_pattern
-from validator.sources.shell.syntax import line_of, snippet, text
+from validator.sources.shell.syntax import line_of, node_bytes, part, snippet, text
 from validator.sources.shell.values import Unbound, Unknown, Unmodelled, Unsplit, Value, join
 
 _SPECIAL_RUNTIME = {"$": "the shell's process id", "!": "the last background job", "_": "the last argument"}
@@ -38,16 +40,16 @@ class Parameters:
         """An array's (key, value) pairs in bash's order; a scalar as element 0; None when unset."""
         raise NotImplementedError
 
-    def element(self, name: str, key: str, node: Any) -> Value | None:  # pragma: no cover
+    def element(self, name: str, key: str, node: Node) -> Value | None:  # pragma: no cover
         raise NotImplementedError
 
     def positional(self) -> list[Value] | Unknown:  # pragma: no cover
         raise NotImplementedError
 
-    def set_scalar(self, name: str, value: Value, node: Any) -> None:  # pragma: no cover
+    def set_scalar(self, name: str, value: Value, node: Node) -> None:  # pragma: no cover
         raise NotImplementedError
 
-    def arith(self, expr: str, node: Any) -> Value:  # pragma: no cover
+    def arith(self, expr: str, node: Node) -> Value:  # pragma: no cover
         raise NotImplementedError
 
     def nounset(self) -> bool:  # pragma: no cover
@@ -55,11 +57,11 @@ class Parameters:
 
     # provided by Words: an operand of ${v:-word} is itself a word
     def segments(
-        self, node: Any, *, quoted: bool, first: bool, assignment: bool = False
+        self, node: Operand, *, quoted: bool, first: bool, assignment: bool = False
     ) -> list[Seg]:  # pragma: no cover
         raise NotImplementedError
 
-    def value(self, node: Any, *, assignment: bool = False) -> Value:  # pragma: no cover
+    def value(self, node: Node, *, assignment: bool = False) -> Value:  # pragma: no cover
         raise NotImplementedError
 
     # ---------------------------------------------------------------------------------------------------
@@ -71,7 +73,7 @@ class Parameters:
 
     # -- parameters -------------------------------------------------------------------------------------
 
-    def _param(self, name: str, index: str | None, quoted: bool, node: Any) -> list[Seg]:
+    def _param(self, name: str, index: str | None, quoted: bool, node: Node) -> list[Seg]:
         """``$name`` / ``${name[index]}`` with no operator, as segments (``$@`` and ``[@]`` give one per
         element, with field boundaries between them when quoted)."""
         many = name in ("@", "*") or index in ("@", "*")
@@ -105,7 +107,7 @@ class Parameters:
             out.append(Seg(v, quoted=quoted))
         return out
 
-    def _many(self, name: str, index: str | None, node: Any) -> list[Value] | Unknown:
+    def _many(self, name: str, index: str | None, node: Node) -> list[Value] | Unknown:
         if name in ("@", "*"):
             return self.positional()
         els = self.elements(name)
@@ -113,7 +115,7 @@ class Parameters:
             return []
         return els if isinstance(els, Unknown) else [v for _, v in els]
 
-    def _one(self, name: str, index: str | None, node: Any) -> Value:
+    def _one(self, name: str, index: str | None, node: Node) -> Value:
         found = self.lookup(name, index, node)
         if found is None:
             if self.nounset():
@@ -121,7 +123,7 @@ class Parameters:
             return ""
         return found
 
-    def lookup(self, name: str, index: str | None, node: Any) -> Value | None:
+    def lookup(self, name: str, index: str | None, node: Node) -> Value | None:
         if index is not None:
             return self.element(name, index, node)
         if name == "#":
@@ -137,7 +139,7 @@ class Parameters:
             return Unknown(f"${name}: {_SPECIAL_RUNTIME[name]}, known only at run time")
         return self.scalar(name)
 
-    def _braced(self, node: Any, quoted: bool) -> list[Seg]:
+    def _braced(self, node: Node, quoted: bool) -> list[Seg]:
         kids = [c for c in node.children if c.type not in ("${", "}")]
         line = line_of(node)
         if not kids:
@@ -193,14 +195,14 @@ class Parameters:
             raise Unmodelled(f"operator on a list: {snippet(node)}", line)
         return self._operate(kids[1:], self.lookup(name, index, node), name, quoted, node)
 
-    def _name(self, node: Any, line: int) -> tuple[str, str | None]:
+    def _name(self, node: Node, line: int) -> tuple[str, str | None]:
         if node.type in ("variable_name", "special_variable_name"):
             return text(node), None
         if node.type == "number":
             return text(node), None
         if node.type == "subscript":
-            name = text(node.child_by_field_name("name"))
-            index_node = node.child_by_field_name("index")
+            name = text(part(node, "name"))
+            index_node = part(node, "index")
             raw = text(index_node)
             if raw in ("@", "*"):
                 return name, raw
@@ -210,7 +212,7 @@ class Parameters:
             return name, idx
         raise Unmodelled(f"parameter {text(node)!r}", line)
 
-    def _indirect_raw(self, target: Value, node: Any) -> Value | None:
+    def _indirect_raw(self, target: Value, node: Node) -> Value | None:
         if isinstance(target, Unknown):
             return target
         m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(.*)\])?|([0-9]+|[@*#?$!-])", target)
@@ -222,7 +224,7 @@ class Parameters:
             raise Unmodelled(f"${{!...}} names an array element {target!r}", line_of(node))
         return self.lookup(m.group(1) or m.group(3), None, node)
 
-    def _indirect(self, target: Value, node: Any) -> Value:
+    def _indirect(self, target: Value, node: Node) -> Value:
         found = self._indirect_raw(target, node)
         if found is None:
             if self.nounset():
@@ -231,25 +233,25 @@ class Parameters:
         return found
 
     def _operate(
-        self, kids: list[Any], current: Value | None, name: str | None, quoted: bool, node: Any
+        self, kids: list[Node], current: Value | None, name: str | None, quoted: bool, node: Node
     ) -> list[Seg]:
         line = line_of(node)
         op = text(kids[0])
         operands = kids[1:]
         close = node.children[-1]
         if op in (":-", "-", ":=", "=", ":+", "+", ":?", "?"):
-            operands = self._checked(node, kids[0], operands, close)
+            word = self._checked(node, kids[0], operands, close)
             if isinstance(current, Unknown) and not (op.startswith(":") and current.nonempty):
                 return [Seg(current, quoted=quoted)]
             empty = current is None or (op.startswith(":") and current == "")
             if op in (":+", "+"):
-                return self._operand(operands, quoted) if not empty else [Seg("", quoted=quoted)]
+                return self._operand(word, quoted) if not empty else [Seg("", quoted=quoted)]
             if not empty:
                 assert current is not None
                 return [Seg(current, quoted=quoted)]
             if op in (":?", "?"):
                 raise Unbound(f"{name}: {op} says the script stops here")
-            segs = self._operand(operands, quoted)
+            segs = self._operand(word, quoted)
             if op in (":=", "="):
                 if name is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                     raise Unmodelled(f"{snippet(node)}: assigning through an indirection", line)
@@ -262,7 +264,8 @@ class Parameters:
                 raise Unbound(str(name))
             current = ""
         if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
-            pat_nodes, rep_nodes = operands, []
+            pat_nodes: Sequence[Operand] = operands
+            rep_nodes: Sequence[Operand] = []
             cut = (
                 next((k for k, c in enumerate(operands) if c.type == "/"), None)
                 if op.startswith("/")
@@ -308,12 +311,12 @@ class Parameters:
             return [Seg(self._substring(current, operands, node), quoted=quoted)]
         raise Unmodelled(f"parameter operator {op!r} in {snippet(node)}", line)
 
-    def _checked(self, node: Any, after: Any, operands: list[Any], before: Any) -> list[Any]:
+    def _checked(self, node: Node, after: Node, operands: list[Node], before: Node) -> Sequence[Operand]:
         """The operand nodes between ``after`` and ``before``, if they cover that source exactly; the
         grammar sometimes drops a blank (``${v%% *}`` reads as ``*``): then the raw text, when it holds no
         quote or expansion, is a literal word; else the construct is not modelled."""
-        raw = bytes(node.text)[after.end_byte - node.start_byte : before.start_byte - node.start_byte]
-        if b"".join(bytes(c.text) for c in operands) == raw and (
+        raw = node_bytes(node)[after.end_byte - node.start_byte : before.start_byte - node.start_byte]
+        if b"".join(node_bytes(c) for c in operands) == raw and (
             not operands
             or (operands[0].start_byte == after.end_byte and operands[-1].end_byte == before.start_byte)
         ):
@@ -322,7 +325,7 @@ class Parameters:
             raise Unmodelled(f"the operand of {snippet(node)} (the grammar misreads it)", line_of(node))
         return [RawOperand(raw.decode("utf-8", "surrogateescape"))]
 
-    def _substring(self, current: Value, operands: list[Any], node: Any) -> Value:
+    def _substring(self, current: Value, operands: list[Node], node: Node) -> Value:
         parts = [c for c in operands if c.type != ":"]
         if len(parts) not in (1, 2) or text(node).count(":") != len(parts):
             raise Unmodelled(f"substring {snippet(node)}", line_of(node))
@@ -348,7 +351,7 @@ class Parameters:
             return current[off:end]
         return current[off : off + ln]
 
-    def _operand(self, operands: list[Any], quoted: bool) -> list[Seg]:
+    def _operand(self, operands: Sequence[Operand], quoted: bool) -> list[Seg]:
         out: list[Seg] = []
         for k, child in enumerate(operands):
             if not isinstance(child, RawOperand) and child.type == "regex":
@@ -368,7 +371,7 @@ class Parameters:
             ]
         )
 
-    def _pieces(self, nodes: list[Any], *, quoted: bool) -> list[tuple[Value, bool]]:
+    def _pieces(self, nodes: Sequence[Operand], *, quoted: bool) -> list[tuple[Value, bool]]:
         pieces: list[tuple[Value, bool]] = []
         for child in nodes:
             if isinstance(child, RawOperand):
@@ -384,7 +387,7 @@ class Parameters:
                 pieces.append((s.value, s.quoted))
         return pieces
 
-    def _pattern_of(self, nodes: list[Any], line: int) -> re.Pattern[str] | Unknown:
+    def _pattern_of(self, nodes: Sequence[Operand], line: int) -> re.Pattern[str] | Unknown:
         return glob_regex(self._pieces(nodes, quoted=False), line)
 
 
@@ -396,10 +399,13 @@ class RawOperand:
     type: str = "raw"
 
 
-def _escaped_slash(node: Any, op: Any, close: Any) -> tuple[str, str] | None:
+Operand = Node | RawOperand  # an operand of ${v#p}: a syntax node, or text the grammar misread
+
+
+def _escaped_slash(node: Node, op: Node, close: Node) -> tuple[str, str] | None:
     """The pattern and replacement of ``${v/PAT/REP}`` read from its source, where PAT holds an escaped
     slash (``\\/``) and nothing is quoted or expanded; None otherwise (the grammar's reading stands)."""
-    raw = bytes(node.text)[op.end_byte - node.start_byte : close.start_byte - node.start_byte].decode(
+    raw = node_bytes(node)[op.end_byte - node.start_byte : close.start_byte - node.start_byte].decode(
         "utf-8", "surrogateescape"
     )
     if "\\/" not in raw or any(c in raw for c in "$`'\""):
@@ -415,7 +421,7 @@ def _escaped_slash(node: Any, op: Any, close: Any) -> tuple[str, str] | None:
     return raw, ""
 
 
-def _quoting(node: Any) -> bool:
+def _quoting(node: Operand) -> bool:
     """A node that is or holds quoting (whose meaning inside a double-quoted ``${v#p}`` is subtle)."""
     if isinstance(node, RawOperand):
         return False

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.values import Fields, Unknown, Value
 
@@ -114,7 +115,7 @@ class Launched(Exception):
 @dataclass
 class State:
     vars: dict[str, Var]
-    funcs: dict[str, Any]
+    funcs: dict[str, Node]
     positional: list[Value] | Unknown
     opts: set[str]
     cwd: Value

@@ -11,31 +11,29 @@ is broken: one line, exit 65) from a construct the grammar does not know (the re
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+
+import tree_sitter_bash
+from tree_sitter import Language, Node, Parser, Tree
 
 from validator.errors import InputError, UnresolvedLaunch
+from validator.sources.shell.values import Unmodelled
 
 MAX_SCRIPT_BYTES = 1 << 20  # launcher scripts are a few KB; a bigger file is not one
 MAX_NESTING = 200  # syntax-tree depth; the evaluator recurses along it
 
 
-def parse(source: bytes, where: str, shell: str = "bash") -> Any:
+def parse(source: bytes, where: str, shell: str = "bash") -> Tree:
     """The tree-sitter tree of ``source``.
 
     A NUL byte, an oversized file or a tree deeper than MAX_NESTING is InputError; a syntax error bash
     also reports is InputError naming the line; one only tree-sitter reports is UnresolvedLaunch."""
-    # tree-sitter (about 7 ms to import) only when a script is parsed: the node helpers below are
-    # imported by every module of the reader, and a file that is refused first never needs the grammar
-    import tree_sitter
-    import tree_sitter_bash
-
     if len(source) > MAX_SCRIPT_BYTES:
         raise InputError(where, f"larger than {MAX_SCRIPT_BYTES} bytes: not a launcher script")
     if b"\x00" in source:
         raise InputError(
             where, "NUL byte: not a shell script", source.count(b"\n", 0, source.index(b"\x00")) + 1
         )
-    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    parser = Parser(Language(tree_sitter_bash.language()))
     tree = parser.parse(source)
     deep = _too_deep(tree)
     if deep is not None:
@@ -62,13 +60,13 @@ def parse(source: bytes, where: str, shell: str = "bash") -> Any:
 _RESERVED = {"then", "else", "elif", "fi", "do", "done", "esac", "}", ";;", "in"}
 
 
-def _misread(tree: Any) -> Any | None:
+def _misread(tree: Tree) -> Node | None:
     """A node where the grammar silently misreads bash: a reserved word such as ``else`` taken for a
     command name (it does so after assignments that end a line), which moves the statements around it."""
     cursor = tree.walk()
     while True:
-        node = cursor.node
-        if node.type == "command_name" and text(node) in _RESERVED:
+        node = cursor.node  # a cursor always stands on a node
+        if node is not None and node.type == "command_name" and text(node) in _RESERVED:
             return node
         if cursor.goto_first_child():
             continue
@@ -91,13 +89,13 @@ def _bash_syntax_error(source: bytes, shell: str = "bash") -> str | None:
     return lines[0].replace("/dev/stdin: ", "") if lines else f"{shell} -n exits {proc.returncode}"
 
 
-def _too_deep(tree: Any) -> int | None:
+def _too_deep(tree: Tree) -> int | None:
     """The line where the tree first gets deeper than MAX_NESTING (walked iteratively), else None."""
     cursor = tree.walk()
     depth = 0
     while True:
         if depth > MAX_NESTING:
-            return int(cursor.node.start_point[0]) + 1
+            return cursor.node.start_point[0] + 1 if cursor.node is not None else 1
         if cursor.goto_first_child():
             depth += 1
             continue
@@ -107,7 +105,7 @@ def _too_deep(tree: Any) -> int | None:
             depth -= 1
 
 
-def _first_error(node: Any) -> Any | None:
+def _first_error(node: Node) -> Node | None:
     if node.type == "ERROR" or node.is_missing:
         return node
     if not node.has_error:
@@ -119,27 +117,40 @@ def _first_error(node: Any) -> Any | None:
     return node
 
 
-def text(node: Any) -> str:
+def node_bytes(node: Node) -> bytes:
+    """The source bytes of ``node`` (a tree parsed here always keeps its source)."""
+    return node.text or b""
+
+
+def text(node: Node) -> str:
     """The source text of ``node``."""
-    return bytes(node.text).decode("utf-8", "replace")
+    return node_bytes(node).decode("utf-8", "replace")
 
 
-def inner(node: Any, open_: str, close: str) -> list[Any]:
+def part(node: Node, name: str) -> Node:
+    """``node``'s child in the grammar's field ``name``, one the grammar gives every node of its type."""
+    found = node.child_by_field_name(name)
+    if found is None:
+        raise Unmodelled(f"{node.type.replace('_', ' ')} without its {name}: {snippet(node)}", line_of(node))
+    return found
+
+
+def inner(node: Node, open_: str, close: str) -> list[Node]:
     return [c for c in node.children if c.type not in (open_, close)]
 
 
-def line_of(node: Any) -> int:
+def line_of(node: Node) -> int:
     """``node``'s 1-based line."""
     return int(node.start_point[0]) + 1
 
 
-def snippet(node: Any) -> str:
+def snippet(node: Node) -> str:
     """``node``'s text on one line, at most 60 characters (for messages)."""
     flat = " ".join(text(node).split())
     return flat if len(flat) <= 60 else flat[:57] + "..."
 
 
-def field_of(parent: Any, child: Any) -> str | None:
+def field_of(parent: Node, child: Node) -> str | None:
     """The grammar's field name of ``child`` in ``parent`` (``argument``, ``name``, ...). The names of a
     parent's children are read once and kept for the parent last asked about: a command with 20,000 words
     asked this for each of them, and reading them all each time made the reading quadratic (41 s).
@@ -159,7 +170,7 @@ def field_of(parent: Any, child: Any) -> str | None:
 
 
 # the last parent asked about, and its children's field names by node id
-_FIELDS_OF: list[tuple[Any, dict[int, str | None]]] = [(None, {})]
+_FIELDS_OF: list[tuple[Node | None, dict[int, str | None]]] = [(None, {})]
 
 
 POSIX_SHELLS = {"sh", "dash", "ash", "posh"}

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, State, Var, bash_hash
-from validator.sources.shell.syntax import line_of, text
+from validator.sources.shell.syntax import line_of, part, text
 from validator.sources.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.shell.words import Words
 
@@ -108,7 +109,7 @@ class Variables(Words):
             return [(k, var.items[k]) for _, k in order]
         return [(k, var.items[k]) for k in sorted(var.items, key=int)]
 
-    def element(self, name: str, key: str, node: Any) -> Value | None:
+    def element(self, name: str, key: str, node: Node) -> Value | None:
         if name == "BASH_SOURCE" and name not in self.st.vars:
             if not key.isdigit():
                 raise Unmodelled(f"BASH_SOURCE[{key}]", line_of(node))
@@ -129,7 +130,7 @@ class Variables(Words):
             return var.items
         return var.items.get(key if var.assoc else self._index(key, node))
 
-    def _index(self, key: str, node: Any) -> str:
+    def _index(self, key: str, node: Node) -> str:
         v = self.arith(key, node)
         if isinstance(v, Unknown):
             raise Unmodelled(f"array index {key!r}: {v.reason}", line_of(node))
@@ -140,7 +141,7 @@ class Variables(Words):
     def positional(self) -> list[Value] | Unknown:
         return self.st.positional
 
-    def set_scalar(self, name: str, value: Value, node: Any) -> None:
+    def set_scalar(self, name: str, value: Value, node: Node) -> None:
         self.assign(name, value, node)
 
     def home(self, user: str) -> Value | None:
@@ -157,11 +158,11 @@ class Variables(Words):
 
     # -- variables --------------------------------------------------------------------------------------
 
-    def origin(self, node: Any) -> str:
+    def origin(self, node: Node) -> str:
         return f"script:{self.file}:{line_of(node)}"
 
     def assign(
-        self, name: str, value: Value, node: Any, *, key: str | None = None, append: bool = False
+        self, name: str, value: Value, node: Node, *, key: str | None = None, append: bool = False
     ) -> None:
         if name in BASH_VARS or name in ("PWD", "BASH_SOURCE", "FUNCNAME", "BASH_VERSION", "BASH_ENV"):
             raise Unmodelled(f"assignment to bash's own variable {name}", line_of(node))
@@ -191,15 +192,15 @@ class Variables(Words):
 
     # -- assignments and declarations -------------------------------------------------------------------
 
-    def assignment(self, node: Any, *, local: bool = False) -> str:
+    def assignment(self, node: Node, *, local: bool = False) -> str:
         """``NAME=value``, ``NAME+=value``, ``NAME=(...)``, ``NAME[k]=v``: applies it, returns NAME."""
-        target = node.child_by_field_name("name")
+        target = part(node, "name")
         value_node = node.child_by_field_name("value")
         append = any(c.type == "+=" for c in node.children)
         key: str | None = None
         if target.type == "subscript":
-            name = text(target.child_by_field_name("name"))
-            index_node = target.child_by_field_name("index")
+            name = text(part(target, "name"))
+            index_node = part(target, "index")
             kv = self.value(index_node)
             if isinstance(kv, Unknown):
                 raise Unmodelled(f"array subscript known only at run time: {kv.reason}", line_of(node))
@@ -217,7 +218,7 @@ class Variables(Words):
         self.assign(name, value, node, key=key, append=append)
         return name
 
-    def array_assignment(self, name: str, node: Any, append: bool, at: Any) -> None:
+    def array_assignment(self, name: str, node: Node, append: bool, at: Node) -> None:
         var = self.st.vars.get(name)
         assoc = var is not None and var.assoc
         items: dict[str, Value] = {}
@@ -260,24 +261,24 @@ class Variables(Words):
         if "allexport" in self.st.opts:
             new.exported = True
 
-    def declaration(self, node: Any) -> int | None:
+    def declaration(self, node: Node) -> int | None:
         keyword = text(node.children[0])
         if keyword == "local" and not self.in_function:
             return 1  # bash: "local: can only be used in a function"
         flags: dict[str, bool] = {}
         status: int | None = 0
-        for child in node.children[1:]:
-            if child.type == "variable_assignment":
-                name = text(child.child_by_field_name("name")).split("[")[0]
-                self.declare(name, keyword, flags, child, assignment=child)
+        for kid in node.children[1:]:
+            if kid.type == "variable_assignment":
+                name = text(part(kid, "name")).split("[")[0]
+                self.declare(name, keyword, flags, kid, assignment=kid)
                 continue
-            fs = self.fields(child)
+            fs = self.fields(kid)
             if isinstance(fs, Unknown):
-                raise Unmodelled(f"{keyword} argument known only at run time: {fs.reason}", line_of(child))
-            status = self.declare_words(keyword, flags, [join(f) for f in fs], child) or status
+                raise Unmodelled(f"{keyword} argument known only at run time: {fs.reason}", line_of(kid))
+            status = self.declare_words(keyword, flags, [join(f) for f in fs], kid) or status
         return status
 
-    def declare_words(self, keyword: str, flags: dict[str, bool], words: list[Value], node: Any) -> int:
+    def declare_words(self, keyword: str, flags: dict[str, bool], words: list[Value], node: Node) -> int:
         """Declaration arguments as words (``export "X=1"``, ``builtin export X=1``): options, then
         ``NAME=value`` or ``NAME``; 1 when a name is not a valid identifier, as bash reports it."""
         status = 0
@@ -305,9 +306,9 @@ class Variables(Words):
         name: str,
         keyword: str,
         flags: dict[str, bool],
-        node: Any,
+        node: Node,
         *,
-        assignment: Any = None,
+        assignment: Node | None = None,
         value: str | None = None,
         append: bool = False,
     ) -> None:
@@ -366,7 +367,7 @@ class Variables(Words):
         if keyword == "export" and flags.get("n") is False:
             var.exported = True
 
-    def unset(self, node: Any) -> int | None:
+    def unset(self, node: Node) -> int | None:
         mode = "v"
         status: int | None = 0
         for child in node.children[1:]:

@@ -13,12 +13,13 @@ arithmetic, ``~`` and ``set -f`` (the abstract methods at the top).
 from __future__ import annotations
 
 import re
-from typing import Any
+
+from tree_sitter import Node
 
 from validator.sources.shell.fields import WS, Seg, ansi_c, split_fields, unescape_bare, unescape_double
-from validator.sources.shell.params import Parameters, RawOperand
+from validator.sources.shell.params import Operand, Parameters, RawOperand
 from validator.sources.shell.patterns import glob_regex
-from validator.sources.shell.syntax import line_of, snippet, text
+from validator.sources.shell.syntax import line_of, node_bytes, snippet, text
 from validator.sources.shell.values import Fields, Unknown, Unmodelled, Value, join
 
 _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -28,7 +29,7 @@ class Words(Parameters):
     """Word expansion over the evaluator's state."""
 
     # provided by the evaluator
-    def command_output(self, node: Any) -> Value:  # pragma: no cover
+    def command_output(self, node: Node) -> Value:  # pragma: no cover
         raise NotImplementedError
 
     def home(self, user: str) -> Value | None:  # pragma: no cover
@@ -39,13 +40,13 @@ class Words(Parameters):
 
     # ---------------------------------------------------------------------------------------------------
 
-    def fields(self, node: Any) -> Fields:
+    def fields(self, node: Node) -> Fields:
         """The argv words one word node becomes (split, glob-guarded, quotes removed)."""
         segs = self.segments(node, quoted=False, first=True)
         ifs = self.scalar("IFS")
         return split_fields(segs, WS if ifs is None else ifs, glob=not self.noglob())
 
-    def value(self, node: Any, *, assignment: bool = False) -> Value:
+    def value(self, node: Node, *, assignment: bool = False) -> Value:
         """One word without splitting or globbing (an assignment's value, a ``case`` subject, ``[[ ]]``)."""
         segs = self.segments(node, quoted=False, first=True, assignment=assignment)
         parts: list[Value] = []
@@ -59,7 +60,7 @@ class Words(Parameters):
             del k
         return join(parts)
 
-    def pattern(self, node: Any) -> re.Pattern[str] | Unknown:
+    def pattern(self, node: Node) -> re.Pattern[str] | Unknown:
         """A word as a pattern: its quoted runs literal, the rest special."""
         if node.type == "regex":  # the grammar's name for an unquoted [[ $v == pattern ]] operand
             raw = text(node)
@@ -75,7 +76,7 @@ class Words(Parameters):
                 pieces.append((s.value, s.quoted))
         return glob_regex(pieces, line_of(node))
 
-    def segments(self, node: Any, *, quoted: bool, first: bool, assignment: bool = False) -> list[Seg]:
+    def segments(self, node: Operand, *, quoted: bool, first: bool, assignment: bool = False) -> list[Seg]:
         if isinstance(node, RawOperand):
             return [Seg(node.raw, quoted=quoted, literal=not quoted)]
         t = node.type
@@ -147,10 +148,10 @@ class Words(Parameters):
             return [Seg(Unknown(f"{snippet(node)}: a process substitution"), quoted=quoted)]
         raise Unmodelled(f"{t.replace('_', ' ')} {snippet(node)!r}", line)
 
-    def arith_text(self, node: Any, head: int, tail: int) -> Value:
+    def arith_text(self, node: Node, head: int, tail: int) -> Value:
         """An arithmetic node's expression with its ``$x``, ``${...}`` and ``$(...)`` expanded first, as
         bash does before it evaluates."""
-        src = bytes(node.text)
+        src = node_bytes(node)
         spans: list[tuple[int, int, Value]] = []
         stack = list(node.children)
         while stack:
