@@ -29,7 +29,6 @@ JsonValue: TypeAlias = "str | int | float | bool | list[JsonValue] | dict[str, J
 
 # Source names, as they appear in a check result's ``sources`` list.
 LAUNCH = "launch"
-ENV = "env"
 SGLANG = "sglang"
 HUMMING = "humming"
 CHECKPOINT = "checkpoint"

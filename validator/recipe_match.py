@@ -184,7 +184,6 @@ def choose(
     )
 
 
-AUTO = "auto"
 CHECK_ID = "rules.auto"
 NO_PACK = "none"  # the report's rule_pack when no shipped pack is written for the model
 

@@ -61,10 +61,6 @@ def register_secret(value: str | None) -> None:
         _REGISTERED.add(value)
 
 
-def registered_secrets() -> frozenset[str]:
-    return frozenset(_REGISTERED)
-
-
 def safe_url(url: str) -> str:
     """``url`` without its credentials (``http://<redacted>@host:port/...``); the user name and the
     password are registered as secrets, so a server or library echoing them is scrubbed too."""

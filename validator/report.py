@@ -123,12 +123,6 @@ class Report:
     def failed(self) -> list[CheckResult]:
         return [c for c in self.checks if c.status is Status.FAIL]
 
-    def by_id(self, check_id: str) -> CheckResult:
-        for c in self.checks:
-            if c.id == check_id:
-                return c
-        raise KeyError(check_id)
-
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")

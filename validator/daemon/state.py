@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from validator.facts import ProbeResult
-from validator.report import Report, Status, Verdict
+from validator.report import Report, Status
 
 HISTORY_S = 6 * 3600.0  # what the status page charts: the last hours
 HISTORY_MAX = 2000  # samples kept (a re-check every 30 s for 6 h is 720)
@@ -76,7 +76,6 @@ class DaemonState:
     version: int = 0  # bumped on every change; HTTP caches key on it
     heartbeat: float = field(default_factory=time.monotonic)  # last scheduler tick (liveness)
     last_run_end: float | None = None  # wall-clock end of the last check run
-    last_success_end: float | None = None
     history: AcceptHistory = field(default_factory=AcceptHistory)  # for the status page's chart
     # a restart (or the server lost) that no check has judged since: wall-clock time, and what was seen
     restarted_at: float | None = None
@@ -110,8 +109,6 @@ class DaemonState:
             self.reason = f"{self.unjudged()} (last attempt: {reason})"
         else:
             self.reason = "" if ready else reason
-            if report.verdict is Verdict.PASS:
-                self.last_success_end = self.last_run_end
             self.history.record(report, self.last_run_end)
         self.version += 1
 

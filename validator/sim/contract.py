@@ -108,11 +108,6 @@ def _or_list(scalar: Callable[[Any], None], kind: str) -> Callable[[Any], None]:
     return check
 
 
-def _string_list(v: Any) -> None:
-    for e in _seq(v):
-        _str(e)
-
-
 def _int_list(v: Any) -> None:
     for e in _seq(v):
         _int()(e)

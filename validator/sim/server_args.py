@@ -9,9 +9,6 @@ gets steps 1, topk 1 and ``block_size + 1`` draft tokens from the draft checkpoi
 
 from __future__ import annotations
 
-import copy
-import functools
-import shlex
 from typing import Any
 
 from validator.sim.scenarios import MODEL_PATH, TOKEN_MAP_PATH, Scenario
@@ -19,17 +16,6 @@ from validator.sources.sglang_cli import parse_server_args
 from validator.sources.sglang_cli_table import load_table
 
 SGLANG_VERSION = load_table().sglang_version
-
-
-def sglang_defaults() -> dict[str, Any]:
-    """Every ``ServerArgs`` field with its default, from the flag table generated from SGLang's own parser
-    (the same table preflight parses launch commands with); ``config`` is a CLI-only option, not a field."""
-    return copy.deepcopy(_defaults())
-
-
-@functools.lru_cache(maxsize=1)
-def _defaults() -> dict[str, Any]:
-    return _parse(["--model-path", MODEL_PATH])
 
 
 def _parse(argv: list[str]) -> dict[str, Any]:
@@ -72,15 +58,6 @@ def launch_command(argv: list[str]) -> str:
     """``/server_info``'s ``launch_command``: ``" ".join(sys.argv[1:])`` of the launcher, so it starts with
     the first flag (srt/server_args.py records it at parse time; secrets are *not* redacted)."""
     return " ".join(argv)
-
-
-def launch_command_for_log(argv: list[str]) -> str:
-    """The whole command with the API key masked: the simulator never writes a secret to a file."""
-    masked = list(argv)
-    for i, arg in enumerate(masked[:-1]):
-        if arg in ("--api-key", "--admin-api-key"):
-            masked[i + 1] = "***"
-    return shlex.join(["python", "-m", "sglang.launch_server", *masked])
 
 
 def resolved(
