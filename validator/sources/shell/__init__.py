@@ -10,10 +10,11 @@ only modules below it, and ``launch_script``, the adapter to ``LaunchFacts``, si
   loops, lists, pipelines, subshells).
 - ``builtins`` (the table and command lookup: ``exec``, ``command``, ``builtin``) over ``builtins_vars``,
   ``builtins_flow`` and ``builtins_output``, grouped by what they do.
+- ``conditions``: ``[ ]``, ``[[ ]]``, file tests, ``(( ))``, over one path's machine.
 - ``machine``: one path's bookkeeping: forks, ``set -e``, what the script changed on the disk, ``$(...)``.
-- ``variables`` (lookups, assignments, declarations) and ``conditions`` (``[ ]``, ``[[ ]]``, file tests).
-- ``words`` (a word's syntax to runs of text) and ``arith`` (``$(( ))``).
-- ``params``: parameter expansion (``$v``, ``${v:-d}``, ``${v#p}``, arrays, ``$@``).
+- ``variables``: lookups, assignments, declarations.
+- ``expand``: word expansion (a word's syntax to runs of text, parameters, ``$(( ))``), over the variables.
+- ``arith``: bash integer arithmetic over the variables.
 - ``fields`` (field splitting, quote removal) and ``patterns`` (bash patterns as regular expressions).
 - ``state`` (a variable, a path's state, how a path ends), ``programs`` (what the reader knows of programs
   outside the shell), ``paths`` (the path-forking machinery, which knows nothing of bash) and ``effects``
@@ -22,8 +23,8 @@ only modules below it, and ``launch_script``, the adapter to ``LaunchFacts``, si
   ``Unmodelled``).
 - ``command_line``: one command line (``--launch-cmd``, ``ExecStart``) split into words, without a script.
 
-Each module holds one job; the mixins (``Parameters`` <- ``Words`` <- ``Variables``/``Conditions`` <-
-``Machine`` <- ``Commands``/``Compound`` <- ``Evaluator``) share one object per path, each naming what it
-needs from the layers above as abstract methods. This package imports nothing itself, so that a module
+Each module holds one job. The expander (``expand.Expander``) and the conditions (``conditions.Conditions``)
+are components the path holds; the statements (``Machine`` <- ``Variables``, ``Commands``/``Compound`` <-
+``Evaluator``) still share one object per path. This package imports nothing itself, so that a module
 needing one part (``command_line``) does not load the rest.
 """

@@ -4,7 +4,7 @@ at run time makes the result ``Unknown``; an operator not modelled raises ``Unmo
 
 A small expression parser of its own, apart from the conditions (``[ ]``, ``[[ ]]``) that use it, because
 it is a grammar (precedence, assignment, recursion into a variable's text) rather than a rule on words.
-It reads and writes variables through ``Parameters`` (the lookups), not the evaluator.
+It reads and writes variables through ``state.Names``, not the evaluator.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import re
 
 from tree_sitter import Node
 
-from validator.sources.shell.params import Parameters
+from validator.sources.shell.state import Names
 from validator.sources.shell.syntax import line_of
 from validator.sources.shell.values import Unbound, Unknown, Unmodelled, Value
 
@@ -29,7 +29,7 @@ class Arith:
         r"|(\+\+|--|\+=|-=|\*=|/=|%=|<=|>=|==|!=|&&|\|\||[-+*/%()<>!=?:,]))"
     )
 
-    def __init__(self, ev: Parameters, expr: str, node: Node, depth: int = 0) -> None:
+    def __init__(self, ev: Names, expr: str, node: Node, depth: int = 0) -> None:
         self.ev, self.node, self.depth = ev, node, depth
         self.toks: list[tuple[str, str]] = []
         pos = 0

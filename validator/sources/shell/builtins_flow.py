@@ -160,7 +160,7 @@ def stdin_text(ev: Machine, node: Node) -> Value:
             continue
         if r.type == "herestring_redirect":
             word = next(c for c in r.children if c.type != "<<<")
-            value = ev.value(word)
+            value = ev.words.value(word)
             found = value + "\n" if isinstance(value, str) else value
         elif r.type == "heredoc_redirect":
             found = heredoc_text(r)

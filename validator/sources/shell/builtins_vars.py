@@ -163,7 +163,7 @@ def b_let(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | N
     """``let EXPR...``: each argument as arithmetic; the status is 1 when the last is 0."""
     last: Value = "0"
     for w in known_words(args, node, "let"):
-        last = ev.arith(w, node)
+        last = ev.words.arith(w, node)
     if not args:
         return ev.errexit(2, node, "let")
     return ev.errexit(None if isinstance(last, Unknown) else int(int(last) == 0), node, "let")

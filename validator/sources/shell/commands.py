@@ -70,7 +70,7 @@ class Commands(Machine):
             return
         dest = outs[0].child_by_field_name("destination")
         content = heredoc_text(docs[0])
-        target = None if dest is None else self.value(dest)
+        target = None if dest is None else self.words.value(dest)
         if isinstance(content, str) and isinstance(target, str) and isinstance(self.st.cwd, str):
             self.st.written[os.path.normpath(os.path.join(self.st.cwd, target))] = content
 
@@ -96,7 +96,7 @@ class Commands(Machine):
             return
         if op in (">&", "<&") and dest.type == "number":
             return
-        target = self.value(dest)
+        target = self.words.value(dest)
         if op == ">&" and isinstance(target, str) and (target.isdigit() or target == "-"):
             return
         self.touch(target)
@@ -131,7 +131,7 @@ class Commands(Machine):
         self.st.status = 0
         for c in kids:
             if c.type == "command_name" or field_of(node, c) == "argument":
-                fs = self.fields(c.children[0] if c.type == "command_name" else c)
+                fs = self.words.fields(c.children[0] if c.type == "command_name" else c)
                 if isinstance(fs, Unknown):
                     if not words:
                         raise Unmodelled(

@@ -137,7 +137,7 @@ class Compound(Machine):
 
     def case_statement(self, node: Node) -> int | None:
         subject_node = part(node, "value")
-        subject = self.value(subject_node)
+        subject = self.words.value(subject_node)
         items = [c for c in node.children if c.type == "case_item"]
         self.st.status = 0
         k = 0
@@ -156,7 +156,7 @@ class Compound(Machine):
             hit = falling
             if not hit:
                 for p in patterns:
-                    rx = self.pattern(p)
+                    rx = self.words.pattern(p)
                     if isinstance(subject, Unknown) or isinstance(rx, Unknown):
                         why = subject.reason if isinstance(subject, Unknown) else rx.reason  # type: ignore[union-attr]
                         hit = (
@@ -194,7 +194,7 @@ class Compound(Machine):
                 return self.for_unknown(node, var, body, f"the arguments: {pos.reason}")
             items = list(pos)
         for v in values:
-            fs = self.fields(v)
+            fs = self.words.fields(v)
             if isinstance(fs, Unknown):
                 return self.for_unknown(node, var, body, fs.reason)
             items += [join(f) for f in fs]
@@ -256,13 +256,13 @@ class Compound(Machine):
         body = part(node, "body")
         init, cond, step = parts
         if init:
-            self.arith(init, node)
+            self.words.arith(init, node)
         status: int | None = 0
         for n in range(MAX_LOOP + 1):
             if n == MAX_LOOP:
                 raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
             if cond:
-                v = self.arith(cond, node)
+                v = self.words.arith(cond, node)
                 holds = int(v) != 0 if isinstance(v, str) else self.known_status(None, f"(( {cond} ))", node)
                 if not holds:
                     break
@@ -274,7 +274,7 @@ class Compound(Machine):
                 if lp.kind == "break":
                     break
             if step:
-                self.arith(step, node)
+                self.words.arith(step, node)
         self.st.status = status
         return status
 

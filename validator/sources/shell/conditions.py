@@ -2,8 +2,9 @@
 grammar beyond four), ``[[ ]]`` (pattern matching, ``&&``/``||``), file tests against the disk (unless the
 script may have changed that path), and ``(( ))`` as a command (its arithmetic is ``arith``'s).
 
-A condition that depends on what only the run knows is None: the evaluator forks there. ``Conditions`` is a
-mixin of the evaluator; the functions below it are shared with the ``test`` and ``[`` builtins.
+A condition that depends on what only the run knows is None: the evaluator forks there. ``Conditions``
+reads the path through its ``Machine`` (the variables, the disk, the forks) and its words through the
+machine's expander; the functions below it are shared with the ``test`` and ``[`` builtins.
 """
 
 from __future__ import annotations
@@ -14,11 +15,9 @@ from pathlib import Path
 
 from tree_sitter import Node
 
-from validator.sources.shell.arith import Arith
-from validator.sources.shell.state import State
+from validator.sources.shell.machine import Machine
 from validator.sources.shell.syntax import line_of, part, snippet, text
 from validator.sources.shell.values import Unknown, Unmodelled, Value, join
-from validator.sources.shell.words import Words
 
 INT_OPS = {
     "-eq": lambda a, b: a == b,
@@ -38,16 +37,11 @@ def leaves(nodes: list[Node]) -> Iterator[Node]:
             yield n
 
 
-class Conditions(Words):
-    """``[ ]``, ``[[ ]]`` and arithmetic over the evaluator's state."""
+class Conditions:
+    """``[ ]``, ``[[ ]]`` and ``(( ))`` on one path (``m``)."""
 
-    st: State
-
-    def decide(self, n: int, labels: list[str], node: Node) -> int:  # pragma: no cover - the evaluator's
-        raise NotImplementedError
-
-    def changed(self, path: str) -> bool:  # pragma: no cover - the evaluator's
-        raise NotImplementedError
+    def __init__(self, m: Machine) -> None:
+        self.m = m
 
     # -- tests ------------------------------------------------------------------------------------------
 
@@ -75,11 +69,11 @@ class Conditions(Words):
                 ):
                     args.append(text(leaf))
                     continue
-                fs = self.fields(leaf)
+                fs = self.m.words.fields(leaf)
                 if isinstance(fs, Unknown):
                     return None
                 args += [join(f) for f in fs]
-            return test_words(self, args, node)
+            return test_words(self.m, args, node)
         if len(inner) != 1:
             raise Unmodelled(f"[[ ]] form {snippet(node)}", line_of(node))
         r = self.cond_expr(inner[0])
@@ -99,7 +93,7 @@ class Conditions(Words):
             if op == "!":
                 r = self.cond_expr(operand)
                 return None if r is None else not r
-            return unary_test(self, op, self.value(operand), node)
+            return unary_test(self.m, op, self.m.words.value(operand), node)
         if t == "binary_expression":
             left = part(node, "left")
             right = part(node, "right")
@@ -107,16 +101,14 @@ class Conditions(Words):
             if op in ("&&", "||"):
                 a = self.cond_expr(left)
                 if a is None:
-                    a = (
-                        self.decide(2, [f"[[ {snippet(left)} ]] holds", f"[[ {snippet(left)} ]] fails"], node)
-                        == 0
-                    )
+                    labels = [f"[[ {snippet(left)} ]] holds", f"[[ {snippet(left)} ]] fails"]
+                    a = self.m.decide(2, labels, node) == 0
                 if a == (op == "||"):
                     return a
                 return self.cond_expr(right)
-            lv = self.value(left)
+            lv = self.m.words.value(left)
             if op in ("==", "=", "!="):
-                rx = self.pattern(right)
+                rx = self.m.words.pattern(right)
                 if isinstance(lv, Unknown) or isinstance(rx, Unknown):
                     return None
                 hit = rx.fullmatch(lv) is not None
@@ -125,10 +117,10 @@ class Conditions(Words):
                 raise Unmodelled("[[ =~ ]] (an extended regular expression)", line)
             if op in ("<", ">"):
                 raise Unmodelled(f"[[ {op} ]] (the locale's collation order)", line)
-            rv = self.value(right)
+            rv = self.m.words.value(right)
             if op in INT_OPS:
-                a_ = self.arith(lv, node) if isinstance(lv, str) else lv
-                b_ = self.arith(rv, node) if isinstance(rv, str) else rv
+                a_ = self.m.words.arith(lv, node) if isinstance(lv, str) else lv
+                b_ = self.m.words.arith(rv, node) if isinstance(rv, str) else rv
                 if isinstance(a_, Unknown) or isinstance(b_, Unknown):
                     return None
                 return bool(INT_OPS[op](int(a_), int(b_)))
@@ -145,7 +137,7 @@ class Conditions(Words):
             "number",
             "command_substitution",
         ):
-            v = self.value(node)
+            v = self.m.words.value(node)
             return (
                 None
                 if isinstance(v, Unknown) and not v.nonempty
@@ -156,22 +148,19 @@ class Conditions(Words):
     # -- arithmetic -------------------------------------------------------------------------------------
 
     def arith_command(self, node: Node) -> int | None:
-        inner = self.arith_text(node, 2, 2)
+        inner = self.m.words.arith_text(node, 2, 2)
         if isinstance(inner, Unknown):
             return None
-        v = self.arith(inner, node)
+        v = self.m.words.arith(inner, node)
         if isinstance(v, Unknown):
             return None
         return 0 if int(v) != 0 else 1
-
-    def arith(self, expr: str, node: Node) -> Value:
-        return Arith(self, expr, node).evaluate()
 
 
 # -- test / [ -------------------------------------------------------------------------------------------
 
 
-def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | None:
+def unary_test(ev: Machine, op: str, operand: Value, node: Node) -> bool | None:
     if op in ("-n", "-z"):
         if isinstance(operand, Unknown):
             return (op == "-n") if operand.nonempty else None
@@ -210,7 +199,7 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
     raise Unmodelled(f"test operator {op}", line_of(node))
 
 
-def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Node) -> bool | None:
+def _binary(ev: Machine, left: Value, op: str, right: Value, node: Node) -> bool | None:
     if ev.posix and op == "==":
         raise Unmodelled("[ a == b ] in a /bin/sh script (dash's test has no ==)", line_of(node))
     if op in ("=", "==", "!="):  # test and [ compare strings: no patterns
@@ -234,13 +223,13 @@ _UNARY_OPS = {"-n", "-z", "-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", 
 _BINARY_OPS = {"=", "==", "!=", *INT_OPS}
 
 
-def test_words(ev: Conditions, args: list[Value], node: Node) -> int | None:
+def test_words(ev: Machine, args: list[Value], node: Node) -> int | None:
     """The ``test``/``[`` builtin on its words, by POSIX's rules for up to four arguments."""
     r = _test_posix(ev, args, node)
     return None if r is None else int(not r)
 
 
-def _test_posix(ev: Conditions, args: list[Value], node: Node) -> bool | None:
+def _test_posix(ev: Machine, args: list[Value], node: Node) -> bool | None:
     n = len(args)
     if n == 0:
         return False
@@ -273,7 +262,7 @@ class _TestParser:
     """``test`` with more than four arguments: bash's grammar (``-o`` below ``-a`` below ``!``, then
     parentheses, unary and binary primaries). Any operand unknown where it decides makes it None."""
 
-    def __init__(self, ev: Conditions, args: list[Value], node: Node) -> None:
+    def __init__(self, ev: Machine, args: list[Value], node: Node) -> None:
         self.ev, self.args, self.node, self.k = ev, args, node, 0
 
     def parse(self) -> bool | None:

@@ -34,11 +34,14 @@ loop over unknown words what its body can assign (``Compound.for_unknown``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 from tree_sitter import Node, Tree
 
 from validator.sources.shell.commands import Commands
 from validator.sources.shell.compound import Compound
+from validator.sources.shell.conditions import Conditions
+from validator.sources.shell.paths import Forks
 from validator.sources.shell.state import (
     BASH_VARS,
     MAX_STEPS,
@@ -56,6 +59,10 @@ from validator.sources.shell.values import Unbound, Unmodelled, Value
 
 class Evaluator(Commands, Compound):
     """One path through the script: the statements, dispatched to the rules of their kind."""
+
+    def __init__(self, script: Path, forks: Forks) -> None:
+        super().__init__(script, forks)
+        self.tests = Conditions(self)
 
     def run(
         self,
@@ -202,7 +209,7 @@ class Evaluator(Commands, Compound):
         if t == "compound_statement":
             kids = inner(node, "{", "}")
             if node.children and node.children[0].type == "((":
-                return self.errexit(self.arith_command(node), node, snippet(node))
+                return self.errexit(self.tests.arith_command(node), node, snippet(node))
             return self.block(kids)
         if t == "function_definition":
             name = text(part(node, "name"))
@@ -210,7 +217,7 @@ class Evaluator(Commands, Compound):
             self.st.status = 0
             return 0
         if t == "test_command":
-            return self.errexit(self.test_command(node), node, snippet(node))
+            return self.errexit(self.tests.test_command(node), node, snippet(node))
         if t == "if_statement":
             return self.if_statement(node)
         if t == "case_statement":

@@ -22,8 +22,8 @@ from typing import Any
 
 from tree_sitter import Node
 
-from validator.sources.shell.conditions import Conditions
 from validator.sources.shell.effects import Effects
+from validator.sources.shell.expand import Expander
 from validator.sources.shell.paths import Forks
 from validator.sources.shell.state import Launched, ShellExit, State, Var
 from validator.sources.shell.syntax import line_of, node_bytes, snippet, text
@@ -32,7 +32,7 @@ from validator.sources.shell.variables import Variables
 from validator.trusted_files import creatable_by_others
 
 
-class Machine(Variables, Conditions):
+class Machine(Variables):
     """One path through the script, the decisions at its forks given by ``forks``."""
 
     def __init__(self, script: Path, forks: Forks) -> None:
@@ -53,6 +53,7 @@ class Machine(Variables, Conditions):
         self._capturing: list[Value] | None = None  # inside $(...): what the commands print
         self.memo: dict[tuple[Any, ...], Any] = {}  # shared by the paths of one reading (reader)
         self.script_owner: tuple[int, ...] = ()  # the script file's owner (set by the reader)
+        self.words = Expander(self, self.command_output)
 
     # -- the evaluator's ----------------------------------------------------------------------------------
 

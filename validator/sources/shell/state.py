@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from tree_sitter import Node
 
@@ -90,6 +91,34 @@ class Reading:
     script: Path
     endings: list[Ending]
     notes: list[str]
+
+
+class Names(Protocol):
+    """One path's variables as expansion and arithmetic read and set them (``variables.Variables``)."""
+
+    posix: bool  # a #!/bin/sh script: only what dash and bash do alike is modelled
+
+    def scalar(self, name: str) -> Value | None:
+        """A variable's value (element 0 of an array); None when unset."""
+
+    def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:
+        """An array's (key, value) pairs in bash's order; a scalar as element 0; None when unset."""
+
+    def element(self, name: str, key: str, node: Node) -> Value | None: ...
+
+    def lookup(self, name: str, index: str | None, node: Node) -> Value | None:
+        """``$name``/``${name[index]}``: a variable, a positional or special parameter; None when unset."""
+
+    def positional(self) -> list[Value] | Unknown: ...
+
+    def set_scalar(self, name: str, value: Value, node: Node) -> None: ...
+
+    def home(self, user: str) -> Value | None:
+        """``~user``'s directory (``~``: ``$HOME``); None where ``~`` stays as written."""
+
+    def nounset(self) -> bool: ...
+
+    def noglob(self) -> bool: ...
 
 
 class ShellExit(Exception):

@@ -14,26 +14,32 @@ from pathlib import Path
 
 from tree_sitter import Node
 
+from validator.sources.shell.arith import Arith
+from validator.sources.shell.expand import Expander
 from validator.sources.shell.state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, State, Var, bash_hash
 from validator.sources.shell.syntax import line_of, part, text
 from validator.sources.shell.values import Unknown, Unmodelled, Value, join
-from validator.sources.shell.words import Words
+
+_SPECIAL_RUNTIME = {"$": "the shell's process id", "!": "the last background job", "_": "the last argument"}
+_SPECIAL_RUNTIME["-"] = "the shell's flags"
 
 # names a sourced file cannot set: bash's own (read-only or recomputed at each use) and the reader's
 _OWN = BASH_VARS | {"FUNCNAME", "BASH_SOURCE", "BASH_VERSION", "PWD"}
 
 
-class Variables(Words):
-    """The variables half of the evaluator."""
+class Variables:
+    """The variables half of the evaluator (``state.Names`` for expansion and arithmetic)."""
 
     st: State
+    words: Expander  # this path's word expansion, over these variables
+    posix: bool
     script: Path
     file: str
     line: int
     in_function: int
     survived: list[str]
 
-    # -- Words' interface -------------------------------------------------------------------------------
+    # -- lookups (state.Names) --------------------------------------------------------------------------
 
     def scalar(self, name: str) -> Value | None:
         if name == "PWD" and "PWD" not in self.st.vars:
@@ -72,6 +78,22 @@ class Variables(Words):
                 return var.items
             return var.items.get("0")
         return var.value
+
+    def lookup(self, name: str, index: str | None, node: Node) -> Value | None:
+        if index is not None:
+            return self.element(name, index, node)
+        if name == "#":
+            pos = self.positional()
+            return pos if isinstance(pos, Unknown) else str(len(pos))
+        if name.isdigit() and name != "0":
+            pos = self.positional()
+            if isinstance(pos, Unknown):
+                return pos
+            k = int(name)
+            return pos[k - 1] if k <= len(pos) else None
+        if name in _SPECIAL_RUNTIME:
+            return Unknown(f"${name}: {_SPECIAL_RUNTIME[name]}, known only at run time")
+        return self.scalar(name)
 
     def unknown_unset(self, name: str) -> Value:
         """A variable the script never set, after a sourced file that could not be read: that file may
@@ -131,7 +153,7 @@ class Variables(Words):
         return var.items.get(key if var.assoc else self._index(key, node))
 
     def _index(self, key: str, node: Node) -> str:
-        v = self.arith(key, node)
+        v = Arith(self, key, node).evaluate()
         if isinstance(v, Unknown):
             raise Unmodelled(f"array index {key!r}: {v.reason}", line_of(node))
         if int(v) < 0:
@@ -201,7 +223,7 @@ class Variables(Words):
         if target.type == "subscript":
             name = text(part(target, "name"))
             index_node = part(target, "index")
-            kv = self.value(index_node)
+            kv = self.words.value(index_node)
             if isinstance(kv, Unknown):
                 raise Unmodelled(f"array subscript known only at run time: {kv.reason}", line_of(node))
             key = kv
@@ -214,7 +236,7 @@ class Variables(Words):
         if value_node is not None and value_node.type == "array":
             self.array_assignment(name, value_node, append, node)
             return name
-        value: Value = "" if value_node is None else self.value(value_node, assignment=True)
+        value: Value = "" if value_node is None else self.words.value(value_node, assignment=True)
         self.assign(name, value, node, key=key, append=append)
         return name
 
@@ -245,7 +267,7 @@ class Variables(Words):
                 )
             if assoc:
                 raise Unmodelled(f"associative array {name} given a list", line_of(w))
-            fs = self.fields(w)
+            fs = self.words.fields(w)
             if isinstance(fs, Unknown):
                 items = {}
                 new = Var(items=fs, exported=var.exported if var else False, origin=self.origin(at))
@@ -272,7 +294,7 @@ class Variables(Words):
                 name = text(part(kid, "name")).split("[")[0]
                 self.declare(name, keyword, flags, kid, assignment=kid)
                 continue
-            fs = self.fields(kid)
+            fs = self.words.fields(kid)
             if isinstance(fs, Unknown):
                 raise Unmodelled(f"{keyword} argument known only at run time: {fs.reason}", line_of(kid))
             status = self.declare_words(keyword, flags, [join(f) for f in fs], kid) or status
@@ -371,7 +393,7 @@ class Variables(Words):
         mode = "v"
         status: int | None = 0
         for child in node.children[1:]:
-            fs = self.fields(child)
+            fs = self.words.fields(child)
             if isinstance(fs, Unknown):
                 raise Unmodelled(f"unset of a name known only at run time: {fs.reason}", line_of(child))
             for f in fs:

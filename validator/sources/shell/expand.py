@@ -1,77 +1,211 @@
-"""Parameter expansion, statically, as bash 5 does it: ``$name``, ``${name[index]}``, ``$@``/``$*`` and
-arrays (one field per element, ``IFS``'s first character between them where joined), ``${#v}``,
-``${!v}`` and ``${!A[@]}``, and the operators (``:-`` ``:=`` ``:+`` ``:?``, ``#`` ``%`` ``/`` with
-patterns, ``^^`` ``,,``, substrings). A value known only at run time stays ``Unknown``; an operator this
-module does not model raises ``Unmodelled``.
+"""Bash word expansion, statically, as bash 5 does it: a word's syntax (quotes, concatenations, ``~``,
+``$'...'``, ``$(...)``, ``$((...))``) walked into runs of text, parameter expansion (``$v``, ``${v:-d}``,
+``${v#p}``, ``${v/p/r}``, ``${#v}``, ``${!v}``, arrays and ``$@``), then split into argv words
+(``fields``), or read as one value, or as a pattern.
 
-Apart from ``words`` (which walks a word's syntax and hands each expansion here) because the operators are
-most of bash's expansion rules and none of its word structure. ``Parameters`` is a mixin: ``Variables``
-gives the lookups, ``Words`` the operand words.
+A word's value is known text or ``Unknown`` (with the reason). What cannot be known is never guessed: an
+unknown value in a quoted word is an unknown part of one field; unquoted, the number of fields is unknown
+too, and the whole word is ``Unknown``. A construct not modelled raises ``Unmodelled``.
+
+``Expander`` reads and sets variables through ``Names`` (the path's variables) and runs ``$(...)``
+through the ``substitute`` it is given (the executor's); it holds no state of its own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tree_sitter import Node
 
-from validator.sources.shell.fields import BREAK, Seg, unescape_bare
+from validator.sources.shell.arith import Arith
+from validator.sources.shell.fields import (
+    BREAK,
+    WS,
+    Seg,
+    ansi_c,
+    split_fields,
+    unescape_bare,
+    unescape_double,
+)
 from validator.sources.shell.patterns import glob_regex, strip_pattern, substitute_pattern
+from validator.sources.shell.state import Names
 from validator.sources.shell.syntax import line_of, node_bytes, part, snippet, text
-from validator.sources.shell.values import Unbound, Unknown, Unmodelled, Unsplit, Value, join
+from validator.sources.shell.values import Fields, Unbound, Unknown, Unmodelled, Unsplit, Value, join
 
-_SPECIAL_RUNTIME = {"$": "the shell's process id", "!": "the last background job", "_": "the last argument"}
-_SPECIAL_RUNTIME["-"] = "the shell's flags"
+_ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
 
-class Parameters:
-    """Parameter expansion over the evaluator's state (the abstract methods at the top are the variables'
-    and the words', provided by ``Variables`` and ``Words``)."""
+class Expander:
+    """Word and parameter expansion over one path's variables (``names``)."""
 
-    posix = False  # a #!/bin/sh script (see Evaluator.posix)
+    def __init__(self, names: Names, substitute: Callable[[Node], Value]) -> None:
+        self.names = names
+        self.substitute = substitute  # $(...): the output of the commands, run by the executor
 
-    # provided by the variables (Variables)
-    def scalar(self, name: str) -> Value | None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def arith(self, expr: str, node: Node) -> Value:
+        """``expr`` as bash integer arithmetic (``arith.Arith``)."""
+        return Arith(self.names, expr, node).evaluate()
 
-    def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:  # pragma: no cover
-        """An array's (key, value) pairs in bash's order; a scalar as element 0; None when unset."""
-        raise NotImplementedError
+    def fields(self, node: Node) -> Fields:
+        """The argv words one word node becomes (split, glob-guarded, quotes removed)."""
+        segs = self.segments(node, quoted=False, first=True)
+        ifs = self.names.scalar("IFS")
+        return split_fields(segs, WS if ifs is None else ifs, glob=not self.names.noglob())
 
-    def element(self, name: str, key: str, node: Node) -> Value | None:  # pragma: no cover
-        raise NotImplementedError
+    def value(self, node: Node, *, assignment: bool = False) -> Value:
+        """One word without splitting or globbing (an assignment's value, a ``case`` subject, ``[[ ]]``)."""
+        segs = self.segments(node, quoted=False, first=True, assignment=assignment)
+        parts: list[Value] = []
+        for k, s in enumerate(segs):
+            if s.brk:
+                parts.append(self.first_ifs())
+            elif s.literal and not s.quoted and isinstance(s.value, str):
+                parts.append(unescape_bare(s.value))
+            else:
+                parts.append(s.value)
+            del k
+        return join(parts)
 
-    def positional(self) -> list[Value] | Unknown:  # pragma: no cover
-        raise NotImplementedError
+    def pattern(self, node: Node) -> re.Pattern[str] | Unknown:
+        """A word as a pattern: its quoted runs literal, the rest special."""
+        if node.type == "regex":  # the grammar's name for an unquoted [[ $v == pattern ]] operand
+            raw = text(node)
+            if any(c in raw for c in "$`'\"\\ "):
+                raise Unmodelled(f"the pattern {raw!r}", line_of(node))
+            return glob_regex([(raw, False)], line_of(node))
+        segs = self.segments(node, quoted=False, first=False)
+        pieces: list[tuple[Value, bool]] = []
+        for s in segs:
+            if s.brk:
+                pieces.append((self.first_ifs(), True))
+            else:
+                pieces.append((s.value, s.quoted))
+        return glob_regex(pieces, line_of(node))
 
-    def set_scalar(self, name: str, value: Value, node: Node) -> None:  # pragma: no cover
-        raise NotImplementedError
+    def segments(self, node: Operand, *, quoted: bool, first: bool, assignment: bool = False) -> list[Seg]:
+        if isinstance(node, RawOperand):
+            return [Seg(node.raw, quoted=quoted, literal=not quoted)]
+        t = node.type
+        line = line_of(node)
+        if t in ("word", "number", "extglob_pattern", "variable_name"):
+            raw = text(node)
+            if quoted:
+                return [Seg(raw, quoted=True)]
+            if (
+                self.names.posix
+                and ("~" in raw)
+                and (assignment or _ASSIGNMENT_WORD.match(raw))
+                and not raw.startswith("~")
+            ):
+                raise Unmodelled(f"~ inside {raw!r} in a /bin/sh script", line)
+            if first and not assignment and _ASSIGNMENT_WORD.match(raw) and ("=~" in raw or ":~" in raw):
+                # bash expands ~ after = and : also in an argument that looks like an assignment
+                name, _, rest = raw.partition("=")
+                return [Seg(name + "=", quoted=False, literal=True), *self._tilde(rest, True, line)]
+            if first and (raw.startswith("~") or (assignment and ":~" in raw)):
+                return self._tilde(raw, assignment, line)
+            if _brace_expansion(raw):
+                raise Unmodelled(f"brace expansion {raw!r}", line)
+            return [Seg(raw, quoted=False, literal=True)]
+        if self.names.posix and t in ("ansi_c_string", "translated_string"):
+            raise Unmodelled("$'...' in a /bin/sh script", line)
+        if t in ("raw_string", "ansi_c_string") and quoted:
+            # inside "${v:-'x'}" single quotes are ordinary characters: bash keeps them
+            return [Seg(text(node), quoted=True)]
+        if t == "raw_string":
+            return [Seg(text(node)[1:-1], quoted=True)]
+        if t == "ansi_c_string":
+            return [Seg(ansi_c(text(node), line), quoted=True)]
+        if t == "string":
+            parts: list[Seg] = []
+            inside = False
+            for child in node.children:
+                if child.type == '"':
+                    continue
+                inside = True
+                if child.type == "string_content":
+                    parts.append(Seg(unescape_double(text(child)), quoted=True))
+                else:
+                    parts += self.segments(child, quoted=True, first=False)
+            # "" is one empty word; "$@" with no parameters (or "${A[@]}" of no elements) is none
+            return parts if inside else [Seg("", quoted=True)]
+        if t == "translated_string":
+            raise Unmodelled('$"..." (a translated string)', line)
+        if t == "concatenation":
+            out: list[Seg] = []
+            for k, child in enumerate(node.children):
+                out += self.segments(child, quoted=quoted, first=first and k == 0, assignment=assignment)
+            return out
+        if t == "simple_expansion":
+            name = text(node.children[-1])
+            if len(node.children) != 2:
+                raise Unmodelled(f"expansion {text(node)!r}", line)
+            return self._param(name, None, quoted, node)
+        if t == "expansion":
+            return self._braced(node, quoted)
+        if t == "command_substitution":
+            return [Seg(self.substitute(node), quoted=quoted)]
+        if t == "arithmetic_expansion":
+            inner = self.arith_text(node, 3, 2)
+            if isinstance(inner, Unknown):
+                return [Seg(inner, quoted=quoted)]
+            return [Seg(self.arith(inner, node), quoted=quoted)]
+        if t == "process_substitution":
+            return [Seg(Unknown(f"{snippet(node)}: a process substitution"), quoted=quoted)]
+        raise Unmodelled(f"{t.replace('_', ' ')} {snippet(node)!r}", line)
 
-    def arith(self, expr: str, node: Node) -> Value:  # pragma: no cover
-        raise NotImplementedError
+    def arith_text(self, node: Node, head: int, tail: int) -> Value:
+        """An arithmetic node's expression with its ``$x``, ``${...}`` and ``$(...)`` expanded first, as
+        bash does before it evaluates."""
+        src = node_bytes(node)
+        spans: list[tuple[int, int, Value]] = []
+        stack = list(node.children)
+        while stack:
+            c = stack.pop()
+            if c.type in ("simple_expansion", "expansion", "command_substitution"):
+                spans.append((c.start_byte - node.start_byte, c.end_byte - node.start_byte, self.value(c)))
+            else:
+                stack.extend(c.children)
+        out = src
+        for start, end, v in sorted(spans, key=lambda s: s[0], reverse=True):
+            if isinstance(v, Unknown):
+                return v
+            out = out[:start] + v.encode("utf-8", "surrogateescape") + out[end:]
+        return out[head : len(out) - tail].decode("utf-8", "surrogateescape")
 
-    def nounset(self) -> bool:  # pragma: no cover
-        raise NotImplementedError
+    def _tilde(self, raw: str, assignment: bool, line: int) -> list[Seg]:
+        pieces = raw.split(":") if assignment else [raw]
+        out: list[Seg] = []
+        for k, piece in enumerate(pieces):
+            if k:
+                out.append(Seg(":", quoted=False, literal=True))
+            if piece.startswith("~"):
+                user, slash, rest = piece[1:].partition("/")
+                if any(c in user for c in "\\$`'\"*?["):
+                    out.append(Seg(piece, quoted=False, literal=True))
+                    continue
+                home = self.names.home(user)
+                if home is None:
+                    out.append(Seg(piece, quoted=False, literal=True))
+                    continue
+                if isinstance(home, str) and (slash or rest):
+                    home = home.rstrip("/") or "/"
+                    if home == "/":
+                        home = ""
+                out.append(Seg(home, quoted=True))
+                if slash or rest:
+                    out.append(Seg(slash + rest, quoted=False, literal=True))
+            else:
+                out.append(Seg(piece, quoted=False, literal=True))
+        return out
 
-    # provided by Words: an operand of ${v:-word} is itself a word
-    def segments(
-        self, node: Operand, *, quoted: bool, first: bool, assignment: bool = False
-    ) -> list[Seg]:  # pragma: no cover
-        raise NotImplementedError
-
-    def value(self, node: Node, *, assignment: bool = False) -> Value:  # pragma: no cover
-        raise NotImplementedError
-
-    # ---------------------------------------------------------------------------------------------------
     def first_ifs(self) -> Value:
-        ifs = self.scalar("IFS")
+        ifs = self.names.scalar("IFS")
         if ifs is None:
             return " "
         return ifs if isinstance(ifs, Unknown) else ifs[:1]
-
-    # -- parameters -------------------------------------------------------------------------------------
 
     def _param(self, name: str, index: str | None, quoted: bool, node: Node) -> list[Seg]:
         """``$name`` / ``${name[index]}`` with no operator, as segments (``$@`` and ``[@]`` give one per
@@ -88,8 +222,8 @@ class Parameters:
         if star and quoted:
             sep = self.first_ifs()
             return [Seg(join(_interleave(values, sep)), quoted=True)]
-        ifs = self.scalar("IFS")
-        if self.posix and not quoted and "" in values and isinstance(ifs, str) and ifs.strip(" \t\n"):
+        ifs = self.names.scalar("IFS")
+        if self.names.posix and not quoted and "" in values and isinstance(ifs, str) and ifs.strip(" \t\n"):
             # dash makes no field of an empty parameter there, whatever IFS holds; bash's rule is below
             raise Unmodelled(
                 f"unquoted {snippet(node)} with an empty argument and a non-blank IFS in a /bin/sh script",
@@ -109,42 +243,26 @@ class Parameters:
 
     def _many(self, name: str, index: str | None, node: Node) -> list[Value] | Unknown:
         if name in ("@", "*"):
-            return self.positional()
-        els = self.elements(name)
+            return self.names.positional()
+        els = self.names.elements(name)
         if els is None:  # bash 5 exempts ${A[@]} from set -u, as it does "$@"
             return []
         return els if isinstance(els, Unknown) else [v for _, v in els]
 
     def _one(self, name: str, index: str | None, node: Node) -> Value:
-        found = self.lookup(name, index, node)
+        found = self.names.lookup(name, index, node)
         if found is None:
-            if self.nounset():
+            if self.names.nounset():
                 raise Unbound(name)
             return ""
         return found
-
-    def lookup(self, name: str, index: str | None, node: Node) -> Value | None:
-        if index is not None:
-            return self.element(name, index, node)
-        if name == "#":
-            pos = self.positional()
-            return pos if isinstance(pos, Unknown) else str(len(pos))
-        if name.isdigit() and name != "0":
-            pos = self.positional()
-            if isinstance(pos, Unknown):
-                return pos
-            k = int(name)
-            return pos[k - 1] if k <= len(pos) else None
-        if name in _SPECIAL_RUNTIME:
-            return Unknown(f"${name}: {_SPECIAL_RUNTIME[name]}, known only at run time")
-        return self.scalar(name)
 
     def _braced(self, node: Node, quoted: bool) -> list[Seg]:
         kids = [c for c in node.children if c.type not in ("${", "}")]
         line = line_of(node)
         if not kids:
             raise Unmodelled("${}", line)
-        if self.posix:
+        if self.names.posix:
             ops = [
                 text(c) for c in kids[1:] if c.type not in ("word", "string", "raw_string", "concatenation")
             ]
@@ -158,7 +276,7 @@ class Parameters:
         head = kids[0]
         if head.type == "#" and len(kids) == 2:  # ${#V} ${#A[@]}
             name, index = self._name(kids[1], line)
-            if index in ("@", "*") and self.elements(name) is None and self.nounset():
+            if index in ("@", "*") and self.names.elements(name) is None and self.names.nounset():
                 raise Unbound(f"{name}[{index}]")  # unlike ${A[@]}, ${#A[@]} is not exempt from set -u
             if index in ("@", "*") or (name in ("@", "*") and index is None):
                 values = self._many(name, index, node)
@@ -168,7 +286,7 @@ class Parameters:
         if head.type == "!" and len(kids) == 2:  # ${!v} ${!A[@]}
             name, index = self._name(kids[1], line)
             if index in ("@", "*"):
-                els = self.elements(name)
+                els = self.names.elements(name)
                 keys: list[Value] = (
                     [] if els is None else [k for k, _ in els] if isinstance(els, list) else []
                 )
@@ -193,7 +311,7 @@ class Parameters:
             return self._param(name, index, quoted, node)
         if name in ("@", "*") or index in ("@", "*"):
             raise Unmodelled(f"operator on a list: {snippet(node)}", line)
-        return self._operate(kids[1:], self.lookup(name, index, node), name, quoted, node)
+        return self._operate(kids[1:], self.names.lookup(name, index, node), name, quoted, node)
 
     def _name(self, node: Node, line: int) -> tuple[str, str | None]:
         if node.type in ("variable_name", "special_variable_name"):
@@ -222,12 +340,12 @@ class Parameters:
             )
         if m.group(2) is not None:
             raise Unmodelled(f"${{!...}} names an array element {target!r}", line_of(node))
-        return self.lookup(m.group(1) or m.group(3), None, node)
+        return self.names.lookup(m.group(1) or m.group(3), None, node)
 
     def _indirect(self, target: Value, node: Node) -> Value:
         found = self._indirect_raw(target, node)
         if found is None:
-            if self.nounset():
+            if self.names.nounset():
                 raise Unbound(str(target))
             return ""
         return found
@@ -256,11 +374,11 @@ class Parameters:
                 if name is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                     raise Unmodelled(f"{snippet(node)}: assigning through an indirection", line)
                 value = self._join_segs(segs)
-                self.set_scalar(name, value, node)
+                self.names.set_scalar(name, value, node)
                 return [Seg(value, quoted=quoted)]
             return segs
         if current is None:
-            if self.nounset():
+            if self.names.nounset():
                 raise Unbound(str(name))
             current = ""
         if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
@@ -391,9 +509,14 @@ class Parameters:
         return glob_regex(self._pieces(nodes, quoted=False), line)
 
 
+def _brace_expansion(raw: str) -> bool:
+    """An unquoted ``{a,b}`` or ``{1..3}``: brace expansion, not modelled."""
+    return bool(re.search(r"(?<!\$)\{[^{}]*(,|\.\.)[^{}]*\}", raw))
+
+
 @dataclass
 class RawOperand:
-    """Operand text taken from the source itself (see ``Words._checked``): a literal, unquoted word."""
+    """Operand text taken from the source itself (see ``Expander._checked``): a literal, unquoted word."""
 
     raw: str
     type: str = "raw"
