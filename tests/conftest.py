@@ -114,6 +114,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "test_log_follow::test_journal_failures_are_one_line_errors": ("systemd",),
     "test_log_follow::test_journal_reads_the_current_invocation_incrementally": ("systemd",),
     "test_sidecar_log::test_the_sidecar_follows_the_journal_across_a_restart": ("systemd",),
+    "test_server_progress_log::test_the_journal_times_each_batch_line_by_its_entry": ("systemd",),
     "test_deploy_compose": ("compose",),
     "test_running_process": ("second_user",),
     "test_sidecar_follows": ("second_user",),

@@ -27,6 +27,7 @@ from validator.sources.log_grammar import (
     LayerBackend,
     Other,
     Override,
+    Prefill,
     Start,
     parse_server_args,
     read_line,
@@ -287,6 +288,8 @@ def _projection(facts: LogFacts) -> dict[str, object]:
     for key in ("path", "lines_total", "bytes_read", "bytes_skipped", "run_start_line"):
         d.pop(key)
     d["decode_samples"] = [(s.accept_len, s.accept_rate, s.gen_throughput) for s in facts.decode_samples]
+    b = facts.last_batch  # what it says, not when this reader saw it
+    d["last_batch"] = None if b is None else (b.kind, b.running, b.queued)
     return d
 
 
@@ -354,12 +357,10 @@ def test_the_file_follower_agrees_under_hostile_lines(
 
 
 def test_other_prefixed_lines_are_read_for_nothing() -> None:
-    for msg in (
-        "Prefill batch, #new-seq: 1, #new-token: 2304, cuda graph: False",
-        "Memory pool end. avail mem=40.00 GB",
-        "Receive: obj=x",
-    ):
+    for msg in ("Memory pool end. avail mem=40.00 GB", "Receive: obj=x", "Prefill batchx, #queue-req: 1"):
         assert read_line(f"{TP} {msg}") == Other()
+    # a prefill line is the scheduler's batch (server.progress reads its counts), nothing else
+    assert read_line(f"{TP} Prefill batch, #new-seq: 1, #new-token: 2304, cuda graph: False") == Prefill()
 
 
 def test_a_pathological_server_args_line_costs_a_bounded_parse() -> None:

@@ -27,7 +27,15 @@ from tests.support.sim_process import sim_process
 from tests.test_log_grammar import _hostile_lines
 from tests.test_server_log import RUN_HEALTHY, TP, _write
 from validator.facts import LogFacts
-from validator.sources.log_grammar import Decode, Other, Start, Stream, read_in_stream, stream_of
+from validator.sources.log_grammar import (
+    Decode,
+    Other,
+    Prefill,
+    Start,
+    Stream,
+    read_in_stream,
+    stream_of,
+)
 from validator.sources.log_state import LogParser
 from validator.sources.server_log import read_server_log
 
@@ -48,6 +56,8 @@ def _projection(facts: LogFacts) -> dict[str, object]:
     for key in ("path", "lines_total", "bytes_read", "bytes_skipped", "run_start_line"):
         d.pop(key)
     d["decode_samples"] = [(s.accept_len, s.accept_rate, s.gen_throughput) for s in facts.decode_samples]
+    b = facts.last_batch  # what it says, not when this reader saw it
+    d["last_batch"] = None if b is None else (b.kind, b.running, b.queued)
     return d
 
 
@@ -72,7 +82,9 @@ def test_the_real_compose_logs_are_read_through_their_wrapper() -> None:
     decodes = [e for e in events if isinstance(e, Decode)]
     assert len(decodes) == sum("Decode batch" in line for line in lines) == 14
     assert decodes[0] == Decode(None, None, 0.14) and decodes[-1] == Decode(None, None, 54.9)
-    assert all(isinstance(e, Other) for e in events if not isinstance(e, Decode))  # prefill, access lines
+    prefills = [e for e in events if isinstance(e, Prefill)]  # read for server.progress's counts
+    assert len(prefills) == sum("Prefill batch" in line for line in lines) == 5
+    assert all(isinstance(e, Other) for e in events if not isinstance(e, Decode | Prefill))  # access lines
 
 
 @pytest.mark.parametrize("how", sorted(WRAPPERS))

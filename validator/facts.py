@@ -370,11 +370,12 @@ class Progress(Enum):
 
 @dataclass(frozen=True)
 class ProgressFacts:
-    """Whether the server completes work, and from what: its ``/metrics`` across two reads, or (idle or
-    without metrics) a bounded request of our own (``validator.sources.server_progress``)."""
+    """Whether the server completes work, and from what: its ``/metrics`` across two reads, its log's
+    batch lines, or (idle or without either) a bounded request of our own
+    (``validator.sources.server_progress``)."""
 
     state: Progress
-    source: str  # "metrics" or "request"
+    source: str  # "metrics", "log" or "request"
     detail: str  # one line for the report
     stalled_for_s: float | None = None  # how long work has waited with nothing completed
     in_flight: float | None = None  # requests running or queued, as the scheduler last said
@@ -483,6 +484,24 @@ class DecodeSample:
     line: int  # where it was read: the byte offset in a file, the entry number in the journal
 
 
+@dataclass(frozen=True)
+class BatchLine:
+    """The current start's last ``Decode batch`` / ``Prefill batch`` line, and how long ago it was
+    written as far as the reader can prove (``server.progress``'s log leg).
+
+    ``quiet_s`` is a lower bound (nothing newer was seen for at least this long); ``within_s`` an upper
+    bound (it was written no longer ago than this), None where the reader cannot bound it: a line read for
+    the first time from a file that has grown since (an access line written after it moves the file's
+    mtime, and the log's own stamps are in the server's time zone, not ours)."""
+
+    kind: str  # "decode" or "prefill"
+    running: int | None  # ``#running-req`` (None: the build's line has no such field)
+    queued: int | None  # ``#queue-req``
+    quiet_s: float
+    within_s: float | None
+    line: int  # where it was read: the byte offset in a file, the entry number in the journal
+
+
 @dataclass
 class LogFacts:
     """What the server log says about the current server start (``validator.sources.server_log``)."""
@@ -510,6 +529,7 @@ class LogFacts:
     dspark_verify_tokens: int | None = None
     decode_samples: list[DecodeSample] = field(default_factory=list)  # the last MAX_SAMPLES
     decode_sample_count: int = 0
+    last_batch: BatchLine | None = None  # the scheduler's last batch line in this start (None: none yet)
     ready: bool = False
     # why this start died before it was ready, as the log says: the exception the scheduler's traceback
     # ended with (or SGLang's "a child failed" line); None while it is starting, and once it is ready

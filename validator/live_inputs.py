@@ -45,6 +45,8 @@ class LiveInputs:
     selection: Selection | None = None  # --check / --skip
     # the previous /metrics reading; the sidecar's outlives one run (None: a fresh one per run)
     metrics_watch: MetricsWatch | None = None
+    # server.progress's stall bound: work waiting with nothing completed this long (--stall-after)
+    stall_after_s: float = 30.0
     # how the server's HTTP client reaches it; None: the network. Tests hand the simulator's ASGI app
     # (httpx.ASGITransport) to judge a verdict without starting a server process.
     transport: httpx.AsyncBaseTransport | None = None

@@ -135,7 +135,7 @@ LIVE: tuple[Source[LiveGathering], ...] = (
     Source("listener", None, "validator.sources.server_identity", needs=(f.SERVER,)),  # the identity's
     Source(
         f.PROGRESS,
-        "a ready server with --enable-metrics and traffic, or a full check (one bounded request)",
+        "a ready server with --enable-metrics and traffic, its --log, or a full check (one bounded request)",
         "validator.sources.server_progress",
         needs=(f.SERVER,),
     ),

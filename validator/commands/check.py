@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from dataclasses import replace
@@ -167,6 +168,16 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--no-probe", action="store_true", help="skip the acceptance probe")
     g.add_argument(
+        "--stall-after",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="server.progress: work seen waiting with nothing completed this long is a stall: over /metrics "
+        "readings this far apart, or in the log (no batch line this long after one that said requests were "
+        "queued) (default 30: SGLang refreshes its gauges every 30 s while idle; lower it only for a server "
+        "that refreshes sooner)",
+    )
+    g.add_argument(
         "--retries",
         type=count,
         default=3,
@@ -191,6 +202,8 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
     from validator.sources.server_http import load_api_key
 
     uids = server_uids(args)
+    if not (args.stall_after > 0 and math.isfinite(args.stall_after)):
+        raise UsageError("--stall-after must be a positive number of seconds")
     if args.url is not None and len(uids) > 1:
         raise UsageError("--server-user names one user with --url (the server's); several are for /proc")
     return LiveInputs(
@@ -206,6 +219,7 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
         retries=args.retries,
         on_progress=on_progress,
         allow_partial=args.allow_partial,
+        stall_after_s=args.stall_after,
     )
 
 

@@ -71,15 +71,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="an inconclusive re-check (a transient 5xx, a timeout) drops /readyz only after staying "
         "inconclusive this long; a failed /health, a restart or a failing check drop it at once (default 30)",
     )
-    g.add_argument(
-        "--stall-after",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="server.progress: requests seen waiting with nothing completed over /metrics readings this far "
-        "apart are a stall (default 30: SGLang refreshes its gauges every 30 s while idle; lower it only for "
-        "a server that refreshes sooner)",
-    )
     f = p.add_argument_group(
         "running server and fleet",
         "With no --url the sidecar watches the SGLang server it finds from /proc (the same host, Compose "
@@ -136,8 +127,6 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"serve: --{name.replace('_', '-')} must be positive")
     if not (args.unready_after >= 0 and math.isfinite(args.unready_after)):
         raise UsageError("serve: --unready-after must be a number of seconds, 0 or more")
-    if not (args.stall_after > 0 and math.isfinite(args.stall_after)):
-        raise UsageError("serve: --stall-after must be a positive number of seconds")
     loaded = pack_from(args)
     if loaded is None:  # a sidecar judges one recipe for its whole life; `check --rules auto` finds it
         raise UsageError("serve: --rules auto is for preflight and check; name the pack (--rules NAME)")

@@ -236,6 +236,7 @@ class SimEngine:
         if not self.stalled():
             return
         self.held += 1
+        self.log.held(queued=self.held)  # the last batch line, counting what waits (server_log.held)
         try:
             while self.stalled():
                 await asyncio.sleep(0.05)

@@ -126,6 +126,14 @@ class ServerLog:
                 tp=True,
             )
 
+    def held(self, queued: int) -> None:
+        """A request joined a stalled scheduler (``Engine.admitted``), which admits nothing: the requests
+        it holds wait in its queue. SGLang writes a batch line after its batch's forward
+        (batch_result_processor.py), so a wedged scheduler's last line is its last completed batch, with
+        what then waited; the simulator writes that line as each request joins, so the log's last batch
+        line counts them. In every style (the scheduler's own line, not noise), in 0.5.23's format."""
+        self.line(prefill_batch_line(running=0, queued=queued), tp=True)
+
     def received(self, rid: str, prompt: str, params: dict[str, Any]) -> None:
         """``--log-requests``: the request as SGLang echoes it (the prompt's repr, whatever it holds)."""
         if self.style.log_requests:
@@ -397,6 +405,16 @@ def _moe_line(scenario: Scenario, layer: str) -> str:
     if scenario.moe_backend == "humming":
         return f"Preparing DeepSeekV4 MXFP4 experts for Humming backend (layer: {layer})..."
     return f"Preparing DSv4 MXFP4 experts for FlashInfer SM120 CUTLASS W4A8 (layer: {layer})..."
+
+
+def prefill_batch_line(*, running: int, queued: int, new_tokens: int = 64) -> str:
+    """SGLang 0.5.23's prefill line (metrics_reporter.py ``report_prefill_stats``: counts, the hybrid
+    model's pool usage, ``#running-req``, ``#queue-req``, ``#pending-token``, graph, throughput)."""
+    return (
+        f"Prefill batch, #new-seq: 1, #new-token: {new_tokens}, #cached-token: 0, full token usage: 0.00, "
+        f"mamba usage: 0.00, #running-req: {running}, #queue-req: {queued}, #pending-token: 0, "
+        "cuda graph: False, input throughput (token/s): 0.00"
+    )
 
 
 def decode_batch_line(

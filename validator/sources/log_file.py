@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import deque
 from pathlib import Path
 
@@ -29,11 +30,12 @@ from validator.sources.log_grammar import (
     count_samples,
     is_start_line,
     is_start_message,
+    last_batch,
     routine,
     sample,
     stream_of,
 )
-from validator.sources.log_state import MAX_SAMPLES, Claims, LogParser, ServerId
+from validator.sources.log_state import MAX_SAMPLES, BatchWatch, Claims, LogParser, ServerId
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
@@ -64,6 +66,7 @@ class FileLogReader:
         self._parser = LogParser(self.where)
         self._claims = Claims()
         self._stats = LogFacts(path=self.where)
+        self._batches = BatchWatch()
 
     def close(self) -> None:
         with self._lock:
@@ -83,6 +86,7 @@ class FileLogReader:
             facts.bytes_read, facts.bytes_skipped = st.bytes_read, st.bytes_skipped
             facts.truncations, facts.rotations = st.truncations, st.rotations
             facts.note = note
+            facts.last_batch = self._batches.observe(self._parser, self._last_line_age())
             if self._claims.stale(facts.generation, server):
                 facts.stale = (
                     "the server restarted and the log holds no start of the new process yet "
@@ -119,6 +123,24 @@ class FileLogReader:
             self._reset_position()
         self._read_new(size)
         return None
+
+    def _last_line_age(self) -> float | None:
+        """How long ago the last batch line was written, when it is the file's last line (nothing written
+        after it, so the file's mtime is its time); None otherwise."""
+        batch = self._parser.run.batch
+        if batch is None or self._fd is None:
+            return None
+        text, pos, _at = batch
+        try:
+            st = os.fstat(self._fd)
+            if not 0 <= st.st_size - pos <= MAX_LINE_BYTES + 2:
+                return None
+            raw = os.pread(self._fd, st.st_size - pos, pos)
+        except OSError:
+            return None
+        if not raw.endswith(b"\n") or raw.count(b"\n") != 1 or _decode(raw[:-1]) != text:
+            return None
+        return max(0.0, time.time() - st.st_mtime)
 
     def _reset_position(self) -> None:
         self._offset, self._tail, self._partial, self._overlong = 0, b"", b"", False
@@ -189,6 +211,9 @@ class FileLogReader:
             n = count_samples(region, stream) if fast and stream is not None else -1
             if n == len(lines) or (n >= 0 and routine(region)):  # decode lines only, or routine traffic
                 self._bulk(lines, n, base + len(region) + 1)
+                found = last_batch(region, stream) if stream is not None else None
+                if found is not None:
+                    self._parser.run.batch = (found[1], base + found[0], None)
             else:
                 for piece in lines:
                     self._feed_line(piece, base)

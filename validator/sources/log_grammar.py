@@ -146,6 +146,12 @@ class Decode:
 
 
 @dataclass(frozen=True, slots=True)
+class Prefill:
+    """A ``Prefill batch`` line: the scheduler took requests in (its counts are read by ``batch_counts``,
+    for the current start's last batch line only)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Died:
     """A component's ``<Component> hit an exception: <traceback>``: the traceback's lines follow."""
 
@@ -176,11 +182,12 @@ class Other:
 
 
 Event = (
-    Start | Override | Counted | LayerBackend | Ready | Loaded | DSparkRunner | Decode | Died | ChildFailed
-    | Running | Continuation | Other
+    Start | Override | Counted | LayerBackend | Ready | Loaded | DSparkRunner | Decode | Prefill | Died
+    | ChildFailed | Running | Continuation | Other
 )  # fmt: skip
 
 _OTHER = Other()
+_PREFILL = Prefill()
 _READY = Ready()
 _RUNNING = Running()
 _OVERRIDE = Override()
@@ -188,6 +195,10 @@ _CHILD_FAILED = ChildFailed()
 
 _START_RE = re.compile(r"server_args=(?=\{|ServerArgs\()")
 _DECODE_HEAD_RE = re.compile(r"Decode batch(?: \[\d+\])?[.,] ")
+_PREFILL_HEAD_RE = re.compile(r"Prefill batch(?: \[\d+\])?, ")
+# the scheduler's counts in a batch line (metrics_reporter.py: ``#running-req: N``, ``#queue-req: N``),
+# each a field of its own: after the head or after ", ", up to "," or the line's end
+_COUNT_RE = re.compile(r"(?:^|, )#(running-req|queue-req): (\d{1,9})(?=,|$)")
 _FIELD_RE = re.compile(
     r"(?:^|, )(accept len|accept rate|gen throughput \(token/s\)): (-?\d+(?:\.\d+)?)(?=,|$)"
 )
@@ -282,6 +293,8 @@ def read_message(msg: str) -> Event:
             return Died(m.group(1), msg[m.end() :])
     if first == "T" and msg.startswith(READY_LINE):
         return _READY
+    if first == "P" and _PREFILL_HEAD_RE.match(msg):
+        return _PREFILL
     for start, inside, what in _COUNTED:
         if msg.startswith(start) and inside in msg:
             return Counted(what)
@@ -317,6 +330,39 @@ def _decode(msg: str) -> Decode:
     for m in _FIELD_RE.finditer(msg):
         fields.setdefault(m.group(1), float(m.group(2)))
     return Decode(fields.get("accept len"), fields.get("accept rate"), fields.get("gen throughput (token/s)"))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCounts:
+    """What a batch line says of the scheduler's load: ``kind`` ("decode" or "prefill"), the requests
+    running and waiting in its queue (None: the build's line has no such field)."""
+
+    kind: str
+    running: int | None
+    queued: int | None
+
+
+def batch_counts(line: str, stream: Stream = RAW) -> BatchCounts | None:
+    """A ``Decode batch`` / ``Prefill batch`` line of ``stream``, read for its ``#running-req`` and
+    ``#queue-req`` fields (SGLang 0.5.23 writes both in both lines: metrics_reporter.py
+    ``report_prefill_stats``, ``report_decode_stats``); None for any other line."""
+    m = _WRAP_RE.match(line)
+    assert m is not None  # every part of the wrapper is optional
+    if (Stream(True, m.group(1)) if m.end() > 0 else RAW) != stream:
+        return None
+    text = line[m.end() :]
+    p = _SGLANG_RE.match(text)
+    if p is None:
+        return None
+    msg = text[p.end() :]
+    head = _DECODE_HEAD_RE.match(msg) or _PREFILL_HEAD_RE.match(msg)
+    if head is None:
+        return None
+    counts: dict[str, int] = {}
+    for c in _COUNT_RE.finditer(msg[head.end() :]):
+        counts.setdefault(c.group(1), int(c.group(2)))
+    kind = "decode" if msg.startswith("D") else "prefill"
+    return BatchCounts(kind, counts.get("running-req"), counts.get("queue-req"))
 
 
 def exception_line(text: str) -> str | None:
@@ -387,6 +433,25 @@ def _decode_sample_in(stream: Stream) -> re.Pattern[bytes]:
         rb"^" + (wrap + _PREFIX_NC).encode() + rb"Decode batch(?: \[\d+\])?(?=[.,] )[^\n]*, accept len: ",
         re.M,
     )
+
+
+_BATCH_MARK = b" batch"
+
+
+def last_batch(region: bytes, stream: Stream = RAW) -> tuple[int, str] | None:
+    """The last ``Decode batch`` / ``Prefill batch`` line of ``stream`` in ``region`` (whole lines): its
+    offset in the region and its text. Found by C-speed ``rfind`` from the end; a line that only holds the
+    words (a request's text in an access line) is read as the parser would, and passed over."""
+    hi = len(region)
+    while (idx := region.rfind(_BATCH_MARK, 0, hi)) >= 0:
+        start = region.rfind(b"\n", 0, idx) + 1
+        end = region.find(b"\n", idx)
+        raw = region[start : end if end >= 0 else len(region)]
+        text = raw.decode("utf-8", errors="replace").rstrip("\r")
+        if batch_counts(text, stream) is not None:
+            return start, text
+        hi = start
+    return None
 
 
 def routine(region: bytes) -> bool:

@@ -18,7 +18,7 @@ import time
 from validator.errors import UnavailableError
 from validator.facts import JOURNAL_PREFIX, LogFacts
 from validator.sources.log_file import MAX_LINE_BYTES, MAX_READ_BYTES
-from validator.sources.log_state import Claims, LogParser, ServerId
+from validator.sources.log_state import BatchWatch, Claims, LogParser, ServerId
 
 JOURNAL_TIMEOUT_S = 30.0  # per journalctl call; the rest is read by the next poll
 SYSTEMCTL_TIMEOUT_S = 10.0
@@ -42,6 +42,7 @@ class JournalLogReader:
         self._entries = 0
         self._stats = LogFacts(path=self.where)
         self._claims = Claims()
+        self._batches = BatchWatch()
 
     def poll(self, server: ServerId | None = None) -> LogFacts:
         with self._lock:
@@ -55,6 +56,9 @@ class JournalLogReader:
                 self._entries = 0
             self._read_entries(invocation)
             facts = self._parser.snapshot()
+            batch = self._parser.run.batch
+            at = batch[2] if batch is not None else None
+            facts.last_batch = self._batches.observe(self._parser, None if at is None else time.time() - at)
             st = self._stats
             facts.generation = self._generation + self._parser.starts
             facts.bytes_read = st.bytes_read
@@ -136,8 +140,17 @@ class JournalLogReader:
         if not isinstance(msg, str):
             return
         self._entries += 1
+        self._parser.clock = _realtime(entry.get("__REALTIME_TIMESTAMP"))
         for line in msg[:MAX_LINE_BYTES].split("\n"):  # only a newline ends a line, as in a file
             self._parser.feed(line, self._entries)
+
+
+def _realtime(value: object) -> float | None:
+    """journald's receipt time of an entry (``__REALTIME_TIMESTAMP``, microseconds since the epoch, as a
+    decimal string) in seconds; None when absent or not that."""
+    if isinstance(value, str) and value.isdigit() and len(value) <= 20:
+        return int(value) / 1e6
+    return None
 
 
 def _run_bounded(cmd: list[str], where: str, *, cap: int, timeout_s: float) -> bytes:

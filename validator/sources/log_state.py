@@ -10,13 +10,15 @@ change anything here. Samples are kept at ``MAX_SAMPLES``, so memory stays bound
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import replace
 from typing import Any, Protocol
 
-from validator.facts import DecodeSample, LogFacts
+from validator.facts import BatchLine, DecodeSample, LogFacts
 from validator.sources.log_grammar import (
     CHILD_FAILED,
+    BatchCounts,
     ChildFailed,
     Continuation,
     Counted,
@@ -28,10 +30,12 @@ from validator.sources.log_grammar import (
     Loaded,
     Other,
     Override,
+    Prefill,
     Ready,
     Running,
     Start,
     Stream,
+    batch_counts,
     exception_line,
     parsed_args,
     read_in_stream,
@@ -48,6 +52,9 @@ class Run:
     def __init__(self, path: str) -> None:
         self.facts = LogFacts(path=path)
         self.samples: deque[DecodeSample] = deque(maxlen=MAX_SAMPLES)
+        # the last batch line (``Decode batch`` / ``Prefill batch``): its text, where it was read, and when
+        # it was written where the reader knows (the journal's receipt time, epoch seconds)
+        self.batch: tuple[str, int, float | None] | None = None
 
     def copy_prelude(self, path: str) -> Run:
         new = Run(path)
@@ -72,6 +79,7 @@ class LogParser:
         self._parsed_done = False  # whether _parsed holds this start's args (None: it has none)
         self.stream: Stream | None = None  # how the log's lines are wrapped: its first SGLang line's (a
         # reader that can read the file's head sets it; else the first such line fed does)
+        self.clock: float | None = None  # when the line being fed was written, where the reader knows
 
     def feed(self, line: str, pos: int) -> None:
         self.lines += 1
@@ -82,6 +90,17 @@ class LogParser:
         event = read_in_stream(line, self.stream)
         if event is not None:  # None: a line this stream's writer did not write (log_grammar.Stream)
             self.apply(event, pos)
+            if isinstance(event, Decode | Prefill):
+                self.run.batch = (line, pos, self.clock)
+
+    def last_batch(self) -> tuple[BatchCounts, int, float | None] | None:
+        """The current start's last batch line, read for its counts: where it was read and when it was
+        written (None: not known)."""
+        if self.run.batch is None:
+            return None
+        line, pos, at = self.run.batch
+        counts = batch_counts(line, self.stream) if self.stream is not None else None
+        return (counts, pos, at) if counts is not None else None
 
     def apply(self, event: Event, pos: int) -> None:
         """One line's event, in log order."""
@@ -133,6 +152,8 @@ class LogParser:
                     DecodeSample(event.accept_len, event.accept_rate, event.gen_throughput, pos)
                 )
                 f.decode_sample_count += 1
+        elif isinstance(event, Prefill):
+            pass  # the counts of the last one are read once, when asked (``last_batch``)
         else:
             assert isinstance(event, Running)
         # a running server logged this: earlier resolution lines belong to this run, not the next
@@ -160,6 +181,39 @@ class LogParser:
             self._parsed, self._parsed_done = parsed_args(self._raw_args), True
         facts.server_args = dict(self._parsed) if self._parsed is not None else None
         return facts
+
+
+class BatchWatch:
+    """Bounds on how long ago a reader's current last batch line was written, from when this reader first
+    saw it (our monotonic clock, never the log's stamps: those are the server's local time).
+
+    Seen for the first time now, it was written at least 0 s ago; and, if an earlier poll did not have
+    it, at most since that poll. Each later poll that still finds it raises the lower bound. ``exact_s``
+    (the reader's own: the journal's receipt time, or a file whose last line it is and so its mtime) bounds
+    both sides."""
+
+    def __init__(self) -> None:
+        self._key: tuple[int, str] | None = None
+        self._seen = 0.0
+        self._since: float | None = None  # the poll before the one that first saw it
+        self._last_poll: float | None = None
+
+    def observe(self, parser: LogParser, exact_s: float | None = None) -> BatchLine | None:
+        now = time.monotonic()
+        last_poll, self._last_poll = self._last_poll, now
+        found = parser.last_batch()
+        if found is None or parser.run.batch is None:
+            self._key = None
+            return None
+        counts, pos, _at = found
+        key = (pos, parser.run.batch[0])
+        if key != self._key:
+            self._key, self._seen, self._since = key, now, last_poll
+        quiet = now - self._seen
+        within = now - self._since if self._since is not None else None
+        if exact_s is not None:
+            quiet, within = max(quiet, exact_s), exact_s if within is None else min(within, max(exact_s, 0.0))
+        return BatchLine(counts.kind, counts.running, counts.queued, quiet, within, pos)
 
 
 class ServerId(Protocol):

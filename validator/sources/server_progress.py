@@ -1,5 +1,5 @@
 """Whether the server completes work (``server.progress``): from its own ``/metrics`` when they show it,
-else from one bounded request of our own.
+else from its log when that shows it, else from one bounded request of our own.
 
 A server can answer ``/health`` with 200 for days while its scheduler completes nothing (a wedged
 collective, a KV pool that admits nothing): ``/health`` is served by the HTTP process, not the scheduler.
@@ -10,6 +10,16 @@ that bound is reached, rather than send a request). Only when the metrics cannot
 first reading) and this run may generate (a full check, not a re-check) is one small greedy
 ``/generate`` sent, bounded by :data:`REQUEST_S`: tokens back are progress, none within the bound a
 stall. Its prompt is SGLang's own warm-up prompt, whose shapes the server has run before it was ready.
+
+The log (``--log``), where the metrics cannot tell: SGLang's scheduler writes a ``Prefill batch`` line for
+every batch it takes in and a ``Decode batch`` line every ``decode_log_interval`` (40) decode steps, each
+with ``#running-req`` and ``#queue-req`` (metrics_reporter.py), both after the batch's forward
+(batch_result_processor.py). So a batch line written within the stall bound is work completed within it.
+No batch line for longer than the bound after one that said requests were **queued** is a stall: a
+scheduler that runs never leaves its queue unserved without a batch to log. Requests
+only *running* at the last line say nothing: the last decode line of every finished burst says so, since
+requests end between two decode lines and an emptied batch writes none. How long ago a line was written
+is what the reader can prove (``facts.BatchLine``), never the log's stamps (the server's time zone).
 
 Read after ``/metrics`` and before the acceptance probe, which is skipped on a stalled server (its requests
 would only wait out its time cap).
@@ -22,7 +32,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from validator.errors import UnavailableError
-from validator.facts import Progress, ProgressFacts
+from validator.facts import BatchLine, Progress, ProgressFacts
 from validator.sources.server_metrics import read_again
 
 if TYPE_CHECKING:
@@ -68,6 +78,12 @@ async def gather(g: LiveGathering) -> None:
         if watch is not None:
             watch.last_progress = g.facts.progress
         return
+    from_log = _from_log(g.facts.log.last_batch if g.facts.log is not None else None, g.inputs.stall_after_s)
+    if from_log is not None:
+        g.facts.progress = from_log
+        if watch is not None:
+            watch.last_progress = from_log
+        return
     if not g.run_probe:
         # a re-check never generates: the last answer stands, said to be that
         last = watch.last_progress if watch is not None else None
@@ -77,6 +93,29 @@ async def gather(g: LiveGathering) -> None:
     g.facts.progress = await _own_request(g)
     if watch is not None:
         watch.last_progress = g.facts.progress
+
+
+def _from_log(batch: BatchLine | None, bound: float) -> ProgressFacts | None:
+    """The log's verdict (module docstring), or None when it cannot tell."""
+    if batch is None:
+        return None
+    running = "?" if batch.running is None else batch.running
+    if batch.queued is not None and batch.queued > 0 and batch.quiet_s >= bound:
+        return ProgressFacts(
+            Progress.STALLED,
+            "log",
+            f"the server log's last {batch.kind} batch line said {running} request(s) running and "
+            f"{batch.queued} queued, and no batch line followed for {batch.quiet_s:.0f} s",
+            stalled_for_s=batch.quiet_s,
+            in_flight=float(batch.queued + (batch.running or 0)),
+        )
+    if batch.within_s is not None and batch.within_s <= bound:
+        return ProgressFacts(
+            Progress.ADVANCING,
+            "log",
+            f"the scheduler logged a {batch.kind} batch {batch.within_s:.0f} s ago (server log)",
+        )
+    return None
 
 
 def _tokens(metrics: object) -> str:
