@@ -67,6 +67,7 @@ class FileLogReader:
         self._claims = Claims()
         self._stats = LogFacts(path=self.where)
         self._batches = BatchWatch()
+        self._read_mtime: float | None = None
 
     def close(self) -> None:
         with self._lock:
@@ -117,7 +118,9 @@ class FileLogReader:
             st2 = os.fstat(self._fd)
             self._ident = (st2.st_dev, st2.st_ino)
         assert self._fd is not None
-        size = os.fstat(self._fd).st_size
+        st_now = os.fstat(self._fd)
+        size = st_now.st_size
+        self._read_mtime = st_now.st_mtime  # the time of the last write within what this poll reads
         if size < self._offset or not self._tail_intact():
             self._stats.truncations += 1  # copytruncate: same server, its log starts over
             self._reset_position()
@@ -125,22 +128,22 @@ class FileLogReader:
         return None
 
     def _last_line_age(self) -> float | None:
-        """How long ago the last batch line was written, when it is the file's last line (nothing written
-        after it, so the file's mtime is its time); None otherwise."""
+        """How long ago the last batch line was written, when it was the file's last line at this poll's
+        read (nothing written after it, so the file's mtime then was its time); None otherwise."""
         batch = self._parser.run.batch
-        if batch is None or self._fd is None:
+        if batch is None or self._fd is None or self._read_mtime is None:
             return None
         text, pos, _at = batch
+        end = self._offset  # what this poll read up to, under the mtime taken with it
+        if not 0 <= end - pos <= MAX_LINE_BYTES + 2:
+            return None
         try:
-            st = os.fstat(self._fd)
-            if not 0 <= st.st_size - pos <= MAX_LINE_BYTES + 2:
-                return None
-            raw = os.pread(self._fd, st.st_size - pos, pos)
+            raw = os.pread(self._fd, end - pos, pos)
         except OSError:
             return None
         if not raw.endswith(b"\n") or raw.count(b"\n") != 1 or _decode(raw[:-1]) != text:
             return None
-        return max(0.0, time.time() - st.st_mtime)
+        return max(0.0, time.time() - self._read_mtime)
 
     def _reset_position(self) -> None:
         self._offset, self._tail, self._partial, self._overlong = 0, b"", b"", False
