@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from importlib import metadata
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -46,8 +47,6 @@ def from_build_file(path: Path = BUILD_FILE) -> str | None:
 
 def from_distribution(name: str = "spark-validate") -> str | None:
     """PEP 610: ``direct_url.json`` of an install from a VCS URL holds the commit it resolved to."""
-    from importlib import metadata  # here: only --version pays for scanning the installed distributions
-
     try:
         text = metadata.distribution(name).read_text("direct_url.json")
     except (metadata.PackageNotFoundError, OSError):

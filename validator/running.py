@@ -8,7 +8,9 @@ with the running process. A multi-node worker (no HTTP) gets the preflight half 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -123,8 +125,6 @@ async def judge(
     previous_probe: ProbeResult | None = None,
 ) -> LiveResult:
     """One report for one running server (``previous_probe``: a sidecar's re-check reuses its last)."""
-    import asyncio
-
     started_at, t0 = utc_now_iso(), time.monotonic()
     pre_inputs = replace(inputs.host, running=server, env_files=[])
     malformed: list[InputError] = []
@@ -171,11 +171,9 @@ async def judge(
     elif url:
         # the attestation is bound to the user the process was proven to run as
         live = replace(inputs.live, url=url, server_uid=server.process.uid)
-        if live.log is None and server.process.systemd_unit and not server.process.user_unit:
-            import shutil
-
-            if shutil.which("journalctl"):
-                live = replace(live, log=f"journal:{server.process.systemd_unit}")
+        unit = server.process.systemd_unit
+        if live.log is None and unit and not server.process.user_unit and shutil.which("journalctl"):
+            live = replace(live, log=f"journal:{unit}")
         if live.attestation is None and server.process.env is not None:
             from validator.attestation.location import default_path
 
@@ -249,8 +247,6 @@ async def judge_all(
     """Discover, pick and judge every server at once within ``deadline_s``; results in discovery order. A
     server not done by then is :func:`unfinished` and cannot hide another's failure. ``on_result`` hears
     each result, ``on_ignored`` each look-alike not judged. Raises ``UnavailableError`` (exit 69) if none."""
-    import asyncio
-
     discovery = await asyncio.to_thread(discover_listening, inputs.live.wait_s, users=inputs.live.server_uids)
     servers = pick(discovery.servers, pid)
     if on_ignored is not None and discovery.ignored:

@@ -8,6 +8,7 @@ N > 0 writes beside rank 0's file.
 
 from __future__ import annotations
 
+import grp
 import os
 import stat
 from collections.abc import Mapping
@@ -74,7 +75,6 @@ def configured_gid(env: Mapping[str, str] | None = None) -> int | None:
         return None
     if raw.isdigit():
         return int(raw)
-    import grp
 
     try:
         return grp.getgrnam(raw).gr_gid

@@ -10,9 +10,11 @@ parent lets anyone swap the plugin's directory, sticky ``/tmp`` stops renaming b
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from validator.trusted_files import WRITABLE_BY_OTHERS, FileFacts
 
@@ -180,7 +182,6 @@ _WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::", "[::]"})
 def _is_loopback(host: str) -> bool:
     if host.lower() in ("localhost", "localhost.localdomain", "ip6-localhost"):
         return True
-    import ipaddress
 
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
@@ -189,8 +190,6 @@ def _is_loopback(host: str) -> bool:
 
 
 def url_address(url: str) -> tuple[str | None, int | None]:
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(url)
         port = parts.port

@@ -8,6 +8,7 @@ exactly 1.00 over many intervals is the broken-draft signature and must not pass
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from validator.checks import base as check
@@ -60,8 +61,6 @@ def server_progress(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
 @check.builtin("server.process", "preflight")
 def server_process(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """Which process was judged: the report's answer to "is this the server I meant?"."""
-    import datetime as dt
-
     proc = facts.process
     if proc is None:
         return check.skipped("no running server was read (check with no --url, or --pid, reads one)")

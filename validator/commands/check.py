@@ -6,6 +6,7 @@ import argparse
 import json
 import math
 import os
+import pwd
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -77,8 +78,6 @@ def server_url(value: str) -> str:
 
 
 def _non_negative(value: str, parse: type[float] | type[int], what: str) -> float:
-    import math
-
     try:
         number = parse(value)
     except ValueError:
@@ -101,8 +100,6 @@ def count(value: str) -> int:
 
 def server_user(value: str) -> list[int]:
     """``--server-user``: user names or numeric UIDs, as the server runs (a comma list; repeatable)."""
-    import pwd
-
     uids: list[int] = []
     for part in value.split(","):
         raw = part.strip()
@@ -296,7 +293,6 @@ def _declared_user(declared: PreflightInputs | None) -> int | None:
     None when nothing is declared, it names no user, or it cannot be read (``launch.drift`` says why)."""
     if declared is None:
         return None
-    import pwd
 
     from validator.errors import ValidatorError
     from validator.sources.launch import read_launch

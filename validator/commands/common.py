@@ -7,6 +7,7 @@ import contextlib
 import os
 import stat
 import sys
+import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -182,8 +183,6 @@ def write_atomically(out: Path, text: str) -> None:
     """Write ``out`` through an ``mkstemp`` temporary in its own directory, then rename it over: a planted
     file or symlink at ``out`` is replaced, never written through (a fixed ``FILE.tmp`` let anyone who can
     write the directory make root overwrite any file). Mode as a plain ``open()`` would give (umask)."""
-    import tempfile
-
     try:
         mode = os.lstat(out).st_mode
     except OSError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -100,8 +101,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def parse_listen(value: str) -> tuple[str, int]:
     """``HOST:PORT`` (``[v6]:PORT`` for IPv6). A host that does not resolve is a usage error (exit 2),
     told before anything starts; one that resolves but is not this host's fails at bind (exit 69)."""
-    import socket
-
     host, sep, port = value.rpartition(":")
     host = host.strip("[]")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
 import h11
@@ -110,8 +111,6 @@ def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
 
 
 def _iso(ts: float) -> str:
-    from datetime import datetime, timezone
-
     return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import math
+import resource
 import sys
 import time
 from typing import Any
@@ -286,8 +287,6 @@ class SidecarServer:
 def _fd_budget() -> int:
     """Half the soft descriptor limit: the rest stays for the client to the server, files and logs."""
     try:
-        import resource
-
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     except (ImportError, OSError, ValueError):
         return MAX_CONNECTIONS

@@ -8,6 +8,7 @@ what was not proven and what would prove it, acceptance and its history, every c
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from collections.abc import Sequence
@@ -58,8 +59,6 @@ class SidecarView:
 
 
 def _e(value: object) -> str:
-    import html  # here: it loads html.entities, and preflight imports this module for --format
-
     return html.escape(str(value), quote=True)
 
 

@@ -10,6 +10,7 @@ proven; on any other verdict it stays an <error> (the run did not pass).
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 from typing import Any
 
 from validator.outputs import output
@@ -29,8 +30,6 @@ def _junit_status(c: dict[str, Any], unproven: dict[str, Any], accepted: bool) -
 
 @output("junit", "JUnit XML, one testcase per check", rank=2)
 def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
-    import xml.etree.ElementTree as ET  # here: every command loads the registry, few ask for XML
-
     data = neutralize_deep(safe_dict(report, secrets))  # XML 1.0 cannot hold a server's control bytes
     checks = data["checks"]
 

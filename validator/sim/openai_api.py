@@ -7,6 +7,7 @@ included); ``stream: true`` is real SSE as ``serving_completions.py`` (l.240-470
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -144,8 +145,6 @@ def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
         except GrammarError as exc:
             return _json(contract.bad_request(str(exc), err_type="BadRequestError"), 400)
         if engine.scenario.crash_after_ready:
-            import asyncio
-
             engine.crash()
             await asyncio.Event().wait()  # never answered: the process is going away
         model = body.get("model") or engine.args["served_model_name"]

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import mmap
+import os
+import signal
 import socket
 import threading
 from dataclasses import replace
@@ -230,9 +233,6 @@ def worker_rank(extra_args: tuple[str, ...]) -> int | None:
 
 def serve_worker() -> int:
     """A worker node: no HTTP, alive until SIGINT/SIGTERM (a real one dies or hangs with its head)."""
-    import signal
-    import threading
-
     stop = threading.Event()
 
     def handler(signum: int, frame: object) -> None:
@@ -248,9 +248,6 @@ def serve_worker() -> int:
 def map_library(path: str) -> Any:
     """Map ``path`` read-only into this process, as the dynamic loader maps a shared library: it then
     shows in ``/proc/PID/maps``, where a reader finds the NCCL a server really loaded."""
-    import mmap
-    import os
-
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
         return mmap.mmap(fd, 0, prot=mmap.PROT_READ)
@@ -262,15 +259,10 @@ def _die() -> None:
     """A crashed SGLang scheduler takes the whole process tree down: its SIGQUIT makes the launcher run
     ``kill_process_tree`` on itself, which ends in SIGKILL (srt/utils/common.py:2548-2552). Sockets close,
     nothing answers, and a supervisor sees a death by signal 9."""
-    import os
-    import signal
-
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _install_signals(server: Any) -> None:
-    import signal
-
     def handler(signum: int, frame: object) -> None:
         server.should_exit = True
 
