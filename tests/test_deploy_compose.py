@@ -122,15 +122,31 @@ def test_dockerfile_copies_what_exists_and_the_ignore_file_admits_it() -> None:
 
 
 def test_logging_config_is_a_valid_dictconfig_writing_the_sidecars_log(tmp_path: Path) -> None:
+    """SGLang applies the shipped file after its modules made their loggers: it must leave them enabled.
+    The root logger's level and handlers are put back afterwards, and nothing else is reconfigured (a
+    second ``dictConfig`` would disable every logger made so far, in this worker's later tests too)."""
     doc = json.loads((DEPLOY / "compose" / "logging.json").read_text())
     sidecar = parse_cli(_shipped()["services"]["spark-validate"]["command"][1:])
     assert doc["handlers"]["file"]["filename"] == str(sidecar.log)
     doc["handlers"]["file"]["filename"] = str(tmp_path / "server.log")
-    logging.config.dictConfig(doc)
-    logging.getLogger("sglang").info("Online FP8 quantization enabled for lm_head.")
-    logging.getLogger().handlers[-1].flush()
-    assert "Online FP8 quantization enabled" in (tmp_path / "server.log").read_text()
-    logging.config.dictConfig({"version": 1})
+    early = logging.getLogger("sglang.srt.made_before_the_config")
+    root = logging.getLogger()
+    level, handlers = root.level, root.handlers[:]
+    try:
+        logging.config.dictConfig(doc)
+        logging.getLogger("sglang").info("Online FP8 quantization enabled for lm_head.")
+        early.info("a logger made before the config still writes")
+        root.handlers[-1].flush()
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    written = (tmp_path / "server.log").read_text()
+    assert "Online FP8 quantization enabled" in written
+    assert not early.disabled and "a logger made before the config still writes" in written
 
 
 def _shipped_compose(tmp_path: Path) -> Path:
