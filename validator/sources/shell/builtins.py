@@ -16,6 +16,7 @@ import os
 
 from tree_sitter import Node
 
+from validator.sources.shell.api import Builtin, Shell
 from validator.sources.shell.builtins_flow import (
     b_bracket,
     b_cd,
@@ -31,7 +32,7 @@ from validator.sources.shell.builtins_flow import (
 )
 from validator.sources.shell.builtins_output import PROGRAMS, b_echo, b_printf, b_pwd
 from validator.sources.shell.builtins_vars import b_export, b_getopts, b_let, b_read, b_set, b_shift
-from validator.sources.shell.machine import Builtin, Machine, Prefix
+from validator.sources.shell.machine import Prefix
 from validator.sources.shell.programs import which
 from validator.sources.shell.state import RESERVED
 from validator.sources.shell.syntax import line_of
@@ -39,7 +40,7 @@ from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, jo
 
 
 def b_unmodelled(what: str) -> Builtin:
-    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+    def run(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         raise Unmodelled(what, line_of(node))
 
     return run
@@ -50,7 +51,7 @@ def b_runtime(what: str, unmodelled: str = "") -> Builtin:
     are known only at run time (``compgen -G``: which files match); options in ``unmodelled`` (which run
     code or assign) are not modelled."""
 
-    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+    def run(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         words = [join(f) for f in args]
         for k, w in enumerate(words):
             if isinstance(w, str) and w.startswith("-") and any(c in w[1:] for c in unmodelled):
@@ -59,8 +60,8 @@ def b_runtime(what: str, unmodelled: str = "") -> Builtin:
             if isinstance(w, Unknown) and unmodelled and not (isinstance(before, str) and before in _VALUED):
                 # only a value of -G or -W may be unknown: anywhere else it could be an option
                 raise Unmodelled(f"{what} with an argument known only at run time", line_of(node))
-        ev.output_unknown(what)
-        return ev.errexit(None, node, what)
+        ev.m.output_unknown(what)
+        return ev.m.errexit(None, node, what)
 
     return run
 
@@ -69,32 +70,32 @@ _VALUED = ("-G", "-W")  # compgen's options whose value is a pattern or a word l
 
 
 def b_noop(what: str) -> Builtin:
-    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
-        return ev.errexit(0, node, what)
+    def run(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+        return ev.m.errexit(0, node, what)
 
     return run
 
 
-def b_shopt(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_shopt(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     if (words and words[0] in ("-q", "-p")) or not words:
-        return ev.errexit(None, node, "shopt")
+        return ev.m.errexit(None, node, "shopt")
     raise Unmodelled(f"shopt {' '.join(str(w) for w in words)}", line_of(node))
 
 
-def b_hash(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_hash(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     if words and words != ["-r"]:
         raise Unmodelled(f"hash {' '.join(str(w) for w in words)}", line_of(node))
-    return ev.errexit(0, node, "hash")
+    return ev.m.errexit(0, node, "hash")
 
 
-def b_alias(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_alias(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     # a script's aliases are not expanded (bash expands them only with `shopt -s expand_aliases`)
-    return ev.errexit(0, node, "alias")
+    return ev.m.errexit(0, node, "alias")
 
 
-def b_exec(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_exec(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = list(args)
     if words and join(words[0]) == "--":
         words = words[1:]
@@ -104,46 +105,46 @@ def b_exec(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | 
             f"exec {first if isinstance(first, str) else '...'}: an option of exec", line_of(node)
         )
     if not words:
-        return ev.errexit(0, node, "exec")
+        return ev.m.errexit(0, node, "exec")
     return ev.invoke(words, prefix, node, execs=True, skip_functions=True)
 
 
-def b_command(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_command(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = list(args)
     if words and join(words[0]) == "-v" and len(words) == 2:
         return _command_v(ev, join(words[1]), node)
     if words and isinstance(join(words[0]), str) and str(join(words[0])).startswith("-"):
         raise Unmodelled(f"command {join(words[0])}", line_of(node))
     if not words:
-        return ev.errexit(0, node, "command")
+        return ev.m.errexit(0, node, "command")
     return ev.invoke(words, prefix, node, skip_functions=True)
 
 
-def _command_v(ev: Machine, name: Value, node: Node) -> int | None:
+def _command_v(ev: Shell, name: Value, node: Node) -> int | None:
     """``command -v NAME``: a function's or builtin's name, else the file found on PATH (status 1 when
     there is none)."""
     if isinstance(name, Unknown):
-        ev.output_unknown("command -v")
-        return ev.errexit(None, node, "command -v")
-    if name in ev.st.funcs or name in BUILTINS or name in RESERVED:
-        ev.emit(name + "\n")
-        return ev.errexit(0, node, "command -v")
-    found = which(name, ev.scalar("PATH") or Unknown("PATH is unset"), ev.st.cwd)
-    if isinstance(found, str) and not ev.changed(found):
-        ev.emit(found + "\n")
-        return ev.errexit(0, node, "command -v")
-    path = ev.scalar("PATH")
-    if isinstance(found, Unknown) and isinstance(path, str) and not isinstance(ev.st.cwd, Unknown):
-        dirs = [os.path.join(str(ev.st.cwd), d or ".") for d in path.split(":")]
-        if ev.st.dirty is not None and not any(ev.changed(d) for d in dirs) and "/" not in name:
-            return ev.errexit(1, node, "command -v")
-    ev.output_unknown("command -v")
-    return ev.errexit(None, node, "command -v")
+        ev.m.output_unknown("command -v")
+        return ev.m.errexit(None, node, "command -v")
+    if name in ev.m.st.funcs or name in BUILTINS or name in RESERVED:
+        ev.m.emit(name + "\n")
+        return ev.m.errexit(0, node, "command -v")
+    found = which(name, ev.vars.scalar("PATH") or Unknown("PATH is unset"), ev.m.st.cwd)
+    if isinstance(found, str) and not ev.m.changed(found):
+        ev.m.emit(found + "\n")
+        return ev.m.errexit(0, node, "command -v")
+    path = ev.vars.scalar("PATH")
+    if isinstance(found, Unknown) and isinstance(path, str) and not isinstance(ev.m.st.cwd, Unknown):
+        dirs = [os.path.join(str(ev.m.st.cwd), d or ".") for d in path.split(":")]
+        if ev.m.st.dirty is not None and not any(ev.m.changed(d) for d in dirs) and "/" not in name:
+            return ev.m.errexit(1, node, "command -v")
+    ev.m.output_unknown("command -v")
+    return ev.m.errexit(None, node, "command -v")
 
 
-def b_builtin(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_builtin(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     if not args:
-        return ev.errexit(0, node, "builtin")
+        return ev.m.errexit(0, node, "builtin")
     head = join(args[0])
     if isinstance(head, str) and head in ("exec", "command", "builtin"):
         return BUILTINS[head](ev, args[1:], prefix, node)

@@ -11,21 +11,22 @@ import re
 
 from tree_sitter import Node
 
-from validator.sources.shell.machine import Builtin, Machine, Prefix, known_words
+from validator.sources.shell.api import Builtin, Shell
+from validator.sources.shell.machine import Prefix, known_words
 from validator.sources.shell.syntax import line_of
 from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
 
 
-def b_echo(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_echo(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     values = [join(f) for f in args]
-    if ev.posix and any(isinstance(v, Unknown) or "\\" in v or v.startswith("-") for v in values):
-        ev.output_unknown("dash's echo (it reads backslashes and options otherwise)")
-        return ev.errexit(0, node, "echo")
+    if ev.m.posix and any(isinstance(v, Unknown) or "\\" in v or v.startswith("-") for v in values):
+        ev.m.output_unknown("dash's echo (it reads backslashes and options otherwise)")
+        return ev.m.errexit(0, node, "echo")
     newline = True
     while values and isinstance(values[0], str) and re.fullmatch(r"-[neE]+", values[0]):
         if "e" in values[0]:
-            ev.output_unknown("echo -e")
-            return ev.errexit(0, node, "echo")
+            ev.m.output_unknown("echo -e")
+            return ev.m.errexit(0, node, "echo")
         newline = newline and "n" not in values[0]
         values = values[1:]
     parts: list[Value] = []
@@ -33,8 +34,8 @@ def b_echo(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | 
         if k:
             parts.append(" ")
         parts.append(v)
-    ev.emit(join([*parts, "\n" if newline else ""]))
-    return ev.errexit(0, node, "echo")
+    ev.m.emit(join([*parts, "\n" if newline else ""]))
+    return ev.m.errexit(0, node, "echo")
 
 
 def _printf_format(fmt: str, values: list[Value], node: Node) -> Value:
@@ -80,69 +81,69 @@ def _printf_format(fmt: str, values: list[Value], node: Node) -> Value:
     return join(out)
 
 
-def b_printf(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_printf(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     values = [join(f) for f in args]
     target: str | None = None
-    if ev.posix and values and values[0] == "-v":
+    if ev.m.posix and values and values[0] == "-v":
         raise Unmodelled("printf -v in a /bin/sh script", line_of(node))
     if len(values) >= 2 and values[0] == "-v":
         name = values[1]
         if isinstance(name, Unknown):
             raise Unmodelled(f"printf -v into a name known only at run time: {name.reason}", line_of(node))
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\[.+\])?", name):
-            return ev.errexit(2, node, "printf -v")
+            return ev.m.errexit(2, node, "printf -v")
         target = name
         values = values[2:]
     if values and values[0] == "--":
         values = values[1:]
     if not values:
-        return ev.errexit(2, node, "printf")
+        return ev.m.errexit(2, node, "printf")
     fmt = values[0]
     if isinstance(fmt, Unknown):
         result: Value = Unknown(f"printf with a format known only at run time: {fmt.reason}")
     else:
         result = _printf_format(fmt, values[1:], node)
     if target is None:
-        ev.emit(result)
-        return ev.errexit(0, node, "printf")
+        ev.m.emit(result)
+        return ev.m.errexit(0, node, "printf")
     m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[(.+)\])?", target)
     assert m is not None
     if m.group(2) is not None:
         raise Unmodelled(f"printf -v into an array element {target!r}", line_of(node))
-    ev.assign(m.group(1), result, node)
-    return ev.errexit(0, node, "printf")
+    ev.vars.assign(m.group(1), result, node)
+    return ev.m.errexit(0, node, "printf")
 
 
-def b_pwd(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+def b_pwd(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = known_words(args, node, "pwd")
     if words and words != ["-L"]:
         raise Unmodelled(f"pwd {' '.join(words)}", line_of(node))
-    ev.emit(join([ev.st.cwd, "\n"]))
-    return ev.errexit(0, node, "pwd")
+    ev.m.emit(join([ev.m.st.cwd, "\n"]))
+    return ev.m.errexit(0, node, "pwd")
 
 
 def pure_program(name: str) -> Builtin:
     """Programs whose output the reader computes (``dirname``, ``basename``, ``uname``); their
     arguments must be known."""
 
-    def run(ev: Machine, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+    def run(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         words = [join(f) for f in args]
         if any(isinstance(w, Unknown) for w in words):
-            ev.output_unknown(name)
-            return ev.errexit(None, node, name)
+            ev.m.output_unknown(name)
+            return ev.m.errexit(None, node, name)
         sw = [str(w) for w in words]
         if name == "dirname" and len(sw) == 1 and not sw[0].startswith("-"):
-            ev.emit(_dirname(sw[0]) + "\n")
-            return ev.errexit(0, node, name)
+            ev.m.emit(_dirname(sw[0]) + "\n")
+            return ev.m.errexit(0, node, name)
         if name == "basename" and len(sw) == 1 and not sw[0].startswith("-"):
             b = sw[0].rstrip("/")
-            ev.emit((os.path.basename(b) if b else ("/" if sw[0] else "")) + "\n")
-            return ev.errexit(0, node, name)
+            ev.m.emit((os.path.basename(b) if b else ("/" if sw[0] else "")) + "\n")
+            return ev.m.errexit(0, node, name)
         if name == "uname" and (not sw or sw == ["-s"]):
-            ev.emit(os.uname().sysname + "\n")
-            return ev.errexit(0, node, name)
-        ev.output_unknown(name)
-        return ev.errexit(None, node, name)
+            ev.m.emit(os.uname().sysname + "\n")
+            return ev.m.errexit(0, node, name)
+        ev.m.output_unknown(name)
+        return ev.m.errexit(None, node, name)
 
     return run
 

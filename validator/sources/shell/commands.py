@@ -3,8 +3,7 @@
 function calls with their positional parameters, and the command that starts the server (``Launched``,
 with the environment bash exports to it).
 
-Apart from the compound commands and the statement dispatch: this is where a command name meets
-``builtins.BUILTINS``, so it is the only evaluator module that imports the builtins' table.
+The only part of the executor that imports the builtins' table: this is where a command name meets it.
 """
 
 from __future__ import annotations
@@ -15,9 +14,10 @@ from contextlib import contextmanager
 
 from tree_sitter import Node
 
+from validator.sources.shell.api import Shell
 from validator.sources.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
 from validator.sources.shell.effects import is_pure
-from validator.sources.shell.machine import Machine, heredoc_text
+from validator.sources.shell.machine import heredoc_text
 from validator.sources.shell.paths import Forks
 from validator.sources.shell.programs import MAKERS, is_server_command, reads_only
 from validator.sources.shell.state import MAX_DEPTH, Launch, Launched, LoopJump, ShellExit, ShellReturn
@@ -30,8 +30,11 @@ _SPECIAL |= {"shift", "times", "trap", "unset"}
 _MAX_SUMMARY_PATHS = 64  # paths through one function summarised at its call
 
 
-class Commands(Machine):
-    """Simple commands and function calls."""
+class Commands:
+    """Simple commands and function calls on one path (``sh``: the executor)."""
+
+    def __init__(self, sh: Shell) -> None:
+        self.sh, self.m, self.vars, self.words = sh, sh.m, sh.vars, sh.words
 
     def redirected(self, node: Node) -> int | None:
         body = node.child_by_field_name("body")
@@ -39,20 +42,20 @@ class Commands(Machine):
         for r in redirects:
             self.redirect(r)
         if body is None:
-            return self.st.status
+            return self.m.st.status
         if any(_redirects_stdout(r) for r in redirects):
-            with self.stdout_elsewhere():
-                status = self.stmt(body)
+            with self.m.stdout_elsewhere():
+                status = self.sh.stmt(body)
             self.record_written(body, redirects)
             return status
-        return self.stmt(body)
+        return self.sh.stmt(body)
 
     def record_written(self, body: Node, redirects: list[Node]) -> None:
         """``cat > FILE <<'EOF' ... EOF``: FILE now holds the here-document's text (when it is static),
         for what reads FILE later (a container's entrypoint script, ``source FILE``)."""
         if body.type != "command" or [c.type for c in body.children] != ["command_name"]:
             return
-        if text(body.children[0]) != "cat" or "cat" in self.st.funcs:
+        if text(body.children[0]) != "cat" or "cat" in self.m.st.funcs:
             return
         flat = [s for r in redirects for s in ([r, *r.children] if r.type == "heredoc_redirect" else [r])]
         docs = [r for r in flat if r.type == "heredoc_redirect"]
@@ -71,8 +74,8 @@ class Commands(Machine):
         dest = outs[0].child_by_field_name("destination")
         content = heredoc_text(docs[0])
         target = None if dest is None else self.words.value(dest)
-        if isinstance(content, str) and isinstance(target, str) and isinstance(self.st.cwd, str):
-            self.st.written[os.path.normpath(os.path.join(self.st.cwd, target))] = content
+        if isinstance(content, str) and isinstance(target, str) and isinstance(self.m.st.cwd, str):
+            self.m.st.written[os.path.normpath(os.path.join(self.m.st.cwd, target))] = content
 
     def redirect(self, node: Node) -> None:
         """A redirection: a file it writes is a path the script changed; input is not modelled."""
@@ -99,7 +102,7 @@ class Commands(Machine):
         target = self.words.value(dest)
         if op == ">&" and isinstance(target, str) and (target.isdigit() or target == "-"):
             return
-        self.touch(target)
+        self.m.touch(target)
 
     def command(self, node: Node) -> int | None:
         kids = list(node.children)
@@ -119,16 +122,16 @@ class Commands(Machine):
                     f"the grammar misreads the {text(name_node)} after assignments", line_of(node)
                 )
             if cut:
-                self.st.status = 0
+                self.m.st.status = 0
                 for a in assigns[:cut]:
-                    self.assignment(a)
-                self.errexit(self.st.status, node, "assignment")
+                    self.vars.assignment(a)
+                self.m.errexit(self.m.st.status, node, "assignment")
                 assigns = assigns[cut:]
         for c in kids:
             if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                 self.redirect(c)
         words: list[Field] = []
-        self.st.status = 0
+        self.m.st.status = 0
         for c in kids:
             if c.type == "command_name" or field_of(node, c) == "argument":
                 fs = self.words.fields(c.children[0] if c.type == "command_name" else c)
@@ -142,21 +145,21 @@ class Commands(Machine):
                 words += fs
         if not words:
             for a in assigns:
-                self.assignment(a)
-            return self.errexit(self.st.status, node, snippet(node))
+                self.vars.assignment(a)
+            return self.m.errexit(self.m.st.status, node, snippet(node))
         prefix: list[tuple[str, Value]] = []
         for a in assigns:
-            scratch = self.st.copy()
-            saved, self.st = self.st, scratch
+            scratch = self.m.st.copy()
+            saved, self.m.st = self.m.st, scratch
             try:
-                name = self.assignment(a)
+                name = self.vars.assignment(a)
                 value = (
-                    self.st.vars[name].value
-                    if self.st.vars[name].items is None
+                    self.m.st.vars[name].value
+                    if self.m.st.vars[name].items is None
                     else Unknown("an array prefix")
                 )
             finally:
-                self.st = saved
+                self.m.st = saved
             prefix.append((name, value if value is not None else ""))
         return self.invoke(words, prefix, node)
 
@@ -174,32 +177,32 @@ class Commands(Machine):
         if isinstance(head, Unknown):
             raise Unmodelled(f"the command name is known only at run time: {head.reason}", line_of(node))
         args = words[1:]
-        if not skip_functions and head in self.st.funcs:
-            return self.errexit(self.call_function(head, args, prefix, node), node, head)
-        if self.posix and head in BUILTINS and head not in POSIX_BUILTINS:
+        if not skip_functions and head in self.m.st.funcs:
+            return self.m.errexit(self.call_function(head, args, prefix, node), node, head)
+        if self.m.posix and head in BUILTINS and head not in POSIX_BUILTINS:
             raise Unmodelled(f"{head} in a /bin/sh script (a bash builtin)", line_of(node))
-        if self.posix and head in ("shift", "export", "unset", "set", "trap"):
+        if self.m.posix and head in ("shift", "export", "unset", "set", "trap"):
             # a special builtin that fails ends a non-interactive POSIX shell (dash: shift past the end)
             for n, v in prefix:
-                self.assign(n, v, node)
-            with self.ignoring():
-                status = BUILTINS[head](self, args, [], node)
+                self.vars.assign(n, v, node)
+            with self.m.ignoring():
+                status = BUILTINS[head](self.sh, args, [], node)
             if status is None or status != 0:
                 raise ShellExit(status, line_of(node), f"{head} failed: dash stops")
-            self.st.status = 0
+            self.m.st.status = 0
             return 0
         if head in BUILTINS and not (execs and head not in ("exec",)):
             if head in ("exec", "command", "builtin") or not prefix:
-                return BUILTINS[head](self, args, prefix, node)
-            if self.posix and head in _SPECIAL:  # POSIX: assignments before a special builtin stay
+                return BUILTINS[head](self.sh, args, prefix, node)
+            if self.m.posix and head in _SPECIAL:  # POSIX: assignments before a special builtin stay
                 for n, v in prefix:
-                    self.assign(n, v, node)
-                return BUILTINS[head](self, args, [], node)
+                    self.vars.assign(n, v, node)
+                return BUILTINS[head](self.sh, args, [], node)
             with self.temporary(prefix, node):
-                status = BUILTINS[head](self, args, prefix, node)
+                status = BUILTINS[head](self.sh, args, prefix, node)
             return status
         if only_builtins:
-            return self.errexit(1, node, f"builtin {head}")
+            return self.m.errexit(1, node, f"builtin {head}")
         # an external program
         values = [join(f) for f in words]
         if is_server_command(values):
@@ -209,42 +212,42 @@ class Commands(Machine):
         if execs:
             raise ShellExit(None, line_of(node), f"exec {head}: the script becomes that program")
         if head in PROGRAMS:
-            return PROGRAMS[head](self, args, prefix, node)
-        self.output_unknown(head)
+            return PROGRAMS[head](self.sh, args, prefix, node)
+        self.m.output_unknown(head)
         name = os.path.basename(head)
         if name in MAKERS:
             for a in values[1:]:
                 if isinstance(a, Unknown):
-                    self.st.dirty = None
+                    self.m.st.dirty = None
                 elif not a.startswith("-"):
-                    self.touch(a, content=name not in ("mkdir", "chmod", "chown", "touch"))
+                    self.m.touch(a, content=name not in ("mkdir", "chmod", "chown", "touch"))
         elif not reads_only(name, values[1:]):
-            self.st.dirty = None  # an unknown program may change anything on the disk
-        if self.ignore_errexit or "errexit" not in self.st.opts:
-            self.st.status = None
+            self.m.st.dirty = None  # an unknown program may change anything on the disk
+        if self.m.ignore_errexit or "errexit" not in self.m.st.opts:
+            self.m.st.status = None
             return None
-        return self.errexit(None, node, head)
+        return self.m.errexit(None, node, head)
 
     @contextmanager
     def temporary(self, prefix: list[tuple[str, Value]], node: Node) -> Iterator[None]:
-        saved = {n: (self.st.vars[n].copy() if n in self.st.vars else None) for n, _ in prefix}
+        saved = {n: (self.m.st.vars[n].copy() if n in self.m.st.vars else None) for n, _ in prefix}
         for n, v in prefix:
-            self.assign(n, v, node)
-            self.st.vars[n].exported = True
+            self.vars.assign(n, v, node)
+            self.m.st.vars[n].exported = True
         try:
             yield
         finally:
             for n, old in saved.items():
                 if old is None:
-                    self.st.vars.pop(n, None)
+                    self.m.st.vars.pop(n, None)
                 else:
-                    self.st.vars[n] = old
+                    self.m.st.vars[n] = old
 
     def launch(self, words: list[Field], prefix: list[tuple[str, Value]], node: Node, execs: bool) -> None:
         env: dict[str, Value] = {}
         origin: dict[str, str] = {}
         unexported: set[str] = set()
-        for name, var in self.st.vars.items():
+        for name, var in self.m.st.vars.items():
             if var.items is not None:
                 continue  # bash exports no arrays
             if var.value is None:
@@ -258,11 +261,11 @@ class Commands(Machine):
                 continue
             origin[name] = var.origin
         for name, value in prefix:
-            env[name], origin[name] = value, self.origin(node)
+            env[name], origin[name] = value, self.vars.origin(node)
             unexported.discard(name)
         if "PWD" not in env:
-            env["PWD"], origin["PWD"] = self.st.cwd, "bash"
-        path = self.scalar("PATH")
+            env["PWD"], origin["PWD"] = self.m.st.cwd, "bash"
+        path = self.vars.scalar("PATH")
         for name, value in prefix:
             if name == "PATH":
                 path = value
@@ -272,21 +275,21 @@ class Commands(Machine):
                 env=env,
                 origin=origin,
                 unexported=unexported,
-                cwd=self.st.cwd,
+                cwd=self.m.st.cwd,
                 path=path if path is not None else Unknown("PATH is unset: bash's default search path"),
                 line=line_of(node),
-                where=self.file,
+                where=self.m.file,
                 execs=execs,
-                assumed=list(self.forks.taken),
-                others=self.st.opaque,
-                written=dict(self.st.written) if self.st.dirty is not None else {},
+                assumed=list(self.m.forks.taken),
+                others=self.m.st.opaque,
+                written=dict(self.m.st.written) if self.m.st.dirty is not None else {},
             )
         )
 
     def call_function(
         self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Node
     ) -> int | None:
-        if not prefix and is_pure(name, self.st.funcs, memo=self.memo):
+        if not prefix and is_pure(name, self.m.st.funcs, memo=self.m.memo):
             summary = self.summarized(name, args, node)
             if summary is not None:
                 return summary[0]
@@ -301,30 +304,30 @@ class Commands(Machine):
         # the same call in the same state gives the same outcomes: each path of the reading replays it
         key = (
             "summary",
-            node_bytes(self.st.funcs[name]),
+            node_bytes(self.m.st.funcs[name]),
             repr(args),
-            self.st.fingerprint(),
-            self.ignore_errexit > 0,
-            self.in_function,
-            self.depth,
-            self.file,
+            self.m.st.fingerprint(),
+            self.m.ignore_errexit > 0,
+            self.m.in_function,
+            self.m.depth,
+            self.m.file,
         )
-        known = self.memo.get(key)
+        known = self.m.memo.get(key)
         if known is None:
-            known = self.memo[key] = self._outcomes(name, args, node)
+            known = self.m.memo[key] = self._outcomes(name, args, node)
         found, survived = known
-        self.survived += [s for s in survived if s not in self.survived]
+        self.m.survived += [s for s in survived if s not in self.m.survived]
         if found is None:
             return None
         outcomes: list[tuple[int | None, Value]] = found
         pick = 0
         if len(outcomes) > 1:
             labels = [f"{name} returned {s if s is not None else '?'}" for s, _ in outcomes]
-            pick = self.decide(len(outcomes), labels, node)
+            pick = self.m.decide(len(outcomes), labels, node)
         status, output = outcomes[pick]
         if output != "":
-            self.emit(output)
-        self.st.status = status
+            self.m.emit(output)
+        self.m.st.status = status
         return (status,)
 
     def _outcomes(
@@ -332,8 +335,8 @@ class Commands(Machine):
     ) -> tuple[list[tuple[int | None, Value]] | None, list[str]]:
         """Every path through the call, walked on copies of the state: its distinct (status, output)
         outcomes (None when one stops the shell or there are too many), and what they assumed."""
-        saved_forks, saved_st, saved_capture = self.forks, self.st, self._capturing
-        saved_survived, self.survived = self.survived, []
+        saved_forks, saved_st, saved_capture = self.m.forks, self.m.st, self.m.capturing
+        saved_survived, self.m.survived = self.m.survived, []
         outcomes: list[tuple[int | None, Value]] = []
         stack: list[list[int]] = [[]]
         walked = 0
@@ -342,55 +345,55 @@ class Commands(Machine):
                 if walked >= _MAX_SUMMARY_PATHS:
                     return None, []
                 forks = Forks(stack.pop())
-                self.forks, self.st, self._capturing = forks, saved_st.copy(), []
+                self.m.forks, self.m.st, self.m.capturing = forks, saved_st.copy(), []
                 try:
                     status = self.run_function(name, args, [], node)
                 except (ShellExit, Launched, LoopJump, Unbound, Unmodelled):
                     return None, []
-                outcome = (status, join(self._capturing))
+                outcome = (status, join(self.m.capturing))
                 if outcome not in outcomes:
                     outcomes.append(outcome)
                 walked += 1
                 stack.extend(forks.untaken())
-            return outcomes, list(self.survived)
+            return outcomes, list(self.m.survived)
         finally:
-            self.forks, self.st, self._capturing = saved_forks, saved_st, saved_capture
-            self.survived = saved_survived
+            self.m.forks, self.m.st, self.m.capturing = saved_forks, saved_st, saved_capture
+            self.m.survived = saved_survived
 
     def run_function(
         self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Node
     ) -> int | None:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
+        self.m.depth += 1
+        if self.m.depth > MAX_DEPTH:
             raise Unmodelled(f"functions or sourced files nested deeper than {MAX_DEPTH}", line_of(node))
         if prefix:
             raise Unmodelled(f"assignments before the function call {name}", line_of(node))
-        saved_pos = self.st.positional
-        self.st.positional = self.positional_from(args, node)
-        self.st.frames.append({})
-        self.in_function += 1
-        body = self.st.funcs[name]
+        saved_pos = self.m.st.positional
+        self.m.st.positional = self.positional_from(args, node)
+        self.m.st.frames.append({})
+        self.m.in_function += 1
+        body = self.m.st.funcs[name]
         status: int | None
         try:
             if body.type == "subshell":
-                status = self.subshell(inner(body, "(", ")"))
+                status = self.sh.subshell(inner(body, "(", ")"))
             elif body.type == "compound_statement":
-                status = self.block(inner(body, "{", "}"))
+                status = self.sh.block(inner(body, "{", "}"))
             else:
-                status = self.stmt(body)
+                status = self.sh.stmt(body)
         except ShellReturn as r:
             status = r.status
         finally:
-            self.in_function -= 1
-            frame = self.st.frames.pop()
+            self.m.in_function -= 1
+            frame = self.m.st.frames.pop()
             for var_name, old in frame.items():
                 if old is None:
-                    self.st.vars.pop(var_name, None)
+                    self.m.st.vars.pop(var_name, None)
                 else:
-                    self.st.vars[var_name] = old
-            self.st.positional = saved_pos
-            self.depth -= 1
-        self.st.status = status
+                    self.m.st.vars[var_name] = old
+            self.m.st.positional = saved_pos
+            self.m.depth -= 1
+        self.m.st.status = status
         return status
 
     def positional_from(self, args: list[Field], node: Node) -> list[Value] | Unknown:

@@ -1,9 +1,8 @@
 """Compound commands: ``if``, ``case`` (with ``;;``, ``;&``, ``;;&``), ``for``, ``for (( ))``,
 ``while``/``until``, ``&&``/``||`` lists, pipelines (each part in its own copy of the state, ``pipefail``),
-subshells and background jobs. Each runs its parts through the evaluator's ``stmt``/``block`` and forks,
-through ``known_status``, where a condition is known only at run time.
-
-Apart from the simple commands: these are control flow over statements and never look a command up.
+subshells and background jobs. Each runs its parts through the executor's ``stmt``/``block`` and forks,
+through ``known_status``, where a condition is known only at run time. Control flow only: it never looks
+a command up.
 """
 
 from __future__ import annotations
@@ -14,36 +13,39 @@ from contextlib import contextmanager
 
 from tree_sitter import Node
 
+from validator.sources.shell.api import Shell
 from validator.sources.shell.effects import Effects, effects_of
-from validator.sources.shell.machine import Machine
 from validator.sources.shell.state import MAX_LOOP, LoopJump, ShellExit, ShellReturn
 from validator.sources.shell.syntax import field_of, inner, line_of, node_bytes, part, snippet, text
 from validator.sources.shell.values import Unbound, Unknown, Unmodelled, Value, join
 
 
-class Compound(Machine):
-    """Lists, pipelines, subshells and the compound commands."""
+class Compound:
+    """Lists, pipelines, subshells and the compound commands on one path (``sh``: the executor)."""
+
+    def __init__(self, sh: Shell) -> None:
+        self.sh, self.m, self.vars, self.words = sh, sh.m, sh.vars, sh.words
 
     def background(self, node: Node) -> int | None:
-        saved = self.st
-        self.st = saved.copy()
-        self.ignore_errexit += 1
+        saved = self.m.st
+        self.m.st = saved.copy()
+        self.m.ignore_errexit += 1
         try:
-            self.stmt(node)
+            self.sh.stmt(node)
         except (ShellExit, ShellReturn, LoopJump, Unbound):
             pass
         finally:
-            self.ignore_errexit -= 1
-            self.st = saved
-        self.st.status = 0
-        self.st.dirty = None  # a job running alongside may change anything on the disk
+            self.m.ignore_errexit -= 1
+            self.m.st = saved
+        self.m.st.status = 0
+        self.m.st.dirty = None  # a job running alongside may change anything on the disk
         return 0
 
     def subshell(self, nodes: list[Node]) -> int | None:
-        saved = self.st
-        self.st = saved.copy()
+        saved = self.m.st
+        self.m.st = saved.copy()
         try:
-            status = self.block(nodes)
+            status = self.sh.block(nodes)
         except ShellExit as ex:
             status = ex.status
         except ShellReturn as r:
@@ -51,41 +53,41 @@ class Compound(Machine):
         except Unbound:
             status = 1
         finally:
-            sub, self.st = self.st, saved
-            self.merge_disk(sub)
-        self.st.status = status
+            sub, self.m.st = self.m.st, saved
+            self.m.merge_disk(sub)
+        self.m.st.status = status
         return status
 
     # -- lists, pipelines -------------------------------------------------------------------------------
 
     def and_or(self, node: Node) -> int | None:
         left, op, right = node.children[0], node.children[1].type, node.children[2]
-        with self.ignoring():
-            status = self.stmt(left)
-        ok = self.known_status(status, snippet(left), left)
+        with self.m.ignoring():
+            status = self.sh.stmt(left)
+        ok = self.m.known_status(status, snippet(left), left)
         if (op == "&&") == ok:
-            return self.stmt(right)
-        self.st.status = status if status is not None else (1 if op == "&&" else 0)
-        return self.st.status
+            return self.sh.stmt(right)
+        self.m.st.status = status if status is not None else (1 if op == "&&" else 0)
+        return self.m.st.status
 
     def pipeline(self, node: Node) -> int | None:
         parts = [c for c in node.children if c.type not in ("|", "|&")]
         statuses: list[int | None] = []
         for piece in parts:
-            saved = self.st
-            self.st = saved.copy()
+            saved = self.m.st
+            self.m.st = saved.copy()
             try:
-                with self.ignoring(), self.stdout_elsewhere() if piece is not parts[-1] else _nothing():
-                    statuses.append(self.stmt(piece))
+                with self.m.ignoring(), self.m.stdout_elsewhere() if piece is not parts[-1] else _nothing():
+                    statuses.append(self.sh.stmt(piece))
             except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
                 statuses.append(getattr(ex, "status", 1))
             finally:
-                sub, self.st = self.st, saved
-                self.merge_disk(sub)
+                sub, self.m.st = self.m.st, saved
+                self.m.merge_disk(sub)
         status = statuses[-1]
-        if "pipefail" in self.st.opts:
+        if "pipefail" in self.m.st.opts:
             status = next((s for s in reversed(statuses) if s != 0), 0)
-        return self.errexit(status, node, snippet(node))
+        return self.m.errexit(status, node, snippet(node))
 
     # -- compound commands ------------------------------------------------------------------------------
 
@@ -125,21 +127,21 @@ class Compound(Machine):
             clauses.append((cond, body))
         for cond, body in clauses:
             if not cond:
-                return self.block(body)
-            with self.ignoring():
-                status = self.block(cond)
-            if self.known_status(
+                return self.sh.block(body)
+            with self.m.ignoring():
+                status = self.sh.block(cond)
+            if self.m.known_status(
                 status, " ".join(snippet(c) for c in cond if c.type not in (";", "\n")), node
             ):
-                return self.block(body)
-        self.st.status = 0
+                return self.sh.block(body)
+        self.m.st.status = 0
         return 0
 
     def case_statement(self, node: Node) -> int | None:
         subject_node = part(node, "value")
         subject = self.words.value(subject_node)
         items = [c for c in node.children if c.type == "case_item"]
-        self.st.status = 0
+        self.m.st.status = 0
         k = 0
         falling = False
         status: int | None = 0
@@ -160,7 +162,7 @@ class Compound(Machine):
                     if isinstance(subject, Unknown) or isinstance(rx, Unknown):
                         why = subject.reason if isinstance(subject, Unknown) else rx.reason  # type: ignore[union-attr]
                         hit = (
-                            self.decide(
+                            self.m.decide(
                                 2,
                                 [
                                     f"case matches {text(p)!r} ({why})",
@@ -175,12 +177,12 @@ class Compound(Machine):
                     if hit:
                         break
             if hit:
-                status = self.block(body) if body else 0
+                status = self.sh.block(body) if body else 0
                 if term == ";;":
                     return status
                 falling = term == ";&"
             k += 1
-        self.st.status = status
+        self.m.st.status = status
         return status
 
     def for_statement(self, node: Node) -> int | None:
@@ -189,7 +191,7 @@ class Compound(Machine):
         body = part(node, "body")
         items: list[Value] = []
         if not any(c.type == "in" for c in node.children):
-            pos = self.st.positional
+            pos = self.m.st.positional
             if isinstance(pos, Unknown):
                 return self.for_unknown(node, var, body, f"the arguments: {pos.reason}")
             items = list(pos)
@@ -202,15 +204,15 @@ class Compound(Machine):
         for n, item in enumerate(items):
             if n >= MAX_LOOP:
                 raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
-            self.assign(var, item, node)
+            self.vars.assign(var, item, node)
             try:
-                status = self.block(inner(body, "do", "done"))
+                status = self.sh.block(inner(body, "do", "done"))
             except LoopJump as lp:
                 if lp.n > 1:
                     raise LoopJump(lp.kind, lp.n - 1) from None
                 if lp.kind == "break":
                     break
-        self.st.status = status
+        self.m.st.status = status
         return status
 
     def for_unknown(self, node: Node, var: str, body: Node, why: str) -> int | None:
@@ -222,22 +224,22 @@ class Compound(Machine):
         run of the loop ends as one of these two paths. Where the body's effects cannot be bounded from
         its syntax, the loop is not modelled."""
         nodes = inner(body, "do", "done")
-        fx = effects_of(nodes, self.st.funcs)
+        fx = effects_of(nodes, self.m.st.funcs)
         if isinstance(fx, str):
             raise Unmodelled(f"for over words known only at run time ({why}), around {fx}", line_of(node))
         labels = [f"for {var}: no words ({why})", f"for {var}: one or more words ({why})"]
-        if self.decide(2, labels, node) == 0:
-            self.st.status = 0
+        if self.m.decide(2, labels, node) == 0:
+            self.m.st.status = 0
             return 0
-        self.unknown_effects(fx, f"set by the loop at line {line_of(node)}")
-        self.assign(var, Unknown(f"${var}: a word of {why}"), node)
+        self.m.unknown_effects(fx, f"set by the loop at line {line_of(node)}")
+        self.vars.assign(var, Unknown(f"${var}: a word of {why}"), node)
         try:
-            status = self.block(nodes)
+            status = self.sh.block(nodes)
         except LoopJump as lp:
             if lp.n > 1:
                 raise LoopJump(lp.kind, lp.n - 1) from None
             status = 0
-        self.st.status = status
+        self.m.st.status = status
         return status
 
     def c_for_statement(self, node: Node) -> int | None:
@@ -263,11 +265,13 @@ class Compound(Machine):
                 raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
             if cond:
                 v = self.words.arith(cond, node)
-                holds = int(v) != 0 if isinstance(v, str) else self.known_status(None, f"(( {cond} ))", node)
+                holds = (
+                    int(v) != 0 if isinstance(v, str) else self.m.known_status(None, f"(( {cond} ))", node)
+                )
                 if not holds:
                     break
             try:
-                status = self.block(inner(body, "do", "done"))
+                status = self.sh.block(inner(body, "do", "done"))
             except LoopJump as lp:
                 if lp.n > 1:
                     raise LoopJump(lp.kind, lp.n - 1) from None
@@ -275,7 +279,7 @@ class Compound(Machine):
                     break
             if step:
                 self.words.arith(step, node)
-        self.st.status = status
+        self.m.st.status = status
         return status
 
     def while_statement(self, node: Node) -> int | None:
@@ -287,9 +291,9 @@ class Compound(Machine):
         for n in range(MAX_LOOP + 1):
             if n == MAX_LOOP:
                 raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
-            with self.ignoring():
-                c = self.block(cond)
-            fx = None if c is not None or widened else effects_of([*cond, body], self.st.funcs)
+            with self.m.ignoring():
+                c = self.sh.block(cond)
+            fx = None if c is not None or widened else effects_of([*cond, body], self.m.st.funcs)
             if c is None and widened:
                 break  # the iteration run from the widened state was the last one; see below
             if c is None and isinstance(fx, Effects):
@@ -297,20 +301,20 @@ class Compound(Machine):
                 # start of its last iteration is this one with what the condition and the body can change
                 # made unknown, and that iteration runs once (as for a loop over unknown words)
                 why = f"the loop at line {line_of(node)}"
-                if self.decide(2, [f"{why} stops here", f"{why} runs on"], node) == 0:
+                if self.m.decide(2, [f"{why} stops here", f"{why} runs on"], node) == 0:
                     break
-                self.unknown_effects(fx, f"changed by {why}")
+                self.m.unknown_effects(fx, f"changed by {why}")
                 widened = True
-            elif self.known_status(c, "loop condition", node) == until:
+            elif self.m.known_status(c, "loop condition", node) == until:
                 break
             try:
-                status = self.block(inner(body, "do", "done"))
+                status = self.sh.block(inner(body, "do", "done"))
             except LoopJump as lp:
                 if lp.n > 1:
                     raise LoopJump(lp.kind, lp.n - 1) from None
                 if lp.kind == "break":
                     break
-        self.st.status = status
+        self.m.st.status = status
         return status
 
 

@@ -2,9 +2,9 @@
 grammar beyond four), ``[[ ]]`` (pattern matching, ``&&``/``||``), file tests against the disk (unless the
 script may have changed that path), and ``(( ))`` as a command (its arithmetic is ``arith``'s).
 
-A condition that depends on what only the run knows is None: the evaluator forks there. ``Conditions``
-reads the path through its ``Machine`` (the variables, the disk, the forks) and its words through the
-machine's expander; the functions below it are shared with the ``test`` and ``[`` builtins.
+A condition that depends on what only the run knows is None: the executor forks there. ``Conditions``
+holds the path's machine (the disk, the forks), variables and word expansion; the functions below it are
+shared with the ``test`` and ``[`` builtins.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tree_sitter import Node
 from validator.sources.shell.machine import Machine
 from validator.sources.shell.syntax import line_of, part, snippet, text
 from validator.sources.shell.values import Unknown, Unmodelled, Value, join
+from validator.sources.shell.variables import Variables
 
 INT_OPS = {
     "-eq": lambda a, b: a == b,
@@ -38,10 +39,10 @@ def leaves(nodes: list[Node]) -> Iterator[Node]:
 
 
 class Conditions:
-    """``[ ]``, ``[[ ]]`` and ``(( ))`` on one path (``m``)."""
+    """``[ ]``, ``[[ ]]`` and ``(( ))`` on one path."""
 
-    def __init__(self, m: Machine) -> None:
-        self.m = m
+    def __init__(self, m: Machine, variables: Variables) -> None:
+        self.m, self.vars, self.words = m, variables, variables.words
 
     # -- tests ------------------------------------------------------------------------------------------
 
@@ -69,11 +70,11 @@ class Conditions:
                 ):
                     args.append(text(leaf))
                     continue
-                fs = self.m.words.fields(leaf)
+                fs = self.words.fields(leaf)
                 if isinstance(fs, Unknown):
                     return None
                 args += [join(f) for f in fs]
-            return test_words(self.m, args, node)
+            return test_words(self, args, node)
         if len(inner) != 1:
             raise Unmodelled(f"[[ ]] form {snippet(node)}", line_of(node))
         r = self.cond_expr(inner[0])
@@ -93,7 +94,7 @@ class Conditions:
             if op == "!":
                 r = self.cond_expr(operand)
                 return None if r is None else not r
-            return unary_test(self.m, op, self.m.words.value(operand), node)
+            return unary_test(self, op, self.words.value(operand), node)
         if t == "binary_expression":
             left = part(node, "left")
             right = part(node, "right")
@@ -106,9 +107,9 @@ class Conditions:
                 if a == (op == "||"):
                     return a
                 return self.cond_expr(right)
-            lv = self.m.words.value(left)
+            lv = self.words.value(left)
             if op in ("==", "=", "!="):
-                rx = self.m.words.pattern(right)
+                rx = self.words.pattern(right)
                 if isinstance(lv, Unknown) or isinstance(rx, Unknown):
                     return None
                 hit = rx.fullmatch(lv) is not None
@@ -117,10 +118,10 @@ class Conditions:
                 raise Unmodelled("[[ =~ ]] (an extended regular expression)", line)
             if op in ("<", ">"):
                 raise Unmodelled(f"[[ {op} ]] (the locale's collation order)", line)
-            rv = self.m.words.value(right)
+            rv = self.words.value(right)
             if op in INT_OPS:
-                a_ = self.m.words.arith(lv, node) if isinstance(lv, str) else lv
-                b_ = self.m.words.arith(rv, node) if isinstance(rv, str) else rv
+                a_ = self.words.arith(lv, node) if isinstance(lv, str) else lv
+                b_ = self.words.arith(rv, node) if isinstance(rv, str) else rv
                 if isinstance(a_, Unknown) or isinstance(b_, Unknown):
                     return None
                 return bool(INT_OPS[op](int(a_), int(b_)))
@@ -137,7 +138,7 @@ class Conditions:
             "number",
             "command_substitution",
         ):
-            v = self.m.words.value(node)
+            v = self.words.value(node)
             return (
                 None
                 if isinstance(v, Unknown) and not v.nonempty
@@ -148,10 +149,10 @@ class Conditions:
     # -- arithmetic -------------------------------------------------------------------------------------
 
     def arith_command(self, node: Node) -> int | None:
-        inner = self.m.words.arith_text(node, 2, 2)
+        inner = self.words.arith_text(node, 2, 2)
         if isinstance(inner, Unknown):
             return None
-        v = self.m.words.arith(inner, node)
+        v = self.words.arith(inner, node)
         if isinstance(v, Unknown):
             return None
         return 0 if int(v) != 0 else 1
@@ -160,23 +161,23 @@ class Conditions:
 # -- test / [ -------------------------------------------------------------------------------------------
 
 
-def unary_test(ev: Machine, op: str, operand: Value, node: Node) -> bool | None:
+def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | None:
     if op in ("-n", "-z"):
         if isinstance(operand, Unknown):
             return (op == "-n") if operand.nonempty else None
         return (operand != "") == (op == "-n")
     if op == "-v":
-        if ev.posix:
+        if ev.m.posix:
             raise Unmodelled("test -v in a /bin/sh script", line_of(node))
         if isinstance(operand, Unknown):
             return None
-        return ev.scalar(operand) is not None or ev.elements(operand) is not None
+        return ev.vars.scalar(operand) is not None or ev.vars.elements(operand) is not None
     if op in ("-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", "-a"):
         if isinstance(operand, Unknown):
             return None
-        if operand == "" or ev.changed(operand):
+        if operand == "" or ev.m.changed(operand):
             return None
-        base = ev.st.cwd
+        base = ev.m.st.cwd
         if isinstance(base, Unknown) and not operand.startswith("/"):
             return None
         path = Path(str(base)) / operand
@@ -199,8 +200,8 @@ def unary_test(ev: Machine, op: str, operand: Value, node: Node) -> bool | None:
     raise Unmodelled(f"test operator {op}", line_of(node))
 
 
-def _binary(ev: Machine, left: Value, op: str, right: Value, node: Node) -> bool | None:
-    if ev.posix and op == "==":
+def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Node) -> bool | None:
+    if ev.m.posix and op == "==":
         raise Unmodelled("[ a == b ] in a /bin/sh script (dash's test has no ==)", line_of(node))
     if op in ("=", "==", "!="):  # test and [ compare strings: no patterns
         if isinstance(left, Unknown) or isinstance(right, Unknown):
@@ -223,13 +224,13 @@ _UNARY_OPS = {"-n", "-z", "-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", 
 _BINARY_OPS = {"=", "==", "!=", *INT_OPS}
 
 
-def test_words(ev: Machine, args: list[Value], node: Node) -> int | None:
+def test_words(ev: Conditions, args: list[Value], node: Node) -> int | None:
     """The ``test``/``[`` builtin on its words, by POSIX's rules for up to four arguments."""
     r = _test_posix(ev, args, node)
     return None if r is None else int(not r)
 
 
-def _test_posix(ev: Machine, args: list[Value], node: Node) -> bool | None:
+def _test_posix(ev: Conditions, args: list[Value], node: Node) -> bool | None:
     n = len(args)
     if n == 0:
         return False
@@ -262,7 +263,7 @@ class _TestParser:
     """``test`` with more than four arguments: bash's grammar (``-o`` below ``-a`` below ``!``, then
     parentheses, unary and binary primaries). Any operand unknown where it decides makes it None."""
 
-    def __init__(self, ev: Machine, args: list[Value], node: Node) -> None:
+    def __init__(self, ev: Conditions, args: list[Value], node: Node) -> None:
         self.ev, self.args, self.node, self.k = ev, args, node, 0
 
     def parse(self) -> bool | None:

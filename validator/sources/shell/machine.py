@@ -1,21 +1,18 @@
-"""One path's machine: the state the evaluator carries along a path and the rules every statement shares.
+"""One path's machine: the state carried along a path and the rules every statement shares.
 
-What is here: the per-path bookkeeping (the state, the depth of calls, the file being read, notes), the
-forks (``decide``, ``known_status``, over ``paths.Forks``), ``set -e`` (``errexit``, and ``ignoring`` for
+The per-path bookkeeping (the state, the depth of calls, the file being read, notes), the forks
+(``decide``, ``known_status``, over ``paths.Forks``), ``set -e`` (``errexit``, and ``ignoring`` for
 conditions, where it does not apply), what the script may have changed on the disk (``touch``,
-``changed``), and output capture for command substitution (``command_output``, ``emit``).
-
-Why a module of its own: the builtins, the simple commands and the compound commands all run on it, and
-none of them on each other; typing the builtins against ``Machine`` rather than the whole evaluator keeps
-the builtins below the statements that call them. ``stmt``, ``block``, ``invoke`` and ``subshell`` are the
-evaluator's (``Evaluator``, ``Commands``, ``Compound``).
+``changed``, ``file_text``), what a construct known only at run time may have changed (``opaque_from``,
+``unknown_effects``), and what the commands print inside ``$(...)`` (``capturing``, ``emit``). It runs no
+statement itself: every other part of the executor holds it.
 """
 
 from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -23,19 +20,26 @@ from typing import Any
 from tree_sitter import Node
 
 from validator.sources.shell.effects import Effects
-from validator.sources.shell.expand import Expander
 from validator.sources.shell.paths import Forks
-from validator.sources.shell.state import Launched, ShellExit, State, Var
-from validator.sources.shell.syntax import line_of, node_bytes, snippet, text
-from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Value, join
-from validator.sources.shell.variables import Variables
+from validator.sources.shell.state import ShellExit, State, Var
+from validator.sources.shell.syntax import line_of, node_bytes, text
+from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
 from validator.trusted_files import creatable_by_others
 
 
-class Machine(Variables):
+class Machine:
     """One path through the script, the decisions at its forks given by ``forks``."""
 
-    def __init__(self, script: Path, forks: Forks) -> None:
+    def __init__(
+        self,
+        script: Path,
+        forks: Forks,
+        *,
+        posix: bool = False,
+        opts: set[str] | None = None,
+        owner: tuple[int, ...] = (),
+        memo: dict[tuple[Any, ...], Any] | None = None,
+    ) -> None:
         self.script = script
         self.forks = forks
         self.steps = 0
@@ -47,36 +51,12 @@ class Machine(Variables):
         self.notes: list[str] = []
         self.missing_source: list[str] = []
         self.line = 0
-        self.initial_opts: set[str] = set()  # what the #! line switches on (#!/bin/bash -e)
-        self.posix = False  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
+        self.initial_opts = set(opts or ())  # what the #! line switches on (#!/bin/bash -e)
+        self.posix = posix  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
-        self._capturing: list[Value] | None = None  # inside $(...): what the commands print
-        self.memo: dict[tuple[Any, ...], Any] = {}  # shared by the paths of one reading (reader)
-        self.script_owner: tuple[int, ...] = ()  # the script file's owner (set by the reader)
-        self.words = Expander(self, self.command_output)
-
-    # -- the evaluator's ----------------------------------------------------------------------------------
-
-    def stmt(self, node: Node) -> int | None:  # pragma: no cover - Evaluator's
-        raise NotImplementedError
-
-    def block(self, nodes: list[Node]) -> int | None:  # pragma: no cover - Evaluator's
-        raise NotImplementedError
-
-    def invoke(
-        self,
-        words: list[Field],
-        prefix: list[tuple[str, Value]],
-        node: Node,
-        *,
-        execs: bool = False,
-        skip_functions: bool = False,
-        only_builtins: bool = False,
-    ) -> int | None:  # pragma: no cover - Commands'
-        raise NotImplementedError
-
-    def subshell(self, nodes: list[Node]) -> int | None:  # pragma: no cover - Compound's
-        raise NotImplementedError
+        self.capturing: list[Value] | None = None  # inside $(...): what the commands print
+        self.memo = {} if memo is None else memo  # shared by the paths of one reading
+        self.script_owner = owner  # the script file's owner: files of theirs it sources add no writer
 
     # -- forks ------------------------------------------------------------------------------------------
 
@@ -210,52 +190,24 @@ class Machine(Variables):
         full = os.path.normpath(os.path.join(str(self.st.cwd), path))
         return any(full == d or full.startswith(d + "/") or d.startswith(full + "/") for d in self.st.dirty)
 
-    # -- command substitution ---------------------------------------------------------------------------
-
-    def command_output(self, node: Node) -> Value:
-        """``$(...)``: the output of the few commands whose output is known statically (``dirname``,
-        ``basename``, ``pwd``, ``cd``, ``echo``, ``printf '%s'``, ``uname``); anything else is Unknown. The
-        substitution's exit status becomes ``$?`` (an assignment's status, for ``set -e``)."""
-        body = [c for c in node.children if c.type not in ("$(", ")", "`")]
-        saved = self.st
-        self.st = saved.copy()
-        outer_capture = self._capturing
-        self._capturing = []
-        try:
-            with self.ignoring():
-                status = self.block(body)
-            out = join(self._capturing)
-        except ShellExit as ex:
-            status, out = ex.status, join(self._capturing)
-        except Unbound:  # bash reports it and the substitution's subshell exits
-            status, out = 1, join(self._capturing)
-        except Launched:
-            raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
-        finally:
-            self._capturing = outer_capture
-            sub, self.st = self.st, saved
-            self.merge_disk(sub)
-        self.st.status = status
-        if status is None:
-            return Unknown(f"$({snippet(node)[2:-1]}) runs at run time")
-        return out.rstrip("\n") if isinstance(out, str) else out
+    # -- output, for command substitution --------------------------------------------------------------
 
     def emit(self, value: Value) -> None:
-        if self._capturing is not None:
-            self._capturing.append(value)
+        if self.capturing is not None:
+            self.capturing.append(value)
 
     def output_unknown(self, what: str) -> None:
-        if self._capturing is not None:
-            self._capturing.append(Unknown(f"the output of {what}"))
+        if self.capturing is not None:
+            self.capturing.append(Unknown(f"the output of {what}"))
 
     @contextmanager
     def stdout_elsewhere(self) -> Iterator[None]:
         """Output that goes to a pipe or a file, not to an enclosing ``$(...)``."""
-        saved, self._capturing = self._capturing, None
+        saved, self.capturing = self.capturing, None
         try:
             yield
         finally:
-            self._capturing = saved
+            self.capturing = saved
 
 
 def others_could_write(path: str, trusted: tuple[int, ...] = ()) -> list[str]:
@@ -295,9 +247,7 @@ def heredoc_text(r: Node) -> Value:
     return raw
 
 
-# a builtin: (machine, argument fields, prefix assignments, node) -> status (None: known only at run time)
 Prefix = list[tuple[str, Value]]  # the assignments before a command word: ``VAR=x cmd``
-Builtin = Callable[[Machine, list[Field], Prefix, Node], "int | None"]
 
 
 def known_words(args: list[Field], node: Node, what: str) -> list[str]:

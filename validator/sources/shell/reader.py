@@ -16,6 +16,7 @@ from typing import Any
 from validator.bounded_files import read_bounded
 from validator.errors import UnresolvedLaunch
 from validator.sources.shell.evaluator import Evaluator
+from validator.sources.shell.machine import Machine
 from validator.sources.shell.paths import Forks, explore
 from validator.sources.shell.state import MAX_PATHS, Ending, Reading
 from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, interpreter, interpreter_options, parse
@@ -58,17 +59,13 @@ def read_script(
     owner: tuple[int, ...] = (os.stat(script).st_uid,) if text is None else ()
 
     def walk(forks: Forks) -> None:
-        ev = Evaluator(script, forks)
-        ev.memo = memo
-        ev.script_owner = owner
-        ev.posix = shell == "sh"
-        ev.initial_opts = set(options)
-        ending = ev.run(tree, env, list(args or []), inside=inside, cwd=cwd)
-        if ending.launch is not None and ev.missing_source:
-            ending.reason = "; ".join(ev.missing_source)
-        ending.survived = ev.survived
+        m = Machine(script, forks, posix=shell == "sh", opts=options, owner=owner, memo=memo)
+        ending = Evaluator(m).run(tree, env, list(args or []), inside=inside, cwd=cwd)
+        if ending.launch is not None and m.missing_source:
+            ending.reason = "; ".join(m.missing_source)
+        ending.survived = m.survived
         endings.append(ending)
-        for note in ev.notes:
+        for note in m.notes:
             if note not in notes:
                 notes.append(note)
 

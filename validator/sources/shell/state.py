@@ -1,8 +1,6 @@
-"""The evaluator's data: a shell variable, the state of one path through a script, how a path ends, and
-the control flow that ends it (``exit``, ``return``, ``break``, the server's start).
-
-Kept apart from the evaluator so that the builtins and the conditions, which read and change this state,
-need not import the evaluator (and the evaluator's module stays the statements alone).
+"""The reader's data: a shell variable, the state of one path through a script, how a path ends, the
+control flow that ends it (``exit``, ``return``, ``break``, the server's start), and ``Names``, the
+variables as expansion sees them. Below every part that reads or changes them.
 """
 
 from __future__ import annotations
@@ -96,7 +94,9 @@ class Reading:
 class Names(Protocol):
     """One path's variables as expansion and arithmetic read and set them (``variables.Variables``)."""
 
-    posix: bool  # a #!/bin/sh script: only what dash and bash do alike is modelled
+    @property
+    def posix(self) -> bool:
+        """A #!/bin/sh script: only what dash and bash do alike is modelled."""
 
     def scalar(self, name: str) -> Value | None:
         """A variable's value (element 0 of an array); None when unset."""

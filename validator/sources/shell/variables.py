@@ -1,22 +1,22 @@
-"""Shell variables over the evaluator's state: lookups for word expansion (scalars, arrays, bash's own
+"""Shell variables over one path's state: lookups for word expansion (scalars, arrays, bash's own
 variables, positional parameters), assignments (``=``, ``+=``, arrays, elements), and the declaration
 builtins (``export``, ``declare``/``typeset``/``local``/``readonly`` with their flags, ``unset``).
 
 Each export form is modelled exactly (``export -n``, ``declare +x``, ``set -a``, a quoted ``export
 "X=1"``); a flag that changes what a later assignment means (``-n``, ``-i``, ``-l``) is not modelled.
-``Variables`` is a mixin of the evaluator.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
+from collections.abc import Callable
 
 from tree_sitter import Node
 
 from validator.sources.shell.arith import Arith
 from validator.sources.shell.expand import Expander
-from validator.sources.shell.state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, State, Var, bash_hash
+from validator.sources.shell.machine import Machine
+from validator.sources.shell.state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, Var, bash_hash
 from validator.sources.shell.syntax import line_of, part, text
 from validator.sources.shell.values import Unknown, Unmodelled, Value, join
 
@@ -28,49 +28,49 @@ _OWN = BASH_VARS | {"FUNCNAME", "BASH_SOURCE", "BASH_VERSION", "PWD"}
 
 
 class Variables:
-    """The variables half of the evaluator (``state.Names`` for expansion and arithmetic)."""
+    """One path's variables (``state.Names``), over its machine ``m``, and the word expansion over them
+    (``words``: it runs ``$(...)`` through ``substitute``)."""
 
-    st: State
-    words: Expander  # this path's word expansion, over these variables
-    posix: bool
-    script: Path
-    file: str
-    line: int
-    in_function: int
-    survived: list[str]
+    def __init__(self, m: Machine, substitute: Callable[[Node], Value]) -> None:
+        self.m = m
+        self.words = Expander(self, substitute)
+
+    @property
+    def posix(self) -> bool:
+        return self.m.posix
 
     # -- lookups (state.Names) --------------------------------------------------------------------------
 
     def scalar(self, name: str) -> Value | None:
-        if name == "PWD" and "PWD" not in self.st.vars:
-            return self.st.cwd
+        if name == "PWD" and "PWD" not in self.m.st.vars:
+            return self.m.st.cwd
         if name == "0":
-            return str(self.script)
+            return str(self.m.script)
         if name == "?":
-            return Unknown("$?: an exit status") if self.st.status is None else str(self.st.status)
-        if self.st.opaque is not None and name not in self.st.vars and name not in _OWN:
+            return Unknown("$?: an exit status") if self.m.st.status is None else str(self.m.st.status)
+        if self.m.st.opaque is not None and name not in self.m.st.vars and name not in _OWN:
             return self.unknown_unset(name)
-        if self.posix and name not in self.st.vars:
+        if self.posix and name not in self.m.st.vars:
             # dash sets few variables of its own, and none of bash's ($BASH_VERSION, $BASH_SOURCE are unset)
             if name in ("PPID", "LINENO", "PATH"):
                 return Unknown(f"${name}: set by the shell at run time")
             if name in ("OPTIND", "PS4"):
                 return "1" if name == "OPTIND" else "+ "
             return None
-        if name == "BASH_VERSION" and name not in self.st.vars:
+        if name == "BASH_VERSION" and name not in self.m.st.vars:
             return Unknown("$BASH_VERSION: the running bash's", nonempty=True)
-        if name == "FUNCNAME" and name not in self.st.vars:
+        if name == "FUNCNAME" and name not in self.m.st.vars:
             return None
-        if name == "BASH_SOURCE" and name not in self.st.vars:
-            return self.st.sources[-1] if self.st.sources else None
-        if name in BASH_VARS and name not in self.st.vars:
+        if name == "BASH_SOURCE" and name not in self.m.st.vars:
+            return self.m.st.sources[-1] if self.m.st.sources else None
+        if name in BASH_VARS and name not in self.m.st.vars:
             if name in MAYBE_UNSET and self.nounset():
                 raise Unmodelled(f"${name} under set -u: bash may have it unset (and stop)", 0)
             return Unknown(f"${name}: set by bash at run time")
-        if name in BASH_DEFAULTS and name not in self.st.vars:
+        if name in BASH_DEFAULTS and name not in self.m.st.vars:
             default = BASH_DEFAULTS[name]
             return Unknown(f"${name}: not in the environment, bash's default") if default is None else default
-        var = self.st.vars.get(name)
+        var = self.m.st.vars.get(name)
         if var is None:
             return None
         if var.items is not None:
@@ -98,26 +98,26 @@ class Variables:
     def unknown_unset(self, name: str) -> Value:
         """A variable the script never set, after a sourced file that could not be read: that file may
         have set it. Under ``set -u`` the path where it did not stops there, so this one assumes it did."""
-        assert self.st.opaque is not None
+        assert self.m.st.opaque is not None
         if self.nounset():
-            self.survived.append(f"{self.file}:{self.line}: ${name} was set by {self.st.opaque}")
-        return Unknown(f"${name}: {self.st.opaque} may set it")
+            self.m.survived.append(f"{self.m.file}:{self.m.line}: ${name} was set by {self.m.st.opaque}")
+        return Unknown(f"${name}: {self.m.st.opaque} may set it")
 
     def fresh(self, name: str) -> Var:
         """A variable the script creates now: unset, or, after a sourced file that could not be read,
         whatever that file may have made it (its value and whether it is exported unknown)."""
-        if self.st.opaque is not None and name not in _OWN:
-            return Var(value=Unknown(f"${name}: {self.st.opaque} may set it"), exported=None)
+        if self.m.st.opaque is not None and name not in _OWN:
+            return Var(value=Unknown(f"${name}: {self.m.st.opaque} may set it"), exported=None)
         return Var()
 
     def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:
-        if name == "BASH_SOURCE" and name not in self.st.vars:
-            return [(str(k), v) for k, v in enumerate(reversed(self.st.sources))]
-        if name in BASH_VARS and name not in self.st.vars:
+        if name == "BASH_SOURCE" and name not in self.m.st.vars:
+            return [(str(k), v) for k, v in enumerate(reversed(self.m.st.sources))]
+        if name in BASH_VARS and name not in self.m.st.vars:
             return Unknown(f"${{{name}[@]}}: set by bash at run time")
-        var = self.st.vars.get(name)
-        if var is None and self.st.opaque is not None and name not in _OWN:
-            return Unknown(f"${{{name}[@]}}: {self.st.opaque} may set it")
+        var = self.m.st.vars.get(name)
+        if var is None and self.m.st.opaque is not None and name not in _OWN:
+            return Unknown(f"${{{name}[@]}}: {self.m.st.opaque} may set it")
         if var is None:
             return None
         if var.items is None:
@@ -132,16 +132,16 @@ class Variables:
         return [(k, var.items[k]) for k in sorted(var.items, key=int)]
 
     def element(self, name: str, key: str, node: Node) -> Value | None:
-        if name == "BASH_SOURCE" and name not in self.st.vars:
+        if name == "BASH_SOURCE" and name not in self.m.st.vars:
             if not key.isdigit():
                 raise Unmodelled(f"BASH_SOURCE[{key}]", line_of(node))
             k = int(key)
-            return self.st.sources[-1 - k] if k < len(self.st.sources) else None
-        if name in BASH_VARS and name not in self.st.vars:
+            return self.m.st.sources[-1 - k] if k < len(self.m.st.sources) else None
+        if name in BASH_VARS and name not in self.m.st.vars:
             return Unknown(f"${{{name}[{key}]}}: set by bash at run time")
-        var = self.st.vars.get(name)
-        if var is None and self.st.opaque is not None and name not in _OWN:
-            return Unknown(f"${{{name}[{key}]}}: {self.st.opaque} may set it")
+        var = self.m.st.vars.get(name)
+        if var is None and self.m.st.opaque is not None and name not in _OWN:
+            return Unknown(f"${{{name}[{key}]}}: {self.m.st.opaque} may set it")
         if var is None:
             return None
         if var.items is None:
@@ -161,7 +161,7 @@ class Variables:
         return v
 
     def positional(self) -> list[Value] | Unknown:
-        return self.st.positional
+        return self.m.st.positional
 
     def set_scalar(self, name: str, value: Value, node: Node) -> None:
         self.assign(name, value, node)
@@ -173,28 +173,28 @@ class Variables:
         return Unknown(f"~{user}: that user's home directory on the host")
 
     def nounset(self) -> bool:
-        return "nounset" in self.st.opts
+        return "nounset" in self.m.st.opts
 
     def noglob(self) -> bool:
-        return "noglob" in self.st.opts
+        return "noglob" in self.m.st.opts
 
     # -- variables --------------------------------------------------------------------------------------
 
     def origin(self, node: Node) -> str:
-        return f"script:{self.file}:{line_of(node)}"
+        return f"script:{self.m.file}:{line_of(node)}"
 
     def assign(
         self, name: str, value: Value, node: Node, *, key: str | None = None, append: bool = False
     ) -> None:
         if name in BASH_VARS or name in ("PWD", "BASH_SOURCE", "FUNCNAME", "BASH_VERSION", "BASH_ENV"):
             raise Unmodelled(f"assignment to bash's own variable {name}", line_of(node))
-        var = self.st.vars.get(name)
+        var = self.m.st.vars.get(name)
         if var is not None and var.readonly:
             raise Unmodelled(f"assignment to the readonly variable {name}", line_of(node))
         if var is None:
             var = self.fresh(name)
-            self.st.vars[name] = var
-        if "allexport" in self.st.opts:
+            self.m.st.vars[name] = var
+        if "allexport" in self.m.st.opts:
             var.exported = True
         var.origin = self.origin(node)
         if key is not None or var.items is not None:
@@ -241,7 +241,7 @@ class Variables:
         return name
 
     def array_assignment(self, name: str, node: Node, append: bool, at: Node) -> None:
-        var = self.st.vars.get(name)
+        var = self.m.st.vars.get(name)
         assoc = var is not None and var.assoc
         items: dict[str, Value] = {}
         if append and var is not None:
@@ -271,21 +271,21 @@ class Variables:
             if isinstance(fs, Unknown):
                 items = {}
                 new = Var(items=fs, exported=var.exported if var else False, origin=self.origin(at))
-                self.st.vars[name] = new
+                self.m.st.vars[name] = new
                 return
             for f in fs:
                 nxt = str(max((int(k) for k in items), default=-1) + 1)
                 items[nxt] = join(f)
         new = var if var is not None else Var()
         if var is None:
-            self.st.vars[name] = new
+            self.m.st.vars[name] = new
         new.items, new.value, new.origin = items, None, self.origin(at)
-        if "allexport" in self.st.opts:
+        if "allexport" in self.m.st.opts:
             new.exported = True
 
     def declaration(self, node: Node) -> int | None:
         keyword = text(node.children[0])
-        if keyword == "local" and not self.in_function:
+        if keyword == "local" and not self.m.in_function:
             return 1  # bash: "local: can only be used in a function"
         flags: dict[str, bool] = {}
         status: int | None = 0
@@ -345,27 +345,27 @@ class Variables:
         if flags.get("p"):
             return
         local = keyword == "local" or (
-            keyword in ("declare", "typeset") and self.in_function and not flags.get("g")
+            keyword in ("declare", "typeset") and self.m.in_function and not flags.get("g")
         )
         if local:
-            frame = self.st.frames[-1]
-            if name in self.st.vars and self.st.vars[name].readonly:
+            frame = self.m.st.frames[-1]
+            if name in self.m.st.vars and self.m.st.vars[name].readonly:
                 raise Unmodelled(f"local {name}: {name} is readonly", line)
             if name not in frame:
-                frame[name] = self.st.vars.get(name)
-                prior = self.st.vars.pop(name, None)
+                frame[name] = self.m.st.vars.get(name)
+                prior = self.m.st.vars.pop(name, None)
                 # a local starts unset, keeping nothing of the outer variable but (for an exported one
                 # under set -a) nothing else either
-                self.st.vars[name] = Var(
+                self.m.st.vars[name] = Var(
                     value=None,
                     exported=prior.exported if prior is not None else False,
                     origin=self.origin(node),
                 )  # a local keeps the export attribute of the variable it hides (bash does)
-        var = self.st.vars.get(name)
+        var = self.m.st.vars.get(name)
         if var is None:
             var = self.fresh(name)
             var.origin = self.origin(node)
-            self.st.vars[name] = var
+            self.m.st.vars[name] = var
         if flags.get("A") or flags.get("a"):
             if var.items is None and var.value is None:
                 var.assoc = bool(flags.get("A"))
@@ -374,17 +374,17 @@ class Variables:
                 raise Unmodelled(f"{name} changes between indexed and associative", line)
         if assignment is not None:
             self.assignment(assignment)
-            var = self.st.vars[name]
+            var = self.m.st.vars[name]
         elif value is not None:
             self.assign(name, value, node, append=append)
-            var = self.st.vars[name]
+            var = self.m.st.vars[name]
         if keyword == "export":
             var.exported = not flags.get("n", False)
         elif "x" in flags:
             var.exported = flags["x"]
         elif keyword == "readonly" or flags.get("r"):
             var.readonly = True
-        if "allexport" in self.st.opts and (assignment is not None or value is not None):
+        if "allexport" in self.m.st.opts and (assignment is not None or value is not None):
             var.exported = True
         if keyword == "export" and flags.get("n") is False:
             var.exported = True
@@ -406,7 +406,7 @@ class Variables:
                         raise Unmodelled("unset -n", line_of(child))
                     continue
                 if mode == "f":
-                    self.st.funcs.pop(word, None)
+                    self.m.st.funcs.pop(word, None)
                     continue
                 m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\[(.+)\]", word)
                 if m is not None:
@@ -414,16 +414,16 @@ class Variables:
                 if not NAME.fullmatch(word):
                     status = 1
                     continue
-                if any(word in fr for fr in self.st.frames):
+                if any(word in fr for fr in self.m.st.frames):
                     raise Unmodelled(f"unset of the function-local {word}", line_of(child))
-                var = self.st.vars.get(word)
+                var = self.m.st.vars.get(word)
                 if var is not None and var.readonly:
                     raise Unmodelled(f"unset of the readonly {word}", line_of(child))
                 if word in BASH_VARS or word == "PWD":
                     raise Unmodelled(f"unset of bash's {word}", line_of(child))
-                if mode == "v" and var is None and word in self.st.funcs:
-                    self.st.funcs.pop(word)  # bash: unset NAME falls back to the function
-                self.st.vars.pop(word, None)
-                if self.st.opaque is not None:  # known unset now, whatever the unread file did
-                    self.st.vars[word] = Var(value=None, exported=False, origin=self.origin(child))
+                if mode == "v" and var is None and word in self.m.st.funcs:
+                    self.m.st.funcs.pop(word)  # bash: unset NAME falls back to the function
+                self.m.st.vars.pop(word, None)
+                if self.m.st.opaque is not None:  # known unset now, whatever the unread file did
+                    self.m.st.vars[word] = Var(value=None, exported=False, origin=self.origin(child))
         return status
