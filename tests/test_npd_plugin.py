@@ -13,11 +13,13 @@ are refused too.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -146,7 +148,11 @@ def plugin(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any
     doc = json.loads(CONFIG.read_text())
     wrapper = tmp_path_factory.mktemp("npd") / "spark-validate"
     repo, python = shlex.quote(str(REPO)), shlex.quote(sys.executable)  # the checkout's path may have spaces
-    wrapper.write_text(f'#!/bin/sh\nPYTHONPATH={repo} exec {python} -m validator "$@"\n')
+    # NPD's state between runs goes to this test's own directory, not the host's /var/lib (npd_state)
+    state = shlex.quote(str(tmp_path_factory.mktemp("npd-state")))
+    wrapper.write_text(
+        f'#!/bin/sh\nSTATE_DIRECTORY={state} PYTHONPATH={repo} exec {python} -m validator "$@"\n'
+    )
     wrapper.chmod(0o755)
     doc["rules"][0]["path"] = str(wrapper)
     return str(wrapper), doc
@@ -280,3 +286,138 @@ def test_a_server_that_never_answers_is_unknown_before_npds_timeout(
         "FAIL moe.backend@"
     ), message
     assert took < 4.5
+
+
+# --- a stall, told over two runs (npd_state) -------------------------------------------------------------
+
+
+def _post(port: int, wait: bool = True) -> None:
+    import threading
+
+    import httpx
+
+    def send() -> None:
+        body = {"text": "x", "sampling_params": {"max_new_tokens": 200, "temperature": 0}}
+        with contextlib.suppress(httpx.HTTPError):  # the simulator stopped under a held request
+            httpx.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=120)
+
+    if wait:
+        send()
+    else:
+        threading.Thread(target=send, daemon=True).start()
+
+
+@contextmanager
+def _sim_on(port: int, *args: str) -> Iterator[subprocess.Popen[bytes]]:
+    cmd = [sys.executable, "-m", "validator", "sim", "--port", str(port), "--speed", "1000"]
+    cmd += ["--startup-seconds", "0.1", "--enable-metrics", "--idle-metrics-interval", "1", *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_listening(port, proc, what="simulator", timeout=30)
+        yield proc
+    finally:
+        stop(proc)
+
+
+STALL_AFTER = 5.0  # over the first run's own second look at /metrics (2 s): one run alone cannot tell
+
+
+def test_two_runs_tell_a_stall_and_a_broken_draft_apart(
+    plugin: tuple[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """NPD's own way: the plugin run twice, its state kept between the runs. A server whose request waits
+    with nothing completed is `FAIL server.progress` at the second run (one run, or runs with no state,
+    cannot tell); a broken draft under traffic is `FAIL spec.accept_length`, never a stall."""
+    path, doc = plugin
+    state = tmp_path / "state"
+    extra = ("--state-dir", str(state), "--stall-after", str(STALL_AFTER))
+    port = free_port()
+    with _sim_on(port, "--scenario", "stall", "--stall-after-requests", "1") as server:
+        _post(port)  # completes: the server's counters exist
+        _post(port, wait=False)  # held by the stalled scheduler
+        args = _rule_args(doc, "--pid", str(server.pid), *extra)
+        first = npd_run(path, args, 30, 80)
+        stateless = npd_run(path, _rule_args(doc, "--pid", str(server.pid), "--no-state"), 30, 80)
+        time.sleep(STALL_AFTER)
+        second = npd_run(path, args, 30, 80)
+    assert first[0] == "OK" and stateless[0] == "OK", (first, stateless)
+    assert second[0] == "NonOK" and second[1] == f"FAIL server.progress@{server.pid}", second
+    assert (state / "progress.json").stat().st_mode & 0o777 == 0o600
+    assert state.stat().st_mode & 0o777 == 0o700
+    port = free_port()
+    with _sim_on(port, "--scenario", "draft-head-weight-only") as server:
+        args = _rule_args(doc, "--pid", str(server.pid), *extra)
+        _post(port)
+        first = npd_run(path, args, 30, 80)
+        _post(port)
+        second = npd_run(path, args, 30, 80)
+    assert second[0] == "NonOK" and f"spec.accept_length@{server.pid}" in second[1], (first, second)
+    assert "server.progress" not in first[1] + second[1]
+
+
+def _npd_state_run(plugin: tuple[str, dict[str, Any]], state: Path) -> subprocess.CompletedProcess[bytes]:
+    """One plugin run that judges nothing (a PID that is no server) but loads and saves its state."""
+    path, doc = plugin
+    args = _rule_args(doc, "--pid", "999999999", "--timeout", "10", "--state-dir", str(state))
+    return subprocess.run([path, *args], capture_output=True, timeout=60, check=False)
+
+
+def test_a_state_file_another_user_could_write_is_never_used(
+    plugin: tuple[str, dict[str, Any]], tmp_path: Path, attacker: Any, shared: Path
+) -> None:
+    """The second local user attacks the state between runs (it decides whether a stall is told): a
+    directory of theirs where ours should be, a symbolic link planted for it, a file of theirs in ours,
+    a FIFO, a huge file, garbage. Each is refused on stderr, the run answers its one line as ever, and
+    only a directory of ours is written (0700, the file 0600, replacing what was refused)."""
+    from tests.support.second_user import run_as
+
+    # a directory anyone can write (the attacker creates entries in it)
+    forged = b'{"version": 1, "boot_id": null, "servers": {}}'
+
+    # their directory where ours should be: neither read nor written
+    theirs = shared / "npd"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(theirs)]).returncode == 0
+    assert (
+        run_as(attacker, ["sh", "-c", f"printf '%s' '{forged.decode()}' > {theirs}/progress.json"]).returncode
+        == 0
+    )
+    res = _npd_state_run(plugin, theirs)
+    assert res.stdout.decode().count("\n") == 1 and "not written" in res.stderr.decode(), res.stderr
+    assert (theirs / "progress.json").read_bytes() == forged and (
+        theirs / "progress.json"
+    ).stat().st_uid == attacker.uid
+
+    # a symbolic link they planted for our directory, to a directory of theirs
+    target = shared / "elsewhere"
+    assert run_as(attacker, ["mkdir", "-m", "0700", str(target)]).returncode == 0
+    assert run_as(attacker, ["ln", "-s", str(target), str(shared / "linked")]).returncode == 0
+    res = _npd_state_run(plugin, shared / "linked")
+    assert "not written" in res.stderr.decode(), res.stderr
+
+    # ours, below a directory anyone can write: written, never trusted back
+    mine = shared / "mine"
+    assert _npd_state_run(plugin, mine).returncode == 2
+    assert (mine / "progress.json").exists()
+    assert "another user could have written it" in _npd_state_run(plugin, mine).stderr.decode()
+
+    # ours, private: what lands in it is refused, then replaced by this run's
+    private = tmp_path / "private"
+    assert _npd_state_run(plugin, private).stderr == b""
+    state = private / "progress.json"
+    cases: list[tuple[str, Any]] = [
+        ("another user", lambda: (state.write_bytes(forged), os.chown(state, attacker.uid, attacker.gid))),
+        ("FIFO", lambda: (state.unlink(), os.mkfifo(state, 0o600))),
+        ("over the", lambda: state.write_bytes(b" " * (1 << 20))),
+        ("not JSON", lambda: state.write_bytes(b"{" * 5000)),
+        ("symbolic link", lambda: (state.unlink(), state.symlink_to(shared / "mine" / "progress.json"))),
+    ]
+    for said, plant in cases:
+        plant()
+        res = _npd_state_run(plugin, private)
+        assert res.returncode == 2 and res.stdout.decode().count("\n") == 1, res
+        assert said in res.stderr.decode(), (said, res.stderr)
+        st = os.lstat(state)
+        assert stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o600
+        assert json.loads(state.read_bytes())["version"] == 1
+        assert _npd_state_run(plugin, private).stderr == b""  # its own file is read back

@@ -26,6 +26,7 @@ from validator.rulepack import LoadedPack
 from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
 from validator.sources.launch import read_launch
 from validator.sources.listening import ancestors
+from validator.sources.metrics_reading import MetricsWatch
 from validator.sources.server_identity import ServerIdentity, identity_of
 from validator.sources.server_processes import Ignored, ServerProcess, discover_listening, nothing_found
 
@@ -78,6 +79,9 @@ class RunningInputs:
     declared: PreflightInputs | None = None
     cluster: str | None = None  # fleet labels: --cluster / $SPARK_VALIDATE_CLUSTER
     node: str | None = None  # --node / $SPARK_VALIDATE_NODE (default: the host name)
+    # each server's previous /metrics reading, by PID and start time (``npd`` keeps them between runs);
+    # None: each check compares only within itself
+    watch_for: Callable[[int, float | None], MetricsWatch] | None = None
 
 
 def _declared_launch(declared: PreflightInputs, running: LaunchFacts) -> LaunchFacts:
@@ -171,6 +175,10 @@ async def judge(
     elif url:
         # the attestation is bound to the user the process was proven to run as
         live = replace(inputs.live, url=url, server_uid=server.process.uid)
+        if inputs.watch_for is not None:
+            live = replace(
+                live, metrics_watch=inputs.watch_for(server.process.pid, server.process.start_time)
+            )
         unit = server.process.systemd_unit
         if live.log is None and unit and not server.process.user_unit and shutil.which("journalctl"):
             live = replace(live, log=f"journal:{unit}")

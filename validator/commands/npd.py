@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from validator.commands.check import add_server_user, recognise_simulator_processes, seconds, server_uids
@@ -49,6 +50,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--require-proof",
         action="store_true",
         help="a critical check whose evidence could not be gathered is unknown (exit 2), not OK",
+    )
+    g.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep each server's last /metrics reading here between runs, so that two runs tell a stall "
+        "(default $STATE_DIRECTORY/npd, else /var/lib/spark-validate/npd as root, else "
+        "$XDG_STATE_HOME/spark-validate/npd); a directory of this user's, mode 0700",
+    )
+    g.add_argument("--no-state", action="store_true", help="keep nothing between runs (a stall is not seen)")
+    g.add_argument(
+        "--stall-after",
+        type=seconds,
+        default=30.0,
+        metavar="SECONDS",
+        help="server.progress: work waiting with nothing completed over runs this far apart is a stall "
+        "(default 30)",
     )
     add_server_user(g)
     add_common(p, report=False, auto=False)
@@ -129,7 +147,7 @@ class _Progress:
             return status, message
 
 
-def _judge(args: argparse.Namespace, progress: _Progress) -> None:
+def _judge(args: argparse.Namespace, progress: _Progress, store: Any = None) -> None:
     # here, in the worker: the live side (httpx, asyncio) loads within --timeout, which the main thread
     # enforces from the moment it starts this thread
     import asyncio
@@ -151,7 +169,9 @@ def _judge(args: argparse.Namespace, progress: _Progress) -> None:
             allow_partial=not args.require_proof,
             server_uids=server_uids(args),
         )
-        inputs = RunningInputs(live=live, host=PreflightInputs())
+        inputs = RunningInputs(
+            live=live, host=PreflightInputs(), watch_for=store.watch_for if store is not None else None
+        )
         asyncio.run(
             judge_all(
                 inputs,
@@ -173,16 +193,36 @@ def _judge(args: argparse.Namespace, progress: _Progress) -> None:
         progress.done = True
 
 
+def _store(args: argparse.Namespace) -> Any:
+    """The state kept between runs (``npd_state``), loaded; None with ``--no-state`` or nowhere to keep
+    it. A file refused is said on stderr (NPD keeps only stdout) and this run's replaces it."""
+    from validator.commands.npd_state import ProgressStore, default_dir
+
+    if args.no_state:
+        return None
+    directory = args.state_dir or default_dir()
+    if directory is None:
+        sys.stderr.write("spark-validate npd: no state directory (give --state-dir): a stall is not seen\n")
+        return None
+    store = ProgressStore(directory.absolute(), args.stall_after)
+    if (why := store.load()) is not None:
+        sys.stderr.write(f"spark-validate npd: {why}\n")
+    return store
+
+
 def run(args: argparse.Namespace) -> int:
     """Judge the servers at once in a worker thread and answer at ``--timeout`` at the latest: a check
     that cannot finish (a server that accepts and never answers, a slow disk) must not outlive the
     plugin's budget, and must not hide what the other servers' checks found by then. Out of time, the
     line says which did not finish and the process exits at once, without waiting for the thread."""
     progress = _Progress()
-    worker = threading.Thread(target=_judge, args=(args, progress), daemon=True, name="npd")
+    store = _store(args)
+    worker = threading.Thread(target=_judge, args=(args, progress, store), daemon=True, name="npd")
     worker.start()
     worker.join(max(0.1, args.timeout))
     status, message = progress.outcome(args.timeout)
+    if store is not None and (why := store.save()) is not None:
+        sys.stderr.write(f"spark-validate npd: {why}\n")
     sys.stdout.write(_fit(redact_text(message), args.max_output_length) + "\n")
     sys.stdout.flush()
     if worker.is_alive():

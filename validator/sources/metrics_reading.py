@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import threading
+from dataclasses import asdict
+from typing import Any
 
 from validator.facts import MetricsReading, Progress, ProgressFacts, ServerMetricsFacts
 
@@ -211,3 +213,52 @@ class MetricsWatch:
 
     def unreadable(self, why: str) -> ServerMetricsFacts:
         return ServerMetricsFacts(None, note=why)
+
+    def export(self) -> dict[str, Any] | None:
+        """The readings a later process needs to go on comparing (``npd`` keeps them between runs):
+        the last one and the first of work waiting, their times on the monotonic clock (the system's,
+        shared by every process of one boot). None: no reading yet."""
+        with self._lock:
+            if self._last is None:
+                return None
+            since = self._waiting_since
+            return {"last": asdict(self._last), "waiting_since": asdict(since) if since is not None else None}
+
+    def restore(self, state: object) -> bool:
+        """Go on from ``export``'s value (a state file's: checked field by field, as any input); False,
+        and nothing restored, when it is not that."""
+        if not isinstance(state, dict) or set(state) != {"last", "waiting_since"}:
+            return False
+        last = _reading_of(state["last"])
+        since = _reading_of(state["waiting_since"]) if state["waiting_since"] is not None else None
+        if last is None or (state["waiting_since"] is not None and since is None):
+            return False
+        with self._lock:
+            self._last, self._waiting_since = last, since
+        return True
+
+
+_FLOAT_FIELDS = (
+    "accept_rate", "generation_tokens", "verify_calls", "num_draft_tokens", "running_reqs", "queue_reqs",
+    "itl_observations", "requests_total",
+)  # fmt: skip
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _reading_of(d: object) -> MetricsReading | None:
+    """A ``MetricsReading`` from its ``asdict`` form, or None when any field is not what it must be."""
+    if not isinstance(d, dict) or set(d) != {*_FLOAT_FIELDS, "accept_lengths", "read_at"}:
+        return None
+    lengths = d["accept_lengths"]
+    if not isinstance(lengths, list) or len(lengths) > MAX_SERIES or not all(_number(v) for v in lengths):
+        return None
+    if not _number(d["read_at"]) or not all(d[k] is None or _number(d[k]) for k in _FLOAT_FIELDS):
+        return None
+    return MetricsReading(
+        accept_lengths=tuple(float(v) for v in lengths),
+        read_at=float(d["read_at"]),
+        **{k: None if d[k] is None else float(d[k]) for k in _FLOAT_FIELDS},
+    )
