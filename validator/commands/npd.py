@@ -19,7 +19,7 @@ from typing import Any
 
 from validator.commands.check import add_server_user, recognise_simulator_processes, seconds, server_uids
 from validator.commands.common import add_common, pack_from
-from validator.errors import ValidatorError
+from validator.errors import UsageError, ValidatorError
 from validator.preflight_inputs import PreflightInputs
 from validator.redact import redact_text
 from validator.report import Severity, Status, Verdict
@@ -198,6 +198,8 @@ def _store(args: argparse.Namespace) -> Any:
     it. A file refused is said on stderr (NPD keeps only stdout) and this run's replaces it."""
     from validator.commands.npd_state import ProgressStore, default_dir
 
+    if not args.stall_after > 0:
+        raise UsageError("npd: --stall-after must be a positive number of seconds")
     if args.no_state:
         return None
     directory = args.state_dir or default_dir()
