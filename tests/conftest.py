@@ -102,6 +102,7 @@ NEEDS: dict[str, tuple[str, ...]] = {
     "test_cluster_e2e": ("prometheus",),
     "test_deploy_e2e": ("prometheus",),
     "test_deploy_prometheus_rules": ("prometheus",),
+    "test_alertmanager_inhibits": ("prometheus",),  # Debian's prometheus-alertmanager
     "test_partial_coverage::test_format_prom_is_valid_exposition_and_tells_unproven_from_failing": (
         "prometheus",
     ),
