@@ -20,7 +20,15 @@ from validator.sources.shell.effects import is_pure
 from validator.sources.shell.machine import heredoc_text
 from validator.sources.shell.paths import Forks
 from validator.sources.shell.programs import MAKERS, is_server_command, reads_only
-from validator.sources.shell.state import MAX_DEPTH, Launch, Launched, LoopJump, ShellExit, ShellReturn
+from validator.sources.shell.state import (
+    MAX_DEPTH,
+    Launch,
+    Launched,
+    LoopJump,
+    Outcomes,
+    ShellExit,
+    ShellReturn,
+)
 from validator.sources.shell.syntax import field_of, inner, line_of, node_bytes, snippet, text
 from validator.sources.shell.values import Field, Unbound, Unknown, Unmodelled, Unsplit, Value, join
 
@@ -289,7 +297,7 @@ class Commands:
     def call_function(
         self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Node
     ) -> int | None:
-        if not prefix and is_pure(name, self.m.st.funcs, memo=self.m.memo):
+        if not prefix and is_pure(name, self.m.st.funcs, memo=self.m.memo.pure):
             summary = self.summarized(name, args, node)
             if summary is not None:
                 return summary[0]
@@ -303,7 +311,6 @@ class Commands:
         stops the shell, or there are too many): the call is then walked as any other."""
         # the same call in the same state gives the same outcomes: each path of the reading replays it
         key = (
-            "summary",
             node_bytes(self.m.st.funcs[name]),
             repr(args),
             self.m.st.fingerprint(),
@@ -312,14 +319,14 @@ class Commands:
             self.m.depth,
             self.m.file,
         )
-        known = self.m.memo.get(key)
+        known = self.m.memo.calls.get(key)
         if known is None:
-            known = self.m.memo[key] = self._outcomes(name, args, node)
+            known = self.m.memo.calls[key] = self._outcomes(name, args, node)
         found, survived = known
         self.m.survived += [s for s in survived if s not in self.m.survived]
         if found is None:
             return None
-        outcomes: list[tuple[int | None, Value]] = found
+        outcomes = found
         pick = 0
         if len(outcomes) > 1:
             labels = [f"{name} returned {s if s is not None else '?'}" for s, _ in outcomes]
@@ -330,9 +337,7 @@ class Commands:
         self.m.st.status = status
         return (status,)
 
-    def _outcomes(
-        self, name: str, args: list[Field], node: Node
-    ) -> tuple[list[tuple[int | None, Value]] | None, list[str]]:
+    def _outcomes(self, name: str, args: list[Field], node: Node) -> Outcomes:
         """Every path through the call, walked on copies of the state: its distinct (status, output)
         outcomes (None when one stops the shell or there are too many), and what they assumed."""
         saved_forks, saved_st, saved_capture = self.m.forks, self.m.st, self.m.capturing

@@ -42,19 +42,13 @@ class Compound:
         return 0
 
     def subshell(self, nodes: list[Node]) -> int | None:
-        saved = self.m.st
-        self.m.st = saved.copy()
-        try:
-            status = self.sh.block(nodes)
-        except ShellExit as ex:
-            status = ex.status
-        except ShellReturn as r:
-            status = r.status
-        except Unbound:
-            status = 1
-        finally:
-            sub, self.m.st = self.m.st, saved
-            self.m.merge_disk(sub)
+        with self.m.in_copy():
+            try:
+                status = self.sh.block(nodes)
+            except (ShellExit, ShellReturn) as ex:
+                status = ex.status
+            except Unbound:
+                status = 1
         self.m.st.status = status
         return status
 
@@ -74,16 +68,15 @@ class Compound:
         parts = [c for c in node.children if c.type not in ("|", "|&")]
         statuses: list[int | None] = []
         for piece in parts:
-            saved = self.m.st
-            self.m.st = saved.copy()
-            try:
-                with self.m.ignoring(), self.m.stdout_elsewhere() if piece is not parts[-1] else _nothing():
-                    statuses.append(self.sh.stmt(piece))
-            except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
-                statuses.append(getattr(ex, "status", 1))
-            finally:
-                sub, self.m.st = self.m.st, saved
-                self.m.merge_disk(sub)
+            with self.m.in_copy():
+                try:
+                    with (
+                        self.m.ignoring(),
+                        self.m.stdout_elsewhere() if piece is not parts[-1] else _nothing(),
+                    ):
+                        statuses.append(self.sh.stmt(piece))
+                except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
+                    statuses.append(getattr(ex, "status", 1))
         status = statuses[-1]
         if "pipefail" in self.m.st.opts:
             status = next((s for s in reversed(statuses) if s != 0), 0)
@@ -205,13 +198,9 @@ class Compound:
             if n >= MAX_LOOP:
                 raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
             self.vars.assign(var, item, node)
-            try:
-                status = self.sh.block(inner(body, "do", "done"))
-            except LoopJump as lp:
-                if lp.n > 1:
-                    raise LoopJump(lp.kind, lp.n - 1) from None
-                if lp.kind == "break":
-                    break
+            status, broke = self._iteration(body, status)
+            if broke:
+                break
         self.m.st.status = status
         return status
 
@@ -270,13 +259,9 @@ class Compound:
                 )
                 if not holds:
                     break
-            try:
-                status = self.sh.block(inner(body, "do", "done"))
-            except LoopJump as lp:
-                if lp.n > 1:
-                    raise LoopJump(lp.kind, lp.n - 1) from None
-                if lp.kind == "break":
-                    break
+            status, broke = self._iteration(body, status)
+            if broke:
+                break
             if step:
                 self.words.arith(step, node)
         self.m.st.status = status
@@ -307,15 +292,21 @@ class Compound:
                 widened = True
             elif self.m.known_status(c, "loop condition", node) == until:
                 break
-            try:
-                status = self.sh.block(inner(body, "do", "done"))
-            except LoopJump as lp:
-                if lp.n > 1:
-                    raise LoopJump(lp.kind, lp.n - 1) from None
-                if lp.kind == "break":
-                    break
+            status, broke = self._iteration(body, status)
+            if broke:
+                break
         self.m.st.status = status
         return status
+
+    def _iteration(self, body: Node, status: int | None) -> tuple[int | None, bool]:
+        """One run of a loop's body: its status (``status``, the last one, where it jumped), and whether
+        it broke out of this loop; a ``break N``/``continue N`` for an outer loop goes on up."""
+        try:
+            return self.sh.block(inner(body, "do", "done")), False
+        except LoopJump as lp:
+            if lp.n > 1:
+                raise LoopJump(lp.kind, lp.n - 1) from None
+            return status, lp.kind == "break"
 
 
 @contextmanager

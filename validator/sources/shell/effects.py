@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
 
 from tree_sitter import Node
 
@@ -79,7 +78,7 @@ def is_pure(
     funcs: dict[str, Node],
     depth: int = 0,
     within: frozenset[str] = frozenset(),
-    memo: dict[tuple[Any, ...], Any] | None = None,
+    memo: dict[tuple[object, ...], bool] | None = None,
 ) -> bool:
     """The function ``name`` changes nothing its caller can see: it assigns only its own locals, leaves
     the directory, the disk and the shell alone, never exits, and calls only functions like it (no

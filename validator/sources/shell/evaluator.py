@@ -66,24 +66,21 @@ class Evaluator:
         ``basename``, ``pwd``, ``cd``, ``echo``, ``printf '%s'``, ``uname``); anything else is Unknown. The
         substitution's exit status becomes ``$?`` (an assignment's status, for ``set -e``)."""
         body = [c for c in node.children if c.type not in ("$(", ")", "`")]
-        saved = self.m.st
-        self.m.st = saved.copy()
         outer_capture = self.m.capturing
-        self.m.capturing = []
-        try:
-            with self.m.ignoring():
-                status = self.block(body)
-            out = join(self.m.capturing)
-        except ShellExit as ex:
-            status, out = ex.status, join(self.m.capturing)
-        except Unbound:  # bash reports it and the substitution's subshell exits
-            status, out = 1, join(self.m.capturing)
-        except Launched:
-            raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
-        finally:
-            self.m.capturing = outer_capture
-            sub, self.m.st = self.m.st, saved
-            self.m.merge_disk(sub)
+        with self.m.in_copy():
+            self.m.capturing = []
+            try:
+                with self.m.ignoring():
+                    status = self.block(body)
+                out = join(self.m.capturing)
+            except ShellExit as ex:
+                status, out = ex.status, join(self.m.capturing)
+            except Unbound:  # bash reports it and the substitution's subshell exits
+                status, out = 1, join(self.m.capturing)
+            except Launched:
+                raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
+            finally:
+                self.m.capturing = outer_capture
         self.m.st.status = status
         if status is None:
             return Unknown(f"$({snippet(node)[2:-1]}) runs at run time")

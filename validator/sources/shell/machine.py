@@ -15,13 +15,12 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from tree_sitter import Node
 
 from validator.sources.shell.effects import Effects
 from validator.sources.shell.paths import Forks
-from validator.sources.shell.state import ShellExit, State, Var
+from validator.sources.shell.state import Memo, ShellExit, State, Var
 from validator.sources.shell.syntax import line_of, node_bytes, text
 from validator.sources.shell.values import Field, Unknown, Unmodelled, Value, join
 from validator.trusted_files import creatable_by_others
@@ -38,7 +37,7 @@ class Machine:
         posix: bool = False,
         opts: set[str] | None = None,
         owner: tuple[int, ...] = (),
-        memo: dict[tuple[Any, ...], Any] | None = None,
+        memo: Memo | None = None,
     ) -> None:
         self.script = script
         self.forks = forks
@@ -55,7 +54,7 @@ class Machine:
         self.posix = posix  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self.capturing: list[Value] | None = None  # inside $(...): what the commands print
-        self.memo = {} if memo is None else memo  # shared by the paths of one reading
+        self.memo = Memo() if memo is None else memo  # shared by the paths of one reading
         self.script_owner = owner  # the script file's owner: files of theirs it sources add no writer
 
     # -- forks ------------------------------------------------------------------------------------------
@@ -160,6 +159,18 @@ class Machine:
         if content:
             for p in [p for p in self.st.written if p == full or p.startswith(full + "/")]:
                 del self.st.written[p]
+
+    @contextmanager
+    def in_copy(self) -> Iterator[None]:
+        """Run on a copy of the state (a subshell, a pipeline's part, ``$(...)``): only what it did to the
+        disk outlives it."""
+        saved = self.st
+        self.st = saved.copy()
+        try:
+            yield
+        finally:
+            sub, self.st = self.st, saved
+            self.merge_disk(sub)
 
     def merge_disk(self, sub: State) -> None:
         """What a subshell (``( )``, a pipeline's part, ``$( )``) did to the disk, which outlives it."""

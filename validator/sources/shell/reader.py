@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from validator.bounded_files import read_bounded
 from validator.errors import UnresolvedLaunch
 from validator.sources.shell.evaluator import Evaluator
 from validator.sources.shell.machine import Machine
 from validator.sources.shell.paths import Forks, explore
-from validator.sources.shell.state import MAX_PATHS, Ending, Reading
+from validator.sources.shell.state import MAX_PATHS, Ending, Memo, Reading
 from validator.sources.shell.syntax import MAX_SCRIPT_BYTES, interpreter, interpreter_options, parse
 from validator.sources.shell.values import Value
 
@@ -53,7 +52,7 @@ def read_script(
     tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
     endings: list[Ending] = []
     notes: list[str] = []
-    memo: dict[tuple[Any, ...], Any] = {}
+    memo = Memo()
     # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
     # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
     owner: tuple[int, ...] = (os.stat(script).st_uid,) if text is None else ()

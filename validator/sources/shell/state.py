@@ -121,6 +121,19 @@ class Names(Protocol):
     def noglob(self) -> bool: ...
 
 
+# a pure function's call: its distinct (status, output) outcomes (None: not summarised), what they assumed
+Outcomes = tuple[list[tuple[int | None, Value]] | None, list[str]]
+
+
+@dataclass
+class Memo:
+    """What one reading learns once for all its paths: which functions are pure (``effects.is_pure``), and
+    a pure call's outcomes in a given state (``Commands.summarized``)."""
+
+    pure: dict[tuple[object, ...], bool] = field(default_factory=dict)
+    calls: dict[tuple[object, ...], Outcomes] = field(default_factory=dict)
+
+
 class ShellExit(Exception):
     def __init__(self, status: int | None, line: int, why: str = "") -> None:
         self.status, self.line, self.why = status, line, why
