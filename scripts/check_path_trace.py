@@ -19,7 +19,7 @@ often it repeats: the engine calls into a check module once per check for one ed
 - modules visited: the distinct project modules in the walk;
 - climbs back up: calls into an earlier stage of the flow than the caller's (``STAGES``: front door, job,
   sources, facts, pack, engine, checks, report, outputs): a callback, or a method of a record defined up
-  there; a module of no stage (``validator.errors``, ``validator.schema``) is neither;
+  there; a module of no stage (``validator.errors``, ``validator.validation``) is neither;
 - returns to a module already left: calls into a module the walk had left before (the engine calling
   into the pack schema, which it left once the pack was loaded).
 

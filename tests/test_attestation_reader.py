@@ -415,3 +415,80 @@ def test_a_declared_server_user_must_be_the_listeners(tmp_path: Path) -> None:
         f"runs as UID {os.geteuid()}, not the declared --server-user (UID {os.geteuid() + 1})" in p
         for p in problems
     ), problems
+
+
+# ---- a corpus of hostile files, each read as a real file: what the user is told, exactly ----
+# Recorded from the reader before pydantic validated the pack and the report too (1,072 files, the same
+# outcome for every one; the wording changed only as listed in that commit: an index is ``[0]``, an unknown
+# field is "Extra inputs are not permitted", a key is cut at 60 characters).
+
+_TEXT = json.dumps({**_VALID, "errors": ["e1"], "process": {**_VALID["process"], "load_weight_s": 1.5}})
+_B = _TEXT.encode()
+
+
+def _with(section: str, key: str, value: Any) -> bytes:
+    doc = json.loads(_TEXT)
+    doc[section][key] = value
+    return json.dumps(doc).encode()
+
+
+_HOSTILE: dict[str, tuple[bytes, str]] = {
+    "empty": (b"", ":1: invalid JSON: Expecting value (column 1)"),
+    "null": (b"null", ": not a JSON object"),
+    "truncated": (_B[:200], ":1: invalid JSON: Unterminated string starting at (column "),
+    "byte-order mark": (b"\xef\xbb\xbf" + _B, ": (document): Invalid JSON: expected value at line 1 "),
+    "UTF-16": (_TEXT.encode("utf-16"), ": (document): Invalid JSON: expected value at line 1 column 1"),
+    "not UTF-8": (_B.replace(b'"e1"', b'"e\xff1"'), f": JSON is not valid UTF-8 (byte {_B.find(b'e1') + 1})"),
+    "lone surrogate": (_B.replace(b'"e1"', b'"\\ud800"'), ": (document): Invalid JSON: unexpected end of "),
+    "NaN": (_B.replace(b'"load_weight_s": 1.5', b'"load_weight_s": NaN'), ": process.load_weight_s: Input "
+            "should be a finite number"),
+    "-Infinity": (_B.replace(b'"load_weight_s": 1.5', b'"load_weight_s": -Infinity'), ": process."
+                  "load_weight_s: Input should be a finite number"),
+    "1e400": (_B.replace(b'"load_weight_s": 1.5', b'"load_weight_s": 1e400'), ": process.load_weight_s: "
+              "Input should be a finite number"),
+    "5,000 digits": (_B.replace(b'"load_weight_s": 1.5', b'"load_weight_s": ' + b"9" * 5000), ": invalid "
+                     "JSON: Exceeds the limit (4300 digits) for integer string conversion"),
+    "13 deep": (b'{"schema": "x", "x": ' + b"[" * 13 + b"]" * 13 + b"}", ": JSON nested more than 12 "),
+    "trailing data": (_B + b" x", f":1: invalid JSON: Extra data (column {len(_B) + 2})"),
+    "control character": (_B.replace(b'"e1"', b'"e\x011"'), ":1: invalid JSON: Invalid control character"),
+    "schema null": (_B.replace(b'"spark-validate.attestation/v2"', b"null"), ": schema is None, expected "
+                    "'spark-validate.attestation/v2'"),
+    "schema with a newline": (_B.replace(b'"spark-validate.attestation/v2"', b'"a\\nb"'), ": schema is "
+                              "'a\\nb', expected 'spark-validate.attestation/v2'"),
+    "only the schema": (b'{"schema": "spark-validate.attestation/v2"}', ": written_at: Field required (and 9 "
+                        "more)"),
+    "key with a newline": (_with("process", "a\nb\x1b[31m", 1), ": process.a\\nb\\x1b[31m: Extra inputs "
+                           "are not permitted"),
+    "10,000-character key": (_with("process", "k" * 10_000, 1), f": process.{'k' * 60}...: Extra inputs are "
+                             "not permitted"),
+    "string for an int": (_with("process", "pid", "1"), ": process.pid: Input should be a valid integer"),
+    "bool for an int": (_with("process", "pid", True), ": process.pid: Input should be a valid integer"),
+    "float for an int": (_with("process", "pid", 1.0), ": process.pid: Input should be a valid integer"),
+    "int for a bool": (_with("lm_head", "remedy_applied", 1), ": lm_head.remedy_applied: Input should be a "
+                       "valid boolean"),
+    "string for a float": (_with("process", "start_time", "1"), ": process.start_time: Input should be a "
+                           "valid number"),
+    "list for a record": (_with("sglang", "version", []), ": sglang.version: Input should be a valid string"),
+    "unknown hook state": (_with("hooks", "other", "maybe"), ": hooks.other: Input should be 'ran', "
+                           "'not_reached' or 'failed'"),
+    "null in a list": (_B.replace(b'["e1"]', b"[null]"), ": errors[0]: Input should be a valid string"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(_HOSTILE))
+def test_hostile_files_are_one_line_naming_the_file_and_the_field(tmp_path: Path, name: str) -> None:
+    data, said = _HOSTILE[name]
+    path = _write(tmp_path, data)
+    with pytest.raises(InputError) as info:
+        read_attestation(path)
+    assert str(info.value).startswith(str(path) + said), (str(info.value), said)
+    assert "\n" not in str(info.value)
+
+
+def test_files_at_and_over_the_cap(tmp_path: Path) -> None:
+    at_cap = _B[:-1] + b" " * (schema.MAX_BYTES - len(_B)) + b"}"
+    assert (
+        len(at_cap) == schema.MAX_BYTES and read_attestation(_write(tmp_path, at_cap)).schema == schema.SCHEMA
+    )
+    with pytest.raises(UnavailableError, match=f"is {schema.MAX_BYTES + 1} bytes, over the "):
+        read_attestation(_write(tmp_path, at_cap[:-1] + b" }"))

@@ -19,10 +19,10 @@ from validator.probe import (
     run_probe,
 )
 from validator.probe_stats import Decision
-from validator.schema import dump
 from validator.sim import runner as sim_runner
 from validator.sources.readiness import wait_until_ready
 from validator.sources.server_http import Generation, SGLangClient
+from validator.validation import dump
 
 KEY = "sk-probe-44aa55bb"
 

@@ -322,3 +322,65 @@ def test_every_check_family_module_is_registered() -> None:
     for path in list_builtin_packs():
         for spec in parse_pack(path).checks:
             assert spec.expect is not None or spec.id in known, (path.name, spec.id)
+
+
+def test_lint_says_each_scalar_mistake_where_it_is(tmp_path: Path) -> None:
+    """What pydantic would guess is refused, each problem on its line and its own short line: a bool or
+    a decimal string as a count, a float as a switch, NaN as a limit, a list one number short, an unknown
+    key holding a newline (escaped, never a second line of output)."""
+    text = PACK.read_text()
+    for old, new in (
+        ("  version: 1\n", "  version: true\n"),
+        ("    num_steps: 3\n", '    num_steps: "3.0"\n'),
+        ("    lm_head_shape: [157184, 2560]\n", "    lm_head_shape: [157184]\n"),
+        ("  require_attestation: false\n", "  require_attestation: 1.0\n"),
+        ("  accept_length_min: 1.5 ", "  accept_length_min: .nan "),
+        (
+            "  model: inclusionAI/Ling-3.0-flash-fp4\n",
+            '  model: inclusionAI/Ling-3.0-flash-fp4\n  "x\\ny": 1\n',
+        ),
+    ):
+        assert old in text
+        text = text.replace(old, new, 1)
+    p = _pack(tmp_path, text)
+    res = _cli("rules", "lint", str(p))
+    assert res.returncode == 65
+    numbered = p.read_text().splitlines()
+    said = [
+        (numbered[int(x.split(":")[2]) - 1].split("#")[0].strip(), x.split(": ", 2)[2]) for x in _errors(res)
+    ]
+    assert said == [
+        ("version: true", "metadata.version: Input should be a valid integer"),
+        ('"x\\ny": 1', "metadata.x\\ny: Extra inputs are not permitted"),
+        ('num_steps: "3.0"', "expect.speculative.num_steps: "
+         "Input should be a valid integer, unable to parse string as an integer"),
+        ("accept_length_min: .nan", "expect.accept_length_min: Input should be greater than or equal to 1"),
+        ("lm_head_shape: [157184]", "expect.checkpoint.lm_head_shape: List should have 2 items, not 1"),
+        ("require_attestation: 1.0", "expect.require_attestation: Input should be a valid boolean"),
+    ]  # fmt: skip
+
+
+def test_lint_locates_the_rules_over_several_fields(tmp_path: Path) -> None:
+    """A duplicate check id is said at ``checks:``, a waiver for no check at ``waivers:``, a declarative
+    check without a value at its ``expect:``."""
+    text = PACK.read_text()
+    first = text.index("\n  - id: ", text.index("\nchecks:"))
+    entry = text[first : text.index("\n  - id: ", first + 1)]
+    dup = text.replace("\nwaivers: []\n", entry + "\nwaivers: []\n")
+    lines = _errors(_cli("rules", "lint", str(_pack(tmp_path, dup))))
+    assert [line.split(": ", 2)[2] for line in lines] == [
+        f"checks: Value error, duplicate check id {entry.split()[2]!r}"
+    ]
+    waiver = "waivers:\n  - check: no.such\n    justification: long enough, OPS-1\n    expires: 2030-01-31\n"
+    lines = _errors(_cli("rules", "lint", str(_pack(tmp_path, text.replace("waivers: []\n", waiver)))))
+    assert [line.split(": ", 2)[2] for line in lines] == [
+        "waivers: Value error, waiver names unknown check 'no.such'"
+    ]
+    waived = text.replace("waivers: []\n", waiver).splitlines()
+    assert waived[int(lines[0].split(":")[2]) - 1] == "  - check: no.such"
+    bare = '      op: "<="\n      value_from: host.max_mem_fraction_static\n'
+    assert bare in text
+    p = _pack(tmp_path, text.replace(bare, '      op: "<="\n', 1))
+    lines = _errors(_cli("rules", "lint", str(p)))
+    assert len(lines) == 1 and lines[0].endswith(".expect: Value error, operator '<=' needs a value"), lines
+    assert p.read_text().splitlines()[int(lines[0].split(":")[2]) - 1].strip().startswith("fact: ")

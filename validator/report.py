@@ -1,13 +1,8 @@
 """The one report every output is rendered from (contract: "JSON report").
 
-Plain dataclasses (``validator.schema.dump`` writes the JSON), so that preflight, which runs before every
-start of the server, does not pay for importing a schema library; the same object feeds the text, JSON
-and JUnit outputs, the sidecar's `/report` and its metrics.
+Plain dataclasses, written as JSON by pydantic (``validator.validation.dump``); the same object feeds the
+text, JSON and JUnit outputs, the sidecar's `/report` and its metrics.
 """
-
-# No ``from __future__ import annotations`` here: ``schema`` reads these annotations with
-# ``typing.get_type_hints`` to load or dump the report; as strings, each would be compiled then (about 2 ms
-# of every preflight for pack_schema and report together, against 0.5 ms for annotations made at import).
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone

@@ -18,8 +18,8 @@ from validator.bounded_files import read_head, read_text_bounded
 from validator.errors import InputError
 from validator.pack_lint import lint_pack
 from validator.pack_schema import RulePack
-from validator.schema import SchemaError, format_loc, load
 from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
+from validator.validation import Problem, ValidationError, format_loc, load, problems
 
 DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
 
@@ -363,23 +363,23 @@ def parse_pack(path: Path) -> RulePack:
 
     try:
         pack = load(RulePack, data)
-    except SchemaError as exc:
-        problems = [located(loc, msg) for loc, msg in exc.problems]
+    except ValidationError as exc:
+        found = problems(exc)
         # Every problem, not only the first stage's: with the malformed checks set aside, the rest of the
         # pack is linted too (an author fixing one stage should not meet the next one after)
-        problems += [located(loc, msg) for loc, msg in _lint_without(data, exc.problems)]
-        raise PackError(where, problems) from None
+        found += _lint_without(data, found)
+        raise PackError(where, [located(loc, msg) for loc, msg in found]) from None
     found = lint_pack(pack)
     if found:
         raise PackError(where, [located(loc, msg) for loc, msg in found])
     return pack
 
 
-def _lint_without(data: dict[str, Any], problems: Sequence[tuple[tuple[Any, ...], str]]) -> list[Any]:
+def _lint_without(data: dict[str, Any], refused: Sequence[Problem]) -> list[Problem]:
     """``lint_pack``'s problems of ``data`` with the checks the schema refused left out (located in
     ``data``'s own positions); none when the schema refused anything but checks."""
-    bad = {loc[1] for loc, _ in problems if len(loc) >= 2 and loc[0] == "checks" and isinstance(loc[1], int)}
-    if not bad or any(len(loc) < 2 or loc[0] != "checks" for loc, _ in problems):
+    bad = {loc[1] for loc, _ in refused if len(loc) >= 2 and loc[0] == "checks" and isinstance(loc[1], int)}
+    if not bad or any(len(loc) < 2 or loc[0] != "checks" for loc, _ in refused):
         return []
     checks = data.get("checks")
     if not isinstance(checks, list):
@@ -387,7 +387,7 @@ def _lint_without(data: dict[str, Any], problems: Sequence[tuple[tuple[Any, ...]
     kept = [i for i in range(len(checks)) if i not in bad]
     try:
         pack = load(RulePack, {**data, "checks": [checks[i] for i in kept]})
-    except SchemaError:
+    except ValidationError:
         return []
     out = []
     for loc, msg in lint_pack(pack):

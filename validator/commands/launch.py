@@ -30,8 +30,8 @@ from validator.preflight import run_preflight
 from validator.preflight_inputs import inputs_from
 from validator.redact import collect_secrets, redact_text
 from validator.report import Report, Severity, Status, Verdict
-from validator.schema import dump
 from validator.sources.launch_state import LaunchState, state_path, write_state
+from validator.validation import dump
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from validator.redact import redact
 from validator.report import Report
-from validator.schema import dump
+from validator.validation import dump
 
 
 def safe_dict(report: Report, secrets: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -17,7 +17,7 @@ from validator.outputs import output
 from validator.outputs.safe import safe_dict
 from validator.redact import neutralize_deep
 from validator.report import Coverage, Report
-from validator.schema import load
+from validator.validation import load
 
 _STYLE = {
     "pass": ("PASS", "32"),

@@ -23,7 +23,6 @@ duration with the one the plugin recorded.
 from __future__ import annotations
 
 import asyncio
-import functools
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -45,6 +44,7 @@ from validator.procinfo import process_start_time, process_uid
 from validator.sources import listening
 from validator.sources.gathering import Unreadable
 from validator.trusted_files import FileFacts, UnsafeLocation
+from validator.validation import ValidationError, format_loc, load_json, problems
 
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering
@@ -63,26 +63,9 @@ __all__ = [
 ]
 
 
-@functools.cache
-def _adapter() -> Any:
-    """Built on first use: the preflight path never reads an attestation and should not pay for this."""
-    from pydantic import TypeAdapter
-
-    return TypeAdapter(Attestation)
-
-
-def _first_error(exc: Any) -> str:
-    err = exc.errors()[0]
-    # a key is the document's own text: shown escaped, so a newline in it cannot split the message
-    loc = ".".join(str(p).encode("unicode_escape").decode("ascii") for p in err["loc"]) or "(document)"
-    extra = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{loc}: {err['msg']}{extra}"
-
-
 def parse_document(data: bytes, where: str) -> Attestation:
-    """Validate the bytes of one attestation. InputError (exit 65 style) names the file and the field."""
-    from pydantic import ValidationError
-
+    """Validate the bytes of one attestation. InputError (exit 65 style) names the file and the first
+    problem's field (a document written by a program has one mistake, not a list to fix)."""
     doc = parse_json(data, where, max_depth=MAX_DEPTH)
     if not isinstance(doc, dict):
         raise InputError(where, "not a JSON object")
@@ -91,10 +74,11 @@ def parse_document(data: bytes, where: str) -> Attestation:
         shown = repr(found)[:80] if isinstance(found, (str, type(None))) else f"a {type(found).__name__}"
         raise InputError(where, f"schema is {shown}, expected {SCHEMA!r}")
     try:
-        att: Attestation = _adapter().validate_json(data, strict=True)
+        return load_json(Attestation, data, strict=True)
     except ValidationError as exc:
-        raise InputError(where, _first_error(exc)) from None
-    return att
+        (loc, msg), *rest = problems(exc)
+        more = f" (and {len(rest)} more)" if rest else ""
+        raise InputError(where, f"{format_loc(loc) or '(document)'}: {msg}{more}") from None
 
 
 def _read(path: Path) -> tuple[bytes, FileFacts]:
