@@ -486,13 +486,9 @@ class DecodeSample:
 
 @dataclass(frozen=True)
 class BatchLine:
-    """The current start's last ``Decode batch`` / ``Prefill batch`` line, and how long ago it was
-    written as far as the reader can prove (``server.progress``'s log leg).
-
-    ``quiet_s`` is a lower bound (nothing newer was seen for at least this long); ``within_s`` an upper
-    bound (it was written no longer ago than this), None where the reader cannot bound it: a line read for
-    the first time from a file that has grown since (an access line written after it moves the file's
-    mtime, and the log's own stamps are in the server's time zone, not ours)."""
+    """The current start's last ``Decode batch`` / ``Prefill batch`` line and how long ago it was written, as
+    far as the reader can prove: ``quiet_s`` a lower bound, ``within_s`` an upper bound (None where it cannot
+    be bounded: a line first read from a file that has grown since; its stamps are the server's zone)."""
 
     kind: str  # "decode" or "prefill"
     running: int | None  # ``#running-req`` (None: the build's line has no such field)

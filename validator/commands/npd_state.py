@@ -1,17 +1,10 @@
-"""``npd``'s memory between runs: the previous ``/metrics`` reading of each server it judged, so that two
-short runs tell a stall (``server.progress``) as the sidecar's two readings do, without a request of ours.
+"""``npd``'s memory between runs: the previous ``/metrics`` reading of each server it judged, so two short
+runs tell a stall (``server.progress``) as the sidecar's two readings do, without a request of ours.
 
-Where: ``--state-dir`` (default ``$STATE_DIRECTORY`` under systemd, else ``/var/lib/spark-validate/npd``
-as root, else ``$XDG_STATE_HOME/spark-validate/npd`` or ``~/.local/state/spark-validate/npd``), the file
-``progress.json`` in it. The directory is created 0700 and used only when this user owns it and nobody else
-can write it; the file is written atomically, 0600 (``trusted_files.write_private``), and read only as a
-regular file that it and every directory above it let nobody but this user and root write, within
-:data:`MAX_BYTES`, never through a symbolic link (``read_guarded``): whoever could write it could make a
-stalled server read as advancing, or a healthy one as stalled. A file refused, or one that is not this
-format, is not used (the run says why on stderr) and this run's replaces it.
-
-Each entry is keyed by the server's PID and process start time, so a restarted server starts afresh; the
-readings' times are the system's monotonic clock, compared only within one boot (``boot_id``).
+``progress.json`` under ``--state-dir`` (``$STATE_DIRECTORY``, ``/var/lib/spark-validate/npd`` as root, else
+the XDG state home), written 0600 with ``write_private`` and read with ``read_guarded`` within
+:data:`MAX_BYTES`: whoever could write it could make a stalled server read as advancing. A refused or
+foreign file is not used (said on stderr). Keyed by PID and start time; times are monotonic, per ``boot_id``.
 """
 
 from __future__ import annotations

@@ -127,11 +127,9 @@ class ServerLog:
             )
 
     def held(self, queued: int) -> None:
-        """A request joined a stalled scheduler (``Engine.admitted``), which admits nothing: the requests
-        it holds wait in its queue. SGLang writes a batch line after its batch's forward
-        (batch_result_processor.py), so a wedged scheduler's last line is its last completed batch, with
-        what then waited; the simulator writes that line as each request joins, so the log's last batch
-        line counts them. In every style (the scheduler's own line, not noise), in 0.5.23's format."""
+        """A request joined a stalled scheduler (``Engine.admitted``): SGLang writes a batch line after each
+        forward (batch_result_processor.py), so a wedged scheduler's last line counts what then waited; the
+        simulator writes it as each request joins, in every style, in 0.5.23's format."""
         self.line(prefill_batch_line(running=0, queued=queued), tp=True)
 
     def received(self, rid: str, prompt: str, params: dict[str, Any]) -> None:
