@@ -105,6 +105,10 @@ def test_draft_head_weight_only_never_ready(tmp_path: Path) -> None:
         assert _sample(m, "spark_validate_spec_accept_length") == pytest.approx(1.0, abs=0.05)
         body = d.get("/readyz").json()
         assert body["ready"] is False and "spec.lm_head_shared" in body["failed"]
+        # a broken draft completes work: the page and the metrics say draft, never stall (issue 30)
+        assert _sample(m, "spark_validate_check_passed", check="server.progress", severity="critical") == 1.0
+        page = d.get("/").text
+        assert "not ready: verdict fail" in page and "stalled" not in page, page[:2000]
 
 
 def test_server_killed_then_restarted(tmp_path: Path) -> None:
