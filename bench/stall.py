@@ -8,7 +8,10 @@ Three runs of the real sidecar (``serve``) against the real simulator, the same 
   sidecar reads it from ``/metrics`` at its re-checks. Goal: readiness drops within 2 re-check intervals
   (plus the ``--stall-after`` floor beyond one interval), spending 0 probe tokens;
 - idle: no traffic, no ``/metrics``: the stall is seen at the next full check, by its own bounded request.
-  Goal: within one probe interval plus that request's timeout (30 s).
+  Goal: within one probe interval plus that request's timeout (30 s);
+- log: traffic, no ``/metrics``, the server log followed (``--log``): the scheduler's last batch line says
+  requests are queued and no batch line follows. Goal: as with traffic (2 re-check intervals, or the
+  ``--stall-after`` floor past one), 0 probe tokens.
 
 The stall's start is the simulator's own stderr line (system-wide monotonic clock); the detection is the
 first ``/readyz`` 503 seen by a 0.1 s poll. Run: ``python -m bench.stall [--interval S] [--probe-interval S]``
@@ -63,10 +66,22 @@ def _traffic(url: str, stop_ev: threading.Event, clients: int = 3) -> list[threa
     return threads
 
 
-def one(name: str, opts: argparse.Namespace, tmp: Path, *, metrics: bool, load: bool, stall: bool) -> Run:
+def one(
+    name: str,
+    opts: argparse.Namespace,
+    tmp: Path,
+    *,
+    metrics: bool,
+    load: bool,
+    stall: bool,
+    log: bool = False,
+) -> Run:
     port = free_port()
     sim_err = tmp / f"sim-{port}.log"
+    server_log = tmp / f"sglang-{port}.log"
     extra = ["--idle-metrics-interval", str(opts.idle_metrics)]
+    if log:
+        extra += ["--log", str(server_log)]
     if metrics:
         extra.append("--enable-metrics")
     if stall:
@@ -84,6 +99,7 @@ def one(name: str, opts: argparse.Namespace, tmp: Path, *, metrics: bool, load: 
         sys.executable, "-m", "validator", "serve", "--url", url, "--listen", f"127.0.0.1:{side_port}",
         "--interval", str(opts.interval), "--probe-interval", str(opts.probe_interval), "--wait", "30",
         "--allow-partial", "--stall-after", str(opts.stall_after),
+        *(["--log", str(server_log)] if log else []),
     ]  # fmt: skip
     stop_ev = threading.Event()
     drops, latency, tokens, source = 0, None, None, None
@@ -96,7 +112,7 @@ def one(name: str, opts: argparse.Namespace, tmp: Path, *, metrics: bool, load: 
             side = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=errf)
         wait_listening(side_port, side, what="serve", log=side_err)
         base = f"http://127.0.0.1:{side_port}"
-        bound = _bound(opts, metrics and load)
+        bound = _bound(opts, (metrics or log) and load)
         deadline = time.monotonic() + opts.stall_at + bound + 30
         was_ready = False
         with httpx.Client(timeout=5) as c:
@@ -118,7 +134,7 @@ def one(name: str, opts: argparse.Namespace, tmp: Path, *, metrics: bool, load: 
         if side is not None:
             stop(side)
         stop(sim, kill=True)
-    return Run(name, _bound(opts, metrics and load), latency, drops, tokens, source)
+    return Run(name, _bound(opts, (metrics or log) and load), latency, drops, tokens, source)
 
 
 def _bound(opts: argparse.Namespace, traffic: bool) -> float:
@@ -142,6 +158,7 @@ def main() -> int:
         one("control: healthy, traffic", opts, tmp, metrics=True, load=True, stall=False),
         one("traffic: /metrics", opts, tmp, metrics=True, load=True, stall=True),
         one("idle: own request", opts, tmp, metrics=False, load=False, stall=True),
+        one("log: traffic, no /metrics", opts, tmp, metrics=False, load=True, stall=True, log=True),
     ]
     print(
         f"sidecar --interval {opts.interval:g} --probe-interval {opts.probe_interval:g} --stall-after "
@@ -156,7 +173,7 @@ def main() -> int:
             lat = ratio = per = "-"
         else:
             goal = r.latency_s is not None and r.latency_s <= r.bound_s
-            goal = goal and (r.probe_tokens == 0 if r.name.startswith("traffic") else True)
+            goal = goal and (r.probe_tokens == 0 if r.name.startswith(("traffic", "log")) else True)
             lat = f"{r.latency_s:.1f}" if r.latency_s is not None else "never"
             ratio = f"{r.latency_s / r.bound_s:.2f}" if r.latency_s is not None else "-"
             per = f"{r.latency_s / opts.interval:.2f}" if r.latency_s is not None else "-"

@@ -20,6 +20,10 @@ scheduler that runs never leaves its queue unserved without a batch to log. Requ
 only *running* at the last line say nothing: the last decode line of every finished burst says so, since
 requests end between two decode lines and an emptied batch writes none. How long ago a line was written
 is what the reader can prove (``facts.BatchLine``), never the log's stamps (the server's time zone).
+SGLang logs nothing when a waiting request is aborted (``Scheduler.abort_request``), so a queue line can
+outlive its queue: fresh gauges saying nothing waits overrule it, and a full check, which may generate,
+confirms a log's stall with its own request (the re-checks between, which never generate, take the log's
+word: that is how the sidecar sees a stall between its full checks, at no token's cost).
 
 Read after ``/metrics`` and before the acceptance probe, which is skipped on a stalled server (its requests
 would only wait out its time cap).
@@ -79,6 +83,11 @@ async def gather(g: LiveGathering) -> None:
             watch.last_progress = g.facts.progress
         return
     from_log = _from_log(g.facts.log.last_batch if g.facts.log is not None else None, g.inputs.stall_after_s)
+    if from_log is not None and from_log.state is Progress.STALLED:
+        if metrics is not None and metrics.progress is Progress.IDLE:
+            from_log = None  # the gauges, fresher than a quiet log, say nothing waits
+        elif g.run_probe:
+            from_log = None  # a full check confirms with its own request: the queue line may be stale
     if from_log is not None:
         g.facts.progress = from_log
         if watch is not None:
