@@ -472,6 +472,9 @@ _HOSTILE: dict[str, tuple[bytes, str]] = {
     "unknown hook state": (_with("hooks", "other", "maybe"), ": hooks.other: Input should be 'ran', "
                            "'not_reached' or 'failed'"),
     "null in a list": (_B.replace(b'["e1"]', b"[null]"), ": errors[0]: Input should be a valid string"),
+    # one value per field: never the last of two (both parsers took the last one, silently, before)
+    "a key twice": (_B.replace(b'"pid":', b'"pid": 1, "pid":', 1), ": invalid JSON: duplicate key 'pid'"),
+    "the schema twice": (b'{"schema": "x", ' + _B[1:], ": invalid JSON: duplicate key 'schema'"),
 }  # fmt: skip
 
 

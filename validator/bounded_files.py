@@ -183,18 +183,33 @@ def json_loads(text: str | bytes, **options: Any) -> Any:
             gc.enable()
 
 
-def parse_json(text: str | bytes, where: str, max_depth: int = MAX_JSON_DEPTH) -> Any:
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"duplicate key {key[:60]!r}")
+            seen.add(key)
+    return out
+
+
+def parse_json(
+    text: str | bytes, where: str, max_depth: int = MAX_JSON_DEPTH, *, unique_keys: bool = False
+) -> Any:
     """``json.loads`` whose every failure on hostile text is an ``InputError``, and whose result nests at
-    most ``max_depth`` containers deep (so recursive consumers of it cannot hit ``RecursionError``)."""
+    most ``max_depth`` containers deep (so recursive consumers of it cannot hit ``RecursionError``).
+    ``unique_keys``: an object naming a key twice is refused (a document read as evidence has one value
+    per field, not the last of several)."""
     try:
-        doc = json_loads(text)
+        doc = json_loads(text, object_pairs_hook=_unique) if unique_keys else json_loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(where, f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
     except RecursionError:
         raise InputError(where, "JSON nested too deeply") from None
     except UnicodeDecodeError as exc:
         raise InputError(where, f"JSON is not valid UTF-8 (byte {exc.start})") from None
-    except ValueError as exc:  # int() digit limit: "Exceeds the limit (4300 digits) ..."
+    except ValueError as exc:  # int() digit limit ("Exceeds the limit (4300 digits) ..."), a duplicate key
         raise InputError(where, f"invalid JSON: {str(exc).splitlines()[0][:120]}") from None
     if json_depth(doc, max_depth) > max_depth:
         raise InputError(where, f"JSON nested more than {max_depth} levels deep")

@@ -66,7 +66,7 @@ __all__ = [
 def parse_document(data: bytes, where: str) -> Attestation:
     """Validate the bytes of one attestation. InputError (exit 65 style) names the file and the first
     problem's field (a document written by a program has one mistake, not a list to fix)."""
-    doc = parse_json(data, where, max_depth=MAX_DEPTH)
+    doc = parse_json(data, where, max_depth=MAX_DEPTH, unique_keys=True)
     if not isinstance(doc, dict):
         raise InputError(where, "not a JSON object")
     if doc.get("schema") != SCHEMA:
