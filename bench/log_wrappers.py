@@ -2,7 +2,7 @@
 
 ``docker compose logs`` puts ``SERVICE  | `` before every line and ``docker logs --timestamps`` an RFC 3339
 stamp; the follower reads behind the wrapper with the same byte-level bulk count it uses for a plain log
-(``validator/sources/log_grammar.py``), so the goal is a read within 1.5x of the plain log's at every
+(``validator/sources/server/log_grammar.py``), so the goal is a read within 1.5x of the plain log's at every
 size. Each log holds one start and N ``Decode batch`` lines with ``accept len``; best of three reads
 through ``read_server_log``.
 Run: ``python -m bench.log_wrappers [--lines 50000,200000]``.
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from validator.sources.server_log import read_server_log
+from validator.sources.server.log import read_server_log
 
 START = (
     "[2026-11-29 15:00:00] server_args={'model_path': '/models/Ling-3.0-flash-fp4', 'tp_size': 1, "

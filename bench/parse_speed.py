@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 SGLANG_PYTHON = os.environ.get("SPARK_VALIDATE_SGLANG_PYTHON", str(REPO / ".venv-sglang" / "bin" / "python"))
 OURS = (
-    "from validator.sources.sglang_cli import parse_server_args\n"
+    "from validator.sources.sglang.cli import parse_server_args\n"
     f"a, e = parse_server_args({RECIPE_ARGV!r}, origin='bench')\n"
     "assert a['moe_runner_backend'] == 'humming'\n"
 )
@@ -49,7 +49,8 @@ def main() -> int:
     rows.append(("spark-validate replay, cold process", cold(sys.executable, OURS, n)))
     rows.append(("python -c pass, cold process", cold(sys.executable, "pass", n)))
 
-    from validator.sources import sglang_cli, sglang_cli_table
+    from validator.sources.sglang import cli as sglang_cli
+    from validator.sources.sglang import cli_table as sglang_cli_table
 
     t = time.perf_counter()
     sglang_cli_table.load_table()

@@ -26,15 +26,15 @@ from pathlib import Path
 
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.sglang_builds import fake_interpreter, make_build
-from validator.sources.server_interpreter import _PROBE
+from validator.sources.sglang.interpreter import _PROBE
 
 REPO = Path(__file__).resolve().parents[1]
 IMPORTS = (
     "import yaml, validator.cli, validator.commands.preflight, validator.preflight, validator.outputs.text; "
     "from validator.checks.registry import builtins; builtins(); "
-    "import validator.sources.sglang_install, validator.sources.sglang_cli, "
-    "validator.sources.launch_command, validator.sources.checkpoint, validator.sources.humming, "
-    "validator.sources.host"
+    "import validator.sources.sglang.install, validator.sources.sglang.cli, "
+    "validator.sources.launch.command, validator.sources.host.checkpoint, validator.sources.host.humming, "
+    "validator.sources.host.platform"
 )
 
 

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.sglang_wheel import sglang_root
-from validator.sources.checkpoint import read_checkpoint
-from validator.sources.host import read_host
-from validator.sources.humming import read_humming
-from validator.sources.safetensors_header import read_header
-from validator.sources.server_interpreter import probe_interpreter
-from validator.sources.sglang_install import read_sglang_install
+from validator.sources.host.checkpoint import read_checkpoint
+from validator.sources.host.humming import read_humming
+from validator.sources.host.platform import read_host
+from validator.sources.host.safetensors_header import read_header
+from validator.sources.sglang.install import read_sglang_install
+from validator.sources.sglang.interpreter import probe_interpreter
 
 
 def _median_ms(fn: Callable[[], object], repeat: int) -> float:

@@ -19,7 +19,7 @@ import time
 
 from tests.support.probe_sim import SimCase, SimServer
 from validator.probe import ProbeConfig, load_prompts, probe_server, probe_verdict, run_probe
-from validator.sources.server_http import SGLangClient
+from validator.sources.server.client import SGLangClient
 
 FIXED_BUDGET = 256  # baseline: a fixed-length probe
 

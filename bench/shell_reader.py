@@ -21,10 +21,10 @@ from tests.support.private_dir import private_tempdir
 from tests.support.shell_differential import sandbox
 from tests.support.shell_gen import Gen
 from validator.errors import InputError, UnresolvedLaunch
-from validator.sources.launch_script import read_exec
+from validator.sources.launch.script import read_exec
 
 try:  # the parse step, wherever this checkout keeps it
-    from validator.sources.shell.syntax import parse
+    from validator.sources.launch.shell.syntax import parse
 except ImportError:  # pragma: no cover - an older layout, for before/after runs
     from validator.sources.shell_parse import parse  # type: ignore[no-redef]
 

@@ -35,7 +35,7 @@ import httpx
 from tests.support.loopback import free_port, stop, wait_listening
 from tests.support.private_dir import private_tempdir
 from tests.support.sim_process import REPO, sim_command
-from validator.sources.server_progress import REQUEST_S
+from validator.sources.server.progress import REQUEST_S
 
 _STALLED = re.compile(rb"scheduler stalled \(monotonic ([0-9.]+)\)")
 

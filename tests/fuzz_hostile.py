@@ -32,11 +32,11 @@ from tests.support.byte_stream import ChunkedBody
 from validator.bounded_files import parse_json
 from validator.errors import InputError, ValidatorError
 from validator.redact import REDACTED, neutralize_controls, redact, redact_text, register_secret
-from validator.sources.env_file import parse_env_text
-from validator.sources.launch_command import launch_from_string
-from validator.sources.safetensors_header import parse_header
-from validator.sources.server_http import ServerError, SGLangClient
-from validator.sources.systemd_unit import load_unit
+from validator.sources.host.safetensors_header import parse_header
+from validator.sources.launch.command import launch_from_string
+from validator.sources.launch.env_file import parse_env_text
+from validator.sources.launch.systemd_unit import load_unit
+from validator.sources.server.client import ServerError, SGLangClient
 
 EXAMPLE_S = 5.0  # wall time of one example (a loaded 2-core CI box; real cost is milliseconds)
 EXAMPLE_MB = 96.0  # traced peak of one example: the client stops at a cap (64 MiB at most) plus a chunk

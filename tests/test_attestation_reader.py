@@ -31,7 +31,7 @@ from validator.plugin.state import PluginState
 from validator.procinfo import process_start_time
 from validator.report import Status
 from validator.rulepack import load_pack
-from validator.sources.attestation import parse_document, read_attestation, read_trusted
+from validator.sources.server.attestation import parse_document, read_attestation, read_trusted
 
 # This test process is the "server": it listens on PORT and writes the documents, so the binding's
 # listener lookup finds it and its own PID is the writer.
@@ -122,7 +122,7 @@ def test_missing_file_is_unavailable(tmp_path: Path) -> None:
 _READ_FIFO = """
 import sys, time
 from validator.errors import UnavailableError
-from validator.sources.attestation import read_attestation
+from validator.sources.server.attestation import read_attestation
 t0 = time.monotonic()
 try:
     read_attestation(sys.argv[1])

@@ -25,7 +25,7 @@ from tests.support.check_helpers import run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.sim_process import SimProcess, sim_process
 from validator.attestation import writer
-from validator.sources.attestation import read_attestation
+from validator.sources.server.attestation import read_attestation
 
 ATTACKER_UID = 54321
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
 from validator.errors import InputError
-from validator.sources.checkpoint import nextn_layer_id, read_checkpoint
+from validator.sources.host.checkpoint import nextn_layer_id, read_checkpoint
 
 
 def test_healthy_small_checkpoint(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import pytest
 
 from validator.errors import InputError
 from validator.sources.child_process import OutputTooLarge, run_in_own_session
-from validator.sources.server_interpreter import probe_interpreter
-from validator.sources.sglang_tables import generate
+from validator.sources.sglang.interpreter import probe_interpreter
+from validator.sources.sglang.tables import generate
 
 
 def _flooder(tmp_path: Path, stream: str = "") -> Path:

@@ -15,7 +15,7 @@ from tests.support.private_dir import trusted_copy
 from validator.engine import run_checks
 from validator.facts import Facts, NodeFacts
 from validator.rulepack import LoadedPack, load_pack
-from validator.sources.node import _ifname, interface_kind, interface_of
+from validator.sources.host.node import _ifname, interface_kind, interface_of
 
 SHIPPED = Path(__file__).resolve().parents[1] / "deploy" / "cluster" / "ling-3.0-flash-dgx-spark-tp2.yaml"
 
@@ -118,8 +118,8 @@ def test_each_launch_flag_is_hashed_alone_and_a_credential_never(pack: LoadedPac
     """The per-flag hashes the sidecar exports (``spark_validate_node_arg``) and ``cluster.args`` shows:
     two ranks that differ in one flag differ in exactly that flag; ``--node-rank`` is not among them; an
     API key's value is not hashed alone (a short hash of a short key is a guess away)."""
-    from validator.sources.launch_command import launch_from_argv
-    from validator.sources.node import arg_hashes
+    from validator.sources.host.node import arg_hashes
+    from validator.sources.launch.command import launch_from_argv
 
     common = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp", "2", "--nnodes", "2"]
     head = arg_hashes(launch_from_argv([*common, "--node-rank", "0", "--api-key", "k1"], origin="head"))

@@ -29,9 +29,9 @@ from starlette.routing import Route
 from tests.support.cli import json_report, run_cli
 from tests.support.probe_live_server import serve
 from validator.probe import ProbeConfig, ProbePrompt, probe_server
-from validator.sources.metrics_reading import MetricsWatch, parse_metrics
-from validator.sources.server_http import SGLangClient
-from validator.sources.server_identity import ServerIdentity
+from validator.sources.server.client import SGLangClient
+from validator.sources.server.identity import ServerIdentity
+from validator.sources.server.metrics_reading import MetricsWatch, parse_metrics
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 OLD_DUMP = CORPUS / "server_info" / "docs-get_server_info-g753da2753.json"

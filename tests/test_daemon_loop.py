@@ -19,7 +19,7 @@ from validator.daemon.state import DaemonState
 from validator.facts import ProbeResult
 from validator.live import LiveResult
 from validator.report import CheckResult, Report, Severity, Status, Verdict
-from validator.sources.server_identity import ServerIdentity
+from validator.sources.server.identity import ServerIdentity
 
 
 def _probe(al: float) -> ProbeResult:

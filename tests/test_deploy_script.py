@@ -177,7 +177,7 @@ def _bash_run(
 
 
 def _static(host: Host, script: Path, extra_env: dict[str, str]) -> Any:
-    from validator.sources.launch_script import launch_from_script
+    from validator.sources.launch.script import launch_from_script
 
     return launch_from_script(script, env={**host.env, **extra_env})
 
@@ -279,7 +279,7 @@ def test_script_arguments_are_given_with_script_arg(host: Host) -> None:
 
 def test_a_function_with_arguments_is_called_with_them(host: Host) -> None:
     script = _write(host, "function.sh", FUNCTION_ARGS)
-    from validator.sources.launch_script import launch_from_script
+    from validator.sources.launch.script import launch_from_script
 
     for args, verdict in (([], "fail"), (["humming"], "pass")):
         static = launch_from_script(script, env=host.env, args=args)

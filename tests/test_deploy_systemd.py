@@ -146,7 +146,7 @@ def _output_opened_before_its_directory(path: Path) -> list[str]:
     a file inside one fails the first start with status=209/STDOUT. Read with spark-validate's systemd
     reader (sections, drop-ins, continuations, as systemd merges them); CI has no systemd as PID 1, so a
     transient unit (systemd-run) cannot show it for real."""
-    from validator.sources.systemd_unit import _merged_service
+    from validator.sources.launch.systemd_unit import _merged_service
 
     roots = {
         "LogsDirectory": "/var/log",

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import preflight_json
 from validator.errors import InputError
-from validator.sources.shell.command_line import split_command_line
+from validator.sources.launch.shell.command_line import split_command_line
 
 LINES = [
     "python3 -m sglang.launch_server --model-path ~/models/Ling-3.0-flash-fp4",

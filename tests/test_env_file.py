@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from validator.errors import InputError
-from validator.sources.env_file import parse_env_text, read_env_file
+from validator.sources.launch.env_file import parse_env_text, read_env_file
 
 
 def test_systemd_syntax(tmp_path: Path) -> None:

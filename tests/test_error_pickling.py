@@ -11,8 +11,8 @@ from pathlib import Path
 from tests.support.second_user import User, call_as
 from validator.errors import ExitCode, InputError, UsageError, ValidatorError
 from validator.rulepack import PackError
-from validator.sources.process import ProcessGone
-from validator.sources.server_replies import ServerError
+from validator.sources.host.process import ProcessGone
+from validator.sources.server.replies import ServerError
 
 
 def test_every_kind_of_error_comes_back_as_itself() -> None:

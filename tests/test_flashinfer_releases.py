@@ -1,6 +1,6 @@
 """The FlashInfer reader against the real releases PyPI serves (tests/support/pypi_wheels.py).
 
-``validator/sources/flashinfer.py`` does not import FlashInfer: it re-derives where FlashInfer looks for
+``validator/sources/host/flashinfer.py`` does not import FlashInfer: it re-derives where FlashInfer looks for
 its precompiled ``fused_moe_120`` and which versions it compares at import. Each rule it relies on is read
 here from the released code itself (flashinfer-python 0.6.2 and 0.6.3; 0.7.2, which SGLang 0.5.23 pins,
 and 0.7.4, the newest; flashinfer-cubin 0.6.3 and 0.6.13, the newest), so a release that moves its cache or
@@ -23,7 +23,7 @@ from tests.support.pypi_wheels import (
     flashinfer_python_site,
 )
 from tests.support.sglang_wheel import sglang_site
-from validator.sources.flashinfer import (
+from validator.sources.host.flashinfer import (
     MODULE,
     cubin_mismatch,
     jit_cache_matches,

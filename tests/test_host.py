@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.gb10_host import GIB_KB, MEM_TOTAL_KB, fake_host, gb10_host, host_env
-from validator.sources.host import read_host
+from validator.sources.host.platform import read_host
 
 GB10_INFO = "Model: \t\t NVIDIA GB10\nIRQ:   \t\t 42\nGPU UUID: \t GPU-0000\nBus Location: \t 000f:01:00.0\n"
 

@@ -217,8 +217,8 @@ def test_prefix_readers_refuse_fifos_and_devices(tmp_path: Path) -> None:
     used ``read_bytes()[:N]`` or a line iterator: ``/dev/zero`` was read whole, a FIFO blocked. Through
     ``read_head`` they see an ``OSError`` and treat the file as unreadable, as for a missing one."""
     from validator.bounded_files import read_head
-    from validator.sources.dists import metadata_version
-    from validator.sources.sglang_install import _redirects_flashinfer_cache
+    from validator.sources.host.dists import metadata_version
+    from validator.sources.sglang.install import _redirects_flashinfer_cache
 
     root = tmp_path / "sglang"
     (root / "srt").mkdir(parents=True)

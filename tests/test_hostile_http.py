@@ -22,7 +22,7 @@ import pytest
 from tests.support.bounded_run import run_bounded
 from tests.support.byte_stream import ChunkedBody
 from tests.support.hostile_server import LEAK_MODES, MODES, PARSE_MODES, hostile_process
-from validator.sources.server_http import BODY_CAPS, ServerError, SGLangClient
+from validator.sources.server.client import BODY_CAPS, ServerError, SGLangClient
 
 WAIT_S = 3.0
 

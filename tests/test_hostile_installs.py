@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from validator.sources import humming, sglang_install
-from validator.sources.humming import gb10_bandwidth_safe
-from validator.sources.sglang_install import read_sglang_install
+from validator.sources.host import humming
+from validator.sources.host.humming import gb10_bandwidth_safe
+from validator.sources.sglang import install as sglang_install
+from validator.sources.sglang.install import read_sglang_install
 
 UNGUARDED = (
     "import pynvml\n"
@@ -92,7 +93,7 @@ def test_a_fifo_or_dev_zero_among_the_model_files_is_skipped_not_waited_on(tmp_p
 def test_a_dist_version_that_is_no_version_is_not_used_as_a_path(
     tmp_path: Path, version: bytes, read: str | None
 ) -> None:
-    from validator.sources.flashinfer import read_flashinfer
+    from validator.sources.host.flashinfer import read_flashinfer
 
     info = tmp_path / "site" / "flashinfer_python-0.6.3.dist-info"
     info.mkdir(parents=True)

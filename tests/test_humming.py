@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from validator.sources.humming import UnknownUser, read_humming, writable_by
+from validator.sources.host.humming import UnknownUser, read_humming, writable_by
 
 ME = pwd.getpwuid(os.geteuid())
 METADATA = (

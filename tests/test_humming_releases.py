@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.pypi_wheels import HUMMING_SAFE, HUMMING_UNSAFE, HUMMING_VERSIONS, humming_site
-from validator.sources.humming import gb10_bandwidth_safe, read_humming
+from validator.sources.host.humming import gb10_bandwidth_safe, read_humming
 
 QUERY = "nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM)"
 

@@ -10,12 +10,12 @@ import pytest
 
 from tests.support.launch_recipe import MODEL, RECIPE_ARGV, RECIPE_CMD, RECIPE_SERVER_ARGS
 from validator.errors import InputError
-from validator.sources.launch_command import (
+from validator.sources.launch.command import (
     launch_from_args_file,
     launch_from_argv,
     launch_from_string,
 )
-from validator.sources.systemd_unit import launch_from_unit
+from validator.sources.launch.systemd_unit import launch_from_unit
 
 
 def test_recipe_string_with_fp8_env_assignment() -> None:

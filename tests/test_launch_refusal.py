@@ -20,7 +20,7 @@ from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.deploy_tools import DEPLOY, load_yaml, running_prometheus, with_short_for
 from tests.support.loopback import free_port, stop
-from validator.sources.launch_state import read_state
+from validator.sources.launch.state import read_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -165,7 +165,7 @@ def test_malformed_input_is_recorded_as_an_error(tmp_path: Path) -> None:
 def test_a_state_that_started_exports_no_blocking_check(tmp_path: Path) -> None:
     """A state file from an older launch that listed unproven checks although it started the server: the
     sidecar exports launch_refused 0 and no spark_validate_launch_blocking series."""
-    from validator.sources.launch_state import LaunchState, write_state
+    from validator.sources.launch.state import LaunchState, write_state
 
     state = tmp_path / "launch-state.json"
     started = LaunchState(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.second_user import User, call_as, ensure_user
-from validator.sources import listening as L
+from validator.sources.host import listening as L
 
 _LISTENER = """
 import os, socket, subprocess, sys, time

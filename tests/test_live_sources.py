@@ -22,7 +22,7 @@ from validator.rulepack import load_pack
 from validator.source_table import LIVE, Source
 from validator.sources.gathering import Unreadable
 from validator.sources.live_gathering import LiveGathering
-from validator.sources.metrics_reading import parse_metrics
+from validator.sources.server.metrics_reading import parse_metrics
 
 # What the toy readers saw, in the order they ran: (row, whether the server had been read).
 SEEN: list[tuple[str, bool]] = []

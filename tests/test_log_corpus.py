@@ -12,8 +12,8 @@ from typing import Any
 from tests.support.cli import run_cli
 from tests.support.loopback import free_port
 from validator.server_settings import logged_settings
-from validator.sources.log_grammar import Start, read_line
-from validator.sources.server_log import read_server_log
+from validator.sources.server.log import read_server_log
+from validator.sources.server.log_grammar import Start, read_line
 
 CORPUS = Path(__file__).parent / "corpus" / "logs"
 

@@ -17,7 +17,7 @@ from tests.support.cli import run_cli
 from tests.support.prerequisite import missing
 from tests.test_server_log import RUN_BROKEN, RUN_HEALTHY, TP, _args, _decode
 from validator.errors import UnavailableError, UsageError
-from validator.sources.server_log import (
+from validator.sources.server.log import (
     FileLogReader,
     JournalLogReader,
     open_log_reader,
@@ -76,7 +76,7 @@ def test_rotation_drains_the_old_file_then_follows_the_new_one(tmp_path: Path) -
 
 
 def test_a_new_start_replaces_the_old_one_and_a_restart_needs_one(tmp_path: Path) -> None:
-    from validator.sources.server_identity import ServerIdentity
+    from validator.sources.server.identity import ServerIdentity
 
     a, b = ServerIdentity(startup_time={"load": 52.4}), ServerIdentity(startup_time={"load": 61.0})
     log = tmp_path / "sglang.log"
@@ -288,7 +288,7 @@ def test_a_start_dead_in_the_current_invocation_is_judged_at_once(tmp_path: Path
 
 def test_the_bulk_path_counts_what_a_line_by_line_parse_counts(tmp_path: Path) -> None:
     """Routine traffic is counted with C-speed scans; the facts must equal feeding every line."""
-    from validator.sources.log_state import LogParser
+    from validator.sources.server.log_state import LogParser
 
     access = '[2026-11-29 15:00:02] INFO:     127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK'
     lines = [*RUN_HEALTHY]

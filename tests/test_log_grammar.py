@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from tests.test_server_log import RUN_HEALTHY, TP, T, _write
 from validator.facts import LogFacts
 from validator.server_settings import ServerArgs, logged_settings
-from validator.sources.log_grammar import (
+from validator.sources.server.log import read_server_log
+from validator.sources.server.log_grammar import (
     Counted,
     Decode,
     Died,
@@ -33,9 +34,8 @@ from validator.sources.log_grammar import (
     read_line,
     split_line,
 )
-from validator.sources.log_state import LogParser
-from validator.sources.pyrepr import Unresolved, parse_repr
-from validator.sources.server_log import read_server_log
+from validator.sources.server.log_state import LogParser
+from validator.sources.server.pyrepr import Unresolved, parse_repr
 
 DATACLASS_ARGS = (
     "ServerArgs(model_path='/models/Ling-3.0-flash-fp4', tokenizer_path='/models/Ling-3.0-flash-fp4', "

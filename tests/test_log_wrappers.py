@@ -27,7 +27,8 @@ from tests.support.sim_process import sim_process
 from tests.test_log_grammar import _hostile_lines
 from tests.test_server_log import RUN_HEALTHY, TP, _write
 from validator.facts import LogFacts
-from validator.sources.log_grammar import (
+from validator.sources.server.log import read_server_log
+from validator.sources.server.log_grammar import (
     Decode,
     Other,
     Prefill,
@@ -36,8 +37,7 @@ from validator.sources.log_grammar import (
     read_in_stream,
     stream_of,
 )
-from validator.sources.log_state import LogParser
-from validator.sources.server_log import read_server_log
+from validator.sources.server.log_state import LogParser
 
 CORPUS = REPO / "tests" / "corpus" / "logs" / "1iis-m01-docker-compose-logs.log"
 COMPOSE = "qwen35-4b-sglang  | "  # the corpus's own wrapper

@@ -12,7 +12,13 @@ from tests.support.sglang_wheel import sglang_root
 from validator.plugin import ENV_DISABLE as PLUGIN_ENV_DISABLE
 from validator.plugin.remedy import ENV_SHARE as PLUGIN_ENV_SHARE
 from validator.plugin.remedy import remedy_enabled
-from validator.sources.plugin_env import ENV_DISABLE, ENV_SHARE, plugin_state, remedy_requested, whitelisted
+from validator.sources.sglang.plugin_env import (
+    ENV_DISABLE,
+    ENV_SHARE,
+    plugin_state,
+    remedy_requested,
+    whitelisted,
+)
 
 VALUES = ["1", "0", "true", "TRUE", " yes ", "on", "y", "no", "", "2", "off", " 0 "]
 

@@ -20,8 +20,8 @@ from validator.probe import (
 )
 from validator.probe_stats import Decision
 from validator.sim import runner as sim_runner
-from validator.sources.readiness import wait_until_ready
-from validator.sources.server_http import Generation, SGLangClient
+from validator.sources.server.client import Generation, SGLangClient
+from validator.sources.server.readiness import wait_until_ready
 from validator.validation import dump
 
 KEY = "sk-probe-44aa55bb"

@@ -229,7 +229,7 @@ def test_a_process_running_with_another_users_real_uid_is_not_trusted(tmp_path: 
     (``/proc/PID`` belongs to its effective UID), but its real UID, who chose its argv and environment, is
     the second user's: every UID must be trusted, so it is ignored; the same tree with all UIDs root's is
     judged (the control)."""
-    from validator.sources.server_processes import discover
+    from validator.sources.host.server_processes import discover
 
     root_owned = tmp_path / "root"
     setuid = tmp_path / "setuid"
@@ -247,7 +247,7 @@ def test_a_process_running_with_another_users_real_uid_is_not_trusted(tmp_path: 
 def test_a_process_that_execs_while_it_is_read_is_never_merged(tmp_path: Any, monkeypatch: Any) -> None:
     """The argv read after the sockets differs from the one judged (the process exec'd, or its PID was
     reused): read once more, and still changing, ignored as "changed", never one report of two processes."""
-    import validator.sources.server_processes as sp
+    import validator.sources.host.server_processes as sp
 
     pid = _one_server(tmp_path)
     reads = {"n": 0}

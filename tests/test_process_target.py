@@ -11,8 +11,8 @@ import pytest
 
 from validator.daemon import process_watch
 from validator.daemon.process_watch import ProcessTarget
-from validator.sources.process import ProcessFacts
-from validator.sources.server_processes import Discovery, Endpoint, Ignored, ServerProcess
+from validator.sources.host.process import ProcessFacts
+from validator.sources.host.server_processes import Discovery, Endpoint, Ignored, ServerProcess
 
 BASE = 1 << 23  # above /proc/sys/kernel/pid_max's ceiling (4,194,304): no such process
 

@@ -13,8 +13,8 @@ from starlette.routing import Route
 from tests.support.loopback import free_port
 from tests.support.probe_live_server import serve
 from validator.errors import UnavailableError
-from validator.sources.readiness import Phase, Progress, format_progress, wait_until_ready
-from validator.sources.server_http import ServerError, SGLangClient
+from validator.sources.server.client import ServerError, SGLangClient
+from validator.sources.server.readiness import Phase, Progress, format_progress, wait_until_ready
 
 KEY = "sk-ready-9c1d2e3f"
 
@@ -100,7 +100,7 @@ def test_interval_grows_but_is_capped(monkeypatch: pytest.MonkeyPatch) -> None:
         sleeps.append(delay)
         await real_sleep(0)
 
-    monkeypatch.setattr("validator.sources.readiness._sleep", recording_sleep)
+    monkeypatch.setattr("validator.sources.server.readiness._sleep", recording_sleep)
     with serve(_starting_app(not_ready_polls=12)) as url:
         info = asyncio.run(
             wait_until_ready(SGLangClient(url), wait_s=600, first_interval_s=0.25, max_interval_s=3.0)

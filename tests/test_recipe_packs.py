@@ -589,7 +589,7 @@ def test_live_dspark_draft_with_its_own_vocab_modules_is_told_apart(
     from validator.facts import Facts
     from validator.plugin.state import PluginState
     from validator.rulepack import load_pack
-    from validator.sources.attestation import read_attestation
+    from validator.sources.server.attestation import read_attestation
 
     doc = PluginState(host="127.0.0.1", port=30000, tp_rank=0, tp_size=1).document(env={})
     sharing = dataclasses.replace(

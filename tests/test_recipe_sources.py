@@ -16,12 +16,12 @@ import pytest
 
 from validator.checks.spec_dspark import ring_problems, smallest_ring, verify_width, width_conflict
 from validator.errors import InputError
-from validator.sources.dspark_draft import read_dspark_draft
-from validator.sources.flashinfer import read_flashinfer
-from validator.sources.host import read_host
-from validator.sources.sglang_install import read_sglang_install
-from validator.sources.start_budget import from_unit, parse_timespan
-from validator.sources.systemd_unit import load_unit
+from validator.sources.host.dspark_draft import read_dspark_draft
+from validator.sources.host.flashinfer import read_flashinfer
+from validator.sources.host.platform import read_host
+from validator.sources.launch.start_budget import from_unit, parse_timespan
+from validator.sources.launch.systemd_unit import load_unit
+from validator.sources.sglang.install import read_sglang_install
 
 LING_DRAFT: dict[str, Any] = {
     "architectures": ["LingDSparkModel"],
@@ -343,7 +343,7 @@ def calculate_gpu_bandwidth(*a, **k):
     ],
 )
 def test_humming_gb10_bandwidth_probe(tmp_path: Path, source: str, safe: bool | None) -> None:
-    from validator.sources.humming import read_humming
+    from validator.sources.host.humming import read_humming
 
     site = tmp_path / "site"
     _dist(site, "humming_kernels", "0.1.11")
@@ -362,7 +362,7 @@ def test_sglang_reaches_hummings_bandwidth_probe(stock_sglang_root: Path) -> Non
 
 
 def test_start_budget_from_kubernetes(tmp_path: Path) -> None:
-    from validator.sources.start_budget import from_kubernetes
+    from validator.sources.launch.start_budget import from_kubernetes
 
     manifest = tmp_path / "deploy.yaml"
     manifest.write_text(
@@ -388,7 +388,7 @@ def test_start_budget_from_kubernetes(tmp_path: Path) -> None:
 
 def test_log_reads_the_dspark_runner_line(tmp_path: Path) -> None:
     """The line dspark_worker_v2.py logs once the draft runner is built (l.279-292): the block it drafts."""
-    from validator.sources.server_log import read_server_log
+    from validator.sources.server.log import read_server_log
 
     log = tmp_path / "server.log"
     log.write_text(

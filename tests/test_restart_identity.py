@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.support.daemon_process import daemon_process, sim_on_port, wait_for
-from validator.sources.server_identity import ServerIdentity, listener_of
+from validator.sources.server.identity import ServerIdentity, listener_of
 
 
 def test_listener_identity_of_a_local_server(tmp_path: Path) -> None:

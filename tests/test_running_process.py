@@ -26,7 +26,7 @@ from tests.support.cli import REPO, run_cli
 from tests.support.fake_server import LISTENS
 from tests.support.loopback import free_port, stop, wait_listening
 from validator.sim.process_view import simulated_command
-from validator.sources.server_command import recognise_simulator
+from validator.sources.host.server_command import recognise_simulator
 
 recognise_simulator(simulated_command)  # as the front doors do: the tests below call the readers directly
 SIM_FLAGS = ["--speed", "1000", "--startup-seconds", "0.2"]
@@ -207,7 +207,7 @@ def test_nothing_found_in_another_pid_namespace_is_exit_69_saying_what_was_looke
 
 
 def test_a_process_that_exits_is_process_gone_not_a_traceback() -> None:
-    from validator.sources.process import ProcessGone, read_process
+    from validator.sources.host.process import ProcessGone, read_process
 
     child = subprocess.Popen(["true"])
     child.wait(timeout=10)
@@ -216,7 +216,7 @@ def test_a_process_that_exits_is_process_gone_not_a_traceback() -> None:
 
 
 def test_discovery_survives_processes_exiting_while_it_reads() -> None:
-    from validator.sources.server_processes import discover
+    from validator.sources.host.server_processes import discover
 
     churn = [subprocess.Popen(["sh", "-c", "sleep 0.0$((RANDOM % 9))"]) for _ in range(60)]
     try:
@@ -262,7 +262,7 @@ def _fake_proc(root: Path, count: int, server_pid: int, decoy_pid: int | None = 
 
 
 def test_thousands_of_processes_are_read_within_bounds(tmp_path: Path) -> None:
-    from validator.sources.server_processes import discover
+    from validator.sources.host.server_processes import discover
 
     _fake_proc(tmp_path, 5000, server_pid=4321, decoy_pid=1234)
     t0 = time.monotonic()
@@ -331,7 +331,7 @@ def _read_as_reader(pid: int, packs: dict[str, Any]) -> dict[str, Any]:
     from validator.engine import run_checks
     from validator.preflight import gather
     from validator.preflight_inputs import PreflightInputs
-    from validator.sources.server_processes import discover
+    from validator.sources.host.server_processes import discover
 
     owner = os.stat(f"/proc/{pid}").st_uid
     unnamed = discover()  # another user's process, its user not named: listed as ignored, never judged
@@ -381,7 +381,7 @@ def test_hidepid_hides_the_server_and_the_answer_says_so(tmp_path: Path) -> None
     import tempfile
 
     from tests.support.second_user import call_as
-    from validator.sources.server_processes import discover, nothing_found
+    from validator.sources.host.server_processes import discover, nothing_found
 
     hidden = Path(tempfile.mkdtemp(prefix="sv-hidepid-"))  # the reader must reach it (not under /root)
     os.chmod(hidden, 0o755)
@@ -479,7 +479,7 @@ def test_sidecar_without_url_follows_the_process_and_notices_a_restart(tmp_path:
 def test_the_cgroup_names_the_unit_or_the_container(
     text: str, unit: str | None, user_unit: bool, container: str | None
 ) -> None:
-    from validator.sources.process import parse_cgroup
+    from validator.sources.host.process import parse_cgroup
 
     _, got_unit, got_user, got_container = parse_cgroup(text)
     assert (got_unit, got_user, got_container) == (unit, user_unit, container)
@@ -565,7 +565,7 @@ def test_drift_against_a_launch_command(tmp_path: Path) -> None:
     ],
 )  # fmt: skip
 def test_which_argv_is_a_server(argv: list[str], kind: str | None) -> None:
-    from validator.sources.server_command import classify
+    from validator.sources.host.server_command import classify
 
     found = classify(argv)
     assert (found[0] if found else None) == kind

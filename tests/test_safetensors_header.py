@@ -13,7 +13,7 @@ from safetensors.numpy import save_file
 
 from tests.support.checkpoint_factory import write_sparse_safetensors
 from validator.errors import InputError
-from validator.sources.safetensors_header import MAX_HEADER_BYTES, read_header
+from validator.sources.host.safetensors_header import MAX_HEADER_BYTES, read_header
 
 
 def _raw(path: Path, header: object, data: bytes = b"", length: int | None = None) -> Path:

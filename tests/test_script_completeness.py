@@ -28,8 +28,8 @@ import pytest
 from tests.support.cli import preflight_json
 from tests.test_script_corpus import BAKEER, LY01325, POCHARLIES, _checkout, _relocated
 from validator.errors import InputError, UnresolvedLaunch
-from validator.sources.launch_script import _container, read_exec, resolve, through_entrypoint
-from validator.sources.shell.values import Unknown, join
+from validator.sources.launch.script import _container, read_exec, resolve, through_entrypoint
+from validator.sources.launch.shell.values import Unknown, join
 
 MIAAI_SHAPE = r"""#!/usr/bin/env bash
 # Written for tests/test_script_completeness.py after MiaAI-Lab's start.sh (see there): its structure.

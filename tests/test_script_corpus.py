@@ -21,8 +21,8 @@ import pytest
 from tests.support.cli import preflight_json
 from tests.support.shell_differential import SHIM
 from tests.test_recipe_packs import BASELINE, COOKBOOK, DEFAULT, DSPARK, Server, server  # noqa: F401 (the fixture)
-from validator.sources.launch_script import BASH_BOOKKEEPING, read_exec
-from validator.sources.shell.values import join
+from validator.sources.launch.script import BASH_BOOKKEEPING, read_exec
+from validator.sources.launch.shell.values import join
 
 REPO = Path(__file__).resolve().parents[1]
 BAKEER = REPO / "tests" / "corpus" / "scripts" / "0xbakeer-ling3-flash-spark"

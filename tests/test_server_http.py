@@ -18,7 +18,7 @@ from starlette.routing import Route
 from tests.support.loopback import free_port
 from tests.support.probe_live_server import serve
 from validator.errors import InputError
-from validator.sources.server_http import API_KEY_ENV, ServerError, SGLangClient, load_api_key
+from validator.sources.server.client import API_KEY_ENV, ServerError, SGLangClient, load_api_key
 
 URL = "http://sglang.test:30000"
 KEY = "sk-test-5b1e77aa"

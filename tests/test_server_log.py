@@ -10,8 +10,8 @@ import pytest
 from validator.errors import UnavailableError
 from validator.sim import scenarios, server_args
 from validator.sim import server_log as sim_log
-from validator.sources.log_state import MAX_SAMPLES
-from validator.sources.server_log import read_server_log
+from validator.sources.server.log import read_server_log
+from validator.sources.server.log_state import MAX_SAMPLES
 
 KEY = "sk-log-0a1b2c3d"
 T = "[2026-11-29 15:00:00]"

@@ -22,8 +22,8 @@ import pytest
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.sim_process import sim_process, wait_healthy
 from tests.test_server_progress import traffic
-from validator.sources.log_grammar import BatchCounts, Stream, batch_counts, read_line, stream_of
-from validator.sources.server_log import FileLogReader, read_server_log
+from validator.sources.server.log import FileLogReader, read_server_log
+from validator.sources.server.log_grammar import BatchCounts, Stream, batch_counts, read_line, stream_of
 
 CORPUS = Path(__file__).parent / "corpus" / "logs" / "1iis-m01-docker-compose-logs.log"
 BOUND = 2.0  # --stall-after for these runs: the simulator's stall holds requests for as long as it runs
@@ -212,7 +212,7 @@ def test_the_journal_times_each_batch_line_by_its_entry(
             'INFO:     127.0.0.1:5000 - "GET /health HTTP/1.1" 200 OK',
         ],
     )
-    from validator.sources.server_log import JournalLogReader
+    from validator.sources.server.log import JournalLogReader
 
     reader = JournalLogReader("sglang.service")
     batch = reader.poll().last_batch

@@ -9,9 +9,9 @@ import pytest
 
 from tests.support.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
-from validator.sources.sglang_cli import parse_argv, parse_server_args
-from validator.sources.sglang_cli_table import load_table
-from validator.sources.sglang_config import merge_config
+from validator.sources.sglang.cli import parse_argv, parse_server_args
+from validator.sources.sglang.cli_table import load_table
+from validator.sources.sglang.config import merge_config
 
 M = ["--model-path", "/m"]
 

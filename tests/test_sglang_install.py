@@ -8,8 +8,8 @@ import pytest
 
 from tests.support.sglang_builds import fake_interpreter, make_build
 from validator.facts import SGLangInstallFacts
-from validator.sources.server_interpreter import probe_interpreter
-from validator.sources.sglang_install import install_from_probe, read_sglang_install
+from validator.sources.sglang.install import install_from_probe, read_sglang_install
+from validator.sources.sglang.interpreter import probe_interpreter
 
 
 def locate_sglang(interpreter: str, **how: Any) -> SGLangInstallFacts:

@@ -18,8 +18,8 @@ import pytest
 from tests.support.launch_recipe import RECIPE_ARGV
 from tests.support.prerequisite import missing
 from validator.errors import InputError
-from validator.sources.sglang_cli import parse_argv
-from validator.sources.sglang_cli_table import load_table
+from validator.sources.sglang.cli import parse_argv
+from validator.sources.sglang.cli_table import load_table
 
 REPO = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = Path(os.environ.get("SPARK_VALIDATE_SGLANG_PYTHON", REPO / ".venv-sglang" / "bin" / "python"))

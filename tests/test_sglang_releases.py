@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tests.support.pypi_wheels import SGLANG_OLD, sglang_old_site
 from tests.support.sglang_wheel import sglang_root
-from validator.sources.sglang_install import read_sglang_install
+from validator.sources.sglang.install import read_sglang_install
 
 
 def _root() -> Path:

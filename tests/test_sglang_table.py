@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import run_cli
-from validator.sources.sglang_tables import build_key, store
+from validator.sources.sglang.tables import build_key, store
 
 REPO = Path(__file__).resolve().parents[1]
 SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"

@@ -11,7 +11,7 @@ import pytest
 
 from tests.support.shell_differential import compare, read_static, run_bash, sandbox
 from tests.support.shell_gen import Script
-from validator.sources.shell.reader import read_script
+from validator.sources.launch.shell.reader import read_script
 
 
 def test_a_script_read_again_in_one_process_reads_the_same(tmp_path: Path) -> None:

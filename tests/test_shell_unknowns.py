@@ -33,8 +33,8 @@ from tests.test_deploy_script import (  # noqa: F401 (host: the fixture, built a
     _write,
     host,
 )
-from validator.sources.launch_script import read_exec
-from validator.sources.shell.values import Unknown, join
+from validator.sources.launch.script import read_exec
+from validator.sources.launch.shell.values import Unknown, join
 
 FP8 = "SGLANG_ENABLE_FP8_LM_HEAD"
 
@@ -196,7 +196,7 @@ def test_a_glob_loop_whose_body_is_not_bounded_stays_unresolved(host: Host) -> N
 def test_paths_through_a_probe_are_its_outcomes_not_its_conditions(tmp_path: Path) -> None:
     """A pure function's call forks once per distinct outcome, not once per condition inside it: two
     probes of four conditions each give four paths, not hundreds (the cap is 256)."""
-    from validator.sources.shell.reader import read_script
+    from validator.sources.launch.shell.reader import read_script
 
     text = "#!/bin/bash\n" + PROBE + "if is_cached other; then :; fi\nexec python3 -m sglang.launch_server\n"
     script = tmp_path / "s.sh"

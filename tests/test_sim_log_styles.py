@@ -15,8 +15,8 @@ from tests.support.sim_process import sim_process
 from validator.sim.runner import SimServer
 from validator.sim.scenarios import SCENARIOS
 from validator.sim.server_log import LOG_STYLES
-from validator.sources.log_grammar import Start, read_line
-from validator.sources.server_log import read_server_log
+from validator.sources.server.log import read_server_log
+from validator.sources.server.log_grammar import Start, read_line
 
 STYLES = list(LOG_STYLES)
 # the rows the log decides or could mislead: a clean start, the auto override, the FP8 line a build
@@ -104,7 +104,7 @@ def test_an_unknown_style_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize("style", STYLES)
 def test_each_styles_decode_line_is_a_sample_the_reader_reads(style: str) -> None:
     from validator.sim.server_log import ServerLog, decode_batch_line
-    from validator.sources.log_grammar import Decode
+    from validator.sources.server.log_grammar import Decode
 
     line = decode_batch_line(
         running=2, used_tokens=4096, accept_len=1.0, accept_rate=0.0, throughput=24.0,

@@ -82,8 +82,10 @@ def test_a_forgotten_row_is_found(tmp_path: Path) -> None:
         "validator.sources.untyped": "",
     }
     assert not_listed(found) == sorted(found)
-    assert not_listed({"validator.sources.readiness": "LiveGathering"}) == []  # the server's row
-    assert not_listed({"validator.sources.readiness": "Gathering"}) == ["validator.sources.readiness"]
+    assert not_listed({"validator.sources.server.readiness": "LiveGathering"}) == []  # the server's row
+    assert not_listed({"validator.sources.server.readiness": "Gathering"}) == [
+        "validator.sources.server.readiness"
+    ]
 
 
 @pytest.mark.parametrize("source", PREFLIGHT, ids=lambda s: s.name)
@@ -123,7 +125,8 @@ def test_coverage_names_the_input_each_source_declares() -> None:
     assert INPUT_FOR_SOURCE["checkpoint"] == "--model-dir (or a local --model-path)"
 
 
-# The CLI run in a child process, which then names the validator.sources modules it imported.
+# The CLI run in a child process, which then names the validator.sources modules it imported
+# (``host.platform``).
 _RUN = """
 import sys
 from validator.cli import main
@@ -132,7 +135,8 @@ try:
 except SystemExit:
     pass
 finally:
-    print(" ".join(m.rsplit(".", 1)[-1] for m in sys.modules if m.startswith("validator.sources.")))
+    prefix = "validator.sources."
+    print(" ".join(m.removeprefix(prefix) for m in sys.modules if m.startswith(prefix)))
 """
 
 
@@ -153,20 +157,26 @@ def test_a_run_imports_the_readers_of_the_sources_that_apply(tmp_path: Path) -> 
     python = shlex.quote(sys.executable)  # the checkout's path may have spaces
     base = f"{python} -m sglang.launch_server --model-path {tmp_path} --moe-runner-backend humming"
     nextn = _imported_sources("--launch-cmd", base + " --speculative-algorithm NEXTN")
-    assert {"launch", "host", "checkpoint"} <= nextn
-    assert not nextn & {"dspark_draft", "flashinfer", "start_budget", "hf_cache", "docker_run"}, nextn
+    assert {"launch.source", "host.platform", "host.checkpoint"} <= nextn
+    assert not nextn & {
+        "host.dspark_draft",
+        "host.flashinfer",
+        "launch.start_budget",
+        "host.hf_cache",
+        "launch.docker_run",
+    }, nextn
     dspark = _imported_sources("--launch-cmd", base + " --speculative-algorithm DSPARK")
-    assert "dspark_draft" in dspark and "start_budget" not in dspark
+    assert "host.dspark_draft" in dspark and "launch.start_budget" not in dspark
     auto = _imported_sources("--launch-cmd", base.replace("humming", "auto"))
-    assert "flashinfer" not in auto  # it applies only where the server's own install was read
+    assert "host.flashinfer" not in auto  # it applies only where the server's own install was read
     site = tmp_path / "site"
     make_build(site)
     python = fake_interpreter(tmp_path / "bin", site)
     served = f"{python} -m sglang.launch_server --model-path {tmp_path} --moe-runner-backend auto"
-    assert "flashinfer" in _imported_sources("--launch-cmd", served)
+    assert "host.flashinfer" in _imported_sources("--launch-cmd", served)
     unit = tmp_path / "sglang.service"
     unit.write_text(f"[Service]\nExecStart={base}\nTimeoutStartSec=900\n")
-    assert "start_budget" in _imported_sources("--unit", str(unit))
+    assert "launch.start_budget" in _imported_sources("--unit", str(unit))
 
 
 def test_a_declarative_fact_path_reads_a_typed_field_only() -> None:

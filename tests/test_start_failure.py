@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.support.check_helpers import run_check
 from tests.support.loopback import free_port
 from tests.support.sim_process import sim_process
-from validator.sources.server_log import read_server_log
+from validator.sources.server.log import read_server_log
 
 ARGS = (
     "[2026-12-01 12:00:00] server_args={'model_path': '/models/Ling-3.0-flash-fp4', 'speculative_algorithm': "

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.support.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
-from validator.sources.systemd_unit import load_unit, read_unit
+from validator.sources.launch.systemd_unit import load_unit, read_unit
 
 RECIPE_LINE = " ".join(RECIPE_ARGV)
 

@@ -36,8 +36,8 @@ from validator.attestation import schema, writer
 from validator.errors import InputError
 from validator.probe import load_prompts
 from validator.procinfo import process_start_time
-from validator.sources.attestation import read_attestation
-from validator.sources.sglang_tables import build_key, store
+from validator.sources.server.attestation import read_attestation
+from validator.sources.sglang.tables import build_key, store
 
 PACK = "ling-3.0-flash-dgx-spark"
 BUILTIN = REPO / "validator" / "data" / "rules" / f"{PACK}.yaml"

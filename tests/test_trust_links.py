@@ -218,7 +218,7 @@ def _compose(tmp_path: Path, env_file: str) -> Path:
 def test_compose_env_files_others_could_plant_or_link_are_refused(
     attacker: User, shared: Path, tmp_path: Path
 ) -> None:
-    from validator.sources.compose import load_compose
+    from validator.sources.launch.compose import load_compose
 
     # absent, in a directory anyone can write: docker compose reads whatever is there at 'up'
     with pytest.raises(InputError, match="anyone could create it"):
@@ -292,7 +292,7 @@ def test_the_table_writer_never_writes_through_a_planted_link(
     link: the writer would create ``sglang-tables/<key>.json`` wherever it points. Refused, nothing made."""
     from tests.test_sglang_table import DEV, dev_build, dev_table
     from validator.errors import UnavailableError
-    from validator.sources.sglang_tables import store
+    from validator.sources.sglang.tables import store
 
     root = dev_build(tmp_path / "build")
     target = tmp_path / "chosen-by-them"

@@ -207,7 +207,7 @@ def _unproven(read: UnresolvedRead) -> Outcome:
 
 def _unresolved_remedy(sources: list[str]) -> str:
     if sources[:1] and sources[0] in _INSTALLS:
-        from validator.sources.docker_run import IMAGE_REMEDY  # only when an image hides the install
+        from validator.sources.launch.docker_run import IMAGE_REMEDY  # only when an image hides the install
 
         return IMAGE_REMEDY
     return _UNRESOLVED_REMEDY

@@ -66,7 +66,7 @@ class InputError(ValidatorError):
 
 class UnresolvedLaunch(ValidatorError):
     """The server command itself depends on what a launcher script computes at run time. Here, not in
-    ``sources/launch_script``, so that preflight can catch it without importing the script reader."""
+    ``sources/launch/script``, so that preflight can catch it without importing the script reader."""
 
 
 class UnavailableError(ValidatorError):

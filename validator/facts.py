@@ -20,7 +20,7 @@ from validator.server_settings import ServerArgs
 if TYPE_CHECKING:  # typing only: the records live with their schema (and preflight never needs them)
     from validator.attestation.schema import Attestation
     from validator.attestation.trust import AttestationTrust
-    from validator.sources.process import ProcessFacts
+    from validator.sources.host.process import ProcessFacts
 
 Mode = Literal["preflight", "check"]  # preflight: before start, static; check: against a live server
 
@@ -43,7 +43,7 @@ FLASHINFER = "flashinfer"
 DEPLOY = "deploy"
 PROCESS = "process"  # the running server process, from /proc
 DECLARED = "declared"  # the unit, script, Compose file or command given beside a running process
-NODE = "node"  # this node of a multi-node launch (sources/node.py)
+NODE = "node"  # this node of a multi-node launch (sources/host/node.py)
 METRICS = "metrics"  # the server's own /metrics (its production acceptance)
 PROGRESS = "progress"  # whether the server completes work (/metrics across reads, or a request of ours)
 
@@ -94,7 +94,7 @@ PLUGIN_SHARE_ENV = "SPARK_VALIDATE_SHARE_LM_HEAD"  # the switch of the plugin's 
 
 @dataclass(frozen=True)
 class PluginState:
-    """spark-validate's SGLang plugin as the server will run it (``validator.sources.plugin_env``)."""
+    """spark-validate's SGLang plugin as the server will run it (``validator.sources.sglang.plugin_env``)."""
 
     installed: bool  # the entry point is installed where the server's interpreter looks
     loads: bool  # SGLang loads it and it registers its hooks
@@ -260,7 +260,7 @@ class FlashInferFacts:
 @dataclass
 class NodeFacts:
     """One node of a (multi-node) launch: the labels it is known by in a fleet and the facts every node
-    of its cluster must share (``validator.sources.node``)."""
+    of its cluster must share (``validator.sources.host.node``)."""
 
     cluster: str  # --cluster / $SPARK_VALIDATE_CLUSTER, else the --dist-init-addr all ranks share
     node: str  # --node / $SPARK_VALIDATE_NODE, else the host name
@@ -372,7 +372,7 @@ class Progress(Enum):
 class ProgressFacts:
     """Whether the server completes work, and from what: its ``/metrics`` across two reads, its log's
     batch lines, or (idle or without either) a bounded request of our own
-    (``validator.sources.server_progress``)."""
+    (``validator.sources.server.progress``)."""
 
     state: Progress
     source: str  # "metrics", "log" or "request"
@@ -500,7 +500,7 @@ class BatchLine:
 
 @dataclass
 class LogFacts:
-    """What the server log says about the current server start (``validator.sources.server_log``)."""
+    """What the server log says about the current server start (``validator.sources.server.log``)."""
 
     path: str  # the file, or "journal:UNIT"
     runs: int = 0  # server starts (``server_args=`` lines) read; a reader skips starts before the last

@@ -26,10 +26,10 @@ from validator.rulepack import LoadedPack, load_pack
 from validator.source_table import LIVE
 from validator.sources.gathering import Unreadable, permission_denied
 from validator.sources.live_gathering import LiveGathering
-from validator.sources.server_http import SGLangClient
-from validator.sources.server_identity import ServerIdentity, identity_of
-from validator.sources.server_log import FileLogReader, open_log_reader
-from validator.sources.start_watch import StartWatch
+from validator.sources.server.client import SGLangClient
+from validator.sources.server.identity import ServerIdentity, identity_of
+from validator.sources.server.log import FileLogReader, open_log_reader
+from validator.sources.server.start_watch import StartWatch
 
 LiveReader = Callable[[LiveGathering], Awaitable[None]]
 

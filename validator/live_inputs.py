@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import httpx
 
     from validator.selection import Selection
-    from validator.sources.log_state import LogReader
-    from validator.sources.metrics_reading import MetricsWatch
+    from validator.sources.server.log_state import LogReader
+    from validator.sources.server.metrics_reading import MetricsWatch
 
 ProgressFn = Callable[[Any], None]
 

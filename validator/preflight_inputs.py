@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from validator.selection import Selection
-    from validator.sources.server_processes import ServerProcess
+    from validator.sources.host.server_processes import ServerProcess
 
 Group = Literal["command", "env", "host"]  # the server's command, its environment, the host's files
 

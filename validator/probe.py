@@ -26,7 +26,7 @@ from validator.errors import InputError, UnavailableError
 from validator.facts import ProbeResult
 from validator.probe_stats import Decision, RuleConfig, SequentialRule
 from validator.sources.gathering import Unreadable
-from validator.sources.server_http import Generation, SGLangClient
+from validator.sources.server.client import Generation, SGLangClient
 
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering

@@ -23,12 +23,12 @@ from validator.preflight import gather
 from validator.preflight_inputs import PreflightInputs
 from validator.report import CheckResult, Status, unreached_report, utc_now_iso
 from validator.rulepack import LoadedPack
-from validator.sources.drift import RECIPE_ENV_PREFIXES, drift_items
-from validator.sources.launch import read_launch
-from validator.sources.listening import ancestors
-from validator.sources.metrics_reading import MetricsWatch
-from validator.sources.server_identity import ServerIdentity, identity_of
-from validator.sources.server_processes import Ignored, ServerProcess, discover_listening, nothing_found
+from validator.sources.host.listening import ancestors
+from validator.sources.host.server_processes import Ignored, ServerProcess, discover_listening, nothing_found
+from validator.sources.launch.drift import RECIPE_ENV_PREFIXES, drift_items
+from validator.sources.launch.source import read_launch
+from validator.sources.server.identity import ServerIdentity, identity_of
+from validator.sources.server.metrics_reading import MetricsWatch
 
 # Checks about the process itself: their preflight form is the whole answer.
 _PROCESS_ONLY = {"launch.drift", "server.process"}
@@ -139,8 +139,8 @@ async def judge(
         facts.errors[LAUNCH] = f"process {server.process.pid}: {exc}"
     facts.process = server.process
     if facts.launch is not None:
-        from validator.sources.listening import proc_root
-        from validator.sources.node import read_node
+        from validator.sources.host.listening import proc_root
+        from validator.sources.host.node import read_node
 
         facts.node = await asyncio.to_thread(
             read_node,

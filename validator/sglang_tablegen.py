@@ -1,7 +1,7 @@
 """Dump SGLang's real server-argument parser as a JSON table.
 
 Preflight must parse a launch command exactly as SGLang does without importing torch or sglang, so the
-parser is captured once per release from ``ServerArgs.add_cli_args`` and ``sources/sglang_argparse.py``
+parser is captured once per release from ``ServerArgs.add_cli_args`` and ``sources/sglang/parser.py``
 rebuilds it. Standard library only: it runs in any SGLang build's interpreter (``sglang-table --python``,
 or ``scripts/gen_sglang_cli_table.py`` for the shipped table). Output is deterministic: registration
 order kept, keys and set-valued choices sorted.

@@ -54,39 +54,39 @@ PREFLIGHT: tuple[Source[Gathering], ...] = (
     Source(
         f.LAUNCH,
         "the full launch command (--launch-cmd, --unit, --script, or `launch -- CMD`)",
-        "validator.sources.launch",
+        "validator.sources.launch.source",
     ),
     Source(
-        "plugin", None, "validator.sources.plugin_env", needs=(f.LAUNCH,), applies=_installed
+        "plugin", None, "validator.sources.sglang.plugin_env", needs=(f.LAUNCH,), applies=_installed
     ),  # its checks cite the launch and the install
     Source(
         f.HUMMING,
         f"{_WHERE_IT_RUNS}, as or with --service-user for the server's account",
-        "validator.sources.humming",
+        "validator.sources.host.humming",
         needs=(f.LAUNCH,),
     ),
-    Source(f.HOST, "run preflight on the server's host", "validator.sources.host"),
+    Source(f.HOST, "run preflight on the server's host", "validator.sources.host.platform"),
     Source(
         f.DSPARK_DRAFT,
         "a local --speculative-draft-model-path",
-        "validator.sources.dspark_draft",
+        "validator.sources.host.dspark_draft",
         needs=(f.LAUNCH,),
         applies=_dspark,
     ),
     Source(
         f.FLASHINFER,
         _WHERE_IT_RUNS,
-        "validator.sources.flashinfer",
+        "validator.sources.host.flashinfer",
         needs=(f.LAUNCH, f.HOST),
         applies=_flashinfer_path,
     ),
     Source(
-        "start_budget", None, "validator.sources.start_budget", needs=(f.LAUNCH,), applies=_supervised
+        "start_budget", None, "validator.sources.launch.start_budget", needs=(f.LAUNCH,), applies=_supervised
     ),  # host.start_budget cites the launch
     Source(
         f.CHECKPOINT,
         "--model-dir (or a local --model-path)",
-        "validator.sources.checkpoint",
+        "validator.sources.host.checkpoint",
         needs=(f.LAUNCH, f.HOST),
     ),
 )
@@ -117,32 +117,34 @@ def _probed(g: LiveGathering) -> bool:
 # as the server's traffic; the log again after it, to see a server that died while it was probed.
 LIVE: tuple[Source[LiveGathering], ...] = (
     Source(
-        f.SERVER, "a reachable, ready server (--url, --wait, --api-key-file)", "validator.sources.readiness"
+        f.SERVER,
+        "a reachable, ready server (--url, --wait, --api-key-file)",
+        "validator.sources.server.readiness",
     ),
     Source(
         f.ATTESTATION,
         "--attestation (the spark-validate plugin's file, written by the running server)",
-        "validator.sources.attestation",
+        "validator.sources.server.attestation",
         applies=_attestation,
     ),
     Source(
         f.LOG,
         "--log (the file the running server writes) or --log journal:UNIT",
-        "validator.sources.live_log",
+        "validator.sources.server.live_log",
         applies=_log,
     ),
-    Source("metrics", None, "validator.sources.server_metrics", needs=(f.SERVER,)),  # cited as the server
-    Source("listener", None, "validator.sources.server_identity", needs=(f.SERVER,)),  # the identity's
+    Source("metrics", None, "validator.sources.server.metrics", needs=(f.SERVER,)),  # cited as the server
+    Source("listener", None, "validator.sources.server.identity", needs=(f.SERVER,)),  # the identity's
     Source(
         f.PROGRESS,
         "a ready server with --enable-metrics and traffic, its --log, or a full check (one bounded request)",
-        "validator.sources.server_progress",
+        "validator.sources.server.progress",
         needs=(f.SERVER,),
     ),
     Source(
         f.WEIGHTS,
         "--weights-checker on a server that serves /weights_checker",
-        "validator.sources.weights_checker",
+        "validator.sources.server.weights_checker",
         needs=(f.SERVER,),
         applies=_weights,
     ),
@@ -156,7 +158,7 @@ LIVE: tuple[Source[LiveGathering], ...] = (
     Source(
         "log_after_probe",
         None,
-        "validator.sources.live_log:gather_after_probe",
+        "validator.sources.server.live_log:gather_after_probe",
         needs=(f.SERVER, f.LOG),
         applies=_probed,  # asked for, whatever the probe found
     ),

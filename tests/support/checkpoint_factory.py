@@ -19,7 +19,7 @@ import ml_dtypes
 import numpy as np
 from safetensors.numpy import save_file
 
-from validator.sources.safetensors_header import DTYPE_BITS
+from validator.sources.host.safetensors_header import DTYPE_BITS
 
 REAL = {"hidden_size": 2560, "vocab_size": 157184, "num_hidden_layers": 42, "moe_intermediate_size": 768}
 SMALL = {"hidden_size": 64, "vocab_size": 256, "num_hidden_layers": 3, "moe_intermediate_size": 32}

@@ -1,5 +1,6 @@
-"""A fake DGX Spark (GB10) host for tests: the ``/proc`` and ``/sys`` files ``validator/sources/host.py``
-reads, under a root that ``SPARK_VALIDATE_HOST_ROOT`` points preflight at.
+"""A fake DGX Spark (GB10) host for tests: the ``/proc`` and ``/sys`` files
+``validator/sources/host/platform.py`` reads, under a root that ``SPARK_VALIDATE_HOST_ROOT`` points
+preflight at.
 
 The files: the NVIDIA driver's ``/proc/driver/nvidia/gpus/<bus>/information`` (``Model: NVIDIA GB10``),
 the device tree's NUL-terminated ``model`` string, and ``/proc/meminfo`` (``MemTotal`` of the unified
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from validator.sources.host_root import HOST_ROOT_ENV
+from validator.sources.host.root import HOST_ROOT_ENV
 
 GIB_KB = 1024 * 1024
 MEM_TOTAL_KB = 127_600_748  # a DGX Spark's MemTotal

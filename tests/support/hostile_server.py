@@ -209,7 +209,7 @@ def _hostile_metrics(mode: str) -> bytes:
         head = b"# TYPE sglang:spec_accept_length gauge\n"
         return head + b"sglang:spec_accept_length{%s} 1.0\n" % labels.encode()
     if mode == "metrics_escapes":  # each line under every per-line bound; its unescaping is the cost
-        from validator.sources.metrics_reading import _WANTED
+        from validator.sources.server.metrics_reading import _WANTED
 
         value = b'\\"' * 1990
         lines = [

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from validator.probe import ProbePrompt
 from validator.sim.decode import chain_probability
-from validator.sources.server_http import Generation
+from validator.sources.server.client import Generation
 
 K = 3
 

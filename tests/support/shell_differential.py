@@ -18,8 +18,8 @@ from pathlib import Path
 
 from tests.support.shell_gen import Gen, Script
 from validator.errors import InputError, UnresolvedLaunch
-from validator.sources.launch_script import BASH_BOOKKEEPING, Exec, read_exec
-from validator.sources.shell.values import Unknown, Unsplit, join
+from validator.sources.launch.script import BASH_BOOKKEEPING, Exec, read_exec
+from validator.sources.launch.shell.values import Unknown, Unsplit, join
 
 # perl, not sh: a shell would add PWD to the environment it records. Only the first start is recorded:
 # a real server runs until it stops, and what the script does after that (an EXIT trap) is not the launch

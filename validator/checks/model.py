@@ -3,7 +3,7 @@ SGLang's detectors really do with the model's tool calls.
 
 A parser whose detector the model's own one extends (``glm`` under SGLang 0.5.23's ``ling3``) reads the
 calls both read and loses only the forms the subclass adds: the warning names the detector classes and
-what the subclass redefines, read from the build's ``srt/function_call/`` (``sources/sglang_install``),
+what the subclass redefines, read from the build's ``srt/function_call/`` (``sources/sglang/install``),
 never from a list kept here. Any other parser never matches the model's calls.
 """
 

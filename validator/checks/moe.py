@@ -263,7 +263,7 @@ def _mismatch(package: str, version: str, why: str, ev: dict[str, Any]) -> check
 )
 def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """The CUTLASS MoE kernels of the flashinfer_mxfp4 path, precompiled for the installed FlashInfer where
-    the server will look (sources/flashinfer.py); JIT-compiling them (97 targets) while weights load has
+    the server will look (sources/host/flashinfer.py); JIT-compiling them (97 targets) while weights load has
     OOM-killed and hard-locked GB10 hosts. flashinfer-cubin must carry flashinfer-python's version."""
     launch = facts.launch
     if launch is None:
@@ -357,7 +357,7 @@ def flashinfer_kernels(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
 @check.builtin("moe.humming_gb10", "preflight", needs=("moe_runner_backend",))
 def humming_gb10(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     """humming-kernels releases that query NVML's memory clock unguarded crash the engine at start on GB10,
-    which has none (inclusionAI/humming#48); read from the installed code (sources/humming.py)."""
+    which has none (inclusionAI/humming#48); read from the installed code (sources/host/humming.py)."""
     launch = facts.launch
     if launch is not None and launch.settings.moe_runner_backend != ctx.expect.moe_runner_backend:
         return check.skipped(

@@ -3,7 +3,7 @@ draft the build registers, its verify width as SGLang resolves it, and a KDA Rep
 
 SGLang's rules as pure functions, each naming the code it follows (0.5.23's ``_handle_dspark`` in
 ``srt/arg_groups/speculative_hook.py``, ring checks of ``srt/mem_cache/memory_pool.py``); the draft's files
-are read by ``sources/dspark_draft``.
+are read by ``sources/host/dspark_draft``.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from validator.outputs import render
 from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
 from validator.redact import safe_url
 from validator.rulepack import load_pack
-from validator.sources.server_command import recognise_simulator
+from validator.sources.host.server_command import recognise_simulator
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -189,14 +189,14 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
 
 
 def _log_spec(value: str) -> Any:
-    from validator.sources.server_log import parse_log_spec
+    from validator.sources.server.log import parse_log_spec
 
     return parse_log_spec(value)
 
 
 def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
     from validator.live import LiveInputs
-    from validator.sources.server_http import load_api_key
+    from validator.sources.server.client import load_api_key
 
     uids = server_uids(args)
     if not (args.stall_after > 0 and math.isfinite(args.stall_after)):
@@ -229,7 +229,7 @@ class TerminalProgress:
         self.dirty = False
 
     def __call__(self, progress: Any) -> None:
-        from validator.sources.readiness import format_progress
+        from validator.sources.server.readiness import format_progress
 
         line = format_progress(progress)
         if self.tty:
@@ -295,7 +295,7 @@ def _declared_user(declared: PreflightInputs | None) -> int | None:
         return None
 
     from validator.errors import ValidatorError
-    from validator.sources.launch import read_launch
+    from validator.sources.launch.source import read_launch
 
     try:
         name = read_launch(replace(declared, base_env={})).user

@@ -30,7 +30,7 @@ from validator.preflight import run_preflight
 from validator.preflight_inputs import inputs_from
 from validator.redact import collect_secrets, redact_text
 from validator.report import Report, Severity, Status, Verdict
-from validator.sources.launch_state import LaunchState, state_path, write_state
+from validator.sources.launch.state import LaunchState, state_path, write_state
 from validator.validation import dump
 
 
@@ -96,7 +96,7 @@ def _write_termination_log(path: str, text: str) -> None:
 
 
 def _record(args: argparse.Namespace, verdict: str, code: int, report: Report | None, reason: str) -> None:
-    """The launch state file (``sources/launch_state``), when one is configured; a failure to write it is
+    """The launch state file (``sources/launch/state``), when one is configured; a failure to write it is
     one line on stderr, never a reason to refuse or a hidden refusal."""
     path = state_path(getattr(args, "state_file", None))
     if path is None:

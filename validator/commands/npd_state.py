@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from validator.sources.metrics_reading import MetricsWatch
+from validator.sources.server.metrics_reading import MetricsWatch
 from validator.trusted_files import UnsafeLocation, chain_problems, read_guarded, write_private
 
 FILE = "progress.json"

@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
     if loaded is None:  # a sidecar judges one recipe for its whole life; `check --rules auto` finds it
         raise UsageError("serve: --rules auto is for preflight and check; name the pack (--rules NAME)")
-    from validator.sources.metrics_reading import MetricsWatch
+    from validator.sources.server.metrics_reading import MetricsWatch
 
     inputs = live_inputs_from(args)
     inputs.selection = selection_of(args, loaded)

@@ -1,5 +1,5 @@
 """`spark-validate sglang-table --python PY`: generate the flag table of the SGLang build PY runs, and cache
-it so that preflight parses launch commands exactly as that build will (see ``sources/sglang_tables``)."""
+it so that preflight parses launch commands exactly as that build will (see ``sources/sglang/tables``)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pathlib import Path
 
 from validator.commands.common import output_file
 from validator.errors import InputError, UnavailableError
-from validator.sources.server_interpreter import probe_interpreter
-from validator.sources.sglang_cli_table import table_from_json
-from validator.sources.sglang_install import read_sglang_install
-from validator.sources.sglang_tables import generate, store
+from validator.sources.sglang.cli_table import table_from_json
+from validator.sources.sglang.install import read_sglang_install
+from validator.sources.sglang.interpreter import probe_interpreter
+from validator.sources.sglang.tables import generate, store
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

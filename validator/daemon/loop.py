@@ -23,7 +23,7 @@ from validator.daemon.state import DaemonState
 from validator.facts import ProbeResult
 from validator.live import LiveResult
 from validator.report import Report, Status, Verdict, unreached_report
-from validator.sources.server_identity import ServerIdentity
+from validator.sources.server.identity import ServerIdentity
 
 # (full, previous_probe) -> result. full=True waits for the server and runs the probe.
 CheckFn = Callable[[bool, ProbeResult | None], Awaitable[LiveResult]]

@@ -22,7 +22,7 @@ from validator.report_metrics import ReportGauges
 
 if TYPE_CHECKING:
     from validator.facts import NodeFacts
-    from validator.sources.launch_state import LaunchState
+    from validator.sources.launch.state import LaunchState
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 

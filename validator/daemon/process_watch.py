@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from validator.daemon.watch import ServerWatch
 from validator.procinfo import stat_fields
-from validator.sources.listening import proc_root
-from validator.sources.server_identity import ServerIdentity
-from validator.sources.server_processes import ServerProcess, discover
+from validator.sources.host.listening import proc_root
+from validator.sources.host.server_processes import ServerProcess, discover
+from validator.sources.server.identity import ServerIdentity
 
 MAX_PASSED_OVER = 3  # processes named in the report as not followed, with why
 

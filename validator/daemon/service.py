@@ -27,9 +27,9 @@ from validator.live import LiveResult, run_live
 from validator.report import unreached_report
 from validator.running import RunningInputs, judge
 from validator.source_table import LIVE
-from validator.sources.launch_state import read_state
-from validator.sources.metrics_reading import MetricsWatch
-from validator.sources.server_log import open_log_reader
+from validator.sources.launch.state import read_state
+from validator.sources.server.log import open_log_reader
+from validator.sources.server.metrics_reading import MetricsWatch
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError, UnavailableError
-from validator.sources.attestation import read_attestation
-from validator.sources.server_http import SGLangClient
-from validator.sources.server_identity import ServerIdentity, listener_of
+from validator.sources.server.attestation import read_attestation
+from validator.sources.server.client import SGLangClient
+from validator.sources.server.identity import ServerIdentity, listener_of
 
 # The listening process of the server's port, as (PID, /proc/PID/stat starttime), or None where it cannot
 # be seen (another host, another PID namespace). Supplied by whoever can map a port to its process.
@@ -75,7 +75,7 @@ class ServerWatch:
 
     def _attested_process(self) -> dict[str, Any] | None:
         """The writer's PID and start time from the attestation, read the way every reader reads it
-        (regular file, size cap, no FIFO, no symlink; ``validator.sources.attestation``), in a worker
+        (regular file, size cap, no FIFO, no symlink; ``validator.sources.server.attestation``), in a worker
         thread: a FIFO or a slow disk at the path must never stall ``/livez``."""
         if self.attestation is None:
             return None

@@ -3,7 +3,7 @@
 ``spark-validate sim --scenario S --host H --port P -- ARGS`` serves what ``python -m sglang.launch_server``
 with the scenario's launch arguments on H:P, then ARGS, would; discovery (``check`` with no ``--url``) and
 ``launch -- sim`` judge that command. The simulator's front doors register :func:`simulated_command` with
-``validator.sources.server_command.recognise_simulator``, so that readers never import the simulator.
+``validator.sources.host.server_command.recognise_simulator``, so that readers never import the simulator.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any
 from validator.errors import UnavailableError, UsageError
 from validator.sim import scenarios, server_log
 from validator.sim.engine import DEFAULT_STARTUP_SECONDS, SimConfig, SimEngine
-from validator.sources.sglang_cli import parse_server_args
+from validator.sources.sglang.cli import parse_server_args
 
 
 def _bind(host: str, port: int, *, listen: bool) -> socket.socket:

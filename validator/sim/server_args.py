@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from validator.sim.scenarios import MODEL_PATH, TOKEN_MAP_PATH, Scenario
-from validator.sources.sglang_cli import parse_server_args
-from validator.sources.sglang_cli_table import load_table
+from validator.sources.sglang.cli import parse_server_args
+from validator.sources.sglang.cli_table import load_table
 
 SGLANG_VERSION = load_table().sglang_version
 

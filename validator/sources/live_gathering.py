@@ -22,9 +22,9 @@ from validator.facts import Facts, ServerFacts
 if TYPE_CHECKING:
     from validator.live_inputs import LiveInputs
     from validator.pack_schema import ProbeSettings
-    from validator.sources.log_state import LogReader
-    from validator.sources.server_http import SGLangClient
-    from validator.sources.start_watch import StartWatch
+    from validator.sources.server.client import SGLangClient
+    from validator.sources.server.log_state import LogReader
+    from validator.sources.server.start_watch import StartWatch
 
 
 @dataclass

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from validator.sources.process import ProcessFacts
+from validator.sources.host.process import ProcessFacts
 
 # Variables naming where a python (or the dynamic loader) finds code to run: lists of paths...
 _PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")

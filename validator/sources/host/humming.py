@@ -1,0 +1,342 @@
+"""Evidence about humming-kernels as the *service user's* server will see it, without importing it.
+
+Humming JIT-compiles each MoE kernel on first use and caches the cubins; when its directories are not
+writable by the user the server runs as, the first requests fail deep inside a CUDA graph capture. The
+defaults come from humming-kernels 0.1.19 ``humming/utils/jit.py``: ``HUMMING_CACHE_DIR`` and
+``HUMMING_TMP_DIR`` taken verbatim when set (no ``~`` expansion), else ``~/.humming/cache/`` and
+``~/.humming/tmp/`` with ``~`` the server process's home. Both are created on demand (``mkdir -p``), so a
+missing directory is fine when its nearest existing ancestor is writable.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import pwd
+import stat
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from validator.bounded_files import read_head
+from validator.facts import HummingFacts
+from validator.sources.gathering import Unreadable
+from validator.sources.host.dists import find_dist
+
+if TYPE_CHECKING:
+    from validator.sources.gathering import Gathering
+
+DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
+CACHE_ENV = "HUMMING_CACHE_DIR"
+TMP_ENV = "HUMMING_TMP_DIR"
+
+
+class UnknownUser(LookupError):
+    """The named service user does not exist here: whether it can write the cache cannot be judged, and
+    saying "not writable" would send the operator to fix permissions instead of the name."""
+
+
+def read_humming(
+    env: Mapping[str, str],
+    *,
+    site_dirs: list[Path] | None,
+    service_user: str | None,
+    user_from: str = "--service-user",
+) -> HummingFacts:
+    """``env`` is the server's environment; ``site_dirs`` its interpreter's (None: this interpreter's).
+    Raises ``UnknownUser`` when ``service_user`` (given by ``user_from``) does not exist on this host."""
+    notes: list[str] = []
+    dirs = site_dirs if site_dirs is not None else _own_site_dirs()
+    found = find_dist(dirs, DIST_NAME)
+    version = installed_version(dirs, notes, found=found)
+    user = _user(service_user, notes)
+    if service_user and user is None:
+        raise UnknownUser(
+            f"{user_from} {service_user!r} does not exist on this host: the cache's writability cannot be "
+            "judged (create the user, fix the name, or run preflight on the server's host)"
+        )
+    home = _home(env, user, service_user)
+    cache_dir = _configured(env, CACHE_ENV, home, "cache", notes)
+    tmp_dir = _configured(env, TMP_ENV, home, "tmp", notes)
+    gb10, gb10_detail = (
+        gb10_bandwidth_safe(found[0].parent / "humming") if found and version is not None else (None, None)
+    )
+    return HummingFacts(
+        installed=version is not None,
+        version=version,
+        cache_dir=cache_dir,
+        cache_writable=writable_by(cache_dir, user),
+        tmp_dir=tmp_dir,
+        tmp_writable=writable_by(tmp_dir, user),
+        cached_kernels=count_cached_kernels(cache_dir),
+        service_user=service_user,
+        note="; ".join(notes) or None,
+        gb10_bandwidth_safe=gb10,
+        gb10_bandwidth_detail=gb10_detail,
+    )
+
+
+_NVML_ERRORS = {"NVMLError", "NVMLError_NotSupported", "Exception", "BaseException"}
+_QUERY = "NVML_CLOCK_MEM"
+_MAX_FILES = 4000  # humming 0.1.19 has 77 Python files
+_FILE_CAP = 2_000_000
+
+
+def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
+    """Whether the installed humming survives GB10's NVML, which has no memory-clock domain:
+    ``nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM)`` raises ``NVMLError_NotSupported`` there.
+    SGLang reaches humming's bandwidth estimate at start-up through
+    ``HummingMethod.get_default_tuning_configs`` (``srt/layers/moe/moe_runner/humming.py``), so an
+    unguarded query kills the engine at start (inclusionAI/humming#48). Returns (verdict, what the code
+    showed); None when the code could not be read.
+
+    The releases on PyPI, each read from its wheel (tests/support/pypi_wheels.py): 0.1.0 to 0.1.11 make the
+    query unguarded in ``calculate_gpu_bandwidth`` (``humming/utils/device.py``); 0.1.12 and 0.1.13 return
+    273 GB/s for compute capability (12, 1) before it; 0.1.14 onwards have no NVML code at all (a C++
+    extension reads CUDA's device attributes). So the verdict is read from the code, not the version: every
+    Python module of the package that mentions ``NVML_CLOCK_MEM`` is parsed, and each query counts unless
+    a ``try`` around it catches NVML's error or its function returns first for (12, 1). Of a module-level
+    function defined twice only the last definition runs (a shim a launcher appended counts)."""
+    files = _python_files(package)
+    if not files:
+        return None, f"{package} holds no Python module"
+    unguarded: list[str] = []
+    guarded: list[str] = []
+    for path in files:
+        rel = f"humming/{path.relative_to(package)}"
+        try:
+            data = read_head(path, _FILE_CAP)
+        except OSError as e:
+            return None, f"{rel} could not be read ({e.strerror or e})"
+        if len(data) >= _FILE_CAP:  # a query past the cap would go unseen: no verdict from a part
+            return None, f"{rel} is over {_FILE_CAP} bytes, not read whole"
+        if _QUERY.encode() not in data:
+            continue
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # nesting past the parser's limits
+            return None, f"{rel} mentions {_QUERY} but is not valid Python"
+        for where, how in _queries(tree):
+            (guarded if how else unguarded).append(f"{rel}:{where}" + (f": {how}" if how else ""))
+    if unguarded:
+        return False, f"{', '.join(unguarded[:3])} queries NVML's memory clock with no fallback"
+    if guarded:
+        return True, "; ".join(guarded[:3])
+    return True, f"no module of humming queries NVML's memory clock ({len(files)} Python files read)"
+
+
+def _python_files(package: Path) -> list[Path]:
+    out: list[Path] = []
+    for top, dirs, names in os.walk(package):  # never follows symlinked directories
+        dirs.sort()
+        out += [Path(top) / n for n in sorted(names) if n.endswith(".py")]
+        if len(out) >= _MAX_FILES:
+            break
+    return out[:_MAX_FILES]
+
+
+def _queries(tree: ast.Module) -> list[tuple[str, str | None]]:
+    """(``line in function``, how it is guarded or None) for every memory-clock query in the module."""
+    last: dict[str, ast.stmt] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            last[stmt.name] = stmt
+    out: list[tuple[str, str | None]] = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            scope: ast.AST = stmt
+            name = stmt.name
+        elif isinstance(stmt, ast.ClassDef | ast.Try | ast.If | ast.With):
+            scope, name = stmt, getattr(stmt, "name", "module level")
+        else:
+            continue
+        for call in _query_calls(scope):
+            where = f"{call.lineno} in {name}"
+            if scope is not last.get(name, scope):
+                out.append((where, "replaced by a later definition of the same function"))
+            else:
+                out.append((where, _guard(scope, call)))
+    return out
+
+
+def _query_calls(scope: ast.AST) -> list[ast.Call]:
+    return [
+        n
+        for n in ast.walk(scope)
+        if isinstance(n, ast.Call) and any(_names_query(a) for a in [*n.args, *(k.value for k in n.keywords)])
+    ]
+
+
+def _names_query(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == _QUERY) or (
+        isinstance(node, ast.Name) and node.id == _QUERY
+    )
+
+
+def _guard(scope: ast.AST, call: ast.Call) -> str | None:
+    for node in ast.walk(scope):
+        if (
+            isinstance(node, ast.Try)
+            and any(_catches_nvml(h) for h in node.handlers)
+            and any(call is n for stmt in node.body for n in ast.walk(stmt))
+        ):
+            return "inside a try that catches NVML's error"
+    for node in ast.walk(scope):
+        if (
+            isinstance(node, ast.If)
+            and node.lineno < call.lineno
+            and _mentions_sm121(node.test)
+            and _returns(node.body)
+        ):
+            return f"returns at line {node.lineno} for compute capability (12, 1), before the query"
+    return None
+
+
+def _mentions_sm121(test: ast.expr) -> bool:
+    for n in ast.walk(test):
+        if isinstance(n, ast.Tuple) and [getattr(e, "value", None) for e in n.elts] == [12, 1]:
+            return True
+    return False
+
+
+def _returns(body: list[ast.stmt]) -> bool:
+    return any(isinstance(stmt, ast.Return) for stmt in body)
+
+
+def _catches_nvml(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "") for t in types}
+    return bool(names & _NVML_ERRORS)
+
+
+def _own_site_dirs() -> list[Path]:
+    return [Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
+
+
+def installed_version(
+    site_dirs: list[Path], notes: list[str], *, found: tuple[Path, str | None] | None = None
+) -> str | None:
+    """Version from the first ``humming_kernels-*.dist-info/METADATA`` (importlib.metadata's order);
+    ``found`` is that scan when the caller made it already."""
+    found = found or find_dist(site_dirs, DIST_NAME)
+    if found is None:
+        notes.append(
+            "humming-kernels is not installed in " + (", ".join(map(str, site_dirs)) or "no site dir")
+        )
+        return None
+    info, version = found
+    if version is None:
+        notes.append(f"{info}: no Version in METADATA")
+        return None
+    if not (info.parent / "humming" / "__init__.py").is_file():
+        notes.append(
+            f"humming-kernels {version} is recorded in {info.parent} but its humming/ package is missing"
+        )
+        return None
+    return version
+
+
+def _user(service_user: str | None, notes: list[str]) -> pwd.struct_passwd | None:
+    try:
+        return pwd.getpwnam(service_user) if service_user else pwd.getpwuid(os.geteuid())
+    except KeyError:
+        notes.append(f"service user {service_user!r} does not exist on this host")
+        return None
+
+
+def _home(env: Mapping[str, str], user: pwd.struct_passwd | None, service_user: str | None) -> Path:
+    """A named service user gets the home systemd gives it (``User=`` sets ``HOME``); otherwise the
+    server inherits ``HOME`` from the environment."""
+    if service_user and user is not None:
+        return Path(user.pw_dir)
+    if env.get("HOME"):
+        return Path(env["HOME"])
+    return Path(user.pw_dir) if user is not None else Path("/nonexistent")
+
+
+def _configured(env: Mapping[str, str], var: str, home: Path, leaf: str, notes: list[str]) -> Path:
+    value = env.get(var)
+    if value is None:
+        return home / ".humming" / leaf
+    if not os.path.isabs(value):
+        notes.append(
+            f"{var}={value!r} is relative: humming uses it as given, from the server's working directory"
+        )
+    return Path(value)
+
+
+def writable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
+    """Whether ``user`` can create files in ``path`` (or create ``path`` under its nearest existing
+    ancestor). Ourselves: ``os.access``; another user: ownership and mode bits along the way."""
+    if user is None:
+        return False
+    target = path
+    while not target.exists():
+        if target.parent == target:
+            return False
+        target = target.parent
+    if not target.is_dir():
+        return False
+    if user.pw_uid == os.geteuid():
+        return os.access(target, os.W_OK | os.X_OK)
+    if _read_only_mount(target):
+        return False
+    if user.pw_uid == 0:
+        return True
+    groups = set(os.getgrouplist(user.pw_name, user.pw_gid))
+    # every directory on the way must be searchable, the last one writable too
+    for i, d in enumerate([target, *target.parents]):
+        need_w = i == 0
+        if not _mode_allows(d, user.pw_uid, groups, write=need_w):
+            return False
+    return True
+
+
+def _mode_allows(d: Path, uid: int, groups: set[int], *, write: bool) -> bool:
+    try:
+        st = d.stat()
+    except OSError:
+        return False
+    if st.st_uid == uid:
+        w, x = stat.S_IWUSR, stat.S_IXUSR
+    elif st.st_gid in groups:
+        w, x = stat.S_IWGRP, stat.S_IXGRP
+    else:
+        w, x = stat.S_IWOTH, stat.S_IXOTH
+    need = x | (w if write else 0)
+    return st.st_mode & need == need
+
+
+def _read_only_mount(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def count_cached_kernels(cache_dir: Path) -> int:
+    """Compiled kernels: ``<cache>/<md5>/kernel.cubin`` (humming/jit/compiler.py); 0 = cold start."""
+    try:
+        return sum(1 for p in cache_dir.glob("*/kernel.cubin") if p.is_file())
+    except OSError:
+        return 0
+
+
+def gather(g: Gathering) -> None:
+    """humming-kernels as the server's interpreter finds it, read only with that interpreter's site
+    directories: without the server's environment, this process's packages prove nothing."""
+    if g.hidden_install is not None:
+        raise Unreadable(g.hidden_install)
+    sg = g.sglang
+    if sg.root is None:
+        return
+    user_from = "--service-user" if g.inputs.service_user else "the unit's User="
+    try:
+        g.facts.humming = read_humming(
+            g.launch.env, site_dirs=sg.site_dirs or None, service_user=g.service_user, user_from=user_from
+        )
+    except (OSError, UnknownUser) as exc:
+        raise Unreadable(str(exc)) from None

@@ -1,0 +1,425 @@
+"""Launch command -> ``LaunchFacts``: which entry point, which interpreter, which server args, which env.
+
+Why: the three optimizations are switched on by the launch command (``--moe-runner-backend humming``, the
+NEXTN flags) and its environment (``SGLANG_ENABLE_FP8_LM_HEAD=1``). Operators hand the command over as a
+string (``--launch-cmd``), an args file, or a systemd unit; this module normalises all of them, recognises
+``python -m sglang.launch_server`` and ``sglang serve`` (mimicking ``sglang/cli/serve.py``: ``--model-type``
+dropped, a leading positional model becomes ``--model-path``), and parses the server arguments with
+SGLang's own flag table (``validator.sources.sglang.cli``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
+from validator.errors import InputError, UnavailableError
+from validator.facts import LaunchFacts
+from validator.sources.host.server_command import classify
+from validator.sources.launch.shell.command_line import split_command_line
+from validator.sources.sglang.cli import parse_argv
+
+_ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
+_SHELL_OPERATORS = {";", "&&", "||", "|", "&", ">", ">>", "<", "2>", "2>&1", "$(", "`"}
+# python options that take a separate argument (python -W ignore -X dev -m ...)
+_PY_OPTS_WITH_ARG = {"--check-hash-based-pycs"}
+_PY_FLAGS_WITH_ARG = "mcXWQ"  # single-letter options whose argument follows (in the word or the next)
+_SERVE_LLM_BACKENDS = {"auto", "llm"}
+
+
+def _split_env_prefix(
+    argv: list[str], origin: str, env: dict[str, str], env_origin: dict[str, str]
+) -> list[str]:
+    """Consume leading ``env [-i] [-u NAME] VAR=val ...`` and bare ``VAR=val`` words into ``env``."""
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "exec" and i == 0:
+            i += 1
+            continue
+        if Path(word).name == "env" and "=" not in word:
+            i += 1
+            while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
+                opt = argv[i]
+                if opt == "--":
+                    i += 1
+                    break
+                if opt in ("-i", "--ignore-environment"):
+                    env.clear()
+                    env_origin.clear()
+                    i += 1
+                elif opt in ("-u", "--unset") and i + 1 < len(argv):
+                    env.pop(argv[i + 1], None)
+                    env_origin.pop(argv[i + 1], None)
+                    i += 2
+                elif opt.startswith("--unset="):
+                    env.pop(opt.split("=", 1)[1], None)
+                    i += 1
+                else:
+                    raise InputError(origin, f"env option {opt!r} is not understood by spark-validate")
+            continue
+        m = _ASSIGNMENT.match(word)
+        if m is None:
+            break
+        env[m.group(1)] = m.group(2)
+        env_origin[m.group(1)] = origin
+        i += 1
+    return argv[i:]
+
+
+def _shebang(script: Path) -> tuple[str, list[str]] | None:
+    """A script's ``#!`` interpreter and its options (``#!/venv/bin/python3 -I``)."""
+    try:
+        fd = open_regular(script, "program")  # a FIFO on PATH must not block the read of a shebang
+    except InputError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as fh:
+            head = fh.readline(512)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    parts = head[2:].decode("utf-8", "replace").split()
+    if not parts:
+        return None
+    if Path(parts[0]).name == "env" and len(parts) > 1:
+        rest = parts[2:] if parts[1] != "-S" else parts[3:]
+        return (parts[1] if parts[1] != "-S" else parts[2] if len(parts) > 2 else parts[1]), rest
+    return parts[0], parts[1:]
+
+
+class ProgramUnreadable(str):
+    """The reason :func:`resolve_program` gives when this user may not look at the path: the program's
+    state is unknown here, not a fault of the program."""
+
+
+def _unreadable(exc: OSError, path: Path) -> str:
+    why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
+    return ProgramUnreadable(
+        f"cannot be looked at by this user ({path}: {why}): run as root or as the server's user"
+    )
+
+
+def resolve_program(
+    program: str, env: Mapping[str, str], cwd: Path | None = None
+) -> tuple[Path | None, str | None]:
+    """``program`` as ``execvp`` finds it with the server's ``PATH`` (a name with a ``/`` is taken as a
+    path, relative to ``cwd``): (path, None), or (None, why it cannot run). A path this user may not look
+    at (a directory above it is 0700) is said so, never a traceback: the reason is then a
+    :class:`ProgramUnreadable`."""
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
+        try:
+            if not path.exists():
+                return None, f"does not exist ({path})"
+            if path.is_dir():
+                return None, f"is a directory ({path})"
+        except OSError as exc:
+            return None, _unreadable(exc, path)
+        if not os.access(path, os.X_OK):
+            return None, f"is not executable ({path})"
+        return path, None
+    try:
+        found = _which(program, env)
+    except _Unreadable as exc:
+        return None, _unreadable(exc.error, exc.path)
+    if found is None:
+        return None, f"is not found on the server's PATH ({env.get('PATH', os.defpath)})"
+    return found, None
+
+
+class _Unreadable(Exception):
+    """A directory on ``PATH`` that this user may not look into: whether ``program`` is there is unknown."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(str(path))
+        self.path, self.error = path, error
+
+
+def _which(name: str, env: Mapping[str, str]) -> Path | None:
+    """``name`` on ``env``'s PATH as ``execvp`` finds it (a directory it may not search is passed over, as
+    execvp does); raises ``_Unreadable`` when it is found nowhere and a PATH directory this user could not
+    look into might hold it."""
+    hidden: _Unreadable | None = None
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        if not folder:
+            continue
+        candidate = Path(folder) / name
+        try:
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+        except PermissionError as exc:
+            hidden = hidden or _Unreadable(candidate, exc)
+        except OSError:
+            continue  # a name over the kernel's limits, a loop: not there
+    if hidden is not None:
+        raise hidden
+    return None
+
+
+def _sglang_interpreter(program: str, env: Mapping[str, str]) -> tuple[str | None, list[str]]:
+    """The python behind ``sglang`` and its options: its shebang if readable, else the sibling python."""
+    try:
+        script = Path(program) if "/" in program else _which(program, env)
+    except _Unreadable:
+        return None, []
+    if script is None:
+        return None, []
+    found = _shebang(script)
+    if found:
+        return found
+    for sibling in ("python", "python3"):
+        candidate = script.parent / sibling
+        if os.path.lexists(candidate):  # an unreadable directory: no sibling known, never a traceback
+            return str(candidate), []
+    return None, []
+
+
+def _python_module_args(argv: list[str], origin: str) -> tuple[str, list[str], list[str]]:
+    """``python [opts] -m MODULE args...`` -> (MODULE, args, opts), reading option clusters the way
+    CPython's getopt does (``-Im mod``, ``-Ximporttime``, ``-W ignore``): the interpreter's own flags
+    decide which ``sglang`` it imports, so they are kept for the install probe."""
+    i = 1
+    while i < len(argv):
+        word = argv[i]
+        if word == "-" or not word.startswith("-"):
+            if word == "-":
+                raise InputError(origin, "python -c/stdin is not an SGLang launch command")
+            raise InputError(
+                origin,
+                f"python runs {word!r}, not '-m sglang.launch_server' (spark-validate cannot check a script)",
+            )
+        if word.startswith("--"):
+            i += 2 if word in _PY_OPTS_WITH_ARG else 1
+            continue
+        for j, flag in enumerate(word[1:], start=1):
+            if flag not in _PY_FLAGS_WITH_ARG:
+                continue
+            value = word[j + 1 :]
+            taken = 1
+            if not value:
+                if i + 1 >= len(argv):
+                    raise InputError(origin, f"python -{flag} needs an argument")
+                value, taken = argv[i + 1], 2
+            if flag == "c":
+                raise InputError(origin, "python -c/stdin is not an SGLang launch command")
+            if flag == "m":
+                flags = [f"-{word[1:j]}"] if j > 1 else []
+                return value, argv[i + taken :], [*argv[1:i], *flags]
+            i += taken - 1
+            break
+        i += 1
+    raise InputError(origin, "python without '-m sglang.launch_server'")
+
+
+def _serve_argv(args: list[str], origin: str) -> list[str]:
+    """What ``sglang serve`` hands to ``prepare_server_args`` (sglang/cli/serve.py)."""
+    backend = "auto"
+    kept: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--model-type":
+            if i + 1 >= len(args):
+                raise InputError(origin, "Error: --model-type requires a value.")
+            backend = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith("--model-type="):
+            backend = arg.split("=", 1)[1]
+        else:
+            kept.append(arg)
+        i += 1
+    if not backend:
+        raise InputError(origin, "Error: --model-type requires a non-empty value.")
+    if backend not in _SERVE_LLM_BACKENDS:
+        raise InputError(origin, f"sglang serve --model-type {backend} does not start the LLM server")
+    if any(a in ("-h", "--help") for a in kept):
+        raise InputError(origin, "sglang serve --help prints usage and exits; the server would not start")
+    if kept and not kept[0].startswith("-"):
+        kept = ["--model-path", kept[0], *kept[1:]]
+    return kept
+
+
+def unwrap_launch(argv: list[str], where: str) -> tuple[list[str], list[str]] | None:
+    """``spark-validate launch [opts] -- CMD...`` -> (CMD, opts): the server the wrapper will exec, for a
+    launch command and a unit's ExecStart alike; None when ``argv`` is not that wrapper."""
+    if len(argv) < 2 or Path(argv[0]).name != "spark-validate" or argv[1] != "launch":
+        return None
+    if "--" not in argv:
+        raise InputError(where, "'spark-validate launch' needs '-- CMD...' to name the server")
+    cut = argv.index("--")
+    if cut == len(argv) - 1:
+        raise InputError(where, "'spark-validate launch --' names no server command")
+    return argv[cut + 1 :], argv[2:cut]
+
+
+_SHELL_WORDS = {"export", "source", ".", "set", "cd", "if", "for", "while", "case", "unset", "declare", "#!"}
+
+
+def _other_input_hint(name: str) -> str:
+    """Where the program says which input the operator meant: a shell script, or a container."""
+    if name in _SHELL_WORDS or name.startswith("#!"):
+        return " (this is a shell script: give it with --script FILE)"
+    if name in ("docker", "podman", "nvidia-docker"):
+        return " (a container: give the command line with --docker-cmd, or a Compose file with --compose)"
+    if name in ("docker-compose",):
+        return " (give the Compose file with --compose)"
+    return ""
+
+
+def launch_from_argv(
+    argv: list[str],
+    *,
+    origin: str,
+    env: Mapping[str, str] | None = None,
+    env_origin: Mapping[str, str] | None = None,
+    base_dir: Path | None = None,
+    working_directory: Path | None = None,
+) -> LaunchFacts:
+    """A full launch command as a word list (``env`` is the environment it is started with;
+    ``working_directory`` the server's cwd, when known)."""
+    environ = dict(env or {})
+    where = {k: (env_origin or {}).get(k, "environment") for k in environ}
+    words = _split_env_prefix(list(argv), origin, environ, where)
+    if not words:
+        raise InputError(origin, "no command after the environment assignments")
+    for w in words:
+        if w in _SHELL_OPERATORS:
+            raise InputError(origin, f"shell operator {w!r}: give the server command alone")
+    program = words[0]
+    name = Path(program).name
+    interpreter: str | None
+    options: list[str] = []
+    wrapped = unwrap_launch(words, origin)
+    if wrapped is not None:
+        return launch_from_argv(
+            wrapped[0],
+            origin=origin,
+            env=environ,
+            env_origin=where,
+            base_dir=base_dir,
+            working_directory=working_directory,
+        )
+    simulated: list[str] | None = None
+    if _PYTHON.match(name) and (simulated := _simulator(words, origin)) is not None:
+        server_args, interpreter, entry = simulated, program, "launch_server"
+    elif _PYTHON.match(name):
+        module, server_args, options = _python_module_args(words, origin)
+        if module != "sglang.launch_server":
+            raise InputError(origin, f"python -m {module} is not the SGLang server (sglang.launch_server)")
+        entry, interpreter = "launch_server", program
+    elif name == "sglang":
+        if len(words) < 2 or words[1] != "serve":
+            sub = words[1] if len(words) > 1 else "(nothing)"
+            raise InputError(origin, f"sglang {sub} does not start the server (expected 'sglang serve')")
+        server_args = _serve_argv(words[2:], origin)
+        interpreter, options = _sglang_interpreter(program, environ)
+        entry = "serve"
+    elif (simulated := _simulator(words, origin)) is not None:
+        server_args, interpreter, entry = simulated, None, "launch_server"
+    else:
+        raise InputError(
+            origin,
+            f"unrecognised program {program!r}: expected 'python -m sglang.launch_server' or 'sglang serve'"
+            + _other_input_hint(name),
+        )
+    parsed = parse_argv(server_args, origin=origin, base_dir=base_dir)
+    return LaunchFacts(
+        origin=origin,
+        argv=parsed.argv,
+        entry=entry,
+        interpreter=interpreter,
+        args=parsed.args,
+        explicit=parsed.explicit,
+        env=environ,
+        env_origin=where,
+        warnings=parsed.warnings,
+        config_file=parsed.config_file,
+        program=program,
+        command=words,
+        consumed_env=consumed_by_command(environ, words),
+        interpreter_options=options,
+        working_directory=working_directory,
+        simulated=simulated is not None,
+    )
+
+
+def _simulator(words: list[str], origin: str) -> list[str] | None:
+    """The SGLang arguments a simulator command line (``spark-validate sim ...``, ``python -m validator
+    sim ...``) stands in for; None when ``words`` is not one."""
+
+    try:
+        found = classify(words)
+    except UnavailableError as exc:
+        raise InputError(origin, str(exc)) from None
+    if found is None or found[0] != "sim":
+        return None
+    return found[1][3:]  # after `python -m sglang.launch_server`
+
+
+def consumed_by_command(env: Mapping[str, str], words: list[str]) -> set[str]:
+    """Variables the command line itself was built from: a value of two or more words, options among
+    them, that appears as a run of the command's words. systemd splits an unbraced ``$SGLANG_ARGS`` in
+    ExecStart= into the server's arguments (the shipped unit does this); the variable then reaches the
+    server too, where SGLang ignores it, harmlessly: it did its job before the server started."""
+    consumed: set[str] = set()
+    for name, value in env.items():
+        parts = value.split()
+        if len(parts) < 2 or not any(p.startswith("--") for p in parts):
+            continue
+        n = len(parts)
+        if any(words[i : i + n] == parts for i in range(1, len(words) - n + 1)):
+            consumed.add(name)
+    return consumed
+
+
+def _split_shell(
+    text: str, origin: str, *, comments: bool, env: Mapping[str, str] | None = None
+) -> list[str]:
+    """Split as a POSIX shell would, ``~`` expanded against ``env``'s HOME (``~/models/...`` in the guide)."""
+
+    return split_command_line(text, origin, os.environ if env is None else env, comments=comments)
+
+
+def launch_from_string(
+    cmd: str, *, origin: str, env: Mapping[str, str] | None = None, base_dir: Path | None = None
+) -> LaunchFacts:
+    """A launch command as one shell-quoted string (``--launch-cmd``)."""
+    return launch_from_argv(
+        _split_shell(cmd, origin, comments=False, env=env), origin=origin, env=env, base_dir=base_dir
+    )
+
+
+def launch_from_args_file(
+    path: Path | str, *, env: Mapping[str, str] | None = None, base_dir: Path | None = None
+) -> LaunchFacts:
+    """``--launch-args-file``: a full command, or only the server args (many per line, ``#`` comments).
+    Args only: the entry point is taken to be ``python -m sglang.launch_server`` with no known interpreter."""
+    p = Path(path)
+    origin = str(p)
+    text = read_text_bounded(p, TEXT_CAP, "launch args file")
+    words = _split_shell(text, origin, comments=True, env=env)
+    if not words:
+        raise InputError(origin, "launch args file holds no arguments")
+    if words[0].startswith("-"):
+        parsed = parse_argv(words, origin=origin, base_dir=base_dir)
+        environ = dict(env or {})
+        return LaunchFacts(
+            origin=origin,
+            argv=parsed.argv,
+            entry="launch_server",
+            interpreter=None,
+            args=parsed.args,
+            explicit=parsed.explicit,
+            env=environ,
+            env_origin=dict.fromkeys(environ, "environment"),
+            warnings=parsed.warnings,
+            config_file=parsed.config_file,
+        )
+    return launch_from_argv(words, origin=origin, env=env, base_dir=base_dir)

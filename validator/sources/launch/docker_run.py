@@ -1,0 +1,359 @@
+"""``--docker-cmd STRING``: a ``docker run`` (or ``podman run``) command line -> the container's launch.
+
+Why: NVIDIA's DGX Spark playbook and the SGLang cookbook run SGLang from images (``docker run --gpus all
+... lmsysorg/sglang:spark python3 -m sglang.launch_server ...``). What the server gets is visible in the
+command line: its argv after the image (or ``--entrypoint``), its environment (``-e``, ``--env-file``) and
+the mounts that map the model path onto the host. What is *inside* the image is not: the SGLang build,
+humming-kernels, the image's ``ENV`` and ``ENTRYPOINT``. Those are reported as not proven (``error``), never
+read from the host's own Python (which is not the one the container runs).
+
+This module also holds what Compose services share with ``docker run`` (``ContainerSpec``, mounts, the
+``--env-file`` format), so ``validator.sources.launch.compose`` adds only Compose's own file format.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validator.bounded_files import TEXT_CAP, read_trusted_bounded
+from validator.errors import InputError, UnresolvedLaunch
+from validator.facts import LaunchFacts
+from validator.sources.launch.command import launch_from_argv
+from validator.sources.launch.shell.command_line import split_command_line
+
+# docker run / podman run options that take no value (docker 28's `docker run --help`, podman 4's extras).
+_BOOLEAN = {
+    "-d", "--detach", "--disable-content-trust", "--help", "--init", "-i", "--interactive",
+    "--no-healthcheck", "--oom-kill-disable", "--privileged", "-P", "--publish-all", "-q", "--quiet",
+    "--read-only", "--rm", "--sig-proxy", "-t", "--tty", "--use-api-socket",
+    "--replace", "--rmi", "--env-host", "--http-proxy", "--read-only-tmpfs", "--tls-verify",
+}  # fmt: skip
+_SHORT_WITH_VALUE = set("acehlmpuvw")
+# Options that take a value (the same `docker run --help`, and podman's own).
+_WITH_VALUE = {
+    "--add-host", "--annotation", "--attach", "--blkio-weight", "--blkio-weight-device", "--cap-add",
+    "--cap-drop", "--cgroup-parent", "--cgroupns", "--cidfile", "--cpu-count", "--cpu-percent",
+    "--cpu-period", "--cpu-quota", "--cpu-rt-period", "--cpu-rt-runtime", "--cpu-shares", "--cpus",
+    "--cpuset-cpus", "--cpuset-mems", "--detach-keys", "--device", "--device-cgroup-rule",
+    "--device-read-bps", "--device-read-iops", "--device-write-bps", "--device-write-iops", "--dns",
+    "--dns-option", "--dns-search", "--domainname", "--entrypoint", "--env", "--env-file", "--expose",
+    "--gpus", "--group-add", "--health-cmd", "--health-interval", "--health-retries",
+    "--health-start-interval", "--health-start-period", "--health-timeout", "--hostname",
+    "--io-maxbandwidth", "--io-maxiops", "--ip", "--ip6", "--ipc", "--isolation", "--kernel-memory",
+    "--label", "--label-file", "--link", "--link-local-ip", "--log-driver", "--log-opt", "--mac-address",
+    "--memory", "--memory-reservation", "--memory-swap", "--memory-swappiness", "--mount", "--name",
+    "--network", "--network-alias", "--oom-score-adj", "--pid", "--pids-limit", "--platform", "--publish",
+    "--pull", "--restart", "--runtime", "--security-opt", "--shm-size", "--stop-signal", "--stop-timeout",
+    "--storage-opt", "--sysctl", "--tmpfs", "--ulimit", "--user", "--userns", "--uts", "--volume",
+    "--volume-driver", "--volumes-from", "--workdir", "--net", "--pod", "--secret", "--systemd", "--tz",
+    "--umask", "--uidmap", "--gidmap", "--hooks-dir", "--cgroups", "--arch", "--os", "--variant",
+    "--sdnotify", "--timeout", "--requires", "--seccomp-policy", "--passwd-entry", "--init-path",
+    "--image-volume", "--log-level", "--cgroup-conf", "--decryption-key", "--chrootdirs", "--preserve-fds",
+    "--personality", "--rdt-class", "--conmon-pidfile",
+}  # fmt: skip
+_RUNTIMES = {"docker", "podman", "nvidia-docker"}
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str | None  # host path of a bind mount; None for a named or anonymous volume
+    target: str  # path inside the container
+    volume: str | None = None  # the named volume, when it is one
+    read_only: bool = False
+
+
+@dataclass
+class ContainerSpec:
+    """What a container runtime is told to run; everything else comes from the image."""
+
+    where: str  # "--docker-cmd", "compose:/path/compose.yaml#sglang"
+    image: str | None
+    argv: list[str]  # entrypoint (when overridden) + command, as the container's process gets it
+    entrypoint_overridden: bool
+    env: dict[str, str] = field(default_factory=dict)
+    env_origin: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    workdir: str | None = None
+    built_locally: bool = False  # compose `build:`: an image made from a Dockerfile here
+    # what only the runtime fills in (a Kubernetes valueFrom): variable -> why; and notes for the report
+    unresolved: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def env_file_lines(path: Path | str) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a container env file (``--env-file``, Compose's ``env_file`` and ``.env``)
+    that are neither blank nor ``#`` comments, leading white space removed; the file read within
+    ``TEXT_CAP`` like every input, and only when nobody but root and the reading user could have written it
+    or a directory above it. Trailing white space is kept: ``docker run`` keeps it in a value."""
+    data = read_trusted_bounded(path, TEXT_CAP, "env file")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = data.count(b"\n", 0, exc.start) + 1
+        raise InputError(str(path), f"env file is not valid UTF-8 (byte {exc.start})", at) from None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.lstrip()
+        if line and not line.startswith("#"):
+            yield number, line
+
+
+def read_docker_env_file(path: Path | str, host_env: Mapping[str, str]) -> dict[str, str]:
+    """``docker run --env-file``: ``KEY=value`` lines taken literally (no quotes, no expansion), ``#``
+    comment lines, a bare ``KEY`` copies the host's value (and is dropped when the host has none)."""
+    where = str(path)
+    out: dict[str, str] = {}
+    for number, line in env_file_lines(path):
+        key, eq, value = line.partition("=")
+        if not key or any(c.isspace() for c in key):
+            raise InputError(where, f"variable {key!r} contains whitespaces", number)
+        if eq:
+            out[key] = value
+        elif key in host_env:
+            out[key] = host_env[key]
+    return out
+
+
+def parse_volume(spec: str, where: str, base: str | None) -> Mount:
+    """``-v SRC:DST[:OPTS]`` / compose's short syntax. A SRC that is a path is a bind mount (relative to
+    ``base`` for compose); a bare name is a named volume; a lone DST is an anonymous volume."""
+    parts = spec.split(":")
+    if len(parts) == 1:
+        return Mount(None, parts[0])
+    if len(parts) > 3:
+        raise InputError(where, f"invalid volume specification {spec!r}")
+    source, target = parts[0], parts[1]
+    opts = parts[2].split(",") if len(parts) == 3 else []
+    read_only = "ro" in opts or "readonly" in opts
+    if not target.startswith("/"):
+        raise InputError(where, f"volume target {target!r} is not an absolute path (in {spec!r})")
+    if source.startswith(("/", ".", "~")):
+        if source.startswith(".") and base is not None:
+            source = os.path.normpath(os.path.join(base, source))
+        return Mount(source, target, read_only=read_only)
+    return Mount(None, target, volume=source, read_only=read_only)
+
+
+def parse_mount(spec: str, where: str) -> Mount:
+    """``--mount type=bind,source=/x,target=/y,readonly``."""
+    fields: dict[str, str] = {}
+    for item in spec.split(","):
+        key, eq, value = item.partition("=")
+        fields[key.strip()] = value if eq else "true"
+    target = fields.get("target") or fields.get("destination") or fields.get("dst")
+    if not target:
+        raise InputError(where, f"--mount {spec!r} names no target")
+    source = fields.get("source") or fields.get("src")
+    read_only = fields.get("readonly", fields.get("ro", "false")).lower() in ("true", "1")
+    kind = fields.get("type", "volume")
+    if kind == "bind":
+        return Mount(source, target, read_only=read_only)
+    return Mount(None, target, volume=source if kind == "volume" else None, read_only=read_only)
+
+
+def host_path(container_path: str, mounts: list[Mount]) -> tuple[Path | None, str]:
+    """Where a path inside the container lives on the host, through the deepest mount that covers it;
+    (None, why) when it is in a volume or the image."""
+    path = posixpath.normpath(container_path)
+    best: Mount | None = None
+    for m in mounts:
+        target = posixpath.normpath(m.target)
+        if (path == target or path.startswith(target.rstrip("/") + "/")) and (
+            best is None or len(target) > len(posixpath.normpath(best.target))
+        ):
+            best = m
+    if best is None:
+        return None, f"{container_path} is not mounted from the host (it is inside the image)"
+    if best.source is None:
+        what = f"the named volume {best.volume!r}" if best.volume else "an anonymous volume"
+        return None, f"{container_path} is in {what}, not visible from outside the container"
+    rest = posixpath.relpath(path, posixpath.normpath(best.target))
+    source = Path(best.source)
+    return (source if rest == "." else source / rest), f"mounted from {best.source}"
+
+
+def parse_docker_cmd(text: str, host_env: Mapping[str, str]) -> ContainerSpec:
+    """``docker run [OPTIONS] IMAGE [COMMAND] [ARG...]`` as the operator's shell would split it."""
+
+    return parse_docker_words(split_command_line(text, "--docker-cmd", host_env), host_env, "--docker-cmd")
+
+
+def is_container_run(words: list[str]) -> bool:
+    """``[sudo] docker|podman [container] run ...``."""
+    while words and words[0] in ("sudo", "exec"):
+        words = words[1:]
+    if not words or Path(words[0]).name not in _RUNTIMES:
+        return False
+    rest = words[1:3]
+    return rest[:1] == ["run"] or rest == ["container", "run"]
+
+
+def runs_inline_code(words: list[str]) -> bool:
+    """The container runs inline code (``--entrypoint python3 IMAGE -c CODE``, ``IMAGE python3 -c CODE``):
+    a one-off job such as a download, not the server, as ``python3 -c`` on the host is not (the server is
+    started by its entry point). False where the options cannot be read: the container may be the server."""
+    while words and words[0] in ("sudo", "exec"):
+        words = words[1:]
+    i = 3 if words[1:3] == ["container", "run"] else 2
+    entrypoint: str | None = None
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        i += 1
+        name, eq, inline = word.partition("=")
+        if not word.startswith("--"):
+            name, rest = word[:2], word[2:]
+            while name in _BOOLEAN and rest:
+                name, rest = "-" + rest[0], rest[1:]
+            eq, inline = ("=", rest.removeprefix("=")) if rest else ("", "")
+            if name not in _BOOLEAN and name[1:] not in _SHORT_WITH_VALUE:
+                return False
+        elif name not in _BOOLEAN and name not in _WITH_VALUE:
+            return False
+        if name in _BOOLEAN:
+            continue
+        if not eq:
+            if i >= len(words):
+                return False
+            inline, i = words[i], i + 1
+        if name == "--entrypoint":
+            entrypoint = inline
+    argv = ([entrypoint] if entrypoint else []) + words[i + 1 :]
+    return (
+        len(argv) > 1
+        and re.fullmatch(r"python[0-9.]*", posixpath.basename(argv[0])) is not None
+        and (argv[1] == "-c")
+    )
+
+
+def parse_docker_words(
+    words: list[str], host_env: Mapping[str, str], where: str, base: str | None = None
+) -> ContainerSpec:
+    """A ``docker run`` command as words (``base``: where relative bind sources start, the shell's cwd)."""
+    while words and words[0] in ("sudo", "exec"):
+        words = words[1:]
+    if not words or Path(words[0]).name not in _RUNTIMES:
+        raise InputError(where, "expected 'docker run ...' or 'podman run ...'")
+    i = 1
+    if i < len(words) and words[i] == "container":
+        i += 1
+    if i >= len(words) or words[i] != "run":
+        raise InputError(
+            where, f"'{Path(words[0]).name} {' '.join(words[1 : i + 1])}' does not run a container"
+        )
+    i += 1
+    env: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    mounts: list[Mount] = []
+    entrypoint: str | None = None
+    workdir: str | None = None
+
+    def value_of(opt: str, inline: str | None) -> str:
+        nonlocal i
+        if inline is not None:
+            return inline
+        if i >= len(words):
+            raise InputError(where, f"option {opt} needs a value")
+        v = words[i]
+        i += 1
+        return v
+
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            i += 1
+            break
+        if not word.startswith("-") or word == "-":
+            break
+        i += 1
+        if word.startswith("--"):
+            name, eq, inline = word.partition("=")
+            if name in _BOOLEAN:
+                continue
+            if name not in _WITH_VALUE:
+                raise InputError(where, f"docker run option {name!r} is not understood by spark-validate")
+            value = value_of(name, inline if eq else None)
+        else:
+            # -it, -dit, -e X=1, -eX=1, -v/a:/b
+            name, rest = word[:2], word[2:]
+            while name in _BOOLEAN and rest:
+                name, rest = "-" + rest[0], rest[1:]
+            if name in _BOOLEAN:
+                continue
+            if name[1:] not in _SHORT_WITH_VALUE:
+                raise InputError(where, f"docker run option {word!r} is not understood by spark-validate")
+            value = value_of(name, rest.removeprefix("=") if rest else None)
+        if name in ("-e", "--env"):
+            key, eq, val = value.partition("=")
+            if eq:
+                env[key], origin[key] = val, f"{where} -e"
+            elif key in host_env:
+                env[key], origin[key] = host_env[key], f"{where} -e (from the host's environment)"
+        elif name == "--env-file":
+            for key, val in read_docker_env_file(value, host_env).items():
+                env[key], origin[key] = val, f"--env-file {value}"
+        elif name in ("-v", "--volume"):
+            mounts.append(parse_volume(value, where, base or os.getcwd()))
+        elif name == "--mount":
+            mounts.append(parse_mount(value, where))
+        elif name == "--entrypoint":
+            entrypoint = value
+        elif name in ("-w", "--workdir"):
+            workdir = value
+    if i >= len(words):
+        raise InputError(where, "no image named")
+    image, command = words[i], words[i + 1 :]
+    argv = ([entrypoint] if entrypoint else []) + command
+    return ContainerSpec(
+        where=where,
+        image=image,
+        argv=argv,
+        entrypoint_overridden=entrypoint is not None,
+        env=env,
+        env_origin=origin,
+        mounts=mounts,
+        workdir=workdir,
+    )
+
+
+def image_note(spec: ContainerSpec) -> str:
+    """Why the install cannot be read from outside the container."""
+    what = "an image built from a Dockerfile" if spec.built_locally else f"the image {spec.image}"
+    return f"the SGLang install is inside {what}, not visible from outside the container"
+
+
+IMAGE_REMEDY = (
+    "Run `spark-validate launch -- python3 -m sglang.launch_server ...` as the container's command (as "
+    "deploy/compose does: it checks inside the image, then execs), or preflight inside the container "
+    "(`docker run --rm IMAGE spark-validate preflight --launch-cmd ...`)."
+)
+
+
+def launch_from_container(spec: ContainerSpec) -> LaunchFacts:
+    """The server command a container runs, as ``LaunchFacts``. Its environment is what the command line
+    or service gives the container; an image's ``ENV`` and ``ENTRYPOINT`` are not visible from outside (a
+    variable set only there reads as unset: set it explicitly, or validate inside with ``launch``)."""
+
+    if not spec.argv:
+        raise UnresolvedLaunch(
+            f"{spec.where}: no command given, so the image's default command runs ({spec.image}): "
+            "not visible from outside; give the server command explicitly"
+        )
+    facts = launch_from_argv(
+        list(spec.argv),
+        origin=spec.where,
+        env=spec.env,
+        env_origin=spec.env_origin,
+        base_dir=Path(spec.workdir) if spec.workdir else None,
+    )
+    facts.unresolved.update(spec.unresolved)
+    facts.warnings.extend(spec.warnings)
+    return facts

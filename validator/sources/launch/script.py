@@ -1,0 +1,414 @@
+"""``--script FILE``: a launcher script (``start.sh``) read statically, never run -> ``LaunchFacts``.
+
+Why: on DGX Spark most operators start SGLang from a script. Preflight must see the program, argv and
+environment that bash would hand to the server, or say which parts it cannot know: never a different
+concrete answer. ``shell.reader`` walks every path through the script (the package
+``validator.sources.launch.shell`` says which module does what); this module is the adapter from its
+answer to ``LaunchFacts``:
+
+- the paths that launch the server must agree; where they differ (a value chosen by a run-time condition),
+  that flag value or variable is ``unresolved`` and the checks that read it are ``error``;
+- a path that exits first is not the launch (a guard such as a MemAvailable check that exits when memory
+  is short): the report names the run-time conditions the launch assumed;
+- a path the reader cannot follow (``eval`` of unknown text, ``trap ... DEBUG``) makes the whole launch
+  unresolved (``UnresolvedLaunch``, naming the construct and its line); so does an unknown program or an
+  unknown number of arguments;
+- ``env``/``nohup`` before the program are applied as those programs do (``env -i``, ``-u``, ``NAME=V``,
+  the program found on the new ``PATH``).
+
+The script is read as its operator runs it: ``/path/to/start.sh ARGS`` from its own directory
+(``--script-arg`` gives ARGS), with the environment preflight is given.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from validator.errors import InputError, UnresolvedLaunch
+from validator.facts import LaunchFacts
+from validator.sources.launch.command import launch_from_argv
+from validator.sources.launch.docker_run import (
+    ContainerSpec,
+    host_path,
+    is_container_run,
+    launch_from_container,
+    parse_docker_words,
+)
+from validator.sources.launch.shell.machine import others_could_write
+from validator.sources.launch.shell.programs import is_server_command, which
+from validator.sources.launch.shell.reader import read_script
+from validator.sources.launch.shell.state import Ending, Launch, Reading
+from validator.sources.launch.shell.values import Field, Unknown, Unsplit, Value, join
+from validator.sources.sglang.cli_table import load_table
+
+# what bash adds to every child's environment by itself, which no check reads
+BASH_BOOKKEEPING = frozenset({"_", "SHLVL"})
+
+
+@dataclass
+class Exec:
+    """What the kernel is asked to run: the program file, its argv and its environment."""
+
+    program: Value  # the file executed (resolved on PATH), Unknown when it depends on the run
+    argv: list[Field] | Unsplit  # argv[0] as written, then the arguments
+    env: dict[str, Value]
+    origin: dict[str, str]
+    unexported: set[str]
+    cwd: Value
+    line: int
+    where: str
+    others: str | None = None  # why variables not in ``env`` may reach the server too
+    written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
+
+
+def final_exec(launch: Launch) -> Exec:
+    """The launch with ``env`` and ``nohup`` applied: the program they run, with the environment it gets."""
+    env = dict(launch.env)
+    origin = dict(launch.origin)
+    if isinstance(launch.words, Unknown):
+        unsplit = Unsplit(launch.words.reason)
+        return Exec(
+            unsplit,
+            unsplit,
+            env,
+            origin,
+            launch.unexported,
+            launch.cwd,
+            launch.line,
+            launch.where,
+            launch.others,
+        )
+    others = launch.others
+    words = list(launch.words)
+    path: Value = launch.path
+    at = f"{launch.where}:{launch.line}"
+    while words:
+        head = join(words[0])
+        if isinstance(head, Unknown) or os.path.basename(head) not in ("env", "nohup"):
+            break
+        wrapper = os.path.basename(head)
+        words = words[1:]
+        if wrapper == "nohup":
+            continue
+        while words:
+            w = join(words[0])
+            if isinstance(words[0][0], Unsplit):
+                raise UnresolvedLaunch(
+                    f"{at}: the words of env are computed at run time: {words[0][0].reason}"
+                )
+            if isinstance(w, str) and w in ("-i", "-", "--ignore-environment"):
+                env.clear()
+                origin.clear()
+                others = None
+                words = words[1:]
+            elif isinstance(w, str) and w in ("-u", "--unset") and len(words) > 1:
+                name = join(words[1])
+                if isinstance(name, Unknown):
+                    raise UnresolvedLaunch(f"{at}: env -u of a name known only at run time: {name.reason}")
+                env.pop(name, None)
+                words = words[2:]
+            elif isinstance(w, str) and w.startswith("--unset="):
+                env.pop(w.split("=", 1)[1], None)
+                words = words[1:]
+            elif isinstance(w, str) and w == "--":
+                words = words[1:]
+                break
+            elif isinstance(w, str) and w.startswith("-"):
+                raise UnresolvedLaunch(f"{at}: env option {w!r} is not modelled")
+            else:
+                first = words[0][0] if words[0] else ""
+                lead = first if isinstance(first, str) else ""
+                name, eq, _ = lead.partition("=")
+                if not eq or not name or "/" in name:
+                    break
+                value: Value = join([lead[len(name) + 1 :], *words[0][1:]])
+                env[name] = value
+                origin[name] = f"script:{at}"
+                words = words[1:]
+        # env finds the program with execvp, on the PATH it passes on
+        path = env.get("PATH", Unknown("env runs the program with no PATH: the C library's default"))
+    if not words:
+        raise InputError(at, "env or nohup with no program after it")
+    head_field = words[0]
+    head = join(head_field)
+    if isinstance(head, Unknown):
+        program: Value = head
+    else:
+        program = which(head, path, launch.cwd)
+    return Exec(
+        program,
+        words,
+        env,
+        origin,
+        launch.unexported,
+        launch.cwd,
+        launch.line,
+        launch.where,
+        others,
+        dict(launch.written),
+    )
+
+
+def _same(a: Exec, b: Exec) -> bool:
+    return (a.program, a.argv, a.env, a.cwd, a.others) == (b.program, b.argv, b.env, b.cwd, b.others)
+
+
+def merged(execs: list[Exec], why: str) -> Exec:
+    """The launches of several paths as one: what they agree on, Unknown where they differ."""
+    first = execs[0]
+    if all(_same(first, e) for e in execs[1:]):
+        return first
+    at = f"{first.where}:{first.line}"
+    program = first.program
+    if any(e.program != first.program for e in execs):
+        heads = {join(e.argv[0]) if not isinstance(e.argv, Unknown) and e.argv else None for e in execs}
+        head = heads.pop() if len(heads) == 1 else None
+        if not isinstance(head, str):
+            raise UnresolvedLaunch(f"{at}: the program depends on a run-time condition ({why})")
+        # the same command word, found on a PATH that differs between the paths: which file runs is
+        # unknown, what it is given is not
+        program = Unknown(f"the file {head} runs depends on a run-time condition ({why})")
+    if any(
+        isinstance(e.argv, Unknown) or any(f and isinstance(f[0], Unsplit) for f in e.argv) for e in execs
+    ):
+        raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
+    if any(isinstance(e.argv, Unknown) for e in execs) or len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
+        raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
+    argv: list[Field] = []
+    for k, f in enumerate(first.argv):  # type: ignore[arg-type]
+        if all(e.argv[k] == f for e in execs):  # type: ignore[index]
+            argv.append(f)
+        else:
+            argv.append([Unknown(f"the word depends on a run-time condition ({why})")])
+    env: dict[str, Value] = {}
+    for name in {n for e in execs for n in e.env}:
+        values = [e.env.get(name) for e in execs]
+        if all(v == values[0] for v in values) and values[0] is not None:
+            env[name] = values[0]
+        else:
+            env[name] = Unknown(f"whether and how {name} is set depends on a run-time condition ({why})")
+    cwd = (
+        first.cwd if all(e.cwd == first.cwd for e in execs) else Unknown(f"the directory depends on ({why})")
+    )
+    others = next((e.others for e in execs if e.others is not None), None)
+    written = {p: c for p, c in first.written.items() if all(e.written.get(p) == c for e in execs)}
+    return Exec(
+        program, argv, env, first.origin, first.unexported, cwd, first.line, first.where, others, written
+    )
+
+
+def read_exec(
+    path: Path | str, env: Mapping[str, str], args: list[str] | None = None
+) -> tuple[Exec, list[Ending]]:
+    """The one launch the script makes (paths merged), and the endings of the paths that launched.
+    Raises UnresolvedLaunch when a path cannot be followed, InputError when no path launches."""
+    return exec_of(read_script(path, env=env, args=args))
+
+
+def exec_of(reading: Reading) -> tuple[Exec, list[Ending]]:
+    """``read_exec`` of a reading already made."""
+    where = str(reading.script)
+    stuck = [e for e in reading.endings if e.kind == "unresolved"]
+    if stuck:
+        e = stuck[0]
+        more = f" (and {len(stuck) - 1} more paths)" if len(stuck) > 1 else ""
+        raise UnresolvedLaunch(f"{e.where}:{e.line}: {e.reason}{more}")
+    launched = [e for e in reading.endings if e.kind == "launch" and e.launch is not None]
+    if not launched:
+        ends = "; ".join(
+            sorted({f"line {e.line}: {e.reason}" if e.line else e.reason for e in reading.endings})[:3]
+        )
+        raise InputError(
+            where,
+            "no path through the script starts the SGLang server (python -m sglang.launch_server, "
+            f"sglang serve, spark-validate launch or docker run) on this host; it ends at {ends}",
+        )
+    execs = [final_exec(e.launch) for e in launched if e.launch is not None]
+    why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
+    return merged(execs, why), launched
+
+
+def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[str, str]]:
+    """(argv, env, env origin, unresolved) for ``launch_from_argv``; raises UnresolvedLaunch."""
+    at = f"{ex.where}:{ex.line}"
+    if isinstance(ex.argv, Unknown):
+        raise UnresolvedLaunch(f"{at}: the command is computed at run time: {ex.argv.reason}")
+    unresolved: dict[str, str] = {}
+    env: dict[str, str] = {}
+    for k, v in ex.env.items():
+        if k in BASH_BOOKKEEPING:
+            continue
+        if isinstance(v, Unknown):
+            unresolved[k] = v.reason
+        else:
+            env[k] = v
+    head = join(ex.argv[0]) if ex.argv else Unknown("no program")
+    if isinstance(head, Unknown):
+        raise UnresolvedLaunch(f"{at}: the program is computed at run time: {head.reason}")
+    program = ex.program if isinstance(ex.program, str) else head
+    argv: list[str] = [program]
+    for f in ex.argv[1:]:
+        if f and isinstance(f[0], Unsplit):
+            raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {f[0].reason}")
+        value = join(f)
+        if isinstance(value, str):
+            argv.append(value)
+            continue
+        lead = f[0] if f and isinstance(f[0], str) else ""
+        if lead.startswith("--") and "=" in lead:
+            dest = _takes_value(lead.split("=", 1)[0])
+            if dest is not None:
+                unresolved[dest] = value.reason
+                continue
+        if len(argv) > 1 and argv[-1].startswith("-") and (dest := _takes_value(argv[-1])) is not None:
+            unresolved[dest] = value.reason
+            if _required(argv[-1]):  # kept, so that SGLang's parser does not refuse the command for it
+                argv.append(placeholder(dest))
+            else:
+                argv.pop()
+            continue
+        raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {value.reason}")
+    return argv, env, {k: ex.origin.get(k, "environment") for k in env}, unresolved
+
+
+def placeholder(dest: str) -> str:
+    """The word standing for a required option's value that is known only at run time (the option is
+    listed in ``unresolved``; ``launch_from_script`` takes the word out of the parsed settings again)."""
+    return f"<{dest}: known only at run time>"
+
+
+def _required(flag: str) -> bool:
+    action = load_table().by_option.get(flag)
+    return action is not None and action.required and action.type in (None, "str")
+
+
+def _takes_value(flag: str) -> str | None:
+    """The argparse dest of a server flag that takes a value, else None."""
+
+    action = load_table().by_option.get(flag)
+    if action is None or action.kind not in ("store", "lora_paths"):
+        return None
+    return action.dest
+
+
+def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:
+    """The script's server runs in a container (``exec docker run ...``): its spec, else None."""
+
+    if not is_container_run(argv):
+        return None
+    return parse_docker_words(argv, env, f"script:{where}", str(cwd) if cwd is not None else None)
+
+
+def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> ContainerSpec:
+    """A container whose entrypoint is a script the launcher itself wrote (``cat > /tmp/boot.sh <<'EOF'``,
+    mounted with ``-v /tmp/boot.sh:/boot.sh``, ``--entrypoint /boot.sh``): the server command is what that
+    script runs, read as bash runs it inside the container, where the image's environment and files are
+    unknown (so is every variable the script does not set itself). Any other container as it is."""
+    if not spec.entrypoint_overridden or not spec.argv or is_server_command(list(spec.argv)):
+        return spec
+    host, _ = host_path(spec.argv[0], spec.mounts) if spec.argv[0].startswith("/") else (None, "")
+    text = None if host is None else written.get(os.path.normpath(str(host)))
+    if host is None or text is None:
+        return spec
+    inside = f"the image {spec.image} (its environment and files are not visible from here)"
+    cwd: Value = spec.workdir or Unknown("the image's working directory")
+    reading = read_script(host, env=spec.env, args=spec.argv[1:], text=text, inside=inside, cwd=cwd)
+    ex, _ = exec_of(reading)
+    argv, env, origin, unresolved = resolve(ex)
+    if ex.others is not None:
+        unresolved["*"] = f"{ex.others}: which variables reach the server, and their values, are unknown"
+    note = f"the entrypoint {spec.argv[0]} is {host}, written by the launcher: read as bash runs it there"
+    others = others_could_write(os.path.normpath(str(host)))
+    if others:
+        # what it runs may be someone else's: the reading is the launcher's intent, and the container's
+        # program is unproven anyway (the image hides its install); a failure of the given flags stands
+        note += f"; another user could replace it before the container starts ({'; '.join(others[:2])})"
+    return replace(
+        spec,
+        argv=argv,
+        env=env,
+        env_origin={k: origin.get(k, spec.env_origin.get(k, "")) for k in env},
+        unresolved={**spec.unresolved, **unresolved},
+        warnings=[*spec.warnings, note],
+    )
+
+
+def container_of_script(
+    path: Path | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    env_origin: Mapping[str, str] | None = None,
+    args: list[str] | None = None,
+) -> ContainerSpec | None:
+    """The container a script's server command runs, when it is ``docker run`` (for what it hides)."""
+    ex, _ = read_exec(path, dict(env or {}), args)
+    argv, server_env, _, _ = resolve(ex)
+    cwd = Path(ex.cwd) if isinstance(ex.cwd, str) else None
+    return _container(argv, server_env, ex.where, cwd)
+
+
+def launch_from_script(
+    path: Path | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    env_origin: Mapping[str, str] | None = None,
+    args: list[str] | None = None,
+) -> LaunchFacts:
+    """``--script``: the server command the script runs, with the environment it gives it."""
+
+    base = dict(env or {})
+    ex, launched = read_exec(path, base, args)
+    argv, server_env, origin, unresolved = resolve(ex)
+    for k, v in origin.items():
+        if v == "environment":
+            origin[k] = (env_origin or {}).get(k, "environment")
+    base_dir = Path(ex.cwd) if isinstance(ex.cwd, str) else None
+    container = _container(argv, server_env, ex.where, base_dir)
+    if container is not None:
+        facts = launch_from_container(through_entrypoint(container, ex.written))
+    else:
+        facts = launch_from_argv(
+            argv,
+            origin=f"script:{ex.where}",
+            env=server_env,
+            env_origin=origin,
+            base_dir=base_dir,
+            working_directory=base_dir,
+        )
+    facts.unresolved.update(unresolved)
+    facts.unresolved_at.update(dict.fromkeys(unresolved, f"{ex.where}:{ex.line}"))
+    for dest in facts.unresolved:
+        if facts.args.get(dest) == placeholder(dest):
+            facts.args[dest] = None
+    facts.shell_only.update({n: "set by the script but not exported" for n in ex.unexported})
+    if ex.others is not None:
+        facts.unresolved["*"] = (
+            f"source {ex.others}: its text is not known here, so every variable from there on is unknown "
+            "(defaults included), and which others reach the server"
+        )
+        facts.unresolved_at.setdefault("*", ex.where)
+    assumed = sorted({a for e in launched for a in e.assumed})
+    if assumed:
+        facts.warnings.append(
+            "the reading assumes these run-time conditions held (a path where one did not exits before the "
+            "server starts, or was read too): " + "; ".join(assumed)
+        )
+    if isinstance(ex.cwd, Unknown):
+        facts.unresolved.setdefault("working_directory", ex.cwd.reason)
+    return facts
+
+
+__all__ = [
+    "BASH_BOOKKEEPING",
+    "Exec",
+    "UnresolvedLaunch",
+    "container_of_script",
+    "final_exec",
+    "is_server_command",
+    "launch_from_script",
+    "read_exec",
+    "resolve",
+]

@@ -1,0 +1,423 @@
+"""Simple commands: a command's words, its assignments and redirections, then the lookup bash makes
+(a function, a builtin, a program found on ``PATH``), ``VAR=x cmd`` and the POSIX special builtins,
+function calls with their positional parameters, and the command that starts the server (``Launched``,
+with the environment bash exports to it).
+
+The only part of the executor that imports the builtins' table: this is where a command name meets it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tree_sitter import Node
+
+from validator.sources.launch.shell.api import Shell
+from validator.sources.launch.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
+from validator.sources.launch.shell.effects import is_pure
+from validator.sources.launch.shell.machine import heredoc_text
+from validator.sources.launch.shell.paths import Forks
+from validator.sources.launch.shell.programs import MAKERS, is_server_command, reads_only
+from validator.sources.launch.shell.state import (
+    MAX_DEPTH,
+    Launch,
+    Launched,
+    LoopJump,
+    Outcomes,
+    ShellExit,
+    ShellReturn,
+)
+from validator.sources.launch.shell.syntax import field_of, inner, line_of, node_bytes, snippet, text
+from validator.sources.launch.shell.values import Field, Unbound, Unknown, Unmodelled, Unsplit, Value, join
+
+# POSIX's special builtins: the assignments before them persist in a POSIX shell
+_SPECIAL = {":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set"}
+_SPECIAL |= {"shift", "times", "trap", "unset"}
+_MAX_SUMMARY_PATHS = 64  # paths through one function summarised at its call
+
+
+class Commands:
+    """Simple commands and function calls on one path (``sh``: the executor)."""
+
+    def __init__(self, sh: Shell) -> None:
+        self.sh, self.m, self.vars, self.words = sh, sh.m, sh.vars, sh.words
+
+    def redirected(self, node: Node) -> int | None:
+        body = node.child_by_field_name("body")
+        redirects = [c for c in node.children if field_of(node, c) == "redirect"]
+        for r in redirects:
+            self.redirect(r)
+        if body is None:
+            return self.m.st.status
+        if any(_redirects_stdout(r) for r in redirects):
+            with self.m.stdout_elsewhere():
+                status = self.sh.stmt(body)
+            self.record_written(body, redirects)
+            return status
+        return self.sh.stmt(body)
+
+    def record_written(self, body: Node, redirects: list[Node]) -> None:
+        """``cat > FILE <<'EOF' ... EOF``: FILE now holds the here-document's text (when it is static),
+        for what reads FILE later (a container's entrypoint script, ``source FILE``)."""
+        if body.type != "command" or [c.type for c in body.children] != ["command_name"]:
+            return
+        if text(body.children[0]) != "cat" or "cat" in self.m.st.funcs:
+            return
+        flat = [s for r in redirects for s in ([r, *r.children] if r.type == "heredoc_redirect" else [r])]
+        docs = [r for r in flat if r.type == "heredoc_redirect"]
+        outs = [r for r in flat if r.type == "file_redirect"]
+        if (
+            len(docs) != 1
+            or len(outs) != 1
+            or any(c.type == "file_descriptor" for r in flat for c in r.children)
+        ):
+            return
+        if [c.type for c in outs[0].children if c.type in (">", ">|", ">>", "&>", ">&")] not in (
+            [">"],
+            [">|"],
+        ):
+            return
+        dest = outs[0].child_by_field_name("destination")
+        content = heredoc_text(docs[0])
+        target = None if dest is None else self.words.value(dest)
+        if isinstance(content, str) and isinstance(target, str) and isinstance(self.m.st.cwd, str):
+            self.m.st.written[os.path.normpath(os.path.join(self.m.st.cwd, target))] = content
+
+    def redirect(self, node: Node) -> None:
+        """A redirection: a file it writes is a path the script changed; input is not modelled."""
+        if node.type == "heredoc_redirect":
+            for sub in node.children:
+                if sub.type in ("file_redirect", "heredoc_redirect"):
+                    self.redirect(sub)
+            return
+        if node.type == "herestring_redirect":
+            return
+        op = next(
+            (
+                text(c)
+                for c in node.children
+                if c.type in (">", ">>", ">|", "&>", "&>>", ">&", "<", "<>", "<&", "&>", ">&-", "<&-")
+            ),
+            "",
+        )
+        dest = node.child_by_field_name("destination")
+        if op in ("<", "<&") or dest is None:
+            return
+        if op in (">&", "<&") and dest.type == "number":
+            return
+        target = self.words.value(dest)
+        if op == ">&" and isinstance(target, str) and (target.isdigit() or target == "-"):
+            return
+        self.m.touch(target)
+
+    def command(self, node: Node) -> int | None:
+        kids = list(node.children)
+        name_node = node.child_by_field_name("name")
+        assigns = [c for c in kids if c.type == "variable_assignment"]
+        if name_node is not None and assigns:
+            # tree-sitter reads `A=1 B=2<newline>C=3 cmd` as one command: bash runs the first line alone
+            cut = 0
+            for k, a in enumerate(assigns):
+                after = assigns[k + 1] if k + 1 < len(assigns) else name_node
+                gap = node_bytes(node)[a.end_byte - node.start_byte : after.start_byte - node.start_byte]
+                if b"\n" in gap.replace(b"\\\n", b""):
+                    cut = k + 1
+            if cut and text(name_node) in ("export", "declare", "typeset", "local", "readonly", "unset"):
+                # the grammar read a declaration as a plain command: its words' splitting is unknown
+                raise Unmodelled(
+                    f"the grammar misreads the {text(name_node)} after assignments", line_of(node)
+                )
+            if cut:
+                self.m.st.status = 0
+                for a in assigns[:cut]:
+                    self.vars.assignment(a)
+                self.m.errexit(self.m.st.status, node, "assignment")
+                assigns = assigns[cut:]
+        for c in kids:
+            if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                self.redirect(c)
+        words: list[Field] = []
+        self.m.st.status = 0
+        for c in kids:
+            if c.type == "command_name" or field_of(node, c) == "argument":
+                fs = self.words.fields(c.children[0] if c.type == "command_name" else c)
+                if isinstance(fs, Unknown):
+                    if not words:
+                        raise Unmodelled(
+                            f"the command name is known only at run time: {fs.reason}", line_of(node)
+                        )
+                    words.append([fs])
+                    continue
+                words += fs
+        if not words:
+            for a in assigns:
+                self.vars.assignment(a)
+            return self.m.errexit(self.m.st.status, node, snippet(node))
+        prefix: list[tuple[str, Value]] = []
+        for a in assigns:
+            scratch = self.m.st.copy()
+            saved, self.m.st = self.m.st, scratch
+            try:
+                name = self.vars.assignment(a)
+                value = (
+                    self.m.st.vars[name].value
+                    if self.m.st.vars[name].items is None
+                    else Unknown("an array prefix")
+                )
+            finally:
+                self.m.st = saved
+            prefix.append((name, value if value is not None else ""))
+        return self.invoke(words, prefix, node)
+
+    def invoke(
+        self,
+        words: list[Field],
+        prefix: list[tuple[str, Value]],
+        node: Node,
+        *,
+        execs: bool = False,
+        skip_functions: bool = False,
+        only_builtins: bool = False,
+    ) -> int | None:
+        head = join(words[0])
+        if isinstance(head, Unknown):
+            raise Unmodelled(f"the command name is known only at run time: {head.reason}", line_of(node))
+        args = words[1:]
+        if not skip_functions and head in self.m.st.funcs:
+            return self.m.errexit(self.call_function(head, args, prefix, node), node, head)
+        if self.m.posix and head in BUILTINS and head not in POSIX_BUILTINS:
+            raise Unmodelled(f"{head} in a /bin/sh script (a bash builtin)", line_of(node))
+        if self.m.posix and head in ("shift", "export", "unset", "set", "trap"):
+            # a special builtin that fails ends a non-interactive POSIX shell (dash: shift past the end)
+            for n, v in prefix:
+                self.vars.assign(n, v, node)
+            with self.m.ignoring():
+                status = BUILTINS[head](self.sh, args, [], node)
+            if status is None or status != 0:
+                raise ShellExit(status, line_of(node), f"{head} failed: dash stops")
+            self.m.st.status = 0
+            return 0
+        if head in BUILTINS and not (execs and head not in ("exec",)):
+            if head in ("exec", "command", "builtin") or not prefix:
+                return BUILTINS[head](self.sh, args, prefix, node)
+            if self.m.posix and head in _SPECIAL:  # POSIX: assignments before a special builtin stay
+                for n, v in prefix:
+                    self.vars.assign(n, v, node)
+                return BUILTINS[head](self.sh, args, [], node)
+            with self.temporary(prefix, node):
+                status = BUILTINS[head](self.sh, args, prefix, node)
+            return status
+        if only_builtins:
+            return self.m.errexit(1, node, f"builtin {head}")
+        # an external program
+        values = [join(f) for f in words]
+        if is_server_command(values):
+            self.launch(words, prefix, node, execs)
+        if head == "time" and len(words) > 1:
+            return self.invoke(words[1:], prefix, node, execs=execs)
+        if execs:
+            raise ShellExit(None, line_of(node), f"exec {head}: the script becomes that program")
+        if head in PROGRAMS:
+            return PROGRAMS[head](self.sh, args, prefix, node)
+        self.m.output_unknown(head)
+        name = os.path.basename(head)
+        if name in MAKERS:
+            for a in values[1:]:
+                if isinstance(a, Unknown):
+                    self.m.st.dirty = None
+                elif not a.startswith("-"):
+                    self.m.touch(a, content=name not in ("mkdir", "chmod", "chown", "touch"))
+        elif not reads_only(name, values[1:]):
+            self.m.st.dirty = None  # an unknown program may change anything on the disk
+        if self.m.ignore_errexit or "errexit" not in self.m.st.opts:
+            self.m.st.status = None
+            return None
+        return self.m.errexit(None, node, head)
+
+    @contextmanager
+    def temporary(self, prefix: list[tuple[str, Value]], node: Node) -> Iterator[None]:
+        saved = {n: (self.m.st.vars[n].copy() if n in self.m.st.vars else None) for n, _ in prefix}
+        for n, v in prefix:
+            self.vars.assign(n, v, node)
+            self.m.st.vars[n].exported = True
+        try:
+            yield
+        finally:
+            for n, old in saved.items():
+                if old is None:
+                    self.m.st.vars.pop(n, None)
+                else:
+                    self.m.st.vars[n] = old
+
+    def launch(self, words: list[Field], prefix: list[tuple[str, Value]], node: Node, execs: bool) -> None:
+        env: dict[str, Value] = {}
+        origin: dict[str, str] = {}
+        unexported: set[str] = set()
+        for name, var in self.m.st.vars.items():
+            if var.items is not None:
+                continue  # bash exports no arrays
+            if var.value is None:
+                continue
+            if var.exported is None:
+                env[name] = Unknown(f"whether {name} is exported is decided at run time")
+            elif var.exported:
+                env[name] = var.value
+            else:
+                unexported.add(name)
+                continue
+            origin[name] = var.origin
+        for name, value in prefix:
+            env[name], origin[name] = value, self.vars.origin(node)
+            unexported.discard(name)
+        if "PWD" not in env:
+            env["PWD"], origin["PWD"] = self.m.st.cwd, "bash"
+        path = self.vars.scalar("PATH")
+        for name, value in prefix:
+            if name == "PATH":
+                path = value
+        raise Launched(
+            Launch(
+                words=words,
+                env=env,
+                origin=origin,
+                unexported=unexported,
+                cwd=self.m.st.cwd,
+                path=path if path is not None else Unknown("PATH is unset: bash's default search path"),
+                line=line_of(node),
+                where=self.m.file,
+                execs=execs,
+                assumed=list(self.m.forks.taken),
+                others=self.m.st.opaque,
+                written=dict(self.m.st.written) if self.m.st.dirty is not None else {},
+            )
+        )
+
+    def call_function(
+        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Node
+    ) -> int | None:
+        if not prefix and is_pure(name, self.m.st.funcs, memo=self.m.memo.pure):
+            summary = self.summarized(name, args, node)
+            if summary is not None:
+                return summary[0]
+        return self.run_function(name, args, prefix, node)
+
+    def summarized(self, name: str, args: list[Field], node: Node) -> tuple[int | None] | None:
+        """A call of a function that changes nothing its caller sees (``effects.is_pure``: a cache probe
+        such as ``model_is_fully_cached``) as its outcomes alone: every path through it is walked here,
+        on a copy of the state, and the call forks once over the distinct (status, output) pairs they
+        give, instead of once per condition inside it. None where that is not possible (a path through it
+        stops the shell, or there are too many): the call is then walked as any other."""
+        # the same call in the same state gives the same outcomes: each path of the reading replays it
+        key = (
+            node_bytes(self.m.st.funcs[name]),
+            repr(args),
+            self.m.st.fingerprint(),
+            self.m.ignore_errexit > 0,
+            self.m.in_function,
+            self.m.depth,
+            self.m.file,
+        )
+        known = self.m.memo.calls.get(key)
+        if known is None:
+            known = self.m.memo.calls[key] = self._outcomes(name, args, node)
+        found, survived = known
+        self.m.survived += [s for s in survived if s not in self.m.survived]
+        if found is None:
+            return None
+        outcomes = found
+        pick = 0
+        if len(outcomes) > 1:
+            labels = [f"{name} returned {s if s is not None else '?'}" for s, _ in outcomes]
+            pick = self.m.decide(len(outcomes), labels, node)
+        status, output = outcomes[pick]
+        if output != "":
+            self.m.emit(output)
+        self.m.st.status = status
+        return (status,)
+
+    def _outcomes(self, name: str, args: list[Field], node: Node) -> Outcomes:
+        """Every path through the call, walked on copies of the state: its distinct (status, output)
+        outcomes (None when one stops the shell or there are too many), and what they assumed."""
+        saved_forks, saved_st, saved_capture = self.m.forks, self.m.st, self.m.capturing
+        saved_survived, self.m.survived = self.m.survived, []
+        outcomes: list[tuple[int | None, Value]] = []
+        stack: list[list[int]] = [[]]
+        walked = 0
+        try:
+            while stack:
+                if walked >= _MAX_SUMMARY_PATHS:
+                    return None, []
+                forks = Forks(stack.pop())
+                self.m.forks, self.m.st, self.m.capturing = forks, saved_st.copy(), []
+                try:
+                    status = self.run_function(name, args, [], node)
+                except (ShellExit, Launched, LoopJump, Unbound, Unmodelled):
+                    return None, []
+                outcome = (status, join(self.m.capturing))
+                if outcome not in outcomes:
+                    outcomes.append(outcome)
+                walked += 1
+                stack.extend(forks.untaken())
+            return outcomes, list(self.m.survived)
+        finally:
+            self.m.forks, self.m.st, self.m.capturing = saved_forks, saved_st, saved_capture
+            self.m.survived = saved_survived
+
+    def run_function(
+        self, name: str, args: list[Field], prefix: list[tuple[str, Value]], node: Node
+    ) -> int | None:
+        self.m.depth += 1
+        if self.m.depth > MAX_DEPTH:
+            raise Unmodelled(f"functions or sourced files nested deeper than {MAX_DEPTH}", line_of(node))
+        if prefix:
+            raise Unmodelled(f"assignments before the function call {name}", line_of(node))
+        saved_pos = self.m.st.positional
+        self.m.st.positional = self.positional_from(args, node)
+        self.m.st.frames.append({})
+        self.m.in_function += 1
+        body = self.m.st.funcs[name]
+        status: int | None
+        try:
+            if body.type == "subshell":
+                status = self.sh.subshell(inner(body, "(", ")"))
+            elif body.type == "compound_statement":
+                status = self.sh.block(inner(body, "{", "}"))
+            else:
+                status = self.sh.stmt(body)
+        except ShellReturn as r:
+            status = r.status
+        finally:
+            self.m.in_function -= 1
+            frame = self.m.st.frames.pop()
+            for var_name, old in frame.items():
+                if old is None:
+                    self.m.st.vars.pop(var_name, None)
+                else:
+                    self.m.st.vars[var_name] = old
+            self.m.st.positional = saved_pos
+            self.m.depth -= 1
+        self.m.st.status = status
+        return status
+
+    def positional_from(self, args: list[Field], node: Node) -> list[Value] | Unknown:
+        out: list[Value] = []
+        for f in args:
+            if len(f) == 1 and isinstance(f[0], Unsplit):
+                return Unknown(f"the arguments at line {line_of(node)} are split at run time")
+            out.append(join(f))
+        return out
+
+
+def _redirects_stdout(node: Node) -> bool:
+    """``> f``, ``>> f``, ``&> f``, ``1> f``, ``>&2``: the command's output does not reach ``$(...)``."""
+    if node.type == "heredoc_redirect":
+        return any(_redirects_stdout(c) for c in node.children if c.type == "file_redirect")
+    if node.type != "file_redirect":
+        return False
+    fd = node.child_by_field_name("descriptor")
+    ops = [c.type for c in node.children]
+    if fd is not None and text(fd) != "1":
+        return False
+    return any(o in (">", ">>", ">|", "&>", "&>>", ">&") for o in ops)

@@ -1,0 +1,314 @@
+"""Compound commands: ``if``, ``case`` (with ``;;``, ``;&``, ``;;&``), ``for``, ``for (( ))``,
+``while``/``until``, ``&&``/``||`` lists, pipelines (each part in its own copy of the state, ``pipefail``),
+subshells and background jobs. Each runs its parts through the executor's ``stmt``/``block`` and forks,
+through ``known_status``, where a condition is known only at run time. Control flow only: it never looks
+a command up.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from tree_sitter import Node
+
+from validator.sources.launch.shell.api import Shell
+from validator.sources.launch.shell.effects import Effects, effects_of
+from validator.sources.launch.shell.state import MAX_LOOP, LoopJump, ShellExit, ShellReturn
+from validator.sources.launch.shell.syntax import field_of, inner, line_of, node_bytes, part, snippet, text
+from validator.sources.launch.shell.values import Unbound, Unknown, Unmodelled, Value, join
+
+
+class Compound:
+    """Lists, pipelines, subshells and the compound commands on one path (``sh``: the executor)."""
+
+    def __init__(self, sh: Shell) -> None:
+        self.sh, self.m, self.vars, self.words = sh, sh.m, sh.vars, sh.words
+
+    def background(self, node: Node) -> int | None:
+        saved = self.m.st
+        self.m.st = saved.copy()
+        self.m.ignore_errexit += 1
+        try:
+            self.sh.stmt(node)
+        except (ShellExit, ShellReturn, LoopJump, Unbound):
+            pass
+        finally:
+            self.m.ignore_errexit -= 1
+            self.m.st = saved
+        self.m.st.status = 0
+        self.m.st.dirty = None  # a job running alongside may change anything on the disk
+        return 0
+
+    def subshell(self, nodes: list[Node]) -> int | None:
+        with self.m.in_copy():
+            try:
+                status = self.sh.block(nodes)
+            except (ShellExit, ShellReturn) as ex:
+                status = ex.status
+            except Unbound:
+                status = 1
+        self.m.st.status = status
+        return status
+
+    # -- lists, pipelines -------------------------------------------------------------------------------
+
+    def and_or(self, node: Node) -> int | None:
+        left, op, right = node.children[0], node.children[1].type, node.children[2]
+        with self.m.ignoring():
+            status = self.sh.stmt(left)
+        ok = self.m.known_status(status, snippet(left), left)
+        if (op == "&&") == ok:
+            return self.sh.stmt(right)
+        self.m.st.status = status if status is not None else (1 if op == "&&" else 0)
+        return self.m.st.status
+
+    def pipeline(self, node: Node) -> int | None:
+        parts = [c for c in node.children if c.type not in ("|", "|&")]
+        statuses: list[int | None] = []
+        for piece in parts:
+            with self.m.in_copy():
+                try:
+                    with (
+                        self.m.ignoring(),
+                        self.m.stdout_elsewhere() if piece is not parts[-1] else _nothing(),
+                    ):
+                        statuses.append(self.sh.stmt(piece))
+                except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
+                    statuses.append(getattr(ex, "status", 1))
+        status = statuses[-1]
+        if "pipefail" in self.m.st.opts:
+            status = next((s for s in reversed(statuses) if s != 0), 0)
+        return self.m.errexit(status, node, snippet(node))
+
+    # -- compound commands ------------------------------------------------------------------------------
+
+    def if_statement(self, node: Node) -> int | None:
+        clauses: list[tuple[list[Node], list[Node]]] = []
+        cond: list[Node] = []
+        body: list[Node] = []
+        state = "cond"
+        for child in node.children:
+            t = child.type
+            if t in ("if", "fi"):
+                continue
+            if t == "then":
+                state = "body"
+            elif t in ("elif_clause", "else_clause"):
+                if state != "done":
+                    clauses.append((cond, body))
+                state = "done"
+                sub_cond: list[Node] = []
+                sub_body: list[Node] = []
+                sub_state = "cond" if t == "elif_clause" else "body"
+                for c in child.children:
+                    if c.type in ("elif", "else"):
+                        continue
+                    if c.type == "then":
+                        sub_state = "body"
+                    elif sub_state == "cond":
+                        sub_cond.append(c)
+                    else:
+                        sub_body.append(c)
+                clauses.append((sub_cond, sub_body))
+            elif state == "cond":
+                cond.append(child)
+            else:
+                body.append(child)
+        if state != "done":
+            clauses.append((cond, body))
+        for cond, body in clauses:
+            if not cond:
+                return self.sh.block(body)
+            with self.m.ignoring():
+                status = self.sh.block(cond)
+            if self.m.known_status(
+                status, " ".join(snippet(c) for c in cond if c.type not in (";", "\n")), node
+            ):
+                return self.sh.block(body)
+        self.m.st.status = 0
+        return 0
+
+    def case_statement(self, node: Node) -> int | None:
+        subject_node = part(node, "value")
+        subject = self.words.value(subject_node)
+        items = [c for c in node.children if c.type == "case_item"]
+        self.m.st.status = 0
+        k = 0
+        falling = False
+        status: int | None = 0
+        while k < len(items):
+            item = items[k]
+            patterns = [c for c in item.children if field_of(item, c) == "value"]
+            ends = (";;", ";&", ";;&")
+            body = [
+                c
+                for c in item.children
+                if field_of(item, c) != "value" and c.type not in (")", "|", "(", *ends)
+            ]
+            term = next((c.type for c in item.children if c.type in ends), ";;")
+            hit = falling
+            if not hit:
+                for p in patterns:
+                    rx = self.words.pattern(p)
+                    if isinstance(subject, Unknown) or isinstance(rx, Unknown):
+                        why = subject.reason if isinstance(subject, Unknown) else rx.reason  # type: ignore[union-attr]
+                        hit = (
+                            self.m.decide(
+                                2,
+                                [
+                                    f"case matches {text(p)!r} ({why})",
+                                    f"case does not match {text(p)!r} ({why})",
+                                ],
+                                node,
+                            )
+                            == 0
+                        )
+                    else:
+                        hit = rx.fullmatch(subject) is not None
+                    if hit:
+                        break
+            if hit:
+                status = self.sh.block(body) if body else 0
+                if term == ";;":
+                    return status
+                falling = term == ";&"
+            k += 1
+        self.m.st.status = status
+        return status
+
+    def for_statement(self, node: Node) -> int | None:
+        var = text(part(node, "variable"))
+        values = [c for c in node.children if field_of(node, c) == "value"]
+        body = part(node, "body")
+        items: list[Value] = []
+        if not any(c.type == "in" for c in node.children):
+            pos = self.m.st.positional
+            if isinstance(pos, Unknown):
+                return self.for_unknown(node, var, body, f"the arguments: {pos.reason}")
+            items = list(pos)
+        for v in values:
+            fs = self.words.fields(v)
+            if isinstance(fs, Unknown):
+                return self.for_unknown(node, var, body, fs.reason)
+            items += [join(f) for f in fs]
+        status: int | None = 0
+        for n, item in enumerate(items):
+            if n >= MAX_LOOP:
+                raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
+            self.vars.assign(var, item, node)
+            status, broke = self._iteration(body, status)
+            if broke:
+                break
+        self.m.st.status = status
+        return status
+
+    def for_unknown(self, node: Node, var: str, body: Node, why: str) -> int | None:
+        """``for`` over words known only at run time (a glob, an unknown list): it runs its body an unknown
+        number of times. Either none (the loop changes nothing), or some: then the state at the start of
+        the last iteration is the state before the loop with what the body can change made unknown
+        (``effects.effects_of``: its variables, the loop's variable, the directory, the arguments, the
+        disk), and that iteration runs once, its ``break``, ``return`` and ``exit`` as they come. Each
+        run of the loop ends as one of these two paths. Where the body's effects cannot be bounded from
+        its syntax, the loop is not modelled."""
+        nodes = inner(body, "do", "done")
+        fx = effects_of(nodes, self.m.st.funcs)
+        if isinstance(fx, str):
+            raise Unmodelled(f"for over words known only at run time ({why}), around {fx}", line_of(node))
+        labels = [f"for {var}: no words ({why})", f"for {var}: one or more words ({why})"]
+        if self.m.decide(2, labels, node) == 0:
+            self.m.st.status = 0
+            return 0
+        self.m.unknown_effects(fx, f"set by the loop at line {line_of(node)}")
+        self.vars.assign(var, Unknown(f"${var}: a word of {why}"), node)
+        try:
+            status = self.sh.block(nodes)
+        except LoopJump as lp:
+            if lp.n > 1:
+                raise LoopJump(lp.kind, lp.n - 1) from None
+            status = 0
+        self.m.st.status = status
+        return status
+
+    def c_for_statement(self, node: Node) -> int | None:
+        """``for (( init; cond; step ))``: the three arithmetic parts, from the source between the
+        separators (a part with an expansion in it is not modelled)."""
+        src = node_bytes(node)
+        seps = [c for c in node.children if c.type in ("((", ";", "))")][:4]
+        if len(seps) != 4 or [c.type for c in seps] != ["((", ";", ";", "))"]:
+            raise Unmodelled(f"for (( )) form {snippet(node)}", line_of(node))
+        parts = [
+            src[a.end_byte - node.start_byte : b.start_byte - node.start_byte].decode().strip()
+            for a, b in itertools.pairwise(seps)
+        ]
+        if any("$" in p or "`" in p for p in parts):
+            raise Unmodelled(f"for (( )) with an expansion: {snippet(node)}", line_of(node))
+        body = part(node, "body")
+        init, cond, step = parts
+        if init:
+            self.words.arith(init, node)
+        status: int | None = 0
+        for n in range(MAX_LOOP + 1):
+            if n == MAX_LOOP:
+                raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
+            if cond:
+                v = self.words.arith(cond, node)
+                holds = (
+                    int(v) != 0 if isinstance(v, str) else self.m.known_status(None, f"(( {cond} ))", node)
+                )
+                if not holds:
+                    break
+            status, broke = self._iteration(body, status)
+            if broke:
+                break
+            if step:
+                self.words.arith(step, node)
+        self.m.st.status = status
+        return status
+
+    def while_statement(self, node: Node) -> int | None:
+        cond = [c for c in node.children if field_of(node, c) == "condition"]
+        body = part(node, "body")
+        until = node.children[0].type == "until"
+        status: int | None = 0
+        widened = False
+        for n in range(MAX_LOOP + 1):
+            if n == MAX_LOOP:
+                raise Unmodelled(f"more than {MAX_LOOP} iterations", line_of(node))
+            with self.m.ignoring():
+                c = self.sh.block(cond)
+            fx = None if c is not None or widened else effects_of([*cond, body], self.m.st.funcs)
+            if c is None and widened:
+                break  # the iteration run from the widened state was the last one; see below
+            if c is None and isinstance(fx, Effects):
+                # known only at run time from here: the loop stops now, or runs on; then the state at the
+                # start of its last iteration is this one with what the condition and the body can change
+                # made unknown, and that iteration runs once (as for a loop over unknown words)
+                why = f"the loop at line {line_of(node)}"
+                if self.m.decide(2, [f"{why} stops here", f"{why} runs on"], node) == 0:
+                    break
+                self.m.unknown_effects(fx, f"changed by {why}")
+                widened = True
+            elif self.m.known_status(c, "loop condition", node) == until:
+                break
+            status, broke = self._iteration(body, status)
+            if broke:
+                break
+        self.m.st.status = status
+        return status
+
+    def _iteration(self, body: Node, status: int | None) -> tuple[int | None, bool]:
+        """One run of a loop's body: its status (``status``, the last one, where it jumped), and whether
+        it broke out of this loop; a ``break N``/``continue N`` for an outer loop goes on up."""
+        try:
+            return self.sh.block(inner(body, "do", "done")), False
+        except LoopJump as lp:
+            if lp.n > 1:
+                raise LoopJump(lp.kind, lp.n - 1) from None
+            return status, lp.kind == "break"
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield

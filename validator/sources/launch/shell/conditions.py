@@ -1,0 +1,317 @@
+"""Conditions, statically: ``[ ]``/``test`` (string comparison, POSIX's rules by argument count, bash's
+grammar beyond four), ``[[ ]]`` (pattern matching, ``&&``/``||``), file tests against the disk (unless the
+script may have changed that path), and ``(( ))`` as a command (its arithmetic is ``arith``'s).
+
+A condition that depends on what only the run knows is None: the executor forks there. ``Conditions``
+holds the path's machine (the disk, the forks), variables and word expansion; the functions below it are
+shared with the ``test`` and ``[`` builtins.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from tree_sitter import Node
+
+from validator.sources.launch.shell.machine import Machine
+from validator.sources.launch.shell.syntax import line_of, part, snippet, text
+from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.variables import Variables
+
+INT_OPS = {
+    "-eq": lambda a, b: a == b,
+    "-ne": lambda a, b: a != b,
+    "-lt": lambda a, b: a < b,
+    "-le": lambda a, b: a <= b,
+    "-gt": lambda a, b: a > b,
+    "-ge": lambda a, b: a >= b,
+}
+
+
+def leaves(nodes: list[Node]) -> Iterator[Node]:
+    for n in nodes:
+        if n.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
+            yield from leaves(list(n.children))
+        else:
+            yield n
+
+
+class Conditions:
+    """``[ ]``, ``[[ ]]`` and ``(( ))`` on one path."""
+
+    def __init__(self, m: Machine, variables: Variables) -> None:
+        self.m, self.vars, self.words = m, variables, variables.words
+
+    # -- tests ------------------------------------------------------------------------------------------
+
+    def test_command(self, node: Node) -> int | None:
+        opener = node.children[0].type
+        inner = [c for c in node.children if c.type not in ("[", "]", "[[", "]]")]
+        if opener == "[":
+            args: list[Value] = []
+            for leaf in leaves(inner):
+                if leaf.type in (
+                    "test_operator",
+                    "==",
+                    "=",
+                    "!=",
+                    "!",
+                    "=~",
+                    "<",
+                    ">",
+                    "&&",
+                    "||",
+                    "-a",
+                    "-o",
+                    "(",
+                    ")",
+                ):
+                    args.append(text(leaf))
+                    continue
+                fs = self.words.fields(leaf)
+                if isinstance(fs, Unknown):
+                    return None
+                args += [join(f) for f in fs]
+            return test_words(self, args, node)
+        if len(inner) != 1:
+            raise Unmodelled(f"[[ ]] form {snippet(node)}", line_of(node))
+        r = self.cond_expr(inner[0])
+        return None if r is None else int(not r)
+
+    def cond_expr(self, node: Node) -> bool | None:
+        t = node.type
+        line = line_of(node)
+        if t == "parenthesized_expression":
+            kids = [c for c in node.children if c.type not in ("(", ")")]
+            if len(kids) != 1:
+                raise Unmodelled(f"[[ ]] group {snippet(node)}", line)
+            return self.cond_expr(kids[0])
+        if t == "unary_expression":
+            op = text(node.children[0])
+            operand = node.children[-1]
+            if op == "!":
+                r = self.cond_expr(operand)
+                return None if r is None else not r
+            return unary_test(self, op, self.words.value(operand), node)
+        if t == "binary_expression":
+            left = part(node, "left")
+            right = part(node, "right")
+            op = text(part(node, "operator"))
+            if op in ("&&", "||"):
+                a = self.cond_expr(left)
+                if a is None:
+                    labels = [f"[[ {snippet(left)} ]] holds", f"[[ {snippet(left)} ]] fails"]
+                    a = self.m.decide(2, labels, node) == 0
+                if a == (op == "||"):
+                    return a
+                return self.cond_expr(right)
+            lv = self.words.value(left)
+            if op in ("==", "=", "!="):
+                rx = self.words.pattern(right)
+                if isinstance(lv, Unknown) or isinstance(rx, Unknown):
+                    return None
+                hit = rx.fullmatch(lv) is not None
+                return hit if op != "!=" else not hit
+            if op == "=~":
+                raise Unmodelled("[[ =~ ]] (an extended regular expression)", line)
+            if op in ("<", ">"):
+                raise Unmodelled(f"[[ {op} ]] (the locale's collation order)", line)
+            rv = self.words.value(right)
+            if op in INT_OPS:
+                a_ = self.words.arith(lv, node) if isinstance(lv, str) else lv
+                b_ = self.words.arith(rv, node) if isinstance(rv, str) else rv
+                if isinstance(a_, Unknown) or isinstance(b_, Unknown):
+                    return None
+                return bool(INT_OPS[op](int(a_), int(b_)))
+            if op in ("-nt", "-ot", "-ef"):
+                raise Unmodelled(f"file comparison {op}", line)
+            raise Unmodelled(f"[[ ]] operator {op!r}", line)
+        if t in (
+            "word",
+            "string",
+            "raw_string",
+            "concatenation",
+            "simple_expansion",
+            "expansion",
+            "number",
+            "command_substitution",
+        ):
+            v = self.words.value(node)
+            return (
+                None
+                if isinstance(v, Unknown) and not v.nonempty
+                else (True if isinstance(v, Unknown) else v != "")
+            )
+        raise Unmodelled(f"[[ ]] expression {snippet(node)}", line)
+
+    # -- arithmetic -------------------------------------------------------------------------------------
+
+    def arith_command(self, node: Node) -> int | None:
+        inner = self.words.arith_text(node, 2, 2)
+        if isinstance(inner, Unknown):
+            return None
+        v = self.words.arith(inner, node)
+        if isinstance(v, Unknown):
+            return None
+        return 0 if int(v) != 0 else 1
+
+
+# -- test / [ -------------------------------------------------------------------------------------------
+
+
+def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | None:
+    if op in ("-n", "-z"):
+        if isinstance(operand, Unknown):
+            return (op == "-n") if operand.nonempty else None
+        return (operand != "") == (op == "-n")
+    if op == "-v":
+        if ev.m.posix:
+            raise Unmodelled("test -v in a /bin/sh script", line_of(node))
+        if isinstance(operand, Unknown):
+            return None
+        return ev.vars.scalar(operand) is not None or ev.vars.elements(operand) is not None
+    if op in ("-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", "-a"):
+        if isinstance(operand, Unknown):
+            return None
+        if operand == "" or ev.m.changed(operand):
+            return None
+        base = ev.m.st.cwd
+        if isinstance(base, Unknown) and not operand.startswith("/"):
+            return None
+        path = Path(str(base)) / operand
+        checks = {
+            "-f": path.is_file,
+            "-d": path.is_dir,
+            "-e": path.exists,
+            "-a": path.exists,
+            "-x": lambda: os.access(path, os.X_OK),
+            "-r": lambda: os.access(path, os.R_OK),
+            "-w": lambda: os.access(path, os.W_OK),
+            "-s": lambda: path.is_file() and path.stat().st_size > 0,
+            "-L": path.is_symlink,
+            "-h": path.is_symlink,
+        }
+        try:
+            return bool(checks[op]())
+        except OSError:
+            return False
+    raise Unmodelled(f"test operator {op}", line_of(node))
+
+
+def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Node) -> bool | None:
+    if ev.m.posix and op == "==":
+        raise Unmodelled("[ a == b ] in a /bin/sh script (dash's test has no ==)", line_of(node))
+    if op in ("=", "==", "!="):  # test and [ compare strings: no patterns
+        if isinstance(left, Unknown) or isinstance(right, Unknown):
+            return None
+        return (left == right) == (op != "!=")
+    if op in INT_OPS:
+        if isinstance(left, Unknown) or isinstance(right, Unknown):
+            return None
+        try:
+            a, b = int(left.strip()), int(right.strip())
+        except ValueError:
+            raise Unmodelled(
+                f"[ {left!r} {op} {right!r} ]: not integers (bash reports an error)", line_of(node)
+            ) from None
+        return bool(INT_OPS[op](a, b))
+    raise Unmodelled(f"test operator {op}", line_of(node))
+
+
+_UNARY_OPS = {"-n", "-z", "-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", "-v"}
+_BINARY_OPS = {"=", "==", "!=", *INT_OPS}
+
+
+def test_words(ev: Conditions, args: list[Value], node: Node) -> int | None:
+    """The ``test``/``[`` builtin on its words, by POSIX's rules for up to four arguments."""
+    r = _test_posix(ev, args, node)
+    return None if r is None else int(not r)
+
+
+def _test_posix(ev: Conditions, args: list[Value], node: Node) -> bool | None:
+    n = len(args)
+    if n == 0:
+        return False
+    if n == 1:
+        a = args[0]
+        return (a != "") if isinstance(a, str) else (True if a.nonempty else None)
+    if n == 2:
+        if args[0] == "!":
+            r = _test_posix(ev, args[1:], node)
+            return None if r is None else not r
+        if isinstance(args[0], str) and args[0] in _UNARY_OPS:
+            return unary_test(ev, args[0], args[1], node)
+        raise Unmodelled(f"test with {args!r}", line_of(node))
+    if n == 3:
+        if isinstance(args[1], str) and args[1] in _BINARY_OPS:
+            return _binary(ev, args[0], args[1], args[2], node)
+        if args[0] == "!":
+            r = _test_posix(ev, args[1:], node)
+            return None if r is None else not r
+        raise Unmodelled(f"test with {args!r}", line_of(node))
+    if n == 4 and args[0] == "!":
+        r = _test_posix(ev, args[1:], node)
+        return None if r is None else not r
+    if n == 4:
+        raise Unmodelled(f"test with {args!r}", line_of(node))
+    return _TestParser(ev, args, node).parse()
+
+
+class _TestParser:
+    """``test`` with more than four arguments: bash's grammar (``-o`` below ``-a`` below ``!``, then
+    parentheses, unary and binary primaries). Any operand unknown where it decides makes it None."""
+
+    def __init__(self, ev: Conditions, args: list[Value], node: Node) -> None:
+        self.ev, self.args, self.node, self.k = ev, args, node, 0
+
+    def parse(self) -> bool | None:
+        r = self.orr()
+        if self.k != len(self.args):
+            raise Unmodelled(f"test with {self.args!r}", line_of(self.node))
+        return r
+
+    def orr(self) -> bool | None:
+        a = self.andd()
+        while self.k < len(self.args) and self.args[self.k] == "-o":
+            self.k += 1
+            b = self.andd()
+            a = True if (a is True or b is True) else (None if a is None or b is None else False)
+        return a
+
+    def andd(self) -> bool | None:
+        a = self.term()
+        while self.k < len(self.args) and self.args[self.k] == "-a":
+            self.k += 1
+            b = self.term()
+            a = False if (a is False or b is False) else (None if a is None or b is None else True)
+        return a
+
+    def term(self) -> bool | None:
+        args, k = self.args, self.k
+        if k >= len(args):
+            raise Unmodelled("test: argument expected", line_of(self.node))
+        if args[k] == "!":
+            self.k += 1
+            r = self.term()
+            return None if r is None else not r
+        if args[k] == "(":
+            self.k += 1
+            r = self.orr()
+            if self.k >= len(args) or args[self.k] != ")":
+                raise Unmodelled("test: ( without )", line_of(self.node))
+            self.k += 1
+            return r
+        if k + 2 < len(args) + 0 and isinstance(args[k + 1], str) and args[k + 1] in _BINARY_OPS:
+            self.k += 3
+            return _binary(self.ev, args[k], str(args[k + 1]), args[k + 2], self.node)
+        if isinstance(args[k], str) and args[k] in _UNARY_OPS and k + 1 < len(args):
+            self.k += 2
+            return unary_test(self.ev, str(args[k]), args[k + 1], self.node)
+        if isinstance(args[k], Unknown):
+            raise Unmodelled(
+                "test: an operand known only at run time where an operator may be", line_of(self.node)
+            )
+        self.k += 1
+        return args[k] != ""

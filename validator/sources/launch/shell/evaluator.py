@@ -1,0 +1,251 @@
+"""One path through a launcher script, as bash 5 would run it on this host: how it ends (an exit, a
+construct not modelled, or the first command that starts the SGLang server, ``Launch``).
+
+``Evaluator`` is the executor: it owns the path's parts (see the package docstring), dispatches each
+statement to the one that holds its rule (``stmt``), starts the path from the environment bash inherits
+(and what bash ignores of it), and refuses what a ``#!/bin/sh`` script cannot use (``posix_check``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from tree_sitter import Node, Tree
+
+from validator.sources.launch.shell.commands import Commands
+from validator.sources.launch.shell.compound import Compound
+from validator.sources.launch.shell.conditions import Conditions
+from validator.sources.launch.shell.machine import Machine, Prefix
+from validator.sources.launch.shell.state import (
+    BASH_VARS,
+    MAX_STEPS,
+    Ending,
+    Launched,
+    LoopJump,
+    ShellExit,
+    ShellReturn,
+    State,
+    Var,
+)
+from validator.sources.launch.shell.syntax import inner, line_of, node_bytes, part, snippet, text
+from validator.sources.launch.shell.values import Field, Unbound, Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.variables import Variables
+
+
+class Evaluator:
+    """One path through the script (``api.Shell``): the statements, dispatched to the component that
+    holds the rules of their kind. ``m``: the path's machine (``machine.Machine``'s arguments)."""
+
+    def __init__(self, m: Machine) -> None:
+        self.m = m
+        self.vars = Variables(m, self.command_output)
+        self.words = self.vars.words
+        self.tests = Conditions(m, self.vars)
+        self.commands = Commands(self)
+        self.compound = Compound(self)
+
+    def invoke(
+        self,
+        words: list[Field],
+        prefix: Prefix,
+        node: Node,
+        *,
+        execs: bool = False,
+        skip_functions: bool = False,
+        only_builtins: bool = False,
+    ) -> int | None:
+        return self.commands.invoke(
+            words, prefix, node, execs=execs, skip_functions=skip_functions, only_builtins=only_builtins
+        )
+
+    def subshell(self, nodes: list[Node]) -> int | None:
+        return self.compound.subshell(nodes)
+
+    def command_output(self, node: Node) -> Value:
+        """``$(...)``: the output of the few commands whose output is known statically (``dirname``,
+        ``basename``, ``pwd``, ``cd``, ``echo``, ``printf '%s'``, ``uname``); anything else is Unknown. The
+        substitution's exit status becomes ``$?`` (an assignment's status, for ``set -e``)."""
+        body = [c for c in node.children if c.type not in ("$(", ")", "`")]
+        outer_capture = self.m.capturing
+        with self.m.in_copy():
+            self.m.capturing = []
+            try:
+                with self.m.ignoring():
+                    status = self.block(body)
+                out = join(self.m.capturing)
+            except ShellExit as ex:
+                status, out = ex.status, join(self.m.capturing)
+            except Unbound:  # bash reports it and the substitution's subshell exits
+                status, out = 1, join(self.m.capturing)
+            except Launched:
+                raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
+            finally:
+                self.m.capturing = outer_capture
+        self.m.st.status = status
+        if status is None:
+            return Unknown(f"$({snippet(node)[2:-1]}) runs at run time")
+        return out.rstrip("\n") if isinstance(out, str) else out
+
+    def run(
+        self,
+        tree: Tree,
+        env: Mapping[str, str],
+        args: list[str],
+        *,
+        inside: str | None = None,
+        cwd: Value = "",
+    ) -> Ending:
+        """The path's ending. ``inside``: the script runs where this host cannot see (a container): the
+        variables not in ``env`` and every file there are unknown (why: ``inside``), the directory ``cwd``."""
+        m = self.m
+        st = m.st = State(
+            vars={k: Var(value=v, exported=True) for k, v in env.items()},
+            funcs={},
+            positional=list(args),
+            opts=set(m.initial_opts),
+            cwd=str(m.script.parent) if inside is None else cwd,
+            sources=[str(m.script)],
+        )
+        if inside is not None:
+            st.opaque = inside
+            st.dirty = None
+        st.vars.pop("PWD", None)
+        if "IFS" in st.vars:  # bash ignores an inherited IFS
+            del st.vars["IFS"]
+        for name in [k for k in st.vars if not m.posix and (k in BASH_VARS or k.startswith("BASH_FUNC_"))]:
+            if name.startswith("BASH_FUNC_"):
+                return Ending("unresolved", 1, m.file, f"{name} in the environment: an exported function")
+            del st.vars[name]
+        if env.get("BASH_ENV") and not m.posix:
+            return Ending("unresolved", 1, m.file, "BASH_ENV is set: bash sources that file first")
+        if (env.get("SHELLOPTS") or env.get("BASHOPTS")) and not m.posix:
+            return Ending("unresolved", 1, m.file, "SHELLOPTS/BASHOPTS in the environment")
+        ending = self._walk(tree)
+        trap = m.st.traps.get("EXIT")
+        if ending.kind == "exit" and trap and not ending.reason.startswith("exec "):
+            # a path that ends without starting the server may still start it from its EXIT trap
+            return Ending("unresolved", ending.line, ending.where, trap, assumed=ending.assumed)
+        return ending
+
+    def _walk(self, tree: Tree) -> Ending:
+        m = self.m
+        taken = m.forks.taken
+        try:
+            self.block(list(tree.root_node.children))
+        except Launched as hit:
+            return Ending("launch", hit.launch.line, hit.launch.where, launch=hit.launch, assumed=taken)
+        except ShellExit as ex:
+            return Ending("exit", ex.line, m.file, ex.why or f"exit {ex.status}", assumed=taken)
+        except Unmodelled as um:
+            return Ending("unresolved", um.line or m.line, um.where or m.file, um.reason, assumed=taken)
+        except ShellReturn:
+            return Ending("exit", 0, m.file, "return outside a function", assumed=taken)
+        except LoopJump:
+            return Ending("exit", 0, m.file, "break outside a loop", assumed=taken)
+        except Unbound as ub:
+            return Ending("exit", 0, m.file, f"unbound variable {ub}", assumed=taken)
+        return Ending("exit", 0, m.file, "the script ends", assumed=taken)
+
+    def block(self, nodes: list[Node]) -> int | None:
+        status: int | None = 0
+        k = 0
+        while k < len(nodes):
+            node = nodes[k]
+            background = k + 1 < len(nodes) and nodes[k + 1].type == "&"
+            if background:
+                status = self.compound.background(node)
+                k += 2
+                continue
+            status = self.stmt(node)
+            k += 1
+        return status
+
+    def posix_check(self, node: Node) -> None:
+        """A ``#!/bin/sh`` script runs under dash (Ubuntu, Debian): what is bash's alone is not modelled
+        there (dash refuses it, or reads it otherwise: ``&>`` is ``&`` then ``>``)."""
+        t = node.type
+        line = line_of(node)
+        if t == "declaration_command" and text(node.children[0]) != "export":
+            raise Unmodelled(f"{text(node.children[0])} in a /bin/sh script", line)
+        if t == "declaration_command" and any(text(c).startswith(("-", "+")) for c in node.children[1:]):
+            raise Unmodelled("export with an option in a /bin/sh script", line)
+        if t == "test_command" and node.children[0].type == "[[":
+            raise Unmodelled("[[ ]] in a /bin/sh script", line)
+        if t in ("c_style_for_statement",) or (t == "compound_statement" and node.children[0].type == "(("):
+            raise Unmodelled("(( )) in a /bin/sh script", line)
+        if t == "function_definition" and node.children[0].type == "function":
+            raise Unmodelled("the function keyword in a /bin/sh script", line)
+        raw = node_bytes(node)
+        if t in ("redirected_statement", "command", "pipeline", "list") and (
+            b"&>" in raw or b"|&" in raw or b"<<<" in raw or b"<(" in raw or b">(" in raw
+        ):
+            raise Unmodelled("&>, |&, <<< or a process substitution in a /bin/sh script", line)
+        if t == "case_statement" and (b";&" in raw):
+            raise Unmodelled(";& or ;;& in a /bin/sh script", line)
+
+    def stmt(self, node: Node) -> int | None:
+        self.m.line = line_of(node)  # for what is found where no node is at hand
+        self.m.steps += 1
+        if self.m.steps > MAX_STEPS:
+            raise Unmodelled(f"more than {MAX_STEPS} statements on one path", line_of(node))
+        t = node.type
+        if self.m.posix:
+            self.posix_check(node)
+        if t in ("comment", ";", "\n", "heredoc_body"):
+            return self.m.st.status
+        if t == "variable_assignment":
+            self.m.st.status = 0
+            self.vars.assignment(node)
+            return self.m.errexit(self.m.st.status, node, snippet(node))
+        if t == "variable_assignments":
+            self.m.st.status = 0
+            for child in node.children:
+                if child.type == "variable_assignment":
+                    self.vars.assignment(child)
+            return self.m.errexit(self.m.st.status, node, snippet(node))
+        if t in ("declaration_command", "unset_command", "test_command"):
+            keyword = text(node.children[0])
+            if keyword in self.m.st.funcs:
+                raise Unmodelled(f"a function named {keyword} shadows the builtin", line_of(node))
+        if t == "declaration_command":
+            return self.m.errexit(self.vars.declaration(node), node, snippet(node))
+        if t == "unset_command":
+            return self.m.errexit(self.vars.unset(node), node, snippet(node))
+        if t == "command":
+            return self.commands.command(node)
+        if t == "redirected_statement":
+            return self.commands.redirected(node)
+        if t == "list":
+            return self.compound.and_or(node)
+        if t == "pipeline":
+            return self.compound.pipeline(node)
+        if t == "negated_command":
+            with self.m.ignoring():
+                status = self.stmt(node.children[-1])
+            self.m.st.status = None if status is None else int(status == 0)
+            return self.m.st.status
+        if t == "subshell":
+            return self.m.errexit(self.compound.subshell(inner(node, "(", ")")), node, "( ... )")
+        if t == "compound_statement":
+            kids = inner(node, "{", "}")
+            if node.children and node.children[0].type == "((":
+                return self.m.errexit(self.tests.arith_command(node), node, snippet(node))
+            return self.block(kids)
+        if t == "function_definition":
+            name = text(part(node, "name"))
+            self.m.st.funcs[name] = part(node, "body")
+            self.m.st.status = 0
+            return 0
+        if t == "test_command":
+            return self.m.errexit(self.tests.test_command(node), node, snippet(node))
+        if t == "if_statement":
+            return self.compound.if_statement(node)
+        if t == "case_statement":
+            return self.compound.case_statement(node)
+        if t == "c_style_for_statement":
+            return self.compound.c_for_statement(node)
+        if t == "for_statement":
+            return self.compound.for_statement(node)
+        if t in ("while_statement",):
+            return self.compound.while_statement(node)
+        raise Unmodelled(f"{t.replace('_', ' ')}: {snippet(node)}", line_of(node))

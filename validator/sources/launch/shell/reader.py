@@ -1,0 +1,75 @@
+"""A launcher script read statically: every path through it, each walked by a fresh ``Evaluator``.
+
+The entry point of the shell reader (``read_script``): it refuses what is not a bash or POSIX sh script
+(another interpreter, ``#!`` options not modelled), parses the file once, and walks each path
+(``paths.explore``) with the script's environment and arguments, up to ``MAX_PATHS`` paths.
+``launch_script`` turns the endings into launch facts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from validator.bounded_files import read_bounded
+from validator.errors import UnresolvedLaunch
+from validator.sources.launch.shell.evaluator import Evaluator
+from validator.sources.launch.shell.machine import Machine
+from validator.sources.launch.shell.paths import Forks, explore
+from validator.sources.launch.shell.state import MAX_PATHS, Ending, Memo, Reading
+from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, interpreter, interpreter_options, parse
+from validator.sources.launch.shell.values import Value
+
+
+def read_script(
+    path: Path | str,
+    *,
+    env: Mapping[str, str],
+    args: list[str] | None = None,
+    text: str | None = None,
+    inside: str | None = None,
+    cwd: Value = "",
+) -> Reading:
+    """Every path through the script at ``path`` started with environment ``env`` and arguments ``args``.
+    ``text``: the script's text, known without reading ``path`` (a file the launcher wrote itself);
+    ``inside``/``cwd``: it runs where this host cannot see (``Evaluator.run``).
+
+    Raises InputError for a file that is not a script (unreadable, oversized, a syntax error)."""
+    script = Path(path).absolute()
+    if text is None:
+        data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
+    else:
+        data = text.encode("utf-8", "surrogateescape")
+    shell = interpreter(data)
+    if shell not in ("bash", "sh"):
+        raise UnresolvedLaunch(
+            f"{script}:1: the script runs under {shell}; the reader models bash and POSIX sh"
+        )
+    options = interpreter_options(data)
+    if options is None:
+        raise UnresolvedLaunch(f"{script}:1: the #! line's options are not modelled")
+    tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
+    endings: list[Ending] = []
+    notes: list[str] = []
+    memo = Memo()
+    # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
+    # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
+    owner: tuple[int, ...] = (os.stat(script).st_uid,) if text is None else ()
+
+    def walk(forks: Forks) -> None:
+        m = Machine(script, forks, posix=shell == "sh", opts=options, owner=owner, memo=memo)
+        ending = Evaluator(m).run(tree, env, list(args or []), inside=inside, cwd=cwd)
+        if ending.launch is not None and m.missing_source:
+            ending.reason = "; ".join(m.missing_source)
+        ending.survived = m.survived
+        endings.append(ending)
+        for note in m.notes:
+            if note not in notes:
+                notes.append(note)
+
+    if not explore(walk, MAX_PATHS):
+        endings.append(
+            Ending("unresolved", 1, str(script), f"more than {MAX_PATHS} paths through the script")
+        )
+    return Reading(script, endings, notes)

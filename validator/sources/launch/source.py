@@ -1,0 +1,279 @@
+"""The launch source: the server's launch command, from whichever input names it (a command line, an
+args file, a systemd unit, a launcher script, a docker or Compose command, a Kubernetes manifest, or a
+running process), parsed with the flag table of the SGLang build that will run it, and that build and
+program located through the command's own interpreter.
+
+Every other preflight source reads what this one establishes (``validator.source_table``): the launch
+command, the installed SGLang (``facts.sglang``), the program (``facts.program``), the server's environment
+and, for a container, its spec. The container readers (docker, Compose, Kubernetes) and the script reader
+are imported only for the input that names them: preflight runs in the server's start-up.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from validator.errors import InputError, UnresolvedLaunch, UsageError
+from validator.facts import ENVIRONMENT_UNKNOWN, SGLANG, LaunchFacts, ProgramFacts, SGLangInstallFacts
+from validator.preflight_inputs import PreflightInputs
+from validator.sources.gathering import Gathering, Unreadable
+from validator.sources.launch import command as launch_command
+from validator.sources.launch import systemd_unit
+from validator.sources.launch.command import resolve_program
+from validator.sources.launch.env_file import read_env_file
+from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_with
+from validator.sources.sglang.install import install_from_probe, read_sglang_install, referenced_env
+from validator.sources.sglang.interpreter import inspect_program
+from validator.sources.sglang.tables import table_for
+
+if TYPE_CHECKING:
+    from validator.sources.host.server_processes import ServerProcess
+    from validator.sources.launch.docker_run import ContainerSpec
+
+DSPARK = "DSPARK"
+
+
+def gather(g: Gathering) -> None:
+    """The launch command, the install and the program; then, for the sources after it, the server's
+    environment and container. A script that computes its command at run time leaves nothing to check
+    (``Unreadable``: the launch source's error)."""
+    inputs = g.inputs
+    try:
+        launch, sg, program = launch_and_install(inputs)
+    except UnresolvedLaunch as exc:
+        raise Unreadable(str(exc)) from None
+    g.facts.launch, g.facts.sglang, g.facts.program = launch, sg, program
+    g.env, _ = server_environment(inputs)
+    g.container = container_spec(inputs, g.env)
+    if g.container is not None and inputs.sglang_root is None:
+        from validator.sources.launch.docker_run import image_note
+
+        # the install is inside the image: not proven, never read from this host's Python
+        g.hidden_install = image_note(g.container)
+        launch.unresolved[SGLANG] = g.hidden_install
+    if sg.root is not None and sg.declared_env:
+        unknown = {k for k in launch.env if k.startswith("SGLANG_") and k not in sg.declared_env}
+        if unknown:
+            sg.referenced_env = referenced_env(sg.root, unknown)
+
+
+def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment the server will see: this process's environment (systemd runs ExecStartPre with
+    the unit's environment), then each --env-file in order. For a running server, the environment it was
+    exec'd with, and nothing else."""
+    if inputs.running is not None:
+        seen = inputs.running.process.env or {}
+        where = f"/proc/{inputs.running.process.pid}/environ"
+        return dict(seen), dict.fromkeys(seen, where)
+    env = dict(os.environ if inputs.base_env is None else inputs.base_env)
+    origin = {k: "process environment" for k in env}
+    for path in inputs.env_files:
+        for k, v in read_env_file(path).items():
+            env[k] = v
+            origin[k] = f"env-file:{path}"
+    return env, origin
+
+
+def read_launch(inputs: PreflightInputs) -> LaunchFacts:
+    env, origin = server_environment(inputs)
+    if inputs.running is not None:
+        return launch_of_process(inputs.running, env, origin)
+    given = [x for x in _launch_sources(inputs) if x is not None]
+    if not given and inputs.kube_manifest is not None:
+        given = [inputs.kube_manifest]  # the manifest's SGLang container is the launch
+    if len(given) != 1:
+        raise UsageError(
+            "give exactly one of --launch-cmd, --launch-args-file, --unit, --script, --docker-cmd, "
+            "--compose, --kube-manifest (or `launch -- CMD...`)"
+        )
+    if inputs.script_args and inputs.script is None:
+        raise UsageError("--script-arg gives the arguments of --script")
+    if inputs.service is not None and inputs.compose is None:
+        raise UsageError("--service names a service of the --compose file")
+    container = container_spec(inputs, env) if inputs.script is None else None
+    if container is not None:
+        from validator.sources.launch.docker_run import launch_from_container
+
+        facts = launch_from_container(container)
+    elif inputs.script is not None:
+        from validator.sources.launch.script import launch_from_script
+
+        facts = launch_from_script(inputs.script, env=env, env_origin=origin, args=inputs.script_args)
+    elif inputs.argv is not None:
+        # exec keeps the working directory: the server starts where `launch` runs
+        facts = launch_command.launch_from_argv(
+            list(inputs.argv), origin="launch", env=env, working_directory=Path.cwd()
+        )
+    elif inputs.launch_cmd is not None:
+        facts = launch_command.launch_from_string(inputs.launch_cmd, origin="--launch-cmd", env=env)
+    elif inputs.launch_args_file is not None:
+        facts = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
+    else:
+        assert inputs.unit is not None
+        # with --unit, --env-file stands in for the unit's EnvironmentFile= (checked before installing it)
+        process = dict(os.environ if inputs.base_env is None else inputs.base_env)
+        files = list(inputs.env_files) or None
+        facts = systemd_unit.launch_from_unit(inputs.unit, base_env=process, env_files=files)
+    for k, v in origin.items():
+        facts.env_origin.setdefault(k, v)
+    return facts
+
+
+def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> LaunchFacts:
+    """A running server's launch command: its argv (for the simulator, the SGLang command it stands in
+    for) with the environment and working directory the kernel shows. An environment that could not be
+    read leaves every variable unresolved: a check that reads one is then not proven, never judged on an
+    empty environment."""
+    proc = server.process
+    facts = launch_command.launch_from_argv(
+        # the simulator's own argv (it is recognised as such); a server's command without the #! python
+        list(server.process.argv if server.kind in ("sim", "launch") else server.command),
+        origin=f"process {proc.pid}",
+        env=env,
+        env_origin=origin,
+        working_directory=proc.cwd,
+    )
+    facts.user = proc.user
+    if proc.env is None:  # every variable, whichever a pack's checks read (its FP8 switch, the caches)
+        facts.unresolved[ENVIRONMENT_UNKNOWN] = proc.env_error or "its environment could not be read"
+    return facts
+
+
+def _launch_sources(inputs: PreflightInputs) -> tuple[object, ...]:
+    return (
+        inputs.launch_cmd,
+        inputs.launch_args_file,
+        inputs.unit,
+        inputs.script,
+        inputs.argv,
+        inputs.docker_cmd,
+        inputs.compose,
+    )
+
+
+def kube_is_launch(inputs: PreflightInputs) -> bool:
+    """``--kube-manifest`` given alone is the launch (its SGLang container's command, args and env);
+    beside another launch input it only bounds the start (``host.start_budget``)."""
+    return (
+        inputs.kube_manifest is not None
+        and inputs.running is None
+        and all(x is None for x in _launch_sources(inputs))
+    )
+
+
+def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> ContainerSpec | None:
+    """The container a --docker-cmd, --compose or lone --kube-manifest input describes (None for the
+    other inputs)."""
+    if kube_is_launch(inputs):
+        from validator.sources.launch.kube_manifest import load_kube_container
+
+        assert inputs.kube_manifest is not None
+        return load_kube_container(inputs.kube_manifest, inputs.kube_container)
+    if inputs.docker_cmd is not None:
+        from validator.sources.launch.docker_run import parse_docker_cmd
+
+        return parse_docker_cmd(inputs.docker_cmd, env)
+    if inputs.compose is not None:
+        from validator.sources.launch.compose import load_compose
+
+        return load_compose(inputs.compose, inputs.service, env)
+    if inputs.script is not None:  # a script whose server command is `docker run ...`
+        from validator.sources.launch.script import container_of_script
+
+        return container_of_script(inputs.script, env=env, args=inputs.script_args)
+    return None
+
+
+def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstallFacts, ProgramFacts]:
+    """The install to read, and ``launch.program``'s evidence: the program resolved as exec would, its
+    interpreter asked with the server's flags, environment and working directory. There is no fallback
+    to this process's own packages: they prove nothing about the server's."""
+    container = (
+        None if inputs.sglang_root is not None else container_spec(inputs, server_environment(inputs)[0])
+    )
+    if container is not None:  # the program and the install are inside the image: not visible here
+        from validator.sources.launch.docker_run import image_note
+
+        note = image_note(container)
+        hidden = ProgramFacts(
+            written=launch.program,
+            path=None,
+            problem=f"is inside the container ({note})",
+            interpreter=launch.interpreter,
+            interpreter_options=list(launch.interpreter_options),
+        )
+        return SGLangInstallFacts(root=None, located_by=f"image {container.image}", note=note), hidden
+
+    dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
+    parser = launch.args.get("tool_call_parser")
+    tools = parser if isinstance(parser, str) and parser != "auto" else None
+    if launch.simulated:
+        note = "spark-validate's simulator stands in for SGLang here: no SGLang install runs it"
+        # resolved as exec would (``launch`` execs it), never asked what it imports
+        path, _ = resolve_program(launch.program or "", launch.env, launch.working_directory)
+        hidden = ProgramFacts(
+            written=launch.program, path=path, problem=f"is the simulator ({note})", interpreter=None
+        )
+        if inputs.sglang_root is not None:
+            where = f"--sglang-root {inputs.sglang_root}"
+            return read_sglang_install(
+                inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools
+            ), hidden
+        return SGLangInstallFacts(root=None, located_by="simulator", note=note), hidden
+    on_host = inputs.argv is not None or inputs.unit is not None or inputs.running is not None
+    process = inputs.running.process if inputs.running is not None else None
+    program, probe = inspect_program(launch, on_server_host=on_host, process=process)
+    if inputs.sglang_root is not None:
+        where = f"--sglang-root {inputs.sglang_root}"
+        imported = program.sglang_root
+        if imported is not None and imported.resolve() != inputs.sglang_root.resolve():
+            # two sources disagree on which SGLang runs: the interpreter, asked, wins as the fact; the
+            # named tree is not evidence for the checks that read an install (they are error, not pass)
+            note = (
+                f"{where} is not the SGLang the launch command imports ({program.interpreter} imports "
+                f"sglang from {imported}): its files prove nothing about this server"
+            )
+            return (
+                SGLangInstallFacts(root=None, located_by=where, note=note, disputed_root=inputs.sglang_root),
+                program,
+            )
+        return read_sglang_install(inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools), program
+    if probe is not None:
+        return install_from_probe(probe, dspark=dspark, tool_call_parser=tools), program
+    named = f"the program {launch.program} " if launch.program else ""
+    note = named + (program.problem or "names no interpreter")
+    return SGLangInstallFacts(root=None, located_by="launch command", note=note), program
+
+
+def launch_and_install(
+    inputs: PreflightInputs,
+) -> tuple[LaunchFacts, SGLangInstallFacts, ProgramFacts]:
+    """The launch command parsed with the flag table of the SGLang build that will run it.
+
+    The build is found through the command's own interpreter, so the command is first parsed with the
+    shipped table (leniently when that refuses it); then, for a build with a generated table
+    (``spark-validate sglang-table``), it is parsed again with that table, and for another build with
+    none, leniently with the shipped one, reporting what that table does not know instead of failing."""
+    refused: InputError | None = None
+    try:
+        launch = read_launch(inputs)
+    except InputError as exc:
+        with parsing_with(TableChoice(load_table(), "the shipped table", lenient=True)):
+            try:
+                launch = read_launch(inputs)
+            except InputError:
+                raise exc from None
+        refused = exc
+    sg, program = _locate(inputs, launch)
+    choice = table_for(sg, launch.interpreter)
+    if choice is None:
+        if refused is not None:
+            raise refused
+        return launch, sg, program
+    with parsing_with(choice):
+        launch = read_launch(inputs)
+    launch.warnings.insert(0, f"launch command parsed with {choice.described}")
+    return launch, sg, program

@@ -1,0 +1,297 @@
+"""systemd service unit reader: the server command and environment that systemd would start.
+
+Why: the usual deployment is a unit whose ``ExecStart=`` runs SGLang and whose ``Environment=`` or
+``EnvironmentFile=`` sets ``SGLANG_ENABLE_FP8_LM_HEAD``. Preflight validates what systemd will really exec,
+so this follows systemd's rules (``systemd.syntax(7)``, ``systemd.service(5)``, ``systemd.exec(5)``):
+backslash line continuation, ``#``/``;`` comments, the last ``ExecStart=`` after any empty reset, the
+``-@:+!`` prefixes, word splitting with quotes and C escapes, specifiers (``%%``, ``%n``, ``%i``, ...),
+``${VAR}`` (one word) and whole-word ``$VAR`` (split at whitespace) expansion against the service
+environment, ``Environment=`` (several quoted assignments per line) overridden by ``EnvironmentFile=``
+(``-`` = optional, absolute paths, globs). Drop-ins in ``<unit>.d/*.conf`` beside the unit are applied.
+
+Things systemd merely warns about and skips (an assignment without ``=``, a line outside a section, an
+invalid ``Environment=`` word, unbalanced quotes) raise ``InputError(path, reason, line)`` here.
+
+The grammar of the text (lines, sections, words, specifiers, ``$VAR``) is
+:mod:`validator.sources.launch.unit_syntax`; this module reads a unit and its drop-ins and environment files,
+and decides what systemd would start from them.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validator.bounded_files import TEXT_CAP, read_bounded
+from validator.errors import InputError
+from validator.facts import LaunchFacts
+from validator.sources.launch.command import launch_from_argv, unwrap_launch
+from validator.sources.launch.env_file import read_env_file
+from validator.sources.launch.unit_syntax import (
+    ENV_NAME,
+    Assignment,
+    expand_env,
+    parse_unit_text,
+    specifiers,
+    split_words,
+)
+from validator.trusted_files import UnsafeLocation, creatable_by_others
+
+
+@dataclass
+class ServiceUnit:
+    """The [Service] facts preflight needs, with systemd's expansion applied."""
+
+    path: Path
+    exec_start: list[str]  # the server command (inside ``spark-validate launch ... --`` when wrapped)
+    exec_start_pre: list[list[str]]
+    env: dict[str, str]
+    env_origin: dict[str, str]
+    working_directory: Path | None = None
+    user: str | None = None
+    wrapped_by_launch: bool = False  # ExecStart was ``spark-validate launch [opts] -- CMD``
+    launch_options: list[str] = field(default_factory=list)  # the [opts] of that wrapper
+    # what bounds the start job (validator.sources.launch.start_budget): raw values, last assignment wins
+    timing: dict[str, str] = field(default_factory=dict)  # Type, TimeoutStartSec, TimeoutSec, ExecStartPost
+
+
+def _read_text(path: Path) -> str:
+    data = read_bounded(path, TEXT_CAP, "unit file")  # regular files only, size-capped
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), "invalid UTF-8", data.count(b"\n", 0, exc.start) + 1) from None
+
+
+def _merged_service(path: Path) -> list[tuple[str, Assignment]]:
+    """The [Service] assignments of the unit and its drop-ins, in the order systemd applies them."""
+    files = [path]
+    dropin = path.with_name(path.name + ".d")
+    if dropin.is_dir():
+        files += sorted(dropin.glob("*.conf"))
+    items: list[tuple[str, Assignment]] = []
+    found_service = False
+    for f in files:
+        text = _read_text(f)
+        if "\x00" in text:
+            raise InputError(str(f), "NUL byte in unit file", text.count("\n", 0, text.index("\x00")) + 1)
+        sections = parse_unit_text(text, str(f))
+        service = sections.get("Service")
+        if service is None:
+            continue
+        found_service = True
+        for key, values in service.items():
+            items.extend((key, v) for v in values)
+    if not found_service:
+        raise InputError(str(path), "no [Service] section")
+    items.sort(key=lambda kv: (files.index(Path(kv[1].file)), kv[1].line))
+    return items
+
+
+def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
+    """One ExecStart=/ExecStartPre= value -> argv, after prefixes, specifiers and $VAR expansion."""
+    where = a.file
+    text = specifiers(a.value, unit, env, where, a.line)
+    words = split_words(text, where=where, line=a.line)
+    if not words:
+        return []
+    first, bare = words[0]
+    prefixes = ""
+    while first and first[0] in "-@:+!":
+        prefixes += first[0]
+        first = first[1:]
+    if not first:
+        raise InputError(where, "ExecStart= names no program after its prefixes", a.line)
+    words[0] = (first, bare)
+    if "@" in prefixes:
+        if len(words) < 2:
+            raise InputError(where, "'@' prefix needs the program and its argv[0]", a.line)
+        words = [words[0], *words[2:]]  # the program runs with a custom argv[0]; keep the real path
+    if ":" in prefixes:
+        return [w for w, _ in words]
+    return expand_env(words, env, where, a.line)
+
+
+def _service_uids(items: list[tuple[str, Assignment]]) -> set[int]:
+    """The UID of the unit's ``User=`` where this host knows it: besides root and the reading user, the one
+    who may write the unit's EnvironmentFile= (its own server's environment)."""
+    user = next((a.value.strip() for key, a in reversed(items) if key == "User" and a.value.strip()), "")
+    if not user:
+        return set()
+    if user.isdigit():
+        return {int(user)}
+    try:
+        return {pwd.getpwnam(user).pw_uid}
+    except KeyError:
+        return set()
+
+
+def _environment(
+    items: list[tuple[str, Assignment]],
+    unit: Path,
+    base_env: dict[str, str],
+    env_files: list[Path] | None = None,
+) -> tuple[dict[str, str], dict[str, str]]:
+    env = dict(base_env)
+    origin = dict.fromkeys(base_env, "environment")
+    assigned: dict[str, tuple[str, str]] = {}
+    for key, a in items:
+        if key != "Environment":
+            continue
+        if not a.value:
+            assigned.clear()
+            continue
+        text = specifiers(a.value, unit, base_env, a.file, a.line)
+        for word, _ in split_words(text, where=a.file, line=a.line):
+            name, eq, value = word.partition("=")
+            if not eq or not ENV_NAME.match(name):
+                name, eq, _ = word.partition("=")  # the value is never quoted: it may be a secret
+                shown = f"{name[:60]!r}=..." if eq else "a word without '='"
+                raise InputError(a.file, f"invalid Environment= assignment {shown}", a.line)
+            assigned[name] = (value, f"{a.file}:{a.line} Environment=")
+    for name, (value, where) in assigned.items():
+        env[name], origin[name] = value, where
+    trusted = _service_uids(items)
+    files: list[tuple[str, Assignment]] = []
+    for key, a in items:
+        if key == "EnvironmentFile":
+            if not a.value:
+                files.clear()
+            else:
+                files.append((a.value, a))
+    if env_files is not None:  # --env-file stands in for EnvironmentFile= (a unit not yet installed)
+        named = ", ".join(v for v, _ in files) or "none"
+        for path in env_files:
+            for name, val in read_env_file(path, trusted_uids=trusted).items():
+                env[name], origin[name] = val, f"--env-file {path} (for the unit's EnvironmentFile={named})"
+        return env, origin
+    for value, a in files:
+        optional = value.startswith("-")
+        pattern = specifiers(value[1:] if optional else value, unit, base_env, a.file, a.line)
+        if not os.path.isabs(pattern):
+            raise InputError(a.file, f"EnvironmentFile= path {pattern!r} is not absolute", a.line)
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches or (not glob.has_magic(pattern) and not Path(pattern).exists()):
+            if optional:
+                _absent_but_safe(pattern, trusted, a)
+                continue
+            raise InputError(
+                a.file, f"EnvironmentFile= {pattern} does not exist (prefix '-' to allow)", a.line
+            )
+        for m in matches:
+            for name, val in read_env_file(m, trusted_uids=trusted).items():
+                env[name], origin[name] = val, f"EnvironmentFile={m}"
+    return env, origin
+
+
+def _absent_but_safe(pattern: str, trusted: set[int], a: Assignment) -> None:
+    """An optional ``EnvironmentFile=-`` that is not there is read as no file only where nobody but root,
+    the reading user and the unit's ``User=`` could create it before the server starts (systemd, as root,
+    reads whatever is there then). For a glob, the directory its first wildcard is in is judged."""
+    where = pattern
+    if glob.has_magic(pattern):
+        head = pattern.split("/")
+        first = next(i for i, part in enumerate(head) if glob.has_magic(part))
+        where = "/".join(head[:first]) + "/" + head[first]
+    try:
+        problems = creatable_by_others(where, trusted)
+    except UnsafeLocation as exc:
+        problems = [str(exc)]
+    if problems:
+        raise InputError(
+            a.file,
+            f"EnvironmentFile=-{pattern} is not there, but {problems[-1]}: anyone could create it before "
+            "the server starts, and systemd would read it",
+            a.line,
+        )
+
+
+def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
+    """``spark-validate launch [opts] -- CMD...`` -> CMD (the server the wrapper will exec)."""
+    wrapped = unwrap_launch(argv, "ExecStart")
+    return (argv, False, []) if wrapped is None else (wrapped[0], True, wrapped[1])
+
+
+_TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPost"})
+
+
+def load_unit(
+    path: Path | str, *, base_env: dict[str, str] | None = None, env_files: list[Path] | None = None
+) -> ServiceUnit:
+    """Read a service unit (and its drop-ins) as systemd would start it. ``env_files`` (preflight's
+    ``--env-file``) are read in place of the unit's ``EnvironmentFile=`` entries, with their precedence."""
+    unit = Path(path)
+    items = _merged_service(unit)
+    env, origin = _environment(items, unit, dict(base_env or {}), env_files)
+    exec_start: Assignment | None = None
+    pre: list[Assignment] = []
+    workdir: str | None = None
+    user: str | None = None
+    timing: dict[str, str] = {}
+    for key, a in items:
+        if key == "ExecStart":
+            exec_start = a if a.value else None
+        elif key == "ExecStartPre":
+            pre = [*pre, a] if a.value else []
+        elif key == "WorkingDirectory":
+            workdir = a.value or None
+        elif key == "User":
+            user = a.value or None
+        if key in _TIMING_KEYS:
+            timing[key] = a.value
+    if exec_start is None:
+        raise InputError(str(unit), "no ExecStart= in [Service]")
+    argv = _exec_words(exec_start, unit, env)
+    if not argv:
+        raise InputError(exec_start.file, "ExecStart= is empty after expansion", exec_start.line)
+    try:
+        argv, wrapped, opts = _unwrap_launch(argv)
+    except InputError as exc:
+        raise InputError(exec_start.file, exc.reason, exec_start.line) from None
+    wd: Path | None = None
+    if workdir:
+        wd_text = specifiers(workdir.lstrip("-"), unit, env, str(unit), 0)
+        wd = Path(env.get("HOME", "/root")) if wd_text == "~" else Path(wd_text)
+    return ServiceUnit(
+        path=unit,
+        exec_start=argv,
+        exec_start_pre=[w for w in (_exec_words(a, unit, env) for a in pre) if w],
+        env=env,
+        env_origin=origin,
+        working_directory=wd,
+        user=user,
+        wrapped_by_launch=wrapped,
+        launch_options=opts,
+        timing=timing,
+    )
+
+
+def read_unit(
+    path: Path | str, *, base_env: dict[str, str] | None = None
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """(server argv, environment the server sees, where each variable came from)."""
+    unit = load_unit(path, base_env=base_env)
+    return unit.exec_start, unit.env, unit.env_origin
+
+
+def launch_from_unit(
+    path: Path | str, *, base_env: Mapping[str, str] | None = None, env_files: list[Path] | None = None
+) -> LaunchFacts:
+    """``--unit``: the ExecStart= command with the unit's environment (see ``systemd_unit``); ``env_files``
+    stand in for its EnvironmentFile= entries."""
+    unit = load_unit(path, base_env=dict(base_env or {}), env_files=env_files)
+    facts = launch_from_argv(
+        unit.exec_start,
+        origin=f"unit:{unit.path}",
+        env=unit.env,
+        env_origin=unit.env_origin,
+        base_dir=unit.working_directory,
+        # systemd starts a system service in / unless WorkingDirectory= says otherwise
+        working_directory=unit.working_directory or Path("/"),
+    )
+    facts.user = unit.user
+    return facts

@@ -1,0 +1,216 @@
+"""Evidence from the in-process plugin: the attestation file, read safely and validated strictly.
+
+The document is defined once, in ``validator.attestation.schema`` (standard-library dataclasses the plugin
+and the simulator build); here pydantic validates what was read against those same dataclasses, in strict
+mode (no ``"1"`` for 1, no unknown fields), so a malformed file never counts as evidence. The file is read
+as the contract asks: a regular file (a FIFO opens without blocking and is refused; so are devices and
+symlinks), at most ``MAX_BYTES``, in a directory and with a mode that nobody but its owner can write; the
+JSON parse is bounded too (nesting, 4,300-digit integers: one-line errors, never a traceback).
+
+Reading is not trusting: :func:`read_trusted` also records what this host's /proc says of the PID the
+document names and of the process listening on the URL's port (``validator.sources.host.listening``), and
+``validator.attestation.trust.binding_problems`` then says whether the document describes the server being
+checked (listener and process tree, owners of every directory on the way, PID and start time, host, port,
+build, weight load).
+
+About SGLang's timing facts: ``/server_info["startup_time"]`` is not a timestamp. It is a dict of
+durations in seconds (``load_weight``, ``kv_cache_allocation``, ``scheduler_e2e``, ``cuda_graph``,
+``tokenizer_e2e``; ``srt/observability/startup_time.py``), and each ``internal_states[i]["startup_time"]``
+holds one scheduler's (``load_weight`` = target + draft weight-load seconds); the binding compares that
+duration with the one the plugin recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from validator.attestation.reader import read_file
+from validator.attestation.schema import MAX_BYTES, MAX_DEPTH, SCHEMA, Attestation
+from validator.attestation.trust import (
+    AttestationTrust,
+    ListenerFacts,
+    ProcessFacts,
+    binding_problems,
+    url_address,
+)
+from validator.bounded_files import parse_json
+from validator.errors import InputError, UnavailableError
+from validator.facts import Facts
+from validator.procinfo import process_start_time, process_uid
+from validator.sources.gathering import Unreadable
+from validator.sources.host import listening
+from validator.trusted_files import FileFacts, UnsafeLocation
+from validator.validation import ValidationError, format_loc, load_json, problems
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
+
+__all__ = [
+    "SCHEMA",
+    "Attestation",
+    "AttestationTrust",
+    "FileFacts",
+    "ListenerFacts",
+    "ProcessFacts",
+    "binding_problems",
+    "observe_process",
+    "read_attestation",
+    "read_trusted",
+]
+
+
+def parse_document(data: bytes, where: str) -> Attestation:
+    """Validate the bytes of one attestation. InputError (exit 65 style) names the file and the first
+    problem's field (a document written by a program has one mistake, not a list to fix)."""
+    doc = parse_json(data, where, max_depth=MAX_DEPTH, unique_keys=True)
+    if not isinstance(doc, dict):
+        raise InputError(where, "not a JSON object")
+    if doc.get("schema") != SCHEMA:
+        found = doc.get("schema")
+        shown = repr(found)[:80] if isinstance(found, (str, type(None))) else f"a {type(found).__name__}"
+        raise InputError(where, f"schema is {shown}, expected {SCHEMA!r}")
+    try:
+        return load_json(Attestation, data, strict=True)
+    except ValidationError as exc:
+        (loc, msg), *rest = problems(exc)
+        more = f" (and {len(rest)} more)" if rest else ""
+        raise InputError(where, f"{format_loc(loc) or '(document)'}: {msg}{more}") from None
+
+
+def _read(path: Path) -> tuple[bytes, FileFacts]:
+    try:
+        return read_file(path, MAX_BYTES)
+    except FileNotFoundError:
+        why = "no attestation file (is the spark-validate plugin installed?)"
+        raise UnavailableError(f"{path}: {why}") from None
+    except UnsafeLocation as exc:
+        raise UnavailableError(f"{exc}; not reading it as evidence") from None
+    except OSError as exc:
+        raise UnavailableError(f"{path}: cannot read attestation: {exc.strerror or exc}") from None
+
+
+def read_attestation(path: Path | str) -> Attestation:
+    """Read and validate one attestation file (not yet trusted: see :func:`read_trusted`).
+
+    Raises UnavailableError (exit 69) when the file is missing or refused (not a regular file, too big,
+    writable by others), InputError (exit 65) when it is not a valid v2 document; the message names the
+    file."""
+    p = Path(path)
+    data, _ = _read(p)
+    return parse_document(data, str(p))
+
+
+def observe_process(pid: int, proc: Path | None = None) -> ProcessFacts:
+    """The attested PID as /proc shows it now (start time and effective UID)."""
+    proc = listening.proc_root() if proc is None else proc
+    started = process_start_time(pid, proc) if pid > 0 else None
+    return ProcessFacts(
+        pid=pid,
+        running=started is not None,
+        start_time=started,
+        uid=process_uid(pid, proc) if started is not None else None,
+    )
+
+
+def _addresses(host: str) -> list[str]:
+    """The IP addresses a URL's host names, for matching listening sockets: a literal as it is, a name as
+    the resolver gives it (the HTTP client has just resolved the same name to connect)."""
+    literal = host.strip("[]")
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in literal else socket.AF_INET, literal)
+        return [literal]
+    except OSError:
+        pass
+    try:
+        infos = socket.getaddrinfo(literal, None, proto=socket.IPPROTO_TCP)
+    except (OSError, UnicodeError):
+        return []
+    return sorted({str(info[4][0]) for info in infos})
+
+
+def observe_listener(
+    url: str | None, writer_pid: int, *, server_uid: int | None = None, proc: Path | None = None
+) -> ListenerFacts:
+    """Who listens on the URL's port here, and whether ``writer_pid`` is that process or below it."""
+    host, port = url_address(url) if url else (None, None)
+    if host is None or port is None:
+        bad = f"no host and port in the URL ({url!r})"
+        return ListenerFacts(port=port, error=bad, declared_uid=server_uid)
+    proc = listening.proc_root() if proc is None else proc
+    addresses = _addresses(host)
+    if not addresses:
+        return ListenerFacts(port=port, error=f"cannot resolve {host!r}", declared_uid=server_uid)
+    try:
+        found = [listening.listeners(port, address=a, proc=proc) for a in addresses]
+    except listening.ListeningError as exc:
+        return ListenerFacts(port=port, error=str(exc), declared_uid=server_uid)
+    sockets = {s.inode: s for f in found for s in f.sockets}
+    pids = tuple(sorted({p for f in found for p in f.pids}))
+    reasons = [r for r in (f.why_not_visible() for f in found) if r is not None]
+    why = reasons[0] if reasons else None
+    uids = tuple(u for u in (process_uid(p, proc) for p in pids) if u is not None)
+    return ListenerFacts(
+        port=port,
+        socket_uids=tuple(sorted({s.uid for s in sockets.values()})),
+        pids=pids,
+        process_uids=uids,
+        writer_in_tree=listening.is_descendant_or_self(writer_pid, pids, proc=proc) if pids else None,
+        not_visible=None if pids else why,
+        declared_uid=server_uid,
+    )
+
+
+def read_trusted(
+    path: Path | str,
+    *,
+    url: str | None = None,
+    server_uid: int | None = None,
+    proc: Path | None = None,
+    hostname: str | None = None,
+) -> AttestationTrust:
+    """The validated document with what was observed around it: the file's owner and mode and those of
+    every directory above it (on opened descriptors), the writing process in /proc, and the process that
+    listens on ``url``'s port. Judge it with ``binding_problems``."""
+    p = Path(path)
+    data, file = _read(p)
+    doc = parse_document(data, str(p))
+    return AttestationTrust(
+        document=doc,
+        file=file,
+        process=observe_process(doc.process.pid, proc),
+        hostname=hostname if hostname is not None else socket.gethostname(),
+        listener=observe_listener(url, doc.process.pid, server_uid=server_uid, proc=proc),
+    )
+
+
+async def gather(g: LiveGathering) -> None:
+    """The attestation, read in a worker thread: in the sidecar a slow or hostile file must not stall the
+    event loop that answers ``/livez``. Read whether or not the server answered (its binding then has no
+    ``/server_info`` to compare with)."""
+    assert g.inputs.attestation is not None  # the row applies only with --attestation
+    server_info = g.facts.server.server_info if g.facts.server is not None else None
+    await asyncio.to_thread(
+        _read_bound, g.facts, g.inputs.attestation, g.inputs.url, server_info, g.inputs.server_uid
+    )
+
+
+def _read_bound(
+    facts: Facts, path: Path, url: str, server_info: dict[str, Any] | None, server_uid: int | None
+) -> None:
+    """Only a document bound to this server (``validator.attestation.trust.binding_problems``) becomes
+    evidence the other checks read; ``attestation.trust`` reports why one was refused."""
+    try:
+        trust = read_trusted(path, url=url, server_uid=server_uid)
+    except (InputError, UnavailableError) as exc:
+        raise Unreadable(str(exc)) from None
+    problems = binding_problems(trust, url, server_info)
+    facts.attestation_trust = replace(trust, unbound=tuple(problems))  # attestation.trust reports them
+    if problems:
+        raise Unreadable(
+            f"{path}: not this server's attestation (stale or untrusted): " + "; ".join(problems)
+        )
+    facts.attestation = trust.document

@@ -1,0 +1,168 @@
+"""Whether the server completes work (``server.progress``): from its own ``/metrics`` when they show it,
+else from its log when that shows it, else from one bounded request of our own.
+
+A server can answer ``/health`` with 200 for days while its scheduler completes nothing (a wedged
+collective, a KV pool that admits nothing): ``/health`` is served by the HTTP process, not the scheduler.
+With traffic, the ``/metrics`` source has already compared two readings (``metrics_reading.MetricsWatch``):
+work completed between them is progress, and costs no token of ours; work in flight with nothing completed
+over ``STALL_AFTER_S`` is a stall (a sidecar whose reading shows work waiting for less reads again once
+that bound is reached, rather than send a request). Only when the metrics cannot tell (idle, absent, a
+first reading) and this run may generate (a full check, not a re-check) is one small greedy
+``/generate`` sent, bounded by :data:`REQUEST_S`: tokens back are progress, none within the bound a
+stall. Its prompt is SGLang's own warm-up prompt, whose shapes the server has run before it was ready.
+
+The log (``--log``), where the metrics cannot tell: SGLang's scheduler writes a ``Prefill batch`` line for
+every batch it takes in and a ``Decode batch`` line every ``decode_log_interval`` (40) decode steps, each
+with ``#running-req`` and ``#queue-req`` (metrics_reporter.py), both after the batch's forward
+(batch_result_processor.py). So a batch line written within the stall bound is work completed within it.
+No batch line for longer than the bound after one that said requests were **queued** is a stall: a
+scheduler that runs never leaves its queue unserved without a batch to log. Requests
+only *running* at the last line say nothing: the last decode line of every finished burst says so, since
+requests end between two decode lines and an emptied batch writes none. How long ago a line was written
+is what the reader can prove (``facts.BatchLine``), never the log's stamps (the server's time zone).
+SGLang logs nothing when a waiting request is aborted (``Scheduler.abort_request``), so a queue line can
+outlive its queue: fresh gauges saying nothing waits overrule it, and a full check, which may generate,
+confirms a log's stall with its own request (the re-checks between, which never generate, take the log's
+word: that is how the sidecar sees a stall between its full checks, at no token's cost).
+
+Read after ``/metrics`` and before the acceptance probe, which is skipped on a stalled server (its requests
+would only wait out its time cap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from validator.errors import UnavailableError
+from validator.facts import BatchLine, Progress, ProgressFacts
+from validator.sources.server.metrics import read_again
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
+
+REQUEST_S = 30.0  # the bound on our own request: a healthy Spark answers 4 tokens in well under a second
+REQUEST_TOKENS = 4
+REREAD_WITHIN_S = 2.0  # how far short of the stall bound a full check waits to read /metrics again
+PROMPT = "The capital city of France is"  # SGLang's own warm-up prompt
+
+
+async def gather(g: LiveGathering) -> None:
+    """Progress from the metrics where they show it; else, on a full check, our own bounded request."""
+    watch = g.inputs.metrics_watch  # the sidecar's, for its life; None for a one-shot check
+    waiting = g.server.metrics
+    if (
+        watch is not None
+        and waiting is not None
+        and waiting.progress is Progress.UNKNOWN
+        and waiting.stalled_for_s is not None
+        and watch.stall_after_s - waiting.stalled_for_s <= REREAD_WITHIN_S
+    ):
+        # work waits and nothing completed, a moment short of the bound (a full check's schedule is not
+        # the re-check's): look again once the bound is reached instead of sending a request of ours.
+        # Further from it, the gauges may only be stale (SGLang refreshes them every 30 s when idle, so
+        # a finished burst, our own probe's included, reads as work in flight): waiting out the bound
+        # would hold every full check for it, where our request answers at once
+        await asyncio.sleep(max(0.0, watch.stall_after_s - waiting.stalled_for_s) + 0.05)
+        g.server.metrics = await read_again(g.client, watch)
+    metrics = g.server.metrics
+    if metrics is not None and metrics.progress in (Progress.ADVANCING, Progress.STALLED):
+        in_flight = metrics.reading.in_flight if metrics.reading is not None else None
+        if metrics.progress is Progress.ADVANCING:
+            detail = f"the server completed work since its previous /metrics reading ({_tokens(metrics)})"
+        else:
+            detail = (
+                f"{in_flight:g} request(s) running or queued and nothing completed for "
+                f"{metrics.stalled_for_s or 0:.0f} s (/metrics)"
+            )
+        g.facts.progress = ProgressFacts(
+            metrics.progress, "metrics", detail, stalled_for_s=metrics.stalled_for_s, in_flight=in_flight
+        )
+        if watch is not None:
+            watch.last_progress = g.facts.progress
+        return
+    from_log = _from_log(g.facts.log.last_batch if g.facts.log is not None else None, g.inputs.stall_after_s)
+    if from_log is not None and from_log.state is Progress.STALLED:
+        if metrics is not None and metrics.progress is Progress.IDLE:
+            from_log = None  # the gauges, fresher than a quiet log, say nothing waits
+        elif g.run_probe:
+            from_log = None  # a full check confirms with its own request: the queue line may be stale
+    if from_log is not None:
+        g.facts.progress = from_log
+        if watch is not None:
+            watch.last_progress = from_log
+        return
+    if not g.run_probe:
+        # a re-check never generates: the last answer stands, said to be that
+        last = watch.last_progress if watch is not None else None
+        if last is not None:
+            g.facts.progress = replace(last, detail=f"{last.detail} (as last seen; nothing newer since)")
+        return
+    g.facts.progress = await _own_request(g)
+    if watch is not None:
+        watch.last_progress = g.facts.progress
+
+
+def _from_log(batch: BatchLine | None, bound: float) -> ProgressFacts | None:
+    """The log's verdict (module docstring), or None when it cannot tell."""
+    if batch is None:
+        return None
+    running = "?" if batch.running is None else batch.running
+    if batch.queued is not None and batch.queued > 0 and batch.quiet_s >= bound:
+        return ProgressFacts(
+            Progress.STALLED,
+            "log",
+            f"the server log's last {batch.kind} batch line said {running} request(s) running and "
+            f"{batch.queued} queued, and no batch line followed for {batch.quiet_s:.0f} s",
+            stalled_for_s=batch.quiet_s,
+            in_flight=float(batch.queued + (batch.running or 0)),
+        )
+    if batch.within_s is not None and batch.within_s <= bound:
+        return ProgressFacts(
+            Progress.ADVANCING,
+            "log",
+            f"the scheduler logged a {batch.kind} batch {batch.within_s:.0f} s ago (server log)",
+        )
+    return None
+
+
+def _tokens(metrics: object) -> str:
+    tokens = getattr(metrics, "tokens_since", None)
+    return (
+        f"{tokens:g} tokens generated"
+        if isinstance(tokens, int | float) and tokens > 0
+        else "requests finished"
+    )
+
+
+async def _own_request(g: LiveGathering) -> ProgressFacts:
+    """One greedy request of :data:`REQUEST_TOKENS` tokens within :data:`REQUEST_S`."""
+    payload = {"text": PROMPT, "sampling_params": {"temperature": 0, "max_new_tokens": REQUEST_TOKENS}}
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        gen = await asyncio.wait_for(g.client.generate(payload), timeout=REQUEST_S)
+    except asyncio.TimeoutError:
+        return ProgressFacts(
+            Progress.STALLED,
+            "request",
+            f"/health answers, but our {REQUEST_TOKENS}-token request got nothing within {REQUEST_S:g} s",
+            stalled_for_s=REQUEST_S,
+            request_tokens=0,
+        )
+    except UnavailableError as exc:
+        return ProgressFacts(Progress.UNKNOWN, "request", f"our request could not be made: {exc}")
+    tokens = gen.meta_info.get("completion_tokens")
+    n = tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else len(gen.output_ids or [])
+    wall = loop.time() - t0
+    if n > 0:
+        return ProgressFacts(
+            Progress.ADVANCING, "request", f"our request got {n} token(s) in {wall:.2f} s", request_tokens=n
+        )
+    return ProgressFacts(
+        Progress.UNKNOWN,
+        "request",
+        f"our request was answered with no token in {wall:.2f} s",
+        request_tokens=0,
+    )

@@ -1,0 +1,174 @@
+"""Waiting for a starting SGLang server to become ready, with visible progress.
+
+A real Ling-3.0 load takes 1 to 6 minutes plus CUDA-graph capture; during it the port first refuses
+connections (``connecting``), then ``/health`` answers 503 (``starting``), then 200 and ``/server_info``
+answers (``ready``). The poll interval grows geometrically but is capped at a few seconds, so readiness is
+noticed promptly without hammering a server busy loading weights. A progress callback receives every
+poll (for a live terminal line) and knows when the phase changed (for one log line per change).
+
+Each poll's requests get what is left of ``wait_s`` as their total deadline (at least
+:data:`MIN_POLL_S`), so a socket that accepts and never answers, or answers one byte a second, ends the
+wait within ``--wait`` plus a few seconds instead of a read timeout per byte.
+
+A start that has died does not come up however long one waits: ``start_failed`` (given when the log is
+known, ``start_watch.StartWatch``) is asked after each poll that found no ready server, and a reason from it
+ends the wait at once, quoting the log.
+
+As the live job's server source (:func:`gather`), the wait's answer becomes ``facts.server``, with
+``/model_info`` where the server serves it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from validator.errors import UnavailableError
+from validator.facts import ServerFacts
+from validator.redact import neutralize_controls
+from validator.sources.gathering import Unreadable
+from validator.sources.server.client import ServerError, SGLangClient
+
+if TYPE_CHECKING:
+    from validator.sources.live_gathering import LiveGathering
+
+
+class Phase(str, Enum):
+    CONNECTING = "connecting"  # no HTTP answer yet
+    STARTING = "starting"  # /health answers, but not 200 (503 while loading)
+    READY = "ready"
+
+
+@dataclass(frozen=True)
+class Progress:
+    phase: Phase
+    elapsed_s: float
+    last_status: int | None  # last /health status code; None before any HTTP answer
+    detail: str  # the last error, or ""
+    changed: bool  # the phase differs from the previous poll's (log a line)
+    polls: int
+
+
+@dataclass(frozen=True)
+class ReadyInfo:
+    url: str
+    elapsed_s: float
+    polls: int
+    server_info: dict[str, Any]  # redacted
+    server_info_endpoint: str
+
+
+ProgressCallback = Callable[[Progress], None]
+MIN_POLL_S = 3.0  # the deadline of one poll when --wait has (nearly) run out: one honest try
+_sleep = asyncio.sleep  # module-level so tests can observe the poll intervals
+
+
+async def wait_until_ready(
+    client: SGLangClient,
+    *,
+    wait_s: float,
+    on_progress: ProgressCallback | None = None,
+    first_interval_s: float = 0.25,
+    max_interval_s: float = 3.0,
+    growth: float = 1.5,
+    start_failed: Callable[[], Awaitable[str | None]] | None = None,
+) -> ReadyInfo:
+    """Poll ``/health`` until it answers 200 and ``/server_info`` is served, or ``wait_s`` runs out.
+
+    Raises UnavailableError naming the URL, the phase reached and the last status (exit 69).
+    A ``/server_info`` that answers with a malformed body is not a startup state: its ServerError is
+    raised at once, since waiting longer would not change it."""
+    start = time.monotonic()
+    deadline = start + max(0.0, wait_s)
+    interval = first_interval_s
+    phase: Phase | None = None
+    last_status: int | None = None
+    detail = ""
+    polls = 0
+    while True:
+        polls += 1
+        new_phase = Phase.CONNECTING
+        try:
+            last_status = await client.health(timeout=_budget(client, deadline))
+            detail = ""
+            new_phase = Phase.STARTING
+        except ServerError as exc:
+            detail = exc.reason
+        if last_status is not None and 400 <= last_status < 500 and new_phase is Phase.STARTING:
+            # SGLang serves /health without a key from the moment it listens (200, or 503 while loading);
+            # a 4xx there is another program (or a proxy's wrong path), and waiting would not change it.
+            raise ServerError(
+                client.endpoint("/health"),
+                f"HTTP {last_status}: not an SGLang server (SGLang answers /health with 200 or 503, "
+                "without a key); check --url",
+                last_status,
+            )
+        info: dict[str, Any] | None = None
+        if last_status == 200 and new_phase is Phase.STARTING:
+            try:
+                info = await client.server_info(timeout=_budget(client, deadline))
+                new_phase = Phase.READY
+            except ServerError as exc:
+                if exc.transient or (exc.status is not None and exc.status >= 500):
+                    detail = exc.reason  # still coming up (or briefly gone): keep polling
+                else:
+                    raise
+        elapsed = time.monotonic() - start
+        if on_progress is not None:
+            on_progress(Progress(new_phase, elapsed, last_status, detail, new_phase != phase, polls))
+        phase = new_phase
+        if info is not None:
+            return ReadyInfo(client.url, elapsed, polls, info, client.server_info_endpoint)
+        died = await start_failed() if start_failed is not None else None
+        if died is not None:
+            raise UnavailableError(
+                f"{client.url}: not ready after {elapsed:.1f} s: {died}; not waiting out --wait"
+            )
+        now = time.monotonic()
+        if now >= deadline:
+            status = f"last /health status {last_status}" if last_status is not None else "no HTTP answer"
+            why = f" ({detail})" if detail else ""
+            raise UnavailableError(
+                f"{client.url}: not ready after {elapsed:.1f} s (phase {phase.value}, {status}{why}); "
+                "raise --wait if the model is still loading"
+            )
+        await _sleep(min(interval, deadline - now))
+        interval = min(interval * growth, max_interval_s)
+
+
+async def gather(g: LiveGathering) -> None:
+    """The ready server: ``/health`` and ``/server_info`` within ``--wait`` (ended early when the log shows
+    the start died), then ``/model_info``, optional evidence. A server that did not become ready is
+    unreadable, with what the log's last start said when the wait began."""
+    try:
+        ready = await wait_until_ready(
+            g.client, wait_s=g.inputs.wait_s, on_progress=g.inputs.on_progress, start_failed=g.watch
+        )
+    except UnavailableError as exc:
+        earlier = g.watch.earlier if g.watch is not None else None
+        note = f"; the log's last start had failed: {earlier}" if earlier else ""
+        raise Unreadable(str(exc) + note) from None
+    g.facts.server = ServerFacts(
+        url=g.inputs.url,
+        healthy=True,
+        server_info=ready.server_info,
+        server_info_endpoint=ready.server_info_endpoint,
+    )
+    with contextlib.suppress(UnavailableError):  # optional evidence; /server_info already answered
+        g.facts.server.model_info = await g.client.model_info()
+
+
+def _budget(client: SGLangClient, deadline: float) -> float:
+    return min(client.info_timeout, max(MIN_POLL_S, deadline - time.monotonic()))
+
+
+def format_progress(p: Progress) -> str:
+    """One human line: ``starting  42.1s  /health 503``."""
+    status = f"/health {p.last_status}" if p.last_status is not None else "no answer"
+    tail = f"  {neutralize_controls(p.detail)}" if p.detail else ""  # may quote the server's bytes
+    return f"{p.phase.value:<10} {p.elapsed_s:6.1f}s  {status}{tail}"

@@ -1,0 +1,82 @@
+"""SGLang's server-argument parsing, replayed from a table instead of imported: ``parse_argv`` and
+``parse_server_args``, the entry points launch readers and the simulator call.
+
+Why: preflight must accept and reject exactly what ``sglang.srt.server_args.prepare_server_args`` accepts
+and rejects (an abbreviation SGLang takes, a typo it refuses), yet importing SGLang costs torch, triton,
+seconds and a GPU build. The work is in four modules, one job each: the flag table generated from SGLang's
+own parser (``sglang_cli_table``), SGLang's type functions (``sglang_arg_types``), the argparse parser
+built from the table (``sglang_argparse``) and the ``--config`` YAML merge (``sglang_config``). This module
+runs them in SGLang's order and adds the refusals ``prepare_server_args`` makes after argparse (a
+``--log-level`` logging does not know). ``tests/test_sglang_parity.py`` holds it to the real parser.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from validator.errors import InputError
+from validator.sources.sglang.cli_table import CliTable, chosen, load_table
+from validator.sources.sglang.config import merge_config
+from validator.sources.sglang.parser import ArgparseExit, HelpRequested, ParsedArgs, parse_with_table
+
+# logging's level names (getattr(logging, NAME) is the level's number, which setLevel accepts)
+_LOGGING_LEVELS = frozenset({"CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET"})
+
+
+def _check_log_level(value: object, origin: str) -> None:
+    """``prepare_server_args`` configures logging with ``getattr(logging, log_level.upper())`` before the
+    server starts: a level ``logging`` does not have (``--log-level verbose``) stops the launch with that
+    AttributeError, and a name that is not a level (``--log-level basic_format``) with the ValueError or
+    TypeError ``basicConfig`` raises. The same refusal here, with the same text, instead of a pass for a
+    command that never starts a server."""
+    if not isinstance(value, str) or value.upper() in _LOGGING_LEVELS:
+        return
+    import logging  # here: the default (info) and every level name pass without it (1.5 ms a preflight)
+
+    try:
+        level = getattr(logging, value.upper())
+        logging.getLogger("spark_validate.log_level_check").setLevel(level)
+    except (AttributeError, ValueError, TypeError) as exc:
+        raise InputError(origin, str(exc)) from None
+
+
+def parse_argv(
+    argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
+) -> ParsedArgs:
+    """Parse server arguments (after ``python -m sglang.launch_server`` / ``sglang serve``) as
+    ``prepare_server_args`` would; any refusal raises InputError(origin, <argparse's message>).
+    Inside ``parsing_with``, that table (and its leniency) is used unless ``table`` is given."""
+    choice = chosen() if table is None else None
+    table = table or (choice.table if choice is not None else load_table())
+    lenient = choice is not None and choice.lenient
+    merged, config_file = merge_config(list(argv), origin=origin, base_dir=base_dir, table=table)
+    try:
+        parsed = parse_with_table(table, merged, lenient=lenient)
+    except ArgparseExit as exc:
+        raise InputError(origin, str(exc)) from None
+    except HelpRequested:
+        raise InputError(
+            origin, "-h/--help prints SGLang's usage and exits; the server would not start"
+        ) from None
+    parsed.config_file = config_file
+    _check_log_level(parsed.args.get("log_level"), origin)
+    if config_file is None and isinstance(parsed.args.get("config"), str):
+        parsed.warnings.append(
+            f"--config value {parsed.args['config']!r} is ignored by SGLang {table.sglang_version}: "
+            "only the separate form '--config FILE' is merged"
+        )
+    if parsed.unknown:
+        parsed.warnings.append(
+            f"arguments not in {choice.described if choice else 'the flag table'}, not checked: "
+            + " ".join(parsed.unknown)
+        )
+    return parsed
+
+
+def parse_server_args(
+    argv: list[str], *, origin: str, base_dir: Path | None = None
+) -> tuple[dict[str, Any], set[str]]:
+    """(argparse dest -> value with defaults filled in, dests given on the command line or in --config)."""
+    parsed = parse_argv(argv, origin=origin, base_dir=base_dir)
+    return parsed.args, parsed.explicit

@@ -1,0 +1,190 @@
+"""The server's interpreter, asked where it finds sglang: the program a launch runs, resolved as exec would,
+and a bounded child of that python, run with the server's flags, environment and working directory.
+
+Why apart from ``sglang_install``: this is the one part of reading the build that runs a program (the whole
+process group killed at its deadline, never with more privilege than whoever controls what it runs: a
+discovered process's own user, a declared program's owner; see ``validator.sources.run_as``), and what it
+learns (the package's directory, the interpreter's
+site directories) is all the file readers need; ``sglang_install`` then reads the package as files, and
+``spark-validate sglang-table`` asks the same interpreter for its flag table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from validator.facts import LaunchFacts, ProgramFacts
+from validator.sources.child_process import run_in_own_session
+from validator.sources.host.process import ProcessFacts
+from validator.sources.launch.command import ProgramUnreadable, resolve_program
+from validator.sources.run_as import CannotRunAs, RunAs, of_files, of_process
+
+# Run inside the server's interpreter, with the server's own flags, environment and working directory.
+# find_spec on a top-level name executes nothing of the package; the probe reports whether torch/sglang
+# ended up imported so tests can hold that line. An argument names a console script's directory: Python
+# puts that first on sys.path for a script (unless -P/-I), where ``-c`` would put the working directory.
+_PROBE = (
+    "import importlib.util, json, sys\n"
+    "if len(sys.argv) > 1 and sys.path and sys.path[0] == '' and not getattr(sys.flags, 'safe_path', 0):\n"
+    "    sys.path[0] = sys.argv[1]\n"
+    "s = importlib.util.find_spec('sglang')\n"
+    "print(json.dumps({'locations': list(s.submodule_search_locations or []) if s else None,\n"
+    " 'origin': s.origin if s else None,\n"
+    " 'site_dirs': [p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))],\n"
+    " 'imported': sorted(m for m in ('torch', 'sglang') if m in sys.modules)}))\n"
+)
+
+
+@dataclass
+class InterpreterProbe:
+    """What the server's interpreter says about itself (also feeds humming's site dirs)."""
+
+    interpreter: str
+    sglang_root: Path | None
+    site_dirs: list[Path] = field(default_factory=list)
+    imported: list[str] = field(default_factory=list)
+    error: str | None = None
+    not_run: bool = False  # this process may not run it as its owner: unknown, not a fault of it
+
+
+def probe_interpreter(
+    interpreter: str,
+    *,
+    timeout: float = 5.0,
+    env: Mapping[str, str] | None = None,
+    options: Sequence[str] = (),
+    cwd: Path | None = None,
+    script_dir: Path | None = None,
+    run_as: RunAs | None = None,
+) -> InterpreterProbe:
+    """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group).
+
+    ``options`` are the server's interpreter flags (``-I``, ``-E``, ``-s``, ``-P`` change which sglang
+    is found) and ``cwd`` its working directory: ``python -m`` imports from there first. Without a known
+    ``cwd`` the probe runs in a fresh empty directory, never in this process's own: an ``sglang/``
+    checkout where preflight happens to run says nothing about the server.
+
+    ``run_as``: the user it runs as (None: this process's); when this process cannot become that user the
+    interpreter is not run and the answer says why (unknown, never asked with more privilege)."""
+    with tempfile.TemporaryDirectory(prefix="spark-validate-probe-") as empty:
+        if cwd is None and run_as is not None and not run_as.is_me() and os.geteuid() == 0:
+            os.chown(empty, run_as.uid, run_as.gid)  # the empty directory is the child's to enter
+        return _probe(interpreter, timeout, env, list(options), cwd or Path(empty), script_dir, run_as)
+
+
+def _probe(
+    interpreter: str,
+    timeout: float,
+    env: Mapping[str, str] | None,
+    options: list[str],
+    cwd: Path,
+    script_dir: Path | None,
+    run_as: RunAs | None,
+) -> InterpreterProbe:
+    argv = [interpreter, *options, "-c", _PROBE, *([str(script_dir)] if script_dir else [])]
+    try:
+        done = run_in_own_session(argv, timeout=timeout, cwd=cwd, env=env, run_as=run_as)
+    except CannotRunAs as exc:
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} was not run: {exc}", not_run=True)
+    except OSError as exc:
+        where = f" in {cwd}" if exc.filename == str(cwd) or not _is_dir(cwd) else ""
+        who = f" as {run_as.name}" if run_as is not None and not run_as.is_me() else ""
+        return InterpreterProbe(
+            interpreter, None, error=f"cannot run {interpreter}{where}{who}: {exc.strerror or exc}"
+        )
+    if done is None:
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} did not answer within {timeout:g} s")
+    returncode, out, err = done
+    if returncode != 0:
+        last = (err.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} exited {returncode}: {last}")
+    try:
+        doc = json.loads(out.decode(errors="replace").strip().splitlines()[-1])
+        locations = doc["locations"]
+        site_dirs = [Path(p) for p in doc["site_dirs"]]
+        imported = list(doc["imported"])
+    except (ValueError, IndexError, KeyError, TypeError):
+        return InterpreterProbe(interpreter, None, error=f"{interpreter} gave an unreadable answer")
+    root = Path(locations[0]) if locations else None
+    return InterpreterProbe(interpreter, root, site_dirs=site_dirs, imported=imported)
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def inspect_program(
+    launch: LaunchFacts,
+    *,
+    on_server_host: bool,
+    timeout: float = 5.0,
+    process: ProcessFacts | None = None,
+) -> tuple[ProgramFacts, InterpreterProbe | None]:
+    """``launch.program``'s evidence: resolve the program as exec would, then ask its interpreter, with
+    the server's flags, environment and working directory, where ``sglang`` is: as ``process``'s user for
+    a discovered server, else as the owner of what it would run (``validator.sources.run_as``)."""
+
+    facts = ProgramFacts(
+        written=launch.program,
+        path=None,
+        problem=None,
+        interpreter=launch.interpreter,
+        interpreter_options=list(launch.interpreter_options),
+        working_directory=launch.working_directory,
+        working_directory_known=launch.working_directory is not None,
+        on_server_host=on_server_host,
+    )
+    if launch.program is None:
+        facts.problem = (
+            "only the server's arguments are known (an args-only file): the program that will run them is not"
+        )
+        return facts, None
+    facts.path, facts.problem = resolve_program(launch.program, launch.env, launch.working_directory)
+    if facts.problem is not None or facts.path is None:
+        facts.not_provable = isinstance(facts.problem, ProgramUnreadable)
+        return facts, None
+    script_dir: Path | None = None
+    interpreter: Path | None = facts.path
+    if launch.entry != "launch_server":  # a console script: its #! python runs it, from its directory
+        if launch.interpreter is None:
+            facts.problem = f"cannot tell which python runs {facts.path} (no #! line, no python beside it)"
+            return facts, None
+        interpreter, problem = resolve_program(launch.interpreter, launch.env, launch.working_directory)
+        if problem is not None or interpreter is None:
+            facts.problem = f"{facts.path} runs {launch.interpreter}, which {problem or 'is not found'}"
+            facts.not_provable = isinstance(problem, ProgramUnreadable)
+            return facts, None
+        script_dir = facts.path.resolve().parent
+    facts.interpreter = str(interpreter)
+    who = (
+        of_process(process)
+        if process is not None
+        else of_files(
+            [facts.path, interpreter, launch.working_directory], launch.env, launch.working_directory
+        )
+    )
+    if isinstance(who, str):
+        facts.probe_error = f"{interpreter} was not run: {who}"
+        facts.not_provable = True
+        return facts, InterpreterProbe(str(interpreter), None, error=facts.probe_error)
+    probe = probe_interpreter(
+        str(interpreter),
+        timeout=timeout,
+        env=launch.env,
+        options=launch.interpreter_options,
+        cwd=launch.working_directory,
+        script_dir=script_dir,
+        run_as=who,
+    )
+    facts.probe_error = probe.error
+    facts.not_provable = probe.not_run
+    facts.sglang_root = probe.sglang_root
+    return facts, probe
