@@ -10,7 +10,7 @@ from tree_sitter import Node
 from validator.sources.launch.shell.api import Builtin, Shell
 from validator.sources.launch.shell.machine import Prefix, known_words
 from validator.sources.launch.shell.state import NAME
-from validator.sources.launch.shell.syntax import line_of
+from validator.sources.launch.shell.syntax import OPTION_LETTERS, line_of
 from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
 
 
@@ -28,33 +28,13 @@ def b_export(kind: str) -> Builtin:
     return run
 
 
+_SET_LETTERS = {**OPTION_LETTERS, "h": "hashall", "B": "braceexpand"}  # set -e, set +x, ...
+_SET_NAMES = {*_SET_LETTERS.values(), "pipefail", "errtrace", "functrace", "noclobber"}  # set -o NAME
+
+
 def b_set(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
     k = 0
-    letters = {
-        "e": "errexit",
-        "u": "nounset",
-        "a": "allexport",
-        "f": "noglob",
-        "x": "xtrace",
-        "v": "verbose",
-        "h": "hashall",
-        "B": "braceexpand",
-    }
-    names = {
-        "errexit",
-        "nounset",
-        "allexport",
-        "noglob",
-        "xtrace",
-        "verbose",
-        "pipefail",
-        "hashall",
-        "braceexpand",
-        "errtrace",
-        "functrace",
-        "noclobber",
-    }
     while k < len(words):
         w = words[k]
         if isinstance(w, Unknown):
@@ -76,13 +56,13 @@ def b_set(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | Non
                     k += 1
                     if ev.m.posix and opt == "pipefail":
                         raise Unmodelled("set -o pipefail in a /bin/sh script", line_of(node))
-                    if not isinstance(opt, str) or opt not in names or opt in ("errtrace", "functrace"):
+                    if not isinstance(opt, str) or opt not in _SET_NAMES or opt in ("errtrace", "functrace"):
                         raise Unmodelled(f"set -o {opt!r}", line_of(node))
                     (ev.m.st.opts.add if on else ev.m.st.opts.discard)(opt)
                     continue
-                if letter not in letters:
+                if letter not in _SET_LETTERS:
                     raise Unmodelled(f"set {w[0]}{letter}", line_of(node))
-                (ev.m.st.opts.add if on else ev.m.st.opts.discard)(letters[letter])
+                (ev.m.st.opts.add if on else ev.m.st.opts.discard)(_SET_LETTERS[letter])
             continue
         ev.m.st.positional = [x for x in words[k:]]
         return ev.m.errexit(0, node, "set")

@@ -191,7 +191,7 @@ def interpreter(source: bytes) -> str:
     return "sh" if name in POSIX_SHELLS else name
 
 
-_OPTION_LETTERS = {
+OPTION_LETTERS = {
     "e": "errexit",
     "u": "nounset",
     "a": "allexport",
@@ -222,7 +222,7 @@ def interpreter_options(source: bytes) -> set[str] | None:
         args = [rest] if rest else []
     opts: set[str] = set()
     for a in args:
-        if not (a.startswith("-") and len(a) > 1 and all(c in _OPTION_LETTERS for c in a[1:])):
+        if not (a.startswith("-") and len(a) > 1 and all(c in OPTION_LETTERS for c in a[1:])):
             return None
-        opts |= {_OPTION_LETTERS[c] for c in a[1:]}
+        opts |= {OPTION_LETTERS[c] for c in a[1:]}
     return opts
