@@ -258,3 +258,32 @@ def test_another_users_requests_cannot_forge_a_queue_in_the_log(tmp_path: Path, 
     assert progress["status"] == "pass" and progress["evidence"]["source"] == "request", run.explain()
     batch = read_server_log(sim.log).last_batch
     assert batch is None or batch.queued == 0
+
+
+def test_the_sidecar_following_the_log_drops_readiness_on_a_stall_at_no_token(tmp_path: Path) -> None:
+    """The sidecar under traffic, no /metrics, the log followed: 8 s after ready the scheduler completes
+    nothing; a re-check (which never generates) reads the quiet queue line and drops readiness, keeping
+    liveness, with no request of its own."""
+    from tests.support.daemon_process import daemon_process, sim_on_port, wait_for
+
+    log = tmp_path / "sglang.log"
+    with (
+        sim_on_port("healthy", log=log, extra=("--stall-after", "8")) as sim,
+        traffic(sim.url, clients=2),
+    ):
+        sidecar = ("--interval", "1", "--probe-interval", "600", "--wait", "20", "--allow-partial",
+                   "--stall-after", str(BOUND), "--log", str(log))  # fmt: skip
+        with daemon_process(tmp_path, sim.url, *sidecar) as d:
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, 40), d.log()[-3000:]
+            seen: list[dict[str, object]] = []
+
+            def stalled_from_log() -> bool:
+                checks = {c["id"]: c for c in d.get("/report").json().get("checks", [])}
+                progress = checks.get("server.progress", {})
+                if progress.get("status") == "fail":
+                    seen.append(progress)
+                return progress.get("status") == "fail" and progress["evidence"]["source"] == "log"
+
+            assert wait_for(stalled_from_log, 60), (seen[-1:], d.log()[-3000:])
+            assert d.get("/readyz").status_code == 503 and d.get("/livez").status_code == 200
+            assert "request_tokens" not in seen[-1]["evidence"]  # type: ignore[operator]
