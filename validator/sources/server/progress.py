@@ -35,8 +35,9 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from validator.errors import UnavailableError
+from validator.errors import InputError, UnavailableError
 from validator.facts import BatchLine, Progress, ProgressFacts
+from validator.sources.server.identity import identity_of
 from validator.sources.server.metrics import read_again
 
 if TYPE_CHECKING:
@@ -82,6 +83,7 @@ async def gather(g: LiveGathering) -> None:
         if watch is not None:
             watch.last_progress = g.facts.progress
         return
+    await _reread_log_at_the_bound(g)
     from_log = _from_log(g.facts.log.last_batch if g.facts.log is not None else None, g.inputs.stall_after_s)
     if from_log is not None and from_log.state is Progress.STALLED:
         if metrics is not None and metrics.progress is Progress.IDLE:
@@ -102,6 +104,25 @@ async def gather(g: LiveGathering) -> None:
     g.facts.progress = await _own_request(g)
     if watch is not None:
         watch.last_progress = g.facts.progress
+
+
+async def _reread_log_at_the_bound(g: LiveGathering) -> None:
+    """On a re-check, a queue line a moment short of the stall bound: poll the log again once the bound
+    is reached, as the metrics leg reads ``/metrics`` again, rather than leave the stall to the next
+    re-check an interval later. A poll that fails leaves the earlier reading standing."""
+    log, reader, bound = g.facts.log, g.log_reader, g.inputs.stall_after_s
+    batch = log.last_batch if log is not None else None
+    if g.run_probe or reader is None or batch is None or not batch.queued:
+        return
+    if not 0 < bound - batch.quiet_s <= REREAD_WITHIN_S:
+        return
+    await asyncio.sleep(bound - batch.quiet_s + 0.05)
+    try:
+        again = await asyncio.to_thread(reader.poll, identity_of(g.facts))
+    except (InputError, UnavailableError):
+        return
+    if again.unusable() is None:
+        g.facts.log = again
 
 
 def _from_log(batch: BatchLine | None, bound: float) -> ProgressFacts | None:
