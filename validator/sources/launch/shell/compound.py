@@ -76,7 +76,7 @@ class Compound:
                     ):
                         statuses.append(self.sh.stmt(piece))
                 except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
-                    statuses.append(getattr(ex, "status", 1))
+                    statuses.append(ex.status if isinstance(ex, (ShellExit, ShellReturn)) else 1)
         status = statuses[-1]
         if "pipefail" in self.m.st.opts:
             status = next((s for s in reversed(statuses) if s != 0), 0)
@@ -152,21 +152,13 @@ class Compound:
             if not hit:
                 for p in patterns:
                     rx = self.words.pattern(p)
-                    if isinstance(subject, Unknown) or isinstance(rx, Unknown):
-                        why = subject.reason if isinstance(subject, Unknown) else rx.reason  # type: ignore[union-attr]
-                        hit = (
-                            self.m.decide(
-                                2,
-                                [
-                                    f"case matches {text(p)!r} ({why})",
-                                    f"case does not match {text(p)!r} ({why})",
-                                ],
-                                node,
-                            )
-                            == 0
-                        )
-                    else:
+                    if isinstance(subject, str) and not isinstance(rx, Unknown):
                         hit = rx.fullmatch(subject) is not None
+                    else:
+                        unknown = subject if isinstance(subject, Unknown) else rx
+                        why = f"{text(p)!r} ({unknown.reason if isinstance(unknown, Unknown) else ''})"
+                        labels = [f"case matches {why}", f"case does not match {why}"]
+                        hit = self.m.decide(2, labels, node) == 0
                     if hit:
                         break
             if hit:

@@ -9,8 +9,9 @@ shared with the ``test`` and ``[`` builtins.
 
 from __future__ import annotations
 
+import operator
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tree_sitter import Node
@@ -20,13 +21,13 @@ from validator.sources.launch.shell.syntax import line_of, part, snippet, text
 from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.launch.shell.variables import Variables
 
-INT_OPS = {
-    "-eq": lambda a, b: a == b,
-    "-ne": lambda a, b: a != b,
-    "-lt": lambda a, b: a < b,
-    "-le": lambda a, b: a <= b,
-    "-gt": lambda a, b: a > b,
-    "-ge": lambda a, b: a >= b,
+INT_OPS: dict[str, Callable[[int, int], bool]] = {
+    "-eq": operator.eq,
+    "-ne": operator.ne,
+    "-lt": operator.lt,
+    "-le": operator.le,
+    "-gt": operator.gt,
+    "-ge": operator.ge,
 }
 
 
@@ -124,7 +125,7 @@ class Conditions:
                 b_ = self.words.arith(rv, node) if isinstance(rv, str) else rv
                 if isinstance(a_, Unknown) or isinstance(b_, Unknown):
                     return None
-                return bool(INT_OPS[op](int(a_), int(b_)))
+                return INT_OPS[op](int(a_), int(b_))
             if op in ("-nt", "-ot", "-ef"):
                 raise Unmodelled(f"file comparison {op}", line)
             raise Unmodelled(f"[[ ]] operator {op!r}", line)
@@ -216,7 +217,7 @@ def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Node) -> b
             raise Unmodelled(
                 f"[ {left!r} {op} {right!r} ]: not integers (bash reports an error)", line_of(node)
             ) from None
-        return bool(INT_OPS[op](a, b))
+        return INT_OPS[op](a, b)
     raise Unmodelled(f"test operator {op}", line_of(node))
 
 
