@@ -7,6 +7,7 @@ and without the recipe's FP8 variable: launch judges the command the simulator s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.deploy_tools import DEPLOY, load_yaml, running_prometheus, with_short_for
 from tests.support.loopback import free_port, stop
-from validator.sources.launch.state import read_state
+from validator.sources.launch.state import LaunchState, read_state, write_state
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -184,3 +185,31 @@ def test_a_state_that_started_exports_no_blocking_check(tmp_path: Path) -> None:
             10,
         ), sidecar.get("/metrics").text
         assert not _metric_lines(sidecar.get("/metrics").text, "spark_validate_launch_blocking")
+
+
+def test_a_state_file_holding_anything_but_what_launch_writes_is_unusable_as_a_whole(tmp_path: Path) -> None:
+    """Read strictly, like every document (``validator.validation``): a blocking "check ID" that would be a
+    Prometheus label of someone's choosing, or a string where launch writes a number, refuses the file
+    (it was read with the odd entry dropped or replaced); what launch writes reads back whole."""
+    state = tmp_path / "launch-state.json"
+    written = LaunchState(1.5, "fail", 78, False, ("lm_head.fp8",), "ling", "refused")
+    assert write_state(state, written) is None and read_state(state) == (written, None)
+    good = json.loads(state.read_text())
+    for key, value, said in (
+        ("exit_code", "78", "exit_code: Input should be a valid integer"),
+        ("pack", 7, "pack: Input should be a valid string"),
+        ("blocking", ['lm_head.fp8"} 1\nspark_validate_up{x="'], "blocking[0]: String should match pattern"),
+    ):
+        state.write_text(json.dumps({**good, key: value}))
+        found, why = read_state(state)
+        assert (
+            found is None and why is not None and why.startswith(f"{state}: malformed launch state ({said}")
+        )
+    with daemon_process(
+        tmp_path, f"http://127.0.0.1:{free_port()}", "--launch-state", str(state), "--no-probe",
+        "--health-interval", "0.2", "--wait", "1",
+    ) as sidecar:  # fmt: skip
+        assert wait_for(
+            lambda: "spark_validate_launch_state_readable 0.0" in sidecar.get("/metrics").text, 10
+        )
+        assert not _metric_lines(sidecar.get("/metrics").text, "spark_validate_launch_refused")

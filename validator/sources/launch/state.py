@@ -17,44 +17,44 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Annotated, ClassVar
+
+from pydantic import ConfigDict, Field
+
+from validator.validation import ValidationError, dump, format_loc, load_json, problems
 
 SCHEMA = "spark-validate.launch-state/v1"
 STATE_ENV = "SPARK_VALIDATE_LAUNCH_STATE"  # where launch writes it when --state-file is not given
 CAP = 64 * 1024
 MAX_BLOCKING = 32  # check IDs kept (a pack has about thirty checks)
-_CHECK_ID = re.compile(r"^[a-z0-9_]+(?:\.[a-z0-9_]+)+$")
-VERDICTS = ("pass", "fail", "inconclusive", "error")  # error: launch never judged (malformed input, usage)
+MAX_REASON = 1000
+CheckId = Annotated[str, Field(pattern=r"^[a-z0-9_]+(?:\.[a-z0-9_]+)+$")]
 
 
 @dataclass(frozen=True)
 class LaunchState:
+    """Read strictly: only launch writes the file, and each blocking check ID becomes a Prometheus label
+    (a bool is no exit code, a check ID is nothing else)."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = ConfigDict(strict=True)
+
     time: float  # when launch decided (Unix seconds)
-    verdict: str  # one of VERDICTS
-    exit_code: int  # what launch exited with; 0 when it exec'd the server
+    # error: launch never judged (malformed input, usage)
+    verdict: Annotated[str, Field(pattern=r"^(pass|fail|inconclusive|error)$")]
+    exit_code: Annotated[int, Field(ge=0, le=255)]  # what launch exited with; 0 when it exec'd the server
     started: bool  # launch exec'd the server
-    blocking: tuple[str, ...] = ()  # the critical checks that failed or could not be proven
+    # the critical checks that failed or could not be proven
+    blocking: Annotated[tuple[CheckId, ...], Field(max_length=MAX_BLOCKING)] = ()
     pack: str | None = None
-    reason: str = ""  # one line: why it refused (the termination message's first line)
+    reason: Annotated[str, Field(max_length=MAX_REASON)] = ""  # one line: why it refused
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "schema": SCHEMA,
-                "time": self.time,
-                "verdict": self.verdict,
-                "exit_code": self.exit_code,
-                "started": self.started,
-                "blocking": list(self.blocking[:MAX_BLOCKING]),
-                "pack": self.pack,
-                "reason": self.reason[:1000],
-            },
-            indent=1,
-        )
+        kept = replace(self, blocking=self.blocking[:MAX_BLOCKING], reason=self.reason[:MAX_REASON])
+        return json.dumps({"schema": SCHEMA, **dump(kept)}, indent=1)
 
 
 def state_path(explicit: str | None, env: Mapping[str, str] | None = None) -> Path | None:
@@ -99,19 +99,8 @@ def read_state(path: Path) -> tuple[LaunchState | None, str | None]:
         return None, f"{path}: not JSON"
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         return None, f"{path}: not a {SCHEMA} document"
-    t, verdict, code, started = doc.get("time"), doc.get("verdict"), doc.get("exit_code"), doc.get("started")
-    if (
-        not isinstance(t, (int, float))
-        or isinstance(t, bool)
-        or verdict not in VERDICTS
-        or not isinstance(code, int)
-        or isinstance(code, bool)
-        or not 0 <= code <= 255
-        or not isinstance(started, bool)
-    ):
-        return None, f"{path}: malformed launch state"
-    blocking = doc.get("blocking") or []
-    ids = tuple(b for b in blocking if isinstance(b, str) and _CHECK_ID.match(b))[:MAX_BLOCKING]
-    pack = doc.get("pack") if isinstance(doc.get("pack"), str) else None
-    reason = doc.get("reason") if isinstance(doc.get("reason"), str) else ""
-    return LaunchState(float(t), str(verdict), code, started, ids, pack, str(reason)[:1000]), None
+    try:
+        return load_json(LaunchState, data, strict=True), None
+    except ValidationError as exc:
+        loc, msg = problems(exc)[0]
+        return None, f"{path}: malformed launch state ({format_loc(loc)}: {msg})"
