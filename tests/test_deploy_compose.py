@@ -28,8 +28,9 @@ from tests.support.cli import preflight_json
 from tests.support.daemon_process import daemon_process, start_sim, wait_for
 from tests.support.deploy_tools import DEPLOY, REPO, parse_cli, require_tool, run_tool, serve_config
 from tests.support.loopback import free_port, stop
+from validator.sources.container import Mount
 from validator.sources.launch.compose import load_compose
-from validator.sources.launch.docker_run import Mount, parse_docker_cmd
+from validator.sources.launch.docker_run import parse_docker_cmd
 
 COMPOSE = DEPLOY / "compose" / "compose.yaml"
 DOCKERFILE = DEPLOY / "compose" / "Dockerfile"

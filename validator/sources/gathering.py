@@ -16,7 +16,7 @@ from validator.facts import Facts, LaunchFacts, SGLangInstallFacts
 
 if TYPE_CHECKING:
     from validator.preflight_inputs import PreflightInputs
-    from validator.sources.launch.docker_run import ContainerSpec
+    from validator.sources.container import ContainerSpec
 
 
 class Unreadable(Exception):

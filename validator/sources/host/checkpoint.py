@@ -30,8 +30,8 @@ from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
 from validator.sources.host.safetensors_header import read_header
 
 if TYPE_CHECKING:
+    from validator.sources.container import ContainerSpec
     from validator.sources.gathering import Gathering
-    from validator.sources.launch.docker_run import ContainerSpec
 
 INDEX_FILE = "model.safetensors.index.json"
 LM_HEAD = "lm_head.weight"
@@ -215,7 +215,7 @@ def gather(g: Gathering) -> None:
 
 def _container_model_error(g: Gathering, launch: LaunchFacts, container: ContainerSpec) -> None:
     """Where a container's --model-path is on the host (through its mounts), or why it is not here."""
-    from validator.sources.launch.docker_run import host_path
+    from validator.sources.container import host_path
 
     model = launch.args.get("model_path")
     if isinstance(model, str) and model.startswith("/"):
@@ -270,7 +270,7 @@ def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = Non
     if isinstance(value, str) and value.startswith(("/", ".")):
         path: Path | None = Path(value)
         if container is not None:
-            from validator.sources.launch.docker_run import host_path
+            from validator.sources.container import host_path
 
             path, _ = host_path(value, container.mounts)
         if path is not None and (path / "config.json").is_file():

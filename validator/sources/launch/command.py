@@ -18,6 +18,7 @@ from pathlib import Path
 from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
+from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import classify
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.sglang.cli import parse_argv
@@ -93,80 +94,11 @@ def _shebang(script: Path) -> tuple[str, list[str]] | None:
     return parts[0], parts[1:]
 
 
-class ProgramUnreadable(str):
-    """The reason :func:`resolve_program` gives when this user may not look at the path: the program's
-    state is unknown here, not a fault of the program."""
-
-
-def _unreadable(exc: OSError, path: Path) -> str:
-    why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
-    return ProgramUnreadable(
-        f"cannot be looked at by this user ({path}: {why}): run as root or as the server's user"
-    )
-
-
-def resolve_program(
-    program: str, env: Mapping[str, str], cwd: Path | None = None
-) -> tuple[Path | None, str | None]:
-    """``program`` as ``execvp`` finds it with the server's ``PATH`` (a name with a ``/`` is taken as a
-    path, relative to ``cwd``): (path, None), or (None, why it cannot run). A path this user may not look
-    at (a directory above it is 0700) is said so, never a traceback: the reason is then a
-    :class:`ProgramUnreadable`."""
-    if "/" in program:
-        path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
-        try:
-            if not path.exists():
-                return None, f"does not exist ({path})"
-            if path.is_dir():
-                return None, f"is a directory ({path})"
-        except OSError as exc:
-            return None, _unreadable(exc, path)
-        if not os.access(path, os.X_OK):
-            return None, f"is not executable ({path})"
-        return path, None
-    try:
-        found = _which(program, env)
-    except _Unreadable as exc:
-        return None, _unreadable(exc.error, exc.path)
-    if found is None:
-        return None, f"is not found on the server's PATH ({env.get('PATH', os.defpath)})"
-    return found, None
-
-
-class _Unreadable(Exception):
-    """A directory on ``PATH`` that this user may not look into: whether ``program`` is there is unknown."""
-
-    def __init__(self, path: Path, error: OSError) -> None:
-        super().__init__(str(path))
-        self.path, self.error = path, error
-
-
-def _which(name: str, env: Mapping[str, str]) -> Path | None:
-    """``name`` on ``env``'s PATH as ``execvp`` finds it (a directory it may not search is passed over, as
-    execvp does); raises ``_Unreadable`` when it is found nowhere and a PATH directory this user could not
-    look into might hold it."""
-    hidden: _Unreadable | None = None
-    for folder in env.get("PATH", os.defpath).split(os.pathsep):
-        if not folder:
-            continue
-        candidate = Path(folder) / name
-        try:
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
-        except PermissionError as exc:
-            hidden = hidden or _Unreadable(candidate, exc)
-        except OSError:
-            continue  # a name over the kernel's limits, a loop: not there
-    if hidden is not None:
-        raise hidden
-    return None
-
-
 def _sglang_interpreter(program: str, env: Mapping[str, str]) -> tuple[str | None, list[str]]:
     """The python behind ``sglang`` and its options: its shebang if readable, else the sibling python."""
     try:
-        script = Path(program) if "/" in program else _which(program, env)
-    except _Unreadable:
+        script = Path(program) if "/" in program else which(program, env)
+    except PathUnreadable:
         return None, []
     if script is None:
         return None, []

@@ -21,7 +21,8 @@ from typing import Any
 
 from validator.bounded_files import read_text_bounded
 from validator.errors import InputError, UsageError
-from validator.sources.launch.docker_run import ContainerSpec, Mount, env_file_lines, parse_volume
+from validator.sources.container import ContainerSpec, Mount
+from validator.sources.launch.docker_run import env_file_lines, parse_volume
 from validator.sources.launch.shell.programs import is_server_command
 from validator.trusted_files import UnsafeLocation, creatable_by_others
 

@@ -7,8 +7,9 @@ the mounts that map the model path onto the host. What is *inside* the image is 
 humming-kernels, the image's ``ENV`` and ``ENTRYPOINT``. Those are reported as not proven (``error``), never
 read from the host's own Python (which is not the one the container runs).
 
-This module also holds what Compose services share with ``docker run`` (``ContainerSpec``, mounts, the
-``--env-file`` format), so ``validator.sources.launch.compose`` adds only Compose's own file format.
+This module also holds what Compose services share with ``docker run`` (mount options, the ``--env-file``
+format), so ``validator.sources.launch.compose`` adds only Compose's own file format; the container both
+describe is ``validator.sources.container.ContainerSpec``.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import os
 import posixpath
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, read_trusted_bounded
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
+from validator.sources.container import ContainerSpec, Mount
 from validator.sources.launch.command import launch_from_argv
 from validator.sources.launch.shell.command_line import split_command_line
 
@@ -57,32 +58,6 @@ _WITH_VALUE = {
     "--personality", "--rdt-class", "--conmon-pidfile",
 }  # fmt: skip
 _RUNTIMES = {"docker", "podman", "nvidia-docker"}
-
-
-@dataclass(frozen=True)
-class Mount:
-    source: str | None  # host path of a bind mount; None for a named or anonymous volume
-    target: str  # path inside the container
-    volume: str | None = None  # the named volume, when it is one
-    read_only: bool = False
-
-
-@dataclass
-class ContainerSpec:
-    """What a container runtime is told to run; everything else comes from the image."""
-
-    where: str  # "--docker-cmd", "compose:/path/compose.yaml#sglang"
-    image: str | None
-    argv: list[str]  # entrypoint (when overridden) + command, as the container's process gets it
-    entrypoint_overridden: bool
-    env: dict[str, str] = field(default_factory=dict)
-    env_origin: dict[str, str] = field(default_factory=dict)
-    mounts: list[Mount] = field(default_factory=list)
-    workdir: str | None = None
-    built_locally: bool = False  # compose `build:`: an image made from a Dockerfile here
-    # what only the runtime fills in (a Kubernetes valueFrom): variable -> why; and notes for the report
-    unresolved: dict[str, str] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
 
 
 def env_file_lines(path: Path | str) -> Iterator[tuple[int, str]]:
@@ -153,27 +128,6 @@ def parse_mount(spec: str, where: str) -> Mount:
     if kind == "bind":
         return Mount(source, target, read_only=read_only)
     return Mount(None, target, volume=source if kind == "volume" else None, read_only=read_only)
-
-
-def host_path(container_path: str, mounts: list[Mount]) -> tuple[Path | None, str]:
-    """Where a path inside the container lives on the host, through the deepest mount that covers it;
-    (None, why) when it is in a volume or the image."""
-    path = posixpath.normpath(container_path)
-    best: Mount | None = None
-    for m in mounts:
-        target = posixpath.normpath(m.target)
-        if (path == target or path.startswith(target.rstrip("/") + "/")) and (
-            best is None or len(target) > len(posixpath.normpath(best.target))
-        ):
-            best = m
-    if best is None:
-        return None, f"{container_path} is not mounted from the host (it is inside the image)"
-    if best.source is None:
-        what = f"the named volume {best.volume!r}" if best.volume else "an anonymous volume"
-        return None, f"{container_path} is in {what}, not visible from outside the container"
-    rest = posixpath.relpath(path, posixpath.normpath(best.target))
-    source = Path(best.source)
-    return (source if rest == "." else source / rest), f"mounted from {best.source}"
 
 
 def parse_docker_cmd(text: str, host_env: Mapping[str, str]) -> ContainerSpec:

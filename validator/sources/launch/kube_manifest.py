@@ -27,7 +27,7 @@ from typing import Any
 
 from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
-from validator.sources.launch.docker_run import ContainerSpec, Mount
+from validator.sources.container import ContainerSpec, Mount
 from validator.sources.launch.shell.programs import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024

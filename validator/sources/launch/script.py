@@ -29,10 +29,9 @@ from pathlib import Path
 
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import LaunchFacts
+from validator.sources.container import ContainerSpec, host_path
 from validator.sources.launch.command import launch_from_argv
 from validator.sources.launch.docker_run import (
-    ContainerSpec,
-    host_path,
     is_container_run,
     launch_from_container,
     parse_docker_words,

@@ -20,9 +20,9 @@ from validator.errors import InputError, UnresolvedLaunch, UsageError
 from validator.facts import ENVIRONMENT_UNKNOWN, SGLANG, LaunchFacts, ProgramFacts, SGLangInstallFacts
 from validator.preflight_inputs import PreflightInputs
 from validator.sources.gathering import Gathering, Unreadable
+from validator.sources.host.program import resolve_program
 from validator.sources.launch import command as launch_command
 from validator.sources.launch import systemd_unit
-from validator.sources.launch.command import resolve_program
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_with
 from validator.sources.sglang.install import install_from_probe, read_sglang_install, referenced_env
@@ -30,8 +30,8 @@ from validator.sources.sglang.interpreter import inspect_program
 from validator.sources.sglang.tables import table_for
 
 if TYPE_CHECKING:
+    from validator.sources.container import ContainerSpec
     from validator.sources.host.server_processes import ServerProcess
-    from validator.sources.launch.docker_run import ContainerSpec
 
 DSPARK = "DSPARK"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from validator.facts import LaunchFacts, ProgramFacts
 from validator.sources.child_process import run_in_own_session
 from validator.sources.host.process import ProcessFacts
-from validator.sources.launch.command import ProgramUnreadable, resolve_program
+from validator.sources.host.program import ProgramUnreadable, resolve_program
 from validator.sources.run_as import CannotRunAs, RunAs, of_files, of_process
 
 # Run inside the server's interpreter, with the server's own flags, environment and working directory.

@@ -1,0 +1,56 @@
+"""The container a docker, Compose or Kubernetes launch runs the server in (``ContainerSpec``), as the launch
+readers parse it and every reader after them is given it (``Gathering.container``), and where a path
+inside it lies on the host (the checkpoint's reader follows ``--model-path`` through the mounts)."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str | None  # host path of a bind mount; None for a named or anonymous volume
+    target: str  # path inside the container
+    volume: str | None = None  # the named volume, when it is one
+    read_only: bool = False
+
+
+@dataclass
+class ContainerSpec:
+    """What a container runtime is told to run; everything else comes from the image."""
+
+    where: str  # "--docker-cmd", "compose:/path/compose.yaml#sglang"
+    image: str | None
+    argv: list[str]  # entrypoint (when overridden) + command, as the container's process gets it
+    entrypoint_overridden: bool
+    env: dict[str, str] = field(default_factory=dict)
+    env_origin: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    workdir: str | None = None
+    built_locally: bool = False  # compose `build:`: an image made from a Dockerfile here
+    # what only the runtime fills in (a Kubernetes valueFrom): variable -> why; and notes for the report
+    unresolved: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def host_path(container_path: str, mounts: list[Mount]) -> tuple[Path | None, str]:
+    """Where a path inside the container lives on the host, through the deepest mount that covers it;
+    (None, why) when it is in a volume or the image."""
+    path = posixpath.normpath(container_path)
+    best: Mount | None = None
+    for m in mounts:
+        target = posixpath.normpath(m.target)
+        if (path == target or path.startswith(target.rstrip("/") + "/")) and (
+            best is None or len(target) > len(posixpath.normpath(best.target))
+        ):
+            best = m
+    if best is None:
+        return None, f"{container_path} is not mounted from the host (it is inside the image)"
+    if best.source is None:
+        what = f"the named volume {best.volume!r}" if best.volume else "an anonymous volume"
+        return None, f"{container_path} is in {what}, not visible from outside the container"
+    rest = posixpath.relpath(path, posixpath.normpath(best.target))
+    source = Path(best.source)
+    return (source if rest == "." else source / rest), f"mounted from {best.source}"

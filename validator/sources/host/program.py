@@ -1,0 +1,80 @@
+"""A program as ``execvp`` finds it on this host, with the server's ``PATH``: what a launch runs, and the
+interpreter its ``#!`` line names (the SGLang install is then read through it).
+
+A path this user may not look at is said so (:class:`ProgramUnreadable`): the program's state is then
+unknown here, never a traceback and never a fault of the program."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+
+class ProgramUnreadable(str):
+    """The reason :func:`resolve_program` gives when this user may not look at the path: the program's
+    state is unknown here, not a fault of the program."""
+
+
+def _unreadable(exc: OSError, path: Path) -> str:
+    why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
+    return ProgramUnreadable(
+        f"cannot be looked at by this user ({path}: {why}): run as root or as the server's user"
+    )
+
+
+def resolve_program(
+    program: str, env: Mapping[str, str], cwd: Path | None = None
+) -> tuple[Path | None, str | None]:
+    """``program`` as ``execvp`` finds it with the server's ``PATH`` (a name with a ``/`` is taken as a
+    path, relative to ``cwd``): (path, None), or (None, why it cannot run). A path this user may not look
+    at (a directory above it is 0700) is said so, never a traceback: the reason is then a
+    :class:`ProgramUnreadable`."""
+    if "/" in program:
+        path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
+        try:
+            if not path.exists():
+                return None, f"does not exist ({path})"
+            if path.is_dir():
+                return None, f"is a directory ({path})"
+        except OSError as exc:
+            return None, _unreadable(exc, path)
+        if not os.access(path, os.X_OK):
+            return None, f"is not executable ({path})"
+        return path, None
+    try:
+        found = which(program, env)
+    except PathUnreadable as exc:
+        return None, _unreadable(exc.error, exc.path)
+    if found is None:
+        return None, f"is not found on the server's PATH ({env.get('PATH', os.defpath)})"
+    return found, None
+
+
+class PathUnreadable(Exception):
+    """A directory on ``PATH`` that this user may not look into: whether ``program`` is there is unknown."""
+
+    def __init__(self, path: Path, error: OSError) -> None:
+        super().__init__(str(path))
+        self.path, self.error = path, error
+
+
+def which(name: str, env: Mapping[str, str]) -> Path | None:
+    """``name`` on ``env``'s PATH as ``execvp`` finds it (a directory it may not search is passed over, as
+    execvp does); raises ``PathUnreadable`` when it is found nowhere and a PATH directory this user could not
+    look into might hold it."""
+    hidden: PathUnreadable | None = None
+    for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        if not folder:
+            continue
+        candidate = Path(folder) / name
+        try:
+            if candidate.is_file() and os.access(candidate, os.X_OK):
+                return candidate
+        except PermissionError as exc:
+            hidden = hidden or PathUnreadable(candidate, exc)
+        except OSError:
+            continue  # a name over the kernel's limits, a loop: not there
+    if hidden is not None:
+        raise hidden
+    return None
