@@ -1,11 +1,12 @@
 """Outside data into records and records back into JSON data, with pydantic over standard-library dataclasses.
 
-The rule pack (``pack_schema``), the report (``report``) and the attestation (``attestation.schema``) are
-dataclasses; each declares its own rules for pydantic (``__pydantic_config__``, ``Annotated`` limits,
-``__post_init__``), so the plugin's records need no pydantic where they are built. Here: one cached
-``TypeAdapter`` per record type, built on first use; :func:`problems` says every ``ValidationError`` as
-``(location, message)`` pairs for a file's author (the wording below), and :func:`format_loc` writes a
-location (``checks[3].severity``) on one line whatever the keys hold.
+The rule pack (``pack_schema``), the report (``report``), the attestation (``attestation.schema``) and the
+launch state (``sources.launch.state``) are dataclasses; each declares its own rules for pydantic
+(``__pydantic_config__``, ``Annotated`` limits, ``__post_init__``), so the plugin's records need no
+pydantic where they are built. Here: one cached ``TypeAdapter`` per record type, built on first use;
+:func:`problems` says every ``ValidationError`` as ``(location, message)`` pairs for a file's author (the
+wording below), and :func:`format_loc` writes a location (``checks[3].severity``) on one line whatever the
+keys hold.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ Loc = tuple[str | int, ...]
 Problem = tuple[Loc, str]
 T = TypeVar("T")
 
-__all__ = ["Loc", "Problem", "ValidationError", "dump", "format_loc", "load", "problems"]
+__all__ = ["Loc", "Problem", "ValidationError", "dump", "format_loc", "load", "load_json", "problems"]
 
 
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
