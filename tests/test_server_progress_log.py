@@ -287,3 +287,30 @@ def test_the_sidecar_following_the_log_drops_readiness_on_a_stall_at_no_token(tm
             assert wait_for(stalled_from_log, 60), (seen[-1:], d.log()[-3000:])
             assert d.get("/readyz").status_code == 503 and d.get("/livez").status_code == 200
             assert "request_tokens" not in seen[-1]["evidence"]  # type: ignore[operator]
+
+
+def test_a_log_another_user_could_rewrite_never_hides_a_stall(
+    tmp_path: Path, attacker: object, shared: Path
+) -> None:
+    """The server logs into a directory anyone can write. While its scheduler is stalled, a second local
+    user replaces the log with a copy whose last line is a fresh decode batch (a rename over it): taken
+    at its word, the stall would read as progress. A log its directory or mode leaves open to others is
+    no evidence of progress or stall; the check says it could not tell (no request of its own allowed)."""
+    from tests.support.second_user import User, run_as
+
+    assert isinstance(attacker, User)
+    log = shared / "sglang.log"
+    with sim_process(tmp_path, "--scenario", "stall", "--log", str(log)) as sim:  # the last --log wins
+        wait_healthy(sim.url)
+        _hold(sim.url)
+        _wait_for(lambda: "#queue-req: 1," in _last_line(log), "the held request's queue line")
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        forged = f"[{stamp}] Decode batch, #running-req: 1, cuda graph: True, #queue-req: 0"
+        swap = f"cp {log} {shared}/x && echo '{forged}' >> {shared}/x && mv -f {shared}/x {log}"
+        assert run_as(attacker, ["sh", "-c", swap]).returncode == 0
+        assert _last_line(log) == forged and log.stat().st_uid == attacker.uid
+        files = ("--attestation", str(sim.attestation), "--log", str(log))
+        run = run_check(sim.url, "--stall-after", "600", "--no-probe", *files)
+    progress = run.check("server.progress")
+    assert progress["status"] == "error", run.explain()
+    assert progress["evidence"].get("source") != "log", run.explain()

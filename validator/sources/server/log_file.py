@@ -68,6 +68,9 @@ class FileLogReader:
         self._stats = LogFacts(path=self.where)
         self._batches = BatchWatch()
         self._read_mtime: float | None = None
+        # the file, or its directory, can be written by users other than its owner: its batch lines
+        # could be anyone's, so server.progress does not take their word (``facts.last_batch`` None)
+        self._open_to_others = False
 
     def close(self) -> None:
         with self._lock:
@@ -87,7 +90,8 @@ class FileLogReader:
             facts.bytes_read, facts.bytes_skipped = st.bytes_read, st.bytes_skipped
             facts.truncations, facts.rotations = st.truncations, st.rotations
             facts.note = note
-            facts.last_batch = self._batches.observe(self._parser, self._last_line_age())
+            batch = self._batches.observe(self._parser, self._last_line_age())
+            facts.last_batch = batch if not self._open_to_others else None
             if self._claims.stale(facts.generation, server):
                 facts.stale = (
                     "the server restarted and the log holds no start of the new process yet "
@@ -121,6 +125,7 @@ class FileLogReader:
         st_now = os.fstat(self._fd)
         size = st_now.st_size
         self._read_mtime = st_now.st_mtime  # the time of the last write within what this poll reads
+        self._open_to_others = _writable_by_others(st_now, self.path)
         if size < self._offset or not self._tail_intact():
             self._stats.truncations += 1  # copytruncate: same server, its log starts over
             self._reset_position()
@@ -275,6 +280,17 @@ class FileLogReader:
         if kept:  # decode lines are a running server's: earlier resolution lines were this start's
             parser.prelude.facts.flashinfer_override = False
             parser.run.samples.extend(reversed(kept))
+
+
+def _writable_by_others(st: os.stat_result, path: Path) -> bool:
+    """Whether the opened log file, or the directory holding it, lets its group or others write (a
+    sticky directory too: anyone may put a file there before the server creates its own)."""
+    if st.st_mode & 0o022:
+        return True
+    try:
+        return bool(os.stat(path.parent).st_mode & 0o022)
+    except OSError:
+        return True
 
 
 def _decode(raw: bytes) -> str:
