@@ -46,15 +46,10 @@ def run_in_own_session(
     max_output: int = MAX_OUTPUT,
     run_as: RunAs | None = None,
 ) -> tuple[int, bytes, bytes] | None:
-    """``(exit status, stdout, stderr)`` of ``argv`` run with no stdin; None when it did not finish within
-    ``timeout`` seconds (its whole process group is killed then). Raises ``OSError`` when it cannot start,
-    and :class:`OutputTooLarge` (an ``OSError``) when it prints more than ``max_output`` bytes on either
-    stream: the streams are read as they come, so a program that floods its output (``yes``) costs at most
-    that much memory, not all it can print before the deadline.
-
-    ``run_as``: the user, group and supplementary groups the child runs as (``validator.sources.run_as``;
-    None: this process's own); raises ``CannotRunAs`` (an ``OSError``) when this process cannot become
-    them. No descriptor but the three pipes is inherited, and the environment is bounded in size."""
+    """``(exit status, stdout, stderr)`` of ``argv`` run with no stdin, or None past ``timeout`` (its process
+    group killed). Raises ``OSError`` when it cannot start, :class:`OutputTooLarge` past ``max_output`` bytes
+    on a stream (a flood costs no more memory), ``CannotRunAs`` when this process cannot become ``run_as``.
+    Only the three pipes are inherited, and the environment is bounded."""
     identity = popen_identity(run_as)
     if env is not None and (
         len(env) > MAX_ENV_VARIABLES or sum(len(k) + len(v) + 2 for k, v in env.items()) > MAX_ENV_BYTES

@@ -1,14 +1,9 @@
-"""What a live source's reader is given: the inputs, the facts gathered so far, the client of the server
-being checked, the log reader, and what the pack asks of the probe.
+"""What a live source's reader is given: the inputs, the facts so far, the server's client, the log reader,
+and what the pack asks of the probe.
 
-A reader (``async def gather(g: LiveGathering) -> None`` in its source's module, declared in
-``validator.source_table.LIVE``) puts its record on ``g.facts``; evidence it could not read is
-``Unreadable`` (``validator.sources.gathering``), which ``live.gather_live`` records as
-``facts.errors[source]``. The readers run on the sidecar's event loop: file and ``/proc`` reads, parsing
-and imports go to a worker thread (``asyncio.to_thread``).
-
-The probe is told what to look for (the pack's probe settings, threshold and prompts file) rather than
-reaching back into the pack.
+A reader puts its record on ``g.facts``; evidence it could not read is ``Unreadable``, recorded as
+``facts.errors[source]``. Readers run on the sidecar's event loop: file and ``/proc`` reads, parsing and
+imports go to ``asyncio.to_thread``.
 """
 
 from __future__ import annotations

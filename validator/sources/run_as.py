@@ -1,24 +1,12 @@
 """Who a program the validator runs for evidence runs as: never with more privilege than whoever controls it.
 
-Why: the evidence about an install comes from asking the server's interpreter which ``sglang`` it imports,
-and that runs code: the program, its ``#!`` interpreter, ``sitecustomize.py`` and ``.pth`` files on its
-path, ``LD_PRELOAD``. Whoever can write any of those runs code as whoever runs the probe. So (SECURITY.md,
-"Processes the tool runs"):
-
-- A discovered server process (``check``/``serve``/``npd`` with no ``--url``): its program, environment
-  and working directory are its owner's, so the probe runs as that process's real UID, GID and
-  supplementary groups (``/proc/PID/status``), and only when it shares this process's mount namespace
-  (a container's files are not this host's to run). :func:`of_process`.
-- A declared launch (``preflight``, ``launch``, ``check --unit``...): every file the probe would execute or
-  import from (the program and its target, the interpreter, the working directory, ``PYTHONPATH``,
-  ``PYTHONHOME``, ``PYTHONUSERBASE``, ``LD_PRELOAD``, ``LD_LIBRARY_PATH``, ``LD_AUDIT``, ``HOME``'s user
-  site, ``PYTHONPYCACHEPREFIX``, a python's own ``site-packages``), and each directory above them,
-  is looked at: owned by root or the reader, it runs as the reader; owned by one other user, it runs as that
-  user; owned by several others, or in a directory anyone may write (not sticky), it does not run.
-  :func:`of_files`.
-
-Dropping privileges needs root; a reader that is neither root nor that user does not run it at all, and
-the evidence is unknown (:class:`CannotRunAs` says why), never gathered with the reader's privileges.
+Asking the server's interpreter which ``sglang`` it imports runs code (program, ``#!`` interpreter,
+``sitecustomize``, ``.pth``, ``LD_PRELOAD``), so (SECURITY.md, "Processes the tool runs"):
+:func:`of_process`: a discovered server runs as its own real UID, GID and groups, and only in this mount
+namespace. :func:`of_files`: for a declared launch, every file it would execute or import from (program,
+interpreter, cwd, ``PYTHON*``, ``LD_*``, user site, site-packages) and each directory above: root's or the
+reader's runs as the reader, one other user's as that user, several others' or a non-sticky shared
+directory not at all. Dropping privileges needs root; otherwise nothing runs (:class:`CannotRunAs`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Evidence from the checkpoint directory: config.json plus the safetensors headers that matter.
 
-Mirrors how SGLang 0.5.23 reads a checkpoint, so the facts say what the server will do:
-- MXFP4 routed experts are declared by ``quantization_config.routed_experts_quant_method == "mxfp4"``
-  (``srt/configs/model_config.py``: ``is_fp4_experts``; ``fp8.py`` then allocates those weights as packed
-  int8, K/2), so a sampled routed-expert weight must be I8/U8 too.
-- ``Fp8Config.from_config`` takes the skip list from ``ignored_layers`` first, else
-  ``modules_to_not_convert``.
-- Where the NEXTN (MTP) layer and the routed experts are in the HF name space is the model loader's
-  code, one per architecture: ``validator.loader_layouts`` holds the loaders this reader mirrors, picked
-  by the checkpoint's own ``architectures`` as SGLang's registry picks its model class. For an architecture
-  none mirrors, the NEXTN layer is not counted (``nextn_tensor_count`` None) and the experts are judged
-  by ``quantization_config`` alone. Which architecture a recipe runs, how many NEXTN layers it needs and
-  how its experts are quantized are the rule pack's (``expect.checkpoint``); ``rules lint`` flags a pack
-  that needs NEXTN layers of an architecture no layout there mirrors.
-Only the shards holding the tensors the checks need are opened; the rest is counted from the index.
+Mirrors how SGLang 0.5.23 reads a checkpoint: MXFP4 routed experts from
+``quantization_config.routed_experts_quant_method`` (``srt/configs/model_config.py``; sampled weights must be
+I8/U8), the FP8 skip list from ``ignored_layers`` else ``modules_to_not_convert`` (``Fp8Config.from_config``),
+the NEXTN layer and experts where ``validator.loader_layouts`` says for the ``architectures`` (none mirrored:
+``nextn_tensor_count`` None). Only the shards holding the tensors the checks need are opened.
 """
 
 from __future__ import annotations

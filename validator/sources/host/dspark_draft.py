@@ -1,18 +1,10 @@
 """The DSpark draft checkpoint's ``config.json``: is it a DSpark model, and what is its block size?
 
-Why: with ``--speculative-algorithm DSPARK`` the verify width is the draft's block size (gamma) plus the
-target's bonus token, and the KDA ReplaySSM ring (``--linear-replayssm-cache-len``) must be a power of two
-of at least twice that width. SGLang checks the ring only at pool allocation, after minutes of weight
-loading (``srt/mem_cache/memory_pool.py`` l.818-832); reading the block size here catches it before start.
-
-The fields are read with SGLang 0.5.23's precedence (``dspark_config.parse_dspark_draft_config`` over
-``dflash_utils.parse_dflash_draft_config``): the block size from ``dspark_block_size``, else
-``dflash_config.block_size``, else a top-level ``block_size``; ``markov_rank`` and ``mask_token_id`` from
-the prefixed key, else ``dspark_config`` / ``dflash_config``, else ``text_config``, else the top level.
-
-Where the draft is found mirrors ``_handle_dspark`` (``srt/arg_groups/speculative_hook.py``): the given
-path as a local directory; a Hugging Face repo id through the local hub cache (never the network); with no
-path, the target checkpoint's ``dspark/`` subfolder.
+The verify width is the block size plus one, and the KDA ReplaySSM ring must be a power of two of at least
+twice it; SGLang checks that only after weight loading (``srt/mem_cache/memory_pool.py`` l.818-832). Fields
+are read with 0.5.23's precedence (``dspark_config.parse_dspark_draft_config`` over
+``dflash_utils.parse_dflash_draft_config``); the draft is found as ``_handle_dspark`` does (a local
+directory, a Hub id through the local cache only, else the target's ``dspark/`` subfolder).
 """
 
 from __future__ import annotations

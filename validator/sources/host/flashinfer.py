@@ -1,29 +1,11 @@
 """FlashInfer as the server will load it: versions, and whether the CUTLASS MoE kernels are precompiled.
 
-Why: the ``flashinfer_mxfp4`` MoE path on GB10 (sm_121) JIT-compiles FlashInfer's ``fused_moe_120`` module
-(97 CUTLASS targets, ninja) on first use; doing that while about 60 GB of weights load has OOM-killed and
-hard-locked Sparks. Operators precompile it first, and this module finds it where the server will look.
-
-Where FlashInfer looks (``flashinfer/jit/env.py`` and ``jit/core.py``, 0.6 and later):
-``$FLASHINFER_WORKSPACE_BASE`` (default: home) ``/.cache/flashinfer/<flashinfer version>/<archs>/
-cached_ops/fused_moe_120/fused_moe_120.so``, or an AOT build: ``flashinfer/data/aot/fused_moe_120/`` in the
-package, or the ``flashinfer-jit-cache`` distribution. SGLang 0.5.23's ``sglang/__init__.py`` calls
-``redirect_third_party_caches()``, which defaults ``FLASHINFER_WORKSPACE_BASE`` to ``SGLANG_CACHE_DIR``
-(``~/.cache/sglang``): a kernel precompiled with plain FlashInfer into ``~/.cache/flashinfer`` is then not
-the one the server finds. ``<archs>`` joins the target archs (``121a`` on GB10; ``120f`` when built for
-the sm_12x family); a directory for another GPU family does not count.
-
-A ``flashinfer-cubin`` of another version than ``flashinfer-python``: what happens depends on the release,
-so it is read from the installed ``jit/env.py`` (``_get_cubin_dir``), never assumed. 0.6.x raises at import
-(start-up fails); 0.7.x (0.7.2 is what SGLang 0.5.23 pins) catches that error, logs "Ignoring incompatible
-flashinfer-cubin package" and downloads the cubins it needs into ``<cache>/cubins`` at first use, which an
-offline host cannot do. ``FLASHINFER_DISABLE_VERSION_CHECK`` skips the comparison in both (the mismatched
-cubins are then used as they are). ``flashinfer-jit-cache`` likewise: 0.6.x's ``_get_aot_dir`` raises on a
-version that does not start with FlashInfer's; 0.7.x's ``_get_aot_providers`` accepts the same version or it
-with a CUDA suffix (``0.7.2+cu130``) and ignores any other, JIT-compiling instead. (No flashinfer-jit-cache
-release is on the package index, so its own layout is the 0.6 reader's.) The cache layout, the AOT
-location (``flashinfer/data/aot``) and ``121a`` for GB10 are the same in 0.6.3, 0.7.2 and 0.7.4
-(``tests/test_flashinfer_releases.py``).
+On GB10 the ``flashinfer_mxfp4`` path JIT-compiles ``fused_moe_120`` on first use, which while the weights
+load has OOM-killed Sparks. Found where the server looks (``flashinfer/jit/env.py``, ``jit/core.py``): the
+workspace cache (SGLang 0.5.23 defaults ``FLASHINFER_WORKSPACE_BASE`` to ``SGLANG_CACHE_DIR``), the package's
+AOT data or ``flashinfer-jit-cache``, for GB10's archs only. What a cubin or jit-cache package of another
+version does is read from the installed ``jit/env.py``, never assumed (0.6.x raises, 0.7.x ignores and
+downloads or JIT-compiles; ``tests/test_flashinfer_releases.py``).
 """
 
 from __future__ import annotations

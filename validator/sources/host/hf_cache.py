@@ -1,16 +1,9 @@
 """A Hugging Face repo id (``--model-path inclusionAI/Ling-3.0-flash-fp4``) resolved to the snapshot the
 server will load, through the local hub cache only (never the network; standard library only).
 
-SGLang treats a ``--model-path`` that is not a directory as a repo id and calls huggingface_hub's
-``snapshot_download(repo, revision=--revision, cache_dir=--download-dir)``
-(``srt/model_loader/weight_utils.py``). The cache it reads is, as ``huggingface_hub.constants`` defines it:
-``--download-dir`` when given, else ``$HF_HUB_CACHE``, else ``$HUGGINGFACE_HUB_CACHE``, else
-``$HF_HOME/hub``, with ``HF_HOME`` defaulting to ``$XDG_CACHE_HOME/huggingface`` (``~/.cache/huggingface``).
-In it, ``models--ORG--NAME/refs/<revision>`` holds the commit a branch or tag points at and
-``snapshots/<commit>/`` the files (links into ``blobs/``); a 40-hex revision names a snapshot directly.
-
-Not cached, the server downloads the repo when it starts (every weight: tens of GB), or fails at once
-under ``HF_HUB_OFFLINE=1``; either way there is nothing on this host to check beforehand.
+The cache is found as ``huggingface_hub.constants`` does (``--download-dir``, ``$HF_HUB_CACHE``,
+``$HUGGINGFACE_HUB_CACHE``, ``$HF_HOME/hub``), the revision through ``refs/``; a repo not cached is nothing
+to check beforehand (the server downloads it, or fails offline).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Evidence about humming-kernels as the *service user's* server will see it, without importing it.
 
-Humming JIT-compiles each MoE kernel on first use and caches the cubins; when its directories are not
-writable by the user the server runs as, the first requests fail deep inside a CUDA graph capture. The
-defaults come from humming-kernels 0.1.19 ``humming/utils/jit.py``: ``HUMMING_CACHE_DIR`` and
-``HUMMING_TMP_DIR`` taken verbatim when set (no ``~`` expansion), else ``~/.humming/cache/`` and
-``~/.humming/tmp/`` with ``~`` the server process's home. Both are created on demand (``mkdir -p``), so a
-missing directory is fine when its nearest existing ancestor is writable.
+Humming JIT-compiles MoE kernels on first use; unwritable cache directories fail the first requests deep in
+CUDA graph capture. Defaults as humming-kernels 0.1.19 ``humming/utils/jit.py``: ``HUMMING_CACHE_DIR`` and
+``HUMMING_TMP_DIR`` verbatim, else under the server user's ``~/.humming/``; created on demand, so a missing
+one is fine when its nearest ancestor is writable.
 """
 
 from __future__ import annotations
@@ -84,20 +82,10 @@ _FILE_CAP = 2_000_000
 
 
 def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
-    """Whether the installed humming survives GB10's NVML, which has no memory-clock domain:
-    ``nvmlDeviceGetMaxClockInfo(handle, NVML_CLOCK_MEM)`` raises ``NVMLError_NotSupported`` there.
-    SGLang reaches humming's bandwidth estimate at start-up through
-    ``HummingMethod.get_default_tuning_configs`` (``srt/layers/moe/moe_runner/humming.py``), so an
-    unguarded query kills the engine at start (inclusionAI/humming#48). Returns (verdict, what the code
-    showed); None when the code could not be read.
-
-    The releases on PyPI, each read from its wheel (tests/support/pypi_wheels.py): 0.1.0 to 0.1.11 make the
-    query unguarded in ``calculate_gpu_bandwidth`` (``humming/utils/device.py``); 0.1.12 and 0.1.13 return
-    273 GB/s for compute capability (12, 1) before it; 0.1.14 onwards have no NVML code at all (a C++
-    extension reads CUDA's device attributes). So the verdict is read from the code, not the version: every
-    Python module of the package that mentions ``NVML_CLOCK_MEM`` is parsed, and each query counts unless
-    a ``try`` around it catches NVML's error or its function returns first for (12, 1). Of a module-level
-    function defined twice only the last definition runs (a shim a launcher appended counts)."""
+    """Whether the installed humming survives GB10's NVML, which has no memory clock: an unguarded
+    ``nvmlDeviceGetMaxClockInfo(..., NVML_CLOCK_MEM)`` kills the engine at start (inclusionAI/humming#48).
+    Read from the code, not the version: every query counts unless a ``try`` catches NVML's error or the
+    function returns first for (12, 1). Returns (verdict, what the code showed); None if unreadable."""
     files = _python_files(package)
     if not files:
         return None, f"{package} holds no Python module"

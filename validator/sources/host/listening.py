@@ -1,27 +1,11 @@
-"""Who listens on a TCP port: listening sockets from ``/proc/net/tcp{,6}``, their owning PIDs from
-``/proc/PID/fd``, and the process tree from ``/proc/PID/stat``.
+"""Who listens on a TCP port: sockets from ``/proc/net/tcp{,6}``, their owners from ``/proc/PID/fd``
+(``socket:[INODE]``), the process tree from ``/proc/PID/stat``; this ties a URL to a process.
 
-Why from /proc and not ``ss``/``lsof``: neither is guaranteed on a DGX Spark image or in a sidecar
-container, and both do exactly this. The kernel lists each socket with its inode (``socket:[INODE]`` is what
-``readlink /proc/PID/fd/N`` shows for it), so the owner of a listening port is whichever process holds a
-descriptor on that inode. That is what ties an HTTP URL to a process: the attestation's writer must be the
-listener or one of its descendants (SGLang's scheduler processes are children of the HTTP server's
-process), and process discovery starts from the same lookup.
-
-What can go wrong, and what each gives (never a traceback):
-
-- ``/proc`` absent or its socket tables unreadable: :class:`ListeningError` (exit 69), naming the file.
-- A process vanishing mid-scan (its ``fd`` directory or one descriptor gone): skipped and counted.
-- Another user's descriptors (``EACCES`` without privilege), or ``/proc`` mounted with ``hidepid``
-  (other users' processes are not listed at all): the socket is found but its owner is not visible;
-  :meth:`Listeners.why_not_visible` says which, so a caller can ask for ``--server-user`` instead.
-- Thousands of processes, or one with a huge descriptor table: the scan is bounded by :class:`Limits`
-  (processes, descriptors, seconds); past a bound it is a :class:`ListeningError`, not a partial answer
-  presented as complete.
-
-The /proc root follows ``$SPARK_VALIDATE_HOST_ROOT`` as the host source does (a container with the host's
-trees mounted elsewhere). ``/proc/net/tcp`` shows the network namespace of the reading process (``/proc/net``
-is ``self/net``); a sidecar shares its pod's network namespace, so it sees the server's sockets.
+No ``ss``/``lsof`` (not on every image). Unreadable tables: :class:`ListeningError` (exit 69); a process
+vanishing mid-scan: skipped; another user's descriptors or ``hidepid``: found without owner
+(:meth:`Listeners.why_not_visible`); the scan is bounded by :class:`Limits`, past which it is an error,
+never a partial answer. The /proc root follows ``$SPARK_VALIDATE_HOST_ROOT``; ``/proc/net`` is the reader's
+network namespace (a sidecar shares its pod's).
 """
 
 from __future__ import annotations

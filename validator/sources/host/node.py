@@ -1,27 +1,11 @@
 """One node of a multi-node launch, as its own host shows it: the facts a cluster's nodes must share.
 
-Why: two or three Sparks serve one model over ConnectX (``--nnodes N --node-rank R --dist-init-addr
-HEAD:PORT``); rank 0 serves HTTP, the others nothing. What broke real two-Spark setups is a difference
-between nodes that no single node can see: another launch argument, another SGLang build, an NCCL
-library with the system's version string but another binary (a pip wheel; it wedged two-Spark servers
-after 20 minutes under load), or SGLang's ZeroMQ queue bound to the auto-detected Wi-Fi address (the
-server freezes after NCCL init). Each node's sidecar exports these as hashes on one info metric
-(``spark_validate_node_info``); the shipped Prometheus rules compare them where all nodes' facts meet.
-
-- ``args_hash``: the launch arguments as SGLang parsed them, every one given explicitly but
-  ``--node-rank`` (the one argument that must differ).
-- ``build_hash``: the SGLang build (its version and its ``srt/server_args.py``).
-- ``nccl_hash``: the ``libnccl.so*`` file the server's processes have mapped (``/proc/PID/maps`` of the
-  server and its children: the schedulers load NCCL), hashed (cached by inode, size and mtime: the
-  library is hundreds of megabytes); ``none`` when no process has it mapped yet.
-- ``interface``: the network interface ``SGLANG_HOST_IP`` is on (the longest prefix of the host's
-  routing table, ``/proc/net/route``), with ``NCCL_SOCKET_IFNAME``, ``GLOO_SOCKET_IFNAME`` and the
-  ``--dist-init-addr`` host checked against it; its kind from ``/sys/class/net/IF`` (``wireless`` or
-  ``phy80211``: Wi-Fi; an ``mlx5`` driver: ConnectX).
-
-The network facts are read under ``$SPARK_VALIDATE_NET_ROOT`` (default ``$SPARK_VALIDATE_HOST_ROOT``,
-else ``/``): a sidecar whose container mounts the host's ``/sys`` and ``/proc/net`` elsewhere, or a test's
-fixture tree (CI machines have no Wi-Fi device).
+What broke real two-Spark setups is a difference no single node sees: another argument, build or NCCL binary
+(a pip wheel with the system's version string wedged servers under load), or ZeroMQ bound to Wi-Fi. Each
+node exports hashes on ``spark_validate_node_info`` and the shipped Prometheus rules compare them:
+``args_hash`` (all but ``--node-rank``), ``build_hash``, ``nccl_hash`` (the mapped ``libnccl.so*``, cached by
+inode, size and mtime) and ``interface`` (``SGLANG_HOST_IP``'s, from ``/proc/net/route``, ``/sys/class/net``).
+Read under ``$SPARK_VALIDATE_NET_ROOT`` (default ``$SPARK_VALIDATE_HOST_ROOT``, else ``/``).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """A running process as evidence: what the kernel says it was started with, from ``/proc/PID``.
 
-Why: a unit file, script or Compose file says what *will* run; it may have been edited since the server
-started, its ``EnvironmentFile=`` rewritten, or the server started by hand. ``/proc/PID/cmdline`` and
-``/proc/PID/environ`` are the argv and environment the process was exec'd with, ``/proc/PID/exe`` the
-program the kernel loaded (``(deleted)`` when the file was replaced since), ``/proc/PID/cgroup`` the
-systemd unit or container that holds it, and ``/proc/PID/stat``'s start time (clock ticks since boot,
-with ``/proc/stat``'s ``btime``) what a restart changes even when the PID is reused.
-
-Every read is bounded (``CMDLINE_CAP``, ``ENVIRON_CAP``) and every failure is a typed answer, never a
-traceback: the process exited while it was read (``ProcessGone``), or one part could not be read
-(another user's ``environ`` without root; ``hidepid=2`` hides the whole directory), which that part's
-``*_error`` field says in one line. ``proc_root`` lets the tests and the sidecar read another mount of
-``/proc`` (a container's, a PID namespace's).
+A unit or script says what *will* run; ``cmdline``, ``environ``, ``exe``, ``cgroup`` and ``stat``'s start
+time say what runs. Every read is bounded (``CMDLINE_CAP``, ``ENVIRON_CAP``) and every failure typed:
+``ProcessGone``, or one part unreadable (another user's ``environ``, ``hidepid``) in its ``*_error`` field.
+``proc_root`` reads another ``/proc`` mount.
 """
 
 from __future__ import annotations
@@ -128,12 +120,9 @@ def boot_time(proc_root: Path = PROC) -> float | None:
 
 
 def parse_cgroup(text: str) -> tuple[list[str], str | None, bool, str | None]:
-    """``/proc/PID/cgroup`` -> (paths, systemd unit, a user manager's unit?, container ID).
-
-    The innermost ``*.service``/``*.scope`` of the path is the unit (``/system.slice/sglang.service``);
-    inside ``user@UID.service`` it is the user manager's. A container's scope or directory carries its
-    64-hex ID: ``docker-ID.scope``, ``libpod-ID.scope``, ``cri-containerd-ID.scope``, ``/docker/ID``,
-    ``/kubepods/.../ID``. A container's scope is not the server's unit: its log is the container's."""
+    """``/proc/PID/cgroup`` -> (paths, systemd unit, a user manager's unit?, container ID): the innermost
+    ``*.service``/``*.scope``; a container's 64-hex ID from its scope or directory, whose scope is not the
+    server's unit."""
     paths: list[str] = []
     unified: list[str] = []
     for line in text.splitlines():

@@ -1,36 +1,13 @@
 """The SGLang servers running on this host: processes proven to serve, and the port each serves.
 
-Why: "is the server that runs right now configured right?" is answered from what the kernel says runs,
-with no flag to name it. Each visible process's ``/proc/PID/cmdline`` is read (a few hundred bytes each,
-bounded in count and time); a process is a *candidate* when it is
-
-- ``python [opts] -m sglang.launch_server ...`` or ``sglang serve ...`` (also behind ``python
-  /venv/bin/sglang``, as a console script's ``#!`` line leaves it),
-- ``spark-validate launch [opts] -- CMD...`` still in its preflight (it ``exec``s CMD, keeping the PID),
-- the simulator (``spark-validate sim``, ``python -m validator sim``, ``python -m validator.sim``): it
-  stands in for ``python -m sglang.launch_server`` with the arguments its scenario simulates, plus those
-  after ``--``, so that the tests judge a real process.
-
-An argv is no proof: any user writes what they like into their own ``cmdline``. So a candidate is judged
-as a server only when (the rule of SECURITY.md, "Evidence from /proc")
-
-1. its user is trusted: the reader's own, or one ``--server-user`` names (every UID of
-   ``/proc/PID/status`` must be); another user's process is *ignored*, with that reason; and
-2. it is proven to serve: it, or a descendant of it, holds a listening TCP socket on the port its argv
-   names (SGLang's default 30000), in its own network namespace. Where its descriptors are not readable
-   (a non-root reader, another user's process) a listening socket on that port created by the process's
-   own UID stands in. There is no fallback to the argv's port: a process that holds no such socket is
-   ignored as "not yet listening" (a server still loading its weights, or a decoy). A worker of a
-   multi-node launch (``--node-rank`` >= 1), which serves no HTTP, is proven by its trusted user alone.
-
-A process read twice over (its ``stat`` start time and its argv before and after its sockets are read)
-that changed in between (it exited, its PID was reused, it ``exec``'d) is read again once, else ignored:
-two processes are never merged into one. A descendant of a found server that matches too (``sglang
-serve`` re-running itself) is the same server, reported once.
-
-When nothing is found, :func:`nothing_found` says what was looked for, what was ignored and why, and
-which listening sockets have an owner this user cannot see (``hidepid``, another user's descriptors,
-another PID namespace).
+A *candidate* is ``python -m sglang.launch_server``, ``sglang serve`` (also behind a console script's
+``#!``), ``spark-validate launch -- CMD`` in its preflight, or the simulator. An argv is no proof, so a
+candidate is judged only when (SECURITY.md, "Evidence from /proc"): every UID is the reader's or named by
+``--server-user`` (else *ignored*), and it or a descendant holds a listening socket on the port its argv
+names, in its own network namespace (unreadable descriptors: a socket of its own UID). No fallback to the
+argv's port ("not yet listening"); a multi-node worker is proven by its trusted user alone. A process that
+changed between two reads is re-read once, else ignored, never merged; a matching descendant is the same
+server. :func:`nothing_found` says what was looked for and ignored, and why.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Launch command -> ``LaunchFacts``: which entry point, which interpreter, which server args, which env.
 
-Why: the three optimizations are switched on by the launch command (``--moe-runner-backend humming``, the
-NEXTN flags) and its environment (``SGLANG_ENABLE_FP8_LM_HEAD=1``). Operators hand the command over as a
-string (``--launch-cmd``), an args file, or a systemd unit; this module normalises all of them, recognises
-``python -m sglang.launch_server`` and ``sglang serve`` (mimicking ``sglang/cli/serve.py``: ``--model-type``
-dropped, a leading positional model becomes ``--model-path``), and parses the server arguments with
-SGLang's own flag table (``validator.sources.sglang.cli``).
+Normalises a command string, args file or unit; recognises ``python -m sglang.launch_server`` and ``sglang
+serve`` (as ``sglang/cli/serve.py``: ``--model-type`` dropped, a positional model is ``--model-path``); the
+arguments are parsed with SGLang's own flag table (``sglang.cli``).
 """
 
 from __future__ import annotations

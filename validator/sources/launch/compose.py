@@ -1,13 +1,9 @@
 """``--compose FILE [--service NAME]``: a Compose service -> the container's launch (``ContainerSpec``).
 
-Why: a Compose file is how DGX Spark owners keep a ``docker run`` they want to repeat. This reads the
-service the way Compose does before it talks to any daemon (the Compose specification, as Docker Compose
-implements it; ``tests/test_deploy_compose.py`` holds this reader to ``docker-compose config``): variable
-interpolation from the environment and the project's ``.env`` (``${VAR}``, ``${VAR:-default}``,
-``${VAR-default}``, ``${VAR:?error}``, ``${VAR:+alt}``, ``$$``), ``command``/``entrypoint`` as a string (split
-like a shell) or a list, ``environment`` as a map or a list (a bare name takes the host's value) over
-``env_file`` (paths relative to the project directory), and ``volumes`` in short or long syntax, with
-``./`` and ``~`` sources resolved as Compose does.
+Read the way Docker Compose does before it talks to a daemon (held to ``docker-compose config`` by
+``tests/test_deploy_compose.py``): interpolation from the environment and the project's ``.env``,
+``command``/``entrypoint`` as string or list, ``environment`` over ``env_file``, and short or long
+``volumes`` with ``./`` and ``~`` resolved.
 """
 
 from __future__ import annotations
@@ -138,11 +134,9 @@ def _absent_but_safe(path: Path, where: str) -> None:
 
 
 def _project_dotenv(dotenv: Path) -> dict[str, str]:
-    """The project's ``.env``, held to the trusted-file rule present or absent: ``docker compose up`` reads
-    whatever is there when it starts, so a file another user could write, or plant where none is yet (a
-    Compose file in a shared directory), would choose every ``${VAR:-default}`` after this verdict.
-    Anything there (a link, a FIFO, a directory included) goes to the trusted reader, which refuses what
-    it cannot trust by name; nothing there is no file only where nobody else could create one."""
+    """The project's ``.env``, held to the trusted-file rule present or absent: another user who could write
+    or plant it would choose every ``${VAR:-default}`` after this verdict. Anything there goes to the trusted
+    reader; nothing there counts as no file only where nobody else could create one."""
     if os.path.lexists(dotenv):
         return read_dotenv(dotenv, str(dotenv))
     try:

@@ -1,15 +1,10 @@
 """``--docker-cmd STRING``: a ``docker run`` (or ``podman run``) command line -> the container's launch.
 
-Why: NVIDIA's DGX Spark playbook and the SGLang cookbook run SGLang from images (``docker run --gpus all
-... lmsysorg/sglang:spark python3 -m sglang.launch_server ...``). What the server gets is visible in the
-command line: its argv after the image (or ``--entrypoint``), its environment (``-e``, ``--env-file``) and
-the mounts that map the model path onto the host. What is *inside* the image is not: the SGLang build,
-humming-kernels, the image's ``ENV`` and ``ENTRYPOINT``. Those are reported as not proven (``error``), never
-read from the host's own Python (which is not the one the container runs).
-
-This module also holds what Compose services share with ``docker run`` (mount options, the ``--env-file``
-format), so ``validator.sources.launch.compose`` adds only Compose's own file format; the container both
-describe is ``validator.sources.container.ContainerSpec``.
+The command line shows the server's argv after the image (or ``--entrypoint``), its environment (``-e``,
+``--env-file``) and the mounts mapping the model path to the host. What is inside the image (SGLang,
+humming-kernels, ``ENV``, ``ENTRYPOINT``) is not: reported unproven (``error``), never read from the host's
+Python. Mount options and the ``--env-file`` format are shared with ``compose``; the container both describe
+is ``validator.sources.container.ContainerSpec``.
 """
 
 from __future__ import annotations

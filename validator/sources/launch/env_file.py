@@ -1,14 +1,9 @@
-"""systemd ``EnvironmentFile=`` reader.
+"""systemd ``EnvironmentFile=`` reader, exactly as systemd parses it (``src/basic/env-file.c``): comments,
+trimmed ``KEY=value``, single quotes literal, double quotes with their escapes, continuations, later wins;
+no ``export``, no ``$VAR`` expansion.
 
-Why: the FP8 LM head is switched on by ``SGLANG_ENABLE_FP8_LM_HEAD=1``, usually set in an environment file
-the unit names, so preflight must read that file exactly as systemd does (``src/basic/env-file.c``:
-``#``/``;`` comment lines, ``KEY=value`` with whitespace trimmed around both, single quotes literal, double
-quotes with ``\\"`` ``\\\\`` ``\\``` ``\\$`` escapes, backslash escapes and line continuations outside
-quotes, later assignments win). No ``export`` keyword, no ``$VAR`` expansion.
-
-Where systemd silently drops or misreads something (a line without ``=``, ``export FOO=1``, an invalid name,
-a quote left open that swallows the rest of the file, control characters, invalid UTF-8, which fails the
-unit), this reader raises ``InputError(path, reason, line)`` instead: a validator should say so.
+Where systemd silently drops or misreads something (no ``=``, ``export FOO=1``, a bad name, an open quote
+swallowing the rest, control characters, bad UTF-8) this raises ``InputError(path, reason, line)``.
 """
 
 from __future__ import annotations

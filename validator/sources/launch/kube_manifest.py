@@ -1,20 +1,9 @@
 """``--kube-manifest FILE [--kube-container NAME]``: the SGLang container of a Kubernetes manifest.
 
-Why: a Deployment (or Pod, StatefulSet, DaemonSet, Job) is how the server runs on a Kubernetes node, and its
-container spec says exactly what the kubelet will exec: ``command`` (the image's ENTRYPOINT replaced) then
-``args`` (its CMD replaced), in the environment ``env`` builds. This reads them as the kubelet does
-(https://kubernetes.io/docs/tasks/inject-data-application/define-interdependent-environment-variables/):
-
-- ``$(VAR)`` in ``command``, ``args`` and ``env`` values is replaced by a variable defined earlier in the
-  container's ``env``; ``$$`` is a literal ``$``; a reference to an undefined variable stays as written;
-- ``valueFrom`` (the downward API, a ConfigMap or Secret key) and ``envFrom`` are filled in by the kubelet
-  at run time: their values are unknown here and reported as unresolved, never guessed;
-- ``volumeMounts`` name volumes; a ``hostPath`` volume is a path on the node, any other kind (a claim, an
-  emptyDir, a ConfigMap) is not a path on this host.
-
-The container that runs SGLang is the one ``--kube-container`` names, else the only one whose command runs
-``sglang.launch_server``, ``sglang serve`` or ``spark-validate launch`` (a sidecar running ``spark-validate
-serve`` from the same image is not it).
+Read as the kubelet execs it: ``command`` then ``args``, with ``$(VAR)`` replaced from earlier ``env``
+entries (``$$`` literal, undefined left as written); ``valueFrom``/``envFrom`` are run-time values, reported
+unresolved; only ``hostPath`` volumes are paths on this host. The container is the one
+``--kube-container`` names, else the only one running SGLang or ``spark-validate launch``.
 """
 
 from __future__ import annotations

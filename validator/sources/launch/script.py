@@ -1,23 +1,10 @@
-"""``--script FILE``: a launcher script (``start.sh``) read statically, never run -> ``LaunchFacts``.
+"""``--script FILE``: a launcher script read statically, never run -> ``LaunchFacts``.
 
-Why: on DGX Spark most operators start SGLang from a script. Preflight must see the program, argv and
-environment that bash would hand to the server, or say which parts it cannot know: never a different
-concrete answer. ``shell.reader`` walks every path through the script (the package
-``validator.sources.launch.shell`` says which module does what); this module is the adapter from its
-answer to ``LaunchFacts``:
-
-- the paths that launch the server must agree; where they differ (a value chosen by a run-time condition),
-  that flag value or variable is ``unresolved`` and the checks that read it are ``error``;
-- a path that exits first is not the launch (a guard such as a MemAvailable check that exits when memory
-  is short): the report names the run-time conditions the launch assumed;
-- a path the reader cannot follow (``eval`` of unknown text, ``trap ... DEBUG``) makes the whole launch
-  unresolved (``UnresolvedLaunch``, naming the construct and its line); so does an unknown program or an
-  unknown number of arguments;
-- ``env``/``nohup`` before the program are applied as those programs do (``env -i``, ``-u``, ``NAME=V``,
-  the program found on the new ``PATH``).
-
-The script is read as its operator runs it: ``/path/to/start.sh ARGS`` from its own directory
-(``--script-arg`` gives ARGS), with the environment preflight is given.
+The adapter from ``shell.reader`` (which walks every path) to ``LaunchFacts``: what bash would hand the
+server, or what cannot be known, never a different concrete answer. Launch paths must agree (else the value
+is ``unresolved``); a path that exits first is not the launch (its conditions are named); an unfollowable
+path, unknown program or argument count makes the launch ``UnresolvedLaunch``; ``env``/``nohup`` are applied
+as those programs do. Read as ``/path/start.sh ARGS`` from its own directory (``--script-arg``).
 """
 
 from __future__ import annotations

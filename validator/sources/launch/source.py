@@ -1,12 +1,6 @@
-"""The launch source: the server's launch command, from whichever input names it (a command line, an
-args file, a systemd unit, a launcher script, a docker or Compose command, a Kubernetes manifest, or a
-running process), parsed with the flag table of the SGLang build that will run it, and that build and
-program located through the command's own interpreter.
-
-Every other preflight source reads what this one establishes (``validator.source_table``): the launch
-command, the installed SGLang (``facts.sglang``), the program (``facts.program``), the server's environment
-and, for a container, its spec. The container readers (docker, Compose, Kubernetes) and the script reader
-are imported only for the input that names them: preflight runs in the server's start-up.
+"""The launch source: the server's launch command from whichever input names it, parsed with the flag table
+of the SGLang build that will run it, and that build and program located through the command's own
+interpreter. Every other preflight source reads what this one establishes.
 """
 
 from __future__ import annotations
@@ -251,12 +245,9 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
 def launch_and_install(
     inputs: PreflightInputs,
 ) -> tuple[LaunchFacts, SGLangInstallFacts, ProgramFacts]:
-    """The launch command parsed with the flag table of the SGLang build that will run it.
-
-    The build is found through the command's own interpreter, so the command is first parsed with the
-    shipped table (leniently when that refuses it); then, for a build with a generated table
-    (``spark-validate sglang-table``), it is parsed again with that table, and for another build with
-    none, leniently with the shipped one, reporting what that table does not know instead of failing."""
+    """The launch command parsed with the flag table of the SGLang build that will run it: first with the
+    shipped table (leniently if it refuses), then with the build's generated table if any, else leniently,
+    reporting what the table does not know instead of failing."""
     refused: InputError | None = None
     try:
         launch = read_launch(inputs)

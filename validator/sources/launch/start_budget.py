@@ -1,14 +1,9 @@
-"""How long the supervisor lets the server start: systemd's ``TimeoutStartSec`` and its unit ``Type``, or
-a Kubernetes container's ``startupProbe``.
+"""How long the supervisor lets the server start: systemd's ``TimeoutStartSec`` and unit ``Type``, or a
+Kubernetes container's ``startupProbe``.
 
-Why: a cold start of Ling-3.0-flash on GB10 is 6 to 8 minutes (52 s to 342 s of weight load, then CUDA-graph
-capture for target and draft). A start budget shorter than that kills a healthy server and restarts it,
-forever. Whether the load falls inside ``TimeoutStartSec`` depends on the unit (systemd.service(5)): with
-``Type=simple`` or ``exec`` the start job ends at fork/exec, so only ``ExecStartPre`` (preflight) is timed;
-with ``notify``, ``notify-reload``, ``forking``, ``oneshot`` or ``dbus``, or with an ``ExecStartPost`` (a
-readiness wait), the load is timed too. ``TimeoutSec=`` sets the start timeout as well;
-``TimeoutStartSec=infinity`` or ``0`` disables it; unset, it is the manager's ``DefaultTimeoutStartSec``
-(90 s unless system.conf changes it).
+A budget shorter than a cold start kills a healthy server forever. Per systemd.service(5): ``simple``/``exec``
+time only ``ExecStartPre``; ``notify``, ``forking``, ``oneshot``, ``dbus`` or an ``ExecStartPost`` time the
+load too; ``TimeoutSec=`` counts, ``infinity``/``0`` disable, unset is ``DefaultTimeoutStartSec`` (90 s).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""The last ``spark-validate launch`` verdict, as a small JSON file: written by ``launch`` every time it
-decides (exec'd, or refused with its exit code), read by the sidecar (``serve --launch-state``), which
-exports it to Prometheus.
+"""The last ``spark-validate launch`` verdict as a small JSON file, written by ``launch`` each time it
+decides, read by the sidecar (``serve --launch-state``) for Prometheus.
 
-Why: a refused start leaves nothing running that Prometheus could scrape. Under systemd the unit fails (and
-stops retrying once its start limit trips); under Kubernetes the container sits in CrashLoopBackOff. The
-sidecar outlives that (its own unit or container), so the refusal reaches an alert of its own
-(``SparkValidateLaunchRefused``) rather than only the absence of metrics.
-
-The file is a report, not evidence: nothing a check judges reads it, and a malformed one is ignored (the
-metrics then say it was unreadable). It is replaced atomically (a temporary file renamed over it in the
-same directory), so a reader never sees half a document.
+A refused start leaves nothing running to scrape; the sidecar outlives it, so the refusal reaches its own
+alert (``SparkValidateLaunchRefused``). A report, not evidence: no check reads it, a malformed one is
+ignored; replaced atomically.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """systemd service unit reader: the server command and environment that systemd would start.
 
-Why: the usual deployment is a unit whose ``ExecStart=`` runs SGLang and whose ``Environment=`` or
-``EnvironmentFile=`` sets ``SGLANG_ENABLE_FP8_LM_HEAD``. Preflight validates what systemd will really exec,
-so this follows systemd's rules (``systemd.syntax(7)``, ``systemd.service(5)``, ``systemd.exec(5)``):
-backslash line continuation, ``#``/``;`` comments, the last ``ExecStart=`` after any empty reset, the
-``-@:+!`` prefixes, word splitting with quotes and C escapes, specifiers (``%%``, ``%n``, ``%i``, ...),
-``${VAR}`` (one word) and whole-word ``$VAR`` (split at whitespace) expansion against the service
-environment, ``Environment=`` (several quoted assignments per line) overridden by ``EnvironmentFile=``
-(``-`` = optional, absolute paths, globs). Drop-ins in ``<unit>.d/*.conf`` beside the unit are applied.
-
-Things systemd merely warns about and skips (an assignment without ``=``, a line outside a section, an
-invalid ``Environment=`` word, unbalanced quotes) raise ``InputError(path, reason, line)`` here.
-
-The grammar of the text (lines, sections, words, specifiers, ``$VAR``) is
-:mod:`validator.sources.launch.unit_syntax`; this module reads a unit and its drop-ins and environment files,
-and decides what systemd would start from them.
+Follows ``systemd.service(5)``/``systemd.exec(5)``: the last ``ExecStart=`` after any reset, its prefixes,
+``Environment=`` overridden by ``EnvironmentFile=`` (optional ``-``, globs), drop-ins in ``<unit>.d/``.
+What systemd warns about and skips raises ``InputError(path, reason, line)``. The text grammar is
+:mod:`validator.sources.launch.unit_syntax`.
 """
 
 from __future__ import annotations

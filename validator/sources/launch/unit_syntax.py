@@ -1,14 +1,7 @@
-"""systemd's unit-file syntax: what a unit file's text says, before any of it means something.
-
-``systemd.syntax(7)``: backslash line continuation (comment lines inside one dropped), ``#``/``;``
-comments, ``[Section]`` headers, ``Key=value`` assignments. ``systemd.service(5)``'s command-line
-grammar: word splitting with quotes and C escapes (``extract_first_word(UNQUOTE|CUNESCAPE)``), unit
-specifiers (``%%``, ``%n``, ``%i``, ...) and ``$VAR``/``${VAR}`` expansion (``replace_env_argv``). What
-systemd merely warns about and skips (an assignment without ``=``, a line outside a section, unbalanced
-quotes, an unknown specifier) raises ``InputError(path, reason, line)`` here.
-
-Kept apart from :mod:`validator.sources.launch.systemd_unit`, which reads a service's files and decides what
-systemd would start: this module is the grammar, pure functions over text that open nothing.
+"""systemd's unit-file syntax, pure functions over text: ``systemd.syntax(7)`` (continuations, comments,
+sections, assignments) and ``systemd.service(5)``'s command lines (word splitting with quotes and C escapes,
+``extract_first_word``; specifiers; ``$VAR``/``${VAR}``, ``replace_env_argv``). What systemd warns about and
+skips raises ``InputError(path, reason, line)``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """Evidence from the in-process plugin: the attestation file, read safely and validated strictly.
 
-The document is defined once, in ``validator.attestation.schema`` (standard-library dataclasses the plugin
-and the simulator build); here pydantic validates what was read against those same dataclasses, in strict
-mode (no ``"1"`` for 1, no unknown fields), so a malformed file never counts as evidence. The file is read
-as the contract asks: a regular file (a FIFO opens without blocking and is refused; so are devices and
-symlinks), at most ``MAX_BYTES``, in a directory and with a mode that nobody but its owner can write; the
-JSON parse is bounded too (nesting, 4,300-digit integers: one-line errors, never a traceback).
-
-Reading is not trusting: :func:`read_trusted` also records what this host's /proc says of the PID the
-document names and of the process listening on the URL's port (``validator.sources.host.listening``), and
-``validator.attestation.trust.binding_problems`` then says whether the document describes the server being
-checked (listener and process tree, owners of every directory on the way, PID and start time, host, port,
-build, weight load).
-
-About SGLang's timing facts: ``/server_info["startup_time"]`` is not a timestamp. It is a dict of
-durations in seconds (``load_weight``, ``kv_cache_allocation``, ``scheduler_e2e``, ``cuda_graph``,
-``tokenizer_e2e``; ``srt/observability/startup_time.py``), and each ``internal_states[i]["startup_time"]``
-holds one scheduler's (``load_weight`` = target + draft weight-load seconds); the binding compares that
-duration with the one the plugin recorded.
+The document is defined once (``validator.attestation.schema``); pydantic validates what was read against
+those dataclasses in strict mode, so a malformed file never counts as evidence. Read as the contract asks:
+a regular file, at most ``MAX_BYTES``, nobody but its owner can write it or its directory, bounded JSON.
+Reading is not trusting: :func:`read_trusted` records what /proc says of the document's PID and of the
+URL's listener, for ``attestation.trust.binding_problems``. ``/server_info["startup_time"]`` is a dict of
+durations (``srt/observability/startup_time.py``), not a timestamp: ``load_weight`` is what binds.
 """
 
 from __future__ import annotations
@@ -94,11 +82,8 @@ def _read(path: Path) -> tuple[bytes, FileFacts]:
 
 
 def read_attestation(path: Path | str) -> Attestation:
-    """Read and validate one attestation file (not yet trusted: see :func:`read_trusted`).
-
-    Raises UnavailableError (exit 69) when the file is missing or refused (not a regular file, too big,
-    writable by others), InputError (exit 65) when it is not a valid v2 document; the message names the
-    file."""
+    """Read and validate one attestation file (not yet trusted: see :func:`read_trusted`). Raises
+    UnavailableError (exit 69) when missing or refused, InputError (exit 65) when not a valid v2 document."""
     p = Path(path)
     data, _ = _read(p)
     return parse_document(data, str(p))

@@ -1,11 +1,9 @@
-"""A server reply's body, decoded within a cap: ``Content-Encoding`` gzip/deflate inflated by us, with
-``max_length``, and an event stream cut into bounded lines.
+"""A server reply's body, decoded within a cap: gzip/deflate inflated by us with ``max_length``, and an event
+stream cut into bounded lines.
 
-httpx inflates a whole network chunk at once (a gzip bomb's 1,000:1 included) and raises
-``DecodingError``, which is no ``TransportError``; so the client (:mod:`validator.sources.server.client`)
-reads raw chunks and feeds them here, where no more than the cap plus one byte of decoded data ever
-exists, the CPU of inflating is spread over yields to the event loop (the sidecar's ``/livez`` shares
-it), and every way a body goes wrong is one :class:`ServerError`.
+httpx inflates a whole chunk at once (a gzip bomb's 1,000:1 included) and raises a ``DecodingError`` that is
+no ``TransportError``; here no more than the cap plus one byte ever exists decoded, inflating yields to the
+event loop, and every way a body goes wrong is one :class:`ServerError`.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Async HTTP client for a live SGLang server (``/health``, ``/server_info``, ``/generate``, ...).
 
-Every way a server can misbehave (refused connection, timeout, 5xx, 401, a body that is not JSON or not
-the expected shape) ends as one :class:`ServerError` whose one-line message names the endpoint, so
-``check`` reports ``error``/exit 69 instead of a traceback. Transient failures (connect errors,
-timeouts, 502/503/504) are retried a bounded number of times with exponential backoff; 4xx never is,
-because asking again cannot fix a wrong key or a wrong path.
-
-The API key goes only into the ``Authorization`` header; replies are redacted before they are returned
-(SGLang's ``/server_info`` echoes ``api_key`` in clear).
-
-Every request is bounded, because a hostile or wedged server must not be able to hold ``check`` or the
-sidecar: a total deadline per request (httpx's own read timeout restarts with every
-byte, so a 1-byte-per-second drip never trips it) and a decoded-size cap per endpoint (``BODY_CAPS``).
-This module is the transport: the body is decoded within its cap by
-:mod:`validator.sources.server.bounded_body` (our own inflation, the event stream's line cap), and the reply's
-shape is checked by :mod:`validator.sources.server.replies`.
+Every misbehaviour ends as one :class:`ServerError` naming the endpoint (``error``, exit 69). Transient
+failures (connect, timeout, 502/503/504) are retried with bounded backoff, 4xx never. The API key goes only
+in ``Authorization``; replies are redacted. Every request has a total deadline (httpx's read timeout
+restarts per byte) and a decoded-size cap (``BODY_CAPS``); bodies decode in ``bounded_body`` and shapes are
+checked in ``server.replies``.
 """
 
 from __future__ import annotations
@@ -84,11 +74,9 @@ def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) 
 
 
 class SGLangClient:
-    """One server, one connection pool. Use as ``async with SGLangClient(url, api_key=...) as c``.
-
-    ``info_timeout`` is the total deadline of one request (every byte of it) to the state endpoints;
-    ``read_timeout`` that of one ``/generate``. Credentials in the URL are sent (httpx turns them into
-    basic auth) but never shown: ``self.url`` and every message carry the URL without them."""
+    """One server, one connection pool: ``async with SGLangClient(url, api_key=...) as c``. ``info_timeout``
+    and ``read_timeout`` are total deadlines (state endpoints, ``/generate``); URL credentials are sent as
+    basic auth but never shown."""
 
     def __init__(
         self,

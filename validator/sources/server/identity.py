@@ -1,11 +1,6 @@
-"""Which server answered: the identity a restart cannot keep, for telling "the same server" from "a new
-process on the same port".
-
-The sidecar keeps readiness only while the server it proved is the one answering, and a followed log's
-start is claimed by the server that answered first; both compare :class:`ServerIdentity` values. The
-fields come from ``/server_info``, from a bound attestation and, where the URL is this host's loopback,
-from the listening process in ``/proc`` (:func:`listener_of`), which the live job reads as its listener
-source (:func:`gather`).
+"""Which server answered: the identity a restart cannot keep, telling "the same server" from "a new process
+on the same port" (the sidecar's readiness, a followed log's start). From ``/server_info``, a bound
+attestation and, on this host's loopback, the listening process (:func:`listener_of`, the listener source).
 """
 
 from __future__ import annotations
@@ -78,11 +73,9 @@ _LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 
 
 def listener_of(url: str) -> tuple[int, int] | None:
-    """(PID, ``/proc/PID/stat`` starttime in clock ticks) of the process listening on the URL's port, when
-    the URL names this host's loopback and that process is visible here; None otherwise (another host,
-    another PID namespace, ``hidepid``). The lowest PID is taken when several hold the socket: the parent
-    that bound it (SGLang's HTTP server process; its workers are children). Restart detection keys on it
-    where ``/server_info`` lacks ``startup_time``: a new process on the same port has another start time."""
+    """(PID, ``stat`` start ticks) of the process listening on the URL's port when the URL is this host's
+    loopback and the process is visible; None otherwise. The lowest PID (the parent that bound it) is taken
+    when several hold the socket."""
 
     host, port = url_address(url)
     if host is None or port is None or host.strip("[]") not in _LOOPBACK:

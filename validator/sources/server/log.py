@@ -1,15 +1,9 @@
-"""Facts from an SGLang server log: a file, or the systemd journal (``--log journal:UNIT``).
+"""Facts from an SGLang server log: a file, or the systemd journal (``--log journal:UNIT``); the front door.
 
-The log is the only outside evidence for some things (the ``Online FP8 quantization enabled for
-lm_head.`` line, which MoE kernels were prepared, draft CUDA-graph capture, the ``accept len`` of real
-traffic), and the resolved ``server_args=`` line repeats what ``/server_info`` says, so checks can catch
-disagreement. A log that holds no start at all (empty, truncated by logrotate's ``copytruncate``, rotated
-away) says nothing about the running server: ``LogFacts.unusable()`` says so, and the live layer turns it
-into a ``server.log`` error instead of letting checks read a missing FP8 line as a BF16 head.
-
-This module is the front door: which reader a ``--log`` value names. The work is in four modules, one job
-each: ``log_grammar`` (what a line says), ``log_state`` (the current start's facts, fed line by line),
-``log_file`` (a file followed by offset and inode) and ``log_journal`` (the unit's journal).
+The log is the only outside evidence of the FP8 head line, MoE kernel preparation, draft graph capture and
+real traffic's ``accept len``. A log holding no start says nothing (``LogFacts.unusable()``), so it is a
+``server.log`` error, never a missing FP8 line read as a BF16 head. Work is in ``log_grammar``,
+``log_state``, ``log_file`` and ``log_journal``.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""A server log file, followed by offset and inode: the sidecar reads the log on every re-check, so the
-cost of a poll is bounded and proportional to what is new.
+"""A server log file, followed by offset and inode, so a sidecar poll costs what is new.
 
-``FileLogReader`` keeps its descriptor, offset and inode between polls. A poll finds the last start in the
-new bytes by scanning backwards (C-speed ``rfind``, no parsing), parses forward only from just before it,
-and reads at most ``MAX_READ_BYTES`` (the first and last halves of a larger region; the bytes skipped are
-counted). Truncation (size below the offset, or the bytes before the offset changed: ``copytruncate``
-followed by new writes) restarts at offset 0 and keeps the current start's facts (the server did not
-restart); rotation (a new inode at the path) drains the old file, then follows the new one. Only regular
-files are opened (``bounded_files.open_regular``: a FIFO or device is refused). Lines are capped at
-``MAX_LINE_BYTES``. Reading blocks: the sidecar calls ``poll`` through ``asyncio.to_thread``.
+A poll finds the last start by scanning backwards (``rfind``), parses forward from just before it, and reads
+at most ``MAX_READ_BYTES``. Truncation (``copytruncate``) restarts at 0 keeping the current start; rotation
+(new inode) drains the old file first. Regular files only, lines capped at ``MAX_LINE_BYTES``; reading
+blocks, so the sidecar polls through ``asyncio.to_thread``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,11 @@
 """SGLang's server-log lines: what one line says, as a typed event. Pure: text in, values out.
 
-Only SGLang's own logger lines are evidence. SGLang configures Python logging with
-``[%(asctime)s{prefix}] %(message)s`` (``configure_logger``, srt/utils/common.py), where the scheduler's
-prefix names its parallel ranks (`` TP0``, `` TP0 EP0``, `` DP5 TP5``, `` PP0 TP1``); ``SGLANG_LOG_MS=1``
-adds milliseconds; builds from 2026 put a level and location first (``INFO engine.py:177: ``); a Ray actor's
-output is led by ``(SGLangEngine pid=35555[, ip=...]) ``. A line is read for facts only when it has that
-prefix AND its message starts with one of the shapes below, anchored at the message's start. So:
-
-- uvicorn's access lines (``INFO:     127.0.0.1:5000 - "GET /v1/models?server_args={} HTTP/1.1" 404``,
-  which carry the raw request line of any client), ``--log-requests`` echoes (``Receive: obj=...``,
-  ``Finish: obj=...``), progress bars (``Loading safetensors checkpoint shards: 50% ...``, ``Capturing
-  batches ...``) and any other message never start a server, set a fact or add a sample, whatever text they
-  hold;
-- a line without the prefix is a continuation of the record before it (a traceback's lines), read only
-  for the exception that ended a component's ``... hit an exception: <traceback>`` record.
-
-A log saved through Docker wraps each of those lines: ``docker compose logs`` puts ``SERVICE  | `` before
-it, ``docker logs --timestamps`` an RFC 3339 stamp, ``docker compose logs -t`` both. The wrapper is taken
-off as Docker wrote it (one, at the line's start) and the rest read as above; the log's first SGLang line
-sets which wrapper its lines carry (``Stream``; another service speaking first does not), so a line of
-another service in the same output, or one wrapped otherwise, is not this server's and is read for nothing.
-
-The follower's fast path (``routine``, ``sample``, ``is_start_line``) lives here too, beside the patterns
-it must agree with: a region of routine traffic is skipped by C-speed scans only when nothing in it could be
-a line the parser reacts to.
+Only SGLang's own logger lines are evidence: the ``[%(asctime)s{prefix}]`` prefix (``configure_logger``,
+srt/utils/common.py; rank tags, ``SGLANG_LOG_MS``, 2026 level/location, Ray actor) AND a message starting
+with a known shape. Access lines, ``--log-requests`` echoes and progress bars never set a fact, whatever
+they hold; a line without the prefix continues the record before it. Docker's wrappers (``SERVICE  | ``,
+``--timestamps``) are taken off as Docker wrote them, fixed by the log's first SGLang line (``Stream``), so
+another service's lines count for nothing. The follower's fast path sits beside the patterns it must match.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""One log stream's state: the current server start's facts, fed a line at a time by a reader (file or
-journal), and which server claimed each start.
+"""One log stream's state: the current server start's facts, fed a line at a time, and which server claimed
+each start.
 
-A log often holds several server starts; only the last one describes the running server. A start is
-marked by the launcher's ``server_args=`` line; the few resolution-time lines logged just before it (the
-silent ``auto`` -> flashinfer_mxfp4 override) are carried into that run when no running-server line
-separates them from it. What a line says is ``log_grammar``'s to decide: only SGLang's own logger lines
-change anything here. Samples are kept at ``MAX_SAMPLES``, so memory stays bounded however large the log.
+Only the last start (``server_args=``) describes the running server; resolution lines just before it (the
+silent ``auto`` -> flashinfer_mxfp4 override) are carried into it. Samples are capped at ``MAX_SAMPLES``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,9 @@
-"""The server's own Prometheus text (``/metrics``) as live evidence: the production acceptance length.
+"""The server's own ``/metrics`` as live evidence: the production acceptance length, at no probe token.
 
-SGLang exports ``sglang:spec_accept_length`` (mean accepted drafts + bonus per verify over the last
-``decode_log_interval`` decode steps), with or without ``engine_type``/``model_name``/rank labels by build,
-beside the tokenizer's counters (``sglang:generation_tokens_total``, ``sglang:spec_verify_calls_total``).
-Reading it costs the server nothing and spends no probe token: it measures the real traffic.
-
-The gauge alone cannot say that decoding is happening now: it keeps its last interval's figure while
-idle, and a 1.00 left from an hour ago says nothing about the present. So a reading is compared with the
-previous one (``metrics_reading.MetricsWatch``): decoding is proven only when a generation counter grew
-between them. A counter that went down means a restart (a new process): that pair proves nothing.
-
-The text is parsed by ``prometheus_client.parser`` (the reference parser), never by hand. A body that does
-not parse, a 404 (no ``--enable-metrics``) or an unreachable endpoint is no finding about the server: the
-reading is absent and says why.
-
-As the live job's metrics source (:func:`gather`), it is read before the probe, so that the probe's own
-tokens never count as the server's traffic.
+``sglang:spec_accept_length`` keeps its last figure while idle, so decoding is proven only when a generation
+counter grew between two readings (``metrics_reading.MetricsWatch``; one going down is a restart). Parsed
+by ``prometheus_client.parser``; a body that does not parse, a 404 or no answer is an absent reading saying
+why. Read before the probe, so the probe's tokens never count as traffic.
 """
 
 from __future__ import annotations

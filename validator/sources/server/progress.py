@@ -1,32 +1,14 @@
 """Whether the server completes work (``server.progress``): from its own ``/metrics`` when they show it,
 else from its log when that shows it, else from one bounded request of our own.
 
-A server can answer ``/health`` with 200 for days while its scheduler completes nothing (a wedged
-collective, a KV pool that admits nothing): ``/health`` is served by the HTTP process, not the scheduler.
-With traffic, the ``/metrics`` source has already compared two readings (``metrics_reading.MetricsWatch``):
-work completed between them is progress, and costs no token of ours; work in flight with nothing completed
-over ``STALL_AFTER_S`` is a stall (a sidecar whose reading shows work waiting for less reads again once
-that bound is reached, rather than send a request). Only when the metrics cannot tell (idle, absent, a
-first reading) and this run may generate (a full check, not a re-check) is one small greedy
-``/generate`` sent, bounded by :data:`REQUEST_S`: tokens back are progress, none within the bound a
-stall. Its prompt is SGLang's own warm-up prompt, whose shapes the server has run before it was ready.
-
-The log (``--log``), where the metrics cannot tell: SGLang's scheduler writes a ``Prefill batch`` line for
-every batch it takes in and a ``Decode batch`` line every ``decode_log_interval`` (40) decode steps, each
-with ``#running-req`` and ``#queue-req`` (metrics_reporter.py), both after the batch's forward
-(batch_result_processor.py). So a batch line written within the stall bound is work completed within it.
-No batch line for longer than the bound after one that said requests were **queued** is a stall: a
-scheduler that runs never leaves its queue unserved without a batch to log. Requests
-only *running* at the last line say nothing: the last decode line of every finished burst says so, since
-requests end between two decode lines and an emptied batch writes none. How long ago a line was written
-is what the reader can prove (``facts.BatchLine``), never the log's stamps (the server's time zone).
-SGLang logs nothing when a waiting request is aborted (``Scheduler.abort_request``), so a queue line can
-outlive its queue: fresh gauges saying nothing waits overrule it, and a full check, which may generate,
-confirms a log's stall with its own request (the re-checks between, which never generate, take the log's
-word: that is how the sidecar sees a stall between its full checks, at no token's cost).
-
-Read after ``/metrics`` and before the acceptance probe, which is skipped on a stalled server (its requests
-would only wait out its time cap).
+``/health`` is served by the HTTP process, so a wedged scheduler can answer 200 for days. Metrics: completed
+work between two readings (``metrics_reading.MetricsWatch``) is progress, work in flight with none completed
+over ``STALL_AFTER_S`` a stall. Log: SGLang writes a batch line after each forward (metrics_reporter.py,
+batch_result_processor.py), so one within the bound is progress, and none past the bound after a line with
+requests *queued* is a stall (only *running* says nothing); a line's age is what the reader proves
+(``facts.BatchLine``); fresh gauges overrule a queue line (aborts log nothing), and a full check confirms the
+log's stall with its own request. Else one greedy ``/generate`` (SGLang's warm-up prompt) bounded by
+:data:`REQUEST_S`, only where the run may generate. Read before the probe, which a stall skips.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """A safe reader for the Python reprs SGLang logs: literals, and ``Name(key=value, ...)`` records.
 
-SGLang's ``server_args=`` line is either the resolved dict's repr (``{'model_path': '...', ...}``) or, in
-most builds from 2024 to mid-2026, the ``ServerArgs`` dataclass repr (``ServerArgs(model_path='...',
-tp_size=1, ...)``). Neither can be trusted to be ``ast.literal_eval``-able as a whole: the dataclass form
-is a call, and either may hold a field whose repr is not Python at all (``<function f at 0x7f...>``, an
-enum's ``<Mode.A: 1>``). Nothing here evaluates anything: the text is scanned by a small recursive-descent
-parser over regex tokens. Strings, numbers, ``None``/``True``/``False``, dicts, lists, tuples and sets are
-read as values; a nested record ``Name(key=value, ...)`` becomes a dict of its keywords (as the dict form
-expands nested records); anything else is kept as its text, as an :class:`Unresolved`, and the parse goes
-on after it, so one odd field never hides the others.
+``server_args=`` is the dict's repr or the ``ServerArgs(...)`` dataclass repr, neither reliably
+``literal_eval``-able (a call; ``<function f at 0x...>``). Nothing is evaluated: a small recursive-descent
+parser reads literals, nested records as dicts, and keeps anything else as an :class:`Unresolved` text,
+going on after it, so one odd field never hides the others.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """Waiting for a starting SGLang server to become ready, with visible progress.
 
-A real Ling-3.0 load takes 1 to 6 minutes plus CUDA-graph capture; during it the port first refuses
-connections (``connecting``), then ``/health`` answers 503 (``starting``), then 200 and ``/server_info``
-answers (``ready``). The poll interval grows geometrically but is capped at a few seconds, so readiness is
-noticed promptly without hammering a server busy loading weights. A progress callback receives every
-poll (for a live terminal line) and knows when the phase changed (for one log line per change).
-
-Each poll's requests get what is left of ``wait_s`` as their total deadline (at least
-:data:`MIN_POLL_S`), so a socket that accepts and never answers, or answers one byte a second, ends the
-wait within ``--wait`` plus a few seconds instead of a read timeout per byte.
-
-A start that has died does not come up however long one waits: ``start_failed`` (given when the log is
-known, ``start_watch.StartWatch``) is asked after each poll that found no ready server, and a reason from it
-ends the wait at once, quoting the log.
-
-As the live job's server source (:func:`gather`), the wait's answer becomes ``facts.server``, with
-``/model_info`` where the server serves it.
+Phases: ``connecting`` (refused), ``starting`` (``/health`` 503), ``ready`` (200 and ``/server_info``).
+The poll interval grows to a cap of a few seconds; each poll gets what is left of ``wait_s`` as its total
+deadline, so a server answering a byte a second ends the wait on time. ``start_failed``
+(``start_watch.StartWatch``) ends it at once when the log shows the start died. As the live job's server
+source (:func:`gather`), the answer becomes ``facts.server``.
 """
 
 from __future__ import annotations
@@ -78,11 +67,8 @@ async def wait_until_ready(
     growth: float = 1.5,
     start_failed: Callable[[], Awaitable[str | None]] | None = None,
 ) -> ReadyInfo:
-    """Poll ``/health`` until it answers 200 and ``/server_info`` is served, or ``wait_s`` runs out.
-
-    Raises UnavailableError naming the URL, the phase reached and the last status (exit 69).
-    A ``/server_info`` that answers with a malformed body is not a startup state: its ServerError is
-    raised at once, since waiting longer would not change it."""
+    """Poll ``/health`` until 200 and ``/server_info`` is served, or ``wait_s`` runs out (UnavailableError
+    naming the URL, phase and last status, exit 69); a malformed ``/server_info`` raises at once."""
     start = time.monotonic()
     deadline = start + max(0.0, wait_s)
     interval = first_interval_s

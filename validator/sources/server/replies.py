@@ -1,11 +1,8 @@
 """What a live SGLang server's replies must look like, checked before anything reads them.
 
-The client (:mod:`validator.sources.server.client`) fetches bytes within its deadlines and caps; this
-module turns them into values or into one :class:`ServerError` naming the endpoint: JSON that decodes
-(UTF-8, no ``NaN``, nested at most :data:`validator.bounded_files.MAX_JSON_DEPTH` levels), the objects
-the callers expect, and ``/generate``'s shape (string ``text``, finite non-negative counters). A reply
-of the wrong shape is the endpoint being unavailable, never an exception from deep inside a check.
-Pure functions over bytes and values, so every hostile shape is tested without a socket.
+Bytes become values or one :class:`ServerError` naming the endpoint: JSON that decodes (UTF-8, no ``NaN``,
+depth at most ``MAX_JSON_DEPTH``), the objects callers expect, ``/generate``'s shape. Pure functions, so
+every hostile shape is tested without a socket.
 """
 
 from __future__ import annotations

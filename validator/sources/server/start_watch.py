@@ -21,16 +21,10 @@ if TYPE_CHECKING:
 
 
 class StartWatch:
-    """``start_failed`` for ``readiness.wait_until_ready``: whether the log shows that the start being waited
-    for has died, so that a check does not wait out ``--wait`` for a server that will never answer.
-
-    Only a failure that appears while waiting counts. A log file whose last start had already failed
-    when the wait began may describe an earlier attempt (systemd may be starting the next one, which logs
-    nothing for the first seconds): the wait goes on, and ``earlier`` says what the log showed, for the
-    message if it runs out; that dead start is then no evidence (``live_log.gather``), since it may not be the
-    server being waited for. The journal is read by the unit's current invocation, and a restart is a new
-    invocation: a dead start there is this attempt's, whenever it died. Each journal poll runs
-    ``systemctl`` and ``journalctl``, so the journal is asked at most every ``JOURNAL_EVERY_S``."""
+    """``start_failed`` for ``readiness.wait_until_ready``: whether the log shows the awaited start died. Only
+    a failure seen while waiting counts (an earlier dead start may be a previous attempt: ``earlier`` keeps it
+    for the message, and it is no evidence); in the journal a restart is a new invocation. The journal is
+    asked at most every ``JOURNAL_EVERY_S``."""
 
     JOURNAL_EVERY_S = 5.0
 

@@ -1,13 +1,9 @@
 """SGLang's server-argument parsing, replayed from a table instead of imported: ``parse_argv`` and
-``parse_server_args``, the entry points launch readers and the simulator call.
+``parse_server_args``.
 
-Why: preflight must accept and reject exactly what ``sglang.srt.server_args.prepare_server_args`` accepts
-and rejects (an abbreviation SGLang takes, a typo it refuses), yet importing SGLang costs torch, triton,
-seconds and a GPU build. The work is in four modules, one job each: the flag table generated from SGLang's
-own parser (``sglang_cli_table``), SGLang's type functions (``sglang_arg_types``), the argparse parser
-built from the table (``sglang_argparse``) and the ``--config`` YAML merge (``sglang_config``). This module
-runs them in SGLang's order and adds the refusals ``prepare_server_args`` makes after argparse (a
-``--log-level`` logging does not know). ``tests/test_sglang_parity.py`` holds it to the real parser.
+Preflight must accept and reject exactly what ``prepare_server_args`` does, without importing torch. Runs
+``sglang.cli_table``, ``sglang.arg_types``, ``sglang.parser`` and ``sglang.config`` in SGLang's order, plus
+the refusals after argparse; held to the real parser by ``tests/test_sglang_parity.py``.
 """
 
 from __future__ import annotations
@@ -25,11 +21,8 @@ _LOGGING_LEVELS = frozenset({"CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "I
 
 
 def _check_log_level(value: object, origin: str) -> None:
-    """``prepare_server_args`` configures logging with ``getattr(logging, log_level.upper())`` before the
-    server starts: a level ``logging`` does not have (``--log-level verbose``) stops the launch with that
-    AttributeError, and a name that is not a level (``--log-level basic_format``) with the ValueError or
-    TypeError ``basicConfig`` raises. The same refusal here, with the same text, instead of a pass for a
-    command that never starts a server."""
+    """Refuse a ``--log-level`` that ``prepare_server_args``'s ``getattr(logging, level.upper())`` or
+    ``basicConfig`` would refuse, with the same error, instead of passing a command that never starts."""
     if not isinstance(value, str) or value.upper() in _LOGGING_LEVELS:
         return
     import logging  # here: the default (info) and every level name pass without it (1.5 ms a preflight)

@@ -71,11 +71,8 @@ def _yaml_to_argv(data: dict[Any, Any], table: CliTable, where: str) -> list[str
 def merge_config(
     argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
 ) -> tuple[list[str], Path | None]:
-    """Apply ``--config FILE`` as SGLang does: the file's options go first, so the command line wins.
-
-    Only the exact token ``--config`` triggers it (``--config=f.yaml`` is stored and ignored by SGLang).
-    A relative path is read against ``base_dir`` (the server's working directory), else the CWD.
-    """
+    """Apply ``--config FILE`` as SGLang does: the file first, so the command line wins. Only the exact token
+    ``--config`` triggers it; a relative path is read against ``base_dir``, else the CWD."""
     table = table or load_table()
     indices = [i for i, arg in enumerate(argv) if arg == "--config"]
     if not indices:

@@ -1,12 +1,8 @@
 """Evidence about the SGLang build the server will run, read as files and never imported.
 
-Importing sglang pulls in torch (seconds, hundreds of MB) and may touch the GPU; preflight runs on every
-start, inside ExecStartPre. So the package is *located* with ``importlib.util.find_spec`` (which, for a
-top-level package, reads no module code) in the server's own interpreter (``server_interpreter``, the one
-part that runs a program), and then this module parses its few relevant files with ``ast``: version, the
-environment variables ``srt/environ.py`` declares, which draft model classes can take the target's LM-head
-module (``set_lm_head_from_target``), and the MoE runner backend choices. The reader reports what the
-build holds; which class a recipe runs is the rule pack's to say. Anything unreadable becomes ``None``
+Importing sglang pulls in torch and may touch the GPU. The package is located in the server's interpreter
+(``sglang.interpreter``) and its relevant files parsed with ``ast``: version, ``srt/environ.py``'s variables,
+which draft classes take the target's LM-head module, MoE backend choices. Anything unreadable is ``None``
 plus a ``note``, so checks report ``error``/``skip``, never ``pass``.
 """
 
@@ -62,17 +58,9 @@ def read_sglang_install(
     dspark: bool = False,
     tool_call_parser: str | None = None,
 ) -> SGLangInstallFacts:
-    """Read the facts from an sglang package directory, by parsing files only.
-
-    ``draft_share_hook`` lists every class of the draft model files (``DRAFT_MODEL_FILES``: 34 files in
-    0.5.23, about 5 ms, most of it parsing the two that define the hook) and whether it defines
-    ``set_lm_head_from_target``; the check compares the pack's draft architecture with it.
-
-    ``site_dirs`` are where the server's interpreter finds distributions (for plugin entry points); the
-    directory holding ``root`` is always searched. ``dspark`` also parses the DSpark worker and draft
-    classes (about 75 ms of ``ast``), which only a DSPARK launch needs. ``tool_call_parser`` (the
-    launch's ``--tool-call-parser``), when given, is resolved to its detector class, with every parser
-    whose detector extends it (``srt/function_call/``)."""
+    """Read the facts from an sglang package directory, by parsing files only: ``draft_share_hook`` over
+    ``DRAFT_MODEL_FILES``; ``site_dirs`` for entry points; ``dspark`` adds the DSpark worker and drafts;
+    ``tool_call_parser`` is resolved to its detector and the parsers extending it."""
     r = Path(root)
     facts = SGLangInstallFacts(root=r, located_by=located_by)
     notes: list[str] = []
@@ -112,11 +100,9 @@ DSPARK_OWN_VOCAB = "uses_own_vocab_modules"
 
 
 def _read_dspark(r: Path, facts: SGLangInstallFacts, notes: list[str]) -> None:
-    """How the installed DSpark worker gives the draft its LM head, and which draft classes keep their own.
-
-    0.5.23's ``DSparkWorkerV2.__init__`` calls ``draft_model.attach_shared_modules(embed_tokens=...,
-    lm_head=<the target's lm_head module>)`` unless ``getattr(draft_model, "uses_own_vocab_modules",
-    False)``; the draft classes are the ``EntryClass`` lists of ``srt/models/*dspark*.py``."""
+    """How the installed DSpark worker gives the draft its LM head (0.5.23's ``DSparkWorkerV2.__init__``
+    ``attach_shared_modules`` unless ``uses_own_vocab_modules``), and which draft classes keep their own
+    (``EntryClass`` of ``srt/models/*dspark*.py``)."""
     worker = r / DSPARK_WORKER
     if not worker.is_file():
         # a build from before DSpark (0.5.9 has neither the worker nor the enum member): the server
@@ -212,11 +198,9 @@ _PARSER_ENUM = ("FunctionCallParser", "ToolCallParserEnum")  # the class and its
 
 
 def _read_detectors(r: Path, requested: str, facts: SGLangInstallFacts, notes: list[str]) -> None:
-    """``requested`` and every ``--tool-call-parser`` whose detector extends its detector -> the detector
-    class and the classes it extends inside ``srt/function_call/`` (nearest first), with what each defines
-    itself: read from ``function_call_parser.py``'s ``FunctionCallParser.ToolCallParserEnum`` and the
-    modules it imports the classes from. Only the modules that name the requested class are parsed (a
-    byte search first), and a base outside the package ends a chain."""
+    """``requested`` and every parser whose detector extends it -> the detector class and its bases within
+    ``srt/function_call/`` (nearest first) with what each defines, from ``ToolCallParserEnum``; only modules
+    naming the class are parsed, and a base outside the package ends a chain."""
     base = r / FUNCTION_CALL
     if not (base / "function_call_parser.py").is_file():
         return  # a build without the table: not known (the check says the detectors could not be read)
@@ -423,11 +407,9 @@ def _call_name(call: ast.Call) -> str:
 def _draft_share_hook(
     models: Path, notes: list[str], attrs: list[str], sets: dict[str, list[str]]
 ) -> dict[str, bool | None]:
-    """Each top-level class of the draft model files -> whether it defines ``set_lm_head_from_target``
-    itself (None: its file holds the name but does not parse). A file without the name is only scanned
-    for its ``class`` lines; one with it is parsed, so that a hook on another class does not count. The
-    first definition of a name wins, as SGLang's registry refuses a second. ``sets`` receives the classes
-    that give one of ``attrs`` (the draft attributes that make the worker skip sharing) a value."""
+    """Each top-level class of the draft model files -> whether it defines ``set_lm_head_from_target`` itself
+    (None: its file does not parse); the first definition wins, as SGLang's registry. ``sets`` receives the
+    classes giving one of ``attrs`` a value."""
     try:
         names = sorted(
             e.name
@@ -501,13 +483,10 @@ def _parse_method(piece: bytes) -> ast.Module | None:
 
 
 def read_share_guard(speculative: Path, notes: list[str]) -> tuple[dict[str, list[str]], list[str]] | None:
-    """Where the installed build hands the draft the target's LM-head module, and what makes it skip that,
-    read from the condition around its ``set_lm_head_from_target`` call (0.5.23: ``init_lm_head`` of
-    ``eagle_worker_v2.py``, ``self.hot_token_id is None and getattr(draft, "hot_token_id", None) is
-    None``): ``(server argument -> the algorithms whose worker ignores it, draft attributes)``. A worker
-    attribute in the condition is followed to what assigns it (``init_token_map``:
-    ``load_token_map(get_spec().speculative_token_map)``, except under ``is_eagle3()``). None: no file
-    calls the hook, or its condition does not parse."""
+    """Where the build hands the draft the target's LM-head module and what makes it skip that, from the
+    condition around ``set_lm_head_from_target`` (0.5.23: ``eagle_worker_v2.py`` ``init_lm_head``), worker
+    attributes followed to what assigns them: ``(server argument -> algorithms ignoring it, draft
+    attributes)``, or None when no file calls it or the condition does not parse."""
     try:
         names = sorted(e.name for e in os.scandir(speculative) if e.name.endswith(".py"))
     except OSError:

@@ -1,12 +1,9 @@
 """The server's interpreter, asked where it finds sglang: the program a launch runs, resolved as exec would,
-and a bounded child of that python, run with the server's flags, environment and working directory.
+and a bounded child of that python with the server's flags, environment and working directory.
 
-Why apart from ``sglang_install``: this is the one part of reading the build that runs a program (the whole
-process group killed at its deadline, never with more privilege than whoever controls what it runs: a
-discovered process's own user, a declared program's owner; see ``validator.sources.run_as``), and what it
-learns (the package's directory, the interpreter's
-site directories) is all the file readers need; ``sglang_install`` then reads the package as files, and
-``spark-validate sglang-table`` asks the same interpreter for its flag table.
+The one part of reading the build that runs a program (process group killed at its deadline, never with more
+privilege than whoever controls it: ``run_as``); the package and site directories it learns are all
+``sglang.install`` and ``sglang-table`` need.
 """
 
 from __future__ import annotations
@@ -62,15 +59,9 @@ def probe_interpreter(
     script_dir: Path | None = None,
     run_as: RunAs | None = None,
 ) -> InterpreterProbe:
-    """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group).
-
-    ``options`` are the server's interpreter flags (``-I``, ``-E``, ``-s``, ``-P`` change which sglang
-    is found) and ``cwd`` its working directory: ``python -m`` imports from there first. Without a known
-    ``cwd`` the probe runs in a fresh empty directory, never in this process's own: an ``sglang/``
-    checkout where preflight happens to run says nothing about the server.
-
-    ``run_as``: the user it runs as (None: this process's); when this process cannot become that user the
-    interpreter is not run and the answer says why (unknown, never asked with more privilege)."""
+    """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group), with
+    the server's interpreter ``options`` and ``cwd`` (a fresh empty directory when unknown, never ours). When
+    this process cannot become ``run_as`` nothing runs and the answer says why."""
     with tempfile.TemporaryDirectory(prefix="spark-validate-probe-") as empty:
         if cwd is None and run_as is not None and not run_as.is_me() and os.geteuid() == 0:
             os.chown(empty, run_as.uid, run_as.gid)  # the empty directory is the child's to enter

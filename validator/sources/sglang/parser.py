@@ -1,11 +1,7 @@
-"""The argparse parser SGLang builds, rebuilt from its flag table: real ``argparse``, with SGLang's custom
-actions, that says what a command line sets and what it refuses.
-
-Why apart from the table and the ``--config`` merge: this is the one piece that runs argparse. Every action
-of the table is registered on a real ``argparse.ArgumentParser`` (so option classification, unambiguous
-prefixes, nargs, type conversion, choices, required options and string defaults are argparse's own),
-with SGLang's ``LoRAPathAction``, its deprecated switches and its ``--no-`` forms reproduced; the parser's
-exits become exceptions, and each parse records which dests the command line gave.
+"""The argparse parser SGLang builds, rebuilt from its flag table: real ``argparse`` with SGLang's custom
+actions (``LoRAPathAction``, deprecated switches, ``--no-`` forms), so classification, prefixes, nargs,
+types, choices and defaults are argparse's own; exits become exceptions, and each parse records which
+dests the command line gave.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Will spark-validate's SGLang plugin load in the server, and will its LM-head remedy be on?
 
-Preflight credits the plugin's remedy (``SPARK_VALIDATE_SHARE_LM_HEAD=1``) for a build whose draft class
-lacks ``set_lm_head_from_target``. That credit is only true when every switch between the installed
-entry point and the remedy agrees, read here from the server's environment exactly as the code that
-decides reads it:
-
-- SGLang's ``load_plugins_by_group`` (``srt/plugins/__init__.py``, 0.5.23): a non-empty ``SGLANG_PLUGINS``
-  is a comma-separated whitelist of entry-point names (stripped, empty items dropped); empty or unset
-  loads every installed plugin.
-- the plugin's ``register`` (``validator/plugin/__init__.py``): ``SPARK_VALIDATE_PLUGIN`` stripped equal
-  to ``"0"`` turns it off.
-- its ``remedy_enabled`` (``validator/plugin/remedy.py``): ``SPARK_VALIDATE_SHARE_LM_HEAD`` stripped and
-  lower-cased in ``{"1", "true", "yes", "on"}``.
-
-The plugin package stays out of the CLI's import path, so its two rules are restated here and held to
-the plugin's own functions by ``tests/test_plugin_env.py``.
+Preflight credits the remedy only when every switch agrees, read from the server's environment as the
+deciding code reads it: SGLang 0.5.23's ``load_plugins_by_group`` (``SGLANG_PLUGINS`` whitelist), the
+plugin's ``register`` (``SPARK_VALIDATE_PLUGIN``) and ``remedy_enabled`` (``SPARK_VALIDATE_SHARE_LM_HEAD``).
+The plugin stays off the CLI's import path, so its rules are restated here and held to its own functions
+by ``tests/test_plugin_env.py``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """SGLang flag tables generated from the installed build, cached by build, and chosen for preflight.
 
-Why: operators run the Ling branch, PR builds and the ``dev-Ling-3.0-flash`` image (``0.0.0.dev1+g...``),
-whose parsers differ from stock 0.5.23. Rejecting a flag such a build accepts would be a false alarm, and
-accepting one it rejects would hide a start-up failure. ``spark-validate sglang-table --python PY`` runs
-the generator (``validator/sglang_tablegen.py``) inside the server's interpreter, on the server host, and
-caches the table under a key of the build: its version and a hash of the files that define its flags
-(``srt/server_args.py`` and ``srt/arg_groups/``), so a rebuilt image with the same version string does not
-reuse a stale table. Preflight then parses with it; a build with no table is parsed with the shipped one,
-and what that table does not know is reported, not fatal.
-
-The key is computed from world-readable files, so anyone could compute it: a table is trusted only when it
-and every directory above it belong to the reading user or root and nobody else can write them
-(``validator.trusted_files``); any other is ignored with a warning naming it, and the shipped table is used
-leniently. The table is written the way the plugin writes its attestation: a private directory created
-0700, a new file ``O_CREAT | O_EXCL | O_NOFOLLOW``, ``fchmod`` on the descriptor, fsync, rename.
+Ling branch, PR and dev builds parse differently from stock 0.5.23; a false refusal or acceptance would
+mislead. ``sglang-table --python PY`` runs ``sglang_tablegen`` in the server's interpreter and caches the
+table keyed by version and a hash of ``srt/server_args.py`` and ``srt/arg_groups/``. Anyone can compute the
+key, so a table is trusted only through ``trusted_files`` (else ignored with a warning, the shipped table
+used leniently) and written as the attestation is (private directory, ``O_EXCL``, fsync, rename).
 """
 
 from __future__ import annotations
