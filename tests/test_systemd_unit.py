@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.support.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
-from validator.sources.launch.systemd_unit import load_unit, read_unit
+from validator.sources.launch.systemd_unit import load_unit
 
 RECIPE_LINE = " ".join(RECIPE_ARGV)
 
@@ -57,7 +57,8 @@ def test_last_exec_start_prefixes_and_dollar_var_splitting(tmp_path: Path) -> No
         "[Service]\nEnvironment=ARGS='--port 1 --host h'\nExecStart=/bin/false\nExecStart=\n"
         'ExecStart=-@/usr/bin/python3 sglang-py -m sglang.launch_server $ARGS "${ARGS}" $$HOME\n',
     )
-    argv, env, _ = read_unit(unit)
+    u = load_unit(unit)
+    argv, env = u.exec_start, u.env
     assert argv == [
         "/usr/bin/python3", "-m", "sglang.launch_server", "--port", "1", "--host", "h",
         "--port 1 --host h", "$HOME",
@@ -67,7 +68,7 @@ def test_last_exec_start_prefixes_and_dollar_var_splitting(tmp_path: Path) -> No
 
 def test_colon_prefix_disables_expansion_and_c_escapes(tmp_path: Path) -> None:
     unit = _unit(tmp_path, '[Service]\nExecStart=:/bin/x $A "tab\\there" \\x41\n')
-    argv, _, _ = read_unit(unit)
+    argv = load_unit(unit).exec_start
     assert argv == ["/bin/x", "$A", "tab\there", "A"]
 
 
@@ -88,7 +89,8 @@ def test_drop_in_overrides_exec_start(tmp_path: Path) -> None:
     dropin = tmp_path / "sglang.service.d"
     dropin.mkdir()
     (dropin / "override.conf").write_text("[Service]\nExecStart=\nExecStart=/bin/new --x\nEnvironment=A=2\n")
-    argv, env, origin = read_unit(unit)
+    u = load_unit(unit)
+    argv, env, origin = u.exec_start, u.env, u.env_origin
     assert argv == ["/bin/new", "--x"] and env["A"] == "2" and "override.conf" in origin["A"]
 
 
@@ -112,7 +114,7 @@ def test_drop_in_overrides_exec_start(tmp_path: Path) -> None:
 def test_malformed_units(tmp_path: Path, body: str, line: int | None, words: str) -> None:
     unit = _unit(tmp_path, body)
     with pytest.raises(InputError) as info:
-        read_unit(unit)
+        load_unit(unit)
     assert info.value.where == str(unit) and info.value.line == line
     assert words in info.value.reason
 
@@ -125,7 +127,7 @@ def test_random_bytes_only_ever_raise_input_error(
     unit = tmp_path_factory.mktemp("unitfuzz") / "x.service"
     unit.write_bytes(b"[Service]\n" + data)
     try:
-        argv, _env, _ = read_unit(unit, base_env={})
+        argv = load_unit(unit, base_env={}).exec_start
     except InputError:
         return
     assert argv and all(isinstance(w, str) for w in argv)
@@ -139,7 +141,7 @@ def test_random_unit_soup_only_ever_raises_input_error(
     unit = tmp_path_factory.mktemp("unitsoup") / "y.service"
     unit.write_text(text)
     try:
-        argv, _env, _ = read_unit(unit, base_env={"HOME": "/root"})
+        argv = load_unit(unit, base_env={"HOME": "/root"}).exec_start
     except InputError as exc:
         assert exc.where.endswith("y.service") or "EnvironmentFile" not in exc.reason
         return

@@ -12,6 +12,7 @@ directory not at all. Dropping privileges needs root; otherwise nothing runs (:c
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -40,8 +41,6 @@ class RunAs:
 
     @property
     def name(self) -> str:
-        import pwd
-
         try:
             return pwd.getpwuid(self.uid).pw_name
         except KeyError:
@@ -100,8 +99,6 @@ def of_process(facts: ProcessFacts) -> RunAs | str:
 
 
 def _user(uid: int, fallback_gid: int) -> RunAs:
-    import pwd
-
     try:
         pw = pwd.getpwuid(uid)
     except KeyError:

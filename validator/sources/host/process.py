@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,8 +156,6 @@ def parse_cgroup(text: str) -> tuple[list[str], str | None, bool, str | None]:
 
 
 def _user_name(uid: int) -> str | None:
-    import pwd
-
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -299,17 +298,3 @@ def read_cmdline(pid: int, proc_root: Path = PROC) -> list[str] | None:
     except OSError:
         return None
     return _nul_split(data)
-
-
-def proc_mount_options(proc_root: Path = PROC) -> str | None:
-    """The mount options of ``proc_root`` (``hidepid=2`` / ``hidepid=invisible`` hide other users'
-    processes): from ``/proc/self/mountinfo``."""
-    try:
-        data, _ = _read_capped(Path("/proc/self/mountinfo"), 1 << 20)
-    except OSError:
-        return None
-    for line in data.decode("utf-8", "replace").splitlines():
-        fields = line.split()
-        if len(fields) > 4 and fields[4] == str(proc_root) and " - proc " in line:
-            return line.rsplit(" ", 1)[-1]
-    return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import os
+import pwd
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -78,10 +79,8 @@ class ServerProcess:
     sockets_error: str | None = None  # why its descriptors could not be read
     http: Endpoint | None = None  # the listening socket on the argv's --port: the proof that it serves
     argv_port: int = DEFAULT_PORT
-    argv_host: str = "127.0.0.1"
     node_rank: int = 0
     nnodes: int = 1
-    proof: str | None = None  # how it was proven to be a server, in a few words
     http_inode: int | None = None  # the inode of the socket behind ``http``
     # why its socket is not reachable from here (it lives in another network namespace): None, it is
     elsewhere: str | None = None
@@ -179,7 +178,6 @@ def _attach_sockets(server: ServerProcess, proc: Path) -> None:
                 server.http = Endpoint(s.address, s.port)
                 server.http_inode = s.inode
                 server.listening = [server.http]
-                server.proof = f"a socket on port {s.port} created by its UID {owner}"
                 break
         return
     held = [s for s in table if s.inode in inodes]
@@ -188,7 +186,6 @@ def _attach_sockets(server: ServerProcess, proc: Path) -> None:
         if s.port == server.argv_port:
             server.http = Endpoint(s.address, s.port)
             server.http_inode = s.inode
-            server.proof = f"it holds the listening socket on port {s.port}"
             break
 
 
@@ -222,7 +219,6 @@ def _descendant_socket(server: ServerProcess, tree: dict[int, tuple[int, ...]], 
                 server.http = Endpoint(s.address, s.port)
                 server.http_inode = s.inode
                 server.listening = [server.http]
-                server.proof = f"its descendant PID {pid} holds the listening socket on port {s.port}"
                 return
 
 
@@ -258,7 +254,6 @@ def _who(uid: int | None) -> str | None:
     user, not one each process)."""
     if uid is None:
         return None
-    import pwd
 
     try:
         return pwd.getpwuid(uid).pw_name
@@ -307,7 +302,6 @@ def _candidate(
         kind=kind,
         command=command,
         argv_port=port,
-        argv_host=_flag(command, "--host") or "127.0.0.1",
         node_rank=_int(_flag(command, "--node-rank"), 0),
         nnodes=_int(_flag(command, "--nnodes"), 1),
     )
@@ -315,8 +309,6 @@ def _candidate(
     # the same process before and after its sockets were read, or none of it is evidence
     if _ticks(pid, proc) != str(facts.start_ticks) or read_cmdline(pid, proc) != facts.argv:
         return Ignored(pid, owner, facts.user, port, "changed", "it exited or exec'd while it was read")
-    if server.role == "worker":
-        server.proof = f"a multi-node worker (rank {server.node_rank}) of a trusted user"
     return server
 
 

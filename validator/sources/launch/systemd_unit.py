@@ -259,14 +259,6 @@ def load_unit(
     )
 
 
-def read_unit(
-    path: Path | str, *, base_env: dict[str, str] | None = None
-) -> tuple[list[str], dict[str, str], dict[str, str]]:
-    """(server argv, environment the server sees, where each variable came from)."""
-    unit = load_unit(path, base_env=base_env)
-    return unit.exec_start, unit.env, unit.env_origin
-
-
 def launch_from_unit(
     path: Path | str, *, base_env: Mapping[str, str] | None = None, env_files: list[Path] | None = None
 ) -> LaunchFacts:

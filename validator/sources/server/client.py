@@ -114,7 +114,7 @@ class SGLangClient:
             follow_redirects=False,
         )
         self.server_info_endpoint = "/server_info"
-        # httpcore imports anyio's asyncio backend at the first request (~90 ms); done here instead, so
+        # httpcore imports anyio's asyncio backend at the first request; done here instead, so
         # a caller that builds the client in a worker thread keeps that off its event loop.
         with contextlib.suppress(ImportError):
             importlib.import_module("anyio._backends._asyncio")

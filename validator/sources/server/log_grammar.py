@@ -23,7 +23,6 @@ READY_LINE = "The server is fired up and ready to roll!"
 # bailing_moe_v3.py) turning ``auto`` into flashinfer_mxfp4
 OVERRIDE_LINE = "Bailing V3 mixed FP8/MXFP4 checkpoint: moe_runner_backend=flashinfer_mxfp4"
 DSPARK_RUNNER_LINE = "Initialized DSpark draft runner."
-SCHEDULER_DIED = "Scheduler hit an exception"
 CHILD_FAILED = "Received sigquit from a child process"
 FAILURE_CAP = 300  # characters of the exception quoted
 

@@ -8,6 +8,7 @@ the refusals after argparse; held to the real parser by ``tests/test_sglang_pari
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,6 @@ def _check_log_level(value: object, origin: str) -> None:
     ``basicConfig`` would refuse, with the same error, instead of passing a command that never starts."""
     if not isinstance(value, str) or value.upper() in _LOGGING_LEVELS:
         return
-    import logging  # here: the default (info) and every level name pass without it (1.5 ms a preflight)
 
     try:
         level = getattr(logging, value.upper())

@@ -24,7 +24,7 @@ from validator.sources.sglang.arg_types import TYPES
 
 TABLE_RESOURCE = "sglang-0.5.23-cli.json"
 # package data, found beside the package as rulepack finds the built-in packs (importlib.resources would
-# cost every preflight its import, about 2 ms, for a directory that is always a real one)
+# cost every preflight its import, for a directory that is always a real one)
 _DATA_DIR = Path(__file__).resolve().parents[2] / "data"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import textwrap
 from pathlib import Path
 
 from validator.bounded_files import read_head
@@ -470,8 +471,6 @@ def _methods(data: bytes) -> list[bytes]:
 
 
 def _parse_method(piece: bytes) -> ast.Module | None:
-    import textwrap
-
     text = piece.decode("utf-8", "replace")
     # cut where the class ends: the first line back at column 0 (a top-level statement after the class)
     lines = text.splitlines(keepends=True)
