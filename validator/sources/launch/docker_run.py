@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, read_trusted_bounded
@@ -141,52 +141,10 @@ def is_container_run(words: list[str]) -> bool:
     return rest[:1] == ["run"] or rest == ["container", "run"]
 
 
-def runs_inline_code(words: list[str]) -> bool:
-    """The container runs inline code (``--entrypoint python3 IMAGE -c CODE``, ``IMAGE python3 -c CODE``):
-    a one-off job such as a download, not the server, as ``python3 -c`` on the host is not (the server is
-    started by its entry point). False where the options cannot be read: the container may be the server."""
-    while words and words[0] in ("sudo", "exec"):
-        words = words[1:]
-    i = 3 if words[1:3] == ["container", "run"] else 2
-    entrypoint: str | None = None
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            i += 1
-            break
-        if not word.startswith("-") or word == "-":
-            break
-        i += 1
-        name, eq, inline = word.partition("=")
-        if not word.startswith("--"):
-            name, rest = word[:2], word[2:]
-            while name in _BOOLEAN and rest:
-                name, rest = "-" + rest[0], rest[1:]
-            eq, inline = ("=", rest.removeprefix("=")) if rest else ("", "")
-            if name not in _BOOLEAN and name[1:] not in _SHORT_WITH_VALUE:
-                return False
-        elif name not in _BOOLEAN and name not in _WITH_VALUE:
-            return False
-        if name in _BOOLEAN:
-            continue
-        if not eq:
-            if i >= len(words):
-                return False
-            inline, i = words[i], i + 1
-        if name == "--entrypoint":
-            entrypoint = inline
-    argv = ([entrypoint] if entrypoint else []) + words[i + 1 :]
-    return (
-        len(argv) > 1
-        and re.fullmatch(r"python[0-9.]*", posixpath.basename(argv[0])) is not None
-        and (argv[1] == "-c")
-    )
-
-
-def parse_docker_words(
-    words: list[str], host_env: Mapping[str, str], where: str, base: str | None = None
-) -> ContainerSpec:
-    """A ``docker run`` command as words (``base``: where relative bind sources start, the shell's cwd)."""
+def _run_options(words: list[str], where: str, take: Callable[[str, str], None]) -> list[str]:
+    """Read ``[sudo] docker|podman [container] run [OPTIONS] IMAGE ...`` as docker does: ``take`` is told
+    each option that has a value, in order; returns IMAGE and what follows it. Raises InputError for what
+    is not a container run, an option not understood, or one missing its value."""
     while words and words[0] in ("sudo", "exec"):
         words = words[1:]
     if not words or Path(words[0]).name not in _RUNTIMES:
@@ -199,22 +157,6 @@ def parse_docker_words(
             where, f"'{Path(words[0]).name} {' '.join(words[1 : i + 1])}' does not run a container"
         )
     i += 1
-    env: dict[str, str] = {}
-    origin: dict[str, str] = {}
-    mounts: list[Mount] = []
-    entrypoint: str | None = None
-    workdir: str | None = None
-
-    def value_of(opt: str, inline: str | None) -> str:
-        nonlocal i
-        if inline is not None:
-            return inline
-        if i >= len(words):
-            raise InputError(where, f"option {opt} needs a value")
-        v = words[i]
-        i += 1
-        return v
-
     while i < len(words):
         word = words[i]
         if word == "--":
@@ -225,21 +167,60 @@ def parse_docker_words(
         i += 1
         if word.startswith("--"):
             name, eq, inline = word.partition("=")
-            if name in _BOOLEAN:
-                continue
-            if name not in _WITH_VALUE:
-                raise InputError(where, f"docker run option {name!r} is not understood by spark-validate")
-            value = value_of(name, inline if eq else None)
-        else:
-            # -it, -dit, -e X=1, -eX=1, -v/a:/b
+            value, known, shown = (inline if eq else None), name in _WITH_VALUE, name
+        else:  # -it, -dit, -e X=1, -eX=1, -v/a:/b
             name, rest = word[:2], word[2:]
             while name in _BOOLEAN and rest:
                 name, rest = "-" + rest[0], rest[1:]
-            if name in _BOOLEAN:
-                continue
-            if name[1:] not in _SHORT_WITH_VALUE:
-                raise InputError(where, f"docker run option {word!r} is not understood by spark-validate")
-            value = value_of(name, rest.removeprefix("=") if rest else None)
+            value = rest.removeprefix("=") if rest else None
+            known, shown = name[1:] in _SHORT_WITH_VALUE, word
+        if name in _BOOLEAN:
+            continue
+        if not known:
+            raise InputError(where, f"docker run option {shown!r} is not understood by spark-validate")
+        if value is None:
+            if i >= len(words):
+                raise InputError(where, f"option {name} needs a value")
+            value, i = words[i], i + 1
+        take(name, value)
+    return words[i:]
+
+
+def runs_inline_code(words: list[str]) -> bool:
+    """The container runs inline code (``--entrypoint python3 IMAGE -c CODE``, ``IMAGE python3 -c CODE``):
+    a one-off job such as a download, not the server, as ``python3 -c`` on the host is not (the server is
+    started by its entry point). False where the options cannot be read: the container may be the server."""
+    entrypoint = ""
+
+    def take(name: str, value: str) -> None:
+        nonlocal entrypoint
+        if name == "--entrypoint":
+            entrypoint = value
+
+    try:
+        rest = _run_options(words, "docker run", take)
+    except InputError:
+        return False
+    argv = ([entrypoint] if entrypoint else []) + rest[1:]
+    return (
+        len(argv) > 1
+        and re.fullmatch(r"python[0-9.]*", posixpath.basename(argv[0])) is not None
+        and (argv[1] == "-c")
+    )
+
+
+def parse_docker_words(
+    words: list[str], host_env: Mapping[str, str], where: str, base: str | None = None
+) -> ContainerSpec:
+    """A ``docker run`` command as words (``base``: where relative bind sources start, the shell's cwd)."""
+    env: dict[str, str] = {}
+    origin: dict[str, str] = {}
+    mounts: list[Mount] = []
+    entrypoint: str | None = None
+    workdir: str | None = None
+
+    def take(name: str, value: str) -> None:
+        nonlocal entrypoint, workdir
         if name in ("-e", "--env"):
             key, eq, val = value.partition("=")
             if eq:
@@ -257,9 +238,11 @@ def parse_docker_words(
             entrypoint = value
         elif name in ("-w", "--workdir"):
             workdir = value
-    if i >= len(words):
+
+    rest = _run_options(words, where, take)
+    if not rest:
         raise InputError(where, "no image named")
-    image, command = words[i], words[i + 1 :]
+    image, command = rest[0], rest[1:]
     argv = ([entrypoint] if entrypoint else []) + command
     return ContainerSpec(
         where=where,
