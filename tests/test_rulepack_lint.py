@@ -384,3 +384,31 @@ def test_lint_locates_the_rules_over_several_fields(tmp_path: Path) -> None:
     lines = _errors(_cli("rules", "lint", str(p)))
     assert len(lines) == 1 and lines[0].endswith(".expect: Value error, operator '<=' needs a value"), lines
     assert p.read_text().splitlines()[int(lines[0].split(":")[2]) - 1].strip().startswith("fact: ")
+
+
+def test_a_key_given_twice_is_refused_at_its_second_line(tmp_path: Path) -> None:
+    """YAML keeps the later of two equal keys without a word: a second ``severity:`` would silently win,
+    a second ``waivers:`` would drop the first's waivers. The pack is refused at the repeated key, in the
+    pack itself and in a pack it extends from."""
+    text = PACK.read_text()
+    assert "    severity: info\n" in text
+    p = _pack(
+        tmp_path, text.replace("    severity: info\n", "    severity: info\n    severity: critical\n", 1)
+    )
+    res = _cli("rules", "lint", str(p))
+    assert res.returncode == 65
+    line = p.read_text().split("    severity: info\n    severity: critical\n")[0].count("\n") + 2
+    assert _errors(res) == [f"spark-validate: {p}:{line}: key 'severity' given twice in one mapping"]
+    site = _pack(
+        tmp_path,
+        "extends: ling-3.0-flash-dgx-spark\nmetadata: {name: site-pack, description: a site's}\n"
+        "waivers:\n  - {check: moe.humming_runtime, justification: warmed by the image,\n"
+        "     expires: 2099-01-01}\n"
+        "waivers: []\n",
+        "site.yaml",
+    )
+    res = _cli(
+        "preflight", "--rules", str(site), "--launch-cmd", "python -m sglang.launch_server --model-path /m"
+    )
+    assert res.returncode == 65
+    assert _errors(res) == [f"spark-validate: {site}:6: key 'waivers' given twice in one mapping"]

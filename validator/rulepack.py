@@ -201,11 +201,24 @@ def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
     try:
         # Aliases first, from the event stream: a pack has no use for them, and a few lines of nested
-        # aliases ("billion laughs") expand to gigabytes once validated.
+        # aliases ("billion laughs") expand to gigabytes once validated. A key given twice in one mapping
+        # too: YAML keeps the later one without a word (a second `waivers:` would drop the first's).
+        open_: list[tuple[set[str] | None, list[bool]]] = []  # per collection: its keys, next is a key
         for event in yaml.parse(text, Loader=loader):
+            line = event.start_mark.line + 1 if event.start_mark is not None else None
             if isinstance(event, yaml.AliasEvent):
-                line = event.start_mark.line + 1 if event.start_mark is not None else None
                 raise InputError(where, "YAML aliases (*name) are not allowed in a rule pack", line)
+            keys, is_key = open_[-1] if open_ else (None, [False])
+            if isinstance(event, yaml.NodeEvent) and keys is not None:
+                if is_key[0] and isinstance(event, yaml.ScalarEvent):
+                    if event.value in keys:
+                        raise InputError(where, f"key {event.value[:60]!r} given twice in one mapping", line)
+                    keys.add(event.value)
+                is_key[0] = not is_key[0]
+            if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+                open_.append((set() if isinstance(event, yaml.MappingStartEvent) else None, [True]))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                open_.pop()
         data = yaml.load(text, Loader=loader)  # a safe loader (CSafeLoader or SafeLoader)
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
