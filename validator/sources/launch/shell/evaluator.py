@@ -34,7 +34,8 @@ from validator.sources.launch.shell.variables import Variables
 
 class Evaluator:
     """One path through the script (``api.Shell``): the statements, dispatched to the component that
-    holds the rules of their kind. ``m``: the path's machine (``machine.Machine``'s arguments)."""
+    holds the rules of their kind. ``m``: the path's machine, made by the reader with its forks and
+    options."""
 
     def __init__(self, m: Machine) -> None:
         self.m = m
