@@ -54,21 +54,27 @@ def final_exec(launch: Launch) -> Exec:
     """The launch with ``env`` and ``nohup`` applied: the program they run, with the environment it gets."""
     env = dict(launch.env)
     origin = dict(launch.origin)
+    program: Value
+    argv: list[Field] | Unsplit
     if isinstance(launch.words, Unknown):
-        unsplit = Unsplit(launch.words.reason)
-        return Exec(
-            unsplit,
-            unsplit,
-            env,
-            origin,
-            launch.unexported,
-            launch.cwd,
-            launch.line,
-            launch.where,
-            launch.others,
-        )
+        program = argv = Unsplit(launch.words.reason)
+        others, written = launch.others, {}
+    else:
+        argv, path, others = _unwrapped(list(launch.words), launch, env, origin)
+        head = join(argv[0])
+        program = head if isinstance(head, Unknown) else which(head, path, launch.cwd)
+        written = dict(launch.written)
+    return Exec(
+        program, argv, env, origin, launch.unexported, launch.cwd, launch.line, launch.where, others, written
+    )
+
+
+def _unwrapped(
+    words: list[Field], launch: Launch, env: dict[str, Value], origin: dict[str, str]
+) -> tuple[list[Field], Value, str | None]:
+    """``env`` and ``nohup`` before the program, applied to ``env`` and ``origin`` as those programs do: the
+    words they run, the ``PATH`` the program is found on, and ``others`` (None once ``env -i`` cleared it)."""
     others = launch.others
-    words = list(launch.words)
     path: Value = launch.path
     at = f"{launch.where}:{launch.line}"
     while words:
@@ -118,24 +124,7 @@ def final_exec(launch: Launch) -> Exec:
         path = env.get("PATH", Unknown("env runs the program with no PATH: the C library's default"))
     if not words:
         raise InputError(at, "env or nohup with no program after it")
-    head_field = words[0]
-    head = join(head_field)
-    if isinstance(head, Unknown):
-        program: Value = head
-    else:
-        program = which(head, path, launch.cwd)
-    return Exec(
-        program,
-        words,
-        env,
-        origin,
-        launch.unexported,
-        launch.cwd,
-        launch.line,
-        launch.where,
-        others,
-        dict(launch.written),
-    )
+    return words, path, others
 
 
 def _same(a: Exec, b: Exec) -> bool:
