@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError
-from validator.trusted_files import UnsafeLocation, read_trusted_file
+from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
 
 # Caps per kind of input, generous against real files and small against memory. A real config.json or
 # index is tens of KB (the 124B model's index: ~2 MB); unit files, env files and args files are a few KB.
@@ -28,17 +28,9 @@ TEXT_CAP = 4 * 1024 * 1024
 MAX_JSON_DEPTH = 100
 _CHUNK = 1 << 20
 
-_KIND = {
-    stat.S_IFIFO: "a FIFO",
-    stat.S_IFCHR: "a character device",
-    stat.S_IFBLK: "a block device",
-    stat.S_IFSOCK: "a socket",
-    stat.S_IFDIR: "a directory",
-}
-
-
-def _kind(mode: int) -> str:
-    return _KIND.get(stat.S_IFMT(mode), "not a regular file")
+_OPEN_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def open_regular(path: Path | str, what: str = "file") -> int:
@@ -47,11 +39,8 @@ def open_regular(path: Path | str, what: str = "file") -> int:
     ``O_NONBLOCK`` keeps the open of a FIFO from waiting for a writer; ``O_NOCTTY`` keeps a terminal from
     becoming the controlling one. The caller closes the descriptor."""
     where = str(path)
-    flags = (
-        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    )
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         raise InputError(where, f"cannot read {what}: no such file") from None
     except IsADirectoryError:
@@ -61,7 +50,7 @@ def open_regular(path: Path | str, what: str = "file") -> int:
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise InputError(where, f"{what} is {_kind(st.st_mode)}, not a regular file")
+            raise InputError(where, f"{what} is {kind(st.st_mode)}, not a regular file")
         if hasattr(os, "set_blocking"):
             os.set_blocking(fd, True)
     except BaseException:
@@ -119,14 +108,11 @@ def read_head(path: Path | str, cap: int) -> bytes:
     scan source files) and treat an unreadable file as absent: every failure is an ``OSError`` (a FIFO or
     a device is ``EINVAL``), so their ``except OSError`` keeps working, and ``path.read_bytes()[:cap]``,
     which reads all of ``/dev/zero`` before slicing, is never needed."""
-    flags = (
-        os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
-    )
-    fd = os.open(path, flags)
+    fd = os.open(path, _OPEN_FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, f"{_kind(st.st_mode)}, not a regular file", str(path))
+            raise OSError(errno.EINVAL, f"{kind(st.st_mode)}, not a regular file", str(path))
         os.set_blocking(fd, True)
         parts: list[bytes] = []
         total = 0
