@@ -314,3 +314,26 @@ def test_a_log_another_user_could_rewrite_never_hides_a_stall(
     progress = run.check("server.progress")
     assert progress["status"] == "error", run.explain()
     assert progress["evidence"].get("source") != "log", run.explain()
+
+
+def test_a_stale_queue_line_cannot_hold_the_sidecars_readiness_down(tmp_path: Path) -> None:
+    """A healthy, idle server whose log's last batch line says 2 queued (SGLang logs no abort of a
+    waiting request), quiet past the bound, followed by the sidecar: its re-checks take the log's word and
+    drop readiness; a full check then asks the server itself (it answers) and readiness comes back."""
+    from tests.support.daemon_process import daemon_process, sim_on_port, wait_for
+
+    log = tmp_path / "sglang.log"
+    with sim_on_port("healthy", log=log) as sim:
+        sidecar = ("--interval", "1", "--probe-interval", "600", "--wait", "20", "--allow-partial",
+                   "--stall-after", str(BOUND), "--log", str(log))  # fmt: skip
+        with daemon_process(tmp_path, sim.url, *sidecar) as d:
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, 40), d.log()[-3000:]
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            _log(
+                log,
+                f"[{stamp}] Prefill batch, #new-seq: 1, #running-req: 1, #queue-req: 2, cuda graph: False",
+            )
+            assert wait_for(lambda: d.get("/readyz").status_code == 503, 30), d.log()[-3000:]
+            assert wait_for(lambda: d.get("/readyz").status_code == 200, 60), d.log()[-3000:]
+            checks = {c["id"]: c for c in d.get("/report").json()["checks"]}
+            assert checks["server.progress"]["status"] == "pass", checks["server.progress"]

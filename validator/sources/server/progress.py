@@ -7,7 +7,8 @@ over ``STALL_AFTER_S`` a stall. Log: SGLang writes a batch line after each forwa
 batch_result_processor.py), so one within the bound is progress, and none past the bound after a line with
 requests *queued* is a stall (only *running* says nothing); a line's age is what the reader proves
 (``facts.BatchLine``); fresh gauges overrule a queue line (aborts log nothing), and a full check confirms the
-log's stall with its own request. Else one greedy ``/generate`` (SGLang's warm-up prompt) bounded by
+log's stall with its own request (a one-shot check at once; the sidecar at the full check after the one
+that took it: ``_confirm``). Else one greedy ``/generate`` (SGLang's warm-up prompt) bounded by
 :data:`REQUEST_S`, only where the run may generate. Read before the probe, which a stall skips.
 """
 
@@ -24,6 +25,7 @@ from validator.sources.server.metrics import read_again
 
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering
+    from validator.sources.server.metrics_reading import MetricsWatch
 
 REQUEST_S = 30.0  # the bound on our own request: a healthy Spark answers 4 tokens in well under a second
 REQUEST_TOKENS = 4
@@ -70,7 +72,7 @@ async def gather(g: LiveGathering) -> None:
     if from_log is not None and from_log.state is Progress.STALLED:
         if metrics is not None and metrics.progress is Progress.IDLE:
             from_log = None  # the gauges, fresher than a quiet log, say nothing waits
-        elif g.run_probe:
+        elif g.run_probe and _confirm(watch):
             from_log = None  # a full check confirms with its own request: the queue line may be stale
     if from_log is not None:
         g.facts.progress = from_log
@@ -86,6 +88,15 @@ async def gather(g: LiveGathering) -> None:
     g.facts.progress = await _own_request(g)
     if watch is not None:
         watch.last_progress = g.facts.progress
+
+
+def _confirm(watch: MetricsWatch | None) -> bool:
+    """Whether a full check asks the server itself before taking the log's stall: always in a one-shot
+    check; in the sidecar only once the log's stall was already the last answer (it dropped readiness at
+    once, and the next full check, an interval later, confirms: a stale queue line cannot hold readiness
+    down for longer, and a real stall costs no request's timeout to be seen)."""
+    last = watch.last_progress if watch is not None else None
+    return last is None or (last.source == "log" and last.state is Progress.STALLED)
 
 
 async def _reread_log_at_the_bound(g: LiveGathering) -> None:
