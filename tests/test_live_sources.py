@@ -1,4 +1,4 @@
-"""The live job's loop over ``validator.source_table.LIVE``, against a real simulator and a port where no
+"""The live job's loop over ``validator.live_table.LIVE``, against a real simulator and a port where no
 server listens: each source is read when the sources it needs were read and it applies, in the table's
 order; an unreadable one is ``facts.errors[name]``; a server that is not there still leaves the sources
 that do not need it read. And the order that matters: ``/metrics`` is read before the probe, so the
@@ -7,7 +7,7 @@ probe's own tokens never count as the server's traffic."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -18,11 +18,14 @@ from tests.support.sim_process import SimProcess, sim_process
 from validator import live
 from validator.facts import PROBE, SERVER, Facts
 from validator.live_inputs import LiveInputs
+from validator.live_table import LIVE, LiveSource
 from validator.rulepack import load_pack
-from validator.source_table import LIVE, Source
+from validator.source_table import Source
 from validator.sources.gathering import Unreadable
 from validator.sources.live_gathering import LiveGathering
 from validator.sources.server.metrics_reading import parse_metrics
+
+LiveReader = Callable[[LiveGathering], Awaitable[None]]
 
 # What the toy readers saw, in the order they ran: (row, whether the server had been read).
 SEEN: list[tuple[str, bool]] = []
@@ -45,16 +48,16 @@ def _no(g: LiveGathering) -> bool:
     return False
 
 
-def _toy(name: str, reader: str, needs: tuple[str, ...] = (), applies: bool = True) -> Source[LiveGathering]:
-    return Source(name, None, f"{__name__}:{reader}", needs, None if applies else _no)
+def _toy(name: str, reader: LiveReader, needs: tuple[str, ...] = (), applies: bool = True) -> LiveSource:
+    return Source(name, reader, needs, None if applies else _no)
 
 
 TOYS = (
-    _toy("before", "_saw"),  # needs nothing: read first, before the server is known
-    _toy("toy", "_unreadable"),
-    _toy("after_toy", "_never", needs=("toy",)),  # its need was unreadable
-    _toy("after_server", "_saw", needs=(SERVER,)),
-    _toy("not_applying", "_never", applies=False),
+    _toy("before", _saw),  # needs nothing: read first, before the server is known
+    _toy("toy", _unreadable),
+    _toy("after_toy", _never, needs=("toy",)),  # its need was unreadable
+    _toy("after_server", _saw, needs=(SERVER,)),
+    _toy("not_applying", _never, applies=False),
 )
 
 

@@ -2,7 +2,7 @@
 probe, and check it all against the pack (``check`` and the sidecar).
 
 An unreachable server is missing evidence, not a failed deployment: ``server.ready`` is ``error``, verdict
-inconclusive (exit 69). Evidence is the rows of ``source_table.LIVE`` within one deadline. ``LiveResult``
+inconclusive (exit 69). Evidence is the rows of ``live_table.LIVE`` within one deadline. ``LiveResult``
 carries whether the target was reached and the answering process's identity, so the sidecar decides "up"
 and "same server" from typed facts, not by looking for a check ID.
 """
@@ -10,9 +10,8 @@ and "same server" from typed facts, not by looking for a check ID.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,18 +19,16 @@ from validator.checks.registry import builtins
 from validator.engine import build_report, run_checks
 from validator.facts import PROBE, SERVER, Facts, NodeFacts, ProbeResult, ServerMetricsFacts
 from validator.live_inputs import LiveInputs as LiveInputs
+from validator.live_table import LIVE
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
-from validator.source_table import LIVE
 from validator.sources.gathering import Unreadable, permission_denied
 from validator.sources.live_gathering import LiveGathering
 from validator.sources.server.client import SGLangClient
 from validator.sources.server.identity import ServerIdentity, identity_of
 from validator.sources.server.log import FileLogReader, open_log_reader
 from validator.sources.server.start_watch import StartWatch
-
-LiveReader = Callable[[LiveGathering], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -137,9 +134,8 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
                     continue
                 if source.applies is not None and not source.applies(g):  # asked only once its needs are read
                     continue
-                assert source.reader is not None
                 try:
-                    await (await reader(source.reader))(g)
+                    await source.reader(g)
                 except Unreadable as exc:
                     facts.errors[source.name] = str(exc)
                     continue
@@ -150,18 +146,6 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
     finally:
         if inputs.log_reader is None and isinstance(log_reader, FileLogReader):
             log_reader.close()
-
-
-async def reader(spec: str) -> LiveReader:
-    """A live source's reader: ``module`` (its ``gather``) or ``module:function``. A module not yet loaded
-    is imported in a worker thread, off the sidecar's event loop (the probe's brings yaml and the
-    statistics); ``__import__``, the import statement's own path, is what ``python -X importtime`` sees."""
-    module, _, name = spec.partition(":")
-    loaded = sys.modules.get(module)
-    if loaded is None or getattr(loaded.__spec__, "_initializing", False):  # absent, or being imported
-        loaded = await asyncio.to_thread(__import__, module, fromlist=[name or "gather"])
-    found: LiveReader = getattr(loaded, name or "gather")
-    return found
 
 
 async def run_live(

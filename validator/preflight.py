@@ -9,7 +9,7 @@ verdict means something. Evidence is the rows of ``source_table.PREFLIGHT``, rea
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +37,7 @@ class PreflightRun:
 
 def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -> Facts:
     """The static evidence: each source of ``PREFLIGHT`` in order, when the sources it needs were read
-    and it applies, its module imported only then. A malformed checkpoint file is recorded in
+    and it applies. A malformed checkpoint file is recorded in
     ``malformed`` (and as the checkpoint source's error) instead of aborting, so the other checks still
     run and report."""
     facts = Facts(mode="preflight")
@@ -46,9 +46,8 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
     for source in PREFLIGHT:
         if not read.issuperset(source.needs) or (source.applies is not None and not source.applies(g)):
             continue
-        assert source.reader is not None
         try:
-            reader(source.reader)(g)
+            source.reader(g)
         except Unreadable as exc:
             facts.errors[source.name] = str(exc)
             continue
@@ -59,14 +58,6 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
     if facts.launch is None:
         facts.errors.setdefault(LAUNCH, "no launch command")
     return facts
-
-
-def reader(module: str) -> Callable[[Gathering], None]:
-    """A source's reader, its module imported now (``gather(g)``, typed as ``Gathering -> None``).
-    ``__import__`` rather than ``importlib.import_module``: it is the import statement's own path, which
-    ``python -X importtime`` (and so ``bench/preflight.py``'s readers) sees."""
-    found: Callable[[Gathering], None] = __import__(module, fromlist=["gather"]).gather
-    return found
 
 
 def run_preflight(

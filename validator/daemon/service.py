@@ -26,7 +26,6 @@ from validator.facts import ProbeResult
 from validator.live import LiveResult, run_live
 from validator.report import unreached_report
 from validator.running import RunningInputs, judge
-from validator.source_table import LIVE
 from validator.sources.launch.state import read_state
 from validator.sources.server.log import open_log_reader
 from validator.sources.server.metrics_reading import MetricsWatch
@@ -41,13 +40,9 @@ class ServeConfig:
     launch_state: Path | None = None  # the last `launch` verdict to export (serve --launch-state)
 
 
-# What a live check imports on first use: each live source's reader (the live job imports one when its
-# row first applies), the metrics parser and the checks.
-_CHECK_MODULES = (
-    *dict.fromkeys(s.reader.partition(":")[0] for s in LIVE if s.reader is not None),
-    "prometheus_client.parser",
-    "validator.checks.registry",
-)
+# What a live check imports on first use (the live sources' readers are imported with validator.live):
+# the metrics parser and the checks.
+_CHECK_MODULES = ("prometheus_client.parser", "validator.checks.registry")
 
 
 def serve(

@@ -1,9 +1,9 @@
 """What a live source's reader is given: the inputs, the facts so far, the server's client, the log reader,
 and what the pack asks of the probe.
 
-A reader puts its record on ``g.facts``; evidence it could not read is ``Unreadable``, recorded as
-``facts.errors[source]``. Readers run on the sidecar's event loop: file and ``/proc`` reads, parsing and
-imports go to ``asyncio.to_thread``.
+A reader (declared in ``validator.live_table.LIVE``) puts its record on ``g.facts``; evidence it could not
+read is ``Unreadable``, recorded as ``facts.errors[source]``. Readers run on the sidecar's event loop: file
+and ``/proc`` reads and parsing go to ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
