@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,6 +35,39 @@ def test_table_is_sglang_0_5_23_and_complete() -> None:
     )
     assert table.by_option["--tp-size"] is table.by_option["--tensor-parallel-size"]
     assert load_table() is table  # cached
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        (lambda d: d["actions"][3].pop("dest"), "actions[3].dest: Field required"),
+        (
+            lambda d: d["actions"][3].update(option_strings="--x"),
+            "actions[3].option_strings: Input should be",
+        ),
+        (lambda d: d["actions"][3].update(dest=5), "actions[3].dest: Input should be a valid string"),
+        (lambda d: d["actions"][3].update(required="maybe"), "actions[3].required: Input should be a valid"),
+        (lambda d: d.pop("parser"), "parser: Field required"),
+    ],
+)
+def test_a_generated_table_that_is_not_one_is_said_in_one_line(tmp_path: Path, edit: Any, said: str) -> None:
+    """A table generated from another build (``spark-validate sglang-table``) is read with the shipped
+    table's own schema: a missing or mistyped field is named (it was a bare ``KeyError`` text such as
+    ``'dest'``, or a string taken for a list of options, one per character)."""
+    doc = _shipped()
+    edit(doc)
+    path = tmp_path / "table.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError) as info:
+        load_table(path)
+    assert str(info.value).startswith(f"{path}: not a valid SGLang CLI table: {said}")
+    assert "\n" not in str(info.value)
+
+
+def _shipped() -> Any:
+    from validator.sources.sglang.cli_table import _DATA_DIR, TABLE_RESOURCE
+
+    return json.loads((_DATA_DIR / TABLE_RESOURCE).read_text())
 
 
 def test_table_matches_the_shared_reference_dump() -> None:

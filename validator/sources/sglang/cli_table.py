@@ -21,6 +21,7 @@ from typing import Any
 from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
 from validator.sources.sglang.arg_types import TYPES
+from validator.validation import ValidationError, format_loc, load, problems
 
 TABLE_RESOURCE = "sglang-0.5.23-cli.json"
 # package data, found beside the package as rulepack finds the built-in packs (importlib.resources would
@@ -92,46 +93,49 @@ def chosen() -> TableChoice | None:
     return _CHOICE.get()
 
 
-def table_from_json(data: dict[str, Any], *, allow_unknown_types: bool = False) -> CliTable:
+@dataclass(frozen=True)
+class CliParserFile:
+    prog: str
+    allow_abbrev: bool
+    prefix_chars: str
+    defaults: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CliTableFile:
+    """The file as ``scripts/gen_sglang_cli_table.py`` writes it (its other keys are notes for people)."""
+
+    sglang_version: str
+    parser: CliParserFile
+    actions: tuple[CliAction, ...]
+
+
+def table_from_json(data: object, *, allow_unknown_types: bool = False) -> CliTable:
     """A table as ``scripts/gen_sglang_cli_table.py`` writes it (``spark-validate sglang-table`` checks a
-    generated one with it before caching); ``allow_unknown_types``: keep values of type functions this
-    module does not reproduce as strings."""
-    actions = []
-    for raw in data["actions"]:
-        choices = raw["choices"]
-        actions.append(
-            CliAction(
-                option_strings=tuple(raw["option_strings"]),
-                dest=raw["dest"],
-                action=raw["action"],
-                kind=raw["kind"],
-                nargs=raw["nargs"],
-                const=raw["const"],
-                default=raw["default"],
-                type=raw["type"],
-                choices=None if choices is None else tuple(choices),
-                required=raw["required"],
-                deprecated=raw["deprecated"],
-                new_flag=raw["new_flag"],
-            )
-        )
+    generated one with it before caching); ValueError (one line: the first problem) when it is not one.
+    ``allow_unknown_types``: keep values of type functions this module does not reproduce as strings."""
+    try:
+        doc = load(CliTableFile, data)
+    except ValidationError as exc:
+        (loc, msg), *rest = problems(exc)
+        more = f" (and {len(rest)} more)" if rest else ""
+        raise ValueError(f"{format_loc(loc) or 'the document'}: {msg}{more}") from None
     by_option: dict[str, CliAction] = {}
-    for action in actions:
+    for action in doc.actions:
         for option in action.option_strings:
             by_option[option] = action  # a later registration replaces, as in argparse
-    unknown = {a.type for a in actions} - set(TYPES)
+    unknown = {a.type for a in doc.actions} - set(TYPES)
     if unknown and not allow_unknown_types:
         raise ValueError(
             f"CLI table uses type functions this parser does not know: {sorted(map(str, unknown))}"
         )
-    parser = data["parser"]
     return CliTable(
-        sglang_version=data["sglang_version"],
-        prog=parser["prog"],
-        allow_abbrev=parser["allow_abbrev"],
-        prefix_chars=parser["prefix_chars"],
-        parser_defaults=dict(parser["defaults"]),
-        actions=tuple(actions),
+        sglang_version=doc.sglang_version,
+        prog=doc.parser.prog,
+        allow_abbrev=doc.parser.allow_abbrev,
+        prefix_chars=doc.parser.prefix_chars,
+        parser_defaults=dict(doc.parser.defaults),
+        actions=doc.actions,
         by_option=by_option,
     )
 
@@ -150,5 +154,5 @@ def load_table(path: Path | None = None) -> CliTable:
         where = str(path)
     try:
         return table_from_json(json.loads(text), allow_unknown_types=path is not None)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise InputError(where, f"not a valid SGLang CLI table: {exc}") from exc
+    except ValueError as exc:  # not JSON, or not a table
+        raise InputError(where, f"not a valid SGLang CLI table: {exc}") from None
