@@ -421,3 +421,61 @@ def test_a_state_file_another_user_could_write_is_never_used(
         assert stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o600
         assert json.loads(state.read_bytes())["version"] == 1
         assert _npd_state_run(plugin, private).stderr == b""  # its own file is read back
+
+
+_SWAPPER = """
+import ctypes, os, select, sys
+os.setgroups([]); os.setresgid({gid}, {gid}, {gid}); os.setresuid({uid}, {uid}, {uid})
+libc = ctypes.CDLL(None, use_errno=True)
+a, b = os.fsencode(sys.argv[1]), os.fsencode(sys.argv[2])
+print("ready", flush=True)
+swaps = 0
+for _ in range(20000):  # until the test closes stdin (bounded: 20000 * 1000 exchanges)
+    for _ in range(1000):
+        if libc.renameat2(-100, a, -100, b, 2) != 0:  # AT_FDCWD, RENAME_EXCHANGE
+            sys.exit(f"renameat2: errno {{ctypes.get_errno()}}")
+        swaps += 1
+    if select.select([sys.stdin], [], [], 0)[0]:
+        break
+print(swaps, flush=True)
+"""
+
+
+def test_a_directory_swapped_for_a_link_while_the_state_is_written_is_never_written_through(
+    tmp_path: Path, attacker: Any, shared: Path
+) -> None:
+    """The second local user races the state's writer (``--state-dir`` below a directory anyone can
+    write): their own directory on the way, exchanged over and over (``renameat2 RENAME_EXCHANGE``) with a
+    link of theirs to a root-only directory whose last name is the state directory's. A writer that checks
+    the path's links and then creates and opens it by name follows the link swapped in between, and
+    replaces root's ``progress.json`` there (before the fix: within ~200 writes). Each write, thousands of
+    them, is made in the directory it checked or refused, and root's file is never touched."""
+    from validator.commands.npd_state import ProgressStore
+
+    victim = tmp_path / "victim" / "npd"
+    victim.mkdir(parents=True, mode=0o700)
+    (victim / "progress.json").write_text("root's own\n")
+    theirs, link = shared / "theirs", shared / "theirs.lnk"
+    os.mkdir(theirs)
+    os.symlink(victim.parent, link)
+    for made in (theirs, link):
+        os.chown(made, attacker.uid, attacker.gid, follow_symlinks=False)
+    swapper = subprocess.Popen(
+        [sys.executable, "-c", _SWAPPER.format(uid=attacker.uid, gid=attacker.gid), str(theirs), str(link)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    outcomes: dict[str, int] = {}
+    try:
+        assert swapper.stdout is not None and swapper.stdout.readline().strip() == "ready"
+        for _ in range(3000):
+            why = ProgressStore(theirs / "npd", 30.0).save()
+            outcomes["written" if why is None else "refused"] = (
+                outcomes.get("written" if why is None else "refused", 0) + 1
+            )
+            assert (victim / "progress.json").read_text() == "root's own\n", outcomes
+    finally:
+        out, _ = swapper.communicate("stop\n", timeout=60)
+    assert swapper.returncode == 0 and int(out.split()[-1]) > 0, out
+    assert outcomes.get("refused", 0) > 0, outcomes  # the attacker's link was met: the race was run

@@ -57,22 +57,10 @@ def _dir_problem(st: os.stat_result, *, uid: int) -> str | None:
     return None
 
 
-def _link_others_control(directory: Path) -> str | None:
-    """A symbolic link on the way to ``directory`` that someone else could have planted or could swap: one
-    in a directory another user owns, or that others can write (unless sticky and the link is ours)."""
+def _links_problem(links: list[tuple[str, int, DirFacts]]) -> str | None:
+    """A symbolic link followed that someone else could have planted or could swap: one in a directory
+    another user owns, or that others can write (unless sticky and the link is ours)."""
     uid = os.geteuid()
-    links: list[tuple[str, int, DirFacts]] = []
-    target = str(directory / ".probe")
-    for _ in range(4096):
-        try:
-            dfd, _name, _here, _chain = _walk(target, missing_last=True, links_seen=links)
-        except _Missing as exc:
-            target = str(exc.filename)
-            continue
-        except OSError:
-            break  # what cannot be walked is refused with its own reason when the directory is opened
-        os.close(dfd)
-        break
     for link, owner, holder in links:
         if holder.uid not in (0, uid):
             return f"{link} is a symbolic link in {holder.path}, which UID {holder.uid} owns"
@@ -84,29 +72,68 @@ def _link_others_control(directory: Path) -> str | None:
     return None
 
 
+def _parent_of(directory: Path, what: str) -> tuple[int, str]:
+    """A descriptor on the directory that holds ``directory`` (the caller closes it) and its last name,
+    reached by :func:`_walk` (each component opened ``O_NOFOLLOW`` from its parent's descriptor, links
+    resolved by hand) and each missing directory on the way made 0700 through its parent's descriptor.
+    A path checked first and opened by name later could be swapped in between: a directory of another
+    user's on the way turned into a link to root's, and the file written there."""
+    links: list[tuple[str, int, DirFacts]] = []
+    target = str(directory)
+    if not _components(os.path.abspath(target)):  # "/" itself: judged on its descriptor as any other
+        return os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC), "."
+    for _ in range(4096):
+        try:
+            pfd, name, _here, _chain = _walk(target, last_as_is=True, links_seen=links)
+        except _Missing as exc:
+            if (planted := _links_problem(links)) is not None:
+                raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there") from None
+            mfd, missing, _h, _c = _walk(str(exc.filename), missing_last=True, links_seen=links)
+            try:
+                if (planted := _links_problem(links)) is not None:  # swapped in since the first walk
+                    raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
+                os.mkdir(missing, 0o700, dir_fd=mfd)
+            except FileExistsError:
+                pass
+            finally:
+                os.close(mfd)
+            continue
+        except UnsafeLocation:
+            raise
+        except OSError as exc:
+            raise UnsafeLocation(
+                f"{directory}: cannot open a directory on the way: {exc.strerror or exc}"
+            ) from None
+        if (planted := _links_problem(links)) is not None:
+            os.close(pfd)
+            raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
+        return pfd, name
+    raise UnsafeLocation(f"{directory}: too many missing directories on the way")
+
+
 def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "the file") -> int:
     """A descriptor on ``directory``, created 0700 (0750 and group ``gid``) when missing, after checking on
-    the descriptor that this process owns it and nobody else can write it. The caller closes it. A path
-    that goes through a symbolic link someone else could have planted is refused before anything is
+    the descriptor that this process owns it and nobody else can write it. Every directory on the way is
+    opened from its parent's descriptor (:func:`_parent_of`), so what is checked is what is written in; a
+    path that goes through a symbolic link someone else could have planted is refused before anything is
     created: the directory (and the file) would be made wherever the link points."""
     uid = os.geteuid()
-    planted = _link_others_control(directory)
-    if planted is not None:
-        raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
+    pfd, name = _parent_of(directory, what)
     created = False
     try:
-        os.mkdir(directory, 0o700)  # never more than 0700 while it is being created
-        created = True
-    except FileExistsError:
-        pass
-    except FileNotFoundError:
-        os.makedirs(directory.parent, mode=0o700, exist_ok=True)
-        os.mkdir(directory, 0o700)
-        created = True
-    try:
-        dfd = os.open(directory, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
-    except OSError as exc:
-        raise UnsafeLocation(f"{directory}: cannot open the directory: {exc.strerror or exc}") from None
+        try:
+            os.mkdir(name, 0o700, dir_fd=pfd)  # never more than 0700 while it is being created
+            created = True
+        except FileExistsError:
+            pass
+        try:
+            dfd = os.open(
+                name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=pfd
+            )
+        except OSError as exc:
+            raise UnsafeLocation(f"{directory}: cannot open the directory: {exc.strerror or exc}") from None
+    finally:
+        os.close(pfd)
     try:
         problem = _dir_problem(os.fstat(dfd), uid=uid)
         if problem is not None:
@@ -197,11 +224,13 @@ def _walk(
     *,
     follow_last: bool = True,
     missing_last: bool = False,
+    last_as_is: bool = False,
     links_seen: list[tuple[str, int, DirFacts]] | None = None,
 ) -> tuple[int, str, str, list[DirFacts]]:
     """Open each directory of ``path`` from ``/`` without following a link the kernel could swap; return the
     (caller-closed) descriptor of the last one, the last component, its physical path and every directory
-    visited. ``missing_last`` allows an absent last component; ``links_seen`` collects each link followed."""
+    visited. ``missing_last`` allows an absent last component, ``last_as_is`` returns the last one's parent
+    whatever the last is (the caller opens it ``O_NOFOLLOW``); ``links_seen`` collects each link followed."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -222,6 +251,8 @@ def _walk(
                 if not pending:
                     raise UnsafeLocation(f"{path}: ends in '..', not a file")
                 continue
+            if last_as_is and not pending:
+                return os.dup(dfd), name, here, list(visited.values())
             try:
                 lst = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
