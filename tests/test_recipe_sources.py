@@ -83,11 +83,14 @@ def test_draft_markov_rank_and_mask_token_with_sglangs_precedence(
         read_dspark_draft(str(d), None)
 
 
+COMMIT = "abc123" + "0" * 34  # huggingface_hub's refs/<branch> hold a 40-hex commit
+
+
 def test_draft_found_in_hub_cache_and_model_subfolder(tmp_path: Path) -> None:
     hub = tmp_path / "hub" / "models--inclusionAI--Ling-3.0-flash-dspark"
-    write_draft(hub / "snapshots" / "abc123")
+    write_draft(hub / "snapshots" / COMMIT)
     (hub / "refs").mkdir()
-    (hub / "refs" / "main").write_text("abc123\n")
+    (hub / "refs" / "main").write_text(COMMIT + "\n")
     env = {"HF_HUB_CACHE": str(tmp_path / "hub")}
     f = read_dspark_draft("inclusionAI/Ling-3.0-flash-dspark", None, env=env)
     assert f.block_size == 8 and "abc123" in f.located_by
@@ -98,6 +101,25 @@ def test_draft_found_in_hub_cache_and_model_subfolder(tmp_path: Path) -> None:
     f = read_dspark_draft(None, str(model))
     assert f.block_size == 8 and f.path == str(model / "dspark")
     assert read_dspark_draft(None, str(tmp_path)).config_path is None
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "cache"),
+    [("HUGGINGFACE_HUB_CACHE", "hub", "hub"), ("XDG_CACHE_HOME", "xdg", "xdg/huggingface/hub")],
+)
+def test_draft_found_where_huggingface_hub_caches_it(
+    tmp_path: Path, variable: str, value: str, cache: str
+) -> None:
+    """The draft's repo id is looked up in the cache huggingface_hub (and so SGLang) would use, by the
+    target's reader (``hf_cache``): HUGGINGFACE_HUB_CACHE and XDG_CACHE_HOME were not followed for the
+    draft, which then read as not cached."""
+    root = tmp_path / cache / "models--inclusionAI--Ling-3.0-flash-dspark"
+    write_draft(root / "snapshots" / COMMIT)
+    (root / "refs").mkdir()
+    (root / "refs" / "main").write_text(COMMIT)
+    env = {"HOME": str(tmp_path / "home"), variable: str(tmp_path / value)}
+    found = read_dspark_draft("inclusionAI/Ling-3.0-flash-dspark", None, env=env)
+    assert found.block_size == 8 and found.config_path == root / "snapshots" / COMMIT / "config.json"
 
 
 @pytest.mark.parametrize(

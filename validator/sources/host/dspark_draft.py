@@ -15,16 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from validator.bounded_files import load_json_file, read_head
+from validator.bounded_files import load_json_file
 from validator.errors import InputError
 from validator.facts import DSparkDraftFacts
+from validator.sources.host import hf_cache
 
 if TYPE_CHECKING:
     from validator.sources.gathering import Gathering
 
 CONFIG_CAP = 4 * 1024 * 1024  # a draft config.json is a few KB
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-_REVISION = re.compile(r"^[\w.-]+$")
 
 
 def locate_draft(
@@ -42,35 +42,13 @@ def locate_draft(
         config = local / "config.json"
         return draft_path, (config if config.exists() else None), "local directory"
     if _REPO_ID.match(draft_path):
-        found = _hub_snapshot(draft_path, revision or "main", env)
-        if found is not None:
-            return draft_path, found[0], found[1]
+        found = hf_cache.lookup(draft_path, revision, env, env.get("HOME") or os.path.expanduser("~"))
+        if found.snapshot is not None and found.commit is not None:
+            root = found.cache / ("models--" + draft_path.replace("/", "--"))
+            how = f"Hugging Face cache {root} ({found.revision} = {found.commit[:12]})"
+            return draft_path, found.snapshot / "config.json", how
         return draft_path, None, f"Hugging Face repo {draft_path} is not in the local hub cache"
     return draft_path, None, f"{draft_path} is not a directory"
-
-
-def _hub_snapshot(repo: str, revision: str, env: Mapping[str, str]) -> tuple[Path, str] | None:
-    """``config.json`` of a repo in the local Hugging Face hub cache (the layout huggingface_hub writes:
-    ``models--ORG--NAME/refs/<revision>`` holds a commit, ``snapshots/<commit>/`` the files)."""
-    if not _REVISION.match(revision):
-        return None
-    home = env.get("HOME") or os.path.expanduser("~")
-    hf_home = env.get("HF_HOME") or str(Path(home) / ".cache" / "huggingface")
-    hub = env.get("HF_HUB_CACHE") or str(Path(hf_home) / "hub")
-    root = Path(hub) / ("models--" + repo.replace("/", "--"))
-    commit = revision
-    ref = root / "refs" / revision
-    if ref.is_file():
-        try:
-            commit = read_head(ref, 80).decode("ascii", "replace").strip()
-        except OSError:
-            return None
-    if not _REVISION.match(commit):
-        return None
-    config = root / "snapshots" / commit / "config.json"
-    if config.exists():
-        return config, f"Hugging Face cache {root} ({revision} = {commit[:12]})"
-    return None
 
 
 def read_dspark_draft(
