@@ -17,6 +17,9 @@ from tests.support.private_dir import NoPrivateBase, private_base
 from tests.support.second_user import User, ensure_user
 from tests.support.sglang_wheel import sglang_root, sglang_site
 
+# CPU per test, children included, when $SPARK_VALIDATE_CPU_PROFILE is set (bench/cpu_by_file.py reads it)
+pytest_plugins = ["tests.support.cpu_profile"]
+
 
 # Files the verdict must trust (packs, env files, attestations) go to tmp_path, so pytest's temporary tree
 # lives in a private base directory whose whole chain was checked first (tests/support/private_dir.py):
