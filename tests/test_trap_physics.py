@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import pytest
@@ -19,9 +19,17 @@ from tests.support.prerequisite import missing
 if importlib.util.find_spec("torch") is None:
     missing("torch not installed (pip install torch==2.13.0, CPU build)")
 
-from tests.support.plugin_trap import build, eagle_init_lm_head, speculative_generate
 from validator.plugin import hooks
 from validator.plugin.state import PluginState
+
+
+def _trap() -> ModuleType:
+    """tests/support/plugin_trap.py (it imports torch), imported when a test runs, not when every xdist
+    worker collects the suite."""
+    import tests.support.plugin_trap as trap
+
+    return trap
+
 
 PROMPT = list(range(1, 17))
 MAX_NEW = 128
@@ -44,10 +52,10 @@ def _serve(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, *, remedy: bool, nati
     else:
         monkeypatch.delenv("SPARK_VALIDATE_SHARE_LM_HEAD", raising=False)
     state = PluginState()
-    target, draft = build(with_share_method=native)
+    target, draft = _trap().build(with_share_method=native)
     hooks.record_model_loaded(state, _runner(target, draft=False))
     hooks.record_model_loaded(state, _runner(draft, draft=True))
-    eagle_init_lm_head(target, draft)
+    _trap().eagle_init_lm_head(target, draft)
     hooks.record_lm_head(state, target, [draft], shares_itself=True)
     return state, target, draft
 
@@ -56,7 +64,7 @@ def _generate(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any, what:
     """Serve (``_serve``), generate greedily with speculation, and print what it accepted: the figure the
     trap is about, shown in the test run."""
     state, target, draft = _serve(tmp_path, monkeypatch, **serve)
-    result = speculative_generate(target, draft, PROMPT, MAX_NEW)
+    result = _trap().speculative_generate(target, draft, PROMPT, MAX_NEW)
     with capsys.disabled():
         print(
             f"\n[trap] {what}: accept length {result.accept_length:.2f} "
@@ -106,7 +114,7 @@ def test_remedy_turns_the_broken_setup_into_the_working_one(tmp_path, monkeypatc
     assert draft.lm_head is target.lm_head
     assert result.accept_length > 2.5
     # Same greedy output either way: speculation is lossless, only its speed differs.
-    broken_target, broken_draft = build()
-    eagle_init_lm_head(broken_target, broken_draft)
-    broken = speculative_generate(broken_target, broken_draft, PROMPT, MAX_NEW)
+    broken_target, broken_draft = _trap().build()
+    _trap().eagle_init_lm_head(broken_target, broken_draft)
+    broken = _trap().speculative_generate(broken_target, broken_draft, PROMPT, MAX_NEW)
     assert broken.tokens[:MAX_NEW] == result.tokens[:MAX_NEW]

@@ -15,10 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import ml_dtypes
-import numpy as np
-from safetensors.numpy import save_file
-
 from validator.sources.host.safetensors_header import DTYPE_BITS
 
 REAL = {"hidden_size": 2560, "vocab_size": 157184, "num_hidden_layers": 42, "moe_intermediate_size": 768}
@@ -163,7 +159,12 @@ def _write_shards(d: Path, specs: dict[str, tuple[str, list[int]]], shards: int,
 
 def _save_real(path: Path, specs: dict[str, tuple[str, list[int]]]) -> None:
     """Real tensors through the safetensors library, from numpy arrays: ml_dtypes gives numpy the BF16 and
-    FP8 dtypes, so a fixture needs no torch (torch is only for the trap experiment)."""
+    FP8 dtypes, so a fixture needs no torch (torch is only for the trap experiment). Imported here: a
+    dozen test modules import this one, and every xdist worker collects them all."""
+    import ml_dtypes
+    import numpy as np
+    from safetensors.numpy import save_file
+
     dtypes: dict[str, Any] = {
         "BF16": ml_dtypes.bfloat16,
         "F16": np.float16,
