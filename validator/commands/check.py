@@ -223,8 +223,8 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
 class TerminalProgress:
     """A live status line on a terminal; a line per phase change otherwise (logs)."""
 
-    def __init__(self, stream: Any = sys.stderr) -> None:
-        self.stream = stream
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = sys.stderr if stream is None else stream  # at the call: a caller may have redirected it
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.dirty = False
 

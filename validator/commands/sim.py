@@ -11,10 +11,14 @@ import math
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UsageError
 from validator.sim import scenarios
 from validator.trusted_files import UnsafeLocation, open_private_dir
+
+if TYPE_CHECKING:
+    from validator.sim.runner import SimServer
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,36 +118,53 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"sim: --{name.replace('_', '-')} must be a number >= 0")
     if not (args.idle_metrics_interval > 0 and math.isfinite(args.idle_metrics_interval)):
         raise UsageError("sim: --idle-metrics-interval must be a positive number of seconds")
-    key = _read_key(args.api_key_file) if args.api_key_file else None
     attestation = args.attestation  # None: the plugin's own location rules (validator.attestation.location)
     if attestation is not None:
         _refuse_unsafe_directory(attestation)
 
     # here: the simulator's server (uvicorn, starlette, asyncio), which `--help` need not load
-    from validator.sim.runner import SimServer, map_library, serve_forever, serve_worker, worker_rank
+    from validator.sim.runner import map_library, serve_forever, serve_worker, worker_rank
 
-    extra = tuple(args.server_args[1:] if args.server_args[:1] == ["--"] else args.server_args)
     # NCCL is what torch maps at start; the simulator maps the file named here so that the NCCL a
     # process really loaded is read from /proc/PID/maps, as for a real server
     nccl = os.environ.get("SPARK_VALIDATE_SIM_NCCL")
     mapped = map_library(nccl) if nccl else None
-    rank = worker_rank(extra)
+    rank = worker_rank(server_args_of(args))
     if rank is not None:
         sys.stderr.write(f"spark-validate sim: worker node rank {rank}, serving no HTTP\n")
         return serve_worker()
 
-    sim = SimServer(
+    sim = simulator(args)
+    sys.stderr.write(f"spark-validate sim: scenario {sim.scenario.name} on {args.host}:{args.port}\n")
+    try:
+        return serve_forever(sim)
+    finally:
+        del mapped
+
+
+def server_args_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The SGLang arguments after ``--``, as the simulated server reports them."""
+    return tuple(args.server_args[1:] if args.server_args[:1] == ["--"] else args.server_args)
+
+
+def simulator(args: argparse.Namespace) -> SimServer:
+    """The simulated server the parsed ``sim`` options describe, not yet started: ``run`` serves it in the
+    foreground; the tests' in-process harness (tests/support/in_process.py) drives the same object
+    without a socket, so both read one set of options the same way."""
+    from validator.sim.runner import SimServer
+
+    return SimServer(
         args.scenario or ["healthy"],
         seed=args.seed,
         speed=args.speed,
         startup_seconds=args.startup_seconds,
-        api_key=key,
+        api_key=_read_key(args.api_key_file) if args.api_key_file else None,
         log_path=args.log,
         log_style=args.log_style,
-        attestation_path=attestation,
+        attestation_path=args.attestation,  # None: the plugin's own location rules (attestation.location)
         host=args.host,
         port=args.port,
-        extra_args=extra,
+        extra_args=server_args_of(args),
         refuse_until_ready=not args.answer_while_loading,
         enable_metrics=args.enable_metrics,
         api_style=args.api_style,
@@ -153,11 +174,6 @@ def run(args: argparse.Namespace) -> int:
         stall_for_s=args.stall_for,
         idle_metrics_s=args.idle_metrics_interval,
     )
-    sys.stderr.write(f"spark-validate sim: scenario {sim.scenario.name} on {args.host}:{args.port}\n")
-    try:
-        return serve_forever(sim)
-    finally:
-        del mapped
 
 
 def _refuse_unsafe_directory(attestation: Path) -> None:

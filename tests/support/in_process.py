@@ -1,0 +1,223 @@
+"""The real ``check --url`` front door (``validator.cli.main``) run in this process against the simulator's
+ASGI app, for tests whose subject is the verdict and the report, not the process: no uvicorn, no child
+interpreter, the same ``CheckRun`` (exit code, stdout, stderr, JSON report) as ``run_check``.
+
+What stays real: the simulator is the ``sim`` command's own ``SimServer`` (``commands.sim.simulator``, the
+options parsed by the CLI's parser), run on its own thread and event loop as the real process runs it;
+its log and attestation are files under the test's directory. It binds its port and listens on it once
+loaded (as ``--refuse-until-ready``), so what the check reads from ``/proc`` is true of this process: the
+listener on the URL's port is the process that wrote the attestation. Only HTTP is carried without a
+socket, through ``LiveInputs.transport``: each request is handed to the simulator's loop and answered
+whole, a request the server does not answer within the client's read timeout raises ``ReadTimeout``, a
+port not (or no longer) listening raises ``ConnectError``, and a simulated crash resets what is in flight.
+
+What differs, and stays on real processes: a crashed simulator's process is still alive (a real one dies by
+SIGKILL), signals, the check's own stdout/stderr file descriptors and ``--output`` files written by another
+process. ``tests/test_in_process_differential.py`` holds this harness to the real processes, scenario by
+scenario, so the seam cannot drift silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import io
+import json
+import os
+import socket
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.check_helpers import CheckRun
+from tests.support.loopback import free_port
+from validator import cli
+from validator.commands import check as check_command
+from validator.commands import sim as sim_command
+from validator.sim import server_log
+from validator.sim.app import create_app
+from validator.sim.runner import SimServer
+
+# far above what the simulator at test speed needs to load; a row that dies loading settles at once
+LOAD_TIMEOUT_S = 60.0
+
+
+@dataclass
+class InProcessSim:
+    """A simulated server on a thread of this process; ``url``, ``port``, ``log`` and ``attestation`` as
+    ``sim_process``'s ``SimProcess`` has them."""
+
+    server: SimServer
+    url: str
+    port: int
+    log: Path
+    attestation: Path
+    sock: socket.socket
+    loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
+    listening: bool = False
+    in_flight: set[concurrent.futures.Future[Any]] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def transport(self) -> httpx.AsyncBaseTransport:
+        """A transport that carries one check's requests to this server."""
+        return _SimTransport(self)
+
+    def _crashed(self) -> None:
+        """The simulated crash (``engine.on_crash``, on the simulator's loop): the port closes and every
+        request in flight is reset, as when the real process is killed."""
+        with self.lock:
+            self.listening = False
+            pending = list(self.in_flight)
+        self.sock.close()
+        for fut in pending:
+            fut.cancel()
+
+
+class _SimTransport(httpx.AsyncBaseTransport):
+    def __init__(self, sim: InProcessSim) -> None:
+        engine = sim.server.engine
+        self.sim = sim
+        self.app = httpx.ASGITransport(
+            app=server_log.access_logged(create_app(engine), engine.log),
+            raise_app_exceptions=False,  # uvicorn answers 500 to an app that raises
+            client=("127.0.0.1", free_port()),
+        )
+
+    async def _answer(self, method: str, url: str, headers: list[tuple[bytes, bytes]], body: bytes) -> Any:
+        request = httpx.Request(method, url, headers=headers, content=body)
+        response = await self.app.handle_async_request(request)
+        return response.status_code, response.headers.raw, await response.aread()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        with self.sim.lock:
+            if not self.sim.listening:
+                raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+            fut = asyncio.run_coroutine_threadsafe(
+                self._answer(request.method, str(request.url), request.headers.raw, body), self.sim.loop
+            )
+            self.sim.in_flight.add(fut)
+        read_s = request.extensions.get("timeout", {}).get("read")
+        try:
+            status, headers, content = await asyncio.wait_for(asyncio.wrap_future(fut), read_s)
+        except asyncio.TimeoutError:
+            fut.cancel()
+            raise httpx.ReadTimeout("timed out", request=request) from None
+        except asyncio.CancelledError:
+            if fut.cancelled() and not self.sim.listening:  # reset by the crash, not our caller's cancel
+                raise httpx.ReadError("[Errno 104] Connection reset by peer", request=request) from None
+            raise
+        finally:
+            with self.sim.lock:
+                self.sim.in_flight.discard(fut)
+        return httpx.Response(status, headers=headers, stream=httpx.ByteStream(content), request=request)
+
+
+async def _start(sim: InProcessSim) -> None:
+    """``runner._serve`` without uvicorn: load, then listen and warm up (``--answer-while-loading``:
+    listen at once and start up). The warm-up task lives on this loop until the loop stops."""
+    engine = sim.server.engine
+    if sim.server.refuse_until_ready:
+        if not await engine.load():
+            return  # died while loading: the port never opens
+        sim.sock.listen(16)
+        sim.listening = True
+        asyncio.get_running_loop().create_task(engine.warm_up())
+    else:
+        sim.sock.listen(16)
+        sim.listening = True
+        asyncio.get_running_loop().create_task(engine.start_up())
+
+
+@contextlib.contextmanager
+def sim_in_process(
+    tmp: Path, *args: str, speed: float = 1000.0, startup: float = 0.3, wait_listen: bool = True
+) -> Iterator[InProcessSim]:
+    """``sim_process`` in this process: the same ``sim`` options (``--scenario``, ``--log-style``,
+    ``--api-key-file``, ``-- SGLANG_ARGS``...), the log and attestation under ``tmp``. With
+    ``wait_listen`` (default) returns once the port listens, which is only after the load phase."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    log, att = tmp / f"sglang-{port}.log", tmp / f"attestation-{port}.json"
+    argv = ["sim", "--port", str(port), "--speed", str(speed), "--startup-seconds", str(startup)]
+    argv += ["--log", str(log), "--attestation", str(att), *args]
+    parsed = cli.build_parser(only="sim").parse_args(argv)
+    server = sim_command.simulator(parsed)
+    server.engine.bind(port)
+    sim = InProcessSim(server, f"http://127.0.0.1:{port}", port, log, att, sock)
+    server.engine.on_crash = sim._crashed
+    thread = threading.Thread(target=sim.loop.run_forever, daemon=True, name="sim-in-process")
+    thread.start()
+    started = asyncio.run_coroutine_threadsafe(_start(sim), sim.loop)
+    try:
+        if wait_listen:
+            started.result(timeout=LOAD_TIMEOUT_S)
+            died = log.read_text(errors="replace")[-600:] if log.exists() else ""
+            assert sim.listening, f"the simulator died while loading: {died}"
+        yield sim
+    finally:
+        with sim.lock:
+            sim.listening = False
+        with contextlib.suppress(concurrent.futures.TimeoutError):
+            asyncio.run_coroutine_threadsafe(_stop(), sim.loop).result(timeout=10)
+        sim.loop.call_soon_threadsafe(sim.loop.stop)
+        thread.join(timeout=10)
+        sock.close()
+        server.engine.close()
+        sim.loop.close()
+
+
+async def _stop() -> None:
+    """Every task of the simulator's loop cancelled and awaited, as uvicorn's shutdown ends the server's."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@contextlib.contextmanager
+def _environment(env: Mapping[str, str]) -> Iterator[None]:
+    """``run_check``'s environment for the length of one in-process run: no SPARK_VALIDATE_API_KEY,
+    NO_COLOR=1, then ``env``."""
+    saved = dict(os.environ)
+    os.environ.pop("SPARK_VALIDATE_API_KEY", None)
+    os.environ.update({"NO_COLOR": "1", **env})
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def check_in_process(
+    sim: InProcessSim, *args: str, fmt: str = "json", env: Mapping[str, str] | None = None
+) -> CheckRun:
+    """``run_check(sim.url, ARGS, fmt=FMT)`` in this process: ``validator.cli.main`` with the live job's
+    HTTP carried to ``sim``, stdout and stderr captured, the exit code returned by the front door."""
+    out, err = io.StringIO(), io.StringIO()
+    real_inputs = check_command.live_inputs_from
+
+    def with_transport(parsed: Any, on_progress: Any = None) -> Any:
+        inputs = real_inputs(parsed, on_progress=on_progress)
+        inputs.transport = sim.transport()
+        return inputs
+
+    argv = ["check", "--url", sim.url, "--format", fmt, *args]
+    check_command.live_inputs_from = with_transport  # type: ignore[assignment]
+    try:
+        with _environment(env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = cli.main(argv)
+    finally:
+        check_command.live_inputs_from = real_inputs  # type: ignore[assignment]
+    stdout = out.getvalue()
+    report = None
+    if fmt == "json" and stdout.strip():
+        with contextlib.suppress(json.JSONDecodeError):
+            report = json.loads(stdout)
+    return CheckRun(rc, stdout, err.getvalue(), report)
