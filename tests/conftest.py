@@ -154,13 +154,14 @@ SLOW: tuple[str, ...] = (
     "test_sim_recipes::test_ring_failure_in_process_refuses_then_settles_crashed",
 )
 # Names whose use (a call, an attribute) means a test starts a process: an interpreter, a simulator, the
-# sidecar, a tool, a child as another user. ``sim_in_process`` too: a live check against the simulator
-# in-process costs little CPU but waits out the simulated start-up and the probe as a process does.
+# sidecar, a tool, a child as another user. The in-process live check too (``sim_in_process``,
+# ``check_in_process``): little CPU, but it waits out start-up, --wait and the probe as a process does.
 PROCESS_STARTERS = frozenset(
     {
         "subprocess", "Popen", "create_subprocess_exec", "create_subprocess_shell", "fork", "run_cli",
         "run_check", "preflight_json", "sim_process", "daemon_process", "sim_on_port", "SimOnPort",
         "run_tool", "run_as", "call_as", "running_prometheus", "sim_in_process",
+        "check_in_process",
     }
 )  # fmt: skip
 

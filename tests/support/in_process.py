@@ -196,19 +196,23 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
 
 
 def check_in_process(
-    sim: InProcessSim, *args: str, fmt: str = "json", env: Mapping[str, str] | None = None
+    target: InProcessSim | str, *args: str, fmt: str = "json", env: Mapping[str, str] | None = None
 ) -> CheckRun:
-    """``run_check(sim.url, ARGS, fmt=FMT)`` in this process: ``validator.cli.main`` with the live job's
-    HTTP carried to ``sim``, stdout and stderr captured, the exit code returned by the front door."""
+    """``run_check(URL, ARGS, fmt=FMT)`` in this process: ``validator.cli.main`` with stdout and stderr
+    captured and the exit code returned by the front door. The live job's HTTP is carried to ``target``
+    when it is a simulator in-process, and goes over loopback to a URL (a test's stand-in server on a
+    thread of this process, or nothing listening)."""
     out, err = io.StringIO(), io.StringIO()
     real_inputs = check_command.live_inputs_from
+    url = target if isinstance(target, str) else target.url
 
     def with_transport(parsed: Any, on_progress: Any = None) -> Any:
         inputs = real_inputs(parsed, on_progress=on_progress)
-        inputs.transport = sim.transport()
+        if not isinstance(target, str):
+            inputs.transport = target.transport()
         return inputs
 
-    argv = ["check", "--url", sim.url, "--format", fmt, *args]
+    argv = ["check", "--url", url, "--format", fmt, *args]
     check_command.live_inputs_from = with_transport  # type: ignore[assignment]
     try:
         with _environment(env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
