@@ -4,6 +4,12 @@ Each broken scenario must fail with exactly its check IDs (exit 78); a server th
 give ``inconclusive`` and exit 69, never a traceback; evidence that disagrees between sources fails with
 both values; a stale attestation is never taken as proof. Simulators run at a large --speed with a short
 start-up so the whole file stays fast on two cores.
+
+Where the subject is the process (a healthy check end to end, the wait's phase lines on stderr, a refused
+port, a server that dies, an attestation from a process that is gone) both are real processes. Where it is
+the verdict and the report, the real ``check`` front door runs in this process against the ``sim``
+command's own server (tests/support/in_process.py; tests/test_live_in_process.py holds it to the real
+processes).
 """
 
 from __future__ import annotations
@@ -20,8 +26,9 @@ import pytest
 import yaml
 
 from tests.support.check_helpers import CheckRun, evidence_files, run_check
+from tests.support.in_process import InProcessSim, check_in_process, sim_in_process
 from tests.support.loopback import free_port
-from tests.support.sim_process import REPO, SimProcess, sim_process
+from tests.support.sim_process import REPO, sim_process
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,17 +49,18 @@ def no_traceback(run: CheckRun) -> None:
 
 
 @pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessSim]:
     """One healthy simulator shared by the read-only tests (each check only adds probe requests)."""
-    with sim_process(tmp_path_factory.mktemp("healthy"), "--scenario", "healthy") as sim:
+    with sim_in_process(tmp_path_factory.mktemp("healthy"), "--scenario", "healthy") as sim:
         yield sim
 
 
 # ---- healthy ----
 
 
-def test_healthy_passes_with_attestation_and_log(healthy: SimProcess) -> None:
-    run = run_check(healthy.url, "--wait", "20", *evidence_files(healthy))
+def test_healthy_passes_with_attestation_and_log(tmp_path: Path) -> None:
+    with sim_process(tmp_path, "--scenario", "healthy") as healthy:
+        run = run_check(healthy.url, "--wait", "20", *evidence_files(healthy))
     no_traceback(run)
     assert run.rc == 0, run.explain()
     assert run.report is not None and run.report["verdict"] == "pass"
@@ -71,10 +79,12 @@ def test_healthy_passes_with_attestation_and_log(healthy: SimProcess) -> None:
     assert probe["completion_tokens"] <= 512  # the pack's hard cap
 
 
-def test_healthy_over_http_alone_is_inconclusive_with_the_way_to_prove_the_rest(healthy: SimProcess) -> None:
+def test_healthy_over_http_alone_is_inconclusive_with_the_way_to_prove_the_rest(
+    healthy: InProcessSim,
+) -> None:
     """What HTTP cannot prove (the draft head's identity, the head's dtype) is `error`, and
     the verdict is not a pass until the input that proves it is given (or --allow-partial accepts it)."""
-    run = run_check(healthy.url, "--wait", "20")
+    run = check_in_process(healthy, "--wait", "20")
     no_traceback(run)
     run.inconclusive()
     assert run.with_status("error") == {"spec.lm_head_shared", "lm_head.fp8"}, run.explain()
@@ -83,14 +93,14 @@ def test_healthy_over_http_alone_is_inconclusive_with_the_way_to_prove_the_rest(
     assert shared["evidence"]["probe_accept_length"] > 1.5  # the best functional evidence, shown
     needs = {m["id"]: m["input"] for m in run.report["coverage"]["missing"]}
     assert "--attestation" in needs["spec.lm_head_shared"] and "--attestation" in needs["lm_head.fp8"]
-    partial = run_check(healthy.url, "--wait", "20", "--allow-partial")
+    partial = check_in_process(healthy, "--wait", "20", "--allow-partial")
     assert partial.rc == 0 and partial.report is not None and partial.report["partial"] is True
 
 
-def test_healthy_over_http_and_log_leaves_only_the_draft_head_unproven(healthy: SimProcess) -> None:
+def test_healthy_over_http_and_log_leaves_only_the_draft_head_unproven(healthy: InProcessSim) -> None:
     """The log proves the FP8 head (the 'Online FP8' line, once); only the draft head's identity stays
     unproven without the plugin."""
-    run = run_check(healthy.url, "--wait", "20", "--log", str(healthy.log))
+    run = check_in_process(healthy, "--wait", "20", "--log", str(healthy.log))
     assert run.rc == 69, run.explain()
     assert run.report is not None and run.report["coverage"]["not_proven"] == ["spec.lm_head_shared"]
     assert run.with_status("warn") == set(), run.explain()
@@ -99,15 +109,15 @@ def test_healthy_over_http_and_log_leaves_only_the_draft_head_unproven(healthy: 
     assert head["evidence"]["log_fp8_lm_head_lines"] == 1
 
 
-def test_strict_without_attestation_is_not_a_pass(healthy: SimProcess) -> None:
-    run = run_check(healthy.url, "--wait", "20", "--log", str(healthy.log), "--strict")
+def test_strict_without_attestation_is_not_a_pass(healthy: InProcessSim) -> None:
+    run = check_in_process(healthy, "--wait", "20", "--log", str(healthy.log), "--strict")
     no_traceback(run)
     assert run.report is not None and run.report["verdict"] != "pass", run.explain()
     assert run.rc != 0
     assert "attestation" in run.check("spec.lm_head_shared")["message"]
 
 
-def test_pack_requiring_attestation_is_not_a_pass_without_it(healthy: SimProcess, tmp_path: Path) -> None:
+def test_pack_requiring_attestation_is_not_a_pass_without_it(healthy: InProcessSim, tmp_path: Path) -> None:
     src = REPO / "rules" / "ling-3.0-flash-dgx-spark.yaml"
     pack = yaml.safe_load(src.read_text())
     pack["expect"]["require_attestation"] = True
@@ -115,19 +125,19 @@ def test_pack_requiring_attestation_is_not_a_pass_without_it(healthy: SimProcess
     (tmp_path / "site.yaml").write_text(yaml.safe_dump(pack, sort_keys=False))
     shutil.copy(REPO / "rules" / "probe-prompts.yaml", tmp_path / "probe-prompts.yaml")
 
-    without = run_check(
-        healthy.url, "--wait", "20", "--log", str(healthy.log), "--rules", str(tmp_path / "site.yaml")
+    without = check_in_process(
+        healthy, "--wait", "20", "--log", str(healthy.log), "--rules", str(tmp_path / "site.yaml")
     )
     no_traceback(without)
     without.inconclusive()
     assert {"spec.lm_head_shared", "lm_head.fp8"} <= without.with_status("error")
-    with_it = run_check(
-        healthy.url, "--wait", "20", *evidence_files(healthy), "--rules", str(tmp_path / "site.yaml")
+    with_it = check_in_process(
+        healthy, "--wait", "20", *evidence_files(healthy), "--rules", str(tmp_path / "site.yaml")
     )
     assert with_it.rc == 0, with_it.explain()
 
 
-def test_the_probe_reads_the_prompts_file_its_pack_names(healthy: SimProcess, tmp_path: Path) -> None:
+def test_the_probe_reads_the_prompts_file_its_pack_names(healthy: InProcessSim, tmp_path: Path) -> None:
     """A site pack's ``probe.prompts`` is the file the live probe is handed (beside the pack), not the
     built-in prompts: an empty one makes the probe an error naming it; a copy of the built-in one passes."""
     site = tmp_path / "site.yaml"
@@ -136,21 +146,24 @@ def test_the_probe_reads_the_prompts_file_its_pack_names(healthy: SimProcess, tm
         "metadata:\n  name: site\n  version: '1'\nprobe:\n  prompts: site-prompts.yaml\n"
     )
     (tmp_path / "site-prompts.yaml").write_text("prompts: []\n")
-    empty = run_check(healthy.url, "--wait", "20", *evidence_files(healthy), "--rules", str(site))
+    empty = check_in_process(healthy, "--wait", "20", *evidence_files(healthy), "--rules", str(site))
     no_traceback(empty)
     assert empty.report is not None and empty.report["verdict"] != "pass", empty.explain()
     named = {str(c["id"]): c["status"] for c in empty.report["checks"] if "site-prompts.yaml" in c["message"]}
     assert named and set(named.values()) == {"error"}, empty.explain()
     shutil.copy(REPO / "rules" / "probe-prompts.yaml", tmp_path / "site-prompts.yaml")
-    copied = run_check(healthy.url, "--wait", "20", *evidence_files(healthy), "--rules", str(site))
+    copied = check_in_process(healthy, "--wait", "20", *evidence_files(healthy), "--rules", str(site))
     assert copied.rc == 0, copied.explain()
 
 
-def test_junit_has_a_testcase_per_check(healthy: SimProcess) -> None:
+def test_junit_has_a_testcase_per_check(tmp_path: Path) -> None:
+    # an idle server of its own: the shared one's log holds the other tests' decode batches, which prove
+    # progress to a check that sends nothing (the idle-server case below is what this test asserts)
     # --no-probe leaves the acceptance length unproven: --allow-partial accepts that here
-    args = ("--wait", "20", *evidence_files(healthy), "--no-probe", "--allow-partial")
-    as_json = run_check(healthy.url, *args)
-    junit = run_check(healthy.url, *args, fmt="junit")
+    with sim_in_process(tmp_path, "--scenario", "healthy") as idle:
+        args = ("--wait", "20", *evidence_files(idle), "--no-probe", "--allow-partial")
+        as_json = check_in_process(idle, *args)
+        junit = check_in_process(idle, *args, fmt="junit")
     no_traceback(junit)
     assert junit.rc == as_json.rc == 0, junit.stderr
     root = ET.fromstring(junit.stdout)
@@ -193,8 +206,8 @@ BROKEN = {
 
 @pytest.mark.parametrize("scenario", list(BROKEN))
 def test_broken_scenario_fails_exactly_its_checks(scenario: str, tmp_path: Path) -> None:
-    with sim_process(tmp_path, "--scenario", scenario) as sim:
-        run = run_check(sim.url, "--wait", "20", *evidence_files(sim))
+    with sim_in_process(tmp_path, "--scenario", scenario) as sim:
+        run = check_in_process(sim, "--wait", "20", *evidence_files(sim))
     no_traceback(run)
     assert run.rc == 78, run.explain()
     assert run.report is not None and run.report["verdict"] == "fail"
@@ -293,16 +306,16 @@ def test_crash_after_ready_is_a_dead_server_in_this_check_and_the_next(tmp_path:
 
 
 def test_malformed_json_is_inconclusive_naming_the_endpoint(tmp_path: Path) -> None:
-    with sim_process(tmp_path, "--scenario", "malformed-json") as sim:
-        run = run_check(sim.url, "--wait", "20", *evidence_files(sim))
+    with sim_in_process(tmp_path, "--scenario", "malformed-json") as sim:
+        run = check_in_process(sim, "--wait", "20", *evidence_files(sim))
     no_traceback(run)
     message = run.not_ready()
     assert "/server_info" in message and "invalid JSON" in message
 
 
 def test_flaky_5xx_within_the_retry_budget_is_never_a_config_failure(tmp_path: Path) -> None:
-    with sim_process(tmp_path, "--scenario", "flaky-5xx") as sim:
-        run = run_check(sim.url, "--wait", "20", *evidence_files(sim))
+    with sim_in_process(tmp_path, "--scenario", "flaky-5xx") as sim:
+        run = check_in_process(sim, "--wait", "20", *evidence_files(sim))
     no_traceback(run)
     # 503s are the server's trouble, not a misconfiguration: pass (retried) or inconclusive, never 78.
     assert run.rc in (0, 69), run.explain()
@@ -348,9 +361,9 @@ def test_log_from_another_server_disagrees_with_the_server(tmp_path: Path) -> No
     with SimServer("backend-auto", speed=1000.0, startup_seconds=0.05, log_path=other_log,
                    attestation_path=tmp_path / "other.json") as other:  # fmt: skip
         assert other.wait_ready(10)
-    with sim_process(tmp_path, "--scenario", "healthy") as sim:
-        run = run_check(sim.url, "--wait", "20", "--log", str(other_log), "--no-probe")
-        junit = run_check(sim.url, "--wait", "20", "--log", str(other_log), "--no-probe", fmt="junit")
+    with sim_in_process(tmp_path, "--scenario", "healthy") as sim:
+        run = check_in_process(sim, "--wait", "20", "--log", str(other_log), "--no-probe")
+        junit = check_in_process(sim, "--wait", "20", "--log", str(other_log), "--no-probe", fmt="junit")
     no_traceback(run)
     assert run.rc == 78, run.explain()
     moe = run.check("moe.backend")

@@ -26,7 +26,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tests.support.cli import json_report, run_cli
+from tests.support.cli import json_report
+from tests.support.in_process import check_in_process
 from tests.support.probe_live_server import serve
 from validator.probe import ProbeConfig, ProbePrompt, probe_server
 from validator.sources.server.client import SGLangClient
@@ -105,9 +106,10 @@ def stand_in(**kw: Any) -> Iterator[tuple[str, StandIn]]:
 
 
 def _check(url: str, *args: str) -> dict[str, Any]:
-    proc = run_cli("check", "--url", url, "--format", "json", "--wait", "10", *args, timeout=120)
-    assert "Traceback" not in proc.stderr, proc.stderr
-    return json_report(proc.stdout) | {"_rc": proc.returncode}
+    """The real ``check`` front door in this process (tests/support/in_process.py) against the stand-in."""
+    run = check_in_process(url, "--wait", "10", *args)
+    assert "Traceback" not in run.stderr, run.stderr
+    return json_report(run.stdout) | {"_rc": run.rc}
 
 
 def _one(report: dict[str, Any], check_id: str) -> dict[str, Any]:

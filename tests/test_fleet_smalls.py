@@ -1,6 +1,9 @@
 """Small things a fleet operator met in a week (issue 30, item 9), each from the command line: a message
 that asks for what was given, numbers a person cannot read, two simulators sharing one file, a TP=2 demo
-that could not pass, a recipe that warns under its own pack, a probe nobody asked for."""
+that could not pass, a recipe that warns under its own pack, a probe nobody asked for. Where the subject is
+a live check's report, the real ``check`` front door runs in this process against the ``sim`` command's own
+server (tests/support/in_process.py, held to real processes by tests/test_live_in_process.py); two
+simulators' default attestation files and a timing verdict stay real processes."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from pathlib import Path
 
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.cli import json_report, run_cli
+from tests.support.in_process import check_in_process, sim_in_process
 from tests.support.loopback import free_port
 from tests.support.private_dir import trusted_copy
 from tests.support.sim_process import sim_process
@@ -34,8 +38,8 @@ def test_launch_program_never_asks_for_the_launch_cmd_it_was_given() -> None:
 
 def test_messages_say_times_and_counts_as_a_person_reads_them(tmp_path: Path) -> None:
     """attestation.trust's start time is a UTC date, not epoch seconds; one probe reply is one reply."""
-    with sim_process(tmp_path) as sim:
-        run = run_check(sim.url, "--wait", "20", *evidence_files(sim))
+    with sim_in_process(tmp_path) as sim:
+        run = check_in_process(sim, "--wait", "20", *evidence_files(sim))
     trust = run.check("attestation.trust")
     assert trust["status"] == "pass", run.explain()
     assert re.search(r"running since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", trust["message"]), trust["message"]
@@ -97,9 +101,9 @@ def test_the_tp2_head_simulator_attests_tp_2_and_passes_its_pack(tmp_path: Path)
     try:
         launch = ["--", "--tp", "2", "--nnodes", "2", "--node-rank", "0", "--dist-init-addr",
                   f"127.0.0.1:{free_port()}"]  # fmt: skip
-        with sim_process(tmp_path, *launch) as sim:
+        with sim_in_process(tmp_path, *launch) as sim:
             pack = trusted_copy(TP2_PACK, tmp_path / "pack")  # the checkout may be under /tmp
-            run = run_check(sim.url, "--wait", "20", "--rules", str(pack), *evidence_files(sim))
+            run = check_in_process(sim, "--wait", "20", "--rules", str(pack), *evidence_files(sim))
             doc = json.loads(sim.attestation.read_text())
     finally:
         for k, v in old.items():
@@ -113,6 +117,8 @@ def test_the_tp2_head_simulator_attests_tp_2_and_passes_its_pack(tmp_path: Path)
 
 def test_the_cookbook_scenario_passes_its_own_pack_without_a_warning(tmp_path: Path) -> None:
     """The cookbook cell runs at its published TPOT (9.48 ms), inside its pack's bound: no perf.tpot warn."""
+    # real processes: the subject is a timing (the client's TTFT and TPOT), which the in-process harness
+    # measures on a reply that comes whole, through one interpreter's lock
     with sim_process(tmp_path, "--scenario", "cookbook") as sim:
         run = run_check(sim.url, "--wait", "20", "--rules", "sglang-cookbook-dgx-spark", *evidence_files(sim))
     assert run.rc == 0, run.explain()
@@ -122,9 +128,9 @@ def test_the_cookbook_scenario_passes_its_own_pack_without_a_warning(tmp_path: P
 def test_a_check_that_reads_no_probe_spends_no_probe(tmp_path: Path) -> None:
     """``--check moe.backend`` runs no acceptance probe (no tokens generated); ``--check spec.accept_length``
     does."""
-    with sim_process(tmp_path) as sim:
-        only = run_check(sim.url, "--wait", "20", "--check", "moe.backend", *evidence_files(sim))
-        probed = run_check(sim.url, "--wait", "20", "--check", "spec.accept_length", *evidence_files(sim))
+    with sim_in_process(tmp_path) as sim:
+        only = check_in_process(sim, "--wait", "20", "--check", "moe.backend", *evidence_files(sim))
+        probed = check_in_process(sim, "--wait", "20", "--check", "spec.accept_length", *evidence_files(sim))
     assert only.rc == 0 and only.check("moe.backend")["status"] == "pass", only.explain()
     assert only.report is not None and only.report["probe"] is None, only.report["probe"]
     assert probed.report is not None and probed.report["probe"] is not None

@@ -6,6 +6,9 @@ unproven; ``--allow-partial`` accepts that and the verdict is a PASS that rests 
 critical invariant. Each output must say so: the text verdict line, JUnit's ``partial`` property and a
 skipped case with the reason, ``/readyz`` and ``/report``, ``/readyz?verbose``, and ``/metrics``
 (``spark_validate_check_status`` tells the unproven check from a failing one; ``spark_validate_coverage``).
+The reports of ``check`` come from the real front door run in this process against the ``sim`` command's own
+server (tests/support/in_process.py, held to real processes by tests/test_live_in_process.py); the sidecar
+is a real process against a real simulator.
 """
 
 from __future__ import annotations
@@ -18,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.check_helpers import run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.deploy_tools import require_tool
+from tests.support.in_process import InProcessSim, check_in_process, sim_in_process
 from tests.support.sim_process import SimProcess, sim_process
 
 UNPROVEN = "spec.lm_head_shared"
@@ -33,7 +36,13 @@ def sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
         yield s
 
 
-def _partial_args(sim: SimProcess) -> tuple[str, ...]:
+@pytest.fixture(scope="module")
+def inproc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessSim]:
+    with sim_in_process(tmp_path_factory.mktemp("inproc")) as s:
+        yield s
+
+
+def _partial_args(sim: SimProcess | InProcessSim) -> tuple[str, ...]:
     return ("--wait", "20", "--log", str(sim.log))
 
 
@@ -55,20 +64,22 @@ def promtool_check_metrics(text: str) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
 
 
-def test_text_verdict_line_says_partial(sim: SimProcess) -> None:
-    run = run_check(sim.url, *_partial_args(sim), "--allow-partial", fmt="text")
+def test_text_verdict_line_says_partial(inproc: InProcessSim) -> None:
+    run = check_in_process(inproc, *_partial_args(inproc), "--allow-partial", fmt="text")
     assert run.rc == 0, run.stdout + run.stderr
     verdict = next(ln for ln in run.stdout.splitlines() if ln.startswith("verdict: "))
     assert verdict.startswith("verdict: PASS (partial: 1 unproven) · "), verdict
     assert run.stdout.splitlines()[-1].startswith("proved ") and UNPROVEN in run.stdout.splitlines()[-1]
-    full = run_check(sim.url, "--wait", "20", "--log", str(sim.log), "--attestation", str(sim.attestation))
+    full = check_in_process(
+        inproc, "--wait", "20", "--log", str(inproc.log), "--attestation", str(inproc.attestation)
+    )
     assert full.rc == 0 and full.report is not None and full.report["partial"] is False
-    text = run_check(sim.url, "--wait", "20", "--attestation", str(sim.attestation), fmt="text")
+    text = check_in_process(inproc, "--wait", "20", "--attestation", str(inproc.attestation), fmt="text")
     assert re.search(r"^verdict: PASS · ", text.stdout, re.M), text.stdout  # no note on a full pass
 
 
-def test_junit_carries_partial_and_the_unproven_check_skipped_with_its_reason(sim: SimProcess) -> None:
-    run = run_check(sim.url, *_partial_args(sim), "--allow-partial", fmt="junit")
+def test_junit_carries_partial_and_the_unproven_check_skipped_with_its_reason(inproc: InProcessSim) -> None:
+    run = check_in_process(inproc, *_partial_args(inproc), "--allow-partial", fmt="junit")
     assert run.rc == 0, run.stdout + run.stderr
     suite = ET.fromstring(run.stdout)
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
@@ -81,7 +92,7 @@ def test_junit_carries_partial_and_the_unproven_check_skipped_with_its_reason(si
     )
     assert suite.get("errors") == "0" and int(suite.get("skipped") or 0) >= 1
     # not accepted: the same check is an error, and the run is not a pass
-    strict = run_check(sim.url, *_partial_args(sim), fmt="junit")
+    strict = check_in_process(inproc, *_partial_args(inproc), fmt="junit")
     assert strict.rc == 69
     suite = ET.fromstring(strict.stdout)
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
@@ -90,8 +101,8 @@ def test_junit_carries_partial_and_the_unproven_check_skipped_with_its_reason(si
     assert case.find("error") is not None
 
 
-def test_format_prom_is_valid_exposition_and_tells_unproven_from_failing(sim: SimProcess) -> None:
-    run = run_check(sim.url, *_partial_args(sim), "--allow-partial", fmt="prom")
+def test_format_prom_is_valid_exposition_and_tells_unproven_from_failing(inproc: InProcessSim) -> None:
+    run = check_in_process(inproc, *_partial_args(inproc), "--allow-partial", fmt="prom")
     assert run.rc == 0, run.stderr
     promtool_check_metrics(run.stdout)
     status = samples(run.stdout, "spark_validate_check_status")

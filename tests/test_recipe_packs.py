@@ -521,18 +521,19 @@ def test_rules_auto_matches_no_pack_for_another_model(
         assert "config.json" in auto["message"] and "BailingMoeV3ForCausalLM" in auto["message"]
 
 
-# ---- live (tests/test_sim_table.py holds every scenario row to its verdict with these packs) ----
+# ---- live (tests/test_sim_table.py holds every scenario row to its verdict with these packs); the real
+# check front door in this process against the sim command's own server (tests/support/in_process.py) ----
 
 
 @pytest.mark.parametrize(("scenario", "healthy"), [("dspark", True), ("dspark-broken-drafter", False)])
 def test_live_dspark_probe_drafts_eight_per_round(scenario: str, healthy: bool, tmp_path: Path) -> None:
     """The probe reads K = 8 (the server's 9 draft tokens - 1): a healthy DSpark clears the pack's 2.0 far
     above NEXTN's range, a broken drafter is exactly 1.00 and decided within 32 tokens."""
-    from tests.support.check_helpers import evidence_files, run_check
-    from tests.support.sim_process import sim_process
+    from tests.support.check_helpers import evidence_files
+    from tests.support.in_process import check_in_process, sim_in_process
 
-    with sim_process(tmp_path, "--scenario", scenario) as sim:
-        run = run_check(sim.url, "--wait", "20", "--rules", DSPARK, *evidence_files(sim))
+    with sim_in_process(tmp_path, "--scenario", scenario) as sim:
+        run = check_in_process(sim, "--wait", "20", "--rules", DSPARK, *evidence_files(sim))
     assert run.report is not None and run.report["probe"] is not None, run.explain()
     probe = run.report["probe"]
     accept = run.check("spec.accept_length")
@@ -545,12 +546,12 @@ def test_live_dspark_probe_drafts_eight_per_round(scenario: str, healthy: bool, 
 
 @pytest.mark.parametrize("scenario", ["healthy", "dspark", "cookbook", "baseline"])
 def test_check_rules_auto_picks_the_live_servers_pack(scenario: str, tmp_path: Path) -> None:
-    from tests.support.check_helpers import evidence_files, run_check
-    from tests.support.sim_process import sim_process
+    from tests.support.check_helpers import evidence_files
+    from tests.support.in_process import check_in_process, sim_in_process
     from validator.sim.scenarios import SCENARIOS
 
-    with sim_process(tmp_path, "--scenario", scenario) as sim:
-        run = run_check(sim.url, "--wait", "20", "--rules", "auto", *evidence_files(sim))
+    with sim_in_process(tmp_path, "--scenario", scenario) as sim:
+        run = check_in_process(sim, "--wait", "20", "--rules", "auto", *evidence_files(sim))
     assert run.report is not None and run.report["rule_pack"] == SCENARIOS[scenario].pack, run.explain()
     assert run.check("rules.auto")["status"] == "pass" and run.report["verdict"] == "pass", run.explain()
 
@@ -558,8 +559,8 @@ def test_check_rules_auto_picks_the_live_servers_pack(scenario: str, tmp_path: P
 def test_live_dspark_block_size_comes_from_the_workers_log_line(tmp_path: Path) -> None:
     """A pack expecting another draft (block size 4) fails spec.config live on the DSpark worker's own
     'Initialized DSpark draft runner ... gamma=8' line, not only on /server_info."""
-    from tests.support.check_helpers import evidence_files, run_check
-    from tests.support.sim_process import sim_process
+    from tests.support.check_helpers import evidence_files
+    from tests.support.in_process import check_in_process, sim_in_process
 
     text = (REPO / "rules" / f"{DSPARK}.yaml").read_text()
     assert "    block_size: 8 " in text and "    num_draft_tokens: 9 " in text
@@ -569,8 +570,8 @@ def test_live_dspark_block_size_comes_from_the_workers_log_line(tmp_path: Path) 
             "    num_draft_tokens: 9 ", "    num_draft_tokens: 5 "
         )
     )
-    with sim_process(tmp_path, "--scenario", "dspark") as sim:
-        run = run_check(sim.url, "--wait", "20", "--rules", str(pack), *evidence_files(sim))
+    with sim_in_process(tmp_path, "--scenario", "dspark") as sim:
+        run = check_in_process(sim, "--wait", "20", "--rules", str(pack), *evidence_files(sim))
     assert run.report is not None and "spec.config" in run.with_status("fail"), run.explain()
     message = run.check("spec.config")["message"]
     assert "drafts blocks of 8, the recipe's 4" in message and "num_draft_tokens is 9, expected 5" in message

@@ -4,6 +4,10 @@
 picks the pack, and judges those same facts; only a server that answered is read again, for the probe.
 A start that died is judged by the recipe its own logged ``server_args`` show, exactly as the pack
 named on the command line would judge it.
+
+Against the simulator, the real ``check`` front door runs in this process (tests/support/in_process.py,
+held to real processes by tests/test_live_in_process.py), and so does it against the document server on
+loopback; with nothing listening, the whole wait is a real ``check`` process's.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.check_helpers import CheckRun, run_check
 from tests.support.document_server import document_server, sim_documents
+from tests.support.in_process import check_in_process, sim_in_process
 from tests.support.loopback import free_port
-from tests.support.sim_process import sim_process
 
 DSPARK = "ling-3.0-flash-dgx-spark-dspark"
 
@@ -39,6 +45,7 @@ def test_wait_bounds_the_whole_wait_with_nothing_listening() -> None:
     assert run.report is not None and run.report["rule_pack"] == "none"
 
 
+@pytest.mark.timeout(300)  # the bound the two check processes had (150 s each)
 def test_auto_on_a_dead_dspark_start_reaches_the_dspark_packs_verdict(tmp_path: Path) -> None:
     """sim dspark-ring-16 dies at pool allocation: with the DSpark pack named, check fails spec.dspark from
     the dead start's logged server_args (78); auto must pick that pack from the same log line and reach
@@ -48,10 +55,10 @@ def test_auto_on_a_dead_dspark_start_reaches_the_dspark_packs_verdict(tmp_path: 
     runs: dict[str, CheckRun] = {}
     for rules in (DSPARK, "auto"):
         # it dies while loading, before it binds its port (as a real launcher): nothing to wait for there
-        with sim_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
-            timings[rules], runs[rules] = _timed(
-                sim.url, "--rules", rules, "--wait", "60", "--log", str(sim.log), timeout=150
-            )
+        with sim_in_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
+            started = time.monotonic()
+            runs[rules] = check_in_process(sim, "--rules", rules, "--wait", "60", "--log", str(sim.log))
+            timings[rules] = time.monotonic() - started
     named, auto = runs[DSPARK], runs["auto"]
     assert named.rc == 78 and auto.rc == 78, auto.explain()
     assert named.report is not None and auto.report is not None
@@ -107,7 +114,7 @@ def test_a_qwen_server_matches_no_shipped_pack() -> None:
     info.pop("launch_command", None)
     with document_server(info, QWEN_MODEL_INFO) as url:
         for extra in ((), ("--allow-partial",)):
-            run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5", *extra)
+            run = check_in_process(url, "--rules", "auto", "--no-probe", "--wait", "5", *extra)
             run.inconclusive()
             assert run.report is not None and run.report["rule_pack"] == "none", run.explain()
             assert [c["id"] for c in run.report["checks"]] == ["rules.auto"]
@@ -124,7 +131,7 @@ def test_a_deepseek_dspark_server_is_not_the_cookbook_recipe() -> None:
     info["model_path"] = "deepseek-ai/DeepSeek-V3"
     model = _model_info(model, "deepseek-ai/DeepSeek-V3", "DeepseekV3ForCausalLM", "deepseek_v3")
     with document_server(info, model) as url:
-        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+        run = check_in_process(url, "--rules", "auto", "--no-probe", "--wait", "5")
     run.inconclusive()
     assert run.report is not None and run.report["rule_pack"] == "none", run.explain()
     assert "DeepseekV3ForCausalLM" in run.check("rules.auto")["message"]
@@ -134,7 +141,7 @@ def test_the_same_cookbook_server_with_ling_is_the_cookbook_pack() -> None:
     """Control for the test above: the same documents with Ling's model_info pick the cookbook pack."""
     info, model = sim_documents("cookbook")
     with document_server(info, model) as url:
-        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+        run = check_in_process(url, "--rules", "auto", "--no-probe", "--wait", "5")
     assert run.report is not None and run.report["rule_pack"] == "sglang-cookbook-dgx-spark", run.explain()
     auto = run.check("rules.auto")
     assert auto["status"] == "pass" and "BailingMoeV3ForCausalLM" in auto["message"]
@@ -148,14 +155,14 @@ def test_resolved_eagle_with_the_models_own_checkpoint_is_nextn_without_launch_c
     assert info["speculative_algorithm"] == "EAGLE"
     assert info["speculative_draft_model_path"] == info["model_path"]
     with document_server(info, model) as url:
-        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+        run = check_in_process(url, "--rules", "auto", "--no-probe", "--wait", "5")
     assert run.report is not None and run.report["rule_pack"] == "ling-3.0-flash-dgx-spark", run.explain()
     auto = run.check("rules.auto")
     assert auto["status"] == "pass" and "NEXTN speculation" in auto["message"], auto
     # a separate EAGLE draft is not NEXTN: no shipped recipe, the default pack with a warning
     info["speculative_draft_model_path"] = "/models/some-eagle-draft"
     with document_server(info, model) as url:
-        run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+        run = check_in_process(url, "--rules", "auto", "--no-probe", "--wait", "5")
     assert (
         run.check("rules.auto")["status"] == "warn"
         and "EAGLE speculation" in run.check("rules.auto")["message"]
@@ -171,9 +178,9 @@ def test_a_dspark_server_whose_build_ignored_the_fp8_head(tmp_path: Path) -> Non
     from tests.support.check_helpers import evidence_files
 
     for evidence, exact in (("attestation", True), ("log", False)):
-        with sim_process(tmp_path, "--scenario", "dspark,fp8-ignored") as sim:
+        with sim_in_process(tmp_path, "--scenario", "dspark,fp8-ignored") as sim:
             files = evidence_files(sim) if evidence == "attestation" else ("--log", str(sim.log))
-            run = run_check(sim.url, "--rules", "auto", "--wait", "20", *files)
+            run = check_in_process(sim, "--rules", "auto", "--wait", "20", *files)
         assert run.rc == 78 and run.report is not None, run.explain()
         assert run.report["rule_pack"] == DSPARK, run.explain()
         assert run.check("rules.auto")["status"] == ("pass" if exact else "warn")

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.check_helpers import run_check
 from tests.support.checkpoint_factory import write_checkpoint
 from tests.support.cli import REPO, preflight_json
 from tests.support.document_server import document_server, sim_documents
+from tests.support.in_process import check_in_process
 from tests.support.launch_recipe import RECIPE_CMD, RECIPE_ENV
 from tests.support.private_dir import trusted_copy
 
@@ -105,8 +105,8 @@ def test_a_live_server_named_only_by_its_repo_id() -> None:
         ("inclusionAI/Ling-3.0-flash-fp4", "ling-3.0-flash-dgx-spark"),
     ):
         served = {**info, "model_path": repo, "speculative_draft_model_path": repo}
-        with document_server(served, {}) as url:
-            run = run_check(url, "--rules", "auto", "--no-probe", "--wait", "5")
+        with document_server(served, {}) as url:  # the real check front door in this process
+            run = check_in_process(url, "--rules", "auto", "--no-probe", "--wait", "5")
         assert run.report is not None and run.report["rule_pack"] == pack, run.explain()
         auto = run.check("rules.auto")
         assert repo in auto["message"], auto

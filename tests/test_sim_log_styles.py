@@ -1,6 +1,8 @@
 """The simulator speaks like real servers of each build family (``sim --log-style``), and ``check --log``
 reaches the same verdict on each as on today's dict form: the reader's grammar, not the simulator's, is
-what the styles try.
+what the styles try. The verdicts come from the real ``check`` front door run in this process against the
+``sim`` command's own server (tests/support/in_process.py, held to real processes, a log style included,
+by tests/test_live_in_process.py).
 """
 
 from __future__ import annotations
@@ -10,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.check_helpers import CheckRun, evidence_files, run_check
-from tests.support.sim_process import sim_process
+from tests.support.check_helpers import CheckRun, evidence_files
+from tests.support.in_process import check_in_process, sim_in_process
 from validator.sim.runner import SimServer
 from validator.sim.scenarios import SCENARIOS
 from validator.sim.server_log import LOG_STYLES
@@ -27,8 +29,8 @@ ROWS = ["healthy", "backend-auto", "fp8-ignored", "crash-after-ready"]
 def _check(tmp_path: Path, scenario: str, style: str) -> tuple[CheckRun, str]:
     where = tmp_path / style
     where.mkdir(mode=0o700)
-    with sim_process(where, "--scenario", scenario, "--log-style", style) as sim:
-        run = run_check(sim.url, "--rules", SCENARIOS[scenario].pack, "--wait", "20", *evidence_files(sim))
+    with sim_in_process(where, "--scenario", scenario, "--log-style", style) as sim:
+        run = check_in_process(sim, "--rules", SCENARIOS[scenario].pack, "--wait", "20", *evidence_files(sim))
         text = sim.log.read_text(encoding="utf-8")
     return run, text
 

@@ -3,6 +3,10 @@ verdict and fails exactly the row's check IDs.
 
 Rows are collected for the packs this checkout ships (``validator/data/rules``): the DSpark, cookbook and
 baseline rows join as their packs land (``spark-validate rules list``), with no change here.
+
+The subject is the verdict, so each row runs the real ``check`` front door in this process against the
+``sim`` command's own server (tests/support/in_process.py), attestation and log read as files;
+tests/test_live_in_process.py holds that harness to real processes row by row.
 """
 
 from __future__ import annotations
@@ -11,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.check_helpers import evidence_files, run_check
-from tests.support.sim_process import sim_process
+from tests.support.check_helpers import evidence_files
+from tests.support.in_process import check_in_process, sim_in_process
 from validator.rulepack import list_builtin_packs
 from validator.sim.scenarios import SCENARIOS, resolve
 
@@ -39,8 +43,8 @@ def test_check_reaches_the_rows_verdict(name: str, tmp_path: Path) -> None:
         check_args += ["--api-key-file", str(key)]
     # a row whose server dies while loading never binds its port (as a real launcher): check waits on it
     dies_loading = resolve(name).ring_error is not None
-    with sim_process(tmp_path, *args, wait_listen=not dies_loading) as sim:
-        run = run_check(sim.url, *check_args, *evidence_files(sim))
+    with sim_in_process(tmp_path, *args, wait_listen=not dies_loading) as sim:
+        run = check_in_process(sim, *check_args, *evidence_files(sim))
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
     assert run.report is not None, run.explain()
     assert run.report["verdict"] == entry.verdict, run.explain()

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.check_helpers import CheckRun, evidence_files, run_check
 from tests.support.cli import json_report, run_cli
+from tests.support.in_process import InProcessSim, check_in_process, sim_in_process
 from tests.support.sim_process import SimProcess, sim_process
 from tests.support.timing_proxy import timing_proxy
 from tests.test_preflight import REPO, Server, _server
@@ -223,20 +224,30 @@ def healthy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
         yield sim
 
 
-def test_http_alone_cannot_prove_the_draft_head_and_says_what_would(healthy: SimProcess) -> None:
+@pytest.fixture(scope="module")
+def healthy_inproc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[InProcessSim]:
+    """The same server for the verdict-only tests: the real ``check`` front door in this process against
+    the ``sim`` command's own server (tests/support/in_process.py, held to real processes by
+    tests/test_live_in_process.py)."""
+    with sim_in_process(tmp_path_factory.mktemp("inproc"), "--enable-metrics") as sim:
+        yield sim
+
+
+def test_http_alone_cannot_prove_the_draft_head_and_says_what_would(healthy_inproc: InProcessSim) -> None:
     """Without the plugin's attestation the draft head's identity is not proven: that used to be a
     warning under a PASS verdict."""
-    run = run_check(healthy.url, "--wait", "20", "--log", str(healthy.log))
+    healthy = healthy_inproc
+    run = check_in_process(healthy, "--wait", "20", "--log", str(healthy.log))
     run.inconclusive()
     assert run.check("spec.lm_head_shared")["status"] == "error"
     cov = run.report["coverage"]
     assert cov["not_proven"] == ["spec.lm_head_shared"]
     assert "--attestation" in cov["missing"][0]["input"]
-    partial = run_check(healthy.url, "--wait", "20", "--log", str(healthy.log), "--allow-partial")
+    partial = check_in_process(healthy, "--wait", "20", "--log", str(healthy.log), "--allow-partial")
     assert partial.rc == 0, partial.explain()
     assert partial.report is not None and partial.report["partial"] is True
     assert partial.report["verdict"] == "pass"
-    proven = run_check(healthy.url, "--wait", "20", *evidence_files(healthy))
+    proven = check_in_process(healthy, "--wait", "20", *evidence_files(healthy))
     assert proven.rc == 0, proven.explain()
     assert proven.report is not None and proven.report["partial"] is False
 
@@ -270,8 +281,8 @@ def test_an_unreachable_server_is_said_once(tmp_path: Path) -> None:
     attestation checks blamed a "stale or untrusted" attestation for the 401."""
     key = tmp_path / "key"
     key.write_text("the-right-key-1234\n")
-    with sim_process(tmp_path, "--api-key-file", str(key)) as sim:
-        run = run_check(sim.url, "--wait", "20", "--attestation", str(sim.attestation), fmt="text")
+    with sim_in_process(tmp_path, "--api-key-file", str(key)) as sim:
+        run = check_in_process(sim, "--wait", "20", "--attestation", str(sim.attestation), fmt="text")
     assert run.rc == 69
     _said_once(run.stdout, "needs an API key and none was given")
     assert "--api-key-file" in _check_rows(run.stdout)[0]
@@ -288,8 +299,8 @@ def test_a_dead_port_and_a_reply_that_is_not_json_are_said_once(tmp_path: Path) 
     assert report is not None
     causes = {c["id"]: c["caused_by"] for c in report["checks"] if c["status"] == "error"}
     assert causes.pop("server.ready") is None and causes and set(causes.values()) == {"server.ready"}
-    with sim_process(tmp_path, "--scenario", "malformed-json") as sim:
-        bad = run_check(sim.url, "--wait", "5", fmt="text")
+    with sim_in_process(tmp_path, "--scenario", "malformed-json") as sim:
+        bad = check_in_process(sim, "--wait", "5", fmt="text")
     assert bad.rc == 69
     _said_once(bad.stdout, "invalid JSON")
 
@@ -303,6 +314,7 @@ def test_tpot_floor_does_not_move_with_acceptance(tmp_path: Path) -> None:
     four times higher and passed. Now the time per verify round is held to one fixed floor."""
     floors = {}
     for scenario in ("healthy", "draft-head-weight-only"):
+        # real processes: the subject is a timing the client measures (see tests/support/in_process.py)
         with sim_process(tmp_path, "--scenario", scenario) as sim:
             run = run_check(sim.url, "--wait", "20", *evidence_files(sim))
         tpot = _tpot(run)

@@ -13,8 +13,10 @@ port not (or no longer) listening raises ``ConnectError``, and a simulated crash
 
 What differs, and stays on real processes: a crashed simulator's process is still alive (a real one dies by
 SIGKILL), signals, the check's own stdout/stderr file descriptors and ``--output`` files written by another
-process. ``tests/test_in_process_differential.py`` holds this harness to the real processes, scenario by
-scenario, so the seam cannot drift silently.
+process, and timings the client measures: a reply comes whole (a streamed reply's first chunk arrives with
+its last) and the simulator's loop shares this interpreter's lock with the check, so a TPOT near its
+bound (``perf.tpot``) may land on the other side of it. ``tests/test_live_in_process.py`` holds this
+harness to the real processes, scenario by scenario, so the seam cannot drift silently.
 """
 
 from __future__ import annotations
