@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.check_helpers import CheckRun, run_check
+from tests.support.check_helpers import CheckRun
 from tests.support.cli import REPO
+from tests.support.in_process import check_in_process, sim_in_process
 from tests.support.loopback import free_port
-from tests.support.sim_process import sim_process
 from tests.test_log_grammar import _hostile_lines
 from tests.test_server_log import RUN_HEALTHY, TP, _write
 from validator.facts import LogFacts
@@ -171,7 +171,7 @@ def test_request_text_in_wrapped_access_and_request_lines_never_changes_a_fact(
 
 def _dead_start_log(tmp_path: Path) -> Path:
     """sim dspark-ring-16's own log: it dies at pool allocation, after logging its server_args."""
-    with sim_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
+    with sim_in_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
         for _ in range(300):
             text = sim.log.read_text(encoding="utf-8") if sim.log.exists() else ""
             if "hit an exception" in text or "sigquit" in text.lower():
@@ -184,7 +184,8 @@ def _dead_start_log(tmp_path: Path) -> Path:
 
 def _check(log: Path) -> CheckRun:
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens: the log is the evidence
-    return run_check(url, "--rules", DSPARK, "--wait", "3", "--no-probe", "--log", str(log), timeout=90)
+    # the real check front door in this process (tests/support/in_process.py)
+    return check_in_process(url, "--rules", DSPARK, "--wait", "3", "--no-probe", "--log", str(log))
 
 
 def test_check_reads_a_dead_start_through_each_wrapper_as_it_reads_the_plain_log(tmp_path: Path) -> None:

@@ -1,20 +1,24 @@
 """Small things an operator meets early, each from the command line: messages that contradict what was
-given, help that offers what the command refuses, exit codes that mean something else."""
+given, help that offers what the command refuses, exit codes that mean something else. A live check's
+report comes from the real ``check`` front door run in this process against the ``sim`` command's own server
+(tests/support/in_process.py, held to real processes by tests/test_live_in_process.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tests.support.check_helpers import evidence_files, run_check
+import pytest
+
+from tests.support.check_helpers import evidence_files
 from tests.support.cli import run_cli
-from tests.support.sim_process import sim_process
+from tests.support.in_process import check_in_process, sim_in_process
 
 
 def test_unreachable_server_with_url_never_says_no_url(tmp_path: Path) -> None:
     """``--url`` was given and the server behind it answers garbage: attestation.trust says the server did
     not answer, never "no URL to bind the document to (None)"."""
-    with sim_process(tmp_path, "--scenario", "malformed-json") as sim:
-        run = run_check(sim.url, "--wait", "3", "--no-probe", *evidence_files(sim))
+    with sim_in_process(tmp_path, "--scenario", "malformed-json") as sim:
+        run = check_in_process(sim, "--wait", "3", "--no-probe", *evidence_files(sim))
     trust = run.check("attestation.trust")
     assert trust["status"] == "error", run.explain()
     assert "None" not in trust["message"] and "no URL" not in trust["message"], trust["message"]
@@ -42,12 +46,13 @@ def test_demo_flaky_5xx_is_a_success_not_an_internal_error() -> None:
     assert run.stderr == ""
 
 
+@pytest.mark.timeout(90)  # the bound the check process had: waiting out --wait fails this test
 def test_a_dead_dspark_start_fails_spec_config_under_the_default_pack(tmp_path: Path) -> None:
     """Under the default (NEXTN) pack, a start that dies with DSPARK in its logged ``server_args`` is the
     wrong recipe: spec.config fails from the log (exit 78) instead of staying unjudged (69)."""
     # it dies while loading, before it binds its port (as a real launcher): nothing to wait for there
-    with sim_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
-        run = run_check(sim.url, "--wait", "120", "--log", str(sim.log), timeout=90)
+    with sim_in_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
+        run = check_in_process(sim, "--wait", "120", "--log", str(sim.log))
     assert run.rc == 78, run.explain()
     config = run.check("spec.config")
     assert config["status"] == "fail" and config["sources"] == ["log"], run.explain()

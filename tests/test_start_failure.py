@@ -3,7 +3,9 @@ then the launcher's SIGQUIT line), and ``check --log`` ends its wait on it inste
 
 The misconfiguration is then judged from the dead start's own ``server_args=`` (the ring SGLang refused
 fails ``spec.dspark``, exit 78). A dead start that was already in the log when the check began is no
-evidence: it may be an earlier attempt than the server being waited for.
+evidence: it may be an earlier attempt than the server being waited for. The checks are the real ``check``
+front door run in this process (tests/support/in_process.py, held to real processes by
+tests/test_live_in_process.py, a dead start included).
 """
 
 from __future__ import annotations
@@ -11,9 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tests.support.check_helpers import run_check
+import pytest
+
+from tests.support.in_process import check_in_process, sim_in_process
 from tests.support.loopback import free_port
-from tests.support.sim_process import sim_process
 from validator.sources.server.log import read_server_log
 
 ARGS = (
@@ -56,15 +59,14 @@ def test_error_lines_of_a_starting_or_running_server_are_no_start_failure(tmp_pa
     assert read_server_log(_log(tmp_path, ARGS + LOADED + CRASH + ARGS + LOADED)).start_failure is None
 
 
+@pytest.mark.timeout(90)  # the bound the check process had: waiting out --wait fails this test
 def test_check_ends_its_wait_on_the_ring_error_and_fails_the_ring(tmp_path: Path) -> None:
     # the port never opens (the server dies while loading, before it binds), as a real launcher's
-    with sim_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
+    with sim_in_process(tmp_path, "--scenario", "dspark-ring-16", startup=1.0, wait_listen=False) as sim:
         started = time.monotonic()
-        # --wait 600 and a 90 s limit on the whole run: waiting out --wait fails this test
-        run = run_check(
-            sim.url, "--rules", "ling-3.0-flash-dgx-spark-dspark", "--wait", "600", "--log", str(sim.log),
-            timeout=90,
-        )  # fmt: skip
+        run = check_in_process(
+            sim, "--rules", "ling-3.0-flash-dgx-spark-dspark", "--wait", "600", "--log", str(sim.log)
+        )
         took = time.monotonic() - started
     assert run.rc == 78, run.explain()
     ready = run.check("server.ready")
@@ -80,9 +82,9 @@ def test_a_start_that_died_before_the_check_is_not_judged(tmp_path: Path) -> Non
     """The unit failed an hour ago, or systemd is already starting the next attempt: the dead start in
     the log may not be the server being waited for, so nothing is judged from it and the check waits."""
     log = _log(tmp_path, ARGS + LOADED + CRASH)
-    run = run_check(
+    run = check_in_process(
         f"http://127.0.0.1:{free_port()}", "--rules", "ling-3.0-flash-dgx-spark-dspark", "--wait", "2",
-        "--log", str(log), timeout=60,
+        "--log", str(log),
     )  # fmt: skip
     assert run.rc == 69, run.explain()
     ready = run.check("server.ready")["message"]
