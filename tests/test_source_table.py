@@ -7,6 +7,7 @@ for ``Source[LiveGathering, Awaitable[None]]``)."""
 from __future__ import annotations
 
 import ast
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,9 @@ import pytest
 from validator.coverage import INPUT_FOR_SOURCE
 from validator.facts import SGLANG, Facts, HostFacts
 from validator.live_table import LIVE
-from validator.source_table import PREFLIGHT, Source
+from validator.preflight_inputs import PreflightInputs
+from validator.source_table import PREFLIGHT, PreflightSource, Source, read_sources_now
+from validator.sources.gathering import Gathering, Unreadable
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "validator"
@@ -124,3 +127,52 @@ def test_a_declarative_fact_path_reads_a_typed_field_only() -> None:
     for path in ("records", "records.host", "host.missing", "nothing.here"):
         with pytest.raises(KeyError):
             facts.lookup(path)
+
+
+def _rows_seen(seen: list[str]) -> tuple[PreflightSource, ...]:
+    """Toy preflight rows: one unreadable, one that needs it, one under a directory it may not enter, one
+    that does not apply, and one that reads."""
+
+    def unreadable(g: Gathering) -> None:
+        seen.append("unreadable")
+        raise Unreadable("not there")
+
+    def needs_it(g: Gathering) -> None:
+        seen.append("needs_it")
+
+    def denied(g: Gathering) -> None:
+        seen.append("denied")
+        raise PermissionError(13, "Permission denied", "/root/secret")
+
+    def reads(g: Gathering) -> None:
+        seen.append("reads")
+
+    return (
+        Source("a", unreadable),
+        Source("b", needs_it, needs=("a",)),
+        Source("c", denied),
+        Source("d", needs_it, applies=lambda g: False),
+        Source("e", reads),
+    )
+
+
+def test_the_sync_entry_runs_the_one_loop_also_inside_an_event_loop() -> None:
+    """Preflight's entry needs no event loop and works inside one (``serve``'s running job calls
+    preflight's gather there): asyncio.run would refuse that. Errors land in ``facts.errors``; a row
+    whose need failed, or that does not apply, is never asked."""
+    for inside_a_loop in (False, True):
+        seen: list[str] = []
+        g = Gathering(PreflightInputs(), Facts(mode="preflight"))
+        if inside_a_loop:
+            asyncio.run(_in_a_loop(_rows_seen(seen), g))
+        else:
+            read_sources_now(_rows_seen(seen), g)
+        assert seen == ["unreadable", "denied", "reads"]
+        assert g.facts.errors == {
+            "a": "not there",
+            "c": "cannot read /root/secret: permission denied (run as root or as a user who may read it)",
+        }
+
+
+async def _in_a_loop(rows: tuple[PreflightSource, ...], g: Gathering) -> None:
+    read_sources_now(rows, g)

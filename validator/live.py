@@ -23,7 +23,7 @@ from validator.live_table import LIVE
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
-from validator.sources.gathering import Unreadable, permission_denied
+from validator.source_table import read_sources
 from validator.sources.live_gathering import LiveGathering
 from validator.sources.server.client import SGLangClient
 from validator.sources.server.identity import ServerIdentity, identity_of
@@ -128,21 +128,7 @@ async def _gather(facts: Facts, inputs: LiveInputs, loaded: LoadedPack, probe: b
                 accept_length_min=loaded.pack.expect.accept_length_min,
                 probe_prompts=loaded.probe_prompts,
             )
-            read: set[str] = set()
-            for source in LIVE:
-                if not read.issuperset(source.needs):
-                    continue
-                if source.applies is not None and not source.applies(g):  # asked only once its needs are read
-                    continue
-                try:
-                    await source.reader(g)
-                except Unreadable as exc:
-                    facts.errors[source.name] = str(exc)
-                    continue
-                except PermissionError as exc:  # a file under a directory this user may not enter
-                    facts.errors[source.name] = permission_denied(exc)
-                    continue
-                read.add(source.name)
+            await read_sources(LIVE, g)
     finally:
         if inputs.log_reader is None and isinstance(log_reader, FileLogReader):
             log_reader.close()

@@ -20,8 +20,8 @@ from validator.preflight_inputs import PreflightInputs
 from validator.recipe_match import NO_PACK, choose_pack
 from validator.report import Report, utc_now_iso
 from validator.rulepack import LoadedPack, load_pack
-from validator.source_table import PREFLIGHT
-from validator.sources.gathering import Gathering, Unreadable, permission_denied
+from validator.source_table import PREFLIGHT, read_sources_now
+from validator.sources.gathering import Gathering
 
 
 @dataclass
@@ -42,19 +42,7 @@ def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -
     run and report."""
     facts = Facts(mode="preflight")
     g = Gathering(inputs, facts, malformed)
-    read: set[str] = set()
-    for source in PREFLIGHT:
-        if not read.issuperset(source.needs) or (source.applies is not None and not source.applies(g)):
-            continue
-        try:
-            source.reader(g)
-        except Unreadable as exc:
-            facts.errors[source.name] = str(exc)
-            continue
-        except PermissionError as exc:  # a path under a directory this user may not enter (0700)
-            facts.errors[source.name] = permission_denied(exc)
-            continue
-        read.add(source.name)
+    read_sources_now(PREFLIGHT, g)
     if facts.launch is None:
         facts.errors.setdefault(LAUNCH, "no launch command")
     return facts

@@ -10,19 +10,26 @@ reader, a function typed for what it is given (``Gathering``; a live reader is a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from validator import facts as f
-from validator.sources.gathering import Gathering
+from validator.facts import Facts
+from validator.sources.gathering import Gathering, Unreadable, permission_denied
 from validator.sources.host import checkpoint, dspark_draft, flashinfer, humming, platform
 from validator.sources.launch import source as launch_source
 from validator.sources.launch import start_budget
 from validator.sources.sglang import plugin_env
 
-G = TypeVar("G")  # what the reader is given: ``Gathering`` (preflight) or ``LiveGathering`` (live)
-R = TypeVar("R")  # what it returns: None (preflight), an awaitable of None (live)
+
+class _Given(Protocol):  # what every reader is given holds the facts (Gathering, LiveGathering)
+    @property
+    def facts(self) -> Facts: ...
+
+
+G = TypeVar("G", bound=_Given)  # what the reader is given: ``Gathering`` (preflight) or ``LiveGathering``
+R = TypeVar("R", covariant=True)  # what it returns: None (preflight), an awaitable of None (live)
 
 
 @dataclass(frozen=True)
@@ -64,3 +71,37 @@ PREFLIGHT: tuple[PreflightSource, ...] = (
     Source("start_budget", start_budget.gather, needs=(f.LAUNCH,), applies=_supervised),  # cites the launch
     Source(f.CHECKPOINT, checkpoint.gather, needs=(f.LAUNCH, f.HOST)),
 )
+
+
+async def read_sources(rows: Sequence[Source[G, Awaitable[None] | None]], g: G) -> None:
+    """The one gathering loop: each row in order, when the sources it needs were read and it applies
+    (asked only then). What a reader could not read is ``facts.errors[name]`` (``Unreadable``, or a path
+    under a directory this user may not enter), and the rows that need it are passed over."""
+    read: set[str] = set()
+    for source in rows:
+        if not read.issuperset(source.needs) or (source.applies is not None and not source.applies(g)):
+            continue
+        try:
+            pending = source.reader(g)
+            if pending is not None:
+                await pending
+        except Unreadable as exc:
+            g.facts.errors[source.name] = str(exc)
+            continue
+        except PermissionError as exc:
+            g.facts.errors[source.name] = permission_denied(exc)
+            continue
+        read.add(source.name)
+
+
+def read_sources_now(rows: Sequence[PreflightSource], g: Gathering) -> None:
+    """Preflight's entry to the loop: its readers are plain functions, so the loop never waits, and it is
+    run to its end here without an event loop (preflight is also called from inside one: ``serve``'s
+    running job)."""
+    loop = read_sources(rows, g)
+    try:
+        loop.send(None)
+    except StopIteration:
+        return
+    loop.close()
+    raise RuntimeError("a preflight reader waited: preflight readers are plain functions")
