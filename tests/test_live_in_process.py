@@ -79,3 +79,18 @@ def test_in_process_check_over_http_alone_is_the_real_processes(tmp_path: Path) 
     assert _statuses(inside) == _statuses(outside)
     assert inside.report is not None and inside.report["target"] == sim.url
     assert inside.status("attestation.trust") == "skip" and inside.status("lm_head.fp8") == "error"
+
+
+def test_each_in_process_check_reads_its_pack_as_a_new_process_does(tmp_path: Path) -> None:
+    """A pack rewritten between two checks is judged as it is now: the validator's functools caches (the
+    pack cache is keyed by path) start empty at each in-process check, as in each ``check`` process."""
+    site = tmp_path / "site.yaml"
+    head = "apiVersion: spark-validate/v1\nkind: RulePack\nextends: ling-3.0-flash-dgx-spark\nmetadata:\n"
+    with sim_in_process(tmp_path, "--scenario", "healthy") as sim:
+        names = []
+        for name in ("site-one", "site-two"):
+            site.write_text(f"{head}  name: {name}\n  version: '1'\n")
+            run = check_in_process(sim, "--wait", "20", "--no-probe", "--rules", str(site))
+            assert run.report is not None, run.explain()
+            names.append(run.report["rule_pack"])
+    assert names == ["site-one", "site-two"]

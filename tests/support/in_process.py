@@ -28,6 +28,7 @@ import io
 import json
 import os
 import socket
+import sys
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -197,6 +198,19 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
         os.environ.update(saved)
 
 
+def _as_a_fresh_process() -> None:
+    """Every ``functools`` cache of the validator emptied, as a new ``check`` process starts: a pack or
+    flag table read by an earlier check of this test process (``rulepack._load_pack_cached`` is keyed by
+    path) is read again, so a file rewritten between two checks is judged as it is now."""
+    for name, module in list(sys.modules.items()):
+        if name != "validator" and not name.startswith("validator."):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
+
+
 def check_in_process(
     target: InProcessSim | str, *args: str, fmt: str = "json", env: Mapping[str, str] | None = None
 ) -> CheckRun:
@@ -215,6 +229,7 @@ def check_in_process(
         return inputs
 
     argv = ["check", "--url", url, "--format", fmt, *args]
+    _as_a_fresh_process()
     check_command.live_inputs_from = with_transport  # type: ignore[assignment]
     try:
         with _environment(env or {}), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
