@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -337,3 +338,40 @@ def test_a_stale_queue_line_cannot_hold_the_sidecars_readiness_down(tmp_path: Pa
             assert wait_for(lambda: d.get("/readyz").status_code == 200, 60), d.log()[-3000:]
             checks = {c["id"]: c for c in d.get("/report").json()["checks"]}
             assert checks["server.progress"]["status"] == "pass", checks["server.progress"]
+
+
+def test_a_log_below_another_users_directory_never_hides_a_stall(tmp_path: Path, attacker: object) -> None:
+    """The log's own directory is root's and private to its writers (0755), but a directory above it is a
+    second local user's (their project tree, 0755): they rename the log's directory away and put theirs
+    in its place, holding a copy of the log whose last line is a fresh decode batch. Only the log's own
+    directory's mode was judged, so the stall read as progress; every directory on the way must be
+    writable only by root, this user or the log's owner, as for every other file the verdict trusts."""
+    from tests.support.second_user import User, run_as
+
+    assert isinstance(attacker, User)
+    top = Path(tempfile.mkdtemp(prefix="sv-theirs-", dir="/tmp"))
+    try:
+        os.chown(top, attacker.uid, attacker.gid)
+        os.chmod(top, 0o755)
+        logs = top / "logs"
+        logs.mkdir(mode=0o755)
+        log = logs / "sglang.log"
+        with sim_process(tmp_path, "--scenario", "stall", "--log", str(log)) as sim:
+            wait_healthy(sim.url)
+            _hold(sim.url)
+            _wait_for(lambda: "#queue-req: 1," in _last_line(log), "the held request's queue line")
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+            forged = f"[{stamp}] Decode batch, #running-req: 1, cuda graph: True, #queue-req: 0"
+            swap = (
+                f"mkdir {top}/new && cp {log} {top}/new/sglang.log && echo '{forged}' >> {top}/new/sglang.log"
+                f" && chmod 0755 {top}/new && mv {logs} {top}/old && mv {top}/new {logs}"
+            )
+            assert run_as(attacker, ["sh", "-c", swap]).returncode == 0
+            assert _last_line(log) == forged and log.stat().st_uid == attacker.uid
+            files = ("--attestation", str(sim.attestation), "--log", str(log))
+            run = run_check(sim.url, "--stall-after", "600", "--no-probe", *files)
+        progress = run.check("server.progress")
+        assert progress["status"] == "error", run.explain()
+        assert progress["evidence"].get("source") != "log", run.explain()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 from validator.bounded_files import open_regular
 from validator.errors import InputError, UnavailableError
 from validator.facts import DecodeSample, LogFacts
+from validator.procinfo import process_uid
 from validator.sources.server.log_grammar import (
     DECODE_MARK,
     RAW,
@@ -31,6 +32,7 @@ from validator.sources.server.log_grammar import (
     stream_of,
 )
 from validator.sources.server.log_state import MAX_SAMPLES, BatchWatch, Claims, LogParser, ServerId
+from validator.trusted_files import creatable_by_others
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
@@ -63,8 +65,9 @@ class FileLogReader:
         self._stats = LogFacts(path=self.where)
         self._batches = BatchWatch()
         self._read_mtime: float | None = None
-        # the file, or its directory, can be written by users other than its owner: its batch lines
-        # could be anyone's, so server.progress does not take their word (``facts.last_batch`` None)
+        # the file, or a directory on its way, can be written by users other than root, this one and the
+        # server's: its batch lines could be anyone's, so server.progress does not take their word
+        # (``facts.last_batch`` None)
         self._open_to_others = False
 
     def close(self) -> None:
@@ -78,7 +81,7 @@ class FileLogReader:
 
     def poll(self, server: ServerId | None = None) -> LogFacts:
         with self._lock:
-            note = self._poll_locked()
+            note = self._poll_locked(server)
             facts = self._parser.snapshot()
             st = self._stats
             facts.generation = self._parser.starts
@@ -94,7 +97,7 @@ class FileLogReader:
                 )
             return facts
 
-    def _poll_locked(self) -> str | None:
+    def _poll_locked(self, server: ServerId | None = None) -> str | None:
         try:
             st = os.stat(self.path)
         except OSError as exc:
@@ -120,7 +123,7 @@ class FileLogReader:
         st_now = os.fstat(self._fd)
         size = st_now.st_size
         self._read_mtime = st_now.st_mtime  # the time of the last write within what this poll reads
-        self._open_to_others = _writable_by_others(st_now, self.path)
+        self._open_to_others = _writable_by_others(st_now, self.path, _server_uid(server))
         if size < self._offset or not self._tail_intact():
             self._stats.truncations += 1  # copytruncate: same server, its log starts over
             self._reset_position()
@@ -277,13 +280,22 @@ class FileLogReader:
             parser.run.samples.extend(reversed(kept))
 
 
-def _writable_by_others(st: os.stat_result, path: Path) -> bool:
-    """Whether the opened log file, or the directory holding it, lets its group or others write (a
-    sticky directory too: anyone may put a file there before the server creates its own)."""
-    if st.st_mode & 0o022:
+def _server_uid(server: ServerId | None) -> int | None:
+    """The UID of the process holding the server's port on this host, when it is visible."""
+    pid = server.listener_pid if server is not None else None
+    return process_uid(pid) if pid is not None else None
+
+
+def _writable_by_others(st: os.stat_result, path: Path, server_uid: int | None) -> bool:
+    """Whether someone other than root, this process's user and the server's (``server_uid``, when known)
+    could have written the lines of the opened log: the file's mode or owner, or any directory on its way
+    (``creatable_by_others``: owned by another user, who could rename it and put theirs in its place, or
+    writable by its group or others, sticky ``/tmp`` included)."""
+    trusted = {os.geteuid(), *(() if server_uid is None else (server_uid,))}
+    if st.st_mode & 0o022 or st.st_uid not in {0, *trusted}:
         return True
     try:
-        return bool(os.stat(path.parent).st_mode & 0o022)
+        return bool(creatable_by_others(path, trusted))
     except OSError:
         return True
 

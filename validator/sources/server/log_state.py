@@ -214,7 +214,11 @@ class BatchWatch:
 
 
 class ServerId(Protocol):
-    """The identity of the server that answered (``validator.sources.server.identity.ServerIdentity``)."""
+    """The identity of the server that answered (``validator.sources.server.identity.ServerIdentity``);
+    ``listener_pid``: the process holding its port on this host, when visible (its user may write its log)."""
+
+    @property
+    def listener_pid(self) -> int | None: ...
 
     def same_server(self, other: Any) -> bool: ...
 
