@@ -412,3 +412,32 @@ def test_a_key_given_twice_is_refused_at_its_second_line(tmp_path: Path) -> None
     )
     assert res.returncode == 65
     assert _errors(res) == [f"spark-validate: {site}:6: key 'waivers' given twice in one mapping"]
+
+
+def test_a_merge_key_is_refused_as_a_second_way_to_give_a_key(tmp_path: Path) -> None:
+    """YAML's merge key (``<<``, or any key tagged ``!!merge``) gives a mapping's keys a second time from
+    another mapping, and the explicit one wins without a word: ``severity: critical`` beside
+    ``<<: {severity: info}`` passed lint, and ``<<`` alone set a field no reader of the pack would look
+    for. Aliases are refused already, so a merge key has no use in a pack: it is refused at its line."""
+    text = PACK.read_text()
+    assert "    severity: info\n" in text
+    for key in ("<<", "!!merge m"):
+        p = _pack(
+            tmp_path,
+            text.replace(
+                "    severity: info\n", f"    severity: info\n    {key}: {{severity: critical}}\n", 1
+            ),
+        )
+        res = _cli("rules", "lint", str(p))
+        assert res.returncode == 65, (key, res.stdout, res.stderr)
+        line = p.read_text().split(f"    severity: info\n    {key}:")[0].count("\n") + 2
+        assert _errors(res) == [
+            f"spark-validate: {p}:{line}: YAML merge keys (<<) are not allowed in a rule pack"
+        ]
+    quoted = _pack(
+        tmp_path,
+        text.replace("    severity: info\n", '    severity: info\n    "<<": {severity: critical}\n', 1),
+    )
+    assert (
+        "merge keys" not in _cli("rules", "lint", str(quoted)).stderr
+    )  # a quoted '<<' is a plain (unknown) key

@@ -192,6 +192,9 @@ def _pack_text(path: Path) -> str:
         raise InputError(str(path), f"rule pack is not valid UTF-8 (byte {exc.start})", line) from None
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
     """One pack file's text and its YAML mapping, with every problem as an ``InputError`` naming it."""
     import yaml
@@ -211,6 +214,11 @@ def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
             keys, is_key = open_[-1] if open_ else (None, [False])
             if isinstance(event, yaml.NodeEvent) and keys is not None:
                 if is_key[0] and isinstance(event, yaml.ScalarEvent):
+                    if event.tag == _MERGE_TAG or (
+                        event.value == "<<" and event.tag is None and event.implicit[0]
+                    ):
+                        # a second way to give a key (the explicit one wins without a word)
+                        raise InputError(where, "YAML merge keys (<<) are not allowed in a rule pack", line)
                     if event.value in keys:
                         raise InputError(where, f"key {event.value[:60]!r} given twice in one mapping", line)
                     keys.add(event.value)
