@@ -129,16 +129,32 @@ def test_a_server_in_its_own_network_namespace_is_proven_by_its_own_socket_table
 def test_a_server_still_loading_is_judged_once_it_listens_with_wait() -> None:
     """A server loading its weights holds no socket yet: without --wait it is "not yet listening" (69,
     never judged on its argv alone); with --wait, check looks again until it listens, then judges it."""
+    import tempfile
+    import threading
+    from pathlib import Path
+
     from tests.support.fake_server import LISTENS, process_as, server_argv, sglang_tree
     from tests.support.loopback import free_port
 
     port = free_port()
-    slow = "import time\ntime.sleep(3)\n" + LISTENS
-    with sglang_tree(slow) as top:
-        prefix = b"/usr/bin/python3\0-m\0sglang"
-        with process_as(None, server_argv(port), cwd=top, prefix=prefix) as proc:
-            early = _check_pid(proc.pid, wait="0")
-            later = _check_pid(proc.pid, wait="20")
+    with tempfile.TemporaryDirectory() as gate_dir:
+        # the server "loads" until the test opens the gate (bounded at 120 s): the first check always sees
+        # it loading, however slowly the box starts interpreters
+        go = Path(gate_dir) / "go"
+        slow = (
+            f"import os, time\nfor _ in range(1200):\n    if os.path.exists({str(go)!r}): break\n"
+            "    time.sleep(0.1)\n" + LISTENS
+        )
+        with sglang_tree(slow) as top:
+            prefix = b"/usr/bin/python3\0-m\0sglang"
+            with process_as(None, server_argv(port), cwd=top, prefix=prefix) as proc:
+                early = _check_pid(proc.pid, wait="0")
+                opener = threading.Timer(2.0, go.touch)  # opens while the second check waits
+                opener.start()
+                try:
+                    later = _check_pid(proc.pid, wait="60")
+                finally:
+                    opener.cancel()
     assert early.returncode == 69, early.stderr
     assert f"--pid {proc.pid} is not judged" in early.stderr and "not yet listening" in early.stderr
     assert later.returncode != 1, later.stderr

@@ -68,9 +68,8 @@ def test_healthy_ready_within_one_probe_and_systemd_notify(tmp_path: Path, socke
             assert _sample(metrics, "spark_validate_ready") == 1.0
             assert _sample(metrics, "spark_validate_spec_accept_length") == report["probe"]["accept_length"]
             d.proc.send_signal(signal.SIGTERM)
-            t0 = time.monotonic()
-            rc = d.proc.wait(timeout=5)
-            assert rc == 0 and time.monotonic() - t0 < 1.0
+            # promptly: well before the next probe (60 s); a bound, not a timing (the box may be loaded)
+            assert d.proc.wait(timeout=10) == 0
         time.sleep(0.5)  # the last datagrams are read
     finally:
         done.set()
@@ -132,7 +131,13 @@ def test_server_killed_then_restarted(tmp_path: Path) -> None:
 @pytest.mark.parametrize("scenario", ["crash-after-ready", "flaky-5xx"])
 def test_bad_servers_do_not_crash_the_daemon(tmp_path: Path, scenario: str) -> None:
     with sim_on_port(scenario) as sim, daemon_process(tmp_path, sim.url, *FAST) as d:
-        assert wait_for(lambda: d.get("/report").status_code == 200, timeout=40), d.log()[-3000:]
+        # a report, or (a crash seen by the health watch before any check reached the server) "server lost
+        # at T, not yet judged", which no later check can clear while nothing answers
+        def answered() -> bool:
+            r = d.get("/report")
+            return r.status_code == 200 or "not yet judged" in r.json().get("error", "")
+
+        assert wait_for(answered, timeout=40), d.log()[-3000:]
         deadline = time.monotonic() + 4
         seen: set[str] = set()
         while time.monotonic() < deadline:  # every answer is consistent with the latest verdict
