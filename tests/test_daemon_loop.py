@@ -316,3 +316,21 @@ async def test_a_restart_forgets_the_previous_processs_verdict_everywhere() -> N
     server.up, server.verdict = True, Verdict.PASS
     await d.run_once(full=True)
     assert d.state.current() is not None and d.state.ready and d.state.restarted_at is None
+
+
+@_in_event_loop
+async def test_a_hold_that_runs_out_at_a_check_says_unready_after_as_at_a_tick() -> None:
+    """The hold ends either at the scheduler's tick or at the check that falls due on the same instant; on
+    a busy machine the check often comes first, and its reason said only "verdict inconclusive". Checks
+    run here one by one, with no loop ticking between them."""
+    server = FakeServer()
+    d, _ = _daemon(server, unready_after_s=0.3)
+    await d.run_once(full=True)
+    assert d.state.ready
+    server.verdict = Verdict.INCONCLUSIVE
+    await d.run_once(full=False)
+    assert d.state.ready  # held
+    await asyncio.sleep(0.4)
+    await d.run_once(full=False)
+    assert not d.state.ready
+    assert "--unready-after" in d.state.reason, d.state.reason

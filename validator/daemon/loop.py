@@ -220,6 +220,7 @@ class Daemon:
                 self.restart_suspected("server restarted (its identity changed: startup_time, seed or PID)")
                 full = True
         epoch = self.epoch
+        since = self.inconclusive_since
         probing = full and sched.probe
         self.set_phase("checking")
         self.in_flight = True
@@ -251,6 +252,9 @@ class Daemon:
             self.ident = None
         now = time.monotonic()
         held = self._hold(result, epoch, now)
+        # the hold ran out during or at this run: the same reason as the tick's, which this run's latch
+        # would otherwise overwrite
+        expired = since is not None and not held and now - since >= sched.unready_after_s
         # a stall is looked at again by a full check every interval: the probe was not run into it, so only
         # a full check can bring readiness back once work completes (and its own small request is the
         # only evidence where the server serves no /metrics)
@@ -274,6 +278,8 @@ class Daemon:
         reason = (
             "server stalled: it answers /health but completes no work (server.progress)"
             if stalled
+            else f"inconclusive for {sched.unready_after_s:g} s (--unready-after)"
+            if expired and report.verdict is Verdict.INCONCLUSIVE
             else f"verdict {report.verdict.value}"
             if report.verdict is not Verdict.PASS
             else "server restarted during the check"
