@@ -10,7 +10,7 @@ import pwd
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TextIO
 from urllib.parse import urlsplit
 
 from validator.commands.common import (
@@ -23,11 +23,16 @@ from validator.commands.common import (
     write_atomically,
 )
 from validator.errors import ExitCode, UsageError
+from validator.live_inputs import LiveInputs, ProgressFn
 from validator.outputs import render
 from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
 from validator.redact import safe_url
 from validator.rulepack import load_pack
 from validator.sources.host.server_command import recognise_simulator
+
+if TYPE_CHECKING:
+    from validator.sources.host.server_processes import Ignored
+    from validator.sources.server.readiness import Progress
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,7 +120,7 @@ def server_user(value: str) -> list[int]:
     return uids
 
 
-def add_server_user(g: Any) -> None:
+def add_server_user(g: argparse._ActionsContainer) -> None:
     """``--server-user`` on every command that reads servers (check, serve, npd)."""
     g.add_argument(
         "--server-user",
@@ -188,14 +193,13 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _log_spec(value: str) -> Any:
+def _log_spec(value: str) -> str | Path:
     from validator.sources.server.log import parse_log_spec
 
     return parse_log_spec(value)
 
 
-def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
-    from validator.live import LiveInputs
+def live_inputs_from(args: argparse.Namespace, on_progress: ProgressFn | None = None) -> LiveInputs:
     from validator.sources.server.client import load_api_key
 
     uids = server_uids(args)
@@ -223,12 +227,12 @@ def live_inputs_from(args: argparse.Namespace, on_progress: Any = None) -> Any:
 class TerminalProgress:
     """A live status line on a terminal; a line per phase change otherwise (logs)."""
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = sys.stderr if stream is None else stream  # at the call: a caller may have redirected it
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.dirty = False
 
-    def __call__(self, progress: Any) -> None:
+    def __call__(self, progress: Progress) -> None:
         from validator.sources.server.readiness import format_progress
 
         line = format_progress(progress)
@@ -309,7 +313,7 @@ def _declared_user(declared: PreflightInputs | None) -> int | None:
         return None
 
 
-def _say_ignored(ignored: list[Any]) -> None:
+def _say_ignored(ignored: list[Ignored]) -> None:
     """One stderr line per process that looks like a server and is not judged, with why."""
     for item in ignored[:MAX_IGNORED_SHOWN]:
         sys.stderr.write(f"check: ignored {item.describe()}\n")
