@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.gb10_host import fake_host, gb10_host, host_env
 from tests.support.launch_recipe import Mistake
 from tests.support.pypi_wheels import (
@@ -158,7 +158,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Server:
 
 
 def preflight(env: dict[str, str], rules: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    return preflight_json(env, "--rules", rules, *args)
+    return preflight_json_in_process(env, "--rules", rules, *args)
 
 
 def by_status(report: dict[str, Any], *statuses: str) -> set[str]:

@@ -26,10 +26,13 @@ import concurrent.futures
 import contextlib
 import io
 import json
+import logging
 import os
 import socket
+import subprocess
 import sys
 import threading
+import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,13 +41,15 @@ from typing import Any
 import httpx
 
 from tests.support.check_helpers import CheckRun
+from tests.support.cli import REPO, json_report
 from tests.support.loopback import free_port
-from validator import cli
+from validator import cli, redact
 from validator.commands import check as check_command
 from validator.commands import sim as sim_command
 from validator.sim import server_log
 from validator.sim.app import create_app
 from validator.sim.runner import SimServer
+from validator.sources.host import server_command
 
 # far above what the simulator at test speed needs to load; a row that dies loading settles at once
 LOAD_TIMEOUT_S = 60.0
@@ -242,3 +247,82 @@ def check_in_process(
         with contextlib.suppress(json.JSONDecodeError):
             report = json.loads(stdout)
     return CheckRun(rc, stdout, err.getvalue(), report)
+
+
+@contextlib.contextmanager
+def _process_state(env: Mapping[str, str], cwd: str | Path) -> Iterator[None]:
+    """What ``run_cli(..., env=ENV, cwd=CWD)`` gives its child, for the length of one in-process run, and
+    put back after it whatever the run did: the environment is exactly ``env`` plus ``PYTHONPATH`` (so
+    the fake interpreters a run starts inherit what the child would pass them), the working directory is
+    ``cwd``, the validator's caches and registered secrets start empty, and every logger's level,
+    handlers, filters and switches are as before (``--log-level``'s check sets a logger's level)."""
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_secrets = set(redact._REGISTERED)
+    saved_simulated = server_command._SIMULATED
+    loggers = [
+        logging.getLogger(),
+        *(v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
+    saved_loggers = [
+        (lg, lg.level, list(lg.handlers), list(lg.filters), lg.propagate, lg.disabled) for lg in loggers
+    ]
+    known = set(logging.root.manager.loggerDict)
+    os.environ.clear()
+    os.environ.update({**env, "PYTHONPATH": str(REPO)})
+    redact._REGISTERED.clear()
+    server_command.recognise_simulator(None)
+    _as_a_fresh_process()
+    try:
+        os.chdir(cwd)
+        yield
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        redact._REGISTERED.clear()
+        redact._REGISTERED.update(saved_secrets)
+        server_command.recognise_simulator(saved_simulated)
+        for lg, level, handlers, filters, propagate, disabled in saved_loggers:
+            lg.setLevel(level)
+            lg.handlers[:], lg.filters[:] = handlers, filters
+            lg.propagate, lg.disabled = propagate, disabled
+        for name in set(logging.root.manager.loggerDict) - known:  # a logger the run created: as new
+            new = logging.root.manager.loggerDict[name]
+            if isinstance(new, logging.Logger):
+                new.setLevel(logging.NOTSET)
+                new.handlers.clear()
+                new.filters.clear()
+        _as_a_fresh_process()
+
+
+def preflight_in_process(
+    *args: str, env: Mapping[str, str] | None = None, cwd: str | Path = REPO
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli("preflight", ARGS, env=ENV, cwd=CWD)`` in this process: ``validator.cli.main`` with
+    stdout and stderr captured, in the same ``CompletedProcess``. ``env`` is the whole environment, as
+    for ``run_cli`` (default: this process's). An exception that escapes the front door is what the
+    interpreter would make of it: its traceback on stderr and exit 1. Not for a test whose subject is the
+    process itself (signals, file descriptors, ``--output`` seen by another process, a second user)."""
+    argv = ["preflight", *args]
+    out, err = io.StringIO(), io.StringIO()
+    state = _process_state(dict(os.environ) if env is None else env, cwd)
+    with state, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = cli.main(argv)
+        except SystemExit as exc:
+            rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        except Exception:
+            traceback.print_exc()
+            rc = 1
+    return subprocess.CompletedProcess(
+        [sys.executable, "-m", "validator", *argv], rc, out.getvalue(), err.getvalue()
+    )
+
+
+def preflight_json_in_process(
+    env: Mapping[str, str], *args: str, cwd: str | Path = REPO
+) -> tuple[int, dict[str, Any], str]:
+    """``preflight_json(ENV, ARGS, cwd=CWD)`` in this process: exit code, report (``{}`` if none),
+    stderr."""
+    proc = preflight_in_process("--format", "json", *args, env=env, cwd=cwd)
+    return proc.returncode, json_report(proc.stdout), proc.stderr
