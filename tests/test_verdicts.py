@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from tests.support.check_helpers import CheckRun, evidence_files, run_check
-from tests.support.cli import json_report, run_cli
-from tests.support.in_process import InProcessSim, check_in_process, sim_in_process
+from tests.support.cli import json_report
+from tests.support.in_process import InProcessSim, check_in_process, preflight_in_process, sim_in_process
 from tests.support.sim_process import SimProcess, sim_process
 from tests.support.timing_proxy import timing_proxy
 from tests.test_preflight import REPO, Server, _server
@@ -44,7 +44,7 @@ def stock_with_plugin(tmp_path_factory: pytest.TempPathFactory) -> Server:
 
 
 def preflight(env: dict[str, str], *args: str, fmt: str = "json") -> tuple[int, Any, str]:
-    proc = run_cli("preflight", "--format", fmt, *args, env={**env, "NO_COLOR": "1"})
+    proc = preflight_in_process("--format", fmt, *args, env={**env, "NO_COLOR": "1"})
     if fmt != "json":
         return proc.returncode, proc.stdout, proc.stderr
     return proc.returncode, json_report(proc.stdout), proc.stderr
