@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json, run_cli
+from tests.support.cli import run_cli
 from tests.support.contract_ids import PREFLIGHT_CHECK_IDS
+from tests.support.in_process import preflight_json_in_process
 from tests.support.launch_recipe import Mistake
 from tests.support.sglang_builds import fake_interpreter, make_build
 
@@ -115,7 +116,7 @@ def status(report: dict[str, Any], check_id: str) -> str:
 
 
 def test_recipe_passes_on_patched_build(patched: Server) -> None:
-    rc, report, err = preflight_json(patched.env, "--launch-cmd", patched.cmd())
+    rc, report, err = preflight_json_in_process(patched.env, "--launch-cmd", patched.cmd())
     assert rc == 0, (err, [c for c in report.get("checks", []) if c["status"] != "pass"])
     assert report["verdict"] == "pass" and report["mode"] == "preflight"
     for check_id in PREFLIGHT_CHECK_IDS:
@@ -139,7 +140,7 @@ MISTAKES = [
 @pytest.mark.parametrize("mistake", MISTAKES)
 def test_each_single_mistake_fails_exactly_its_check(patched: Server, mistake: Mistake) -> None:
     cmd = patched.cmd(*mistake.extra, drop=mistake.drop)
-    rc, report, err = preflight_json(mistake.environ(patched.env), "--launch-cmd", cmd)
+    rc, report, err = preflight_json_in_process(mistake.environ(patched.env), "--launch-cmd", cmd)
     assert rc == 78, err
     assert report["verdict"] == "fail"
     assert failing(report) == mistake.fails
@@ -149,7 +150,7 @@ def test_each_single_mistake_fails_exactly_its_check(patched: Server, mistake: M
 
 
 def test_fp8_variable_on_stock_build_is_silently_ignored(stock: Server) -> None:
-    rc, report, _ = preflight_json(stock.env, "--launch-cmd", stock.cmd())
+    rc, report, _ = preflight_json_in_process(stock.env, "--launch-cmd", stock.cmd())
     assert rc == 78
     # stock 0.5.23: the variable is not declared (lm_head.fp8) and the draft shares only the tensor
     assert failing(report) == {"lm_head.fp8", "spec.lm_head_shared"}
@@ -159,7 +160,7 @@ def test_fp8_variable_on_stock_build_is_silently_ignored(stock: Server) -> None:
 
 def test_draft_class_without_share_hook_is_the_trap(tmp_path: Path) -> None:
     server = _server(tmp_path, "noshare", fp8_lm_head=True, share_hook=False)
-    rc, report, _ = preflight_json(server.env, "--launch-cmd", server.cmd())
+    rc, report, _ = preflight_json_in_process(server.env, "--launch-cmd", server.cmd())
     assert rc == 78
     assert failing(report) == {"spec.lm_head_shared"}
     shared = next(c for c in report["checks"] if c["id"] == "spec.lm_head_shared")
@@ -175,17 +176,21 @@ def test_plugin_remedy_counts_when_installed_and_enabled(tmp_path: Path) -> None
         plugins={"spark_validate": "spark_validate_plugin.plugin:register"},
     )
     env = {**server.env, "SPARK_VALIDATE_SHARE_LM_HEAD": "1"}
-    rc, report, err = preflight_json(env, "--launch-cmd", server.cmd())
+    rc, report, err = preflight_json_in_process(env, "--launch-cmd", server.cmd())
     assert rc == 0, (err, failing(report))
     # the plugin is whitelisted away: the remedy cannot run
-    rc, report, _ = preflight_json({**env, "SGLANG_PLUGINS": "other_plugin"}, "--launch-cmd", server.cmd())
+    rc, report, _ = preflight_json_in_process(
+        {**env, "SGLANG_PLUGINS": "other_plugin"}, "--launch-cmd", server.cmd()
+    )
     assert rc == 78 and failing(report) == {"spec.lm_head_shared"}
 
 
 def test_lm_head_missing_from_modules_to_not_convert(patched: Server, tmp_path: Path) -> None:
     model = tmp_path / "model"
     write_checkpoint(model, small=False, modules_to_not_convert=["model.word_embeddings"])
-    rc, report, _ = preflight_json(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    rc, report, _ = preflight_json_in_process(
+        patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model)
+    )
     assert rc == 78
     assert failing(report) == {"checkpoint.layout"}
 
@@ -195,7 +200,7 @@ def test_interpreter_without_sglang_is_inconclusive_never_a_pass(patched: Server
     checked away from the server's host), so the verdict is inconclusive, never a pass."""
     bare = fake_interpreter(tmp_path / "bare" / "bin", None)
     cmd = patched.cmd().replace(str(patched.python), str(bare), 1)
-    rc, report, _ = preflight_json(patched.env, "--launch-cmd", cmd)
+    rc, report, _ = preflight_json_in_process(patched.env, "--launch-cmd", cmd)
     program = next(c for c in report["checks"] if c["id"] == "launch.program")
     assert program["status"] == "error" and "cannot import sglang" in program["message"]
     assert rc == 69 and report["verdict"] == "inconclusive"
@@ -219,7 +224,7 @@ def test_unit_file_with_env_file(patched: Server, tmp_path: Path) -> None:
         "RestartPreventExitStatus=78\n"
     )
     env = {k: v for k, v in patched.env.items() if not k.startswith(("SGLANG_", "HUMMING_"))}
-    rc, report, err = preflight_json(env, "--unit", str(unit))
+    rc, report, err = preflight_json_in_process(env, "--unit", str(unit))
     assert rc == 0, (err, failing(report))
     assert report["target"].startswith("unit:")
 
@@ -234,7 +239,7 @@ def test_unit_file_with_env_file(patched: Server, tmp_path: Path) -> None:
 def test_malformed_unit_exits_65_with_one_line(tmp_path: Path, content: str, needle: str) -> None:
     unit = tmp_path / "bad.service"
     unit.write_text(content)
-    rc, _, err = preflight_json({"PATH": os.environ["PATH"]}, "--unit", str(unit))
+    rc, _, err = preflight_json_in_process({"PATH": os.environ["PATH"]}, "--unit", str(unit))
     assert rc == 65
     assert str(unit) in err and needle.lower() in err.lower()
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
@@ -244,19 +249,23 @@ def test_malformed_checkpoint_exits_65(patched: Server, tmp_path: Path) -> None:
     model = tmp_path / "model"
     write_checkpoint(model, small=True)
     (model / "config.json").write_text('{"architectures": ["BailingMoeV3ForCausalLM",}')
-    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    rc, _, err = preflight_json_in_process(
+        patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model)
+    )
     assert rc == 65 and "config.json" in err and "Traceback" not in err
     write_checkpoint(model, small=True)
     shard = next(model.glob("*.safetensors"))
     shard.write_bytes(shard.read_bytes()[:6])
-    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model))
+    rc, _, err = preflight_json_in_process(
+        patched.env, "--launch-cmd", patched.cmd(), "--model-dir", str(model)
+    )
     assert rc == 65 and shard.name in err and "Traceback" not in err
 
 
 def test_unknown_and_ambiguous_flags_are_rejected_like_sglang(patched: Server) -> None:
-    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd("--no-such-flag"))
+    rc, _, err = preflight_json_in_process(patched.env, "--launch-cmd", patched.cmd("--no-such-flag"))
     assert rc == 65 and "unrecognized arguments: --no-such-flag" in err
-    rc, _, err = preflight_json(patched.env, "--launch-cmd", patched.cmd("--speculative-num", "3"))
+    rc, _, err = preflight_json_in_process(patched.env, "--launch-cmd", patched.cmd("--speculative-num", "3"))
     assert rc == 65 and "ambiguous option" in err
 
 
@@ -317,7 +326,9 @@ def test_the_pack_names_the_draft_class_the_install_reader_reports(tmp_path: Pat
             f"metadata: {{name: site-{draft.lower()}, description: a site pack}}\n"
             f"expect:\n  checkpoint: {{draft_architecture: {draft}}}\n"
         )
-        _, report, err = preflight_json(server.env, "--launch-cmd", server.cmd(), "--rules", str(pack))
+        _, report, err = preflight_json_in_process(
+            server.env, "--launch-cmd", server.cmd(), "--rules", str(pack)
+        )
         assert report, err
         return next(c for c in report["checks"] if c["id"] == "spec.lm_head_shared")
 
@@ -385,7 +396,7 @@ def test_the_fp8_switch_the_build_must_declare_is_the_packs(tmp_path: Path) -> N
     env = {**server.env, switch: "1", "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
     fp8 = {}
     for rules in (str(pack), "ling-3.0-flash-dgx-spark"):
-        _, report, err = preflight_json(env, "--launch-cmd", server.cmd(), "--rules", rules)
+        _, report, err = preflight_json_in_process(env, "--launch-cmd", server.cmd(), "--rules", rules)
         assert report, err
         fp8[rules] = next(c for c in report["checks"] if c["id"] == "lm_head.fp8")
     assert fp8[str(pack)]["status"] == "pass", fp8[str(pack)]

@@ -1,10 +1,10 @@
 """The in-process preflight (tests/support/in_process.py: ``preflight_in_process``, the real ``preflight``
 front door run in the test's process) is held to a real ``python -m validator preflight`` process: for the
 shipped recipe (pass), a build that ignores the FP8 head (fail), a hub id with nothing local to read
-(inconclusive), a text report, a launch command SGLang refuses and an unknown pack (input errors) and a usage error, both give
-the same exit code, the same stdout (the JSON report, its clock fields aside) and the same stderr. And an
-in-process run leaves nothing behind: the environment, the working directory, the loggers, the registered
-secrets and the validator's caches are as they were, so one test's run cannot change another's verdict.
+(inconclusive, in JSON and text), a launch command SGLang refuses and an unknown pack (input errors) and a
+usage error, both give the same exit code, the same stdout (the report, its clock aside) and the same
+stderr. And an in-process run leaves nothing behind: the environment, the working directory, the loggers
+and the registered secrets are as they were, so one test's run cannot change another's verdict.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.in_process import preflight_json_in_process
 from tests.support.gb10_host import fake_host, gb10_host, host_env
+from tests.support.in_process import preflight_json_in_process
 from tests.support.launch_recipe import Mistake
 from tests.support.pypi_wheels import (
     HUMMING_SAFE,
