@@ -11,13 +11,14 @@ import pytest
 from tests.support.check_helpers import run_check
 from tests.support.cli import json_report, run_cli
 from tests.support.daemon_process import daemon_process, wait_for
+from tests.support.in_process import preflight_in_process
 from tests.support.sim_process import sim_process
 
 AUTO = "python -m sglang.launch_server --model-path /m --moe-runner-backend auto"
 
 
 def _preflight(*args: str) -> tuple[int, dict[str, object], str]:
-    proc = run_cli("preflight", "--format", "json", "--launch-cmd", AUTO, *args, timeout=60)
+    proc = preflight_in_process("--format", "json", "--launch-cmd", AUTO, *args)
     return proc.returncode, json_report(proc.stdout), proc.stderr
 
 
@@ -50,7 +51,7 @@ def test_check_judges_only_the_named_checks() -> None:
 
 
 def test_the_text_coverage_line_names_what_was_skipped() -> None:
-    proc = run_cli("preflight", "--launch-cmd", AUTO, "--check", "moe.backend", "--check", "spec.config")
+    proc = preflight_in_process("--launch-cmd", AUTO, "--check", "moe.backend", "--check", "spec.config")
     last = proc.stdout.strip().splitlines()[-1]
     assert "(skipped on request: " in last and "lm_head.fp8" in last, last
 

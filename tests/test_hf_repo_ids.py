@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 
 REPO_ID = "inclusionAI/Ling-3.0-flash-fp4"
 MAIN = "a" * 40
@@ -45,7 +45,7 @@ def _cache(hub: Path, commit: str, ref: str | None) -> Path:
 
 def _preflight(env: dict[str, str], *extra: str) -> tuple[int, dict[str, Any]]:
     cmd = f"python -m sglang.launch_server --model-path {REPO_ID} {ARGS} {' '.join(extra)}"
-    rc, report, err = preflight_json(env, "--launch-cmd", cmd)
+    rc, report, err = preflight_json_in_process(env, "--launch-cmd", cmd)
     assert report, err
     return rc, {c["id"]: c for c in report["checks"]}
 

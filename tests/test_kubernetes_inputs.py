@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 import yaml
 
-from tests.support.cli import preflight_json, run_cli
+from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process
+from tests.support.in_process import preflight_json_in_process
 from tests.support.loopback import free_port
 from tests.support.sim_process import sim_process
 
@@ -26,7 +27,7 @@ def _checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_preflight_reads_the_shipped_manifests_sglang_container() -> None:
     """Our own manifest: both containers use the same image; the one that runs SGLang is found by its
     command, and its command, args and env are what the checks judge (no exit 65)."""
-    rc, report, err = preflight_json({}, "--kube-manifest", str(MANIFEST))
+    rc, report, err = preflight_json_in_process({}, "--kube-manifest", str(MANIFEST))
     assert report, err
     checks = _checks(report)
     for check in ("moe.backend", "spec.config", "lm_head.exclusive", "launch.warnings"):
@@ -51,7 +52,7 @@ def test_kubelet_expansion_and_values_only_the_kubelet_knows(tmp_path: Path) -> 
     ]
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(doc))
-    _, report, err = preflight_json({}, "--kube-manifest", str(path))
+    _, report, err = preflight_json_in_process({}, "--kube-manifest", str(path))
     assert report, err
     checks = _checks(report)
     assert checks["moe.backend"]["status"] == "pass", checks["moe.backend"]  # $(ARGS_HEAD) expanded
@@ -79,7 +80,7 @@ def test_start_budget_remedy_under_kubernetes_speaks_of_the_startup_probe(tmp_pa
     doc["spec"]["template"]["spec"]["containers"][0]["startupProbe"]["failureThreshold"] = 12
     path = tmp_path / "short.yaml"
     path.write_text(yaml.safe_dump(doc))
-    _, report, err = preflight_json({}, "--kube-manifest", str(path))
+    _, report, err = preflight_json_in_process({}, "--kube-manifest", str(path))
     assert report, err
     budget = _checks(report)["host.start_budget"]
     assert budget["status"] == "warn", budget

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.sglang_wheel import sglang_root
 from tests.test_preflight import Server, _server
 
@@ -44,7 +44,7 @@ def _cell(server: Server, model: str | None = None) -> str:
 
 
 def _moe(server: Server, command: str) -> dict[str, Any]:
-    rc, report, err = preflight_json(server.env, "--launch-cmd", command)
+    rc, report, err = preflight_json_in_process(server.env, "--launch-cmd", command)
     assert rc == 78 and report, err  # the cell fails the Humming recipe whatever 'auto' resolves to
     return next(c for c in report["checks"] if c["id"] == "moe.backend")
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import REPO, preflight_json
+from tests.support.cli import REPO
 from tests.support.document_server import document_server, sim_documents
-from tests.support.in_process import check_in_process
+from tests.support.in_process import check_in_process, preflight_json_in_process
 from tests.support.launch_recipe import RECIPE_CMD, RECIPE_ENV
 from tests.support.private_dir import trusted_copy
 
@@ -41,7 +41,7 @@ def test_the_qwen_compose_file_is_judged_by_no_pack(tmp_path: Path) -> None:
     # and the checkout may be under /tmp
     m01 = trusted_copy(M01, tmp_path / "project")
     for extra in ((), ("--allow-partial",)):
-        rc, report, err = preflight_json(
+        rc, report, err = preflight_json_in_process(
             {**ENV, "HOME": str(tmp_path)}, "--compose", str(m01), "--rules", "auto", *extra
         )
         auto = _nothing_judged(rc, report, err)
@@ -55,7 +55,7 @@ def test_control_the_same_compose_file_naming_lings_repo_is_judged_by_a_ling_pac
     ling = tmp_path / "project" / "docker-compose.yml"
     ling.parent.mkdir()
     ling.write_text(M01.read_text().replace("Qwen/Qwen3.5-4B", "inclusionAI/Ling-3.0-flash-fp4"))
-    rc, report, err = preflight_json(
+    rc, report, err = preflight_json_in_process(
         {**ENV, "HOME": str(tmp_path)}, "--compose", str(ling), "--rules", "auto"
     )
     assert report and report["rule_pack"] != "none", (rc, err)
@@ -73,7 +73,7 @@ def test_a_cached_qwen_config_names_the_model_by_its_architecture(tmp_path: Path
     (snap / "config.json").write_text(json.dumps(config))
     env = {**ENV, "HOME": str(tmp_path), "HF_HUB_CACHE": str(tmp_path / "hub")}
     cmd = "python3 -m sglang.launch_server --model-path Qwen/Qwen3.5-4B --port 8000"
-    rc, report, err = preflight_json(env, "--launch-cmd", cmd, "--rules", "auto")
+    rc, report, err = preflight_json_in_process(env, "--launch-cmd", cmd, "--rules", "auto")
     auto = _nothing_judged(rc, report, err)
     assert "Qwen3_5ForConditionalGeneration" in auto["message"], auto
 
@@ -82,14 +82,14 @@ def test_a_model_nothing_names_is_unknown_not_ling(tmp_path: Path) -> None:
     """The recipe's command with its --model-path not here and no --model-dir: the directory's name is no
     evidence of what it holds, so no pack is chosen (69), and the remedy names what would decide it."""
     env = {**ENV, **RECIPE_ENV}
-    rc, report, err = preflight_json(env, "--launch-cmd", RECIPE_CMD, "--rules", "auto")
+    rc, report, err = preflight_json_in_process(env, "--launch-cmd", RECIPE_CMD, "--rules", "auto")
     auto = _nothing_judged(rc, report, err)
     assert "could not be read" in auto["message"] and "--model-dir" in str(auto["remedy"])
     assert report["coverage"]["missing"][0]["input"].startswith("--model-dir"), report["coverage"]
     # control: the same command with the checkpoint given is judged by the recipe's pack
     model = tmp_path / "Ling-3.0-flash-fp4"
     write_checkpoint(model, small=False)
-    rc, report, err = preflight_json(
+    rc, report, err = preflight_json_in_process(
         env, "--launch-cmd", RECIPE_CMD, "--rules", "auto", "--model-dir", str(model)
     )
     assert report["rule_pack"] == "ling-3.0-flash-dgx-spark", (rc, err)

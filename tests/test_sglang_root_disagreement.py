@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.launch_recipe import RECIPE_SERVER_ARGS
 from tests.support.sglang_builds import fake_interpreter, make_build
 
@@ -41,7 +41,7 @@ def _preflight(python: Path, trees: dict[str, Path], *extra: str) -> tuple[int, 
     args = RECIPE_SERVER_ARGS.replace("/models/Ling-3.0-flash-fp4", str(trees["model"]))
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(trees["model"].parent),
            "SGLANG_ENABLE_FP8_LM_HEAD": "1"}  # fmt: skip
-    rc, report, err = preflight_json(
+    rc, report, err = preflight_json_in_process(
         env,
         "--launch-cmd",
         f"{python} -m sglang.launch_server {args}",

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.sglang_wheel import sglang_root
 from tests.test_preflight import Server, _server
 
@@ -50,16 +51,16 @@ def test_the_real_build_skips_sharing_under_a_token_map() -> None:
 
 
 def test_a_token_map_fails_before_start_naming_the_flag(patched: Server, tmp_path: Path) -> None:
-    rc, report, err = preflight_json(patched.env, "--launch-cmd", patched.cmd())
+    rc, report, err = preflight_json_in_process(patched.env, "--launch-cmd", patched.cmd())
     assert rc == 0 and _check(report, SHARED)["status"] == "pass", err  # the control: the recipe shares
     flag = f"--speculative-token-map {_token_map(tmp_path)}"
-    rc, report, err = preflight_json(patched.env, "--launch-cmd", patched.cmd(flag))
+    rc, report, err = preflight_json_in_process(patched.env, "--launch-cmd", patched.cmd(flag))
     shared = _check(report, SHARED)
     assert rc == 78 and shared["status"] == "fail", (err, shared)
     assert "--speculative-token-map" in shared["message"] and "--speculative-token-map" in shared["remedy"]
     # the FP8 head off: the copy holds BF16 weights, nothing to mis-read
     env = {**patched.env, "SGLANG_ENABLE_FP8_LM_HEAD": "0"}
-    rc, report, err = preflight_json(env, "--launch-cmd", patched.cmd(flag))
+    rc, report, err = preflight_json_in_process(env, "--launch-cmd", patched.cmd(flag))
     assert _check(report, SHARED)["status"] == "skip", err
 
 
@@ -72,7 +73,7 @@ def test_the_condition_is_the_builds_own(tmp_path: Path) -> None:
     assert "                and self.hot_token_id is None\n" in text
     worker.write_text(text.replace("                and self.hot_token_id is None\n", "", 1))
     flag = f"--speculative-token-map {_token_map(tmp_path)}"
-    rc, report, err = preflight_json(server.env, "--launch-cmd", server.cmd(flag))
+    rc, report, err = preflight_json_in_process(server.env, "--launch-cmd", server.cmd(flag))
     assert rc == 0 and _check(report, SHARED)["status"] == "pass", err
 
 
@@ -84,7 +85,7 @@ def test_a_draft_that_sets_its_own_hot_token_id_fails(tmp_path: Path) -> None:
     assert head in text
     own = "    def load_hot_tokens(self, loaded_weight):\n        self.hot_token_id = loaded_weight\n\n"
     nextn.write_text(text.replace(head, head + own, 1))
-    rc, report, err = preflight_json(server.env, "--launch-cmd", server.cmd())
+    rc, report, err = preflight_json_in_process(server.env, "--launch-cmd", server.cmd())
     shared = _check(report, SHARED)
     assert rc == 78 and shared["status"] == "fail", (err, shared)
     assert "hot_token_id" in shared["message"] and "BailingMoeForCausalLMNextN" in shared["message"]

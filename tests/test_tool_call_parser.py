@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.sglang_wheel import sglang_root
 
 PARSER = "model.tool_call_parser"
@@ -32,7 +32,7 @@ def _cmd(parser: str) -> str:
 
 
 def _judged(root: Path, parser: str) -> dict[str, Any]:
-    rc, report, err = preflight_json(
+    rc, report, err = preflight_json_in_process(
         {"PATH": "/usr/bin:/bin"}, "--launch-cmd", _cmd(parser), "--sglang-root", str(root), "--check", PARSER
     )
     assert report, (rc, err)
