@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.second_user import User, run_as
 
 COMPOSE = """\
@@ -47,7 +47,7 @@ def sticky() -> Iterator[Path]:
 
 
 def _preflight(compose: Path) -> tuple[int, dict[str, object], str]:
-    return preflight_json({"PATH": "/usr/bin:/bin"}, "--compose", str(compose), "--allow-partial")
+    return preflight_json_in_process({"PATH": "/usr/bin:/bin"}, "--compose", str(compose), "--allow-partial")
 
 
 def _backend(report: dict[str, object]) -> str:

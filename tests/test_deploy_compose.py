@@ -24,9 +24,9 @@ import pytest
 import yaml
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json
 from tests.support.daemon_process import daemon_process, start_sim, wait_for
 from tests.support.deploy_tools import DEPLOY, REPO, parse_cli, require_tool, run_tool, serve_config
+from tests.support.in_process import preflight_json_in_process
 from tests.support.loopback import free_port, stop
 from validator.sources.container import Mount
 from validator.sources.launch.compose import load_compose
@@ -215,7 +215,7 @@ def test_reader_matches_docker_compose_on_interpolation_env_files_and_volumes(tm
 
 
 def _preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
-    return preflight_json({"PATH": "/usr/bin:/bin", **env}, *args)
+    return preflight_json_in_process({"PATH": "/usr/bin:/bin", **env}, *args)
 
 
 def _statuses(report: dict[str, Any]) -> dict[str, str]:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.sglang_builds import fake_interpreter, make_build
 
 REPO = Path(__file__).resolve().parents[1]
@@ -183,7 +183,7 @@ def _static(host: Host, script: Path, extra_env: dict[str, str]) -> Any:
 
 
 def _preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
-    return preflight_json(env, *args, cwd="/", timeout=120)
+    return preflight_json_in_process(env, *args, cwd="/")
 
 
 def _statuses(report: dict[str, Any]) -> dict[str, str]:

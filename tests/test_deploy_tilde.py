@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.support.checkpoint_factory import write_checkpoint
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from validator.errors import InputError
 from validator.sources.launch.shell.command_line import split_command_line
 
@@ -60,7 +60,7 @@ def test_split_without_tilde_is_shlex(text: str) -> None:
 
 
 def _preflight(env: dict[str, str], *args: str) -> dict[str, Any]:
-    _, report, err = preflight_json(env, *args)
+    _, report, err = preflight_json_in_process(env, *args)
     assert report, err
     return report
 

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from tests.support.check_helpers import evidence_files, run_check
-from tests.support.cli import json_report, run_cli
-from tests.support.in_process import check_in_process, sim_in_process
+from tests.support.cli import json_report
+from tests.support.in_process import check_in_process, preflight_in_process, sim_in_process
 from tests.support.loopback import free_port
 from tests.support.private_dir import trusted_copy
 from tests.support.sim_process import sim_process
@@ -29,7 +29,7 @@ def test_launch_program_never_asks_for_the_launch_cmd_it_was_given() -> None:
     """``--launch-cmd`` whose interpreter cannot import sglang here: the coverage line says to run
     preflight where the server runs, not to give "the full launch command (--launch-cmd, ...)"."""
     cmd = f"{shlex.quote(sys.executable)} -I -m sglang.launch_server --model-path /m"
-    out = run_cli("preflight", "--launch-cmd", cmd, "--format", "json")
+    out = preflight_in_process("--launch-cmd", cmd, "--format", "json")
     report = json_report(out.stdout)
     (missing,) = [m for m in report["coverage"]["missing"] if m["id"] == "launch.program"]
     assert "--launch-cmd" not in (missing["input"] or ""), missing

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import json_report, run_cli
+from tests.support.in_process import preflight_in_process
 from tests.support.second_user import User
 from validator.errors import InputError
 from validator.rulepack import DEFAULT_PACK, load_pack, parse_pack
@@ -66,7 +67,7 @@ def test_the_site_pack_drives_a_real_preflight(tmp_path: Path) -> None:
     lint = run_cli("rules", "lint", str(site))
     assert lint.returncode == 0, lint.stderr
     argv = "python -m sglang.launch_server --model-path /m --mem-fraction-static 0.65"
-    out = run_cli("preflight", "--rules", str(site), "--launch-cmd", argv, "--format", "json")
+    out = preflight_in_process("--rules", str(site), "--launch-cmd", argv, "--format", "json")
     results = {r["id"]: r for r in json_report(out.stdout)["checks"]}
     assert results["site.mem_fraction"]["status"] == "fail"  # 0.65 over the site's 0.6, under the base's 0.68
     assert results["lm_head.fp8"]["severity"] == "warning"
@@ -87,7 +88,7 @@ def test_a_declarative_checks_fields_fill_its_message_and_remedy(tmp_path: Path)
     )
     assert run_cli("rules", "lint", str(site)).returncode == 0
     argv = "python -m sglang.launch_server --model-path /m --mem-fraction-static 0.65"
-    out = run_cli("preflight", "--rules", str(site), "--launch-cmd", argv, "--format", "json")
+    out = preflight_in_process("--rules", str(site), "--launch-cmd", argv, "--format", "json")
     result = {r["id"]: r for r in json_report(out.stdout)["checks"]}["site.mem_fraction"]
     assert result["status"] == "fail"
     assert result["message"] == "launch.args.mem_fraction_static is 0.65, over 0.6"

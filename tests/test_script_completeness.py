@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.test_script_corpus import BAKEER, LY01325, POCHARLIES, _checkout, _relocated
 from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.launch.script import _container, read_exec, resolve, through_entrypoint
@@ -150,7 +150,7 @@ def test_the_miaai_shape_fails_the_recipe_instead_of_erring_at_its_loop(tmp_path
     ``auto``), read through the entrypoint the script wrote; the glob loop makes nothing unknown; the
     entrypoint's place in ``/tmp`` is named as a hazard."""
     script, env = _miaai_host(tmp_path)
-    rc, report, err = preflight_json(env, "--script", str(script), cwd=tmp_path, timeout=120)
+    rc, report, err = preflight_json_in_process(env, "--script", str(script), cwd=tmp_path)
     statuses = {c["id"]: c["status"] for c in report.get("checks", [])}
     assert rc == 78 and report["verdict"] == "fail", (err, report.get("checks"))
     assert statuses["moe.backend"] == "fail"

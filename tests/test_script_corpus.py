@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import preflight_json
+from tests.support.in_process import preflight_json_in_process
 from tests.support.shell_differential import SHIM
 from tests.test_recipe_packs import BASELINE, COOKBOOK, DEFAULT, DSPARK, Server, server  # noqa: F401 (the fixture)
 from validator.sources.launch.script import BASH_BOOKKEEPING, read_exec
@@ -121,7 +121,7 @@ def test_each_profile_is_read_as_bash_runs_it(
 
 
 def _preflight(env: dict[str, str], pack: str, checkout: Path) -> tuple[int, dict[str, Any], str]:
-    return preflight_json(env, "--rules", pack, "--script", str(checkout / "start.sh"), timeout=120)
+    return preflight_json_in_process(env, "--rules", pack, "--script", str(checkout / "start.sh"))
 
 
 # what a reviewer names when a profile is held to another recipe's pack
@@ -242,10 +242,10 @@ def test_ly01325_launchers_against_the_recipes(
     (root / ".venv" / "bin").mkdir(parents=True)
     (root / ".venv" / "bin" / "python").symlink_to(server.python)
     script = _relocated(LY01325 / name, tmp_path, root, server.model)
-    rc, report, err = preflight_json(server.env, "--rules", own, "--script", str(script), timeout=120)
+    rc, report, err = preflight_json_in_process(server.env, "--rules", own, "--script", str(script))
     assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
     warned = {c["id"] for c in report["checks"] if c["status"] == "warn"}
     assert {"model.tool_call_parser", "model.rope_scaling"} <= warned, warned
-    rc, report, err = preflight_json(server.env, "--rules", other, "--script", str(script), timeout=120)
+    rc, report, err = preflight_json_in_process(server.env, "--rules", other, "--script", str(script))
     failed = {c["id"] for c in report["checks"] if c["status"] == "fail"}
     assert rc == 78 and named <= failed, (failed, err)
