@@ -1,5 +1,5 @@
 """What preflight reads, stated once: each ``PreflightInputs`` field given on the command line carries its
-option (flag, metavar, help, group) as field metadata.
+option (flag, metavar, help, group) as field metadata (``validator.cli_options``, shared with ``LiveInputs``).
 
 The parser is built from these fields and read back into them by name, so an input cannot be added to one
 and dropped on the way to the other (``tests/test_preflight_inputs.py``). Standard library only: the CLI
@@ -9,43 +9,19 @@ builds every sub-parser at start-up.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+
+from validator.cli_options import CliOption, add_option, cli_options, read_back
+from validator.cli_options import option as _option
 
 if TYPE_CHECKING:
     from validator.selection import Selection
     from validator.sources.host.server_processes import ServerProcess
 
 Group = Literal["command", "env", "host"]  # the server's command, its environment, the host's files
-
-
-@dataclass(frozen=True)
-class CliOption:
-    """How one input is given on the command line."""
-
-    flag: str
-    metavar: str
-    help: str
-    group: Group
-    type: Callable[[str], object] = str
-    repeat: bool = False  # append: the option may be given several times, in order
-
-
-def _option(
-    flag: str,
-    metavar: str,
-    help: str,
-    group: Group,
-    type: Callable[[str], object] = str,
-    *,
-    repeat: bool = False,
-) -> Any:
-    meta = {"cli": CliOption(flag, metavar, help, group, type, repeat)}
-    if repeat:
-        return field(default_factory=list, metadata=meta)
-    return field(default=None, metadata=meta)
 
 
 @dataclass
@@ -133,25 +109,15 @@ class PreflightInputs:
 def options(*groups: Group) -> Iterator[tuple[str, CliOption]]:
     """(field name, option) of every command-line input, in declaration order (the order of --help),
     limited to ``groups`` when given."""
-    for f in fields(PreflightInputs):
-        opt = f.metadata.get("cli")
-        if isinstance(opt, CliOption) and (not groups or opt.group in groups):
-            yield f.name, opt
+    return cli_options(PreflightInputs, *groups)
 
 
 def add_arguments(group: argparse._ArgumentGroup, *, with_command: bool = True) -> None:
     """The preflight inputs on a parser: every option field (``launch`` leaves out the command sources,
     its command being its own argv). Each option's ``dest`` is its field's name."""
     for name, opt in options():
-        if opt.group == "command" and not with_command:
-            continue
-        if opt.repeat:
-            group.add_argument(
-                opt.flag, dest=name, metavar=opt.metavar, type=opt.type, action="append", default=[],
-                help=opt.help,
-            )  # fmt: skip
-        else:
-            group.add_argument(opt.flag, dest=name, metavar=opt.metavar, type=opt.type, help=opt.help)
+        if opt.group != "command" or with_command:
+            add_option(group, name, opt)
 
 
 def given(args: argparse.Namespace, *groups: Group) -> list[str]:
@@ -161,5 +127,4 @@ def given(args: argparse.Namespace, *groups: Group) -> list[str]:
 
 def inputs_from(args: argparse.Namespace, argv: Sequence[str] | None = None, **extra: Any) -> PreflightInputs:
     """The parsed command line as preflight's inputs: every option field by name."""
-    values = {name: getattr(args, name) for name, _ in options() if hasattr(args, name)}
-    return PreflightInputs(argv=argv, **extra, **values)
+    return PreflightInputs(argv=argv, **extra, **read_back(PreflightInputs, args))

@@ -227,11 +227,10 @@ def check_in_process(
     real_inputs = check_command.live_inputs_from
     url = target if isinstance(target, str) else target.url
 
-    def with_transport(parsed: Any, on_progress: Any = None) -> Any:
-        inputs = real_inputs(parsed, on_progress=on_progress)
+    def with_transport(parsed: Any, **extra: Any) -> Any:
         if not isinstance(target, str):
-            inputs.transport = target.transport()
-        return inputs
+            extra["transport"] = target.transport()
+        return real_inputs(parsed, **extra)
 
     argv = ["check", "--url", url, "--format", fmt, *args]
     _as_a_fresh_process()

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import os
 import pwd
 import sys
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
-from urllib.parse import urlsplit
 
 from validator.commands.common import (
     add_common,
@@ -23,10 +19,9 @@ from validator.commands.common import (
     write_atomically,
 )
 from validator.errors import ExitCode, UsageError
-from validator.live_inputs import LiveInputs, ProgressFn
+from validator.live_inputs import add_live_inputs, live_inputs_from, seconds
 from validator.outputs import render
 from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
-from validator.redact import safe_url
 from validator.rulepack import load_pack
 from validator.sources.host.server_command import recognise_simulator
 
@@ -60,168 +55,6 @@ def _pid(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a process ID, got {value!r}")
     return int(value)
-
-
-def server_url(value: str) -> str:
-    """``--url``: an http(s) URL with a host and a port in range, checked before any connection.
-
-    httpx rejects ``:99999`` only when the first request is built, inside the readiness poll's task group,
-    which surfaced as an internal error (exit 1); a bad option is a usage error (exit 2)."""
-    shown = safe_url(value)  # the message never repeats credentials written into the URL
-    try:
-        parts = urlsplit(value)
-        port = parts.port  # raises ValueError when out of range or not a number
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{shown!r} is not a valid URL ({exc})") from None
-    if parts.scheme not in ("http", "https"):
-        raise argparse.ArgumentTypeError(f"expected http:// or https://, got {shown!r}")
-    if not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{shown!r} names no host")
-    if port == 0:
-        raise argparse.ArgumentTypeError(f"{shown!r}: port 0 is not a server's port")
-    return value
-
-
-def _non_negative(value: str, parse: type[float] | type[int], what: str) -> float:
-    try:
-        number = parse(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from None
-    if not math.isfinite(number) or number < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative {what.split(' ', 1)[1]}, got {value!r}")
-    return number
-
-
-def seconds(value: str) -> float:
-    """A non-negative, finite number of seconds: ``--wait -1`` is a usage error, not a silent 'do not
-    wait'."""
-    return _non_negative(value, float, "a number of seconds")
-
-
-def count(value: str) -> int:
-    """A non-negative whole number (``--retries``)."""
-    return int(_non_negative(value, int, "a whole number"))
-
-
-def server_user(value: str) -> list[int]:
-    """``--server-user``: user names or numeric UIDs, as the server runs (a comma list; repeatable)."""
-    uids: list[int] = []
-    for part in value.split(","):
-        raw = part.strip()
-        if not raw:
-            raise argparse.ArgumentTypeError(f"expected a user name or UID, got {value!r}")
-        if raw.isdigit():
-            uids.append(int(raw))
-            continue
-        try:
-            uids.append(pwd.getpwnam(raw).pw_uid)
-        except KeyError:
-            raise argparse.ArgumentTypeError(f"no such user: {raw!r}") from None
-    return uids
-
-
-def add_server_user(g: argparse._ActionsContainer) -> None:
-    """``--server-user`` on every command that reads servers (check, serve, npd)."""
-    g.add_argument(
-        "--server-user",
-        type=server_user,
-        action="append",
-        metavar="USER|UID[,...]",
-        help="the server's user (repeatable, or a comma list): with no --url, the processes of these users "
-        "are judged beside the reader's own (another user's are listed as ignored); with --url (one user), "
-        "it binds the attestation by owner where the server's process is not visible here",
-    )
-
-
-def server_uids(args: argparse.Namespace) -> tuple[int, ...]:
-    """Every UID ``--server-user`` named, in order, once each."""
-    return tuple(dict.fromkeys(u for group in (getattr(args, "server_user", None) or []) for u in group))
-
-
-def add_live_inputs(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("live inputs")
-    g.add_argument(
-        "--url",
-        type=server_url,
-        help="the SGLang server, e.g. http://127.0.0.1:30000 (default: the servers running on this host)",
-    )
-    g.add_argument(
-        "--api-key-file",
-        type=Path,
-        metavar="FILE",
-        help="file holding the server's API key (or set SPARK_VALIDATE_API_KEY); never on the command line",
-    )
-    g.add_argument(
-        "--attestation", type=Path, metavar="FILE", help="the in-process plugin's attestation file"
-    )
-    add_server_user(g)
-    g.add_argument(
-        "--log",
-        type=_log_spec,
-        metavar="FILE|journal:UNIT",
-        help="the server's log: a file, or journal:UNIT for the unit's current invocation in the journal",
-    )
-    g.add_argument(
-        "--wait",
-        type=seconds,
-        default=0.0,
-        metavar="SECONDS",
-        help="wait up to this long for the server to become ready, in seconds (default: %(default)s)",
-    )
-    g.add_argument("--no-probe", action="store_true", help="skip the acceptance probe")
-    g.add_argument(
-        "--stall-after",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="server.progress: work seen waiting with nothing completed this long is a stall: over /metrics "
-        "readings this far apart, or in the log (no batch line this long after one that said requests were "
-        "queued) (default 30: SGLang refreshes its gauges every 30 s while idle; lower it only for a server "
-        "that refreshes sooner)",
-    )
-    g.add_argument(
-        "--retries",
-        type=count,
-        default=3,
-        metavar="N",
-        help="retries per request for transient errors (connect, timeout, 502/503/504; default 3)",
-    )
-    g.add_argument(
-        "--weights-checker",
-        action="store_true",
-        help="opt-in deep check: compare target and draft LM-head checksums (hashes all weights)",
-    )
-
-
-def _log_spec(value: str) -> str | Path:
-    from validator.sources.server.log import parse_log_spec
-
-    return parse_log_spec(value)
-
-
-def live_inputs_from(args: argparse.Namespace, on_progress: ProgressFn | None = None) -> LiveInputs:
-    from validator.sources.server.client import load_api_key
-
-    uids = server_uids(args)
-    if not (args.stall_after > 0 and math.isfinite(args.stall_after)):
-        raise UsageError("--stall-after must be a positive number of seconds")
-    if args.url is not None and len(uids) > 1:
-        raise UsageError("--server-user names one user with --url (the server's); several are for /proc")
-    return LiveInputs(
-        url=args.url or "",
-        api_key=load_api_key(args.api_key_file, os.environ),
-        attestation=args.attestation,
-        server_uid=uids[0] if len(uids) == 1 else None,
-        server_uids=uids,
-        log=args.log,
-        wait_s=args.wait,
-        probe=not args.no_probe,
-        weights_checker=args.weights_checker,
-        retries=args.retries,
-        on_progress=on_progress,
-        allow_partial=args.allow_partial,
-        stall_after_s=args.stall_after,
-    )
 
 
 class TerminalProgress:
@@ -278,8 +111,7 @@ def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
     selection = selection_of(args, loaded)
     progress = TerminalProgress()
-    inputs = live_inputs_from(args, on_progress=progress)
-    inputs.selection = selection
+    inputs = live_inputs_from(args, on_progress=progress, selection=selection)
     try:
         result = asyncio.run(run_live(inputs, loaded, strict=args.strict, pack_dirs=args.rules_dir))
     finally:
@@ -341,11 +173,11 @@ def _run_processes(args: argparse.Namespace) -> int:
         built = inputs_from(args)
         declared = replace(built, model_dir=None, sglang_root=None, kube_manifest=None)
     host = inputs_from(argparse.Namespace(**{n: getattr(args, n) for n, _ in options("host")}))
-    live = live_inputs_from(args)  # url "" unless given: each server's own (--url with --pid: that)
-    live.selection = selection_of(args, loaded)
+    # url "" unless given: each server's own (--url with --pid: that)
+    live = live_inputs_from(args, selection=selection_of(args, loaded))
     declared_user = _declared_user(declared)
     if declared_user is not None and declared_user not in live.server_uids:
-        live.server_uids = (*live.server_uids, declared_user)
+        live = replace(live, server_uids=(*live.server_uids, declared_user))
     inputs = RunningInputs(live=live, host=host, declared=declared)
     results = asyncio.run(
         judge_all(

@@ -17,9 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from validator.commands.check import add_server_user, recognise_simulator_processes, seconds, server_uids
+from validator.commands.check import recognise_simulator_processes
 from validator.commands.common import add_common, pack_from
 from validator.errors import UsageError, ValidatorError
+from validator.live_inputs import add_server_user, live_inputs_from, seconds
 from validator.preflight_inputs import PreflightInputs
 from validator.redact import redact_text
 from validator.report import Severity, Status, Verdict
@@ -152,14 +153,14 @@ def _judge(args: argparse.Namespace, progress: _Progress, store: Any = None) -> 
     # enforces from the moment it starts this thread
     import asyncio
 
-    from validator.live import LiveInputs
     from validator.running import RunningInputs, judge_all
 
     try:
         recognise_simulator_processes()
         loaded = pack_from(args) or load_pack(None)
         budget = max(0.5, args.timeout)
-        live = LiveInputs(
+        live = live_inputs_from(  # --server-user from the command line; the rest decided here
+            args,
             url="",
             wait_s=0.0,
             probe=False,
@@ -167,7 +168,6 @@ def _judge(args: argparse.Namespace, progress: _Progress, store: Any = None) -> 
             connect_timeout=min(1.0, budget / 4),
             read_timeout=budget / 2,
             allow_partial=not args.require_proof,
-            server_uids=server_uids(args),
         )
         inputs = RunningInputs(
             live=live, host=PreflightInputs(), watch_for=store.watch_for if store is not None else None

@@ -17,9 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from validator.commands.check import add_live_inputs, live_inputs_from, recognise_simulator_processes
+from validator.commands.check import recognise_simulator_processes
 from validator.commands.common import add_common, pack_from, selection_of
 from validator.errors import UsageError
+from validator.live_inputs import add_live_inputs, live_inputs_from
 from validator.preflight_inputs import PreflightInputs
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
@@ -95,7 +96,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_common(p, report=False, auto=False)
     # A sidecar starts beside a server that loads for minutes: wait for it by default.
-    p.set_defaults(wait=900.0)
+    p.set_defaults(wait_s=900.0)
 
 
 def parse_listen(value: str) -> tuple[str, int]:
@@ -131,17 +132,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("serve: --rules auto is for preflight and check; name the pack (--rules NAME)")
     from validator.sources.server.metrics_reading import MetricsWatch
 
-    inputs = live_inputs_from(args)
-    inputs.selection = selection_of(args, loaded)
-    inputs.metrics_watch = MetricsWatch(args.stall_after)  # one for the daemon's life
-    wait = max(0.0, args.wait)
+    inputs = live_inputs_from(args, selection=selection_of(args, loaded))
+    # one for the daemon's life
+    inputs = replace(inputs, metrics_watch=MetricsWatch(inputs.stall_after_s))
+    wait = max(0.0, inputs.wait_s)
     schedule = Schedule(
         interval_s=args.interval,
         probe_interval_s=max(args.probe_interval, args.interval),
         health_interval_s=args.health_interval,
         full_timeout_s=wait + (loaded.pack.probe.max_seconds if loaded.pack.probe else 0.0) + 120.0,
         recheck_timeout_s=120.0,
-        probe=not args.no_probe,
+        probe=inputs.probe,
         unready_after_s=args.unready_after,
     )
     config = ServeConfig(listen=listen, strict=args.strict, schedule=schedule, launch_state=args.launch_state)

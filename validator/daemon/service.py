@@ -108,7 +108,7 @@ async def _main(
         importlib.import_module(module)
     if inputs.log is not None and inputs.log_reader is None:
         # one reader for the daemon's life: each check parses only what the server logged since the last
-        inputs.log_reader = open_log_reader(inputs.log)
+        inputs = replace(inputs, log_reader=open_log_reader(inputs.log))
     bound: list[str] = []
     for host, port in config.listen:
         try:
@@ -119,7 +119,7 @@ async def _main(
         bound.append(f"[{got_host}]:{got_port}" if ":" in got_host else f"{got_host}:{got_port}")
     if inputs.metrics_watch is None:
         # one for the daemon's life: each check compares the server's counters with the previous one's
-        inputs.metrics_watch = MetricsWatch()
+        inputs = replace(inputs, metrics_watch=MetricsWatch())
     recheck_inputs = replace(inputs, wait_s=0.0, on_progress=None)
 
     async def check(full: bool, previous: ProbeResult | None) -> LiveResult:
@@ -165,7 +165,17 @@ async def _main(
                 ("probing" if config.schedule.probe else "checking") if ready else progress.phase.value
             )
 
-    inputs.on_progress = on_progress
+    # the full checks' (``check`` reads both when called); the daemon's reader, watch and progress go to
+    # the process judge's inputs too (``serve`` gives it the same live inputs)
+    inputs = replace(inputs, on_progress=on_progress)
+    if running is not None:
+        live = replace(
+            running.live,
+            log_reader=inputs.log_reader,
+            metrics_watch=inputs.metrics_watch,
+            on_progress=on_progress,
+        )
+        running = replace(running, live=live)
     follower = (
         asyncio.create_task(
             _follow_launch_state(config.launch_state, metrics, log, config.schedule.health_interval_s),
