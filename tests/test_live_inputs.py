@@ -23,7 +23,8 @@ def _live_actions(parser: argparse.ArgumentParser, command: str) -> list[argpars
 
 
 def _values(tmp_path: Path) -> dict[str, tuple[list[str], dict[str, object]]]:
-    """Per flag: what is given, and every field it must change (to what)."""
+    """Per flag: what is given, and every field it must change (to what). A flag not named here is given
+    a path (or nothing, for a switch) and must change its own field alone."""
     key = tmp_path / "key"
     key.write_text("k-123\n")
     return {
@@ -49,17 +50,22 @@ def test_every_live_option_reaches_its_field(
     base = live_inputs_from(parser.parse_args([command]))
     values = _values(tmp_path)
     actions = _live_actions(parser, command)
-    assert {a.option_strings[0] for a in actions} == set(values)
+    assert set(values) <= {a.option_strings[0] for a in actions}
     for action in actions:
         flag = action.option_strings[0]
-        given, expected = values[flag]
+        switch = action.nargs == 0
+        given, expected = values.get(flag, ([] if switch else [str(tmp_path / "x")], {}))
         inputs = live_inputs_from(parser.parse_args([command, flag, *given]))
         changed = {
             f.name: getattr(inputs, f.name)
             for f in dataclasses.fields(inputs)
             if getattr(inputs, f.name) != getattr(base, f.name)
         }
-        assert changed == expected, flag
+        if flag in values:
+            assert changed == expected, flag
+        else:
+            assert list(changed) == [action.dest], flag
+            assert switch or str(changed[action.dest]) == str(tmp_path / "x"), flag
 
 
 def test_every_option_field_is_on_the_command_line() -> None:
