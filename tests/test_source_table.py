@@ -14,8 +14,7 @@ from typing import Any
 
 import pytest
 
-from validator.coverage import INPUT_FOR_SOURCE
-from validator.facts import SGLANG, Facts, HostFacts
+from validator.facts import INPUT_FOR_SOURCE, SGLANG, Facts, HostFacts
 from validator.live_table import LIVE
 from validator.preflight_inputs import PreflightInputs
 from validator.source_table import PREFLIGHT, PreflightSource, Source, read_sources_now

@@ -12,30 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from validator import facts as f
+from validator.facts import INPUT_FOR_SOURCE
 from validator.report import Coverage, NotProven
-
-_WHERE_IT_RUNS = "run preflight where the server runs"
-
-# Which input lets a check whose evidence came from this source run (the first source of an error wins),
-# by the source's name (``validator.source_table``); a source that no check names has none.
-INPUT_FOR_SOURCE: dict[str, str] = {
-    f.LAUNCH: "the full launch command (--launch-cmd, --unit, --script, or `launch -- CMD`)",
-    f.SGLANG: f"{_WHERE_IT_RUNS} (its interpreter must import sglang), or --sglang-root",
-    f.HUMMING: f"{_WHERE_IT_RUNS}, as or with --service-user for the server's account",
-    f.HOST: "run preflight on the server's host",
-    f.DSPARK_DRAFT: "a local --speculative-draft-model-path",
-    f.FLASHINFER: _WHERE_IT_RUNS,
-    f.CHECKPOINT: "--model-dir (or a local --model-path)",
-    f.SERVER: "a reachable, ready server (--url, --wait, --api-key-file)",
-    f.ATTESTATION: "--attestation (the spark-validate plugin's file, written by the running server)",
-    f.LOG: "--log (the file the running server writes) or --log journal:UNIT",
-    f.PROGRESS: (
-        "a ready server with --enable-metrics and traffic, its --log, or a full check (one bounded request)"
-    ),
-    f.WEIGHTS: "--weights-checker on a server that serves /weights_checker",
-    f.PROBE: "a ready server with speculative decoding on (the acceptance probe)",
-}
 
 
 class _Result(Protocol):  # the fields coverage reads (validator.report.CheckResult has them)

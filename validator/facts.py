@@ -47,6 +47,29 @@ NODE = "node"  # this node of a multi-node launch (sources/host/node.py)
 METRICS = "metrics"  # the server's own /metrics (its production acceptance)
 PROGRESS = "progress"  # whether the server completes work (/metrics across reads, or a request of ours)
 
+_WHERE_IT_RUNS = "run preflight where the server runs"
+
+# Which input lets a check whose evidence came from this source run (``validator.coverage``: the first
+# source of an error wins), by the source's name, declared beside the names so that a new source states
+# its input here; a source that no check names has none. Words only: the outputs read them.
+INPUT_FOR_SOURCE: dict[str, str] = {
+    LAUNCH: "the full launch command (--launch-cmd, --unit, --script, or `launch -- CMD`)",
+    SGLANG: f"{_WHERE_IT_RUNS} (its interpreter must import sglang), or --sglang-root",
+    HUMMING: f"{_WHERE_IT_RUNS}, as or with --service-user for the server's account",
+    HOST: "run preflight on the server's host",
+    DSPARK_DRAFT: "a local --speculative-draft-model-path",
+    FLASHINFER: _WHERE_IT_RUNS,
+    CHECKPOINT: "--model-dir (or a local --model-path)",
+    SERVER: "a reachable, ready server (--url, --wait, --api-key-file)",
+    ATTESTATION: "--attestation (the spark-validate plugin's file, written by the running server)",
+    LOG: "--log (the file the running server writes) or --log journal:UNIT",
+    PROGRESS: (
+        "a ready server with --enable-metrics and traffic, its --log, or a full check (one bounded request)"
+    ),
+    WEIGHTS: "--weights-checker on a server that serves /weights_checker",
+    PROBE: "a ready server with speculative decoding on (the acceptance probe)",
+}
+
 
 @dataclass
 class LaunchFacts:

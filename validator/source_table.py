@@ -5,7 +5,7 @@ reader, a function typed for what it is given (``Gathering``; a live reader is a
 
 ``preflight.gather`` loops over ``PREFLIGHT`` in order: a source needs only sources above it
 (``tests/test_source_table.py``). The input that would prove a source's checks is coverage's
-(``validator.coverage.INPUT_FOR_SOURCE``), which outputs read without importing any reader.
+(``validator.facts.INPUT_FOR_SOURCE``), which outputs read without importing any reader.
 """
 
 from __future__ import annotations
