@@ -82,6 +82,18 @@ def test_a_bad_value_is_refused_by_its_field() -> None:
         live_inputs_from(parser.parse_args(["check", "--url", "http://h:1", "--server-user", "0,1"]))
 
 
+def test_a_bad_option_is_reported_before_the_key_file_is_read(tmp_path: Path) -> None:
+    """As before the options were fields: a usage error (exit 2) wins over an unreadable key file."""
+    parser = build_parser(only="check")
+    missing = str(tmp_path / "no-such-key")
+    for argv in (
+        ["--stall-after", "0"],
+        ["--url", "http://h:1", "--server-user", "0,1"],
+    ):
+        with pytest.raises(UsageError):
+            live_inputs_from(parser.parse_args(["check", "--api-key-file", missing, *argv]))
+
+
 def test_live_inputs_are_not_changed_after_construction() -> None:
     inputs = LiveInputs(url="http://127.0.0.1:1")
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -27,6 +27,7 @@ class CliOption:
     default: object = None  # the parser's default, when the option is not given
     # the parsed value to the field's, at build time: may read a file or raise UsageError on a bad value
     read: Callable[[Any], object] | None = None
+    late: bool = False  # read after the others (it reads a file): a bad value elsewhere is reported first
 
 
 def option(
@@ -41,10 +42,11 @@ def option(
     default: object = None,
     parsed_default: object = None,
     read: Callable[[Any], object] | None = None,
+    late: bool = False,
 ) -> Any:
     """A dataclass field carrying its option: ``default`` is the field's, ``parsed_default`` the parser's
     (a repeated option's is always an empty list, its field's too unless ``default`` is given)."""
-    opt = CliOption(flag, metavar, help, group, type, repeat, action, parsed_default, read)
+    opt = CliOption(flag, metavar, help, group, type, repeat, action, parsed_default, read, late)
     meta = {"cli": opt}
     if repeat and default is None:
         return field(default_factory=list, metadata=meta)
@@ -77,12 +79,13 @@ def add_option(group: argparse._ActionsContainer, name: str, opt: CliOption) -> 
     group.add_argument(opt.flag, **kwargs)
 
 
-def read_back(cls: type[Any], args: argparse.Namespace) -> dict[str, Any]:
+def read_back(cls: type[Any], args: argparse.Namespace, *, late: bool = False) -> dict[str, Any]:
     """The values the parser gave for ``cls``'s options, by field name, each through its ``read``; an
-    option this parser does not have is left to the field's default."""
+    option this parser does not have is left to the field's default. ``late``: only the options read
+    last (the others without it)."""
     values: dict[str, Any] = {}
     for name, opt in cli_options(cls):
-        if hasattr(args, name):
+        if hasattr(args, name) and opt.late == late:
             value = getattr(args, name)
             values[name] = opt.read(value) if opt.read is not None else value
     return values

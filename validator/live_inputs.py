@@ -137,6 +137,7 @@ class LiveInputs:
         "live",
         Path,
         read=_api_key,
+        late=True,
     )
     attestation: Path | None = option(
         "--attestation", "FILE", "the in-process plugin's attestation file", "live", Path
@@ -246,4 +247,5 @@ def live_inputs_from(args: argparse.Namespace, **extra: Any) -> LiveInputs:
     if values.get("url") and len(uids) > 1:
         raise UsageError("--server-user names one user with --url (the server's); several are for /proc")
     values["server_uid"] = uids[0] if len(uids) == 1 else None
+    values.update(read_back(LiveInputs, args, late=True))  # the key file, once the options are known good
     return LiveInputs(**{**values, **extra})
