@@ -152,7 +152,9 @@ def test_a_server_still_loading_is_judged_once_it_listens_with_wait() -> None:
                 opener = threading.Timer(2.0, go.touch)  # opens while the second check waits
                 opener.start()
                 try:
-                    later = _check_pid(proc.pid, wait="60")
+                    later = _check_pid(
+                        proc.pid, wait="20"
+                    )  # the stand-in never answers /health: all 20 s are spent
                 finally:
                     opener.cancel()
     assert early.returncode == 69, early.stderr
