@@ -175,7 +175,7 @@ def test_container_commands_are_accepted_by_spark_validates_real_parser() -> Non
     sidecar = containers["spark-validate"]["command"]
     serve = parse_cli(sidecar[1:])
     assert serve.command == "serve" and serve.url == "http://127.0.0.1:30000"
-    assert serve.attestation and serve.log and serve.wait >= 600
+    assert serve.attestation and serve.log and serve.wait_s >= 600
     env = {e["name"]: e for e in containers["spark-validate"]["env"]}
     assert env["POD_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
     # the kubelet expands $(POD_IP) before it execs the command; 127.0.0.2 stands in for the pod's address

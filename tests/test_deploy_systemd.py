@@ -298,7 +298,7 @@ def test_watchdog_and_stale_alert_agree_with_serves_schedule() -> None:
     # the heartbeat is fresh at every ping (ticks are far shorter than the ping interval) ...
     assert schedule.tick_s * 4 <= watchdog_s / 2
     # a full check's deadline lets it wait the whole --wait for a loading server, then probe
-    assert schedule.full_timeout_s > parse_cli(_exec_args("spark-validate.service")).wait
+    assert schedule.full_timeout_s > parse_cli(_exec_args("spark-validate.service")).wait_s
     # READY=1 is sent once listening, before the (up to --wait) wait for the server: the start timeout need
     # not cover the server's load
     assert systemd_seconds(unit["TimeoutStartSec"][0]) < schedule.full_timeout_s
