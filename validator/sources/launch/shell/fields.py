@@ -125,11 +125,13 @@ def _has_glob(v: str, *, escapes: bool = True) -> bool:
     return False
 
 
-def unescape_bare(v: str) -> str:
+def _unescape(v: str, escapable: str | None) -> str:
+    """Backslash removal: before any character (``escapable`` None) or only before those in ``escapable``;
+    a backslash-newline is a line continuation and goes entirely."""
     out: list[str] = []
     i = 0
     while i < len(v):
-        if v[i] == "\\" and i + 1 < len(v):
+        if v[i] == "\\" and i + 1 < len(v) and (escapable is None or v[i + 1] in escapable):
             if v[i + 1] != "\n":
                 out.append(v[i + 1])
             i += 2
@@ -137,20 +139,15 @@ def unescape_bare(v: str) -> str:
         out.append(v[i])
         i += 1
     return "".join(out)
+
+
+def unescape_bare(v: str) -> str:
+    return _unescape(v, None)
 
 
 def unescape_double(v: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(v):
-        if v[i] == "\\" and i + 1 < len(v) and v[i + 1] in '$`"\\\n':
-            if v[i + 1] != "\n":
-                out.append(v[i + 1])
-            i += 2
-            continue
-        out.append(v[i])
-        i += 1
-    return "".join(out)
+    """Inside double quotes a backslash escapes only ``$ ` " \\`` and the newline."""
+    return _unescape(v, '$`"\\\n')
 
 
 _ANSI = {"n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f"}
