@@ -1,13 +1,17 @@
-"""The source tables (``validator/source_table.py``, ``validator/live_table.py``) against the source
-modules: every preflight and live reader is a row of its tuple (a reader nobody reads is a forgotten row),
-each row needs only rows above it, and coverage names inputs of sources that exist. That each row's
-reader is a function of the right type is mypy's (``Source[Gathering, None]``, and a coroutine function
-for ``Source[LiveGathering, Awaitable[None]]``)."""
+"""The source tables (``validator/source_table.py``, ``validator/live_table.py``, gathered from the rows
+declared beside the readers) against the source modules: every preflight and live reader is a row of its
+tuple (a reader whose row was never declared, or whose module the table never imported, is a forgotten
+row), the shipped rows keep their order of reading, each row needs only rows above it, a name or rank is
+declared once, and coverage names inputs of sources that exist. That each row's reader is a function of
+the right type is mypy's (``@preflight_source`` takes a ``Gathering -> None``, ``@live_source`` a
+``LiveGathering -> Awaitable[None]``)."""
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,8 +21,8 @@ import pytest
 from validator.facts import INPUT_FOR_SOURCE, SGLANG, Facts, HostFacts
 from validator.live_table import LIVE
 from validator.preflight_inputs import PreflightInputs
-from validator.source_table import PREFLIGHT, PreflightSource, Source, read_sources_now
-from validator.sources.gathering import Gathering, Unreadable
+from validator.source_table import PREFLIGHT, PreflightSource, Source, declaring, read_sources_now
+from validator.sources.gathering import Gathering, Unreadable, register
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "validator"
@@ -95,6 +99,77 @@ def test_a_forgotten_row_is_found(tmp_path: Path) -> None:
     assert not_listed({"validator.sources.server.readiness": "Gathering"}) == [
         "validator.sources.server.readiness"
     ]
+
+
+# The order each table read its rows in before they were declared beside their readers: the ranks keep it.
+PREFLIGHT_ORDER = (
+    "launch", "plugin", "humming", "host", "dspark_draft", "flashinfer", "start_budget", "checkpoint",
+)  # fmt: skip
+LIVE_ORDER = (
+    "server", "attestation", "log", "metrics", "listener", "progress", "weights_checker", "probe",
+    "log_after_probe",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("rows", "order"), [(PREFLIGHT, PREFLIGHT_ORDER), (LIVE, LIVE_ORDER)], ids=["preflight", "live"]
+)
+def test_the_shipped_rows_keep_their_order_of_reading(
+    rows: tuple[Source[Any, Any], ...], order: tuple[str, ...]
+) -> None:
+    """A new row may go anywhere its rank puts it; the shipped ones keep the order they were read in (the
+    live one's is a contract: /metrics before the probe, the log again after it)."""
+    assert [s.name for s in rows if s.name in order] == list(order)
+    ranks = [s.rank for s in rows]
+    assert ranks == sorted(set(ranks))  # distinct, read lowest first
+
+
+def test_a_name_or_a_rank_declared_twice_is_refused() -> None:
+    """Either would make the facts key, or the order of reading, depend on which module was imported
+    first."""
+
+    def reads(g: Gathering) -> None:
+        pass
+
+    rows: dict[str, PreflightSource] = {}
+    register(rows, Source("a", reads, rank=1))
+    with pytest.raises(RuntimeError, match="'a' declared twice"):
+        register(rows, Source("a", reads, rank=2))
+    with pytest.raises(RuntimeError, match="rank 1 is already another row's"):
+        register(rows, Source("b", reads, rank=1))
+    assert list(rows) == ["a"]
+
+
+def test_a_table_imports_the_modules_that_declare_a_row_and_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``declaring`` names the modules whose source declares a row, without importing any: a parser beside
+    the readers (or a subpackage) is left unloaded."""
+    package = tmp_path / "toy_readers"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("@toy_source('sub', 1)\n")
+    (package / "reader.py").write_text("@toy_source('toy', 10)\ndef gather(g): pass\n")
+    (package / "parser.py").write_text("raise AssertionError('a parser was imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import toy_readers
+
+    assert list(declaring(toy_readers, "toy_source")) == ["toy_readers.reader"]
+    assert "toy_readers.reader" not in sys.modules and "toy_readers.parser" not in sys.modules
+
+
+def test_the_preflight_table_leaves_the_shell_reader_and_the_live_readers_unloaded() -> None:
+    """Gathering the preflight rows imports their modules only: not the launcher-script reader (its
+    adapter, its path walker or tree-sitter: loaded when a --script or a container's script is read), not
+    a live reader, not httpx."""
+    code = (
+        "import sys, validator.source_table as t; "
+        "print(len(t.PREFLIGHT), sorted(m for m in sys.modules if m.startswith(("
+        "'validator.sources.launch.script', 'validator.sources.launch.shell.reader', 'tree_sitter', "
+        "'validator.sources.server', 'validator.live', 'validator.probe', 'httpx'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.split(" ", 1) == [str(len(PREFLIGHT_ORDER)), "[]\n"], out.stdout + out.stderr
 
 
 @pytest.mark.parametrize("rows", [PREFLIGHT, LIVE], ids=["preflight", "live"])

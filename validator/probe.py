@@ -17,19 +17,17 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from validator.bounded_files import read_bounded, read_trusted_bounded
 from validator.errors import InputError, UnavailableError
-from validator.facts import ProbeResult
+from validator.facts import PROBE, SERVER, ProbeResult
 from validator.probe_stats import Decision, RuleConfig, SequentialRule
 from validator.sources.gathering import Unreadable
+from validator.sources.live_gathering import LiveGathering, live_source
 from validator.sources.server.client import Generation, SGLangClient
-
-if TYPE_CHECKING:
-    from validator.sources.live_gathering import LiveGathering
 
 _HERE = Path(__file__).resolve().parent
 PROMPT_FILES = (_HERE / "data" / "rules" / "probe-prompts.yaml",)  # package data, beside the built-in packs
@@ -324,6 +322,7 @@ async def probe_server(
     return await run_probe(gen, prompts if prompts is not None else load_prompts(), cfg)
 
 
+@live_source(PROBE, 80, needs=(SERVER,), applies=LiveGathering.probed)
 async def gather(g: LiveGathering) -> None:
     """The probe as the live job's source: the pack's settings and prompts (parsed in a worker thread, off
     the sidecar's event loop), the draft count the server reports. Nothing is probed for a pack that lists

@@ -1,75 +1,75 @@
-"""Every preflight source, declared once (``validator.live_table`` declares the live ones): its name (the
-key of ``Facts.errors`` and of a result's ``sources``), what it needs read first, when it applies, and its
-reader, a function typed for what it is given (``Gathering``; a live reader is a coroutine given a
-``LiveGathering``).
+"""The preflight table, gathered from its rows, and the one gathering loop that reads a table.
 
-``preflight.gather`` loops over ``PREFLIGHT`` in order: a source needs only sources above it
-(``tests/test_source_table.py``). The input that would prove a source's checks is coverage's
-(``validator.facts.INPUT_FOR_SOURCE``), which outputs read without importing any reader.
+Each source's row is declared beside its reader (``@preflight_source`` in ``validator.sources.gathering``,
+``@live_source`` in ``validator.sources.live_gathering``): its name (the key of ``Facts.errors`` and of a
+result's ``sources``), its rank (where the table reads it), what it needs read first and when it applies.
+A table is every row of its kind from the modules of its reader packages, by rank, so that a new source
+is its module and nothing else: there is no list to forget (``validator.live_table`` gathers the live
+one). A module is imported by its table when its source declares a row (``declaring``); the parsers beside
+the readers (the shell reader) stay unloaded until a reader needs them.
+
+A row needs only rows read before it (``tests/test_source_table.py``). The input that would prove a
+source's checks is coverage's (``validator.facts.INPUT_FOR_SOURCE``), which outputs read without
+importing any reader.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+import importlib
+import importlib.util
+import pkgutil
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
+from types import ModuleType
 
-from validator import facts as f
-from validator.facts import Facts
-from validator.sources.gathering import Gathering, Unreadable, permission_denied
-from validator.sources.host import checkpoint, dspark_draft, flashinfer, humming, platform
-from validator.sources.launch import source as launch_source
-from validator.sources.launch import start_budget
-from validator.sources.sglang import plugin_env
+import validator.sources.host
+import validator.sources.launch
+import validator.sources.sglang
+from validator.sources.gathering import (
+    PREFLIGHT_ROWS,
+    G,
+    Gathering,
+    PreflightSource,
+    R,
+    Source,
+    Unreadable,
+    permission_denied,
+)
 
-
-class _Given(Protocol):  # what every reader is given holds the facts (Gathering, LiveGathering)
-    @property
-    def facts(self) -> Facts: ...
-
-
-G = TypeVar("G", bound=_Given)  # what the reader is given: ``Gathering`` (preflight) or ``LiveGathering``
-R = TypeVar("R", covariant=True)  # what it returns: None (preflight), an awaitable of None (live)
-
-
-@dataclass(frozen=True)
-class Source(Generic[G, R]):
-    name: str  # the facts key: ``facts.errors[name]``, a check result's ``sources``
-    reader: Callable[[G], R]  # reads it and puts its record on ``g.facts``; ``Unreadable``: why not
-    needs: tuple[str, ...] = ()  # sources that must have been read before it (their records are set)
-    applies: Callable[[G], bool] | None = None  # None: whenever its needs are read
+__all__ = ["PREFLIGHT", "PreflightSource", "Source", "read_sources", "read_sources_now", "table"]
 
 
-PreflightSource = Source[Gathering, None]
+def declaring(package: ModuleType, decorator: str) -> Iterator[str]:
+    """The modules of ``package`` (not its subpackages) whose source declares a row with ``decorator``.
+    Reading the bytes is what keeps a parser beside the readers unloaded; a reader whose module this
+    missed is no row, which ``tests/test_source_table.py`` fails on."""
+    marker = f"@{decorator}(".encode()
+    for found in pkgutil.iter_modules(package.__path__, f"{package.__name__}."):
+        spec = importlib.util.find_spec(found.name)
+        if found.ispkg or spec is None or spec.origin is None:
+            continue
+        if not spec.origin.endswith(".py"):  # no source to read (a compiled-only install): imported
+            yield found.name
+            continue
+        with open(spec.origin, "rb") as source:
+            if marker in source.read():
+                yield found.name
 
 
-def _installed(g: Gathering) -> bool:
-    """The server's own SGLang was read (its site directories are the server's)."""
-    return g.sglang.root is not None
+def table(
+    packages: Sequence[ModuleType], decorator: str, rows: Mapping[str, Source[G, R]]
+) -> tuple[Source[G, R], ...]:
+    """Every row of one kind: the declaring modules of ``packages`` imported (their rows land in
+    ``rows``), in rank order."""
+    for package in packages:
+        for module in declaring(package, decorator):
+            importlib.import_module(module)
+    return tuple(sorted(rows.values(), key=lambda row: row.rank))
 
 
-def _dspark(g: Gathering) -> bool:
-    return str(g.launch.args.get("speculative_algorithm") or "").upper() == "DSPARK"
-
-
-def _flashinfer_path(g: Gathering) -> bool:
-    """FlashInfer's MoE kernels matter only on the flashinfer_mxfp4 path ('auto' resolves to it here)."""
-    return _installed(g) and g.launch.args.get("moe_runner_backend") in ("flashinfer_mxfp4", "auto")
-
-
-def _supervised(g: Gathering) -> bool:
-    return g.inputs.kube_manifest is not None or g.inputs.unit is not None
-
-
-PREFLIGHT: tuple[PreflightSource, ...] = (
-    Source(f.LAUNCH, launch_source.gather),
-    Source("plugin", plugin_env.gather, needs=(f.LAUNCH,), applies=_installed),  # cites launch and install
-    Source(f.HUMMING, humming.gather, needs=(f.LAUNCH,)),
-    Source(f.HOST, platform.gather),
-    Source(f.DSPARK_DRAFT, dspark_draft.gather, needs=(f.LAUNCH,), applies=_dspark),
-    Source(f.FLASHINFER, flashinfer.gather, needs=(f.LAUNCH, f.HOST), applies=_flashinfer_path),
-    Source("start_budget", start_budget.gather, needs=(f.LAUNCH,), applies=_supervised),  # cites the launch
-    Source(f.CHECKPOINT, checkpoint.gather, needs=(f.LAUNCH, f.HOST)),
+PREFLIGHT: tuple[PreflightSource, ...] = table(
+    (validator.sources.launch, validator.sources.sglang, validator.sources.host),
+    "preflight_source",
+    PREFLIGHT_ROWS,
 )
 
 

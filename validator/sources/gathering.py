@@ -1,15 +1,19 @@
-"""What a preflight source's reader is given: the inputs, the facts gathered so far, and what the launch
-source established about where the server runs (its environment, its container).
+"""What a source's row is (``Source``), and what a preflight reader is given: the inputs, the facts
+gathered so far, and what the launch source established about where the server runs (its environment,
+its container).
 
-A reader (``gather(g: Gathering) -> None`` in its source's module, declared in
-``validator.source_table``) puts its record on ``g.facts``; evidence it could not read is ``Unreadable``,
-which ``preflight.gather`` records as ``facts.errors[source]`` (checks turn it into ``error``).
+A reader is a function in its source's module, declared there by its row: ``@preflight_source(name,
+rank, needs=..., applies=...)`` above ``def gather(g: Gathering) -> None`` (``live_source`` for a live
+reader, ``validator.sources.live_gathering``). It puts its record on ``g.facts``; evidence it could not
+read is ``Unreadable``, which the gathering loop (``validator.source_table.read_sources``) records as
+``facts.errors[source]`` (checks turn it into ``error``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from validator.errors import InputError
 from validator.facts import Facts, LaunchFacts, SGLangInstallFacts
@@ -17,6 +21,36 @@ from validator.facts import Facts, LaunchFacts, SGLangInstallFacts
 if TYPE_CHECKING:
     from validator.preflight_inputs import PreflightInputs
     from validator.sources.container import ContainerSpec
+
+
+class _Given(Protocol):  # what every reader is given holds the facts (Gathering, LiveGathering)
+    @property
+    def facts(self) -> Facts: ...
+
+
+G = TypeVar("G", bound=_Given)  # what the reader is given: ``Gathering`` (preflight) or ``LiveGathering``
+R = TypeVar("R", covariant=True)  # what it returns: None (preflight), an awaitable of None (live)
+
+
+@dataclass(frozen=True)
+class Source(Generic[G, R]):
+    """One evidence source: a row of its table, declared beside its reader."""
+
+    name: str  # the facts key: ``facts.errors[name]``, a check result's ``sources``
+    reader: Callable[[G], R]  # reads it and puts its record on ``g.facts``; ``Unreadable``: why not
+    needs: tuple[str, ...] = ()  # sources that must have been read before it (their records are set)
+    applies: Callable[[G], bool] | None = None  # None: whenever its needs are read
+    rank: int = 0  # where its table reads it: lower first (each table's ranks are distinct)
+
+
+def register(rows: dict[str, Source[G, R]], row: Source[G, R]) -> None:
+    """Add ``row`` to its table's registry (``PREFLIGHT_ROWS``, ``LIVE_ROWS``); a name or a rank given
+    twice would make the order, or the facts key, depend on which module was imported first."""
+    if row.name in rows:
+        raise RuntimeError(f"source {row.name!r} declared twice")
+    if any(other.rank == row.rank for other in rows.values()):
+        raise RuntimeError(f"source {row.name!r}: rank {row.rank} is already another row's")
+    rows[row.name] = row
 
 
 class Unreadable(Exception):
@@ -52,8 +86,36 @@ class Gathering:
         assert self.facts.sglang is not None
         return self.facts.sglang
 
+    def installed(self) -> bool:
+        """The server's own SGLang was read (its site directories are the server's): a row's ``applies``."""
+        return self.sglang.root is not None
+
     @property
     def service_user(self) -> str | None:
         """The account the server runs as: --service-user, else the unit's User= (systemd runs it so)."""
         launch = self.facts.launch
         return self.inputs.service_user or (launch.user if launch is not None else None)
+
+
+PreflightSource = Source[Gathering, None]
+PreflightReader = TypeVar("PreflightReader", bound=Callable[[Gathering], None])
+
+PREFLIGHT_ROWS: dict[str, PreflightSource] = {}  # filled by the readers' modules as they are imported
+
+
+def preflight_source(
+    name: str,
+    rank: int,
+    *,
+    needs: tuple[str, ...] = (),
+    applies: Callable[[Gathering], bool] | None = None,
+) -> Callable[[PreflightReader], PreflightReader]:
+    """Declare the decorated function the reader of preflight source ``name``: its row of
+    ``validator.source_table.PREFLIGHT``, read at ``rank``, after the sources it ``needs``, when it
+    ``applies``."""
+
+    def declare(reader: PreflightReader) -> PreflightReader:
+        register(PREFLIGHT_ROWS, Source(name, reader, needs, applies, rank))
+        return reader
+
+    return declare

@@ -1,18 +1,21 @@
 """What a live source's reader is given: the inputs, the facts so far, the server's client, the log reader,
 and what the pack asks of the probe.
 
-A reader (declared in ``validator.live_table.LIVE``) puts its record on ``g.facts``; evidence it could not
-read is ``Unreadable``, recorded as ``facts.errors[source]``. Readers run on the sidecar's event loop: file
-and ``/proc`` reads and parsing go to ``asyncio.to_thread``.
+A reader is a coroutine function in its source's module, declared there by its row (``@live_source(name,
+rank, needs=..., applies=...)``, a row of ``validator.live_table.LIVE``). It puts its record on
+``g.facts``; evidence it could not read is ``Unreadable``, recorded as ``facts.errors[source]``. Readers
+run on the sidecar's event loop: file and ``/proc`` reads and parsing go to ``asyncio.to_thread``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
-from validator.facts import Facts, ServerFacts
+from validator.facts import Facts, Progress, ServerFacts
+from validator.sources.gathering import Source, register
 
 if TYPE_CHECKING:
     from validator.live_inputs import LiveInputs
@@ -35,8 +38,38 @@ class LiveGathering:
     accept_length_min: float | None = None
     probe_prompts: Path | None = None
 
+    def probed(self) -> bool:
+        """The probe was asked for and the server decodes speculatively (on a plain server
+        ``spec.accept_length`` reports it: a probe would only measure plain decoding), and is not stalled
+        (its requests would only wait out the probe's time cap): a row's ``applies``."""
+        stalled = self.facts.progress is not None and self.facts.progress.state is Progress.STALLED
+        return self.run_probe and bool(self.server.server_info.get("speculative_algorithm")) and not stalled
+
     @property
     def server(self) -> ServerFacts:
         """The ready server (a source that needs the server source runs only once it is read)."""
         assert self.facts.server is not None
         return self.facts.server
+
+
+LiveSource = Source[LiveGathering, Awaitable[None]]
+LiveReader = TypeVar("LiveReader", bound=Callable[[LiveGathering], Awaitable[None]])
+
+LIVE_ROWS: dict[str, LiveSource] = {}  # filled by the readers' modules as they are imported
+
+
+def live_source(
+    name: str,
+    rank: int,
+    *,
+    needs: tuple[str, ...] = (),
+    applies: Callable[[LiveGathering], bool] | None = None,
+) -> Callable[[LiveReader], LiveReader]:
+    """Declare the decorated coroutine function the reader of live source ``name``: its row of
+    ``validator.live_table.LIVE``, read at ``rank``, after the sources it ``needs``, when it ``applies``."""
+
+    def declare(reader: LiveReader) -> LiveReader:
+        register(LIVE_ROWS, Source(name, reader, needs, applies, rank))
+        return reader
+
+    return declare

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from validator.bounded_files import JSON_CAP, load_json_file
 from validator.errors import InputError
-from validator.facts import CHECKPOINT, CheckpointFacts, LaunchFacts, TensorInfo
+from validator.facts import CHECKPOINT, HOST, LAUNCH, CheckpointFacts, LaunchFacts, TensorInfo
 from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
+from validator.sources.gathering import preflight_source
 from validator.sources.host.safetensors_header import read_header
 
 if TYPE_CHECKING:
@@ -171,6 +172,7 @@ def _skip_list(quant: dict[str, Any], d: Path) -> list[str] | None:
     return None
 
 
+@preflight_source(CHECKPOINT, 80, needs=(LAUNCH, HOST))
 def gather(g: Gathering) -> None:
     """The checkpoint the server will load: --model-dir, else a local --model-path (for a container, the
     host directory mounted there), else a Hugging Face repo id's snapshot in the server's hub cache. A

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from validator.bounded_files import load_json_file
 from validator.errors import InputError
-from validator.facts import DSparkDraftFacts
+from validator.facts import DSPARK_DRAFT, LAUNCH, DSparkDraftFacts
+from validator.sources.gathering import preflight_source
 from validator.sources.host import hf_cache
 
 if TYPE_CHECKING:
@@ -135,6 +136,11 @@ def _first_int(where: str, *candidates: tuple[str, Any]) -> tuple[int | None, st
     return None, None
 
 
+def _dspark(g: Gathering) -> bool:
+    return str(g.launch.args.get("speculative_algorithm") or "").upper() == "DSPARK"
+
+
+@preflight_source(DSPARK_DRAFT, 50, needs=(LAUNCH,), applies=_dspark)
 def gather(g: Gathering) -> None:
     """The draft a DSPARK launch names (or the one SGLang would default to)."""
     args = g.launch.args

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator.bounded_files import read_head
-from validator.facts import FlashInferFacts
-from validator.sources.gathering import Unreadable
+from validator.facts import FLASHINFER, HOST, LAUNCH, FlashInferFacts
+from validator.sources.gathering import Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
 
 if TYPE_CHECKING:
@@ -209,6 +209,12 @@ def read_flashinfer(
     )
 
 
+def _flashinfer_path(g: Gathering) -> bool:
+    """FlashInfer's MoE kernels matter only on the flashinfer_mxfp4 path ('auto' resolves to it here)."""
+    return g.installed() and g.launch.args.get("moe_runner_backend") in ("flashinfer_mxfp4", "auto")
+
+
+@preflight_source(FLASHINFER, 60, needs=(LAUNCH, HOST), applies=_flashinfer_path)
 def gather(g: Gathering) -> None:
     """FlashInfer where the server's interpreter finds it, its cache where the server looks (the named
     account's home, else the launch environment's HOME)."""

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator.bounded_files import read_head
-from validator.facts import HummingFacts
-from validator.sources.gathering import Unreadable
+from validator.facts import HUMMING, LAUNCH, HummingFacts
+from validator.sources.gathering import Unreadable, preflight_source
 from validator.sources.host.dists import find_dist
 
 if TYPE_CHECKING:
@@ -313,6 +313,7 @@ def count_cached_kernels(cache_dir: Path) -> int:
         return 0
 
 
+@preflight_source(HUMMING, 30, needs=(LAUNCH,))
 def gather(g: Gathering) -> None:
     """humming-kernels as the server's interpreter finds it, read only with that interpreter's site
     directories: without the server's environment, this process's packages prove nothing."""

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from validator.facts import HostFacts
+from validator.facts import HOST, HostFacts
+from validator.sources.gathering import preflight_source
 from validator.sources.host.root import host_root
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ def _user_home(service_user: str | None) -> tuple[str | None, Path | None]:
     return entry.pw_name, Path(entry.pw_dir)
 
 
+@preflight_source(HOST, 40)
 def gather(g: Gathering) -> None:
     """The host the server runs on, and the home of the account it runs as."""
     g.facts.host = read_host(service_user=g.service_user)

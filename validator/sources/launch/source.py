@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnresolvedLaunch, UsageError
-from validator.facts import ENVIRONMENT_UNKNOWN, SGLANG, LaunchFacts, ProgramFacts, SGLangInstallFacts
+from validator.facts import ENVIRONMENT_UNKNOWN, LAUNCH, SGLANG, LaunchFacts, ProgramFacts, SGLangInstallFacts
 from validator.preflight_inputs import PreflightInputs
-from validator.sources.gathering import Gathering, Unreadable
+from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.program import resolve_program
 from validator.sources.launch import command as launch_command
 from validator.sources.launch import systemd_unit
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 DSPARK = "DSPARK"
 
 
+@preflight_source(LAUNCH, 10)
 def gather(g: Gathering) -> None:
     """The launch command, the install and the program; then, for the sources after it, the server's
     environment and container. A script that computes its command at run time leaves nothing to check

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from validator.errors import InputError
-from validator.facts import StartBudgetFacts
+from validator.facts import LAUNCH, StartBudgetFacts
+from validator.sources.gathering import preflight_source
 from validator.sources.launch.kube_manifest import select_container
 from validator.sources.launch.systemd_unit import ServiceUnit, load_unit
 
@@ -113,6 +114,11 @@ def from_kubernetes(path: Path, container: str | None = None) -> StartBudgetFact
     )
 
 
+def _supervised(g: Gathering) -> bool:
+    return g.inputs.kube_manifest is not None or g.inputs.unit is not None
+
+
+@preflight_source("start_budget", 70, needs=(LAUNCH,), applies=_supervised)  # cites the launch
 def gather(g: Gathering) -> None:
     """The budget of the supervisor the inputs name: the Kubernetes startupProbe, else the unit's
     TimeoutStartSec= (the unit read with the launch's environment and --env-file as the launch was)."""

@@ -27,10 +27,11 @@ from validator.attestation.trust import (
 )
 from validator.bounded_files import parse_json
 from validator.errors import InputError, UnavailableError
-from validator.facts import Facts
+from validator.facts import ATTESTATION, Facts
 from validator.procinfo import process_start_time, process_uid
 from validator.sources.gathering import Unreadable
 from validator.sources.host import listening
+from validator.sources.live_gathering import live_source
 from validator.trusted_files import FileFacts, UnsafeLocation
 from validator.validation import ValidationError, format_loc, load_json, problems
 
@@ -172,6 +173,11 @@ def read_trusted(
     )
 
 
+def _asked(g: LiveGathering) -> bool:
+    return g.inputs.attestation is not None
+
+
+@live_source(ATTESTATION, 20, applies=_asked)
 async def gather(g: LiveGathering) -> None:
     """The attestation, read in a worker thread: in the sidecar a slow or hostile file must not stall the
     event loop that answers ``/livez``. Read whether or not the server answered (its binding then has no

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from validator.attestation.trust import url_address
-from validator.facts import Facts
+from validator.facts import SERVER, Facts
 from validator.procinfo import stat_fields
 from validator.sources.host.listening import ListeningError, listeners
+from validator.sources.live_gathering import live_source
 
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering
@@ -94,6 +95,7 @@ def listener_of(url: str) -> tuple[int, int] | None:
     return None
 
 
+@live_source("listener", 50, needs=(SERVER,))  # the identity's
 async def gather(g: LiveGathering) -> None:
     """The process listening on the URL's port, read from ``/proc`` in a worker thread."""
     g.server.listener = await asyncio.to_thread(listener_of, g.inputs.url)

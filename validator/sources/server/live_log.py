@@ -9,16 +9,19 @@ sidecar a slow file or a ``journalctl`` must not stall the event loop that answe
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnavailableError
+from validator.facts import LOG, SERVER
 from validator.sources.gathering import Unreadable
+from validator.sources.live_gathering import LiveGathering, live_source
 from validator.sources.server.identity import identity_of
 
-if TYPE_CHECKING:
-    from validator.sources.live_gathering import LiveGathering
+
+def _asked(g: LiveGathering) -> bool:
+    return g.log_reader is not None
 
 
+@live_source(LOG, 30, applies=_asked)
 async def gather(g: LiveGathering) -> None:
     """The server log, read off the event loop. A log that holds no start of the running server is a
     source error (``server.log`` reports it), never facts for other checks to misread. When the server was
@@ -42,6 +45,8 @@ async def gather(g: LiveGathering) -> None:
     g.facts.log = log
 
 
+# asked for, whatever the probe found
+@live_source("log_after_probe", 90, needs=(SERVER, LOG), applies=LiveGathering.probed)
 async def gather_after_probe(g: LiveGathering) -> None:
     """The log again after the probe (an incremental poll: only what was logged since): a server that
     died while it was probed (the scheduler's exception after ready) is then seen by ``server.log``. A

@@ -12,7 +12,8 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from validator.errors import UnavailableError
-from validator.facts import NOTHING_ACCEPTED, Progress, ServerMetricsFacts
+from validator.facts import NOTHING_ACCEPTED, SERVER, Progress, ServerMetricsFacts
+from validator.sources.live_gathering import live_source
 from validator.sources.server.metrics_reading import MetricsBoundError, MetricsWatch, parse_metrics
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 METRICS_CONFIRM_S = 2.0
 
 
+@live_source("metrics", 40, needs=(SERVER,))  # cited as the server
 async def gather(g: LiveGathering) -> None:
     """The server's own ``/metrics`` as evidence, parsed off the event loop. A 404 (no
     ``--enable-metrics``), an error or a body that is not Prometheus text is no finding: the facts say why

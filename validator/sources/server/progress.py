@@ -19,7 +19,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UnavailableError
-from validator.facts import BatchLine, Progress, ProgressFacts
+from validator.facts import PROGRESS, SERVER, BatchLine, Progress, ProgressFacts
+from validator.sources.live_gathering import live_source
 from validator.sources.server.identity import identity_of
 from validator.sources.server.metrics import read_again
 
@@ -33,6 +34,7 @@ REREAD_WITHIN_S = 2.0  # how far short of the stall bound a full check waits to 
 PROMPT = "The capital city of France is"  # SGLang's own warm-up prompt
 
 
+@live_source(PROGRESS, 60, needs=(SERVER,))
 async def gather(g: LiveGathering) -> None:
     """Progress from the metrics where they show it; else, on a full check, our own bounded request."""
     watch = g.inputs.metrics_watch  # the sidecar's, for its life; None for a one-shot check

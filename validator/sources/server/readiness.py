@@ -18,9 +18,10 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from validator.errors import UnavailableError
-from validator.facts import ServerFacts
+from validator.facts import SERVER, ServerFacts
 from validator.redact import neutralize_controls
 from validator.sources.gathering import Unreadable
+from validator.sources.live_gathering import live_source
 from validator.sources.server.client import ServerError, SGLangClient
 
 if TYPE_CHECKING:
@@ -127,6 +128,7 @@ async def wait_until_ready(
         interval = min(interval * growth, max_interval_s)
 
 
+@live_source(SERVER, 10)
 async def gather(g: LiveGathering) -> None:
     """The ready server: ``/health`` and ``/server_info`` within ``--wait`` (ended early when the log shows
     the start died), then ``/model_info``, optional evidence. A server that did not become ready is

@@ -7,12 +7,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from validator.errors import UnavailableError
+from validator.facts import SERVER, WEIGHTS
 from validator.sources.gathering import Unreadable
+from validator.sources.live_gathering import live_source
 
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering
 
 
+def _asked(g: LiveGathering) -> bool:
+    return g.inputs.weights_checker
+
+
+@live_source(WEIGHTS, 70, needs=(SERVER,), applies=_asked)
 async def gather(g: LiveGathering) -> None:
     try:
         g.server.weights_checksums = await g.client.weights_checker("all")

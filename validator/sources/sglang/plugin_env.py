@@ -10,12 +10,9 @@ by ``tests/test_plugin_env.py``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from typing import TYPE_CHECKING
 
-from validator.facts import PLUGIN_SHARE_ENV, PluginState
-
-if TYPE_CHECKING:
-    from validator.sources.gathering import Gathering
+from validator.facts import LAUNCH, PLUGIN_SHARE_ENV, PluginState
+from validator.sources.gathering import Gathering, preflight_source
 
 PLUGIN_NAME = "spark_validate"  # the entry point's name in the sglang.srt.plugins group
 ENV_DISABLE = "SPARK_VALIDATE_PLUGIN"
@@ -58,6 +55,7 @@ def plugin_state(env: Mapping[str, str], installed: Set[str]) -> PluginState:
     return PluginState(True, True, True, f"{ENV_SHARE}={env[ENV_SHARE]}")
 
 
+@preflight_source("plugin", 20, needs=(LAUNCH,), applies=Gathering.installed)  # cites launch and install
 def gather(g: Gathering) -> None:
     """The plugin as the server's environment and the install's entry points decide it."""
     g.facts.plugin = plugin_state(g.launch.env, g.sglang.plugins)
