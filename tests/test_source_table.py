@@ -12,6 +12,7 @@ import ast
 import asyncio
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -156,6 +157,23 @@ def test_a_table_imports_the_modules_that_declare_a_row_and_no_other(
 
     assert list(declaring(toy_readers, "toy_source")) == ["toy_readers.reader"]
     assert "toy_readers.reader" not in sys.modules and "toy_readers.parser" not in sys.modules
+
+
+def test_a_module_whose_source_cannot_be_read_is_imported_to_see(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package inside a zip has no source file to read: each of its modules is imported (its rows are
+    then found as they register), never passed over."""
+    archive = tmp_path / "readers.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        z.writestr("zipped_readers/__init__.py", "")
+        z.writestr("zipped_readers/reader.py", "@toy_source('toy', 10)\ndef f(): ...\n")
+        z.writestr("zipped_readers/parser.py", "X = 1\n")
+    monkeypatch.syspath_prepend(str(archive))
+    import zipped_readers
+
+    found = sorted(declaring(zipped_readers, "toy_source"))
+    assert found == ["zipped_readers.parser", "zipped_readers.reader"]
 
 
 def test_the_preflight_table_leaves_the_shell_reader_and_the_live_readers_unloaded() -> None:

@@ -47,12 +47,15 @@ def declaring(package: ModuleType, decorator: str) -> Iterator[str]:
         spec = importlib.util.find_spec(found.name)
         if found.ispkg or spec is None or spec.origin is None:
             continue
-        if not spec.origin.endswith(".py"):  # no source to read (a compiled-only install): imported
+        declares = True  # without a source file to read (a zip or compiled-only install): imported to see
+        if spec.origin.endswith(".py"):
+            try:
+                with open(spec.origin, "rb") as source:
+                    declares = marker in source.read()
+            except OSError:
+                pass
+        if declares:
             yield found.name
-            continue
-        with open(spec.origin, "rb") as source:
-            if marker in source.read():
-                yield found.name
 
 
 def table(
