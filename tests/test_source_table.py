@@ -23,7 +23,7 @@ from validator.facts import INPUT_FOR_SOURCE, SGLANG, Facts, HostFacts
 from validator.live_table import LIVE
 from validator.preflight_inputs import PreflightInputs
 from validator.source_table import PREFLIGHT, PreflightSource, Source, declaring, read_sources_now
-from validator.sources.gathering import Gathering, Unreadable, register
+from validator.sources.gathering import Gathering, Rows, Unreadable
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "validator"
@@ -132,13 +132,13 @@ def test_a_name_or_a_rank_declared_twice_is_refused() -> None:
     def reads(g: Gathering) -> None:
         pass
 
-    rows: dict[str, PreflightSource] = {}
-    register(rows, Source("a", reads, rank=1))
+    toy_source: Rows[Gathering, None] = Rows()
+    toy_source("a", 1)(reads)
     with pytest.raises(RuntimeError, match="'a' declared twice"):
-        register(rows, Source("a", reads, rank=2))
+        toy_source("a", 2)(reads)
     with pytest.raises(RuntimeError, match="rank 1 is already another row's"):
-        register(rows, Source("b", reads, rank=1))
-    assert list(rows) == ["a"]
+        toy_source("b", 1)(reads)
+    assert list(toy_source.rows) == ["a"] and toy_source.rows["a"] == Source("a", reads, rank=1)
 
 
 def test_a_table_imports_the_modules_that_declare_a_row_and_no_other(

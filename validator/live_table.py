@@ -15,8 +15,8 @@ from __future__ import annotations
 import validator.probe  # its row is the probe's (the probe is not a reader of sources/server)
 import validator.sources.server
 from validator.source_table import table
-from validator.sources.live_gathering import LIVE_ROWS, LiveSource
+from validator.sources.live_gathering import LiveSource, live_source
 
 __all__ = ["LIVE", "LiveSource"]
 
-LIVE: tuple[LiveSource, ...] = table((validator.sources.server,), "live_source", LIVE_ROWS)
+LIVE: tuple[LiveSource, ...] = table((validator.sources.server,), "live_source", live_source.rows)

@@ -25,7 +25,6 @@ import validator.sources.host
 import validator.sources.launch
 import validator.sources.sglang
 from validator.sources.gathering import (
-    PREFLIGHT_ROWS,
     G,
     Gathering,
     PreflightSource,
@@ -33,6 +32,7 @@ from validator.sources.gathering import (
     Source,
     Unreadable,
     permission_denied,
+    preflight_source,
 )
 
 __all__ = ["PREFLIGHT", "PreflightSource", "Source", "read_sources", "read_sources_now", "table"]
@@ -72,7 +72,7 @@ def table(
 PREFLIGHT: tuple[PreflightSource, ...] = table(
     (validator.sources.launch, validator.sources.sglang, validator.sources.host),
     "preflight_source",
-    PREFLIGHT_ROWS,
+    preflight_source.rows,
 )
 
 

@@ -43,14 +43,38 @@ class Source(Generic[G, R]):
     rank: int = 0  # where its table reads it: lower first (each table's ranks are distinct)
 
 
-def register(rows: dict[str, Source[G, R]], row: Source[G, R]) -> None:
-    """Add ``row`` to its table's registry (``PREFLIGHT_ROWS``, ``LIVE_ROWS``); a name or a rank given
-    twice would make the order, or the facts key, depend on which module was imported first."""
-    if row.name in rows:
-        raise RuntimeError(f"source {row.name!r} declared twice")
-    if any(other.rank == row.rank for other in rows.values()):
-        raise RuntimeError(f"source {row.name!r}: rank {row.rank} is already another row's")
-    rows[row.name] = row
+class Rows(Generic[G, R]):
+    """One table's registry, and the decorator its readers declare their rows with:
+    ``@preflight_source(NAME, RANK, needs=..., applies=...)`` over the reader."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Source[G, R]] = {}  # filled by the readers' modules as they are imported
+
+    def __call__(
+        self,
+        name: str,
+        rank: int,
+        *,
+        needs: tuple[str, ...] = (),
+        applies: Callable[[G], bool] | None = None,
+    ) -> Callable[[Callable[[G], R]], Callable[[G], R]]:
+        """Declare the decorated function the reader of source ``name``: read at ``rank`` (lower first),
+        after the sources it ``needs``, when it ``applies``."""
+
+        def declare(reader: Callable[[G], R]) -> Callable[[G], R]:
+            self.add(Source(name, reader, needs, applies, rank))
+            return reader
+
+        return declare
+
+    def add(self, row: Source[G, R]) -> None:
+        """A name or a rank given twice would make the facts key, or the order, depend on which module
+        was imported first: refused."""
+        if row.name in self.rows:
+            raise RuntimeError(f"source {row.name!r} declared twice")
+        if any(other.rank == row.rank for other in self.rows.values()):
+            raise RuntimeError(f"source {row.name!r}: rank {row.rank} is already another row's")
+        self.rows[row.name] = row
 
 
 class Unreadable(Exception):
@@ -98,24 +122,4 @@ class Gathering:
 
 
 PreflightSource = Source[Gathering, None]
-PreflightReader = TypeVar("PreflightReader", bound=Callable[[Gathering], None])
-
-PREFLIGHT_ROWS: dict[str, PreflightSource] = {}  # filled by the readers' modules as they are imported
-
-
-def preflight_source(
-    name: str,
-    rank: int,
-    *,
-    needs: tuple[str, ...] = (),
-    applies: Callable[[Gathering], bool] | None = None,
-) -> Callable[[PreflightReader], PreflightReader]:
-    """Declare the decorated function the reader of preflight source ``name``: its row of
-    ``validator.source_table.PREFLIGHT``, read at ``rank``, after the sources it ``needs``, when it
-    ``applies``."""
-
-    def declare(reader: PreflightReader) -> PreflightReader:
-        register(PREFLIGHT_ROWS, Source(name, reader, needs, applies, rank))
-        return reader
-
-    return declare
+preflight_source: Rows[Gathering, None] = Rows()  # the rows of ``validator.source_table.PREFLIGHT``

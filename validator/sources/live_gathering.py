@@ -9,13 +9,13 @@ run on the sidecar's event loop: file and ``/proc`` reads and parsing go to ``as
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from validator.facts import Facts, Progress, ServerFacts
-from validator.sources.gathering import Source, register
+from validator.sources.gathering import Rows, Source
 
 if TYPE_CHECKING:
     from validator.live_inputs import LiveInputs
@@ -53,23 +53,4 @@ class LiveGathering:
 
 
 LiveSource = Source[LiveGathering, Awaitable[None]]
-LiveReader = TypeVar("LiveReader", bound=Callable[[LiveGathering], Awaitable[None]])
-
-LIVE_ROWS: dict[str, LiveSource] = {}  # filled by the readers' modules as they are imported
-
-
-def live_source(
-    name: str,
-    rank: int,
-    *,
-    needs: tuple[str, ...] = (),
-    applies: Callable[[LiveGathering], bool] | None = None,
-) -> Callable[[LiveReader], LiveReader]:
-    """Declare the decorated coroutine function the reader of live source ``name``: its row of
-    ``validator.live_table.LIVE``, read at ``rank``, after the sources it ``needs``, when it ``applies``."""
-
-    def declare(reader: LiveReader) -> LiveReader:
-        register(LIVE_ROWS, Source(name, reader, needs, applies, rank))
-        return reader
-
-    return declare
+live_source: Rows[LiveGathering, Awaitable[None]] = Rows()  # the rows of ``validator.live_table.LIVE``
