@@ -20,7 +20,7 @@ def test_every_kind_of_error_comes_back_as_itself() -> None:
         UsageError("--output: no such directory"),
         InputError("/etc/sglang.env", "line is not NAME=value", 3),
         InputError("/etc/sglang.env", "unreadable"),
-        PackError("site.yaml", [(4, "unknown key 'expct'"), (9, "severity must be one of ...")]),
+        PackError("site.yaml", [(4, "expct", "unknown key"), (9, "severity", "must be one of ...")]),
         ServerError("/server_info", "HTTP 503", 503, transient=True),
         ProcessGone("process 4242 exited while being read"),
     ]

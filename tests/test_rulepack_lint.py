@@ -441,3 +441,46 @@ def test_a_merge_key_is_refused_as_a_second_way_to_give_a_key(tmp_path: Path) ->
     assert (
         "merge keys" not in _cli("rules", "lint", str(quoted)).stderr
     )  # a quoted '<<' is a plain (unknown) key
+
+
+def test_an_integer_past_pythons_digit_limit_is_said_at_its_line_for_the_author(tmp_path: Path) -> None:
+    """A 5000-digit integer was refused with Python's advice to a programmer ("use
+    sys.set_int_max_str_digits() to increase the limit") and no line: now the digit count, the limit and
+    the line, for `rules lint` and for any command loading the pack. An explicit ``!!int`` too."""
+    text = PACK.read_text()
+    line = text.split("  version: 1\n")[0].count("\n") + 1
+    for value, digits in (("9" * 5000, 5000), ('!!int "' + "1_" * 4400 + '1"', 4401)):
+        p = _pack(tmp_path, text.replace("  version: 1\n", f"  version: {value}\n", 1))
+        for args in (("rules", "lint", str(p)), ("rules", "--rules", str(p), "list")):
+            res = _cli(*args)
+            assert res.returncode == 65, (args, res.stderr)
+            assert _errors(res) == [
+                f"spark-validate: {p}:{line}: an integer of {digits} digits (at most 4300)"
+            ]
+
+
+def test_a_field_named_like_a_secret_keeps_the_message_after_it(tmp_path: Path) -> None:
+    """An unknown key named ``api_key`` made every command but lint say ``recipe.api_key: <redacted> inputs
+    are not permitted``: the CLI's last redaction read the field and the reason after it as ``api_key:
+    VALUE``. The field and the reason are redacted each alone now; the value is never said."""
+    text = PACK.read_text()
+    anchor = "  model_types: [bailing_hybrid]\n"
+    assert anchor in text
+    p = _pack(tmp_path, text.replace(anchor, anchor + "  api_key: hunter2-not-shown\n", 1))
+    line = p.read_text().split("  api_key:")[0].count("\n") + 1
+    want = f"spark-validate: {p}:{line}: recipe.api_key: Extra inputs are not permitted"
+    for args in (
+        ("rules", "lint", str(p)),
+        ("rules", "--rules", str(p), "list"),
+        ("rules", "--rules", str(p), "show", "x"),
+    ):
+        res = _cli(*args)
+        assert res.returncode == 65, (args, res.stderr)
+        assert _errors(res) == [want], args
+        assert "hunter2" not in res.stderr + res.stdout
+    # a secret-shaped value in the reason itself is still redacted when the reason is said alone
+    shaped = _pack(
+        tmp_path, text.replace(anchor, anchor + "  hf_abcdefghijklmnopqrstu: 1\n", 1), "shaped.yaml"
+    )
+    res = _cli("rules", "--rules", str(shaped), "list")
+    assert res.returncode == 65 and "hf_abcdefghijklmnopqrstu" not in res.stderr, res.stderr

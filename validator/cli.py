@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from validator import TOOL_NAME, __version__
-from validator.errors import ExitCode, ValidatorError
+from validator.errors import ExitCode, InputError, ValidatorError
 from validator.redact import neutralize_controls, redact_text
 
 # Every command: the line `spark-validate --help` shows, and the paragraph under `spark-validate CMD --help`
@@ -127,6 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _said(exc: ValidatorError) -> str:
+    """The error's line, redacted: an input error's parts each alone (file, field, reason), so that a
+    field named like a secret (``recipe.api_key``) does not make the reason after it read as its value."""
+    if isinstance(exc, InputError) and exc.field is not None:
+        return f"{TOOL_NAME}: " + ": ".join(redact_text(part) for part in exc.parts())
+    return redact_text(f"{TOOL_NAME}: {exc}")
+
+
 def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     named = args_list[0] if args_list and args_list[0] in COMMANDS else None
@@ -136,7 +144,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return int(_module(args.command).run(args))
     except ValidatorError as exc:
         # exit-65/69 lines quote inputs and server replies: no secret, no terminal control sequence
-        sys.stderr.write(neutralize_controls(redact_text(f"{TOOL_NAME}: {exc}")) + "\n")
+        said = _said(exc)
+        sys.stderr.write(neutralize_controls(said) + "\n")
         return int(exc.exit_code)
     except KeyboardInterrupt:
         return 130

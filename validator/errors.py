@@ -52,16 +52,24 @@ class UsageError(ValidatorError):
 
 
 class InputError(ValidatorError):
-    """Malformed input; the message starts with the file (or endpoint) it came from."""
+    """Malformed input; the message starts with the file (or endpoint) it came from, then ``field`` (a
+    location inside it, ``recipe.api_key``) when given. The parts are kept apart so that the CLI redacts
+    each alone: a field named like a secret followed by the reason reads as ``api_key: VALUE``."""
 
     exit_code = ExitCode.DATAERR
 
-    def __init__(self, where: str, reason: str, line: int | None = None) -> None:
+    def __init__(self, where: str, reason: str, line: int | None = None, *, field: str | None = None) -> None:
         loc = f"{where}:{line}" if line is not None else where
-        super().__init__(f"{loc}: {reason}")
+        super().__init__(f"{loc}: {field}: {reason}" if field is not None else f"{loc}: {reason}")
         self.where = where
         self.reason = reason
         self.line = line
+        self.field = field
+
+    def parts(self) -> tuple[str, ...]:
+        """The message's pieces, in order (each may be redacted on its own), joined by ``": "``."""
+        loc = f"{self.where}:{self.line}" if self.line is not None else self.where
+        return (loc, self.reason) if self.field is None else (loc, self.field, self.reason)
 
 
 class UnresolvedLaunch(ValidatorError):

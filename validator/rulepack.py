@@ -8,7 +8,9 @@ expectations and the check's fields, plain names, never evaluated. Loading valid
 
 from __future__ import annotations
 
+import re
 import stat
+import sys
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -147,20 +149,22 @@ PACK_CAP = 1024 * 1024  # a real pack is about 10 KB
 
 
 class PackError(InputError):
-    """A rule pack with one or more problems; each is ``(line, message)``. The exception's own message is
-    the first problem (one line for any command); ``rules lint`` prints them all."""
+    """A rule pack with one or more problems; each is ``(line, field, message)`` (``field`` the location in
+    the pack, ``checks[3].severity``). The exception's own message is the first problem (one line for any
+    command); ``rules lint`` prints them all."""
 
-    def __init__(self, path: str, problems: list[tuple[int | None, str]]) -> None:
-        line, first = problems[0]
+    def __init__(self, path: str, problems: list[tuple[int | None, str, str]]) -> None:
+        line, field, first = problems[0]
         more = (
             f" (and {len(problems) - 1} more: spark-validate rules lint {path})" if len(problems) > 1 else ""
         )
-        super().__init__(path, first + more, line)
+        super().__init__(path, first + more, line, field=field)
         self.problems = problems
 
     def lines(self) -> list[str]:
         return [
-            f"{self.where}:{line}: {msg}" if line else f"{self.where}: {msg}" for line, msg in self.problems
+            f"{self.where}:{line}: {field}: {msg}" if line else f"{self.where}: {field}: {msg}"
+            for line, field, msg in self.problems
         ]
 
 
@@ -193,6 +197,18 @@ def _pack_text(path: Path) -> str:
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
+_INT_TAG = "tag:yaml.org,2002:int"
+_DECIMAL_INT_RE = re.compile(r"[-+]?[0-9][0-9_]*")
+
+
+def _long_integer(plain: str) -> int:
+    """The digit count of a plain scalar YAML reads as a decimal integer longer than Python converts
+    (``sys.get_int_max_str_digits``), else 0: said at its line, not as Python's advice to a programmer."""
+    limit = sys.get_int_max_str_digits()
+    if not limit or len(plain) <= limit or not _DECIMAL_INT_RE.fullmatch(plain):
+        return 0
+    digits = sum(c.isdigit() for c in plain)
+    return digits if digits > limit else 0
 
 
 def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
@@ -223,6 +239,14 @@ def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
                         raise InputError(where, f"key {event.value[:60]!r} given twice in one mapping", line)
                     keys.add(event.value)
                 is_key[0] = not is_key[0]
+            if isinstance(event, yaml.ScalarEvent) and (
+                event.tag == _INT_TAG or (event.tag is None and not event.style and event.implicit[0])
+            ):
+                digits = _long_integer(event.value)
+                if digits:
+                    raise InputError(
+                        where, f"an integer of {digits} digits (at most {sys.get_int_max_str_digits()})", line
+                    )
             if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
                 open_.append((set() if isinstance(event, yaml.MappingStartEvent) else None, [True]))
             elif isinstance(event, yaml.CollectionEndEvent):
@@ -366,7 +390,7 @@ def parse_pack(path: Path) -> RulePack:
     own = raw.get("checks")
     own_checks: list[Any] | None = own if "extends" in raw and isinstance(own, list) else None
 
-    def located(loc: tuple[Any, ...], msg: str) -> tuple[int | None, str]:
+    def located(loc: tuple[Any, ...], msg: str) -> tuple[int | None, str, str]:
         """A problem at ``loc`` of the merged pack, said in the author's file: a check of an extending
         pack is found by its id among the file's own entries (merged positions mean nothing there), or
         named by id (a check the file inherits; the line is its ``extends:``)."""
@@ -377,10 +401,10 @@ def parse_pack(path: Path) -> RulePack:
             rest = format_loc(("x", *loc[2:]))[1:]
             if check_id is not None and check_id in ids:
                 mine = ("checks", ids.index(check_id), *loc[2:])
-                return line_of(mine), f"checks[{check_id}]{rest}: {msg}"
+                return line_of(mine), f"checks[{check_id}]{rest}", msg
             if check_id is not None:
-                return line_of(("extends",)), f"checks[{check_id}]{rest} (from the extended pack): {msg}"
-        return line_of(loc), f"{format_loc(loc) or 'pack'}: {msg}"
+                return line_of(("extends",)), f"checks[{check_id}]{rest} (from the extended pack)", msg
+        return line_of(loc), format_loc(loc) or "pack", msg
 
     try:
         pack = load(RulePack, data)

@@ -67,7 +67,7 @@ def parse_document(data: bytes, where: str) -> Attestation:
     except ValidationError as exc:
         (loc, msg), *rest = problems(exc)
         more = f" (and {len(rest)} more)" if rest else ""
-        raise InputError(where, f"{format_loc(loc) or '(document)'}: {msg}{more}") from None
+        raise InputError(where, f"{msg}{more}", field=format_loc(loc) or "(document)") from None
 
 
 def _read(path: Path) -> tuple[bytes, FileFacts]:
