@@ -398,3 +398,21 @@ def test_a_units_user_is_the_declared_server_user(tmp_path: Any) -> None:
         f"--pid {proc.pid} is not judged" in undeclared.stderr
         and "another user's process" in undeclared.stderr
     )
+
+
+def test_another_users_argv_that_the_simulators_reader_cannot_parse_stops_nothing() -> None:
+    """A second user's sleeping ``python3 -m validator sim --port ²``: ``²`` passes ``str.isdigit`` and
+    fails ``int``, and discovery parsed every simulator-like argv before judging whose it was. ``check``
+    with no ``--url`` ended in "internal error: ValueError" (exit 1), ``npd`` said UNKNOWN, and a sidecar
+    following root's server died of it at the server's next restart. Now the argv is the attacker's
+    ignored process and root's server is judged as before, through the restart too."""
+    r = scene("unparsable-port")
+    server, attacker = r["server"], r["attacker"]
+    assert r["sidecar_judged_first"], r["sidecar_log"]
+    assert r["check"]["rc"] == 0, r["check"]["err"]
+    assert "internal error" not in r["check"]["err"] + r["npd"]["out"] + r["npd"]["err"]
+    assert [t.split(" ")[1] for t in targets(r["check"])] == [str(server)]
+    assert f"ignored PID {attacker} (sv-attacker" in r["check"]["err"], r["check"]["err"]
+    assert r["npd"]["rc"] == 0 and r["npd"]["out"].startswith("OK 1 server(s) pass"), r["npd"]
+    assert r["sidecar_alive"] and r["sidecar_judged_again"], r["sidecar_log"]
+    assert "internal error" not in r["sidecar_log"]

@@ -13,6 +13,10 @@ Scenes (the attacker is ``tests.support.second_user``'s account, acting through 
   attacker's script, which writes a file naming the UID it runs as), serving on its own port.
 - ``sitecustomize``: the genuine ``/usr/bin/python3`` with ``PYTHONPATH`` holding the attacker's
   ``sitecustomize.py`` (writes a file naming its UID).
+- ``unparsable-port``: the attacker's sleeping ``python3 -m validator sim --port ²`` (its own ``validator``
+  package): ``²`` passes ``str.isdigit`` and fails ``int``, and every command that reads /proc parsed
+  that argv before judging whose it is. ``check`` and ``npd`` with it beside root's simulator, and a
+  sidecar following root's simulator through a restart with it present.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
+import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -136,10 +142,74 @@ def _attack(owner: User, *, exec_a: bool) -> dict[str, Any]:
         return result
 
 
+def _sidecar_target(listen: int) -> str:
+    """What the sidecar's ``/report`` says it judged ("" while it has no report)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{listen}/report", timeout=5) as reply:
+            return str(json.loads(reply.read()).get("target", ""))
+    except (OSError, ValueError):
+        return ""
+
+
+def _sidecar_judges(listen: int, pid: int, sidecar: subprocess.Popen[bytes]) -> bool:
+    """Whether the sidecar judges PID ``pid`` within 60 s (False at once once it has exited)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sidecar.poll() is None:
+        if _sidecar_target(listen).startswith(f"PID {pid} "):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def unparsable_port(owner: User) -> dict[str, Any]:
+    with ExitStack() as stack:
+        sim, port = healthy_sim(stack)
+        evil, _ = evil_dir(owner, stack)
+        (evil / "validator").mkdir()
+        (evil / "validator" / "__init__.py").write_text("")
+        (evil / "validator" / "__main__.py").write_text(SLEEPS)
+        for f in (evil, evil / "validator", *(evil / "validator").iterdir()):
+            os.chown(f, owner.uid, owner.gid)
+        listen = free_port()
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        argv = [sys.executable, "-m", "validator", "serve", "--listen", f"127.0.0.1:{listen}", "--no-probe"]
+        argv += ["--allow-partial", "--interval", "1", "--health-interval", "0.5", "--wait", "60"]
+        log = evil.parent / f"{evil.name}-sidecar.log"
+        stack.callback(log.unlink, missing_ok=True)
+        with log.open("wb") as fh:
+            sidecar = subprocess.Popen(argv, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+        stack.callback(stop, sidecar)
+        result: dict[str, Any] = {
+            "server": sim.pid,
+            "sidecar_judged_first": _sidecar_judges(listen, sim.pid, sidecar),
+        }
+        claim = ["/usr/bin/python3", "-m", "validator", "sim", "--port", "\u00b2"]
+        attacker = stack.enter_context(
+            process_as(owner, claim, cwd=evil, prefix=b"/usr/bin/python3\0-m\0validator")
+        )
+        result["attacker"] = attacker.pid
+        result["npd"] = npd()
+        result["check"] = cli("check", "--no-probe", "--allow-partial", "--format", "json")
+        # the sidecar reads /proc again when its server exits: root's simulator restarts on its port
+        stop(sim)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "SGLANG_ENABLE_FP8_LM_HEAD": "1"}
+        cmd = [sys.executable, "-m", "validator", "sim", "--port", str(port), *SIM]
+        again = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        stack.callback(stop, again)
+        result["server_again"] = again.pid
+        result["sidecar_judged_again"] = _sidecar_judges(listen, again.pid, sidecar)
+        result["sidecar_alive"] = sidecar.poll() is None
+        result["sidecar_log"] = log.read_text(errors="replace")[-2000:]
+        return result
+
+
 def main() -> None:
     scene = sys.argv[1]
     owner = ensure_user()
-    result = decoy(owner) if scene == "decoy" else _attack(owner, exec_a=scene == "exec-a")
+    if scene == "unparsable-port":
+        result = unparsable_port(owner)
+    else:
+        result = decoy(owner) if scene == "decoy" else _attack(owner, exec_a=scene == "exec-a")
     result["attacker_uid"] = owner.uid
     sys.stdout.write(json.dumps(result) + "\n")
 

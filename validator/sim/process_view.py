@@ -38,7 +38,8 @@ def simulated_command(sim_args: list[str]) -> list[str]:
             elif name == "--host":
                 host = value
             elif name == "--port":
-                port = int(value) if value.isdigit() else DEFAULT_PORT
+                # ASCII digits only: str.isdigit() is true of "²", which int() refuses (ValueError)
+                port = int(value) if value.isascii() and value.isdigit() else DEFAULT_PORT
             continue
         i += 1
     try:
