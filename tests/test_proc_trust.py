@@ -416,3 +416,15 @@ def test_another_users_argv_that_the_simulators_reader_cannot_parse_stops_nothin
     assert r["npd"]["rc"] == 0 and r["npd"]["out"].startswith("OK 1 server(s) pass"), r["npd"]
     assert r["sidecar_alive"] and r["sidecar_judged_again"], r["sidecar_log"]
     assert "internal error" not in r["sidecar_log"]
+
+
+def test_another_users_bulky_argv_is_said_in_a_bounded_line() -> None:
+    """The simulator's argv reader quoted every scenario name of a process it refused, and discovery
+    printed its reason whole: six processes of a second user with 120 kB ``--scenario`` values put
+    1.8 MB on root's terminal. Each process's reason is cut to a bounded line now."""
+    r = scene("bulky-argv")
+    check = r["check"]
+    assert check["rc"] == 69, check["err"][-2000:]
+    assert "no SGLang server process found" in check["err"]
+    assert f"process {r['attackers'][0]}: " in check["err"], check["err"][-2000:]
+    assert len(check["err"]) < 8_000, len(check["err"])

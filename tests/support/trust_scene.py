@@ -17,6 +17,8 @@ Scenes (the attacker is ``tests.support.second_user``'s account, acting through 
   package): ``²`` passes ``str.isdigit`` and fails ``int``, and every command that reads /proc parsed
   that argv before judging whose it is. ``check`` and ``npd`` with it beside root's simulator, and a
   sidecar following root's simulator through a restart with it present.
+- ``bulky-argv``: six such processes of the attacker with 120 kB ``--scenario`` values, and no server:
+  what ``check`` says (each was quoted whole, 1.8 MB on root's terminal).
 """
 
 from __future__ import annotations
@@ -164,12 +166,7 @@ def _sidecar_judges(listen: int, pid: int, sidecar: subprocess.Popen[bytes]) -> 
 def unparsable_port(owner: User) -> dict[str, Any]:
     with ExitStack() as stack:
         sim, port = healthy_sim(stack)
-        evil, _ = evil_dir(owner, stack)
-        (evil / "validator").mkdir()
-        (evil / "validator" / "__init__.py").write_text("")
-        (evil / "validator" / "__main__.py").write_text(SLEEPS)
-        for f in (evil, evil / "validator", *(evil / "validator").iterdir()):
-            os.chown(f, owner.uid, owner.gid)
+        evil = _sleeping_validator(owner, stack)
         listen = free_port()
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         argv = [sys.executable, "-m", "validator", "serve", "--listen", f"127.0.0.1:{listen}", "--no-probe"]
@@ -203,10 +200,39 @@ def unparsable_port(owner: User) -> dict[str, Any]:
         return result
 
 
+def _sleeping_validator(owner: User, stack: ExitStack) -> Path:
+    """The attacker's directory holding its own ``validator`` package, whose ``-m validator`` sleeps."""
+    evil, _ = evil_dir(owner, stack)
+    (evil / "validator").mkdir()
+    (evil / "validator" / "__init__.py").write_text("")
+    (evil / "validator" / "__main__.py").write_text(SLEEPS)
+    for f in (evil, evil / "validator", *(evil / "validator").iterdir()):
+        os.chown(f, owner.uid, owner.gid)
+    return evil
+
+
+def bulky_argv(owner: User) -> dict[str, Any]:
+    """Six sleeping ``python3 -m validator sim --scenario X`` of the attacker, X 120 kB of names (three
+    times each), and nothing else: what ``check`` says when it finds no server."""
+    with ExitStack() as stack:
+        evil = _sleeping_validator(owner, stack)
+        names = "no-such-one," + "healthy," * 15_000
+        claim = ["/usr/bin/python3", "-m", "validator", "sim", *["--scenario", names] * 3]
+        pids = [
+            stack.enter_context(
+                process_as(owner, claim, cwd=evil, prefix=b"/usr/bin/python3\0-m\0validator")
+            ).pid
+            for _ in range(6)
+        ]
+        return {"attackers": pids, "check": cli("check", "--no-probe", "--format", "json", "--wait", "0")}
+
+
 def main() -> None:
     scene = sys.argv[1]
     owner = ensure_user()
-    if scene == "unparsable-port":
+    if scene == "bulky-argv":
+        result = bulky_argv(owner)
+    elif scene == "unparsable-port":
         result = unparsable_port(owner)
     else:
         result = decoy(owner) if scene == "decoy" else _attack(owner, exec_a=scene == "exec-a")

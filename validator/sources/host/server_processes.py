@@ -39,6 +39,7 @@ MAX_PROCESSES = 100_000
 DEADLINE_S = 10.0
 MAX_FDS = 65_536  # descriptors read per server process
 MAX_DESCENDANTS = 4_096  # processes below one candidate whose descriptors may prove it serves
+MAX_ERROR = 400  # characters of one process's reason in discovery's errors
 WAIT_STEP_S = 0.5  # how often discover_listening looks again for a server still starting
 
 
@@ -351,7 +352,9 @@ def discover(
             except ProcessGone:
                 outcome = None
             except UnavailableError as exc:
-                errors.append(f"process {pid}: {exc}" if not str(exc).startswith("process ") else str(exc))
+                # bounded: the reason may quote the process's argv, which any local user chooses
+                said = str(exc) if str(exc).startswith("process ") else f"process {pid}: {exc}"
+                errors.append(said if len(said) <= MAX_ERROR else said[: MAX_ERROR - 3] + "...")
                 outcome = None
             if not (isinstance(outcome, Ignored) and outcome.kind == "changed"):
                 break
