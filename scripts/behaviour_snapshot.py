@@ -45,6 +45,10 @@ _TMP_DIR = re.compile(r"<repo>/\.pytest-tmp/sv-snapshot-[A-Za-z0-9_]+")  # snaps
 _NUMBER_IN_TPOT = re.compile(r"\d+(\.\d+)?")
 _MEASURED_MESSAGE = ("perf.tpot", "attestation.trust", "server.progress")
 _PROGRESS = re.compile(r"^\w+ +\d+\.\ds  (/health|no answer)")
+# a process read from /proc (check --pid, launch): its PID, its start, and the interpreter running it
+_PID = re.compile(r"\b(PID|process) \d+")
+_WHEN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+_PYTHON = re.compile(r"(?:<repo>|/[^\s\"']*?)/\.venv/bin/python3?\b")
 
 
 def _env(tmp: Path, **extra: str) -> dict[str, str]:
@@ -86,6 +90,7 @@ def _normalise(value: Any, subs: list[tuple[str, str]], key: str = "") -> Any:
         for old, new in subs:
             value = value.replace(old, new)
         value = _TMP_DIR.sub("<tmp>", _JSON_BYTE.sub("invalid JSON at byte N", value))
+        value = _PYTHON.sub("<python>", _WHEN.sub("<time>", _PID.sub(r"\1 N", value)))
         return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", value)
     return value
 
@@ -200,6 +205,47 @@ def check_cases(tmp: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def process_cases(tmp: Path) -> dict[str, dict[str, Any]]:
+    """The paths that read a running process (``check --pid``, ``launch``) and find a simulator there: the
+    SGLang command it stands in for, its install identity and a worker's cluster facts."""
+    out: dict[str, dict[str, Any]] = {}
+    worker = ["--", "--nnodes", "2", "--node-rank", "1", "--dist-init-addr", "127.0.0.1:29999"]
+    for name, scenario, extra in (
+        ("healthy", "healthy", []),
+        ("draft-head-weight-only", "draft-head-weight-only", []),
+        ("worker", "healthy", worker),
+    ):
+        port = free_port()
+        log, att = tmp / f"pid-{name}.log", tmp / f"pid-{name}.att.json"
+        sim_cmd = [
+            sys.executable, "-m", "validator.sim", "--port", str(port), "--speed", "50",
+            "--startup-seconds", "0.3", "--seed", "7", "--scenario", scenario,
+            "--log", str(log), "--attestation", str(att), *extra,
+        ]  # fmt: skip
+        proc = subprocess.Popen(
+            sim_cmd, cwd=REPO, env=_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        try:
+            if not extra:
+                wait_listening(port, proc, what="simulator")
+                args = ["--attestation", str(att), "--log", str(log), "--wait", "20"]
+            else:  # a worker serves no HTTP: proven by its user, once its process runs
+                args = ["--wait", "5"]
+            res = _run(["check", "--pid", str(proc.pid), "--format", "json", *args], _env(tmp))
+            out[f"check --pid {name}"] = res
+        finally:
+            stop(proc)
+    port = free_port()
+    launched = [
+        "launch", "--format", "json", "--output", str(tmp / "launch.json"), "--",
+        sys.executable, "-m", "validator", "sim", "--port", str(port), "--scenario", "draft-head-weight-only",
+    ]  # fmt: skip
+    res = _run(launched, _env(tmp))
+    res["report"] = json.loads((tmp / "launch.json").read_text())  # refused: the report, not the server
+    out["launch -- sim draft-head-weight-only"] = res
+    return out
+
+
 def rules_cases(tmp: Path) -> dict[str, dict[str, Any]]:
     env = _env(tmp)
     pack = str(REPO / "rules" / "ling-3.0-flash-dgx-spark.yaml")
@@ -216,7 +262,7 @@ def snapshot() -> dict[str, Any]:
     private.mkdir(mode=0o755, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="sv-snapshot-", dir=private) as tmp_s:
         tmp = Path(tmp_s)
-        cases = {**preflight_cases(tmp), **check_cases(tmp), **rules_cases(tmp)}
+        cases = {**preflight_cases(tmp), **check_cases(tmp), **process_cases(tmp), **rules_cases(tmp)}
         # the temporary directory first: it lies inside the repository
         subs = [(tmp_s, "<tmp>"), (str(Path(tmp_s).resolve()), "<tmp>"), (str(REPO), "<repo>")]
         return {name: _normalise(case, subs) for name, case in cases.items()}

@@ -33,6 +33,17 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ["PYTEST_DEBUG_TEMPROOT"] = str(private_base())
         except NoPrivateBase as exc:
             raise pytest.UsageError(str(exc)) from None
+    # the simulator is a server to discovery only through its installed entry point: an editable install
+    # made before pyproject.toml declared it has none, and every test that discovers a simulator would fail
+    # as "no SGLang server process found"
+    from importlib.metadata import entry_points
+
+    if not any(ep.name == "sim" for ep in entry_points(group="spark_validate.stand_ins")):
+        raise pytest.UsageError(
+            "the installed spark-validate metadata declares no spark_validate.stand_ins entry point (an "
+            "install older than pyproject.toml's): reinstall, e.g. .venv/bin/pip install --no-deps "
+            "--no-build-isolation -e ."
+        )
 
 
 @pytest.fixture(scope="session")

@@ -25,10 +25,9 @@ import pytest
 from tests.support.cli import REPO, run_cli
 from tests.support.fake_server import LISTENS
 from tests.support.loopback import free_port, stop, wait_listening
-from validator.sim.process_view import simulated_command
-from validator.sources.host.server_command import recognise_simulator
+from validator.sources.host.server_command import use_stand_ins
 
-recognise_simulator(simulated_command)  # as the front doors do: the tests below call the readers directly
+use_stand_ins()  # as the front doors do: the tests below call the readers directly
 SIM_FLAGS = ["--speed", "1000", "--startup-seconds", "0.2"]
 FP8 = {"SGLANG_ENABLE_FP8_LM_HEAD": "1"}
 
@@ -554,9 +553,9 @@ def test_drift_against_a_launch_command(tmp_path: Path) -> None:
         (["/v/bin/python3", "/v/bin/spark-validate", "launch", "--", "python3", "-m", "sglang.launch_server"],
          "launch"),
         (["python3", "-m", "validator", "launch", "--", "python3", "-m", "sglang.launch_server"], "launch"),
-        (["python3", "-m", "validator", "sim", "--port", "1"], "sim"),
-        (["python3", "-m", "validator.sim", "--port", "1"], "sim"),
-        (["/v/bin/python3", "/v/bin/spark-validate", "sim"], "sim"),
+        (["python3", "-m", "validator", "sim", "--port", "1"], "stand-in"),
+        (["python3", "-m", "validator.sim", "--port", "1"], "stand-in"),
+        (["/v/bin/python3", "/v/bin/spark-validate", "sim"], "stand-in"),
         (["python3", "-m", "validator", "check"], None),
         (["python3", "-c", "import sglang.launch_server"], None),
         (["/v/bin/sglang", "version"], None),

@@ -98,9 +98,6 @@ class LaunchFacts:
     working_directory: Path | None = None  # the server's cwd when known (unit WorkingDirectory=, launch)
     user: str | None = None  # the unit's User=: the account the server runs as
     consumed_env: set[str] = field(default_factory=set)  # variables expanded into the command line itself
-    # spark-validate's simulator standing in for `python -m sglang.launch_server` with these arguments:
-    # its interpreter is not an SGLang server's, so what that imports proves nothing either way
-    simulated: bool = False
     # variables a launcher script set without exporting them (they do not reach the server): name -> why
     shell_only: dict[str, str] = field(default_factory=dict)
 
@@ -190,6 +187,9 @@ class SGLangInstallFacts:
     # --sglang-root named this tree, but the launch command's interpreter imports another SGLang: the
     # tree was not read (its files say nothing about the server); launch.program reports the disagreement
     disputed_root: Path | None = None
+    # the build a program standing in for SGLang names (it runs instead of these files): the fleet's
+    # build hash is its, not the files'
+    build_id: str | None = None
 
     def declares(self, variable: str) -> bool | None:
         """Whether the build reads ``variable`` through srt/environ.py (an undeclared one it ignores

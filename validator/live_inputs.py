@@ -217,8 +217,8 @@ class LiveInputs:
     selection: Selection | None = None  # --check / --skip
     # the previous /metrics reading; the sidecar's outlives one run (None: a fresh one per run)
     metrics_watch: MetricsWatch | None = None
-    # how the server's HTTP client reaches it; None: the network. Tests hand the simulator's ASGI app
-    # (httpx.ASGITransport) to judge a verdict without starting a server process.
+    # how the server's HTTP client reaches it; None: the network. Tests hand an in-process server's ASGI
+    # app (httpx.ASGITransport) to judge a verdict without starting a server process.
     transport: httpx.AsyncBaseTransport | None = None
 
 

@@ -257,7 +257,7 @@ def _process_state(env: Mapping[str, str], cwd: str | Path) -> Iterator[None]:
     handlers, filters and switches are as before (``--log-level``'s check sets a logger's level)."""
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
     saved_secrets = set(redact._REGISTERED)
-    saved_simulated = server_command._SIMULATED
+    saved_stand_ins = server_command._STAND_INS
     loggers = [
         logging.getLogger(),
         *(v for v in logging.root.manager.loggerDict.values() if isinstance(v, logging.Logger)),
@@ -269,7 +269,7 @@ def _process_state(env: Mapping[str, str], cwd: str | Path) -> Iterator[None]:
     os.environ.clear()
     os.environ.update({**env, "PYTHONPATH": str(REPO)})
     redact._REGISTERED.clear()
-    server_command.recognise_simulator(None)
+    server_command.use_stand_ins(())
     _as_a_fresh_process()
     try:
         os.chdir(cwd)
@@ -280,7 +280,7 @@ def _process_state(env: Mapping[str, str], cwd: str | Path) -> Iterator[None]:
         os.environ.update(saved_env)
         redact._REGISTERED.clear()
         redact._REGISTERED.update(saved_secrets)
-        server_command.recognise_simulator(saved_simulated)
+        server_command.use_stand_ins(saved_stand_ins)
         for lg, level, handlers, filters, propagate, disabled in saved_loggers:
             lg.setLevel(level)
             lg.handlers[:], lg.filters[:] = handlers, filters

@@ -1,10 +1,9 @@
 """The attestation document: its one definition (schema ``spark-validate.attestation/v2``).
 
-The in-process plugin (``validator.plugin``) builds it inside each SGLang scheduler process; the simulator
-builds the same document for its simulated server; ``check`` and the sidecar validate what they read
-against these same dataclasses (``validator.sources.server.attestation`` runs pydantic over them).
-Standard library only: the plugin runs inside SGLang, where importing pydantic (or anything heavy) is not
-ours to do.
+The in-process plugin (``validator.plugin``) builds it inside each SGLang scheduler process; ``check`` and the
+sidecar validate what they read against these same dataclasses (``validator.sources.server.attestation`` runs
+pydantic over them). Standard library only: the plugin runs inside SGLang, where importing pydantic (or
+anything heavy) is not ours to do.
 """
 
 from __future__ import annotations

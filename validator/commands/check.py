@@ -23,7 +23,7 @@ from validator.live_inputs import add_live_inputs, live_inputs_from, seconds
 from validator.outputs import render
 from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
 from validator.rulepack import load_pack
-from validator.sources.host.server_command import recognise_simulator
+from validator.sources.host.server_command import use_stand_ins
 
 if TYPE_CHECKING:
     from validator.sources.host.server_processes import Ignored
@@ -80,16 +80,6 @@ class TerminalProgress:
         if self.dirty:
             self.stream.write("\r\x1b[2K")
             self.stream.flush()
-
-
-def recognise_simulator_processes() -> None:
-    """The simulator's processes count as servers (it stands in for SGLang in trials and tests); the
-    readers know it only through this registration, never by importing it. Called only where a process
-    is read (discovery, ``launch``, the sidecar): ``check --url`` loads no simulator module."""
-    # here: the simulator apart from the production path (`check --url` never reads a process)
-    from validator.sim.process_view import simulated_command
-
-    recognise_simulator(simulated_command)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -162,7 +152,7 @@ def _run_processes(args: argparse.Namespace) -> int:
 
     from validator.running import RunningInputs, judge_all
 
-    recognise_simulator_processes()
+    use_stand_ins()  # a process standing in for SGLang is judged as the server it stands in for
     loaded = pack_from(args) or load_pack(None)
     if args.rules == "auto":
         raise UsageError(

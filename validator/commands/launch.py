@@ -14,7 +14,6 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from validator.commands.check import recognise_simulator_processes
 from validator.commands.common import (
     add_common,
     add_preflight_inputs,
@@ -30,6 +29,7 @@ from validator.preflight import run_preflight
 from validator.preflight_inputs import inputs_from
 from validator.redact import collect_secrets, redact_text
 from validator.report import Report, Severity, Status, Verdict
+from validator.sources.host.server_command import use_stand_ins
 from validator.sources.launch.state import LaunchState, state_path, write_state
 from validator.validation import dump
 
@@ -144,7 +144,7 @@ def _refuse_others_program(
 
 
 def _run(args: argparse.Namespace) -> int:
-    recognise_simulator_processes()  # `launch -- spark-validate sim ...` runs the simulator
+    use_stand_ins()  # `launch -- CMD` may exec a program standing in for SGLang
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]

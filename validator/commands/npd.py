@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from validator.commands.check import recognise_simulator_processes
 from validator.commands.common import add_common, pack_from
 from validator.errors import UsageError, ValidatorError
 from validator.live_inputs import add_server_user, live_inputs_from, seconds
@@ -25,6 +24,7 @@ from validator.preflight_inputs import PreflightInputs
 from validator.redact import redact_text
 from validator.report import Severity, Status, Verdict
 from validator.rulepack import load_pack
+from validator.sources.host.server_command import use_stand_ins
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2
 NPD_MAX_OUTPUT = 80  # NPD's default max_output_length
@@ -156,7 +156,7 @@ def _judge(args: argparse.Namespace, progress: _Progress, store: Any = None) -> 
     from validator.running import RunningInputs, judge_all
 
     try:
-        recognise_simulator_processes()
+        use_stand_ins()
         loaded = pack_from(args) or load_pack(None)
         budget = max(0.5, args.timeout)
         live = live_inputs_from(  # --server-user from the command line; the rest decided here

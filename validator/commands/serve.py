@@ -17,11 +17,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from validator.commands.check import recognise_simulator_processes
 from validator.commands.common import add_common, pack_from, selection_of
 from validator.errors import UsageError
 from validator.live_inputs import add_live_inputs, live_inputs_from
 from validator.preflight_inputs import PreflightInputs
+from validator.sources.host.server_command import use_stand_ins
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 
@@ -161,7 +161,7 @@ def _serve_process(args: argparse.Namespace, inputs: Any, loaded: Any, config: A
     from validator.daemon.service import serve
     from validator.running import RunningInputs
 
-    recognise_simulator_processes()
+    use_stand_ins()
     target = ProcessTarget(pid=args.pid, users=inputs.server_uids)
     found = target.find()
     if found is not None and found.role == "worker":

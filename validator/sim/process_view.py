@@ -2,8 +2,8 @@
 
 ``spark-validate sim --scenario S --host H --port P -- ARGS`` serves what ``python -m sglang.launch_server``
 with the scenario's launch arguments on H:P, then ARGS, would; discovery (``check`` with no ``--url``) and
-``launch -- sim`` judge that command. The simulator's front doors register :func:`simulated_command` with
-``validator.sources.host.server_command.recognise_simulator``, so that readers never import the simulator.
+``launch -- sim`` judge that command. :data:`STAND_IN` declares it to them, as the entry point
+``spark_validate.stand_ins: sim`` (pyproject.toml): the readers know stand-ins, never the simulator.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from validator.errors import UnavailableError
 from validator.sim import scenarios
 from validator.sim.server_args import launch_argv
+from validator.sources.host.server_command import StandIn
 
 DEFAULT_PORT = 30000
 # the simulator's own options that take a value (validator/commands/sim.py)
@@ -18,9 +19,10 @@ _SIM_VALUED = {"--scenario", "--host", "--port", "--seed", "--speed", "--startup
                "--log", "--attestation"}  # fmt: skip
 
 
-def simulated_command(sim_args: list[str]) -> list[str]:
-    """The SGLang command a simulator process stands in for: its scenario's launch arguments on its host
-    and port, then the arguments after ``--`` (``--nnodes 2 --node-rank 1 ...``)."""
+def sglang_args(sim_args: list[str]) -> list[str]:
+    """The SGLang arguments (after ``python -m sglang.launch_server``) a simulator process stands in for:
+    its scenario's launch arguments on its host and port, then the arguments after ``--`` (``--nnodes 2
+    --node-rank 1 ...``)."""
     names: list[str] = []
     host, port, extra = "127.0.0.1", DEFAULT_PORT, []
     i = 0
@@ -46,5 +48,16 @@ def simulated_command(sim_args: list[str]) -> list[str]:
         scenario = scenarios.resolve(names or ["healthy"])
     except Exception as exc:  # an unknown scenario: the simulator itself refused to start with it
         raise UnavailableError(f"the simulator's scenario {names} is not known: {exc}") from None
-    argv = launch_argv(scenario, host=host, port=port, api_key=None, extra=tuple(extra))
-    return ["python", "-m", "sglang.launch_server", *argv]
+    return launch_argv(scenario, host=host, port=port, api_key=None, extra=tuple(extra))
+
+
+STAND_IN = StandIn(
+    name="spark-validate sim",
+    what="the simulator",
+    programs=(("spark-validate", "sim"),),
+    modules=(("validator", "sim"), ("validator.sim",)),
+    server_args=sglang_args,
+    located_by="simulator",
+    note="spark-validate's simulator stands in for SGLang here: no SGLang install runs it",
+    build_id="spark-validate simulator",
+)

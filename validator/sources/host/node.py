@@ -67,9 +67,10 @@ def arg_hashes(launch: LaunchFacts) -> dict[str, str]:
     return out
 
 
-def build_hash(sglang: SGLangInstallFacts | None, simulated: bool) -> str:
-    if simulated:
-        return _digest(b"spark-validate simulator")
+def build_hash(sglang: SGLangInstallFacts | None) -> str:
+    """The SGLang build's identity: its version and ``srt/server_args.py``, or the build a stand-in names."""
+    if sglang is not None and sglang.build_id is not None:
+        return _digest(sglang.build_id.encode())
     if sglang is None or sglang.root is None:
         return "unknown"
     h = hashlib.sha256((sglang.version or "").encode())
@@ -216,7 +217,7 @@ def read_node(
         pack=pack,
         args_hash=args_hash(launch),
         arg_hashes=arg_hashes(launch),
-        build_hash=build_hash(sglang, launch.simulated),
+        build_hash=build_hash(sglang),
         nccl_hash=hashed,
         nccl_path=nccl_path,
         dist_init_addr=str(dist) if dist else None,

@@ -1,6 +1,6 @@
 """Which command lines run an SGLang server: ``python [opts] -m sglang.launch_server ...``, ``sglang serve
 ...`` (also behind the interpreter of a console script's ``#!`` line), ``spark-validate launch [opts] --
-CMD...`` (it ``exec``s CMD, keeping the PID), and the simulator standing in for one.
+CMD...`` (it ``exec``s CMD, keeping the PID), and a registered stand-in for one (:class:`StandIn`).
 
 Apart from process discovery (``validator.sources.host.server_processes``) because the launch-command reader
 asks the same question of a command that is not running yet: preflight then loads neither the ``/proc``
@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Literal
 
-Kind = Literal["sglang", "launch", "sim"]
+Kind = Literal["sglang", "launch", "stand-in"]
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?\Z")
 _PY_OPTS_WITH_ARG = set("WXQc")  # python options whose argument is the next word (besides -m)
 
@@ -63,25 +65,77 @@ def _python_module(argv: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
-# How a simulator's argv maps to the SGLang command it stands in for. The simulator's front doors
-# register it (``validator.sim.process_view``): readers never import the simulator, and without a
-# registration a simulator process is simply not a server.
-_SIMULATED: Callable[[list[str]], list[str]] | None = None
+STAND_IN_GROUP = "spark_validate.stand_ins"
+SGLANG_COMMAND = ("python", "-m", "sglang.launch_server")  # what a stand-in stands in for
 
 
-def recognise_simulator(mapping: Callable[[list[str]], list[str]] | None) -> None:
-    """Let discovery and the launch-command reader recognise simulator processes (None: forget it)."""
-    global _SIMULATED
-    _SIMULATED = mapping
+@dataclass(frozen=True)
+class StandIn:
+    """A program that serves what ``python -m sglang.launch_server`` would, without SGLang,
+    as its own distribution declares it under the entry-point group ``spark_validate.stand_ins``: how its
+    command lines start, the SGLang command one stands in for, and what runs instead of an SGLang install.
+    Real SGLang command lines are recognised first: a stand-in never claims one."""
+
+    name: str  # its command, as discovery lists what it looked for
+    what: str  # what it is, in a sentence
+    programs: tuple[tuple[str, ...], ...]  # console-script heads: the program's name, then its words
+    modules: tuple[tuple[str, ...], ...]  # ``python -m`` heads: the module, then its words
+    # its words after the head -> the arguments of the ``python -m sglang.launch_server`` it stands in for
+    # (``UnavailableError``: words it would refuse to run with)
+    server_args: Callable[[list[str]], list[str]]
+    located_by: str  # SGLangInstallFacts.located_by: no SGLang install runs it
+    note: str  # why no install is read
+    build_id: str  # what the fleet's build hash names for it
 
 
-def simulated_command(sim_args: list[str]) -> list[str] | None:
-    """The SGLang command a simulator with these arguments stands in for (None: none registered)."""
-    return _SIMULATED(sim_args) if _SIMULATED is not None else None
+_STAND_INS: tuple[StandIn, ...] = ()
+_NOT_LOADED: list[str] = []  # entry points that could not be loaded, and why
 
 
-def classify(argv: list[str]) -> tuple[Kind, list[str]] | None:
-    """(kind, the SGLang launch command) when ``argv`` runs an SGLang server, else None."""
+def use_stand_ins(found: tuple[StandIn, ...] | None = None) -> None:
+    """Recognise the stand-ins the installed distributions declare (``found``: exactly these; ``()``:
+    none). Called by the front doors that read processes (discovery, ``launch``, the sidecar); elsewhere
+    (preflight, ``check --url``) a stand-in's command line is not a server's and no stand-in is loaded."""
+    global _STAND_INS
+    _NOT_LOADED.clear()
+    if found is not None:
+        _STAND_INS = found
+        return
+    loaded: list[StandIn] = []
+    for ep in sorted(entry_points(group=STAND_IN_GROUP), key=lambda e: e.name):
+        try:
+            item = ep.load()
+        except Exception as exc:  # a broken stand-in never stops the search for real servers
+            _NOT_LOADED.append(f"stand-in {ep.name} ({ep.value}) could not be loaded: {exc}")
+            continue
+        if isinstance(item, StandIn):
+            loaded.append(item)
+        else:
+            _NOT_LOADED.append(f"stand-in {ep.name} ({ep.value}) is not a StandIn")
+    _STAND_INS = tuple(loaded)
+
+
+def stand_in_names() -> list[str]:
+    """The commands recognised as standing in for SGLang now."""
+    return [item.name for item in _STAND_INS]
+
+
+def stand_ins_not_loaded() -> list[str]:
+    """The declared stand-ins that could not be loaded, each with why."""
+    return list(_NOT_LOADED)
+
+
+def _stand_in_of(head: list[str], *, module: bool) -> tuple[Kind, list[str], StandIn] | None:
+    """("stand-in", its SGLang command, it) for the first stand-in whose form starts ``head``."""
+    for item in _STAND_INS:
+        for form in item.modules if module else item.programs:
+            if tuple(head[: len(form)]) == form:
+                command = [*SGLANG_COMMAND, *item.server_args(head[len(form) :])]
+                return "stand-in", command, item
+    return None
+
+
+def _identify(argv: list[str]) -> tuple[Kind, list[str], StandIn | None] | None:
     words = _strip_interpreter(argv)
     if not words:
         return None
@@ -89,25 +143,28 @@ def classify(argv: list[str]) -> tuple[Kind, list[str]] | None:
     if module is not None:
         name, rest = module
         if name == "sglang.launch_server":
-            return "sglang", words
+            return "sglang", words, None
         if name == "validator" and rest[:1] == ["launch"]:  # `python -m validator launch -- CMD...`
-            return classify(["spark-validate", *rest])
-        sim = (
-            simulated_command(rest[1:])
-            if name == "validator" and rest[:1] == ["sim"]
-            else simulated_command(rest)
-            if name == "validator.sim"
-            else None
-        )
-        return ("sim", sim) if sim is not None else None
+            return _identify(["spark-validate", *rest])
+        return _stand_in_of([name, *rest], module=True)
     base = Path(words[0]).name
     if base == "sglang" and words[1:2] == ["serve"]:
-        return "sglang", words
-    if base == "spark-validate" and words[1:2] == ["sim"]:
-        sim = simulated_command(words[2:])
-        return ("sim", sim) if sim is not None else None
+        return "sglang", words, None
     if base == "spark-validate" and words[1:2] == ["launch"] and "--" in words:
-        cmd = words[words.index("--") + 1 :]
-        inner = classify(cmd)
-        return ("launch", inner[1]) if inner is not None and inner[0] != "launch" else None
-    return None
+        inner = _identify(words[words.index("--") + 1 :])
+        return ("launch", inner[1], inner[2]) if inner is not None and inner[0] != "launch" else None
+    return _stand_in_of([base, *words[1:]], module=False)
+
+
+def classify(argv: list[str]) -> tuple[Kind, list[str]] | None:
+    """(kind, the SGLang launch command) when ``argv`` runs an SGLang server, else None. Raises
+    ``UnavailableError`` for a stand-in's command line it would refuse to run."""
+    found = _identify(argv)
+    return (found[0], found[1]) if found is not None else None
+
+
+def stand_in_of(argv: list[str]) -> StandIn | None:
+    """The stand-in ``argv`` runs, itself or behind ``spark-validate launch --`` (None: SGLang, or no
+    server)."""
+    found = _identify(argv)
+    return found[2] if found is not None else None

@@ -1,7 +1,7 @@
 """The SGLang servers running on this host: processes proven to serve, and the port each serves.
 
-A *candidate* is ``python -m sglang.launch_server``, ``sglang serve`` (also behind a console script's
-``#!``), ``spark-validate launch -- CMD`` in its preflight, or the simulator. An argv is no proof, so a
+A *candidate* is ``python -m sglang.launch_server``, ``sglang serve`` (also behind a console script's ``#!``),
+``spark-validate launch -- CMD`` in its preflight, or a registered stand-in for one. An argv is no proof, so a
 candidate is judged only when (SECURITY.md, "Evidence from /proc"): every UID is the reader's or named by
 ``--server-user`` (else *ignored*), and it or a descendant holds a listening socket on the port its argv
 names, in its own network namespace (unreadable descriptors: a socket of its own UID). No fallback to the
@@ -32,7 +32,12 @@ from validator.sources.host.listening import (
     socket_owners,
 )
 from validator.sources.host.process import ProcessFacts, ProcessGone, list_pids, read_cmdline, read_process
-from validator.sources.host.server_command import Kind, classify
+from validator.sources.host.server_command import (
+    Kind,
+    classify,
+    stand_in_names,
+    stand_ins_not_loaded,
+)
 
 DEFAULT_PORT = 30000  # SGLang's --port default
 MAX_PROCESSES = 100_000
@@ -444,11 +449,17 @@ def nothing_found(discovery: Discovery, proc: Path | None = None) -> str:
     could not be seen."""
 
     proc = proc_root() if proc is None else proc
+    forms = [
+        "python -m sglang.launch_server",
+        "sglang serve",
+        "spark-validate launch -- ...",
+        *stand_in_names(),
+    ]
     lines = [
         f"no SGLang server process found among the {discovery.processes} processes visible in {proc} "
-        "(looked for python -m sglang.launch_server, sglang serve, spark-validate launch -- ..., "
-        "spark-validate sim, holding the listening socket on its --port)"
+        f"(looked for {', '.join(forms)}, holding the listening socket on its --port)"
     ]
+    lines.extend(stand_ins_not_loaded())
     if discovery.ignored:
         shown = "; ".join(i.describe() for i in discovery.ignored[:4])
         more = f" and {len(discovery.ignored) - 4} more" if len(discovery.ignored) > 4 else ""

@@ -16,7 +16,7 @@ from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
 from validator.sources.host.program import PathUnreadable, which
-from validator.sources.host.server_command import classify
+from validator.sources.host.server_command import SGLANG_COMMAND, classify
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.sglang.cli import parse_argv
 
@@ -235,9 +235,9 @@ def launch_from_argv(
             base_dir=base_dir,
             working_directory=working_directory,
         )
-    simulated: list[str] | None = None
-    if _PYTHON.match(name) and (simulated := _simulator(words, origin)) is not None:
-        server_args, interpreter, entry = simulated, program, "launch_server"
+    stood_in: list[str] | None = None
+    if _PYTHON.match(name) and (stood_in := _stand_in(words, origin)) is not None:
+        server_args, interpreter, entry = stood_in, program, "launch_server"
     elif _PYTHON.match(name):
         module, server_args, options = _python_module_args(words, origin)
         if module != "sglang.launch_server":
@@ -250,8 +250,8 @@ def launch_from_argv(
         server_args = _serve_argv(words[2:], origin)
         interpreter, options = _sglang_interpreter(program, environ)
         entry = "serve"
-    elif (simulated := _simulator(words, origin)) is not None:
-        server_args, interpreter, entry = simulated, None, "launch_server"
+    elif (stood_in := _stand_in(words, origin)) is not None:
+        server_args, interpreter, entry = stood_in, None, "launch_server"
     else:
         raise InputError(
             origin,
@@ -275,21 +275,20 @@ def launch_from_argv(
         consumed_env=consumed_by_command(environ, words),
         interpreter_options=options,
         working_directory=working_directory,
-        simulated=simulated is not None,
     )
 
 
-def _simulator(words: list[str], origin: str) -> list[str] | None:
-    """The SGLang arguments a simulator command line (``spark-validate sim ...``, ``python -m validator
-    sim ...``) stands in for; None when ``words`` is not one."""
+def _stand_in(words: list[str], origin: str) -> list[str] | None:
+    """The SGLang arguments a registered stand-in's command line (``server_command.StandIn``) stands in
+    for; None when ``words`` is not one."""
 
     try:
         found = classify(words)
     except UnavailableError as exc:
         raise InputError(origin, str(exc)) from None
-    if found is None or found[0] != "sim":
+    if found is None or found[0] != "stand-in":
         return None
-    return found[1][3:]  # after `python -m sglang.launch_server`
+    return found[1][len(SGLANG_COMMAND) :]
 
 
 def consumed_by_command(env: Mapping[str, str], words: list[str]) -> set[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from validator.facts import ENVIRONMENT_UNKNOWN, LAUNCH, SGLANG, LaunchFacts, Pr
 from validator.preflight_inputs import PreflightInputs
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.program import resolve_program
+from validator.sources.host.server_command import stand_in_of
 from validator.sources.launch import command as launch_command
 from validator.sources.launch import systemd_unit
 from validator.sources.launch.env_file import read_env_file
@@ -118,14 +120,14 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
 
 
 def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> LaunchFacts:
-    """A running server's launch command: its argv (for the simulator, the SGLang command it stands in
-    for) with the environment and working directory the kernel shows. An environment that could not be
+    """A running server's launch command: its argv (for a stand-in, the SGLang command it stands in for)
+    with the environment and working directory the kernel shows. An environment that could not be
     read leaves every variable unresolved: a check that reads one is then not proven, never judged on an
     empty environment."""
     proc = server.process
     facts = launch_command.launch_from_argv(
-        # the simulator's own argv (it is recognised as such); a server's command without the #! python
-        list(server.process.argv if server.kind in ("sim", "launch") else server.command),
+        # a stand-in's own argv (it is recognised as such); a server's command without the #! python
+        list(server.process.argv if server.kind in ("stand-in", "launch") else server.command),
         origin=f"process {proc.pid}",
         env=env,
         env_origin=origin,
@@ -205,19 +207,24 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
     dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
     parser = launch.args.get("tool_call_parser")
     tools = parser if isinstance(parser, str) and parser != "auto" else None
-    if launch.simulated:
-        note = "spark-validate's simulator stands in for SGLang here: no SGLang install runs it"
+    stand_in = stand_in_of(launch.command)
+    if stand_in is not None:  # it runs instead of an SGLang install, which it names itself
         # resolved as exec would (``launch`` execs it), never asked what it imports
         path, _ = resolve_program(launch.program or "", launch.env, launch.working_directory)
         hidden = ProgramFacts(
-            written=launch.program, path=path, problem=f"is the simulator ({note})", interpreter=None
+            written=launch.program,
+            path=path,
+            problem=f"is {stand_in.what} ({stand_in.note})",
+            interpreter=None,
         )
-        if inputs.sglang_root is not None:
+        if inputs.sglang_root is not None:  # its files for the install checks; the stand-in still runs
             where = f"--sglang-root {inputs.sglang_root}"
-            return read_sglang_install(
-                inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools
-            ), hidden
-        return SGLangInstallFacts(root=None, located_by="simulator", note=note), hidden
+            tree = read_sglang_install(inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools)
+            return replace(tree, build_id=stand_in.build_id), hidden
+        install = SGLangInstallFacts(
+            root=None, located_by=stand_in.located_by, note=stand_in.note, build_id=stand_in.build_id
+        )
+        return install, hidden
     on_host = inputs.argv is not None or inputs.unit is not None or inputs.running is not None
     process = inputs.running.process if inputs.running is not None else None
     program, probe = inspect_program(launch, on_server_host=on_host, process=process)

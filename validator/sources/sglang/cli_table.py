@@ -2,7 +2,7 @@
 
 Why apart from the parser: ``scripts/gen_sglang_cli_table.py`` dumps SGLang's real parser to
 ``validator/data/sglang-0.5.23-cli.json``; the records here are that file, read once per process. Readers
-that only ask what a flag is (the launcher-script reader, drift, the simulator) need the table and not the
+that only ask what a flag is (the launcher-script reader, drift) need the table and not the
 parser, and ``spark-validate sglang-table`` checks a table generated from another build with
 ``table_from_json`` before caching it. ``parsing_with`` chooses that build's table for a launch.
 """
