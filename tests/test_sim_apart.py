@@ -265,3 +265,39 @@ def _python(code: str, *args: str, extra_path: Path | None = None) -> str:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
+
+
+def test_a_stand_ins_reader_that_raises_never_stops_discovery() -> None:
+    """Any user writes an argv a stand-in's reader cannot parse (the redteam's ``--port ²`` made the
+    simulator's raise ValueError): that process is no server, named in discovery's errors, and discovery
+    goes on. Here a stand-in whose reader raises on every command line, and a real process of ours that
+    matches its form."""
+
+    def raises(words: list[str]) -> list[str]:
+        raise ValueError(f"cannot read {words}")
+
+    fragile = StandIn(
+        name="fragile",
+        what="a fragile stand-in",
+        programs=(("sleep", "31.5"),),
+        modules=(),
+        server_args=raises,
+        located_by="fragile",
+        note="fragile",
+        build_id="fragile",
+    )
+    from validator.errors import UnavailableError
+    from validator.sources.host.server_processes import discover
+
+    saved = server_command._STAND_INS
+    proc = subprocess.Popen(["sleep", "31.5"])
+    try:
+        server_command.use_stand_ins((fragile,))
+        with pytest.raises(UnavailableError, match=r"fragile could not read this command line: ValueError"):
+            server_command.classify(["/usr/bin/sleep", "31.5"])
+        found = discover()
+        assert any(e.startswith(f"process {proc.pid}: fragile could not read") for e in found.errors), found
+    finally:
+        proc.kill()
+        proc.wait()
+        server_command.use_stand_ins(saved)

@@ -16,6 +16,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Literal
 
+from validator.errors import UnavailableError
+
 Kind = Literal["sglang", "launch", "stand-in"]
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?\Z")
 _PY_OPTS_WITH_ARG = set("WXQc")  # python options whose argument is the next word (besides -m)
@@ -126,12 +128,19 @@ def stand_ins_not_loaded() -> list[str]:
 
 
 def _stand_in_of(head: list[str], *, module: bool) -> tuple[Kind, list[str], StandIn] | None:
-    """("stand-in", its SGLang command, it) for the first stand-in whose form starts ``head``."""
+    """("stand-in", its SGLang command, it) for the first stand-in whose form starts ``head``. Any user
+    writes such an argv: whatever the stand-in's reader raises on it is ``UnavailableError`` (this process
+    is not a server), never an end to the search."""
     for item in _STAND_INS:
         for form in item.modules if module else item.programs:
             if tuple(head[: len(form)]) == form:
-                command = [*SGLANG_COMMAND, *item.server_args(head[len(form) :])]
-                return "stand-in", command, item
+                try:
+                    args = item.server_args(head[len(form) :])
+                except UnavailableError:
+                    raise
+                except Exception as exc:
+                    raise UnavailableError(f"{item.name} could not read this command line: {exc!r}") from None
+                return "stand-in", [*SGLANG_COMMAND, *args], item
     return None
 
 
