@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import resource
 import shutil
 import sys
 import tempfile
@@ -12,6 +13,7 @@ from types import ModuleType
 
 import pytest
 
+from tests.support import zygote
 from tests.support.loopback import socket_dir as loopback_socket_dir
 from tests.support.private_dir import NoPrivateBase, private_base
 from tests.support.second_user import User, ensure_user
@@ -233,3 +235,73 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             wanted.add("slow")
         for name in sorted(wanted):
             item.add_marker(name)
+
+
+# ---- warm children: which tests' ``python -m validator`` children may be forked from a zygote -------------
+#
+# tests/support/zygote.py: a warm interpreter that has imported the validator forks each child, which is
+# then a real process (its own PID, a child of the test process, its own descriptors, environment,
+# directory and exit status) without an interpreter start or an import. Listed here (a module, or one
+# test as ``test_x::test_name``) only where the subject is the verdict, the exit code or the output; a
+# test whose subject is the interpreter, its imports, its environment, /proc of the child, another user
+# or packaging keeps a real exec, and so does every test not listed.
+WARM_CHILDREN: frozenset[str] = frozenset(
+    {
+        "test_attestation_trust",  # forged attestations: check's verdict (the simulators stay exec'd)
+        "test_check_secrets",  # the key in check's outputs and stderr
+        "test_check_selection",  # --check/--skip: reports and usage errors
+        "test_cli_exits",  # exit codes and messages (not the closed-pipe test below)
+        "test_kubernetes_inputs",  # preflight's report of a manifest, usage errors
+        "test_log_corpus",  # check --log: the report
+        "test_operator_small",  # messages and exit codes
+        "test_output_registry",  # a usage error
+        "test_partial_coverage",  # preflight --format prom --output: the file's content
+        "test_rulepack",  # rules lint/show: problems and exit codes
+        "test_rulepack_extends",  # rules lint/list of packs with extends:
+        "test_rulepack_lint",  # rules lint's report and exit codes
+        "test_script_scale",  # preflight --script's report (the bound is a guard, not a timing)
+        "test_server_progress",  # check's verdict on a stalled simulator
+        "test_server_progress_log",  # check --log's verdict
+        "test_share_skipped",  # preflight's verdict on a build (not the second user's files below)
+        "test_sidecar_log",  # check's report on a truncated, rotated or missing log
+        "test_sidecar_readiness",  # serve's usage error (the sidecar itself stays exec'd)
+        "test_sim_api_style",  # check's verdict on each API family
+        "test_sim_protocol",  # check's verdict during and after start-up
+        # planted packs, links and FIFOs (the second user plants with its own exec'd children; the
+        # validator's children are the ones judging, as root): the verdict. A working directory holding
+        # a module the zygote imported is exec'd (tests/support/zygote.py).
+        "test_trust_boundaries",
+        "test_trust_links",
+    }
+)
+# Tests of those modules that keep a real exec: a closed pipe's buffering, another user's files.
+COLD_CHILDREN: frozenset[str] = frozenset(
+    {
+        "test_cli_exits::test_a_reader_that_closes_the_pipe_ends_quietly",
+        "test_share_skipped::test_hostile_worker_files_of_another_user_are_no_pass",
+    }
+)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    module = item.path.stem
+    test = f"{module}::{getattr(item, 'originalname', item.name)}"
+    warm = (module in WARM_CHILDREN or test in WARM_CHILDREN) and test not in COLD_CHILDREN
+    with zygote.opted_in(warm):
+        yield
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop this process's zygotes, so that nothing is left behind and their own CPU (imports, forks) is
+    counted: by ``RUSAGE_CHILDREN`` (bench/test_files_cpu.py) and as a line of the CPU profile."""
+
+    def children_cpu() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    before = children_cpu()
+    zygote.stop_all()
+    recorder = session.config.pluginmanager.get_plugin("cpu-profile")
+    if recorder is not None:
+        recorder.record("tests/support/zygote.py::the zygotes' own CPU", children_cpu() - before)

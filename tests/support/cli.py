@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.support import zygote
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -25,16 +27,10 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``python -m validator ARGS``. ``env`` is the child's whole environment (default: this process's);
     ``PYTHONPATH`` is always this checkout, so that the child runs the code under test whatever the
-    caller's environment says."""
+    caller's environment says. The child is forked from a warm interpreter where the test opted in
+    (tests/support/zygote.py), and exec'd otherwise."""
     child_env = {**(os.environ if env is None else env), "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "validator", *args],
-        capture_output=True,
-        text=True,
-        env=child_env,
-        cwd=cwd,
-        timeout=timeout,
-    )
+    return zygote.run([sys.executable, "-m", "validator", *args], env=child_env, cwd=cwd, timeout=timeout)
 
 
 def json_report(stdout: str) -> dict[str, Any]:

@@ -66,6 +66,12 @@ class CpuRecorder:
             }
         )
 
+    def record(self, what: str, cpu: float) -> None:
+        """CPU spent outside any test, charged to ``what`` (a pseudo test ID): the zygotes' own, say."""
+        self._write(
+            {"test": what, "self": 0.0, "children": round(cpu, 4), "wall": 0.0, "worker": self.worker}
+        )
+
     def pytest_unconfigure(self) -> None:
         self._fh.close()
 
