@@ -282,3 +282,22 @@ def test_the_warm_children_table_names_tests_that_exist() -> None:
         assert path.is_file(), entry
         if test:
             assert f"def {test}(" in path.read_text(), entry
+
+
+def test_a_module_planted_in_the_working_directory_is_run_as_python_would_run_it(tmp_path: Path) -> None:
+    """``python -m`` puts the working directory first on the import path, so a ``validator`` package
+    there is what a real interpreter runs. The zygote, which imported the checkout's, refuses the command
+    and it is exec'd: the planted package runs, as it would have."""
+    planted = tmp_path / "validator"
+    planted.mkdir()
+    (planted / "__init__.py").write_text("")
+    (planted / "__main__.py").write_text("import sys\nprint('the planted package')\nsys.exit(3)\n")
+    cmd = [sys.executable, "-m", "validator", "--version"]
+    env = _env()
+    real = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60, check=False)
+    before = zygote.served
+    with zygote.opted_in(True):
+        warm = zygote.run(cmd, env=env, cwd=tmp_path, timeout=60)
+    assert zygote.served == before, "the zygote served a command whose working directory shadows it"
+    assert (real.returncode, real.stdout) == (3, "the planted package\n")
+    assert (warm.returncode, warm.stdout, warm.stderr) == (real.returncode, real.stdout, real.stderr)
