@@ -10,7 +10,9 @@ environment:
   place it, then the Dockerfile's own ``pip install`` of that directory.
 
 Each is then asked for ``rules list`` (the built-in packs, which the Dockerfile's last ``RUN`` step also
-runs) and ``demo`` (the simulator and the default pack, end to end).
+runs) and ``demo``: without the simulator's optional install (``[sim]``: starlette, uvicorn) it says in one
+line what to install (exit 69), as the image does, which never serves the simulator; the release with
+``[sim]`` runs it (the simulator and the default pack, end to end).
 """
 
 from __future__ import annotations
@@ -91,17 +93,36 @@ def _run_installed(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedP
     )
 
 
-def _assert_packs_and_demo(bindir: Path, cwd: Path, root: Path | None = None) -> None:
-    """``rules list`` finds the four shipped packs under ``root`` (the install, not a checkout), and
-    ``demo`` passes the healthy simulator and catches the trap."""
+def _assert_packs(bindir: Path, cwd: Path, root: Path | None = None) -> None:
+    """``rules list`` finds the four shipped packs under ``root`` (the install, not a checkout)."""
     listing = _run_installed(bindir, "rules", "list", cwd=cwd)
     assert listing.returncode == 0, listing.stderr
     tail = listing.stdout.strip().splitlines()[-1]
     assert str(root or bindir.parent) in tail, tail  # the installed copy, not a checkout's
     assert {p.strip() for p in tail.split(":", 1)[1].split(",")} == PACKS, tail
+
+
+def _assert_demo(bindir: Path, cwd: Path) -> None:
+    """``demo`` passes the healthy simulator and catches the trap."""
     demo = _run_installed(bindir, "demo", "--speed", "200", cwd=cwd)
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
     assert "verdicts: healthy PASS, draft-head-weight-only FAIL" in demo.stdout
+
+
+def _assert_no_simulator_server(bindir: Path, cwd: Path) -> None:
+    """Without ``[sim]``: neither starlette nor uvicorn is installed, and ``demo`` and ``sim`` each say in one
+    line what to install (exit 69), with no traceback and nothing on stdout."""
+    python = bindir / "python"
+    for name in ("starlette", "uvicorn"):
+        probe = subprocess.run([str(python), "-c", f"import {name}"], capture_output=True, timeout=60)
+        assert probe.returncode != 0, f"{name} is installed without [sim]"
+    for command in (("demo",), ("sim", "--port", "0")):
+        run = _run_installed(bindir, *command, cwd=cwd)
+        assert (run.returncode, run.stdout) == (69, ""), (command, run.returncode, run.stdout, run.stderr)
+        assert run.stderr == (
+            f"spark-validate: {command[0]}: the simulator's web server (starlette, uvicorn) is an optional "
+            "install: pip install 'spark-validate[sim]'\n"
+        ), run.stderr
 
 
 @pytest.fixture(scope="module")
@@ -134,10 +155,14 @@ def test_release_sdist_and_wheel_carry_the_packs(release: Path) -> None:
 
 
 def test_release_wheel_runs_from_a_fresh_venv(release: Path, tmp_path: Path) -> None:
+    """The wheel alone: the tool and its packs, no simulator server; with ``[sim]`` added, ``demo`` runs."""
     (wheel,) = release.glob("*.whl")
     bindir = _venv(tmp_path / "venv")
     _pip_install(bindir, str(wheel))
-    _assert_packs_and_demo(bindir, tmp_path)
+    _assert_packs(bindir, tmp_path)
+    _assert_no_simulator_server(bindir, tmp_path)
+    _pip_install(bindir, f"{wheel}[sim]")
+    _assert_demo(bindir, tmp_path)
 
 
 # ---- the image's build context ----
@@ -253,7 +278,9 @@ def test_image_build_context_installs_with_its_packs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     added = _freeze(server / "bin" / "python") - before
     assert [line.split("==")[0] for line in added] == ["spark-validate-plugin"], added
-    _assert_packs_and_demo(image / "usr" / "local" / "bin", tmp_path, root=image)
+    _assert_packs(image / "usr" / "local" / "bin", tmp_path, root=image)
+    # the image's own venv: production, no simulator server
+    _assert_no_simulator_server(image / "opt" / "spark-validate" / "venv" / "bin", tmp_path)
 
 
 def _freeze(python: Path) -> set[str]:

@@ -1,6 +1,8 @@
 """The simulator stands apart from the production path: ``check --url`` against a real server (here a
-simulator process on loopback) loads no module of ``validator/sim/``. Only the paths that read processes
-(discovery, ``--pid``, ``launch``, the sidecar) register the simulator's command-line mapping.
+simulator process on loopback) loads no module of ``validator/sim/`` and needs no simulator server; no
+production module names the simulator; the paths that read processes (discovery, ``--pid``, ``launch``, the
+sidecar) know it only as a stand-in its own entry point declares; ``sim`` and ``demo`` without the optional
+install ``[sim]`` say what to install.
 
 The child interpreter runs the CLI's own ``main`` with the real arguments and then writes the
 ``validator.sim`` modules it holds to a file, so that what is asserted is what that command loaded.
@@ -26,9 +28,11 @@ from validator.sources.host.server_command import STAND_IN_GROUP, StandIn
 
 pytestmark = pytest.mark.timeout(120)
 
-# argv: OUT_FILE CLI_ARGS...; the exit code and the simulator modules loaded go to OUT_FILE as JSON
+# argv: OUT_FILE CLI_ARGS...; the exit code and the simulator modules loaded go to OUT_FILE as JSON. The
+# simulator's web server (the optional install [sim]) cannot be imported there: the paths below need none.
 CHILD = """
 import json, sys
+sys.modules["starlette"] = sys.modules["uvicorn"] = None  # import starlette: ImportError
 from validator.cli import main
 out, args = sys.argv[1], sys.argv[2:]
 code = main(args)
@@ -56,6 +60,8 @@ def _loaded(tmp: Path, *args: str) -> tuple[dict[str, Any], subprocess.Completed
 
 
 def test_check_url_loads_no_simulator_module(tmp_path: Path) -> None:
+    """``check --url`` against a server loads no simulator module, and needs no simulator server (starlette
+    and uvicorn cannot be imported in the child): an install without ``[sim]`` checks servers."""
     with sim_process(tmp_path, "--scenario", "healthy") as sim:
         args = ("--attestation", str(sim.attestation), "--log", str(sim.log))
         found, proc = _loaded(tmp_path, "check", "--url", sim.url, "--wait", "20", "--format", "json", *args)
@@ -301,3 +307,32 @@ def test_a_stand_ins_reader_that_raises_never_stops_discovery() -> None:
         proc.kill()
         proc.wait()
         server_command.use_stand_ins(saved)
+
+
+# ---- the simulator's web server is an optional install ([sim]) -------------------------------------------
+
+NO_SERVER = 'import sys\nsys.modules["starlette"] = sys.modules["uvicorn"] = None\n'
+
+
+@pytest.mark.parametrize("command", [["demo"], ["sim", "--port", "0", "--scenario", "healthy"]])
+def test_without_the_sim_install_the_front_doors_say_what_to_install(command: list[str]) -> None:
+    """``demo`` and ``sim`` where starlette and uvicorn cannot be imported (an install without ``[sim]``; the
+    real one is tests/test_packaging.py's): one line naming the install command, exit 69, nothing else."""
+    code = NO_SERVER + "from validator.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, *command], capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+    )
+    assert (proc.returncode, proc.stdout) == (69, ""), (proc.returncode, proc.stdout, proc.stderr)
+    assert proc.stderr == (
+        f"spark-validate: {command[0]}: the simulator's web server (starlette, uvicorn) is an optional "
+        "install: pip install 'spark-validate[sim]'\n"
+    )
+
+
+def test_without_the_sim_install_the_scenarios_are_still_listed() -> None:
+    """Listing what the simulator can play serves nothing: it needs no ``[sim]``."""
+    code = NO_SERVER + "from validator.cli import main\nsys.exit(main(['sim', '--list-scenarios']))\n"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and "draft-head-weight-only" in proc.stdout, proc.stderr

@@ -19,6 +19,7 @@ from validator.errors import ExitCode
 from validator.outputs import render
 from validator.report import Report, Verdict
 from validator.rulepack import load_pack
+from validator.sim.extra import require_server
 
 # Simulator scenarios to contrast with healthy. All but the transport faults (TRANSPORT) are
 # misconfigurations or misbehaviour the validator must not pass.
@@ -56,6 +57,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    require_server("demo")
     # here: the live side (httpx) and the simulator (starlette, uvicorn, pydantic), which `--help` need not
     # load
     import asyncio

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from validator.errors import InputError, UsageError
 from validator.sim import scenarios
+from validator.sim.extra import require_server
 from validator.trusted_files import UnsafeLocation, open_private_dir
 
 if TYPE_CHECKING:
@@ -122,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
     if attestation is not None:
         _refuse_unsafe_directory(attestation)
 
+    require_server("sim")
     # here: the simulator's server (uvicorn, starlette, asyncio), which `--help` need not load
     from validator.sim.runner import map_library, serve_forever, serve_worker, worker_rank
 
