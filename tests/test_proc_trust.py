@@ -428,3 +428,14 @@ def test_another_users_bulky_argv_is_said_in_a_bounded_line() -> None:
     assert "no SGLang server process found" in check["err"]
     assert f"process {r['attackers'][0]}: " in check["err"], check["err"][-2000:]
     assert len(check["err"]) < 8_000, len(check["err"])
+
+
+def test_another_users_argv_of_many_scenario_names_never_hides_roots_server() -> None:
+    """The simulator's argv reader deduplicated scenario names with a list (quadratic): one sleeping
+    ``python3 -m validator sim --scenario`` of a second user with 60,000 distinct names held root's
+    discovery for tens of CPU seconds, past its 10 s deadline, so a server started after it (a restart)
+    was never read: check with no --url said "no SGLang server process found" (exit 69), npd too."""
+    r = scene("many-names")
+    assert r["check"]["rc"] == 0, r["check"]["err"][-2000:]
+    assert [t.split(" ")[1] for t in targets(r["check"])] == [str(r["server"])]
+    assert r["npd"]["rc"] == 0 and r["npd"]["out"].startswith("OK 1 server(s) pass"), r["npd"]

@@ -19,12 +19,16 @@ Scenes (the attacker is ``tests.support.second_user``'s account, acting through 
   sidecar following root's simulator through a restart with it present.
 - ``bulky-argv``: six such processes of the attacker with 120 kB ``--scenario`` values, and no server:
   what ``check`` says (each was quoted whole, 1.8 MB on root's terminal).
+- ``many-names``: one such process with 60,000 distinct scenario names, started before root's simulator
+  (the names were deduplicated in quadratic time: one process held discovery past its deadline).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import string
 import subprocess
 import sys
 import tempfile
@@ -227,10 +231,33 @@ def bulky_argv(owner: User) -> dict[str, Any]:
         return {"attackers": pids, "check": cli("check", "--no-probe", "--format", "json", "--wait", "0")}
 
 
+def many_names(owner: User) -> dict[str, Any]:
+    """A sleeping ``python3 -m validator sim --scenario N1,N2,...`` of the attacker, 60,000 distinct names
+    (under /proc's 256 kB cmdline cap), started before root's simulator: whether ``check`` and ``npd``
+    still find root's server (discovery reads processes in PID order, within a deadline)."""
+    with ExitStack() as stack:
+        evil = _sleeping_validator(owner, stack)
+        digits = string.digits + string.ascii_letters  # 62**3 names of three characters, 4 bytes each
+        names = ["".join(t) for t in itertools.islice(itertools.product(digits, repeat=3), 60_000)]
+        half = [",".join(names[:30_000]), ",".join(names[30_000:])]  # each under Linux's 128 kB per word
+        claim = ["/usr/bin/python3", "-m", "validator", "sim", "--scenario", half[0], "--scenario", half[1]]
+        prefix = b"/usr/bin/python3\0-m\0validator"
+        attacker = stack.enter_context(process_as(owner, claim, cwd=evil, prefix=prefix))
+        sim, _ = healthy_sim(stack)
+        return {
+            "attacker": attacker.pid,
+            "server": sim.pid,
+            "check": cli("check", "--no-probe", "--allow-partial", "--format", "json"),
+            "npd": npd(),
+        }
+
+
 def main() -> None:
     scene = sys.argv[1]
     owner = ensure_user()
-    if scene == "bulky-argv":
+    if scene == "many-names":
+        result = many_names(owner)
+    elif scene == "bulky-argv":
         result = bulky_argv(owner)
     elif scene == "unparsable-port":
         result = unparsable_port(owner)

@@ -324,13 +324,10 @@ def names() -> list[str]:
 def parse_names(values: list[str] | str) -> list[str]:
     """Split repeated and comma-separated ``--scenario`` values, keeping order and dropping repeats."""
     raw = [values] if isinstance(values, str) else values
-    out: list[str] = []
-    for value in raw:
-        for part in value.split(","):
-            name = part.strip()
-            if name and name not in out:
-                out.append(name)
-    return out or ["healthy"]
+    # a dict keeps the order and finds a repeat at once: discovery parses the argv of every simulator-like
+    # process, any local user's, and a list's ``in`` made 26,000 distinct names cost 4 s
+    out = dict.fromkeys(name for value in raw for part in value.split(",") if (name := part.strip()))
+    return list(out) or ["healthy"]
 
 
 def resolve(values: list[str] | str) -> Scenario:
