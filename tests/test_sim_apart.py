@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -297,6 +298,12 @@ def test_a_stand_ins_reader_that_raises_never_stops_discovery() -> None:
 
     saved = server_command._STAND_INS
     proc = subprocess.Popen(["sleep", "31.5"])
+    # Popen can return before /proc shows the new program's argv (read empty here now and then: flaky)
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    for _ in range(200):
+        if cmdline.read_bytes() == b"sleep\x0031.5\x00":
+            break
+        time.sleep(0.01)
     try:
         server_command.use_stand_ins((fragile,))
         with pytest.raises(UnavailableError, match=r"fragile could not read this command line: ValueError"):
