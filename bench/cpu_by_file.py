@@ -6,7 +6,8 @@ share of the run's total), the costliest single tests, and what each worker spen
 (interpreter start, imports and collecting the whole suite). CPU, not wall: on a shared machine it is
 the figure that adds up.
 
-Run: ``python -m bench.cpu_by_file DIR [--top N]``.
+Run: ``python -m bench.cpu_by_file DIR [--top N]``. ``--wall-table`` prints instead each file's wall
+seconds, longest first: the table ``tests/wall_by_file.txt`` that orders the files of a CI run.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dir", type=Path)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--wall-table", action="store_true", help="each file's wall seconds, longest first")
     args = parser.parse_args()
     tests: list[dict[str, object]] = []
     collections: list[dict[str, object]] = []
@@ -35,6 +37,12 @@ def main() -> None:
         row[1] += float(str(t["self"]))
         row[2] += float(str(t["children"]))
         row[3] += float(str(t["wall"]))
+    if args.wall_table:
+        print("# wall seconds of each test file in a CI run, longest first")
+        print("# (python -m bench.cpu_by_file DIR --wall-table; tests/conftest.py orders the files by it)")
+        for name, row in sorted(per_file.items(), key=lambda kv: (-kv[1][3], kv[0])):
+            print(f"{row[3]:.1f} {Path(name).name}")
+        return
     tests_cpu = sum(r[1] + r[2] for r in per_file.values())
     collect_cpu = sum(float(str(c["collection"])) for c in collections)
     total = tests_cpu + collect_cpu

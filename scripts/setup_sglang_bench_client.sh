@@ -18,7 +18,7 @@ if [ -f "$TARGET/.complete" ]; then
 fi
 rm -rf "$TARGET"
 mkdir -p "$TARGET"
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --target "$TARGET" \
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile --target "$TARGET" \
   "transformers==5.19.0" "tokenizers==0.23.2" datasets 2>&1 | grep -v "^WARNING: Location\|sglang 0.5.23 requires" || true
 PYTHONPATH="$TARGET" "$VENV/bin/python" -c 'import transformers, tokenizers, datasets' 
 touch "$TARGET/.complete"

@@ -36,7 +36,7 @@ if [ -x "$VENV/bin/python" ] && probe; then
 fi
 
 "$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-compile)
 constraints=$(mktemp)
 trap 'rm -f "$constraints"' EXIT
 # Pin torch so that no later resolution replaces the CPU build with a CUDA one.

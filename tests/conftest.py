@@ -6,6 +6,7 @@ import resource
 import shutil
 import sys
 import tempfile
+import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
@@ -223,8 +224,32 @@ def _is_slow(item: pytest.Item, module: str, test: str) -> bool:
     return False
 
 
+# ---- order: the longest files first ---------------------------------------------------------------------
+#
+# .ci/run hands whole files to xdist workers in collection order (--dist loadfile --no-loadscope-reorder),
+# so the files whose tests wait longest (timeouts, real tools, stalls) start first and no worker ends the
+# run on one of them alone. WALL_BY_FILE holds each file's wall seconds from a CI run (the ``--wall-table``
+# of ``python -m bench.cpu_by_file``); a file not in it runs after those that are, in collection order.
+WALL_BY_FILE = Path(__file__).with_name("wall_by_file.txt")
+
+
+def _walls() -> dict[str, float]:
+    walls: dict[str, float] = {}
+    for line in WALL_BY_FILE.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            seconds, name = line.split()
+            walls[name] = float(seconds)
+    return walls
+
+
+def _longest_first(items: list[pytest.Item]) -> None:
+    walls = _walls()
+    items.sort(key=lambda item: -walls.get(item.path.name, -1.0))  # stable: a file's tests keep their order
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Apply NEEDS, FIXTURE_NEEDS and SLOW (see above) to the collected tests."""
+    """Apply NEEDS, FIXTURE_NEEDS and SLOW (see above) to the collected tests; order the files."""
+    _longest_first(items)
     for item in items:
         module = item.path.stem
         test = f"{module}::{getattr(item, 'originalname', item.name)}"
@@ -305,3 +330,36 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     recorder = session.config.pluginmanager.get_plugin("cpu-profile")
     if recorder is not None:
         recorder.record("tests/support/zygote.py::the zygotes' own CPU", children_cpu() - before)
+
+
+# ---- SGLang's environment, built beside the tests ---------------------------------------------------------
+#
+# .ci/run starts the tests before SGLang's environment is in (it builds beside them) and names the file its
+# build step writes when it ends ("EXIT_STATUS SECONDS"): a test marked sglang_env waits for that file
+# (bounded: within pytest's own timeout), and fails at once, naming the build's log, if the build failed.
+SGLANG_ENV_STATUS = "SPARK_VALIDATE_SGLANG_ENV_STATUS"
+SGLANG_ENV_WAIT_S = 240.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    status = os.environ.get(SGLANG_ENV_STATUS)
+    if status and item.get_closest_marker("sglang_env") is not None:
+        wait_for_build(Path(status), SGLANG_ENV_WAIT_S)
+
+
+def wait_for_build(status: Path, bound_s: float) -> None:
+    """Return once ``status`` says the build succeeded; fail the test if it says otherwise or never comes."""
+    deadline = time.monotonic() + bound_s
+    while not status.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(
+                f"SGLang's environment was not built within {bound_s:g} s ({status} missing)", pytrace=False
+            )
+        time.sleep(0.5)
+    rc = status.read_text(encoding="utf-8").split()[:1]
+    if rc != ["0"]:
+        log = status.with_suffix(".log")
+        pytest.fail(
+            f"SGLang's environment failed to build (exit {' '.join(rc) or '?'}): see {log}", pytrace=False
+        )
