@@ -36,6 +36,7 @@ def pytest_configure(config: pytest.Config) -> None:
             os.environ["PYTEST_DEBUG_TEMPROOT"] = str(private_base())
         except NoPrivateBase as exc:
             raise pytest.UsageError(str(exc)) from None
+    _take_sglang_env_status(config)
     # the simulator is a server to discovery only through its installed entry point: an editable install
     # made before pyproject.toml declared it has none, and every test that discovers a simulator would fail
     # as "no SGLang server process found"
@@ -337,15 +338,27 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 # .ci/run starts the tests before SGLang's environment is in (it builds beside them) and names the file its
 # build step writes when it ends ("EXIT_STATUS SECONDS"): a test marked sglang_env waits for that file
 # (bounded: within pytest's own timeout), and fails at once, naming the build's log, if the build failed.
+# A process that runs tests takes the variable out of its environment (as tests/support/cpu_profile.py
+# does its own): the tests' children would carry it, and a SPARK_VALIDATE_ variable is part of what
+# launch.drift compares between a running server and its declaration.
 SGLANG_ENV_STATUS = "SPARK_VALIDATE_SGLANG_ENV_STATUS"
 SGLANG_ENV_WAIT_S = 240.0
+_sglang_env_status: list[Path] = []
+
+
+def _take_sglang_env_status(config: pytest.Config) -> None:
+    """Called by pytest_configure (above)."""
+    if getattr(config.option, "numprocesses", None) and "PYTEST_XDIST_WORKER" not in os.environ:
+        return  # the xdist controller runs no test: its workers inherit the variable
+    status = os.environ.pop(SGLANG_ENV_STATUS, "")
+    if status:
+        _sglang_env_status[:] = [Path(status)]
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    status = os.environ.get(SGLANG_ENV_STATUS)
-    if status and item.get_closest_marker("sglang_env") is not None:
-        wait_for_build(Path(status), SGLANG_ENV_WAIT_S)
+    if _sglang_env_status and item.get_closest_marker("sglang_env") is not None:
+        wait_for_build(_sglang_env_status[0], SGLANG_ENV_WAIT_S)
 
 
 def wait_for_build(status: Path, bound_s: float) -> None:

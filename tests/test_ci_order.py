@@ -6,6 +6,9 @@ environment waits, bounded, for the file .ci/run's build step writes when it end
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -62,3 +65,25 @@ def test_a_failed_build_fails_the_test_naming_its_log(tmp_path: Path) -> None:
 def test_a_build_that_never_ends_fails_the_test_within_the_bound(tmp_path: Path) -> None:
     with pytest.raises(pytest.fail.Exception, match=r"not built within 0\.6 s"):
         conftest.wait_for_build(tmp_path / "sglang-environment.status", 0.6)
+
+
+def test_the_build_status_variable_stays_out_of_the_tests_children(tmp_path: Path) -> None:
+    """A pytest run given the variable (as .ci/run gives it) takes it out of its environment, so the tests'
+    children never carry it: a SPARK_VALIDATE_ variable is part of what launch.drift compares between a
+    running server and its declaration (a CI run once saw 'warn' for 'pass' from it)."""
+    status = tmp_path / "sglang-environment.status"
+    status.write_text("0 97\n")
+    env = {**os.environ, conftest.SGLANG_ENV_STATUS: str(status), "SV_TEST_CI_ORDER_CHILD": "1"}
+    test = f"{Path(__file__).relative_to(TESTS.parent)}::test_a_tests_environment_holds_no_build_status"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", test],
+        cwd=TESTS.parent, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_tests_environment_holds_no_build_status() -> None:
+    """Run as a child by the test above, with the variable given; alone, the same holds."""
+    assert conftest.SGLANG_ENV_STATUS not in os.environ
+    if os.environ.get("SV_TEST_CI_ORDER_CHILD"):
+        assert conftest._sglang_env_status, "the variable was given but not taken"
