@@ -428,6 +428,8 @@ def test_another_users_bulky_argv_is_said_in_a_bounded_line() -> None:
     assert "no SGLang server process found" in check["err"]
     assert f"process {r['attackers'][0]}: " in check["err"], check["err"][-2000:]
     assert len(check["err"]) < 8_000, len(check["err"])
+    # refused before its names are split (900 such processes held discovery past its 10 s deadline)
+    assert f"process {r['attackers'][0]}: a --scenario value of " in check["err"], check["err"][-2000:]
 
 
 def test_another_users_argv_of_many_scenario_names_never_hides_roots_server() -> None:

@@ -14,6 +14,10 @@ from validator.sim.server_args import launch_argv
 from validator.sources.host.server_command import StandIn
 
 DEFAULT_PORT = 30000
+# one --scenario value: every known name, comma-separated, is about 330 characters. Discovery reads the argv
+# of every simulator-like process, another user's included, before it judges whose it is: a longer value
+# is refused before it is split, so that such an argv costs what an SGLang argv costs to read
+MAX_SCENARIO_CHARS = 1024
 # the simulator's own options that take a value (validator/commands/sim.py)
 _SIM_VALUED = {"--scenario", "--host", "--port", "--seed", "--speed", "--startup-seconds", "--api-key-file",
                "--log", "--attestation"}  # fmt: skip
@@ -36,6 +40,11 @@ def sglang_args(sim_args: list[str]) -> list[str]:
             value = inline if eq else (sim_args[i + 1] if i + 1 < len(sim_args) else "")
             i += 1 if eq else 2
             if name == "--scenario":
+                if len(value) > MAX_SCENARIO_CHARS:  # refused before it is split: any user writes this argv
+                    raise UnavailableError(
+                        f"a --scenario value of {len(value)} characters is no simulator's (at most "
+                        f"{MAX_SCENARIO_CHARS}: {len(scenarios.SCENARIOS)} scenarios are known)"
+                    )
                 names.extend(n for n in value.split(",") if n)
             elif name == "--host":
                 host = value
