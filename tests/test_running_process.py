@@ -18,6 +18,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -595,3 +596,32 @@ def test_drift_against_a_launcher_script(tmp_path: Path) -> None:
     assert outcomes["same"]["status"] == "pass", outcomes["same"]
     lost = outcomes["lost"]
     assert lost["status"] == "fail" and "lm_head.fp8" in lost["evidence"]["changes_checks"], lost
+
+
+def test_a_scan_stopped_at_its_deadline_says_so_before_the_processes_reasons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "No server found" shows discovery's first five reasons. Another user's processes whose argv a
+    reader refuses (here seven ``python3 -m validator sim --scenario no-such-one``) each add one, and
+    the line saying the scan stopped at its deadline came after them: root read "no SGLang server process
+    found among the N processes" with nothing saying most were never read. It is said first now. The
+    clock is discovery's own, made to tick once per look (the deadline falls after the seventh)."""
+    from validator.sources.host import server_processes
+
+    (tmp_path / "stat").write_text("cpu 0\nbtime 1700000000\n")
+    for pid in range(2, 12):
+        d = tmp_path / str(pid)
+        d.mkdir()
+        argv = ["python3", "-m", "validator", "sim", "--scenario", "no-such-one"]
+        (d / "cmdline").write_bytes(b"\0".join(a.encode() for a in argv) + b"\0")
+        (d / "stat").write_text(f"{pid} (python3) S 1 {pid} {pid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 9 0 0\n")
+    ticks = iter(range(1_000))
+    clock = SimpleNamespace(monotonic=lambda: float(next(ticks)), sleep=time.sleep)
+    monkeypatch.setattr(server_processes, "time", clock)  # this module's clock only
+    found = server_processes.discover(tmp_path, deadline_s=7.5)
+    assert found.truncated
+    assert len(found.errors) == 8, found.errors
+    assert found.errors[0] == f"{tmp_path}: scanning 10 processes took over 7.5 s; stopped", found.errors
+    assert all(e.startswith("process ") for e in found.errors[1:]), found.errors
+    said = server_processes.nothing_found(found, tmp_path)
+    assert "took over 7.5 s; stopped" in said, said

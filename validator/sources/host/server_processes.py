@@ -340,10 +340,14 @@ def discover(
     found: dict[int, ServerProcess] = {}
     ignored: list[Ignored] = []
     errors: list[str] = errors_head
+    head = len(errors)  # where the deadline's line goes: after the process limit's, before the rest
     for pid in sorted(pids):
         if time.monotonic() > end:
             truncated = True
-            errors.append(f"{proc}: scanning {len(pids)} processes took over {deadline_s:g} s; stopped")
+            # first, before the processes' own reasons: "no server found" shows five, and any local user
+            # can run processes whose argv a reader refuses, which would hide that the scan stopped
+            stopped = f"{proc}: scanning {len(pids)} processes took over {deadline_s:g} s; stopped"
+            errors.insert(head, stopped)
             break
         if pid == me:
             continue
