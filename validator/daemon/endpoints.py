@@ -10,7 +10,6 @@ prober hammers it). :mod:`validator.daemon.http` serves these replies.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
 
@@ -136,7 +135,7 @@ class Endpoints:
         self.livez_stale_s = livez_stale_s
         self.probe_interval_s = probe_interval_s
         self._version = -1
-        self._page = self._readyz = self._readyz_verbose = self._report = response(503, b"", TEXT)
+        self._replies: dict[bytes, Reply] = {}  # by path (``/readyz?verbose`` apart), per state version
         self._live = (response(200, b'{"alive":true}\n', JSON), response(503, b'{"alive":false}\n', JSON))
         self._metrics_src: bytes | None = None
         self._metrics: Reply = response(503, b"", TEXT)
@@ -144,26 +143,22 @@ class Endpoints:
             405, json_body({"error": "only GET and HEAD"}), JSON, extra=((b"Allow", b"GET, HEAD"),)
         )
         self.not_found = response(404, json_body({"error": "not found", "endpoints": list(PATHS)}), JSON)
-        # ``?verbose`` (the Kubernetes API server's convention): the same status, one line per check
-        self.verbose_routes: dict[bytes, Callable[[], Reply]] = {b"/readyz": self.readyz_verbose}
-        self.routes: dict[bytes, Callable[[], Reply]] = {
-            b"/readyz": self.readyz,
-            b"/livez": self.livez,
-            b"/metrics": self.metrics_reply,
-            b"/report": self.report,
-            b"/": self.status_page,
-        }
 
     def answer(self, method: bytes, target: bytes) -> Reply:
         """The reply to ``method target``: ``GET`` and ``HEAD`` of the paths above (``HEAD`` sends the
-        same head without the body), 405 for any other method, 404 for any other path."""
+        same head without the body), 405 for any other method, 404 for any other path. ``/readyz?verbose``
+        (the Kubernetes API server's convention): the same status, one line per check."""
         if method not in (b"GET", b"HEAD"):
             return self.method_not_allowed
         path, _, query = target.partition(b"?")
-        route = self.routes.get(path)
-        if route is not None and _has_param(query, b"verbose"):
-            route = self.verbose_routes.get(path, route)
-        return self.not_found if route is None else route()
+        if path == b"/livez":
+            return self._live[0] if self.state.alive(self.livez_stale_s) else self._live[1]
+        if path == b"/metrics":
+            return self.metrics_reply()
+        self._refresh()
+        if path == b"/readyz" and _has_param(query, b"verbose"):
+            path = b"/readyz?verbose"
+        return self._replies.get(path, self.not_found)
 
     def _refresh(self) -> None:
         s = self.state
@@ -181,26 +176,23 @@ class Endpoints:
             body["failed"] = s.failed_ids()
         if s.restarted_at is not None:
             body["restarted_at"] = _iso(s.restarted_at)
-        self._readyz = response(200 if s.ready else 503, json_body(body), JSON)
-        self._readyz_verbose = response(
-            200 if s.ready else 503, readyz_verbose(s, self.secrets).encode("utf-8"), TEXT
-        )
+        status = 200 if s.ready else 503
+        self._replies[b"/readyz"] = response(status, json_body(body), JSON)
+        self._replies[b"/readyz?verbose"] = response(status, readyz_verbose(s, self.secrets).encode(), TEXT)
         if s.restarted_at is not None:
             # the last report is the previous process's: never served as the answer about this one
             unjudged = {"error": s.unjudged(), "restarted_at": _iso(s.restarted_at), "phase": s.phase}
-            self._report = response(503, json_body(neutralize_deep(unjudged)), JSON)
+            self._replies[b"/report"] = response(503, json_body(neutralize_deep(unjudged)), JSON)
         elif report is None:
-            self._report = response(
-                503, json_body({"error": "no check has finished yet", "phase": s.phase}), JSON
-            )
+            waiting = {"error": "no check has finished yet", "phase": s.phase}
+            self._replies[b"/report"] = response(503, json_body(waiting), JSON)
         else:
             text = render(report, "json", secrets=self.secrets).encode()
-            self._report = response(200, text, JSON)
-        self._page = response(200, self._render_page().encode("utf-8"), HTML, extra=PAGE_HEADERS)
+            self._replies[b"/report"] = response(200, text, JSON)
+        self._replies[b"/"] = response(200, self._render_page().encode("utf-8"), HTML, extra=PAGE_HEADERS)
         self._version = s.version
 
     def _render_page(self) -> str:
-
         s = self.state
         view = SidecarView(
             ready=s.ready,
@@ -217,26 +209,6 @@ class Endpoints:
         if report is None:
             return waiting_page(view)
         return page(report, secrets=self.secrets, view=view)
-
-    def status_page(self) -> Reply:
-        """``GET /``: the HTML status page (``validator.outputs.html``), re-rendered on each change."""
-        self._refresh()
-        return self._page
-
-    def readyz(self) -> Reply:
-        self._refresh()
-        return self._readyz
-
-    def readyz_verbose(self) -> Reply:
-        self._refresh()
-        return self._readyz_verbose
-
-    def report(self) -> Reply:
-        self._refresh()
-        return self._report
-
-    def livez(self) -> Reply:
-        return self._live[0] if self.state.alive(self.livez_stale_s) else self._live[1]
 
     def metrics_reply(self) -> Reply:
         text = self.metrics.render()

@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from validator.attestation.reader import read_file
 from validator.attestation.schema import MAX_BYTES, MAX_DEPTH, SCHEMA, Attestation
 from validator.attestation.trust import (
     AttestationTrust,
@@ -32,7 +31,7 @@ from validator.procinfo import process_start_time, process_uid
 from validator.sources.gathering import Unreadable
 from validator.sources.host import listening
 from validator.sources.live_gathering import live_source
-from validator.trusted_files import FileFacts, UnsafeLocation
+from validator.trusted_files import FileFacts, UnsafeLocation, read_guarded
 from validator.validation import ValidationError, format_loc, load_json, problems
 
 if TYPE_CHECKING:
@@ -71,8 +70,10 @@ def parse_document(data: bytes, where: str) -> Attestation:
 
 
 def _read(path: Path) -> tuple[bytes, FileFacts]:
+    """The bytes and every directory from ``/`` to the file, recorded, not judged (who may own them depends
+    on the server's user: ``attestation.trust``); a FIFO, a device or a symlink as the file is refused."""
     try:
-        return read_file(path, MAX_BYTES)
+        return read_guarded(path, MAX_BYTES, what="attestation", follow_last=False)
     except FileNotFoundError:
         why = "no attestation file (is the spark-validate plugin installed?)"
         raise UnavailableError(f"{path}: {why}") from None
