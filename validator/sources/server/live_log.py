@@ -47,10 +47,10 @@ async def gather(g: LiveGathering) -> None:
 
 # asked for, whatever the probe found
 @live_source("log_after_probe", 90, needs=(SERVER, LOG), applies=LiveGathering.probed)
-async def gather_after_probe(g: LiveGathering) -> None:
-    """The log again after the probe (an incremental poll: only what was logged since): a server that
-    died while it was probed (the scheduler's exception after ready) is then seen by ``server.log``. A
-    poll that fails, or finds the log unusable, leaves the earlier reading standing."""
+async def poll_again(g: LiveGathering) -> None:
+    """The log again, an incremental poll (only what was logged since): after the probe, so that a server
+    that died while it was probed is seen by ``server.log``; and by ``server.progress`` at the stall bound.
+    A poll that fails, or finds the log unusable, leaves the earlier reading standing."""
     reader = g.log_reader
     assert reader is not None  # it needs the log source
     try:

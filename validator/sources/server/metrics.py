@@ -34,7 +34,7 @@ async def gather(g: LiveGathering) -> None:
     there is no reading."""
     watch = g.inputs.metrics_watch or MetricsWatch()
     first = not watch.seen  # a sidecar's later re-checks compare with the previous one instead
-    facts = await _one_reading(g.client, watch)
+    facts = await read_again(g.client, watch)
     al = facts.accept_length
     # the lifetime counters prove the collapse alone
     collapsed_unproven = (
@@ -48,19 +48,15 @@ async def gather(g: LiveGathering) -> None:
     )
     if facts.reading is not None and (collapsed_unproven or busy_unproven):
         await asyncio.sleep(METRICS_CONFIRM_S)
-        again = await _one_reading(g.client, watch)
+        again = await read_again(g.client, watch)
         if again.reading is not None:
             facts = again
     g.server.metrics = facts
 
 
 async def read_again(client: SGLangClient, watch: MetricsWatch) -> ServerMetricsFacts:
-    """One more reading into the watch the sidecar keeps (``server.progress`` waits for the stall bound
-    on it rather than sending a request)."""
-    return await _one_reading(client, watch)
-
-
-async def _one_reading(client: SGLangClient, watch: MetricsWatch) -> ServerMetricsFacts:
+    """One reading into ``watch`` (``server.progress`` also takes one at the stall bound, the sidecar's
+    watch kept, rather than send a request)."""
     try:
         text = await client.metrics_text()
     except UnavailableError as exc:

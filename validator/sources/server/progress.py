@@ -18,10 +18,10 @@ import asyncio
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from validator.errors import InputError, UnavailableError
+from validator.errors import UnavailableError
 from validator.facts import PROGRESS, SERVER, BatchLine, Progress, ProgressFacts
 from validator.sources.live_gathering import live_source
-from validator.sources.server.identity import identity_of
+from validator.sources.server.live_log import poll_again
 from validator.sources.server.metrics import read_again
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ def _confirm(watch: MetricsWatch | None) -> bool:
 async def _reread_log_at_the_bound(g: LiveGathering) -> None:
     """On a re-check, a queue line a moment short of the stall bound: poll the log again once the bound
     is reached, as the metrics leg reads ``/metrics`` again, rather than leave the stall to the next
-    re-check an interval later. A poll that fails leaves the earlier reading standing."""
+    re-check an interval later."""
     log, reader, bound = g.facts.log, g.log_reader, g.inputs.stall_after_s
     batch = log.last_batch if log is not None else None
     if g.run_probe or reader is None or batch is None or not batch.queued:
@@ -112,12 +112,7 @@ async def _reread_log_at_the_bound(g: LiveGathering) -> None:
     if not 0 < bound - batch.quiet_s <= REREAD_WITHIN_S:
         return
     await asyncio.sleep(bound - batch.quiet_s + 0.05)
-    try:
-        again = await asyncio.to_thread(reader.poll, identity_of(g.facts))
-    except (InputError, UnavailableError):
-        return
-    if again.unusable() is None:
-        g.facts.log = again
+    await poll_again(g)
 
 
 def _from_log(batch: BatchLine | None, bound: float) -> ProgressFacts | None:
