@@ -15,7 +15,8 @@ from pathlib import Path
 PROC = Path("/proc")
 
 
-def _boot_time(proc: Path) -> float | None:
+def boot_time(proc: Path = PROC) -> float | None:
+    """``btime`` of ``/proc/stat``: the epoch second the host booted (None: unreadable)."""
     try:
         for line in (proc / "stat").read_text().splitlines():
             if line.startswith("btime "):
@@ -40,20 +41,19 @@ def stat_fields(pid: int, proc: Path = PROC) -> list[str] | None:
     return fields if len(fields) >= 20 else None
 
 
-def process_start_time(pid: int, proc: Path = PROC) -> float | None:
-    """Epoch seconds at which ``pid`` started, or None when the process does not exist or /proc is absent.
-
-    Resolution is one clock tick (10 ms on Linux); callers compare with a tolerance.
-    """
+def start_ticks(pid: int, proc: Path = PROC) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat``: when ``pid`` started, in clock ticks since boot (what a restart or a
+    reused PID changes); None when the process is gone or the file unreadable."""
     fields = stat_fields(pid, proc)
-    if fields is None:
-        return None
-    try:
-        ticks = int(fields[19])  # field 22 overall: starttime, in clock ticks since boot
-    except ValueError:
-        return None
-    boot = _boot_time(proc)
-    if boot is None:
+    return int(fields[19]) if fields is not None and fields[19].isdigit() else None
+
+
+def process_start_time(pid: int, proc: Path = PROC) -> float | None:
+    """Epoch seconds at which ``pid`` started (to one clock tick: callers compare with a tolerance), or
+    None when the process does not exist or /proc is absent."""
+    ticks = start_ticks(pid, proc)
+    boot = boot_time(proc) if ticks is not None else None
+    if ticks is None or boot is None:
         return None
     hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     return boot + ticks / hz

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 
 from validator.daemon.watch import ServerWatch
-from validator.procinfo import stat_fields
+from validator.procinfo import start_ticks
 from validator.sources.host.listening import proc_root
 from validator.sources.host.server_processes import ServerProcess, discover
 from validator.sources.server.identity import ServerIdentity
@@ -37,8 +37,8 @@ class ProcessTarget:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def _alive(self, server: ServerProcess) -> bool:
-        fields = stat_fields(server.process.pid, proc_root())
-        return fields is not None and fields[19] == str(server.process.start_ticks)
+        ticks = start_ticks(server.process.pid, proc_root())
+        return ticks is not None and ticks == server.process.start_ticks
 
     def _trusted(self, uid: int | None) -> bool:
         if uid is None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.errors import UnavailableError
+from validator.procinfo import PROC, boot_time
 
-PROC = Path("/proc")
 CMDLINE_CAP = 256 * 1024  # Linux caps one argument at 128 KiB; a launch command is a few hundred bytes
 ENVIRON_CAP = 1024 * 1024
 CGROUP_CAP = 64 * 1024
@@ -103,21 +103,6 @@ def parse_stat(text: str) -> tuple[str, int, int]:
     rest = text[close_at + 2 :].split()
     # rest[0] is field 3 (state): ppid is field 4, starttime field 22
     return text[open_at + 1 : close_at], int(rest[1]), int(rest[19])
-
-
-def boot_time(proc_root: Path = PROC) -> float | None:
-    """``btime`` of ``/proc/stat``: the epoch second the host booted."""
-    try:
-        data, _ = _read_capped(proc_root / "stat", 1 << 20)
-    except OSError:
-        return None
-    for line in data.decode("ascii", "replace").splitlines():
-        if line.startswith("btime "):
-            try:
-                return float(line.split()[1])
-            except (IndexError, ValueError):
-                return None
-    return None
 
 
 def parse_cgroup(text: str) -> tuple[list[str], str | None, bool, str | None]:

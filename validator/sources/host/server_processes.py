@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Literal
 
 from validator.errors import UnavailableError
-from validator.procinfo import parent_pid, stat_fields
+from validator.procinfo import parent_pid, start_ticks
 from validator.sources.host.listening import (
     Limits,
     ListeningError,
@@ -249,11 +249,6 @@ def trusted_uids(users: Collection[int] = ()) -> frozenset[int]:
     return frozenset({os.geteuid(), *users})
 
 
-def _ticks(pid: int, proc: Path) -> str | None:
-    fields = stat_fields(pid, proc)
-    return fields[19] if fields is not None else None
-
-
 @functools.lru_cache(maxsize=1024)
 def _who(uid: int | None) -> str | None:
     """A UID's name, looked up once per scan's worth of UIDs (thousands of decoys cost one lookup each
@@ -313,7 +308,8 @@ def _candidate(
     )
     _attach_sockets(server, proc)
     # the same process before and after its sockets were read, or none of it is evidence
-    if _ticks(pid, proc) != str(facts.start_ticks) or read_cmdline(pid, proc) != facts.argv:
+    ticks = start_ticks(pid, proc)
+    if ticks is None or ticks != facts.start_ticks or read_cmdline(pid, proc) != facts.argv:
         return Ignored(pid, owner, facts.user, port, "changed", "it exited or exec'd while it was read")
     return server
 

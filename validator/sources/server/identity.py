@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from validator.attestation.trust import url_address
 from validator.facts import SERVER, Facts
-from validator.procinfo import stat_fields
+from validator.procinfo import start_ticks
 from validator.sources.host.listening import ListeningError, listeners
 from validator.sources.live_gathering import live_source
 
@@ -89,9 +89,9 @@ def listener_of(url: str) -> tuple[int, int] | None:
         except (ListeningError, OSError):
             return None
     for pid in sorted(pids):
-        fields = stat_fields(pid)
-        if fields is not None and fields[19].isdigit():
-            return pid, int(fields[19])
+        ticks = start_ticks(pid)
+        if ticks is not None:
+            return pid, ticks
     return None
 
 
