@@ -44,35 +44,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="export the last `spark-validate launch` verdict written here (launch --state-file) as "
         "spark_validate_launch_* metrics, so that a refused start reaches Prometheus",
     )
-    g.add_argument(
-        "--interval",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="re-check the configuration this often (default 30)",
-    )
-    g.add_argument(
-        "--probe-interval",
-        type=float,
-        default=600.0,
-        metavar="SECONDS",
-        help="run the acceptance probe again this often (default 600)",
-    )
-    g.add_argument(
-        "--health-interval",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="poll the server's /health this often to notice a restart (default 5)",
-    )
-    g.add_argument(
-        "--unready-after",
-        type=float,
-        default=30.0,
-        metavar="SECONDS",
-        help="an inconclusive re-check (a transient 5xx, a timeout) drops /readyz only after staying "
-        "inconclusive this long; a failed /health, a restart or a failing check drop it at once (default 30)",
-    )
+    for flag, default, what in (
+        ("--interval", 30.0, "re-check the configuration this often"),
+        ("--probe-interval", 600.0, "run the acceptance probe again this often"),
+        ("--health-interval", 5.0, "poll the server's /health this often to notice a restart"),
+        (
+            "--unready-after",
+            30.0,
+            "an inconclusive re-check (a transient 5xx, a timeout) drops /readyz only after staying "
+            "inconclusive this long; a failed /health, a restart or a failing check drop it at once",
+        ),
+    ):
+        g.add_argument(
+            flag, type=float, default=default, metavar="SECONDS", help=f"{what} (default {default:g})"
+        )
     f = p.add_argument_group(
         "running server and fleet",
         "With no --url the sidecar watches the SGLang server it finds from /proc (the same host, Compose "
