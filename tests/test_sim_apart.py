@@ -73,6 +73,16 @@ def test_check_url_loads_no_simulator_module(tmp_path: Path) -> None:
     assert found["sim"] == [], found["sim"]
 
 
+def test_launch_of_an_sglang_command_reads_no_stand_in(tmp_path: Path) -> None:
+    """``launch`` recognises stand-ins, but a real SGLang command line is SGLang's before any stand-in is
+    asked: the entry points are never read and no simulator module is loaded on the server's start path
+    (here refused, exit 78: its program does not exist)."""
+    cmd = ["/nonexistent/python3", "-m", "sglang.launch_server", "--model-path", "/m"]
+    found, proc = _loaded(tmp_path, "launch", "--report-to", "none", "--", *cmd)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert found["rc"] == 78 and found["sim"] == [], found
+
+
 def test_a_process_path_does_register_the_simulator(tmp_path: Path) -> None:
     """Control: the listing sees the simulator's modules where a path that reads processes loads them
     (``--pid`` of a process that does not exist: discovery starts, finds nothing, exits 69)."""
@@ -294,6 +304,7 @@ def test_a_stand_ins_reader_that_raises_never_stops_discovery() -> None:
         build_id="fragile",
     )
     from validator.errors import UnavailableError
+    from validator.sources.host.process import read_cmdline
     from validator.sources.host.server_processes import discover
 
     saved = server_command._STAND_INS
@@ -305,6 +316,10 @@ def test_a_stand_ins_reader_that_raises_never_stops_discovery() -> None:
             break
         time.sleep(0.01)
     try:
+        for _ in range(200):  # its cmdline reads empty for a moment after the exec
+            if read_cmdline(proc.pid, Path("/proc")) == ["sleep", "31.5"]:
+                break
+            time.sleep(0.01)
         server_command.use_stand_ins((fragile,))
         with pytest.raises(UnavailableError, match=r"fragile could not read this command line: ValueError"):
             server_command.classify(["/usr/bin/sleep", "31.5"])

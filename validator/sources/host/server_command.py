@@ -90,7 +90,9 @@ class StandIn:
     build_id: str  # what the fleet's build hash names for it
 
 
-_STAND_INS: tuple[StandIn, ...] = ()
+# the stand-ins recognised now: () none (the start), None those declared, loaded at the first command line
+# that is not SGLang's own (``launch`` of a real server never reads the entry points)
+_STAND_INS: tuple[StandIn, ...] | None = ()
 _NOT_LOADED: list[str] = []  # entry points that could not be loaded, and why
 
 
@@ -100,9 +102,17 @@ def use_stand_ins(found: tuple[StandIn, ...] | None = None) -> None:
     (preflight, ``check --url``) a stand-in's command line is not a server's and no stand-in is loaded."""
     global _STAND_INS
     _NOT_LOADED.clear()
-    if found is not None:
-        _STAND_INS = found
-        return
+    _STAND_INS = found
+
+
+def _recognised() -> tuple[StandIn, ...]:
+    global _STAND_INS
+    if _STAND_INS is None:
+        _STAND_INS = _declared()
+    return _STAND_INS
+
+
+def _declared() -> tuple[StandIn, ...]:
     loaded: list[StandIn] = []
     for ep in sorted(entry_points(group=STAND_IN_GROUP), key=lambda e: e.name):
         try:
@@ -114,16 +124,17 @@ def use_stand_ins(found: tuple[StandIn, ...] | None = None) -> None:
             loaded.append(item)
         else:
             _NOT_LOADED.append(f"stand-in {ep.name} ({ep.value}) is not a StandIn")
-    _STAND_INS = tuple(loaded)
+    return tuple(loaded)
 
 
 def stand_in_names() -> list[str]:
     """The commands recognised as standing in for SGLang now."""
-    return [item.name for item in _STAND_INS]
+    return [item.name for item in _recognised()]
 
 
 def stand_ins_not_loaded() -> list[str]:
     """The declared stand-ins that could not be loaded, each with why."""
+    _recognised()
     return list(_NOT_LOADED)
 
 
@@ -131,7 +142,7 @@ def _stand_in_of(head: list[str], *, module: bool) -> tuple[Kind, list[str], Sta
     """("stand-in", its SGLang command, it) for the first stand-in whose form starts ``head``. Any user
     writes such an argv: whatever the stand-in's reader raises on it is ``UnavailableError`` (this process
     is not a server), never an end to the search."""
-    for item in _STAND_INS:
+    for item in _recognised():
         for form in item.modules if module else item.programs:
             if tuple(head[: len(form)]) == form:
                 try:
