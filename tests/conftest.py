@@ -298,6 +298,8 @@ WARM_CHILDREN: frozenset[str] = frozenset(
         # a module the zygote imported is exec'd (tests/support/zygote.py).
         "test_trust_boundaries",
         "test_trust_links",
+        "test_status_page",  # check's HTML report, read by a real browser (the sidecar stays exec'd)
+        "test_verdicts::test_a_dead_port_and_a_reply_that_is_not_json_are_said_once",  # check's report
     }
 )
 # Tests of those modules that keep a real exec: a closed pipe's buffering, another user's files.
