@@ -70,6 +70,13 @@ def test_root_servers_verdict_is_the_same_beside_every_look_alike(scene: dict[st
     # with nothing named, the look-alikes change nothing at all: the same single report and exit code
     assert list(_reports(scene["attacked"])) == [server]
     assert scene["attacked"]["rc"] == scene["alone"]["rc"], scene["attacked"]
+    # node-problem-detector's plugin: the same exit code and the same finding, the look-alikes only counted
+    alone, attacked = scene["npd_alone"], scene["npd_attacked"]
+    pids = scene["attackers"]
+    ignored = " ".join(f"PID {pids[n]}" for n in ("own_sim", "claims_port", "claims_sglang"))
+    assert attacked["rc"] == alone["rc"] and alone["rc"] in (0, 1), (alone, attacked)
+    finding = alone["out"].strip()
+    assert attacked["out"].strip() == f"{finding} (3 ignored: {ignored})", (finding, attacked["out"])
 
 
 def test_another_users_simulators_are_ignored_unless_named(scene: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ from tests.support.second_user import User, ensure_user
 from tests.support.trust_scene import evil_dir, files
 
 CHECK = ("check", "--no-probe", "--allow-partial", "--format", "json", "--wait", "20")
+NPD = ("npd", "--timeout", "60", "--max-output-length", "400")
 SIM = ["--speed", "1000", "--startup-seconds", "0.1"]
 # the real server's sglang: the simulator's healthy API on the port its SGLang argv names
 SERVES = """\
@@ -156,6 +157,7 @@ def scene(owner: User) -> dict[str, Any]:
         server, port, att = real_server(stack)
         check = (*CHECK, "--attestation", str(att))
         result: dict[str, Any] = {"server": server.pid, "port": port, "alone": cli(*check)}
+        result["npd_alone"] = cli(*NPD)
         own_sim, own_port = attackers_simulator(owner, stack)
         top = look_alike_tree(stack)
         pairs = {
@@ -181,6 +183,7 @@ def scene(owner: User) -> dict[str, Any]:
             started[name] = proc.pid
         result.update(attackers=started, own_port=own_port, claims_sglang_port=q)
         result["attacked"] = cli(*check)
+        result["npd_attacked"] = cli(*NPD)
         result["named"] = cli(*check, "--server-user", owner.name)
         result["pid"] = cli(*check, "--pid", str(server.pid))
         evil, out = planted_stand_in(owner, stack)
