@@ -29,6 +29,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
+from tests.support.run_cache import built_once
+
 REPO = Path(__file__).resolve().parents[1]
 DOCKERFILE = REPO / "deploy" / "compose" / "Dockerfile"
 PACKS = {
@@ -127,18 +129,21 @@ def _assert_no_simulator_server(bindir: Path, cwd: Path) -> None:
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """``python -m build`` on a clean copy: the sdist, then the wheel from the unpacked sdist."""
-    root = tmp_path_factory.mktemp("release")
-    src = root / "src"
-    _copy_tree(_tracked_files(), src)
-    proc = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(src)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return root / "dist"
+    """``python -m build`` on a clean copy: the sdist, then the wheel from the unpacked sdist. Built once
+    for the run (tests/test_plugin_entry_point.py reads it too) and read only."""
+
+    def build(root: Path) -> None:
+        src = root / "src"
+        _copy_tree(_tracked_files(), src)
+        proc = subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(src)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    return built_once(tmp_path_factory, "release", build) / "dist"
 
 
 def test_release_sdist_and_wheel_carry_the_packs(release: Path) -> None:

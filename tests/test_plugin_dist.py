@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.run_cache import built_once
 from tests.test_packaging import _copy_tree, _tracked_files, _venv
 from tests.test_plugin_contract import _STANDIN, _sglang_python
 from validator.plugin import hooks
@@ -60,16 +61,22 @@ def _bare_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def plugin_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("plugin-release")
-    _copy_tree(_tracked_files(), root / "src")
-    proc = subprocess.run(
-        [sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(root / "src" / "plugin")],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    """The plugin's wheel, built from a clean copy; once for the run (tests/test_plugin_entry_point.py
+    reads it too) and read only."""
+
+    def build(root: Path) -> None:
+        _copy_tree(_tracked_files(), root / "src")
+        proc = subprocess.run(
+            [sys.executable, "-m", "build", "--outdir", str(root / "dist"), str(root / "src" / "plugin")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    (wheel,) = (built_once(tmp_path_factory, "plugin-release", build) / "dist").glob(
+        "spark_validate_plugin-*.whl"
     )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (wheel,) = (root / "dist").glob("spark_validate_plugin-*.whl")
     return wheel
 
 
