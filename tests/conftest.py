@@ -176,7 +176,7 @@ PROCESS_STARTERS = frozenset(
         "subprocess", "Popen", "create_subprocess_exec", "create_subprocess_shell", "fork", "run_cli",
         "run_check", "preflight_json", "sim_process", "daemon_process", "sim_on_port", "SimOnPort",
         "run_tool", "run_as", "call_as", "running_prometheus", "sim_in_process",
-        "check_in_process", "preflight_in_process", "preflight_json_in_process",
+        "check_in_process", "preflight_in_process", "preflight_json_in_process", "cli_in_process",
     }
 )  # fmt: skip
 

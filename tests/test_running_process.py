@@ -25,6 +25,7 @@ import pytest
 
 from tests.support.cli import REPO, run_cli
 from tests.support.fake_server import LISTENS
+from tests.support.in_process import cli_in_process
 from tests.support.loopback import free_port, stop, wait_listening
 from validator.sources.host.server_command import use_stand_ins
 
@@ -83,7 +84,7 @@ def by_id(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_check_with_no_arguments_finds_each_server_and_judges_its_real_environment(tmp_path: Path) -> None:
     with running_sim(tmp_path, env=FP8) as (good, good_port), running_sim(tmp_path) as (bare, _):
-        result = run_cli("check", "--no-probe", "--format", "json", timeout=120)
+        result = cli_in_process("check", "--no-probe", "--format", "json")
         assert result.returncode in (69, 78), result.stderr
         ok, unset = report_for(result.stdout, good.pid), report_for(result.stdout, bare.pid)
     assert ok["target"] == f"PID {good.pid} (http://127.0.0.1:{good_port})"
@@ -101,7 +102,7 @@ def test_check_with_no_arguments_finds_each_server_and_judges_its_real_environme
 
 def test_pid_picks_one_server_and_its_argv_is_judged(tmp_path: Path) -> None:
     with running_sim(tmp_path, "--scenario", "backend-auto", env=FP8) as (proc, _):
-        result = run_cli("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=60)
+        result = cli_in_process("check", "--no-probe", "--format", "json", "--pid", str(proc.pid))
     assert result.returncode == 78, result.stderr
     report = json.loads(result.stdout)
     assert isinstance(report, dict) and report["target"].startswith(f"PID {proc.pid} ")
@@ -117,9 +118,29 @@ def test_pid_of_no_server_is_exit_69_naming_what_was_found() -> None:
     assert "Traceback" not in result.stderr
 
 
+def _statuses(stdout: str) -> tuple[str, dict[str, str]]:
+    report = json.loads(stdout)
+    return report["target"], {c["id"]: c["status"] for c in report["checks"]}
+
+
+def test_an_in_process_check_of_a_running_server_is_the_real_processes(tmp_path: Path) -> None:
+    """The tests here run ``check --pid`` in this process (``cli_in_process``) where the subject is the
+    report: against one running server and a unit that declares another value, the real process and the
+    in-process run give the same exit code, stderr, target, every check's status and the drift message."""
+    with running_sim(tmp_path, env=FP8) as (proc, port):
+        unit = _unit(tmp_path / "sglang.service", port, env="SGLANG_ENABLE_FP8_LM_HEAD=1", mem="0.65")
+        argv = ("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), "--unit", str(unit))
+        real, here = run_cli(*argv, timeout=60), cli_in_process(*argv)
+    assert (here.returncode, here.stderr) == (real.returncode, real.stderr), (real.stderr, here.stderr)
+    assert _statuses(here.stdout) == _statuses(real.stdout)
+    assert _statuses(real.stdout)[1]["launch.drift"] == "warn"
+    drift = [by_id(json.loads(r.stdout))["launch.drift"]["message"] for r in (real, here)]
+    assert drift[0] == drift[1] and "--mem-fraction-static: declared 0.65, running 0.6" in drift[0]
+
+
 def test_launch_wrapped_simulator_keeps_its_pid_and_is_found(tmp_path: Path) -> None:
     with running_sim(tmp_path, env=FP8, launch=True) as (proc, port):
-        result = run_cli("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=60)
+        result = cli_in_process("check", "--no-probe", "--format", "json", "--pid", str(proc.pid))
     report = json.loads(result.stdout)
     assert report["target"] == f"PID {proc.pid} (http://127.0.0.1:{port})"
     checks = by_id(report)
@@ -155,8 +176,8 @@ def test_drift_between_the_running_process_and_its_unit(
 ) -> None:
     with running_sim(tmp_path, env=FP8) as (proc, port):
         unit = _unit(tmp_path / "sglang.service", port, env=env, mem=mem)
-        result = run_cli(
-            "check", "--no-probe", "--format", "json", "--pid", str(proc.pid), "--unit", str(unit), timeout=60
+        result = cli_in_process(
+            "check", "--no-probe", "--format", "json", "--pid", str(proc.pid), "--unit", str(unit)
         )
     drift = by_id(json.loads(result.stdout))["launch.drift"]
     assert drift["status"] == status, drift
@@ -176,7 +197,7 @@ def test_a_credential_that_drifted_is_named_without_its_values(tmp_path: Path) -
         unit = _unit(
             tmp_path / "sglang.service", port, env="SGLANG_ENABLE_FP8_LM_HEAD=1 HF_TOKEN=hf_other1234"
         )
-        result = run_cli("check", "--no-probe", "--pid", str(proc.pid), "--unit", str(unit), timeout=60)
+        result = cli_in_process("check", "--no-probe", "--pid", str(proc.pid), "--unit", str(unit))
     assert "$HF_TOKEN: differs (a credential: values not shown)" in result.stdout
     assert secret not in result.stdout + result.stderr and "hf_other1234" not in result.stdout
 
@@ -505,7 +526,7 @@ def test_a_program_replaced_since_the_start_is_drift_even_without_a_declaration(
         try:
             wait_listening(port, proc, what="server", timeout=30)
             python.unlink()
-            result = run_cli("check", "--no-probe", "--format", "json", "--pid", str(proc.pid), timeout=60)
+            result = cli_in_process("check", "--no-probe", "--format", "json", "--pid", str(proc.pid))
         finally:
             stop(proc)
     finally:
@@ -532,9 +553,9 @@ def test_drift_against_a_launch_command(tmp_path: Path) -> None:
         )
         outcomes = {}
         for name, words in (("same", reordered), ("other", [*reordered, "--speculative-num-steps", "2"])):
-            result = run_cli(
+            result = cli_in_process(
                 "check", "--no-probe", "--format", "json", "--pid", str(proc.pid),
-                "--launch-cmd", prefix + " ".join(words), timeout=60,
+                "--launch-cmd", prefix + " ".join(words),
             )  # fmt: skip
             outcomes[name] = by_id(json.loads(result.stdout))["launch.drift"]
     assert outcomes["same"]["status"] == "pass", outcomes["same"]
@@ -588,9 +609,8 @@ def test_drift_against_a_launcher_script(tmp_path: Path) -> None:
                 f"export SPARK_VALIDATE_ATTESTATION={att}\n{exports}"
                 "exec python -m sglang.launch_server " + " ".join(args) + "\n"
             )
-            result = run_cli(
-                "check", "--no-probe", "--format", "json", "--pid", str(proc.pid), "--script", str(script),
-                timeout=60,
+            result = cli_in_process(
+                "check", "--no-probe", "--format", "json", "--pid", str(proc.pid), "--script", str(script)
             )  # fmt: skip
             outcomes[name] = by_id(json.loads(result.stdout))["launch.drift"]
     assert outcomes["same"]["status"] == "pass", outcomes["same"]

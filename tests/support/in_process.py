@@ -294,20 +294,19 @@ def _process_state(env: Mapping[str, str], cwd: str | Path) -> Iterator[None]:
         _as_a_fresh_process()
 
 
-def preflight_in_process(
-    *args: str, env: Mapping[str, str] | None = None, cwd: str | Path = REPO
+def cli_in_process(
+    *argv: str, env: Mapping[str, str] | None = None, cwd: str | Path = REPO
 ) -> subprocess.CompletedProcess[str]:
-    """``run_cli("preflight", ARGS, env=ENV, cwd=CWD)`` in this process: ``validator.cli.main`` with
-    stdout and stderr captured, in the same ``CompletedProcess``. ``env`` is the whole environment, as
-    for ``run_cli`` (default: this process's). An exception that escapes the front door is what the
-    interpreter would make of it: its traceback on stderr and exit 1. Not for a test whose subject is the
-    process itself (signals, file descriptors, ``--output`` seen by another process, a second user)."""
-    argv = ["preflight", *args]
+    """``run_cli(ARGV, env=ENV, cwd=CWD)`` in this process: ``validator.cli.main`` with stdout and stderr
+    captured, in the same ``CompletedProcess``. ``env`` is the whole environment, as for ``run_cli``
+    (default: this process's). An exception that escapes the front door is what the interpreter would make
+    of it: its traceback on stderr and exit 1. Not for a test whose subject is the process itself (signals,
+    file descriptors, ``--output`` seen by another process, a second user, a usage error's exit)."""
     out, err = io.StringIO(), io.StringIO()
     state = _process_state(dict(os.environ) if env is None else env, cwd)
     with state, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            rc = cli.main(argv)
+            rc = cli.main(list(argv))
         except SystemExit as exc:
             rc = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         except Exception:
@@ -316,6 +315,13 @@ def preflight_in_process(
     return subprocess.CompletedProcess(
         [sys.executable, "-m", "validator", *argv], rc, out.getvalue(), err.getvalue()
     )
+
+
+def preflight_in_process(
+    *args: str, env: Mapping[str, str] | None = None, cwd: str | Path = REPO
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli("preflight", ARGS, env=ENV, cwd=CWD)`` in this process (:func:`cli_in_process`)."""
+    return cli_in_process("preflight", *args, env=env, cwd=cwd)
 
 
 def preflight_json_in_process(
