@@ -226,6 +226,16 @@ class SGLangClient:
         body = await self._request(method, path, json_body=json_body, ok=ok, timeout=timeout)
         return parse_json(self.endpoint(path), body)
 
+    async def _get_either(self, path: str, deprecated: str, timeout: float | None = None) -> tuple[str, Any]:
+        """``GET path``, or ``GET deprecated`` when the build answers 404 (older builds): (the path that
+        answered, its JSON)."""
+        try:
+            return path, await self._json("GET", path, timeout=timeout)
+        except ServerError as exc:
+            if exc.status != 404:
+                raise
+        return deprecated, await self._json("GET", deprecated, timeout=timeout)
+
     async def health(self, timeout: float | None = None) -> int:
         """The status code of one ``GET /health`` (no retries: readiness polling owns the loop), within
         ``timeout`` seconds (default ``info_timeout``); its body is never read.
@@ -241,14 +251,7 @@ class SGLangClient:
 
     async def server_info(self, timeout: float | None = None) -> dict[str, Any]:
         """``/server_info`` (or the deprecated ``/get_server_info`` on 404), redacted."""
-        try:
-            raw = await self._json("GET", "/server_info", timeout=timeout)
-            self.server_info_endpoint = "/server_info"
-        except ServerError as exc:
-            if exc.status != 404:
-                raise
-            raw = await self._json("GET", "/get_server_info", timeout=timeout)
-            self.server_info_endpoint = "/get_server_info"
+        self.server_info_endpoint, raw = await self._get_either("/server_info", "/get_server_info", timeout)
         info = expect_object(self.endpoint(self.server_info_endpoint), raw)
         states = info.get("internal_states")
         if states is not None and not (isinstance(states, list) and all(isinstance(s, dict) for s in states)):
@@ -257,14 +260,7 @@ class SGLangClient:
         return dict(redact(info, secrets=self._secrets))
 
     async def model_info(self) -> dict[str, Any]:
-        try:
-            raw = await self._json("GET", "/model_info")
-            path = "/model_info"
-        except ServerError as exc:
-            if exc.status != 404:
-                raise
-            raw = await self._json("GET", "/get_model_info")
-            path = "/get_model_info"
+        path, raw = await self._get_either("/model_info", "/get_model_info")
         info = expect_object(self.endpoint(path), raw)
         archs = info.get("architectures")
         if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
