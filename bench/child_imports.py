@@ -1,7 +1,8 @@
 """CPU a test's child spends importing the live check's HTTP client, with and without an extra site
-directory on its path: ``--with`` names the directory (e.g. .ci/run's ``.cache/lint-tools``, which holds
-import-linter and rich) whose presence the test environment once had. httpx imports its command-line
-client's modules (click, pygments, rich) whenever they are installed, in every child that imports it.
+directory on its path: ``--with`` names the directory (.ci/run's ``.cache/lint-tools``, which holds
+import-linter and rich, or ``.cache/browser-tools``, selenium and trio) whose presence the test environment
+once had. httpx imports its command-line client's modules (click, pygments, rich) whenever they are
+installed, and httpcore imports trio, in every child that imports them.
 
 Run: ``python -m bench.child_imports --with .cache/lint-tools [--runs 30]``. Prints CPU ms per child, both
 ways in the same run, and the ratio.
@@ -19,6 +20,8 @@ from pathlib import Path
 IMPORTS = {
     "import httpx": "import httpx",
     "the live check's client": "import validator.sources.server.client",
+    # what a client's first request imports (httpcore's locks, which import trio where it is installed)
+    "a client's transport": "import httpx, httpcore._synchronization",
 }
 
 

@@ -11,8 +11,10 @@ or add an element.
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import shutil
+import sys
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -25,6 +27,7 @@ from tests.support.check_helpers import evidence_files, run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.hostile_server import MARKUP_MESSAGE, hostile_process
 from tests.support.prerequisite import missing
+from tests.support.sglang_wheel import CACHE
 from tests.support.sim_process import sim_process
 
 FAST = ["--interval", "1", "--health-interval", "0.3", "--probe-interval", "2", "--wait", "15"]
@@ -37,8 +40,28 @@ def _tool(name: str) -> str:
     return found
 
 
+# .ci/run installs pyproject's `browser` extra (selenium) here, off the tests' environment
+BROWSER_TOOLS = CACHE / "browser-tools"
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Chromium under selenium: selenium from the environment, else from .ci/run's directory for it (on
+    this process's path for the module's tests only; the tests' children never see it)."""
+    added = False
+    if importlib.util.find_spec("selenium") is None:
+        if not BROWSER_TOOLS.is_dir():
+            missing("selenium is not installed (pip install -e '.[browser]')")
+        sys.path.append(str(BROWSER_TOOLS))
+        added = True
+    try:
+        yield from _chromium()
+    finally:
+        if added:
+            sys.path.remove(str(BROWSER_TOOLS))
+
+
+def _chromium() -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
