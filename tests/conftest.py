@@ -190,19 +190,21 @@ def _names(code: types.CodeType) -> set[str]:
     return found
 
 
-def _starts_process(fn: object, seen: set[object], depth: int = 0) -> bool:
+def _starts_process(fn: object, seen: dict[object, int], depth: int = 0) -> bool:
     """Whether ``fn``, or a function of the test suite it calls (followed three levels deep), uses one
-    of PROCESS_STARTERS."""
+    of PROCESS_STARTERS. A function met again nearer the test is followed again (``seen`` keeps the
+    nearest depth), so the answer does not hang on the order names are visited in (a set's order changes
+    with each process's hash seed, and xdist's workers must classify alike)."""
     fn = getattr(fn, "__wrapped__", fn)
     code = getattr(fn, "__code__", None)
-    if code is None or fn in seen or depth > 3:
+    if code is None or depth > 3 or seen.get(fn, 4) <= depth:
         return False
-    seen.add(fn)
+    seen[fn] = depth
     names = _names(code)
     if names & PROCESS_STARTERS:
         return True
     scope: dict[str, object] = getattr(fn, "__globals__", {})
-    for name in names:
+    for name in sorted(names):
         called = scope.get(name)
         if str(getattr(called, "__module__", "")).startswith("tests") and _starts_process(
             called, seen, depth + 1
@@ -214,7 +216,7 @@ def _starts_process(fn: object, seen: set[object], depth: int = 0) -> bool:
 def _is_slow(item: pytest.Item, module: str, test: str) -> bool:
     if module in SLOW or test in SLOW:
         return True
-    seen: set[object] = set()
+    seen: dict[object, int] = {}
     if _starts_process(getattr(item, "function", None), seen):
         return True
     info = getattr(item, "_fixtureinfo", None)
