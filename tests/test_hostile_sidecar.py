@@ -361,3 +361,62 @@ def test_accept_errors_are_one_log_line_not_a_traceback_each() -> None:
     assert proc.returncode == 0, text[-2000:]
     assert text.count("accept failing") == 1 and "Too many open files" in text, text[-2000:]
     assert "Traceback" not in text and len(text) < 2000, text[-2000:]
+
+
+_CLOSE_DURING_RETRY_CHILD = r"""
+import asyncio, os
+from validator.daemon.endpoints import Endpoints
+from validator.daemon.http import SidecarServer
+from validator.daemon.metrics import DaemonMetrics
+from validator.daemon.state import DaemonState
+
+async def main():
+    server = SidecarServer(Endpoints(DaemonState(), DaemonMetrics()))
+    _, port = await server.start("127.0.0.1", 0)
+    hog = []
+    try:
+        while True:
+            hog.append(os.open("/dev/null", os.O_RDONLY))
+    except OSError:
+        pass
+    print(port, flush=True)
+    for _ in range(200):  # until the parent's connection met EMFILE: asyncio's retry is now pending
+        if server._accept_errors or server._accept_logged > 0:
+            break
+        await asyncio.sleep(0.05)
+    for fd in hog:
+        os.close(fd)
+    await server.close()  # closes the listening socket before asyncio's retry (1 s after the failure)
+    await asyncio.sleep(1.5)  # the retry comes due on the closed socket
+    print("closed", flush=True)
+
+asyncio.run(main())
+"""
+
+
+def test_closing_while_asyncio_waits_to_retry_accept_says_nothing() -> None:
+    """asyncio answers an accept() that met EMFILE by retrying a second later; a sidecar closed in that
+    second left the retry to run on the closed socket: "Invalid file descriptor: -1" and a traceback on
+    stderr at shutdown (seen in CI under load). The retry now ends quietly once the server is closed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CLOSE_DURING_RETRY_CHILD],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)),
+    )
+    try:
+        assert proc.stdout is not None
+        port = int(proc.stdout.readline())
+        with suppress(OSError):
+            client = socket.create_connection(("127.0.0.1", port), timeout=1)
+        out, err = proc.communicate(timeout=30)
+        with suppress(NameError):
+            client.close()
+    finally:
+        stop(proc)
+    text = err.decode()
+    assert proc.returncode == 0 and out.decode().strip() == "closed", text[-2000:]
+    assert "accept failing" in text, text[-2000:]  # the EMFILE was met: the retry was pending
+    assert "Traceback" not in text and "Invalid file descriptor" not in text, text[-2000:]

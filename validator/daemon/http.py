@@ -208,6 +208,7 @@ class SidecarServer:
         self._accept_errors = 0
         self._accept_logged = -math.inf
         self._previous_handler: Any = None
+        self._closed = False
 
     def admit(self, conn: _Protocol) -> None:
         if len(self.conns) >= self.max_connections:
@@ -241,6 +242,10 @@ class SidecarServer:
                 self._accept_logged = now
                 self._accept_errors = 0
             return
+        if self._closed and getattr(context.get("handle"), "_callback", None) == getattr(
+            loop, "_start_serving", 0
+        ):
+            return  # asyncio's accept retry after EMFILE, come due on a listening socket close() shut
         if self._previous_handler is not None:
             self._previous_handler(loop, context)
         else:
@@ -272,6 +277,7 @@ class SidecarServer:
                     c.transport.abort()
 
     async def close(self) -> None:
+        self._closed = True
         if self._reaper is not None:
             self._reaper.cancel()
         for server in self.servers:
