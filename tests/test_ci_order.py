@@ -44,7 +44,13 @@ def test_a_built_environment_lets_the_test_run(tmp_path: Path) -> None:
 
 def test_a_test_waits_for_the_build_to_end(tmp_path: Path) -> None:
     status = tmp_path / "sglang-environment.status"
-    timer = threading.Timer(1.0, lambda: status.write_text("0 97\n"))
+    written = tmp_path / "sglang-environment.status.new"
+
+    def finish() -> None:  # as .ci/run's step writes it: the whole line, then renamed into place
+        written.write_text("0 97\n")
+        written.replace(status)
+
+    timer = threading.Timer(1.0, finish)
     timer.start()
     try:
         conftest.wait_for_build(status, 60)
