@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import web
 from tests.support.deploy_tools import DEPLOY, require_tool
 from tests.support.loopback import free_port, stop
 
@@ -57,7 +58,7 @@ def alertmanager(tmp_path: Path) -> Iterator[str]:
 def _ready(url: str, proc: subprocess.Popen[bytes]) -> bool:
     assert proc.poll() is None, f"alertmanager exited with {proc.returncode}"
     try:
-        return httpx.get(f"{url}/-/ready", timeout=1.0).status_code == 200
+        return web.get(f"{url}/-/ready", timeout=1.0).status_code == 200
     except httpx.HTTPError:
         return False
 
@@ -105,12 +106,12 @@ def test_a_stall_inhibits_its_not_ready_and_its_progress_failure_only(alertmanag
         ("SparkValidateNotReady", STALLED, ""),
         ("SparkValidateCriticalCheckFailing", STALLED, "server.progress"),
     }
-    assert httpx.post(f"{alertmanager}/api/v2/alerts", json=sent, timeout=10).status_code == 200
+    assert web.post(f"{alertmanager}/api/v2/alerts", json=sent, timeout=10).status_code == 200
     got: dict[tuple[str, str, str], dict[str, Any]] = {}
 
     def settled() -> bool:
         got.clear()
-        got.update({_key(a): a for a in httpx.get(f"{alertmanager}/api/v2/alerts", timeout=10).json()})
+        got.update({_key(a): a for a in web.get(f"{alertmanager}/api/v2/alerts", timeout=10).json()})
         return len(got) == len(sent) and all(bool(got[k]["status"]["inhibitedBy"]) for k in inhibited)
 
     _until(settled, "the stall's inhibitions")

@@ -18,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
+from tests.support import web
 from tests.support.check_helpers import run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.sim_process import SimProcess, sim_process
@@ -164,6 +164,6 @@ def test_fifo_at_the_attestation_path_does_not_freeze_the_sidecar(
             assert d.get("/livez", timeout=2.0).status_code == 200
             worst = max(worst, time.monotonic() - t0)
         assert worst < 1.0, worst
-        report = httpx.get(f"{d.base}/report", timeout=5).json()
+        report = web.get(f"{d.base}/report", timeout=5).json()
         trust = next(c for c in report["checks"] if c["id"] == "attestation.trust")
         assert trust["status"] == "error" and "a FIFO, not a regular file" in trust["message"]

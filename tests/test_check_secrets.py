@@ -11,9 +11,9 @@ import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support import web
 from tests.support.check_helpers import CheckRun, evidence_files, run_check
 from tests.support.sim_process import SimProcess, sim_process
 from validator.outputs import formats
@@ -48,7 +48,7 @@ def assert_no_key(run: CheckRun, *keys: str) -> None:
 
 def test_the_simulator_really_exposes_the_key_in_server_info(auth_sim: SimProcess) -> None:
     """Precondition: without this, the searches below would prove nothing."""
-    info = httpx.get(f"{auth_sim.url}/server_info", headers={"Authorization": f"Bearer {KEY}"}, timeout=10)
+    info = web.get(f"{auth_sim.url}/server_info", headers={"Authorization": f"Bearer {KEY}"}, timeout=10)
     assert info.status_code == 200
     assert KEY in info.text
 

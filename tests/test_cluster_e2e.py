@@ -21,9 +21,9 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from tests.support import web
 from tests.support.cli import REPO
 from tests.support.deploy_tools import DEPLOY, load_yaml, require_tool, running_prometheus, with_short_for
 from tests.support.loopback import free_port, stop, wait_listening
@@ -142,7 +142,7 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
         # the planted difference is named: the alert carries the flag, and each node's /report its flags
         assert _flags(prom) == {("b-args", "--mem-fraction-static")}, _flags(prom)
         head_args, worker_args = (
-            next(c for c in httpx.get(f"http://127.0.0.1:{ports[n]}/report", timeout=5).json()["checks"]
+            next(c for c in web.get(f"http://127.0.0.1:{ports[n]}/report", timeout=5).json()["checks"]
                  if c["id"] == "cluster.args")["evidence"]["arguments"]
             for n in ("a-args", "b-args")
         )  # fmt: skip
@@ -150,9 +150,9 @@ def test_cluster_rules_name_the_node_that_differs_and_the_one_that_vanished(tmp_
         assert differ == {"--mem-fraction-static"}, (head_args, worker_args)
         # the consistent cluster is ready: head and worker, under the operator's copy of the pack
         for node in ("a-ok", "b-ok"):
-            ready = httpx.get(f"http://127.0.0.1:{ports[node]}/readyz", timeout=5)
+            ready = web.get(f"http://127.0.0.1:{ports[node]}/readyz", timeout=5)
             assert ready.status_code == 200, (node, ready.text)
-        report = httpx.get(f"http://127.0.0.1:{ports['b-wifi']}/report", timeout=5).json()
+        report = web.get(f"http://127.0.0.1:{ports['b-wifi']}/report", timeout=5).json()
         interface = next(c for c in report["checks"] if c["id"] == "cluster.interface")
         assert "SGLANG_HOST_IP 10.0.0.5 is on wlan0, a Wi-Fi interface" in interface["message"], interface
         stop(sidecars["b-ok"])

@@ -21,8 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import httpx
-
+from tests.support import web
 from tests.support.loopback import free_port, stop, wait_listening
 from tests.support.sim_process import REPO
 from validator.daemon.endpoints import Endpoints
@@ -66,7 +65,7 @@ def _daemon(tmp: Path, nofile: int | None = None) -> Iterator[tuple[subprocess.P
 
 def _livez_ms(port: int) -> float:
     t0 = time.perf_counter()
-    r = httpx.get(f"http://127.0.0.1:{port}/livez", timeout=5)
+    r = web.get(f"http://127.0.0.1:{port}/livez", timeout=5)
     assert r.status_code == 200, r.text
     return (time.perf_counter() - t0) * 1000
 

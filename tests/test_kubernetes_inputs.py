@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
+from tests.support import web
 from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process
 from tests.support.in_process import preflight_json_in_process
@@ -98,9 +98,9 @@ def test_sidecar_serves_on_every_listen_address(tmp_path: Path) -> None:
         ) as daemon,
     ):
         first = daemon.get("/livez")
-        other = httpx.get(f"http://127.0.0.1:{second}/livez", timeout=5)
+        other = web.get(f"http://127.0.0.1:{second}/livez", timeout=5)
         assert first.status_code == other.status_code == 200
-        assert httpx.get(f"http://127.0.0.1:{second}/metrics", timeout=5).text.startswith("#")
+        assert web.get(f"http://127.0.0.1:{second}/metrics", timeout=5).text.startswith("#")
 
 
 def test_a_listen_host_that_does_not_resolve_is_a_usage_error() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import yaml
 
+from tests.support import web
 from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.deploy_tools import DEPLOY, load_yaml, running_prometheus, with_short_for
@@ -109,7 +110,7 @@ def test_refused_launch_is_exported_alerted_and_cleared_by_a_start(tmp_path: Pat
 
                 def answers() -> bool:  # the state is written before exec: the server binds a little later
                     try:
-                        return httpx.get(f"{url}/health", timeout=2).status_code in (200, 503)
+                        return web.get(f"{url}/health", timeout=2).status_code in (200, 503)
                     except httpx.HTTPError:
                         return False
 

@@ -10,9 +10,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support import web
 from tests.support.loopback import free_port
 from tests.support.sim_process import SimProcess, sim_process
 from validator import live
@@ -114,5 +114,5 @@ def test_metrics_are_read_before_the_probe(healthy: SimProcess) -> None:
     assert facts.server is not None and facts.server.metrics is not None
     before = facts.server.metrics.reading
     assert before is not None and not before.generation_tokens
-    after = parse_metrics(httpx.get(f"{healthy.url}/metrics", timeout=10).text)
+    after = parse_metrics(web.get(f"{healthy.url}/metrics", timeout=10).text)
     assert after.generation_tokens is not None and after.generation_tokens >= facts.probe.completion_tokens

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import web
 from tests.support.cli import REPO, run_cli
 from tests.support.fake_server import LISTENS
 from tests.support.in_process import cli_in_process
@@ -433,7 +434,7 @@ def test_sidecar_without_url_follows_the_process_and_notices_a_restart(tmp_path:
     import httpx
 
     def get(path: str) -> Any:
-        return httpx.get(f"http://127.0.0.1:{listen}{path}", timeout=5).json()
+        return web.get(f"http://127.0.0.1:{listen}{path}", timeout=5).json()
 
     def wait(pred: Any, what: str, timeout: float = 40) -> None:
         deadline = time.monotonic() + timeout

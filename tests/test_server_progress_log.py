@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support import web
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.sim_process import sim_process, wait_healthy
 from tests.test_server_progress import traffic
@@ -40,7 +41,7 @@ def _hold(url: str) -> threading.Thread:
 def _post_and_wait(url: str) -> None:
     body = {"text": "held", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
     with contextlib.suppress(httpx.HTTPError):  # the simulator stopped under it
-        httpx.post(f"{url}/generate", json=body, timeout=120)
+        web.post(f"{url}/generate", json=body, timeout=120)
 
 
 def _wait_for(cond: object, what: str, limit: float = 30.0) -> None:

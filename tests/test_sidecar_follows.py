@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from tests.support import web
 from tests.support.cli import REPO
 from tests.support.decoys import FP8, remove, start_decoy, stub_dir
 from tests.support.loopback import free_port, stop, wait_listening
@@ -67,7 +68,7 @@ class Node:
             self.sidecar = subprocess.Popen(argv, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(f"http://127.0.0.1:{self.listen}{path}", timeout=5)
+        return web.get(f"http://127.0.0.1:{self.listen}{path}", timeout=5)
 
     def wait(self, pred: Callable[[], bool], what: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

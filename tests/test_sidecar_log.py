@@ -9,8 +9,7 @@ import os
 import time
 from pathlib import Path
 
-import httpx
-
+from tests.support import web
 from tests.support.cli import run_cli
 from tests.support.daemon_process import daemon_process, sim_on_port, wait_for
 from tests.support.loopback import stop
@@ -102,7 +101,7 @@ def test_no_probe_fails_on_the_logs_own_accept_len(tmp_path: Path) -> None:
     with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as sim:
         wait_healthy(sim.url)
         for _ in range(3):  # real traffic: a few hundred decode steps, logged every 40
-            r = httpx.post(
+            r = web.post(
                 f"{sim.url}/generate",
                 json={"text": "Count to one hundred.", "sampling_params": {"max_new_tokens": 120}},
                 timeout=60,
@@ -115,7 +114,7 @@ def test_no_probe_fails_on_the_logs_own_accept_len(tmp_path: Path) -> None:
         assert checks["server.log"]["status"] == "pass"
     with sim_process(tmp_path, "--scenario", "healthy") as sim:
         wait_healthy(sim.url)
-        httpx.post(
+        web.post(
             f"{sim.url}/generate",
             json={"text": "Count to one hundred.", "sampling_params": {"max_new_tokens": 300}},
             timeout=60,

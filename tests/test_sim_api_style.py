@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support import web
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.in_process import check_in_process, sim_in_process
 from tests.support.sim_process import sim_process, wait_healthy
@@ -21,9 +21,9 @@ from tests.support.sim_process import sim_process, wait_healthy
 def test_a_healthy_server_of_each_family_passes(tmp_path: Path, style: str) -> None:
     with sim_process(tmp_path, "--api-style", style) as sim:
         wait_healthy(sim.url)
-        info = httpx.get(f"{sim.url}/get_server_info", timeout=10).json()
+        info = web.get(f"{sim.url}/get_server_info", timeout=10).json()
         assert not {"startup_time", "launch_command", "frontend", "kv_events"} & set(info)
-        assert (httpx.get(f"{sim.url}/server_info", timeout=10).status_code == 404) == (style == "legacy")
+        assert (web.get(f"{sim.url}/server_info", timeout=10).status_code == 404) == (style == "legacy")
         run = run_check(sim.url, "--wait", "20", *evidence_files(sim))
     assert run.rc == 0, run.explain()
     acc = run.check("spec.accept_length")

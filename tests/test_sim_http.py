@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import web
 from tests.support.sglang_wheel import class_fields, memory_usage_keys
 from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
@@ -128,7 +129,7 @@ def broken(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
 def _gen(url: str, body: dict[str, Any], api_types: ModuleType | None = None) -> Any:
     if api_types is not None:
         api_types.GenerateRequest.from_json_value(body)  # what we send is a valid SGLang request
-    r = httpx.post(f"{url}/generate", json=body, timeout=30)
+    r = web.post(f"{url}/generate", json=body, timeout=30)
     assert r.status_code == 200, r.text
     return r.json()
 
@@ -136,16 +137,14 @@ def _gen(url: str, body: dict[str, Any], api_types: ModuleType | None = None) ->
 def test_starting_then_ready_and_avg_accept_length_after_40_steps(healthy: SimProcess) -> None:
     # Order matters in this test: it sees the fresh process before any decode step.
     wait_healthy(healthy.url)
-    assert httpx.get(f"{healthy.url}/ready").status_code == 200
-    info = httpx.get(f"{healthy.url}/server_info").json()
+    assert web.get(f"{healthy.url}/ready").status_code == 200
+    info = web.get(f"{healthy.url}/server_info").json()
     assert "avg_spec_accept_length" not in info["internal_states"][0]
     out = _gen(healthy.url, {"text": "warm", "sampling_params": {"max_new_tokens": 32, "temperature": 0}})
     assert out["meta_info"]["spec_verify_ct"] < 40
-    assert (
-        "avg_spec_accept_length" not in httpx.get(f"{healthy.url}/server_info").json()["internal_states"][0]
-    )
+    assert "avg_spec_accept_length" not in web.get(f"{healthy.url}/server_info").json()["internal_states"][0]
     _gen(healthy.url, {"text": "longer", "sampling_params": {"max_new_tokens": 400, "temperature": 0}})
-    state = httpx.get(f"{healthy.url}/server_info").json()["internal_states"][0]
+    state = web.get(f"{healthy.url}/server_info").json()["internal_states"][0]
     assert 3.0 < state["avg_spec_accept_length"] <= 4.0
     log = healthy.log.read_text()
     assert "accept len: " in log and "Decode batch, #running-req:" in log
@@ -153,23 +152,23 @@ def test_starting_then_ready_and_avg_accept_length_after_40_steps(healthy: SimPr
 
 def test_health_before_ready_is_503(tmp_path: Path) -> None:
     with sim_process(tmp_path, "--scenario", "slow-start", speed=1.0, startup=2.0) as sim:
-        assert httpx.get(f"{sim.url}/health").status_code == 503
-        assert httpx.get(f"{sim.url}/ready").status_code == 503
-        assert httpx.get(f"{sim.url}/health").content == b""
+        assert web.get(f"{sim.url}/health").status_code == 503
+        assert web.get(f"{sim.url}/ready").status_code == 503
+        assert web.get(f"{sim.url}/health").content == b""
 
 
 def test_endpoint_shapes_and_contract_types(
     healthy: SimProcess, api_types: ModuleType, stock_sglang_root: Path
 ) -> None:
     wait_healthy(healthy.url)
-    h = httpx.get(f"{healthy.url}/health")
+    h = web.get(f"{healthy.url}/health")
     # The Python server answers health with an empty body (HealthCheckResponse is the Rust gateway's JSON).
     assert h.status_code == 200 and h.content == b""
-    mi = httpx.get(f"{healthy.url}/model_info").json()
+    mi = web.get(f"{healthy.url}/model_info").json()
     assert set(mi) >= MODEL_INFO_KEYS
     assert mi["architectures"] == ["BailingMoeV3ForCausalLM"]
     api_types.GetModelInfoResponse.from_json_value(mi)
-    si = httpx.get(f"{healthy.url}/server_info").json()
+    si = web.get(f"{healthy.url}/server_info").json()
     assert set(si) >= SERVER_INFO_KEYS
     assert len(si) > 500  # flat resolved args: one key per ServerArgs field
     assert si["version"] == "0.5.23" and si["speculative_algorithm"] == "EAGLE"
@@ -184,7 +183,7 @@ def test_endpoint_shapes_and_contract_types(
     assert set(state) >= INTERNAL_STATE_KEYS
     assert set(state["memory_usage"]) >= memory_usage_keys(stock_sglang_root)
     api_types.GetServerInfoResponse.from_json_value(si)
-    models = httpx.get(f"{healthy.url}/v1/models").json()
+    models = web.get(f"{healthy.url}/v1/models").json()
     assert models["object"] == "list"
     assert set(models["data"][0]) == {
         "id",
@@ -230,7 +229,7 @@ def test_generate_meta_info_batch_and_stream(healthy: SimProcess, api_types: Mod
 
 def test_openai_endpoints_return_spec_details(healthy: SimProcess, stock_sglang_root: Path) -> None:
     wait_healthy(healthy.url)
-    r = httpx.post(
+    r = web.post(
         f"{healthy.url}/v1/completions",
         json={"prompt": "hi", "max_tokens": 20, "return_spec_tokens_details": True},
     ).json()
@@ -238,7 +237,7 @@ def test_openai_endpoints_return_spec_details(healthy: SimProcess, stock_sglang_
     spec_details = class_fields(stock_sglang_root / "srt/entrypoints/openai/protocol.py", "SpecTokensDetails")
     assert set(r["sglext"]["spec_tokens_details"]) == spec_details
     assert r["usage"]["completion_tokens"] == 20
-    c = httpx.post(
+    c = web.post(
         f"{healthy.url}/v1/chat/completions",
         json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 5},
     ).json()
@@ -267,7 +266,7 @@ def test_metrics_agree_with_requests(tmp_path: Path) -> None:
             ]
             for i in range(3)
         ]
-        text = httpx.get(f"{sim.url}/metrics").text
+        text = web.get(f"{sim.url}/metrics").text
     samples = _samples(text)
     base = {"engine_type": "unified", "model_name": "/models/Ling-3.0-flash-fp4"}
     verify = ("sglang:spec_verify_calls_total", _key(base))
@@ -311,7 +310,7 @@ def test_broken_draft_accepts_nothing(broken: SimProcess) -> None:
     assert doc["draft"]["lm_head"]["quant_method"] == "UnquantizedEmbeddingMethod"
     assert doc["draft"]["lm_head"]["weight_dtype"] == "float8_e4m3fn"
     assert doc["draft"]["lm_head"]["has_weight_scale"] is False
-    sums = httpx.post(f"{broken.url}/weights_checker", json={"action": "checksum", "selector": "all"}).json()
+    sums = web.post(f"{broken.url}/weights_checker", json={"action": "checksum", "selector": "all"}).json()
     checks = sums["ranks"][0]["checksums"]
     assert "lm_head.weight_scale" in checks and "draft.lm_head.weight_scale" not in checks
     assert checks["draft.lm_head.weight"] == checks["lm_head.weight"]
@@ -319,7 +318,7 @@ def test_broken_draft_accepts_nothing(broken: SimProcess) -> None:
 
 def test_weights_checker_module_shared(healthy: SimProcess) -> None:
     wait_healthy(healthy.url)
-    body = httpx.post(f"{healthy.url}/weights_checker", json={"action": "checksum", "selector": "all"}).json()
+    body = web.post(f"{healthy.url}/weights_checker", json={"action": "checksum", "selector": "all"}).json()
     assert {"success", "message", "ranks", "per_engine_checksum"} <= set(body)
     rank = body["ranks"][0]
     assert {"checksums", "per_gpu_checksum", "parallelism_info"} <= set(rank)
@@ -364,12 +363,12 @@ def test_auth_required(tmp_path: Path) -> None:
         tmp_path, "--scenario", "auth-required", "--api-key-file", str(key_file), "--enable-metrics"
     ) as sim:
         wait_healthy(sim.url)
-        assert httpx.get(f"{sim.url}/ready").status_code == 200
-        assert httpx.get(f"{sim.url}/metrics").status_code == 200
-        r = httpx.get(f"{sim.url}/server_info")
+        assert web.get(f"{sim.url}/ready").status_code == 200
+        assert web.get(f"{sim.url}/metrics").status_code == 200
+        r = web.get(f"{sim.url}/server_info")
         assert r.status_code == 401 and r.json() == {"error": "Unauthorized"}
-        assert httpx.post(f"{sim.url}/generate", json={"text": "x"}).status_code == 401
-        ok = httpx.get(f"{sim.url}/server_info", headers={"Authorization": "Bearer sim-test-key-123"})
+        assert web.post(f"{sim.url}/generate", json={"text": "x"}).status_code == 401
+        ok = web.get(f"{sim.url}/server_info", headers={"Authorization": "Bearer sim-test-key-123"})
         assert ok.status_code == 200 and ok.json()["api_key"] == "sim-test-key-123"  # as the real server does
         log = sim.log.read_text()
     assert "sim-test-key-123" not in log and "'api_key': '***'" in log
@@ -379,10 +378,10 @@ def test_crash_after_ready_stops_answering(tmp_path: Path) -> None:
     with sim_process(tmp_path, "--scenario", "crash-after-ready") as sim:
         wait_healthy(sim.url)
         with pytest.raises(httpx.TransportError):
-            httpx.post(f"{sim.url}/generate", json={"text": "x"}, timeout=10)
+            web.post(f"{sim.url}/generate", json={"text": "x"}, timeout=10)
         assert sim.proc.wait(timeout=10) == -9  # kill_process_tree ends in SIGKILL, as SGLang does
         with pytest.raises(httpx.ConnectError):
-            httpx.get(f"{sim.url}/health", timeout=2)
+            web.get(f"{sim.url}/health", timeout=2)
         assert "Scheduler hit an exception" in sim.log.read_text()
 
 
@@ -390,7 +389,7 @@ def test_sigterm_exits_cleanly(tmp_path: Path) -> None:
     with sim_process(tmp_path, "--scenario", "no-spec,no-plugin") as sim:
         wait_healthy(sim.url)
         assert not sim.attestation.exists()
-        info = httpx.get(f"{sim.url}/server_info").json()
+        info = web.get(f"{sim.url}/server_info").json()
         assert info["speculative_algorithm"] is None
         meta = _gen(sim.url, {"text": "x", "sampling_params": {"max_new_tokens": 10}})["meta_info"]
         assert not META_SPEC & set(meta)
@@ -405,7 +404,7 @@ def test_same_seed_same_output_other_seed_differs(tmp_path: Path) -> None:
         with sim_process(tmp_path, "--seed", seed, "--scenario", "metrics-disabled") as sim:
             wait_healthy(sim.url)
             out = _gen(sim.url, body)
-            assert httpx.get(f"{sim.url}/metrics").status_code == 404
+            assert web.get(f"{sim.url}/metrics").status_code == 404
             assert not META_METRICS & set(out["meta_info"])
             outs.append((out["output_ids"], out["meta_info"]["spec_correct_drafts_histogram"]))
     assert outs[0] == outs[1] and outs[0] != outs[2]

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import web
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.sglang_wheel import memory_usage_keys
 from tests.support.sim_process import SimProcess, sim_process, wait_healthy
@@ -63,7 +64,7 @@ def test_refuse_until_ready_then_503_during_warm_up_then_200(tmp_path: Path) -> 
             if not _connects(sim.port):
                 state = "refused"
             else:
-                state = str(httpx.get(f"{sim.url}/health", timeout=5).status_code)
+                state = str(web.get(f"{sim.url}/health", timeout=5).status_code)
             if not seen or seen[-1] != state:
                 seen.append(state)
             time.sleep(0.05)
@@ -144,7 +145,7 @@ BAD_BODIES: list[Any] = [
 def test_contract_violation_is_sglangs_400(plain: SimProcess, api_types: ModuleType, body: Any) -> None:
     with pytest.raises(api_types.JsonContractError) as expected:
         api_types.GenerateRequest.from_json_value(body)
-    r = httpx.post(f"{plain.url}/generate", json=body, timeout=10)
+    r = web.post(f"{plain.url}/generate", json=body, timeout=10)
     assert r.status_code == 400
     assert r.json() == {"error": str(expected.value)}
 
@@ -164,12 +165,12 @@ VALID_BODIES: list[Any] = [
 @pytest.mark.parametrize("body", VALID_BODIES, ids=[json.dumps(b)[:40] for b in VALID_BODIES])
 def test_what_sglangs_contract_accepts_is_served(plain: SimProcess, api_types: ModuleType, body: Any) -> None:
     api_types.GenerateRequest.from_json_value(body)
-    r = httpx.post(f"{plain.url}/generate", json=body, timeout=30)
+    r = web.post(f"{plain.url}/generate", json=body, timeout=30)
     assert r.status_code == 200, r.text
 
 
 def test_bad_json_is_fastapis_validation_400(plain: SimProcess) -> None:
-    r = httpx.post(
+    r = web.post(
         f"{plain.url}/generate",
         content=b'{"text": ',
         headers={"content-type": "application/json"},
@@ -190,7 +191,7 @@ def test_bad_json_is_fastapis_validation_400(plain: SimProcess) -> None:
 def test_a_body_that_is_no_object_fails_fastapis_validation(
     plain: SimProcess, raw: bytes, error_type: str
 ) -> None:
-    r = httpx.post(
+    r = web.post(
         f"{plain.url}/generate", content=raw, headers={"content-type": "application/json"}, timeout=10
     )
     assert r.status_code == 400
@@ -201,7 +202,7 @@ def test_a_body_that_is_no_object_fails_fastapis_validation(
 
 def test_deprecated_info_routes_answer_and_log_a_warning(plain: SimProcess) -> None:
     for old, new in (("/get_server_info", "/server_info"), ("/get_model_info", "/model_info")):
-        assert httpx.get(f"{plain.url}{old}", timeout=10).status_code == 200
+        assert web.get(f"{plain.url}{old}", timeout=10).status_code == 200
         # http_server.py:805-811 and 852-858
         line = f"Endpoint '{old}' is deprecated and will be removed in a future version. "
         assert line + f"Please use '{new}' instead." in plain.log.read_text()
@@ -210,7 +211,7 @@ def test_deprecated_info_routes_answer_and_log_a_warning(plain: SimProcess) -> N
 def test_no_input_is_a_value_error(plain: SimProcess, stock_sglang_root: Path) -> None:
     message = "Either text, input_ids or input_embeds should be provided."
     assert f'"{message}"' in (stock_sglang_root / "srt" / "managers" / "io_struct.py").read_text()
-    r = httpx.post(f"{plain.url}/generate", json={"sampling_params": {"max_new_tokens": 4}}, timeout=10)
+    r = web.post(f"{plain.url}/generate", json={"sampling_params": {"max_new_tokens": 4}}, timeout=10)
     assert r.status_code == 400 and r.json() == {"error": {"message": message}}
     with httpx.stream("POST", f"{plain.url}/generate", json={"stream": True}, timeout=10) as s:
         assert s.status_code == 200 and s.headers["content-type"].startswith("text/event-stream")
@@ -225,14 +226,14 @@ def test_no_input_is_a_value_error(plain: SimProcess, stock_sglang_root: Path) -
 
 
 def test_flush_cache_and_retrieve_model(plain: SimProcess) -> None:
-    r = httpx.post(f"{plain.url}/flush_cache", timeout=10)
+    r = web.post(f"{plain.url}/flush_cache", timeout=10)
     assert r.status_code == 200 and r.text.startswith("Cache flushed.\nPlease check backend logs")
-    assert httpx.get(f"{plain.url}/flush_cache", timeout=10).status_code == 200
+    assert web.get(f"{plain.url}/flush_cache", timeout=10).status_code == 200
     name = "/models/Ling-3.0-flash-fp4"
-    card = httpx.get(f"{plain.url}/v1/models/{name}", timeout=10).json()
+    card = web.get(f"{plain.url}/v1/models/{name}", timeout=10).json()
     assert set(card) == {"id", "object", "created", "owned_by", "root", "parent", "max_model_len"}
     assert card["id"] == name == card["root"] and card["owned_by"] == "sglang"
-    missing = httpx.get(f"{plain.url}/v1/models/gpt-4", timeout=10)
+    missing = web.get(f"{plain.url}/v1/models/gpt-4", timeout=10)
     assert missing.status_code == 404
     error = {"message": "The model 'gpt-4' does not exist", "type": "invalid_request_error", "param": "model",
              "code": "model_not_found"}  # fmt: skip
@@ -242,7 +243,7 @@ def test_flush_cache_and_retrieve_model(plain: SimProcess) -> None:
 def test_return_logprob_and_json_schema(plain: SimProcess, api_types: ModuleType) -> None:
     body = {"text": "hi", "sampling_params": {"max_new_tokens": 12, "temperature": 0}, "return_logprob": True,
             "top_logprobs_num": 2, "return_text_in_logprobs": True}  # fmt: skip
-    out = httpx.post(f"{plain.url}/generate", json=body, timeout=10).json()
+    out = web.post(f"{plain.url}/generate", json=body, timeout=10).json()
     api_types.GenerateResponse.from_json_value(out)
     meta = out["meta_info"]
     lps = meta["output_token_logprobs"]
@@ -252,7 +253,7 @@ def test_return_logprob_and_json_schema(plain: SimProcess, api_types: ModuleType
     assert len(meta["output_top_logprobs"]) == 12 and all(len(t) == 2 for t in meta["output_top_logprobs"])
     schema = {"type": "object", "properties": {"answer": {"type": "integer"}, "unit": {"enum": ["cm", "m"]}}}
     body = {"text": "q", "sampling_params": {"max_new_tokens": 64, "json_schema": json.dumps(schema)}}
-    out = httpx.post(f"{plain.url}/generate", json=body, timeout=10).json()
+    out = web.post(f"{plain.url}/generate", json=body, timeout=10).json()
     doc = json.loads(out["text"])
     assert isinstance(doc["answer"], int) and doc["unit"] in ("cm", "m")
     assert out["meta_info"]["finish_reason"]["type"] == "stop"
@@ -273,10 +274,10 @@ def test_spec_gauges_always_exported_no_created_series(
 ) -> None:
     with sim_process(tmp_path, "--scenario", scenario, "--enable-metrics") as sim:
         wait_healthy(sim.url)
-        httpx.post(
+        web.post(
             f"{sim.url}/generate", json={"text": "m", "sampling_params": {"max_new_tokens": 8}}, timeout=10
         )
-        text = httpx.get(f"{sim.url}/metrics", timeout=10).text
+        text = web.get(f"{sim.url}/metrics", timeout=10).text
     # metrics_collector.py:511-546, pushed by log_stats at every prefill (metrics_reporter.py:897)
     for gauge in ("spec_accept_length", "spec_accept_rate", "spec_cap_length", "spec_block_accept_length"):
         assert _metric(text, f"sglang:{gauge}") is not None, gauge
@@ -289,7 +290,7 @@ def test_spec_gauges_always_exported_no_created_series(
 
 
 def test_server_info_keys_from_sglangs_builders(plain: SimProcess, stock_sglang_root: Path) -> None:
-    info = httpx.get(f"{plain.url}/server_info", timeout=10).json()
+    info = web.get(f"{plain.url}/server_info", timeout=10).json()
     assert info["launch_command"].startswith("--model-path ")  # " ".join(sys.argv[1:])
     # build_engine_startup_time / build_scheduler_startup_time (srt/observability/startup_time.py)
     graph_keys = {"prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"}

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import web
 from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command
 from validator.sim.runner import SimServer
@@ -49,9 +50,9 @@ def _run(tmp: Path, scenario: str, requests: int = 0, max_new_tokens: int = 256)
         metas = []
         for i in range(requests):
             body = {"text": f"q{i}", "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0}}
-            metas.append(httpx.post(f"{sim.url}/generate", json=body, timeout=30).json()["meta_info"])
-        info = httpx.get(f"{sim.url}/server_info").json()
-        metrics = httpx.get(f"{sim.url}/metrics").text
+            metas.append(web.post(f"{sim.url}/generate", json=body, timeout=30).json()["meta_info"])
+        info = web.get(f"{sim.url}/server_info").json()
+        metrics = web.get(f"{sim.url}/metrics").text
     return {"info": info, "metas": metas, "log": log.read_text(), "metrics": metrics}
 
 
@@ -190,10 +191,10 @@ def test_ring_failure_in_process_refuses_then_settles_crashed(tmp_path: Path) ->
                     attestation_path=tmp_path / "att.json")  # fmt: skip
     with sim:
         with pytest.raises(httpx.ConnectError):
-            httpx.get(f"{sim.url}/health", timeout=2)
+            web.get(f"{sim.url}/health", timeout=2)
         assert sim.wait_ready(10) is False and sim.engine.crashed
         with pytest.raises(httpx.ConnectError):
-            httpx.get(f"{sim.url}/health", timeout=2)
+            web.get(f"{sim.url}/health", timeout=2)
     assert "spec-verify ring too small: 16 < 2 * 9 (early-flush margin)" in log.read_text()
 
 
@@ -201,7 +202,7 @@ def test_dspark_weights_checker_shows_the_shared_head_module(tmp_path: Path) -> 
     with SimServer("dspark", speed=1000, startup_seconds=0.05, attestation_path=tmp_path / "att.json") as sim:
         assert sim.wait_ready(10)
         body = {"action": "checksum", "selector": "all"}
-        sums = httpx.post(f"{sim.url}/weights_checker", json=body, timeout=10).json()["ranks"][0]["checksums"]
+        sums = web.post(f"{sim.url}/weights_checker", json=body, timeout=10).json()["ranks"][0]["checksums"]
     target = {k: v for k, v in sums.items() if k.startswith("lm_head.")}
     draft = {k.removeprefix("draft."): v for k, v in sums.items() if k.startswith("draft.lm_head.")}
     assert target == draft and "lm_head.weight_scale" in target  # the module, FP8 scales included

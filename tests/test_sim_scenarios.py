@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import httpx
 import pytest
 
+from tests.support import web
 from validator.errors import UsageError
 from validator.sim.decode import chain_probability
 from validator.sim.runner import SimServer
@@ -21,7 +21,7 @@ def _run(tmp: Path, scenario: str, **kw: object) -> tuple[dict[str, object], str
     ) as sim:
         assert sim.wait_ready(10)
         headers = {"Authorization": f"Bearer {kw['api_key']}"} if "api_key" in kw else {}
-        info = httpx.get(f"{sim.url}/server_info", headers=headers).json()
+        info = web.get(f"{sim.url}/server_info", headers=headers).json()
     doc = json.loads(att.read_text()) if att.exists() else None
     return info, log.read_text(), doc
 
@@ -82,7 +82,7 @@ def test_degenerate_flaky_malformed(tmp_path: Path) -> None:
         "degenerate-output", speed=1000, startup_seconds=0.01, attestation_path=tmp_path / "a"
     ) as sim:
         sim.wait_ready(10)
-        out = httpx.post(f"{sim.url}/generate", json=body).json()
+        out = web.post(f"{sim.url}/generate", json=body).json()
     assert out["output_ids"] == [0] * 32 and out["text"] == "!" * 32
     patterns = []
     for _ in range(2):
@@ -90,14 +90,14 @@ def test_degenerate_flaky_malformed(tmp_path: Path) -> None:
             "flaky-5xx", seed=3, speed=1000, startup_seconds=0.01, attestation_path=tmp_path / "a"
         ) as sim:
             sim.wait_ready(10)
-            patterns.append([httpx.get(f"{sim.url}/model_info").status_code for _ in range(30)])
-            assert httpx.get(f"{sim.url}/health").status_code == 200
+            patterns.append([web.get(f"{sim.url}/model_info").status_code for _ in range(30)])
+            assert web.get(f"{sim.url}/health").status_code == 200
     assert patterns[0] == patterns[1] and {200, 503} == set(patterns[0])
     with SimServer(
         "malformed-json", speed=1000, startup_seconds=0.01, attestation_path=tmp_path / "a"
     ) as sim:
         sim.wait_ready(10)
-        r = httpx.get(f"{sim.url}/server_info")
+        r = web.get(f"{sim.url}/server_info")
         assert r.status_code == 200
         with pytest.raises(json.JSONDecodeError):
             json.loads(r.text)

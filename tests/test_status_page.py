@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import web
 from tests.support.check_helpers import evidence_files, run_check
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.hostile_server import MARKUP_MESSAGE, hostile_process
@@ -122,7 +123,7 @@ def test_the_html_file_renders_with_the_reports_verdict_and_a_visible_remedy(
     key_file = tmp_path / "key"
     key_file.write_text(key + "\n")
     with sim_process(tmp_path, "--scenario", "backend-auto", "--api-key-file", str(key_file)) as sim:
-        served = httpx.get(f"{sim.url}/server_info", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        served = web.get(f"{sim.url}/server_info", headers={"Authorization": f"Bearer {key}"}, timeout=10)
         assert key in served.text  # the server really hands the key to whoever reads it
         env = {"SPARK_VALIDATE_API_KEY": key}
         args = ("--wait", "20", *evidence_files(sim))

@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 
+from tests.support import web
 from tests.support.loopback import free_port, stop, wait_listening
 from tests.support.sim_process import REPO, sim_command
 
@@ -26,7 +27,7 @@ class DaemonProcess:
     stderr_path: Path
 
     def get(self, path: str, timeout: float = 5.0) -> httpx.Response:
-        return httpx.get(f"{self.base}{path}", timeout=timeout)
+        return web.get(f"{self.base}{path}", timeout=timeout)
 
     def log(self) -> str:
         return self.stderr_path.read_text(encoding="utf-8", errors="replace")

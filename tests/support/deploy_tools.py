@@ -25,6 +25,7 @@ from unittest import mock
 import httpx
 import yaml
 
+from tests.support import web
 from tests.support.loopback import free_port
 from tests.support.prerequisite import missing
 
@@ -127,7 +128,7 @@ class RunningPrometheus:
     log: Path
 
     def api(self, path: str, **params: str) -> Any:
-        reply = httpx.get(f"{self.url}/api/v1/{path}", params=params, timeout=5.0)
+        reply = web.get(f"{self.url}/api/v1/{path}", params=params, timeout=5.0)
         reply.raise_for_status()
         body = reply.json()
         assert body["status"] == "success", body
@@ -194,7 +195,7 @@ def running_prometheus(
 
         def ready() -> bool:
             try:
-                return httpx.get(f"{server.url}/-/ready", timeout=1.0).status_code == 200
+                return web.get(f"{server.url}/-/ready", timeout=1.0).status_code == 200
             except httpx.HTTPError:
                 return False
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support import web
 from tests.support.daemon_process import daemon_process, wait_for
 from tests.support.loopback import free_port, stop
 from tests.support.sim_process import REPO, sim_command
@@ -140,7 +141,7 @@ def run_collapse(
             sidecar_metrics = d.get("/metrics").text
         server_requests = None
         with contextlib.suppress(httpx.HTTPError):
-            text = httpx.get(f"{url}/metrics", timeout=10).text
+            text = web.get(f"{url}/metrics", timeout=10).text
             server_requests = _sample(text, "sglang:num_requests_total")
         return CollapseRun(
             ready_before=ready,

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import web
 from tests.support.loopback import free_port, stop, wait_listening
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def wait_healthy(url: str, timeout: float = 20.0, headers: dict[str, str] | None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if httpx.get(f"{url}/health", timeout=5).status_code == 200:
+            if web.get(f"{url}/health", timeout=5).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
