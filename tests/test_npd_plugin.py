@@ -31,7 +31,6 @@ from typing import Any
 
 import pytest
 
-from tests.support import web
 from tests.support.cli import REPO
 from tests.support.deploy_tools import DEPLOY
 from tests.support.loopback import free_port, stop, wait_listening
@@ -300,7 +299,7 @@ def _post(port: int, wait: bool = True) -> None:
     def send() -> None:
         body = {"text": "x", "sampling_params": {"max_new_tokens": 200, "temperature": 0}}
         with contextlib.suppress(httpx.HTTPError):  # the simulator stopped under a held request
-            web.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=120)
+            httpx.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=120)
 
     if wait:
         send()
