@@ -275,6 +275,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # or packaging keeps a real exec, and so does every test not listed.
 WARM_CHILDREN: frozenset[str] = frozenset(
     {
+        "test_check_live",  # check's report and exit code against the simulator
+        "test_verdicts",  # check's and preflight's verdicts
+        "test_cli_output_exits",  # exit codes and --output (its signal and pipe tests Popen, exec'd)
+        "test_launch_refusal",  # launch's refusal and exit code
+        "test_fleet_smalls",  # check's report on a fleet's packs
+        "test_preflight",  # launch's refusal of a preflight failure
+        "test_sglang_table",  # the table sglang-table writes (the server's interpreter is exec'd)
+        "test_unreadable_paths",  # root's verdict on another user's unreadable paths
+        "test_launch_program",  # which install the server's interpreter imports (exec'd by preflight)
         "test_attestation_trust",  # forged attestations: check's verdict (the simulators stay exec'd)
         "test_check_secrets",  # the key in check's outputs and stderr
         "test_check_selection",  # --check/--skip: reports and usage errors
@@ -301,7 +310,6 @@ WARM_CHILDREN: frozenset[str] = frozenset(
         "test_trust_boundaries",
         "test_trust_links",
         "test_status_page",  # check's HTML report, read by a real browser (the sidecar stays exec'd)
-        "test_verdicts::test_a_dead_port_and_a_reply_that_is_not_json_are_said_once",  # check's report
     }
 )
 # Tests of those modules that keep a real exec: a closed pipe's buffering, another user's files.
