@@ -9,15 +9,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 import pytest
 
 from tests.support.sim_process import SimProcess, sim_process, wait_healthy
 
 KEY = "sim-openai-key-42"
 MODEL = "/models/Ling-3.0-flash-fp4"
+
+if TYPE_CHECKING:
+    import openai
+
+
+def _openai() -> Any:
+    """The package, imported once a test here runs: its half second of imports is not paid by every xdist
+    worker that collects the suite."""
+    import openai
+
+    return openai
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +44,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimProcess]:
 
 @pytest.fixture(scope="module")
 def client(server: SimProcess) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=30) as c:
+    with _openai().OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=30) as c:
         yield c
 
 
@@ -92,7 +102,7 @@ def test_models_list_and_retrieve(client: openai.OpenAI) -> None:
     assert card.object == "model" and card.owned_by == "sglang"
     got = client.models.retrieve(MODEL)
     assert got.id == MODEL
-    with pytest.raises(openai.NotFoundError) as err:
+    with pytest.raises(_openai().NotFoundError) as err:
         client.models.retrieve("no-such-model")
     assert "does not exist" in str(err.value)
 
@@ -115,12 +125,12 @@ def test_structured_output_follows_the_json_schema(client: openai.OpenAI) -> Non
 
 
 def test_wrong_key_and_bad_request_map_to_the_clients_errors(server: SimProcess) -> None:
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0, timeout=10) as bad:
-        with pytest.raises(openai.AuthenticationError) as err:
+    with _openai().OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0, timeout=10) as bad:
+        with pytest.raises(_openai().AuthenticationError) as err:
             bad.models.list()
         assert err.value.status_code == 401 and err.value.response.json() == {"error": "Unauthorized"}
-    with openai.OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=10) as good:
-        with pytest.raises(openai.BadRequestError) as bad_schema:
+    with _openai().OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0, timeout=10) as good:
+        with pytest.raises(_openai().BadRequestError) as bad_schema:
             good.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "x"}],
                 extra_body={"response_format": {"type": "json_schema", "json_schema": {"schema": "nope"}}},
