@@ -170,6 +170,20 @@ def preflight_cases(tmp: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _start_sim(
+    tmp: Path, port: int, scenario: str, log: Path, att: Path, extra: list[str]
+) -> subprocess.Popen[bytes]:
+    """The simulator in ``scenario`` on ``port``, writing its log and attestation where given."""
+    sim_cmd = [
+        sys.executable, "-m", "validator.sim", "--port", str(port), "--speed", "50",
+        "--startup-seconds", "0.3", "--seed", "7", "--scenario", scenario,
+        "--log", str(log), "--attestation", str(att), *extra,
+    ]  # fmt: skip
+    return subprocess.Popen(
+        sim_cmd, cwd=REPO, env=_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+
+
 def check_cases(tmp: Path) -> dict[str, dict[str, Any]]:
     """``check`` against each scenario of the simulator, run as its own process."""
     from validator.sim.scenarios import SCENARIOS
@@ -181,14 +195,7 @@ def check_cases(tmp: Path) -> dict[str, dict[str, Any]]:
         port = free_port()
         log, att = tmp / f"{scenario}.log", tmp / f"{scenario}.att.json"
         extra = ["--api-key-file", str(key_file)] if scenario == "auth-required" else []
-        sim_cmd = [
-            sys.executable, "-m", "validator.sim", "--port", str(port), "--speed", "50",
-            "--startup-seconds", "0.3", "--seed", "7", "--scenario", scenario,
-            "--log", str(log), "--attestation", str(att), *extra,
-        ]  # fmt: skip
-        proc = subprocess.Popen(
-            sim_cmd, cwd=REPO, env=_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        proc = _start_sim(tmp, port, scenario, log, att, extra)
         try:
             try:
                 wait_listening(port, proc, what="simulator")
@@ -217,14 +224,7 @@ def process_cases(tmp: Path) -> dict[str, dict[str, Any]]:
     ):
         port = free_port()
         log, att = tmp / f"pid-{name}.log", tmp / f"pid-{name}.att.json"
-        sim_cmd = [
-            sys.executable, "-m", "validator.sim", "--port", str(port), "--speed", "50",
-            "--startup-seconds", "0.3", "--seed", "7", "--scenario", scenario,
-            "--log", str(log), "--attestation", str(att), *extra,
-        ]  # fmt: skip
-        proc = subprocess.Popen(
-            sim_cmd, cwd=REPO, env=_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        proc = _start_sim(tmp, port, scenario, log, att, extra)
         try:
             if not extra:
                 wait_listening(port, proc, what="simulator")

@@ -306,7 +306,9 @@ def test_a_pipelined_burst_does_not_hold_other_clients() -> None:
     assert statistics.median(waits) < 100, waits
 
 
-_EMFILE_CHILD = r"""
+# A sidecar's HTTP server in a child whose every descriptor is then taken (accept() gets EMFILE), its port
+# printed; each test's child goes on from there.
+_HOGGED_SERVER = r"""
 import asyncio, os, sys
 from validator.daemon.endpoints import Endpoints
 from validator.daemon.http import SidecarServer
@@ -319,30 +321,37 @@ async def main():
     hog = []
     try:
         while True:
-            hog.append(os.open("/dev/null", os.O_RDONLY))  # every descriptor: accept() gets EMFILE
+            hog.append(os.open("/dev/null", os.O_RDONLY))
     except OSError:
         pass
     print(port, flush=True)
-    await asyncio.sleep(4)
-    for fd in hog:
-        os.close(fd)
-    await server.close()
-
-asyncio.run(main())
 """
 
 
-def test_accept_errors_are_one_log_line_not_a_traceback_each() -> None:
-    """With every descriptor taken, asyncio's accept() fails (EMFILE) and retries each second; its default
-    handler logged a traceback each time (276 MB in 40 s with 300 slow clients). One line a minute now."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _EMFILE_CHILD],
+def _hogged_server(rest: str) -> subprocess.Popen[bytes]:
+    """The child above, then ``rest`` (the end of ``main``), under a limit of 64 descriptors."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _HOGGED_SERVER + rest + "\nasyncio.run(main())\n"],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)),
     )
+
+
+_EMFILE_REST = r"""
+    await asyncio.sleep(4)
+    for fd in hog:
+        os.close(fd)
+    await server.close()
+"""
+
+
+def test_accept_errors_are_one_log_line_not_a_traceback_each() -> None:
+    """With every descriptor taken, asyncio's accept() fails (EMFILE) and retries each second; its default
+    handler logged a traceback each time (276 MB in 40 s with 300 slow clients). One line a minute now."""
+    proc = _hogged_server(_EMFILE_REST)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
@@ -362,23 +371,7 @@ def test_accept_errors_are_one_log_line_not_a_traceback_each() -> None:
     assert "Traceback" not in text and len(text) < 2000, text[-2000:]
 
 
-_CLOSE_DURING_RETRY_CHILD = r"""
-import asyncio, os
-from validator.daemon.endpoints import Endpoints
-from validator.daemon.http import SidecarServer
-from validator.daemon.metrics import DaemonMetrics
-from validator.daemon.state import DaemonState
-
-async def main():
-    server = SidecarServer(Endpoints(DaemonState(), DaemonMetrics()))
-    _, port = await server.start("127.0.0.1", 0)
-    hog = []
-    try:
-        while True:
-            hog.append(os.open("/dev/null", os.O_RDONLY))
-    except OSError:
-        pass
-    print(port, flush=True)
+_CLOSE_DURING_RETRY_REST = r"""
     for _ in range(200):  # until the parent's connection met EMFILE: asyncio's retry is now pending
         if server._accept_errors or server._accept_logged > 0:
             break
@@ -388,8 +381,6 @@ async def main():
     await server.close()  # closes the listening socket before asyncio's retry (1 s after the failure)
     await asyncio.sleep(1.5)  # the retry comes due on the closed socket
     print("closed", flush=True)
-
-asyncio.run(main())
 """
 
 
@@ -397,14 +388,7 @@ def test_closing_while_asyncio_waits_to_retry_accept_says_nothing() -> None:
     """asyncio answers an accept() that met EMFILE by retrying a second later; a sidecar closed in that
     second left the retry to run on the closed socket: "Invalid file descriptor: -1" and a traceback on
     stderr at shutdown (seen in CI under load). The retry now ends quietly once the server is closed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _CLOSE_DURING_RETRY_CHILD],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64)),
-    )
+    proc = _hogged_server(_CLOSE_DURING_RETRY_REST)
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
