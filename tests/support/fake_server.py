@@ -22,16 +22,26 @@ from pathlib import Path
 from tests.support.loopback import stop
 from tests.support.second_user import User
 
-LISTENS = (
-    "import socket, sys, time\n"
-    "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
-    "s = socket.socket()\n"
-    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-    "s.bind(('127.0.0.1', port))\n"
-    "s.listen(8)\n"
-    "time.sleep(120)\n"
-)
-SLEEPS = "import time\ntime.sleep(120)\n"
+
+def listens(seconds: int) -> str:
+    """A program that binds its ``--port`` on loopback, then sleeps ``seconds``."""
+    return (
+        "import socket, sys, time\n"
+        "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
+        "s = socket.socket()\n"
+        "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+        "s.bind(('127.0.0.1', port))\n"
+        "s.listen(8)\n"
+        f"time.sleep({seconds})\n"
+    )
+
+
+def sleeps(seconds: int) -> str:
+    return f"import time\ntime.sleep({seconds})\n"
+
+
+LISTENS = listens(120)
+SLEEPS = sleeps(120)
 PYTHON = "/usr/bin/python3"
 
 

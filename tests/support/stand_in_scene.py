@@ -29,7 +29,7 @@ from typing import Any
 from tests.support.cli import REPO
 from tests.support.cli_as import _stage_script, staged_trees
 from tests.support.decoys import healthy_argv
-from tests.support.fake_server import process_as
+from tests.support.fake_server import listens, process_as, sleeps
 from tests.support.loopback import free_port, stop, wait_listening
 from tests.support.second_user import User, ensure_user
 from tests.support.trust_scene import evil_dir, files
@@ -46,16 +46,8 @@ port = argv[argv.index("--port") + 1]
 sys.exit(main(["sim", "--port", port, "--scenario", "healthy", "--speed", "1000", "--startup-seconds", "0.1",
                "--attestation", {att!r}, "--log", {log!r}]))
 """
-SLEEPS = "import time\ntime.sleep(600)\n"
-LISTENS = (
-    "import socket, sys, time\n"
-    "port = int(sys.argv[sys.argv.index('--port') + 1])\n"
-    "s = socket.socket()\n"
-    "s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
-    "s.bind(('127.0.0.1', port))\n"
-    "s.listen(8)\n"
-    "time.sleep(600)\n"
-)
+SLEEPS = sleeps(600)
+LISTENS = listens(600)
 EVIL_STAND_IN = """\
 import os
 open(os.path.join({out!r}, f"stand-in-{{os.getuid()}}-{{os.getpid()}}"), "w").write(str(os.getuid()))
