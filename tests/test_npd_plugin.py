@@ -31,9 +31,11 @@ from typing import Any
 
 import pytest
 
+from tests.support import web
 from tests.support.cli import REPO
 from tests.support.deploy_tools import DEPLOY
 from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.sim_process import wait_healthy
 
 CONFIG = DEPLOY / "kubernetes" / "npd-spark-validate.json"
 MAX_PLUGIN_BUFFER = 4096  # plugin.go: maxCustomPluginBufferBytes
@@ -299,7 +301,7 @@ def _post(port: int, wait: bool = True) -> None:
     def send() -> None:
         body = {"text": "x", "sampling_params": {"max_new_tokens": 200, "temperature": 0}}
         with contextlib.suppress(httpx.HTTPError):  # the simulator stopped under a held request
-            httpx.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=120)
+            web.post(f"http://127.0.0.1:{port}/generate", json=body, timeout=120)
 
     if wait:
         send()
@@ -315,6 +317,9 @@ def _sim_on(port: int, *args: str) -> Iterator[subprocess.Popen[bytes]]:
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_listening(port, proc, what="simulator", timeout=30)
+        # listening is not ready: a request sent before the warm-up ends does not count towards the stall's
+        # trigger (--stall-after-requests), and the request meant to be held would pass straight through
+        wait_healthy(f"http://127.0.0.1:{port}", timeout=30)
         yield proc
     finally:
         stop(proc)
