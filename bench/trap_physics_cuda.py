@@ -7,7 +7,7 @@ draft through a BF16 GEMM over the FP8 codes without their scales (the draft's u
 Then, at the real head shape (157184 x 2560), the time of one decode step's head GEMM in FP8 against BF16
 measured in the same run: the read that the FP8 head halves.
 
-Needs a CUDA GPU with FP8 support (sm_89+); run ``python3 bench/trap_physics_cuda.py``.
+Needs a CUDA GPU with FP8 support (sm_89+); run ``python -m bench.trap_physics_cuda`` from the checkout.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from tests import plugin_trap as trap
+from tests.support import plugin_trap as trap
 from validator.plugin import inspect as insp
 from validator.plugin import remedy
 
