@@ -334,3 +334,36 @@ async def test_a_hold_that_runs_out_at_a_check_says_unready_after_as_at_a_tick()
     await d.run_once(full=False)
     assert not d.state.ready
     assert "--unready-after" in d.state.reason, d.state.reason
+
+
+class ExitingServer(FakeServer):
+    """A server followed as a process (``serve --pid``): its exit is a change its watch reports once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.change: str | None = None
+
+    async def restarted(self) -> str | None:
+        change, self.change = self.change, None
+        return change
+
+
+@_in_event_loop
+async def test_a_process_exit_seen_by_a_check_is_not_renamed_server_lost_by_the_health_watch() -> None:
+    """The check's own look at the watch took the exit ("server process PID 7 exited"); the health watch's
+    next failed /health is about that same gone process, no new sign: the reason keeps naming the exit.
+    Seen in CI (test_sidecar_follows): both in one tick, the later "/health stopped answering" replaced it."""
+    server = ExitingServer()
+    d, _ = _daemon(server, health_interval_s=0.02, health_retry_s=0.01)
+    await d.run_once(full=True)
+    assert d.state.ready and d.healthy
+    server.up, server.change = False, "server process PID 7 exited"
+    await d.run_once(full=False)  # takes the change: readiness drops, naming the exit
+    assert not d.state.ready and "server process PID 7 exited" in d.state.reason, d.state.reason
+    watch = asyncio.create_task(d._health_watch())
+    await asyncio.sleep(0.2)  # several health polls, each failing
+    watch.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await watch
+    assert "server process PID 7 exited" in d.state.reason, d.state.reason
+    assert d.state.reason.startswith("restarted at "), d.state.reason

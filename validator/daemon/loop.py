@@ -117,6 +117,9 @@ class Daemon:
         current ("``what`` at T, not yet judged"), and a full check runs next."""
         self.epoch += 1
         self.need_full = True
+        # not known healthy until seen again: the health watch's next failed /health is about the process
+        # said gone here, no new sign, and must not overwrite this note with a vaguer "server lost"
+        self.healthy = False
         self.probe = None
         self.ident = None
         self.proven = None
