@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import dataclasses
 import subprocess
 import sys
 import zipfile
@@ -19,6 +20,9 @@ from typing import Any
 
 import pytest
 
+import validator.preflight
+from tests.support.in_process import preflight_json_in_process
+from tests.support.sglang_builds import fake_interpreter, make_build
 from validator.facts import INPUT_FOR_SOURCE, SGLANG, Facts, HostFacts
 from validator.live_table import LIVE
 from validator.preflight_inputs import PreflightInputs
@@ -268,3 +272,41 @@ def test_the_sync_entry_runs_the_one_loop_also_inside_an_event_loop() -> None:
 
 async def _in_a_loop(rows: tuple[PreflightSource, ...], g: Gathering) -> None:
     read_sources_now(rows, g)
+
+
+def _sources_read(monkeypatch: pytest.MonkeyPatch, *args: str) -> set[str]:
+    """The preflight rows whose reader a real `preflight` run asked, recorded by a wrapper around each."""
+    asked: set[str] = set()
+
+    def spy(row: PreflightSource) -> PreflightSource:
+        def reader(g: Gathering) -> None:
+            asked.add(row.name)
+            row.reader(g)
+
+        return dataclasses.replace(row, reader=reader)
+
+    monkeypatch.setattr(validator.preflight, "PREFLIGHT", tuple(spy(row) for row in PREFLIGHT))
+    rc, report, err = preflight_json_in_process({"PATH": "/usr/bin:/bin", "HOME": "/nonexistent"}, *args)
+    assert report, (rc, err)
+    return asked
+
+
+def test_a_run_reads_the_sources_that_apply(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each shipped row's ``applies``: the DSpark draft only under DSPARK, FlashInfer only where the
+    server's own install was read, the start budget only from a unit that declares one."""
+    base = f"{sys.executable} -m sglang.launch_server --model-path {tmp_path} --moe-runner-backend humming"
+    nextn = _sources_read(monkeypatch, "--launch-cmd", base + " --speculative-algorithm NEXTN")
+    assert {"launch", "host", "checkpoint", "humming"} <= nextn
+    assert not nextn & {"dspark_draft", "flashinfer", "start_budget"}, nextn
+    dspark = _sources_read(monkeypatch, "--launch-cmd", base + " --speculative-algorithm DSPARK")
+    assert "dspark_draft" in dspark and "start_budget" not in dspark
+    auto = _sources_read(monkeypatch, "--launch-cmd", base.replace("humming", "auto"))
+    assert "flashinfer" not in auto
+    site = tmp_path / "site"
+    make_build(site)
+    python = fake_interpreter(tmp_path / "bin", site)
+    served = f"{python} -m sglang.launch_server --model-path {tmp_path} --moe-runner-backend auto"
+    assert "flashinfer" in _sources_read(monkeypatch, "--launch-cmd", served)
+    unit = tmp_path / "sglang.service"
+    unit.write_text(f"[Service]\nExecStart={base}\nTimeoutStartSec=900\n")
+    assert "start_budget" in _sources_read(monkeypatch, "--unit", str(unit))
