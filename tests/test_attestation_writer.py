@@ -92,13 +92,18 @@ def test_creates_a_private_directory_and_leaves_no_temporaries(tmp_path: Path) -
 
 
 def test_a_restrictive_umask_still_gives_the_contracts_modes(tmp_path: Path) -> None:
+    """Under umask 0777 every directory made on the way is 0700 all the same: a user other than root could
+    not enter one made 0000 (root can, so this fails only when run as another user)."""
     path = tmp_path / "strict" / "attestation.json"
+    deeper = tmp_path / "made" / "on the way" / "attestation.json"
     old = os.umask(0o777)
     try:
         writer.write_document(path, _doc())
+        writer.write_document(deeper, _doc())
     finally:
         os.umask(old)
     assert _mode(path.parent) == 0o700 and _mode(path) == 0o644
+    assert (_mode(deeper.parent.parent), _mode(deeper.parent), _mode(deeper)) == (0o700, 0o700, 0o644)
 
 
 def test_group_directory_is_0750(tmp_path: Path) -> None:

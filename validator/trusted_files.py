@@ -23,6 +23,7 @@ _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
 _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _O_NOCTTY = getattr(os, "O_NOCTTY", 0)
+_O_PATH = getattr(os, "O_PATH", 0)
 WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS)
 
@@ -72,6 +73,26 @@ def _links_problem(links: list[tuple[str, int, DirFacts]]) -> str | None:
     return None
 
 
+def _mkdir_private(name: str, dir_fd: int) -> bool:
+    """Make ``name`` 0700 under ``dir_fd``; True when made here. A umask that masks the owner's own bits
+    (0777) leaves a directory its maker cannot enter unless root: they are set back through a descriptor
+    on the new directory itself (``/proc/self/fd``), never by name, which could be swapped in between."""
+    try:
+        os.mkdir(name, 0o700, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    if _O_PATH:
+        fd = os.open(name, _O_PATH | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
+        try:
+            st = os.fstat(fd)
+            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+                with contextlib.suppress(OSError):  # no /proc: the open below names the directory
+                    os.chmod(f"/proc/self/fd/{fd}", 0o700)
+        finally:
+            os.close(fd)
+    return True
+
+
 def _parent_of(directory: Path, what: str) -> tuple[int, str]:
     """A descriptor on the directory that holds ``directory`` (the caller closes it) and its last name,
     reached by :func:`_walk` (each component opened ``O_NOFOLLOW`` from its parent's descriptor, links
@@ -92,9 +113,7 @@ def _parent_of(directory: Path, what: str) -> tuple[int, str]:
             try:
                 if (planted := _links_problem(links)) is not None:  # swapped in since the first walk
                     raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
-                os.mkdir(missing, 0o700, dir_fd=mfd)
-            except FileExistsError:
-                pass
+                _mkdir_private(missing, mfd)
             finally:
                 os.close(mfd)
             continue
@@ -119,13 +138,8 @@ def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "th
     created: the directory (and the file) would be made wherever the link points."""
     uid = os.geteuid()
     pfd, name = _parent_of(directory, what)
-    created = False
     try:
-        try:
-            os.mkdir(name, 0o700, dir_fd=pfd)  # never more than 0700 while it is being created
-            created = True
-        except FileExistsError:
-            pass
+        created = _mkdir_private(name, pfd)  # never more than 0700 while it is being created
         try:
             dfd = os.open(
                 name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=pfd
