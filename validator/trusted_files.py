@@ -81,15 +81,19 @@ def _mkdir_private(name: str, dir_fd: int) -> bool:
         os.mkdir(name, 0o700, dir_fd=dir_fd)
     except FileExistsError:
         return False
-    if _O_PATH:
+    if not _O_PATH:
+        return True
+    try:  # what stands at ``name`` now, unfollowed: a link or a file swapped in fails here
         fd = os.open(name, _O_PATH | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC, dir_fd=dir_fd)
-        try:
-            st = os.fstat(fd)
-            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
-                with contextlib.suppress(OSError):  # no /proc: the open below names the directory
-                    os.chmod(f"/proc/self/fd/{fd}", 0o700)
-        finally:
-            os.close(fd)
+    except OSError:
+        return True  # the caller's own open of ``name`` judges it
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+            with contextlib.suppress(OSError):  # no /proc: the caller's open fails, naming the directory
+                os.chmod(f"/proc/self/fd/{fd}", 0o700)
+    finally:
+        os.close(fd)
     return True
 
 
