@@ -1,8 +1,9 @@
 """A second, unprivileged local account for the trust-boundary tests: the attacker who shares the host.
 
-CI runs as root on a fresh machine, so the account is created on first use (``useradd``); a developer
-running the suite unprivileged provides one (``SPARK_VALIDATE_TEST_USER=name``). Without either the tests
-that need it fail, naming what is missing: an attack never tried is not a defence shown.
+Acting as another user (``setpriv``, ``setresuid``) takes root. CI runs as root on a fresh machine, so the
+account is created on first use (``useradd``), or ``SPARK_VALIDATE_TEST_USER=name`` names one. Run
+unprivileged, the tests that need it stop through ``missing``: one line saying so, a skip on a developer's
+machine and a failure in CI (an attack never tried is not a defence shown).
 
 Two ways to act as that user: :func:`run_as` runs a command under ``setpriv`` (real UID, GID and no
 supplementary groups of the account; the shell steps of an attack: ``mv``, ``mkdir``, ``cat >``), and
@@ -21,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from tests.support.prerequisite import missing
+
 NAME = "sv-attacker"
 _T = TypeVar("_T")
 
@@ -36,14 +39,17 @@ def ensure_user(name: str | None = None) -> User:
     """The second account (or the account ``name``), created (no home, no login shell) when this process is
     root and it is missing. Parallel test workers may race to create it: a ``useradd`` that loses the race
     fails, and the account the winner made is used."""
+    if os.geteuid() != 0:
+        missing(
+            "acting as a second local user (setpriv, setresuid) needs root: run this test as root, as CI does"
+        )
     name = name or os.environ.get("SPARK_VALIDATE_TEST_USER") or NAME
     try:
         pw = pwd.getpwnam(name)
     except KeyError:
-        if os.geteuid() != 0 or shutil.which("useradd") is None:
+        if shutil.which("useradd") is None:
             raise RuntimeError(
-                f"no local user {name!r} for the trust tests: run as root (useradd) or set "
-                "SPARK_VALIDATE_TEST_USER to an unprivileged account"
+                f"no local user {name!r} for the trust tests, and no useradd to make one"
             ) from None
         made = subprocess.run(
             ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name],
