@@ -150,7 +150,7 @@ def merged(execs: list[Exec], why: str) -> Exec:
         isinstance(e.argv, Unknown) or any(f and isinstance(f[0], Unsplit) for f in e.argv) for e in execs
     ):
         raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
-    if any(isinstance(e.argv, Unknown) for e in execs) or len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
+    if len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
         raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
     argv: list[Field] = []
     for k, f in enumerate(first.argv):  # type: ignore[arg-type]
@@ -315,7 +315,6 @@ def container_of_script(
     path: Path | str,
     *,
     env: Mapping[str, str] | None = None,
-    env_origin: Mapping[str, str] | None = None,
     args: list[str] | None = None,
 ) -> ContainerSpec | None:
     """The container a script's server command runs, when it is ``docker run`` (for what it hides)."""
@@ -379,10 +378,8 @@ def launch_from_script(
 __all__ = [
     "BASH_BOOKKEEPING",
     "Exec",
-    "UnresolvedLaunch",
     "container_of_script",
     "final_exec",
-    "is_server_command",
     "launch_from_script",
     "read_exec",
     "resolve",
