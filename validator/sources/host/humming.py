@@ -47,7 +47,7 @@ def read_humming(
     notes: list[str] = []
     dirs = site_dirs if site_dirs is not None else _own_site_dirs()
     found = find_dist(dirs, DIST_NAME)
-    version = installed_version(dirs, notes, found=found)
+    version = installed_version(dirs, notes, found)
     user = _user(service_user, notes)
     if service_user and user is None:
         raise UnknownUser(
@@ -205,11 +205,10 @@ def _own_site_dirs() -> list[Path]:
 
 
 def installed_version(
-    site_dirs: list[Path], notes: list[str], *, found: tuple[Path, str | None] | None = None
+    site_dirs: list[Path], notes: list[str], found: tuple[Path, str | None] | None
 ) -> str | None:
-    """Version from the first ``humming_kernels-*.dist-info/METADATA`` (importlib.metadata's order);
-    ``found`` is that scan when the caller made it already."""
-    found = found or find_dist(site_dirs, DIST_NAME)
+    """Version from ``found``, the first ``humming_kernels-*.dist-info/METADATA`` in ``site_dirs``
+    (importlib.metadata's order), once its ``humming/`` package is there too."""
     if found is None:
         notes.append(
             "humming-kernels is not installed in " + (", ".join(map(str, site_dirs)) or "no site dir")
