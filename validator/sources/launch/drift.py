@@ -21,8 +21,12 @@ RECIPE_ENV_PREFIXES = ("SGLANG_", "SPARK_VALIDATE_", "NCCL_", "GLOO_", "CUDA_", 
 SHELL_MAINTAINED = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PPID", "SHELLOPTS", "BASHOPTS", "UID", "EUID"})
 
 
-def _shown(value: object) -> str:
-    return "(unset)" if value is None else repr(value)
+def _differs(label: str, key: str, want: object, have: object) -> str:
+    """One difference; a credential's values never reach a report, it is named only."""
+    if is_secret_key(key, want or have or ""):
+        return f"{label}: differs (a credential: values not shown)"
+    shown = ["(unset)" if v is None else repr(v) for v in (want, have)]
+    return f"{label}: declared {shown[0]}, running {shown[1]}"
 
 
 def _same_program(declared: str, running: str) -> bool:
@@ -43,10 +47,7 @@ def drift_items(declared: LaunchFacts, running: LaunchFacts, env_known: bool) ->
         if want != have:
             action = table.action_for_dest(dest)
             flag = action.option_strings[0] if action is not None and action.option_strings else dest
-            if is_secret_key(dest, want or have or ""):
-                items.append(f"{flag}: differs (a credential: values not shown)")
-            else:
-                items.append(f"{flag}: declared {_shown(want)}, running {_shown(have)}")
+            items.append(_differs(flag, dest, want, have))
     if declared.program and running.program and not _same_program(declared.program, running.program):
         items.append(f"program: declared {declared.program}, running {running.program}")
     if env_known:
@@ -55,8 +56,5 @@ def drift_items(declared: LaunchFacts, running: LaunchFacts, env_known: bool) ->
         for name in sorted(names):
             want, have = declared.env.get(name), running.env.get(name)
             if want != have and not (want is None and name in running.consumed_env):
-                if is_secret_key(name, want or have or ""):  # a credential's values never reach a report
-                    items.append(f"${name}: differs (a credential: values not shown)")
-                else:
-                    items.append(f"${name}: declared {_shown(want)}, running {_shown(have)}")
+                items.append(_differs(f"${name}", name, want, have))
     return items
