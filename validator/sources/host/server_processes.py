@@ -327,15 +327,11 @@ def discover(
     proc = proc_root() if proc is None else proc
     trusted = trusted_uids(users)
     pids, truncated = list_pids(proc, limit)
-    if truncated:
-        errors_head = [f"{proc}: more than {limit} processes; only the first {limit} were read"]
-    else:
-        errors_head = []
+    errors = [f"{proc}: more than {limit} processes; only the first {limit} were read"] if truncated else []
     end = time.monotonic() + deadline_s
     me = os.getpid()
     found: dict[int, ServerProcess] = {}
     ignored: list[Ignored] = []
-    errors: list[str] = errors_head
     head = len(errors)  # where the deadline's line goes: after the process limit's, before the rest
     for pid in sorted(pids):
         if time.monotonic() > end:
