@@ -288,11 +288,7 @@ def _defines(cls: ast.ClassDef) -> set[str]:
             for sub in ast.walk(node):
                 if isinstance(sub, (ast.Assign, ast.AnnAssign)):
                     for t in sub.targets if isinstance(sub, ast.Assign) else [sub.target]:
-                        if (
-                            isinstance(t, ast.Attribute)
-                            and isinstance(t.value, ast.Name)
-                            and t.value.id == "self"
-                        ):
+                        if isinstance(t, ast.Attribute) and _is_self(t.value):
                             out.add(t.attr)
     return out
 
@@ -555,7 +551,7 @@ def _none_tests(test: ast.expr) -> list[tuple[str, bool]]:
         ):
             continue
         left = part.left
-        if isinstance(left, ast.Attribute) and isinstance(left.value, ast.Name) and left.value.id == "self":
+        if isinstance(left, ast.Attribute) and _is_self(left.value):
             found.append((left.attr, False))
         elif (
             isinstance(left, ast.Call)
