@@ -88,20 +88,20 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
     words = split_words(text, where=where, line=a.line)
     if not words:
         return []
-    first, bare = words[0]
+    first = words[0]
     prefixes = ""
     while first and first[0] in "-@:+!":
         prefixes += first[0]
         first = first[1:]
     if not first:
         raise InputError(where, "ExecStart= names no program after its prefixes", a.line)
-    words[0] = (first, bare)
+    words[0] = first
     if "@" in prefixes:
         if len(words) < 2:
             raise InputError(where, "'@' prefix needs the program and its argv[0]", a.line)
         words = [words[0], *words[2:]]  # the program runs with a custom argv[0]; keep the real path
     if ":" in prefixes:
-        return [w for w, _ in words]
+        return words
     return expand_env(words, env, where, a.line)
 
 
@@ -135,7 +135,7 @@ def _environment(
             assigned.clear()
             continue
         text = specifiers(a.value, unit, base_env, a.file, a.line)
-        for word, _ in split_words(text, where=a.file, line=a.line):
+        for word in split_words(text, where=a.file, line=a.line):
             name, eq, value = word.partition("=")
             if not eq or not ENV_NAME.match(name):
                 name, eq, _ = word.partition("=")  # the value is never quoted: it may be a secret

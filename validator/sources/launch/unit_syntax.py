@@ -64,12 +64,10 @@ def _cunescape(text: str, i: int, where: str, line: int) -> tuple[str, int]:
     raise InputError(where, f"invalid escape \\{c}", line)
 
 
-def split_words(text: str, *, where: str, line: int) -> list[tuple[str, bool]]:
-    """systemd's ``extract_first_word(UNQUOTE|CUNESCAPE)`` over a whole value.
-
-    Returns (word, was_bare) pairs; ``was_bare`` is False when any part of the word was quoted (a quoted
-    ``"$FOO"`` is still expanded by systemd, so this is informational)."""
-    words: list[tuple[str, bool]] = []
+def split_words(text: str, *, where: str, line: int) -> list[str]:
+    """systemd's ``extract_first_word(UNQUOTE|CUNESCAPE)`` over a whole value (a quoted ``"$FOO"`` is
+    still expanded by systemd, in ``expand_env``)."""
+    words: list[str] = []
     i, n = 0, len(text)
     while True:
         while i < n and text[i] in _WS:
@@ -78,7 +76,6 @@ def split_words(text: str, *, where: str, line: int) -> list[tuple[str, bool]]:
             return words
         buf: list[str] = []
         quote: str | None = None
-        bare = True
         while i < n:
             c = text[i]
             if quote is None and c in _WS:
@@ -88,7 +85,7 @@ def split_words(text: str, *, where: str, line: int) -> list[tuple[str, bool]]:
                 buf.append(ch)
                 continue
             if quote is None and c in "'\"":
-                quote, bare = c, False
+                quote = c
             elif quote is not None and c == quote:
                 quote = None
             else:
@@ -96,7 +93,7 @@ def split_words(text: str, *, where: str, line: int) -> list[tuple[str, bool]]:
             i += 1
         if quote is not None:
             raise InputError(where, "unbalanced quoting", line)
-        words.append(("".join(buf), bare))
+        words.append("".join(buf))
 
 
 def specifiers(text: str, unit: Path, env: dict[str, str], where: str, line: int) -> str:
@@ -141,14 +138,14 @@ def specifiers(text: str, unit: Path, env: dict[str, str], where: str, line: int
     return "".join(out)
 
 
-def expand_env(words: list[tuple[str, bool]], env: dict[str, str], where: str, line: int) -> list[str]:
+def expand_env(words: list[str], env: dict[str, str], where: str, line: int) -> list[str]:
     """systemd's ``replace_env_argv``: whole-word ``$VAR`` splits, ``${VAR}`` stays one word, ``$$`` is $."""
     out: list[str] = []
-    for word, _bare in words:
+    for word in words:
         m = re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word)
         if m:
             value = env.get(m.group(1), "")
-            out.extend(w for w, _ in split_words(value, where=where, line=line))
+            out.extend(split_words(value, where=where, line=line))
             continue
         out.append(_replace_braced(word, env))
     return out
