@@ -1,12 +1,10 @@
-"""What a source's row is (``Source``), and what a preflight reader is given: the inputs, the facts
-gathered so far, and what the launch source established about where the server runs (its environment,
-its container).
+"""What a source's row is (``Source``), and what a preflight reader is given: the inputs, the facts so far,
+and what the launch source established about where the server runs (its environment, its container).
 
-A reader is a function in its source's module, declared there by its row: ``@preflight_source(name,
-rank, needs=..., applies=...)`` above ``def gather(g: Gathering) -> None`` (``live_source`` for a live
-reader, ``validator.sources.live_gathering``). It puts its record on ``g.facts``; evidence it could not
-read is ``Unreadable``, which the gathering loop (``validator.source_table.read_sources``) records as
-``facts.errors[source]`` (checks turn it into ``error``).
+A reader is a function in its source's module, declared there by its row: ``@preflight_source(name, rank,
+needs=..., applies=...)`` above ``def gather(g: Gathering) -> None`` (a live reader: ``live_gathering``). It
+puts its record on ``g.facts``; evidence it could not read is ``Unreadable``, which the gathering loop
+(``validator.source_table.read_sources``) records as ``facts.errors[source]`` (checks turn it into ``error``).
 """
 
 from __future__ import annotations
