@@ -116,7 +116,6 @@ def inspect_program(
     launch: LaunchFacts,
     *,
     on_server_host: bool,
-    timeout: float = 5.0,
     process: ProcessFacts | None = None,
 ) -> tuple[ProgramFacts, InterpreterProbe | None]:
     """``launch.program``'s evidence: resolve the program as exec would, then ask its interpreter, with
@@ -168,7 +167,6 @@ def inspect_program(
         return facts, InterpreterProbe(str(interpreter), None, error=facts.probe_error)
     probe = probe_interpreter(
         str(interpreter),
-        timeout=timeout,
         env=launch.env,
         options=launch.interpreter_options,
         cwd=launch.working_directory,
