@@ -335,9 +335,9 @@ def children(*, proc: Path | None = None, limits: Limits = DEFAULT_LIMITS) -> di
     return {p: tuple(c) for p, c in tree.items()}
 
 
-def descendants(pid: int, *, proc: Path | None = None, limits: Limits = DEFAULT_LIMITS) -> frozenset[int]:
-    """Every process below ``pid`` in the tree (not ``pid`` itself)."""
-    tree = children(proc=proc, limits=limits)
+def descendants(pid: int, *, proc: Path | None = None) -> frozenset[int]:
+    """Every process below ``pid`` in the tree (not ``pid`` itself), within ``DEFAULT_LIMITS``."""
+    tree = children(proc=proc)
     found: set[int] = set()
     stack = list(tree.get(pid, ()))
     while stack:

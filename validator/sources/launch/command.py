@@ -315,18 +315,12 @@ def _split_shell(
     return split_command_line(text, origin, os.environ if env is None else env, comments=comments)
 
 
-def launch_from_string(
-    cmd: str, *, origin: str, env: Mapping[str, str] | None = None, base_dir: Path | None = None
-) -> LaunchFacts:
+def launch_from_string(cmd: str, *, origin: str, env: Mapping[str, str] | None = None) -> LaunchFacts:
     """A launch command as one shell-quoted string (``--launch-cmd``)."""
-    return launch_from_argv(
-        _split_shell(cmd, origin, comments=False, env=env), origin=origin, env=env, base_dir=base_dir
-    )
+    return launch_from_argv(_split_shell(cmd, origin, comments=False, env=env), origin=origin, env=env)
 
 
-def launch_from_args_file(
-    path: Path | str, *, env: Mapping[str, str] | None = None, base_dir: Path | None = None
-) -> LaunchFacts:
+def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = None) -> LaunchFacts:
     """``--launch-args-file``: a full command, or only the server args (many per line, ``#`` comments).
     Args only: the entry point is taken to be ``python -m sglang.launch_server`` with no known interpreter."""
     p = Path(path)
@@ -336,7 +330,7 @@ def launch_from_args_file(
     if not words:
         raise InputError(origin, "launch args file holds no arguments")
     if words[0].startswith("-"):
-        parsed = parse_argv(words, origin=origin, base_dir=base_dir)
+        parsed = parse_argv(words, origin=origin)
         environ = dict(env or {})
         return LaunchFacts(
             origin=origin,
@@ -350,4 +344,4 @@ def launch_from_args_file(
             warnings=parsed.warnings,
             config_file=parsed.config_file,
         )
-    return launch_from_argv(words, origin=origin, env=env, base_dir=base_dir)
+    return launch_from_argv(words, origin=origin, env=env)

@@ -12,7 +12,6 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, ClassVar
@@ -51,9 +50,9 @@ class LaunchState:
         return json.dumps({"schema": SCHEMA, **dump(kept)}, indent=1)
 
 
-def state_path(explicit: str | None, env: Mapping[str, str] | None = None) -> Path | None:
+def state_path(explicit: str | None) -> Path | None:
     """``--state-file``, else ``$SPARK_VALIDATE_LAUNCH_STATE``; None: launch keeps no state."""
-    value = explicit or (os.environ if env is None else env).get(STATE_ENV)
+    value = explicit or os.environ.get(STATE_ENV)
     return Path(value) if value else None
 
 

@@ -67,9 +67,7 @@ def parse_argv(
     return parsed
 
 
-def parse_server_args(
-    argv: list[str], *, origin: str, base_dir: Path | None = None
-) -> tuple[dict[str, Any], set[str]]:
+def parse_server_args(argv: list[str], *, origin: str) -> tuple[dict[str, Any], set[str]]:
     """(argparse dest -> value with defaults filled in, dests given on the command line or in --config)."""
-    parsed = parse_argv(argv, origin=origin, base_dir=base_dir)
+    parsed = parse_argv(argv, origin=origin)
     return parsed.args, parsed.explicit

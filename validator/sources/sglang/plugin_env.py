@@ -29,11 +29,11 @@ def remedy_requested(env: Mapping[str, str]) -> bool:
     return env.get(ENV_SHARE, "").strip().lower() in _TRUE
 
 
-def whitelisted(env: Mapping[str, str], name: str = PLUGIN_NAME) -> bool:
+def whitelisted(env: Mapping[str, str]) -> bool:
     allowed = env.get(ENV_WHITELIST, "")
     if not allowed:
         return True
-    return name in {x.strip() for x in allowed.split(",") if x.strip()}
+    return PLUGIN_NAME in {x.strip() for x in allowed.split(",") if x.strip()}
 
 
 def plugin_state(env: Mapping[str, str], installed: Set[str]) -> PluginState:

@@ -55,9 +55,9 @@ def build_key(root: Path, version: str | None) -> str:
     return f"{safe}-{h.hexdigest()[:16]}"
 
 
-def cached_table(root: Path, version: str | None, env: Mapping[str, str] | None = None) -> Path | None:
+def cached_table(root: Path, version: str | None) -> Path | None:
     """The cached table for this build, if one was generated (no hashing when the cache is empty)."""
-    d = cache_dir(env)
+    d = cache_dir()
     try:
         if not any(d.glob("*.json")):
             return None
