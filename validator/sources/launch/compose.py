@@ -118,19 +118,15 @@ def _scalar(value: Any, name: str, where: str) -> str:
     raise InputError(where, f"environment {name}: not a string or a number")
 
 
-def _absent_but_safe(path: Path, where: str) -> None:
-    """An ``env_file`` with ``required: false`` that is not there is read as no file only where nobody but
-    root and the reading user could create it before ``docker compose up`` reads it."""
+def _absent_but_safe(path: Path, where: str, what: str, until: str) -> None:
+    """A file Compose reads (``what``, at ``path``) that is not there is read as no file only where nobody
+    but root and the reading user could create it before ``docker compose up`` reads it."""
     try:
         problems = creatable_by_others(path, ())
     except UnsafeLocation as exc:
         problems = [str(exc)]
     if problems:
-        raise InputError(
-            where,
-            f"env_file {path} (required: false) is not there, but {problems[-1]}: anyone could create it "
-            "before the service starts",
-        )
+        raise InputError(where, f"{what} is not there, but {problems[-1]}: anyone could create it {until}")
 
 
 def _project_dotenv(dotenv: Path) -> dict[str, str]:
@@ -139,16 +135,13 @@ def _project_dotenv(dotenv: Path) -> dict[str, str]:
     reader; nothing there counts as no file only where nobody else could create one."""
     if os.path.lexists(dotenv):
         return read_dotenv(dotenv, str(dotenv))
-    try:
-        problems = creatable_by_others(dotenv, ())
-    except UnsafeLocation as exc:
-        problems = [str(exc)]
-    if problems:
-        raise InputError(
-            str(dotenv),
-            f"the Compose project's .env is not there, but {problems[-1]}: anyone could create it before "
-            "`docker compose up` reads it (keep the Compose file in a directory only you and root can write)",
-        )
+    _absent_but_safe(
+        dotenv,
+        str(dotenv),
+        "the Compose project's .env",
+        "before `docker compose up` reads it (keep the Compose file in a directory only you and root "
+        "can write)",
+    )
     return {}
 
 
@@ -169,7 +162,7 @@ def _environment(
         # Not resolved: the trusted reader walks a link itself and judges the link's own directory too.
         path = base / os.path.expanduser(entry)
         if not path.exists() and not required:
-            _absent_but_safe(path, where)
+            _absent_but_safe(path, where, f"env_file {path} (required: false)", "before the service starts")
             continue
         for k, v in read_dotenv(path, str(path)).items():
             env[k], origin[k] = v, f"env_file {path}"
