@@ -461,7 +461,7 @@ _METHOD = re.compile(rb"^    (?:async )?def \w+", re.MULTILINE)
 
 def _methods(data: bytes) -> list[bytes]:
     """A worker file cut at its methods (4-space ``def`` lines): each piece parses alone once dedented,
-    which costs a few milliseconds where the whole 85 KB file costs about 50."""
+    so only the methods that mention what is looked for are parsed, never the whole file."""
     starts = [m.start() for m in _METHOD.finditer(data)]
     return [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
 
@@ -638,7 +638,7 @@ def _moe_choices(r: Path, notes: list[str]) -> list[str] | None:
 def referenced_env(root: Path, names: set[str]) -> set[str]:
     """Which of ``names`` appear anywhere in the package's source. Many SGLang modules read variables
     with ``os.environ`` directly instead of declaring them in ``srt/environ.py``; a name found nowhere is
-    really ignored. Reads every file (about 0.3 s), so callers ask only for names environ.py lacks."""
+    really ignored. Reads every file, so callers ask only for names environ.py lacks."""
     wanted = {n.encode() for n in names}
     found: set[str] = set()
     for path in root.rglob("*.py"):

@@ -49,7 +49,7 @@ class _TableParser(argparse.ArgumentParser):
 
     def _get_formatter(self) -> argparse.HelpFormatter:
         # add_argument asks for a formatter only to validate nargs against the metavar; a new one each
-        # time reads the terminal size, half of building the 532-action parser. Help is never printed.
+        # time reads the terminal size again. Help is never printed.
         if self._formatter is None:
             self._formatter = super()._get_formatter()
         return self._formatter
