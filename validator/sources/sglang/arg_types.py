@@ -79,10 +79,6 @@ def _json_list_type(value: str) -> Any:
         raise ArgumentTypeError(f"Invalid JSON list: {value}. Please provide a valid JSON list.") from None
 
 
-def _json_loads(value: str) -> Any:
-    return json.loads(value)
-
-
 _CUDA_GRAPH_PHASES = ("decode", "prefill")
 # sglang/srt/model_executor/cuda_graph_config.py: ALLOWED_KEYS_PER_PHASE
 _CUDA_GRAPH_KEYS = {
@@ -145,7 +141,7 @@ TYPES: dict[str | None, Any] = {
     "str": str,
     "int": int,
     "float": float,
-    "loads": _json_loads,
+    "loads": json.loads,
     "human_readable_int": _human_readable_int,
     "nullable_str": _nullable_str,
     "json_list_type": _json_list_type,
