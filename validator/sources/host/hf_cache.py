@@ -30,9 +30,8 @@ def looks_like_repo_id(value: str) -> bool:
 
 @dataclass(frozen=True)
 class HubLookup:
-    """Where the server would find ``repo`` at ``revision``: ``snapshot`` when it is cached here."""
+    """Where the server would find a repo at ``revision``: ``snapshot`` when it is cached here."""
 
-    repo: str
     revision: str
     cache: Path  # the hub cache directory the server reads
     cache_from: str  # which setting chose it ("HF_HOME", "--download-dir", ...)
@@ -88,7 +87,7 @@ def lookup(
     snapshot = root / "snapshots" / commit if commit else None
     if snapshot is not None and not (snapshot / "config.json").is_file():
         snapshot = None
-    return HubLookup(repo, rev, cache, origin, snapshot, commit)
+    return HubLookup(rev, cache, origin, snapshot, commit)
 
 
 def offline(env: Mapping[str, str]) -> bool:
