@@ -207,13 +207,12 @@ def socket_owners(
         except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
             vanished += 1
         except PermissionError:
-            unreadable += 1
             uid = _owner_uid(proc / str(pid))
-            if uid is not None:
-                unreadable_uids.add(uid)
-            else:
+            if uid is None:
                 vanished += 1
-                unreadable -= 1
+            else:
+                unreadable += 1
+                unreadable_uids.add(uid)
         except OSError:
             vanished += 1  # ESRCH and the like from a process that is exiting
     return OwnerScan(
