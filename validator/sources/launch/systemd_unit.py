@@ -199,12 +199,6 @@ def _absent_but_safe(pattern: str, trusted: set[int], a: Assignment) -> None:
         )
 
 
-def _unwrap_launch(argv: list[str]) -> tuple[list[str], bool, list[str]]:
-    """``spark-validate launch [opts] -- CMD...`` -> CMD (the server the wrapper will exec)."""
-    wrapped = unwrap_launch(argv, "ExecStart")
-    return (argv, False, []) if wrapped is None else (wrapped[0], True, wrapped[1])
-
-
 _TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPost"})
 
 
@@ -237,10 +231,11 @@ def load_unit(
     argv = _exec_words(exec_start, unit, env)
     if not argv:
         raise InputError(exec_start.file, "ExecStart= is empty after expansion", exec_start.line)
-    try:
-        argv, wrapped, opts = _unwrap_launch(argv)
+    try:  # ``spark-validate launch [opts] -- CMD...``: CMD is the server the wrapper will exec
+        wrapper = unwrap_launch(argv, "ExecStart")
     except InputError as exc:
         raise InputError(exec_start.file, exc.reason, exec_start.line) from None
+    argv, opts = wrapper or (argv, [])
     wd: Path | None = None
     if workdir:
         wd_text = specifiers(workdir.lstrip("-"), unit, env, str(unit), 0)
@@ -253,7 +248,7 @@ def load_unit(
         env_origin=origin,
         working_directory=wd,
         user=user,
-        wrapped_by_launch=wrapped,
+        wrapped_by_launch=wrapper is not None,
         launch_options=opts,
         timing=timing,
     )
