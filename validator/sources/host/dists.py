@@ -20,13 +20,9 @@ def normalize(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def find_dist(site_dirs: Iterable[Path], name: str) -> tuple[Path, str | None] | None:
-    """The first ``<name>-<version>.dist-info`` in ``site_dirs`` order: (its path, its METADATA Version)."""
-    return find_dists(site_dirs, [name]).get(normalize(name))
-
-
 def find_dists(site_dirs: Iterable[Path], names: Iterable[str]) -> dict[str, tuple[Path, str | None]]:
-    """``find_dist`` for several names, listing each site directory once: normalised name -> found."""
+    """The first ``<name>-<version>.dist-info`` of each name in ``site_dirs`` order, listing each directory
+    once: normalised name -> (its path, its METADATA Version)."""
     wanted = {normalize(n) for n in names}
     found: dict[str, tuple[Path, str | None]] = {}
     for d in site_dirs:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from validator.bounded_files import read_head
 from validator.facts import HUMMING, LAUNCH, HummingFacts
 from validator.sources.gathering import Unreadable, preflight_source
-from validator.sources.host.dists import find_dist
+from validator.sources.host.dists import find_dists
 
 if TYPE_CHECKING:
     from validator.sources.gathering import Gathering
@@ -46,7 +46,7 @@ def read_humming(
     Raises ``UnknownUser`` when ``service_user`` (given by ``user_from``) does not exist on this host."""
     notes: list[str] = []
     dirs = site_dirs if site_dirs is not None else _own_site_dirs()
-    found = find_dist(dirs, DIST_NAME)
+    found = find_dists(dirs, [DIST_NAME]).get(DIST_NAME)
     version = installed_version(dirs, notes, found)
     user = _user(service_user, notes)
     if service_user and user is None:
