@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.gb10_host import GIB_KB, MEM_TOTAL_KB, fake_host, gb10_host, host_env
+from validator.facts import SGLangInstallFacts
+from validator.sources.host.node import build_hash, interface_of, nccl_hash
 from validator.sources.host.platform import read_host
 
 GB10_INFO = "Model: \t\t NVIDIA GB10\nIRQ:   \t\t 42\nGPU UUID: \t GPU-0000\nBus Location: \t 000f:01:00.0\n"
@@ -78,3 +80,37 @@ def test_real_host_and_users() -> None:
     assert h.mem_total_bytes == kb * 1024
     h = read_host(service_user="no-such-user-xyz")
     assert h.service_user == "no-such-user-xyz" and h.home is None
+
+
+def test_fifos_and_endless_files_under_a_host_root_are_unread_never_waited_on(tmp_path: Path) -> None:
+    """A FIFO at each file the host reader opens (meminfo, the GPU's information, the board model) is
+    unreadable, not a wait for a writer; a file without end (/dev/zero) is read only to a bound."""
+    proc = tmp_path / "proc"
+    (proc / "driver" / "nvidia" / "gpus" / "0").mkdir(parents=True)
+    os.mkfifo(proc / "meminfo")
+    os.mkfifo(proc / "driver" / "nvidia" / "gpus" / "0" / "information")
+    board = tmp_path / "sys" / "firmware" / "devicetree" / "base"
+    board.mkdir(parents=True)
+    os.mkfifo(board / "model")
+    dmi = tmp_path / "sys" / "class" / "dmi" / "id"
+    dmi.mkdir(parents=True)
+    (dmi / "product_name").symlink_to("/dev/zero")
+    h = read_host(service_user=None, proc_root=proc, sys_root=tmp_path / "sys", machine="aarch64")
+    assert (h.mem_total_bytes, h.gpu_name, h.is_dgx_spark) == (None, None, None)
+
+
+def test_a_fifo_where_the_node_reader_hashes_or_routes_is_unread(tmp_path: Path) -> None:
+    """The build's server_args.py, a route table and a mapped NCCL library that are FIFOs give "unknown",
+    no interface and "unreadable": the node reader (the sidecar's, every interval) never waits on them."""
+    srt = tmp_path / "sglang" / "srt"
+    srt.mkdir(parents=True)
+    os.mkfifo(srt / "server_args.py")
+    assert build_hash(SGLangInstallFacts(root=srt.parent, located_by="test", version="0.5.23")) == "unknown"
+    (tmp_path / "proc" / "net").mkdir(parents=True)
+    os.mkfifo(tmp_path / "proc" / "net" / "route")
+    assert interface_of("10.1.0.1", root=tmp_path) is None
+    pid_dir = tmp_path / "proc" / "4242"
+    pid_dir.mkdir()
+    os.mkfifo(tmp_path / "libnccl.so.2")
+    (pid_dir / "maps").write_text(f"7f00-7f01 r-xp 00000000 08:01 1 {tmp_path / 'libnccl.so.2'}\n")
+    assert nccl_hash(4242, tmp_path / "proc") == ("unreadable", str(tmp_path / "libnccl.so.2"))

@@ -19,6 +19,8 @@ import socket
 import sys
 from pathlib import Path
 
+from validator.bounded_files import open_regular, read_head
+from validator.errors import InputError
 from validator.facts import LaunchFacts, NodeFacts, SGLangInstallFacts
 from validator.redact import is_secret_key
 from validator.sources.host.listening import ListeningError, descendants
@@ -74,9 +76,8 @@ def build_hash(sglang: SGLangInstallFacts | None) -> str:
     if sglang is None or sglang.root is None:
         return "unknown"
     h = hashlib.sha256((sglang.version or "").encode())
-    try:
-        with open(sglang.root / "srt" / "server_args.py", "rb") as fh:
-            h.update(fh.read(16 * 1024 * 1024))
+    try:  # a FIFO or device planted there is unreadable, never waited on
+        h.update(read_head(sglang.root / "srt" / "server_args.py", 16 * 1024 * 1024))
     except OSError:
         return "unknown"
     return h.hexdigest()[:_SHORT]
@@ -99,7 +100,7 @@ def _mapped_nccl(pids: list[int], proc: Path) -> str | None:
 @functools.lru_cache(maxsize=16)
 def _file_hash(path: str, ino: int, size: int, mtime: int) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with os.fdopen(open_regular(path, "the mapped NCCL library"), "rb") as fh:  # never a FIFO's writer
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()[:_SHORT]
@@ -118,7 +119,7 @@ def nccl_hash(pid: int, proc: Path) -> tuple[str, str | None]:
     try:
         st = os.stat(path)
         return _file_hash(path, st.st_ino, st.st_size, int(st.st_mtime)), path
-    except OSError:
+    except (OSError, InputError):
         return "unreadable", path
 
 
@@ -126,8 +127,9 @@ def _routes(root: Path) -> list[tuple[str, int, int]]:
     """(interface, network, mask) of each IPv4 route, from ``/proc/net/route`` (host byte order)."""
     out: list[tuple[str, int, int]] = []
     try:
-        with open(root / "proc" / "net" / "route", encoding="ascii", errors="replace") as fh:
-            lines = fh.read(1 << 20).splitlines()[1:]
+        lines = (
+            read_head(root / "proc" / "net" / "route", 1 << 20).decode("ascii", "replace").splitlines()[1:]
+        )
     except OSError:
         return out
     for line in lines:

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from validator.bounded_files import read_head
 from validator.facts import HOST, HostFacts
 from validator.sources.gathering import preflight_source
 from validator.sources.host.root import host_root
@@ -58,6 +59,7 @@ def read_host(
 
 
 _MEMINFO_KEYS = ("MemTotal", "MemAvailable")
+_HEAD_CAP = 64 * 1024  # /proc and /sys files read here are a few hundred bytes
 
 
 def _meminfo(proc_root: Path) -> dict[str, int]:
@@ -65,20 +67,20 @@ def _meminfo(proc_root: Path) -> dict[str, int]:
     demand counts as available (on GB10 CUDA's own free figure is MemFree and undercounts it). A key
     that is missing or garbled is left out; the first 64 lines are enough (both lead the file)."""
     found: dict[str, int] = {}
-    try:
-        with open(proc_root / "meminfo", encoding="ascii", errors="replace") as fh:
-            for _, line in zip(range(64), fh, strict=False):
-                key, _, rest = line.partition(":")
-                if key not in _MEMINFO_KEYS or key in found:
-                    continue
-                parts = rest.split()
-                try:
-                    unit = parts[1].lower() if len(parts) > 1 else "kb"
-                    found[key] = int(parts[0]) * (1024 if unit == "kb" else 1)
-                except (ValueError, IndexError):
-                    continue
+    try:  # bounded, and a FIFO under a --host-root is unreadable, never waited on
+        lines = read_head(proc_root / "meminfo", _HEAD_CAP).decode("ascii", "replace").splitlines()
     except OSError:
         return found
+    for line in lines[:64]:
+        key, _, rest = line.partition(":")
+        if key not in _MEMINFO_KEYS or key in found:
+            continue
+        parts = rest.split()
+        try:
+            unit = parts[1].lower() if len(parts) > 1 else "kb"
+            found[key] = int(parts[0]) * (1024 if unit == "kb" else 1)
+        except (ValueError, IndexError):
+            continue
     return found
 
 
@@ -86,7 +88,7 @@ def _nvidia_gpu_name(proc_root: Path) -> str | None:
     """``/proc/driver/nvidia/gpus/<bus>/information`` holds ``Model: NVIDIA GB10`` per GPU."""
     for info in sorted((proc_root / "driver" / "nvidia" / "gpus").glob("*/information")):
         try:
-            for line in info.read_text(errors="replace").splitlines():
+            for line in read_head(info, _HEAD_CAP).decode(errors="replace").splitlines():
                 key, _, value = line.partition(":")
                 if key.strip() == "Model" and value.strip():
                     return value.strip()
@@ -98,7 +100,7 @@ def _nvidia_gpu_name(proc_root: Path) -> str | None:
 def _board_model(sys_root: Path) -> str | None:
     for rel in ("firmware/devicetree/base/model", "class/dmi/id/product_name"):
         try:
-            text = (sys_root / rel).read_bytes().replace(b"\x00", b"").decode(errors="replace").strip()
+            text = read_head(sys_root / rel, _HEAD_CAP).replace(b"\x00", b"").decode(errors="replace").strip()
         except OSError:
             continue
         if text:
