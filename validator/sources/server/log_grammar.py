@@ -230,26 +230,27 @@ _WRAP_RE = re.compile(_WRAP)
 _SGLANG_RE = re.compile(_SGLANG)
 
 
+def _unwrap(line: str) -> tuple[Stream, int]:
+    """The stream ``line``'s wrapper says (``RAW``: none) and where SGLang's own line begins."""
+    m = _WRAP_RE.match(line)
+    assert m is not None  # every part of the wrapper is optional
+    return (Stream(True, m.group(1)) if m.end() > 0 else RAW), m.end()
+
+
 def stream_of(line: str) -> Stream | None:
     """The stream a log's first SGLang logger line sets (behind its wrapper, if any); None for any other
     line (another service's output in a ``docker compose logs`` of several, a progress bar): it sets
     nothing, and the next line is asked."""
-    m = _WRAP_RE.match(line)
-    assert m is not None  # every part of the wrapper is optional
-    if _SGLANG_RE.match(line, m.end()) is None:
-        return None
-    return Stream(True, m.group(1)) if m.end() > 0 else RAW
+    stream, end = _unwrap(line)
+    return stream if _SGLANG_RE.match(line, end) is not None else None
 
 
 def read_in_stream(line: str, stream: Stream) -> Event | None:
     """What one line of ``stream`` says: its wrapper taken off (exactly one, as Docker writes it), the rest
     read as SGLang's own line (a second wrapper inside it is text); None for a line this stream's writer
     did not write."""
-    m = _WRAP_RE.match(line)
-    assert m is not None  # every part of the wrapper is optional
-    if (Stream(True, m.group(1)) if m.end() > 0 else RAW) != stream:
-        return None
-    return read_inner(line[m.end() :])
+    wrapper, end = _unwrap(line)
+    return read_inner(line[end:]) if wrapper == stream else None
 
 
 def read_inner(text: str) -> Event:
@@ -327,11 +328,10 @@ def batch_counts(line: str, stream: Stream = RAW) -> BatchCounts | None:
     """A ``Decode batch`` / ``Prefill batch`` line of ``stream``, read for its ``#running-req`` and
     ``#queue-req`` fields (SGLang 0.5.23 writes both in both lines: metrics_reporter.py
     ``report_prefill_stats``, ``report_decode_stats``); None for any other line."""
-    m = _WRAP_RE.match(line)
-    assert m is not None  # every part of the wrapper is optional
-    if (Stream(True, m.group(1)) if m.end() > 0 else RAW) != stream:
+    wrapper, end = _unwrap(line)
+    if wrapper != stream:
         return None
-    text = line[m.end() :]
+    text = line[end:]
     p = _SGLANG_RE.match(text)
     if p is None:
         return None
@@ -468,8 +468,5 @@ def is_start_line(head: bytes, stream: Stream | None = None) -> bool:
     if stream is None:
         return _PREFIX_ONLY_B.match(head) is not None
     text = head.decode("utf-8", errors="replace")
-    m = _WRAP_RE.match(text)
-    assert m is not None
-    if (Stream(True, m.group(1)) if m.end() > 0 else RAW) != stream:
-        return False
-    return _SGLANG_ONLY_B.match(text[m.end() :].encode()) is not None
+    wrapper, end = _unwrap(text)
+    return wrapper == stream and _SGLANG_ONLY_B.match(text[end:].encode()) is not None
