@@ -149,12 +149,7 @@ class SGLangClient:
             async with self._http.stream(method, path, json=json_body) as resp:
                 if not (read_body and 200 <= resp.status_code < 300):
                     return resp.status_code, b""
-                _check_length(ep, resp, cap)
-                encodings, chunks = _raw_body(resp)
-                body = BoundedBody(ep, encodings, cap)
-                async for raw in chunks:
-                    await body.feed(raw)
-                return resp.status_code, body.finish()
+                return resp.status_code, await _read_body(ep, resp, cap)
 
         try:
             return await asyncio.wait_for(go(), timeout=max(0.001, timeout))
@@ -173,15 +168,13 @@ class SGLangClient:
         path: str,
         *,
         json_body: Any = None,
-        retry: bool = True,
-        ok: tuple[int, ...] = (200,),
         timeout: float | None = None,
     ) -> bytes:
         """Send with bounded retries on transient failures, all within one deadline (``timeout``, default
-        ``info_timeout``); return the capped body of a reply whose status is in ``ok``."""
+        ``info_timeout``); return the capped body of a 200 reply."""
         ep = self.endpoint(path)
         deadline = time.monotonic() + (self.info_timeout if timeout is None else timeout)
-        attempts = 1 + (self.retries if retry else 0)
+        attempts = 1 + self.retries
         delay = self.backoff
         last = "no attempt made"
         made = 0
@@ -205,7 +198,7 @@ class SGLangClient:
                     raise
                 last = exc.reason
                 continue
-            if status in ok:
+            if status == 200:
                 return body
             if status in TRANSIENT_STATUS:
                 last = f"HTTP {status}"
@@ -215,15 +208,8 @@ class SGLangClient:
         status_code = int(last[5:]) if last.startswith("HTTP ") else None
         raise ServerError(ep, f"{last}{suffix}", status_code, transient=True)
 
-    async def _json(
-        self,
-        method: str,
-        path: str,
-        json_body: Any = None,
-        ok: tuple[int, ...] = (200,),
-        timeout: float | None = None,
-    ) -> Any:
-        body = await self._request(method, path, json_body=json_body, ok=ok, timeout=timeout)
+    async def _json(self, method: str, path: str, json_body: Any = None, timeout: float | None = None) -> Any:
+        body = await self._request(method, path, json_body=json_body, timeout=timeout)
         return parse_json(self.endpoint(path), body)
 
     async def _get_either(self, path: str, deprecated: str, timeout: float | None = None) -> tuple[str, Any]:
@@ -300,14 +286,11 @@ class SGLangClient:
                 raise ServerError(
                     ep, _status_reason(resp.status_code, key_sent=bool(self._secrets)), resp.status_code
                 )
-            encodings, chunks = _raw_body(resp)
             if "text/event-stream" not in resp.headers.get("content-type", ""):
-                _check_length(ep, resp, BODY_CAPS["/generate"])
-                whole = BoundedBody(ep, encodings, BODY_CAPS["/generate"])
-                async for raw in chunks:
-                    await whole.feed(raw)
-                gen = parse_generation(ep, parse_json(ep, whole.finish()))
+                whole = await _read_body(ep, resp, BODY_CAPS["/generate"])
+                gen = parse_generation(ep, parse_json(ep, whole))
                 return Generation(gen.text, gen.output_ids, gen.meta_info, None, time.perf_counter() - t0)
+            encodings, chunks = _raw_body(resp)
             decoder = BoundedBody(ep, encodings, SSE_TOTAL_CAP, keep=False)
             async for line in stream_lines(ep, chunks, decoder):
                 if not line.startswith(b"data:"):
@@ -335,11 +318,11 @@ class SGLangClient:
         except UnicodeDecodeError as exc:
             raise ServerError(self.endpoint("/metrics"), f"body is not UTF-8 (byte {exc.start})") from None
 
-    async def weights_checker(self, selector: str = "all") -> dict[str, str]:
+    async def weights_checker(self) -> dict[str, str]:
         """Per-parameter checksums from ``/weights_checker`` (``action=checksum``), merged over ranks.
         Expensive on a real server: it hashes every weight; callers make it opt-in."""
         ep = self.endpoint("/weights_checker")
-        body = {"action": "checksum", "selector": selector}
+        body = {"action": "checksum", "selector": "all"}
         raw = await self._json("POST", "/weights_checker", body, timeout=self.read_timeout)  # hashes all
         obj = expect_object(ep, raw)
         if obj.get("success") is False:
@@ -367,6 +350,16 @@ def _raw_body(resp: httpx.Response) -> tuple[list[str], AsyncIterator[bytes]]:
 
         return [], whole()
     return resp.headers.get_list("content-encoding"), resp.aiter_raw()
+
+
+async def _read_body(endpoint: str, resp: httpx.Response, cap: int) -> bytes:
+    """The whole body, decoded within ``cap`` (a declared length over it is refused before reading)."""
+    _check_length(endpoint, resp, cap)
+    encodings, chunks = _raw_body(resp)
+    body = BoundedBody(endpoint, encodings, cap)
+    async for raw in chunks:
+        await body.feed(raw)
+    return body.finish()
 
 
 def _check_length(endpoint: str, resp: httpx.Response, cap: int) -> None:

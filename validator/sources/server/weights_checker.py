@@ -22,6 +22,6 @@ def _asked(g: LiveGathering) -> bool:
 @live_source(WEIGHTS, 70, needs=(SERVER,), applies=_asked)
 async def gather(g: LiveGathering) -> None:
     try:
-        g.server.weights_checksums = await g.client.weights_checker("all")
+        g.server.weights_checksums = await g.client.weights_checker()
     except UnavailableError as exc:
         raise Unreadable(str(exc)) from None
