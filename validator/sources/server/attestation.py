@@ -37,19 +37,6 @@ from validator.validation import ValidationError, format_loc, load_json, problem
 if TYPE_CHECKING:
     from validator.sources.live_gathering import LiveGathering
 
-__all__ = [
-    "SCHEMA",
-    "Attestation",
-    "AttestationTrust",
-    "FileFacts",
-    "ListenerFacts",
-    "ProcessFacts",
-    "binding_problems",
-    "observe_process",
-    "read_attestation",
-    "read_trusted",
-]
-
 
 def parse_document(data: bytes, where: str) -> Attestation:
     """Validate the bytes of one attestation. InputError (exit 65 style) names the file and the first

@@ -134,7 +134,7 @@ _INT_META = frozenset(
 
 def _check_meta_value(endpoint: str, key: str, val: Any) -> None:
     where = f"meta_info.{key}"
-    if key == "spec_correct_drafts_histogram" or key.endswith("_histogram"):
+    if key.endswith("_histogram"):
         if val is not None and not (isinstance(val, list) and all(type(v) is int and v >= 0 for v in val)):
             raise ServerError(endpoint, f"{where}: expected a list of non-negative integers")
         return
