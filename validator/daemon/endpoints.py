@@ -10,13 +10,12 @@ prober hammers it). :mod:`validator.daemon.http` serves these replies.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from typing import Any
 
 import h11
 
 from validator.daemon.metrics import CONTENT_TYPE, DaemonMetrics
-from validator.daemon.state import DaemonState
+from validator.daemon.state import DaemonState, iso_utc
 from validator.outputs import render
 from validator.outputs.html import SidecarView, page, waiting_page
 from validator.outputs.safe import safe_dict
@@ -109,10 +108,6 @@ def readyz_verbose(state: DaemonState, secrets: tuple[str, ...] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def json_body(obj: Any) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode("utf-8") + b"\n"
 
@@ -175,13 +170,13 @@ class Endpoints:
             body["reason"] = s.reason
             body["failed"] = s.failed_ids()
         if s.restarted_at is not None:
-            body["restarted_at"] = _iso(s.restarted_at)
+            body["restarted_at"] = iso_utc(s.restarted_at)
         status = 200 if s.ready else 503
         self._replies[b"/readyz"] = response(status, json_body(body), JSON)
         self._replies[b"/readyz?verbose"] = response(status, readyz_verbose(s, self.secrets).encode(), TEXT)
         if s.restarted_at is not None:
             # the last report is the previous process's: never served as the answer about this one
-            unjudged = {"error": s.unjudged(), "restarted_at": _iso(s.restarted_at), "phase": s.phase}
+            unjudged = {"error": s.unjudged(), "restarted_at": iso_utc(s.restarted_at), "phase": s.phase}
             self._replies[b"/report"] = response(503, json_body(neutralize_deep(unjudged)), JSON)
         elif report is None:
             waiting = {"error": "no check has finished yet", "phase": s.phase}

@@ -34,6 +34,10 @@ class AcceptSample:
     ci: tuple[float, float] | None = None
 
 
+def iso_utc(ts: float) -> str:
+    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def server_accept_length(report: Report) -> float | None:
     """The server's own acceptance length as this run read it, from the checks' evidence."""
     for c in report.checks:
@@ -127,8 +131,7 @@ class DaemonState:
         """ "restarted at T, not yet judged (what was seen)", or "" when the current process was judged."""
         if self.restarted_at is None:
             return ""
-        when = datetime.fromtimestamp(self.restarted_at, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"{self.restart_what} at {when}, not yet judged ({self.restart_note})"
+        return f"{self.restart_what} at {iso_utc(self.restarted_at)}, not yet judged ({self.restart_note})"
 
     def current(self) -> Report | None:
         """The report about the server that runs now: None before the first check and after a restart

@@ -8,19 +8,12 @@ The identity (``server_identity.ServerIdentity``) is what a restart cannot keep:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-from typing import Any
 
 from validator.errors import InputError, UnavailableError
 from validator.sources.server.attestation import read_attestation
 from validator.sources.server.client import SGLangClient
 from validator.sources.server.identity import ServerIdentity, listener_of
-
-# The listening process of the server's port, as (PID, /proc/PID/stat starttime), or None where it cannot
-# be seen (another host, another PID namespace). Supplied by whoever can map a port to its process.
-ListenerFn = Callable[[], "tuple[int, int] | None"]
 
 
 class ServerWatch:
@@ -31,13 +24,9 @@ class ServerWatch:
         api_key: str | None = None,
         attestation: Path | None = None,
         timeout_s: float = 5.0,
-        listener: ListenerFn | None = None,
     ) -> None:
         self.url = url
         self.attestation = attestation
-        if listener is None:
-            listener = partial(listener_of, url)  # None on another host: the other fields still count
-        self.listener = listener
         self._client = SGLangClient(
             url, api_key=api_key, connect_timeout=min(2.0, timeout_s), read_timeout=timeout_s, retries=0
         )
@@ -63,28 +52,22 @@ class ServerWatch:
             return None
         self.sglang_version = str(info.get("version") or "unknown")
         self.model = str(info.get("served_model_name") or info.get("model_path") or "unknown")
-        proc = await asyncio.to_thread(self._attested_process) or {}
-        pid = proc.get("pid")
-        listener = await asyncio.to_thread(self.listener) if self.listener is not None else None
-        return ServerIdentity.from_server(
-            info,
-            pid=pid if isinstance(pid, int) and not isinstance(pid, bool) else None,
-            process_start=proc.get("start_time"),
-            listener=listener,
-        )
+        pid, start = await asyncio.to_thread(self._attested_process)
+        # the listening process (PID, start ticks): None on another host, where the other fields still count
+        listener = await asyncio.to_thread(listener_of, self.url)
+        return ServerIdentity.from_server(info, pid=pid, process_start=start, listener=listener)
 
-    def _attested_process(self) -> dict[str, Any] | None:
+    def _attested_process(self) -> tuple[int | None, float | None]:
         """The writer's PID and start time from the attestation, read the way every reader reads it
         (regular file, size cap, no FIFO, no symlink; ``validator.sources.server.attestation``), in a worker
         thread: a FIFO or a slow disk at the path must never stall ``/livez``."""
         if self.attestation is None:
-            return None
-
+            return None, None
         try:
-            doc = read_attestation(self.attestation)
+            doc = read_attestation(self.attestation)  # strict: its PID is an int, never a bool or a string
         except (InputError, UnavailableError):
-            return None
-        return {"pid": doc.process.pid, "start_time": doc.process.start_time}
+            return None, None
+        return doc.process.pid, doc.process.start_time
 
     async def aclose(self) -> None:
         await self._client.aclose()
