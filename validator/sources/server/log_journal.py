@@ -40,7 +40,7 @@ class JournalLogReader:
         self._parser = LogParser(self.where)
         self._generation = 0
         self._entries = 0
-        self._stats = LogFacts(path=self.where)
+        self._bytes_read = 0
         self._claims = Claims()
         self._batches = BatchWatch()
 
@@ -52,16 +52,14 @@ class JournalLogReader:
                     self._generation += 1  # a new invocation is a new server process
                 self._invocation, self._cursor = invocation, None
                 self._parser = LogParser(self.where)
-                self._stats = LogFacts(path=self.where)
-                self._entries = 0
+                self._bytes_read = self._entries = 0
             self._read_entries(invocation)
             facts = self._parser.snapshot()
             batch = self._parser.run.batch
             at = batch[2] if batch is not None else None
             facts.last_batch = self._batches.observe(self._parser, None if at is None else time.time() - at)
-            st = self._stats
             facts.generation = self._generation + self._parser.starts
-            facts.bytes_read = st.bytes_read
+            facts.bytes_read = self._bytes_read
             if facts.run_start_line is not None and self._claims.stale(facts.generation, server):
                 facts.stale = "the server restarted and the journal holds no start of the new process yet"
             return facts
@@ -118,7 +116,7 @@ class JournalLogReader:
             err = proc.stderr.read(4096)
             proc.stderr.close()
             rc = proc.wait()
-        self._stats.bytes_read += read
+        self._bytes_read += read
         if rc > 0 and not stopped:
             first = err.decode("utf-8", errors="replace").strip().splitlines()
             why = first[0][:200] if first else f"exit status {rc}"
