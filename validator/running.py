@@ -171,7 +171,6 @@ async def judge(
         unreached = Facts(mode="check")
         unreached.errors[SERVER] = f"{server.describe()}: {server.elsewhere}"
         live_results = run_checks(unreached, loaded, mode="check", strict=strict, selection=selection)
-        live_results = [r for r in live_results if r.id not in _PROCESS_ONLY]
     elif url:
         # the attestation is bound to the user the process was proven to run as
         live = replace(inputs.live, url=url, server_uid=server.process.uid)
@@ -190,13 +189,12 @@ async def judge(
         if live_facts.probe is None and previous_probe is not None and live_facts.server is not None:
             live_facts.probe = previous_probe
         live_results = run_checks(live_facts, loaded, mode="check", strict=strict, selection=selection)
-        live_results = [r for r in live_results if r.id not in _PROCESS_ONLY]
         seen = identity_of(live_facts)
         if seen is not None:
             identity = replace(identity, startup_time=seen.startup_time)
         reached = live_facts.server is not None
         probe = live_facts.probe
-    merged = merge_results(results, live_results)
+    merged = merge_results(results, [r for r in live_results if r.id not in _PROCESS_ONLY])
     report = build_report(
         merged,
         loaded,

@@ -182,12 +182,9 @@ class LogParser:
 
 class BatchWatch:
     """Bounds on how long ago a reader's current last batch line was written, from when this reader first
-    saw it (our monotonic clock, never the log's stamps: those are the server's local time).
-
-    Seen for the first time now, it was written at least 0 s ago; and, if an earlier poll did not have
-    it, at most since that poll. Each later poll that still finds it raises the lower bound. ``exact_s``
-    (the reader's own: the journal's receipt time, or a file whose last line it is and so its mtime) bounds
-    both sides."""
+    saw it (our monotonic clock, never the log's stamps: the server's local time): at least 0 s when first
+    seen, at most since the poll before. ``exact_s`` (the journal's receipt time, or the file's mtime when the
+    line is its last) bounds both sides."""
 
     def __init__(self) -> None:
         self._key: tuple[int, str] | None = None

@@ -1,15 +1,11 @@
 """Whether the server completes work (``server.progress``): from its own ``/metrics`` when they show it,
-else from its log when that shows it, else from one bounded request of our own.
+else from its log, else from one bounded request of our own (only where the run may generate).
 
-``/health`` is served by the HTTP process, so a wedged scheduler can answer 200 for days. Metrics: completed
-work between two readings (``metrics_reading.MetricsWatch``) is progress, work in flight with none completed
-over ``STALL_AFTER_S`` a stall. Log: SGLang writes a batch line after each forward (metrics_reporter.py,
-batch_result_processor.py), so one within the bound is progress, and none past the bound after a line with
-requests *queued* is a stall (only *running* says nothing); a line's age is what the reader proves
-(``facts.BatchLine``); fresh gauges overrule a queue line (aborts log nothing), and a full check confirms the
-log's stall with its own request (a one-shot check at once; the sidecar at the full check after the one
-that took it: ``_confirm``). Else one greedy ``/generate`` (SGLang's warm-up prompt) bounded by
-:data:`REQUEST_S`, only where the run may generate. Read before the probe, which a stall skips.
+``/health`` is served by the HTTP process, so a wedged scheduler can answer 200 for days. Metrics: work
+completed between two readings is progress, work in flight with none completed over ``STALL_AFTER_S`` a stall.
+Log: SGLang writes a batch line after each forward (metrics_reporter.py), so one within the bound is progress
+and none past it after a line with requests *queued* is a stall; fresh gauges overrule it, and a full check
+confirms it with its own request (``_confirm``). Read before the probe, which a stall skips.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from validator.errors import UnavailableError
-from validator.facts import PROGRESS, SERVER, BatchLine, Progress, ProgressFacts
+from validator.facts import PROGRESS, SERVER, BatchLine, Progress, ProgressFacts, ServerMetricsFacts
 from validator.sources.live_gathering import live_source
 from validator.sources.server.live_log import poll_again
 from validator.sources.server.metrics import read_again
@@ -138,13 +134,9 @@ def _from_log(batch: BatchLine | None, bound: float) -> ProgressFacts | None:
     return None
 
 
-def _tokens(metrics: object) -> str:
-    tokens = getattr(metrics, "tokens_since", None)
-    return (
-        f"{tokens:g} tokens generated"
-        if isinstance(tokens, int | float) and tokens > 0
-        else "requests finished"
-    )
+def _tokens(metrics: ServerMetricsFacts) -> str:
+    tokens = metrics.tokens_since
+    return f"{tokens:g} tokens generated" if tokens is not None and tokens > 0 else "requests finished"
 
 
 async def _own_request(g: LiveGathering) -> ProgressFacts:
