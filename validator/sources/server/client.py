@@ -74,7 +74,7 @@ def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) 
 
 
 class SGLangClient:
-    """One server, one connection pool: ``async with SGLangClient(url, api_key=...) as c``. ``info_timeout``
+    """One server, one connection pool: ``async with SGLangClient(url, api_key=...) as c``. ``INFO_TIMEOUT_S``
     and ``read_timeout`` are total deadlines (state endpoints, ``/generate``); URL credentials are sent as
     basic auth but never shown."""
 
@@ -85,7 +85,6 @@ class SGLangClient:
         api_key: str | None = None,
         connect_timeout: float = 5.0,
         read_timeout: float = 120.0,
-        info_timeout: float = INFO_TIMEOUT_S,
         retries: int = 3,
         backoff: float = 0.5,
         max_backoff: float = 4.0,
@@ -98,14 +97,14 @@ class SGLangClient:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.read_timeout = read_timeout
-        self.info_timeout = info_timeout
+        self.info_timeout = INFO_TIMEOUT_S
         self._secrets = (api_key,) if api_key else ()
         if api_key:
             register_secret(api_key)
         headers = {"Accept-Encoding": "gzip, deflate"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        timeout = httpx.Timeout(min(read_timeout, info_timeout * 3), connect=connect_timeout)
+        timeout = httpx.Timeout(min(read_timeout, INFO_TIMEOUT_S * 3), connect=connect_timeout)
         self._http = httpx.AsyncClient(
             base_url=url.rstrip("/"),
             headers=headers,

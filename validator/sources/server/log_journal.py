@@ -27,13 +27,9 @@ SYSTEMCTL_TIMEOUT_S = 10.0
 class JournalLogReader:
     """The unit's current invocation in the systemd journal, followed by cursor (module docstring)."""
 
-    def __init__(
-        self, unit: str, *, max_read: int = MAX_READ_BYTES, timeout_s: float = JOURNAL_TIMEOUT_S
-    ) -> None:
+    def __init__(self, unit: str) -> None:
         self.unit = unit
         self.where = f"{JOURNAL_PREFIX}{unit}"
-        self.max_read = max_read
-        self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._invocation: str | None = None
         self._cursor: str | None = None
@@ -90,8 +86,8 @@ class JournalLogReader:
         except OSError as exc:
             raise UnavailableError(f"{self.where}: cannot run journalctl: {exc.strerror or exc}") from None
         assert proc.stdout is not None and proc.stderr is not None
-        deadline = time.monotonic() + self.timeout_s
-        timer = threading.Timer(self.timeout_s, proc.kill)
+        deadline = time.monotonic() + JOURNAL_TIMEOUT_S
+        timer = threading.Timer(JOURNAL_TIMEOUT_S, proc.kill)
         timer.start()
         read = 0
         stopped = False
@@ -105,7 +101,7 @@ class JournalLogReader:
                         continue
                     break  # killed mid-entry
                 self._feed_entry(raw)
-                if read >= self.max_read or time.monotonic() >= deadline:
+                if read >= MAX_READ_BYTES or time.monotonic() >= deadline:
                     stopped = True
                     break
         finally:

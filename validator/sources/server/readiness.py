@@ -65,7 +65,6 @@ async def wait_until_ready(
     on_progress: ProgressCallback | None = None,
     first_interval_s: float = 0.25,
     max_interval_s: float = 3.0,
-    growth: float = 1.5,
     start_failed: Callable[[], Awaitable[str | None]] | None = None,
 ) -> ReadyInfo:
     """Poll ``/health`` until 200 and ``/server_info`` is served, or ``wait_s`` runs out (UnavailableError
@@ -125,7 +124,7 @@ async def wait_until_ready(
                 "raise --wait if the model is still loading"
             )
         await _sleep(min(interval, deadline - now))
-        interval = min(interval * growth, max_interval_s)
+        interval = min(interval * 1.5, max_interval_s)
 
 
 @live_source(SERVER, 10)
