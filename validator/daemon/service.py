@@ -7,10 +7,9 @@ import asyncio
 import contextlib
 import importlib
 import signal
-import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from validator.daemon.endpoints import Endpoints
 from validator.daemon.http import SidecarServer
@@ -50,7 +49,6 @@ def serve(
     loaded: Any,
     config: ServeConfig,
     *,
-    log_stream: TextIO | None = None,
     running: RunningInputs | None = None,
     target: ProcessTarget | None = None,
     fleet_labels: dict[str, str] | None = None,
@@ -58,9 +56,7 @@ def serve(
     """Run until SIGTERM/SIGINT; 0 on a clean stop. Findings go to /readyz and the metrics, not the exit
     code: a failing deployment keeps the sidecar up so that Prometheus can alert. With ``target`` (no
     ``--url``), the server is the process it names, judged as ``check`` with no ``--url`` judges one."""
-    return asyncio.run(
-        _main(inputs, loaded, config, log_stream or sys.stderr, running, target, fleet_labels or {})
-    )
+    return asyncio.run(_main(inputs, loaded, config, running, target, fleet_labels or {}))
 
 
 def _not_found(rule_pack: str, message: str) -> LiveResult:
@@ -75,16 +71,15 @@ async def _main(
     inputs: Any,
     loaded: Any,
     config: ServeConfig,
-    log_stream: TextIO,
-    running: RunningInputs | None = None,
-    target: ProcessTarget | None = None,
-    fleet_labels: dict[str, str] | None = None,
+    running: RunningInputs | None,
+    target: ProcessTarget | None,
+    fleet_labels: dict[str, str],
 ) -> int:
     from prometheus_client import disable_created_metrics
 
     disable_created_metrics()  # type: ignore[no-untyped-call]  # the contract's series only; this process is the daemon's own
     secrets = tuple(loaded.pack.secrets)
-    log = make_logger(log_stream, secrets=secrets)
+    log = make_logger(secrets=secrets)  # on stderr
     state = DaemonState()
     metrics = DaemonMetrics(fleet_labels)
     notifier = Notifier()

@@ -54,6 +54,7 @@ SSE_TOTAL_CAP = 64 * MiB  # a whole stream (max_new_tokens is capped far below t
 # Total deadline of one request (all its bytes), for everything but /generate, whose deadline is the
 # probe's (``read_timeout``): a server that answers /health at all answers it in milliseconds.
 INFO_TIMEOUT_S = 10.0
+MAX_BACKOFF_S = 4.0  # the longest pause between two attempts
 
 
 def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) -> str | None:
@@ -87,7 +88,6 @@ class SGLangClient:
         read_timeout: float = 120.0,
         retries: int = 3,
         backoff: float = 0.5,
-        max_backoff: float = 4.0,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         if not url.startswith(("http://", "https://")):
@@ -95,7 +95,6 @@ class SGLangClient:
         self.url = safe_url(url).rstrip("/")
         self.retries = max(0, retries)
         self.backoff = backoff
-        self.max_backoff = max_backoff
         self.read_timeout = read_timeout
         self.info_timeout = INFO_TIMEOUT_S
         self._secrets = (api_key,) if api_key else ()
@@ -179,7 +178,7 @@ class SGLangClient:
         made = 0
         for attempt in range(attempts):
             if attempt:
-                pause = min(delay, self.max_backoff)
+                pause = min(delay, MAX_BACKOFF_S)
                 if time.monotonic() + pause >= deadline:
                     break
                 await asyncio.sleep(pause)
