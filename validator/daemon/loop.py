@@ -91,8 +91,6 @@ class Daemon:
         self.next_full = 0.0
         self.next_recheck = 0.0
         self.healthy: bool | None = None
-        self.in_flight = False
-        self.runs = 0
         self._wake = asyncio.Event()
         self._status = ""
 
@@ -226,16 +224,11 @@ class Daemon:
         since = self.inconclusive_since
         probing = full and sched.probe
         self.set_phase("checking")
-        self.in_flight = True
         t0 = time.monotonic()
-        try:
-            result = await self._bounded(
-                self.check(full, None if full else self.probe),
-                sched.full_timeout_s if full else sched.recheck_timeout_s,
-            )
-        finally:
-            self.in_flight = False
-        self.runs += 1
+        result = await self._bounded(
+            self.check(full, None if full else self.probe),
+            sched.full_timeout_s if full else sched.recheck_timeout_s,
+        )
         report = result.report
         server_up = result.reached
         if server_up:

@@ -46,8 +46,6 @@ class Progress:
 
 @dataclass(frozen=True)
 class ReadyInfo:
-    url: str
-    elapsed_s: float
     polls: int
     server_info: dict[str, Any]  # redacted
     server_info_endpoint: str
@@ -109,7 +107,7 @@ async def wait_until_ready(
             on_progress(Progress(new_phase, elapsed, last_status, detail, new_phase != phase, polls))
         phase = new_phase
         if info is not None:
-            return ReadyInfo(client.url, elapsed, polls, info, client.server_info_endpoint)
+            return ReadyInfo(polls, info, client.server_info_endpoint)
         died = await start_failed() if start_failed is not None else None
         if died is not None:
             raise UnavailableError(
