@@ -9,7 +9,6 @@ with the running process. A multi-node worker (no HTTP) gets the preflight half 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import shutil
 import time
 from collections.abc import Callable
@@ -17,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
-from validator.facts import LAUNCH, SERVER, Facts, LaunchFacts, ProbeResult
+from validator.facts import LAUNCH, SERVER, Facts, ProbeResult
 from validator.live import LiveInputs, LiveResult, check_deadline_s, gather_live
 from validator.preflight import gather
 from validator.preflight_inputs import PreflightInputs
@@ -84,32 +83,23 @@ class RunningInputs:
     watch_for: Callable[[int, float | None], MetricsWatch] | None = None
 
 
-def _declared_launch(declared: PreflightInputs, running: LaunchFacts) -> LaunchFacts:
-    """The declaration's launch command with the environment it would start with: the running server's
-    non-recipe variables (PATH, HOME: what any supervisor provides) and the declaration's own."""
-
-    base = {k: v for k, v in running.env.items() if not k.startswith(RECIPE_ENV_PREFIXES)}
-    return read_launch(replace(declared, base_env=base))
-
-
-def _declared_only(declared: PreflightInputs) -> LaunchFacts:
-    return read_launch(replace(declared, base_env={}))
-
-
 def _drift(facts: Facts, inputs: RunningInputs, loaded: LoadedPack, results: list[CheckResult]) -> None:
     """``facts.declared`` and which checks a restart from the declaration would change."""
     if inputs.declared is None or facts.launch is None:
         return
     try:
-        facts.declared = _declared_only(inputs.declared)
-        full = _declared_launch(inputs.declared, facts.launch)
+        facts.declared = read_launch(replace(inputs.declared, base_env={}))
+        # as it would start: the running server's non-recipe variables (PATH, HOME: what any supervisor
+        # provides) and the declaration's own
+        base = {k: v for k, v in facts.launch.env.items() if not k.startswith(RECIPE_ENV_PREFIXES)}
+        full = read_launch(replace(inputs.declared, base_env=base))
     except (InputError, UnresolvedLaunch) as exc:
         facts.errors["declared"] = str(exc)
         return
 
     assert facts.process is not None
     facts.drift = drift_items(facts.declared, facts.launch, facts.process.env is not None)
-    other = dataclasses.replace(facts, launch=full, process=None)
+    other = replace(facts, launch=full, process=None)
     now = {r.id: r.status for r in results if r.id not in _PROCESS_ONLY and LAUNCH in r.sources}
     then = {r.id: r.status for r in run_checks(other, loaded, mode="preflight")}
     facts.declared_outcomes = {

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from validator.attestation.trust import url_address
@@ -38,17 +38,8 @@ class ServerIdentity:
         """False only when a field both sides know differs: an attestation that one reader could use and
         the other could not (stale, unreadable), or a field one build does not serve, is no sign of a
         restart."""
-        for mine, theirs in (
-            (self.startup_time, other.startup_time),
-            (self.pid, other.pid),
-            (self.process_start, other.process_start),
-            (self.random_seed, other.random_seed),
-            (self.listener_pid, other.listener_pid),
-            (self.listener_start, other.listener_start),
-        ):
-            if mine is not None and theirs is not None and mine != theirs:
-                return False
-        return True
+        pairs = ((getattr(self, f.name), getattr(other, f.name)) for f in fields(self))
+        return all(mine is None or theirs is None or mine == theirs for mine, theirs in pairs)
 
     @classmethod
     def from_server(
