@@ -134,16 +134,7 @@ class DaemonMetrics:
                 self._node = None
                 self._cache = None
             return
-        labels = (
-            node.cluster,
-            node.node,
-            node.role,
-            str(node.node_rank),
-            node.args_hash,
-            node.build_hash,
-            node.nccl_hash,
-            node.interface,
-        )
+        labels = tuple(str(getattr(node, name)) for name in NODE_INFO_LABELS)  # each its field's value
         given = {k: v for k, v in self.fleet_labels.items() if k in ("cluster", "node") and v}
         fleet = {**node.labels(), **given}
         if labels == self._node and fleet == self.fleet_labels:
