@@ -41,9 +41,7 @@ class ProcessTarget:
         return ticks is not None and ticks == server.process.start_ticks
 
     def _trusted(self, uid: int | None) -> bool:
-        if uid is None:
-            return False
-        return uid == self.uid or uid in self.users
+        return uid is not None and (uid == self.uid or uid in self.users)
 
     def _passed_over(self, server: ServerProcess) -> str | None:
         """Why ``server`` is not the followed server's successor (None: it is)."""

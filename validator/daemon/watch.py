@@ -23,13 +23,10 @@ class ServerWatch:
         *,
         api_key: str | None = None,
         attestation: Path | None = None,
-        timeout_s: float = 5.0,
     ) -> None:
         self.url = url
         self.attestation = attestation
-        self._client = SGLangClient(
-            url, api_key=api_key, connect_timeout=min(2.0, timeout_s), read_timeout=timeout_s, retries=0
-        )
+        self._client = SGLangClient(url, api_key=api_key, connect_timeout=2.0, read_timeout=5.0, retries=0)
         self.sglang_version = "unknown"
         self.model = "unknown"
 
