@@ -41,16 +41,14 @@ _FAMILIES = frozenset({n.removesuffix("_total").removesuffix("_count") for n in 
 STALL_AFTER_S = 30.0
 
 # Time bounds on the server's text, not only the 16 MiB byte cap: prometheus_client's label parser is
-# quadratic in a line's label count, so one series with 250,000 labels (2.8 MB) would hold a worker thread
-# for about a minute. SGLang's own lines carry at most 6 labels and stay under 1 KiB; its families have one
-# series per rank and streaming flag. Past a bound the reading is refused as a whole (no reading, a note
-# saying which bound), never parsed in part.
+# quadratic in a line's label count. SGLang's own lines carry at most 6 labels and stay under 1 KiB; its
+# families have one series per rank and streaming flag. Past a bound the reading is refused as a whole (no
+# reading, a note saying which bound), never parsed in part.
 MAX_LINE = 4096  # characters per line of a family we read (other families' lines are only split)
 MAX_LABELS = 32  # labels per series
 MAX_SERIES = 256  # series per family we read
-# characters of the families read, all lines together: the parser's unescaping costs several times a plain
-# line's time per escape, so 1,280 lines of 4,096 escaped characters, each within every bound above, held
-# the reading far past --wait; SGLang's own lines of these families are a few KiB
+# characters of the families read, all lines together: the parser's unescaping is slow per escape, so lines
+# each within every bound above could still hold the reading past --wait; SGLang's own are a few KiB
 MAX_READ = 65_536
 
 

@@ -15,10 +15,9 @@ from typing import Any
 from validator.bounded_files import MAX_JSON_DEPTH, json_depth, json_loads, json_values
 from validator.errors import UnavailableError
 
-# Values in one reply (every member of every object and list). What reads a reply walks it whole (the
-# redactor copies it for the report), at some microseconds a value: a bound on bytes alone let 8 MiB of
-# four million small values hold a check for 35 s. The largest reply read here, /weights_checker's
-# checksums, has one value per named parameter tensor: far fewer.
+# Values in one reply (every member of every object and list): what reads a reply walks it whole (the
+# redactor copies it for the report), so a bound on bytes alone lets millions of small values hold a check.
+# The largest reply read here, /weights_checker's checksums, has one value per parameter tensor: far fewer.
 MAX_JSON_VALUES = 500_000
 
 
