@@ -170,13 +170,11 @@ async def run_live(
     # no pack is written for the model: nothing is judged, and nothing unjudged is ever a pass. A server
     # that never answered (why its model could not be read) is still said to be not ready: that is no
     # judgement of its model.
-    if no_pack:
-        results = []
-        if facts.server is None:
-            every = run_checks(facts, loaded, mode="check", strict=strict, selection=inputs.selection)
-            results = [r for r in every if r.id == "server.ready"]
-    else:
+    results = []
+    if not no_pack or facts.server is None:
         results = run_checks(facts, loaded, mode="check", strict=strict, selection=inputs.selection)
+    if no_pack:
+        results = [r for r in results if r.id == "server.ready"]
     if auto is not None:
         results.insert(0, auto)
     report = build_report(
