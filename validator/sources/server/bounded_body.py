@@ -33,15 +33,15 @@ class BoundedBody:
         self.parts: list[bytes] = []
         codings = [c.strip().lower() for h in encodings for c in h.split(",")]
         codings = [c for c in codings if c and c != "identity"]
-        self._gzip = False
+        self._coding = ""  # "gzip" (x-gzip too) or "deflate" when the body is compressed
         self._z: Any = None
         if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
             shown = ", ".join(codings)[:60]
             raise ServerError(endpoint, f"unsupported Content-Encoding {shown!r}")
         if codings:
-            self._gzip = codings[0] != "deflate"
+            self._coding = "deflate" if codings[0] == "deflate" else "gzip"
             # gzip: wbits 31; deflate: zlib-wrapped (15) as RFC 9110 says (raw deflate is refused).
-            self._z = zlib.decompressobj(wbits=31 if self._gzip else 15)
+            self._z = zlib.decompressobj(wbits=31 if self._coding == "gzip" else 15)
 
     def _keep(self, data: bytes) -> None:
         self.size += len(data)
@@ -74,22 +74,19 @@ class BoundedBody:
                 if buf:
                     await asyncio.sleep(0)
             if self._z.eof and (self._z.unused_data or buf):
-                raise ServerError(self.endpoint, f"data after the end of the {self._name()} body")
+                raise ServerError(self.endpoint, f"data after the end of the {self._coding} body")
         except zlib.error as exc:
-            raise ServerError(self.endpoint, f"body is not valid {self._name()} ({exc})") from None
+            raise ServerError(self.endpoint, f"body is not valid {self._coding} ({exc})") from None
         return b"".join(out)
-
-    def _name(self) -> str:
-        return "gzip" if self._gzip else "deflate"
 
     def finish(self) -> bytes:
         if self._z is not None:
             try:
                 self._keep(self._z.flush())
             except zlib.error as exc:
-                raise ServerError(self.endpoint, f"body is not valid {self._name()} ({exc})") from None
+                raise ServerError(self.endpoint, f"body is not valid {self._coding} ({exc})") from None
             if not self._z.eof:
-                raise ServerError(self.endpoint, f"{self._name()} body is truncated")
+                raise ServerError(self.endpoint, f"{self._coding} body is truncated")
         return b"".join(self.parts)
 
 
