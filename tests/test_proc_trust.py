@@ -226,8 +226,11 @@ _TCP = (
 )
 
 
-def _one_server(root: Any, *, status_uids: str = "0 0 0 0") -> int:
-    """A tree holding one ``python3 -m sglang.launch_server --port 30000`` that holds its socket (PID 40)."""
+def _one_server(root: Any, *, status_uids: str | None = None) -> int:
+    """A tree holding one ``python3 -m sglang.launch_server --port 30000`` that holds its socket (PID 40),
+    all its UIDs this reader's own (root's in CI) unless ``status_uids`` says otherwise."""
+    me = os.geteuid()
+    status_uids = status_uids or f"{me} {me} {me} {me}"
     (root / "stat").write_text("cpu 0\nbtime 1700000000\n")
     d = root / "40"
     (d / "fd").mkdir(parents=True)
@@ -246,7 +249,7 @@ def test_a_process_running_with_another_users_real_uid_is_not_trusted(tmp_path: 
     """``exec -a python3 SETUID-PROGRAM -m sglang.launch_server``: the kernel shows the process as root's
     (``/proc/PID`` belongs to its effective UID), but its real UID, who chose its argv and environment, is
     the second user's: every UID must be trusted, so it is ignored; the same tree with all UIDs root's is
-    judged (the control)."""
+    judged (the control). Root here is the reader's own UID (root in CI; the tree is a copy, not /proc)."""
     from validator.sources.host.server_processes import discover
 
     root_owned = tmp_path / "root"
@@ -254,7 +257,8 @@ def test_a_process_running_with_another_users_real_uid_is_not_trusted(tmp_path: 
     root_owned.mkdir()
     setuid.mkdir()
     pid = _one_server(root_owned)
-    _one_server(setuid, status_uids="999 0 0 0")
+    me = os.geteuid()
+    _one_server(setuid, status_uids=f"999 {me} {me} {me}")
     assert [s.process.pid for s in discover(root_owned).servers] == [pid]
     found = discover(setuid)
     assert found.servers == []
