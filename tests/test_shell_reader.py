@@ -69,3 +69,20 @@ def test_bashs_own_variables_are_unset_under_dash(
         assert ran.launched and ran.argv[-2:] == dash_argv, ran.argv
     verdict = compare(read_static(tmp_path, script, base), ran)
     assert verdict.kind == ("no-launch" if dash_argv is None else "proven"), verdict
+
+
+@pytest.mark.parametrize("shebang", ["#!/bin/bash", "#!/bin/sh"])
+def test_the_activate_of_an_older_venv_is_read_without_an_assumption(tmp_path: Path, shebang: str) -> None:
+    """A venv made by Python 3.11.3 or older (Debian 12's, Ubuntu 22.04's) has ``activate`` run ``hash -r``
+    only under bash or zsh: ``if [ -n "${BASH:-}" -o -n "${ZSH_VERSION:-}" ]``. bash always sets ``$BASH``
+    (its own path), dash never: the test is decided, not a run-time condition the reading assumes (which
+    made ``preflight --script`` warn for every script that sources such a venv, as the unprivileged run of
+    tests/test_deploy_script.py found, its venv made from Debian's python3)."""
+    body = 'if [ -n "${BASH:-}" -o -n "${ZSH_VERSION:-}" ] ; then\n    hash -r 2> /dev/null\nfi\n'
+    script = Script(f"{shebang}\n{body}exec python3 -m sglang.launch_server --port 1\n")
+    base = sandbox(tmp_path)
+    ran = run_bash(tmp_path, script, base)
+    assert ran.launched and ran.argv[-2:] == ["--port", "1"], ran.argv
+    reader = read_static(tmp_path, script, base)
+    assert compare(reader, ran).kind == "proven", reader
+    assert not isinstance(reader, str) and reader.where.endswith("(no assumption)"), reader.where

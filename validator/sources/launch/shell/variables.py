@@ -59,6 +59,9 @@ class Variables:
             return None
         if name == "BASH_VERSION" and name not in self.m.st.vars:
             return Unknown("$BASH_VERSION: the running bash's", nonempty=True)
+        if name == "BASH" and name not in self.m.st.vars:
+            # bash always sets it to its own path: a venv's activate tests it with -n (Python <= 3.11.3)
+            return Unknown("$BASH: the running bash's path", nonempty=True)
         if name == "FUNCNAME" and name not in self.m.st.vars:
             return None
         if name == "BASH_SOURCE" and name not in self.m.st.vars:
