@@ -26,6 +26,7 @@ from tests.support.deploy_tools import (
     parse_cli,
     serve_config,
 )
+from tests.support.prerequisite import needs_root
 from validator.trusted_files import chain_problems, read_guarded
 
 K8S = DEPLOY / "kubernetes"
@@ -264,6 +265,7 @@ def test_only_the_server_and_the_sidecar_can_write_on_the_attestations_path(tmp_
     mount = mounts["sglang"]["mountPath"]
     assert server_env["SPARK_VALIDATE_ATTESTATION"].startswith(mount + "/")
 
+    needs_root(f"chown to the pod's server user (UID {uid}, as its init container does)")
     volume = tmp_path / "empty-dir"
     volume.mkdir()
     os.chmod(volume, 0o777)  # what the kubelet creates

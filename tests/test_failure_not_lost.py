@@ -18,13 +18,14 @@ from typing import Any
 import pytest
 
 from tests.support.cli import REPO
+from tests.support.namespaces import in_pid_namespace
 
 BUDGET = "15"
 
 
 def run_node(spec: dict[str, Any]) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    argv = ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "tests.support.node_scenario"]
+    argv = in_pid_namespace([sys.executable, "-m", "tests.support.node_scenario"])
     done = subprocess.run(
         [*argv, json.dumps(spec)], cwd=REPO, env=env, capture_output=True, text=True, timeout=400, check=False
     )

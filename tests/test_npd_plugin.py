@@ -35,6 +35,7 @@ from tests.support import web
 from tests.support.cli import REPO
 from tests.support.deploy_tools import DEPLOY
 from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.namespaces import in_pid_namespace
 from tests.support.sim_process import wait_healthy
 
 CONFIG = DEPLOY / "kubernetes" / "npd-spark-validate.json"
@@ -247,9 +248,8 @@ def test_a_long_message_is_cut_by_the_plugin_itself(plugin: tuple[str, dict[str,
 def test_no_server_is_unknown(plugin: tuple[str, dict[str, Any]]) -> None:
     """In a PID namespace of its own (``unshare``, root in CI) the plugin finds no server: Unknown."""
     path, doc = plugin
-    status, message, _ = npd_run(
-        "unshare", ["--pid", "--fork", "--mount-proc", path, *_rule_args(doc)], 30, 80
-    )
+    unshare, *args = in_pid_namespace([path, *_rule_args(doc)])
+    status, message, _ = npd_run(unshare, args, 30, 80)
     assert status == "Unknown" and message.startswith("UNKNOWN no SGLang server process found"), message
 
 

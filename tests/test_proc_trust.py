@@ -18,21 +18,13 @@ from functools import cache
 from typing import Any
 
 from tests.support.cli import REPO
+from tests.support.namespaces import in_network_namespace, in_pid_namespace
 
 
 @cache
 def scene(name: str) -> dict[str, Any]:
     done = subprocess.run(
-        [
-            "unshare",
-            "--pid",
-            "--fork",
-            "--mount-proc",
-            sys.executable,
-            "-m",
-            "tests.support.trust_scene",
-            name,
-        ],
+        in_pid_namespace([sys.executable, "-m", "tests.support.trust_scene", name]),
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
@@ -116,7 +108,7 @@ def test_a_server_in_its_own_network_namespace_is_proven_by_its_own_socket_table
 
     port = free_port()
     with sglang_tree() as top:
-        argv = ["unshare", "--net", *server_argv(port)]
+        argv = in_network_namespace(server_argv(port))
         with process_as(None, argv, cwd=top, prefix=b"/usr/bin/python3\0-m\0sglang") as proc:
             result = _check_pid(proc.pid, wait="10")
     assert result.returncode in (69, 78), result.stderr  # its argv is judged (78: not the recipe's)
@@ -327,7 +319,9 @@ def test_a_process_in_another_mount_namespace_is_judged_but_its_program_never_ru
     from tests.support.cli import run_cli
     from tests.support.fake_server import process_as, server_argv, sglang_tree
     from tests.support.loopback import free_port
+    from tests.support.prerequisite import needs_root
 
+    needs_root("a mount namespace (unshare --mount)")
     evil, out = Path(tempfile.mkdtemp(prefix="sv-evil-")), Path(tempfile.mkdtemp(prefix="sv-out-"))
     script = evil / "python3"
     script.write_text(f'#!/bin/sh\nid -u > "{out}/ran-$$"\nexec /usr/bin/python3 "$@"\n')

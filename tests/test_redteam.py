@@ -28,6 +28,7 @@ import pytest
 from tests.support.cli import REPO, run_cli
 from tests.support.fake_server import PYTHON, process_as
 from tests.support.loopback import free_port
+from tests.support.namespaces import in_network_namespace
 from tests.support.second_user import User
 
 WRITES_UID = 'import os; open(os.path.join({out!r}, "ran-%d" % os.getuid()), "w").write("x")\n'
@@ -71,9 +72,10 @@ def test_a_server_in_another_network_namespace_is_never_judged_through_this_host
     port = free_port()
     env = {"PATH": "/usr/bin:/bin", "SGLANG_ENABLE_FP8_LM_HEAD": "1", "PYTHONPATH": str(REPO)}
     sim = [
-        "unshare", "--net", sys.executable, "-m", "validator", "sim", "--scenario", "draft-head-weight-only",
+        sys.executable, "-m", "validator", "sim", "--scenario", "draft-head-weight-only",
         "--host", "0.0.0.0", "--port", str(port), "--speed", "1000", "--startup-seconds", "0.1",
     ]  # fmt: skip
+    sim = in_network_namespace(sim)
     prefix = sys.executable.encode()
     with (
         SimServer("healthy", port=port, speed=1000, startup_seconds=0.1),

@@ -28,6 +28,7 @@ from tests.support.cli import REPO, run_cli
 from tests.support.fake_server import LISTENS
 from tests.support.in_process import cli_in_process
 from tests.support.loopback import free_port, stop, wait_listening
+from tests.support.namespaces import in_pid_namespace
 from validator.sources.host.server_command import use_stand_ins
 
 use_stand_ins()  # as the front doors do: the tests below call the readers directly
@@ -213,7 +214,7 @@ def test_nothing_found_in_another_pid_namespace_is_exit_69_saying_what_was_looke
     """``unshare --pid --mount-proc``: the check sees only its own namespace's processes (root in CI)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     result = subprocess.run(
-        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "validator", "check"],
+        in_pid_namespace([sys.executable, "-m", "validator", "check"]),
         capture_output=True,
         text=True,
         env=env,
@@ -402,9 +403,11 @@ def test_hidepid_hides_the_server_and_the_answer_says_so(tmp_path: Path) -> None
     the server's user holds is named with the mount option."""
     import tempfile
 
+    from tests.support.prerequisite import needs_root
     from tests.support.second_user import call_as
     from validator.sources.host.server_processes import discover, nothing_found
 
+    needs_root("a proc mount with hidepid=2 (mount -t proc)")
     hidden = Path(tempfile.mkdtemp(prefix="sv-hidepid-"))  # the reader must reach it (not under /root)
     os.chmod(hidden, 0o755)
     subprocess.run(["mount", "-t", "proc", "-o", "hidepid=2", "proc", str(hidden)], check=True, timeout=30)

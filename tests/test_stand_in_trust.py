@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import REPO
+from tests.support.namespaces import in_pid_namespace
 from tests.support.second_user import User
 
 pytestmark = pytest.mark.timeout(600)
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.timeout(600)
 @cache
 def _scene() -> dict[str, Any]:
     done = subprocess.run(
-        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-m", "tests.support.stand_in_scene"],
+        in_pid_namespace([sys.executable, "-m", "tests.support.stand_in_scene"]),
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,

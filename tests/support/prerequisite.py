@@ -18,3 +18,11 @@ def missing(message: str) -> NoReturn:
     if os.environ.get("CI"):
         pytest.fail(message, pytrace=False)
     pytest.skip(message, allow_module_level=True)
+
+
+def needs_root(what: str) -> None:
+    """Stop the test through :func:`missing` unless this process is root: ``what`` is the privileged step
+    (``"a PID namespace (unshare --pid)"``), said in one line with "needs root (CI runs as root)". As root,
+    nothing happens and the test runs."""
+    if os.geteuid() != 0:
+        missing(f"{what} needs root (CI runs as root)")
