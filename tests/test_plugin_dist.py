@@ -80,17 +80,36 @@ def plugin_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
+# Standard library: each top-level module the base interpreter itself provides (built in, frozen, or a
+# file under its own stdlib directories, its site-packages excepted), not a list of names: Debian's python3
+# imports its own /usr/lib/python3.11/sitecustomize.py at start-up, which no name list has.
 _IMPORT_ALL = """
-import importlib, importlib.util, json, pkgutil, sys
+import importlib, importlib.util, json, os, pkgutil, sys, sysconfig
+base = {"installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix,
+        "base": sys.base_prefix, "platbase": sys.base_exec_prefix}
+paths = sysconfig.get_paths(vars=base)
+stdlib = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib")}
+site = {os.path.realpath(paths[k]) for k in ("purelib", "platlib")}
+
+def under(f, dirs):
+    return any(os.path.commonpath([f, d]) == d for d in dirs)
+
+def standard(module):
+    spec = getattr(module, "__spec__", None)
+    if spec is not None and spec.origin in ("built-in", "frozen"):
+        return True
+    f = getattr(module, "__file__", None)
+    if not f:
+        return False
+    f = os.path.realpath(f)
+    return under(f, stdlib) and not under(f, site)
+
 import spark_validate_plugin.plugin as plugin
 for m in pkgutil.iter_modules(plugin.__path__, "spark_validate_plugin.plugin."):
     importlib.import_module(m.name)
-third_party = sorted(
-    n for n in sys.modules
-    if n.split(".")[0] not in sys.stdlib_module_names
-    and n.split(".")[0] not in ("spark_validate_plugin", "__main__")
-)
-print(json.dumps({"file": plugin.__file__, "third_party": third_party,
+top = {n.split(".")[0] for n in list(sys.modules)} - {"spark_validate_plugin", "__main__"}
+third_party = sorted(n for n in top if not (sys.modules.get(n) and standard(sys.modules[n])))
+print(json.dumps({"file": plugin.__file__, "third_party": third_party, "plugin_standard": standard(plugin),
                   "validator": importlib.util.find_spec("validator") is not None}))
 """
 
@@ -112,6 +131,7 @@ def test_plugin_wheel_alone_needs_only_the_standard_library(plugin_wheel: Path, 
     seen = json.loads(run.stdout)
     assert seen["file"].startswith(str(tmp_path / "venv")), seen
     assert seen["third_party"] == [], seen
+    assert seen["plugin_standard"] is False, seen  # the control: an installed module is not the stdlib
     # its own import name: the environment has no top-level `validator` (an unrelated distribution's)
     assert seen["validator"] is False, seen
     assert not list((tmp_path / "venv").glob("lib/python3*/site-packages/validator")), "installed `validator`"
