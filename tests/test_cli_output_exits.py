@@ -22,6 +22,7 @@ import pytest
 from tests.support.check_helpers import run_check
 from tests.support.cli import REPO, run_cli
 from tests.support.loopback import free_port
+from tests.support.prerequisite import missing
 from tests.support.sim_process import sim_process
 from validator.cli import COMMANDS
 
@@ -130,8 +131,34 @@ def test_version_names_the_checkouts_commit() -> None:
     assert proc.stdout.startswith("spark-validate ") and f"(commit {_git_head()[:12]})" in proc.stdout
 
 
+def _unmet_build_requirements() -> list[str]:
+    """What of pyproject.toml's [build-system] (setuptools>=68, a bdist_wheel: setuptools 70.1 or later has
+    its own, older ones take the wheel package's) this environment lacks."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> tuple[int, ...] | None:
+        try:
+            return tuple(int(x) for x in version(name).split(".")[:2] if x.isdigit())
+        except PackageNotFoundError:
+            return None
+
+    setuptools = installed("setuptools")
+    if setuptools is None:
+        return ["setuptools>=68"]
+    unmet = [] if setuptools >= (68,) else [f"setuptools>=68 (installed {version('setuptools')})"]
+    if setuptools < (70, 1) and installed("wheel") is None:
+        unmet.append("wheel (setuptools before 70.1 has no bdist_wheel of its own)")
+    return unmet
+
+
 def test_a_wheel_records_the_commit_it_was_built_from(tmp_path: Path) -> None:
     """A wheel (and the image built from one) has no .git: the build writes the commit into it."""
+    unmet = _unmet_build_requirements()
+    if unmet:
+        missing(
+            f"pip wheel --no-build-isolation needs [build-system]'s requirements here, {unmet}: "
+            "pip install -e '.[test]'"
+        )
     pip = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
     built = subprocess.run(
         [*pip, str(REPO), "-w", str(tmp_path / "dist")],
