@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import run_cli
+from tests.support.prerequisite import missing
 from validator.sources.sglang.tables import build_key, store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,6 +60,8 @@ def warnings_of(proc: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_generates_and_caches_the_installed_builds_table(tmp_path: Path) -> None:
+    if not SGLANG_PYTHON.exists():
+        missing(f"{SGLANG_PYTHON} missing (bash scripts/setup_sglang_env.sh .venv-sglang)")
     env = {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}
     proc = cli(env, "sglang-table", "--python", str(SGLANG_PYTHON), timeout=300)
     assert proc.returncode == 0, proc.stderr
