@@ -88,8 +88,9 @@ import importlib, importlib.util, json, os, pkgutil, sys, sysconfig
 base = {"installed_base": sys.base_prefix, "installed_platbase": sys.base_exec_prefix,
         "base": sys.base_prefix, "platbase": sys.base_exec_prefix}
 paths = sysconfig.get_paths(vars=base)
-stdlib = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib")}
-site = {os.path.realpath(paths[k]) for k in ("purelib", "platlib")}
+both = lambda d: {os.path.abspath(d), os.path.realpath(d)}
+stdlib = set().union(*(both(paths[k]) for k in ("stdlib", "platstdlib")))
+site = set().union(*(both(paths[k]) for k in ("purelib", "platlib")))
 
 def under(f, dirs):
     return any(os.path.commonpath([f, d]) == d for d in dirs)
@@ -101,7 +102,7 @@ def standard(module):
     f = getattr(module, "__file__", None)
     if not f:
         return False
-    f = os.path.realpath(f)
+    f = os.path.abspath(f)  # where it was found: Debian's sitecustomize.py links to /etc/python3.11
     return under(f, stdlib) and not under(f, site)
 
 import spark_validate_plugin.plugin as plugin
