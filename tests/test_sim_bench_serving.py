@@ -67,6 +67,7 @@ def _python() -> Path:
 @pytest.fixture(scope="module")
 def client_env() -> dict[str, str]:
     """The environment that runs SGLang's client: its extra packages on PYTHONPATH, offline."""
+    _python()  # SGLang's environment first: the client's packages go beside it
     subprocess.run(
         ["bash", str(REPO / "scripts" / "setup_sglang_bench_client.sh"), str(SGLANG_VENV), str(CLIENT_DIR)],
         check=True,
