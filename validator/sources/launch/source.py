@@ -39,12 +39,11 @@ def gather(g: Gathering) -> None:
     (``Unreadable``: the launch source's error)."""
     inputs = g.inputs
     try:
-        launch, sg, program = launch_and_install(inputs)
+        launch, sg, program, g.container = launch_and_install(inputs)
     except UnresolvedLaunch as exc:
         raise Unreadable(str(exc)) from None
     g.facts.launch, g.facts.sglang, g.facts.program = launch, sg, program
     g.env, _ = server_environment(inputs)
-    g.container = container_spec(inputs, g.env)
     if g.container is not None and inputs.sglang_root is None:
         from validator.sources.launch.docker_run import image_note
 
@@ -184,13 +183,13 @@ def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> Container
     return None
 
 
-def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstallFacts, ProgramFacts]:
+def _locate(
+    inputs: PreflightInputs, launch: LaunchFacts, container: ContainerSpec | None
+) -> tuple[SGLangInstallFacts, ProgramFacts]:
     """The install to read, and ``launch.program``'s evidence: the program resolved as exec would, its
-    interpreter asked with the server's flags, environment and working directory. There is no fallback
-    to this process's own packages: they prove nothing about the server's."""
-    container = (
-        None if inputs.sglang_root is not None else container_spec(inputs, server_environment(inputs)[0])
-    )
+    interpreter asked with the server's flags, environment and working directory (or, in ``container``,
+    neither visible here). There is no fallback to this process's own packages: they prove nothing about
+    the server's."""
     if container is not None:  # the program and the install are inside the image: not visible here
         from validator.sources.launch.docker_run import image_note
 
@@ -252,10 +251,11 @@ def _locate(inputs: PreflightInputs, launch: LaunchFacts) -> tuple[SGLangInstall
 
 def launch_and_install(
     inputs: PreflightInputs,
-) -> tuple[LaunchFacts, SGLangInstallFacts, ProgramFacts]:
+) -> tuple[LaunchFacts, SGLangInstallFacts, ProgramFacts, ContainerSpec | None]:
     """The launch command parsed with the flag table of the SGLang build that will run it: first with the
     shipped table (leniently if it refuses), then with the build's generated table if any, else leniently,
-    reporting what the table does not know instead of failing."""
+    reporting what the table does not know instead of failing. Also the container the inputs describe,
+    read once for the install and the sources after it."""
     refused: InputError | None = None
     try:
         launch = read_launch(inputs)
@@ -266,13 +266,17 @@ def launch_and_install(
             except InputError:
                 raise exc from None
         refused = exc
-    sg, program = _locate(inputs, launch)
+    named = inputs.sglang_root is not None  # the install is that tree: the container is read last
+    container = None if named else container_spec(inputs, server_environment(inputs)[0])
+    sg, program = _locate(inputs, launch, container)
     choice = table_for(sg, launch.interpreter)
     if choice is None:
         if refused is not None:
             raise refused
-        return launch, sg, program
-    with parsing_with(choice):
-        launch = read_launch(inputs)
-    launch.warnings.insert(0, f"launch command parsed with {choice.described}")
-    return launch, sg, program
+    else:
+        with parsing_with(choice):
+            launch = read_launch(inputs)
+        launch.warnings.insert(0, f"launch command parsed with {choice.described}")
+    if named:
+        container = container_spec(inputs, server_environment(inputs)[0])
+    return launch, sg, program, container
