@@ -41,7 +41,6 @@ from validator.report import (
     Status,
     Waiver,
     decide_verdict,
-    utc_now_iso,
 )
 from validator.rulepack import LoadedPack
 from validator.selection import ON_REQUEST, Selection
@@ -305,4 +304,4 @@ def build_report(
     )
 
 
-__all__ = ["build_report", "run_checks", "utc_now_iso", "waiver_for"]
+__all__ = ["build_report", "run_checks", "waiver_for"]

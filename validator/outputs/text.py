@@ -69,9 +69,8 @@ def verdict_note(data: dict[str, Any]) -> str:
 
 
 @output("text", "for a person at a terminal (the default)", rank=0)
-def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = (), line_width: int = 0) -> str:
-    """``line_width`` 0: the terminal's width (COLUMNS), else 100."""
-    line_width = line_width or shutil.get_terminal_size((100, 24)).columns
+def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()) -> str:
+    line_width = shutil.get_terminal_size((100, 24)).columns  # the terminal's (COLUMNS), else 100
     data = neutralize_deep(safe_dict(report, secrets))  # server-supplied text cannot drive the terminal
     lines = [
         f"spark-validate {data['version']} · {data['mode']} · rule pack {data['rule_pack']}"

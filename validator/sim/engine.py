@@ -71,7 +71,6 @@ class SimEngine:
         self.metrics = (
             SimMetrics(SERVED_MODEL_NAME, self.scenario, self.api_style) if self.scenario.metrics else None
         )
-        self.collapsed = False  # the draft broke mid-run (``collapse_after_s``)
         self.loaded = False  # weights and graphs are ready: the warm-up request can be served
         self.ready = False  # warm-up done: ServerStatus.Up
         self.crashed = False
@@ -249,7 +248,6 @@ class SimEngine:
         else changes: configuration, attestation and ``/health`` still look healthy."""
         with self._lock:
             self.scenario = replace(self.scenario, drafter_broken=True)
-            self.collapsed = True
 
     async def start_up(self) -> None:
         """Both phases, for a simulator that listens from the start."""

@@ -317,10 +317,6 @@ SCENARIOS: dict[str, Entry] = {
 }
 
 
-def names() -> list[str]:
-    return list(SCENARIOS)
-
-
 def parse_names(values: list[str] | str) -> list[str]:
     """Split repeated and comma-separated ``--scenario`` values, keeping order and dropping repeats."""
     raw = [values] if isinstance(values, str) else values
