@@ -8,7 +8,6 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from validator import preflight_inputs
@@ -121,23 +120,17 @@ def pack_from(args: argparse.Namespace) -> LoadedPack | None:
     return load_pack(args.rules)
 
 
-def known_check_ids(pack_ids: Iterable[str] = ()) -> set[str]:
-    """Every check ID a run can have: the builtin checks, the checks of every built-in pack, and those of
-    the pack in use (a pack file may define checks of its own with ``expect``)."""
-    ids = set(builtins()) | {AUTO_CHECK} | set(pack_ids)
-    for path in list_builtin_packs():
-        ids.update(c.id for c in load_pack(str(path)).pack.checks)
-    return ids
-
-
-def selection_from(
-    check: Sequence[str] | None, skip: Sequence[str] | None, pack_ids: Iterable[str] = ()
-) -> Selection | None:
-    """The selection ``--check``/``--skip`` ask for (None: every check), each ID checked to exist."""
-    check, skip = list(check or ()), list(skip or ())
+def selection_of(args: argparse.Namespace, loaded: LoadedPack | None) -> Selection | None:
+    """``--check``/``--skip`` (None: every check), every ID checked against the checks that exist (exit 2
+    naming an unknown one); the pack in use counts, with ``--rules auto`` every built-in pack does."""
+    check, skip = args.only_checks, args.skip_checks
     if not check and not skip:
         return None
-    known = known_check_ids(pack_ids)
+    # every check ID a run can have: the builtins, every built-in pack's, and the pack in use's (a pack file
+    # may define checks of its own with ``expect``)
+    known = set(builtins()) | {AUTO_CHECK} | {c.id for c in (loaded.pack.checks if loaded else ())}
+    for path in list_builtin_packs():
+        known.update(c.id for c in load_pack(str(path)).pack.checks)
     for flag, ids in (("--check", check), ("--skip", skip)):
         for check_id in ids:
             if check_id not in known:
@@ -148,13 +141,6 @@ def selection_from(
     if both:
         raise UsageError(f"--check and --skip both name {', '.join(both)}")
     return Selection(only=frozenset(check) if check else None, skip=frozenset(skip))
-
-
-def selection_of(args: argparse.Namespace, loaded: LoadedPack | None) -> Selection | None:
-    """``--check``/``--skip``, every ID checked against the checks that exist (exit 2 naming an unknown
-    one); the pack in use counts, with ``--rules auto`` every built-in pack does."""
-    ids = [c.id for c in loaded.pack.checks] if loaded is not None else []
-    return selection_from(getattr(args, "only_checks", None), getattr(args, "skip_checks", None), ids)
 
 
 def use_color(stream: object) -> bool:

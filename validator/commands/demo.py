@@ -116,8 +116,7 @@ def _private_base() -> str:
     return str(base)
 
 
-def _side_by_side(healthy: object, broken: object, broken_name: str, color: bool) -> str:
-    assert isinstance(healthy, Report) and isinstance(broken, Report)
+def _side_by_side(healthy: Report, broken: Report, broken_name: str, color: bool) -> str:
     paint = {"pass": "32", "fail": "1;31", "warn": "33", "skip": "2", "error": "35", "info": "36"}
 
     def cell(status: str) -> str:

@@ -28,7 +28,7 @@ from validator.outputs import render
 from validator.preflight import run_preflight
 from validator.preflight_inputs import inputs_from
 from validator.redact import collect_secrets, redact_text
-from validator.report import Report, Severity, Status, Verdict
+from validator.report import CheckResult, Report, Severity, Status, Verdict
 from validator.sources.host.server_command import use_stand_ins
 from validator.sources.launch.state import LaunchState, state_path, write_state
 from validator.validation import dump
@@ -66,13 +66,8 @@ def termination_message(report: Report, secret_keys: Iterable[str], malformed: s
     one's finding and remedy. A log tail (FallbackToLogsOnError keeps the last 2 KB) cuts the failing lines
     off a full report; this fits them in the kubelet's 4 KB."""
     secrets = collect_secrets(dump(report), secret_keys)
-
-    blocking = [
-        c
-        for c in report.checks
-        if c.severity is Severity.CRITICAL and c.status in (Status.FAIL, Status.ERROR) and c.waived is None
-    ]
-    blocking.sort(key=lambda c: c.status is not Status.FAIL)  # failures before what could not be proven
+    # failures before what could not be proven
+    blocking = sorted(_blocking(report), key=lambda c: c.status is not Status.FAIL)
     names = ", ".join(f"{c.id} ({c.status.value})" for c in blocking) or "no critical check blocked"
     lines = [f"spark-validate refused to start the server: {report.verdict.value.upper()}: {names}"]
     if malformed:
@@ -83,6 +78,15 @@ def termination_message(report: Report, secret_keys: Iterable[str], malformed: s
     if len(data) > TERMINATION_CAP:
         data = data[: TERMINATION_CAP - 4] + b"...\n"
     return data.decode("utf-8", "ignore")
+
+
+def _blocking(report: Report) -> list[CheckResult]:
+    """The critical checks that failed or could not be proven, unwaived: what refuses the start."""
+    return [
+        c
+        for c in report.checks
+        if c.severity is Severity.CRITICAL and c.status in (Status.FAIL, Status.ERROR) and c.waived is None
+    ]
 
 
 def _write_termination_log(path: str, text: str) -> None:
@@ -103,13 +107,7 @@ def _record(args: argparse.Namespace, verdict: str, code: int, report: Report | 
         return
     blocking: tuple[str, ...] = ()
     if report is not None and code != 0:  # a start that went ahead (--allow-partial) was blocked by nothing
-        blocking = tuple(
-            c.id
-            for c in report.checks
-            if c.severity is Severity.CRITICAL
-            and c.status in (Status.FAIL, Status.ERROR)
-            and c.waived is None
-        )
+        blocking = tuple(c.id for c in _blocking(report))
     pack = report.rule_pack if report is not None else None
     state = LaunchState(time.time(), verdict, code, code == 0, blocking, pack, reason.splitlines()[0][:1000])
     problem = write_state(path, state)

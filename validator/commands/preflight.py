@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 from validator.commands.common import add_common, add_preflight_inputs, emit, pack_from, selection_of
 from validator.preflight import run_preflight
@@ -17,8 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     loaded = pack_from(args)
-    inputs = inputs_from(args)
-    inputs = replace(inputs, selection=selection_of(args, loaded))
+    inputs = inputs_from(args, selection=selection_of(args, loaded))
     run = run_preflight(
         inputs, loaded, strict=args.strict, allow_partial=args.allow_partial, pack_dirs=args.rules_dir
     )
