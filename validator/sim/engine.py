@@ -65,9 +65,7 @@ class SimEngine:
         self.config = config
         self.scenario = config.scenario
         self.api_style = api_style.resolve(config.api_style)
-        self.log = server_log.ServerLog(
-            config.log_path, tp_size=1, style=server_log.LOG_STYLES[config.log_style]
-        )
+        self.log = server_log.ServerLog(config.log_path, style=server_log.LOG_STYLES[config.log_style])
         self.metrics = (
             SimMetrics(SERVED_MODEL_NAME, self.scenario, self.api_style) if self.scenario.metrics else None
         )
@@ -262,14 +260,10 @@ class SimEngine:
         self.ready = False
         self.settled.set()
         if lines is None:
-            trace = (
+            lines = server_log.crash_lines(
                 "Traceback (most recent call last):\n"
                 "RuntimeError: CUDA error: an illegal memory access was encountered (simulated)"
             )
-            lines = [
-                (f"Scheduler hit an exception: {trace}", True),
-                ("Received sigquit from a child process. It usually means the child failed.", False),
-            ]
         for message, tp in lines:
             self.log.line(message, tp=tp)
         self.log.close()

@@ -77,14 +77,14 @@ def _location(message: str) -> str:
 class ServerLog:
     """Append-only log file (or nothing when no path is given); safe to call from any thread.
 
-    ``tp`` marks a scheduler line; it gets the ``TP<rank>`` prefix only under tensor parallelism (and the
-    style's rank tags); ``tp=None`` writes the text as it is, with no logger prefix (a progress bar)."""
+    ``tp`` marks a scheduler line; it gets the style's rank tags (a single-rank server has no ``TP0``
+    prefix); ``tp=None`` writes the text as it is, with no logger prefix (a progress bar)."""
 
-    def __init__(self, path: Path | None, *, tp_size: int = 1, style: LogStyle = DEFAULT_STYLE) -> None:
+    def __init__(self, path: Path | None, *, style: LogStyle = DEFAULT_STYLE) -> None:
         self._lock = threading.Lock()
         self._fh: IO[str] | None = None
         self.style = style
-        self._prefix = style.ranks or (" TP0" if tp_size > 1 else "")
+        self._prefix = style.ranks
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = path.open("a", encoding="utf-8")
@@ -377,10 +377,18 @@ def startup_timings_line(startup: dict[str, Any]) -> str:
     )
 
 
+def crash_lines(trace: str) -> list[tuple[str, bool | None]]:
+    """What a scheduler that raised leaves in the log before the process tree dies: ``Scheduler hit an
+    exception: <traceback>`` (srt/managers/scheduler.py:6370-6373), then the launcher's SIGQUIT handler
+    line (srt/entrypoints/engine.py:1976-1980)."""
+    return [
+        (f"Scheduler hit an exception: {trace}", True),
+        ("Received sigquit from a child process. It usually means the child failed.", False),
+    ]
+
+
 def ring_failure_lines(error: str) -> list[tuple[str, bool | None]]:
-    """What a scheduler that raised during pool allocation leaves in the log before the process tree dies:
-    ``Scheduler hit an exception: <traceback>`` (srt/managers/scheduler.py:6370-6373), then the launcher's
-    SIGQUIT handler line (srt/entrypoints/engine.py:1976-1980)."""
+    """The crash of a scheduler whose ReplaySSM pool allocation raised (``memory_pool.py``)."""
     trace = "\n".join(
         [
             "Traceback (most recent call last):",
@@ -393,10 +401,7 @@ def ring_failure_lines(error: str) -> list[tuple[str, bool | None]]:
             f"ValueError: {error}",
         ]
     )
-    return [
-        (f"Scheduler hit an exception: {trace}", True),
-        ("Received sigquit from a child process. It usually means the child failed.", False),
-    ]
+    return crash_lines(trace)
 
 
 def _moe_line(scenario: Scenario, layer: str) -> str:
@@ -405,11 +410,11 @@ def _moe_line(scenario: Scenario, layer: str) -> str:
     return f"Preparing DSv4 MXFP4 experts for FlashInfer SM120 CUTLASS W4A8 (layer: {layer})..."
 
 
-def prefill_batch_line(*, running: int, queued: int, new_tokens: int = 64) -> str:
+def prefill_batch_line(*, running: int, queued: int) -> str:
     """SGLang 0.5.23's prefill line (metrics_reporter.py ``report_prefill_stats``: counts, the hybrid
     model's pool usage, ``#running-req``, ``#queue-req``, ``#pending-token``, graph, throughput)."""
     return (
-        f"Prefill batch, #new-seq: 1, #new-token: {new_tokens}, #cached-token: 0, full token usage: 0.00, "
+        "Prefill batch, #new-seq: 1, #new-token: 64, #cached-token: 0, full token usage: 0.00, "
         f"mamba usage: 0.00, #running-req: {running}, #queue-req: {queued}, #pending-token: 0, "
         "cuda graph: False, input throughput (token/s): 0.00"
     )
