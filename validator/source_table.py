@@ -2,15 +2,9 @@
 
 Each source's row is declared beside its reader (``@preflight_source`` in ``validator.sources.gathering``,
 ``@live_source`` in ``validator.sources.live_gathering``): its name (the key of ``Facts.errors`` and of a
-result's ``sources``), its rank (where the table reads it), what it needs read first and when it applies.
-A table is every row of its kind from the modules of its reader packages, by rank, so that a new source
-is its module and nothing else: there is no list to forget (``validator.live_table`` gathers the live
-one). A module is imported by its table when its source declares a row (``declaring``); the parsers beside
-the readers (the shell reader) stay unloaded until a reader needs them.
-
-A row needs only rows read before it (``tests/test_source_table.py``). The input that would prove a
-source's checks is coverage's (``validator.facts.INPUT_FOR_SOURCE``), which outputs read without
-importing any reader.
+result's ``sources``), its rank, what it needs read first and when it applies. A table is every row of its
+kind from the declaring modules of its reader packages, by rank: a new source is its module and nothing
+else, with no list to forget. A row needs only rows read before it (``tests/test_source_table.py``).
 """
 
 from __future__ import annotations

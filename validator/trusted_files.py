@@ -99,8 +99,7 @@ def _mkdir_private(name: str, dir_fd: int) -> bool:
 
 def _parent_of(directory: Path, what: str) -> tuple[int, str]:
     """A descriptor on the directory that holds ``directory`` (the caller closes it) and its last name,
-    reached by :func:`_walk` (each component opened ``O_NOFOLLOW`` from its parent's descriptor, links
-    resolved by hand) and each missing directory on the way made 0700 through its parent's descriptor.
+    reached by :func:`_walk`, each missing directory on the way made 0700 through its parent's descriptor.
     A path checked first and opened by name later could be swapped in between: a directory of another
     user's on the way turned into a link to root's, and the file written there."""
     links: list[tuple[str, int, DirFacts]] = []
@@ -136,10 +135,9 @@ def _parent_of(directory: Path, what: str) -> tuple[int, str]:
 
 def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "the file") -> int:
     """A descriptor on ``directory``, created 0700 (0750 and group ``gid``) when missing, after checking on
-    the descriptor that this process owns it and nobody else can write it. Every directory on the way is
-    opened from its parent's descriptor (:func:`_parent_of`), so what is checked is what is written in; a
-    path that goes through a symbolic link someone else could have planted is refused before anything is
-    created: the directory (and the file) would be made wherever the link points."""
+    the descriptor that this process owns it and nobody else can write it (reached by :func:`_parent_of`).
+    A path through a symbolic link someone else could have planted is refused before anything is created:
+    the directory (and the file) would be made wherever the link points."""
     uid = os.geteuid()
     pfd, name = _parent_of(directory, what)
     try:
