@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError
-from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
+from validator.trusted_files import UnsafeLocation, kind, read_trusted_file, read_upto
 
 # Caps per kind of input, generous against real files and small against memory. A real config.json or
 # index is tens of KB (the 124B model's index: ~2 MB); unit files, env files and args files are a few KB.
 JSON_CAP = 64 * 1024 * 1024
 TEXT_CAP = 4 * 1024 * 1024
 MAX_JSON_DEPTH = 100
-_CHUNK = 1 << 20
 
 _OPEN_FLAGS = (
     os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -70,20 +69,13 @@ def read_bounded(path: Path | str, cap: int, what: str = "file") -> bytes:
         size = os.fstat(fd).st_size
         if size > cap:
             raise InputError(where, f"{what} is {size} bytes, over the {cap}-byte cap")
-        parts: list[bytes] = []
-        total = 0
-        while total <= cap:
-            try:
-                chunk = os.read(fd, min(_CHUNK, cap + 1 - total))
-            except OSError as exc:
-                raise InputError(where, f"cannot read {what}: {exc.strerror or exc}") from None
-            if not chunk:
-                break
-            parts.append(chunk)
-            total += len(chunk)
-        if total > cap:
+        try:
+            data = read_upto(fd, cap + 1)
+        except OSError as exc:
+            raise InputError(where, f"cannot read {what}: {exc.strerror or exc}") from None
+        if len(data) > cap:
             raise InputError(where, f"{what} grew past the {cap}-byte cap while being read")
-        return b"".join(parts)
+        return data
     finally:
         os.close(fd)
 
@@ -114,15 +106,7 @@ def read_head(path: Path | str, cap: int) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, f"{kind(st.st_mode)}, not a regular file", str(path))
         os.set_blocking(fd, True)
-        parts: list[bytes] = []
-        total = 0
-        while total < cap:
-            chunk = os.read(fd, min(_CHUNK, cap - total))
-            if not chunk:
-                break
-            parts.append(chunk)
-            total += len(chunk)
-        return b"".join(parts)
+        return read_upto(fd, cap)
     finally:
         os.close(fd)
 

@@ -316,6 +316,20 @@ def _walk(
             os.close(fd)
 
 
+def read_upto(fd: int, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``fd``, read in chunks to its end: a file that grows, or lies about its
+    size as ``/proc`` files do, is read no further (a caller asks one byte over its cap to see that)."""
+    parts: list[bytes] = []
+    total = 0
+    while total < limit:
+        chunk = os.read(fd, min(1 << 20, limit - total))
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+    return b"".join(parts)
+
+
 def read_guarded(
     path: Path | str, max_bytes: int, *, what: str = "file", follow_last: bool = True
 ) -> tuple[bytes, FileFacts]:
@@ -353,29 +367,22 @@ def read_guarded(
                 )
             if st.st_size > max_bytes:
                 raise UnsafeLocation(f"{where} is {st.st_size} bytes, over the {max_bytes}-byte cap")
-            chunks: list[bytes] = []
-            total = 0
-            while total <= max_bytes:
-                try:
-                    chunk = os.read(fd, min(1 << 20, max_bytes + 1 - total))
-                except OSError as exc:  # /proc/self/mem (EIO), a directory swapped in on some filesystems
-                    raise UnsafeLocation(f"{where}: cannot read: {exc.strerror or exc}") from None
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-            if total > max_bytes:
+            try:
+                data = read_upto(fd, max_bytes + 1)
+            except OSError as exc:  # /proc/self/mem (EIO), a directory swapped in on some filesystems
+                raise UnsafeLocation(f"{where}: cannot read: {exc.strerror or exc}") from None
+            if len(data) > max_bytes:
                 raise UnsafeLocation(f"{where} grew past the {max_bytes}-byte cap while being read")
             facts = FileFacts(
                 path=where,
                 uid=st.st_uid,
                 mode=stat.S_IMODE(st.st_mode),
-                size=total,
+                size=len(data),
                 dir_uid=dst.st_uid,
                 dir_mode=stat.S_IMODE(dst.st_mode),
                 chain=tuple(chain),
             )
-            return b"".join(chunks), facts
+            return data, facts
         finally:
             os.close(fd)
     finally:
