@@ -30,7 +30,6 @@ from validator.sources.live_gathering import LiveGathering, live_source
 from validator.sources.server.client import Generation, SGLangClient
 
 _HERE = Path(__file__).resolve().parent
-PROMPT_FILES = (_HERE / "data" / "rules" / "probe-prompts.yaml",)  # package data, beside the built-in packs
 RUN_LENGTH = 16  # a run of this many identical characters or token ids is degenerate output
 _CHAR_RUN_RE = re.compile(r"([^\s\-=_*#~.`])\1{" + str(RUN_LENGTH - 1) + ",}")
 
@@ -66,10 +65,7 @@ class ProbeConfig:
 
 
 def default_prompts_path() -> Path:
-    for p in PROMPT_FILES:
-        if p.is_file():
-            return p
-    return PROMPT_FILES[0]
+    return _HERE / "data" / "rules" / "probe-prompts.yaml"  # package data, beside the built-in packs
 
 
 PROMPTS_CAP = 1024 * 1024  # the shipped file is about 2 KB
@@ -82,8 +78,9 @@ def load_prompts(path: str | Path | None = None) -> list[ProbePrompt]:
     # Package data is the installation's; a pack's own prompt file (beside a pack named by path) decides
     # what the acceptance probe measures, so it is trusted only as the pack is: nobody but root and the
     # reading user can have written it or a directory above it.
-    if p.absolute().parent == _HERE / "data" / "rules":  # as written: a link elsewhere is judged there
-        data = read_bounded(_HERE / "data" / "rules" / p.name, PROMPTS_CAP, "probe prompts")
+    shipped = default_prompts_path().parent
+    if p.absolute().parent == shipped:  # as written: a link elsewhere is judged there
+        data = read_bounded(shipped / p.name, PROMPTS_CAP, "probe prompts")
     else:
         data = read_trusted_bounded(p, PROMPTS_CAP, "probe prompts")
     try:
@@ -203,13 +200,11 @@ async def run_probe(
     generate: GenerateFn,
     prompts: list[ProbePrompt],
     config: ProbeConfig | None = None,
-    *,
-    clock: Callable[[], float] = time.monotonic,
 ) -> ProbeResult:
     """Send prompts one at a time until the sequential rule decides or a cap is hit."""
     cfg = config or ProbeConfig()
     rule = SequentialRule(cfg.rule())
-    start = clock()
+    start = time.monotonic()
     problems: list[str] = []
     missing: list[str] = []
     tokens = requests = verify_ct = correct = 0
@@ -228,7 +223,7 @@ async def run_probe(
         if tokens >= cfg.max_total_tokens:
             stop_reason = f"token cap ({cfg.max_total_tokens})"
             break
-        remaining = cfg.max_wall_s - (clock() - start)
+        remaining = cfg.max_wall_s - (time.monotonic() - start)
         if remaining <= 0:
             stop_reason = f"time cap ({cfg.max_wall_s:g} s)"
             break
@@ -302,7 +297,7 @@ async def run_probe(
         accept_length_reported=(tokens / verify_ct) if verify_ct else None,
         decided_by=decided_by,
         decision=last.decision.value if last is not None else "undecided",
-        wall_s=clock() - start,
+        wall_s=time.monotonic() - start,
         problems=problems,
         missing_fields=missing,
     )
