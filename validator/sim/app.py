@@ -86,8 +86,7 @@ def create_app(engine: SimEngine) -> Starlette:
 
     async def flush_cache(request: Request) -> Response:
         """``flush_cache`` (http_server.py:1025-1043): plain text, 200 when nothing is running."""
-        denied = gate(request)
-        if denied:
+        if denied := gate(request):
             return denied
         if engine.running:
             return Response("Flush cache failed.\n", status_code=400)
@@ -95,8 +94,7 @@ def create_app(engine: SimEngine) -> Starlette:
         return Response(_FLUSHED, media_type="text/plain")
 
     async def weights_checker(request: Request) -> Response:
-        denied = gate(request)
-        if denied:
+        if denied := gate(request):
             return denied
         raw = await request.body()
         try:
@@ -107,8 +105,7 @@ def create_app(engine: SimEngine) -> Starlette:
         return _json(payload, status)
 
     async def generate(request: Request) -> Response:
-        denied = gate(request)
-        if denied:
+        if denied := gate(request):
             return denied
         body, bad = contract.decode_body(
             await request.body(), model="GenerateReqInput", method=request.method, path="/generate",

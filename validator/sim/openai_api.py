@@ -99,15 +99,13 @@ def _params(body: dict[str, Any], chat: bool) -> dict[str, Any]:
 def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
            body_of: Callable[[Any], Response]) -> list[Route]:  # fmt: skip
     async def models(request: Request) -> Response:
-        denied = gate(request)
-        if denied:
+        if denied := gate(request):
             return denied
         return body_of({"object": "list", "data": [engine.model_card()]})
 
     async def retrieve(request: Request) -> Response:
         """``retrieve_model`` (http_server.py:2025-2046): the served name or a 404 in OpenAI's shape."""
-        denied = gate(request)
-        if denied:
+        if denied := gate(request):
             return denied
         model = request.path_params["model"]
         if model != engine.args["served_model_name"]:
@@ -123,8 +121,7 @@ def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
         return await _openai(request, chat=True)
 
     async def _openai(request: Request, *, chat: bool) -> Response:
-        denied = gate(request)
-        if denied:
+        if denied := gate(request):
             return denied
         handler, line = _HANDLERS[request.url.path]
         model = "ChatCompletionRequest" if chat else "CompletionRequest"
