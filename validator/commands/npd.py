@@ -118,7 +118,6 @@ class _Progress:
         self.servers: list[str] = []  # PIDs, in discovery order
         self.reports: dict[str, Any] = {}  # PID -> report
         self.error: tuple[int, str] | None = None
-        self.done = False
         self.ignored: list[Any] = []  # processes that look like servers and are not judged, with why
 
     def ignore(self, items: list[Any]) -> None:
@@ -189,8 +188,6 @@ def _judge(args: argparse.Namespace, progress: _Progress, store: Any = None) -> 
         progress.error = (UNKNOWN, f"UNKNOWN {exc}")
     except Exception as exc:  # a bug: NPD's unknown, never a traceback in the node's condition
         progress.error = (UNKNOWN, f"UNKNOWN internal error: {type(exc).__name__}: {exc}")
-    finally:
-        progress.done = True
 
 
 def _store(args: argparse.Namespace) -> Any:
