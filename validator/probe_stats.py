@@ -89,8 +89,7 @@ class SequentialRule:
             raise ValueError("num_drafts must be >= 1")
         self.verify_ct = 0
         self.correct = 0
-        self.requests = 0
-        self.looks = 0
+        self.requests = 0  # each update is one look
 
     def update(self, verify_ct: int, correct: int, num_drafts: int | None = None) -> Assessment:
         """Add one request's ``spec_verify_ct`` and ``spec_num_correct_drafts``; ``correct`` is clipped to
@@ -99,7 +98,6 @@ class SequentialRule:
         self.verify_ct += max(0, verify_ct)
         self.correct += min(max(0, correct), max(0, verify_ct) * k)
         self.requests += 1
-        self.looks += 1
         return self.assess()
 
     def assess(self) -> Assessment:
@@ -110,7 +108,7 @@ class SequentialRule:
             return Assessment(Decision.UNDECIDED, "no verify rounds yet", None, None)
         mean = min(1.0, self.correct / (n * k))
         length = 1 + self.correct / n
-        j = max(1, self.looks)
+        j = max(1, self.requests)
         log_inv = math.log(2 * j * (j + 1) / cfg.alpha)  # alpha_j / 2 per side
         ci = (1 + k * kl_lower(mean, n, log_inv), 1 + k * kl_upper(mean, n, log_inv))
         if self.correct == 0 and n >= cfg.zero_rounds:

@@ -115,9 +115,6 @@ class Report:
     coverage: Coverage | None = None
     partial: bool = False  # some critical invariant could not be proven (a pass only with --allow-partial)
 
-    def failed(self) -> list[CheckResult]:
-        return [c for c in self.checks if c.status is Status.FAIL]
-
 
 def utc_now_iso() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
