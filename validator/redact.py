@@ -20,9 +20,9 @@ MAX_DEPTH = 64
 _REGISTERED: set[str] = set()
 # ``scheme://user:pass@`` in free text (a URL inside an error message, a log line).
 _URL_CREDENTIALS_RE = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/\s@?#]+)@")
-# C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides that reorder text.
-_CONTROL_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-_CONTROL_LINE_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls (newline and tab included: a line stays one line), DEL, C1 controls, and the bidirectional
+# overrides that reorder text.
+_CONTROL_RE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 _ALWAYS = frozenset({"api_key", "admin_api_key"})
 _SUBSTRINGS = ("secret", "password", "passwd", "credential", "private_key", "authorization")
@@ -79,19 +79,18 @@ def safe_url(url: str) -> str:
     return parts._replace(netloc=f"{REDACTED}@{host}").geturl()
 
 
-def neutralize_controls(text: str, *, keep_newlines: bool = False) -> str:
+def neutralize_controls(text: str) -> str:
     """Terminal control sequences made visible and inert: ESC, CR, backspace, C1 controls and bidi
     overrides become ``\\xNN``/``\\uNNNN`` escapes, so a server-supplied string cannot move the cursor,
     redraw a WARN line as PASS, retitle the terminal or reorder what is shown."""
-    pattern = _CONTROL_RE if keep_newlines else _CONTROL_LINE_RE
 
     def escape(m: re.Match[str]) -> str:
         code = ord(m.group())
-        if code == 0x09 and not keep_newlines:
+        if code == 0x09:
             return " "
         return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
-    return pattern.sub(escape, text)
+    return _CONTROL_RE.sub(escape, text)
 
 
 def is_secret_key(key: str, value: Any, extra_keys: Iterable[str] = ()) -> bool:
