@@ -34,8 +34,8 @@ def _sha(text: str | None) -> str | None:
     return text if _SHA.fullmatch(text) else None
 
 
-def from_build_file(path: Path = BUILD_FILE) -> str | None:
-    text = _read(path)
+def from_build_file() -> str | None:
+    text = _read(BUILD_FILE)
     if text is None:
         return None
     try:
@@ -45,10 +45,10 @@ def from_build_file(path: Path = BUILD_FILE) -> str | None:
     return _sha(data.get("commit")) if isinstance(data, dict) else None
 
 
-def from_distribution(name: str = "spark-validate") -> str | None:
+def from_distribution() -> str | None:
     """PEP 610: ``direct_url.json`` of an install from a VCS URL holds the commit it resolved to."""
     try:
-        text = metadata.distribution(name).read_text("direct_url.json")
+        text = metadata.distribution("spark-validate").read_text("direct_url.json")
     except (metadata.PackageNotFoundError, OSError):
         return None
     try:
@@ -71,13 +71,13 @@ def _git_dir(root: Path) -> Path | None:
     return None
 
 
-def from_checkout(start: Path = _PACKAGE) -> str | None:
+def from_checkout() -> str | None:
     """The commit ``HEAD`` names in the checkout whose top holds this package (``REPO/validator``), read
     without running git. Only that layout counts: an installed or unpacked copy that merely lies somewhere
     inside another repository (a venv in a project, a wheel unpacked in a work tree) is not its checkout."""
-    if {"site-packages", "dist-packages"} & set(start.parts):
+    if {"site-packages", "dist-packages"} & set(_PACKAGE.parts):
         return None
-    git = _git_dir(start.parent)
+    git = _git_dir(_PACKAGE.parent)
     if git is None:
         return None
     head = (_read(git / "HEAD") or "").strip()

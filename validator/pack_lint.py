@@ -108,7 +108,7 @@ def lint_pack(pack: RulePack) -> list[Problem]:
     return missing + rest
 
 
-def expired_waivers(pack: RulePack, today: _dt.date | None = None) -> list[WaiverSpec]:
+def expired_waivers(pack: RulePack) -> list[WaiverSpec]:
     """The pack's waivers past their ``expires`` day: the engine no longer applies them, and ``rules lint``
     says so (a pack with one still loads: the check it waived is judged again)."""
-    return [w for w in pack.waivers if (today or _dt.date.today()) > w.expires]
+    return [w for w in pack.waivers if _dt.date.today() > w.expires]

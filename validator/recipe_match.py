@@ -121,12 +121,12 @@ class Choice:
     exact: bool  # False: nothing (or more than one) matched and the default pack was used
 
 
-def _differences(have: Recipe, want: Recipe, auto_backend: str | None) -> list[str]:
+def _differences(have: Recipe, want: Recipe) -> list[str]:
     out: list[str] = []
     if have.speculative != want.speculative:
         out.append(f"speculation {have.speculative} instead of {want.speculative}")
     backend_ok = have.moe_runner_backend == want.moe_runner_backend or (
-        have.moe_runner_backend == "auto" and auto_backend == want.moe_runner_backend
+        have.moe_runner_backend == "auto" and want.moe_runner_backend == "flashinfer_mxfp4"  # what auto picks
     )
     if not backend_ok:
         out.append(f"MoE backend {have.moe_runner_backend} instead of {want.moe_runner_backend}")
@@ -140,11 +140,10 @@ def choose(
     packs: Sequence[tuple[str, Recipe]],
     *,
     default: str,
-    auto_backend: str | None = "flashinfer_mxfp4",
     source: str = "the launch command",
 ) -> Choice:
     """The pack whose recipe ``have`` follows on all three settings; else the default, saying why."""
-    diffs = [(name, _differences(have, want, auto_backend)) for name, want in packs]
+    diffs = [(name, _differences(have, want)) for name, want in packs]
     matches = [name for name, d in diffs if not d]
     if len(matches) == 1:
         unknown = " (the head's dtype could not be read)" if have.lm_head is None else ""
@@ -166,7 +165,7 @@ def choose(
         for name, want in packs
         if want.lm_head == "fp8"
         and have.lm_head == "bf16"
-        and _differences(have, want, auto_backend) == ["LM head bf16 instead of fp8"]
+        and _differences(have, want) == ["LM head bf16 instead of fp8"]
     ]
     if len(lost_fp8) == 1:
         return Choice(

@@ -149,24 +149,22 @@ def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
     return _KV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
 
 
-def redact(
-    obj: Any, extra_keys: Iterable[str] = (), secrets: Iterable[str | None] = (), max_depth: int = MAX_DEPTH
-) -> Any:
+def redact(obj: Any, extra_keys: Iterable[str] = (), secrets: Iterable[str | None] = ()) -> Any:
     """A deep copy of ``obj`` with secret values replaced by ``<redacted>``, and every secret value found
     (or given in ``secrets``) scrubbed from the other strings, such as ``launch_command``. Containers
-    nested deeper than ``max_depth`` are replaced by ``<nested too deeply>`` (iteratively: no recursion)."""
+    nested deeper than ``MAX_DEPTH`` are replaced by ``<nested too deeply>`` (iteratively: no recursion)."""
     extra = tuple(extra_keys)
     known = collect_secrets(obj, extra) | {s for s in secrets if s}
-    return _redact(obj, extra, known, max_depth)
+    return _redact(obj, extra, known)
 
 
-def _redact(obj: Any, extra: tuple[str, ...], known: set[str], max_depth: int) -> Any:
+def _redact(obj: Any, extra: tuple[str, ...], known: set[str]) -> Any:
     root: list[Any] = [None]
     tuples: list[tuple[Any, Any, list[Any]]] = []  # (parent, slot, list) to freeze, innermost last
     stack: list[tuple[Any, Any, Any, int]] = [(obj, root, 0, 0)]
     while stack:
         cur, parent, slot, depth = stack.pop()
-        if isinstance(cur, (dict, list, tuple)) and depth >= max_depth:
+        if isinstance(cur, (dict, list, tuple)) and depth >= MAX_DEPTH:
             parent[slot] = TOO_DEEP
         elif isinstance(cur, dict):
             out: dict[Any, Any] = {}

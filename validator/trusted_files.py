@@ -450,13 +450,12 @@ def read_trusted_file(
     *,
     what: str = "file",
     trusted_uids: Collection[int] | None = None,
-    below: str | None = None,
 ) -> bytes:
     """:func:`read_guarded` plus :func:`chain_problems` for the reading user (and root, and
     ``trusted_uids``); UntrustedFile names the file and the owner or directory nearest it that fails."""
     data, facts = read_guarded(path, max_bytes, what=what)
     uids = {os.geteuid(), *(trusted_uids or ())}
-    problems = chain_problems(facts, uids, below=below)
+    problems = chain_problems(facts, uids)
     if problems:  # the problem nearest the file says most; the others are above it
         extra = f" (and {len(problems) - 1} more above it)" if len(problems) > 1 else ""
         raise UntrustedFile(f"{path}: not trusted as a {what}: {problems[-1]}{extra}")

@@ -33,9 +33,9 @@ def _adapter(tp: type[Any]) -> TypeAdapter[Any]:
     return found
 
 
-def load(tp: type[T], data: object, *, strict: bool | None = None) -> T:
+def load(tp: type[T], data: object) -> T:
     """``data`` (parsed YAML or JSON) validated into ``tp``; ``ValidationError`` lists every problem."""
-    value: T = _adapter(tp).validate_python(data, strict=strict)
+    value: T = _adapter(tp).validate_python(data)
     return value
 
 

@@ -23,8 +23,9 @@ MAX_SERVERS = 64
 VERSION = 1
 
 
-def default_dir(env: dict[str, str] | os._Environ[str] = os.environ) -> Path | None:
+def default_dir() -> Path | None:
     """The state directory when ``--state-dir`` is not given (module docstring); None: nowhere known."""
+    env = os.environ
     if env.get("STATE_DIRECTORY"):
         return Path(env["STATE_DIRECTORY"].split(":")[0]) / "npd"
     if os.geteuid() == 0:
