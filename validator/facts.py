@@ -478,7 +478,6 @@ class ServerFacts:
     healthy: bool
     server_info: dict[str, JsonValue]  # the raw document (declarative rules read it)
     model_info: dict[str, JsonValue] | None = None
-    metrics_text: str | None = None
     metrics: ServerMetricsFacts | None = None  # /metrics read as evidence (None: not read in this run)
     server_info_endpoint: str = "/server_info"
     weights_checksums: dict[str, str] | None = None  # from /weights_checker, when asked for

@@ -31,6 +31,7 @@ _LABEL = {
     "error": "NOT PROVEN",
     "info": "INFO",
 }
+_REFRESH_S = 15  # the sidecar's page reloads itself this often
 
 
 class Sample(Protocol):
@@ -52,7 +53,6 @@ class SidecarView:
     phase: str
     reason: str = ""
     last_run_end: float | None = None
-    refresh_s: int = 15
     probe_interval_s: float | None = None
     probe_history: Sequence[Sample] = field(default_factory=tuple)
     server_history: Sequence[Sample] = field(default_factory=tuple)
@@ -326,8 +326,8 @@ def page(report: Report, *, secrets: tuple[str, ...] = (), view: SidecarView | N
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title>",
     ]
-    if view is not None and view.refresh_s > 0:
-        head.append(f'<meta http-equiv="refresh" content="{int(view.refresh_s)}">')
+    if view is not None:
+        head.append(f'<meta http-equiv="refresh" content="{_REFRESH_S}">')
     head.append(f"<style>{_CSS}</style></head><body><main>")
     meta = [
         f"spark-validate {data['version']}",
@@ -371,7 +371,7 @@ def waiting_page(view: SidecarView, *, word: str = "WAITING", note: str = "no ch
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>spark-validate: {_e(note)}</title>"
-        f'<meta http-equiv="refresh" content="{int(view.refresh_s) or 15}"><style>{_CSS}</style></head>'
+        f'<meta http-equiv="refresh" content="{_REFRESH_S}"><style>{_CSS}</style></head>'
         "<body><main><header><h1>spark-validate status</h1></header>"
         '<section class="card verdict v-inconclusive" id="verdict" data-verdict="none">'
         f'<div class="word" id="verdict-word">{_e(word)}</div>'
