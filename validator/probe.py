@@ -140,7 +140,6 @@ class SpecReading:
     verify_ct: int
     correct: int | None  # accepted drafts, excluding the bonus token; None: no way to tell
     drafts_per_verify: int | None  # K, when the reply says it
-    how: str  # which fields gave ``correct``
 
 
 # Names builds give the count of accepted drafts and of proposed drafts (SGLang 0.5.x first, then the
@@ -166,16 +165,16 @@ def read_spec_meta(meta: dict[str, Any], *, default_drafts: int) -> SpecReading 
     for key in _CORRECT_KEYS:
         c = _int(meta, key)
         if c is not None:
-            return SpecReading(v, c, k, key)
+            return SpecReading(v, c, k)
     if hist is not None and sum(hist) == v and all(type(n) is int for n in hist):
-        return SpecReading(v, sum(i * n for i, n in enumerate(hist)), k, "histogram")
+        return SpecReading(v, sum(i * n for i, n in enumerate(hist)), k)
     ct = _int(meta, "completion_tokens")
     if ct is not None and ct >= v:
-        return SpecReading(v, ct - v, k, "completion_tokens - spec_verify_ct")
+        return SpecReading(v, ct - v, k)
     rate = _num(meta, "spec_accept_rate")
     if rate is not None:
-        return SpecReading(v, round(rate * (proposed or v * (k or default_drafts))), k, "spec_accept_rate")
-    return SpecReading(v, None, k, "none")
+        return SpecReading(v, round(rate * (proposed or v * (k or default_drafts))), k)
+    return SpecReading(v, None, k)
 
 
 def degenerate(gen: Generation) -> str | None:
