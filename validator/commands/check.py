@@ -16,7 +16,7 @@ from validator.commands.common import (
     exit_code,
     pack_from,
     selection_of,
-    write_atomically,
+    write_out,
 )
 from validator.errors import ExitCode, UsageError
 from validator.live_inputs import add_live_inputs, live_inputs_from, seconds
@@ -191,13 +191,6 @@ def _run_processes(args: argparse.Namespace) -> int:
         text = json.dumps(parts, indent=2) + "\n"
     else:
         text = "\n".join(render(r, args.format, secrets=loaded.pack.secrets) for r in reports)
-    if args.output is None:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        write_atomically(args.output, text)
+    write_out(args.output, text)
     codes = [exit_code(r) for r in reports]
-    for worst in (ExitCode.CONFIG, ExitCode.UNAVAILABLE):
-        if worst in codes:
-            return int(worst)
-    return int(ExitCode.OK)
+    return int(next((w for w in (ExitCode.CONFIG, ExitCode.UNAVAILABLE) if w in codes), ExitCode.OK))

@@ -156,13 +156,17 @@ def emit(report: Report, args: argparse.Namespace, loaded: LoadedPack) -> int:
     """Render the report in the chosen format to stdout or --output, and return the exit code."""
     out = args.output
     color = out is None and args.format == "text" and use_color(sys.stdout)
-    text = render(report, args.format, color=color, secrets=loaded.pack.secrets)
+    write_out(out, render(report, args.format, color=color, secrets=loaded.pack.secrets))
+    return int(exit_code(report))
+
+
+def write_out(out: Path | None, text: str) -> None:
+    """The rendered report to stdout, or to ``--output`` (:func:`write_atomically`)."""
     if out is None:
         sys.stdout.write(text)
         sys.stdout.flush()
     else:
         write_atomically(out, text)
-    return int(exit_code(report))
 
 
 def write_atomically(out: Path, text: str) -> None:

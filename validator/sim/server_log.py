@@ -68,10 +68,7 @@ _LOCATIONS = (
 
 
 def _location(message: str) -> str:
-    for start, where in _LOCATIONS:
-        if message.startswith(start):
-            return where
-    return "engine.py:1"
+    return next((where for start, where in _LOCATIONS if message.startswith(start)), "engine.py:1")
 
 
 class ServerLog:
