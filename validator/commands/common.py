@@ -198,13 +198,11 @@ def write_atomically(out: Path, text: str) -> None:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, out)
-    except OSError as exc:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise InputError(str(out), f"cannot write the report: {exc.strerror or exc}") from None
         raise
 
 
