@@ -103,10 +103,8 @@ class Decoded:
     def histogram(self) -> list[int]:
         """``spec_correct_drafts_histogram``: ``h[k]`` verify rounds accepted ``k`` drafts; the list grows to
         the largest ``k`` seen (``Req.update_spec_correct_drafts_histogram``, schedule_batch.py:1566-1572)."""
-        hist: list[int] = []
+        hist = [0] * (max(self.rounds, default=-1) + 1)
         for k in self.rounds:
-            if len(hist) <= k:
-                hist.extend([0] * (k - len(hist) + 1))
             hist[k] += 1
         return hist
 
@@ -121,10 +119,6 @@ def _rng(seed: int, *parts: object) -> random.Random:
 
 def word(token_id: int) -> str:
     """The text of one simulated token."""
-    return _word(token_id)
-
-
-def _word(token_id: int) -> str:
     a = _SYLLABLES[token_id % 16]
     b = _SYLLABLES[(token_id // 16) % 16]
     return a + b if token_id % 3 else a + b + _SYLLABLES[(token_id // 256) % 16]
@@ -175,7 +169,7 @@ def decode(
     if constrained is not None:
         text = constrained if stopped else constrained[: n * 4]
     else:
-        text = "!" * n if scenario.degenerate else " ".join(_word(t) for t in ids)
+        text = "!" * n if scenario.degenerate else " ".join(word(t) for t in ids)
     return Decoded(ids, text, prompt_tokens, rounds, ttft_s(prompt_tokens), decode_s, stopped)
 
 

@@ -47,11 +47,11 @@ _DSPARK_ONLY = frozenset({"spec_cap_length", "spec_block_accept_length"})
 
 
 class SimMetrics:
-    def __init__(self, model_name: str, scenario: Scenario, style: ApiStyle | None = None) -> None:
+    def __init__(self, model_name: str, scenario: Scenario, style: ApiStyle) -> None:
         self._spec = (scenario.num_steps, scenario.num_draft_tokens) if scenario.spec else (0, 0)
         self.registry = CollectorRegistry()
         r = self.registry
-        old = style is not None and style.labels_model_name_only
+        old = style.labels_model_name_only
         base = ["model_name"] if old else ["model_name", "engine_type"]
         sched = base if old else [*base, "tp_rank", "pp_rank", "moe_ep_rank"]
         self._base = (
@@ -66,7 +66,7 @@ class SimMetrics:
         self._gauges = {
             name: Gauge(f"sglang:{name}", text, sched, registry=r)
             for name, text in _SCHEDULER_GAUGES
-            if style is None or style.dspark_gauges or name not in _DSPARK_ONLY
+            if style.dspark_gauges or name not in _DSPARK_ONLY
         }
         self._accept = (0.0, 0.0)
         self.prompt_tokens = Counter(
