@@ -13,7 +13,6 @@ from pathlib import Path
 from validator import TOOL_NAME, __version__
 from validator.attestation import location
 from validator.attestation import schema as fmt
-from validator.attestation.writer import write_document
 from validator.sim.scenarios import HIDDEN, HOT_TOKENS, MOE_LAYERS, TARGET_CLASS, VOCAB, Scenario
 from validator.sim.server_args import SGLANG_VERSION
 
@@ -116,8 +115,3 @@ def default_path(port: int) -> Path | None:
     if base is None or os.environ.get(location.ENV_PATH, "").strip():
         return base
     return base.with_name(f"{base.stem}.{port}{base.suffix or '.json'}")
-
-
-def write(path: Path, document: fmt.Attestation) -> None:
-    """The plugin's writer: private directory, ``O_EXCL`` temporary file, ``fchmod``, rename, fsync."""
-    write_document(path, document)
