@@ -46,21 +46,23 @@ class ReportGauges:
             [*names, "kind"],
             registry=registry,
         )
-        for kind in COVERAGE_KINDS:
-            self.coverage.labels(*self.extra.values(), kind).set(0)
         self._checks: set[tuple[str, str]] = set()
+        self.clear()
 
     def clear(self) -> None:
         """No report describes the server now (it restarted and is not judged yet): every check's series
         goes, so that no alert reads a previous process's status as current; coverage reads 0."""
+        self._drop(self._checks)
+        self._checks = set()
+        for kind in COVERAGE_KINDS:
+            self.coverage.labels(*self.extra.values(), kind).set(0)
+
+    def _drop(self, keys: set[tuple[str, str]]) -> None:  # the series of these (check, severity) pairs
         extra = tuple(self.extra.values())
-        for key in self._checks:
+        for key in keys:
             self.check_passed.remove(*extra, *key)
             for status in Status:
                 self.check_status.remove(*extra, *key, status.value)
-        self._checks = set()
-        for kind in COVERAGE_KINDS:
-            self.coverage.labels(*extra, kind).set(0)
 
     def observe(self, report: Report) -> None:
         """Set every series from ``report``; a check no longer reported loses its series (it does not go
@@ -73,10 +75,7 @@ class ReportGauges:
             self.check_passed.labels(*extra, *key).set(1 if c.status is Status.PASS else 0)
             for status in Status:
                 self.check_status.labels(*extra, *key, status.value).set(1 if c.status is status else 0)
-        for key in self._checks - seen:
-            self.check_passed.remove(*extra, *key)
-            for status in Status:
-                self.check_status.remove(*extra, *key, status.value)
+        self._drop(self._checks - seen)
         self._checks = seen
         cov = report.coverage if report.coverage is not None else coverage_of(report.checks)
         self.coverage.labels(*extra, "critical").set(cov.critical)
