@@ -18,7 +18,7 @@ from validator.commands.common import (
     selection_of,
     write_out,
 )
-from validator.errors import ExitCode, UsageError
+from validator.errors import ExitCode, UsageError, ValidatorError
 from validator.live_inputs import add_live_inputs, live_inputs_from, seconds
 from validator.outputs import render
 from validator.preflight_inputs import PreflightInputs, given, inputs_from, options
@@ -119,9 +119,7 @@ def _declared_user(declared: PreflightInputs | None) -> int | None:
     None when nothing is declared, it names no user, or it cannot be read (``launch.drift`` says why)."""
     if declared is None:
         return None
-
-    from validator.errors import ValidatorError
-    from validator.sources.launch.source import read_launch
+    from validator.sources.launch.source import read_launch  # the launch readers: only with a declaration
 
     try:
         name = read_launch(replace(declared, base_env={})).user
