@@ -24,6 +24,7 @@ from validator.sim import contract, openai_api, weights
 from validator.sim.auth import ApiKeyMiddleware
 from validator.sim.engine import SimEngine
 from validator.sim.job import GrammarError, Job
+from validator.sim.openai_api import as_json
 
 _GENERATE_LINE = 928  # the line of generate_request's @app.api_route in http_server.py (FastAPI reports it)
 _FLUSHED = (
@@ -32,26 +33,20 @@ _FLUSHED = (
 )
 
 
-def _json(body: Any, status: int = 200) -> Response:
-    return Response(
-        json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json"
-    )
-
-
 def create_app(engine: SimEngine) -> Starlette:
     sc = engine.scenario
 
     def gate(request: Request) -> Response | None:
         """Flakiness, after auth (the middleware) and before the handler."""
         if engine.flaky_hit():
-            return _json(contract.value_error("Service temporarily unavailable (simulated flaky-5xx)"), 503)
+            return as_json(contract.value_error("Service temporarily unavailable (simulated flaky-5xx)"), 503)
         return None
 
     def body_of(payload: Any) -> Response:
         if sc.malformed_json:
             text = json.dumps(payload)
             return Response(text[: max(1, len(text) // 2)], media_type="application/json")
-        return _json(payload)
+        return as_json(payload)
 
     async def health(request: Request) -> Response:
         if not engine.ready or engine.crashed:
@@ -100,9 +95,9 @@ def create_app(engine: SimEngine) -> Starlette:
         try:
             body = json.loads(raw) if raw else {}
         except ValueError:
-            return _json(contract.value_error("request body is not valid JSON"), 422)
+            return as_json(contract.value_error("request body is not valid JSON"), 422)
         status, payload = weights.reply(sc, engine.config.seed, body if isinstance(body, dict) else {})
-        return _json(payload, status)
+        return as_json(payload, status)
 
     async def generate(request: Request) -> Response:
         if denied := gate(request):
@@ -112,20 +107,20 @@ def create_app(engine: SimEngine) -> Starlette:
             handler="generate_request", line=_GENERATE_LINE,
         )  # fmt: skip
         if bad is not None:
-            return _json(bad, 400)
+            return as_json(bad, 400)
         try:
             contract.check_generate(body)
         except contract.ContractError as exc:
-            return _json({"error": str(exc)}, 400)
+            return as_json({"error": str(exc)}, 400)
         if not engine.loaded:
-            return _json(contract.value_error("The server is not ready yet (starting up)."), 503)
+            return as_json(contract.value_error("The server is not ready yet (starting up)."), 503)
         stream = bool(body.get("stream"))
         try:
             jobs, batch = _jobs(engine, body)
         except (ValueError, GrammarError) as exc:
             if stream:
                 return StreamingResponse(_error_stream(str(exc)), media_type="text/event-stream")
-            return _json(contract.value_error(str(exc)), 400)
+            return as_json(contract.value_error(str(exc)), 400)
         if sc.crash_after_ready:
             engine.crash()
             await asyncio.Event().wait()  # never answered: the process is going away

@@ -39,7 +39,8 @@ _HANDLERS = {"/v1/completions": ("openai_v1_completions", 1860),
              "/v1/chat/completions": ("openai_v1_chat_completions", 1870)}  # fmt: skip
 
 
-def _json(body: Any, status: int = 200) -> Response:
+def as_json(body: Any, status: int = 200) -> Response:
+    """A JSON reply as SGLang's server writes it (compact separators); ``app`` answers with it too."""
     return Response(
         json.dumps(body, separators=(",", ":")), status_code=status, media_type="application/json"
     )
@@ -111,7 +112,7 @@ def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
         if model != engine.args["served_model_name"]:
             error = {"message": f"The model '{model}' does not exist", "type": "invalid_request_error",
                      "param": "model", "code": "model_not_found"}  # fmt: skip
-            return _json({"error": error}, 404)
+            return as_json({"error": error}, 404)
         return body_of(engine.model_card(model))
 
     async def completions(request: Request) -> Response:
@@ -134,13 +135,13 @@ def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
             line=line,
         )
         if bad is not None:
-            return _json(bad, 400)
+            return as_json(bad, 400)
         if not engine.loaded:
-            return _json(contract.bad_request("The server is not ready yet (starting up).", code=503), 503)
+            return as_json(contract.bad_request("The server is not ready yet (starting up).", code=503), 503)
         try:
             job = Job(engine, _prompt(body, chat), _params(body, chat), None)
         except GrammarError as exc:
-            return _json(contract.bad_request(str(exc), err_type="BadRequestError"), 400)
+            return as_json(contract.bad_request(str(exc), err_type="BadRequestError"), 400)
         if engine.scenario.crash_after_ready:
             engine.crash()
             await asyncio.Event().wait()  # never answered: the process is going away
