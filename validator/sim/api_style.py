@@ -20,7 +20,6 @@ DEFAULT = "sglang-0.5.23"
 @dataclass(frozen=True)
 class ApiStyle:
     name: str
-    text: str
     server_info_absent: frozenset[str] = frozenset()  # top-level keys this family does not serve
     server_info_route: bool = True  # False: only the deprecated /get_server_info exists
     spec_meta: str = "current"  # "current", "legacy" (spec_verify_ct only) or "aliases"
@@ -35,27 +34,17 @@ _NO_LATE_KEYS = frozenset({"startup_time", "launch_command", "frontend", "kv_eve
 STYLES: dict[str, ApiStyle] = {
     s.name: s
     for s in (
-        ApiStyle(DEFAULT, "SGLang 0.5.23: every field this project reads", dspark_gauges=True),
-        ApiStyle(
-            "docs-2026",
-            "SGLang docs builds 2026 (g753da2753, g5dd2c243e): /server_info without startup_time, "
-            "launch_command, frontend, kv_events",
-            server_info_absent=_NO_LATE_KEYS,
-        ),
+        ApiStyle(DEFAULT, dspark_gauges=True),  # every field this project reads
+        ApiStyle("docs-2026", server_info_absent=_NO_LATE_KEYS),  # the docs builds g753da2753, g5dd2c243e
         ApiStyle(
             "legacy",
-            "early-2025 builds: only /get_server_info, meta_info with spec_verify_ct alone",
             server_info_absent=_NO_LATE_KEYS,
             server_info_route=False,
             spec_meta="legacy",
             labels_model_name_only=True,
         ),
-        ApiStyle(
-            "aliases",
-            "builds naming the counts spec_accept_token_num / spec_draft_token_num / spec_accept_histogram",
-            server_info_absent=_NO_LATE_KEYS,
-            spec_meta="aliases",
-        ),
+        # the counts named spec_accept_token_num / spec_draft_token_num / spec_accept_histogram
+        ApiStyle("aliases", server_info_absent=_NO_LATE_KEYS, spec_meta="aliases"),
     )
 }
 
