@@ -24,7 +24,6 @@ _BS = [1, 2, 4, 8, 16, 24, 32, 40, 48]
 class LogStyle:
     """One build family's way of logging (see the module docstring)."""
 
-    name: str
     dataclass_args: bool = False  # server_args=ServerArgs(key=value, ...) instead of the dict
     levels: bool = False  # "INFO file.py:N: " after the stamp
     ranks: str = ""  # a scheduler line's rank tags (" DP0 TP0 EP0")
@@ -35,12 +34,11 @@ class LogStyle:
 
 LOG_STYLES: dict[str, LogStyle] = {
     # the current dict form (SGLang 0.5.23, the Ling-3.0 DGX Spark deployment)
-    "dict": LogStyle("dict"),
+    "dict": LogStyle(),
     # the dataclass repr and the decode line without accept rate of 2025 builds, on a busy server
-    "dataclass": LogStyle("dataclass", dataclass_args=True, decode="2025", noise=True),
+    "dataclass": LogStyle(dataclass_args=True, decode="2025", noise=True),
     # 2026 builds: level and location, rank tags, iteration numbers, spec tokens/rounds, --log-requests
     "dataclass-ranked": LogStyle(
-        "dataclass-ranked",
         dataclass_args=True,
         levels=True,
         ranks=" DP0 TP0 EP0",
