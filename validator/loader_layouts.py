@@ -16,7 +16,6 @@ from dataclasses import dataclass
 class LoaderLayout:
     """Where one SGLang model loader finds the NEXTN layer and the routed experts of a checkpoint."""
 
-    loader: str  # the SGLang file it mirrors
     nextn_spec_parts: tuple[str, ...]  # the NEXTN layer's own (non-decoder) weights
     routed_expert: re.Pattern[str]  # a routed expert's weight name; group 1 is its layer
 
@@ -29,7 +28,6 @@ class LoaderLayout:
 # SGLang 0.5.23's srt/models/bailing_moe_v3.py: resolve_nextn_layer_id, _NEXTN_SPEC_WEIGHT_NAMES, and the
 # expert parameter mapping of load_weights (gate_proj, up_proj, down_proj per expert).
 BAILING_MOE_V3 = LoaderLayout(
-    loader="srt/models/bailing_moe_v3.py",
     nextn_spec_parts=("eh_proj", "enorm", "hnorm", "final_layernorm"),
     routed_expert=re.compile(
         r"^model\.layers\.(\d+)\.mlp\.experts\.(\d+)\.(gate_proj|up_proj|down_proj)\.weight$"

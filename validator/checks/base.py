@@ -51,7 +51,6 @@ CheckFn = Callable[[Facts, CheckContext], Outcome]
 class Builtin:
     """One builtin check: a function per mode, and what it reads from the pack."""
 
-    id: str
     forms: dict[Mode, CheckFn] = field(default_factory=dict)
     needs: dict[Mode, set[str]] = field(default_factory=dict)  # expectations (or ``probe``) per mode
     remedies: dict[Mode, set[str]] = field(default_factory=dict)  # remedy variants per mode
@@ -77,7 +76,7 @@ def builtin(
     """Register ``fn`` as the form of ``check_id`` for ``modes`` (default: both)."""
 
     def register(fn: CheckFn) -> CheckFn:
-        b = REGISTRY.setdefault(check_id, Builtin(check_id))
+        b = REGISTRY.setdefault(check_id, Builtin())
         for mode in modes or ("preflight", "check"):
             if mode in b.forms:
                 raise RuntimeError(f"check {check_id} ({mode}) registered twice")
