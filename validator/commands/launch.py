@@ -143,9 +143,7 @@ def _refuse_others_program(
 
 def _run(args: argparse.Namespace) -> int:
     use_stand_ins()  # `launch -- CMD` may exec a program standing in for SGLang
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else list(args.cmd)
     if not cmd:
         raise UsageError("launch needs the server command after '--'")
     loaded = pack_from(args)

@@ -97,6 +97,6 @@ class ProgressStore:
         doc = {"version": VERSION, "boot_id": self._boot, "servers": servers}
         try:
             write_private(self.path, json.dumps(doc).encode(), mode=0o600, what="npd state file")
-        except (UnsafeLocation, OSError) as exc:
+        except OSError as exc:  # UnsafeLocation included
             return f"{self.path}: not written: {exc}"
         return None

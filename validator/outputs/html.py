@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -344,9 +345,7 @@ def page(report: Report, *, secrets: tuple[str, ...] = (), view: SidecarView | N
         _acceptance(data, view),
     ]
     checks = sorted(data["checks"], key=lambda c: (1 if c.get("waived") else 0, _ORDER.get(c["status"], 9)))
-    counts: dict[str, int] = {}
-    for c in data["checks"]:
-        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    counts = Counter(c["status"] for c in data["checks"])
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     body.append(
         f'<section class="card" id="checks"><h2>Checks <span class="sev">({_e(summary)})</span></h2>'

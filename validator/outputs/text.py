@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
+from collections import Counter
 from typing import Any
 
 from validator.outputs import output
@@ -120,9 +121,7 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
             + (f", TPOT {probe['tpot_ms']:.1f} ms" if probe.get("tpot_ms") is not None else "")
             + (f", TTFT {probe['ttft_ms']:.0f} ms" if probe.get("ttft_ms") is not None else "")
         )
-    counts: dict[str, int] = {}
-    for c in data["checks"]:
-        counts[c["status"]] = counts.get(c["status"], 0) + 1
+    counts = Counter(c["status"] for c in data["checks"])
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     verdict = data["verdict"]
     lines.append(
