@@ -22,11 +22,7 @@ class Observations:
         return not self._seen
 
     def sources(self) -> list[str]:
-        out: list[str] = []
-        for source, _, _ in self._seen:
-            if source not in out:
-                out.append(source)
-        return out
+        return list(dict.fromkeys(source for source, _, _ in self._seen))  # in the order first seen
 
     def values(self) -> set[Any]:
         return {v for _, _, v in self._seen}

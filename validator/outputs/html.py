@@ -130,10 +130,11 @@ def _check_row(c: dict[str, Any]) -> str:
     status = str(c["status"])
     waived = c.get("waived")
     label, cls = (f"WAIVED {status.upper()}", "waived") if waived else (_LABEL.get(status, status), status)
-    details = []
-    for name, key, extra in (("why", "why", ""), ("remedy", "remedy", ' class="remedy"')):
-        if c.get(key):
-            details.append(f"<dt>{name}</dt><dd{extra}>{_e(c[key])}</dd>")
+    details = [
+        f"<dt>{key}</dt><dd{extra}>{_e(c[key])}</dd>"
+        for key, extra in (("why", ""), ("remedy", ' class="remedy"'))
+        if c.get(key)
+    ]
     if waived:
         details.append(
             f"<dt>waived</dt><dd>until {_e(waived['expires'])}: {_e(waived['justification'])}</dd>"
