@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
+import sys
 import time
 
 import pytest
@@ -12,6 +14,7 @@ from starlette.routing import Route
 
 from tests.support.loopback import free_port
 from tests.support.probe_live_server import serve
+from validator.commands.check import TerminalProgress
 from validator.errors import UnavailableError
 from validator.sources.server.client import ServerError, SGLangClient
 from validator.sources.server.readiness import Phase, Progress, format_progress, wait_until_ready
@@ -121,3 +124,38 @@ def test_malformed_server_info_fails_at_once() -> None:
 def test_wrong_key_fails_at_once() -> None:
     with serve(_starting_app(0, info_status=401)) as url, pytest.raises(ServerError, match="HTTP 401"):
         asyncio.run(wait_until_ready(SGLangClient(url), wait_s=30))
+
+
+class _Stream(io.StringIO):
+    def __init__(self, tty: bool) -> None:
+        super().__init__()
+        self.tty = tty
+
+    def isatty(self) -> bool:
+        return self.tty
+
+
+def test_the_status_line_is_redrawn_on_a_terminal_and_a_line_per_phase_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``check --wait`` on a terminal keeps one status line, redrawn at each poll and cleared at the end;
+    into a log it writes a line only when the phase changes. The default stream is stderr as it is when
+    the check starts (a terminal there: the redrawn line)."""
+    polls = [
+        Progress(Phase.STARTING, 0.5, 503, "", changed=True, polls=1),
+        Progress(Phase.STARTING, 1.0, 503, "", changed=False, polls=2),
+        Progress(Phase.READY, 1.5, 200, "", changed=True, polls=3),
+    ]
+    terminal = _Stream(tty=True)
+    monkeypatch.setattr(sys, "stderr", terminal)
+    shown = TerminalProgress()
+    for p in polls:
+        shown(p)
+    shown.done()
+    assert terminal.getvalue() == "".join("\r\x1b[2K" + format_progress(p) for p in polls) + "\r\x1b[2K"
+    log = _Stream(tty=False)
+    logged = TerminalProgress(log)
+    for p in polls:
+        logged(p)
+    logged.done()
+    assert log.getvalue() == format_progress(polls[0]) + "\n" + format_progress(polls[2]) + "\n"

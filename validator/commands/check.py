@@ -62,7 +62,7 @@ class TerminalProgress:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = sys.stderr if stream is None else stream  # at the call: a caller may have redirected it
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
         self.dirty = False
 
     def __call__(self, progress: Progress) -> None:
