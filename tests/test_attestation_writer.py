@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.second_user import User, run_as
 from validator import trusted_files
 from validator.attestation import location, schema, writer
 from validator.plugin.state import PluginState
@@ -104,6 +105,45 @@ def test_a_restrictive_umask_still_gives_the_contracts_modes(tmp_path: Path) -> 
         os.umask(old)
     assert _mode(path.parent) == 0o700 and _mode(path) == 0o644
     assert (_mode(deeper.parent.parent), _mode(deeper.parent), _mode(deeper)) == (0o700, 0o700, 0o644)
+
+
+@pytest.mark.parametrize(("rel", "mode"), [("d/attestation.json", 0o077), ("d/e/attestation.json", 0o555)])
+def test_a_directory_swapped_in_after_mkdir_is_not_chmodded(
+    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch, rel: str, mode: int
+) -> None:
+    """Under umask 0777, right after the writer makes ``d`` in a directory the second user can write, that
+    user renames it away and renames onto ``d`` an older directory of the writer's (same parent, mode
+    ``mode``). Setting back the owner's bits touches only what mkdir(0700) could have made (no group or other
+    bits): a directory others can write is still refused, and one others can enter keeps its mode."""
+    older = shared / "older"
+    older.mkdir()
+    older.chmod(mode)
+    real_mkdir = os.mkdir
+    swapped: list[str] = []
+
+    def mkdir(name: Any, m: int = 0o777, *, dir_fd: int | None = None) -> None:
+        real_mkdir(name, m, dir_fd=dir_fd)
+        if name == "d" and not swapped:
+            for argv in (
+                ["mv", "-T", f"{shared}/d", f"{shared}/d.fresh"],
+                ["mv", "-T", str(older), f"{shared}/d"],
+            ):
+                done = run_as(attacker, argv)
+                assert done.returncode == 0, done.stderr.decode(errors="replace")
+            swapped.append(name)
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    old = os.umask(0o777)
+    try:
+        if mode & 0o022:
+            with pytest.raises(trusted_files.UnsafeLocation, match="writable by its group or others"):
+                writer.write_document(shared / rel, _doc())
+        else:
+            writer.write_document(shared / rel, _doc())
+    finally:
+        os.umask(old)
+        monkeypatch.undo()
+    assert swapped and _mode(shared / "d") == mode
 
 
 def test_group_directory_is_0750(tmp_path: Path) -> None:

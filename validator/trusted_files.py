@@ -76,7 +76,8 @@ def _links_problem(links: list[tuple[str, int, DirFacts]]) -> str | None:
 def _mkdir_private(name: str, dir_fd: int) -> bool:
     """Make ``name`` 0700 under ``dir_fd``; True when made here. A umask that masks the owner's own bits
     (0777) leaves a directory its maker cannot enter unless root: they are set back through a descriptor
-    on the new directory itself (``/proc/self/fd``), never by name, which could be swapped in between."""
+    on what stands at the name (``/proc/self/fd``), never by name, which could be swapped in between, and
+    only while it has no group or other bits: a directory of ours swapped in with any keeps its mode."""
     try:
         os.mkdir(name, 0o700, dir_fd=dir_fd)
     except FileExistsError:
@@ -89,9 +90,12 @@ def _mkdir_private(name: str, dir_fd: int) -> bool:
         return True  # the caller's own open of ``name`` judges it
     try:
         st = os.fstat(fd)
-        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o700 != 0o700:
+        mode = stat.S_IMODE(st.st_mode)
+        # only what mkdir(0700) could have made: an older directory of ours renamed in with group or other
+        # bits keeps them (one others can write is then refused by the caller, as before)
+        if st.st_uid == os.geteuid() and mode & 0o077 == 0 and mode & 0o700 != 0o700:
             with contextlib.suppress(OSError):  # no /proc: the caller's open fails, naming the directory
-                os.chmod(f"/proc/self/fd/{fd}", 0o700)
+                os.chmod(f"/proc/self/fd/{fd}", mode | 0o700)
     finally:
         os.close(fd)
     return True
