@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.second_user import User, run_as
+from tests.support.second_user import User, call_as, run_as
 from validator import trusted_files
 from validator.attestation import location, schema, writer
 from validator.plugin.state import PluginState
@@ -144,6 +144,31 @@ def test_a_directory_swapped_in_after_mkdir_is_not_chmodded(
         os.umask(old)
         monkeypatch.undo()
     assert swapped and _mode(shared / "d") == mode
+
+
+def test_a_directory_that_cannot_be_made_is_unsafe_location_naming_it(attacker: User, shared: Path) -> None:
+    """A parent this user cannot write (the second user's 0755 directory, at the last level or one on the
+    way): one UnsafeLocation naming the directory, not a bare PermissionError from mkdir."""
+    theirs = shared / "theirs"
+    done = run_as(attacker, ["mkdir", "-m", "0755", str(theirs)])
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+
+    def attempt(rel: str) -> str:
+        try:
+            writer.write_document(theirs / rel, b"{}")
+        except trusted_files.UnsafeLocation as exc:
+            return f"UnsafeLocation: {exc}"
+        except OSError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        return "written"
+
+    victim = User("victim", ATTACKER_UID, ATTACKER_UID)  # a third UID: neither root nor the directory's owner
+    assert call_as(victim, lambda: attempt("d/attestation.json")) == (
+        f"UnsafeLocation: {theirs}/d: cannot make the directory: Permission denied"
+    )
+    assert call_as(victim, lambda: attempt("d/e/attestation.json")) == (
+        f"UnsafeLocation: {theirs}/d/e: cannot make {theirs}/d on the way: Permission denied"
+    )
 
 
 def test_group_directory_is_0750(tmp_path: Path) -> None:

@@ -116,13 +116,20 @@ def _parent_of(directory: Path, what: str) -> tuple[int, str]:
         except _Missing as exc:
             if (planted := _links_problem(links)) is not None:
                 raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there") from None
-            mfd, missing, _h, _c = _walk(str(exc.filename), missing_last=True, links_seen=links)
-            try:
-                if (planted := _links_problem(links)) is not None:  # swapped in since the first walk
-                    raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
-                _mkdir_private(missing, mfd)
-            finally:
-                os.close(mfd)
+            try:  # swapped or removed since the first walk: still a refusal naming the directory
+                mfd, missing, _h, _c = _walk(str(exc.filename), missing_last=True, links_seen=links)
+                try:
+                    if (planted := _links_problem(links)) is not None:
+                        raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
+                    _mkdir_private(missing, mfd)
+                finally:
+                    os.close(mfd)
+            except UnsafeLocation:
+                raise
+            except OSError as err:
+                raise UnsafeLocation(
+                    f"{directory}: cannot make {exc.filename} on the way: {err.strerror or err}"
+                ) from None
             continue
         except UnsafeLocation:
             raise
@@ -145,7 +152,10 @@ def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "th
     uid = os.geteuid()
     pfd, name = _parent_of(directory, what)
     try:
-        created = _mkdir_private(name, pfd)  # never more than 0700 while it is being created
+        try:
+            created = _mkdir_private(name, pfd)  # never more than 0700 while it is being created
+        except OSError as exc:
+            raise UnsafeLocation(f"{directory}: cannot make the directory: {exc.strerror or exc}") from None
         try:
             dfd = os.open(
                 name, os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC, dir_fd=pfd
