@@ -3,6 +3,9 @@ until a child process listens on it (failing fast, with its output, if it exits 
 
 from __future__ import annotations
 
+import itertools
+import os
+import random
 import shutil
 import socket
 import subprocess
@@ -12,12 +15,31 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# Below the kernel's ephemeral range (32768-60999 by default), which bind(0) and every client draw from.
+_LOW, _SPAN = 10_000, 1_300
+_next = itertools.count(random.randrange(_SPAN))
+
+
+def _block() -> int:
+    """This process's block of ports: one per xdist worker (``gwN``), and one more for a run outside xdist."""
+    digits = os.environ.get("PYTEST_XDIST_WORKER", "").removeprefix("gw")
+    return int(digits) % 16 if digits.isdigit() else 16
+
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
+    """A port on 127.0.0.1 that is free now, from this worker's own block. A port the kernel hands out
+    (bind to 0) can go to another worker between our close and the child's bind, and the test then judges
+    that worker's server; no two workers draw from the same block."""
+    base = _LOW + _block() * _SPAN
+    for _ in range(_SPAN):
+        port = base + next(_next) % _SPAN
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:  # in use, or in TIME_WAIT from a server this worker stopped
+                continue
         return port
+    raise RuntimeError(f"no free port on 127.0.0.1 in {base}-{base + _SPAN - 1}")
 
 
 @contextmanager
