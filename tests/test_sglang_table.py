@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.cli import run_cli
-from tests.support.prerequisite import missing
+from tests.support.prerequisite import missing, needs_root
 from validator.sources.sglang.tables import build_key, store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,6 +74,40 @@ def test_interpreter_without_sglang_is_unavailable(tmp_path: Path) -> None:
     proc = cli({"SPARK_VALIDATE_CACHE_DIR": str(tmp_path)}, "sglang-table", "--python", sys.executable)
     assert proc.returncode == 69 and "sglang" in proc.stderr and "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def _planted_python(base: Path) -> tuple[Path, Path]:
+    """A "python" that, were it ever run, would leave ``ran`` behind: what a planted interpreter does."""
+    ran = base / "ran"
+    python = base / "bin" / "python3"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\ntouch {ran}\n")
+    python.chmod(0o755)
+    return python, ran
+
+
+def test_interpreter_in_a_directory_others_can_write_is_never_run(tmp_path: Path) -> None:
+    """An interpreter under a non-sticky 0777 directory could be anyone's: refused, naming the directory."""
+    shared = tmp_path / "shared"
+    python, ran = _planted_python(shared)
+    shared.chmod(0o777)
+    proc = cli({"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}, "sglang-table", "--python", str(python))
+    assert proc.returncode == 69, proc.stderr
+    assert f"{shared} is writable by others (mode 0777" in proc.stderr, proc.stderr
+    assert not ran.exists()
+
+
+def test_interpreter_whose_files_several_users_own_is_never_run(tmp_path: Path) -> None:
+    """Its directory one user's, the program another's: neither may be trusted to run it as the other."""
+    needs_root("giving files to other users (chown)")
+    python, ran = _planted_python(tmp_path / "venv")
+    os.chown(python.parent, 54321, 54321)
+    os.chown(python, 54322, 54322)
+    proc = cli({"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}, "sglang-table", "--python", str(python))
+    assert proc.returncode == 69, proc.stderr
+    assert "belong to several other users" in proc.stderr, proc.stderr
+    assert "(UID 54321)" in proc.stderr and "(UID 54322)" in proc.stderr
+    assert not ran.exists()
 
 
 def test_dev_build_without_table_reports_unknown_flags(tmp_path: Path) -> None:
