@@ -109,6 +109,22 @@ def test_healthy_over_http_and_log_leaves_only_the_draft_head_unproven(healthy: 
     assert head["evidence"]["log_fp8_lm_head_lines"] == 1
 
 
+def test_weights_checker_proves_the_draft_head_without_the_plugin(tmp_path: Path) -> None:
+    """With no attestation, ``--weights-checker`` judges the draft's head from SGLang's own per-parameter
+    checksums: a module shared has every ``lm_head.*`` entry twice with one checksum; a tensor shared
+    alone lacks the draft's ``weight_scale``, the FP8 trap, and is failed without the plugin."""
+    for scenario, status, message in (
+        ("healthy", "pass", "draft.lm_head.* equals lm_head.* in names and checksums"),
+        ("draft-head-weight-only", "fail", "the draft's head lacks lm_head.weight_scale"),
+    ):
+        with sim_in_process(tmp_path / scenario, "--scenario", scenario) as sim:
+            run = check_in_process(sim, "--wait", "20", "--weights-checker")
+        no_traceback(run)
+        shared = run.check("spec.lm_head_shared")
+        assert shared["status"] == status and message in shared["message"], (scenario, run.explain())
+        assert shared["sources"] == ["weights_checker"]
+
+
 def test_strict_without_attestation_is_not_a_pass(healthy: InProcessSim) -> None:
     run = check_in_process(healthy, "--wait", "20", "--log", str(healthy.log), "--strict")
     no_traceback(run)
