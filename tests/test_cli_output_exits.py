@@ -3,7 +3,8 @@
 - a closed output pipe (``spark-validate rules list | head -1``) ends quietly, exit 0 or 141 and nothing on
   stderr, with Python's output buffered as it is by default (no ``PYTHONUNBUFFERED``), for every command;
 - ``--output`` naming a file in a missing directory is a usage error (exit 2), found before any work;
-- ``--version`` names the build's commit: from the checkout, and from a wheel (which has no ``.git``);
+- ``--version`` names the build's commit: from the checkout (however git keeps the ref), and from a wheel
+  (which has no ``.git``);
 - ``--allow-partial`` accepts every critical check that could not run, ``server.log`` included; a server
   that was never reached is never a pass.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -129,6 +131,49 @@ def test_version_names_the_checkouts_commit() -> None:
     proc = run_cli("--version", timeout=30)
     assert proc.returncode == 0
     assert proc.stdout.startswith("spark-validate ") and f"(commit {_git_head()[:12]})" in proc.stdout
+
+
+def test_version_reads_the_commit_however_git_keeps_it(tmp_path: Path) -> None:
+    """Read by hand, without running git, from each layout a checkout has: a loose branch ref, the
+    same ref packed (``git gc``, ``git pack-refs``), a detached HEAD (CI's checkouts) and a linked
+    worktree, whose ``.git`` is a file and whose refs live in the main repository."""
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "validator", repo / "validator", ignore=shutil.ignore_patterns("__pycache__"))
+
+    def git(*args: str, cwd: Path = repo) -> str:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+        out = subprocess.run(
+            ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=30, check=True
+        )
+        return out.stdout.strip()
+
+    def version_of(checkout: Path) -> str:
+        env = {**_buffered_env(), "PYTHONPATH": str(checkout)}
+        proc = subprocess.run(
+            [sys.executable, "-m", "validator", "--version"],
+            capture_output=True, text=True, env=env, cwd=tmp_path, timeout=30,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    git("init", "-q", "-b", "main")
+    git("add", "validator")
+    git("commit", "-q", "-m", "one")
+    first = git("rev-parse", "HEAD")
+    assert f"(commit {first[:12]})" in version_of(repo)  # refs/heads/main, a loose file
+    git("pack-refs", "--all")
+    assert not (repo / ".git" / "refs" / "heads" / "main").exists()
+    assert f"(commit {first[:12]})" in version_of(repo)  # only in packed-refs now
+    git("commit", "-q", "--allow-empty", "-m", "two")
+    git("checkout", "-q", "--detach", first)
+    assert f"(commit {first[:12]})" in version_of(repo)  # HEAD holds the commit itself
+    git("worktree", "add", "-q", "-b", "side", str(tmp_path / "side"), "main")
+    side = tmp_path / "side"
+    git("commit", "-q", "--allow-empty", "-m", "three", cwd=side)
+    third = git("rev-parse", "HEAD", cwd=side)
+    assert (side / ".git").is_file() and third != first
+    assert f"(commit {third[:12]})" in version_of(side)
 
 
 def _unmet_build_requirements() -> list[str]:
