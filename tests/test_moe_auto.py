@@ -74,3 +74,37 @@ def test_the_mxfp4_checkpoint_resolves_auto_to_flashinfer_mxfp4(patched: Server)
     moe = _moe(patched, _cell(patched, str(patched.model)))
     assert moe["status"] == "fail" and "picks flashinfer_mxfp4" in moe["message"], moe
     assert "unknown" not in moe["message"]
+
+
+def _compressed_tensors(num_bits: int, kind: str) -> dict[str, Any]:
+    """A compressed-tensors ``quantization_config`` as llm-compressor writes it: one config group."""
+    weights = {"num_bits": num_bits, "type": kind, "symmetric": True, "strategy": "group", "group_size": 128}
+    group = {"targets": ["Linear"], "weights": weights, "input_activations": None}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": "pack-quantized",
+        "config_groups": {"group_0": group},
+    }
+
+
+@pytest.mark.parametrize(
+    ("num_bits", "kind", "resolves_to"),
+    [(4, "int", "marlin"), (8, "int", None), (4, "float", None)],
+    ids=["w4a16", "w8a16", "fp4"],
+)
+def test_a_compressed_tensors_checkpoint_resolves_auto_by_its_weight_bits(
+    patched: Server, tmp_path: Path, num_bits: int, kind: str, resolves_to: str | None
+) -> None:
+    """compressed-tensors names no precision in its quant_method: its config groups' weights decide. 4-bit
+    integers (W4A16) run Marlin MoE kernels; 8-bit integers or 4-bit floats (NVFP4) are not guessed."""
+    ckpt = write_checkpoint(
+        tmp_path / "ct",
+        routed_experts_quant_method=None,
+        config_overrides={"quantization_config": _compressed_tensors(num_bits, kind)},
+    )
+    moe = _moe(patched, _cell(patched, str(ckpt)))
+    assert moe["evidence"]["auto_resolves_to"] == resolves_to, moe
+    if resolves_to is None:
+        assert "quant_method compressed-tensors" in moe["message"] and "unknown" in moe["message"], moe
+    else:
+        assert f"picks {resolves_to}" in moe["message"], moe
