@@ -292,3 +292,23 @@ def test_lint_of_a_site_pack_names_its_own_checks_and_every_stage(tmp_path: Path
         f"spark-validate: {site}:13: checks[site.x].expect.value_from: site.x: the pack has no expectation "
         "'host.nope'",
     ], lines
+
+
+@pytest.mark.parametrize("own_checks", ["", "checks:\n  - id: lm_head.fp8\n    severity: warning\n"])
+def test_a_mistake_in_an_extended_packs_check_is_named_by_its_id(tmp_path: Path, own_checks: str) -> None:
+    """A site pack's bad check, met through a team pack over it: the merged position (checks[31]) means
+    nothing in the team's file, so the check is named by id at the team's ``extends:`` line, whether or
+    not the team pack has checks of its own."""
+    (tmp_path / "site.yaml").write_text(
+        f"extends: {DEFAULT_PACK}\nmetadata: {{name: site, description: d}}\nchecks:\n"
+        "  - id: site.x\n    title: X\n    severity: urgent\n    modes: [preflight]\n    why: w\n"
+        '    remedy: r\n    expect: {fact: launch.args.mem_fraction_static, op: "<=", value: 0.8}\n'
+    )
+    team = tmp_path / "team.yaml"
+    team.write_text(
+        "apiVersion: spark-validate/v1\nkind: RulePack\nmetadata: {name: team, description: d}\n"
+        f"extends: ./site.yaml\nexpect:\n  accept_length_min: 2.5\n{own_checks}"
+    )
+    lint = run_cli("rules", "lint", str(team))
+    assert lint.returncode == 65, lint.stderr
+    assert f"{team}:4: checks[site.x].severity (from the extended pack)" in lint.stderr, lint.stderr

@@ -388,7 +388,7 @@ def parse_pack(path: Path) -> RulePack:
     merged = data.get("checks")
     merged_checks: list[Any] = merged if isinstance(merged, list) else []
     own = raw.get("checks")
-    own_checks: list[Any] | None = own if "extends" in raw and isinstance(own, list) else None
+    own_checks: list[Any] | None = (own if isinstance(own, list) else []) if "extends" in raw else None
 
     def located(loc: tuple[Any, ...], msg: str) -> tuple[int | None, str, str]:
         """A problem at ``loc`` of the merged pack, said in the author's file: a check of an extending
