@@ -24,8 +24,10 @@ class Arith:
     /= %=``) and ``++``/``--``; a name is read as arithmetic recursively, an unset or empty one is 0.
     Bitwise and shift operators, ``**`` and octal or based constants are not modelled."""
 
+    # no $: the callers expand $x, ${x} and $(...) first, as bash does; one left in the text (let 'a=$b',
+    # [[ 1 -lt '$b' ]]) is a syntax error to bash
     _TOKEN = re.compile(
-        r"\s*(?:(0[xX][0-9a-fA-F]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)|(\$\{?[A-Za-z_0-9@#?]+\}?)"
+        r"\s*(?:(0[xX][0-9a-fA-F]+|[0-9]+)|([A-Za-z_][A-Za-z0-9_]*)"
         r"|(\+\+|--|\+=|-=|\*=|/=|%=|<=|>=|==|!=|&&|\|\||[-+*/%()<>!=?:,]))"
     )
 
@@ -34,23 +36,17 @@ class Arith:
         self.toks: list[tuple[str, str]] = []
         pos = 0
         expr = expr.strip()
-        if "$(" in expr or "`" in expr:
-            raise Unmodelled(f"arithmetic {expr!r}", line_of(node))
         while pos < len(expr):
             m = self._TOKEN.match(expr, pos)
-            if m is None or m.end() == pos:
-                if expr[pos:].strip() == "":
-                    break
+            if m is None:
                 raise Unmodelled(f"arithmetic {expr!r}", line_of(node))
-            num, name, dollar, op = m.groups()
+            num, name, op = m.groups()
             if num is not None:
                 if len(num) > 1 and num.startswith("0") and not num.lower().startswith("0x"):
                     raise Unmodelled(f"octal arithmetic {num!r}", line_of(node))
                 self.toks.append(("n", str(int(num, 0))))
             elif name is not None:
                 self.toks.append(("v", name))
-            elif dollar is not None:
-                self.toks.append(("v", dollar.strip("${}")))
             else:
                 self.toks.append(("o", op))
             pos = m.end()
@@ -99,8 +95,6 @@ class Arith:
     def store(self, name: str, value: int) -> None:
         if not self.live:
             return
-        if not NAME_RE.fullmatch(name):
-            raise self.fail(f"assignment to {name!r}")
         self.ev.set_scalar(name, self.unknown if self.unknown is not None else str(value), self.node)
 
     def ternary(self) -> int:
@@ -226,14 +220,19 @@ class Arith:
         return value
 
     def read(self, tok: str) -> int:
-        value = self.ev.scalar(tok) if not tok.isdigit() else self.ev.lookup(tok, None, self.node)
+        value = self.ev.scalar(tok)
         if value is None or value == "":
             if value is None and self.ev.nounset():
+                if self.ev.posix:  # dash reads it as 0, bash stops
+                    raise self.fail(f"{tok} unset under set -u in a /bin/sh script")
                 raise Unbound(tok)
             return 0
         if isinstance(value, Unknown):
             self.unknown = self.unknown or value
             return 1
+        if self.ev.posix and not _DECIMAL.fullmatch(value):
+            # dash reads a variable's value as a number only ("Illegal number"), bash as an expression
+            raise self.fail(f"{tok}={value!r} in a /bin/sh script")
         if self.depth > 8:
             raise self.fail("recursion")
         inner = Arith(self.ev, value, self.node, self.depth + 1).evaluate()
@@ -243,7 +242,7 @@ class Arith:
         return int(inner)
 
 
-NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
 
 def _wrap(v: int) -> int:

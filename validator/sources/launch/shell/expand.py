@@ -157,11 +157,12 @@ class Expander:
         raise Unmodelled(f"{t.replace('_', ' ')} {snippet(node)!r}", line)
 
     def arith_text(self, node: Node, head: int, tail: int) -> Value:
-        """An arithmetic node's expression with its ``$x``, ``${...}`` and ``$(...)`` expanded first, as
-        bash does before it evaluates."""
+        """An arithmetic node's expression (or a substring's offset or length, the node itself perhaps an
+        expansion) with its ``$x``, ``${...}`` and ``$(...)`` expanded first, as bash does before it
+        evaluates; ``head`` and ``tail`` bytes (``$((`` and ``))``) cut off."""
         src = node_bytes(node)
         spans: list[tuple[int, int, Value]] = []
-        stack = list(node.children)
+        stack = [node]
         while stack:
             c = stack.pop()
             if c.type in ("simple_expansion", "expansion", "command_substitution"):
@@ -449,7 +450,8 @@ class Expander:
             raise Unmodelled(f"substring {snippet(node)}", line_of(node))
         nums: list[int] = []
         for p in parts:
-            v = self.arith(text(p), node)
+            expr = self.arith_text(p, 0, 0)
+            v = expr if isinstance(expr, Unknown) else self.arith(expr, node)
             if isinstance(v, Unknown):
                 return v
             nums.append(int(v))

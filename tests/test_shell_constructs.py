@@ -1,0 +1,128 @@
+"""Constructs the generated differential run (``tests/test_shell_differential.py``) rarely or never writes,
+each in a hand-written script run by real bash and by dash (``#!/bin/sh``) and read by the reader: the
+reader's value of ``$R`` (the launch's last word) equals what the shell exec'd, or the reader refuses the
+path for the reason named. Each case pins the shell's own answer too, so that a case means what it says.
+
+Found by a coverage pass over ``validator/sources/launch/shell/``: the branches these reach ran in no
+other test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.shell_differential import compare, read_static, run_bash, sandbox
+from tests.support.shell_gen import Script
+
+
+@dataclass(frozen=True)
+class Refused:
+    """The reader says it cannot know the launch (unresolved), for this reason."""
+
+    why: str
+
+
+NOLAUNCH = None  # the shell starts nothing, and the reader finds no path that does
+SYNTAX = Refused("shell syntax error")  # dash refuses the script (bash's syntax); so does the reader
+PARTLY = Refused("")  # the reader knows the launch but for $R, which it says is known only at run time
+Expect = str | Refused | None
+
+# name: (script body before `exec python3 ... --x "$R"`, bash's outcome, dash's outcome)
+CASES: dict[str, tuple[str, Expect, Expect]] = {
+    # arithmetic
+    "arith * / %": ("R=$(( 3 * 4 / 5 % 7 ))", "2", "2"),
+    "arith && ||": ("R=$(( 2 > 1 && 0 || 5 ))", "1", "1"),
+    "arith short-circuit": ("R=$(( 0 && 1/0 )),$(( 1 || 1/0 ))", "0,1", "0,1"),
+    "arith comparisons": (
+        "R=$(( 4 < 5 )),$(( 4 <= 4 )),$(( 5 >= 6 )),$(( 1 == 1 )),$(( 1 != 1 ))",
+        "1,1,0,1,0",
+        "1,1,0,1,0",
+    ),
+    "arith unary, negative / and %": (
+        "R=$(( -7 / 2 )),$(( -7 % 2 )),$(( !0 )),$(( +3 ))",
+        "-3,-1,1,3",
+        "-3,-1,1,3",
+    ),
+    "arith parentheses": ("R=$(( (1 + 2) * 3 ))", "9", "9"),
+    "arith hex": ("R=$(( 0x1f ))", "31", "31"),
+    "arith octal": ("R=$(( 010 ))", Refused("octal arithmetic"), Refused("octal arithmetic")),
+    "arith 64-bit wrap": ("R=$(( 9223372036854775807 + 1 ))", "-9223372036854775808", "-9223372036854775808"),
+    "arith $(...) inside": ("R=$(( $(echo 3) + 1 ))", "4", "4"),
+    "arith ?: skips the untaken assignment": (
+        "a=5; R=$(( a ? 1 : 2 )); R=$R$(( 0 ? a=1 : 3 )),$a",
+        "13,5",
+        Refused("an assignment inside arithmetic in a /bin/sh script"),
+    ),
+    "arith ?: on a run-time value": (
+        "U=$(date +%N); R=$(( U ? 1 : 2 ))",
+        Refused("?: on a value known only at run time"),
+        Refused("?: on a value known only at run time"),
+    ),
+    "arith compound assignments": (
+        "a=5; (( a += 2, a *= 3, a -= 1, a /= 2, a %= 7 )); R=$a",
+        "3",
+        Refused("(( )) in a /bin/sh script"),
+    ),
+    "arith ++ and --": ("a=5; (( a++ )); (( --a )); (( ++a )); R=$a$(( a-- ))$a", "665", Refused("(( ))")),
+    "arith ++ under dash": ("a=1; R=$(( a++ ))", "1", Refused("++ or -- in a /bin/sh script")),
+    "arith pre-++ under dash": ("R=$(( ++a ))", "1", Refused("++ or -- in a /bin/sh script")),
+    "arith ++ of a number": ("R=$(( ++3 ))", Refused("++ of a non-variable"), Refused("++ or --")),
+    "arith a name's value read as arithmetic": (
+        "a=b; b=3; R=$(( a + 1 ))",
+        "4",
+        Refused("arithmetic: a='b' in a /bin/sh script"),  # dash: Illegal number
+    ),
+    "arith a name's value, a number": ("a=-3; R=$(( a + 1 ))", "-2", "-2"),
+    "arith a name's value, empty": ("a=; R=$(( a + 1 ))", "1", "1"),
+    "arith a name's value, padded": ("a=' 3'; R=$(( a + 1 ))", "4", Refused("a=' 3' in a /bin/sh script")),
+    "arith a name's value, run-time": (
+        "U=$(date +%N); a=U; R=$(( a + 1 ))",
+        PARTLY,
+        Refused("a='U' in a /bin/sh script"),
+    ),
+    "arith unset under set -u": (
+        "set -u; R=$(( nope ))",
+        NOLAUNCH,
+        Refused("nope unset under set -u in a /bin/sh script"),  # dash reads 0
+    ),
+    "arith division by zero": ("R=$(( 1/0 ))", Refused("division by zero"), Refused("division by zero")),
+    "arith recursion": ("a=a; R=$(( a ))", Refused("recursion"), Refused("a='a'")),
+    "arith unknown operator": ("R=$(( 1 << 2 ))", Refused("operator '<'"), Refused("operator '<'")),
+    "let with a $ left in its text": ("b=3; let 'a=$b'; R=$a", Refused("arithmetic 'a=$b'"), Refused("let")),
+    "[[ -lt ]] with a quoted $": (
+        "b=3; [[ 1 -lt '$b' ]] && R=y",
+        Refused("arithmetic '$b'"),
+        Refused("[[ ]] in a /bin/sh script"),
+    ),
+    "let ?: without :": ("let '1 ? 2'; R=x", Refused("?: without :"), Refused("let")),
+    "let unclosed (": ("let '(1'; R=$?", Refused("arithmetic: parentheses"), Refused("let")),
+    "let trailing operator": ("let '1 +'; R=$?", Refused("arithmetic: syntax"), Refused("let")),
+    "let two numbers": ("let '1 2'; R=$?", Refused("arithmetic: syntax"), Refused("let")),
+    "substring offset ${n}": ("v=abcdef; n=2; R=${v:${n}}", "cdef", Refused("in a /bin/sh script (bash's)")),
+    "substring offset an expression": ("v=abcdef; n=1+1; R=${v:${n}:2}", "cd", Refused("bash's")),
+    "substring offset $(...)": ("v=abcdef; R=${v:$(echo 3)}", "def", Refused("bash's")),
+    "substring offset a name": ("v=abcdef; n=2; R=${v:n:2}", "cd", Refused("bash's")),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_a_construct_reads_as_bash_and_dash_run_it(tmp_path: Path, name: str) -> None:
+    body, *expected = CASES[name]
+    base = sandbox(tmp_path)
+    for shell, expect in zip(("/bin/bash", "/bin/sh"), expected, strict=True):
+        script = Script(f'#!{shell}\n{body}\nexec python3 -m sglang.launch_server --x "$R"\n')
+        ran = run_bash(tmp_path, script, base)
+        verdict = compare(read_static(tmp_path, script, base), ran)
+        where = f"{shell}: bash ran {ran.argv[-1:]}, the reader: {verdict}"
+        if expect is PARTLY:
+            assert ran.launched and verdict.kind == "partly", where
+        elif isinstance(expect, Refused):
+            assert verdict.kind == "unresolved" and expect.why in verdict.detail, where
+        elif expect is NOLAUNCH:
+            assert not ran.launched and verdict.kind == "no-launch", where
+        else:
+            assert ran.launched and ran.argv[-1] == expect, where
+            assert verdict.kind == "proven", where
