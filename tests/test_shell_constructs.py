@@ -105,6 +105,33 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
     "substring offset an expression": ("v=abcdef; n=1+1; R=${v:${n}:2}", "cd", Refused("bash's")),
     "substring offset $(...)": ("v=abcdef; R=${v:$(echo 3)}", "def", Refused("bash's")),
     "substring offset a name": ("v=abcdef; n=2; R=${v:n:2}", "cd", Refused("bash's")),
+    # patterns (case, ${v#p}, ${v/p/r})
+    "pattern [ alone is literal": ("x='a[b'; case $x in a[b) R=lit ;; *) R=no ;; esac", "lit", "lit"),
+    "pattern [!a]": ("x=b; case $x in [!a]) R=neg ;; *) R=no ;; esac", "neg", "neg"),
+    "pattern [^a], negated by bash only": (
+        "x=b; case $x in [^a]) R=neg ;; *) R=no ;; esac",
+        "neg",
+        Refused("[^...] in '[^a]' in a /bin/sh script"),  # dash: the set of ^ and a
+    ),
+    "pattern [[:digit:]]": ("x=7; case $x in [[:digit:]]) R=dig ;; *) R=no ;; esac", "dig", "dig"),
+    "pattern [[:punct:]]": ("case 7 in [[:punct:]]) R=p ;; esac", Refused(":punct:"), Refused(":punct:")),
+    "pattern [[=e=]]": ("x=e; case $x in [[=e=]]) R=p ;; *) R=no ;; esac", Refused("[=e=]"), Refused("=e=")),
+    "pattern [[:x] unclosed class": ("x=':'; case $x in [[:x]) R=y ;; *) R=no ;; esac", "y", "y"),
+    "pattern [\\-a]": ("x='-'; case $x in [\\-a]) R=y ;; *) R=no ;; esac", "y", "y"),
+    "pattern [0-9]": ("x=5; case $x in [0-9]) R=y ;; *) R=no ;; esac", "y", "y"),
+    "pattern [a-\\c]": ("x=b; case $x in [a-\\c]) R=y ;; *) R=no ;; esac", "y", "y"),
+    "pattern [9-0]": ("x=5; case $x in [9-0]) R=y ;; *) R=no ;; esac", Refused("range 9-0"), Refused("9-0")),
+    "pattern [a-]": ("x=-; case $x in [a-]) R=y ;; *) R=no ;; esac", "y", "y"),
+    "pattern \\*": ("v='a*c'; case $v in a\\*c) R=esc ;; *) R=no ;; esac", "esc", "esc"),
+    "pattern quoted *": ("v='a*c'; case $v in \"a*\"?) R=q ;; *) R=no ;; esac", "q", "q"),
+    "pattern run-time": ("U=$(date); case x in $U) R=u ;; *) R=no ;; esac", PARTLY, PARTLY),
+    "${v/p/&&}": ('v=a.b.c; R="${v/./&&}"', "a..b.c", Refused("bash's")),
+    "${v//p/\\&}": ("v=a.b.c; R=${v//./\\&}", "a&b&c", Refused("bash's")),
+    '${v//p/"&"}': ('v=a.b.c; R=${v//./"&"}', "a&b&c", Refused("bash's")),
+    "${v/#p/r}": ("v=abcabc; R=${v/#ab/X},${v/#x/X}", "Xcabc,abcabc", Refused("bash's")),
+    "${v/%p/r}": ("v=abcabc; R=${v/%bc/X},${v/%x/X}", "abcaX,abcabc", Refused("bash's")),
+    "${v//*/r}": ("v=abc; R=${v//*/X},${v//x*/X}", "X,abc", Refused("bash's")),
+    "${v//*(x)/r}": ("v=abc; R=${v//*(x)/X}", Refused("extended pattern '*(x)'"), Refused("bash's")),
 }
 
 

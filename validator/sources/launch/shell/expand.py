@@ -74,7 +74,7 @@ class Expander:
             raw = text(node)
             if any(c in raw for c in "$`'\"\\ "):
                 raise Unmodelled(f"the pattern {raw!r}", line_of(node))
-            return glob_regex([(raw, False)], line_of(node))
+            return glob_regex([(raw, False)], line_of(node), self.names.posix)
         segs = self.segments(node, quoted=False, first=False)
         pieces: list[tuple[Value, bool]] = []
         for s in segs:
@@ -82,7 +82,7 @@ class Expander:
                 pieces.append((self.first_ifs(), True))
             else:
                 pieces.append((s.value, s.quoted))
-        return glob_regex(pieces, line_of(node))
+        return glob_regex(pieces, line_of(node), self.names.posix)
 
     def segments(self, node: Operand, *, quoted: bool, first: bool, assignment: bool = False) -> list[Seg]:
         if isinstance(node, RawOperand):
@@ -508,7 +508,7 @@ class Expander:
         return pieces
 
     def _pattern_of(self, nodes: Sequence[Operand], line: int) -> re.Pattern[str] | Unknown:
-        return glob_regex(self._pieces(nodes, quoted=False), line)
+        return glob_regex(self._pieces(nodes, quoted=False), line, self.names.posix)
 
 
 def _brace_expansion(raw: str) -> bool:

@@ -23,9 +23,10 @@ _CLASSES = {
 }
 
 
-def glob_regex(pieces: list[tuple[Value, bool]], line: int) -> re.Pattern[str] | Unknown:
+def glob_regex(pieces: list[tuple[Value, bool]], line: int, posix: bool) -> re.Pattern[str] | Unknown:
     """A bash pattern (``case``, ``[[ == ]]``, ``${v#p}``) as a regex: unquoted ``*`` ``?`` ``[...]`` are
-    special, quoted text is literal. Extended globs and collating classes are not modelled."""
+    special, quoted text is literal. Extended globs and collating classes are not modelled, nor ``[^...]``
+    in a ``/bin/sh`` script (bash negates it, dash does not)."""
     out: list[str] = []
     for value, quoted in pieces:
         if isinstance(value, Unknown):
@@ -47,7 +48,7 @@ def glob_regex(pieces: list[tuple[Value, bool]], line: int) -> re.Pattern[str] |
             elif c == "?":
                 out.append(".")
             elif c == "[":
-                end, cls = _bracket(value, i, line)
+                end, cls = _bracket(value, i, line, posix)
                 if cls is None:
                     out.append(re.escape("["))
                 else:
@@ -59,9 +60,11 @@ def glob_regex(pieces: list[tuple[Value, bool]], line: int) -> re.Pattern[str] |
     return re.compile("".join(out), re.DOTALL)
 
 
-def _bracket(v: str, start: int, line: int) -> tuple[int, str | None]:
+def _bracket(v: str, start: int, line: int, posix: bool) -> tuple[int, str | None]:
     """``[...]`` at ``start``: (index of its ``]``, regex class), or (start, None) when it is literal."""
     i = start + 1
+    if posix and v[i : i + 1] == "^":
+        raise Unmodelled(f"[^...] in {v!r} in a /bin/sh script (bash negates it, dash does not)", line)
     neg = i < len(v) and v[i] in "!^"
     if neg:
         i += 1
