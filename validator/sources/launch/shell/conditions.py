@@ -17,6 +17,7 @@ from pathlib import Path
 from tree_sitter import Node
 
 from validator.sources.launch.shell.machine import Machine
+from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import line_of, part, snippet, text
 from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.launch.shell.variables import Variables
@@ -172,16 +173,15 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
             raise Unmodelled("test -v in a /bin/sh script", line_of(node))
         if isinstance(operand, Unknown):
             return None
+        if not NAME.fullmatch(operand):  # -v 1, -v 'A[0]': a parameter or an element, not modelled
+            raise Unmodelled(f"test -v {operand!r}", line_of(node))
         return ev.vars.scalar(operand) is not None or ev.vars.elements(operand) is not None
     if op in ("-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", "-a"):
         if isinstance(operand, Unknown):
             return None
-        if operand == "" or ev.m.changed(operand):
+        if operand == "" or ev.m.changed(operand):  # also a relative path when the directory is unknown
             return None
-        base = ev.m.st.cwd
-        if isinstance(base, Unknown) and not operand.startswith("/"):
-            return None
-        path = Path(str(base)) / operand
+        path = Path(str(ev.m.st.cwd)) / operand
         checks = {
             "-f": path.is_file,
             "-d": path.is_dir,
@@ -208,17 +208,15 @@ def _binary(ev: Conditions, left: Value, op: str, right: Value, node: Node) -> b
         if isinstance(left, Unknown) or isinstance(right, Unknown):
             return None
         return (left == right) == (op != "!=")
-    if op in INT_OPS:
-        if isinstance(left, Unknown) or isinstance(right, Unknown):
-            return None
-        try:
-            a, b = int(left.strip()), int(right.strip())
-        except ValueError:
-            raise Unmodelled(
-                f"[ {left!r} {op} {right!r} ]: not integers (bash reports an error)", line_of(node)
-            ) from None
-        return INT_OPS[op](a, b)
-    raise Unmodelled(f"test operator {op}", line_of(node))
+    if isinstance(left, Unknown) or isinstance(right, Unknown):  # the rest of _BINARY_OPS: INT_OPS
+        return None
+    try:
+        a, b = int(left.strip()), int(right.strip())
+    except ValueError:
+        raise Unmodelled(
+            f"[ {left!r} {op} {right!r} ]: not integers (bash reports an error)", line_of(node)
+        ) from None
+    return INT_OPS[op](a, b)
 
 
 _UNARY_OPS = {"-n", "-z", "-f", "-d", "-e", "-x", "-r", "-s", "-L", "-h", "-w", "-v"}
@@ -304,7 +302,7 @@ class _TestParser:
                 raise Unmodelled("test: ( without )", line_of(self.node))
             self.k += 1
             return r
-        if k + 2 < len(args) + 0 and isinstance(args[k + 1], str) and args[k + 1] in _BINARY_OPS:
+        if k + 2 < len(args) and isinstance(args[k + 1], str) and args[k + 1] in _BINARY_OPS:
             self.k += 3
             return _binary(self.ev, args[k], str(args[k + 1]), args[k + 2], self.node)
         if isinstance(args[k], str) and args[k] in _UNARY_OPS and k + 1 < len(args):
