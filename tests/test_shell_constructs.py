@@ -216,6 +216,21 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "x",
         Refused("(( )) in a /bin/sh"),
     ),
+    # $? (an assignment's value reads the last command's status; bash's $(...) sets it at once, dash's later)
+    "$? after false": ("false; R=$?", "1", "1"),
+    "$? after a subshell": ("(exit 3); R=$?", "3", "3"),
+    "$? after a function": ("f() { return 4; }; f; R=$?", "4", "4"),
+    "$? on the next line": ("false\nR=$?", "1", "1"),
+    "$? in two assignments": ("false\nA=$? B=$?\nR=$A$B", "11", "11"),
+    "$? after an assignment": ("false; x=1; R=$?", "0", "0"),
+    "$? after an assignment's $(...)": ("false; x=$(exit 5); R=$?", "5", "5"),
+    "$? around a $(...) in one word": (
+        "false; R=$?$(exit 4)$?",
+        "14",
+        Refused("$? after a $(...) in one command in a /bin/sh script"),  # dash: 11
+    ),
+    "$? inside a later $(...)": ("false; R=$(exit 4)$(echo $?)", "4", Refused("$? after a $(...)")),
+    "$? inside $(...)": ("R=$(false; echo $?)", "1", "1"),
 }
 
 

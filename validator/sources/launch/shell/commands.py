@@ -130,16 +130,17 @@ class Commands:
                     f"the grammar misreads the {text(name_node)} after assignments", line_of(node)
                 )
             if cut:
-                self.m.st.status = 0
+                ran = self.m.substitutions
                 for a in assigns[:cut]:
                     self.vars.assignment(a)
-                self.m.errexit(self.m.st.status, node, "assignment")
+                self.m.errexit(self.m.st.status if self.m.substitutions != ran else 0, node, "assignment")
                 assigns = assigns[cut:]
+        # $? in the words is the last command's status, or the last $(...)'s once one ran
+        ran = self.m.substitutions
         for c in kids:
             if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
                 self.redirect(c)
         words: list[Field] = []
-        self.m.st.status = 0
         for c in kids:
             if c.type == "command_name" or field_of(node, c) == "argument":
                 fs = self.words.fields(c.children[0] if c.type == "command_name" else c)
@@ -154,7 +155,8 @@ class Commands:
         if not words:
             for a in assigns:
                 self.vars.assignment(a)
-            return self.m.errexit(self.m.st.status, node, snippet(node))
+            # no command name: the status is the last $(...)'s, or 0 (bash)
+            return self.m.errexit(self.m.st.status if self.m.substitutions != ran else 0, node, snippet(node))
         prefix: list[tuple[str, Value]] = []
         for a in assigns:
             scratch = self.m.st.copy()

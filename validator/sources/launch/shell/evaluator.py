@@ -83,6 +83,7 @@ class Evaluator:
             finally:
                 self.m.capturing = outer_capture
         self.m.st.status = status
+        self.m.substitutions += 1
         if status is None:
             return Unknown(f"$({snippet(node)[2:-1]}) runs at run time")
         return out.rstrip("\n") if isinstance(out, str) else out
@@ -186,6 +187,8 @@ class Evaluator:
 
     def stmt(self, node: Node) -> int | None:
         self.m.line = line_of(node)  # for what is found where no node is at hand
+        if self.m.capturing is None:  # inside $(...), the statement that ran it is the one that counts
+            self.m.statement_substitutions = self.m.substitutions
         self.m.steps += 1
         if self.m.steps > MAX_STEPS:
             raise Unmodelled(f"more than {MAX_STEPS} statements on one path", line_of(node))
@@ -194,16 +197,13 @@ class Evaluator:
             self.posix_check(node)
         if t in ("comment", ";", "\n", "heredoc_body"):
             return self.m.st.status
-        if t == "variable_assignment":
-            self.m.st.status = 0
-            self.vars.assignment(node)
-            return self.m.errexit(self.m.st.status, node, snippet(node))
-        if t == "variable_assignments":
-            self.m.st.status = 0
-            for child in node.children:
+        if t in ("variable_assignment", "variable_assignments"):
+            # $? in the values is the last command's status; the assignment's own is the last $(...)'s, or 0
+            ran = self.m.substitutions
+            for child in [node] if t == "variable_assignment" else node.children:
                 if child.type == "variable_assignment":
                     self.vars.assignment(child)
-            return self.m.errexit(self.m.st.status, node, snippet(node))
+            return self.m.errexit(self.m.st.status if self.m.substitutions != ran else 0, node, snippet(node))
         if t in ("declaration_command", "unset_command", "test_command"):
             keyword = text(node.children[0])
             if keyword in self.m.st.funcs:

@@ -54,6 +54,8 @@ class Machine:
         self.posix = posix  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
         self.survived: list[str] = []  # commands taken to succeed because set -e would exit otherwise
         self.capturing: list[Value] | None = None  # inside $(...): what the commands print
+        self.substitutions = 0  # how many $(...) ran on this path: a command without a name takes $?'s
+        self.statement_substitutions = 0  # how many had when this statement began (dash's $? lags)
         self.memo = Memo() if memo is None else memo  # shared by the paths of one reading
         self.script_owner = owner  # the script file's owner: files of theirs it sources add no writer
 

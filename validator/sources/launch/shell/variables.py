@@ -47,6 +47,9 @@ class Variables:
         if name == "0":
             return str(self.m.script)
         if name == "?":
+            if self.posix and self.m.substitutions != self.m.statement_substitutions:
+                # bash's $? is a $(...)'s status as soon as it ran, dash's only after the command
+                raise Unmodelled("$? after a $(...) in one command in a /bin/sh script", self.m.line)
             return Unknown("$?: an exit status") if self.m.st.status is None else str(self.m.st.status)
         if self.m.st.opaque is not None and name not in self.m.st.vars and name not in _OWN:
             return self.unknown_unset(name)
