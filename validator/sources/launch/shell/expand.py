@@ -187,16 +187,8 @@ class Expander:
                 if any(c in user for c in "\\$`'\"*?["):
                     out.append(Seg(piece, quoted=False, literal=True))
                     continue
-                home = self.names.home(user)
-                if home is None:
-                    out.append(Seg(piece, quoted=False, literal=True))
-                    continue
-                if isinstance(home, str) and (slash or rest):
-                    home = home.rstrip("/") or "/"
-                    if home == "/":
-                        home = ""
-                out.append(Seg(home, quoted=True))
-                if slash or rest:
+                out.append(Seg(self.names.home(user), quoted=True))  # HOME=/: ~/x is //x, as in bash
+                if slash:
                     out.append(Seg(slash + rest, quoted=False, literal=True))
             else:
                 out.append(Seg(piece, quoted=False, literal=True))

@@ -113,8 +113,8 @@ class Names(Protocol):
 
     def set_scalar(self, name: str, value: Value, node: Node) -> None: ...
 
-    def home(self, user: str) -> Value | None:
-        """``~user``'s directory (``~``: ``$HOME``); None where ``~`` stays as written."""
+    def home(self, user: str) -> Value:
+        """``~user``'s directory (``~``: ``$HOME``)."""
 
     def nounset(self) -> bool: ...
 

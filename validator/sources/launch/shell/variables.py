@@ -16,7 +16,15 @@ from tree_sitter import Node
 from validator.sources.launch.shell.arith import Arith
 from validator.sources.launch.shell.expand import Expander
 from validator.sources.launch.shell.machine import Machine
-from validator.sources.launch.shell.state import BASH_DEFAULTS, BASH_VARS, MAYBE_UNSET, NAME, Var, bash_hash
+from validator.sources.launch.shell.state import (
+    BASH_DEFAULTS,
+    BASH_VARS,
+    MAYBE_UNSET,
+    NAME,
+    ShellExit,
+    Var,
+    bash_hash,
+)
 from validator.sources.launch.shell.syntax import line_of, part, text
 from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
 
@@ -172,7 +180,7 @@ class Variables:
     def set_scalar(self, name: str, value: Value, node: Node) -> None:
         self.assign(name, value, node)
 
-    def home(self, user: str) -> Value | None:
+    def home(self, user: str) -> Value:
         if not user:
             h = self.scalar("HOME")
             return h if h is not None else Unknown("~: HOME is not set")
@@ -298,12 +306,17 @@ class Variables:
         for kid in node.children[1:]:
             if kid.type == "variable_assignment":
                 name = text(part(kid, "name")).split("[")[0]
+                if not NAME.fullmatch(name):  # export 1bad=2: bash says "not a valid identifier"
+                    status = 1
+                    continue
                 self.declare(name, keyword, flags, kid, assignment=kid)
                 continue
             fs = self.words.fields(kid)
             if isinstance(fs, Unknown):
                 raise Unmodelled(f"{keyword} argument known only at run time: {fs.reason}", line_of(kid))
             status = self.declare_words(keyword, flags, [join(f) for f in fs], kid) or status
+        if self.posix and status:  # a special builtin that fails ends dash
+            raise ShellExit(status, line_of(node), f"{keyword} failed: dash stops")
         return status
 
     def declare_words(self, keyword: str, flags: dict[str, bool], words: list[Value], node: Node) -> int:
@@ -395,9 +408,8 @@ class Variables:
         if keyword == "export" and flags.get("n") is False:
             var.exported = True
 
-    def unset(self, node: Node) -> int | None:
+    def unset(self, node: Node) -> int:
         mode = "v"
-        status: int | None = 0
         for child in node.children[1:]:
             fs = self.words.fields(child)
             if isinstance(fs, Unknown):
@@ -417,9 +429,8 @@ class Variables:
                 m = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)\[(.+)\]", word)
                 if m is not None:
                     raise Unmodelled(f"unset of an array element {word!r}", line_of(child))
-                if not NAME.fullmatch(word):
-                    status = 1
-                    continue
+                if not NAME.fullmatch(word):  # bash 5.2 says nothing, older ones 1; dash stops
+                    raise Unmodelled(f"unset of {word!r}, not a name", line_of(child))
                 if any(word in fr for fr in self.m.st.frames):
                     raise Unmodelled(f"unset of the function-local {word}", line_of(child))
                 var = self.m.st.vars.get(word)
@@ -429,7 +440,10 @@ class Variables:
                     raise Unmodelled(f"unset of bash's {word}", line_of(child))
                 if mode == "v" and var is None and word in self.m.st.funcs:
                     self.m.st.funcs.pop(word)  # bash: unset NAME falls back to the function
+                if self.posix and word == "OPTIND":
+                    raise Unmodelled("unset OPTIND in a /bin/sh script (dash stops)", line_of(child))
                 self.m.st.vars.pop(word, None)
-                if self.m.st.opaque is not None:  # known unset now, whatever the unread file did
+                if self.m.st.opaque is not None or word in BASH_DEFAULTS:
+                    # known unset now, whatever the unread file did, and not the shell's default
                     self.m.st.vars[word] = Var(value=None, exported=False, origin=self.origin(child))
-        return status
+        return 0
