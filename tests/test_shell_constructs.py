@@ -334,6 +334,19 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
     "~ with HOME ending in /": ("HOME=/a/; A=~/x; B=~; R=$A,$B", "/a//x,/a/", "/a//x,/a/"),
     "~ with HOME=/": ("HOME=/; R=~/x", "//x", "//x"),
     "~ after : in an assignment": ("HOME=/a; P=~/x:~/y; R=$P", "/a/x:/a/y", "/a/x:/a/y"),
+    # echo and printf (their output, through $(...))
+    "echo -n": ("R=$(echo -n a; echo b)", "ab", PARTLY),  # dash's echo: not modelled
+    "echo -e": ("R=$(echo -e 'a\\tb')", PARTLY, PARTLY),
+    "echo a backslash": ('R=$(echo "a\\\\b")', "a\\b", PARTLY),  # dash's echo reads \\b
+    "echo -x": ("R=$(echo -x)", "-x", PARTLY),
+    "printf -v a bad name": ("printf -v 1bad %s x; R=$?", "2", Refused("printf -v in a /bin/sh script")),
+    "printf -v --": ("printf -v R -- %s x", "x", Refused("printf -v in a /bin/sh script")),
+    "printf alone": ("printf; R=$?", "2", "2"),
+    "printf -- and a format reused": ("R=$(printf -- '%s-%s' a b c)", "a-bc-", "a-bc-"),
+    "printf %d and %%": ("R=$(printf '%d' 42)$(printf 'a%%b')", "42a%b", "42a%b"),
+    "printf %5s": ("R=$(printf '%5s|' ab)", Refused("printf conversion %5"), Refused("printf conversion %5")),
+    "printf %b": ("R=$(printf '%b' 'a\\nb')", Refused("printf conversion %b"), Refused("conversion %b")),
+    "printf a run-time format": ('R=$(printf "$(date +%N)")', PARTLY, PARTLY),
 }
 
 

@@ -149,10 +149,8 @@ def _one(
     elif t == "expansion":
         raw = text(node)
         m = re.match(r"\$\{([A-Za-z_][A-Za-z0-9_]*):?=", raw)
-        if m is not None:
+        if m is not None:  # ${name:=d} assigns; ${!name} and the rest only read
             out.names.add(m.group(1))
-        elif re.match(r"\$\{!", raw):
-            pass  # ${!name}: a read
     elif t in ("arithmetic_expansion", "c_style_for_statement") or (
         t == "compound_statement" and node.children and node.children[0].type == "(("
     ):
