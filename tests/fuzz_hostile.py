@@ -210,7 +210,9 @@ def test_unit_files_parse_or_are_input_errors(text: str, exec_line: str) -> None
 def test_launch_strings_parse_or_are_input_errors(cmd: str) -> None:
     with bounded():
         try:
-            launch_from_string("python -m sglang.launch_server " + cmd, origin="--launch-cmd", env={})
+            launch_from_string(
+                "python -m sglang.launch_server " + cmd, origin="--launch-cmd", env={}
+            ).parsed()
         except ValidatorError as exc:
             assert "\n" not in str(exc)
 

@@ -122,11 +122,13 @@ def test_each_launch_flag_is_hashed_alone_and_a_credential_never(pack: LoadedPac
     from validator.sources.launch.command import launch_from_argv
 
     common = ["python", "-m", "sglang.launch_server", "--model-path", "/m", "--tp", "2", "--nnodes", "2"]
-    head = arg_hashes(launch_from_argv([*common, "--node-rank", "0", "--api-key", "k1"], origin="head"))
+    head = arg_hashes(
+        launch_from_argv([*common, "--node-rank", "0", "--api-key", "k1"], origin="head").parsed()
+    )
     worker = arg_hashes(
         launch_from_argv(
             [*common, "--node-rank", "1", "--api-key", "k2", "--mem-fraction-static", "0.5"], origin="w"
-        )
+        ).parsed()
     )
     assert "--node-rank" not in head and "--model-path" in head and "--tp-size" in head
     differ = {f for f in head.keys() | worker.keys() if head.get(f) != worker.get(f)}

@@ -179,7 +179,7 @@ def _bash_run(
 def _static(host: Host, script: Path, extra_env: dict[str, str]) -> Any:
     from validator.sources.launch.script import launch_from_script
 
-    return launch_from_script(script, env={**host.env, **extra_env})
+    return launch_from_script(script, env={**host.env, **extra_env}).parsed()
 
 
 def _preflight(env: dict[str, str], *args: str) -> tuple[int, dict[str, Any], str]:
@@ -282,7 +282,7 @@ def test_a_function_with_arguments_is_called_with_them(host: Host) -> None:
     from validator.sources.launch.script import launch_from_script
 
     for args, verdict in (([], "fail"), (["humming"], "pass")):
-        static = launch_from_script(script, env=host.env, args=args)
+        static = launch_from_script(script, env=host.env, args=args).parsed()
         ran = _bash_run(host, script, {}, args)
         assert static.argv == ran["argv"][2:] and not static.unresolved
         _, report, err = _preflight(host.env, "--script", str(script), *[f"--script-arg={a}" for a in args])

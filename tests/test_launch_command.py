@@ -21,7 +21,7 @@ from validator.sources.launch.systemd_unit import launch_from_unit
 def test_recipe_string_with_fp8_env_assignment() -> None:
     facts = launch_from_string(
         f"SGLANG_ENABLE_FP8_LM_HEAD=1 {RECIPE_CMD}", origin="--launch-cmd", env={"A": "b"}
-    )
+    ).parsed()
     assert facts.entry == "launch_server" and facts.interpreter == "python"
     assert facts.argv == RECIPE_ARGV
     assert facts.args["moe_runner_backend"] == "humming" and facts.args["speculative_num_steps"] == 3
@@ -36,7 +36,7 @@ def test_env_program_quoting_and_continuations() -> None:
         "/opt/sglang/venv/bin/python3 -u -X dev -m sglang.launch_server \\\n"
         f"  --model-path '{MODEL}' --served-model-name \"ling flash\""
     )
-    facts = launch_from_string(cmd, origin="--launch-cmd", env={"DROP": "x"})
+    facts = launch_from_string(cmd, origin="--launch-cmd", env={"DROP": "x"}).parsed()
     assert facts.interpreter == "/opt/sglang/venv/bin/python3"
     assert facts.args["served_model_name"] == "ling flash" and facts.args["model_path"] == MODEL
     assert "DROP" not in facts.env and facts.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
@@ -50,16 +50,16 @@ def test_sglang_serve_with_positional_model_and_model_type(tmp_path: Path) -> No
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     facts = launch_from_argv(
         [str(script), "serve", MODEL, "--model-type", "llm", "--port", "31000"], origin="x", env={}
-    )
+    ).parsed()
     assert facts.entry == "serve" and facts.interpreter == "/opt/py/bin/python3.11"
     assert facts.argv == ["--model-path", MODEL, "--port", "31000"] and facts.args["port"] == 31000
     # unreadable shebang -> the sibling python
     script.write_text("no shebang\n")
     (bindir / "python").write_text("")
-    facts = launch_from_argv([str(script), "serve", "--model-path", MODEL], origin="x", env={})
+    facts = launch_from_argv([str(script), "serve", "--model-path", MODEL], origin="x", env={}).parsed()
     assert facts.interpreter == str(bindir / "python")
     # a bare 'sglang' is looked up on the command's PATH
-    facts = launch_from_string(f"sglang serve {MODEL}", origin="x", env={"PATH": str(bindir)})
+    facts = launch_from_string(f"sglang serve {MODEL}", origin="x", env={"PATH": str(bindir)}).parsed()
     assert facts.interpreter == str(bindir / "python")
 
 
@@ -80,7 +80,7 @@ def test_sglang_serve_with_positional_model_and_model_type(tmp_path: Path) -> No
 )
 def test_refusals_name_the_origin(cmd: str, words: str) -> None:
     with pytest.raises(InputError) as info:
-        launch_from_string(cmd, origin="--launch-cmd", env={})
+        launch_from_string(cmd, origin="--launch-cmd", env={}).parsed()
     assert info.value.where == "--launch-cmd" and words in info.value.reason
 
 
@@ -91,7 +91,7 @@ def test_args_file_server_args_only_with_comments(tmp_path: Path) -> None:
         + RECIPE_SERVER_ARGS.replace(" --", "\n--")
         + "  # trailing comment\n"
     )
-    facts = launch_from_args_file(f, env={"SGLANG_ENABLE_FP8_LM_HEAD": "1"})
+    facts = launch_from_args_file(f, env={"SGLANG_ENABLE_FP8_LM_HEAD": "1"}).parsed()
     assert facts.origin == str(f) and facts.entry == "launch_server" and facts.interpreter is None
     assert facts.argv == RECIPE_ARGV and facts.env_origin == {"SGLANG_ENABLE_FP8_LM_HEAD": "environment"}
 
@@ -99,17 +99,17 @@ def test_args_file_server_args_only_with_comments(tmp_path: Path) -> None:
 def test_args_file_full_command_and_errors(tmp_path: Path) -> None:
     f = tmp_path / "cmd.args"
     f.write_text(f"SGLANG_ENABLE_FP8_LM_HEAD=1 \\\n  {RECIPE_CMD}\n")
-    facts = launch_from_args_file(f, env={})
+    facts = launch_from_args_file(f, env={}).parsed()
     assert facts.env == {"SGLANG_ENABLE_FP8_LM_HEAD": "1"} and facts.env_origin[
         "SGLANG_ENABLE_FP8_LM_HEAD"
     ] == str(f)
     f.write_text("--model-path x --bogus-flag\n")
     with pytest.raises(InputError) as info:
-        launch_from_args_file(f, env={})
+        launch_from_args_file(f, env={}).parsed()
     assert info.value.where == str(f) and "unrecognized arguments: --bogus-flag" in info.value.reason
     f.write_text("# only a comment\n")
     with pytest.raises(InputError, match="no arguments"):
-        launch_from_args_file(f, env={})
+        launch_from_args_file(f, env={}).parsed()
 
 
 def test_unit_to_launch_facts_with_relative_config(tmp_path: Path) -> None:
@@ -124,7 +124,7 @@ def test_unit_to_launch_facts_with_relative_config(tmp_path: Path) -> None:
         "ExecStart=/usr/bin/spark-validate launch -- /opt/venv/bin/python -m sglang.launch_server "
         "--config ling.yaml --port 30001\n"
     )
-    facts = launch_from_unit(unit, base_env={"PATH": os.defpath})
+    facts = launch_from_unit(unit, base_env={"PATH": os.defpath}).parsed()
     assert facts.origin == f"unit:{unit}" and facts.interpreter == "/opt/venv/bin/python"
     assert facts.args["moe_runner_backend"] == "humming" and facts.args["port"] == 30001
     assert facts.argv[:2] == ["--model-path", MODEL]

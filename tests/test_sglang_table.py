@@ -145,3 +145,51 @@ def test_stock_build_still_refuses_unknown_flags(
     cmd = f"python -m sglang.launch_server --model-path /models/ling {cmd_extra}"
     proc = cli(env, "preflight", "--sglang-root", str(stock_sglang_root), "--launch-cmd", cmd)
     assert proc.returncode == 65 and "unrecognized arguments" in proc.stderr
+
+
+def _count_opens(paths: list[Path], run: Any) -> tuple[Any, list[int]]:
+    """What ``run()`` returns, and how many times each of ``paths`` was opened meanwhile (by any process),
+    as the kernel's inotify reports it."""
+    import ctypes
+    import struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    assert fd >= 0, ctypes.get_errno()
+    try:
+        watches = [libc.inotify_add_watch(fd, os.fsencode(p), 0x20) for p in paths]  # IN_OPEN
+        assert min(watches) >= 0, ctypes.get_errno()
+        result = run()
+        data = b""
+        while True:
+            try:
+                data += os.read(fd, 65536)
+            except BlockingIOError:
+                break
+    finally:
+        os.close(fd)
+    counts = [0] * len(paths)
+    at = 0
+    while at < len(data):
+        wd, mask, _, size = struct.unpack_from("iIII", data, at)
+        if mask & 0x20:
+            counts[watches.index(wd)] += 1
+        at += 16 + size
+    return result, counts
+
+
+def test_script_and_env_file_read_once_across_tables(tmp_path: Path) -> None:
+    """Preflight parses a launcher script's command with two tables (the shipped one refuses a flag the
+    build adds; then the build's generated table): the script and its --env-file are each opened once."""
+    root = dev_build(tmp_path)
+    env = {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")}
+    store(dev_table(), root, DEV, env)
+    script = tmp_path / "start.sh"
+    script.write_text(f"#!/bin/bash\nexec {CMD}\n")
+    env_file = tmp_path / "server.env"
+    env_file.write_text("SGLANG_ENABLE_FP8_LM_HEAD=1\n")
+    args = ["preflight", "--format", "json", "--sglang-root", str(root), "--script", str(script)]
+    proc, opens = _count_opens([script, env_file], lambda: cli(env, *args, "--env-file", str(env_file)))
+    assert proc.returncode != 65, proc.stderr
+    assert f"table generated from SGLang {DEV}" in warnings_of(proc)
+    assert opens == [1, 1]

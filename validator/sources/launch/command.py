@@ -1,4 +1,5 @@
-"""Launch command -> ``LaunchFacts``: which entry point, which interpreter, which server args, which env.
+"""Launch command -> ``Launcher`` (read) -> ``LaunchFacts`` (parsed): which entry point, which interpreter,
+which server args, which env.
 
 Normalises a command string, args file or unit; recognises ``python -m sglang.launch_server`` and ``sglang
 serve`` (as ``sglang/cli/serve.py``: ``--model-type`` dropped, a positional model is ``--model-path``); the
@@ -7,10 +8,13 @@ arguments are parsed with SGLang's own flag table (``sglang.cli``).
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
@@ -19,6 +23,9 @@ from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.sglang.cli import parse_argv
+
+if TYPE_CHECKING:
+    from validator.sources.container import ContainerSpec
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
@@ -202,6 +209,38 @@ def _other_input_hint(name: str) -> str:
     return ""
 
 
+@dataclass
+class Launcher:
+    """A launch command as its input gives it, read but not parsed: what the readers took from disk (the
+    server's words, environment and its origins, working directory, what is unresolved, their warnings,
+    the container), independent of the flag table. A preflight reads its inputs once into this and parses
+    it with each table it needs, so that no fact is assembled from two versions of a file."""
+
+    facts: LaunchFacts  # all but the parse's argv, args, explicit and config_file; warnings: the reader's
+    server_args: list[str]  # the words SGLang's parser is given
+    base_dir: Path | None = None  # where a relative --config is found
+    container: ContainerSpec | None = None  # the container the launch runs in, as its input describes it
+    placeholders: bool = False  # a script's: a required value known only at run time stands as a word
+
+    def parsed(self) -> LaunchFacts:
+        """The launch parsed with the table ``parsing_with`` chose (outside it, the shipped one)."""
+        parsed = parse_argv(self.server_args, origin=self.facts.origin, base_dir=self.base_dir)
+        facts = copy.deepcopy(self.facts)
+        facts.argv, facts.args, facts.explicit = parsed.argv, parsed.args, parsed.explicit
+        facts.config_file = parsed.config_file
+        facts.warnings[:0] = parsed.warnings
+        for dest in facts.unresolved if self.placeholders else ():
+            if facts.args.get(dest) == placeholder(dest):  # the word stood for nothing known: unset
+                facts.args[dest] = None
+        return facts
+
+
+def placeholder(dest: str) -> str:
+    """The word standing for a required option's value that is known only at run time (the option is
+    listed in ``unresolved``; ``Launcher.parsed`` takes the word out of the parsed settings again)."""
+    return f"<{dest}: known only at run time>"
+
+
 def launch_from_argv(
     argv: list[str],
     *,
@@ -210,7 +249,7 @@ def launch_from_argv(
     env_origin: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
     working_directory: Path | None = None,
-) -> LaunchFacts:
+) -> Launcher:
     """A full launch command as a word list (``env`` is the environment it is started with;
     ``working_directory`` the server's cwd, when known)."""
     environ = dict(env or {})
@@ -258,24 +297,22 @@ def launch_from_argv(
             f"unrecognised program {program!r}: expected 'python -m sglang.launch_server' or 'sglang serve'"
             + _other_input_hint(name),
         )
-    parsed = parse_argv(server_args, origin=origin, base_dir=base_dir)
-    return LaunchFacts(
+    facts = LaunchFacts(
         origin=origin,
-        argv=parsed.argv,
+        argv=[],
         entry=entry,
         interpreter=interpreter,
-        args=parsed.args,
-        explicit=parsed.explicit,
+        args={},
+        explicit=set(),
         env=environ,
         env_origin=where,
-        warnings=parsed.warnings,
-        config_file=parsed.config_file,
         program=program,
         command=words,
         consumed_env=consumed_by_command(environ, words),
         interpreter_options=options,
         working_directory=working_directory,
     )
+    return Launcher(facts, server_args, base_dir)
 
 
 def _stand_in(words: list[str], origin: str) -> list[str] | None:
@@ -315,12 +352,12 @@ def _split_shell(
     return split_command_line(text, origin, os.environ if env is None else env, comments=comments)
 
 
-def launch_from_string(cmd: str, *, origin: str, env: Mapping[str, str] | None = None) -> LaunchFacts:
+def launch_from_string(cmd: str, *, origin: str, env: Mapping[str, str] | None = None) -> Launcher:
     """A launch command as one shell-quoted string (``--launch-cmd``)."""
     return launch_from_argv(_split_shell(cmd, origin, comments=False, env=env), origin=origin, env=env)
 
 
-def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = None) -> LaunchFacts:
+def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = None) -> Launcher:
     """``--launch-args-file``: a full command, or only the server args (many per line, ``#`` comments).
     Args only: the entry point is taken to be ``python -m sglang.launch_server`` with no known interpreter."""
     p = Path(path)
@@ -330,18 +367,7 @@ def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = N
     if not words:
         raise InputError(origin, "launch args file holds no arguments")
     if words[0].startswith("-"):
-        parsed = parse_argv(words, origin=origin)
         environ = dict(env or {})
-        return LaunchFacts(
-            origin=origin,
-            argv=parsed.argv,
-            entry="launch_server",
-            interpreter=None,
-            args=parsed.args,
-            explicit=parsed.explicit,
-            env=environ,
-            env_origin=dict.fromkeys(environ, "environment"),
-            warnings=parsed.warnings,
-            config_file=parsed.config_file,
-        )
+        where = dict.fromkeys(environ, "environment")
+        return Launcher(LaunchFacts(origin, [], "launch_server", None, {}, set(), environ, where), words)
     return launch_from_argv(words, origin=origin, env=env)

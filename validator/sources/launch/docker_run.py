@@ -17,9 +17,8 @@ from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, read_trusted_bounded
 from validator.errors import InputError, UnresolvedLaunch
-from validator.facts import LaunchFacts
 from validator.sources.container import ContainerSpec, Mount
-from validator.sources.launch.command import launch_from_argv
+from validator.sources.launch.command import Launcher, launch_from_argv
 from validator.sources.launch.shell.command_line import split_command_line
 
 # docker run / podman run options that take no value (docker 28's `docker run --help`, podman 4's extras).
@@ -269,23 +268,24 @@ IMAGE_REMEDY = (
 )
 
 
-def launch_from_container(spec: ContainerSpec) -> LaunchFacts:
-    """The server command a container runs, as ``LaunchFacts``. Its environment is what the command line
-    or service gives the container; an image's ``ENV`` and ``ENTRYPOINT`` are not visible from outside (a
-    variable set only there reads as unset: set it explicitly, or validate inside with ``launch``)."""
+def launch_from_container(spec: ContainerSpec) -> Launcher:
+    """The server command a container runs. Its environment is what the command line or service gives the
+    container; an image's ``ENV`` and ``ENTRYPOINT`` are not visible from outside (a variable set only
+    there reads as unset: set it explicitly, or validate inside with ``launch``)."""
 
     if not spec.argv:
         raise UnresolvedLaunch(
             f"{spec.where}: no command given, so the image's default command runs ({spec.image}): "
             "not visible from outside; give the server command explicitly"
         )
-    facts = launch_from_argv(
+    launcher = launch_from_argv(
         list(spec.argv),
         origin=spec.where,
         env=spec.env,
         env_origin=spec.env_origin,
         base_dir=Path(spec.workdir) if spec.workdir else None,
     )
-    facts.unresolved.update(spec.unresolved)
-    facts.warnings.extend(spec.warnings)
-    return facts
+    launcher.facts.unresolved.update(spec.unresolved)
+    launcher.facts.warnings.extend(spec.warnings)
+    launcher.container = spec
+    return launcher

@@ -1,6 +1,6 @@
-"""``--script FILE``: a launcher script read statically, never run -> ``LaunchFacts``.
+"""``--script FILE``: a launcher script read statically, never run -> ``Launcher``.
 
-The adapter from ``shell.reader`` (which walks every path) to ``LaunchFacts``: what bash would hand the
+The adapter from ``shell.reader`` (which walks every path) to ``Launcher``: what bash would hand the
 server, or what cannot be known, never a different concrete answer. Launch paths must agree (else the value
 is ``unresolved``); a path that exits first is not the launch (its conditions are named); an unfollowable
 path, unknown program or argument count makes the launch ``UnresolvedLaunch``; ``env``/``nohup`` are applied
@@ -15,9 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from validator.errors import InputError, UnresolvedLaunch
-from validator.facts import LaunchFacts
 from validator.sources.container import ContainerSpec, host_path
-from validator.sources.launch.command import launch_from_argv
+from validator.sources.launch.command import Launcher, launch_from_argv, placeholder
 from validator.sources.launch.docker_run import (
     is_container_run,
     launch_from_container,
@@ -249,12 +248,6 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
     return argv, env, {k: ex.origin.get(k, "environment") for k in env}, unresolved
 
 
-def placeholder(dest: str) -> str:
-    """The word standing for a required option's value that is known only at run time (the option is
-    listed in ``unresolved``; ``launch_from_script`` takes the word out of the parsed settings again)."""
-    return f"<{dest}: known only at run time>"
-
-
 def _required(flag: str) -> bool:
     action = load_table().by_option.get(flag)
     return action is not None and action.required and action.type in (None, "str")
@@ -311,27 +304,15 @@ def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> Conta
     )
 
 
-def container_of_script(
-    path: Path | str,
-    *,
-    env: Mapping[str, str] | None = None,
-    args: list[str] | None = None,
-) -> ContainerSpec | None:
-    """The container a script's server command runs, when it is ``docker run`` (for what it hides)."""
-    ex, _ = read_exec(path, dict(env or {}), args)
-    argv, server_env, _, _ = resolve(ex)
-    cwd = Path(ex.cwd) if isinstance(ex.cwd, str) else None
-    return _container(argv, server_env, ex.where, cwd)
-
-
 def launch_from_script(
     path: Path | str,
     *,
     env: Mapping[str, str] | None = None,
     env_origin: Mapping[str, str] | None = None,
     args: list[str] | None = None,
-) -> LaunchFacts:
-    """``--script``: the server command the script runs, with the environment it gives it."""
+) -> Launcher:
+    """``--script``: the server command the script runs, with the environment it gives it; its container
+    is the ``docker run`` the script runs as written, when it runs one (for what it hides)."""
 
     base = dict(env or {})
     ex, launched = read_exec(path, base, args)
@@ -342,9 +323,9 @@ def launch_from_script(
     base_dir = Path(ex.cwd) if isinstance(ex.cwd, str) else None
     container = _container(argv, server_env, ex.where, base_dir)
     if container is not None:
-        facts = launch_from_container(through_entrypoint(container, ex.written))
+        launcher = launch_from_container(through_entrypoint(container, ex.written))
     else:
-        facts = launch_from_argv(
+        launcher = launch_from_argv(
             argv,
             origin=f"script:{ex.where}",
             env=server_env,
@@ -352,11 +333,9 @@ def launch_from_script(
             base_dir=base_dir,
             working_directory=base_dir,
         )
+    launcher.container, launcher.placeholders, facts = container, True, launcher.facts
     facts.unresolved.update(unresolved)
     facts.unresolved_at.update(dict.fromkeys(unresolved, f"{ex.where}:{ex.line}"))
-    for dest in facts.unresolved:
-        if facts.args.get(dest) == placeholder(dest):
-            facts.args[dest] = None
     facts.shell_only.update({n: "set by the script but not exported" for n in ex.unexported})
     if ex.others is not None:
         facts.unresolved["*"] = (
@@ -372,13 +351,12 @@ def launch_from_script(
         )
     if isinstance(ex.cwd, Unknown):
         facts.unresolved.setdefault("working_directory", ex.cwd.reason)
-    return facts
+    return launcher
 
 
 __all__ = [
     "BASH_BOOKKEEPING",
     "Exec",
-    "container_of_script",
     "final_exec",
     "launch_from_script",
     "read_exec",

@@ -19,6 +19,7 @@ from validator.sources.host.program import resolve_program
 from validator.sources.host.server_command import stand_in_of
 from validator.sources.launch import command as launch_command
 from validator.sources.launch import systemd_unit
+from validator.sources.launch.command import Launcher
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_with
 from validator.sources.sglang.install import install_from_probe, read_sglang_install, referenced_env
@@ -39,11 +40,10 @@ def gather(g: Gathering) -> None:
     (``Unreadable``: the launch source's error)."""
     inputs = g.inputs
     try:
-        launch, sg, program, g.container = launch_and_install(inputs)
+        launch, sg, program, g.container, g.env = launch_and_install(inputs)
     except UnresolvedLaunch as exc:
         raise Unreadable(str(exc)) from None
     g.facts.launch, g.facts.sglang, g.facts.program = launch, sg, program
-    g.env, _ = server_environment(inputs)
     if g.container is not None and inputs.sglang_root is None:
         from validator.sources.launch.docker_run import image_note
 
@@ -56,27 +56,22 @@ def gather(g: Gathering) -> None:
             sg.referenced_env = referenced_env(sg.root, unknown)
 
 
-def server_environment(inputs: PreflightInputs) -> tuple[dict[str, str], dict[str, str]]:
-    """The environment the server will see: this process's environment (systemd runs ExecStartPre with
-    the unit's environment), then each --env-file in order. For a running server, the environment it was
-    exec'd with, and nothing else."""
+def read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
+    """Every launch input read once: the launcher, its arguments not yet parsed (``Launcher.parsed``, once
+    per flag table), and the environment the server will see: this process's environment (systemd runs
+    ExecStartPre with the unit's environment), then each --env-file in order. For a running server, the
+    environment it was exec'd with, and nothing else."""
     if inputs.running is not None:
         seen = inputs.running.process.env or {}
         where = f"/proc/{inputs.running.process.pid}/environ"
-        return dict(seen), dict.fromkeys(seen, where)
-    env = dict(os.environ if inputs.base_env is None else inputs.base_env)
-    origin = {k: "process environment" for k in env}
-    for path in inputs.env_files:
-        for k, v in read_env_file(path).items():
+        return launch_of_process(inputs.running, dict(seen), dict.fromkeys(seen, where)), dict(seen)
+    process = dict(os.environ if inputs.base_env is None else inputs.base_env)
+    files = [(path, read_env_file(path)) for path in inputs.env_files]
+    env, origin = dict(process), dict.fromkeys(process, "process environment")
+    for path, values in files:
+        for k, v in values.items():
             env[k] = v
             origin[k] = f"env-file:{path}"
-    return env, origin
-
-
-def read_launch(inputs: PreflightInputs) -> LaunchFacts:
-    env, origin = server_environment(inputs)
-    if inputs.running is not None:
-        return launch_of_process(inputs.running, env, origin)
     given = [x for x in _launch_sources(inputs) if x is not None]
     if not given and inputs.kube_manifest is not None:
         given = [inputs.kube_manifest]  # the manifest's SGLang container is the launch
@@ -89,42 +84,45 @@ def read_launch(inputs: PreflightInputs) -> LaunchFacts:
         raise UsageError("--script-arg gives the arguments of --script")
     if inputs.service is not None and inputs.compose is None:
         raise UsageError("--service names a service of the --compose file")
-    container = container_spec(inputs, env) if inputs.script is None else None
+    container = container_spec(inputs, env)
     if container is not None:
         from validator.sources.launch.docker_run import launch_from_container
 
-        facts = launch_from_container(container)
+        launcher = launch_from_container(container)
     elif inputs.script is not None:
         from validator.sources.launch.script import launch_from_script
 
-        facts = launch_from_script(inputs.script, env=env, env_origin=origin, args=inputs.script_args)
+        launcher = launch_from_script(inputs.script, env=env, env_origin=origin, args=inputs.script_args)
     elif inputs.argv is not None:
         # exec keeps the working directory: the server starts where `launch` runs
-        facts = launch_command.launch_from_argv(
+        launcher = launch_command.launch_from_argv(
             list(inputs.argv), origin="launch", env=env, working_directory=Path.cwd()
         )
     elif inputs.launch_cmd is not None:
-        facts = launch_command.launch_from_string(inputs.launch_cmd, origin="--launch-cmd", env=env)
+        launcher = launch_command.launch_from_string(inputs.launch_cmd, origin="--launch-cmd", env=env)
     elif inputs.launch_args_file is not None:
-        facts = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
+        launcher = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
     else:
         assert inputs.unit is not None
         # with --unit, --env-file stands in for the unit's EnvironmentFile= (checked before installing it)
-        process = dict(os.environ if inputs.base_env is None else inputs.base_env)
-        files = list(inputs.env_files) or None
-        facts = systemd_unit.launch_from_unit(inputs.unit, base_env=process, env_files=files)
+        launcher = systemd_unit.launch_from_unit(inputs.unit, base_env=process, env_files=files or None)
     for k, v in origin.items():
-        facts.env_origin.setdefault(k, v)
-    return facts
+        launcher.facts.env_origin.setdefault(k, v)
+    return launcher, env
 
 
-def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> LaunchFacts:
+def read_launch(inputs: PreflightInputs) -> LaunchFacts:
+    """The launch the inputs declare, read and parsed with the table in effect."""
+    return read_launcher(inputs)[0].parsed()
+
+
+def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> Launcher:
     """A running server's launch command: its argv (for a stand-in, the SGLang command it stands in for)
     with the environment and working directory the kernel shows. An environment that could not be
     read leaves every variable unresolved: a check that reads one is then not proven, never judged on an
     empty environment."""
     proc = server.process
-    facts = launch_command.launch_from_argv(
+    launcher = launch_command.launch_from_argv(
         # a stand-in's own argv (it is recognised as such); a server's command without the #! python
         list(server.process.argv if server.kind in ("stand-in", "launch") else server.command),
         origin=f"process {proc.pid}",
@@ -132,10 +130,10 @@ def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[s
         env_origin=origin,
         working_directory=proc.cwd,
     )
-    facts.user = proc.user
+    launcher.facts.user = proc.user
     if proc.env is None:  # every variable, whichever a pack's checks read (its FP8 switch, the caches)
-        facts.unresolved[ENVIRONMENT_UNKNOWN] = proc.env_error or "its environment could not be read"
-    return facts
+        launcher.facts.unresolved[ENVIRONMENT_UNKNOWN] = proc.env_error or "its environment could not be read"
+    return launcher
 
 
 def _launch_sources(inputs: PreflightInputs) -> tuple[object, ...]:
@@ -162,7 +160,7 @@ def kube_is_launch(inputs: PreflightInputs) -> bool:
 
 def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> ContainerSpec | None:
     """The container a --docker-cmd, --compose or lone --kube-manifest input describes (None for the
-    other inputs)."""
+    other inputs; a script's is its launcher's)."""
     if kube_is_launch(inputs):
         from validator.sources.launch.kube_manifest import load_kube_container
 
@@ -176,10 +174,6 @@ def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> Container
         from validator.sources.launch.compose import load_compose
 
         return load_compose(inputs.compose, inputs.service, env)
-    if inputs.script is not None:  # a script whose server command is `docker run ...`
-        from validator.sources.launch.script import container_of_script
-
-        return container_of_script(inputs.script, env=env, args=inputs.script_args)
     return None
 
 
@@ -251,32 +245,30 @@ def _locate(
 
 def launch_and_install(
     inputs: PreflightInputs,
-) -> tuple[LaunchFacts, SGLangInstallFacts, ProgramFacts, ContainerSpec | None]:
+) -> tuple[LaunchFacts, SGLangInstallFacts, ProgramFacts, ContainerSpec | None, dict[str, str]]:
     """The launch command parsed with the flag table of the SGLang build that will run it: first with the
     shipped table (leniently if it refuses), then with the build's generated table if any, else leniently,
-    reporting what the table does not know instead of failing. Also the container the inputs describe,
-    read once for the install and the sources after it."""
+    reporting what the table does not know instead of failing. Every parse is of the one reading of the
+    inputs, which also gives the container they describe and the server's environment."""
+    launcher, env = read_launcher(inputs)
     refused: InputError | None = None
     try:
-        launch = read_launch(inputs)
+        launch = launcher.parsed()
     except InputError as exc:
         with parsing_with(TableChoice(load_table(), "the shipped table", lenient=True)):
             try:
-                launch = read_launch(inputs)
+                launch = launcher.parsed()
             except InputError:
                 raise exc from None
         refused = exc
-    named = inputs.sglang_root is not None  # the install is that tree: the container is read last
-    container = None if named else container_spec(inputs, server_environment(inputs)[0])
-    sg, program = _locate(inputs, launch, container)
+    # with --sglang-root the install is that tree, not one hidden in the container
+    sg, program = _locate(inputs, launch, None if inputs.sglang_root is not None else launcher.container)
     choice = table_for(sg, launch.interpreter)
     if choice is None:
         if refused is not None:
             raise refused
     else:
         with parsing_with(choice):
-            launch = read_launch(inputs)
+            launch = launcher.parsed()
         launch.warnings.insert(0, f"launch command parsed with {choice.described}")
-    if named:
-        container = container_spec(inputs, server_environment(inputs)[0])
-    return launch, sg, program, container
+    return launch, sg, program, launcher.container, env

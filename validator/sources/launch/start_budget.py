@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from validator.errors import InputError
 from validator.facts import LAUNCH, StartBudgetFacts
 from validator.sources.gathering import preflight_source
+from validator.sources.launch.env_file import read_env_file
 from validator.sources.launch.kube_manifest import select_container
 from validator.sources.launch.systemd_unit import ServiceUnit, load_unit
 
@@ -126,5 +127,5 @@ def gather(g: Gathering) -> None:
     if inputs.kube_manifest is not None:
         g.facts.start_budget = from_kubernetes(inputs.kube_manifest, inputs.kube_container)
     elif inputs.unit is not None:
-        files = list(inputs.env_files) or None
+        files = [(p, read_env_file(p)) for p in inputs.env_files] or None
         g.facts.start_budget = from_unit(load_unit(inputs.unit, base_env=dict(g.launch.env), env_files=files))

@@ -11,14 +11,13 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, read_bounded
 from validator.errors import InputError
-from validator.facts import LaunchFacts
-from validator.sources.launch.command import launch_from_argv, unwrap_launch
+from validator.sources.launch.command import Launcher, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.launch.unit_syntax import (
     ENV_NAME,
@@ -46,6 +45,9 @@ class ServiceUnit:
     launch_options: list[str] = field(default_factory=list)  # the [opts] of that wrapper
     # what bounds the start job (validator.sources.launch.start_budget): raw values, last assignment wins
     timing: dict[str, str] = field(default_factory=dict)  # Type, TimeoutStartSec, TimeoutSec, ExecStartPost
+
+
+EnvFiles = Sequence[tuple[Path, Mapping[str, str]]]  # --env-file paths, in order, with what each holds
 
 
 def _read_text(path: Path) -> str:
@@ -123,7 +125,7 @@ def _environment(
     items: list[tuple[str, Assignment]],
     unit: Path,
     base_env: dict[str, str],
-    env_files: list[Path] | None = None,
+    env_files: EnvFiles | None = None,
 ) -> tuple[dict[str, str], dict[str, str]]:
     env = dict(base_env)
     origin = dict.fromkeys(base_env, "environment")
@@ -154,8 +156,8 @@ def _environment(
                 files.append((a.value, a))
     if env_files is not None:  # --env-file stands in for EnvironmentFile= (a unit not yet installed)
         named = ", ".join(v for v, _ in files) or "none"
-        for path in env_files:
-            for name, val in read_env_file(path, trusted_uids=trusted).items():
+        for path, values in env_files:
+            for name, val in values.items():
                 env[name], origin[name] = val, f"--env-file {path} (for the unit's EnvironmentFile={named})"
         return env, origin
     for value, a in files:
@@ -203,10 +205,11 @@ _TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPos
 
 
 def load_unit(
-    path: Path | str, *, base_env: dict[str, str] | None = None, env_files: list[Path] | None = None
+    path: Path | str, *, base_env: dict[str, str] | None = None, env_files: EnvFiles | None = None
 ) -> ServiceUnit:
     """Read a service unit (and its drop-ins) as systemd would start it. ``env_files`` (preflight's
-    ``--env-file``) are read in place of the unit's ``EnvironmentFile=`` entries, with their precedence."""
+    ``--env-file``, each path with what the caller read from it) stand in for the unit's
+    ``EnvironmentFile=`` entries, with their precedence."""
     unit = Path(path)
     items = _merged_service(unit)
     env, origin = _environment(items, unit, dict(base_env or {}), env_files)
@@ -255,12 +258,12 @@ def load_unit(
 
 
 def launch_from_unit(
-    path: Path | str, *, base_env: Mapping[str, str] | None = None, env_files: list[Path] | None = None
-) -> LaunchFacts:
+    path: Path | str, *, base_env: Mapping[str, str] | None = None, env_files: EnvFiles | None = None
+) -> Launcher:
     """``--unit``: the ExecStart= command with the unit's environment (see ``systemd_unit``); ``env_files``
     stand in for its EnvironmentFile= entries."""
     unit = load_unit(path, base_env=dict(base_env or {}), env_files=env_files)
-    facts = launch_from_argv(
+    launcher = launch_from_argv(
         unit.exec_start,
         origin=f"unit:{unit.path}",
         env=unit.env,
@@ -269,5 +272,5 @@ def launch_from_unit(
         # systemd starts a system service in / unless WorkingDirectory= says otherwise
         working_directory=unit.working_directory or Path("/"),
     )
-    facts.user = unit.user
-    return facts
+    launcher.facts.user = unit.user
+    return launcher
