@@ -25,7 +25,7 @@ from validator.rulepack import LoadedPack
 from validator.sources.host.listening import ancestors
 from validator.sources.host.server_processes import Ignored, ServerProcess, discover_listening, nothing_found
 from validator.sources.launch.drift import RECIPE_ENV_PREFIXES, drift_items
-from validator.sources.launch.source import read_launch
+from validator.sources.launch.source import read_launcher
 from validator.sources.server.identity import ServerIdentity, identity_of
 from validator.sources.server.metrics_reading import MetricsWatch
 
@@ -88,11 +88,11 @@ def _drift(facts: Facts, inputs: RunningInputs, loaded: LoadedPack, results: lis
     if inputs.declared is None or facts.launch is None:
         return
     try:
-        facts.declared = read_launch(replace(inputs.declared, base_env={}))
+        facts.declared = read_launcher(replace(inputs.declared, base_env={}))[0].parsed()
         # as it would start: the running server's non-recipe variables (PATH, HOME: what any supervisor
         # provides) and the declaration's own
         base = {k: v for k, v in facts.launch.env.items() if not k.startswith(RECIPE_ENV_PREFIXES)}
-        full = read_launch(replace(inputs.declared, base_env=base))
+        full = read_launcher(replace(inputs.declared, base_env=base))[0].parsed()
     except (InputError, UnresolvedLaunch) as exc:
         facts.errors["declared"] = str(exc)
         return

@@ -119,10 +119,10 @@ def _declared_user(declared: PreflightInputs | None) -> int | None:
     None when nothing is declared, it names no user, or it cannot be read (``launch.drift`` says why)."""
     if declared is None:
         return None
-    from validator.sources.launch.source import read_launch  # the launch readers: only with a declaration
+    from validator.sources.launch.source import read_launcher  # the launch readers: only with a declaration
 
     try:
-        name = read_launch(replace(declared, base_env={})).user
+        name = read_launcher(replace(declared, base_env={}))[0].parsed().user
     except ValidatorError:
         return None
     if not name:

@@ -111,11 +111,6 @@ def read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
     return launcher, env
 
 
-def read_launch(inputs: PreflightInputs) -> LaunchFacts:
-    """The launch the inputs declare, read and parsed with the table in effect."""
-    return read_launcher(inputs)[0].parsed()
-
-
 def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> Launcher:
     """A running server's launch command: its argv (for a stand-in, the SGLang command it stands in for)
     with the environment and working directory the kernel shows. An environment that could not be
