@@ -107,68 +107,63 @@ def test_a_restrictive_umask_still_gives_the_contracts_modes(tmp_path: Path) -> 
     assert (_mode(deeper.parent.parent), _mode(deeper.parent), _mode(deeper)) == (0o700, 0o700, 0o644)
 
 
-@pytest.mark.parametrize(("rel", "mode"), [("d/attestation.json", 0o077), ("d/e/attestation.json", 0o555)])
-def test_a_directory_swapped_in_after_mkdir_is_not_chmodded(
+@pytest.mark.parametrize("rel", ["d/attestation.json", "d/e/attestation.json"])
+@pytest.mark.parametrize("mode", [0o777, 0o1777])
+def test_a_directory_others_can_write_on_the_way_is_refused_before_anything_is_made(
     attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch, rel: str, mode: int
 ) -> None:
-    """Under umask 0777, right after the writer makes ``d`` in a directory the second user can write, that
-    user renames it away and renames onto ``d`` an older directory of the writer's (same parent, mode
-    ``mode``). Setting back the owner's bits touches only what mkdir(0700) could have made (no group or other
-    bits): a directory others can write is still refused, and one others can enter keeps its mode."""
-    older = shared / "older"
-    older.mkdir()
-    older.chmod(mode)
+    """A directory on the way that the second user can write (a shared scratch area, sticky or not): it
+    could rename what the writer makes there and put its own in its place, and the readers refuse every
+    file below it. The writer refuses before making anything, naming the directory nearest the file."""
+    os.chmod(shared, mode)
+    made: list[str] = []
     real_mkdir = os.mkdir
-    swapped: list[str] = []
 
     def mkdir(name: Any, m: int = 0o777, *, dir_fd: int | None = None) -> None:
+        made.append(str(name))
         real_mkdir(name, m, dir_fd=dir_fd)
-        if name == "d" and not swapped:
-            for argv in (
-                ["mv", "-T", f"{shared}/d", f"{shared}/d.fresh"],
-                ["mv", "-T", str(older), f"{shared}/d"],
-            ):
-                done = run_as(attacker, argv)
-                assert done.returncode == 0, done.stderr.decode(errors="replace")
-            swapped.append(name)
 
     monkeypatch.setattr(os, "mkdir", mkdir)
-    old = os.umask(0o777)
-    try:
-        if mode & 0o022:
-            with pytest.raises(trusted_files.UnsafeLocation, match="writable by its group or others"):
-                writer.write_document(shared / rel, _doc())
-        else:
-            writer.write_document(shared / rel, _doc())
-    finally:
-        os.umask(old)
-        monkeypatch.undo()
-    assert swapped and _mode(shared / "d") == mode
-
-
-def test_a_directory_that_cannot_be_made_is_unsafe_location_naming_it(attacker: User, shared: Path) -> None:
-    """A parent this user cannot write (the second user's 0755 directory, at the last level or one on the
-    way): one UnsafeLocation naming the directory, not a bare PermissionError from mkdir."""
-    theirs = shared / "theirs"
-    done = run_as(attacker, ["mkdir", "-m", "0755", str(theirs)])
+    with pytest.raises(trusted_files.UnsafeLocation) as info:
+        writer.write_document(shared / rel, _doc())
+    monkeypatch.undo()
+    assert f"directory {shared} on the way is writable by its group or others (mode {mode:04o})" in str(
+        info.value
+    )
+    assert made == [] and list(shared.iterdir()) == []
+    # the second user's own directory on the way: refused by owner, even when it is not writable by others
+    done = run_as(attacker, ["mkdir", "-m", "0755", str(shared / "theirs")])
     assert done.returncode == 0, done.stderr.decode(errors="replace")
+    os.chmod(shared, 0o755)  # only the owner of theirs/ could change what lies below it now
+    with pytest.raises(
+        trusted_files.UnsafeLocation, match=f"theirs on the way is owned by UID {attacker.uid}"
+    ):
+        writer.write_document(shared / "theirs" / rel, _doc())
+    assert list((shared / "theirs").iterdir()) == []
+
+
+def test_a_directory_that_cannot_be_made_is_unsafe_location_naming_it(attacker: User) -> None:
+    """A parent this user cannot write (root's ``/``, at the last level or one on the way): one
+    UnsafeLocation naming the directory, not a bare PermissionError from mkdir."""
+    absent = Path("/") / f"sv-absent-{os.getpid()}-{os.urandom(3).hex()}"
 
     def attempt(rel: str) -> str:
         try:
-            writer.write_document(theirs / rel, b"{}")
+            writer.write_document(absent / rel, b"{}")
         except trusted_files.UnsafeLocation as exc:
             return f"UnsafeLocation: {exc}"
         except OSError as exc:
             return f"{type(exc).__name__}: {exc}"
         return "written"
 
-    victim = User("victim", ATTACKER_UID, ATTACKER_UID)  # a third UID: neither root nor the directory's owner
-    assert call_as(victim, lambda: attempt("d/attestation.json")) == (
-        f"UnsafeLocation: {theirs}/d: cannot make the directory: Permission denied"
+    victim = User("victim", ATTACKER_UID, ATTACKER_UID)  # a UID that is not root
+    assert call_as(victim, lambda: attempt("attestation.json")) == (
+        f"UnsafeLocation: {absent}: cannot make the directory: Permission denied"
     )
-    assert call_as(victim, lambda: attempt("d/e/attestation.json")) == (
-        f"UnsafeLocation: {theirs}/d/e: cannot make {theirs}/d on the way: Permission denied"
+    assert call_as(victim, lambda: attempt("e/attestation.json")) == (
+        f"UnsafeLocation: {absent}/e: cannot make {absent} on the way: Permission denied"
     )
+    assert not absent.exists()
 
 
 def test_group_directory_is_0750(tmp_path: Path) -> None:
@@ -328,7 +323,7 @@ def test_directory_precreated_by_another_user_is_refused(shared_tmp: Path, tmp_p
             with pytest.raises(trusted_files.UnsafeLocation) as info:
                 writer.write_document(shared / "attestation.json", _doc())
             refusals += 1
-        assert f"owned by UID {ATTACKER_UID}, not by this process" in str(info.value)
+        assert f"directory {shared_tmp} on the way is writable by its group or others" in str(info.value)
         attacker.wait(timeout=30)
     finally:
         attacker.kill()

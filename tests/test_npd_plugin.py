@@ -400,11 +400,14 @@ def test_a_state_file_another_user_could_write_is_never_used(
     res = _npd_state_run(plugin, shared / "linked")
     assert "not written" in res.stderr.decode(), res.stderr
 
-    # ours, below a directory anyone can write: written, never trusted back
+    # ours, below a directory anyone can write: never made there (no reader would trust it back)
     mine = shared / "mine"
-    assert _npd_state_run(plugin, mine).returncode == 2
-    assert (mine / "progress.json").exists()
-    assert "another user could have written it" in _npd_state_run(plugin, mine).stderr.decode()
+    res = _npd_state_run(plugin, mine)
+    assert res.returncode == 2 and res.stdout.decode().count("\n") == 1
+    assert f"not written: {mine}: directory {shared} on the way is writable" in res.stderr.decode(), (
+        res.stderr
+    )
+    assert not mine.exists()
 
     # ours, private: what lands in it is refused, then replaced by this run's
     private = tmp_path / "private"

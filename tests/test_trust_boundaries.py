@@ -33,7 +33,7 @@ from tests.support.second_user import User, run_as
 from tests.support.sim_process import SimProcess, sim_process
 from tests.test_sglang_table import DEV, dev_build, dev_table
 from validator.attestation import schema, writer
-from validator.errors import InputError
+from validator.errors import InputError, UnavailableError
 from validator.probe import load_prompts
 from validator.procinfo import process_start_time
 from validator.sources.server.attestation import read_attestation
@@ -186,21 +186,20 @@ def test_a_planted_flag_table_is_ignored_and_says_so(
     assert "the generated table was ignored" in shown and f"{key}.json" in shown and "leniently" in shown
 
 
-def test_a_flag_table_swapped_in_an_emptydir_like_layout_is_ignored(
+def test_a_flag_table_cache_below_a_world_writable_directory_is_never_written_or_trusted(
     attacker: User, shared: Path, build: Path
 ) -> None:
-    """The victim's own cache in a 0700 directory inside a world-writable parent: anyone can rename it
-    away and put another in its place, so the parent alone disqualifies it, before and after the swap."""
+    """The victim's cache inside a world-writable parent: anyone could rename it away and put another in
+    its place, so the parent alone disqualifies it. The writer refuses to make it (naming the parent), and
+    a table the second user plants there under the build's key is ignored."""
     key = build_key(build, DEV)
     cache = shared / "cache"
-    store(dev_table(), build, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(cache)})
-    assert (cache / "sglang-tables").stat().st_mode & 0o777 == 0o700
-    rc, report, _ = _table_run(build, cache)
-    assert "the generated table was ignored" in _message(report, "launch.warnings")
-    assert f"directory {shared} is writable by its group or others" in _message(report, "launch.warnings")
+    with pytest.raises(UnavailableError, match=f"directory {shared} on the way is writable by its group"):
+        store(dev_table(), build, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(cache)})
+    assert list(shared.iterdir()) == []  # nothing of the victim's was made there
     _attack(
         attacker,
-        f"mv cache cache.old && mkdir -p cache/sglang-tables && cat > cache/sglang-tables/{key}.json",
+        f"mkdir -p cache/sglang-tables && cat > cache/sglang-tables/{key}.json",
         shared,
         _repointing_table().encode(),
     )
@@ -291,13 +290,21 @@ def test_attestation_in_a_private_layout_binds(tmp_path: Path, attacker: User) -
         assert unknown.rc == 2 and "no such user" in unknown.stderr
 
 
-def test_attestation_swapped_in_an_emptydir_like_layout(attacker: User, shared: Path, squatter: int) -> None:
-    """The plugin's 0700 directory inside a world-writable emptyDir: renamed away and replaced."""
+def test_attestation_swapped_in_an_emptydir_like_layout(
+    attacker: User, shared: Path, squatter: int, tmp_path: Path
+) -> None:
+    """A 0700 directory of the server's user inside a world-writable emptyDir: the plugin refuses to write
+    there; a document put there all the same (a copy of the server's own) is refused, and so is the one
+    the second user renames in."""
     private = shared / "attestation"
-    private.mkdir(mode=0o700)  # what the plugin creates, as the server's user
-    with sim_process(private, "--scenario", "draft-head-weight-only") as broken:
+    with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as broken:
         _wait_file(broken.attestation)
-        args = ("--wait", "20", "--no-probe", "--attestation", str(broken.attestation))
+        with pytest.raises(Exception, match=f"directory {shared} on the way is writable by its group"):
+            writer.write_document(private / broken.attestation.name, read_attestation(broken.attestation))
+        private.mkdir(mode=0o700)  # the layout as an older writer made it, as the server's user
+        shutil.copy(broken.attestation, private / broken.attestation.name)
+        copy = private / broken.attestation.name
+        args = ("--wait", "20", "--no-probe", "--attestation", str(copy))
         _assert_refused(run_check(broken.url, *args), f"directory {shared} is writable by others")
         forged = _forged_document(broken, squatter, attacker)
         name = broken.attestation.name
@@ -308,7 +315,7 @@ def test_attestation_swapped_in_an_emptydir_like_layout(attacker: User, shared: 
             shared,
             forged,
         )
-        assert broken.attestation.stat().st_uid == attacker.uid  # the swap took place
+        assert copy.stat().st_uid == attacker.uid  # the swap took place
         _assert_refused(
             run_check(broken.url, *args),
             f"PID {squatter} is neither the process listening on port {broken.port}",
@@ -335,7 +342,7 @@ def test_attestation_planted_before_the_server_in_a_sticky_shared_directory(
                 sticky,
                 _forged_document(broken, squatter, attacker),
             )
-            with pytest.raises(Exception, match="owned by UID"):
+            with pytest.raises(Exception, match=f"directory {sticky} on the way is writable by its group"):
                 writer.write_document(target, read_attestation(broken.attestation))  # the plugin refuses
             run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(target))
             _assert_refused(

@@ -2,7 +2,8 @@
 nobody but root and the trusted users can write.
 
 Whoever can write a trusted file (rule pack, flag table, attestation, waiver, env file) can turn a FAIL into
-a PASS. :func:`write_private`: 0700 directory opened ``O_NOFOLLOW`` and refused unless ours and private; a
+a PASS. :func:`write_private`: only through directories root or this process owns and nobody else can
+write (what the readers demand), into a 0700 directory opened ``O_NOFOLLOW`` and refused unless ours; a
 temporary file ``O_EXCL | O_NOFOLLOW`` in it, ``fchmod``, fsync, rename within the directory descriptor.
 :func:`read_guarded`: walk from ``/`` with ``openat`` and ``O_NOFOLLOW``, links resolved by hand, each
 directory recorded from its descriptor; :func:`chain_problems` refuses any writable by others, sticky
@@ -73,6 +74,19 @@ def _links_problem(links: list[tuple[str, int, DirFacts]]) -> str | None:
     return None
 
 
+def _way_problem(chain: list[DirFacts]) -> str | None:
+    """A directory on the way that someone other than root and this process could change: the readers
+    (:func:`chain_problems`) would refuse the file written below it, and its owner or anyone who can write
+    it could rename what we make there and put theirs in its place. The one nearest the file is named."""
+    uid = os.geteuid()
+    for d in reversed(chain):
+        if d.uid not in (0, uid):
+            return f"directory {d.path} on the way is owned by UID {d.uid}, not by root or this process"
+        if d.mode & WRITABLE_BY_OTHERS:
+            return f"directory {d.path} on the way is writable by its group or others (mode {d.mode:04o})"
+    return None
+
+
 def _mkdir_private(name: str, dir_fd: int) -> bool:
     """Make ``name`` 0700 under ``dir_fd``; True when made here. A umask that masks the owner's own bits
     (0777) leaves a directory its maker cannot enter unless root: they are set back through a descriptor
@@ -112,14 +126,14 @@ def _parent_of(directory: Path, what: str) -> tuple[int, str]:
         return os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC), "."
     for _ in range(4096):
         try:
-            pfd, name, _here, _chain = _walk(target, last_as_is=True, links_seen=links)
+            pfd, name, _here, chain = _walk(target, last_as_is=True, links_seen=links)
         except _Missing as exc:
             if (planted := _links_problem(links)) is not None:
                 raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there") from None
             try:  # swapped or removed since the first walk: still a refusal naming the directory
-                mfd, missing, _h, _c = _walk(str(exc.filename), missing_last=True, links_seen=links)
+                mfd, missing, _h, chain = _walk(str(exc.filename), missing_last=True, links_seen=links)
                 try:
-                    if (planted := _links_problem(links)) is not None:
+                    if (planted := _links_problem(links) or _way_problem(chain)) is not None:
                         raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
                     _mkdir_private(missing, mfd)
                 finally:
@@ -137,7 +151,7 @@ def _parent_of(directory: Path, what: str) -> tuple[int, str]:
             raise UnsafeLocation(
                 f"{directory}: cannot open a directory on the way: {exc.strerror or exc}"
             ) from None
-        if (planted := _links_problem(links)) is not None:
+        if (planted := _links_problem(links) or _way_problem(chain)) is not None:
             os.close(pfd)
             raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
         return pfd, name

@@ -1,8 +1,9 @@
 """The attestation's write: private, atomic, never following a name (``validator.trusted_files``).
 
 The directory is created 0700 (0750 with ``$SPARK_VALIDATE_ATTESTATION_GROUP``); a directory this process
-does not own, or that its group or others can write, is refused: a pre-created shared directory would let
-a local user swap the temporary file for a symlink and have the server's user ``chmod`` any of its files.
+does not own, or that its group or others can write, is refused, and so is a path through one another user
+owns or others can write: a pre-created shared directory would let a local user swap the temporary file for
+a symlink and have the server's user ``chmod`` any of its files.
 """
 
 from __future__ import annotations
