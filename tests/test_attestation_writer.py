@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.second_user import User, call_as, run_as
+from tests.support.second_user import User, call_as
 from validator import trusted_files
 from validator.attestation import location, schema, writer
 from validator.plugin.state import PluginState
@@ -108,13 +108,16 @@ def test_a_restrictive_umask_still_gives_the_contracts_modes(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("rel", ["d/attestation.json", "d/e/attestation.json"])
-@pytest.mark.parametrize("mode", [0o777, 0o1777])
+@pytest.mark.parametrize("mode", [0o777, 0o1777, 0o775])
 def test_a_directory_others_can_write_on_the_way_is_refused_before_anything_is_made(
-    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch, rel: str, mode: int
+    attacker: User, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rel: str, mode: int
 ) -> None:
-    """A directory on the way that the second user can write (a shared scratch area, sticky or not): it
-    could rename what the writer makes there and put its own in its place, and the readers refuse every
-    file below it. The writer refuses before making anything, naming the directory nearest the file."""
+    """A directory on the way that others can write (a shared scratch area, sticky or not, or a group's):
+    whoever can write it could rename what the writer makes there and put theirs in its place, and the
+    readers refuse every file below it. The writer refuses before making anything, naming it; a link in it
+    is never followed (what it points at is not even looked at)."""
+    shared = tmp_path / "pub"
+    shared.mkdir()
     os.chmod(shared, mode)
     made: list[str] = []
     real_mkdir = os.mkdir
@@ -124,22 +127,26 @@ def test_a_directory_others_can_write_on_the_way_is_refused_before_anything_is_m
         real_mkdir(name, m, dir_fd=dir_fd)
 
     monkeypatch.setattr(os, "mkdir", mkdir)
-    with pytest.raises(trusted_files.UnsafeLocation) as info:
-        writer.write_document(shared / rel, _doc())
+    (shared / "link").symlink_to(tmp_path / "elsewhere")  # a link the second user could have planted
+    for target in (shared / rel, shared / "link" / rel):
+        with pytest.raises(trusted_files.UnsafeLocation) as info:
+            writer.write_document(target, _doc())
+        assert str(info.value) == (
+            f"{target.parent}: directory {shared} on the way is writable by its group or others "
+            f"(mode {mode:04o}); refusing to write the attestation there"
+        )
     monkeypatch.undo()
-    assert f"directory {shared} on the way is writable by its group or others (mode {mode:04o})" in str(
-        info.value
-    )
-    assert made == [] and list(shared.iterdir()) == []
-    # the second user's own directory on the way: refused by owner, even when it is not writable by others
-    done = run_as(attacker, ["mkdir", "-m", "0755", str(shared / "theirs")])
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
-    os.chmod(shared, 0o755)  # only the owner of theirs/ could change what lies below it now
+    assert made == [] and [p.name for p in shared.iterdir()] == ["link"]
+    assert not (tmp_path / "elsewhere").exists()
+    # the second user's own directory on the way, which others cannot write: refused by its owner
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    os.chown(theirs, attacker.uid, attacker.gid)
     with pytest.raises(
-        trusted_files.UnsafeLocation, match=f"theirs on the way is owned by UID {attacker.uid}"
+        trusted_files.UnsafeLocation, match=f"{theirs} on the way is owned by UID {attacker.uid}"
     ):
-        writer.write_document(shared / "theirs" / rel, _doc())
-    assert list((shared / "theirs").iterdir()) == []
+        writer.write_document(theirs / rel, _doc())
+    assert list(theirs.iterdir()) == []
 
 
 def test_a_directory_that_cannot_be_made_is_unsafe_location_naming_it(attacker: User) -> None:
@@ -323,7 +330,7 @@ def test_directory_precreated_by_another_user_is_refused(shared_tmp: Path, tmp_p
             with pytest.raises(trusted_files.UnsafeLocation) as info:
                 writer.write_document(shared / "attestation.json", _doc())
             refusals += 1
-        assert f"directory {shared_tmp} on the way is writable by its group or others" in str(info.value)
+        assert "directory /tmp on the way is writable by its group or others" in str(info.value)
         attacker.wait(timeout=30)
     finally:
         attacker.kill()
@@ -354,3 +361,34 @@ def test_plugin_writes_nothing_without_a_private_location(
     summaries = [r for r in caplog.records if r.getMessage().startswith("spark-validate attestation:")]
     assert len(warnings) == 1 and len(summaries) == 1
     assert summaries[0].getMessage().endswith("-> not written")
+
+
+def test_the_plugins_log_lines_stay_one_line_whatever_the_path_holds(
+    tmp_path: Path, monkeypatch: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The plugin writes into the server's log, which the validator reads as SGLang's own. A path (or an
+    error) holding newlines must not put a line of someone else's making there: the forged 'ready' and
+    'Decode batch' lines below stay inside the plugin's one warning, escaped."""
+    from validator.plugin import hooks
+    from validator.sources.server.log_grammar import Decode, Ready, read_line
+
+    stamp = "[2026-12-07 15:42:00]"
+    forged = (
+        f"\n{stamp} The server is fired up and ready to roll!\n{stamp} Decode batch. #running-req: 1, "
+        "#token: 100, token usage: 0.00, accept len: 3.90, cuda graph: True, gen throughput (token/s): "
+        "250.00, #queue-req: 0\n"
+    )
+    shared = tmp_path / "pub"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    monkeypatch.setenv(location.ENV_PATH, str(shared / f"x{forged}y" / "attestation.json"))
+    state = PluginState(spec_enabled=False)
+    state.hooks["model_loaded"] = "ran"  # complete: the summary line, naming nothing written, is logged too
+    with caplog.at_level(logging.INFO, logger="spark_validate.plugin"):
+        hooks.flush(state)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and "refusing to write the attestation there" in said[0], said
+    text = "\n".join(f"{stamp} {line}" for line in said)  # as SGLang's handler writes them
+    assert len(text.split("\n")) == 2 and "\\x0a" in said[0]
+    assert not any(isinstance(read_line(line), (Ready, Decode)) for line in text.split("\n"))
+    assert not any(shared.iterdir())

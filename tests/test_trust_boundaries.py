@@ -194,7 +194,9 @@ def test_a_flag_table_cache_below_a_world_writable_directory_is_never_written_or
     a table the second user plants there under the build's key is ignored."""
     key = build_key(build, DEV)
     cache = shared / "cache"
-    with pytest.raises(UnavailableError, match=f"directory {shared} on the way is writable by its group"):
+    with pytest.raises(
+        UnavailableError, match="directory /tmp on the way is writable by its group or others"
+    ):
         store(dev_table(), build, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(cache)})
     assert list(shared.iterdir()) == []  # nothing of the victim's was made there
     _attack(
@@ -208,11 +210,16 @@ def test_a_flag_table_cache_below_a_world_writable_directory_is_never_written_or
     assert "the generated table was ignored" in _message(report, "launch.warnings")
 
 
-def test_the_table_writer_refuses_a_directory_it_does_not_own(attacker: User, shared: Path) -> None:
-    _attack(attacker, "mkdir -p cache/sglang-tables && chmod 755 cache cache/sglang-tables", shared)
-    root = dev_build(shared / "build-src")
-    with pytest.raises(Exception, match="owned by UID"):
-        store(dev_table(), root, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(shared / "cache")})
+def test_the_table_writer_refuses_a_directory_it_does_not_own(attacker: User, tmp_path: Path) -> None:
+    """The cache directory (or one on the way) is the second user's, though nobody else can write it."""
+    for mine, theirs in (("cache", "cache/sglang-tables"), ("", "cache")):
+        (tmp_path / theirs).mkdir(parents=True, mode=0o755)
+        os.chown(tmp_path / theirs, attacker.uid, attacker.gid)
+        root = dev_build(tmp_path / f"build-src{len(mine)}")
+        with pytest.raises(UnavailableError, match=f"{tmp_path / theirs}.* owned by UID {attacker.uid}"):
+            store(dev_table(), root, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "cache")})
+        assert list((tmp_path / theirs).iterdir()) == []
+        shutil.rmtree(tmp_path / "cache")
 
 
 # --- the attestation ---------------------------------------------------------------------------------
@@ -299,7 +306,7 @@ def test_attestation_swapped_in_an_emptydir_like_layout(
     private = shared / "attestation"
     with sim_process(tmp_path, "--scenario", "draft-head-weight-only") as broken:
         _wait_file(broken.attestation)
-        with pytest.raises(Exception, match=f"directory {shared} on the way is writable by its group"):
+        with pytest.raises(Exception, match="directory /tmp on the way is writable by its group or others"):
             writer.write_document(private / broken.attestation.name, read_attestation(broken.attestation))
         private.mkdir(mode=0o700)  # the layout as an older writer made it, as the server's user
         shutil.copy(broken.attestation, private / broken.attestation.name)
@@ -342,7 +349,9 @@ def test_attestation_planted_before_the_server_in_a_sticky_shared_directory(
                 sticky,
                 _forged_document(broken, squatter, attacker),
             )
-            with pytest.raises(Exception, match=f"directory {sticky} on the way is writable by its group"):
+            with pytest.raises(
+                Exception, match="directory /tmp on the way is writable by its group or others"
+            ):
                 writer.write_document(target, read_attestation(broken.attestation))  # the plugin refuses
             run = run_check(broken.url, "--wait", "20", "--no-probe", "--attestation", str(target))
             _assert_refused(

@@ -4,10 +4,13 @@ hand, ``..`` physically, loops bounded) and the chain judgement, on real directo
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import REPO
 from validator.trusted_files import (
     UnsafeLocation,
     UntrustedFile,
@@ -90,3 +93,53 @@ def test_the_private_writer_never_follows_and_replaces_atomically(tmp_path: Path
     os.chmod(target.parent, 0o770)
     with pytest.raises(UnsafeLocation, match="writable by its group or others"):
         write_private(target, b"three")
+
+
+_WRITE = """
+import os, resource, signal, sys
+from pathlib import Path
+from validator.trusted_files import UnsafeLocation, write_private
+where, how = sys.argv[1], sys.argv[2]
+if how == "full":  # a disk that fills up: writes past 16 bytes fail (EFBIG), as ENOSPC would
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (16, 16))
+if how == "cwd-gone":
+    os.chdir(where)
+    os.rmdir(where)
+    where = "rel/t.json"
+try:
+    write_private(Path(where), b"x" * 100, what="the flag table")
+    print("written")
+except UnsafeLocation as exc:
+    print(f"UnsafeLocation: {exc}")
+"""
+
+
+@pytest.mark.parametrize("how", ["full", "directory-at-the-name", "cwd-gone"])
+def test_a_write_that_fails_is_one_unsafe_location_naming_the_path(tmp_path: Path, how: str) -> None:
+    """A full disk, a directory standing at the file's name, a relative path with the working directory
+    removed: each is one UnsafeLocation naming the path (callers catch that alone; anything else was an
+    internal error), and no temporary file is left behind."""
+    target = tmp_path / "d" / "t.json"
+    if how == "directory-at-the-name":
+        target.mkdir(parents=True)
+    where = target
+    if how == "cwd-gone":
+        where = tmp_path / "gone"
+        where.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _WRITE, str(where), how],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    expected = {
+        "full": f"{target}: cannot write the flag table: File too large",
+        "directory-at-the-name": f"{target}: cannot write the flag table: Is a directory",
+        "cwd-gone": "rel: no working directory to resolve it in: No such file or directory",
+    }[how]
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"UnsafeLocation: {expected}\n", "")
+    if how != "cwd-gone":
+        assert [p.name for p in target.parent.iterdir()] == (["t.json"] if target.is_dir() else [])

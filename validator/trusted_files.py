@@ -34,7 +34,7 @@ class UnsafeLocation(OSError):
 
 
 def kind(mode: int) -> str:
-    """What a non-regular file is, for messages."""
+    """What kind of file ``mode`` is, for messages."""
     kinds = {
         stat.S_IFIFO: "a FIFO",
         stat.S_IFCHR: "a character device",
@@ -42,8 +42,9 @@ def kind(mode: int) -> str:
         stat.S_IFSOCK: "a socket",
         stat.S_IFDIR: "a directory",
         stat.S_IFLNK: "a symbolic link",
+        stat.S_IFREG: "a regular file",
     }
-    return kinds.get(stat.S_IFMT(mode), "not a regular file")
+    return kinds.get(stat.S_IFMT(mode), "of an unknown kind")
 
 
 # --- writing -----------------------------------------------------------------------------------------
@@ -59,31 +60,19 @@ def _dir_problem(st: os.stat_result, *, uid: int) -> str | None:
     return None
 
 
-def _links_problem(links: list[tuple[str, int, DirFacts]]) -> str | None:
-    """A symbolic link followed that someone else could have planted or could swap: one in a directory
-    another user owns, or that others can write (unless sticky and the link is ours)."""
-    uid = os.geteuid()
-    for link, owner, holder in links:
-        if holder.uid not in (0, uid):
-            return f"{link} is a symbolic link in {holder.path}, which UID {holder.uid} owns"
-        if holder.mode & WRITABLE_BY_OTHERS and not (holder.mode & stat.S_ISVTX and owner in (0, uid)):
-            return (
-                f"{link} is a symbolic link in {holder.path}, which others can write "
-                f"(mode {holder.mode:04o}): anyone could have planted it"
-            )
-    return None
+class _Shared(UnsafeLocation):
+    """A directory on the way that someone other than root and this process could change (the writer's
+    walk stops at it, before looking at anything inside it)."""
 
 
-def _way_problem(chain: list[DirFacts]) -> str | None:
-    """A directory on the way that someone other than root and this process could change: the readers
-    (:func:`chain_problems`) would refuse the file written below it, and its owner or anyone who can write
-    it could rename what we make there and put theirs in its place. The one nearest the file is named."""
-    uid = os.geteuid()
-    for d in reversed(chain):
-        if d.uid not in (0, uid):
-            return f"directory {d.path} on the way is owned by UID {d.uid}, not by root or this process"
-        if d.mode & WRITABLE_BY_OTHERS:
-            return f"directory {d.path} on the way is writable by its group or others (mode {d.mode:04o})"
+def _way_problem(d: DirFacts) -> str | None:
+    """Why the writer must not pass through ``d``: its owner (another user) or anyone who can write it
+    could rename what is made below it and put theirs in its place, and the readers
+    (:func:`chain_problems`) refuse every file below it anyway."""
+    if d.uid not in (0, os.geteuid()):
+        return f"directory {d.path} on the way is owned by UID {d.uid}, not by root or this process"
+    if d.mode & WRITABLE_BY_OTHERS:
+        return f"directory {d.path} on the way is writable by its group or others (mode {d.mode:04o})"
     return None
 
 
@@ -117,43 +106,42 @@ def _mkdir_private(name: str, dir_fd: int) -> bool:
 
 def _parent_of(directory: Path, what: str) -> tuple[int, str]:
     """A descriptor on the directory that holds ``directory`` (the caller closes it) and its last name,
-    reached by :func:`_walk`, each missing directory on the way made 0700 through its parent's descriptor.
-    A path checked first and opened by name later could be swapped in between: a directory of another
-    user's on the way turned into a link to root's, and the file written there."""
-    links: list[tuple[str, int, DirFacts]] = []
-    target = str(directory)
-    if not _components(os.path.abspath(target)):  # "/" itself: judged on its descriptor as any other
+    reached by :func:`_walk` through directories only root and this process can change (each judged before
+    anything in it is looked at, a link in it included), each missing one made 0700 through its parent's
+    descriptor. A path checked first and opened by name later could be swapped in between."""
+    try:
+        target = os.path.abspath(directory)
+    except OSError as exc:  # a relative path, and the working directory is gone
+        raise UnsafeLocation(f"{directory}: no working directory to resolve it in: {exc.strerror}") from None
+    if not _components(target):  # "/" itself: judged on its descriptor as any other
         return os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC), "."
     for _ in range(4096):
         try:
-            pfd, name, _here, chain = _walk(target, last_as_is=True, links_seen=links)
-        except _Missing as exc:
-            if (planted := _links_problem(links)) is not None:
-                raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there") from None
-            try:  # swapped or removed since the first walk: still a refusal naming the directory
-                mfd, missing, _h, chain = _walk(str(exc.filename), missing_last=True, links_seen=links)
-                try:
-                    if (planted := _links_problem(links) or _way_problem(chain)) is not None:
-                        raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
-                    _mkdir_private(missing, mfd)
-                finally:
-                    os.close(mfd)
-            except UnsafeLocation:
-                raise
-            except OSError as err:
-                raise UnsafeLocation(
-                    f"{directory}: cannot make {exc.filename} on the way: {err.strerror or err}"
-                ) from None
-            continue
+            try:
+                pfd, name, _here, _chain = _walk(target, last_as_is=True, private=True)
+            except _Missing as exc:
+                where = str(exc.filename)
+                try:  # swapped or removed since the first walk: still a refusal naming the directory
+                    mfd, missing, _h, _c = _walk(where, missing_last=True, private=True)
+                    try:
+                        _mkdir_private(missing, mfd)
+                    finally:
+                        os.close(mfd)
+                except UnsafeLocation:
+                    raise
+                except OSError as err:
+                    raise UnsafeLocation(
+                        f"{directory}: cannot make {where} on the way: {err.strerror or err}"
+                    ) from None
+                continue
+        except _Shared as refused:
+            raise UnsafeLocation(f"{directory}: {refused}; refusing to write {what} there") from None
         except UnsafeLocation:
             raise
         except OSError as exc:
             raise UnsafeLocation(
                 f"{directory}: cannot open a directory on the way: {exc.strerror or exc}"
             ) from None
-        if (planted := _links_problem(links) or _way_problem(chain)) is not None:
-            os.close(pfd)
-            raise UnsafeLocation(f"{directory}: {planted}; refusing to write {what} there")
         return pfd, name
     raise UnsafeLocation(f"{directory}: too many missing directories on the way")
 
@@ -183,9 +171,12 @@ def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "th
         if problem is not None:
             raise UnsafeLocation(f"{directory} {problem}; refusing to write {what} there")
         if created:  # mkdir's mode went through the umask: set exactly what was asked
-            if gid is not None:
-                os.fchown(dfd, -1, gid)
-            os.fchmod(dfd, 0o750 if gid is not None else 0o700)
+            try:
+                if gid is not None:
+                    os.fchown(dfd, -1, gid)  # refused unless root or a member of the group
+                os.fchmod(dfd, 0o750 if gid is not None else 0o700)
+            except OSError as exc:
+                raise UnsafeLocation(f"{directory}: cannot give it group {gid}: {exc.strerror}") from None
     except BaseException:
         os.close(dfd)
         raise
@@ -196,12 +187,12 @@ def write_private(
     path: Path, data: bytes, *, gid: int | None = None, mode: int = 0o644, what: str = "the file"
 ) -> None:
     """Atomically replace ``path`` with ``data``: a reader sees the old content or the new, never half of
-    it, and no name in the directory is ever followed, opened or chmod'ed except our own new file."""
+    it, and no name in the directory is ever followed, opened or chmod'ed except our own new file. Every
+    failure is an UnsafeLocation naming the path (a full disk, a directory standing at the name)."""
     dfd = open_private_dir(path.parent, gid=gid, what=what)
+    tmp = f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
     try:
-        tmp = f".{path.name}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
-        fd = os.open(tmp, flags, 0o600, dir_fd=dfd)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC, 0o600, dir_fd=dfd)
         try:
             try:
                 view = memoryview(data)
@@ -220,6 +211,8 @@ def write_private(
             raise
         with contextlib.suppress(OSError):  # some filesystems refuse fsync on a directory; renamed anyway
             os.fsync(dfd)
+    except OSError as exc:
+        raise UnsafeLocation(f"{path}: cannot write {what}: {exc.strerror or exc}") from None
     finally:
         os.close(dfd)
 
@@ -269,12 +262,13 @@ def _walk(
     follow_last: bool = True,
     missing_last: bool = False,
     last_as_is: bool = False,
-    links_seen: list[tuple[str, int, DirFacts]] | None = None,
+    private: bool = False,
 ) -> tuple[int, str, str, list[DirFacts]]:
     """Open each directory of ``path`` from ``/`` without following a link the kernel could swap; return the
     (caller-closed) descriptor of the last one, the last component, its physical path and every directory
     visited. ``missing_last`` allows an absent last component, ``last_as_is`` returns the last one's parent
-    whatever the last is (the caller opens it ``O_NOFOLLOW``); ``links_seen`` collects each link followed."""
+    whatever the last is (the caller opens it ``O_NOFOLLOW``); ``private`` stops at the first directory
+    :func:`_way_problem` refuses (``_Shared``), before anything in it is looked at."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -282,10 +276,16 @@ def _walk(
     flags = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
     root = os.open("/", flags)
     stack: list[tuple[int, str]] = [(root, "/")]
-    st = os.fstat(root)
-    visited: dict[str, DirFacts] = {"/": DirFacts("/", st.st_uid, stat.S_IMODE(st.st_mode))}
+    visited: dict[str, DirFacts] = {}
+
+    def record(where: str, st: os.stat_result) -> None:
+        visited[where] = facts = DirFacts(where, st.st_uid, stat.S_IMODE(st.st_mode))
+        if private and (problem := _way_problem(facts)) is not None:
+            raise _Shared(problem)
+
     links = 0
     try:
+        record("/", os.fstat(root))
         while True:
             name = pending.pop(0)
             dfd, here = stack[-1]
@@ -312,8 +312,6 @@ def _walk(
                 if links > MAX_SYMLINKS:
                     raise UnsafeLocation(f"{path}: more than {MAX_SYMLINKS} symbolic links")
                 target = os.readlink(name, dir_fd=dfd)
-                if links_seen is not None:
-                    links_seen.append((_join(here, name), lst.st_uid, visited[here]))
                 if target.startswith("/"):
                     while len(stack) > 1:
                         os.close(stack.pop()[0])
@@ -337,8 +335,8 @@ def _walk(
                 os.close(sub)
                 raise UnsafeLocation(f"{_join(here, name)} is not a directory")
             where = _join(here, name)
-            visited[where] = DirFacts(where, st.st_uid, stat.S_IMODE(st.st_mode))
             stack.append((sub, where))
+            record(where, st)
     finally:
         for fd, _ in stack:
             os.close(fd)

@@ -21,7 +21,7 @@ from validator.commands.common import add_common, pack_from
 from validator.errors import UsageError, ValidatorError
 from validator.live_inputs import add_server_user, live_inputs_from, seconds
 from validator.preflight_inputs import PreflightInputs
-from validator.redact import redact_text
+from validator.redact import neutralize_controls, redact_text
 from validator.report import Severity, Status, Verdict
 from validator.rulepack import load_pack
 from validator.sources.host.server_command import use_stand_ins
@@ -205,8 +205,13 @@ def _store(args: argparse.Namespace) -> Any:
         return None
     store = ProgressStore(directory.absolute(), args.stall_after)
     if (why := store.load()) is not None:
-        sys.stderr.write(f"spark-validate npd: {why}\n")
+        _said(why)
     return store
+
+
+def _said(why: str) -> None:
+    """One stderr line, whatever a path or an error in it holds."""
+    sys.stderr.write(f"spark-validate npd: {neutralize_controls(why)}\n")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -221,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
     worker.join(max(0.1, args.timeout))
     status, message = progress.outcome(args.timeout)
     if store is not None and (why := store.save()) is not None:
-        sys.stderr.write(f"spark-validate npd: {why}\n")
+        _said(why)
     sys.stdout.write(_fit(redact_text(message), args.max_output_length) + "\n")
     sys.stdout.flush()
     if worker.is_alive():

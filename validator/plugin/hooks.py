@@ -20,6 +20,7 @@ from validator.attestation.schema import ModelInfo
 from validator.plugin import inspect as insp
 from validator.plugin import remedy
 from validator.plugin.state import FAILED, RAN, PluginState
+from validator.redact import neutralize_controls
 
 logger = logging.getLogger("spark_validate.plugin")
 
@@ -92,10 +93,14 @@ def flush(state: PluginState) -> None:
             written = str(path)
         except Exception as exc:
             state.record_error("write", exc)
-            logger.warning("spark-validate: could not write attestation %s: %s", path, exc)
+            # one line whatever the path or the error holds: a newline would put a line of someone
+            # else's making into the log the validator reads as the server's own
+            logger.warning(
+                "spark-validate: could not write attestation %s", neutralize_controls(f"{path}: {exc}")
+            )
     if state.complete and not state.logged:  # the log line is evidence of its own, file or no file
         state.logged = True
-        logger.info("%s", summary_line(state, written))
+        logger.info("%s", neutralize_controls(summary_line(state, written)))
 
 
 def summary_line(state: PluginState, path: str) -> str:
