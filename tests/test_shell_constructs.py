@@ -16,6 +16,7 @@ import pytest
 
 from tests.support.shell_differential import compare, read_static, run_bash, sandbox
 from tests.support.shell_gen import Script
+from validator.sources.launch.shell.values import Unknown, join
 
 
 @dataclass(frozen=True)
@@ -275,6 +276,28 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
     ),
     "declare -n": ("declare -n r=E1; R=$r", Refused("declare -n (a name reference)"), Refused("declare")),
     "declare -i": ("declare -i n=3; R=$n", Refused("declare -i"), Refused("declare")),
+    # an unread sourced file may have made any variable an array: its other elements stay unknown (the
+    # environment is unknown from there on, so each is partly; a wrong known $R is still a disagreement)
+    "an unread file's variable given one element": (
+        'source ./site-absent.env 2>/dev/null; F[3]=x; R="${#F[@]}"',
+        PARTLY,
+        Refused("source in a /bin/sh script"),
+    ),
+    "an unread file's variable given a list": (
+        'source ./site-absent.env 2>/dev/null; F[3]=x; F=(a b); R="${#F[@]}"',
+        PARTLY,
+        SYNTAX,
+    ),
+    "an unread file's variable given a scalar": (
+        'source ./site-absent.env 2>/dev/null; F=x; R="$F-${F[1]}"',
+        PARTLY,
+        Refused("source in a /bin/sh script"),
+    ),
+    "an unread file's variable appended to": (
+        'source ./site-absent.env 2>/dev/null; F+=(y); R="${#F[@]}"',
+        PARTLY,
+        SYNTAX,
+    ),
     "declare -a then a scalar": ("declare -a A; A=x; R=${A[0]}", "x", Refused("declare")),
     "declare -A then -a": (
         "declare -A M; declare -a M; R=x",
@@ -368,3 +391,29 @@ def test_a_construct_reads_as_bash_and_dash_run_it(tmp_path: Path, name: str) ->
         else:
             assert ran.launched and ran.argv[-1] == expect, where
             assert verdict.kind == "proven", where
+
+
+def test_an_element_set_after_an_untrusted_sourced_file_leaves_the_count_unknown(tmp_path: Path) -> None:
+    """A sourced file others can write is not read: every variable is unknown from there on, on one path.
+    It may have made ``F`` an array, so after ``F[3]=x`` the count is unknown (bash counts 1 here, with
+    this file; another file could make it more), not 2 (an unknown element 0 counted as set); a list
+    given afterwards is known again."""
+    base = sandbox(tmp_path)
+    shared = tmp_path / "shared.env"
+    shared.write_text("A=1\n")
+    shared.chmod(0o666)
+    for body, bash, reader in (
+        ('F[3]=x; R="${#F[@]}"', "1", "partly"),
+        ('F[3]=x; R="${F[3]}-${F[5]}"', "x-", "partly"),
+        ('F[3]=x; F=(a b); R="${#F[@]}"', "2", "known"),
+    ):
+        script = Script(
+            f'#!/bin/bash\nsource ./shared.env\n{body}\nexec python3 -m sglang.launch_server --x "$R"\n'
+        )
+        ran = run_bash(tmp_path, script, base)
+        read = read_static(tmp_path, script, base)
+        verdict = compare(read, ran)
+        assert ran.argv[-1] == bash and verdict.kind == "partly", (body, ran.argv, verdict)
+        assert not isinstance(read, str)
+        last = join(read.argv[-1]) if not isinstance(read.argv, Unknown) else read.argv
+        assert isinstance(last, Unknown) == (reader == "partly"), (body, last)

@@ -45,10 +45,12 @@ class Var:
     exported: bool | None = False  # None: known only at run time
     origin: str = "environment"
     readonly: bool = False
+    # an unread sourced file may have made it an array: elements other than 0 unknown until a list is given
+    maybe_array: bool = False
 
     def copy(self) -> Var:
         items = dict(self.items) if isinstance(self.items, dict) else self.items
-        return Var(self.value, items, self.assoc, self.exported, self.origin, self.readonly)
+        return Var(self.value, items, self.assoc, self.exported, self.origin, self.readonly, self.maybe_array)
 
 
 @dataclass

@@ -121,7 +121,9 @@ class Variables:
         """A variable the script creates now: unset, or, after a sourced file that could not be read,
         whatever that file may have made it (its value and whether it is exported unknown)."""
         if self.m.st.opaque is not None and name not in _OWN:
-            return Var(value=Unknown(f"${name}: {self.m.st.opaque} may set it"), exported=None)
+            return Var(
+                value=Unknown(f"${name}: {self.m.st.opaque} may set it"), exported=None, maybe_array=True
+            )
         return Var()
 
     def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:
@@ -134,6 +136,10 @@ class Variables:
             return Unknown(f"${{{name}[@]}}: {self.m.st.opaque} may set it")
         if var is None:
             return None
+        if var.items is None and var.maybe_array:
+            return Unknown(
+                f"${{{name}[@]}}: {self.m.st.opaque or 'a sourced file'} may have made it an array"
+            )
         if var.items is None:
             return None if var.value is None else [("0", var.value)]
         if isinstance(var.items, Unknown):
@@ -161,6 +167,8 @@ class Variables:
         if var.items is None:
             if not var.assoc and self._index(key, node) == "0":
                 return var.value
+            if var.maybe_array:
+                return Unknown(f"${{{name}[{key}]}}: {self.m.st.opaque or 'a sourced file'} may set it")
             return None
         if isinstance(var.items, Unknown):
             return var.items
@@ -212,6 +220,8 @@ class Variables:
             var.exported = True
         var.origin = self.origin(node)
         if key is not None or var.items is not None:
+            if var.items is None and var.maybe_array:
+                var.items = Unknown(f"${{{name}[@]}}: {self.m.st.opaque or 'a sourced file'} may set it")
             if var.items is None:
                 var.items = {} if var.value is None or var.assoc else {"0": var.value}
                 var.value = None
@@ -259,7 +269,10 @@ class Variables:
         assoc = var is not None and var.assoc
         items: dict[str, Value] = {}
         if append and var is not None:
-            if isinstance(var.items, Unknown):  # appended to unknown elements: still unknown
+            if isinstance(var.items, Unknown) or (var.items is None and var.maybe_array):
+                # appended to unknown elements (perhaps an unread file's array): still unknown
+                if var.items is None:
+                    var.items = Unknown(f"${{{name}[@]}}: {self.m.st.opaque or 'a sourced file'} may set it")
                 var.origin = self.origin(at)
                 return
             items = (
@@ -293,7 +306,7 @@ class Variables:
         new = var if var is not None else Var()
         if var is None:
             self.m.st.vars[name] = new
-        new.items, new.value, new.origin = items, None, self.origin(at)
+        new.items, new.value, new.origin, new.maybe_array = items, None, self.origin(at), False
         if "allexport" in self.m.st.opts:
             new.exported = True
 
