@@ -407,6 +407,18 @@ def test_a_state_file_another_user_could_write_is_never_used(
     assert f"not written: {mine}: directory /tmp on the way is writable" in res.stderr.decode(), res.stderr
     assert not mine.exists()
 
+    # a link of theirs toward a directory only root can read: nothing beyond the shared directory is
+    # looked at, so what npd says is the same whether what the link points at exists or not
+    secret = tmp_path / "rootonly"
+    secret.mkdir(mode=0o700)
+    (secret / "id_ed25519").write_text("key\n")
+    said = []
+    for probe in ("id_ed25519", "absent"):
+        link = shared / f"p_{probe}"
+        assert run_as(attacker, ["ln", "-s", str(secret / probe / "x"), str(link)]).returncode == 0
+        said.append(_npd_state_run(plugin, link).stderr.decode().replace(probe, "NAME"))
+    assert said[0] == said[1] and "regular file" not in said[0], said
+
     # ours, private: what lands in it is refused, then replaced by this run's
     private = tmp_path / "private"
     assert _npd_state_run(plugin, private).stderr == b""

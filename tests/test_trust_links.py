@@ -298,7 +298,7 @@ def test_the_table_writer_never_writes_through_a_planted_link(
     target = tmp_path / "chosen-by-them"
     target.mkdir()
     _plant_link(attacker, target, shared / "cache")
-    with pytest.raises(UnavailableError, match="anyone could have planted it"):
+    with pytest.raises(UnavailableError, match="on the way is writable by its group or others"):
         store(dev_table(), root, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(shared / "cache")})
     assert list(target.iterdir()) == []
     # control: this user's own link, in a private directory, to a private cache

@@ -143,3 +143,15 @@ def test_a_write_that_fails_is_one_unsafe_location_naming_the_path(tmp_path: Pat
     assert (done.returncode, done.stdout, done.stderr) == (0, f"UnsafeLocation: {expected}\n", "")
     if how != "cwd-gone":
         assert [p.name for p in target.parent.iterdir()] == (["t.json"] if target.is_dir() else [])
+
+
+def test_dot_dot_after_a_link_is_where_the_kernel_goes(tmp_path: Path) -> None:
+    """``link/..`` is the parent of the link's target, as the kernel and the readers resolve it, never the
+    link's own directory by text: the writer writes the file a reader of the same path reads."""
+    (tmp_path / "real" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "sub")
+    path = tmp_path / "link" / ".." / "att" / "t.json"
+    write_private(path, b"new")
+    assert (tmp_path / "real" / "att" / "t.json").read_bytes() == b"new"
+    assert not (tmp_path / "att").exists()
+    assert path.read_bytes() == b"new" and read_guarded(path, 100)[0] == b"new"

@@ -109,11 +109,12 @@ def _parent_of(directory: Path, what: str) -> tuple[int, str]:
     reached by :func:`_walk` through directories only root and this process can change (each judged before
     anything in it is looked at, a link in it included), each missing one made 0700 through its parent's
     descriptor. A path checked first and opened by name later could be swapped in between."""
-    try:
-        target = os.path.abspath(directory)
+    target = str(directory)
+    try:  # joined, never normalised: "link/.." is the link's parent, as the kernel and the readers go
+        target = target if os.path.isabs(target) else os.path.join(os.getcwd(), target)
     except OSError as exc:  # a relative path, and the working directory is gone
         raise UnsafeLocation(f"{directory}: no working directory to resolve it in: {exc.strerror}") from None
-    if not _components(target):  # "/" itself: judged on its descriptor as any other
+    if not _components(os.path.normpath(target)):  # "/" itself: judged on its descriptor as any other
         return os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC), "."
     for _ in range(4096):
         try:
@@ -357,15 +358,19 @@ def read_upto(fd: int, limit: int) -> bytes:
 
 
 def read_guarded(
-    path: Path | str, max_bytes: int, *, what: str = "file", follow_last: bool = True
+    path: Path | str, max_bytes: int, *, what: str = "file", follow_last: bool = True, private: bool = False
 ) -> tuple[bytes, FileFacts]:
     """The bytes of the regular file at ``path`` (at most ``max_bytes``) and what was seen on the way.
 
     Never blocks. Raises FileNotFoundError when absent, UnsafeLocation for a FIFO, device, directory, file
-    over the cap or anything group/other-writable; ownership is judged by :func:`chain_problems`."""
+    over the cap or anything group/other-writable; ownership is judged by :func:`chain_problems`, or, with
+    ``private`` (a file of this process's own), on the way as the writer does: a link in a directory
+    someone else could change is then never followed, and a refusal tells nothing of what lies beyond."""
     where = str(path)
     try:
-        dfd, name, parent, chain = _walk(where, follow_last=follow_last)
+        dfd, name, parent, chain = _walk(where, follow_last=follow_last, private=private)
+    except _Shared as exc:
+        raise UnsafeLocation(f"{where}: {exc}") from None
     except (FileNotFoundError, UnsafeLocation):
         raise
     except OSError as exc:

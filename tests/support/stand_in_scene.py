@@ -78,7 +78,8 @@ def cli(*args: str, cwd: Path = REPO, script: bool = False) -> dict[str, Any]:
 def real_server(stack: ExitStack) -> tuple[subprocess.Popen[bytes], int, Path]:
     """Root's server: ``python -m sglang.launch_server`` with the healthy recipe, serving on its port; and
     the attestation it writes (named to every check: the default location is the host's, shared)."""
-    top = Path(tempfile.mkdtemp(prefix="sv-real-"))
+    # in pytest's private base (tests/conftest.py): the writer refuses a path through /tmp
+    top = Path(tempfile.mkdtemp(prefix="sv-real-", dir=os.environ.get("PYTEST_DEBUG_TEMPROOT")))
     stack.callback(subprocess.run, ["rm", "-rf", str(top)], check=False)
     (top / "sglang").mkdir()
     (top / "sglang" / "__init__.py").write_text("")

@@ -60,7 +60,9 @@ class ProgressStore:
     def load(self) -> str | None:
         """Read the file; why it is not used (None: used, or not there yet)."""
         try:
-            data, facts = read_guarded(self.path, MAX_BYTES, what="npd state file", follow_last=False)
+            data, facts = read_guarded(
+                self.path, MAX_BYTES, what="npd state file", follow_last=False, private=True
+            )
         except FileNotFoundError:
             return None
         except UnsafeLocation as exc:
