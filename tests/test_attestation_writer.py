@@ -183,6 +183,17 @@ def test_group_directory_is_0750(tmp_path: Path) -> None:
         location.configured_gid({location.ENV_GROUP: "no-such-group-spark"})
 
 
+def test_a_group_named_later_is_given_to_the_existing_directory(tmp_path: Path) -> None:
+    """``SPARK_VALIDATE_ATTESTATION_GROUP`` set after a run without it: the directory that run made (0700)
+    is given the group and 0750, or the group's readers (the sidecar) could never enter it."""
+    path = tmp_path / "grp" / "attestation.json"
+    writer.write_document(path, _doc())
+    assert _mode(path.parent) == 0o700
+    gid = os.getgid()
+    writer.write_document(path, _doc(), gid=gid)
+    assert _mode(path.parent) == 0o750 and os.stat(path.parent).st_gid == gid and _mode(path) == 0o640
+
+
 @pytest.mark.parametrize("mode", [0o777, 0o1777, 0o770, 0o720])
 def test_refuses_a_directory_others_can_write(tmp_path: Path, mode: int) -> None:
     shared = tmp_path / "shared"

@@ -168,16 +168,19 @@ def open_private_dir(directory: Path, *, gid: int | None = None, what: str = "th
     finally:
         os.close(pfd)
     try:
-        problem = _dir_problem(os.fstat(dfd), uid=uid)
+        st = os.fstat(dfd)
+        problem = _dir_problem(st, uid=uid)
         if problem is not None:
             raise UnsafeLocation(f"{directory} {problem}; refusing to write {what} there")
-        if created:  # mkdir's mode went through the umask: set exactly what was asked
+        if gid is not None and (created or st.st_gid != gid or stat.S_IMODE(st.st_mode) != 0o750):
+            # the group named reads it, whether made now or by an earlier run without one (ours, checked)
             try:
-                if gid is not None:
-                    os.fchown(dfd, -1, gid)  # refused unless root or a member of the group
-                os.fchmod(dfd, 0o750 if gid is not None else 0o700)
+                os.fchown(dfd, -1, gid)  # refused unless root or a member of the group
+                os.fchmod(dfd, 0o750)
             except OSError as exc:
                 raise UnsafeLocation(f"{directory}: cannot give it group {gid}: {exc.strerror}") from None
+        elif created:  # mkdir's mode went through the umask: set exactly what was asked
+            os.fchmod(dfd, 0o700)
     except BaseException:
         os.close(dfd)
         raise
