@@ -305,3 +305,25 @@ def test_the_table_writer_never_writes_through_a_planted_link(
     (tmp_path / "mine").symlink_to(target)
     path = store(dev_table(), root, DEV, {"SPARK_VALIDATE_CACHE_DIR": str(tmp_path / "mine")})
     assert (target / "sglang-tables" / path.name).is_file()
+
+
+def test_a_planted_link_is_not_followed_so_a_refusal_tells_nothing_beyond_it(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """The other user plants links toward a directory only root can read, and the operator names them as
+    rule packs: the reader stops at each link (planted in a directory others can write), so the one line
+    is the same whether the file behind it exists, and says nothing of it."""
+    secret = tmp_path / "rootonly"
+    secret.mkdir(mode=0o700)
+    (secret / "id_ed25519").write_text("key\n")
+    said = []
+    for probe in ("id_ed25519", "absent"):
+        _plant_link(attacker, secret / probe, shared / f"p_{probe}")
+        proc = run_cli("rules", "--rules", str(shared / f"p_{probe}"), "list", timeout=60)
+        assert proc.returncode == 65, (proc.returncode, proc.stderr)
+        said.append(proc.stderr.replace(probe, "NAME"))
+    assert said[0] == said[1], said
+    assert (
+        f"{shared}/p_NAME is a symbolic link in {shared}, which is writable by its group or others" in said[0]
+    )
+    assert "regular file" not in said[0] and "rootonly" not in said[0]

@@ -76,6 +76,19 @@ def _way_problem(d: DirFacts) -> str | None:
     return None
 
 
+def _planted(holder: DirFacts, owner: int, trusted: Collection[int]) -> str | None:
+    """Why a link in ``holder`` (the link owned by ``owner``) may be someone else's choice: the directory
+    is another user's, or others can write it (sticky keeps a link of root's or a trusted user's). A
+    reader stops there, before following it: where it points is not looked at, so a refusal tells
+    nothing of a directory its planter cannot list."""
+    allowed = {0, *trusted}
+    if holder.uid not in allowed:
+        return f"which UID {holder.uid} owns"
+    if holder.mode & WRITABLE_BY_OTHERS and not (holder.mode & stat.S_ISVTX and owner in allowed):
+        return f"which is writable by its group or others (mode {holder.mode:04o})"
+    return None
+
+
 def _mkdir_private(name: str, dir_fd: int) -> bool:
     """Make ``name`` 0700 under ``dir_fd``; True when made here. A umask that masks the owner's own bits
     (0777) leaves a directory its maker cannot enter unless root: they are set back through a descriptor
@@ -267,12 +280,14 @@ def _walk(
     missing_last: bool = False,
     last_as_is: bool = False,
     private: bool = False,
+    links_from: Collection[int] | None = None,
 ) -> tuple[int, str, str, list[DirFacts]]:
     """Open each directory of ``path`` from ``/`` without following a link the kernel could swap; return the
     (caller-closed) descriptor of the last one, the last component, its physical path and every directory
     visited. ``missing_last`` allows an absent last component, ``last_as_is`` returns the last one's parent
     whatever the last is (the caller opens it ``O_NOFOLLOW``); ``private`` stops at the first directory
-    :func:`_way_problem` refuses (``_Shared``), before anything in it is looked at."""
+    :func:`_way_problem` refuses (``_Shared``), before anything in it is looked at; ``links_from`` (root and
+    these UIDs) follows no link someone else could have planted (:func:`_planted`)."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -312,6 +327,11 @@ def _walk(
             if stat.S_ISLNK(lst.st_mode) and not pending and not follow_last:
                 raise UnsafeLocation(f"{path} is a symbolic link, not a regular file")
             if stat.S_ISLNK(lst.st_mode):
+                if links_from is not None and (why := _planted(visited[here], lst.st_uid, links_from)):
+                    raise UnsafeLocation(
+                        f"{path}: {_join(here, name)} is a symbolic link in {here}, {why}: anyone could "
+                        "have planted it"
+                    )
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise UnsafeLocation(f"{path}: more than {MAX_SYMLINKS} symbolic links")
@@ -361,7 +381,13 @@ def read_upto(fd: int, limit: int) -> bytes:
 
 
 def read_guarded(
-    path: Path | str, max_bytes: int, *, what: str = "file", follow_last: bool = True, private: bool = False
+    path: Path | str,
+    max_bytes: int,
+    *,
+    what: str = "file",
+    follow_last: bool = True,
+    private: bool = False,
+    links_from: Collection[int] | None = None,
 ) -> tuple[bytes, FileFacts]:
     """The bytes of the regular file at ``path`` (at most ``max_bytes``) and what was seen on the way.
 
@@ -371,7 +397,9 @@ def read_guarded(
     someone else could change is then never followed, and a refusal tells nothing of what lies beyond."""
     where = str(path)
     try:
-        dfd, name, parent, chain = _walk(where, follow_last=follow_last, private=private)
+        dfd, name, parent, chain = _walk(
+            where, follow_last=follow_last, private=private, links_from=links_from
+        )
     except _Shared as exc:
         raise UnsafeLocation(f"{where}: {exc}") from None
     except (FileNotFoundError, UnsafeLocation):
@@ -487,8 +515,8 @@ def read_trusted_file(
 ) -> bytes:
     """:func:`read_guarded` plus :func:`chain_problems` for the reading user (and root, and
     ``trusted_uids``); UntrustedFile names the file and the owner or directory nearest it that fails."""
-    data, facts = read_guarded(path, max_bytes, what=what)
     uids = {os.geteuid(), *(trusted_uids or ())}
+    data, facts = read_guarded(path, max_bytes, what=what, links_from=uids)
     problems = chain_problems(facts, uids)
     if problems:  # the problem nearest the file says most; the others are above it
         extra = f" (and {len(problems) - 1} more above it)" if len(problems) > 1 else ""
