@@ -327,3 +327,48 @@ def test_a_planted_link_is_not_followed_so_a_refusal_tells_nothing_beyond_it(
         f"{shared}/p_NAME is a symbolic link in {shared}, which is writable by its group or others" in said[0]
     )
     assert "regular file" not in said[0] and "rootonly" not in said[0]
+
+
+def test_what_a_planted_link_points_at_is_never_told(attacker: User, shared: Path, tmp_path: Path) -> None:
+    """The other user plants links toward a directory only root can list, on paths the operator names:
+    a unit's EnvironmentFile= (as written, optional, a glob), a Compose env_file that need not be there,
+    an attestation. Each reader stops at the link, so what it says is the same whether the file behind
+    it exists, and never names it: no stat(), glob or read goes through the link first."""
+    from validator.errors import ValidatorError
+    from validator.sources.launch.compose import load_compose
+    from validator.sources.server.attestation import read_attestation
+
+    secret = tmp_path / "rootonly"
+    secret.mkdir(mode=0o700)
+    (secret / "qzkey").write_text('{"schema": "tulip horse"}\n')  # qxkey: absent
+    _plant_link(attacker, secret, shared / "ldir")
+    said: dict[str, list[str]] = {}
+
+    def note(case: str, text: str, probe: str) -> None:
+        said.setdefault(case, []).append(text.replace(probe, "P").replace(probe[:2], "P"))
+
+    for probe in ("qzkey", "qxkey"):
+        _plant_link(attacker, secret / probe, shared / f"l_{probe}")
+        for case, line in (
+            ("literal", f"EnvironmentFile={shared}/l_{probe}"),
+            ("optional", f"EnvironmentFile=-{shared}/ldir/{probe}/x.env"),
+            ("glob", f"EnvironmentFile={shared}/ldir/{probe[:2]}*"),
+        ):
+            unit = tmp_path / "sglang.service"
+            unit.write_text(f"[Service]\n{line}\nExecStart=EXEC\n")
+            rc, err = _unit_preflight(unit, tmp_path)
+            note(case, f"{rc} {err}", probe)
+        compose = _compose(tmp_path, f"{shared}/l_{probe}")
+        for case, path in (("compose", None), ("attestation", shared / "ldir" / probe)):
+            try:
+                if path is None:
+                    load_compose(compose, None, {})
+                else:
+                    read_attestation(path)
+                note(case, "accepted", probe)
+            except ValidatorError as exc:
+                note(case, str(exc), probe)
+    for case, (present, absent) in said.items():
+        assert present == absent, (case, present, absent)
+        assert "rootonly" not in present and "regular file" not in present and "tulip" not in present, present
+        assert "symbolic link" in present or f"directory {shared} is writable" in present, (case, present)

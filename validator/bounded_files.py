@@ -80,6 +80,11 @@ def read_bounded(path: Path | str, cap: int, what: str = "file") -> bytes:
         os.close(fd)
 
 
+class FileAbsent(InputError):
+    """The file is not there (found by the trusted walk, which follows no link another user planted):
+    callers that accept an absent file (an optional env file) tell it from the other refusals."""
+
+
 def read_trusted_bounded(
     path: Path | str, cap: int, what: str = "file", *, trusted_uids: Collection[int] = ()
 ) -> bytes:
@@ -90,7 +95,7 @@ def read_trusted_bounded(
     try:
         return read_trusted_file(path, cap, what=what, trusted_uids=trusted_uids)
     except FileNotFoundError:
-        raise InputError(where, f"cannot read {what}: no such file") from None
+        raise FileAbsent(where, f"cannot read {what}: no such file") from None
     except UnsafeLocation as exc:
         raise InputError(where, str(exc).removeprefix(f"{where}: ")) from None
 

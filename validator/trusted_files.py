@@ -483,7 +483,9 @@ def creatable_by_others(path: Path | str, trusted_uids: Collection[int]) -> list
     seen: list[DirFacts] = []
     for _ in range(4096):  # each round starts at a shorter, physical path
         try:
-            dfd, _name, _here, chain = _walk(target, missing_last=True)
+            dfd, _name, _here, chain = _walk(
+                target, missing_last=True, links_from={os.geteuid(), *trusted_uids}
+            )
         except _Missing as exc:
             seen += exc.visited
             target = str(exc.filename)

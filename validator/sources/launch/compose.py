@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from validator.bounded_files import read_text_bounded
+from validator.bounded_files import FileAbsent, read_text_bounded
 from validator.errors import InputError, UsageError
 from validator.sources.container import ContainerSpec, Mount
 from validator.sources.launch.docker_run import env_file_lines, parse_volume
@@ -161,10 +161,14 @@ def _environment(
             raise InputError(where, "env_file entries must be paths")
         # Not resolved: the trusted reader walks a link itself and judges the link's own directory too.
         path = base / os.path.expanduser(entry)
-        if not path.exists() and not required:
+        try:  # never stat'ed first: the trusted walk says whether it is there, following no planted link
+            values = read_dotenv(path, str(path))
+        except FileAbsent:
+            if required:
+                raise
             _absent_but_safe(path, where, f"env_file {path} (required: false)", "before the service starts")
             continue
-        for k, v in read_dotenv(path, str(path)).items():
+        for k, v in values.items():
             env[k], origin[k] = v, f"env_file {path}"
     given = service.get("environment")
     if isinstance(given, dict):

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validator.bounded_files import TEXT_CAP, read_bounded
+from validator.bounded_files import TEXT_CAP, FileAbsent, read_bounded
 from validator.errors import InputError
 from validator.sources.launch.command import Launcher, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import read_env_file
@@ -165,29 +165,58 @@ def _environment(
         pattern = specifiers(value[1:] if optional else value, unit, base_env, a.file, a.line)
         if not os.path.isabs(pattern):
             raise InputError(a.file, f"EnvironmentFile= path {pattern!r} is not absolute", a.line)
-        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
-        if not matches or (not glob.has_magic(pattern) and not Path(pattern).exists()):
-            if optional:
-                _absent_but_safe(pattern, trusted, a)
-                continue
-            raise InputError(
-                a.file, f"EnvironmentFile= {pattern} does not exist (prefix '-' to allow)", a.line
-            )
-        for m in matches:
-            for name, val in read_env_file(m, trusted_uids=trusted).items():
+        # never stat'ed or listed before the directory is judged: following a link another user planted
+        # would tell them what a directory they cannot list holds
+        matches = _listed(pattern, trusted, a, optional) if glob.has_magic(pattern) else [pattern]
+        none: list[str | None] = [None]  # no match: as an absent file
+        for m in matches or none:
+            try:
+                if m is None:
+                    raise FileAbsent(pattern, "no file matches")
+                values = read_env_file(m, trusted_uids=trusted)
+            except FileAbsent:
+                if optional:
+                    _absent_but_safe(pattern, trusted, a)
+                    break
+                raise InputError(
+                    a.file, f"EnvironmentFile= {pattern} does not exist (prefix '-' to allow)", a.line
+                ) from None
+            for name, val in values.items():
                 env[name], origin[name] = val, f"EnvironmentFile={m}"
     return env, origin
+
+
+def _wildcard_dir(pattern: str) -> str:
+    """The path down to the first component with a wildcard (the one a glob lists)."""
+    head = pattern.split("/")
+    first = next(i for i, part in enumerate(head) if glob.has_magic(part))
+    return "/".join(head[:first]) + "/" + head[first]
+
+
+def _listed(pattern: str, trusted: set[int], a: Assignment, optional: bool) -> list[str]:
+    """A glob's matches, once nobody but root, the reading user and ``User=`` could have put names where it
+    lists (the matched files would be refused anyway; listing first would show another user what is
+    there, through a link of theirs)."""
+    try:
+        problems = creatable_by_others(_wildcard_dir(pattern), trusted)
+    except UnsafeLocation as exc:
+        problems = [str(exc)]
+    if problems and optional:
+        _absent_but_safe(pattern, trusted, a)  # refuses, as for no match there
+    if problems:
+        raise InputError(
+            a.file,
+            f"EnvironmentFile={pattern}: {problems[-1]}: anyone could put a file it matches there",
+            a.line,
+        )
+    return sorted(glob.glob(pattern))
 
 
 def _absent_but_safe(pattern: str, trusted: set[int], a: Assignment) -> None:
     """An optional ``EnvironmentFile=-`` that is not there is read as no file only where nobody but root,
     the reading user and the unit's ``User=`` could create it before the server starts (systemd, as root,
     reads whatever is there then). For a glob, the directory its first wildcard is in is judged."""
-    where = pattern
-    if glob.has_magic(pattern):
-        head = pattern.split("/")
-        first = next(i for i, part in enumerate(head) if glob.has_magic(part))
-        where = "/".join(head[:first]) + "/" + head[first]
+    where = _wildcard_dir(pattern) if glob.has_magic(pattern) else pattern
     try:
         problems = creatable_by_others(where, trusted)
     except UnsafeLocation as exc:

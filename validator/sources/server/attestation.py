@@ -11,6 +11,7 @@ durations (``srt/observability/startup_time.py``), not a timestamp: ``load_weigh
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 from dataclasses import replace
 from pathlib import Path
@@ -60,7 +61,11 @@ def _read(path: Path) -> tuple[bytes, FileFacts]:
     """The bytes and every directory from ``/`` to the file, recorded, not judged (who may own them depends
     on the server's user: ``attestation.trust``); a FIFO, a device or a symlink as the file is refused."""
     try:
-        return read_guarded(path, MAX_BYTES, what="attestation", follow_last=False)
+        # a link another user could have planted is not followed: its target (a file only root may
+        # read) would otherwise be read, and its size or first field shown in the verdict
+        return read_guarded(
+            path, MAX_BYTES, what="attestation", follow_last=False, links_from=(os.geteuid(),)
+        )
     except FileNotFoundError:
         why = "no attestation file (is the spark-validate plugin installed?)"
         raise UnavailableError(f"{path}: {why}") from None
