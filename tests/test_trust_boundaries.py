@@ -420,12 +420,15 @@ def test_rules_auto_chooses_among_an_explicit_directory_only_when_it_is_trusted(
         tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", "auto", "--rules-dir", str(mine)
     )
     assert report["rule_pack"] == "site-triton" and _status(report, "moe.backend") == "pass", err
-    # the same pack, put there by the other user: the directory is refused, naming the file
+    # the same pack, put there by the other user: the directory is refused before it is listed
     _attack(attacker, "mkdir -m 755 packs && cat > packs/site-triton.yaml", shared, _site_pack())
     rc, _, err = _preflight(
         tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", "auto", "--rules-dir", str(shared / "packs")
     )
-    assert rc == 65 and "site-triton.yaml" in err and f"owned by UID {attacker.uid}" in err, err
+    assert rc == 65 and f"--rules-dir: directory {shared / 'packs'} is owned by UID {attacker.uid}" in err, (
+        err
+    )
+    assert "anyone could put a pack there" in err and "site-triton" not in err, err
     # a directory is for auto only; a pack in it may not take a built-in's name
     rc, _, err = _preflight(tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules-dir", str(mine))
     assert rc == 2 and "needs --rules auto" in err, err

@@ -368,6 +368,20 @@ def test_what_a_planted_link_points_at_is_never_told(attacker: User, shared: Pat
                 note(case, "accepted", probe)
             except ValidatorError as exc:
                 note(case, str(exc), probe)
+    # --rules-dir through the planted link: refused before it is listed (its pack is never named)
+    (secret / "site.yaml").write_text("apiVersion: spark-validate/v1\nkind: RulePack\n")
+    proc = run_cli(
+        "preflight",
+        "--rules",
+        "auto",
+        "--rules-dir",
+        str(shared / "ldir"),
+        "--launch-cmd",
+        "python -m sglang.launch_server --model-path /m",
+        timeout=60,
+    )
+    assert proc.returncode == 65 and "is a symbolic link in" in proc.stderr, proc.stderr
+    assert "site.yaml" not in proc.stderr and "rootonly" not in proc.stderr, proc.stderr
     for case, (present, absent) in said.items():
         assert present == absent, (case, present, absent)
         assert "rootonly" not in present and "regular file" not in present and "tulip" not in present, present

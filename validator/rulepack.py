@@ -20,7 +20,7 @@ from validator.bounded_files import read_head, read_text_bounded
 from validator.errors import InputError
 from validator.pack_lint import lint_pack
 from validator.pack_schema import RulePack
-from validator.trusted_files import UnsafeLocation, kind, read_trusted_file
+from validator.trusted_files import UnsafeLocation, creatable_by_others, kind, read_trusted_file
 from validator.validation import Problem, ValidationError, format_loc, load, problems
 
 DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
@@ -64,6 +64,14 @@ def pack_candidates(dirs: Sequence[Path] = ()) -> list[Path]:
     pack named by path (only through directories nobody else can write)."""
     found = list_builtin_packs()
     for d in dirs:
+        # judged before anything in it is looked at: a file of anyone else's there would be refused when
+        # read, and a stat, listing or head read through a link of theirs would tell them what it points at
+        try:
+            problems = creatable_by_others(d / "x.yaml", ())
+        except UnsafeLocation as exc:
+            problems = [str(exc)]
+        if problems:
+            raise InputError(str(d), f"--rules-dir: {problems[-1]}: anyone could put a pack there")
         try:
             is_dir = stat.S_ISDIR(d.stat().st_mode)
         except (FileNotFoundError, NotADirectoryError):
