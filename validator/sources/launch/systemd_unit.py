@@ -168,19 +168,18 @@ def _environment(
         # never stat'ed or listed before the directory is judged: following a link another user planted
         # would tell them what a directory they cannot list holds
         matches = _listed(pattern, trusted, a, optional) if glob.has_magic(pattern) else [pattern]
-        none: list[str | None] = [None]  # no match: as an absent file
-        for m in matches or none:
-            try:
-                if m is None:
-                    raise FileAbsent(pattern, "no file matches")
-                values = read_env_file(m, trusted_uids=trusted)
-            except FileAbsent:
-                if optional:
-                    _absent_but_safe(pattern, trusted, a)
-                    break
+        try:
+            if not matches:
+                raise FileAbsent(pattern, "no file matches")
+            read = [(m, read_env_file(m, trusted_uids=trusted)) for m in matches]
+        except FileAbsent:
+            if not optional:
                 raise InputError(
                     a.file, f"EnvironmentFile= {pattern} does not exist (prefix '-' to allow)", a.line
                 ) from None
+            _absent_but_safe(pattern, trusted, a)
+            continue
+        for m, values in read:
             for name, val in values.items():
                 env[name], origin[name] = val, f"EnvironmentFile={m}"
     return env, origin
