@@ -386,3 +386,24 @@ def test_what_a_planted_link_points_at_is_never_told(attacker: User, shared: Pat
         assert present == absent, (case, present, absent)
         assert "rootonly" not in present and "regular file" not in present and "tulip" not in present, present
         assert "symbolic link" in present or f"directory {shared} is writable" in present, (case, present)
+
+
+def test_the_declared_server_users_own_link_to_its_attestation_is_followed(
+    attacker: User, tmp_path: Path
+) -> None:
+    """A link in a directory of the server's user (here the second account) is that user's choice, as the
+    document is: followed once ``--server-user`` names that user, refused (naming the owner) otherwise."""
+    from validator.errors import UnavailableError
+    from validator.sources.server.attestation import read_trusted
+
+    home = tmp_path / "server-home"
+    (home / "run").mkdir(parents=True, mode=0o755)
+    (home / "run" / "attestation.json").write_text("{}\n")
+    (home / "current").symlink_to(home / "run")
+    os.chown(home, attacker.uid, attacker.gid)
+    os.chown(home / "current", attacker.uid, attacker.gid, follow_symlinks=False)
+    path = home / "current" / "attestation.json"
+    with pytest.raises(UnavailableError, match=f"symbolic link in {home}, which UID {attacker.uid} owns"):
+        read_trusted(path)
+    with pytest.raises(InputError, match="schema"):  # read: the document itself is judged next
+        read_trusted(path, server_uid=attacker.uid)

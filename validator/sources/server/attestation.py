@@ -57,15 +57,15 @@ def parse_document(data: bytes, where: str) -> Attestation:
         raise InputError(where, f"{msg}{more}", field=format_loc(loc) or "(document)") from None
 
 
-def _read(path: Path) -> tuple[bytes, FileFacts]:
+def _read(path: Path, server_uid: int | None = None) -> tuple[bytes, FileFacts]:
     """The bytes and every directory from ``/`` to the file, recorded, not judged (who may own them depends
     on the server's user: ``attestation.trust``); a FIFO, a device or a symlink as the file is refused."""
     try:
-        # a link another user could have planted is not followed: its target (a file only root may
-        # read) would otherwise be read, and its size or first field shown in the verdict
-        return read_guarded(
-            path, MAX_BYTES, what="attestation", follow_last=False, links_from=(os.geteuid(),)
-        )
+        # a link another user could have planted is not followed (the declared server's user may have
+        # its own): its target (a file only root may read) would otherwise be read, and its size or
+        # first field shown in the verdict
+        mine = (os.geteuid(),) if server_uid is None else (os.geteuid(), server_uid)
+        return read_guarded(path, MAX_BYTES, what="attestation", follow_last=False, links_from=mine)
     except FileNotFoundError:
         why = "no attestation file (is the spark-validate plugin installed?)"
         raise UnavailableError(f"{path}: {why}") from None
@@ -155,7 +155,7 @@ def read_trusted(
     every directory above it (on opened descriptors), the writing process in /proc, and the process that
     listens on ``url``'s port. Judge it with ``binding_problems``."""
     p = Path(path)
-    data, file = _read(p)
+    data, file = _read(p, server_uid)
     doc = parse_document(data, str(p))
     return AttestationTrust(
         document=doc,
