@@ -437,3 +437,28 @@ def test_rules_auto_chooses_among_an_explicit_directory_only_when_it_is_trusted(
         tmp_path, "--launch-cmd", WRONG_BACKEND, "--rules", "auto", "--rules-dir", str(mine)
     )
     assert rc == 65 and f"pack name {PACK!r} is already the pack" in err, err
+
+
+def test_a_log_another_user_wrote_is_no_evidence_of_any_check(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """The server runs a BF16 head (``fp8-ignored``). The second user writes a healthy server's log, with
+    this server's port in it, into a shared directory, and the operator names it: its FP8-head lines made
+    ``lm_head.fp8`` pass (only progress was refused from such a log). A log that anyone but root, this user
+    and the server's could have written is now no evidence at all."""
+    from tests.support.sim_process import wait_healthy
+
+    with sim_process(tmp_path, "--scenario", "healthy,no-plugin") as healthy:
+        wait_healthy(healthy.url)
+        _wait_file(healthy.log)
+        text, port = healthy.log.read_text(), healthy.port
+    with sim_process(tmp_path, "--scenario", "fp8-ignored,no-plugin") as broken:
+        wait_healthy(broken.url)
+        _attack(attacker, "cat > sglang.log", shared, text.replace(str(port), str(broken.port)).encode())
+        own = run_check(broken.url, "--wait", "20", "--no-probe", "--log", str(broken.log))
+        assert own.status("lm_head.fp8") == "fail", own.explain()  # control: the server's own log
+        run = run_check(broken.url, "--wait", "20", "--no-probe", "--log", str(shared / "sglang.log"))
+    assert run.status("lm_head.fp8") != "pass" and run.report is not None, run.explain()
+    assert run.report["verdict"] != "pass" and run.status("server.log") == "error", run.explain()
+    said = run.check("server.log")["message"]
+    assert f"not read as evidence: it is owned by UID {attacker.uid}" in said, said

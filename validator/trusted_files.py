@@ -475,6 +475,28 @@ def chain_problems(facts: FileFacts, trusted_uids: Collection[int], *, below: st
     return problems
 
 
+def replaceable_by_others(path: Path | str, owner: int, trusted_uids: Collection[int]) -> str | None:
+    """Why someone other than root and ``trusted_uids`` could have put another file at ``path``, an existing
+    file ``owner`` owns (an append-only log, where :func:`chain_problems` is too strict): a directory on the
+    way owned by another user, or writable by others unless sticky and what it holds there is trusted
+    (sticky ``/tmp`` keeps a trusted user's file in place). None when only they could."""
+    allowed = {0, *trusted_uids}
+    try:
+        dfd, _name, _here, chain = _walk(str(path), links_from=allowed)
+    except OSError as exc:  # UnsafeLocation included: a planted link, a directory that cannot be walked
+        return str(exc)
+    os.close(dfd)
+    held = [d.uid for d in chain[1:]] + [
+        owner
+    ]  # what each directory holds on the way (approximately, past links)
+    for d, child in zip(chain, held, strict=True):
+        if d.uid not in allowed:
+            return f"directory {d.path} is owned by UID {d.uid}"
+        if d.mode & WRITABLE_BY_OTHERS and not (d.mode & stat.S_ISVTX and child in allowed):
+            return f"directory {d.path} is writable by its group or others (mode {d.mode:04o})"
+    return None
+
+
 def creatable_by_others(path: Path | str, trusted_uids: Collection[int]) -> list[str]:
     """Who other than root, this user and ``trusted_uids`` could create the absent file at ``path``
     (``EnvironmentFile=-``) before it is read; a missing directory is judged by the nearest existing one.

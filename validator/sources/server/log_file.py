@@ -9,6 +9,7 @@ blocks, so the sidecar polls through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import time
 from collections import deque
@@ -32,7 +33,7 @@ from validator.sources.server.log_grammar import (
     stream_of,
 )
 from validator.sources.server.log_state import MAX_SAMPLES, BatchWatch, Claims, LogParser, ServerId
-from validator.trusted_files import creatable_by_others
+from validator.trusted_files import replaceable_by_others
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
@@ -65,10 +66,9 @@ class FileLogReader:
         self._stats = LogFacts(path=self.where)
         self._batches = BatchWatch()
         self._read_mtime: float | None = None
-        # the file, or a directory on its way, can be written by users other than root, this one and the
-        # server's: its batch lines could be anyone's, so server.progress does not take their word
-        # (``facts.last_batch`` None)
-        self._open_to_others = False
+        # why users other than root, this one and the server's could have written the file's lines (the
+        # file or a directory on its way): then none of them is evidence, whatever fact it would set
+        self._open_to_others: str | None = None
 
     def close(self) -> None:
         with self._lock:
@@ -82,6 +82,11 @@ class FileLogReader:
     def poll(self, server: ServerId | None = None) -> LogFacts:
         with self._lock:
             note = self._poll_locked(server)
+            if self._open_to_others is not None:  # a forged FP8-head line would turn a FAIL into a PASS
+                raise UnavailableError(
+                    f"{self.where}: not read as evidence: {self._open_to_others}, so anyone could have "
+                    "written its lines"
+                )
             facts = self._parser.snapshot()
             st = self._stats
             facts.generation = self._parser.starts
@@ -89,7 +94,7 @@ class FileLogReader:
             facts.truncations, facts.rotations = st.truncations, st.rotations
             facts.note = note
             batch = self._batches.observe(self._parser, self._last_line_age())
-            facts.last_batch = batch if not self._open_to_others else None
+            facts.last_batch = batch
             if self._claims.stale(facts.generation, server):
                 facts.stale = (
                     "the server restarted and the log holds no start of the new process yet "
@@ -123,7 +128,7 @@ class FileLogReader:
         st_now = os.fstat(self._fd)
         size = st_now.st_size
         self._read_mtime = st_now.st_mtime  # the time of the last write within what this poll reads
-        self._open_to_others = _writable_by_others(st_now, self.path, _server_uid(server))
+        self._open_to_others = _open_to_others(st_now, self.path, _server_uid(server))
         if size < self._offset or not self._tail_intact():
             self._stats.truncations += 1  # copytruncate: same server, its log starts over
             self._reset_position()
@@ -286,18 +291,17 @@ def _server_uid(server: ServerId | None) -> int | None:
     return process_uid(pid) if pid is not None else None
 
 
-def _writable_by_others(st: os.stat_result, path: Path, server_uid: int | None) -> bool:
-    """Whether someone other than root, this process's user and the server's (``server_uid``, when known)
-    could have written the lines of the opened log: the file's mode or owner, or any directory on its way
-    (``creatable_by_others``: owned by another user, who could rename it and put theirs in its place, or
-    writable by its group or others, sticky ``/tmp`` included)."""
+def _open_to_others(st: os.stat_result, path: Path, server_uid: int | None) -> str | None:
+    """Why someone other than root, this process's user and the server's (``server_uid``, when known) could
+    have written the lines of the opened log: the file's mode or owner, or a directory on its way owned
+    by another user or writable by others (unless sticky and the log is a trusted user's: sticky ``/tmp``
+    keeps it in place). None when only they could."""
     trusted = {os.geteuid(), *(() if server_uid is None else (server_uid,))}
-    if st.st_mode & 0o022 or st.st_uid not in {0, *trusted}:
-        return True
-    try:
-        return bool(creatable_by_others(path, trusted))
-    except OSError:
-        return True
+    if st.st_mode & 0o022:
+        return f"its group or others can write it (mode {stat.S_IMODE(st.st_mode):04o})"
+    if st.st_uid not in {0, *trusted}:
+        return f"it is owned by UID {st.st_uid}"
+    return replaceable_by_others(path, st.st_uid, trusted)
 
 
 def _decode(raw: bytes) -> str:
