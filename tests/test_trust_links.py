@@ -407,3 +407,26 @@ def test_the_declared_server_users_own_link_to_its_attestation_is_followed(
         read_trusted(path)
     with pytest.raises(InputError, match="schema"):  # read: the document itself is judged next
         read_trusted(path, server_uid=attacker.uid)
+
+
+def test_an_api_key_file_through_a_planted_link_is_never_read_or_sent(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """The other user plants ``/shared/api-key`` as a link to a file only root may read, and the operator
+    names it: its first line would be sent to the URL as the Bearer key (the attacker's listener saw a
+    root-only secret). Refused before any connection, naming the link; a key an HTTP header cannot carry
+    (a NUL) is refused without being shown."""
+    secret = tmp_path / "rootonly"
+    secret.mkdir(mode=0o700)
+    (secret / "key").write_text("sk-ROOTONLYSECRET0123456789\n")
+    _plant_link(attacker, secret / "key", shared / "api-key")
+    proc = run_cli(
+        "check", "--url", "http://127.0.0.1:9", "--api-key-file", str(shared / "api-key"), timeout=60
+    )
+    assert proc.returncode == 65, (proc.returncode, proc.stderr)
+    assert "is a symbolic link in" in proc.stderr and "ROOTONLY" not in proc.stdout + proc.stderr, proc.stderr
+    mine = tmp_path / "nul-key"
+    mine.write_bytes(b"abc\x00SECRETKEY123\n")
+    proc = run_cli("check", "--url", "http://127.0.0.1:9", "--api-key-file", str(mine), timeout=60)
+    assert proc.returncode == 65 and "control or a non-ASCII character" in proc.stderr, proc.stderr
+    assert "SECRETKEY" not in proc.stdout + proc.stderr, proc.stderr

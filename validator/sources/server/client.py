@@ -20,7 +20,6 @@ from typing import Any
 
 import httpx
 
-from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
 from validator.redact import redact, redact_text, register_secret, safe_url
 from validator.sources.server.bounded_body import BoundedBody, MiB, stream_lines
@@ -31,6 +30,7 @@ from validator.sources.server.replies import (
     parse_generation,
     parse_json,
 )
+from validator.trusted_files import UnsafeLocation, read_guarded
 
 __all__ = ["API_KEY_ENV", "BODY_CAPS", "Generation", "SGLangClient", "ServerError", "load_api_key"]
 
@@ -62,16 +62,34 @@ def load_api_key(path: str | Path | None, env: Mapping[str, str] | None = None) 
     Keys never come from the command line, where ``ps`` would show them."""
     if path is not None:
         p = Path(path)
-        text = read_text_bounded(p, 64 * 1024, "API key file")  # regular file, small: never /dev/zero
+        try:  # a regular file, small; no link another user could have planted is followed (its target,
+            # a file only root may read, would otherwise be sent to the URL as the key)
+            data, _ = read_guarded(p, 64 * 1024, what="API key file", links_from=(os.geteuid(),))
+            text = data.decode("utf-8")
+        except FileNotFoundError:
+            raise InputError(str(p), "cannot read API key file: no such file") from None
+        except UnsafeLocation as exc:
+            raise InputError(str(p), str(exc).removeprefix(f"{p}: ")) from None
+        except UnicodeDecodeError:
+            raise InputError(str(p), "API key file is not UTF-8 text") from None
         key = text.strip().splitlines()[0].strip() if text.strip() else ""
         if not key:
             raise InputError(str(p), "API key file is empty")
         register_secret(key)  # scrubbed from every message from now on, wherever a server echoes it
-        return key
+        return _sendable(key, str(p))
     value = (os.environ if env is None else env).get(API_KEY_ENV, "").strip()
     if value:
         register_secret(value)
+        _sendable(value, f"${API_KEY_ENV}")
     return value or None
+
+
+def _sendable(key: str, where: str) -> str:
+    """A key an ``Authorization`` header can carry: visible ASCII only. Anything else (a NUL, a control or
+    a non-ASCII character) made httpx fail with a message quoting the key, escaped past the redactor."""
+    if not all(0x20 < ord(c) < 0x7F for c in key):
+        raise InputError(where, "the API key holds a space, a control or a non-ASCII character (never sent)")
+    return key
 
 
 class SGLangClient:
