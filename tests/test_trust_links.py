@@ -430,3 +430,28 @@ def test_an_api_key_file_through_a_planted_link_is_never_read_or_sent(
     proc = run_cli("check", "--url", "http://127.0.0.1:9", "--api-key-file", str(mine), timeout=60)
     assert proc.returncode == 65 and "control or a non-ASCII character" in proc.stderr, proc.stderr
     assert "SECRETKEY" not in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_a_launcher_read_through_a_planted_link_quotes_nothing_of_its_target(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """The other user plants ``/shared/args`` as a link to a file only root may read (a shadow-like line),
+    and the operator names it as ``--launch-args-file``: its first word was quoted in the input error
+    ('unrecognised program 'root:$y$...''). Not a file the verdict trusts, yet no link in a directory
+    others can write is followed for it either; the same one line whether the target exists."""
+    secret = tmp_path / "rootonly"
+    secret.mkdir(mode=0o700)
+    (secret / "shadow").write_text("root:$y$j9T$TULIPSALT$HORSEHASH:19000:0:99999:7:::\n")
+    said = []
+    for probe in ("shadow", "absent"):
+        _plant_link(attacker, secret / probe, shared / f"a_{probe}")
+        proc = run_cli("preflight", "--launch-args-file", str(shared / f"a_{probe}"), timeout=60)
+        said.append((proc.returncode, proc.stderr.replace(probe, "P")))
+    assert said[0] == said[1] and said[0][0] == 65, said
+    assert "is a symbolic link in" in said[0][1] and "TULIP" not in said[0][1] and "root:" not in said[0][1]
+    # a link of the directory owner's own, where only it can write, is followed (a release's 'current')
+    (tmp_path / "releases").mkdir()
+    (tmp_path / "releases" / "args").write_text("python3 -m sglang.launch_server --model-path /m\n")
+    (tmp_path / "current").symlink_to(tmp_path / "releases")
+    proc = run_cli("preflight", "--launch-args-file", str(tmp_path / "current" / "args"), timeout=60)
+    assert "symbolic link" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)

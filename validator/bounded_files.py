@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError
-from validator.trusted_files import UnsafeLocation, kind, read_trusted_file, read_upto
+from validator.trusted_files import UnsafeLocation, kind, read_trusted_file, read_upto, walk_unplanted
 
 # Caps per kind of input, generous against real files and small against memory. A real config.json or
 # index is tens of KB (the 124B model's index: ~2 MB); unit files, env files and args files are a few KB.
@@ -38,14 +38,23 @@ def open_regular(path: Path | str, what: str = "file") -> int:
     ``O_NONBLOCK`` keeps the open of a FIFO from waiting for a writer; ``O_NOCTTY`` keeps a terminal from
     becoming the controlling one. The caller closes the descriptor."""
     where = str(path)
-    try:
-        fd = os.open(path, _OPEN_FLAGS)
+    try:  # walked from / following no link another user could have planted (its target, a file only
+        # root may read, would otherwise be read, and a word of it quoted in an input error)
+        dfd, name, _here, _chain = walk_unplanted(where)
     except FileNotFoundError:
         raise InputError(where, f"cannot read {what}: no such file") from None
-    except IsADirectoryError:
-        raise InputError(where, f"{what} is a directory, not a regular file") from None
+    except UnsafeLocation as exc:
+        raise InputError(where, f"cannot read {what}: {str(exc).removeprefix(f'{where}: ')}") from None
     except OSError as exc:
         raise InputError(where, f"cannot open {what}: {exc.strerror or exc}") from None
+    try:
+        fd = os.open(name, _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0), dir_fd=dfd)
+    except FileNotFoundError:
+        raise InputError(where, f"cannot read {what}: no such file") from None
+    except OSError as exc:
+        raise InputError(where, f"cannot open {what}: {exc.strerror or exc}") from None
+    finally:
+        os.close(dfd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -76,13 +76,13 @@ def _way_problem(d: DirFacts) -> str | None:
     return None
 
 
-def _planted(holder: DirFacts, owner: int, trusted: Collection[int]) -> str | None:
+def _planted(holder: DirFacts, owner: int, trusted: Collection[int] | None) -> str | None:
     """Why a link in ``holder`` (the link owned by ``owner``) may be someone else's choice: the directory
     is another user's, or others can write it (sticky keeps a link of root's or a trusted user's). A
     reader stops there, before following it: where it points is not looked at, so a refusal tells
     nothing of a directory its planter cannot list."""
-    allowed = {0, *trusted}
-    if holder.uid not in allowed:
+    allowed = {0, os.geteuid()} if trusted is None else {0, *trusted}
+    if trusted is not None and holder.uid not in allowed:  # None: only where others can write
         return f"which UID {holder.uid} owns"
     if holder.mode & WRITABLE_BY_OTHERS and not (holder.mode & stat.S_ISVTX and owner in allowed):
         return f"which is writable by its group or others (mode {holder.mode:04o})"
@@ -281,13 +281,15 @@ def _walk(
     last_as_is: bool = False,
     private: bool = False,
     links_from: Collection[int] | None = None,
+    shared_links: bool = False,
 ) -> tuple[int, str, str, list[DirFacts]]:
     """Open each directory of ``path`` from ``/`` without following a link the kernel could swap; return the
     (caller-closed) descriptor of the last one, the last component, its physical path and every directory
     visited. ``missing_last`` allows an absent last component, ``last_as_is`` returns the last one's parent
     whatever the last is (the caller opens it ``O_NOFOLLOW``); ``private`` stops at the first directory
     :func:`_way_problem` refuses (``_Shared``), before anything in it is looked at; ``links_from`` (root and
-    these UIDs) follows no link someone else could have planted (:func:`_planted`)."""
+    these UIDs) follows no link someone else could have planted (:func:`_planted`); ``shared_links``, no
+    link in a directory others can write (whoever owns it)."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -327,7 +329,8 @@ def _walk(
             if stat.S_ISLNK(lst.st_mode) and not pending and not follow_last:
                 raise UnsafeLocation(f"{path} is a symbolic link, not a regular file")
             if stat.S_ISLNK(lst.st_mode):
-                if links_from is not None and (why := _planted(visited[here], lst.st_uid, links_from)):
+                planted = links_from is not None or shared_links
+                if planted and (why := _planted(visited[here], lst.st_uid, links_from)):
                     raise UnsafeLocation(
                         f"{path}: {_join(here, name)} is a symbolic link in {here}, {why}: anyone could "
                         "have planted it"
@@ -364,6 +367,14 @@ def _walk(
     finally:
         for fd, _ in stack:
             os.close(fd)
+
+
+def walk_unplanted(path: str) -> tuple[int, str, str, list[DirFacts]]:
+    """:func:`_walk` to a file that need not be trusted (a launcher, a checkpoint's config), following no
+    link in a directory others can write, where anyone could have planted it (sticky keeps root's and this
+    user's). A link in a directory its owner alone can write is that owner's (the server user's
+    ``current`` release link), and followed."""
+    return _walk(path, shared_links=True)
 
 
 def read_upto(fd: int, limit: int) -> bytes:
