@@ -34,6 +34,13 @@ def test_token_counts_stay_but_string_tokens_go() -> None:
     assert not is_secret_key("hot_token_id", 3)
     assert not is_secret_key("speculative_token_map", "/maps/x.pt")
     assert is_secret_key("hf_token", "hf_abc")
+    assert (
+        is_secret_key("wandb_key", "w")
+        and not is_secret_key("num_keys", 3)
+        and not is_secret_key("key_len", "8")
+    )
+    said = redact_text("unrecognized arguments: --wandb_key HORSEKEY99 --max-new-tokens 5 WANDB_KEY=H2")
+    assert "HORSEKEY99" not in said and "H2" not in said and "--max-new-tokens 5" in said, said
     assert is_secret_key("db_password", "x") and is_secret_key("client_secret", "x")
     assert is_secret_key("watermark_seed", "x", extra_keys=["WATERMARK_SEED"])
     assert redact({"api_key": None})["api_key"] is None

@@ -28,15 +28,15 @@ _ALWAYS = frozenset({"api_key", "admin_api_key"})
 _SUBSTRINGS = ("secret", "password", "passwd", "credential", "private_key", "authorization")
 # ``--api-key VALUE`` / ``--admin-api-key=VALUE`` / ``api_key=VALUE`` inside command lines and log text.
 _FLAG_RE = re.compile(
-    r"(?P<flag>--(?:admin[-_])?api[-_]key|--[\w-]*(?:secret|password)[\w-]*|--[\w-]*token(?![\w-]))"
+    r"(?P<flag>--(?:admin[-_])?api[-_]key|--[\w-]*(?:secret|password)[\w-]*|--[\w-]*(?:token|[-_]key)(?![\w-]))"
     r"(?P<sep>[= ]+)(?P<val>[^\s'\",]+)",
     re.IGNORECASE,
 )
 # ``HF_TOKEN=...`` / ``HF-TOKEN=...`` / ``OPENAI_API_KEY=...`` / ``DB_PASSWORD=...`` in a unit line or an
-# env file quoted in an error message. ``token`` and ``api key`` only as the last word of the name (so
+# env file quoted in an error message. ``token`` and ``key`` only as the last word of the name (so
 # ``max_new_tokens=512`` in evidence stays), the other words anywhere in it.
 _ENV_RE = re.compile(
-    r"(?P<flag>\b[A-Za-z_][\w-]*?(?:token|api[_-]?key|(?:secret|passw(?:or)?d|credential|private[_-]key)[\w-]*))"
+    r"(?P<flag>\b[A-Za-z_][\w-]*?(?:token|[_-]key|api[_-]?key|(?:secret|passw(?:or)?d|credential|private[_-]key)[\w-]*))"
     r"(?P<sep>=)(?P<val>(?!<redacted>)[^\s'\",;}]+)",
     re.IGNORECASE,
 )
@@ -94,15 +94,16 @@ def neutralize_controls(text: str) -> str:
 
 
 def is_secret_key(key: str, value: Any, extra_keys: Iterable[str] = ()) -> bool:
-    """True when ``key`` names a credential. ``token`` counts only as the last word of the key and only
-    for string values, so ``max_new_tokens`` or ``hot_token_id`` stay visible while ``hf_token`` does not."""
+    """True when ``key`` names a credential. ``token`` and ``key`` count only as the last word of the key
+    and only for string values, so ``max_new_tokens`` or ``hot_token_id`` stay visible while ``hf_token``
+    and ``wandb_key`` do not."""
     k = key.lower()
     if k in _ALWAYS or k in {e.lower() for e in extra_keys}:
         return True
     if any(s in k for s in _SUBSTRINGS):
         return True
     words = re.split(r"[_\-.]", k)
-    return isinstance(value, str) and words[-1] == "token"
+    return isinstance(value, str) and words[-1] in ("token", "key")
 
 
 def collect_secrets(obj: Any, extra_keys: Iterable[str] = ()) -> set[str]:
