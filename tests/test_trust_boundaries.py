@@ -462,3 +462,38 @@ def test_a_log_another_user_wrote_is_no_evidence_of_any_check(
     assert run.report["verdict"] != "pass" and run.status("server.log") == "error", run.explain()
     said = run.check("server.log")["message"]
     assert f"not read as evidence: it is owned by UID {attacker.uid}" in said, said
+
+
+def test_a_log_another_user_put_at_the_name_for_a_while_leaves_no_fact_behind(
+    attacker: User, tmp_path: Path
+) -> None:
+    """The server's log in a sticky shared directory: the owner rotates it away, the second user puts a
+    healthy server's log at the name (refused: theirs), then removes it and the owner creates a new empty
+    log (logrotate's ``create``). Read at the rotation, the second user's lines stayed in the reader's
+    facts (an FP8 head line: lm_head.fp8 PASS in serve's /report for a BF16 head). None of them is read."""
+    from tests.support.sim_process import wait_healthy
+    from validator.errors import UnavailableError
+    from validator.sources.server.log_file import FileLogReader
+
+    texts = {}
+    for scenario in ("healthy,no-plugin", "fp8-ignored,no-plugin"):
+        with sim_process(tmp_path, "--scenario", scenario) as sim:
+            wait_healthy(sim.url)
+            _wait_file(sim.log)
+            texts[scenario] = sim.log.read_text()
+    sticky = Path(tempfile.mkdtemp(prefix="sv-sticky-", dir="/tmp"))
+    os.chmod(sticky, 0o1777)
+    try:
+        log = sticky / "sglang.log"
+        log.write_text(texts["fp8-ignored,no-plugin"])
+        reader = FileLogReader(log)
+        assert reader.poll().fp8_lm_head_lines == 0  # the server's own log: a BF16 head
+        log.rename(sticky / "sglang.log.1")
+        _attack(attacker, "cat > sglang.log", sticky, texts["healthy,no-plugin"].encode())
+        with pytest.raises(UnavailableError, match=f"owned by UID {attacker.uid}"):
+            reader.poll()
+        _attack(attacker, "rm -f sglang.log", sticky)
+        log.write_text("")
+        assert reader.poll().fp8_lm_head_lines == 0
+    finally:
+        shutil.rmtree(sticky, ignore_errors=True)

@@ -377,6 +377,15 @@ def walk_unplanted(path: str) -> tuple[int, str, str, list[DirFacts]]:
     return _walk(path, shared_links=True)
 
 
+def stat_unplanted(path: str) -> os.stat_result:
+    """``os.stat(path)``, walked as :func:`walk_unplanted` walks (UnsafeLocation at a planted link)."""
+    dfd, name, _here, _chain = walk_unplanted(path)
+    try:
+        return os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    finally:
+        os.close(dfd)
+
+
 def read_upto(fd: int, limit: int) -> bytes:
     """At most ``limit`` bytes of ``fd``, read in chunks to its end: a file that grows, or lies about its
     size as ``/proc`` files do, is read no further (a caller asks one byte over its cap to see that)."""

@@ -33,7 +33,7 @@ from validator.sources.server.log_grammar import (
     stream_of,
 )
 from validator.sources.server.log_state import MAX_SAMPLES, BatchWatch, Claims, LogParser, ServerId
-from validator.trusted_files import replaceable_by_others
+from validator.trusted_files import replaceable_by_others, stat_unplanted
 
 MAX_LINE_BYTES = 1 << 20  # longer lines are truncated (a server_args line is ~30 KB)
 MAX_READ_BYTES = 128 << 20  # per poll; a larger new region is read as its first and last halves
@@ -103,15 +103,17 @@ class FileLogReader:
             return facts
 
     def _poll_locked(self, server: ServerId | None = None) -> str | None:
-        try:
-            st = os.stat(self.path)
+        try:  # walked as the open is: no stat through a link another user planted (it would tell them
+            # whether what it points at exists)
+            st = stat_unplanted(str(self.path))
         except OSError as exc:
             if self._parser.starts > 0:  # rotated away between two polls: the start read earlier stands
                 return f"cannot read the file now ({exc.strerror}); facts are from the start read earlier"
             raise UnavailableError(f"{self.where}: cannot read server log: {exc.strerror or exc}") from None
         ident = (st.st_dev, st.st_ino)
         if self._fd is not None and ident != self._ident:
-            self._read_new(os.fstat(self._fd).st_size)  # the rotated file's last lines are this start's
+            if self._open_to_others is None:  # the rotated file's last lines are this start's, when it was
+                self._read_new(os.fstat(self._fd).st_size)  # judged trusted (another's is never read)
             self._close_fd()
             self._stats.rotations += 1
             self._reset_position()
@@ -129,6 +131,8 @@ class FileLogReader:
         size = st_now.st_size
         self._read_mtime = st_now.st_mtime  # the time of the last write within what this poll reads
         self._open_to_others = _open_to_others(st_now, self.path, _server_uid(server))
+        if self._open_to_others is not None:
+            return None  # not a line of it is read (poll refuses the log): its lines would stay in the facts
         if size < self._offset or not self._tail_intact():
             self._stats.truncations += 1  # copytruncate: same server, its log starts over
             self._reset_position()
