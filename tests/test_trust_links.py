@@ -33,6 +33,14 @@ def _plant_link(user: User, target: Path, link: Path) -> None:
     assert done.returncode == 0, done.stderr.decode(errors="replace")
 
 
+def _root_only(tmp_path: Path, name: str, text: str) -> Path:
+    """A directory only root can list, holding ``name``: where the other user's links point."""
+    secret = tmp_path / "rootonly"
+    secret.mkdir(mode=0o700)
+    (secret / name).write_text(text)
+    return secret
+
+
 def _refused(rules: str, where: Path) -> None:
     proc = run_cli("rules", "--rules", rules, "list", timeout=60)
     assert proc.returncode == 65, (proc.returncode, proc.stdout[:300], proc.stderr)
@@ -313,9 +321,7 @@ def test_a_planted_link_is_not_followed_so_a_refusal_tells_nothing_beyond_it(
     """The other user plants links toward a directory only root can read, and the operator names them as
     rule packs: the reader stops at each link (planted in a directory others can write), so the one line
     is the same whether the file behind it exists, and says nothing of it."""
-    secret = tmp_path / "rootonly"
-    secret.mkdir(mode=0o700)
-    (secret / "id_ed25519").write_text("key\n")
+    secret = _root_only(tmp_path, "id_ed25519", "key\n")
     said = []
     for probe in ("id_ed25519", "absent"):
         _plant_link(attacker, secret / probe, shared / f"p_{probe}")
@@ -416,9 +422,7 @@ def test_an_api_key_file_through_a_planted_link_is_never_read_or_sent(
     names it: its first line would be sent to the URL as the Bearer key (the attacker's listener saw a
     root-only secret). Refused before any connection, naming the link; a key an HTTP header cannot carry
     (a NUL) is refused without being shown."""
-    secret = tmp_path / "rootonly"
-    secret.mkdir(mode=0o700)
-    (secret / "key").write_text("sk-ROOTONLYSECRET0123456789\n")
+    secret = _root_only(tmp_path, "key", "sk-ROOTONLYSECRET0123456789\n")
     _plant_link(attacker, secret / "key", shared / "api-key")
     proc = run_cli(
         "check", "--url", "http://127.0.0.1:9", "--api-key-file", str(shared / "api-key"), timeout=60
@@ -439,9 +443,7 @@ def test_a_launcher_read_through_a_planted_link_quotes_nothing_of_its_target(
     and the operator names it as ``--launch-args-file``: its first word was quoted in the input error
     ('unrecognised program 'root:$y$...''). Not a file the verdict trusts, yet no link in a directory
     others can write is followed for it either; the same one line whether the target exists."""
-    secret = tmp_path / "rootonly"
-    secret.mkdir(mode=0o700)
-    (secret / "shadow").write_text("root:$y$j9T$TULIPSALT$HORSEHASH:19000:0:99999:7:::\n")
+    secret = _root_only(tmp_path, "shadow", "root:$y$j9T$TULIPSALT$HORSEHASH:19000:0:99999:7:::\n")
     said = []
     for probe in ("shadow", "absent"):
         _plant_link(attacker, secret / probe, shared / f"a_{probe}")
