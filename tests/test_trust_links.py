@@ -364,6 +364,12 @@ def test_what_a_planted_link_points_at_is_never_told(attacker: User, shared: Pat
             unit.write_text(f"[Service]\n{line}\nExecStart=EXEC\n")
             rc, err = _unit_preflight(unit, tmp_path)
             note(case, f"{rc} {err}", probe)
+        script = tmp_path / "start.sh"  # a launcher that sources the file through the planted link
+        script.write_text(
+            f"#!/bin/bash\nsource {shared}/l_{probe}\nexec python3 -m sglang.launch_server --model-path /m\n"
+        )
+        ran = run_cli("preflight", "--script", str(script), timeout=120)
+        note("script", "\n".join(x for x in (ran.stdout + ran.stderr).splitlines() if "sourced" in x), probe)
         compose = _compose(tmp_path, f"{shared}/l_{probe}")
         for case, path in (("compose", None), ("attestation", shared / "ldir" / probe)):
             try:

@@ -20,6 +20,7 @@ from validator.sources.launch.shell.machine import Prefix, heredoc_text, known_w
 from validator.sources.launch.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
 from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
+from validator.trusted_files import UnsafeLocation, walk_unplanted
 
 
 def b_true(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
@@ -216,6 +217,13 @@ def _find_source(ev: Shell, target: str, node: Node) -> str | Unknown | None:
             return c  # written by the script whole, with text known here
         if ev.m.changed(c):
             return _cannot_tell(ev, f"{c} may have been written by the script", node)
+        try:  # a link another user could have planted on the way is not looked through (what it points
+            # at would show in the words below): what bash reads there is theirs to choose
+            os.close(walk_unplanted(c)[0])
+        except UnsafeLocation as exc:
+            return _cannot_tell(ev, f"another user could change it: {exc}", node)
+        except OSError:
+            pass  # absent, or not to be walked: the tests below say what bash would find
         if os.path.isfile(c) and os.access(c, os.R_OK):
             return c
         if os.path.exists(c) and not os.path.isdir(c) and not os.path.isfile(c):
