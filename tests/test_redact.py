@@ -41,6 +41,11 @@ def test_token_counts_stay_but_string_tokens_go() -> None:
     )
     said = redact_text("unrecognized arguments: --wandb_key HORSEKEY99 --max-new-tokens 5 WANDB_KEY=H2")
     assert "HORSEKEY99" not in said and "H2" not in said and "--max-new-tokens 5" in said, said
+    assert (
+        is_secret_key("wandbKey", "w") and is_secret_key("HfToken", "t") and not is_secret_key("keyLen", "8")
+    )
+    said = redact_text("--WandbKey CAMELKEY77 --hfToken=T0K --numKeys 3 --KeyLen 8")
+    assert "CAMELKEY77" not in said and "T0K" not in said and "--numKeys 3 --KeyLen 8" in said, said
     assert is_secret_key("db_password", "x") and is_secret_key("client_secret", "x")
     assert is_secret_key("watermark_seed", "x", extra_keys=["WATERMARK_SEED"])
     assert redact({"api_key": None})["api_key"] is None

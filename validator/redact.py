@@ -32,6 +32,10 @@ _FLAG_RE = re.compile(
     r"(?P<sep>[= ]+)(?P<val>[^\s'\",]+)",
     re.IGNORECASE,
 )
+# ``--wandbKey VALUE`` / ``--hfToken=VALUE``: a camelCase name ending in Key or Token (case matters here)
+_CAMEL_FLAG_RE = re.compile(
+    r"(?P<flag>--[A-Za-z0-9-]*[a-z0-9](?:Key|Token))(?P<sep>[= ]+)(?P<val>[^\s'\",]+)"
+)
 # ``HF_TOKEN=...`` / ``HF-TOKEN=...`` / ``OPENAI_API_KEY=...`` / ``DB_PASSWORD=...`` in a unit line or an
 # env file quoted in an error message. ``token`` and ``key`` only as the last word of the name (so
 # ``max_new_tokens=512`` in evidence stays), the other words anywhere in it.
@@ -102,7 +106,7 @@ def is_secret_key(key: str, value: Any, extra_keys: Iterable[str] = ()) -> bool:
         return True
     if any(s in k for s in _SUBSTRINGS):
         return True
-    words = re.split(r"[_\-.]", k)
+    words = re.split(r"[_\-.]", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower())  # wandbKey: wandb_key
     return isinstance(value, str) and words[-1] in ("token", "key")
 
 
@@ -146,6 +150,7 @@ def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
     text = _URL_CREDENTIALS_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
     text = _TOKEN_SHAPES_RE.sub(REDACTED, text)
     text = _FLAG_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
+    text = _CAMEL_FLAG_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
     text = _ENV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
     return _KV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
 
