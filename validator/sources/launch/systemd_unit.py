@@ -196,17 +196,12 @@ def _listed(pattern: str, trusted: set[int], a: Assignment, optional: bool) -> l
     """A glob's matches, once nobody but root, the reading user and ``User=`` could have put names where it
     lists (the matched files would be refused anyway; listing first would show another user what is
     there, through a link of theirs)."""
-    try:
-        problems = creatable_by_others(_wildcard_dir(pattern), trusted)
-    except UnsafeLocation as exc:
-        problems = [str(exc)]
-    if problems and optional:
-        _absent_but_safe(pattern, trusted, a)  # refuses, as for no match there
-    if problems:
+    why = _others_could_create(_wildcard_dir(pattern), trusted)
+    if why is not None and optional:
+        raise _optional_refusal(pattern, why, a)  # as for no match there
+    if why is not None:
         raise InputError(
-            a.file,
-            f"EnvironmentFile={pattern}: {problems[-1]}: anyone could put a file it matches there",
-            a.line,
+            a.file, f"EnvironmentFile={pattern}: {why}: anyone could put a file it matches there", a.line
         )
     return sorted(glob.glob(pattern))
 
@@ -215,18 +210,27 @@ def _absent_but_safe(pattern: str, trusted: set[int], a: Assignment) -> None:
     """An optional ``EnvironmentFile=-`` that is not there is read as no file only where nobody but root,
     the reading user and the unit's ``User=`` could create it before the server starts (systemd, as root,
     reads whatever is there then). For a glob, the directory its first wildcard is in is judged."""
-    where = _wildcard_dir(pattern) if glob.has_magic(pattern) else pattern
+    why = _others_could_create(_wildcard_dir(pattern) if glob.has_magic(pattern) else pattern, trusted)
+    if why is not None:
+        raise _optional_refusal(pattern, why, a)
+
+
+def _others_could_create(where: str, trusted: set[int]) -> str | None:
+    """The problem nearest ``where`` that lets another user create a file there (None: nobody else can)."""
     try:
         problems = creatable_by_others(where, trusted)
     except UnsafeLocation as exc:
         problems = [str(exc)]
-    if problems:
-        raise InputError(
-            a.file,
-            f"EnvironmentFile=-{pattern} is not there, but {problems[-1]}: anyone could create it before "
-            "the server starts, and systemd would read it",
-            a.line,
-        )
+    return problems[-1] if problems else None
+
+
+def _optional_refusal(pattern: str, why: str, a: Assignment) -> InputError:
+    return InputError(
+        a.file,
+        f"EnvironmentFile=-{pattern} is not there, but {why}: anyone could create it before the server "
+        "starts, and systemd would read it",
+        a.line,
+    )
 
 
 _TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPost"})
