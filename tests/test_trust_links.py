@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -463,3 +464,40 @@ def test_a_launcher_read_through_a_planted_link_quotes_nothing_of_its_target(
     (tmp_path / "current").symlink_to(tmp_path / "releases")
     proc = run_cli("preflight", "--launch-args-file", str(tmp_path / "current" / "args"), timeout=60)
     assert "symbolic link" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)
+
+
+def test_a_link_in_another_users_own_directory_reads_only_what_that_user_could(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """The other user's *own* directory (0755, only they can write it) holds a link they chose, and the
+    operator names a file through it: the link is followed (a server user's ``current`` release link is
+    such a link), but only to what its owner could read. A link into a directory only root can enter is
+    refused there, the same words whether the target exists; a root-only file is refused unread."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    deep = _root_only(tmp_path, "shadow", "root:$y$j9T$TULIPSALT$HORSEHASH:19000:0:99999:7:::\n")
+    said = []
+    for probe in ("shadow", "absent"):
+        _plant_link(attacker, deep / probe, mine / f"a_{probe}")
+        proc = run_cli("preflight", "--launch-args-file", str(mine / f"a_{probe}"), timeout=60)
+        said.append((proc.returncode, proc.stderr.replace(probe, "P")))
+    assert said[0] == said[1] and said[0][0] == 65, said
+    assert f"directory of UID {attacker.uid}, who could not enter" in said[0][1], said
+    assert "TULIP" not in said[0][1] and "root:" not in said[0][1], said
+    # a root-only file where the other user can look (0755 directory, 0600 file): refused unread
+    seen = Path(tempfile.mkdtemp(prefix="sv-rootfile-", dir="/tmp"))
+    try:
+        seen.chmod(0o755)
+        (seen / "shadow").write_text("root:$y$j9T$TULIPSALT$HORSEHASH:19000:0:99999:7:::\n")
+        (seen / "shadow").chmod(0o600)
+        _plant_link(attacker, seen / "shadow", mine / "b")
+        proc = run_cli("preflight", "--launch-args-file", str(mine / "b"), timeout=60)
+        assert proc.returncode == 65 and "who could not read the file" in proc.stderr, proc.stderr
+        assert "TULIP" not in proc.stderr and "root:" not in proc.stderr, proc.stderr
+        # the same file readable by others: the link's owner could read it, so it is read through the link
+        (seen / "shadow").write_text("python3 -m sglang.launch_server --model-path /m\n")
+        (seen / "shadow").chmod(0o644)
+        proc = run_cli("preflight", "--launch-args-file", str(mine / "b"), timeout=60)
+        assert "symbolic link" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)

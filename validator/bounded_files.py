@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError
-from validator.trusted_files import UnsafeLocation, kind, read_trusted_file, read_upto, walk_unplanted
+from validator.trusted_files import UnsafeLocation, kind, open_unplanted, read_trusted_file, read_upto
 
 # Caps per kind of input, generous against real files and small against memory. A real config.json or
 # index is tens of KB (the 124B model's index: ~2 MB); unit files, env files and args files are a few KB.
@@ -40,21 +40,13 @@ def open_regular(path: Path | str, what: str = "file") -> int:
     where = str(path)
     try:  # walked from / following no link another user could have planted (its target, a file only
         # root may read, would otherwise be read, and a word of it quoted in an input error)
-        dfd, name, _here, _chain = walk_unplanted(where)
+        fd = open_unplanted(where, _OPEN_FLAGS)
     except FileNotFoundError:
         raise InputError(where, f"cannot read {what}: no such file") from None
     except UnsafeLocation as exc:
         raise InputError(where, f"cannot read {what}: {str(exc).removeprefix(f'{where}: ')}") from None
     except OSError as exc:
         raise InputError(where, f"cannot open {what}: {exc.strerror or exc}") from None
-    try:
-        fd = os.open(name, _OPEN_FLAGS | getattr(os, "O_NOFOLLOW", 0), dir_fd=dfd)
-    except FileNotFoundError:
-        raise InputError(where, f"cannot read {what}: no such file") from None
-    except OSError as exc:
-        raise InputError(where, f"cannot open {what}: {exc.strerror or exc}") from None
-    finally:
-        os.close(dfd)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

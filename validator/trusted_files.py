@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pwd
 import stat
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -87,6 +88,39 @@ def _planted(holder: DirFacts, owner: int, trusted: Collection[int] | None) -> s
     if holder.mode & WRITABLE_BY_OTHERS and not (holder.mode & stat.S_ISVTX and owner in allowed):
         return f"which is writable by its group or others (mode {holder.mode:04o})"
     return None
+
+
+def allows(st: os.stat_result, uid: int, groups: Collection[int], need: int) -> bool:
+    """Whether the mode bits of ``st`` grant ``uid`` (in ``groups``) every bit of ``need`` (``os.R_OK``,
+    ``os.W_OK``, ``os.X_OK``), as the kernel picks the owner, group or other class (ACLs aside)."""
+    if uid == 0:
+        return True
+    shift = 6 if st.st_uid == uid else 3 if st.st_gid in groups else 0
+    return (st.st_mode >> shift) & need == need
+
+
+def _groups(uid: int) -> tuple[int, ...]:
+    """The groups of ``uid`` (none known for a UID without a passwd entry: only the other class)."""
+    try:
+        pw = pwd.getpwuid(uid)
+        return tuple(os.getgrouplist(pw.pw_name, pw.pw_gid))
+    except (KeyError, OSError):
+        return ()
+
+
+class Planters(dict[int, tuple[str, tuple[int, ...]]]):
+    """Who chose the way an untrusted read went: each other user whose own directory held a link the walk
+    followed (UID -> the link, that user's groups). Nothing is read through a link with more privilege
+    than its planter's: the way on must be one they could enter, the file one they could read."""
+
+    def refusal(self, path: str, st: os.stat_result, need: int, what: str) -> str | None:
+        for uid, (link, groups) in self.items():
+            if not allows(st, uid, groups, need):
+                return (
+                    f"{path}: {link} is a symbolic link in a directory of UID {uid}, who could not {what}: "
+                    "nothing is read through a link that its owner could not read"
+                )
+        return None
 
 
 def _mkdir_private(name: str, dir_fd: int) -> bool:
@@ -281,7 +315,7 @@ def _walk(
     last_as_is: bool = False,
     private: bool = False,
     links_from: Collection[int] | None = None,
-    shared_links: bool = False,
+    shared_links: Planters | None = None,
 ) -> tuple[int, str, str, list[DirFacts]]:
     """Open each directory of ``path`` from ``/`` without following a link the kernel could swap; return the
     (caller-closed) descriptor of the last one, the last component, its physical path and every directory
@@ -289,7 +323,8 @@ def _walk(
     whatever the last is (the caller opens it ``O_NOFOLLOW``); ``private`` stops at the first directory
     :func:`_way_problem` refuses (``_Shared``), before anything in it is looked at; ``links_from`` (root and
     these UIDs) follows no link someone else could have planted (:func:`_planted`); ``shared_links``, no
-    link in a directory others can write (whoever owns it)."""
+    link in a directory others can write (whoever owns it), and past a link in another user's directory
+    (recorded there) no directory that user could not enter."""
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
     pending = _components(absolute)
     if not pending:
@@ -303,6 +338,8 @@ def _walk(
         visited[where] = facts = DirFacts(where, st.st_uid, stat.S_IMODE(st.st_mode))
         if private and (problem := _way_problem(facts)) is not None:
             raise _Shared(problem)
+        if shared_links and (why := shared_links.refusal(path, st, os.X_OK, f"enter {where}")):
+            raise UnsafeLocation(why)
 
     links = 0
     try:
@@ -329,12 +366,15 @@ def _walk(
             if stat.S_ISLNK(lst.st_mode) and not pending and not follow_last:
                 raise UnsafeLocation(f"{path} is a symbolic link, not a regular file")
             if stat.S_ISLNK(lst.st_mode):
-                planted = links_from is not None or shared_links
+                planted = links_from is not None or shared_links is not None
                 if planted and (why := _planted(visited[here], lst.st_uid, links_from)):
                     raise UnsafeLocation(
                         f"{path}: {_join(here, name)} is a symbolic link in {here}, {why}: anyone could "
                         "have planted it"
                     )
+                holder = visited[here].uid
+                if shared_links is not None and holder not in (0, os.geteuid()):
+                    shared_links.setdefault(holder, (_join(here, name), _groups(holder)))
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise UnsafeLocation(f"{path}: more than {MAX_SYMLINKS} symbolic links")
@@ -369,17 +409,33 @@ def _walk(
             os.close(fd)
 
 
-def walk_unplanted(path: str) -> tuple[int, str, str, list[DirFacts]]:
+def walk_unplanted(path: str) -> tuple[int, str, Planters]:
     """:func:`_walk` to a file that need not be trusted (a launcher, a checkpoint's config), following no
     link in a directory others can write, where anyone could have planted it (sticky keeps root's and this
     user's). A link in a directory its owner alone can write is that owner's (the server user's
-    ``current`` release link), and followed."""
-    return _walk(path, shared_links=True)
+    ``current`` release link), and followed only where that owner could go (:class:`Planters`)."""
+    planters = Planters()
+    dfd, name, _here, _chain = _walk(path, shared_links=planters)
+    return dfd, name, planters
+
+
+def open_unplanted(path: str, flags: int) -> int:
+    """``os.open`` of the last component of ``path`` (``O_NOFOLLOW``), walked as :func:`walk_unplanted`
+    walks; the file opened must be one every planter of a link on the way could read."""
+    dfd, name, planters = walk_unplanted(path)
+    try:
+        fd = os.open(name, flags | _O_NOFOLLOW, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    if planters and (why := planters.refusal(path, os.fstat(fd), os.R_OK, "read the file")):
+        os.close(fd)
+        raise UnsafeLocation(why)
+    return fd
 
 
 def stat_unplanted(path: str) -> os.stat_result:
     """``os.stat(path)``, walked as :func:`walk_unplanted` walks (UnsafeLocation at a planted link)."""
-    dfd, name, _here, _chain = walk_unplanted(path)
+    dfd, name, _planters = walk_unplanted(path)
     try:
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)
     finally:

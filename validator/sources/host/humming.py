@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import os
 import pwd
-import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,6 +20,7 @@ from validator.bounded_files import read_head
 from validator.facts import HUMMING, LAUNCH, HummingFacts
 from validator.sources.gathering import Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
+from validator.trusted_files import allows
 
 if TYPE_CHECKING:
     from validator.sources.gathering import Gathering
@@ -277,24 +277,13 @@ def writable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
     # every directory on the way must be searchable, the last one writable too
     for i, d in enumerate([target, *target.parents]):
         need_w = i == 0
-        if not _mode_allows(d, user.pw_uid, groups, write=need_w):
+        try:
+            st = d.stat()
+        except OSError:
+            return False
+        if not allows(st, user.pw_uid, groups, os.X_OK | (os.W_OK if need_w else 0)):
             return False
     return True
-
-
-def _mode_allows(d: Path, uid: int, groups: set[int], *, write: bool) -> bool:
-    try:
-        st = d.stat()
-    except OSError:
-        return False
-    if st.st_uid == uid:
-        w, x = stat.S_IWUSR, stat.S_IXUSR
-    elif st.st_gid in groups:
-        w, x = stat.S_IWGRP, stat.S_IXGRP
-    else:
-        w, x = stat.S_IWOTH, stat.S_IXOTH
-    need = x | (w if write else 0)
-    return st.st_mode & need == need
 
 
 def _read_only_mount(path: Path) -> bool:
