@@ -20,7 +20,8 @@ from validator.errors import UnavailableError
 
 Kind = Literal["sglang", "launch", "stand-in"]
 _PYTHON = re.compile(r"python(\d+(\.\d+)*)?\Z")
-_PY_OPTS_WITH_ARG = set("WXQc")  # python options whose argument is the next word (besides -m)
+_PY_FLAGS_WITH_ARG = "mcXWQ"  # python's letters whose argument is the rest of the word or the next one
+_PY_LONG_WITH_ARG = {"--check-hash-based-pycs"}
 
 
 def _strip_interpreter(argv: list[str]) -> list[str]:
@@ -33,38 +34,46 @@ def _strip_interpreter(argv: list[str]) -> list[str]:
         word = argv[i]
         if word.startswith("-m") or word == "-c":
             return argv
-        i += 2 if (len(word) == 2 and word[1] in _PY_OPTS_WITH_ARG) else 1
+        i += 2 if (len(word) == 2 and word[1] in _PY_FLAGS_WITH_ARG) else 1
     if i < len(argv) and Path(argv[i]).name in ("sglang", "spark-validate"):
         return argv[i:]
     return argv
 
 
-def _python_module(argv: list[str]) -> tuple[str, list[str]] | None:
-    """``python [opts] -m MODULE ARGS`` -> (MODULE, ARGS), reading option clusters as CPython does
-    (``-Im mod``, ``-Immod``, ``-W ignore -m mod``); None for anything else (a script, ``-c``)."""
-    if not argv or not _PYTHON.match(Path(argv[0]).name):
-        return None
+def python_module(argv: list[str]) -> tuple[str, list[str], list[str]] | str:
+    """``python [opts] -m MODULE ARGS`` -> (MODULE, ARGS, opts), reading option clusters as CPython's getopt
+    does (``-Im mod``, ``-Ximporttime``, ``-W ignore -m mod``); the interpreter's own flags decide which
+    ``sglang`` it imports, so they are kept. Anything else (a script, ``-c``, stdin): why it is not one."""
     i = 1
     while i < len(argv):
         word = argv[i]
-        if not word.startswith("-") or word == "-":
-            return None
+        if word == "-":
+            return "python -c/stdin is not an SGLang launch command"
+        if not word.startswith("-"):
+            return (
+                f"python runs {word!r}, not '-m sglang.launch_server' (spark-validate cannot check a script)"
+            )
         if word.startswith("--"):
-            i += 1
+            i += 2 if word in _PY_LONG_WITH_ARG else 1
             continue
-        for j, letter in enumerate(word[1:], start=1):
-            if letter == "m":
-                value = word[j + 1 :]
-                if value:
-                    return value, argv[i + 1 :]
-                return (argv[i + 1], argv[i + 2 :]) if i + 1 < len(argv) else None
-            if letter == "c":
-                return None
-            if letter in _PY_OPTS_WITH_ARG:  # its argument is the rest of the word or the next one
-                i += 0 if word[j + 1 :] else 1
-                break
+        for j, flag in enumerate(word[1:], start=1):
+            if flag not in _PY_FLAGS_WITH_ARG:
+                continue
+            value = word[j + 1 :]
+            taken = 1
+            if not value:
+                if i + 1 >= len(argv):
+                    return f"python -{flag} needs an argument"
+                value, taken = argv[i + 1], 2
+            if flag == "c":
+                return "python -c/stdin is not an SGLang launch command"
+            if flag == "m":
+                flags = [f"-{word[1:j]}"] if j > 1 else []
+                return value, argv[i + taken :], [*argv[1:i], *flags]
+            i += taken - 1
+            break
         i += 1
-    return None
+    return "python without '-m sglang.launch_server'"
 
 
 STAND_IN_GROUP = "spark_validate.stand_ins"
@@ -159,9 +168,9 @@ def _identify(argv: list[str]) -> tuple[Kind, list[str], StandIn | None] | None:
     words = _strip_interpreter(argv)
     if not words:
         return None
-    module = _python_module(words)
-    if module is not None:
-        name, rest = module
+    module = python_module(words) if _PYTHON.match(Path(words[0]).name) else None
+    if isinstance(module, tuple):
+        name, rest, _ = module
         if name == "sglang.launch_server":
             return "sglang", words, None
         if name == "validator" and rest[:1] == ["launch"]:  # `python -m validator launch -- CMD...`

@@ -20,7 +20,7 @@ from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
 from validator.sources.host.program import PathUnreadable, which
-from validator.sources.host.server_command import SGLANG_COMMAND, classify
+from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.sglang.cli import parse_argv
 
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
 _SHELL_OPERATORS = {";", "&&", "||", "|", "&", ">", ">>", "<", "2>", "2>&1", "$(", "`"}
-# python options that take a separate argument (python -W ignore -X dev -m ...)
-_PY_OPTS_WITH_ARG = {"--check-hash-based-pycs"}
-_PY_FLAGS_WITH_ARG = "mcXWQ"  # single-letter options whose argument follows (in the word or the next)
 _SERVE_LLM_BACKENDS = {"auto", "llm"}
 
 
@@ -114,43 +111,6 @@ def _sglang_interpreter(program: str, env: Mapping[str, str]) -> tuple[str | Non
         if os.path.lexists(candidate):  # an unreadable directory: no sibling known, never a traceback
             return str(candidate), []
     return None, []
-
-
-def _python_module_args(argv: list[str], origin: str) -> tuple[str, list[str], list[str]]:
-    """``python [opts] -m MODULE args...`` -> (MODULE, args, opts), reading option clusters the way
-    CPython's getopt does (``-Im mod``, ``-Ximporttime``, ``-W ignore``): the interpreter's own flags
-    decide which ``sglang`` it imports, so they are kept for the install probe."""
-    i = 1
-    while i < len(argv):
-        word = argv[i]
-        if word == "-" or not word.startswith("-"):
-            if word == "-":
-                raise InputError(origin, "python -c/stdin is not an SGLang launch command")
-            raise InputError(
-                origin,
-                f"python runs {word!r}, not '-m sglang.launch_server' (spark-validate cannot check a script)",
-            )
-        if word.startswith("--"):
-            i += 2 if word in _PY_OPTS_WITH_ARG else 1
-            continue
-        for j, flag in enumerate(word[1:], start=1):
-            if flag not in _PY_FLAGS_WITH_ARG:
-                continue
-            value = word[j + 1 :]
-            taken = 1
-            if not value:
-                if i + 1 >= len(argv):
-                    raise InputError(origin, f"python -{flag} needs an argument")
-                value, taken = argv[i + 1], 2
-            if flag == "c":
-                raise InputError(origin, "python -c/stdin is not an SGLang launch command")
-            if flag == "m":
-                flags = [f"-{word[1:j]}"] if j > 1 else []
-                return value, argv[i + taken :], [*argv[1:i], *flags]
-            i += taken - 1
-            break
-        i += 1
-    raise InputError(origin, "python without '-m sglang.launch_server'")
 
 
 def _serve_argv(args: list[str], origin: str) -> list[str]:
@@ -278,7 +238,10 @@ def launch_from_argv(
     if _PYTHON.match(name) and (stood_in := _stand_in(words, origin)) is not None:
         server_args, interpreter, entry = stood_in, program, "launch_server"
     elif _PYTHON.match(name):
-        module, server_args, options = _python_module_args(words, origin)
+        found = python_module(words)
+        if isinstance(found, str):
+            raise InputError(origin, found)
+        module, server_args, options = found
         if module != "sglang.launch_server":
             raise InputError(origin, f"python -m {module} is not the SGLang server (sglang.launch_server)")
         entry, interpreter = "launch_server", program
