@@ -334,14 +334,18 @@ def children(*, proc: Path | None = None, limits: Limits = DEFAULT_LIMITS) -> di
     return {p: tuple(c) for p, c in tree.items()}
 
 
-def descendants(pid: int, *, proc: Path | None = None) -> frozenset[int]:
-    """Every process below ``pid`` in the tree (not ``pid`` itself), within ``DEFAULT_LIMITS``."""
-    tree = children(proc=proc)
-    found: set[int] = set()
+def below(tree: dict[int, tuple[int, ...]], pid: int) -> Iterator[int]:
+    """Each process below ``pid`` in ``tree`` (a :func:`children` snapshot) once, depth first, not ``pid``."""
+    seen = {pid}
     stack = list(tree.get(pid, ()))
     while stack:
         p = stack.pop()
-        if p not in found and p != pid:
-            found.add(p)
+        if p not in seen:
+            seen.add(p)
+            yield p
             stack.extend(tree.get(p, ()))
-    return frozenset(found)
+
+
+def descendants(pid: int, *, proc: Path | None = None) -> frozenset[int]:
+    """Every process below ``pid`` in the tree (not ``pid`` itself), within ``DEFAULT_LIMITS``."""
+    return frozenset(below(children(proc=proc), pid))

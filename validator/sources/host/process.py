@@ -140,7 +140,7 @@ def parse_cgroup(text: str) -> tuple[list[str], str | None, bool, str | None]:
     return paths, unit, user_unit, container
 
 
-def _user_name(uid: int) -> str | None:
+def user_name(uid: int) -> str | None:
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
@@ -174,7 +174,7 @@ def read_process(pid: int, proc_root: Path = PROC) -> ProcessFacts:
     facts.argv_truncated = truncated
     try:
         facts.uid = os.stat(base).st_uid
-        facts.user = _user_name(facts.uid)
+        facts.user = user_name(facts.uid)
     except OSError:
         pass
     facts.uids, facts.gids, facts.groups = read_ids(pid, proc_root)

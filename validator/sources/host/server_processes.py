@@ -13,8 +13,8 @@ server. :func:`nothing_found` says what was looked for and ignored, and why.
 from __future__ import annotations
 
 import functools
+import itertools
 import os
-import pwd
 import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -22,16 +22,25 @@ from pathlib import Path
 from typing import Literal
 
 from validator.errors import UnavailableError
-from validator.procinfo import parent_pid, start_ticks
+from validator.procinfo import start_ticks
 from validator.sources.host.listening import (
     Limits,
     ListeningError,
+    ancestors,
+    below,
     children,
     listening_sockets,
     proc_root,
     socket_owners,
 )
-from validator.sources.host.process import ProcessFacts, ProcessGone, list_pids, read_cmdline, read_process
+from validator.sources.host.process import (
+    ProcessFacts,
+    ProcessGone,
+    list_pids,
+    read_cmdline,
+    read_process,
+    user_name,
+)
 from validator.sources.host.server_command import (
     Kind,
     classify,
@@ -207,14 +216,7 @@ def _descendant_socket(server: ServerProcess, tree: dict[int, tuple[int, ...]], 
     if not table:
         return
     by_inode = {s.inode: s for s in table}
-    seen: set[int] = set()
-    stack = list(tree.get(server.process.pid, ()))
-    while stack and len(seen) < MAX_DESCENDANTS:
-        pid = stack.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        stack.extend(tree.get(pid, ()))
+    for pid in itertools.islice(below(tree, server.process.pid), MAX_DESCENDANTS):
         try:
             held = _socket_inodes(pid, proc)
         except OSError:
@@ -249,17 +251,8 @@ def trusted_uids(users: Collection[int] = ()) -> frozenset[int]:
     return frozenset({os.geteuid(), *users})
 
 
-@functools.lru_cache(maxsize=1024)
-def _who(uid: int | None) -> str | None:
-    """A UID's name, looked up once per scan's worth of UIDs (thousands of decoys cost one lookup each
-    user, not one each process)."""
-    if uid is None:
-        return None
-
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return None
+# a UID's name, looked up once per UID: thousands of decoys cost one lookup each user, not one each process
+_who = functools.lru_cache(maxsize=1024)(user_name)
 
 
 def _candidate(
@@ -273,7 +266,7 @@ def _candidate(
     kind, command = kind_command
     port = _int(_flag(command, "--port"), DEFAULT_PORT)
     try:
-        owner: int | None = os.stat(proc / str(pid)).st_uid
+        owner = os.stat(proc / str(pid)).st_uid
     except OSError:
         return None  # exited
     if owner not in trusted:
@@ -429,15 +422,9 @@ def discover_listening(wait_s: float, proc: Path | None = None, *, users: Collec
 
 
 def _below_another(server: ServerProcess, found: dict[int, ServerProcess], proc: Path) -> bool:
-
-    parent: int | None = server.process.ppid
-    for _ in range(64):  # bounded: a loop in a hostile /proc tree cannot hold the scan
-        if parent is None or parent <= 1:
-            return False
-        if parent in found:
-            return True
-        parent = parent_pid(parent, proc)
-    return False
+    first = server.process.ppid or 0
+    chain = (first, *ancestors(first, proc=proc, max_depth=63)) if first > 1 else ()
+    return any(p in found for p in itertools.takewhile(lambda p: p > 1, chain))
 
 
 def nothing_found(discovery: Discovery, proc: Path | None = None) -> str:
