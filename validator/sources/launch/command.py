@@ -307,17 +307,10 @@ def consumed_by_command(env: Mapping[str, str], words: list[str]) -> set[str]:
     return consumed
 
 
-def _split_shell(
-    text: str, origin: str, *, comments: bool, env: Mapping[str, str] | None = None
-) -> list[str]:
-    """Split as a POSIX shell would, ``~`` expanded against ``env``'s HOME (``~/models/...`` in the guide)."""
-
-    return split_command_line(text, origin, os.environ if env is None else env, comments=comments)
-
-
 def launch_from_string(cmd: str, *, origin: str, env: Mapping[str, str] | None = None) -> Launcher:
     """A launch command as one shell-quoted string (``--launch-cmd``)."""
-    return launch_from_argv(_split_shell(cmd, origin, comments=False, env=env), origin=origin, env=env)
+    words = split_command_line(cmd, origin, os.environ if env is None else env, comments=False)
+    return launch_from_argv(words, origin=origin, env=env)
 
 
 def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = None) -> Launcher:
@@ -326,7 +319,7 @@ def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = N
     p = Path(path)
     origin = str(p)
     text = read_text_bounded(p, TEXT_CAP, "launch args file")
-    words = _split_shell(text, origin, comments=True, env=env)
+    words = split_command_line(text, origin, os.environ if env is None else env, comments=True)
     if not words:
         raise InputError(origin, "launch args file holds no arguments")
     if words[0].startswith("-"):

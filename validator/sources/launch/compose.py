@@ -19,8 +19,8 @@ from validator.bounded_files import FileAbsent, read_text_bounded
 from validator.errors import InputError, UsageError
 from validator.sources.container import ContainerSpec, Mount
 from validator.sources.launch.docker_run import env_file_lines, parse_volume
+from validator.sources.launch.env_file import others_could_create
 from validator.sources.launch.shell.programs import is_server_command
-from validator.trusted_files import UnsafeLocation, creatable_by_others
 
 _VAR = re.compile(r"\$(?:\$|\{(?P<braced>[^}]*)\}|(?P<bare>[A-Za-z_][A-Za-z0-9_]*))")
 _BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>.*))?\Z", re.DOTALL)
@@ -121,12 +121,9 @@ def _scalar(value: Any, name: str, where: str) -> str:
 def _absent_but_safe(path: Path, where: str, what: str, until: str) -> None:
     """A file Compose reads (``what``, at ``path``) that is not there is read as no file only where nobody
     but root and the reading user could create it before ``docker compose up`` reads it."""
-    try:
-        problems = creatable_by_others(path, ())
-    except UnsafeLocation as exc:
-        problems = [str(exc)]
-    if problems:
-        raise InputError(where, f"{what} is not there, but {problems[-1]}: anyone could create it {until}")
+    why = others_could_create(path, ())
+    if why is not None:
+        raise InputError(where, f"{what} is not there, but {why}: anyone could create it {until}")
 
 
 def _project_dotenv(dotenv: Path) -> dict[str, str]:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, read_trusted_bounded
 from validator.errors import InputError
+from validator.sources.launch.unit_syntax import ENV_NAME, WHITESPACE
+from validator.trusted_files import UnsafeLocation, creatable_by_others
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_WHITESPACE = " \t\n\r"
 _NEWLINE = "\n\r"
 _SHELL_NEED_ESCAPE = '"\\`$'
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
@@ -46,7 +46,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
             raise InputError(
                 where, f"'export' is not allowed: systemd drops the variable {name!r}", start_line
             )
-        if not _NAME.match(name):
+        if not ENV_NAME.match(name):
             raise InputError(where, f"invalid variable name {name!r} (systemd ignores it)", start_line)
         if _CONTROL.search(val):
             raise InputError(where, f"control character in the value of {name}", start_line)
@@ -59,7 +59,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
         elif state == "pre_key":
             if c in "#;":
                 state = "comment"
-            elif c not in _WHITESPACE:
+            elif c not in WHITESPACE:
                 state, key, value, key_trail, value_trail, start_line = "key", [c], [], None, None, line
         elif state == "key":
             if c in _NEWLINE:
@@ -75,7 +75,7 @@ def parse_env_text(text: str, *, where: str) -> dict[str, str]:
                 state, quote_line = "double", line
             elif c == "\\":
                 state = "value_escape"
-            elif c not in _WHITESPACE:
+            elif c not in WHITESPACE:
                 state = "value"
                 value.append(c)
         elif state == "value":
@@ -129,9 +129,19 @@ def _append(buf: list[str], trail: int | None, c: str) -> int | None:
     when it ends in another character). systemd drops that white space when the key or the value ends
     (``env-file.c``: ``last_key_whitespace``, ``last_value_whitespace``); quoted text never sets it."""
     buf.append(c)
-    if c not in _WHITESPACE:
+    if c not in WHITESPACE:
         return None
     return len(buf) - 1 if trail is None else trail
+
+
+def others_could_create(where: Path | str, trusted: Collection[int]) -> str | None:
+    """The problem nearest ``where`` that lets another user create a file there (None: nobody but root, the
+    reading user and ``trusted`` can): an optional env file that is absent is read as none only then."""
+    try:
+        problems = creatable_by_others(where, trusted)
+    except UnsafeLocation as exc:
+        problems = [str(exc)]
+    return problems[-1] if problems else None
 
 
 def read_env_file(path: Path | str, *, trusted_uids: Collection[int] = ()) -> dict[str, str]:

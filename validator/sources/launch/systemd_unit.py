@@ -18,7 +18,7 @@ from pathlib import Path
 from validator.bounded_files import TEXT_CAP, FileAbsent, read_bounded
 from validator.errors import InputError
 from validator.sources.launch.command import Launcher, launch_from_argv, unwrap_launch
-from validator.sources.launch.env_file import read_env_file
+from validator.sources.launch.env_file import others_could_create, read_env_file
 from validator.sources.launch.unit_syntax import (
     ENV_NAME,
     Assignment,
@@ -27,7 +27,6 @@ from validator.sources.launch.unit_syntax import (
     specifiers,
     split_words,
 )
-from validator.trusted_files import UnsafeLocation, creatable_by_others
 
 
 @dataclass
@@ -196,7 +195,7 @@ def _listed(pattern: str, trusted: set[int], a: Assignment, optional: bool) -> l
     """A glob's matches, once nobody but root, the reading user and ``User=`` could have put names where it
     lists (the matched files would be refused anyway; listing first would show another user what is
     there, through a link of theirs)."""
-    why = _others_could_create(_wildcard_dir(pattern), trusted)
+    why = others_could_create(_wildcard_dir(pattern), trusted)
     if why is not None and optional:
         raise _optional_refusal(pattern, why, a)  # as for no match there
     if why is not None:
@@ -210,18 +209,9 @@ def _absent_but_safe(pattern: str, trusted: set[int], a: Assignment) -> None:
     """An optional ``EnvironmentFile=-`` that is not there is read as no file only where nobody but root,
     the reading user and the unit's ``User=`` could create it before the server starts (systemd, as root,
     reads whatever is there then). For a glob, the directory its first wildcard is in is judged."""
-    why = _others_could_create(_wildcard_dir(pattern) if glob.has_magic(pattern) else pattern, trusted)
+    why = others_could_create(_wildcard_dir(pattern) if glob.has_magic(pattern) else pattern, trusted)
     if why is not None:
         raise _optional_refusal(pattern, why, a)
-
-
-def _others_could_create(where: str, trusted: set[int]) -> str | None:
-    """The problem nearest ``where`` that lets another user create a file there (None: nobody else can)."""
-    try:
-        problems = creatable_by_others(where, trusted)
-    except UnsafeLocation as exc:
-        problems = [str(exc)]
-    return problems[-1] if problems else None
 
 
 def _optional_refusal(pattern: str, why: str, a: Assignment) -> InputError:

@@ -14,7 +14,7 @@ from pathlib import Path
 from validator.errors import InputError
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-_WS = " \t\n\r"
+WHITESPACE = " \t\n\r"  # systemd's WHITESPACE
 _SIMPLE_ESCAPES = {
     "a": "\a",
     "b": "\b",
@@ -70,7 +70,7 @@ def split_words(text: str, *, where: str, line: int) -> list[str]:
     words: list[str] = []
     i, n = 0, len(text)
     while True:
-        while i < n and text[i] in _WS:
+        while i < n and text[i] in WHITESPACE:
             i += 1
         if i >= n:
             return words
@@ -78,7 +78,7 @@ def split_words(text: str, *, where: str, line: int) -> list[str]:
         quote: str | None = None
         while i < n:
             c = text[i]
-            if quote is None and c in _WS:
+            if quote is None and c in WHITESPACE:
                 break
             if c == "\\":
                 ch, i = _cunescape(text, i + 1, where, line)
@@ -212,7 +212,7 @@ def parse_unit_text(text: str, where: str) -> dict[str, dict[str, list[Assignmen
             raise InputError(where, "missing '=' (the line is not shown: it may hold a secret)", line)
         key, _, value = s.partition("=")
         key = key.strip()
-        if not key or any(ch in key for ch in _WS):
+        if not key or any(ch in key for ch in WHITESPACE):
             raise InputError(where, f"invalid key {key!r}", line)
         sections[current].setdefault(key, []).append(Assignment(value.strip(), line, where))
     return sections
