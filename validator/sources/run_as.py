@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from validator.sources.host.process import ProcessFacts
+from validator.sources.host.process import ProcessFacts, user_name
 
 # Variables naming where a python (or the dynamic loader) finds code to run: lists of paths...
 _PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
@@ -41,10 +41,7 @@ class RunAs:
 
     @property
     def name(self) -> str:
-        try:
-            return pwd.getpwuid(self.uid).pw_name
-        except KeyError:
-            return f"UID {self.uid}"
+        return user_name(self.uid) or f"UID {self.uid}"
 
     def is_me(self) -> bool:
         return self.uid == os.geteuid() and self.uid == os.getuid()

@@ -230,9 +230,8 @@ def _hub_snapshot(g: Gathering, launch: LaunchFacts, model_path: str) -> Path | 
 
     if not hf_cache.looks_like_repo_id(model_path) or Path(model_path).is_dir():
         return None
-    named_user = g.inputs.service_user or launch.user
     host_home = g.facts.host.home if g.facts.host is not None else None
-    home = launch.env.get("HOME") if not named_user and launch.env.get("HOME") else host_home
+    home = launch.env.get("HOME") if not g.service_user and launch.env.get("HOME") else host_home
     revision, download_dir = launch.args.get("revision"), launch.args.get("download_dir")
     found = hf_cache.lookup(
         model_path,

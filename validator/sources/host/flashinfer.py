@@ -219,9 +219,8 @@ def gather(g: Gathering) -> None:
     """FlashInfer where the server's interpreter finds it, its cache where the server looks (the named
     account's home, else the launch environment's HOME)."""
     launch, sg, host = g.launch, g.sglang, g.facts.host
-    named_user = g.inputs.service_user or launch.user
     host_home = host.home if host is not None else None
-    home = host_home if named_user or not launch.env.get("HOME") else Path(launch.env["HOME"])
+    home = host_home if g.service_user or not launch.env.get("HOME") else Path(launch.env["HOME"])
     try:
         g.facts.flashinfer = read_flashinfer(
             launch.env,

@@ -84,10 +84,6 @@ def _why(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
-def _gone(pid: int, proc_root: Path) -> bool:
-    return not (proc_root / str(pid)).exists()
-
-
 def _nul_split(data: bytes) -> list[str]:
     if data.endswith(b"\0"):
         data = data[:-1]
@@ -166,7 +162,7 @@ def read_process(pid: int, proc_root: Path = PROC) -> ProcessFacts:
     try:
         data, truncated = _read_capped(base / "cmdline", CMDLINE_CAP)
     except OSError as exc:
-        if _gone(pid, proc_root) or exc.errno == errno.ESRCH:
+        if not base.exists() or exc.errno == errno.ESRCH:
             raise ProcessGone(f"{where}: exited while it was read") from None
         raise UnavailableError(f"{where}: cannot read its command line: {_why(exc)}") from None
     argv = _nul_split(data)
