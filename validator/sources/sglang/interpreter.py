@@ -62,32 +62,23 @@ def probe_interpreter(
     """Ask ``interpreter`` where sglang is, in a subprocess bounded by ``timeout`` (whole process group), with
     the server's interpreter ``options`` and ``cwd`` (a fresh empty directory when unknown, never ours). When
     this process cannot become ``run_as`` nothing runs and the answer says why."""
+    argv = [interpreter, *options, "-c", _PROBE, *([str(script_dir)] if script_dir else [])]
     with tempfile.TemporaryDirectory(prefix="spark-validate-probe-") as empty:
         if cwd is None and run_as is not None and not run_as.is_me() and os.geteuid() == 0:
             os.chown(empty, run_as.uid, run_as.gid)  # the empty directory is the child's to enter
-        return _probe(interpreter, timeout, env, list(options), cwd or Path(empty), script_dir, run_as)
-
-
-def _probe(
-    interpreter: str,
-    timeout: float,
-    env: Mapping[str, str] | None,
-    options: list[str],
-    cwd: Path,
-    script_dir: Path | None,
-    run_as: RunAs | None,
-) -> InterpreterProbe:
-    argv = [interpreter, *options, "-c", _PROBE, *([str(script_dir)] if script_dir else [])]
-    try:
-        done = run_in_own_session(argv, timeout=timeout, cwd=cwd, env=env, run_as=run_as)
-    except CannotRunAs as exc:
-        return InterpreterProbe(interpreter, None, error=f"{interpreter} was not run: {exc}", not_run=True)
-    except OSError as exc:
-        where = f" in {cwd}" if exc.filename == str(cwd) or not _is_dir(cwd) else ""
-        who = f" as {run_as.name}" if run_as is not None and not run_as.is_me() else ""
-        return InterpreterProbe(
-            interpreter, None, error=f"cannot run {interpreter}{where}{who}: {exc.strerror or exc}"
-        )
+        cwd = cwd or Path(empty)
+        try:
+            done = run_in_own_session(argv, timeout=timeout, cwd=cwd, env=env, run_as=run_as)
+        except CannotRunAs as exc:
+            return InterpreterProbe(
+                interpreter, None, error=f"{interpreter} was not run: {exc}", not_run=True
+            )
+        except OSError as exc:
+            where = f" in {cwd}" if exc.filename == str(cwd) or not _is_dir(cwd) else ""
+            who = f" as {run_as.name}" if run_as is not None and not run_as.is_me() else ""
+            return InterpreterProbe(
+                interpreter, None, error=f"cannot run {interpreter}{where}{who}: {exc.strerror or exc}"
+            )
     if done is None:
         return InterpreterProbe(interpreter, None, error=f"{interpreter} did not answer within {timeout:g} s")
     returncode, out, err = done
