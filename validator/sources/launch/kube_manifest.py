@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +20,6 @@ from validator.sources.launch.shell.programs import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-@dataclass
-class KubeContainer:
-    """The chosen container, with where it came from."""
-
-    path: Path
-    name: str
-    spec: dict[str, Any]
-    volumes: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @property
-    def where(self) -> str:
-        return f"kubernetes:{self.path}#{self.name}"
 
 
 def _pod_spec(doc: object) -> dict[str, Any] | None:
@@ -66,9 +51,9 @@ def _runs_server(c: Mapping[str, Any], where: str) -> bool:
     )
 
 
-def select_container(path: Path, container: str | None) -> KubeContainer:
-    """The SGLang container of the manifest (multi-document YAML), exit 65 naming the file when the
-    manifest is not one or the container cannot be told."""
+def select_container(path: Path, container: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The SGLang container of the manifest (multi-document YAML) and its pod spec, exit 65 naming the file
+    when the manifest is not one or the container cannot be told."""
     import yaml
 
     where = str(path)
@@ -98,11 +83,7 @@ def select_container(path: Path, container: str | None) -> KubeContainer:
             f"cannot tell which container runs SGLang (containers: {names}): none or several run "
             "sglang.launch_server, sglang serve or spark-validate launch; name it with --kube-container",
         )
-    c, pod = chosen[0]
-    volumes = {
-        str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, dict) and v.get("name")
-    }
-    return KubeContainer(path=path, name=str(c.get("name")), spec=c, volumes=volumes)
+    return chosen[0]
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -124,15 +105,15 @@ def references(text: str) -> set[str]:
 
 def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
     """The SGLang container as the kubelet will run it (``unresolved``: what only the kubelet knows)."""
-    kc = select_container(path, container)
-    c, where = kc.spec, kc.where
+    c, pod = select_container(path, container)
+    where = f"kubernetes:{path}#{c.get('name')}"
     env: dict[str, str] = {}
     origin: dict[str, str] = {}
     unresolved: dict[str, str] = {}
     warnings: list[str] = []
     for entry in c.get("env") or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
-            raise InputError(str(path), f"container {kc.name}: an env entry without a name")
+            raise InputError(str(path), f"container {c.get('name')}: an env entry without a name")
         name = entry["name"]
         if "valueFrom" in entry:
             source = entry["valueFrom"]
@@ -155,11 +136,14 @@ def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
                 unresolved.setdefault(f"$({ref})", f"{key} refers to $({ref}): {unresolved[ref]}")
     command = [expand(w, env) for w in _words(c.get("command"), "command", where)]
     args = [expand(w, env) for w in _words(c.get("args"), "args", where)]
+    volumes = {
+        str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, dict) and v.get("name")
+    }
     mounts: list[Mount] = []
     for m in c.get("volumeMounts") or []:
         if not isinstance(m, dict) or not isinstance(m.get("mountPath"), str):
             continue
-        volume = kc.volumes.get(str(m.get("name")), {})
+        volume = volumes.get(str(m.get("name")), {})
         host = volume.get("hostPath")
         source = str(host.get("path")) if isinstance(host, dict) and host.get("path") else None
         mounts.append(
