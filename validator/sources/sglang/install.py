@@ -16,6 +16,7 @@ from pathlib import Path
 
 from validator.bounded_files import read_head
 from validator.facts import SGLangInstallFacts
+from validator.sources.host.dists import metadata_version
 from validator.sources.sglang.interpreter import InterpreterProbe
 
 _SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused
@@ -335,7 +336,7 @@ def _parse(path: Path, notes: list[str]) -> ast.Module | None:
 
 
 def _version(r: Path, notes: list[str]) -> str | None:
-    """_version.py (what version.py imports), then the dist-info beside the package, then version.py."""
+    """_version.py (what version.py imports), then version.py, then the dist-info beside the package."""
     for name in ("_version.py", "version.py"):
         path = r / name
         if path.is_file():
@@ -344,15 +345,9 @@ def _version(r: Path, notes: list[str]) -> str | None:
             if found:
                 return found
     for meta in sorted(r.parent.glob("sglang-*.dist-info/METADATA")):
-        try:
-            head = read_head(meta, 1 << 20).decode("utf-8", "replace")
-        except OSError:
-            continue
-        for line in head.splitlines():
-            if line.startswith("Version:"):
-                return line.partition(":")[2].strip()
-            if not line:
-                break
+        found = metadata_version(meta)
+        if found:
+            return found
     notes.append("version not found")
     return None
 
