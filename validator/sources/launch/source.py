@@ -20,7 +20,10 @@ from validator.sources.host.server_command import stand_in_of
 from validator.sources.launch import command as launch_command
 from validator.sources.launch import systemd_unit
 from validator.sources.launch.command import Launcher
+from validator.sources.launch.compose import load_compose
+from validator.sources.launch.docker_run import image_note, launch_from_container, parse_docker_cmd
 from validator.sources.launch.env_file import read_env_file
+from validator.sources.launch.kube_manifest import load_kube_container
 from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_with
 from validator.sources.sglang.install import install_from_probe, read_sglang_install, referenced_env
 from validator.sources.sglang.interpreter import inspect_program
@@ -45,8 +48,6 @@ def gather(g: Gathering) -> None:
         raise Unreadable(str(exc)) from None
     g.facts.launch, g.facts.sglang, g.facts.program = launch, sg, program
     if g.container is not None and inputs.sglang_root is None:
-        from validator.sources.launch.docker_run import image_note
-
         # the install is inside the image: not proven, never read from this host's Python
         g.hidden_install = image_note(g.container)
         launch.unresolved[SGLANG] = g.hidden_install
@@ -86,8 +87,6 @@ def read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
         raise UsageError("--service names a service of the --compose file")
     container = container_spec(inputs, env)
     if container is not None:
-        from validator.sources.launch.docker_run import launch_from_container
-
         launcher = launch_from_container(container)
     elif inputs.script is not None:
         from validator.sources.launch.script import launch_from_script
@@ -157,17 +156,11 @@ def container_spec(inputs: PreflightInputs, env: Mapping[str, str]) -> Container
     """The container a --docker-cmd, --compose or lone --kube-manifest input describes (None for the
     other inputs; a script's is its launcher's)."""
     if kube_is_launch(inputs):
-        from validator.sources.launch.kube_manifest import load_kube_container
-
         assert inputs.kube_manifest is not None
         return load_kube_container(inputs.kube_manifest, inputs.kube_container)
     if inputs.docker_cmd is not None:
-        from validator.sources.launch.docker_run import parse_docker_cmd
-
         return parse_docker_cmd(inputs.docker_cmd, env)
     if inputs.compose is not None:
-        from validator.sources.launch.compose import load_compose
-
         return load_compose(inputs.compose, inputs.service, env)
     return None
 
@@ -180,8 +173,6 @@ def _locate(
     neither visible here). There is no fallback to this process's own packages: they prove nothing about
     the server's."""
     if container is not None:  # the program and the install are inside the image: not visible here
-        from validator.sources.launch.docker_run import image_note
-
         note = image_note(container)
         hidden = ProgramFacts(
             written=launch.program,
