@@ -12,18 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from validator.bounded_files import JSON_CAP, load_json_file
 from validator.errors import InputError
 from validator.facts import CHECKPOINT, HOST, LAUNCH, CheckpointFacts, LaunchFacts, TensorInfo
 from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
-from validator.sources.gathering import preflight_source
+from validator.sources.container import ContainerSpec, host_path
+from validator.sources.gathering import Gathering, preflight_source
+from validator.sources.host import hf_cache
 from validator.sources.host.safetensors_header import read_header
-
-if TYPE_CHECKING:
-    from validator.sources.container import ContainerSpec
-    from validator.sources.gathering import Gathering
 
 INDEX_FILE = "model.safetensors.index.json"
 LM_HEAD = "lm_head.weight"
@@ -208,8 +206,6 @@ def gather(g: Gathering) -> None:
 
 def _container_model_error(g: Gathering, launch: LaunchFacts, container: ContainerSpec) -> None:
     """Where a container's --model-path is on the host (through its mounts), or why it is not here."""
-    from validator.sources.container import host_path
-
     model = launch.args.get("model_path")
     if isinstance(model, str) and model.startswith("/"):
         found, why = host_path(model, container.mounts)
@@ -226,8 +222,6 @@ def _hub_snapshot(g: Gathering, launch: LaunchFacts, model_path: str) -> Path | 
     cwd = launch.working_directory
     if Path(model_path).is_absolute() or (cwd is not None and (cwd / model_path).is_dir()):
         return None
-    from validator.sources.host import hf_cache  # only for what may be a repo id: a path needs no hub reader
-
     if not hf_cache.looks_like_repo_id(model_path) or Path(model_path).is_dir():
         return None
     host_home = g.facts.host.home if g.facts.host is not None else None
@@ -262,8 +256,6 @@ def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = Non
     if isinstance(value, str) and value.startswith(("/", ".")):
         path: Path | None = Path(value)
         if container is not None:
-            from validator.sources.container import host_path
-
             path, _ = host_path(value, container.mounts)
         if path is not None and (path / "config.json").is_file():
             return path

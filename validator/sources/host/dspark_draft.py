@@ -13,16 +13,13 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from validator.bounded_files import load_json_file
 from validator.errors import InputError
 from validator.facts import DSPARK_DRAFT, LAUNCH, DSparkDraftFacts
-from validator.sources.gathering import preflight_source
+from validator.sources.gathering import Gathering, preflight_source
 from validator.sources.host import hf_cache
-
-if TYPE_CHECKING:
-    from validator.sources.gathering import Gathering
 
 CONFIG_CAP = 4 * 1024 * 1024  # a draft config.json is a few KB
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")

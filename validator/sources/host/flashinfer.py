@@ -13,15 +13,11 @@ from __future__ import annotations
 import ast
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.bounded_files import read_head
 from validator.facts import FLASHINFER, HOST, LAUNCH, FlashInferFacts
-from validator.sources.gathering import Unreadable, preflight_source
+from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
-
-if TYPE_CHECKING:
-    from validator.sources.gathering import Gathering
 
 MODULE = "fused_moe_120"  # flashinfer's SM120-family CUTLASS fused-MoE module (sm_120 / sm_121)
 BASE_ENV = "FLASHINFER_WORKSPACE_BASE"

@@ -14,16 +14,12 @@ import pwd
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.bounded_files import read_head
 from validator.facts import HUMMING, LAUNCH, HummingFacts
-from validator.sources.gathering import Unreadable, preflight_source
+from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
 from validator.trusted_files import allows
-
-if TYPE_CHECKING:
-    from validator.sources.gathering import Gathering
 
 DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
 CACHE_ENV = "HUMMING_CACHE_DIR"

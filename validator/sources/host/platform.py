@@ -11,15 +11,11 @@ import os
 import pwd
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.bounded_files import read_head
 from validator.facts import HOST, HostFacts
-from validator.sources.gathering import preflight_source
+from validator.sources.gathering import Gathering, preflight_source
 from validator.sources.host.root import host_root
-
-if TYPE_CHECKING:
-    from validator.sources.gathering import Gathering
 
 SPARK_MARKERS = re.compile(r"\bGB10\b|DGX[ _-]?Spark", re.IGNORECASE)
 _ARM = frozenset({"aarch64", "arm64"})

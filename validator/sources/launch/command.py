@@ -14,18 +14,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
+from validator.sources.container import ContainerSpec
 from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.sglang.cli import parse_argv
-
-if TYPE_CHECKING:
-    from validator.sources.container import ContainerSpec
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")

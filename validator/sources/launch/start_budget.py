@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from validator.errors import InputError
 from validator.facts import LAUNCH, StartBudgetFacts
-from validator.sources.gathering import preflight_source
+from validator.sources.gathering import Gathering, preflight_source
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.launch.kube_manifest import select_container
 from validator.sources.launch.systemd_unit import ServiceUnit, load_unit
-
-if TYPE_CHECKING:
-    from validator.sources.gathering import Gathering
 
 SYSTEMD_DEFAULT_START_S = 90.0
 _LOAD_TIMED_TYPES = frozenset({"notify", "notify-reload", "forking", "oneshot", "dbus"})
