@@ -10,32 +10,16 @@ leaving the operator to guess from a row of ``error`` lines.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol
 
 from validator.facts import INPUT_FOR_SOURCE
-from validator.report import Coverage, NotProven
-
-
-class _Result(Protocol):  # the fields coverage reads (validator.report.CheckResult has them)
-    @property
-    def id(self) -> str: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def severity(self) -> str: ...
-    @property
-    def message(self) -> str: ...
-    @property
-    def sources(self) -> list[str]: ...
-    @property
-    def caused_by(self) -> str | None: ...
+from validator.report import CheckResult, Coverage, NotProven
 
 
 def input_for(sources: Sequence[str]) -> str | None:
     return next((INPUT_FOR_SOURCE[s] for s in sources if s in INPUT_FOR_SOURCE), None)
 
 
-def coverage_of(results: Iterable[_Result]) -> Coverage:
+def coverage_of(results: Iterable[CheckResult]) -> Coverage:
     """Count the critical results: pass is proven; error is not proven (with its input); fail is
     disproven (counted, neither proven nor missing); skip does not apply (not counted)."""
     critical = proven = 0

@@ -59,12 +59,11 @@ class InputError(ValidatorError):
     exit_code = ExitCode.DATAERR
 
     def __init__(self, where: str, reason: str, line: int | None = None, *, field: str | None = None) -> None:
-        loc = f"{where}:{line}" if line is not None else where
-        super().__init__(f"{loc}: {field}: {reason}" if field is not None else f"{loc}: {reason}")
         self.where = where
         self.reason = reason
         self.line = line
         self.field = field
+        super().__init__(": ".join(self.parts()))
 
     def parts(self) -> tuple[str, ...]:
         """The message's pieces, in order (each may be redacted on its own), joined by ``": "``."""

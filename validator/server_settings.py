@@ -9,9 +9,9 @@ it (``LaunchFacts.settings``, ``ServerFacts.settings``); the checks import it fr
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Protocol
 
 
 def _text(value: object) -> str | None:
@@ -20,6 +20,10 @@ def _text(value: object) -> str | None:
 
 def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# how ``ServerArgs.from_mapping`` reads a field of each type (its annotation, a string)
+_READ: dict[str, Callable[[object], object]] = {"str | None": _text, "int | None": _int, "bool": bool}
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,6 @@ class ServerArgs:
     speculative_num_draft_tokens: int | None = None
     speculative_draft_model_path: str | None = None
     enable_fp32_lm_head: bool = False
-    speculative_draft_model_revision: str | None = None
     speculative_dspark_block_size: int | None = None  # DSPARK: gamma, overriding the draft's block size
     enable_linear_replayssm_spec: bool = False  # the KDA ReplaySSM spec-verify ring
     linear_replayssm_cache_len: int | None = None  # its length (SGLang's default 16)
@@ -50,27 +53,13 @@ class ServerArgs:
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, object]) -> ServerArgs:
-        return cls(
-            model_path=_text(raw.get("model_path")),
-            served_model_name=_text(raw.get("served_model_name")),
-            port=_int(raw.get("port")),
-            tp_size=_int(raw.get("tp_size")),
-            moe_runner_backend=_text(raw.get("moe_runner_backend")),
-            speculative_moe_runner_backend=_text(raw.get("speculative_moe_runner_backend")),
-            speculative_algorithm=_text(raw.get("speculative_algorithm")),
-            speculative_num_steps=_int(raw.get("speculative_num_steps")),
-            speculative_eagle_topk=_int(raw.get("speculative_eagle_topk")),
-            speculative_num_draft_tokens=_int(raw.get("speculative_num_draft_tokens")),
-            speculative_draft_model_path=_text(raw.get("speculative_draft_model_path")),
-            enable_fp32_lm_head=bool(raw.get("enable_fp32_lm_head")),
-            speculative_draft_model_revision=_text(raw.get("speculative_draft_model_revision")),
-            speculative_dspark_block_size=_int(raw.get("speculative_dspark_block_size")),
-            enable_linear_replayssm_spec=bool(raw.get("enable_linear_replayssm_spec")),
-            linear_replayssm_cache_len=_int(raw.get("linear_replayssm_cache_len")),
-            version=_text(raw.get("version")),
-            launch_command=_text(raw.get("launch_command")),
-            avg_spec_accept_length=_lifetime_accept_length(raw.get("internal_states")),
-        )
+        """Each field from the setting of its name, by its type; the accept length from internal_states."""
+        values: dict[str, Any] = {
+            f.name: _READ[str(f.type)](raw.get(f.name))
+            for f in fields(cls)
+            if f.name != "avg_spec_accept_length"
+        }
+        return cls(**values, avg_spec_accept_length=_lifetime_accept_length(raw.get("internal_states")))
 
     @property
     def speculative(self) -> bool:
