@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from validator.cli_options import CliOption, add_option, cli_options, read_back
+from validator.cli_options import CliOption, cli_options, read_back
 from validator.cli_options import option as _option
 
 if TYPE_CHECKING:
@@ -110,14 +110,6 @@ def options(*groups: Group) -> Iterator[tuple[str, CliOption]]:
     """(field name, option) of every command-line input, in declaration order (the order of --help),
     limited to ``groups`` when given."""
     return cli_options(PreflightInputs, *groups)
-
-
-def add_arguments(group: argparse._ArgumentGroup, *, with_command: bool = True) -> None:
-    """The preflight inputs on a parser: every option field (``launch`` leaves out the command sources,
-    its command being its own argv). Each option's ``dest`` is its field's name."""
-    for name, opt in options():
-        if opt.group != "command" or with_command:
-            add_option(group, name, opt)
 
 
 def given(args: argparse.Namespace, *groups: Group) -> list[str]:

@@ -56,12 +56,11 @@ def evaluate_expect(facts: Facts, spec: CheckSpec, value: object) -> check.Outco
             return check.no_server(facts)  # server.ready says why, once
         if source in facts.errors:
             return check.Outcome(Status.ERROR, f"{exp.fact}: {facts.errors[source]}", sources=[source])
-        status = {"skip": Status.SKIP, "error": Status.ERROR, "fail": Status.FAIL, "pass": Status.PASS}
         if exp.when_missing == "pass" and spec.pass_message:
             return check.Outcome(
                 Status.PASS, spec.pass_message, sources=[source], params=params, message_from="pass_message"
             )
-        return check.Outcome(status[exp.when_missing], f"{exp.fact} is not known here", sources=[source])
+        return check.Outcome(Status(exp.when_missing), f"{exp.fact} is not known here", sources=[source])
     evidence = {exp.fact: actual, "expected": f"{exp.op} {value!r}" if value is not None else exp.op}
     try:
         ok = _compare(actual, exp.op, value)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from validator import preflight_inputs
 from validator.checks.registry import builtins
+from validator.cli_options import add_option
 from validator.errors import ExitCode, InputError, UsageError
 from validator.outputs import formats, render
 from validator.recipe_match import CHECK_ID as AUTO_CHECK
@@ -106,9 +107,12 @@ def add_common(parser: argparse.ArgumentParser, *, report: bool = True, auto: bo
 
 
 def add_preflight_inputs(parser: argparse.ArgumentParser, *, with_command: bool = True) -> None:
-    """The "preflight inputs" group, from the fields of ``PreflightInputs`` (``validator/preflight_inputs``);
-    ``launch`` leaves out the command sources (its command is its own argv)."""
-    preflight_inputs.add_arguments(parser.add_argument_group("preflight inputs"), with_command=with_command)
+    """The "preflight inputs" group, an option per field of ``PreflightInputs`` (its ``dest`` the field's
+    name); ``launch`` leaves out the command sources (its command is its own argv)."""
+    group = parser.add_argument_group("preflight inputs")
+    for name, opt in preflight_inputs.options():
+        if opt.group != "command" or with_command:
+            add_option(group, name, opt)
 
 
 def pack_from(args: argparse.Namespace) -> LoadedPack | None:

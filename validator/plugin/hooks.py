@@ -9,6 +9,7 @@ raises: the server must start even when the plugin is wrong. No forward hooks: n
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import time
@@ -130,6 +131,7 @@ def summary_line(state: PluginState, path: str) -> str:
 
 
 def _timed(fn: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> None:
         t0 = time.perf_counter()
         try:
@@ -139,9 +141,6 @@ def _timed(fn: Callable[..., None]) -> Callable[..., None]:
         finally:
             STATE.cost_s += time.perf_counter() - t0
 
-    run.__name__ = fn.__name__
-    run.__qualname__ = fn.__qualname__
-    run.__doc__ = fn.__doc__
     return run
 
 
