@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import re
 
 from validator.checks.registry import builtins
 from validator.loader_layouts import LAYOUTS, layout_for
 from validator.pack_schema import RulePack, WaiverSpec
 from validator.pack_templates import check_templates, expect_fields, template_fields
-
-Problem = tuple[tuple[str | int, ...], str]
+from validator.validation import Problem
 
 
 def _checkpoint_layout_problems(pack: RulePack) -> list[Problem]:
@@ -48,6 +46,7 @@ def lint_pack(pack: RulePack) -> list[Problem]:
     given = expect_fields(pack.expect)
     absent = {f.name for f in dataclasses.fields(pack.expect) if getattr(pack.expect, f.name) is None}
     out: list[Problem] = []
+    needed: dict[str, list[str]] = {}  # a missing expectation -> the checks that need it: one line each
     for i, spec in enumerate(pack.checks):
         at: tuple[str | int, ...] = ("checks", i)
         params: set[str] = set()
@@ -63,9 +62,9 @@ def lint_pack(pack: RulePack) -> list[Problem]:
             params = set(b.params)
             for need in sorted(b.needs_in(spec.modes)):
                 if need == "probe" and pack.probe is None:
-                    out.append((("probe",), f"probe is missing (needed by {spec.id})"))
+                    needed.setdefault("probe", []).append(spec.id)
                 elif need != "probe" and getattr(pack.expect, need) is None:
-                    out.append((("expect",), f"expect.{need} is missing (needed by {spec.id})"))
+                    needed.setdefault(f"expect.{need}", []).append(spec.id)
             for mode in spec.modes:
                 if mode not in b.forms:
                     out.append(
@@ -95,17 +94,8 @@ def lint_pack(pack: RulePack) -> list[Problem]:
                 if name not in given and name not in params:
                     out.append((loc, f"{spec.id}: unknown template field {{{name}}}"))
     out += _checkpoint_layout_problems(pack)
-    # One "missing" line per expectation, naming every check that needs it.
-    merged: dict[str, list[str]] = {}
-    rest: list[Problem] = []
-    for loc, msg in out:
-        m = re.fullmatch(r"((?:expect\.)?\w+) is missing \(needed by (.+)\)", msg)
-        if m:
-            merged.setdefault(m.group(1), []).append(m.group(2))
-        else:
-            rest.append((loc, msg))
-    missing = [((k.split(".")[0],), f"{k} is missing (needed by {', '.join(v)})") for k, v in merged.items()]
-    return missing + rest
+    missing = [((k.split(".")[0],), f"{k} is missing (needed by {', '.join(v)})") for k, v in needed.items()]
+    return missing + out
 
 
 def expired_waivers(pack: RulePack) -> list[WaiverSpec]:
