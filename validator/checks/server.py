@@ -12,7 +12,7 @@ import datetime as dt
 from typing import Any
 
 from validator.checks import base as check
-from validator.facts import LOG, PROBE, PROCESS, PROGRESS, SERVER, Facts, LogFacts, Progress
+from validator.facts import LOG, NOTHING_ACCEPTED, PROBE, PROCESS, PROGRESS, SERVER, Facts, LogFacts, Progress
 from validator.report import Status
 from validator.server_settings import logged_settings
 
@@ -96,7 +96,6 @@ def server_process(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
 
 
 MIN_LOG_INTERVALS = 5
-_NOTHING_ACCEPTED = 1.0 + 1e-6
 # resolved arguments that name one server process's deployment; a log whose start differs in one of them
 # is some other server's log
 _IDENTITY_KEYS = ("port", "model_path", "served_model_name", "tp_size")
@@ -108,7 +107,7 @@ def log_shows_broken_draft(log: LogFacts) -> int | None:
     samples = log.decode_samples
     if len(samples) < MIN_LOG_INTERVALS:
         return None
-    return len(samples) if max(s.accept_len for s in samples) <= _NOTHING_ACCEPTED else None
+    return len(samples) if max(s.accept_len for s in samples) <= NOTHING_ACCEPTED else None
 
 
 @check.builtin("server.log", "check", remedies=("crashed",))
@@ -156,7 +155,7 @@ def server_log(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         )
     broken = log_shows_broken_draft(log)
     probe = facts.probe
-    if broken is not None and probe is not None and (probe.accept_length or 0.0) > _NOTHING_ACCEPTED:
+    if broken is not None and probe is not None and (probe.accept_length or 0.0) > NOTHING_ACCEPTED:
         return check.failed(
             f"the log shows accept len 1.00 in all of its last {broken} decode intervals, but the probe "
             f"measured {probe.accept_length:.2f}: real traffic accepts no draft token",
