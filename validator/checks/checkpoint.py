@@ -48,9 +48,7 @@ def checkpoint_layout(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
         if tuple(head.shape) != tuple(want.lm_head_shape):
             problems.append(f"lm_head.weight shape {head.shape}, expected {list(want.lm_head_shape)}")
     mtnc = ck.modules_to_not_convert
-    if mtnc is None or not any(
-        m == "lm_head" or m.endswith(".lm_head") or m.startswith("lm_head") for m in mtnc
-    ):
+    if mtnc is None or not any(m.startswith("lm_head") or m.endswith(".lm_head") for m in mtnc):
         problems.append("lm_head is not listed in quantization_config.modules_to_not_convert")
         remedy = "not_convert"
     if (ck.num_nextn_predict_layers or 0) < want.min_nextn_layers:

@@ -347,10 +347,9 @@ def dspark_shared_preflight(facts: Facts, ctx: check.CheckContext) -> check.Outc
         return check.skipped("the launch command does not run DSPARK (see spec.config)", [LAUNCH])
     sg = facts.sglang
     if sg is None or sg.root is None:
-        note = (sg.note if sg is not None else None) or facts.errors.get(
-            SGLANG, "no SGLang installation found"
+        return check.errored(
+            f"cannot inspect the DSpark worker: {check.sglang_note(facts)}", [LAUNCH, SGLANG]
         )
-        return check.errored(f"cannot inspect the DSpark worker: {note}", [LAUNCH, SGLANG])
     draft = facts.dspark_draft
     arch = draft.architectures[0] if draft is not None and draft.architectures else None
     classes = sg.dspark_draft_classes or {}
