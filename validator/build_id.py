@@ -12,6 +12,7 @@ import json
 import re
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 _PACKAGE = Path(__file__).resolve().parent
 BUILD_FILE = _PACKAGE / "_build.json"
@@ -27,22 +28,22 @@ def _read(path: Path) -> str | None:
         return None
 
 
-def _sha(text: str | None) -> str | None:
-    if text is None:
-        return None
-    text = text.strip()
-    return text if _SHA.fullmatch(text) else None
+def _sha(text: object) -> str | None:
+    text = text.strip() if isinstance(text, str) else None
+    return text if text is not None and _SHA.fullmatch(text) else None
+
+
+def _object(text: str | None) -> dict[str, Any]:
+    """A JSON object's members; none where ``text`` is absent or not one."""
+    try:
+        data = json.loads(text or "")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def from_build_file() -> str | None:
-    text = _read(BUILD_FILE)
-    if text is None:
-        return None
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return None
-    return _sha(data.get("commit")) if isinstance(data, dict) else None
+    return _sha(_object(_read(BUILD_FILE)).get("commit"))
 
 
 def from_distribution() -> str | None:
@@ -51,11 +52,7 @@ def from_distribution() -> str | None:
         text = metadata.distribution("spark-validate").read_text("direct_url.json")
     except (metadata.PackageNotFoundError, OSError):
         return None
-    try:
-        data = json.loads(text or "")
-    except ValueError:
-        return None
-    vcs = data.get("vcs_info") if isinstance(data, dict) else None
+    vcs = _object(text).get("vcs_info")
     return _sha(vcs.get("commit_id")) if isinstance(vcs, dict) else None
 
 
