@@ -21,6 +21,7 @@ from validator.report import CheckResult, Severity, Status
 from validator.rulepack import DEFAULT_PACK, LoadedPack, load_pack, pack_candidates
 from validator.server_settings import logged_settings
 from validator.sglang_env import env_bool
+from validator.sources.host import hf_cache
 
 NONE = "none"
 
@@ -213,8 +214,6 @@ def shipped_recipes(dirs: Sequence[Path] = ()) -> list[ShippedRecipe]:
 def _published_repos(model: str) -> tuple[str, ...]:
     """``metadata.model`` (``inclusionAI/Ling-3.0-flash-fp4``, or ``TARGET + DRAFT``): the target's repo id,
     the first one named."""
-    from validator.sources.host import hf_cache
-
     first = model.split("+", 1)[0].strip()
     return (first,) if hf_cache.looks_like_repo_id(first) else ()
 
@@ -269,8 +268,6 @@ def _model_repo(facts: Facts) -> tuple[str, str] | None:
     """The ``--model-path`` a server downloads from the Hugging Face Hub, and where it was read: the
     launch command, ``/server_info`` or the log's ``server_args``. A path (absolute, relative to where the
     server starts, or a directory here) is no repo id: a directory's name says nothing of what it holds."""
-    from validator.sources.host import hf_cache
-
     found: list[tuple[str | None, str, Path | None]] = []
     if facts.launch is not None:
         found.append(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from validator.attestation.location import default_path
 from validator.engine import build_report, run_checks
 from validator.errors import InputError, UnavailableError, UnresolvedLaunch
 from validator.facts import LAUNCH, SERVER, Facts, ProbeResult
@@ -22,7 +23,8 @@ from validator.preflight import gather
 from validator.preflight_inputs import PreflightInputs
 from validator.report import CheckResult, Status, unreached_report, utc_now_iso
 from validator.rulepack import LoadedPack
-from validator.sources.host.listening import ancestors
+from validator.sources.host.listening import ancestors, proc_root
+from validator.sources.host.node import read_node
 from validator.sources.host.server_processes import Ignored, ServerProcess, discover_listening, nothing_found
 from validator.sources.launch.drift import RECIPE_ENV_PREFIXES, drift_items
 from validator.sources.launch.source import read_launcher
@@ -129,9 +131,6 @@ async def judge(
         facts.errors[LAUNCH] = f"process {server.process.pid}: {exc}"
     facts.process = server.process
     if facts.launch is not None:
-        from validator.sources.host.listening import proc_root
-        from validator.sources.host.node import read_node
-
         facts.node = await asyncio.to_thread(
             read_node,
             server.process,
@@ -172,8 +171,6 @@ async def judge(
         if live.log is None and unit and not server.process.user_unit and shutil.which("journalctl"):
             live = replace(live, log=f"journal:{unit}")
         if live.attestation is None and server.process.env is not None:
-            from validator.attestation.location import default_path
-
             live = replace(live, attestation=default_path(server.process.env))
         live_facts = await gather_live(live, loaded)
         if live_facts.probe is None and previous_probe is not None and live_facts.server is not None:
