@@ -31,6 +31,7 @@ from validator.redact import collect_secrets, redact_text
 from validator.report import CheckResult, Report, Severity, Status, Verdict
 from validator.sources.host.server_command import use_stand_ins
 from validator.sources.launch.state import LaunchState, state_path, write_state
+from validator.sources.run_as import of_files
 from validator.validation import dump
 
 
@@ -129,8 +130,6 @@ def _refuse_others_program(
     """``launch`` execs the server as whoever runs it: never another user's program (or interpreter, or
     what its PYTHONPATH/LD_PRELOAD names) with this user's privileges. Run ``launch`` as that user (the
     unit's ``User=``), or own the files (SECURITY.md, "Processes the tool runs")."""
-    from validator.sources.run_as import of_files
-
     who = of_files([path, interpreter, cwd], env, cwd)
     if who is None or (not isinstance(who, str) and who.is_me()):
         return

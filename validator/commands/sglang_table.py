@@ -11,6 +11,7 @@ from pathlib import Path
 
 from validator.commands.common import output_file
 from validator.errors import InputError, UnavailableError
+from validator.sources.run_as import of_files
 from validator.sources.sglang.cli_table import table_from_json
 from validator.sources.sglang.install import read_sglang_install
 from validator.sources.sglang.interpreter import probe_interpreter
@@ -26,8 +27,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from validator.sources.run_as import of_files
-
     # the interpreter runs as whoever controls its files (this user, or the one other owner), never more
     who = of_files([args.python], os.environ)
     if isinstance(who, str):
