@@ -92,9 +92,7 @@ def run_checks(
             outcome = Outcome(
                 Status.ERROR, f"no builtin {mode} check {spec.id!r} and no 'expect' in the pack"
             )
-        hidden = _hidden_install(judged, outcome)
-        if hidden is not None:
-            outcome = hidden
+        outcome = _hidden_install(judged, outcome)
         result = _result(spec, outcome, values, waiver_for(pack.waivers, spec.id, today))
         if outcome.evidence.get(_UNRESOLVED) is not None:
             result = replace(result, remedy=_unresolved_remedy(outcome.sources))
@@ -176,16 +174,16 @@ def judged_view(facts: Facts) -> Facts:
     return watched(facts, on_facts, launch=seen)
 
 
-def _hidden_install(facts: Facts, outcome: Outcome) -> Outcome | None:
+def _hidden_install(facts: Facts, outcome: Outcome) -> Outcome:
     """A check that drew on the install a container image hides (the SGLang or humming source in its
     ``sources``) proves nothing by it: ``error``, unless it failed (a failure of what the launch itself
-    says stands). None: the outcome stands."""
+    says stands). Any other outcome stands as it is."""
     launch = facts.launch
     if launch is None or outcome.status is Status.FAIL:
-        return None
+        return outcome
     hidden = [n for n in _INSTALLS if n in launch.unresolved and n in outcome.sources]
     if not hidden:
-        return None
+        return outcome
     first = Unresolved(hidden[0], launch.unresolved[hidden[0]], launch.origin)
     unproven = _unproven(UnresolvedRead(first, hidden[0]))
     return replace(unproven, evidence={**outcome.evidence, **unproven.evidence}, sources=outcome.sources)
