@@ -231,9 +231,7 @@ def add_live_inputs(p: argparse.ArgumentParser) -> None:
 
 def add_server_user(g: argparse._ActionsContainer) -> None:
     """``--server-user`` alone (``npd``, which judges the servers found from /proc)."""
-    for name, opt in cli_options(LiveInputs):
-        if name == "server_uids":
-            add_option(g, name, opt)
+    add_option(g, "server_uids", dict(cli_options(LiveInputs))["server_uids"])
 
 
 def live_inputs_from(args: argparse.Namespace, **extra: Any) -> LiveInputs:
