@@ -38,9 +38,10 @@ def _numeric(value: object) -> float | None:
     return float(value)
 
 
-def _figures_of(pack: RulePack) -> dict[float, list[tuple[str, object]]]:
+def _figures_of(fields: dict[str, object]) -> dict[float, list[tuple[str, object]]]:
+    """The expectations worth quoting as figures, by their number: (field, value) pairs."""
     out: dict[float, list[tuple[str, object]]] = {}
-    for name, value in expect_fields(pack.expect).items():
+    for name, value in fields.items():
         number = _numeric(value)
         if number is not None and not (number.is_integer() and abs(number) < 10):
             out.setdefault(number, []).append((name, value))
@@ -50,23 +51,17 @@ def _figures_of(pack: RulePack) -> dict[float, list[tuple[str, object]]]:
 def literal_figures(pack: RulePack, base: RulePack | None = None) -> list[Figure]:
     """Every expectation a check's text writes as a number; with ``base`` (the extended pack), the ones
     quoting its value where this pack's differs are disagreements."""
-    own = _figures_of(pack)
     fields = expect_fields(pack.expect)
+    own = _figures_of(fields)
     base_fields = expect_fields(base.expect) if base is not None else {}
-    changed: dict[float, list[tuple[str, object]]] = {}
-    for name, base_value in base_fields.items():
-        number = _numeric(base_value)
-        mine = fields.get(name)
-        if number is not None and mine != base_value and not (number.is_integer() and abs(number) < 10):
-            changed.setdefault(number, []).append((name, base_value))
+    changed = _figures_of({name: value for name, value in base_fields.items() if fields.get(name) != value})
     found: list[Figure] = []
     for spec in pack.checks:
         for key, text in check_templates(spec).items():
             for m in _NUMBER.finditer(text):
                 number = float(m.group(1))
                 for name, base_value in changed.get(number, []):
-                    mine = fields.get(name)
-                    found.append(Figure(spec.id, key, m.group(1), name, mine, base_value))
+                    found.append(Figure(spec.id, key, m.group(1), name, fields.get(name), base_value))
                 for name, value in own.get(number, []):
                     if name not in {f for f, _ in changed.get(number, [])}:
                         found.append(Figure(spec.id, key, m.group(1), name, value))
