@@ -149,10 +149,9 @@ def redact_text(text: str, secrets: Iterable[str | None] = ()) -> str:
         text = text.replace(s, REDACTED)
     text = _URL_CREDENTIALS_RE.sub(lambda m: f"{m['scheme']}{REDACTED}@", text)
     text = _TOKEN_SHAPES_RE.sub(REDACTED, text)
-    text = _FLAG_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
-    text = _CAMEL_FLAG_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
-    text = _ENV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
-    return _KV_RE.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
+    for name_then_value in (_FLAG_RE, _CAMEL_FLAG_RE, _ENV_RE, _KV_RE):  # the name kept, the value gone
+        text = name_then_value.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", text)
+    return text
 
 
 def redact(obj: Any, extra_keys: Iterable[str] = (), secrets: Iterable[str | None] = ()) -> Any:
