@@ -31,8 +31,8 @@ class PreflightRun:
 
     report: Report
     facts: Facts
+    pack: LoadedPack  # the pack the report was judged by (``--rules auto`` picks it)
     malformed: InputError | None = None
-    pack: LoadedPack | None = None  # the pack the report was judged by (``--rules auto`` picks it)
 
 
 def gather(inputs: PreflightInputs, malformed: list[InputError] | None = None) -> Facts:
@@ -86,4 +86,4 @@ def run_preflight(
         target=target,
         rule_pack=NO_PACK if no_pack else None,
     )
-    return PreflightRun(report, facts, malformed[0] if malformed else None, loaded)
+    return PreflightRun(report, facts, loaded, malformed[0] if malformed else None)

@@ -152,7 +152,6 @@ def _run(args: argparse.Namespace) -> int:
     )
     report = run.report
     loaded = run.pack
-    assert loaded is not None
     if args.output is not None:
         emit(report, args, loaded)
     elif args.report_to == "stderr":

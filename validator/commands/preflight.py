@@ -20,7 +20,6 @@ def run(args: argparse.Namespace) -> int:
     run = run_preflight(
         inputs, loaded, strict=args.strict, allow_partial=args.allow_partial, pack_dirs=args.rules_dir
     )
-    assert run.pack is not None
     code = emit(run.report, args, run.pack)
     if run.malformed is not None:  # the report is out; the malformed file still decides the exit code
         raise run.malformed
