@@ -117,7 +117,7 @@ def deployment_recipe(
 
 @dataclass(frozen=True)
 class Choice:
-    pack: str | None  # None: no shipped pack is written for the deployment's model
+    pack: str  # the pack chosen, or the default one the deployment is checked against
     reason: str
     exact: bool  # False: nothing (or more than one) matched and the default pack was used
 
@@ -411,7 +411,6 @@ def choose_pack(facts: Facts, dirs: Sequence[Path] = ()) -> tuple[LoadedPack | N
         choice = Choice(default, f"{source} could not be read; checked against {default}", False)
     else:
         choice = choose(have, [(p.pack, p.recipe) for p in shipped], default=default, source=source)
-    assert choice.pack is not None
     model_note = f"; the model, {model.describe()} from {model.source}, is the pack's"
     result = CheckResult(
         id=CHECK_ID,
