@@ -123,12 +123,10 @@ def names_a_file(ref: str) -> bool:
 
 
 def resolve_pack_path(name_or_path: str | None) -> Path:
-    """``--rules NAME|PATH``: a file when ``ref`` is a path (:func:`names_a_file`), else a built-in pack.
-    A path is not looked at here: stat() would follow a link a second user planted and tell, by 'not
-    found', whether what it points at exists.
-
-    The current directory is never searched for a bare name: a shared working directory would otherwise
-    let anyone who can write it replace the pack a verdict is judged by."""
+    """``--rules NAME|PATH``: a file when ``ref`` is a path (:func:`names_a_file`), else a built-in pack,
+    never one of the current directory (a shared one would let whoever can write it choose the pack). A
+    path is not looked at here: stat() would follow a link a second user planted and tell, by 'not found',
+    whether what it points at exists."""
     ref = name_or_path or DEFAULT_PACK
     if names_a_file(ref):  # never stat'ed here: the trusted read says whether it is there, walking safely
         return Path(ref)
