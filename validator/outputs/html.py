@@ -24,14 +24,7 @@ from validator.report import Report
 
 # Failures first: what the operator must act on, then what could not be proven, then the rest.
 _ORDER = {"fail": 0, "error": 1, "warn": 2, "info": 3, "pass": 4, "skip": 5}
-_LABEL = {
-    "pass": "PASS",
-    "fail": "FAIL",
-    "warn": "WARN",
-    "skip": "SKIP",
-    "error": "NOT PROVEN",
-    "info": "INFO",
-}
+_LABEL = {"error": "NOT PROVEN"}  # every other status is shown as its name in capitals
 _REFRESH_S = 15  # the sidecar's page reloads itself this often
 
 
@@ -129,7 +122,9 @@ def _evidence(ev: dict[str, Any]) -> str:
 def _check_row(c: dict[str, Any]) -> str:
     status = str(c["status"])
     waived = c.get("waived")
-    label, cls = (f"WAIVED {status.upper()}", "waived") if waived else (_LABEL.get(status, status), status)
+    label, cls = (
+        (f"WAIVED {status.upper()}", "waived") if waived else (_LABEL.get(status, status.upper()), status)
+    )
     details = [
         f"<dt>{key}</dt><dd{extra}>{_e(c[key])}</dd>"
         for key, extra in (("why", ""), ("remedy", ' class="remedy"'))

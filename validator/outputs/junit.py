@@ -90,10 +90,8 @@ def render(report: Report, *, color: bool = False, secrets: tuple[str, ...] = ()
             ET.SubElement(case, "error", message=c["message"], type="evidence").text = detail
         elif c["status"] == "skip":
             ET.SubElement(case, "skipped", message=c["message"])
-        elif c["status"] == "warn":
-            ET.SubElement(case, "system-out").text = f"WARN: {c['message']}\n{detail}"
-        elif c["status"] == "info":
-            ET.SubElement(case, "system-out").text = f"INFO: {c['message']}\n{detail}"
+        elif c["status"] in ("warn", "info"):
+            ET.SubElement(case, "system-out").text = f"{c['status'].upper()}: {c['message']}\n{detail}"
         else:
             ET.SubElement(case, "system-out").text = c["message"]
     ET.indent(suite)
