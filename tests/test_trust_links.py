@@ -501,3 +501,36 @@ def test_a_link_in_another_users_own_directory_reads_only_what_that_user_could(
         assert "symbolic link" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)
     finally:
         shutil.rmtree(seen, ignore_errors=True)
+
+
+def test_source_judges_the_file_where_the_walk_arrived_not_by_its_name_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``source`` finds its file where the walk arrived. A second look by name (``os.path.isfile``) went
+    through whatever stood there by then: another user who swapped a link in after the walk (into a
+    directory only root can enter) learnt from the words whether a file exists there."""
+    from validator.sources.launch.shell import builtins_flow
+    from validator.sources.launch.shell.reader import read_script
+
+    deep = _root_only(tmp_path, "present", "export A=1\n")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    script = tmp_path / "start.sh"
+    script.write_text(f"#!/bin/bash\nsource {mine}/s\nexec python3 -m sglang.launch_server --model-path /m\n")
+    real = builtins_flow.walk_unplanted
+    said = []
+    for probe in ("present", "absent"):
+
+        def swapped(path: str, probe: str = probe) -> tuple[int, str, object]:
+            (mine / "s").unlink(missing_ok=True)
+            (mine / "s").write_text("export A=1\n")  # what the walk finds
+            got = real(path)
+            (mine / "s").unlink()
+            (mine / "s").symlink_to(deep / probe)  # swapped in just after it
+            return got
+
+        monkeypatch.setattr(builtins_flow, "walk_unplanted", swapped)
+        reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
+        words = [*(e.reason or "" for e in reading.endings), *reading.notes]
+        said.append(" | ".join(words).replace(probe, "P"))
+    assert said[0] == said[1], said

@@ -9,6 +9,7 @@ modelled).
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from tree_sitter import Node, Tree
@@ -219,16 +220,28 @@ def _find_source(ev: Shell, target: str, node: Node) -> str | Unknown | None:
             return _cannot_tell(ev, f"{c} may have been written by the script", node)
         try:  # a link another user could have planted on the way is not looked through (what it points
             # at would show in the words below): what bash reads there is theirs to choose
-            os.close(walk_unplanted(c)[0])
+            st, readable = _walked(c)
         except UnsafeLocation as exc:
             return _cannot_tell(ev, f"another user could change it: {exc}", node)
         except OSError:
-            pass  # absent, or not to be walked: the tests below say what bash would find
-        if os.path.isfile(c) and os.access(c, os.R_OK):
+            continue  # absent, or a directory on the way cannot be searched: bash finds nothing there
+        if stat.S_ISREG(st.st_mode) and readable:
             return c
-        if os.path.exists(c) and not os.path.isdir(c) and not os.path.isfile(c):
+        if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
             return _cannot_tell(ev, f"{c} is not a regular file: bash reads what comes through it", node)
     return None
+
+
+def _walked(c: str) -> tuple[os.stat_result, bool]:
+    """What stands at ``c`` and whether this process may read it, judged where :func:`walk_unplanted`
+    arrived. A second look by name would follow whatever link stands on the way by then: another user who
+    swaps theirs in between would learn whether a file exists where they cannot look."""
+    dfd, name, _planters = walk_unplanted(c)
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        return st, os.access(name, os.R_OK, dir_fd=dfd, follow_symlinks=False)
+    finally:
+        os.close(dfd)
 
 
 def _cannot_tell(ev: Shell, why: str, node: Node) -> Unknown:
