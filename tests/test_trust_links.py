@@ -534,3 +534,34 @@ def test_source_judges_the_file_where_the_walk_arrived_not_by_its_name_again(
         words = [*(e.reason or "" for e in reading.endings), *reading.notes]
         said.append(" | ".join(words).replace(probe, "P"))
     assert said[0] == said[1], said
+
+
+def test_a_device_or_fifo_behind_another_users_link_is_refused_before_it_is_opened(
+    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening a device or a FIFO acts on it (a watchdog starts, a tape rewinds, a writer blocked on the
+    FIFO is let through): one the link's owner could not open is refused without being opened, not
+    opened first and refused on its descriptor."""
+    from validator import trusted_files
+    from validator.bounded_files import open_regular
+
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    seen = Path(tempfile.mkdtemp(prefix="sv-rootfifo-", dir="/tmp"))
+    try:
+        seen.chmod(0o755)
+        os.mkfifo(seen / "fifo", 0o600)  # root's (the test's), only its owner may open it
+        _plant_link(attacker, seen / "fifo", mine / "f")
+        opened: list[str] = []
+        real_open = os.open
+
+        def recording(name: str, flags: int, *args: object, **kwargs: object) -> int:
+            opened.append(str(name))
+            return real_open(name, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(trusted_files.os, "open", recording)
+        with pytest.raises(InputError, match="who could not read the file"):
+            open_regular(mine / "f", "launch args file")
+        assert "fifo" not in opened, opened
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)

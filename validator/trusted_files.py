@@ -424,6 +424,13 @@ def open_unplanted(path: str, flags: int) -> int:
     walks; the file opened must be one every planter of a link on the way could read."""
     dfd, name, planters = walk_unplanted(path)
     try:
+        if planters:  # judged before the open too: opening a device or a FIFO already acts on it
+            # (a watchdog starts, a tape rewinds, a writer waiting on the FIFO is let through)
+            why = planters.refusal(
+                path, os.stat(name, dir_fd=dfd, follow_symlinks=False), os.R_OK, "read the file"
+            )
+            if why:
+                raise UnsafeLocation(why)
         fd = os.open(name, flags | _O_NOFOLLOW, dir_fd=dfd)
     finally:
         os.close(dfd)
