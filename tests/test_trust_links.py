@@ -565,3 +565,66 @@ def test_a_device_or_fifo_behind_another_users_link_is_refused_before_it_is_open
         assert "fifo" not in opened, opened
     finally:
         shutil.rmtree(seen, ignore_errors=True)
+
+
+def _set_acl(path: Path, uid: int, perm: int) -> None:
+    """An access ACL on ``path``: its mode bits plus ``user:UID:perm`` (no setfacl needed); skips where the
+    filesystem keeps none."""
+    import struct
+
+    m = path.stat().st_mode & 0o777
+    entries = [
+        (0x01, m >> 6 & 7, -1),
+        (0x02, perm, uid),
+        (0x04, m >> 3 & 7, -1),
+        (0x10, perm | m >> 3 & 7, -1),
+    ]
+    entries.append((0x20, m & 7, -1))
+    raw = struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, i & 0xFFFFFFFF) for t, p, i in entries)
+    try:
+        os.setxattr(path, "system.posix_acl_access", raw)
+    except OSError as exc:
+        pytest.skip(f"no POSIX ACLs here: {exc.strerror}")
+
+
+def test_another_users_link_is_judged_by_the_acl_the_kernel_applies(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """Mode bits alone are not what the kernel decides by: an ACL that denies the link's owner (its mode
+    bits let others read) is refused, the same words whether the target exists; one that grants the
+    owner what its mode bits do not is read."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    seen = Path(tempfile.mkdtemp(prefix="sv-acl-", dir="/tmp"))
+    try:
+        seen.chmod(0o755)
+        (seen / "denied").write_text("TULIPSECRET horse battery\n")
+        (seen / "denied").chmod(0o644)
+        _set_acl(seen / "denied", attacker.uid, 0)
+        assert run_as(attacker, ["cat", str(seen / "denied")]).returncode != 0  # the kernel says no
+        _plant_link(attacker, seen / "denied", mine / "d")
+        proc = run_cli("preflight", "--launch-args-file", str(mine / "d"), timeout=60)
+        assert proc.returncode == 65 and "who could not read the file" in proc.stderr, proc.stderr
+        assert "TULIP" not in proc.stderr, proc.stderr
+        closed = seen / "closed"  # 0755 by its mode bits, the link's owner denied by its ACL
+        closed.mkdir(mode=0o755)
+        (closed / "present").write_text("TULIPSECRET\n")
+        _set_acl(closed, attacker.uid, 0)
+        said = []
+        for probe in ("present", "absent"):
+            _plant_link(attacker, closed / probe, mine / f"c_{probe}")
+            proc = run_cli("preflight", "--launch-args-file", str(mine / f"c_{probe}"), timeout=60)
+            said.append((proc.returncode, proc.stderr.replace(probe, "P")))
+        assert said[0] == said[1] and "who could not enter" in said[0][1], said
+        granted = seen / "granted"  # 0750 root's by its mode bits, the link's owner let in by its ACL
+        granted.mkdir(mode=0o750)
+        (granted / "args").write_text("python3 -m sglang.launch_server --model-path /m\n")
+        (granted / "args").chmod(0o640)
+        _set_acl(granted, attacker.uid, 5)
+        _set_acl(granted / "args", attacker.uid, 4)
+        assert run_as(attacker, ["cat", str(granted / "args")]).returncode == 0
+        _plant_link(attacker, granted / "args", mine / "g")
+        proc = run_cli("preflight", "--launch-args-file", str(mine / "g"), timeout=60)
+        assert "symbolic link" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)

@@ -13,9 +13,11 @@ directory recorded from its descriptor; :func:`chain_problems` refuses any writa
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import pwd
 import stat
+import struct
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,13 +92,52 @@ def _planted(holder: DirFacts, owner: int, trusted: Collection[int] | None) -> s
     return None
 
 
-def allows(st: os.stat_result, uid: int, groups: Collection[int], need: int) -> bool:
-    """Whether the mode bits of ``st`` grant ``uid`` (in ``groups``) every bit of ``need`` (``os.R_OK``,
-    ``os.W_OK``, ``os.X_OK``), as the kernel picks the owner, group or other class (ACLs aside)."""
+def allows(st: os.stat_result, uid: int, groups: Collection[int], need: int, fd: int | None = None) -> bool:
+    """Whether ``st`` grants ``uid`` (in ``groups``) every bit of ``need`` (``os.R_OK``, ``os.W_OK``,
+    ``os.X_OK``) as the kernel decides: the mode bits' owner, group or other class, or, given the file's
+    descriptor ``fd``, its access ACL where it has one (a named user or group, the mask)."""
     if uid == 0:
         return True
-    shift = 6 if st.st_uid == uid else 3 if st.st_gid in groups else 0
-    return (st.st_mode >> shift) & need == need
+    acl = None if fd is None else _access_acl(fd)
+    if acl is None:
+        shift = 6 if st.st_uid == uid else 3 if st.st_gid in groups else 0
+        return (st.st_mode >> shift) & need == need
+    mask = next((perm for tag, perm, _ in acl if tag == _ACL_MASK), 7)
+    for tag, perm, ident in acl:  # posix_acl_permission's order: the owner, a named user, the groups, other
+        if tag == _ACL_USER_OBJ and st.st_uid == uid:
+            return perm & need == need
+        if tag == _ACL_USER and ident == uid:
+            return perm & mask & need == need
+    in_group = False
+    for tag, perm, ident in acl:
+        if (tag == _ACL_GROUP_OBJ and st.st_gid in groups) or (tag == _ACL_GROUP and ident in groups):
+            if perm & mask & need == need:
+                return True
+            in_group = True
+    return not in_group and any(tag == _ACL_OTHER and perm & need == need for tag, perm, _ in acl)
+
+
+# the tags of an access ACL's entries (linux/posix_acl.h), in the order the kernel keeps them
+_ACL_USER_OBJ = 0x01
+_ACL_USER = 0x02
+_ACL_GROUP_OBJ = 0x04
+_ACL_GROUP = 0x08
+_ACL_MASK = 0x10
+_ACL_OTHER = 0x20
+
+
+def _access_acl(fd: int) -> list[tuple[int, int, int]] | None:
+    """The access ACL of the file open at ``fd``, as (tag, permission bits, UID or GID) entries; None when
+    it has none (the mode bits say it all). One that cannot be read or parsed grants nothing."""
+    try:
+        raw = os.getxattr(fd, "system.posix_acl_access")
+    except OSError as exc:
+        if exc.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
+            return None
+        return []
+    if len(raw) < 4 or (len(raw) - 4) % 8 or struct.unpack_from("<I", raw)[0] != 2:
+        return []
+    return [struct.unpack_from("<HHI", raw, at) for at in range(4, len(raw), 8)]
 
 
 def _groups(uid: int) -> tuple[int, ...]:
@@ -113,9 +154,11 @@ class Planters(dict[int, tuple[str, tuple[int, ...]]]):
     followed (UID -> the link, that user's groups). Nothing is read through a link with more privilege
     than its planter's: the way on must be one they could enter, the file one they could read."""
 
-    def refusal(self, path: str, st: os.stat_result, need: int, what: str) -> str | None:
+    def refusal(
+        self, path: str, st: os.stat_result, need: int, what: str, fd: int | None = None
+    ) -> str | None:
         for uid, (link, groups) in self.items():
-            if not allows(st, uid, groups, need):
+            if not allows(st, uid, groups, need, fd):
                 return (
                     f"{path}: {link} is a symbolic link in a directory of UID {uid}, who could not {what}: "
                     "nothing is read through a link that its owner could not read"
@@ -334,16 +377,16 @@ def _walk(
     stack: list[tuple[int, str]] = [(root, "/")]
     visited: dict[str, DirFacts] = {}
 
-    def record(where: str, st: os.stat_result) -> None:
+    def record(where: str, st: os.stat_result, fd: int) -> None:
         visited[where] = facts = DirFacts(where, st.st_uid, stat.S_IMODE(st.st_mode))
         if private and (problem := _way_problem(facts)) is not None:
             raise _Shared(problem)
-        if shared_links and (why := shared_links.refusal(path, st, os.X_OK, f"enter {where}")):
+        if shared_links and (why := shared_links.refusal(path, st, os.X_OK, f"enter {where}", fd)):
             raise UnsafeLocation(why)
 
     links = 0
     try:
-        record("/", os.fstat(root))
+        record("/", os.fstat(root), root)
         while True:
             name = pending.pop(0)
             dfd, here = stack[-1]
@@ -403,7 +446,7 @@ def _walk(
                 raise UnsafeLocation(f"{_join(here, name)} is not a directory")
             where = _join(here, name)
             stack.append((sub, where))
-            record(where, st)
+            record(where, st, sub)
     finally:
         for fd, _ in stack:
             os.close(fd)
@@ -424,17 +467,19 @@ def open_unplanted(path: str, flags: int) -> int:
     walks; the file opened must be one every planter of a link on the way could read."""
     dfd, name, planters = walk_unplanted(path)
     try:
-        if planters:  # judged before the open too: opening a device or a FIFO already acts on it
-            # (a watchdog starts, a tape rewinds, a writer waiting on the FIFO is let through)
-            why = planters.refusal(
-                path, os.stat(name, dir_fd=dfd, follow_symlinks=False), os.R_OK, "read the file"
-            )
-            if why:
-                raise UnsafeLocation(why)
+        lst = os.stat(name, dir_fd=dfd, follow_symlinks=False) if planters else None
+        if (
+            lst
+            and not stat.S_ISREG(lst.st_mode)
+            and (why := planters.refusal(path, lst, os.R_OK, "read the file"))
+        ):
+            # judged before the open too: opening a device or a FIFO already acts on it (a watchdog
+            # starts, a tape rewinds, a writer waiting on the FIFO is let through); mode bits alone
+            raise UnsafeLocation(why)
         fd = os.open(name, flags | _O_NOFOLLOW, dir_fd=dfd)
     finally:
         os.close(dfd)
-    if planters and (why := planters.refusal(path, os.fstat(fd), os.R_OK, "read the file")):
+    if planters and (why := planters.refusal(path, os.fstat(fd), os.R_OK, "read the file", fd)):
         os.close(fd)
         raise UnsafeLocation(why)
     return fd
