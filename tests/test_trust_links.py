@@ -9,6 +9,7 @@ resolved before it is read. A FIFO in a ``--rules-dir`` must not block ``--rules
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -628,3 +629,60 @@ def test_another_users_link_is_judged_by_the_acl_the_kernel_applies(
         assert "symbolic link" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)
     finally:
         shutil.rmtree(seen, ignore_errors=True)
+
+
+def test_the_checkpoint_reader_tells_nothing_of_where_another_users_link_points(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """The checkpoint reader's looks before its reads (the model directory, its index, a shard the index
+    names, ``--model-path``'s config.json) went by name, following the other user's link as root: what
+    came next told whether a file exists in a directory only root can enter. Walked now, as the reads are:
+    the same words for a present and an absent target."""
+    deep = _root_only(tmp_path, "present", "{}\n")
+    (deep / "presentdir").mkdir()
+    (deep / "presentdir" / "config.json").write_text("{}\n")
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    ckpt = mine / "ckpt"
+    config = '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2}'
+    index = '{"weight_map": {"lm_head.weight": "s.safetensors"}}'
+    made = run_as(
+        attacker,
+        [
+            "sh",
+            "-c",
+            f"mkdir -m 0755 {ckpt} && echo '{config}' > {ckpt}/config.json && echo '{index}' > {ckpt}/ix",
+        ],
+    )
+    assert made.returncode == 0, made.stderr
+    args = tmp_path / "args"
+    args.write_text("python3 -m sglang.launch_server --model-path /m\n")
+
+    def said(link: Path, target: Path, *argv: str) -> tuple[int, str]:
+        assert run_as(attacker, ["ln", "-sfn", str(target), str(link)]).returncode == 0
+        proc = run_cli("preflight", *argv, timeout=60)
+        words = re.sub(r"\d+\.\d+ s\b", "T s", proc.stdout + proc.stderr)  # the run's duration
+        return proc.returncode, words.replace(target.name, "P")
+
+    for link, name, argv in (
+        (mine / "dlink", "dir", ("--launch-args-file", str(args), "--model-dir", str(mine / "dlink"))),
+        (
+            ckpt / "model.safetensors.index.json",
+            "",
+            ("--launch-args-file", str(args), "--model-dir", str(ckpt)),
+        ),
+    ):
+        both = [said(link, deep / f"{probe}{name}", *argv) for probe in ("present", "absent")]
+        assert both[0] == both[1], (link, both)
+        assert "who could not enter" in both[0][1], both
+    assert run_as(attacker, ["ln", "-sfn", "ix", str(ckpt / "model.safetensors.index.json")]).returncode == 0
+    both = [
+        said(ckpt / "s.safetensors", deep / p, "--launch-args-file", str(args), "--model-dir", str(ckpt))
+        for p in ("present", "absent")
+    ]
+    assert both[0] == both[1] and "who could not enter" in both[0][1], both
+    args.write_text(f"python3 -m sglang.launch_server --model-path {mine / 'mlink'}\n")
+    both = [
+        said(mine / "mlink", deep / f"{p}dir", "--launch-args-file", str(args)) for p in ("present", "absent")
+    ]
+    assert both[0] == both[1] and "who could not enter" in both[0][1], both

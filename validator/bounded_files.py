@@ -14,12 +14,20 @@ import gc
 import json
 import os
 import stat
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 from validator.errors import InputError
-from validator.trusted_files import UnsafeLocation, kind, open_unplanted, read_trusted_file, read_upto
+from validator.trusted_files import (
+    NotADirectory,
+    UnsafeLocation,
+    kind,
+    open_unplanted,
+    read_trusted_file,
+    read_upto,
+    stat_unplanted,
+)
 
 # Caps per kind of input, generous against real files and small against memory. A real config.json or
 # index is tens of KB (the 124B model's index: ~2 MB); unit files, env files and args files are a few KB.
@@ -57,6 +65,33 @@ def open_regular(path: Path | str, what: str = "file") -> int:
         os.close(fd)
         raise
     return fd
+
+
+def look(path: Path | str, what: str = "file") -> os.stat_result | None:
+    """What stands at ``path`` (its links followed), None when nothing does (or a directory on the way
+    cannot be searched), looked up as :func:`open_regular` walks. A look by name (``Path.is_file``) follows
+    another user's link as this process (root): what comes of it next would tell that user whether a file
+    exists where they cannot look. A link the walk refuses is an ``InputError`` saying why, the same words
+    whether its target exists."""
+    where = str(path)
+    try:
+        return stat_unplanted(where)
+    except NotADirectory:  # a file on the way: nothing is there, as for the kernel (ENOTDIR)
+        return None
+    except UnsafeLocation as exc:
+        raise InputError(where, f"cannot read {what}: {str(exc).removeprefix(f'{where}: ')}") from None
+    except OSError:
+        return None
+
+
+def looks_like(path: Path | str, test: Callable[[int], bool], what: str = "file") -> bool:
+    """``test`` (``stat.S_ISDIR``, ``stat.S_ISREG``) of what :func:`look` finds at ``path``; True where the
+    walk refuses a link on the way (whoever goes on to read it is told why, as for any file there)."""
+    try:
+        st = look(path, what)
+    except InputError:
+        return True
+    return st is not None and test(st.st_mode)
 
 
 def read_bounded(path: Path | str, cap: int, what: str = "file") -> bytes:

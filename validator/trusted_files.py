@@ -344,6 +344,10 @@ def _components(path: str) -> list[str]:
     return [c for c in path.split("/") if c not in ("", ".")]
 
 
+class NotADirectory(UnsafeLocation):
+    """A component on the way is a file, not a directory (``ENOTDIR``): nothing lies beyond it."""
+
+
 class _Missing(FileNotFoundError):
     """A component of the path is not there; ``visited`` holds the directories walked before it."""
 
@@ -433,7 +437,7 @@ def _walk(
                 fd = os.dup(dfd)
                 return fd, name, here, list(visited.values())
             if not stat.S_ISDIR(lst.st_mode):
-                raise UnsafeLocation(f"{_join(here, name)} is {kind(lst.st_mode)}, not a directory")
+                raise NotADirectory(f"{_join(here, name)} is {kind(lst.st_mode)}, not a directory")
             try:
                 sub = os.open(name, flags, dir_fd=dfd)
             except OSError as exc:
@@ -443,7 +447,7 @@ def _walk(
             st = os.fstat(sub)
             if not stat.S_ISDIR(st.st_mode):  # swapped since the stat
                 os.close(sub)
-                raise UnsafeLocation(f"{_join(here, name)} is not a directory")
+                raise NotADirectory(f"{_join(here, name)} is not a directory")
             where = _join(here, name)
             stack.append((sub, where))
             record(where, st, sub)

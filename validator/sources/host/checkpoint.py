@@ -9,12 +9,12 @@ the NEXTN layer and experts where ``validator.loader_layouts`` says for the ``ar
 
 from __future__ import annotations
 
-import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from validator.bounded_files import JSON_CAP, load_json_file
+from validator.bounded_files import JSON_CAP, load_json_file, look, looks_like
 from validator.errors import InputError
 from validator.facts import CHECKPOINT, HOST, LAUNCH, CheckpointFacts, LaunchFacts, TensorInfo
 from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
@@ -35,7 +35,8 @@ def nextn_layer_id(num_hidden_layers: int) -> int:
 
 def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
     d = Path(model_dir)
-    if not d.is_dir():
+    st = look(d, "the model directory")  # walked: never a look through another user's link by name
+    if st is None or not stat.S_ISDIR(st.st_mode):
         raise InputError(str(d), "model directory does not exist or is not a directory")
     config = _load_json_object(d / "config.json")
     quant = config.get("quantization_config")
@@ -91,7 +92,7 @@ def read_checkpoint(model_dir: Path | str) -> CheckpointFacts:
 def _load_json_object(path: Path) -> dict[str, Any]:
     """A bounded read (regular file, size cap: ``config.json -> /dev/zero`` is refused) of a JSON object."""
     where = str(path)
-    if not os.path.lexists(path):
+    if look(path, path.name) is None:
         raise InputError(where, "missing")
     doc = load_json_file(path, JSON_CAP, path.name)
     if not isinstance(doc, dict):
@@ -102,7 +103,7 @@ def _load_json_object(path: Path) -> dict[str, Any]:
 def _weight_map(d: Path) -> tuple[dict[str, str], list[str]]:
     """Tensor name -> shard file name, from the index when there is one, else from every shard's header."""
     index = d / INDEX_FILE
-    if index.exists():
+    if look(index, INDEX_FILE) is not None:
         doc = _load_json_object(index)
         wm = doc.get("weight_map")
         if not isinstance(wm, dict) or not all(
@@ -115,7 +116,7 @@ def _weight_map(d: Path) -> tuple[dict[str, str], list[str]]:
                     str(index), f"shard {shard!r} must be a file name inside the model directory"
                 )
         return dict(wm), sorted(set(wm.values()))
-    shards = sorted(p.name for p in d.glob("*.safetensors") if not p.is_dir())  # devices: refused below
+    shards = sorted(p.name for p in d.glob("*.safetensors") if not _is_dir(p))  # devices: refused below
     wm = {}
     for shard in shards:
         for name in read_header(d / shard).entries:
@@ -130,7 +131,8 @@ def _read_tensors(d: Path, weight_map: dict[str, str], names: Iterable[str]) -> 
     out: dict[str, TensorInfo] = {}
     for shard, wanted in sorted(by_shard.items()):
         path = d / shard
-        if not path.is_file():
+        st = look(path, "safetensors file")
+        if st is None or not stat.S_ISREG(st.st_mode):
             raise InputError(str(path), f"missing, but {INDEX_FILE} places {wanted[0]!r} in it")
         header = read_header(path)
         for n in wanted:
@@ -192,7 +194,7 @@ def gather(g: Gathering) -> None:
         model_dir = _hub_snapshot(g, launch, model_path)
     if model_dir is None:
         return
-    if not model_dir.is_dir():
+    if not looks_like(model_dir, stat.S_ISDIR):  # a refused link: read_checkpoint says why
         facts.errors[CHECKPOINT] = f"{model_dir}: model directory not found"
         return
     try:
@@ -211,7 +213,7 @@ def _container_model_error(g: Gathering, launch: LaunchFacts, container: Contain
         found, why = host_path(model, container.mounts)
         if found is None:
             g.facts.errors[CHECKPOINT] = f"--model-path {why}; give --model-dir with its host path"
-        elif not (found / "config.json").is_file():
+        elif not looks_like(found / "config.json", stat.S_ISREG):
             g.facts.errors[CHECKPOINT] = f"--model-path {model} is {why}: {found} holds no config.json"
 
 
@@ -220,9 +222,9 @@ def _hub_snapshot(g: Gathering, launch: LaunchFacts, model_path: str) -> Path | 
     snapshot the server would load from its hub cache (``sources/host/hf_cache``), or, not cached, why there
     is nothing here to check (recorded as the checkpoint's error)."""
     cwd = launch.working_directory
-    if Path(model_path).is_absolute() or (cwd is not None and (cwd / model_path).is_dir()):
+    if Path(model_path).is_absolute() or (cwd is not None and looks_like(cwd / model_path, stat.S_ISDIR)):
         return None
-    if not hf_cache.looks_like_repo_id(model_path) or Path(model_path).is_dir():
+    if not hf_cache.looks_like_repo_id(model_path) or looks_like(model_path, stat.S_ISDIR):
         return None
     host_home = g.facts.host.home if g.facts.host is not None else None
     home = launch.env.get("HOME") if not g.service_user and launch.env.get("HOME") else host_home
@@ -257,6 +259,11 @@ def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = Non
         path: Path | None = Path(value)
         if container is not None:
             path, _ = host_path(value, container.mounts)
-        if path is not None and (path / "config.json").is_file():
+        if path is not None and looks_like(path / "config.json", stat.S_ISREG):
             return path
     return None
+
+
+def _is_dir(path: Path) -> bool:
+    st = look(path, "safetensors file")
+    return st is not None and stat.S_ISDIR(st.st_mode)

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from validator.bounded_files import load_json_file
+from validator.bounded_files import load_json_file, looks_like
 from validator.errors import InputError
 from validator.facts import DSPARK_DRAFT, LAUNCH, DSparkDraftFacts
 from validator.sources.gathering import Gathering, preflight_source
@@ -30,15 +31,15 @@ def locate_draft(
 ) -> tuple[str, Path | None, str]:
     """(the path as SGLang would use it, the local config.json or None, how it was found)."""
     if draft_path is None:
-        if model_path and Path(model_path).is_dir():
+        if model_path and looks_like(model_path, stat.S_ISDIR):
             sub = Path(model_path) / "dspark"
-            if (sub / "config.json").is_file():
+            if looks_like(sub / "config.json", stat.S_ISREG):
                 return str(sub), sub / "config.json", "the target checkpoint's dspark/ subfolder"
         return "", None, "no draft path given and no dspark/ subfolder in the model directory"
     local = Path(os.path.expanduser(draft_path))
-    if local.is_dir():
+    if looks_like(local, stat.S_ISDIR):
         config = local / "config.json"
-        return draft_path, (config if config.exists() else None), "local directory"
+        return draft_path, (config if looks_like(config, lambda _: True) else None), "local directory"
     if _REPO_ID.match(draft_path):
         found = hf_cache.lookup(draft_path, revision, env, env.get("HOME") or os.path.expanduser("~"))
         if found.snapshot is not None and found.commit is not None:

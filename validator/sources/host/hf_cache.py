@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from validator.bounded_files import read_head
+from validator.bounded_files import looks_like, read_bounded
+from validator.errors import InputError
 
 # huggingface_hub's validate_repo_id: [namespace/]name of word characters, '-' and '.', no '--' or '..'
 _REPO_ID = re.compile(r"^(?:[\w.-]+/)?[\w.-]{1,96}$")
@@ -79,13 +81,13 @@ def lookup(
     commit: str | None = rev if _COMMIT.match(rev) else None
     if commit is None and _REF_NAME.match(rev):
         ref = root / "refs" / rev
-        try:
-            text = read_head(ref, 128).decode("ascii", "replace").strip() if ref.is_file() else ""
-        except OSError:
+        try:  # walked as every input is: never read through another user's link to where they cannot read
+            text = read_bounded(ref, 128, "ref").decode("ascii", "replace").strip()
+        except InputError:  # absent, refused, over the cap: no commit
             text = ""
         commit = text if _COMMIT.match(text) else None
     snapshot = root / "snapshots" / commit if commit else None
-    if snapshot is not None and not (snapshot / "config.json").is_file():
+    if snapshot is not None and not looks_like(snapshot / "config.json", stat.S_ISREG):
         snapshot = None
     return HubLookup(rev, cache, origin, snapshot, commit)
 
