@@ -686,3 +686,23 @@ def test_the_checkpoint_reader_tells_nothing_of_where_another_users_link_points(
         said(mine / "mlink", deep / f"{p}dir", "--launch-args-file", str(args)) for p in ("present", "absent")
     ]
     assert both[0] == both[1] and "who could not enter" in both[0][1], both
+
+
+def test_dot_dot_after_another_users_link_goes_nowhere_that_user_could_not(
+    attacker: User, tmp_path: Path
+) -> None:
+    """A tree of the other user's moved (``cp -a``, ``tar -xp`` as root) into a directory only root can
+    enter still holds their links: ``..`` in one climbs back to a directory opened before the link was
+    met, and a file there readable by all (0644, in a 0700 directory) is one they could not read."""
+    deep = _root_only(tmp_path, "notes", "TULIPSECRET horse battery\n")
+    (deep / "notes").chmod(0o644)
+    theirs = deep / "moved"
+    theirs.mkdir(mode=0o755)
+    (theirs / "l").symlink_to("../notes")
+    os.chown(theirs, attacker.uid, attacker.uid)
+    os.lchown(theirs / "l", attacker.uid, attacker.uid)
+    proc = run_cli("preflight", "--launch-args-file", str(theirs / "l"), timeout=60)
+    assert proc.returncode == 65 and f"UID {attacker.uid}, who could not enter {deep}" in proc.stderr, (
+        proc.stderr
+    )
+    assert "TULIP" not in proc.stderr, proc.stderr

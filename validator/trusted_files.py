@@ -402,6 +402,12 @@ def _walk(
                 continue
             if last_as_is and not pending:
                 return os.dup(dfd), name, here, list(visited.values())
+            # where each name is looked up, not only where a directory is opened: '..' after a link (or a
+            # link to an absolute path) goes back to a directory opened before its planter was known
+            if shared_links and (
+                why := shared_links.refusal(path, os.fstat(dfd), os.X_OK, f"enter {here}", dfd)
+            ):
+                raise UnsafeLocation(why)
             try:
                 lst = os.stat(name, dir_fd=dfd, follow_symlinks=False)
             except FileNotFoundError:
