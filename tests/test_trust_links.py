@@ -706,3 +706,19 @@ def test_dot_dot_after_another_users_link_goes_nowhere_that_user_could_not(
         proc.stderr
     )
     assert "TULIP" not in proc.stderr, proc.stderr
+
+
+def test_a_path_longer_than_the_kernel_takes_is_no_internal_error_and_no_long_walk(tmp_path: Path) -> None:
+    """``--model-path /../../…/model`` of more than PATH_MAX bytes (a launcher's words are the other user's
+    to choose): the kernel refuses such a path (ENAMETOOLONG), so the walk does too, before a lookup per
+    component (a 1.2 MB path of '..' took 59 s); it was an internal error once the walk had let it by."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}\n')
+    args = tmp_path / "args"
+    args.write_text(f"python3 -m sglang.launch_server --model-path /{'../' * 2000}{str(model)[1:]}\n")
+    proc = run_cli("preflight", "--launch-args-file", str(args), timeout=60)
+    assert proc.returncode in (0, 78) and "internal error" not in proc.stderr, (
+        proc.returncode,
+        proc.stderr[-300:],
+    )

@@ -18,6 +18,7 @@ import os
 import pwd
 import stat
 import struct
+from collections import deque
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ _O_NOCTTY = getattr(os, "O_NOCTTY", 0)
 _O_PATH = getattr(os, "O_PATH", 0)
 WRITABLE_BY_OTHERS = stat.S_IWGRP | stat.S_IWOTH
 MAX_SYMLINKS = 40  # the kernel's own limit (MAXSYMLINKS)
+PATH_MAX = 4096  # the kernel's limit on a path, its terminating NUL included
 
 
 class UnsafeLocation(OSError):
@@ -372,8 +374,10 @@ def _walk(
     these UIDs) follows no link someone else could have planted (:func:`_planted`); ``shared_links``, no
     link in a directory others can write (whoever owns it), and past a link in another user's directory
     (recorded there) no directory that user could not enter."""
+    if len(os.fsencode(path)) >= PATH_MAX:  # as the kernel refuses it; each component costs a lookup
+        raise OSError(errno.ENAMETOOLONG, os.strerror(errno.ENAMETOOLONG), path)
     absolute = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
-    pending = _components(absolute)
+    pending = deque(_components(absolute))
     if not pending:
         raise UnsafeLocation(f"{path}: names the root directory, not a file")
     flags = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
@@ -392,7 +396,7 @@ def _walk(
     try:
         record("/", os.fstat(root), root)
         while True:
-            name = pending.pop(0)
+            name = pending.popleft()
             dfd, here = stack[-1]
             if name == "..":
                 if len(stack) > 1:
@@ -435,7 +439,7 @@ def _walk(
                 if target.startswith("/"):
                     while len(stack) > 1:
                         os.close(stack.pop()[0])
-                pending = _components(target) + pending
+                pending.extendleft(reversed(_components(target)))
                 if not pending:
                     raise UnsafeLocation(f"{path}: a symbolic link to the root directory")
                 continue
