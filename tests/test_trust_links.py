@@ -722,3 +722,30 @@ def test_a_path_longer_than_the_kernel_takes_is_no_internal_error_and_no_long_wa
         proc.returncode,
         proc.stderr[-300:],
     )
+
+
+def test_read_head_never_reads_through_another_users_link_what_they_could_not(
+    attacker: User, shared: Path
+) -> None:
+    """``read_head`` reads an SGLang install's files (its ``__init__``, ``environ.py``, model sources): in
+    an install of the other user's (``--sglang-root``, the server user's venv), their link to a file only
+    root may read was opened and read by root. Walked now as every input is: an OSError, as for any file
+    it cannot read."""
+    from validator.bounded_files import read_head
+
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    seen = Path(tempfile.mkdtemp(prefix="sv-rootfile-", dir="/tmp"))
+    try:
+        seen.chmod(0o755)
+        (seen / "secret.py").write_text("class TULIPSECRET:\n    pass\n")
+        (seen / "secret.py").chmod(0o600)
+        (seen / "open.py").write_text("class Shared:\n    pass\n")
+        (seen / "open.py").chmod(0o644)
+        _plant_link(attacker, seen / "secret.py", mine / "environ.py")
+        _plant_link(attacker, seen / "open.py", mine / "models.py")
+        with pytest.raises(OSError, match="who could not read the file"):
+            read_head(mine / "environ.py", 1000)
+        assert read_head(mine / "models.py", 1000).startswith(b"class Shared")
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)

@@ -141,7 +141,7 @@ def read_head(path: Path | str, cap: int) -> bytes:
     scan source files) and treat an unreadable file as absent: every failure is an ``OSError`` (a FIFO or
     a device is ``EINVAL``), so their ``except OSError`` keeps working, and ``path.read_bytes()[:cap]``,
     which reads all of ``/dev/zero`` before slicing, is never needed."""
-    fd = os.open(path, _OPEN_FLAGS)
+    fd = open_unplanted(str(path), _OPEN_FLAGS)  # walked as every input is (UnsafeLocation is an OSError)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
