@@ -76,7 +76,7 @@ class _Reader:
             raise _Fail
         ch = self.peek()
         text, pos = self.text, self.pos
-        if ch in "{[(":
+        if ch and ch in "{[(":  # "" (the end of the text) is in every string
             return self._container(ch, depth)
         if (m := _STRING.match(text, pos)) is not None:
             self.pos = m.end()
