@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from validator.facts import FP8_HEAD_LINE, DecodeSample
 from validator.redact import redact
-from validator.sources.server.pyrepr import parse_record, parse_repr
+from validator.sources.server.pyrepr import parse_repr
 
 READY_LINE = "The server is fired up and ready to roll!"
 # SGLang's own override message: ``_bailing_moe_v3_overrides`` (srt/arg_groups/model_overrides/
@@ -362,19 +362,15 @@ def parsed_args(raw: str | None) -> dict[str, object] | None:
 
 
 def parse_server_args(text: str) -> dict[str, object] | None:
-    """``{...}`` (the resolved dict) or ``ServerArgs(...)`` (the dataclass repr) as a dict of values, read
-    by ``pyrepr`` (never evaluated); a field whose repr is not a literal is kept as its text."""
-    text = text.strip()
-    if text.startswith("{"):
-        try:
-            value = parse_repr(text)
-        except ValueError:
-            return None
-        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
-            return {str(k): v for k, v in value.items()}
+    """``{...}`` (the resolved dict) or ``ServerArgs(...)`` (the dataclass repr: its keywords) as a dict of
+    values, read by ``pyrepr`` (never evaluated); a field whose repr is not a literal is kept as its text."""
+    try:
+        value = parse_repr(text.strip())
+    except ValueError:
         return None
-    record = parse_record(text)
-    return record[1] if record is not None else None
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {str(k): v for k, v in value.items()}
+    return None
 
 
 # ---- the follower's fast path: bytes, C-speed scans ----

@@ -2,8 +2,8 @@
 
 ``server_args=`` is the dict's repr or the ``ServerArgs(...)`` dataclass repr, neither reliably
 ``literal_eval``-able (a call; ``<function f at 0x...>``). Nothing is evaluated: a small recursive-descent
-parser reads literals, nested records as dicts, and keeps anything else as an :class:`Unresolved` text,
-going on after it, so one odd field never hides the others.
+parser reads literals, records as dicts of their keywords, and keeps anything else as an :class:`Unresolved`
+text, going on after it, so one odd field never hides the others.
 """
 
 from __future__ import annotations
@@ -206,20 +206,3 @@ def parse_repr(text: str) -> object:
     if reader.pos != len(text):
         raise ValueError(f"unexpected text at {reader.pos}")
     return value
-
-
-def parse_record(text: str) -> tuple[str, dict[str, object]] | None:
-    """``Name(key=value, ...)`` as its name and keywords, or None when ``text`` is not one such record."""
-    m = _NAME.match(text)
-    if m is None:
-        return None
-    reader = _Reader(text)
-    reader.pos = m.end()
-    try:
-        fields = reader.record(0)
-    except (_Fail, _Spent):
-        return None
-    reader.ws()
-    if reader.pos != len(text):
-        return None
-    return m.group(), fields
