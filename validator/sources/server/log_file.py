@@ -285,7 +285,7 @@ class FileLogReader:
         self._pending.clear()
         self._pending_n = 0
         if kept:  # decode lines are a running server's: earlier resolution lines were this start's
-            parser.prelude.facts.flashinfer_override = False
+            parser.pending_override = False
             parser.run.samples.extend(reversed(kept))
 
 

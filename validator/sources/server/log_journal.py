@@ -51,9 +51,7 @@ class JournalLogReader:
                 self._bytes_read = self._entries = 0
             self._read_entries(invocation)
             facts = self._parser.snapshot()
-            batch = self._parser.run.batch
-            at = batch[2] if batch is not None else None
-            facts.last_batch = self._batches.observe(self._parser, None if at is None else time.time() - at)
+            facts.last_batch = self._batches.observe(self._parser)
             facts.generation = self._generation + self._parser.starts
             facts.bytes_read = self._bytes_read
             if facts.run_start_line is not None and self._claims.stale(facts.generation, server):

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 from validator.facts import BatchLine, DecodeSample, LogFacts
 from validator.sources.server.log_grammar import (
     CHILD_FAILED,
-    BatchCounts,
     ChildFailed,
     Continuation,
     Counted,
@@ -53,11 +52,6 @@ class Run:
         # it was written where the reader knows (the journal's receipt time, epoch seconds)
         self.batch: tuple[str, int, float | None] | None = None
 
-    def copy_prelude(self, path: str) -> Run:
-        new = Run(path)
-        new.facts.flashinfer_override = self.facts.flashinfer_override
-        return new
-
 
 class LogParser:
     """Line-at-a-time state of one log stream: the current start's facts, fed incrementally."""
@@ -65,7 +59,8 @@ class LogParser:
     def __init__(self, where: str) -> None:
         self.where = where
         self.run = Run(where)
-        self.prelude = Run(where)  # resolution-time lines since the last running-server line
+        # an override logged since the last running-server line: a resolution-time line of the next start
+        self.pending_override = False
         self.starts = 0
         self.lines = 0
         # the record being continued is a component's death: its traceback's lines are read for the
@@ -90,15 +85,6 @@ class LogParser:
             if isinstance(event, Decode | Prefill):
                 self.run.batch = (line, pos, self.clock)
 
-    def last_batch(self) -> tuple[BatchCounts, int, float | None] | None:
-        """The current start's last batch line, read for its counts: where it was read and when it was
-        written (None: not known)."""
-        if self.run.batch is None:
-            return None
-        line, pos, at = self.run.batch
-        counts = batch_counts(line, self.stream) if self.stream is not None else None
-        return (counts, pos, at) if counts is not None else None
-
     def apply(self, event: Event, pos: int) -> None:
         """One line's event, in log order."""
         if isinstance(event, Continuation):
@@ -108,16 +94,17 @@ class LogParser:
         self.in_death_record = False
         if isinstance(event, Start):
             self.starts += 1
-            self.run = self.prelude.copy_prelude(self.where)
+            self.run = Run(self.where)
+            self.run.facts.flashinfer_override = self.pending_override
             self.run.facts.run_start_line = pos
-            self.prelude = Run(self.where)
+            self.pending_override = False
             self._raw_args = event.raw_args
             self._parsed, self._parsed_done = None, False
             return
         f = self.run.facts
         if isinstance(event, Override):
             f.flashinfer_override = True
-            self.prelude.facts.flashinfer_override = True
+            self.pending_override = True
             return
         if isinstance(event, Died):
             current = f.crash if f.ready else f.start_failure
@@ -154,7 +141,7 @@ class LogParser:
         else:
             assert isinstance(event, Running)
         # a running server logged this: earlier resolution lines belong to this run, not the next
-        self.prelude.facts.flashinfer_override = False
+        self.pending_override = False
 
     def _died_of(self, exception: str) -> None:
         f = self.run.facts
@@ -183,8 +170,8 @@ class LogParser:
 class BatchWatch:
     """Bounds on how long ago a reader's current last batch line was written, from when this reader first
     saw it (our monotonic clock, never the log's stamps: the server's local time): at least 0 s when first
-    seen, at most since the poll before. ``exact_s`` (the journal's receipt time, or the file's mtime when the
-    line is its last) bounds both sides."""
+    seen, at most since the poll before. An exact age (the journal's receipt time, kept with the line; the
+    file's mtime when the line is its last, ``exact_s``) bounds both sides."""
 
     def __init__(self) -> None:
         self._key: tuple[int, str] | None = None
@@ -195,12 +182,15 @@ class BatchWatch:
     def observe(self, parser: LogParser, exact_s: float | None = None) -> BatchLine | None:
         now = time.monotonic()
         last_poll, self._last_poll = self._last_poll, now
-        found = parser.last_batch()
-        if found is None or parser.run.batch is None:
+        batch, stream = parser.run.batch, parser.stream
+        counts = batch_counts(batch[0], stream) if batch is not None and stream is not None else None
+        if batch is None or counts is None:
             self._key = None
             return None
-        counts, pos, _at = found
-        key = (pos, parser.run.batch[0])
+        line, pos, at = batch
+        if at is not None:  # the journal's receipt time of the line
+            exact_s = time.time() - at
+        key = (pos, line)
         if key != self._key:
             self._key, self._seen, self._since = key, now, last_poll
         quiet = now - self._seen
