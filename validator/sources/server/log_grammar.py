@@ -44,7 +44,6 @@ _LOCATION = r" [\w./-]{1,200}:\d{1,6}: "
 _SGLANG = _RAY + rf"\[{_TIME}({_RANKS})\] (?:({_LEVELS}){_LOCATION})?"  # groups: ranks, level
 _SGLANG_NC = _RAY + rf"\[{_TIME}{_RANKS}\] (?:(?:{_LEVELS}){_LOCATION})?"  # the same, capturing nothing
 _PREFIX_RE = re.compile(_WRAP + _SGLANG)  # groups: container, ranks, level
-_PREFIX_NC = _SGLANG_NC  # an unwrapped line's prefix: what the follower's byte scans of such a log match
 _PREFIX_ONLY_B = re.compile((_WRAP_NC + _SGLANG_NC + r"\Z").encode())
 _SGLANG_ONLY_B = re.compile((_SGLANG_NC + r"\Z").encode())
 
@@ -250,15 +249,10 @@ def read_in_stream(line: str, stream: Stream) -> Event | None:
     read as SGLang's own line (a second wrapper inside it is text); None for a line this stream's writer
     did not write."""
     wrapper, end = _unwrap(line)
-    return read_inner(line[end:]) if wrapper == stream else None
-
-
-def read_inner(text: str) -> Event:
-    """What a line with no wrapper says: SGLang's logger prefix, then the message."""
-    m = _SGLANG_RE.match(text)
-    if m is None:
-        return Continuation(text)
-    return read_message(text[m.end() :])
+    if wrapper != stream:
+        return None
+    m = _SGLANG_RE.match(line, end)
+    return Continuation(line[end:]) if m is None else read_message(line[m.end() :])
 
 
 def read_message(msg: str) -> Event:
@@ -329,13 +323,10 @@ def batch_counts(line: str, stream: Stream = RAW) -> BatchCounts | None:
     ``#queue-req`` fields (SGLang 0.5.23 writes both in both lines: metrics_reporter.py
     ``report_prefill_stats``, ``report_decode_stats``); None for any other line."""
     wrapper, end = _unwrap(line)
-    if wrapper != stream:
-        return None
-    text = line[end:]
-    p = _SGLANG_RE.match(text)
+    p = _SGLANG_RE.match(line, end) if wrapper == stream else None
     if p is None:
         return None
-    msg = text[p.end() :]
+    msg = line[p.end() :]
     head = _DECODE_HEAD_RE.match(msg) or _PREFILL_HEAD_RE.match(msg)
     if head is None:
         return None
@@ -389,25 +380,22 @@ NOTABLE = tuple(
         "deferred finalize",
     )
 )  # fmt: skip
-# a decode line with an acceptance figure, anchored at a line's start (re.M): what ``_bulk`` counts. The
-# greedy ``[^\n]*`` finds the line's ``, accept len: `` field (never ``block accept len``) with one backtrack.
-_DECODE_SAMPLE_B = re.compile(
-    rb"^" + _PREFIX_NC.encode() + rb"Decode batch(?: \[\d+\])?(?=[.,] )[^\n]*, accept len: ", re.M
-)
 
 
 @functools.lru_cache(maxsize=16)
 def _decode_sample_in(stream: Stream) -> re.Pattern[bytes]:
-    """``_DECODE_SAMPLE_B`` behind ``stream``'s wrapper, exactly as ``read_in_stream`` takes it off: the
-    stream's own Compose name (the engine's stamp optional), or the stamp alone."""
+    """A decode line with an acceptance figure, anchored at a line's start (re.M), behind ``stream``'s
+    wrapper exactly as ``read_in_stream`` takes it off (its own Compose name, the engine's stamp optional;
+    or the stamp alone): what ``_bulk`` counts. The greedy ``[^\\n]*`` finds the line's ``, accept len: ``
+    field (never ``block accept len``) with one backtrack."""
     if not stream.wrapped:
-        return _DECODE_SAMPLE_B
-    if stream.container is None:
+        wrap = ""
+    elif stream.container is None:
         wrap = _DOCKER_TIME
     else:
         wrap = re.escape(stream.container) + rf" {{1,128}}\| (?:{_DOCKER_TIME})?"
     return re.compile(
-        rb"^" + (wrap + _PREFIX_NC).encode() + rb"Decode batch(?: \[\d+\])?(?=[.,] )[^\n]*, accept len: ",
+        rb"^" + (wrap + _SGLANG_NC).encode() + rb"Decode batch(?: \[\d+\])?(?=[.,] )[^\n]*, accept len: ",
         re.M,
     )
 
