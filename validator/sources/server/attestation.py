@@ -83,9 +83,9 @@ def read_attestation(path: Path | str) -> Attestation:
     return parse_document(data, str(p))
 
 
-def observe_process(pid: int, proc: Path | None = None) -> ProcessFacts:
+def observe_process(pid: int) -> ProcessFacts:
     """The attested PID as /proc shows it now (start time and effective UID)."""
-    proc = listening.proc_root() if proc is None else proc
+    proc = listening.proc_root()
     started = process_start_time(pid, proc) if pid > 0 else None
     return ProcessFacts(
         pid=pid,
@@ -111,15 +111,13 @@ def _addresses(host: str) -> list[str]:
     return sorted({str(info[4][0]) for info in infos})
 
 
-def observe_listener(
-    url: str | None, writer_pid: int, *, server_uid: int | None = None, proc: Path | None = None
-) -> ListenerFacts:
+def observe_listener(url: str | None, writer_pid: int, *, server_uid: int | None = None) -> ListenerFacts:
     """Who listens on the URL's port here, and whether ``writer_pid`` is that process or below it."""
     host, port = url_address(url) if url else (None, None)
     if host is None or port is None:
         bad = f"no host and port in the URL ({url!r})"
         return ListenerFacts(port=port, error=bad, declared_uid=server_uid)
-    proc = listening.proc_root() if proc is None else proc
+    proc = listening.proc_root()
     addresses = _addresses(host)
     if not addresses:
         return ListenerFacts(port=port, error=f"cannot resolve {host!r}", declared_uid=server_uid)
@@ -144,12 +142,7 @@ def observe_listener(
 
 
 def read_trusted(
-    path: Path | str,
-    *,
-    url: str | None = None,
-    server_uid: int | None = None,
-    proc: Path | None = None,
-    hostname: str | None = None,
+    path: Path | str, *, url: str | None = None, server_uid: int | None = None
 ) -> AttestationTrust:
     """The validated document with what was observed around it: the file's owner and mode and those of
     every directory above it (on opened descriptors), the writing process in /proc, and the process that
@@ -160,9 +153,9 @@ def read_trusted(
     return AttestationTrust(
         document=doc,
         file=file,
-        process=observe_process(doc.process.pid, proc),
-        hostname=hostname if hostname is not None else socket.gethostname(),
-        listener=observe_listener(url, doc.process.pid, server_uid=server_uid, proc=proc),
+        process=observe_process(doc.process.pid),
+        hostname=socket.gethostname(),
+        listener=observe_listener(url, doc.process.pid, server_uid=server_uid),
     )
 
 
