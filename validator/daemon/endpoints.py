@@ -13,8 +13,9 @@ import json
 from typing import Any
 
 import h11
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from validator.daemon.metrics import CONTENT_TYPE, DaemonMetrics
+from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.state import DaemonState, iso_utc
 from validator.outputs import render
 from validator.outputs.html import SidecarView, page, waiting_page
@@ -208,6 +209,6 @@ class Endpoints:
     def metrics_reply(self) -> Reply:
         text = self.metrics.render()
         if text is not self._metrics_src:
-            self._metrics = response(200, text, CONTENT_TYPE)
+            self._metrics = response(200, text, CONTENT_TYPE_LATEST)
             self._metrics_src = text
         return self._metrics

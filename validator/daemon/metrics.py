@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.exposition import generate_latest
 from prometheus_client.metrics_core import Metric
 
 from validator import __version__
@@ -23,8 +23,6 @@ from validator.report_metrics import ReportGauges
 if TYPE_CHECKING:
     from validator.facts import NodeFacts
     from validator.sources.launch.state import LaunchState
-
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 NODE_INFO_LABELS = (
@@ -104,7 +102,6 @@ class DaemonMetrics:
         self._launch: LaunchState | None = None
         self._launch_gauges: tuple[Gauge, Gauge, Gauge, Gauge] | None = None  # only with --launch-state
         self._launch_readable: bool | None = None
-        self._launch_seen = False
         for v in Verdict:
             self.runs.labels(verdict=v.value)  # every verdict series exists from the start, at 0
         self.accept_length.set(math.nan)  # no probe has measured anything yet
@@ -117,8 +114,7 @@ class DaemonMetrics:
         labels = (__version__, sglang_version or "unknown", model or "unknown")
         if labels == self._build:
             return
-        if self._build is not None:
-            self.build_info.remove(*self._build)
+        self.build_info.clear()
         self.build_info.labels(*labels).set(1)
         self._build = labels
         self._cache = None
@@ -130,7 +126,7 @@ class DaemonMetrics:
         self._set_node_args({} if node is None else node.arg_hashes)
         if node is None:  # no server process found: this node's info goes (its absence is the alert)
             if self._node is not None:
-                self.node_info.remove(*self._node)
+                self.node_info.clear()
                 self._node = None
                 self._cache = None
             return
@@ -139,8 +135,7 @@ class DaemonMetrics:
         fleet = {**node.labels(), **given}
         if labels == self._node and fleet == self.fleet_labels:
             return
-        if self._node is not None:
-            self.node_info.remove(*self._node)
+        self.node_info.clear()
         self.node_info.labels(*labels).set(1)
         self._node = labels
         self.fleet_labels = fleet
@@ -155,9 +150,10 @@ class DaemonMetrics:
         self._node_args = dict(args)
         self._cache = None
 
-    def _launch_series(self) -> tuple[Gauge, Gauge, Gauge, Gauge]:
-        """The last ``launch`` verdict's series (``serve --launch-state``), registered on first use so
-        that a sidecar without a launch state exports none of them."""
+    def set_launch_state(self, state: LaunchState | None, readable: bool) -> None:
+        """The launch state as last read; None and ``readable``: no launch has written one yet. Its series
+        are registered on the first call, so that a sidecar without ``--launch-state`` exports none."""
+        first = self._launch_gauges is None
         if self._launch_gauges is None:
             r = self.registry
             self._launch_gauges = (
@@ -181,18 +177,13 @@ class DaemonMetrics:
                     registry=r,
                 ),
             )
-        return self._launch_gauges
-
-    def set_launch_state(self, state: LaunchState | None, readable: bool) -> None:
-        """The launch state as last read; None and ``readable``: no launch has written one yet."""
-        refused, blocking, when, ok = self._launch_series()
+        refused, blocking, when, ok = self._launch_gauges
         if readable != self._launch_readable:
             ok.set(1 if readable else 0)
             self._launch_readable = readable
             self._cache = None
-        if state == self._launch and self._launch_seen:
+        if state == self._launch and not first:
             return
-        self._launch_seen = True
         refused.clear()
         blocking.clear()
         if state is None:
