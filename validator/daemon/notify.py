@@ -22,22 +22,18 @@ class Notifier:
             self.address = "\0" + raw[1:]  # abstract namespace
         elif raw.startswith("/"):
             self.address = raw
-        self.watchdog_s: float | None = None
+        # systemd's advice: ping at half the timeout
+        self.watchdog_interval_s: float | None = None
         usec = env.get("WATCHDOG_USEC", "")
         pid = env.get("WATCHDOG_PID", "")
         if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
-            self.watchdog_s = int(usec) / 1e6
+            self.watchdog_interval_s = int(usec) / 1e6 / 2
         self._sock: socket.socket | None = None
         self.sent: int = 0
 
     @property
     def enabled(self) -> bool:
         return self.address is not None
-
-    @property
-    def watchdog_interval_s(self) -> float | None:
-        """systemd's advice: ping at half the timeout."""
-        return self.watchdog_s / 2 if self.watchdog_s else None
 
     def send(self, *fields: str) -> bool:
         if self.address is None:
