@@ -175,21 +175,6 @@ class Endpoints:
         status = 200 if s.ready else 503
         self._replies[b"/readyz"] = response(status, json_body(body), JSON)
         self._replies[b"/readyz?verbose"] = response(status, readyz_verbose(s, self.secrets).encode(), TEXT)
-        if s.restarted_at is not None:
-            # the last report is the previous process's: never served as the answer about this one
-            unjudged = {"error": s.unjudged(), "restarted_at": iso_utc(s.restarted_at), "phase": s.phase}
-            self._replies[b"/report"] = response(503, json_body(neutralize_deep(unjudged)), JSON)
-        elif report is None:
-            waiting = {"error": "no check has finished yet", "phase": s.phase}
-            self._replies[b"/report"] = response(503, json_body(waiting), JSON)
-        else:
-            text = render(report, "json", secrets=self.secrets).encode()
-            self._replies[b"/report"] = response(200, text, JSON)
-        self._replies[b"/"] = response(200, self._render_page().encode("utf-8"), HTML, extra=PAGE_HEADERS)
-        self._version = s.version
-
-    def _render_page(self) -> str:
-        s = self.state
         view = SidecarView(
             ready=s.ready,
             phase=s.phase,
@@ -200,11 +185,20 @@ class Endpoints:
             server_history=tuple(s.history.server),
         )
         if s.restarted_at is not None:
-            return waiting_page(view, word="RESTARTED", note=s.unjudged())
-        report = s.current()
-        if report is None:
-            return waiting_page(view)
-        return page(report, secrets=self.secrets, view=view)
+            # the last report is the previous process's: never served as the answer about this one
+            unjudged = {"error": s.unjudged(), "restarted_at": iso_utc(s.restarted_at), "phase": s.phase}
+            self._replies[b"/report"] = response(503, json_body(neutralize_deep(unjudged)), JSON)
+            html = waiting_page(view, word="RESTARTED", note=s.unjudged())
+        elif report is None:
+            waiting = {"error": "no check has finished yet", "phase": s.phase}
+            self._replies[b"/report"] = response(503, json_body(waiting), JSON)
+            html = waiting_page(view)
+        else:
+            text = render(report, "json", secrets=self.secrets).encode()
+            self._replies[b"/report"] = response(200, text, JSON)
+            html = page(report, secrets=self.secrets, view=view)
+        self._replies[b"/"] = response(200, html.encode("utf-8"), HTML, extra=PAGE_HEADERS)
+        self._version = s.version
 
     def metrics_reply(self) -> Reply:
         text = self.metrics.render()
