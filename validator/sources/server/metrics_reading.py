@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from validator.facts import MetricsReading, Progress, ProgressFacts, ServerMetricsFacts
@@ -236,10 +236,8 @@ class MetricsWatch:
         return True
 
 
-_FLOAT_FIELDS = (
-    "accept_rate", "generation_tokens", "verify_calls", "num_draft_tokens", "running_reqs", "queue_reqs",
-    "itl_observations", "requests_total",
-)  # fmt: skip
+_FIELDS = frozenset(f.name for f in fields(MetricsReading))
+_FLOAT_FIELDS = _FIELDS - {"accept_lengths", "read_at"}  # each a number or None
 
 
 def _number(v: object) -> bool:
@@ -248,7 +246,7 @@ def _number(v: object) -> bool:
 
 def _reading_of(d: object) -> MetricsReading | None:
     """A ``MetricsReading`` from its ``asdict`` form, or None when any field is not what it must be."""
-    if not isinstance(d, dict) or set(d) != {*_FLOAT_FIELDS, "accept_lengths", "read_at"}:
+    if not isinstance(d, dict) or set(d) != _FIELDS:
         return None
     lengths = d["accept_lengths"]
     if not isinstance(lengths, list) or len(lengths) > MAX_SERIES or not all(_number(v) for v in lengths):
