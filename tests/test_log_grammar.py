@@ -208,12 +208,14 @@ def test_both_server_args_forms_feed_the_checks_alike(tmp_path: Path) -> None:
         "ServerArgs(model_path='x', 1)",  # a positional argument: not a record
         "ServerArgs(model_path='x'",  # cut
         "ServerArgs(model_path=__import__('os').system('id'))",  # code: kept as text, never run
+        "{'a':",  # a dict cut after a key (a line cut at MAX_LINE_BYTES): was a KeyError out of the reader
+        '{"model_path": "x", "b": [',
     ],
 )
 def test_odd_dataclass_reprs_never_evaluate(text: str) -> None:
     args = parse_server_args(text)
     assert args is None or all(not callable(v) for v in args.values())
-    if args is not None:
+    if args is not None and "model_path" in args:
         assert isinstance(args["model_path"], str)
 
 
