@@ -749,3 +749,59 @@ def test_read_head_never_reads_through_another_users_link_what_they_could_not(
         assert read_head(mine / "models.py", 1000).startswith(b"class Shared")
     finally:
         shutil.rmtree(seen, ignore_errors=True)
+
+
+def test_what_another_users_launcher_names_is_read_only_as_far_as_they_could(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """No link at all: the other user's own launch input (an args file, a script, a unit) *names* a file
+    only root may read, and root runs preflight on it. Its words (a --config key, an environment file's
+    value) were quoted, and a script's ``[ -e ]`` on a root-only path chose the branch the report showed.
+    What an input names is read only as far as its owner could read it; a test on a path they could not
+    look at is unknown (both branches), so the report is the same whether the file exists."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    deep = _root_only(tmp_path, "cfg.yaml", "tp-size: 3\nTULIPSECRET-horse: battery\n")
+    seen = Path(tempfile.mkdtemp(prefix="sv-rootfile-", dir="/tmp"))
+    try:
+        seen.chmod(0o755)
+        (seen / "app.env").write_text("MODEL=/TULIPSECRET-model\n")
+        (seen / "app.env").chmod(0o600)
+        (seen / "ok.yaml").write_text("tp-size: 1\n")
+        (seen / "ok.yaml").chmod(0o644)
+
+        def write(name: str, text: str) -> Path:
+            done = run_as(attacker, ["sh", "-c", f"cat > {mine / name}"], input=text.encode())
+            assert done.returncode == 0, done.stderr
+            return mine / name
+
+        args = write("args", f"python3 -m sglang.launch_server --model-path /m --config {deep}/cfg.yaml\n")
+        proc = run_cli("preflight", "--launch-args-file", str(args), timeout=60)
+        assert proc.returncode == 65 and "who could not enter" in proc.stderr, (proc.returncode, proc.stderr)
+        assert "TULIP" not in proc.stdout + proc.stderr
+        unit = write(
+            "svc.service",
+            f"[Service]\nEnvironmentFile={seen}/app.env\n"
+            "ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path ${MODEL}\n",
+        )
+        proc = run_cli("preflight", "--unit", str(unit), timeout=60)
+        assert "who could not read the file" in proc.stderr and "TULIP" not in proc.stdout + proc.stderr, (
+            proc.returncode,
+            proc.stderr,
+        )
+        said = []
+        for probe in ("cfg.yaml", "absent"):
+            script = write(
+                f"probe_{probe}.sh",
+                f"#!/bin/bash\nif [ -e {deep}/{probe} ]; then P=/yes; else P=/no; fi\n"
+                "exec python3 -m sglang.launch_server --model-path $P\n",
+            )
+            proc = run_cli("preflight", "--script", str(script), timeout=60)
+            said.append((proc.returncode, (proc.stdout + proc.stderr).replace(probe, "P")))
+        assert said[0] == said[1], said
+        # what the other user could read themselves is read as before
+        args = write("args_ok", f"python3 -m sglang.launch_server --model-path /m --config {seen}/ok.yaml\n")
+        proc = run_cli("preflight", "--launch-args-file", str(args), timeout=60)
+        assert "could not" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)

@@ -23,6 +23,7 @@ from validator.trusted_files import (
     NotADirectory,
     UnsafeLocation,
     kind,
+    named_by,
     open_unplanted,
     read_trusted_file,
     read_upto,
@@ -94,15 +95,19 @@ def looks_like(path: Path | str, test: Callable[[int], bool], what: str = "file"
     return st is not None and test(st.st_mode)
 
 
-def read_bounded(path: Path | str, cap: int, what: str = "file") -> bytes:
+def read_bounded(path: Path | str, cap: int, what: str = "file", *, names: bool = False) -> bytes:
     """The whole content of a regular file of at most ``cap`` bytes; anything else is an ``InputError``.
 
     The size is checked before reading (``st_size``) and again while reading (a file that grows, or lies
-    about its size as ``/proc`` files do, still yields at most ``cap + 1`` bytes before it is refused)."""
+    about its size as ``/proc`` files do, still yields at most ``cap + 1`` bytes before it is refused).
+    ``names``: a launch input whose words name other files, read as its owner could (``named_by``)."""
     where = str(path)
     fd = open_regular(path, what)
     try:
-        size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        if names:
+            named_by(st.st_uid, f"the {what} {where}")
+        size = st.st_size
         if size > cap:
             raise InputError(where, f"{what} is {size} bytes, over the {cap}-byte cap")
         try:
@@ -122,14 +127,14 @@ class FileAbsent(InputError):
 
 
 def read_trusted_bounded(
-    path: Path | str, cap: int, what: str = "file", *, trusted_uids: Collection[int] = ()
+    path: Path | str, cap: int, what: str = "file", *, trusted_uids: Collection[int] = (), names: bool = False
 ) -> bytes:
     """:func:`read_bounded` for a file the verdict trusts (an env file, a pack's data file): also refused,
     as an ``InputError`` naming it, when it or a directory above it could have been written by anyone but
     root, the reading user and ``trusted_uids`` (``validator.trusted_files``)."""
     where = str(path)
     try:
-        return read_trusted_file(path, cap, what=what, trusted_uids=trusted_uids)
+        return read_trusted_file(path, cap, what=what, trusted_uids=trusted_uids, names=names)
     except FileNotFoundError:
         raise FileAbsent(where, f"cannot read {what}: no such file") from None
     except UnsafeLocation as exc:
@@ -152,9 +157,11 @@ def read_head(path: Path | str, cap: int) -> bytes:
         os.close(fd)
 
 
-def read_text_bounded(path: Path | str, cap: int = TEXT_CAP, what: str = "file") -> str:
+def read_text_bounded(
+    path: Path | str, cap: int = TEXT_CAP, what: str = "file", *, names: bool = False
+) -> str:
     """:func:`read_bounded` decoded as UTF-8; bad UTF-8 is an ``InputError`` naming the line."""
-    data = read_bounded(path, cap, what)
+    data = read_bounded(path, cap, what, names=names)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

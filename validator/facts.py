@@ -100,6 +100,9 @@ class LaunchFacts:
     consumed_env: set[str] = field(default_factory=set)  # variables expanded into the command line itself
     # variables a launcher script set without exporting them (they do not reach the server): name -> why
     shell_only: dict[str, str] = field(default_factory=dict)
+    # the other users whose files (or process) gave these words: UID -> (which, their groups); what the
+    # launch names is read only as far as they could read it (``trusted_files.read_as``)
+    named_by: dict[int, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
 
     @cached_property
     def settings(self) -> ServerArgs:

@@ -28,6 +28,7 @@ from validator.sources.gathering import (
     permission_denied,
     preflight_source,
 )
+from validator.trusted_files import read_as
 
 __all__ = ["PREFLIGHT", "PreflightSource", "Source", "read_sources", "read_sources_now", "table"]
 
@@ -78,10 +79,13 @@ async def read_sources(rows: Sequence[Source[G, Awaitable[None] | None]], g: G) 
     for source in rows:
         if not read.issuperset(source.needs) or (source.applies is not None and not source.applies(g)):
             continue
+        # what the launch names is read only as far as the owners of its files could (trusted_files.read_as)
+        launch = g.facts.launch
         try:
-            pending = source.reader(g)
-            if pending is not None:
-                await pending
+            with read_as(launch.named_by if launch is not None else {}):
+                pending = source.reader(g)
+                if pending is not None:
+                    await pending
         except Unreadable as exc:
             g.facts.errors[source.name] = str(exc)
             continue

@@ -19,7 +19,8 @@ import pwd
 import stat
 import struct
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -152,20 +153,58 @@ def _groups(uid: int) -> tuple[int, ...]:
 
 
 class Planters(dict[int, tuple[str, tuple[int, ...]]]):
-    """Who chose the way an untrusted read went: each other user whose own directory held a link the walk
-    followed (UID -> the link, that user's groups). Nothing is read through a link with more privilege
-    than its planter's: the way on must be one they could enter, the file one they could read."""
+    """Who chose where an untrusted read goes: each other user whose own directory held a link the walk
+    followed, or whose file named the path (:func:`read_as`), as UID -> (how, that user's groups). Nothing
+    is read for another user with more privilege than theirs: the way must be one they could enter, the
+    file one they could read."""
 
     def refusal(
         self, path: str, st: os.stat_result, need: int, what: str, fd: int | None = None
     ) -> str | None:
-        for uid, (link, groups) in self.items():
+        for uid, (how, groups) in self.items():
             if not allows(st, uid, groups, need, fd):
                 return (
-                    f"{path}: {link} is a symbolic link in a directory of UID {uid}, who could not {what}: "
-                    "nothing is read through a link that its owner could not read"
+                    f"{path}: {how}, who could not {what}: nothing is read for another user that they could "
+                    "not read"
                 )
         return None
+
+
+_NAMERS: ContextVar[Planters | None] = ContextVar("spark_validate_namers", default=None)
+
+
+@contextlib.contextmanager
+def read_as(namers: Mapping[int, tuple[str, tuple[int, ...]]]) -> Iterator[Planters]:
+    """Within it, a path may have been named by a file another user owns (a launcher, what it sources, a
+    running server's argv): every untrusted or trusted read walks as if they had planted a link at ``/``
+    (:class:`Planters`), and :func:`named_by` adds the owners of files read inside it."""
+    token = _NAMERS.set(scope := Planters(namers))
+    try:
+        yield scope
+    finally:
+        _NAMERS.reset(token)
+
+
+def named_by(uid: int, what: str) -> None:
+    """``what``, read in a :func:`read_as` scope, is UID ``uid``'s and may name other files: from here on
+    nothing is read there that ``uid`` could not read (root's and this process's own files name freely)."""
+    namers = _NAMERS.get()
+    if namers is not None and uid not in (0, os.geteuid()):
+        namers.setdefault(uid, (f"{what}, which may have named it, is UID {uid}'s", _groups(uid)))
+
+
+def hidden_from_namers(path: str) -> bool:
+    """Whether, in a :func:`read_as` scope, ``path`` lies where a namer could not look (a test ``-e`` on
+    it, or a ``cd``, would tell them what only this process may know)."""
+    if not _NAMERS.get():
+        return False
+    try:
+        stat_unplanted(path)
+    except UnsafeLocation:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def _mkdir_private(name: str, dir_fd: int) -> bool:
@@ -384,12 +423,13 @@ def _walk(
     root = os.open("/", flags)
     stack: list[tuple[int, str]] = [(root, "/")]
     visited: dict[str, DirFacts] = {}
+    judges = shared_links if shared_links is not None or private else Planters(_NAMERS.get() or {})
 
     def record(where: str, st: os.stat_result, fd: int) -> None:
         visited[where] = facts = DirFacts(where, st.st_uid, stat.S_IMODE(st.st_mode))
         if private and (problem := _way_problem(facts)) is not None:
             raise _Shared(problem)
-        if shared_links and (why := shared_links.refusal(path, st, os.X_OK, f"enter {where}", fd)):
+        if judges and (why := judges.refusal(path, st, os.X_OK, f"enter {where}", fd)):
             raise UnsafeLocation(why)
 
     links = 0
@@ -431,7 +471,8 @@ def _walk(
                     )
                 holder = visited[here].uid
                 if shared_links is not None and holder not in (0, os.geteuid()):
-                    shared_links.setdefault(holder, (_join(here, name), _groups(holder)))
+                    how = f"{_join(here, name)} is a symbolic link in a directory of UID {holder}"
+                    shared_links.setdefault(holder, (how, _groups(holder)))
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise UnsafeLocation(f"{path}: more than {MAX_SYMLINKS} symbolic links")
@@ -471,7 +512,7 @@ def walk_unplanted(path: str) -> tuple[int, str, Planters]:
     link in a directory others can write, where anyone could have planted it (sticky keeps root's and this
     user's). A link in a directory its owner alone can write is that owner's (the server user's
     ``current`` release link), and followed only where that owner could go (:class:`Planters`)."""
-    planters = Planters()
+    planters = Planters(_NAMERS.get() or {})
     dfd, name, _here, _chain = _walk(path, shared_links=planters)
     return dfd, name, planters
 
@@ -565,6 +606,9 @@ def read_guarded(
             st = os.fstat(fd)  # the file actually opened, whatever was swapped in since the walk
             if not stat.S_ISREG(st.st_mode):
                 raise UnsafeLocation(f"{where} is {kind(st.st_mode)}, not a regular file")
+            namers = None if private else _NAMERS.get()
+            if namers and (why := namers.refusal(where, st, os.R_OK, "read the file", fd)):
+                raise UnsafeLocation(why)
             if st.st_mode & WRITABLE_BY_OTHERS:
                 raise UnsafeLocation(
                     f"{where} is writable by its group or others (mode {stat.S_IMODE(st.st_mode):04o})"
@@ -678,13 +722,17 @@ def read_trusted_file(
     *,
     what: str = "file",
     trusted_uids: Collection[int] | None = None,
+    names: bool = False,
 ) -> bytes:
     """:func:`read_guarded` plus :func:`chain_problems` for the reading user (and root, and
-    ``trusted_uids``); UntrustedFile names the file and the owner or directory nearest it that fails."""
+    ``trusted_uids``); UntrustedFile names the file and the owner or directory nearest it that fails.
+    ``names``: its words may name other files (an environment file): :func:`named_by` its owner."""
     uids = {os.geteuid(), *(trusted_uids or ())}
     data, facts = read_guarded(path, max_bytes, what=what, links_from=uids)
     problems = chain_problems(facts, uids)
     if problems:  # the problem nearest the file says most; the others are above it
         extra = f" (and {len(problems) - 1} more above it)" if len(problems) > 1 else ""
         raise UntrustedFile(f"{path}: not trusted as a {what}: {problems[-1]}{extra}")
+    if names:
+        named_by(facts.uid, f"the {what} {path}")
     return data

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from validator.trusted_files import hidden_from_namers
+
 
 class ProgramUnreadable(str):
     """The reason :func:`resolve_program` gives when this user may not look at the path: the program's
@@ -32,6 +34,8 @@ def resolve_program(
     :class:`ProgramUnreadable`."""
     if "/" in program:
         path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
+        if hidden_from_namers(str(path)):
+            return None, _unreadable(PermissionError(13, "not the launch owner's to see"), path)
         try:
             if not path.exists():
                 return None, f"does not exist ({path})"
@@ -68,6 +72,9 @@ def which(name: str, env: Mapping[str, str]) -> Path | None:
         if not folder:
             continue
         candidate = Path(folder) / name
+        if hidden_from_namers(str(candidate)):  # not a place the launch's owner could look: unknown
+            hidden = hidden or PathUnreadable(candidate, PermissionError(13, "not the launch owner's to see"))
+            continue
         try:
             if candidate.is_file() and os.access(candidate, os.X_OK):
                 return candidate

@@ -23,6 +23,7 @@ from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.sglang.cli import parse_argv
+from validator.trusted_files import read_as
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?\Z")
@@ -181,7 +182,8 @@ class Launcher:
 
     def parsed(self) -> LaunchFacts:
         """The launch parsed with the table ``parsing_with`` chose (outside it, the shipped one)."""
-        parsed = parse_argv(self.server_args, origin=self.facts.origin, base_dir=self.base_dir)
+        with read_as(self.facts.named_by):  # a --config file is named by the launch
+            parsed = parse_argv(self.server_args, origin=self.facts.origin, base_dir=self.base_dir)
         facts = copy.deepcopy(self.facts)
         facts.argv, facts.args, facts.explicit = parsed.argv, parsed.args, parsed.explicit
         facts.config_file = parsed.config_file
@@ -315,7 +317,7 @@ def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = N
     Args only: the entry point is taken to be ``python -m sglang.launch_server`` with no known interpreter."""
     p = Path(path)
     origin = str(p)
-    text = read_text_bounded(p, TEXT_CAP, "launch args file")
+    text = read_text_bounded(p, TEXT_CAP, "launch args file", names=True)
     words = split_command_line(text, origin, os.environ if env is None else env, comments=True)
     if not words:
         raise InputError(origin, "launch args file holds no arguments")

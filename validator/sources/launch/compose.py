@@ -244,7 +244,7 @@ def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, s
 
     file = Path(path).absolute()
     where = str(file)
-    text = read_text_bounded(file, COMPOSE_CAP, "Compose file")
+    text = read_text_bounded(file, COMPOSE_CAP, "Compose file", names=True)
     try:
         doc = yaml.safe_load(text)
     except RecursionError:

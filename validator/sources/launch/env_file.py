@@ -149,7 +149,7 @@ def read_env_file(path: Path | str, *, trusted_uids: Collection[int] = ()) -> di
     user and ``trusted_uids`` (the unit's ``User=``) -> InputError naming the file."""
     p = Path(path)
     # regular files only (never /dev/zero or a FIFO), through directories nobody else can write
-    data = read_trusted_bounded(p, TEXT_CAP, "environment file", trusted_uids=trusted_uids)
+    data = read_trusted_bounded(p, TEXT_CAP, "environment file", trusted_uids=trusted_uids, names=True)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

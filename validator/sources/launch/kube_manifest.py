@@ -57,7 +57,7 @@ def select_container(path: Path, container: str | None) -> tuple[dict[str, Any],
     import yaml
 
     where = str(path)
-    text = read_text_bounded(path, MANIFEST_CAP, "Kubernetes manifest")
+    text = read_text_bounded(path, MANIFEST_CAP, "Kubernetes manifest", names=True)
     try:
         docs = list(yaml.safe_load_all(text))
     except RecursionError:

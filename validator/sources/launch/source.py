@@ -28,6 +28,7 @@ from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_
 from validator.sources.sglang.install import install_from_probe, read_sglang_install, referenced_env
 from validator.sources.sglang.interpreter import inspect_program
 from validator.sources.sglang.tables import table_for
+from validator.trusted_files import named_by, read_as
 
 if TYPE_CHECKING:
     from validator.sources.container import ContainerSpec
@@ -61,10 +62,21 @@ def read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
     """Every launch input read once: the launcher, its arguments not yet parsed (``Launcher.parsed``, once
     per flag table), and the environment the server will see: this process's environment (systemd runs
     ExecStartPre with the unit's environment), then each --env-file in order. For a running server, the
-    environment it was exec'd with, and nothing else."""
+    environment it was exec'd with, and nothing else. Each input file, and a running server's process,
+    another user owns names the files read for it only as far as that user could read (``named_by``)."""
+    with read_as({}) as namers:
+        launcher, env = _read_launcher(inputs)
+    launcher.facts.named_by = dict(namers)
+    return launcher, env
+
+
+def _read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
     if inputs.running is not None:
-        seen = inputs.running.process.env or {}
-        where = f"/proc/{inputs.running.process.pid}/environ"
+        proc = inputs.running.process
+        if proc.uid is not None:
+            named_by(proc.uid, f"the command line of process {proc.pid}")
+        seen = proc.env or {}
+        where = f"/proc/{proc.pid}/environ"
         return launch_of_process(inputs.running, dict(seen), dict.fromkeys(seen, where)), dict(seen)
     process = dict(os.environ if inputs.base_env is None else inputs.base_env)
     files = [(path, read_env_file(path)) for path in inputs.env_files]
@@ -248,7 +260,8 @@ def launch_and_install(
                 raise exc from None
         refused = exc
     # with --sglang-root the install is that tree, not one hidden in the container
-    sg, program = _locate(inputs, launch, None if inputs.sglang_root is not None else launcher.container)
+    with read_as(launch.named_by):  # the program and its install are named by the launch
+        sg, program = _locate(inputs, launch, None if inputs.sglang_root is not None else launcher.container)
     choice = table_for(sg, launch.interpreter)
     if choice is None:
         if refused is not None:

@@ -50,7 +50,7 @@ EnvFiles = Sequence[tuple[Path, Mapping[str, str]]]  # --env-file paths, in orde
 
 
 def _read_text(path: Path) -> str:
-    data = read_bounded(path, TEXT_CAP, "unit file")  # regular files only, size-capped
+    data = read_bounded(path, TEXT_CAP, "unit file", names=True)  # regular files only, size-capped
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -98,7 +98,7 @@ def merge_config(
         raise InputError(origin, f"Config file not found: {name}")
     import yaml  # lazy: only a --config command pays for it
 
-    text = read_text_bounded(path, TEXT_CAP, "--config file")  # regular file, size-capped
+    text = read_text_bounded(path, TEXT_CAP, "--config file", names=True)  # regular file, size-capped
     try:
         # A server config has no use for anchors and aliases; refusing them keeps a small file from
         # expanding into gigabytes of argv words (a "billion laughs").

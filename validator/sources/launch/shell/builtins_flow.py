@@ -21,7 +21,7 @@ from validator.sources.launch.shell.machine import Prefix, heredoc_text, known_w
 from validator.sources.launch.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
 from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
-from validator.trusted_files import UnsafeLocation, walk_unplanted
+from validator.trusted_files import UnsafeLocation, hidden_from_namers, walk_unplanted
 
 
 def b_true(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
@@ -116,7 +116,7 @@ def b_source(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | 
         if others:  # what bash reads at the start may be another user's: not what is here now
             why = f"{target} (sourced at line {line_of(node)}: another user could change it: {others[0]})"
             return _unread(ev, why, node, may_be_missing=False)
-        data = read_bounded(Path(path), MAX_SCRIPT_BYTES, "sourced file")
+        data = read_bounded(Path(path), MAX_SCRIPT_BYTES, "sourced file", names=True)
     return _run_sourced(ev, parse(data, path), path, words, node)
 
 
@@ -279,6 +279,9 @@ def b_cd(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None
         new = "/" + new.lstrip("/")
     if ev.m.changed(new):
         ev.m.st.cwd = Unknown(f"cd {target}: a directory the script may have created")
+        return ev.m.errexit(None, node, "cd")
+    if hidden_from_namers(new):  # whether it is there is the script owner's to know, not ours to tell
+        ev.m.st.cwd = Unknown(f"cd {target}: not a place the script's owner could look")
         return ev.m.errexit(None, node, "cd")
     if not os.path.isdir(new) or not os.access(new, os.X_OK):
         return ev.m.errexit(1, node, f"cd {target}")

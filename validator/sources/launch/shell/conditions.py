@@ -21,6 +21,7 @@ from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import line_of, part, snippet, text
 from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.launch.shell.variables import Variables
+from validator.trusted_files import hidden_from_namers
 
 INT_OPS: dict[str, Callable[[int, int], bool]] = {
     "-eq": operator.eq,
@@ -182,6 +183,8 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
         if operand == "" or ev.m.changed(operand):  # also a relative path when the directory is unknown
             return None
         path = Path(str(ev.m.st.cwd)) / operand
+        if hidden_from_namers(str(path)):  # the answer is the script owner's to know, not ours to tell
+            return None
         checks = {
             "-f": path.is_file,
             "-d": path.is_dir,

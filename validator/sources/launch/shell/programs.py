@@ -13,6 +13,7 @@ from pathlib import Path
 
 from validator.sources.launch.docker_run import is_container_run, runs_inline_code
 from validator.sources.launch.shell.values import Unknown, Value
+from validator.trusted_files import hidden_from_namers
 
 # programs whose only effect on the disk is through their redirections (so a later file test still holds)
 READ_ONLY = {
@@ -87,6 +88,8 @@ def which(program: str, path: Value, cwd: Value) -> Value:
                 return cwd
             d = os.path.join(cwd, d or ".")
         cand = os.path.join(d, program)
+        if hidden_from_namers(cand):  # whether it is there is the script owner's to know, not ours to tell
+            return Unknown(f"{program}: {d} on PATH is not a place the script's owner could look")
         if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
     return Unknown(f"{program} is not on PATH here")

@@ -38,7 +38,7 @@ def read_script(
     Raises InputError for a file that is not a script (unreadable, oversized, a syntax error)."""
     script = Path(path).absolute()
     if text is None:
-        data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script")
+        data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script", names=True)
     else:
         data = text.encode("utf-8", "surrogateescape")
     shell = interpreter(data)
