@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -165,10 +166,14 @@ class SimServer:
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"http://{host}:{self.port}"
 
+    def _open(self) -> tuple[socket.socket, Any]:
+        """Bind the socket, fix the port it got, and build the uvicorn server over it."""
+        sock = _bind(self._host, self._port, listen=not self.refuse_until_ready)
+        self.engine.bind(sock.getsockname()[1])
+        return sock, _make(self.engine, sock)
+
     def start(self) -> SimServer:
-        self._sock = _bind(self._host, self._port, listen=not self.refuse_until_ready)
-        self.engine.bind(self._sock.getsockname()[1])
-        self._server = _make(self.engine, self._sock)
+        self._sock, self._server = self._open()
         self._thread = threading.Thread(
             target=asyncio.run,
             args=(_serve(self.engine, self._server, self._sock, refuse_until_ready=self.refuse_until_ready),),
@@ -204,12 +209,10 @@ class SimServer:
 
 
 def serve_forever(sim: SimServer) -> int:
-    """Foreground mode: run until SIGINT/SIGTERM (uvicorn's handlers) or a simulated crash."""
-    sock = _bind(sim._host, sim._port, listen=not sim.refuse_until_ready)
-    sim.engine.bind(sock.getsockname()[1])
-    server = _make(sim.engine, sock)
+    """Foreground mode: run until SIGINT/SIGTERM or a simulated crash."""
+    sock, server = sim._open()
     sim.engine.on_crash = _die
-    _install_signals(server)
+    _on_stop_signals(lambda: setattr(server, "should_exit", True))
     try:
         asyncio.run(_serve(sim.engine, server, sock, refuse_until_ready=sim.refuse_until_ready))
     finally:
@@ -234,12 +237,7 @@ def worker_rank(extra_args: tuple[str, ...]) -> int | None:
 def serve_worker() -> int:
     """A worker node: no HTTP, alive until SIGINT/SIGTERM (a real one dies or hangs with its head)."""
     stop = threading.Event()
-
-    def handler(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+    _on_stop_signals(stop.set)
     while not stop.wait(3600):
         pass
     return 0
@@ -262,9 +260,7 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _install_signals(server: Any) -> None:
-    def handler(signum: int, frame: object) -> None:
-        server.should_exit = True
-
-    signal.signal(signal.SIGINT, handler)
-    signal.signal(signal.SIGTERM, handler)
+def _on_stop_signals(stop: Callable[[], object]) -> None:
+    """Call ``stop`` on SIGINT or SIGTERM."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda signum, frame: stop())
