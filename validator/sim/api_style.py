@@ -55,11 +55,6 @@ def resolve(name: str) -> ApiStyle:
     return STYLES[name]
 
 
-def server_info(style: ApiStyle, info: dict[str, Any]) -> dict[str, Any]:
-    """``/server_info`` as this family serves it."""
-    return {k: v for k, v in info.items() if k not in style.server_info_absent}
-
-
 def spec_meta(
     style: ApiStyle,
     *,

@@ -50,12 +50,9 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int(expected: str = "i64") -> Callable[[Any], None]:
-    def check(v: Any) -> None:
-        if not _is_int(v):
-            raise _invalid(v, expected)
-
-    return check
+def _int(v: Any) -> None:
+    if not _is_int(v):
+        raise _invalid(v, "i64")
 
 
 def _uint(v: Any) -> None:
@@ -110,7 +107,7 @@ def _or_list(scalar: Callable[[Any], None], kind: str) -> Callable[[Any], None]:
 
 def _int_list(v: Any) -> None:
     for e in _seq(v):
-        _int()(e)
+        _int(e)
 
 
 def _token_ids_or_list(v: Any) -> None:
@@ -138,19 +135,19 @@ _STRING_OR_LIST = _or_list(_str, "StringOrList")
 
 # decode_SamplingParams (api_types.py:1256-1321): every field, in _FIELDS_SamplingParams order.
 _SAMPLING: dict[str, Callable[[Any], None] | None] = {
-    "max_new_tokens": _int(),
+    "max_new_tokens": _int,
     "stop": _STRING_OR_LIST,
     "stop_token_ids": _int_list,
     "stop_regex": _STRING_OR_LIST,
     "temperature": _float,
     "top_p": _float,
-    "top_k": _int(),
+    "top_k": _int,
     "min_p": _float,
     "frequency_penalty": _float,
     "presence_penalty": _float,
     "repetition_penalty": _float,
-    "min_new_tokens": _int(),
-    "n": _int(),
+    "min_new_tokens": _int,
+    "n": _int,
     "json_schema": _str,
     "regex": _str,
     "ebnf": _str,
@@ -159,11 +156,11 @@ _SAMPLING: dict[str, Callable[[Any], None] | None] = {
     "skip_special_tokens": _bool,
     "spaces_between_special_tokens": _bool,
     "no_stop_trim": _bool,
-    "stream_interval": _int(),
+    "stream_interval": _int,
     "logit_bias": _logit_bias,
-    "sampling_seed": _int(),
+    "sampling_seed": _int,
     "custom_params": None,
-    "beam_width": _int(),
+    "beam_width": _int,
     "watermark": None,
     "choice": _choice,
 }
@@ -175,16 +172,16 @@ _REQUEST: dict[str, Callable[[Any], None]] = {
     "input_ids": _token_ids_or_list,
     "stream": _bool,
     "return_logprob": _or_list(_bool, "BoolOrList"),
-    "logprob_start_len": _or_list(_int(), "Int64OrList"),
-    "top_logprobs_num": _or_list(_int(), "Int64OrList"),
+    "logprob_start_len": _or_list(_int, "Int64OrList"),
+    "top_logprobs_num": _or_list(_int, "Int64OrList"),
     "token_ids_logprob": _token_ids_or_list,
     "return_text_in_logprobs": _bool,
-    "priority": _int(),
+    "priority": _int,
     "routing_key": _str,
     "max_thinking_tokens": _uint,
     "session_id": _str,
     "return_prompt_token_ids": _bool,
-    "routed_experts_start_len": _int(),
+    "routed_experts_start_len": _int,
 }
 # Keys whose decoder has no ``None`` branch: an explicit null is a type error (api_types.py:1487-1490).
 _NULL_REJECTED = frozenset({"return_prompt_token_ids", "routed_experts_start_len"})

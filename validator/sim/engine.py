@@ -109,7 +109,7 @@ class SimEngine:
     def bind(self, port: int) -> None:
         """Fix the port once it is known (port 0 picks a free one)."""
         self.config.port = port
-        key = self.config.api_key if self.scenario.auth or self.config.api_key else None
+        key = self.config.api_key or None
         host, extra = self.config.host, self.config.extra_args
         self.argv = server_args.launch_argv(self.scenario, host=host, port=port, api_key=key, extra=extra)
         self.args = server_args.resolved(self.scenario, host=host, port=port, api_key=key, extra=extra)
@@ -429,7 +429,7 @@ class SimEngine:
             version=SGLANG_VERSION,
             frontend="python",
         )
-        return api_style.server_info(self.api_style, info)
+        return {k: v for k, v in info.items() if k not in self.api_style.server_info_absent}
 
     def model_card(self, name: str | None = None) -> dict[str, Any]:
         """``ModelCard`` (srt/entrypoints/openai/protocol.py:87-96); ``created`` is the time of the call."""

@@ -51,17 +51,15 @@ class SimMetrics:
         self._spec = (scenario.num_steps, scenario.num_draft_tokens) if scenario.spec else (0, 0)
         self.registry = CollectorRegistry()
         r = self.registry
-        old = style.labels_model_name_only
-        base = ["model_name"] if old else ["model_name", "engine_type"]
-        sched = base if old else [*base, "tp_rank", "pp_rank", "moe_ep_rank"]
+        old = self._old = style.labels_model_name_only
         self._base = (
             {"model_name": model_name} if old else {"model_name": model_name, "engine_type": "unified"}
         )
         self._sched = (
             self._base if old else {**self._base, "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"}
         )
+        base, sched = list(self._base), list(self._sched)
         strm = base if old else [*base, "is_streaming"]
-        self._old = old
         # the two DSpark gauges exist on builds that have DSpark (style.dspark_gauges), on every server
         self._gauges = {
             name: Gauge(f"sglang:{name}", text, sched, registry=r)
