@@ -11,6 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -115,12 +116,6 @@ def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
             return as_json({"error": error}, 404)
         return body_of(engine.model_card(model))
 
-    async def completions(request: Request) -> Response:
-        return await _openai(request, chat=False)
-
-    async def chat_completions(request: Request) -> Response:
-        return await _openai(request, chat=True)
-
     async def _openai(request: Request, *, chat: bool) -> Response:
         if denied := gate(request):
             return denied
@@ -154,8 +149,8 @@ def routes(engine: SimEngine, gate: Callable[[Request], Response | None],
     return [
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/models/{model:path}", retrieve, methods=["GET"]),
-        Route("/v1/completions", completions, methods=["POST"]),
-        Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/completions", partial(_openai, chat=False), methods=["POST"]),
+        Route("/v1/chat/completions", partial(_openai, chat=True), methods=["POST"]),
     ]
 
 
@@ -169,17 +164,13 @@ def _finish(meta: dict[str, Any]) -> tuple[str | None, Any]:
 def _reply(job: Job, out: dict[str, Any], body: dict[str, Any], model: str, *, chat: bool) -> dict[str, Any]:
     meta = out["meta_info"]
     finish, matched = _finish(meta)
-    choice: dict[str, Any] = {"index": 0}
     if chat:
         message = {"role": "assistant", "content": out["text"], "reasoning_content": None, "tool_calls": None}
-        choice.update(
-            message=message,
-            logprobs=None, finish_reason=finish, matched_stop=matched, hidden_states=None,
-            prompt_token_ids=None, response_token_ids=None, meta_info=None,
-        )  # fmt: skip
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish,
+                  "matched_stop": matched, "hidden_states": None, "prompt_token_ids": None,
+                  "response_token_ids": None, "meta_info": None}  # fmt: skip
     else:
-        choice.update(text=out["text"], logprobs=None, finish_reason=finish, matched_stop=matched,
-                      hidden_states=None, token_ids=None, prompt_token_ids=None)  # fmt: skip
+        choice = _text_choice(out["text"], finish, matched)
     reply: dict[str, Any] = {
         "id": meta["id"],
         "object": "chat.completion" if chat else "text_completion",
@@ -194,6 +185,12 @@ def _reply(job: Job, out: dict[str, Any], body: dict[str, Any], model: str, *, c
     if details is not None:
         reply["sglext"] = _sglext(details)
     return reply
+
+
+def _text_choice(text: str, finish: str | None, matched: Any) -> dict[str, Any]:
+    """A completion's choice: the same fields in a reply and in a stream chunk."""
+    return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish, "matched_stop": matched,
+            "hidden_states": None, "token_ids": None, "prompt_token_ids": None}  # fmt: skip
 
 
 def _sglext(details: dict[str, Any]) -> dict[str, Any]:
@@ -239,9 +236,7 @@ async def _stream(job: Job, body: dict[str, Any], model: str, *, chat: bool) -> 
             choice = {"index": 0, "delta": _delta(delta), "logprobs": None, "finish_reason": finish,
                       "matched_stop": matched}  # fmt: skip
         else:
-            choice = {"index": 0, "text": delta, "logprobs": None, "finish_reason": finish,
-                      "matched_stop": matched, "hidden_states": None, "token_ids": None,
-                      "prompt_token_ids": None}  # fmt: skip
+            choice = _text_choice(delta, finish, matched)
         yield _chunk(job, model, created, [choice], chat=chat)
     details = spec_details(meta) if body.get("return_spec_tokens_details") else None
     if details is not None:
