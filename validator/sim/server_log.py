@@ -235,99 +235,88 @@ def startup_lines(
     With a ReplaySSM ring the pool rejects (``Scenario.ring_error``), the lines stop after the weights
     have loaded, where ``memory_pool.py`` raises: :func:`ring_failure_lines` follows."""
     lines: list[tuple[str, bool | None]] = []
+
+    def add(*messages: str, tp: bool | None = True) -> None:
+        lines.extend((m, tp) for m in messages)
+
     if scenario.moe_backend_flag == "auto":
-        lines.append(
-            (
-                "Bailing V3 mixed FP8/MXFP4 checkpoint: moe_runner_backend=flashinfer_mxfp4 for "
-                f"{TARGET_CLASS}.",
-                False,
-            )
+        add(
+            f"Bailing V3 mixed FP8/MXFP4 checkpoint: moe_runner_backend=flashinfer_mxfp4 for {TARGET_CLASS}.",
+            tp=False,
         )
     if scenario.spec:
-        lines.append(
-            (
-                "Max running requests is reset to 48 for speculative decoding. You can override this by "
-                "explicitly setting --max-running-requests.",
-                False,
-            )
+        add(
+            "Max running requests is reset to 48 for speculative decoding. You can override this by "
+            "explicitly setting --max-running-requests.",
+            tp=False,
         )
-    lines.append((server_args_message(args, style), False))
+    add(server_args_message(args, style), tp=False)
     if scenario.plugin:
-        lines += [(m, True) for m in plugin_lines()]
-    lines.append(("Detected fp8 checkpoint.", True))
-    lines.append(("Detected mixed checkpoint layout: routed experts are MXFP4.", True))
-    lines.append(("Load weight begin. avail mem=119.62 GB", True))
+        add(*plugin_lines())
+    add(
+        "Detected fp8 checkpoint.",
+        "Detected mixed checkpoint layout: routed experts are MXFP4.",
+        "Load weight begin. avail mem=119.62 GB",
+    )
     if style.noise:  # tqdm's bars: no logger prefix
-        lines.append(("Loading safetensors checkpoint shards:   0% Completed | 0/27 [00:00<?, ?it/s]", None))
-        lines.append(
-            ("Loading safetensors checkpoint shards: 100% Completed | 27/27 [00:52<00:00,  1.94s/it]", None)
+        add(
+            "Loading safetensors checkpoint shards:   0% Completed | 0/27 [00:00<?, ?it/s]",
+            "Loading safetensors checkpoint shards: 100% Completed | 27/27 [00:52<00:00,  1.94s/it]",
+            tp=None,
         )
     if scenario.fp8_head:
-        lines.append(("Online FP8 quantization enabled for lm_head.", True))
-    lines += [(_moe_line(scenario, f"model.layers.{i}.mlp.experts"), True) for i in range(1, MOE_LAYERS + 1)]
-    lines.append(
-        (
-            f"Load weight end. elapsed=52.41 s, type={TARGET_CLASS}, quant=fp8, avail mem=52.13 GB, "
-            "mem usage=67.49 GB.",
-            True,
-        )
+        add("Online FP8 quantization enabled for lm_head.")
+    add(*(_moe_line(scenario, f"model.layers.{i}.mlp.experts") for i in range(1, MOE_LAYERS + 1)))
+    add(
+        f"Load weight end. elapsed=52.41 s, type={TARGET_CLASS}, quant=fp8, avail mem=52.13 GB, "
+        "mem usage=67.49 GB.",
     )
     if scenario.dspark:
-        lines.append(("Load weight begin. avail mem=52.13 GB", True))
-        lines.append(
-            (
-                # a BF16 checkpoint has no quantization config: no ``quant=`` (model_runner.py:1373-1379)
-                f"Load weight end. elapsed=4.06 s, type={scenario.draft_class}, avail mem=49.41 GB, "
-                "mem usage=2.72 GB.",
-                True,
-            )
-        )
-        # srt/speculative/dspark_components/dspark_worker_v2.py:279-292
         gamma = scenario.dspark_block_size
-        lines.append(
-            (
-                "Initialized DSpark draft runner. attention_backend=triton, "
-                f"model={scenario.draft_class}, gamma={gamma}, verify_num_draft_tokens={gamma + 1}, "
-                f"query_token_num={gamma + 1}, sample_from_anchor=False, mask_token_id=156895, "
-                "markov_head=VanillaMarkov",
-                True,
-            )
+        add(
+            "Load weight begin. avail mem=52.13 GB",
+            # a BF16 checkpoint has no quantization config: no ``quant=`` (model_runner.py:1373-1379)
+            f"Load weight end. elapsed=4.06 s, type={scenario.draft_class}, avail mem=49.41 GB, "
+            "mem usage=2.72 GB.",
+            # srt/speculative/dspark_components/dspark_worker_v2.py:279-292
+            "Initialized DSpark draft runner. attention_backend=triton, "
+            f"model={scenario.draft_class}, gamma={gamma}, verify_num_draft_tokens={gamma + 1}, "
+            f"query_token_num={gamma + 1}, sample_from_anchor=False, mask_token_id=156895, "
+            "markov_head=VanillaMarkov",
         )
     elif scenario.spec:
-        lines.append(("Load weight begin. avail mem=52.13 GB", True))
-        lines.append((_moe_line(scenario, f"model.layers.{NUM_LAYERS}.mlp.experts"), True))
-        lines.append(
-            (
-                f"Load weight end. elapsed=3.12 s, type={scenario.draft_class}, quant=fp8, "
-                "avail mem=50.51 GB, mem usage=1.62 GB.",
-                True,
-            )
+        add(
+            "Load weight begin. avail mem=52.13 GB",
+            _moe_line(scenario, f"model.layers.{NUM_LAYERS}.mlp.experts"),
+            f"Load weight end. elapsed=3.12 s, type={scenario.draft_class}, quant=fp8, "
+            "avail mem=50.51 GB, mem usage=1.62 GB.",
         )
     if scenario.ring_error is not None:
         return lines
     # srt/mem_cache/memory_pool.py:1004-1009 (the ring error above is raised just before it)
-    mamba = "max_mamba_cache_size: 48, conv_state size: 0.12GB, ssm_state size: 0.84GB "
-    lines.append((f"Mamba Cache is allocated. {mamba}", True))
+    add(
+        "Mamba Cache is allocated. max_mamba_cache_size: 48, conv_state size: 0.12GB, "
+        "ssm_state size: 0.84GB ",
+    )
     if style.noise:
-        lines.append(("Memory pool end. avail mem=40.02 GB", True))
+        add("Memory pool end. avail mem=40.02 GB")
     if scenario.moe_backend == "humming":
-        lines.append(("Using indexed gemm for humming moe", True))
+        add("Using indexed gemm for humming moe")
     phase = "verify" if scenario.spec else "decode"
     tokens = scenario.num_draft_tokens if scenario.spec else 1
     if style.noise:
-        bar = "Capturing batches (bs=48 avail_mem=40.02 GB): 100%|██████████| 9/9 [00:21<00:00,  2.37s/it]"
-        lines.append((bar, None))
-    lines += [(m, True) for m in _graph_lines("target", phase, tokens, 21.37, 1.21, 40.02)]
-    if scenario.dspark:
-        lines += [(m, True) for m in _graph_lines("draft", "verify", tokens, 3.91, 0.44, 38.81)]
-    elif scenario.spec:
-        lines += [(m, True) for m in _eagle_draft_graph_lines(scenario, 38.81)]
-    lines.append(
-        (
-            "max_total_num_tokens=1048576, chunked_prefill_size=8192, max_prefill_tokens=16384, "
-            f"max_running_requests={args.get('max_running_requests') or 128}, context_len=262144",
-            True,
+        add(
+            "Capturing batches (bs=48 avail_mem=40.02 GB): 100%|██████████| 9/9 [00:21<00:00,  2.37s/it]",
+            tp=None,
         )
+    add(*_graph_lines("target", phase, tokens, 21.37, 1.21, 40.02))
+    if scenario.dspark:
+        add(*_graph_lines("draft", "verify", tokens, 3.91, 0.44, 38.81))
+    elif scenario.spec:
+        add(*_eagle_draft_graph_lines(scenario, 38.81))
+    add(
+        "max_total_num_tokens=1048576, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        f"max_running_requests={args.get('max_running_requests') or 128}, context_len=262144",
     )
     return lines
 
