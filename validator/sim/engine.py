@@ -417,7 +417,9 @@ class SimEngine:
 
     def server_info(self) -> dict[str, Any]:
         info = dict(self.args)
-        info["launch_command"] = server_args.launch_command(self.argv)
+        # the launcher's " ".join(sys.argv[1:]), recorded at parse time (srt/server_args.py): it starts with
+        # the first flag, and secrets are *not* redacted
+        info["launch_command"] = " ".join(self.argv)
         info.update(
             status="ready",
             max_total_num_tokens=1048576,

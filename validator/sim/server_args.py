@@ -54,12 +54,6 @@ def launch_argv(
     return argv + list(extra)
 
 
-def launch_command(argv: list[str]) -> str:
-    """``/server_info``'s ``launch_command``: ``" ".join(sys.argv[1:])`` of the launcher, so it starts with
-    the first flag (srt/server_args.py records it at parse time; secrets are *not* redacted)."""
-    return " ".join(argv)
-
-
 def resolved(
     scenario: Scenario, *, host: str, port: int, api_key: str | None, extra: tuple[str, ...] = ()
 ) -> dict[str, Any]:
