@@ -227,54 +227,34 @@ def decode_body(
     """The parsed body, or FastAPI's 400 reply when it is not JSON or not an object (``model``: the
     request type FastAPI validates it as; ``handler`` and ``line``: the endpoint function in
     http_server.py, which FastAPI's message names)."""
-    if not raw.strip():
-        return None, fastapi_body_error(None, model, method=method, path=path, handler=handler, line=line)
-    try:
-        body = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return None, fastapi_json_error(exc, method=method, path=path, handler=handler, line=line)
-    except ValueError as exc:  # not UTF-8
-        return None, bad_request(f"There was an error parsing the body: {exc}")
-    return body, fastapi_body_error(body, model, method=method, path=path, handler=handler, line=line)
-
-
-def _validation_error(
-    errors: list[dict[str, Any]], *, method: str, path: str, handler: str, line: int
-) -> dict[str, Any]:
-    """SGLang's 400 for a ``RequestValidationError``: ``str(exc)`` (FastAPI's ``ValidationException.__str__``,
-    naming the endpoint's file, line and route) then ``exc.errors()`` (http_server.py:663-692)."""
     where = (
         '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/entrypoints/http_server.py", '
         f"line {line}, in {handler}\n    {method} {path}"
     )
-    head = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}:\n"
-    text = head + "".join(f"  {e}\n" for e in errors) + where
-    return bad_request(f"{text} {errors}")
-
-
-def fastapi_json_error(
-    exc: json.JSONDecodeError, *, method: str, path: str, handler: str, line: int
-) -> dict[str, Any]:
-    """A body FastAPI cannot decode (fastapi/routing.py: ``json_invalid`` at the decoder's position)."""
-    errors = [{"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {},
-               "ctx": {"error": exc.msg}}]  # fmt: skip
-    return _validation_error(errors, method=method, path=path, handler=handler, line=line)
-
-
-def fastapi_body_error(
-    body: Any, model: str, *, method: str, path: str, handler: str, line: int
-) -> dict[str, Any] | None:
-    """pydantic's verdict on a decoded body that is not an object (or no body at all), or None."""
+    try:
+        body = json.loads(raw) if raw.strip() else None
+    except json.JSONDecodeError as exc:  # fastapi/routing.py: json_invalid at the decoder's position
+        invalid = {"type": "json_invalid", "loc": ("body", exc.pos), "msg": "JSON decode error", "input": {},
+                   "ctx": {"error": exc.msg}}  # fmt: skip
+        return None, _validation_error(invalid, where)
+    except ValueError as exc:  # not UTF-8
+        return None, bad_request(f"There was an error parsing the body: {exc}")
     if isinstance(body, dict):
-        return None
-    if body is None:
-        errors: list[dict[str, Any]] = [{"type": "missing", "loc": ("body",), "msg": "Field required",
-                                         "input": None}]  # fmt: skip
+        return body, None
+    error: dict[str, Any]
+    if body is None:  # no body, or JSON null
+        error = {"type": "missing", "loc": ("body",), "msg": "Field required", "input": None}
     else:
-        errors = [{"type": "dataclass_type", "loc": ("body",),
-                   "msg": f"Input should be a dictionary or an instance of {model}", "input": body,
-                   "ctx": {"class_name": model}}]  # fmt: skip
-    return _validation_error(errors, method=method, path=path, handler=handler, line=line)
+        error = {"type": "dataclass_type", "loc": ("body",),
+                 "msg": f"Input should be a dictionary or an instance of {model}", "input": body,
+                 "ctx": {"class_name": model}}  # fmt: skip
+    return body, _validation_error(error, where)
+
+
+def _validation_error(error: dict[str, Any], where: str) -> dict[str, Any]:
+    """SGLang's 400 for a ``RequestValidationError`` (http_server.py:663-692): ``str(exc)``, which is
+    FastAPI's ``ValidationException.__str__`` naming the endpoint (``where``), then ``exc.errors()``."""
+    return bad_request(f"1 validation error:\n  {error}\n{where} {[error]}")
 
 
 def bad_request(message: str, *, err_type: str = "Bad Request", code: int = 400) -> dict[str, Any]:
