@@ -348,25 +348,14 @@ class SimEngine:
 
     # ---- views ----
 
-    def _graph_phases(self, figures: dict[str, float]) -> dict[str, float]:
-        """Per-phase graph figures under SGLang's stable key set (GRAPH_MEMORY_USAGE_KEYS,
+    def _graph_phases(self, figure: int) -> dict[str, float]:
+        """Seconds (``figure`` 0) or GB (1) per phase under SGLang's stable key set (GRAPH_MEMORY_USAGE_KEYS,
         srt/model_executor/graph_memory_usage.py:5-16), zero where nothing was captured."""
         out = dict.fromkeys(
             ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend"), 0.0
         )
-        out.update(figures)
+        out.update((phase, figures[figure]) for phase, figures in self.scenario.graphs.items())
         return out
-
-    def _graph_figures(self, *, time_s: bool) -> dict[str, float]:
-        sc = self.scenario
-        if not sc.spec:
-            return {"decode": 21.37 if time_s else 1.21}
-        if sc.dspark:  # the DSpark draft runner is a draft worker: its graph counts as draft_decode
-            return {"target_verify": 21.37, "draft_decode": 3.91} if time_s else {
-                "target_verify": 1.21, "draft_decode": 0.44}  # fmt: skip
-        if time_s:
-            return {"target_verify": 21.37, "draft_decode": 6.02, "draft_extend": 4.87}
-        return {"target_verify": 1.21, "draft_decode": 0.31, "draft_extend": 0.22}
 
     def scheduler_startup_time(self) -> dict[str, Any]:
         """``build_scheduler_startup_time`` (srt/observability/startup_time.py:11-28): what each
@@ -375,7 +364,7 @@ class SimEngine:
             "load_weight": self.load_weight_s,
             "kv_cache_allocation": 0.412,
             "scheduler_e2e": self.scheduler_e2e_s,
-            "cuda_graph": self._graph_phases(self._graph_figures(time_s=True)),
+            "cuda_graph": self._graph_phases(0),
         }
 
     def startup_time(self) -> dict[str, Any]:
@@ -387,7 +376,7 @@ class SimEngine:
         """``SchedulerInternalStateController.get_internal_state``
         (srt/managers/scheduler_components/internal_state.py:45-130)."""
         state = dict(self.args)
-        graph_memory = self._graph_phases(self._graph_figures(time_s=False))
+        graph_memory = self._graph_phases(1)
         state.update(
             world_size=1,
             startup_time=self.scheduler_startup_time(),

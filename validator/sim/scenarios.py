@@ -131,6 +131,16 @@ class Scenario:
         return self.num_draft_tokens - 1
 
     @property
+    def graphs(self) -> dict[str, tuple[float, float]]:
+        """The CUDA graphs captured at start-up, by SGLang's phase key: (seconds, GB). The DSpark draft
+        runner is a draft worker: its graph counts as ``draft_decode``."""
+        if not self.spec:
+            return {"decode": (21.37, 1.21)}
+        if self.dspark:
+            return {"target_verify": (21.37, 1.21), "draft_decode": (3.91, 0.44)}
+        return {"target_verify": (21.37, 1.21), "draft_decode": (6.02, 0.31), "draft_extend": (4.87, 0.22)}
+
+    @property
     def draft_path(self) -> str:
         return DSPARK_DRAFT_PATH if self.dspark else MODEL_PATH
 

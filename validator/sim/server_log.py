@@ -213,8 +213,8 @@ def _eagle_draft_graph_lines(scenario: Scenario, avail: float) -> list[str]:
     """``EagleDraftWorker.init_cuda_graphs`` (srt/speculative/eagle_worker_v2.py:512-545 and 631-660):
     decode (only when steps > 1) then extend, end lines with ``elapsed=, mem usage=, avail mem=``."""
     out: list[str] = []
-    for name, tokens, elapsed, usage in (("decode", 1, 6.02, 0.31), ("extend", scenario.num_draft_tokens,
-                                                                    4.87, 0.22)):  # fmt: skip
+    for name, tokens in (("decode", 1), ("extend", scenario.num_draft_tokens)):
+        elapsed, usage = scenario.graphs[f"draft_{name}"]
         out.append(
             f"Capture draft {name} CUDA graph begin. backend=full, num_tokens_per_req={tokens}, "
             f"bs={_BS}, avail mem={avail:.2f} GB"
@@ -309,9 +309,10 @@ def startup_lines(
             "Capturing batches (bs=48 avail_mem=40.02 GB): 100%|██████████| 9/9 [00:21<00:00,  2.37s/it]",
             tp=None,
         )
-    add(*_graph_lines("target", phase, tokens, 21.37, 1.21, 40.02))
+    target = scenario.graphs["target_verify" if scenario.spec else "decode"]
+    add(*_graph_lines("target", phase, tokens, *target, 40.02))
     if scenario.dspark:
-        add(*_graph_lines("draft", "verify", tokens, 3.91, 0.44, 38.81))
+        add(*_graph_lines("draft", "verify", tokens, *scenario.graphs["draft_decode"], 38.81))
     elif scenario.spec:
         add(*_eagle_draft_graph_lines(scenario, 38.81))
     add(
