@@ -13,8 +13,6 @@ from collections.abc import Mapping
 
 from validator.errors import InputError
 
-MAX_SCRIPT_BYTES = 1 << 20  # launcher scripts are a few KB; a bigger file is not one
-
 
 def home_of(user: str, env: Mapping[str, str]) -> str | None:
     """``~`` (``user`` empty: $HOME, else the password database) or ``~user``."""

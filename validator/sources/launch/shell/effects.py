@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
+from validator.sources.launch.shell.programs import READ_ONLY
 from validator.sources.launch.shell.syntax import node_bytes, part, text
 
 # simple commands that assign no variable and leave the directory, the arguments and the disk alone
@@ -26,13 +27,6 @@ _PURE = {
     ":", "true", "false", "echo", "printf", "test", "[", "return", "break", "continue", "exit", "wait",
     "compgen", "type", "caller", "umask", "times", "jobs", "help", "dirs", "history", "bind", "complete",
     "disown",
-}  # fmt: skip
-# programs known to write nothing but their redirections (programs.READ_ONLY, repeated to keep this
-# module free of the evaluator's imports)
-_READ_ONLY = {
-    "grep", "egrep", "head", "tail", "cat", "ls", "date", "uname", "id", "whoami", "hostname", "free",
-    "df", "nproc", "ps", "pgrep", "dirname", "basename", "realpath", "readlink", "printenv", "wc", "cut",
-    "tr", "seq", "stat", "du", "lscpu", "pwd", "sleep", "which",
 }  # fmt: skip
 _NOT_BOUNDED = {
     "eval", "source", ".", "exec", "trap", "alias", "unalias", "shopt", "enable", "hash", "mapfile",
@@ -228,10 +222,8 @@ def _command(
             _arith(w, out)
     elif name in ("export", "declare", "typeset", "local", "readonly", "unset"):
         return f"{name} as a command word"
-    elif name in ("mkdir", "touch", "rm", "rmdir", "ln", "cp", "mv", "install", "chmod", "chown", "tee"):
-        out.disk = True
-    elif name not in _PURE and name not in _READ_ONLY:
-        out.disk = True  # a program the reader does not know may write anything
+    elif name not in _PURE and name not in READ_ONLY:
+        out.disk = True  # a program that may write (mkdir, cp, tee), or one the reader does not know
     return None
 
 

@@ -15,7 +15,7 @@ from tree_sitter import Node, Tree
 from validator.sources.launch.shell.commands import Commands
 from validator.sources.launch.shell.compound import Compound
 from validator.sources.launch.shell.conditions import Conditions
-from validator.sources.launch.shell.machine import Machine, Prefix
+from validator.sources.launch.shell.machine import Machine
 from validator.sources.launch.shell.state import (
     BASH_VARS,
     MAX_STEPS,
@@ -28,7 +28,7 @@ from validator.sources.launch.shell.state import (
     Var,
 )
 from validator.sources.launch.shell.syntax import inner, line_of, node_bytes, part, snippet, text
-from validator.sources.launch.shell.values import Field, Unbound, Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.values import Unbound, Unknown, Unmodelled, Value, join
 from validator.sources.launch.shell.variables import Variables
 
 
@@ -44,23 +44,9 @@ class Evaluator:
         self.tests = Conditions(m, self.vars)
         self.commands = Commands(self)
         self.compound = Compound(self)
-
-    def invoke(
-        self,
-        words: list[Field],
-        prefix: Prefix,
-        node: Node,
-        *,
-        execs: bool = False,
-        skip_functions: bool = False,
-        only_builtins: bool = False,
-    ) -> int | None:
-        return self.commands.invoke(
-            words, prefix, node, execs=execs, skip_functions=skip_functions, only_builtins=only_builtins
-        )
-
-    def subshell(self, nodes: list[Node]) -> int | None:
-        return self.compound.subshell(nodes)
+        # api.Shell's ways back in that are a part's own rules
+        self.invoke = self.commands.invoke
+        self.subshell = self.compound.subshell
 
     def command_output(self, node: Node) -> Value:
         """``$(...)``: the output of the few commands whose output is known statically (``dirname``,

@@ -58,14 +58,13 @@ class Expander:
         """One word without splitting or globbing (an assignment's value, a ``case`` subject, ``[[ ]]``)."""
         segs = self.segments(node, quoted=False, first=True, assignment=assignment)
         parts: list[Value] = []
-        for k, s in enumerate(segs):
+        for s in segs:
             if s.brk:
                 parts.append(self.first_ifs())
             elif s.literal and not s.quoted and isinstance(s.value, str):
                 parts.append(unescape_bare(s.value))
             else:
                 parts.append(s.value)
-            del k
         return join(parts)
 
     def pattern(self, node: Node) -> re.Pattern[str] | Unknown:
@@ -103,9 +102,9 @@ class Expander:
             if first and not assignment and _ASSIGNMENT_WORD.match(raw) and ("=~" in raw or ":~" in raw):
                 # bash expands ~ after = and : also in an argument that looks like an assignment
                 name, _, rest = raw.partition("=")
-                return [Seg(name + "=", quoted=False, literal=True), *self._tilde(rest, True, line)]
+                return [Seg(name + "=", quoted=False, literal=True), *self._tilde(rest, True)]
             if first and (raw.startswith("~") or (assignment and ":~" in raw)):
-                return self._tilde(raw, assignment, line)
+                return self._tilde(raw, assignment)
             if _brace_expansion(raw):
                 raise Unmodelled(f"brace expansion {raw!r}", line)
             return [Seg(raw, quoted=False, literal=True)]
@@ -176,7 +175,7 @@ class Expander:
             out = out[:start] + v.encode("utf-8", "surrogateescape") + out[end:]
         return out[head : len(out) - tail].decode("utf-8", "surrogateescape")
 
-    def _tilde(self, raw: str, assignment: bool, line: int) -> list[Seg]:
+    def _tilde(self, raw: str, assignment: bool) -> list[Seg]:
         pieces = raw.split(":") if assignment else [raw]
         out: list[Seg] = []
         for k, piece in enumerate(pieces):
@@ -207,7 +206,7 @@ class Expander:
         if not many:
             return [Seg(self._one(name, index, node), quoted=quoted)]
         star = name == "*" or index == "*"
-        values = self._many(name, index, node)
+        values = self._many(name)
         if isinstance(values, Unknown):  # how many words, too, is unknown
             if quoted and star:
                 return [Seg(values, quoted=True)]
@@ -234,7 +233,7 @@ class Expander:
             out.append(Seg(v, quoted=quoted))
         return out
 
-    def _many(self, name: str, index: str | None, node: Node) -> list[Value] | Unknown:
+    def _many(self, name: str) -> list[Value] | Unknown:
         if name in ("@", "*"):
             return self.names.positional()
         els = self.names.elements(name)
@@ -272,7 +271,7 @@ class Expander:
             if index in ("@", "*") and self.names.elements(name) is None and self.names.nounset():
                 raise Unbound(f"{name}[{index}]")  # unlike ${A[@]}, ${#A[@]} is not exempt from set -u
             if index in ("@", "*") or (name in ("@", "*") and index is None):
-                values = self._many(name, index, node)
+                values = self._many(name)
                 return [Seg(values if isinstance(values, Unknown) else str(len(values)), quoted=quoted)]
             v = self._one(name, index, node)
             return [Seg(v if isinstance(v, Unknown) else str(len(v)), quoted=quoted)]
@@ -400,7 +399,7 @@ class Expander:
             if isinstance(rx, Unknown):
                 return [Seg(rx, quoted=quoted)]
             if op.startswith("/"):
-                rep = self._pieces(rep_nodes, quoted=True)
+                rep = self._pieces(rep_nodes)
                 if any(isinstance(v, Unknown) for v, _ in rep):
                     return [Seg(next(v for v, _ in rep if isinstance(v, Unknown)), quoted=quoted)]
                 known = [(v, q) for v, q in rep if isinstance(v, str)]
@@ -483,7 +482,7 @@ class Expander:
             ]
         )
 
-    def _pieces(self, nodes: Sequence[Operand], *, quoted: bool) -> list[tuple[Value, bool]]:
+    def _pieces(self, nodes: Sequence[Operand]) -> list[tuple[Value, bool]]:
         pieces: list[tuple[Value, bool]] = []
         for child in nodes:
             if isinstance(child, RawOperand):
@@ -500,7 +499,7 @@ class Expander:
         return pieces
 
     def _pattern_of(self, nodes: Sequence[Operand], line: int) -> re.Pattern[str] | Unknown:
-        return glob_regex(self._pieces(nodes, quoted=False), line, self.names.posix)
+        return glob_regex(self._pieces(nodes), line, self.names.posix)
 
 
 def _brace_expansion(raw: str) -> bool:

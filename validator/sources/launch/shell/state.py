@@ -106,8 +106,6 @@ class Names(Protocol):
     def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:
         """An array's (key, value) pairs in bash's order; a scalar as element 0; None when unset."""
 
-    def element(self, name: str, key: str, node: Node) -> Value | None: ...
-
     def lookup(self, name: str, index: str | None, node: Node) -> Value | None:
         """``$name``/``${name[index]}``: a variable, a positional or special parameter; None when unset."""
 

@@ -238,7 +238,7 @@ class Variables:
 
     # -- assignments and declarations -------------------------------------------------------------------
 
-    def assignment(self, node: Node, *, local: bool = False) -> str:
+    def assignment(self, node: Node) -> str:
         """``NAME=value``, ``NAME+=value``, ``NAME=(...)``, ``NAME[k]=v``: applies it, returns NAME."""
         target = part(node, "name")
         value_node = node.child_by_field_name("value")
