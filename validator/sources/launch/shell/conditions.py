@@ -33,6 +33,24 @@ INT_OPS: dict[str, Callable[[int, int], bool]] = {
 }
 
 
+# the syntax of [ ... ]: its operators are words to the builtin, as written
+_TEST_OPERATORS = {"test_operator", "==", "=", "!=", "!", "=~", "<", ">", "&&", "||", "-a", "-o", "(", ")"}
+# a lone word in [[ ]]: true when it is not empty
+_WORDS = {"word", "string", "raw_string", "concatenation", "simple_expansion", "expansion", "number"}
+_WORDS |= {"command_substitution"}
+
+
+def _negated(r: bool | None) -> bool | None:
+    return None if r is None else not r
+
+
+def _nonempty(v: Value) -> bool | None:
+    """``-n``'s answer: an unknown value is non-empty only where that is known (``$BASH``)."""
+    if isinstance(v, Unknown):
+        return True if v.nonempty else None
+    return v != ""
+
+
 def leaves(nodes: list[Node]) -> Iterator[Node]:
     for n in nodes:
         if n.type in ("binary_expression", "unary_expression", "parenthesized_expression"):
@@ -55,22 +73,7 @@ class Conditions:
         if opener == "[":
             args: list[Value] = []
             for leaf in leaves(inner):
-                if leaf.type in (
-                    "test_operator",
-                    "==",
-                    "=",
-                    "!=",
-                    "!",
-                    "=~",
-                    "<",
-                    ">",
-                    "&&",
-                    "||",
-                    "-a",
-                    "-o",
-                    "(",
-                    ")",
-                ):
+                if leaf.type in _TEST_OPERATORS:
                     args.append(text(leaf))
                     continue
                 fs = self.words.fields(leaf)
@@ -95,8 +98,7 @@ class Conditions:
             op = text(node.children[0])
             operand = node.children[-1]
             if op == "!":
-                r = self.cond_expr(operand)
-                return None if r is None else not r
+                return _negated(self.cond_expr(operand))
             return unary_test(self, op, self.words.value(operand), node)
         if t == "binary_expression":
             left = part(node, "left")
@@ -131,22 +133,8 @@ class Conditions:
             if op in ("-nt", "-ot", "-ef"):
                 raise Unmodelled(f"file comparison {op}", line)
             raise Unmodelled(f"[[ ]] operator {op!r}", line)
-        if t in (
-            "word",
-            "string",
-            "raw_string",
-            "concatenation",
-            "simple_expansion",
-            "expansion",
-            "number",
-            "command_substitution",
-        ):
-            v = self.words.value(node)
-            return (
-                None
-                if isinstance(v, Unknown) and not v.nonempty
-                else (True if isinstance(v, Unknown) else v != "")
-            )
+        if t in _WORDS:
+            return _nonempty(self.words.value(node))
         raise Unmodelled(f"[[ ]] expression {snippet(node)}", line)
 
     # -- arithmetic -------------------------------------------------------------------------------------
@@ -166,9 +154,8 @@ class Conditions:
 
 def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | None:
     if op in ("-n", "-z"):
-        if isinstance(operand, Unknown):
-            return (op == "-n") if operand.nonempty else None
-        return (operand != "") == (op == "-n")
+        r = _nonempty(operand)
+        return r if op == "-n" else _negated(r)
     if op == "-v":
         if ev.m.posix:
             raise Unmodelled("test -v in a /bin/sh script", line_of(node))
@@ -237,26 +224,14 @@ def _test_posix(ev: Conditions, args: list[Value], node: Node) -> bool | None:
     if n == 0:
         return False
     if n == 1:
-        a = args[0]
-        return (a != "") if isinstance(a, str) else (True if a.nonempty else None)
-    if n == 2:
-        if args[0] == "!":
-            r = _test_posix(ev, args[1:], node)
-            return None if r is None else not r
-        if isinstance(args[0], str) and args[0] in _UNARY_OPS:
-            return unary_test(ev, args[0], args[1], node)
-        raise Unmodelled(f"test with {args!r}", line_of(node))
-    if n == 3:
-        if isinstance(args[1], str) and args[1] in _BINARY_OPS:
-            return _binary(ev, args[0], args[1], args[2], node)
-        if args[0] == "!":
-            r = _test_posix(ev, args[1:], node)
-            return None if r is None else not r
-        raise Unmodelled(f"test with {args!r}", line_of(node))
-    if n == 4 and args[0] == "!":
-        r = _test_posix(ev, args[1:], node)
-        return None if r is None else not r
-    if n == 4:
+        return _nonempty(args[0])
+    if n == 3 and isinstance(args[1], str) and args[1] in _BINARY_OPS:
+        return _binary(ev, args[0], args[1], args[2], node)
+    if n <= 4 and args[0] == "!":
+        return _negated(_test_posix(ev, args[1:], node))
+    if n == 2 and isinstance(args[0], str) and args[0] in _UNARY_OPS:
+        return unary_test(ev, args[0], args[1], node)
+    if n <= 4:
         raise Unmodelled(f"test with {args!r}", line_of(node))
     return _TestParser(ev, args, node).parse()
 
@@ -296,8 +271,7 @@ class _TestParser:
             raise Unmodelled("test: argument expected", line_of(self.node))
         if args[k] == "!":
             self.k += 1
-            r = self.term()
-            return None if r is None else not r
+            return _negated(self.term())
         if args[k] == "(":
             self.k += 1
             r = self.orr()
