@@ -9,7 +9,9 @@ It reads and writes variables through ``state.Names``, not the evaluator.
 
 from __future__ import annotations
 
+import operator
 import re
+from collections.abc import Callable
 
 from tree_sitter import Node
 
@@ -116,55 +118,43 @@ class Arith:
         return a if c != 0 else b
 
     def orr(self) -> int:
-        v = self.andd()
-        while self.peek() == "||":
-            self.k += 1
-            live = self.live
-            self.live = live and not v
-            r = self.andd()
-            self.live = live
-            v = int(bool(v) or bool(r))
-        return v
+        return self.logical("||", self.andd)
 
     def andd(self) -> int:
-        v = self.cmp()
-        while self.peek() == "&&":
+        return self.logical("&&", self.cmp)
+
+    def logical(self, op: str, operand: Callable[[], int]) -> int:
+        """``&&`` or ``||`` between operands, short-circuit: the right one is evaluated but not live."""
+        v = operand()
+        while self.peek() == op:
             self.k += 1
             live = self.live
-            self.live = live and bool(v)
-            r = self.cmp()
+            self.live = live and bool(v) == (op == "&&")
+            r = operand()
             self.live = live
-            v = int(bool(v) and bool(r))
+            v = int(bool(v) and bool(r)) if op == "&&" else int(bool(v) or bool(r))
         return v
 
     def cmp(self) -> int:
-        v = self.add()
-        while self.peek() in ("<", ">", "<=", ">=", "==", "!="):
-            op = self.peek()
-            self.k += 1
-            r = self.add()
-            v = int(
-                {"<": v < r, ">": v > r, "<=": v <= r, ">=": v >= r, "==": v == r, "!=": v != r}[op or ""]
-            )
-        return v
+        return self.chain(("<", ">", "<=", ">=", "==", "!="), self.add)
 
     def add(self) -> int:
-        v = self.mul()
-        while self.peek() in ("+", "-"):
-            op = self.peek() or ""
-            self.k += 1
-            v = self.binop(op, v, self.mul())
-        return v
+        return self.chain(("+", "-"), self.mul)
 
     def mul(self) -> int:
-        v = self.unary()
-        while self.peek() in ("*", "/", "%"):
-            op = self.peek() or ""
+        return self.chain(("*", "/", "%"), self.unary)
+
+    def chain(self, ops: tuple[str, ...], operand: Callable[[], int]) -> int:
+        """Left-associative binary operators ``ops`` between operands."""
+        v = operand()
+        while (op := self.peek()) in ops:
             self.k += 1
-            v = self.binop(op, v, self.unary())
+            v = self.binop(op or "", v, operand())
         return v
 
     def binop(self, op: str, v: int, r: int) -> int:
+        if op in _COMPARE:
+            return int(_COMPARE[op](v, r))
         if op == "+":
             return _wrap(v + r)
         if op == "-":
@@ -242,6 +232,8 @@ class Arith:
         return int(inner)
 
 
+_COMPARE = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge, "==": operator.eq}
+_COMPARE["!="] = operator.ne
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
 
