@@ -85,38 +85,16 @@ class Compound:
     # -- compound commands ------------------------------------------------------------------------------
 
     def if_statement(self, node: Node) -> int | None:
-        clauses: list[tuple[list[Node], list[Node]]] = []
-        cond: list[Node] = []
-        body: list[Node] = []
-        state = "cond"
-        for child in node.children:
-            t = child.type
-            if t in ("if", "fi"):
-                continue
-            if t == "then":
-                state = "body"
-            elif t in ("elif_clause", "else_clause"):
-                if state != "done":
-                    clauses.append((cond, body))
-                state = "done"
-                sub_cond: list[Node] = []
-                sub_body: list[Node] = []
-                sub_state = "cond" if t == "elif_clause" else "body"
-                for c in child.children:
-                    if c.type in ("elif", "else"):
-                        continue
-                    if c.type == "then":
-                        sub_state = "body"
-                    elif sub_state == "cond":
-                        sub_cond.append(c)
-                    else:
-                        sub_body.append(c)
-                clauses.append((sub_cond, sub_body))
-            elif state == "cond":
-                cond.append(child)
-            else:
-                body.append(child)
-        if state != "done":
+        clauses: list[tuple[list[Node], list[Node]]] = []  # (condition, body); else: no condition
+        for clause in [node, *(c for c in node.children if c.type in ("elif_clause", "else_clause"))]:
+            cond: list[Node] = []
+            body: list[Node] = []
+            in_body = clause.type == "else_clause"
+            for c in clause.children:
+                if c.type == "then":
+                    in_body = True
+                elif c.type not in ("if", "elif", "else", "fi", "elif_clause", "else_clause"):
+                    (body if in_body else cond).append(c)
             clauses.append((cond, body))
         for cond, body in clauses:
             if not cond:
