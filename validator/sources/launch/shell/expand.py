@@ -226,12 +226,7 @@ class Expander:
             # empty element is a word when IFS holds a non-blank delimiter)
             sep = self.first_ifs()
             return [Seg(join(_interleave(values, sep)), quoted=False)]
-        out: list[Seg] = []
-        for k, v in enumerate(values):
-            if k:
-                out.append(BREAK)
-            out.append(Seg(v, quoted=quoted))
-        return out
+        return _listed(values, quoted)
 
     def _many(self, name: str) -> list[Value] | Unknown:
         if name in ("@", "*"):
@@ -242,7 +237,10 @@ class Expander:
         return els if isinstance(els, Unknown) else [v for _, v in els]
 
     def _one(self, name: str, index: str | None, node: Node) -> Value:
-        found = self.names.lookup(name, index, node)
+        return self._set(self.names.lookup(name, index, node), name)
+
+    def _set(self, found: Value | None, name: str) -> Value:
+        """An unset parameter expands to nothing, or under ``set -u`` stops the script."""
         if found is None:
             if self.names.nounset():
                 raise Unbound(name)
@@ -279,21 +277,14 @@ class Expander:
             name, index = self._name(kids[1], line)
             if index in ("@", "*"):
                 els = self.names.elements(name)
-                keys: list[Value] = (
-                    [] if els is None else [k for k, _ in els] if isinstance(els, list) else []
-                )
                 if isinstance(els, Unknown):
                     return [Seg(els, quoted=quoted)]
+                keys: list[Value] = [k for k, _ in els or []]
                 if index == "*" and quoted:
                     return [Seg(join(_interleave(keys, self.first_ifs())), quoted=True)]
-                out: list[Seg] = []
-                for k, key in enumerate(keys):
-                    if k:
-                        out.append(BREAK)
-                    out.append(Seg(key, quoted=quoted))
-                return out
+                return _listed(keys, quoted)
             target = self._one(name, index, node)
-            return [Seg(self._indirect(target, node), quoted=quoted)]
+            return [Seg(self._set(self._indirect_raw(target, node), str(target)), quoted=quoted)]
         if head.type == "!" and len(kids) > 2:  # ${!v:-d}: indirection, then the operator
             name, index = self._name(kids[1], line)
             target = self._one(name, index, node)
@@ -334,14 +325,6 @@ class Expander:
             raise Unmodelled(f"${{!...}} names an array element {target!r}", line_of(node))
         return self.names.lookup(m.group(1) or m.group(3), None, node)
 
-    def _indirect(self, target: Value, node: Node) -> Value:
-        found = self._indirect_raw(target, node)
-        if found is None:
-            if self.names.nounset():
-                raise Unbound(str(target))
-            return ""
-        return found
-
     def _operate(
         self, kids: list[Node], current: Value | None, name: str | None, quoted: bool, node: Node
     ) -> list[Seg]:
@@ -369,10 +352,7 @@ class Expander:
                 self.names.set_scalar(name, value, node)
                 return [Seg(value, quoted=quoted)]
             return segs
-        if current is None:
-            if self.names.nounset():
-                raise Unbound(str(name))
-            current = ""
+        current = self._set(current, str(name))
         if op in ("#", "##", "%", "%%", "/", "//", "/#", "/%"):
             pat_nodes: Sequence[Operand] = operands
             rep_nodes: Sequence[Operand] = []
@@ -544,6 +524,16 @@ def _quoting(node: Operand) -> bool:
     if node.type in ("raw_string", "ansi_c_string", "string", "translated_string"):
         return True
     return any(_quoting(c) for c in node.children)
+
+
+def _listed(values: list[Value], quoted: bool) -> list[Seg]:
+    """One run per value, a field boundary between each two (``"$@"``, ``"${A[@]}"``)."""
+    out: list[Seg] = []
+    for k, v in enumerate(values):
+        if k:
+            out.append(BREAK)
+        out.append(Seg(v, quoted=quoted))
+    return out
 
 
 def _interleave(values: list[Value], sep: Value) -> list[Value]:
