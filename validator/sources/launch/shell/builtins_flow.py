@@ -44,24 +44,23 @@ def b_bracket(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int |
     return ev.m.errexit(test_words(ev.tests, words[:-1], node), node, "[")
 
 
+def _status_given(ev: Shell, args: list[Field]) -> int | None:
+    """``exit N``/``return N``: N modulo 256 (None: known only at run time); without N, ``$?``."""
+    if not args:
+        return ev.m.st.status
+    w = join(args[0])
+    return int(w) & 255 if isinstance(w, str) and w.isdigit() else None
+
+
 def b_exit(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
-    words = [join(f) for f in args]
-    status: int | None = ev.m.st.status
-    if words:
-        w = words[0]
-        status = int(w) & 255 if isinstance(w, str) and w.isdigit() else None
+    status = _status_given(ev, args)
     raise ShellExit(status, line_of(node), f"exit {status if status is not None else '?'}")
 
 
 def b_return(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     if not ev.m.in_function and ev.m.depth == 0:
         return ev.m.errexit(1, node, "return")
-    words = [join(f) for f in args]
-    status: int | None = ev.m.st.status
-    if words:
-        w = words[0]
-        status = int(w) & 255 if isinstance(w, str) and w.isdigit() else None
-    raise ShellReturn(status)
+    raise ShellReturn(_status_given(ev, args))
 
 
 def b_loop(kind: str) -> Builtin:

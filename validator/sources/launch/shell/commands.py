@@ -258,10 +258,8 @@ class Commands:
         origin: dict[str, str] = {}
         unexported: set[str] = set()
         for name, var in self.m.st.vars.items():
-            if var.items is not None:
-                continue  # bash exports no arrays
-            if var.value is None:
-                continue
+            if var.items is not None or var.value is None:
+                continue  # bash exports no arrays, nor a variable declared but unset
             if var.exported is None:
                 env[name] = Unknown(f"whether {name} is exported is decided at run time")
             elif var.exported:

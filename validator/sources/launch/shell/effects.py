@@ -111,7 +111,10 @@ def _one(
         declared: set[str] = set()
         for arg in node.children[1:]:
             if arg.type == "variable_assignment":
-                continue  # its own node, below
+                name = arg.child_by_field_name("name")
+                if name is not None:
+                    declared.add(text(name).split("[")[0])
+                continue
             raw = text(arg)
             if raw.startswith(("-", "+")):
                 if "n" in raw or "f" in raw:
@@ -120,11 +123,6 @@ def _one(
             if arg.type not in ("word", "variable_name") or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", raw):
                 return f"{keyword} of a name known only at run time"
             declared.add(raw)
-        for arg in node.children[1:]:
-            if arg.type == "variable_assignment":
-                name = arg.child_by_field_name("name")
-                if name is not None:
-                    declared.add(text(name).split("[")[0])
         out.names |= declared
         if keyword in ("local", "declare", "typeset") and "-g" not in [text(a) for a in node.children]:
             out.locals |= declared
