@@ -28,7 +28,6 @@ from validator.sources.launch.shell.builtins_flow import (
     b_source,
     b_test,
     b_trap,
-    b_true,
 )
 from validator.sources.launch.shell.builtins_output import PROGRAMS, b_echo, b_printf, b_pwd
 from validator.sources.launch.shell.builtins_vars import b_export, b_getopts, b_let, b_read, b_set, b_shift
@@ -90,11 +89,6 @@ def b_hash(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
     return ev.m.errexit(0, node, "hash")
 
 
-def b_alias(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
-    # a script's aliases are not expanded (bash expands them only with `shopt -s expand_aliases`)
-    return ev.m.errexit(0, node, "alias")
-
-
 def b_exec(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = list(args)
     if words and join(words[0]) == "--":
@@ -152,8 +146,8 @@ def b_builtin(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int |
 
 
 BUILTINS: dict[str, Builtin] = {
-    ":": b_true,
-    "true": b_true,
+    ":": b_noop(":"),
+    "true": b_noop("true"),
     "false": b_false,
     "echo": b_echo,
     "printf": b_printf,
@@ -179,8 +173,9 @@ BUILTINS: dict[str, Builtin] = {
     "shopt": b_shopt,
     "enable": b_unmodelled("enable (switches builtins on or off)"),
     "hash": b_hash,
-    "alias": b_alias,
-    "unalias": b_alias,
+    # a script's aliases are not expanded (bash expands them only with `shopt -s expand_aliases`)
+    "alias": b_noop("alias"),
+    "unalias": b_noop("unalias"),
     "exec": b_exec,
     "command": b_command,
     "builtin": b_builtin,

@@ -1,4 +1,4 @@
-"""The builtins that steer control flow or run other code: ``:``/``true``/``false``, ``test``/``[``,
+"""The builtins that steer control flow or run other code: ``false``, ``test``/``[``,
 ``exit``, ``return``, ``break``/``continue`` (raised as ``ShellExit``, ``ShellReturn``, ``LoopJump`` for
 the statements to catch), ``eval`` and ``source`` (parsed and run in place, ``source`` found on ``PATH``
 as bash finds it), ``cd`` (against the disk, unless the script may have made the directory) and ``trap``
@@ -22,10 +22,6 @@ from validator.sources.launch.shell.state import MAX_DEPTH, LoopJump, ShellExit,
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
 from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
 from validator.trusted_files import UnsafeLocation, hidden_from_namers, walk_unplanted
-
-
-def b_true(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
-    return ev.m.errexit(0, node, ":")
 
 
 def b_false(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:

@@ -247,11 +247,7 @@ class Commands:
         try:
             yield
         finally:
-            for n, old in saved.items():
-                if old is None:
-                    self.m.st.vars.pop(n, None)
-                else:
-                    self.m.st.vars[n] = old
+            self.m.restore(saved)
 
     def launch(self, words: list[Field], prefix: list[tuple[str, Value]], node: Node, execs: bool) -> None:
         env: dict[str, Value] = {}
@@ -390,12 +386,7 @@ class Commands:
             status = r.status
         finally:
             self.m.in_function -= 1
-            frame = self.m.st.frames.pop()
-            for var_name, old in frame.items():
-                if old is None:
-                    self.m.st.vars.pop(var_name, None)
-                else:
-                    self.m.st.vars[var_name] = old
+            self.m.restore(self.m.st.frames.pop())
             self.m.st.positional = saved_pos
             self.m.depth -= 1
         self.m.st.status = status

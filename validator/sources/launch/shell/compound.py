@@ -8,8 +8,7 @@ a command up.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import nullcontext
 
 from tree_sitter import Node
 
@@ -72,7 +71,7 @@ class Compound:
                 try:
                     with (
                         self.m.ignoring(),
-                        self.m.stdout_elsewhere() if piece is not parts[-1] else _nothing(),
+                        self.m.stdout_elsewhere() if piece is not parts[-1] else nullcontext(),
                     ):
                         statuses.append(self.sh.stmt(piece))
                 except (ShellExit, ShellReturn, LoopJump, Unbound) as ex:
@@ -277,8 +276,3 @@ class Compound:
             if lp.n > 1:
                 raise LoopJump(lp.kind, lp.n - 1) from None
             return status, lp.kind == "break"
-
-
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield

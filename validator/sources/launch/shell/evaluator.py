@@ -98,8 +98,7 @@ class Evaluator:
             st.opaque = inside
             st.dirty = None
         st.vars.pop("PWD", None)
-        if "IFS" in st.vars:  # bash ignores an inherited IFS
-            del st.vars["IFS"]
+        st.vars.pop("IFS", None)  # bash ignores an inherited IFS
         for name in [k for k in st.vars if not m.posix and (k in BASH_VARS or k.startswith("BASH_FUNC_"))]:
             if name.startswith("BASH_FUNC_"):
                 return Ending("unresolved", 1, m.file, f"{name} in the environment: an exported function")

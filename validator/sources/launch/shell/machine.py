@@ -98,6 +98,15 @@ class Machine:
         finally:
             self.ignore_errexit -= 1
 
+    def restore(self, saved: dict[str, Var | None]) -> None:
+        """Variables put back as they were (None: unset) when a function's locals or a command's
+        ``VAR=x`` prefix end."""
+        for name, old in saved.items():
+            if old is None:
+                self.st.vars.pop(name, None)
+            else:
+                self.st.vars[name] = old
+
     # -- what an unread file may have done -------------------------------------------------------------
 
     def opaque_from(self, why: str) -> None:
@@ -208,8 +217,7 @@ class Machine:
             self.capturing.append(value)
 
     def output_unknown(self, what: str) -> None:
-        if self.capturing is not None:
-            self.capturing.append(Unknown(f"the output of {what}"))
+        self.emit(Unknown(f"the output of {what}"))
 
     @contextmanager
     def stdout_elsewhere(self) -> Iterator[None]:

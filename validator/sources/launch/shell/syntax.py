@@ -11,6 +11,7 @@ is broken: one line, exit 65) from a construct the grammar does not know (the re
 from __future__ import annotations
 
 import subprocess
+from collections.abc import Iterator
 
 import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
@@ -63,16 +64,7 @@ _RESERVED = {"then", "else", "elif", "fi", "do", "done", "esac", "}", ";;", "in"
 def _misread(tree: Tree) -> Node | None:
     """A node where the grammar silently misreads bash: a reserved word such as ``else`` taken for a
     command name (it does so after assignments that end a line), which moves the statements around it."""
-    cursor = tree.walk()
-    while True:
-        node = cursor.node  # a cursor always stands on a node
-        if node is not None and node.type == "command_name" and text(node) in _RESERVED:
-            return node
-        if cursor.goto_first_child():
-            continue
-        while not cursor.goto_next_sibling():
-            if not cursor.goto_parent():
-                return None
+    return next((n for n, _ in _nodes(tree) if n.type == "command_name" and text(n) in _RESERVED), None)
 
 
 def _bash_syntax_error(source: bytes, shell: str = "bash") -> str | None:
@@ -90,18 +82,23 @@ def _bash_syntax_error(source: bytes, shell: str = "bash") -> str | None:
 
 
 def _too_deep(tree: Tree) -> int | None:
-    """The line where the tree first gets deeper than MAX_NESTING (walked iteratively), else None."""
+    """The line where the tree first gets deeper than MAX_NESTING, else None."""
+    return next((line_of(n) for n, depth in _nodes(tree) if depth > MAX_NESTING), None)
+
+
+def _nodes(tree: Tree) -> Iterator[tuple[Node, int]]:
+    """Every node of ``tree`` with its depth, in source order, walked iteratively (no recursion limit)."""
     cursor = tree.walk()
     depth = 0
     while True:
-        if depth > MAX_NESTING:
-            return cursor.node.start_point[0] + 1 if cursor.node is not None else 1
+        if cursor.node is not None:  # a cursor always stands on a node
+            yield cursor.node, depth
         if cursor.goto_first_child():
             depth += 1
             continue
         while not cursor.goto_next_sibling():
             if not cursor.goto_parent():
-                return None
+                return
             depth -= 1
 
 
@@ -179,9 +176,7 @@ POSIX_SHELLS = {"sh", "dash", "ash", "posh"}
 def interpreter(source: bytes) -> str:
     """The shell that runs the script as ``./start.sh``: ``bash`` (also with no ``#!`` line, as bash runs
     such a file itself), ``sh`` for a POSIX shell (dash on Ubuntu and Debian), or another program's name."""
-    if not source.startswith(b"#!"):
-        return "bash"
-    words = source[2:].split(b"\n", 1)[0].decode("utf-8", "replace").split()
+    words = _shebang(source).split()
     if not words:
         return "bash"
     name = words[0].rsplit("/", 1)[-1]
@@ -189,6 +184,11 @@ def interpreter(source: bytes) -> str:
         rest = [w for w in words[1:] if not w.startswith("-")]
         name = rest[0].rsplit("/", 1)[-1] if rest else "env"
     return "sh" if name in POSIX_SHELLS else name
+
+
+def _shebang(source: bytes) -> str:
+    """The ``#!`` line after ``#!``; empty where there is none."""
+    return source[2:].split(b"\n", 1)[0].decode("utf-8", "replace") if source.startswith(b"#!") else ""
 
 
 OPTION_LETTERS = {
@@ -204,9 +204,7 @@ OPTION_LETTERS = {
 def interpreter_options(source: bytes) -> set[str] | None:
     """The shell options the ``#!`` line switches on (``#!/bin/bash -eu``, ``#!/usr/bin/env -S bash -e``), or
     None for options not modelled. Linux hands the rest of the line to the interpreter as one argument."""
-    if not source.startswith(b"#!"):
-        return set()
-    line = source[2:].split(b"\n", 1)[0].decode("utf-8", "replace").strip()
+    line = _shebang(source).strip()
     words = line.split()
     if not words:
         return set()
