@@ -50,8 +50,6 @@ class Variables:
     # -- lookups (state.Names) --------------------------------------------------------------------------
 
     def scalar(self, name: str) -> Value | None:
-        if name == "PWD" and "PWD" not in self.m.st.vars:
-            return self.m.st.cwd
         if name == "0":
             return str(self.m.script)
         if name == "?":
@@ -59,39 +57,35 @@ class Variables:
                 # bash's $? is a $(...)'s status as soon as it ran, dash's only after the command
                 raise Unmodelled("$? after a $(...) in one command in a /bin/sh script", self.m.line)
             return Unknown("$?: an exit status") if self.m.st.status is None else str(self.m.st.status)
-        if self.m.st.opaque is not None and name not in self.m.st.vars and name not in _OWN:
+        var = self.m.st.vars.get(name)
+        if var is not None:
+            if var.items is None:
+                return var.value
+            return var.items if isinstance(var.items, Unknown) else var.items.get("0")
+        if name == "PWD":
+            return self.m.st.cwd
+        if self.m.st.opaque is not None and name not in _OWN:
             return self.unknown_unset(name)
-        if self.posix and name not in self.m.st.vars:
+        if self.posix:
             # dash sets few variables of its own, and none of bash's ($BASH_VERSION, $BASH_SOURCE are unset)
             if name in ("PPID", "LINENO", "PATH"):
                 return Unknown(f"${name}: set by the shell at run time")
-            if name in ("OPTIND", "PS4"):
-                return "1" if name == "OPTIND" else "+ "
-            return None
-        if name == "BASH_VERSION" and name not in self.m.st.vars:
+            return {"OPTIND": "1", "PS4": "+ "}.get(name)
+        if name == "BASH_VERSION":
             return Unknown("$BASH_VERSION: the running bash's", nonempty=True)
-        if name == "BASH" and name not in self.m.st.vars:
+        if name == "BASH":
             # bash always sets it to its own path: a venv's activate tests it with -n (Python <= 3.11.3)
             return Unknown("$BASH: the running bash's path", nonempty=True)
-        if name == "FUNCNAME" and name not in self.m.st.vars:
-            return None
-        if name == "BASH_SOURCE" and name not in self.m.st.vars:
+        if name == "BASH_SOURCE":
             return self.m.st.sources[-1] if self.m.st.sources else None
-        if name in BASH_VARS and name not in self.m.st.vars:
+        if name in BASH_VARS:
             if name in MAYBE_UNSET and self.nounset():
                 raise Unmodelled(f"${name} under set -u: bash may have it unset (and stop)", 0)
             return Unknown(f"${name}: set by bash at run time")
-        if name in BASH_DEFAULTS and name not in self.m.st.vars:
+        if name in BASH_DEFAULTS:
             default = BASH_DEFAULTS[name]
             return Unknown(f"${name}: not in the environment, bash's default") if default is None else default
-        var = self.m.st.vars.get(name)
-        if var is None:
-            return None
-        if var.items is not None:
-            if isinstance(var.items, Unknown):
-                return var.items
-            return var.items.get("0")
-        return var.value
+        return None  # unset (FUNCNAME outside a function too)
 
     def lookup(self, name: str, index: str | None, node: Node) -> Value | None:
         if index is not None:
@@ -127,14 +121,14 @@ class Variables:
         return Var()
 
     def elements(self, name: str) -> list[tuple[str, Value]] | Unknown | None:
-        if name == "BASH_SOURCE" and name not in self.m.st.vars:
-            return [(str(k), v) for k, v in enumerate(reversed(self.m.st.sources))]
-        if name in BASH_VARS and name not in self.m.st.vars:
-            return Unknown(f"${{{name}[@]}}: set by bash at run time")
         var = self.m.st.vars.get(name)
-        if var is None and self.m.st.opaque is not None and name not in _OWN:
-            return Unknown(f"${{{name}[@]}}: {self.m.st.opaque} may set it")
         if var is None:
+            if name == "BASH_SOURCE":
+                return [(str(k), v) for k, v in enumerate(reversed(self.m.st.sources))]
+            if name in BASH_VARS:
+                return Unknown(f"${{{name}[@]}}: set by bash at run time")
+            if self.m.st.opaque is not None and name not in _OWN:
+                return Unknown(f"${{{name}[@]}}: {self.m.st.opaque} may set it")
             return None
         if var.items is None and var.maybe_array:
             return Unknown(
@@ -152,17 +146,17 @@ class Variables:
         return [(k, var.items[k]) for k in sorted(var.items, key=int)]
 
     def element(self, name: str, key: str, node: Node) -> Value | None:
-        if name == "BASH_SOURCE" and name not in self.m.st.vars:
-            if not key.isdigit():
-                raise Unmodelled(f"BASH_SOURCE[{key}]", line_of(node))
-            k = int(key)
-            return self.m.st.sources[-1 - k] if k < len(self.m.st.sources) else None
-        if name in BASH_VARS and name not in self.m.st.vars:
-            return Unknown(f"${{{name}[{key}]}}: set by bash at run time")
         var = self.m.st.vars.get(name)
-        if var is None and self.m.st.opaque is not None and name not in _OWN:
-            return Unknown(f"${{{name}[{key}]}}: {self.m.st.opaque} may set it")
         if var is None:
+            if name == "BASH_SOURCE":
+                if not key.isdigit():
+                    raise Unmodelled(f"BASH_SOURCE[{key}]", line_of(node))
+                k = int(key)
+                return self.m.st.sources[-1 - k] if k < len(self.m.st.sources) else None
+            if name in BASH_VARS:
+                return Unknown(f"${{{name}[{key}]}}: set by bash at run time")
+            if self.m.st.opaque is not None and name not in _OWN:
+                return Unknown(f"${{{name}[{key}]}}: {self.m.st.opaque} may set it")
             return None
         if var.items is None:
             if not var.assoc and self._index(key, node) == "0":
