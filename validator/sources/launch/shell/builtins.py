@@ -1,13 +1,10 @@
-"""The builtins' table (``BUILTINS``, and ``POSIX_BUILTINS``: what dash has too), and the builtins that
-look a command up again: ``exec`` (the script becomes the program), ``command`` (skips functions;
-``command -v`` finds a name as bash would), ``builtin`` (builtins only), with the builtins that change how
-names are looked up (``hash``, ``alias``, ``shopt``, ``enable``), each modelled exactly or ``Unmodelled``.
-
-A builtin is ``f(machine, argument fields, prefix assignments, node) -> status`` (None: known only at run
-time); the simple commands (``commands``) look a name up here after the script's functions. The builtins
-themselves are grouped by what they do: ``builtins_vars`` (variables, options, positional parameters),
-``builtins_flow`` (control flow, ``eval``, ``source``, ``cd``, ``trap``), ``builtins_output`` (what prints
-known text, and the programs whose output is computed).
+"""The builtins' table (``BUILTINS``; ``POSIX_BUILTINS``: what dash has too), looked up by ``commands``
+after the script's functions, and the builtins that look a command up again (``exec``, ``command``,
+``command -v``, ``builtin``) or change how names are looked up (``hash``, ``alias``, ``shopt``,
+``enable``), each modelled exactly or ``Unmodelled``. A builtin is ``f(executor, argument fields, prefix
+assignments, node) -> status`` (None: known only at run time); the rest are grouped by what they do:
+``builtins_vars`` (variables, options, arguments), ``builtins_flow`` (control flow, ``eval``, ``source``,
+``cd``, ``trap``), ``builtins_output`` (known output, and the programs whose output is computed).
 """
 
 from __future__ import annotations

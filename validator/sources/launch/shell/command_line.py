@@ -46,11 +46,9 @@ def expand_tilde(text: str, env: Mapping[str, str], *, assignment: bool = False)
 
 
 def split_command_line(text: str, where: str, env: Mapping[str, str], *, comments: bool = False) -> list[str]:
-    """A one-line command (``--launch-cmd``) split as a POSIX shell would, with ``~`` expanded.
-
-    Parameter expansions are kept as written (there is no script around the string to set variables), as
-    ``shlex.split`` did before; quoting, backslashes, ``#`` comments (``comments=True``) and tilde expansion
-    apply. ``~`` is the environment's ``HOME``, ``~user`` that user's home."""
+    """A one-line command (``--launch-cmd``) split as a POSIX shell would: quoting, backslashes, ``#``
+    comments (``comments=True``) and ``~`` (``HOME``; ``~user``: that user's home) apply; parameter
+    expansions are kept as written (no script around the string sets variables)."""
     text = text.replace("\\\r\n", "").replace("\\\n", "")  # continuations, as before
     words: list[str] = []
     i, n = 0, len(text)

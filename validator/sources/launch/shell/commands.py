@@ -301,10 +301,9 @@ class Commands:
 
     def summarized(self, name: str, args: list[Field], node: Node) -> tuple[int | None] | None:
         """A call of a function that changes nothing its caller sees (``effects.is_pure``: a cache probe
-        such as ``model_is_fully_cached``) as its outcomes alone: every path through it is walked here,
-        on a copy of the state, and the call forks once over the distinct (status, output) pairs they
-        give, instead of once per condition inside it. None where that is not possible (a path through it
-        stops the shell, or there are too many): the call is then walked as any other."""
+        such as ``model_is_fully_cached``) as one fork over the distinct (status, output) pairs of its
+        paths, walked here on copies of the state, instead of a fork per condition inside it. None where a
+        path stops the shell or there are too many: the call is then walked as any other."""
         # the same call in the same state gives the same outcomes: each path of the reading replays it
         key = (
             node_bytes(self.m.st.funcs[name]),

@@ -174,13 +174,10 @@ class Compound:
         return status
 
     def for_unknown(self, node: Node, var: str, body: Node, why: str) -> int | None:
-        """``for`` over words known only at run time (a glob, an unknown list): it runs its body an unknown
-        number of times. Either none (the loop changes nothing), or some: then the state at the start of
-        the last iteration is the state before the loop with what the body can change made unknown
-        (``effects.effects_of``: its variables, the loop's variable, the directory, the arguments, the
-        disk), and that iteration runs once, its ``break``, ``return`` and ``exit`` as they come. Each
-        run of the loop ends as one of these two paths. Where the body's effects cannot be bounded from
-        its syntax, the loop is not modelled."""
+        """``for`` over words known only at run time (a glob): two paths. No iteration; or the last one,
+        run once from the state before the loop with what the body can change (``effects.effects_of``)
+        made unknown, its ``break``, ``return`` and ``exit`` as they come. Where the syntax does not bound
+        the body's effects, the loop is not modelled."""
         nodes = inner(body, "do", "done")
         fx = effects_of(nodes, self.m.st.funcs)
         if isinstance(fx, str):

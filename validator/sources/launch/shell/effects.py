@@ -2,13 +2,10 @@
 whether it may change the directory, the positional parameters or the disk.
 
 Why: a loop over words known only at run time (``for s in "$dir"/*/``) runs its body an unknown number of
-times. The reader does not give up on the whole script there: the loop's effects are what its body can
-change, and nothing else (``Compound.for_unknown``). That needs the body's effects before it runs, which
-only the syntax gives. Where the syntax cannot bound them (``eval``, ``source``, a function defined in the
-body, a command whose name is computed), the answer is a reason instead, and the construct stays
-unmodelled.
-
-Apart from the evaluator: it reads syntax nodes and the functions defined so far, never the state.
+times; its effects are what its body can change and nothing else (``Compound.for_unknown``), known before
+it runs only from the syntax. Where the syntax cannot bound them (``eval``, ``source``, a function
+defined in the body, a computed command name) the answer is a reason, and the construct stays
+unmodelled. It reads syntax nodes and the functions defined so far, never the state.
 """
 
 from __future__ import annotations

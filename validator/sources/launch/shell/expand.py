@@ -3,12 +3,9 @@
 ``${v#p}``, ``${v/p/r}``, ``${#v}``, ``${!v}``, arrays and ``$@``), then split into argv words
 (``fields``), or read as one value, or as a pattern.
 
-A word's value is known text or ``Unknown`` (with the reason). What cannot be known is never guessed: an
-unknown value in a quoted word is an unknown part of one field; unquoted, the number of fields is unknown
-too, and the whole word is ``Unknown``. A construct not modelled raises ``Unmodelled``.
-
-``Expander`` reads and sets variables through ``Names`` (the path's variables) and runs ``$(...)``
-through the ``substitute`` it is given (the executor's); it holds no state of its own.
+Never guessed: an unknown value in a quoted word is an unknown part of one field; unquoted, the number of
+fields is unknown too (``Unsplit``); a construct not modelled raises ``Unmodelled``. ``Expander`` holds no
+state: variables through ``Names``, ``$(...)`` through the executor's ``substitute``.
 """
 
 from __future__ import annotations

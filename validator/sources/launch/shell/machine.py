@@ -1,11 +1,9 @@
-"""One path's machine: the state carried along a path and the rules every statement shares.
-
-The per-path bookkeeping (the state, the depth of calls, the file being read, notes), the forks
-(``decide``, ``known_status``, over ``paths.Forks``), ``set -e`` (``errexit``, and ``ignoring`` for
-conditions, where it does not apply), what the script may have changed on the disk (``touch``,
-``changed``, ``file_text``), what a construct known only at run time may have changed (``opaque_from``,
-``unknown_effects``), and what the commands print inside ``$(...)`` (``capturing``, ``emit``). It runs no
-statement itself: every other part of the executor holds it.
+"""One path's machine: the state carried along a path and the rules every statement shares, running no
+statement itself. The bookkeeping (state, call depth, the file being read, notes), the forks (``decide``,
+``known_status``, over ``paths.Forks``), ``set -e`` (``errexit``; ``ignoring`` in conditions), what the
+script may have changed on the disk (``touch``, ``changed``, ``file_text``), what a construct known only at
+run time may have changed (``opaque_from``, ``unknown_effects``), and what commands print inside ``$(...)``
+(``capturing``, ``emit``).
 """
 
 from __future__ import annotations
@@ -110,11 +108,10 @@ class Machine:
     # -- what an unread file may have done -------------------------------------------------------------
 
     def opaque_from(self, why: str) -> None:
-        """A sourced file whose text cannot be read (absent here, on stdin, computed at run time): from
-        here on every variable is unknown (its value, defaults included, and whether it is exported), a
-        variable the script never set may be set, and so may the directory and anything on the disk.
-        What the script assigns afterwards is known again. The positional parameters are taken as they
-        were (a sourced file that runs ``set --`` is not modelled), as are functions and options."""
+        """A sourced file whose text cannot be read (absent here, on stdin, computed at run time): from here
+        every variable, set or not (its value, defaults included, and its export), the directory and the
+        disk are unknown until the script sets them again. Arguments, functions and options are kept (a
+        sourced ``set --`` is not modelled)."""
         self.st.opaque = why
         for name, var in self.st.vars.items():
             if var.readonly:

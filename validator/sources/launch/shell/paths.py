@@ -4,10 +4,7 @@ Where a condition is known only at run time (a program's status, a ``[[ ]]`` on 
 evaluator asks ``Forks.decide`` which way to go. A path is replayed from the start with its decisions
 given as a prefix: the forks it meets beyond the prefix take their first alternative, and each other
 alternative becomes a new prefix to replay (depth first, the first alternatives first). Replaying instead
-of copying the evaluator's state at each fork keeps the evaluator free of any undo logic.
-
-Apart from the evaluator so that the statements' rules and the walk over paths can be read and changed
-one without the other; it knows nothing of bash.
+of copying the state at each fork keeps the evaluator free of undo logic. It knows nothing of bash.
 """
 
 from __future__ import annotations

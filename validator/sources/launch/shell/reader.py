@@ -31,11 +31,9 @@ def read_script(
     inside: str | None = None,
     cwd: Value = "",
 ) -> Reading:
-    """Every path through the script at ``path`` started with environment ``env`` and arguments ``args``.
-    ``text``: the script's text, known without reading ``path`` (a file the launcher wrote itself);
-    ``inside``/``cwd``: it runs where this host cannot see (``Evaluator.run``).
-
-    Raises InputError for a file that is not a script (unreadable, oversized, a syntax error)."""
+    """Every path through the script at ``path`` started with ``env`` and ``args``. ``text``: its text, known
+    without reading ``path`` (a file the launcher wrote); ``inside``/``cwd``: it runs where this host cannot
+    see (``Evaluator.run``). InputError for a file that is not a script (unreadable, oversized, syntax)."""
     script = Path(path).absolute()
     if text is None:
         data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script", names=True)

@@ -1,5 +1,4 @@
-"""A bash script as a syntax tree: tree-sitter-bash, checked and bounded, with the few node helpers the
-evaluator needs.
+"""A bash script as a syntax tree: tree-sitter-bash, checked and bounded, with the evaluator's node helpers.
 
 Why tree-sitter-bash: it is a complete, maintained bash grammar with wheels for aarch64 (DGX Spark) and
 x86-64, and its concrete tree keeps every quote and expansion, so the evaluator can apply bash's own rules
@@ -148,14 +147,10 @@ def snippet(node: Node) -> str:
 
 
 def field_of(parent: Node, child: Node) -> str | None:
-    """The grammar's field name of ``child`` in ``parent`` (``argument``, ``name``, ...). The names of a
-    parent's children are read once and kept for the parent last asked about: a command with 20,000 words
-    asked this for each of them, and reading them all each time made the reading quadratic (41 s).
-
-    The cache holds that parent node itself, which keeps its tree alive, and compares nodes with ``==``
-    (tree-sitter's own identity: the node and its tree). A key of node id and byte span alone matched a
-    node of another tree allocated where a freed tree had been (the same script read twice in one process,
-    or a sourced file), and gave that node the other's field names."""
+    """The grammar's field name of ``child`` in ``parent`` (``argument``, ``name``, ...), read for all of the
+    last parent's children at once (else a command of many words is quadratic). The cache holds the parent
+    itself and compares with ``==`` (node and tree): a node id alone matched a node of another tree
+    allocated where a freed one had been, and gave it the other's field names."""
     cached, names = _FIELDS_OF[0]  # one tuple, replaced whole: two threads reading never mix two entries
     if cached is None or cached != parent:
         names = {}
