@@ -18,7 +18,7 @@ from validator.sources.launch.shell.api import Shell
 from validator.sources.launch.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
 from validator.sources.launch.shell.effects import is_pure
 from validator.sources.launch.shell.machine import heredoc_text
-from validator.sources.launch.shell.paths import Forks
+from validator.sources.launch.shell.paths import Forks, explore
 from validator.sources.launch.shell.programs import MAKERS, is_server_command, reads_only
 from validator.sources.launch.shell.state import (
     MAX_DEPTH,
@@ -209,8 +209,7 @@ class Commands:
                     self.vars.assign(n, v, node)
                 return BUILTINS[head](self.sh, args, [], node)
             with self.temporary(prefix, node):
-                status = BUILTINS[head](self.sh, args, prefix, node)
-            return status
+                return BUILTINS[head](self.sh, args, prefix, node)
         if only_builtins:
             return self.m.errexit(1, node, f"builtin {head}")
         # an external program
@@ -338,24 +337,19 @@ class Commands:
         saved_forks, saved_st, saved_capture = self.m.forks, self.m.st, self.m.capturing
         saved_survived, self.m.survived = self.m.survived, []
         outcomes: list[tuple[int | None, Value]] = []
-        stack: list[list[int]] = [[]]
-        walked = 0
+
+        def walk(forks: Forks) -> None:
+            self.m.forks, self.m.st, self.m.capturing = forks, saved_st.copy(), []
+            outcome = (self.run_function(name, args, [], node), join(self.m.capturing))
+            if outcome not in outcomes:
+                outcomes.append(outcome)
+
         try:
-            while stack:
-                if walked >= _MAX_SUMMARY_PATHS:
-                    return None, []
-                forks = Forks(stack.pop())
-                self.m.forks, self.m.st, self.m.capturing = forks, saved_st.copy(), []
-                try:
-                    status = self.run_function(name, args, [], node)
-                except (ShellExit, Launched, LoopJump, Unbound, Unmodelled):
-                    return None, []
-                outcome = (status, join(self.m.capturing))
-                if outcome not in outcomes:
-                    outcomes.append(outcome)
-                walked += 1
-                stack.extend(forks.untaken())
+            if not explore(walk, _MAX_SUMMARY_PATHS):
+                return None, []
             return outcomes, list(self.m.survived)
+        except (ShellExit, Launched, LoopJump, Unbound, Unmodelled):
+            return None, []
         finally:
             self.m.forks, self.m.st, self.m.capturing = saved_forks, saved_st, saved_capture
             self.m.survived = saved_survived

@@ -275,22 +275,13 @@ class Variables:
         words = [c for c in node.children if c.type not in ("(", ")")]
         for w in words:
             raw = text(w)
-            m = (
-                re.match(r"\[([^\]]*)\](\+?)=", raw)
-                if w.type == "concatenation" or w.type == "word"
-                else None
-            )
-            if m is not None:
-                raise (
-                    Unmodelled(f"keyed array element {raw[:30]!r}", line_of(w))
-                    if not assoc
-                    else Unmodelled(f"associative array literal {raw[:30]!r}", line_of(w))
-                )
+            if w.type in ("concatenation", "word") and re.match(r"\[[^\]]*\]\+?=", raw):
+                what = "associative array literal" if assoc else "keyed array element"
+                raise Unmodelled(f"{what} {raw[:30]!r}", line_of(w))
             if assoc:
                 raise Unmodelled(f"associative array {name} given a list", line_of(w))
             fs = self.words.fields(w)
             if isinstance(fs, Unknown):
-                items = {}
                 new = Var(items=fs, exported=var.exported if var else False, origin=self.origin(at))
                 self.m.st.vars[name] = new
                 return
@@ -378,15 +369,13 @@ class Variables:
             if name in self.m.st.vars and self.m.st.vars[name].readonly:
                 raise Unmodelled(f"local {name}: {name} is readonly", line)
             if name not in frame:
-                frame[name] = self.m.st.vars.get(name)
-                prior = self.m.st.vars.pop(name, None)
-                # a local starts unset, keeping nothing of the outer variable but (for an exported one
-                # under set -a) nothing else either
+                prior = frame[name] = self.m.st.vars.pop(name, None)
+                # a local starts unset, keeping only the export attribute of the variable it hides (bash)
                 self.m.st.vars[name] = Var(
                     value=None,
                     exported=prior.exported if prior is not None else False,
                     origin=self.origin(node),
-                )  # a local keeps the export attribute of the variable it hides (bash does)
+                )
         var = self.m.st.vars.get(name)
         if var is None:
             var = self.fresh(name)
@@ -411,8 +400,6 @@ class Variables:
         elif keyword == "readonly" or flags.get("r"):
             var.readonly = True
         if "allexport" in self.m.st.opts and (assignment is not None or value is not None):
-            var.exported = True
-        if keyword == "export" and flags.get("n") is False:
             var.exported = True
 
     def unset(self, node: Node) -> int:
