@@ -101,14 +101,14 @@ def b_exec(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
 
 
 def b_command(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
-    words = list(args)
-    if words and join(words[0]) == "-v" and len(words) == 2:
-        return _command_v(ev, join(words[1]), node)
-    if words and isinstance(join(words[0]), str) and str(join(words[0])).startswith("-"):
-        raise Unmodelled(f"command {join(words[0])}", line_of(node))
-    if not words:
+    if not args:
         return ev.m.errexit(0, node, "command")
-    return ev.invoke(words, prefix, node, skip_functions=True)
+    first = join(args[0])
+    if first == "-v" and len(args) == 2:
+        return _command_v(ev, join(args[1]), node)
+    if isinstance(first, str) and first.startswith("-"):
+        raise Unmodelled(f"command {first}", line_of(node))
+    return ev.invoke(list(args), prefix, node, skip_functions=True)
 
 
 def _command_v(ev: Shell, name: Value, node: Node) -> int | None:

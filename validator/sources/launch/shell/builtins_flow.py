@@ -20,7 +20,7 @@ from validator.sources.launch.shell.conditions import test_words
 from validator.sources.launch.shell.machine import Prefix, heredoc_text, known_words, others_could_write
 from validator.sources.launch.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
-from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join, join_with
 from validator.trusted_files import UnsafeLocation, hidden_from_namers, walk_unplanted
 
 
@@ -69,7 +69,7 @@ def b_loop(kind: str) -> Builtin:
 
 def b_eval(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = [join(f) for f in args]
-    joined = join([p for k, w in enumerate(words) for p in ((" ", w) if k else (w,))])
+    joined = join_with(words, " ")
     if isinstance(joined, Unknown):
         raise Unmodelled(f"eval of text known only at run time: {joined.reason}", line_of(node))
     if not joined.strip():

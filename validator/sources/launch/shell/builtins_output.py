@@ -14,7 +14,7 @@ from tree_sitter import Node
 from validator.sources.launch.shell.api import Builtin, Shell
 from validator.sources.launch.shell.machine import Prefix, known_words
 from validator.sources.launch.shell.syntax import line_of
-from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join, join_with
 
 
 def b_echo(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
@@ -29,12 +29,7 @@ def b_echo(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
             return ev.m.errexit(0, node, "echo")
         newline = newline and "n" not in values[0]
         values = values[1:]
-    parts: list[Value] = []
-    for k, v in enumerate(values):
-        if k:
-            parts.append(" ")
-        parts.append(v)
-    ev.m.emit(join([*parts, "\n" if newline else ""]))
+    ev.m.emit(join([join_with(values, " "), "\n" if newline else ""]))
     return ev.m.errexit(0, node, "echo")
 
 

@@ -8,7 +8,7 @@ a command up.
 from __future__ import annotations
 
 import itertools
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 
 from tree_sitter import Node
 
@@ -26,16 +26,8 @@ class Compound:
         self.sh, self.m, self.vars, self.words = sh, sh.m, sh.vars, sh.words
 
     def background(self, node: Node) -> int | None:
-        saved = self.m.st
-        self.m.st = saved.copy()
-        self.m.ignore_errexit += 1
-        try:
+        with self.m.in_copy(), self.m.ignoring(), suppress(ShellExit, ShellReturn, LoopJump, Unbound):
             self.sh.stmt(node)
-        except (ShellExit, ShellReturn, LoopJump, Unbound):
-            pass
-        finally:
-            self.m.ignore_errexit -= 1
-            self.m.st = saved
         self.m.st.status = 0
         self.m.st.dirty = None  # a job running alongside may change anything on the disk
         return 0

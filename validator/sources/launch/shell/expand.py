@@ -29,7 +29,16 @@ from validator.sources.launch.shell.fields import (
 from validator.sources.launch.shell.patterns import glob_regex, strip_pattern, substitute_pattern
 from validator.sources.launch.shell.state import Names
 from validator.sources.launch.shell.syntax import line_of, node_bytes, part, snippet, text
-from validator.sources.launch.shell.values import Fields, Unbound, Unknown, Unmodelled, Unsplit, Value, join
+from validator.sources.launch.shell.values import (
+    Fields,
+    Unbound,
+    Unknown,
+    Unmodelled,
+    Unsplit,
+    Value,
+    join,
+    join_with,
+)
 
 _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -210,7 +219,7 @@ class Expander:
             return [Seg(Unsplit(values.reason), quoted=False)]
         if star and quoted:
             sep = self.first_ifs()
-            return [Seg(join(_interleave(values, sep)), quoted=True)]
+            return [Seg(join_with(values, sep), quoted=True)]
         ifs = self.names.scalar("IFS")
         if self.names.posix and not quoted and "" in values and isinstance(ifs, str) and ifs.strip(" \t\n"):
             # dash makes no field of an empty parameter there, whatever IFS holds; bash's rule is below
@@ -222,7 +231,7 @@ class Expander:
             # unquoted, bash joins the elements with IFS's first character and splits the result (so an
             # empty element is a word when IFS holds a non-blank delimiter)
             sep = self.first_ifs()
-            return [Seg(join(_interleave(values, sep)), quoted=False)]
+            return [Seg(join_with(values, sep), quoted=False)]
         return _listed(values, quoted)
 
     def _many(self, name: str) -> list[Value] | Unknown:
@@ -278,7 +287,7 @@ class Expander:
                     return [Seg(els, quoted=quoted)]
                 keys: list[Value] = [k for k, _ in els or []]
                 if index == "*" and quoted:
-                    return [Seg(join(_interleave(keys, self.first_ifs())), quoted=True)]
+                    return [Seg(join_with(keys, self.first_ifs()), quoted=True)]
                 return _listed(keys, quoted)
             target = self._one(name, index, node)
             return [Seg(self._set(self._indirect_raw(target, node), str(target)), quoted=quoted)]
@@ -294,9 +303,7 @@ class Expander:
         return self._operate(kids[1:], self.names.lookup(name, index, node), name, quoted, node)
 
     def _name(self, node: Node, line: int) -> tuple[str, str | None]:
-        if node.type in ("variable_name", "special_variable_name"):
-            return text(node), None
-        if node.type == "number":
+        if node.type in ("variable_name", "special_variable_name", "number"):
             return text(node), None
         if node.type == "subscript":
             name = text(part(node, "name"))
@@ -530,15 +537,6 @@ def _listed(values: list[Value], quoted: bool) -> list[Seg]:
         if k:
             out.append(BREAK)
         out.append(Seg(v, quoted=quoted))
-    return out
-
-
-def _interleave(values: list[Value], sep: Value) -> list[Value]:
-    out: list[Value] = []
-    for k, v in enumerate(values):
-        if k:
-            out.append(sep)
-        out.append(v)
     return out
 
 

@@ -49,3 +49,13 @@ def join(parts: list[Value]) -> Value:
         if isinstance(p, Unknown):
             return p
     return "".join(p for p in parts if isinstance(p, str))
+
+
+def join_with(values: list[Value], sep: Value) -> Value:
+    """``values`` with ``sep`` between each two, joined (``"$*"``, ``echo a b``, ``eval a b``)."""
+    parts: list[Value] = []
+    for k, v in enumerate(values):
+        if k:
+            parts.append(sep)
+        parts.append(v)
+    return join(parts)
