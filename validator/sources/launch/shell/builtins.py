@@ -142,18 +142,23 @@ def b_builtin(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int |
     return ev.invoke(list(args), prefix, node, skip_functions=True, only_builtins=True)
 
 
+# builtins whose status is 0 and which change nothing the reader tracks (a script's aliases are not
+# expanded: bash expands them only with `shopt -s expand_aliases`)
+_NO_OPS = (
+    ":", "true", "alias", "unalias", "wait", "umask", "complete", "times", "disown", "jobs", "history",
+    "bind", "help", "dirs",
+)  # fmt: skip
+# not modelled: jobs and signals, the directory stack, limits, the interactive history
+_UNMODELLED = ("pushd", "popd", "ulimit", "kill", "fc", "suspend", "logout", "fg", "bg")
+_DECLARATIONS = ("export", "declare", "typeset", "local", "readonly", "unset")
+
 BUILTINS: dict[str, Builtin] = {
-    ":": b_noop(":"),
-    "true": b_noop("true"),
+    **{name: b_noop(name) for name in _NO_OPS},
+    **{name: b_unmodelled(name) for name in _UNMODELLED},
+    **{name: b_export(name) for name in _DECLARATIONS},
     "false": b_false,
     "echo": b_echo,
     "printf": b_printf,
-    "export": b_export("export"),
-    "declare": b_export("declare"),
-    "typeset": b_export("typeset"),
-    "local": b_export("local"),
-    "readonly": b_export("readonly"),
-    "unset": b_export("unset"),
     "set": b_set,
     "shift": b_shift,
     "cd": b_cd,
@@ -170,9 +175,6 @@ BUILTINS: dict[str, Builtin] = {
     "shopt": b_shopt,
     "enable": b_unmodelled("enable (switches builtins on or off)"),
     "hash": b_hash,
-    # a script's aliases are not expanded (bash expands them only with `shopt -s expand_aliases`)
-    "alias": b_noop("alias"),
-    "unalias": b_noop("unalias"),
     "exec": b_exec,
     "command": b_command,
     "builtin": b_builtin,
@@ -182,28 +184,9 @@ BUILTINS: dict[str, Builtin] = {
     "break": b_loop("break"),
     "continue": b_loop("continue"),
     "getopts": b_getopts,
-    "pushd": b_unmodelled("pushd"),
-    "popd": b_unmodelled("popd"),
-    "wait": b_noop("wait"),
-    "umask": b_noop("umask"),
-    "ulimit": b_unmodelled("ulimit"),
     "type": b_runtime("type"),
     "caller": b_runtime("caller"),
     "compgen": b_runtime("compgen", "VFC"),
-    "complete": b_noop("complete"),
-    "times": b_noop("times"),
-    "disown": b_noop("disown"),
-    "jobs": b_noop("jobs"),
-    "kill": b_unmodelled("kill"),
-    "fc": b_unmodelled("fc"),
-    "history": b_noop("history"),
-    "suspend": b_unmodelled("suspend"),
-    "logout": b_unmodelled("logout"),
-    "bind": b_noop("bind"),
-    "help": b_noop("help"),
-    "dirs": b_noop("dirs"),
-    "fg": b_unmodelled("fg"),
-    "bg": b_unmodelled("bg"),
 }
 
 
