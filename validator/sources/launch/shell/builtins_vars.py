@@ -64,7 +64,7 @@ def b_set(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | Non
                     raise Unmodelled(f"set {w[0]}{letter}", line_of(node))
                 (ev.m.st.opts.add if on else ev.m.st.opts.discard)(_SET_LETTERS[letter])
             continue
-        ev.m.st.positional = [x for x in words[k:]]
+        ev.m.st.positional = list(words[k:])
         return ev.m.errexit(0, node, "set")
     return ev.m.errexit(0, node, "set")
 
@@ -162,5 +162,4 @@ def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
             raise Unmodelled("read", line_of(node))
     if not args:
         ev.vars.assign("REPLY", Unknown("REPLY is read from input at run time"), node)
-    ev.m.st.status = None
-    return None if "errexit" not in ev.m.st.opts or ev.m.ignore_errexit else ev.m.errexit(None, node, "read")
+    return ev.m.errexit(None, node, "read")

@@ -35,6 +35,7 @@ from validator.sources.launch.shell.values import Field, Unbound, Unknown, Unmod
 # POSIX's special builtins: the assignments before them persist in a POSIX shell
 _SPECIAL = {":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set"}
 _SPECIAL |= {"shift", "times", "trap", "unset"}
+_REDIRECT_OPS = {">", ">>", ">|", "&>", "&>>", ">&", "<", "<>", "<&", ">&-", "<&-"}
 _MAX_SUMMARY_PATHS = 64  # paths through one function summarised at its call
 
 
@@ -94,14 +95,7 @@ class Commands:
             return
         if node.type == "herestring_redirect":
             return
-        op = next(
-            (
-                text(c)
-                for c in node.children
-                if c.type in (">", ">>", ">|", "&>", "&>>", ">&", "<", "<>", "<&", "&>", ">&-", "<&-")
-            ),
-            "",
-        )
+        op = next((text(c) for c in node.children if c.type in _REDIRECT_OPS), "")
         dest = node.child_by_field_name("destination")
         if op in ("<", "<&") or dest is None:
             return
@@ -232,9 +226,6 @@ class Commands:
                     self.m.touch(a, content=name not in ("mkdir", "chmod", "chown", "touch"))
         elif not reads_only(name, values[1:]):
             self.m.st.dirty = None  # an unknown program may change anything on the disk
-        if self.m.ignore_errexit or "errexit" not in self.m.st.opts:
-            self.m.st.status = None
-            return None
         return self.m.errexit(None, node, head)
 
     @contextmanager

@@ -250,19 +250,20 @@ class _TestParser:
         return r
 
     def orr(self) -> bool | None:
-        a = self.andd()
-        while self.k < len(self.args) and self.args[self.k] == "-o":
-            self.k += 1
-            b = self.andd()
-            a = True if (a is True or b is True) else (None if a is None or b is None else False)
-        return a
+        return self.junction("-o", self.andd)
 
     def andd(self) -> bool | None:
-        a = self.term()
-        while self.k < len(self.args) and self.args[self.k] == "-a":
+        return self.junction("-a", self.term)
+
+    def junction(self, op: str, operand: Callable[[], bool | None]) -> bool | None:
+        """``-o`` or ``-a`` from left to right: one operand that decides it (true for ``-o``, false for
+        ``-a``) decides, else an unknown one makes it unknown."""
+        decides = op == "-o"
+        a = operand()
+        while self.k < len(self.args) and self.args[self.k] == op:
             self.k += 1
-            b = self.term()
-            a = False if (a is False or b is False) else (None if a is None or b is None else True)
+            b = operand()
+            a = decides if decides in (a, b) else (None if None in (a, b) else not decides)
         return a
 
     def term(self) -> bool | None:
