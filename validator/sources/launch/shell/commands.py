@@ -191,11 +191,11 @@ class Commands:
                 self.vars.assign(n, v, node)
             with self.m.ignoring():
                 status = BUILTINS[head](self.sh, args, [], node)
-            if status is None or status != 0:
+            if status != 0:
                 raise ShellExit(status, line_of(node), f"{head} failed: dash stops")
             self.m.st.status = 0
             return 0
-        if head in BUILTINS and not (execs and head not in ("exec",)):
+        if head in BUILTINS and not (execs and head != "exec"):
             if head in ("exec", "command", "builtin") or not prefix:
                 return BUILTINS[head](self.sh, args, prefix, node)
             if self.m.posix and head in _SPECIAL:  # POSIX: assignments before a special builtin stay

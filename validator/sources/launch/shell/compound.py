@@ -100,17 +100,13 @@ class Compound:
         return 0
 
     def case_statement(self, node: Node) -> int | None:
-        subject_node = part(node, "value")
-        subject = self.words.value(subject_node)
-        items = [c for c in node.children if c.type == "case_item"]
+        subject = self.words.value(part(node, "value"))
         self.m.st.status = 0
-        k = 0
         falling = False
         status: int | None = 0
-        while k < len(items):
-            item = items[k]
+        ends = (";;", ";&", ";;&")
+        for item in [c for c in node.children if c.type == "case_item"]:
             patterns = [c for c in item.children if field_of(item, c) == "value"]
-            ends = (";;", ";&", ";;&")
             body = [
                 c
                 for c in item.children
@@ -135,7 +131,6 @@ class Compound:
                 if term == ";;":
                     return status
                 falling = term == ";&"
-            k += 1
         self.m.st.status = status
         return status
 

@@ -6,7 +6,7 @@ variables as expansion sees them. Below every part that reads or changes them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -49,8 +49,7 @@ class Var:
     maybe_array: bool = False
 
     def copy(self) -> Var:
-        items = dict(self.items) if isinstance(self.items, dict) else self.items
-        return Var(self.value, items, self.assoc, self.exported, self.origin, self.readonly, self.maybe_array)
+        return replace(self, items=dict(self.items) if isinstance(self.items, dict) else self.items)
 
 
 @dataclass
