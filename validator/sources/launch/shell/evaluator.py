@@ -54,20 +54,21 @@ class Evaluator:
         substitution's exit status becomes ``$?`` (an assignment's status, for ``set -e``)."""
         body = [c for c in node.children if c.type not in ("$(", ")", "`")]
         outer_capture = self.m.capturing
+        captured: list[Value] = []
         with self.m.in_copy():
-            self.m.capturing = []
+            self.m.capturing = captured
             try:
                 with self.m.ignoring():
                     status = self.block(body)
-                out = join(self.m.capturing)
             except ShellExit as ex:
-                status, out = ex.status, join(self.m.capturing)
+                status = ex.status
             except Unbound:  # bash reports it and the substitution's subshell exits
-                status, out = 1, join(self.m.capturing)
+                status = 1
             except Launched:
                 raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
             finally:
                 self.m.capturing = outer_capture
+        out = join(captured)
         self.m.st.status = status
         self.m.substitutions += 1
         if status is None:

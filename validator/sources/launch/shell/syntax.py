@@ -41,15 +41,14 @@ def parse(source: bytes, where: str, shell: str = "bash") -> Tree:
     bad = _first_error(tree.root_node)
     if bad is None:
         bad = _misread(tree)
+    complaint = _bash_syntax_error(source, shell)
     if bad is None:
         # the grammar also accepts what bash refuses (a here-document whose end word shares its line):
         # bash, which would stop there, has the last word
-        complaint = _bash_syntax_error(source, shell)
         if complaint is not None and not complaint.startswith("bash could not"):
             raise InputError(where, f"shell syntax error: {complaint}")
         return tree
-    line = bad.start_point[0] + 1
-    complaint = _bash_syntax_error(source, shell)
+    line = line_of(bad)
     if complaint is not None:
         raise InputError(where, f"shell syntax error: {complaint}", line)
     raise UnresolvedLaunch(
