@@ -138,12 +138,11 @@ def stdin_text(ev: Shell, node: Node) -> Value:
     """What a command reads on its standard input when that is a here-document or here-string given to
     it: the text, when it is static (a quoted delimiter, or no expansion in it) or a known here-string;
     Unknown otherwise, and for input from anywhere else (the script's own stdin, a file, a pipe)."""
-    redirects = [c for c in node.children if c.type in ("herestring_redirect", "heredoc_redirect")]
-    redirects += [c for c in node.children if c.type == "file_redirect"]
-    parent = node.parent
-    if parent is not None and parent.type == "redirected_statement":
-        redirects += [c for c in parent.children if c.type in ("heredoc_redirect", "herestring_redirect")]
-        redirects += [c for c in parent.children if c.type == "file_redirect"]
+    holders = [node]
+    if node.parent is not None and node.parent.type == "redirected_statement":
+        holders.append(node.parent)
+    kinds = ("herestring_redirect", "heredoc_redirect", "file_redirect")
+    redirects = [c for h in holders for c in h.children if c.type in kinds]
     found: Value = Unknown("the script's own standard input")
     for r in sorted(redirects, key=lambda c: c.start_byte):
         fd = next((c for c in r.children if c.type == "file_descriptor"), None)

@@ -165,8 +165,7 @@ class Compound:
         run once from the state before the loop with what the body can change (``effects.effects_of``)
         made unknown, its ``break``, ``return`` and ``exit`` as they come. Where the syntax does not bound
         the body's effects, the loop is not modelled."""
-        nodes = inner(body, "do", "done")
-        fx = effects_of(nodes, self.m.st.funcs)
+        fx = effects_of(inner(body, "do", "done"), self.m.st.funcs)
         if isinstance(fx, str):
             raise Unmodelled(f"for over words known only at run time ({why}), around {fx}", line_of(node))
         labels = [f"for {var}: no words ({why})", f"for {var}: one or more words ({why})"]
@@ -175,12 +174,7 @@ class Compound:
             return 0
         self.m.unknown_effects(fx, f"set by the loop at line {line_of(node)}")
         self.vars.assign(var, Unknown(f"${var}: a word of {why}"), node)
-        try:
-            status = self.sh.block(nodes)
-        except LoopJump as lp:
-            if lp.n > 1:
-                raise LoopJump(lp.kind, lp.n - 1) from None
-            status = 0
+        status, _ = self._iteration(body, 0)
         self.m.st.status = status
         return status
 
