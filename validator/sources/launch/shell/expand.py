@@ -63,15 +63,7 @@ class Expander:
     def value(self, node: Node, *, assignment: bool = False) -> Value:
         """One word without splitting or globbing (an assignment's value, a ``case`` subject, ``[[ ]]``)."""
         segs = self.segments(node, quoted=False, first=True, assignment=assignment)
-        parts: list[Value] = []
-        for s in segs:
-            if s.brk:
-                parts.append(self.first_ifs())
-            elif s.literal and not s.quoted and isinstance(s.value, str):
-                parts.append(unescape_bare(s.value))
-            else:
-                parts.append(s.value)
-        return join(parts)
+        return join([self.first_ifs() if s.brk else _unquoted(s) for s in segs])
 
     def pattern(self, node: Node) -> re.Pattern[str] | Unknown:
         """A word as a pattern: its quoted runs literal, the rest special."""
@@ -81,12 +73,7 @@ class Expander:
                 raise Unmodelled(f"the pattern {raw!r}", line_of(node))
             return glob_regex([(raw, False)], line_of(node), self.names.posix)
         segs = self.segments(node, quoted=False, first=False)
-        pieces: list[tuple[Value, bool]] = []
-        for s in segs:
-            if s.brk:
-                pieces.append((self.first_ifs(), True))
-            else:
-                pieces.append((s.value, s.quoted))
+        pieces = [(self.first_ifs(), True) if s.brk else (s.value, s.quoted) for s in segs]
         return glob_regex(pieces, line_of(node), self.names.posix)
 
     def segments(self, node: Operand, *, quoted: bool, first: bool, assignment: bool = False) -> list[Seg]:
@@ -352,7 +339,7 @@ class Expander:
             if op in (":=", "="):
                 if name is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                     raise Unmodelled(f"{snippet(node)}: assigning through an indirection", line)
-                value = self._join_segs(segs)
+                value = join([_unquoted(s) for s in segs])
                 self.names.set_scalar(name, value, node)
                 return [Seg(value, quoted=quoted)]
             return segs
@@ -394,13 +381,9 @@ class Expander:
         if op in ("^^", ",,", "^", ",") and not operands:
             if isinstance(current, Unknown):
                 return [Seg(current, quoted=quoted)]
-            if op == "^^":
-                return [Seg(_upper(current), quoted=quoted)]
-            if op == ",,":
-                return [Seg(_lower(current), quoted=quoted)]
-            first = current[:1]
-            first = _upper(first) if op == "^" else _lower(first)
-            return [Seg(first + current[1:], quoted=quoted)]
+            convert = _upper if op.startswith("^") else _lower
+            changed = convert(current) if len(op) == 2 else convert(current[:1]) + current[1:]
+            return [Seg(changed, quoted=quoted)]
         if op == ":":
             return [Seg(self._substring(current, operands, node), quoted=quoted)]
         raise Unmodelled(f"parameter operator {op!r} in {snippet(node)}", line)
@@ -453,18 +436,6 @@ class Expander:
                 raise Unmodelled(f"operand {text(child)!r}", line_of(child))
             out += self.segments(child, quoted=quoted, first=k == 0)
         return out or [Seg("", quoted=quoted)]
-
-    def _join_segs(self, segs: list[Seg]) -> Value:
-        return join(
-            [
-                (
-                    unescape_bare(s.value)
-                    if s.literal and not s.quoted and isinstance(s.value, str)
-                    else s.value
-                )
-                for s in segs
-            ]
-        )
 
     def _pieces(self, nodes: Sequence[Operand]) -> list[tuple[Value, bool]]:
         pieces: list[tuple[Value, bool]] = []
@@ -528,6 +499,11 @@ def _quoting(node: Operand) -> bool:
     if node.type in ("raw_string", "ansi_c_string", "string", "translated_string"):
         return True
     return any(_quoting(c) for c in node.children)
+
+
+def _unquoted(s: Seg) -> Value:
+    """A run with quote removal: an unquoted literal loses its backslashes."""
+    return unescape_bare(s.value) if s.literal and not s.quoted and isinstance(s.value, str) else s.value
 
 
 def _listed(values: list[Value], quoted: bool) -> list[Seg]:

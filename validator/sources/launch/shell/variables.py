@@ -272,8 +272,7 @@ class Variables:
             items = (
                 dict(var.items) if var.items is not None else ({} if var.value is None else {"0": var.value})
             )
-        words = [c for c in node.children if c.type not in ("(", ")")]
-        for w in words:
+        for w in [c for c in node.children if c.type not in ("(", ")")]:
             raw = text(w)
             if w.type in ("concatenation", "word") and re.match(r"\[[^\]]*\]\+?=", raw):
                 what = "associative array literal" if assoc else "keyed array element"
@@ -282,8 +281,9 @@ class Variables:
                 raise Unmodelled(f"associative array {name} given a list", line_of(w))
             fs = self.words.fields(w)
             if isinstance(fs, Unknown):
-                new = Var(items=fs, exported=var.exported if var else False, origin=self.origin(at))
-                self.m.st.vars[name] = new
+                self.m.st.vars[name] = Var(
+                    items=fs, exported=var.exported if var else False, origin=self.origin(at)
+                )
                 return
             for f in fs:
                 nxt = str(max((int(k) for k in items), default=-1) + 1)
