@@ -49,12 +49,11 @@ def split_command_line(text: str, where: str, env: Mapping[str, str], *, comment
     """A one-line command (``--launch-cmd``) split as a POSIX shell would: quoting, backslashes, ``#``
     comments (``comments=True``) and ``~`` (``HOME``; ``~user``: that user's home) apply; parameter
     expansions are kept as written (no script around the string sets variables)."""
-    text = text.replace("\\\r\n", "").replace("\\\n", "")  # continuations, as before
     words: list[str] = []
     i, n = 0, len(text)
     while i < n:
-        while i < n and text[i] in " \t\n":
-            i += 1
+        while i < n and (text[i] in " \t\n" or _continuation(text, i)):
+            i += _continuation(text, i) or 1
         if i >= n:
             break
         if comments and text[i] == "#":
@@ -67,10 +66,12 @@ def split_command_line(text: str, where: str, env: Mapping[str, str], *, comment
         while i < n and text[i] not in " \t\n":
             c = text[i]
             if c == "\\":
+                if skip := _continuation(text, i):
+                    i += skip
+                    continue
                 if i + 1 >= n:
                     raise InputError(where, "cannot split the command: No escaped character")
-                if text[i + 1] != "\n":
-                    buf.append(text[i + 1])
+                buf.append(text[i + 1])
                 i += 2
                 continue
             if c == "'":
@@ -84,9 +85,11 @@ def split_command_line(text: str, where: str, env: Mapping[str, str], *, comment
                 j = i + 1
                 chunk: list[str] = []
                 while j < n and text[j] != '"':
-                    if text[j] == "\\" and j + 1 < n and text[j + 1] in '$`"\\\n':
-                        if text[j + 1] != "\n":
-                            chunk.append(text[j + 1])
+                    if skip := _continuation(text, j):
+                        j += skip
+                        continue
+                    if text[j] == "\\" and j + 1 < n and text[j + 1] in '$`"\\':
+                        chunk.append(text[j + 1])
                         j += 2
                         continue
                     chunk.append(text[j])
@@ -109,6 +112,14 @@ def split_command_line(text: str, where: str, env: Mapping[str, str], *, comment
             word = f"{name}={expand_tilde(value, env, assignment=True)}"
         words.append(word)
     return words
+
+
+def _continuation(text: str, i: int) -> int:
+    """The length of a line continuation (an unescaped backslash, then a newline or CRLF) at ``i``, else 0:
+    removed outside single quotes; a backslash that is itself escaped (``\\\\`` at a line's end) is none."""
+    if text.startswith("\\\n", i):
+        return 2
+    return 3 if text.startswith("\\\r\n", i) else 0
 
 
 def _assignment_tilde(raw: str) -> bool:
