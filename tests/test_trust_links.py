@@ -805,3 +805,117 @@ def test_what_another_users_launcher_names_is_read_only_as_far_as_they_could(
         assert "could not" not in proc.stderr and proc.returncode != 65, (proc.returncode, proc.stderr)
     finally:
         shutil.rmtree(seen, ignore_errors=True)
+
+
+def _as_written_by(user: User, path: Path, text: str) -> Path:
+    done = run_as(user, ["sh", "-c", f"cat > '{path}'"], input=text.encode())
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def _told_the_same(runs: list[tuple[str, subprocess.CompletedProcess[str]]]) -> None:
+    """The report for a target that exists and for one that does not, the names substituted, the run's
+    duration left out: the same bytes."""
+    said = [
+        (p.returncode, re.sub(r" · [0-9.]+ s$", "", (p.stdout + p.stderr).replace(name, "T"), flags=re.M))
+        for name, p in runs
+    ]
+    assert "Traceback" not in said[0][1] + said[1][1]
+    assert said[0] == said[1], said
+
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system python (root's, reachable by all)")
+def test_the_interpreter_another_users_launcher_names_never_runs_as_root(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """Red team 12. The other user's own script runs root's python from ``/`` (every file root's): the
+    interpreter probe ran as root with the script's environment. ``PYTHONPLATLIBDIR`` (no file of its own
+    to judge) moved the standard library into the other user's directory: their ``encodings`` ran as root.
+    ``PYTHONPATH`` into a root-only directory told them whether sglang is there, and a world-writable
+    directory there was named in the report. The launch's namers own the probe as its files' owners do."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    found = subprocess.run(
+        [str(SYSTEM_PYTHON), "-c", "import sys; print(sys.base_prefix, '%d.%d' % sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    prefix, version = found.stdout.split()
+    done = run_as(attacker, ["mkdir", "-p", str(mine / "x" / f"python{version}" / "encodings")])
+    assert done.returncode == 0, done.stderr
+    marker = mine / "ran"
+    _as_written_by(
+        attacker,
+        mine / "x" / f"python{version}" / "encodings" / "__init__.py",
+        f"import os\nfd = os.open({str(marker)!r}, os.O_WRONLY | os.O_CREAT, 0o644)\n"
+        "os.write(fd, str(os.getuid()).encode())\n",
+    )
+    script = _as_written_by(
+        attacker,
+        mine / "plat.sh",
+        f"#!/bin/bash\ncd /\nexport PYTHONPLATLIBDIR={os.path.relpath(mine / 'x', prefix)}\n"
+        f"exec {SYSTEM_PYTHON} -m sglang.launch_server --model-path /m\n",
+    )
+    proc = run_cli("preflight", "--script", str(script), timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert not marker.exists() or marker.read_text() != "0", "the other user's code ran as root"
+    deep = tmp_path / "rootonly"
+    deep.mkdir(mode=0o700)
+    (deep / "libs" / "sglang").mkdir(parents=True)
+    (deep / "libs" / "sglang" / "__init__.py").write_text("")
+    (deep / "open").mkdir(mode=0o777)
+    (deep / "open").chmod(0o777)
+    for present, absent in (("libs", "none"), ("open", "shut")):
+        runs = []
+        for name in (present, absent):
+            script = _as_written_by(
+                attacker,
+                mine / f"pp_{name}.sh",
+                f"#!/bin/bash\ncd /\nexport PYTHONPATH={deep / name}\n"
+                f"exec {SYSTEM_PYTHON} -m sglang.launch_server --model-path /m\n",
+            )
+            runs.append((name, run_cli("preflight", "--script", str(script), timeout=60)))
+        _told_the_same(runs)
+
+
+def test_a_launchers_config_drop_ins_and_working_directory_tell_nothing_of_where_its_owner_cannot_look(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """Red team 12, the other user's own input naming a root-only path, present and absent: the --config
+    was looked up as root before its read was judged ('Config file not found' only when absent); a
+    unit's drop-in directory, a link to a root-only one, was listed as root (its ``*.conf`` names quoted);
+    a unit's WorkingDirectory= was entered as root by the interpreter probe before it dropped privileges."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    deep = tmp_path / "rootonly"
+    deep.mkdir(mode=0o700)
+    (deep / "tyess.yaml").write_text("tp-size: 3\n")
+    (deep / "tyess.d").mkdir()
+    (deep / "tyess.d" / "secretname.conf").write_text("[Service]\nEnvironment=A=1\n")
+    (deep / "tyess").mkdir()
+    start = "python3 -m sglang.launch_server --model-path /m"
+    runs = []
+    for name in ("tyess", "tnooo"):
+        args = _as_written_by(attacker, mine / f"args_{name}", f"{start} --config {deep}/{name}.yaml\n")
+        runs.append((name, run_cli("preflight", "--launch-args-file", str(args), timeout=60)))
+    _told_the_same(runs)
+    runs = []
+    for name in ("tyess", "tnooo"):
+        unit = _as_written_by(attacker, mine / f"{name}.service", f"[Service]\nExecStart=/usr/bin/{start}\n")
+        _plant_link(attacker, deep / f"{name}.d", mine / f"{name}.service.d")
+        runs.append((name, run_cli("preflight", "--unit", str(unit), timeout=60)))
+    _told_the_same(runs)
+    assert "secretname" not in runs[0][1].stdout + runs[0][1].stderr
+    runs = []
+    for name in ("tyess", "tnooo"):
+        unit = _as_written_by(
+            attacker,
+            mine / f"wd_{name}.service",
+            f"[Service]\nWorkingDirectory={deep}/{name}\nExecStart=/usr/bin/{start}\n",
+        )
+        runs.append((name, run_cli("preflight", "--unit", str(unit), timeout=60)))
+    _told_the_same(runs)

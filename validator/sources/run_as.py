@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.sources.host.process import ProcessFacts, user_name
+from validator.trusted_files import hidden_from_namers
 
 # Variables naming where a python (or the dynamic loader) finds code to run: lists of paths...
 _PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
@@ -172,13 +173,27 @@ def _writable_by_others(st: os.stat_result) -> bool:
 
 
 def of_files(
-    paths: Iterable[Path | str | None], env: Mapping[str, str], cwd: Path | None = None
+    paths: Iterable[Path | str | None],
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    named_by: Iterable[int] = (),
 ) -> RunAs | str | None:
     """Who may run a program that executes or imports from ``paths`` and ``env``'s path variables (a
     relative entry is taken from ``cwd``): None (this process's user: every file is root's or its own), a
     :class:`RunAs` (the one other user who owns some of them), or why nobody may (several other owners, a
-    directory others can write)."""
+    directory others can write). ``named_by``: the other users whose files chose the program, its flags,
+    environment and working directory (``LaunchFacts.named_by``) own it as much as its files' owners do:
+    their ``PYTHONPLATLIBDIR``, ``-X pycache_prefix`` or ``PYTHONPATH`` into a directory they cannot read
+    never runs, or looks, with more privilege than theirs."""
     me = os.geteuid()
+    owners: dict[int, tuple[Path, int]] = {}
+    for uid in named_by:
+        if uid in (0, me):
+            continue
+        try:
+            owners.setdefault(uid, (Path(f"<the launch input of UID {uid}>"), pwd.getpwuid(uid).pw_gid))
+        except KeyError:
+            return f"UID {uid}, whose file named what it runs, has no passwd entry: its groups are not known"
     base = cwd or Path("/")
     wanted: list[Path] = [Path(p) for p in paths if p]
     wanted.extend(d for p in list(wanted) for d in _site_dirs(p if p.is_absolute() else base / p))
@@ -187,9 +202,11 @@ def of_files(
             if item:
                 wanted.append(Path(item))
     wanted.extend(Path(env[name]) for name in _PATH_VALUES if env.get(name))
-    owners: dict[int, tuple[Path, int]] = {}
     for path in wanted[:MAX_PATHS]:
-        for where, st in _chain(path if path.is_absolute() else base / path):
+        full = path if path.is_absolute() else base / path
+        if hidden_from_namers(str(full)):  # not looked at as root: what is there is not the namers' to know
+            continue  # (a child run as them cannot reach it either)
+        for where, st in _chain(full):
             if st.st_uid not in (0, me):
                 owners.setdefault(st.st_uid, (where, st.st_gid))
             if _writable_by_others(st):

@@ -27,6 +27,7 @@ from validator.sources.launch.unit_syntax import (
     specifiers,
     split_words,
 )
+from validator.trusted_files import UnsafeLocation, open_unplanted
 
 
 @dataclass
@@ -57,16 +58,31 @@ def _read_text(path: Path) -> str:
         raise InputError(str(path), "invalid UTF-8", data.count(b"\n", 0, exc.start) + 1) from None
 
 
+def _dropins(dropin: Path) -> list[Path]:
+    """The ``*.conf`` files of a unit's drop-in directory, listed through a descriptor opened as the unit's
+    owner could (``open_unplanted``): a link to a directory they could not list is refused, the same words
+    whether it is there, never listed as root."""
+    try:
+        fd = open_unplanted(str(dropin), os.O_RDONLY | os.O_DIRECTORY)
+    except UnsafeLocation as exc:
+        raise InputError(str(dropin), f"cannot read the drop-in directory: {exc}") from None
+    except OSError:  # none there, or not a directory: no drop-ins, as for systemd
+        return []
+    try:
+        names = os.listdir(fd)
+    finally:
+        os.close(fd)
+    return [dropin / n for n in sorted(names) if n.endswith(".conf") and not n.startswith(".")]
+
+
 def _merged_service(path: Path) -> list[tuple[str, Assignment]]:
     """The [Service] assignments of the unit and its drop-ins, in the order systemd applies them."""
-    files = [path]
-    dropin = path.with_name(path.name + ".d")
-    if dropin.is_dir():
-        files += sorted(dropin.glob("*.conf"))
+    texts = {path: _read_text(path)}  # first: its owner names the drop-in directory (``named_by``)
+    files = [path, *_dropins(path.with_name(path.name + ".d"))]
     items: list[tuple[str, Assignment]] = []
     found_service = False
     for f in files:
-        text = _read_text(f)
+        text = texts[f] if f in texts else _read_text(f)
         if "\x00" in text:
             raise InputError(str(f), "NUL byte in unit file", text.count("\n", 0, text.index("\x00")) + 1)
         sections = parse_unit_text(text, str(f))

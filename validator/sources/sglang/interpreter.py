@@ -20,6 +20,7 @@ from validator.sources.child_process import run_in_own_session
 from validator.sources.host.process import ProcessFacts
 from validator.sources.host.program import ProgramUnreadable, resolve_program
 from validator.sources.run_as import CannotRunAs, RunAs, of_files, of_process
+from validator.trusted_files import hidden_from_namers
 
 # Run inside the server's interpreter, with the server's own flags, environment and working directory.
 # find_spec on a top-level name executes nothing of the package; the probe reports whether torch/sglang
@@ -149,9 +150,16 @@ def inspect_program(
         of_process(process)
         if process is not None
         else of_files(
-            [facts.path, interpreter, launch.working_directory], launch.env, launch.working_directory
+            [facts.path, interpreter, launch.working_directory],
+            launch.env,
+            launch.working_directory,
+            launch.named_by,
         )
     )
+    wd = launch.working_directory
+    if not isinstance(who, str) and wd is not None and hidden_from_namers(str(wd)):
+        # the child enters it before it drops privileges: as root, whether it is there would show
+        who = f"its working directory {wd} is not a place the launch's owner could look"
     if isinstance(who, str):
         facts.probe_error = f"{interpreter} was not run: {who}"
         facts.not_provable = True
