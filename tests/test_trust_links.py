@@ -919,3 +919,34 @@ def test_a_launchers_config_drop_ins_and_working_directory_tell_nothing_of_where
         )
         runs.append((name, run_cli("preflight", "--unit", str(unit), timeout=60)))
     _told_the_same(runs)
+
+
+def test_the_operators_model_dir_and_sglang_root_are_read_whoever_wrote_the_launch(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """Red team 12 (a regression of the namers' rule): the other user's args file made root's own
+    ``--model-dir`` and ``--sglang-root`` (in a directory only root may enter) unreadable, as if the launch
+    had named them. They are the operator's words: read as root reads them."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    args = _as_written_by(attacker, mine / "args", "python3 -m sglang.launch_server --model-path /m\n")
+    deep = tmp_path / "rootonly"
+    (deep / "model").mkdir(parents=True)
+    deep.chmod(0o700)
+    (deep / "model" / "config.json").write_text('{"architectures": ["OperatorsOwnArch"], "model_type": "x"}')
+    (deep / "model" / "config.json").chmod(0o600)
+    (deep / "sglang" / "srt").mkdir(parents=True)
+    (deep / "sglang" / "version.py").write_text('__version__ = "0.5.77"\n')
+    proc = run_cli(
+        "preflight",
+        "--launch-args-file",
+        str(args),
+        "--model-dir",
+        str(deep / "model"),
+        "--sglang-root",
+        str(deep / "sglang"),
+        timeout=60,
+    )
+    said = proc.stdout + proc.stderr
+    assert "could not enter" not in said and "Traceback" not in said, said
+    assert "OperatorsOwnArch" in said and "0.5.77" in said, said

@@ -9,6 +9,7 @@ the NEXTN layer and experts where ``validator.loader_layouts`` says for the ``ar
 
 from __future__ import annotations
 
+import contextlib
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +23,7 @@ from validator.sources.container import ContainerSpec, host_path
 from validator.sources.gathering import Gathering, preflight_source
 from validator.sources.host import hf_cache
 from validator.sources.host.safetensors_header import read_header
+from validator.trusted_files import read_as
 
 INDEX_FILE = "model.safetensors.index.json"
 LM_HEAD = "lm_head.weight"
@@ -194,6 +196,13 @@ def gather(g: Gathering) -> None:
         model_dir = _hub_snapshot(g, launch, model_path)
     if model_dir is None:
         return
+    # --model-dir is the operator's own word, not the launch's: read as this user, whoever wrote the launch
+    with read_as({}) if inputs.model_dir is not None else contextlib.nullcontext():
+        _read_into(g, model_dir)
+
+
+def _read_into(g: Gathering, model_dir: Path) -> None:
+    facts = g.facts
     if not looks_like(model_dir, stat.S_ISDIR):  # a refused link: read_checkpoint says why
         facts.errors[CHECKPOINT] = f"{model_dir}: model directory not found"
         return

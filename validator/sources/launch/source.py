@@ -233,7 +233,9 @@ def _locate(
                 SGLangInstallFacts(root=None, located_by=where, note=note, disputed_root=inputs.sglang_root),
                 program,
             )
-        return read_sglang_install(inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools), program
+        with read_as({}):  # --sglang-root is the operator's own word, not the launch's
+            tree = read_sglang_install(inputs.sglang_root, where, dspark=dspark, tool_call_parser=tools)
+        return tree, program
     if probe is not None:
         return install_from_probe(probe, dspark=dspark, tool_call_parser=tools), program
     named = f"the program {launch.program} " if launch.program else ""
