@@ -797,7 +797,8 @@ def test_what_another_users_launcher_names_is_read_only_as_far_as_they_could(
                 "exec python3 -m sglang.launch_server --model-path $P\n",
             )
             proc = run_cli("preflight", "--script", str(script), timeout=60)
-            said.append((proc.returncode, (proc.stdout + proc.stderr).replace(probe, "P")))
+            told = (proc.stdout + proc.stderr).replace(probe, "P")
+            said.append((proc.returncode, re.sub(r" · [0-9.]+ s$", "", told, flags=re.M)))  # not its duration
         assert said[0] == said[1], said
         # what the other user could read themselves is read as before
         args = write("args_ok", f"python3 -m sglang.launch_server --model-path /m --config {seen}/ok.yaml\n")
@@ -950,3 +951,48 @@ def test_the_operators_model_dir_and_sglang_root_are_read_whoever_wrote_the_laun
     said = proc.stdout + proc.stderr
     assert "could not enter" not in said and "Traceback" not in said, said
     assert "OperatorsOwnArch" in said and "0.5.77" in said, said
+
+
+def test_the_root_directory_is_a_place_every_launch_owner_can_look(attacker: User, shared: Path) -> None:
+    """Red team 12: '/' is no path a walk names, so hidden_from_namers took it for hidden: the other user's
+    ``cd /`` left the script's directory unknown, and their unit's working directory (``/`` by default)
+    kept the interpreter from being asked at all."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    start = "python3 -m sglang.launch_server --model-path /m"
+    script = _as_written_by(attacker, mine / "root.sh", f"#!/bin/bash\ncd /\nexec /usr/bin/{start}\n")
+    unit = _as_written_by(attacker, mine / "root.service", f"[Service]\nExecStart=/usr/bin/{start}\n")
+    for given in (["--script", str(script)], ["--unit", str(unit)]):
+        proc = run_cli("preflight", *given, timeout=60)
+        said = proc.stdout + proc.stderr
+        assert "started in / " in said and "could look" not in said and "Traceback" not in said, said
+
+
+def test_a_directory_the_launch_owner_may_enter_but_not_list_is_not_listed_for_them(
+    attacker: User, shared: Path
+) -> None:
+    """Red team 12: the model directory the other user's script names is root's, 0711: they may open a
+    file there they know the name of, never learn what else it holds. Root globbed it for ``*.safetensors``
+    and the report showed the LM head of a shard they could not have found."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    header = b'{"lm_head.weight": {"dtype": "BF16", "shape": [2, 2], "data_offsets": [0, 8]}}'
+    header += b" " * (-len(header) % 8)
+    said = []
+    for name in ("qshardyes", "qshardnoo"):
+        model = shared / name
+        model.mkdir(mode=0o711)
+        model.chmod(0o711)
+        (model / "config.json").write_text('{"architectures": ["BailingMoeV3ForCausalLM"]}')
+        if name == "qshardyes":
+            (model / "unguessable.safetensors").write_bytes(
+                len(header).to_bytes(8, "little") + header + bytes(8)
+            )
+        script = _as_written_by(
+            attacker,
+            mine / f"{name}.sh",
+            f"#!/bin/bash\nexec python3 -m sglang.launch_server --model-path {model}\n",
+        )
+        proc = run_cli("preflight", "--script", str(script), timeout=60)
+        said.append((name, proc))
+    _told_the_same(said)

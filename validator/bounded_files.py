@@ -85,6 +85,25 @@ def look(path: Path | str, what: str = "file") -> os.stat_result | None:
         return None
 
 
+def names_in(path: Path | str, what: str = "directory") -> list[str]:
+    """The names in the directory at ``path``, listed through a descriptor :func:`open_unplanted` opened:
+    one the launch's owner (or a link's) could enter but not list is refused, the same words whatever it
+    holds, never listed for them as this process. One this user cannot list: none, as a glob finds none."""
+    where = str(path)
+    try:
+        fd = open_unplanted(where, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except UnsafeLocation as exc:
+        raise InputError(where, f"cannot list {what}: {str(exc).removeprefix(f'{where}: ')}") from None
+    except OSError:
+        return []
+    try:
+        return os.listdir(fd)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+
+
 def looks_like(path: Path | str, test: Callable[[int], bool], what: str = "file") -> bool:
     """``test`` (``stat.S_ISDIR``, ``stat.S_ISREG``) of what :func:`look` finds at ``path``; True where the
     walk refuses a link on the way (whoever goes on to read it is told why, as for any file there)."""

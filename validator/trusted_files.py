@@ -196,8 +196,15 @@ def named_by(uid: int, what: str) -> None:
 def hidden_from_namers(path: str) -> bool:
     """Whether, in a :func:`read_as` scope, ``path`` lies where a namer could not look (a test ``-e`` on
     it, or a ``cd``, would tell them what only this process may know)."""
-    if not _NAMERS.get():
+    namers = _NAMERS.get()
+    if not namers:
         return False
+    if path.startswith("/") and not os.path.normpath(path).strip("/"):  # "/" itself: no walk names it
+        root = os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        try:
+            return namers.refusal("/", os.fstat(root), os.X_OK, "enter /", root) is not None
+        finally:
+            os.close(root)
     try:
         stat_unplanted(path)
     except UnsafeLocation:

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from validator.bounded_files import JSON_CAP, load_json_file, look, looks_like
+from validator.bounded_files import JSON_CAP, load_json_file, look, looks_like, names_in
 from validator.errors import InputError
 from validator.facts import CHECKPOINT, HOST, LAUNCH, CheckpointFacts, LaunchFacts, TensorInfo
 from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
@@ -118,7 +118,10 @@ def _weight_map(d: Path) -> tuple[dict[str, str], list[str]]:
                     str(index), f"shard {shard!r} must be a file name inside the model directory"
                 )
         return dict(wm), sorted(set(wm.values()))
-    shards = sorted(p.name for p in d.glob("*.safetensors") if not _is_dir(p))  # devices: refused below
+    names = names_in(d, "the model directory")  # as the launch's owner could list it, never as root for them
+    shards = sorted(
+        n for n in names if n.endswith(".safetensors") and not n.startswith(".") and not _is_dir(d / n)
+    )
     wm = {}
     for shard in shards:
         for name in read_header(d / shard).entries:
