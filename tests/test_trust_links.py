@@ -996,3 +996,34 @@ def test_a_directory_the_launch_owner_may_enter_but_not_list_is_not_listed_for_t
         proc = run_cli("preflight", "--script", str(script), timeout=60)
         said.append((name, proc))
     _told_the_same(said)
+
+
+def test_an_environment_file_glob_lists_no_directory_the_units_owner_could_not_list(
+    attacker: User, shared: Path
+) -> None:
+    """Red team 12: the other user's unit reads ``EnvironmentFile=-DIR/*.env`` where DIR is root's, 0711:
+    root's glob found a 0644 file there they could not have found (its name and values in the report)."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    # root's, 0755, under no sticky /tmp (where anyone could create a matching file): only root writes it
+    roots = Path(tempfile.mkdtemp(prefix="sv-rootdir-", dir="/"))
+    said = []
+    try:
+        roots.chmod(0o755)
+        for name in ("qenvsyes", "qenvsnoo"):
+            where = roots / name
+            where.mkdir(mode=0o711)
+            where.chmod(0o711)
+            if name == "qenvsyes":
+                (where / "unguessable.env").write_text("SGLANG_ENABLE_FP8_LM_HEAD=1\n")
+            unit = _as_written_by(
+                attacker,
+                mine / f"{name}.service",
+                f"[Service]\nEnvironmentFile=-{where}/*.env\n"
+                "ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m\n",
+            )
+            said.append((name, run_cli("preflight", "--unit", str(unit), timeout=60)))
+    finally:
+        shutil.rmtree(roots, ignore_errors=True)
+    _told_the_same(said)
+    assert "unguessable" not in said[0][1].stdout + said[0][1].stderr

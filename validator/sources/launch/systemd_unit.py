@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validator.bounded_files import TEXT_CAP, FileAbsent, read_bounded
+from validator.bounded_files import TEXT_CAP, FileAbsent, names_in, read_bounded
 from validator.errors import InputError
 from validator.sources.launch.command import Launcher, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import others_could_create, read_env_file
@@ -218,6 +218,8 @@ def _listed(pattern: str, trusted: set[int], a: Assignment, optional: bool) -> l
         raise InputError(
             a.file, f"EnvironmentFile={pattern}: {why}: anyone could put a file it matches there", a.line
         )
+    # a directory the unit's owner may enter but not list is not listed for them (names_in refuses it)
+    names_in(os.path.dirname(_wildcard_dir(pattern)), "the directory EnvironmentFile= lists")
     return sorted(glob.glob(pattern))
 
 
