@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import REPO, run_cli
+from tests.support.prerequisite import missing
 from tests.support.second_user import User, run_as
 from validator.errors import InputError
 from validator.probe import load_prompts
@@ -828,7 +829,6 @@ def _told_the_same(runs: list[tuple[str, subprocess.CompletedProcess[str]]]) -> 
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 
-@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason="needs the system python (root's, reachable by all)")
 def test_the_interpreter_another_users_launcher_names_never_runs_as_root(
     attacker: User, shared: Path, tmp_path: Path
 ) -> None:
@@ -837,6 +837,8 @@ def test_the_interpreter_another_users_launcher_names_never_runs_as_root(
     to judge) moved the standard library into the other user's directory: their ``encodings`` ran as root.
     ``PYTHONPATH`` into a root-only directory told them whether sglang is there, and a world-writable
     directory there was named in the report. The launch's namers own the probe as its files' owners do."""
+    if not SYSTEM_PYTHON.exists():
+        missing("the system python (/usr/bin/python3, root's and reachable by all): apt-get install python3")
     mine = shared / "mine"
     assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
     found = subprocess.run(
