@@ -1029,3 +1029,27 @@ def test_an_environment_file_glob_lists_no_directory_the_units_owner_could_not_l
         shutil.rmtree(roots, ignore_errors=True)
     _told_the_same(said)
     assert "unguessable" not in said[0][1].stdout + said[0][1].stderr
+
+
+def test_what_another_users_config_names_from_roots_own_launcher_is_read_only_as_far_as_they_could(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """Red team 13: root's own script names a ``--config`` the other user owns, and their config names a
+    model directory only root may enter. The config's owner was added to a copy of the namers that
+    ``Launcher.parsed`` dropped: the checkpoint was read as root, its architecture quoted, and the report
+    told whether the directory was there."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    deep = tmp_path / "rootonly"
+    (deep / "tyess").mkdir(parents=True)
+    deep.chmod(0o700)
+    (deep / "tyess" / "config.json").write_text('{"architectures": ["TULIPArch"], "model_type": "llama"}')
+    runs = []
+    for name in ("tyess", "tnooo"):
+        config = _as_written_by(attacker, mine / f"{name}.yaml", f"model-path: {deep}/{name}\n")
+        script = tmp_path / f"start_{name}.sh"
+        script.write_text(f"#!/bin/bash\nexec /usr/bin/python3 -m sglang.launch_server --config {config}\n")
+        runs.append((name, run_cli("preflight", "--script", str(script), timeout=60)))
+    assert "TULIPArch" not in runs[0][1].stdout + runs[0][1].stderr
+    assert "who could not enter" in runs[0][1].stdout, runs[0][1].stdout
+    _told_the_same(runs)

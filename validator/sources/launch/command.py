@@ -182,9 +182,10 @@ class Launcher:
 
     def parsed(self) -> LaunchFacts:
         """The launch parsed with the table ``parsing_with`` chose (outside it, the shipped one)."""
-        with read_as(self.facts.named_by):  # a --config file is named by the launch
+        with read_as(self.facts.named_by) as namers:  # a --config file is named by the launch...
             parsed = parse_argv(self.server_args, origin=self.facts.origin, base_dir=self.base_dir)
         facts = copy.deepcopy(self.facts)
+        facts.named_by = dict(namers)  # ... and names, in turn, as its owner could (its model path)
         facts.argv, facts.args, facts.explicit = parsed.argv, parsed.args, parsed.explicit
         facts.config_file = parsed.config_file
         facts.warnings[:0] = parsed.warnings
