@@ -1053,3 +1053,43 @@ def test_what_another_users_config_names_from_roots_own_launcher_is_read_only_as
     assert "TULIPArch" not in runs[0][1].stdout + runs[0][1].stderr
     assert "who could not enter" in runs[0][1].stdout, runs[0][1].stdout
     _told_the_same(runs)
+
+
+def test_humming_s_cache_another_users_launcher_names_is_looked_at_only_as_far_as_they_could(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 13: the other user's script sets ``HUMMING_CACHE_DIR`` into a directory only root may enter.
+    humming's reader walked up from it with ``exists()`` as root (``cache_writable`` False only when a file
+    stood on the way) and globbed ``*/kernel.cubin`` there (``cached_kernels`` counted root's files)."""
+    mine = Path(tempfile.mkdtemp(prefix="sv-theirs-", dir="/tmp"))  # theirs, nobody else's to write
+    try:
+        os.chown(mine, attacker.uid, attacker.gid)
+        mine.chmod(0o755)
+        _humming_cache_told_the_same(attacker, mine, tmp_path)
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+
+
+def _humming_cache_told_the_same(attacker: User, mine: Path, tmp_path: Path) -> None:
+    done = run_as(attacker, ["mkdir", "-p", str(mine / "sg" / "sglang" / "srt"), str(mine / "bin")])
+    assert done.returncode == 0, done.stderr
+    answer = f'{{"locations": ["{mine}/sg/sglang"], "origin": null, "site_dirs": [], "imported": []}}'
+    python = _as_written_by(attacker, mine / "bin" / "python3", f"#!/bin/sh\necho '{answer}'\n")
+    assert run_as(attacker, ["chmod", "0755", str(python)]).returncode == 0
+    deep = tmp_path / "rootonly"
+    deep.mkdir(mode=0o700)
+    (deep / "tyess").write_text("a file, where the cache directory's parent would be\n")
+    for kernel in ("k1", "k2"):
+        (deep / "kyess" / kernel).mkdir(parents=True)
+        (deep / "kyess" / kernel / "kernel.cubin").write_bytes(b"")
+    start = f"exec {python} -m sglang.launch_server --model-path /m --moe-runner-backend humming"
+    for names in (("tyess", "tnooo"), ("kyess", "knooo")):
+        runs = []
+        for name in names:
+            cache = f"{deep}/{name}/x" if name.startswith("t") else f"{deep}/{name}"
+            script = _as_written_by(
+                attacker, mine / f"hc_{name}.sh", f"#!/bin/bash\nexport HUMMING_CACHE_DIR={cache}\n{start}\n"
+            )
+            runs.append((name, run_cli("preflight", "--script", str(script), timeout=60)))
+        assert "cached_kernels=" in runs[0][1].stdout, runs[0][1].stdout
+        _told_the_same(runs)

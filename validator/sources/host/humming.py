@@ -11,11 +11,13 @@ from __future__ import annotations
 import ast
 import os
 import pwd
+import stat
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import read_head
+from validator.bounded_files import look, names_in, read_head
+from validator.errors import InputError
 from validator.facts import HUMMING, LAUNCH, HummingFacts
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
@@ -257,11 +259,17 @@ def writable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
     if user is None:
         return False
     target = path
-    while not target.exists():
+    while True:  # looked up as the launch's owners could (bounded_files.look): a file where they cannot
+        try:  # look, there or not, leaves it unknown, never "not writable" only when it is there
+            found = look(target, "humming's cache directory")
+        except InputError:
+            return False
+        if found is not None:
+            break
         if target.parent == target:
             return False
         target = target.parent
-    if not target.is_dir():
+    if not stat.S_ISDIR(found.st_mode):
         return False
     if user.pw_uid == os.geteuid():
         return os.access(target, os.W_OK | os.X_OK)
@@ -291,10 +299,16 @@ def _read_only_mount(path: Path) -> bool:
 
 def count_cached_kernels(cache_dir: Path) -> int:
     """Compiled kernels: ``<cache>/<md5>/kernel.cubin`` (humming/jit/compiler.py); 0 = cold start."""
-    try:
-        return sum(1 for p in cache_dir.glob("*/kernel.cubin") if p.is_file())
-    except OSError:
+    try:  # listed as the launch's owners could list it (bounded_files.names_in), never as root for them
+        names = names_in(cache_dir, "humming's cache directory")
+        return sum(1 for n in names if _is_file(cache_dir / n / "kernel.cubin"))
+    except (InputError, OSError):
         return 0
+
+
+def _is_file(path: Path) -> bool:
+    found = look(path, "a cached kernel")
+    return found is not None and stat.S_ISREG(found.st_mode)
 
 
 @preflight_source(HUMMING, 30, needs=(LAUNCH,))
