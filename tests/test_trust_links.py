@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.cli import REPO, run_cli
+from tests.support.gb10_host import gb10_host, host_env
 from tests.support.prerequisite import missing
 from tests.support.second_user import User, run_as
 from validator.errors import InputError
@@ -1070,12 +1071,24 @@ def test_humming_s_cache_another_users_launcher_names_is_looked_at_only_as_far_a
         shutil.rmtree(mine, ignore_errors=True)
 
 
-def _humming_cache_told_the_same(attacker: User, mine: Path, tmp_path: Path) -> None:
-    done = run_as(attacker, ["mkdir", "-p", str(mine / "sg" / "sglang" / "srt"), str(mine / "bin")])
+def _their_python(attacker: User, mine: Path) -> Path:
+    """Their own python (a script that answers the probe) importing their own sglang 0.5.23, beside their
+    flashinfer-python 0.7.4: every file theirs, all of it readable."""
+    site = mine / "site"
+    done = run_as(attacker, ["mkdir", "-p", str(site / "sglang" / "srt"), str(mine / "bin")])
     assert done.returncode == 0, done.stderr
-    answer = f'{{"locations": ["{mine}/sg/sglang"], "origin": null, "site_dirs": [], "imported": []}}'
+    _as_written_by(attacker, site / "sglang" / "version.py", '__version__ = "0.5.23"\n')
+    assert run_as(attacker, ["mkdir", str(site / "flashinfer_python-0.7.4.dist-info")]).returncode == 0
+    meta = "Metadata-Version: 2.1\nName: flashinfer-python\nVersion: 0.7.4\n\n"
+    _as_written_by(attacker, site / "flashinfer_python-0.7.4.dist-info" / "METADATA", meta)
+    answer = f'{{"locations": ["{site}/sglang"], "origin": null, "site_dirs": ["{site}"], "imported": []}}'
     python = _as_written_by(attacker, mine / "bin" / "python3", f"#!/bin/sh\necho '{answer}'\n")
     assert run_as(attacker, ["chmod", "0755", str(python)]).returncode == 0
+    return python
+
+
+def _humming_cache_told_the_same(attacker: User, mine: Path, tmp_path: Path) -> None:
+    python = _their_python(attacker, mine)
     deep = tmp_path / "rootonly"
     deep.mkdir(mode=0o700)
     (deep / "tyess").write_text("a file, where the cache directory's parent would be\n")
@@ -1093,3 +1106,43 @@ def _humming_cache_told_the_same(attacker: User, mine: Path, tmp_path: Path) -> 
             runs.append((name, run_cli("preflight", "--script", str(script), timeout=60)))
         assert "cached_kernels=" in runs[0][1].stdout, runs[0][1].stdout
         _told_the_same(runs)
+
+
+def test_flashinfer_s_cache_another_users_launcher_names_is_listed_only_as_far_as_they_could(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 13: the other user's script sets ``FLASHINFER_WORKSPACE_BASE`` into a directory only root may
+    enter. On a DGX Spark the FlashInfer reader listed its cache as root: whether kernels were built there,
+    and the names of the version directories it found (quoted as kernels "built elsewhere")."""
+    mine = Path(tempfile.mkdtemp(prefix="sv-theirs-", dir="/tmp"))  # theirs, nobody else's to write
+    spark = Path(tempfile.mkdtemp(prefix="sv-spark-", dir="/tmp"))  # a DGX Spark's trees, theirs to read too
+    try:
+        os.chown(mine, attacker.uid, attacker.gid)
+        mine.chmod(0o755)
+        spark.chmod(0o755)
+        python = _their_python(attacker, mine)
+        deep = tmp_path / "rootonly"
+        deep.mkdir(mode=0o700)
+        for version in ("TULIPNAME",):  # built for another version: quoted as "built elsewhere"
+            built = (
+                deep / "byess" / ".cache" / "flashinfer" / version / "121a" / "cached_ops" / "fused_moe_120"
+            )
+            built.mkdir(parents=True)
+            (built / "fused_moe_120.so").write_bytes(b"")
+        env = {**os.environ, **host_env(gb10_host(spark))}
+        runs = []
+        for name in ("byess", "bnooo"):
+            script = _as_written_by(
+                attacker,
+                mine / f"fi_{name}.sh",
+                f"#!/bin/bash\nexport FLASHINFER_WORKSPACE_BASE={deep}/{name}\n"
+                f"exec {python} -m sglang.launch_server --model-path /m\n",
+            )
+            given = ("--rules", str(BASELINE), "--script", str(script))  # it has moe.flashinfer_kernels
+            runs.append((name, run_cli("preflight", *given, env=env, timeout=60)))
+        assert "moe.flashinfer_kernels" in runs[0][1].stdout, runs[0][1].stdout
+        assert "TULIPNAME" not in runs[0][1].stdout + runs[0][1].stderr
+        _told_the_same(runs)
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+        shutil.rmtree(spark, ignore_errors=True)

@@ -11,10 +11,12 @@ downloads or JIT-compiles; ``tests/test_flashinfer_releases.py``).
 from __future__ import annotations
 
 import ast
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import read_head
+from validator.bounded_files import look, names_in, read_head
+from validator.errors import InputError
 from validator.facts import FLASHINFER, HOST, LAUNCH, FlashInferFacts
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
@@ -49,12 +51,29 @@ def _sm12x(arch_dir: str) -> bool:
     return any(part.startswith(("120", "121")) for part in arch_dir.split("_"))
 
 
-def _jit_kernels(cache_dir: Path, version: str) -> list[Path]:
+def _is(path: Path, test: int) -> bool:
+    """Whether what stands at ``path`` is of file type ``test`` (``stat.S_IFDIR``, ``S_IFREG``), looked up
+    as the launch's owners could (``bounded_files.look``: where they could not look, nothing is)."""
     try:
-        archs = sorted(p for p in (cache_dir / version).iterdir() if p.is_dir() and _sm12x(p.name))
-    except OSError:
+        found = look(path, "FlashInfer's cache")
+    except InputError:
+        return False
+    return found is not None and stat.S_IFMT(found.st_mode) == test
+
+
+def _subdirs(path: Path) -> list[Path]:
+    """The directories in ``path``, listed as the launch's owners could list it (``names_in``): the cache
+    directory is the launch environment's to name, never listed as root for another user."""
+    try:
+        names = names_in(path, "FlashInfer's cache directory")
+    except InputError:
         return []
-    return [so for a in archs if (so := a / "cached_ops" / _SO).is_file()]
+    return sorted(path / n for n in names if _is(path / n, stat.S_IFDIR))
+
+
+def _jit_kernels(cache_dir: Path, version: str) -> list[Path]:
+    archs = [p for p in _subdirs(cache_dir / version) if _sm12x(p.name)]
+    return [so for a in archs if _is(so := a / "cached_ops" / _SO, stat.S_IFREG)]
 
 
 def _aot_kernels(site_dirs: list[Path], version: str | None, jit_cache_version: str | None) -> list[Path]:
@@ -184,10 +203,7 @@ def read_flashinfer(
         others = {home / ".cache" / "flashinfer", sglang_default}
         for other in sorted(others - {cache_dir}):
             elsewhere += _jit_kernels(other, version)
-        try:
-            stale = sorted(p.name for p in cache_dir.iterdir() if p.is_dir() and p.name != version)
-        except OSError:
-            stale = []
+        stale = [p.name for p in _subdirs(cache_dir) if p.name != version]
         for old in stale[:8]:
             elsewhere += _jit_kernels(cache_dir, old)
     return FlashInferFacts(
