@@ -1146,3 +1146,38 @@ def test_flashinfer_s_cache_another_users_launcher_names_is_listed_only_as_far_a
     finally:
         shutil.rmtree(mine, ignore_errors=True)
         shutil.rmtree(spark, ignore_errors=True)
+
+
+def test_the_probe_another_users_launcher_names_gets_nothing_of_the_readers_environment(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 13: the interpreter probe of the other user's script runs as them (red team 12), and was
+    handed the environment the launch was read with: all of root's own (a token in the operator's shell),
+    the operator's --env-file, and what the script copied from them into its variables and its
+    interpreter's options. Their own python wrote it all down. The probe's launch is read without them
+    (``PATH`` kept, which finds the program)."""
+    mine = Path(tempfile.mkdtemp(prefix="sv-theirs-", dir="/tmp"))  # theirs, nobody else's to write
+    try:
+        os.chown(mine, attacker.uid, attacker.gid)
+        mine.chmod(0o755)
+        python = _their_python(attacker, mine)
+        seen = mine / "seen"
+        text = python.read_text().replace("#!/bin/sh\n", f'#!/bin/sh\nenv > {seen}\necho "$@" >> {seen}\n', 1)
+        _as_written_by(attacker, python, text)
+        secrets = tmp_path / "operator.env"
+        secrets.write_text("SV_FILE_SECRET=TULIPFILE\n")
+        secrets.chmod(0o600)
+        script = _as_written_by(
+            attacker,
+            mine / "copy.sh",
+            '#!/bin/bash\nexport COPY="$SV_SHELL_SECRET"\n'
+            f'exec {python} -X "t=$SV_SHELL_SECRET" -m sglang.launch_server --model-path /m\n',
+        )
+        env = {**os.environ, "SV_SHELL_SECRET": "TULIPSHELL"}
+        proc = run_cli("preflight", "--script", str(script), "--env-file", str(secrets), env=env, timeout=60)
+        assert "Traceback" not in proc.stderr, proc.stderr
+        assert "imports sglang" in proc.stdout, proc.stdout  # it was asked, as them
+        told = seen.read_text()
+        assert "TULIP" not in told, told
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)

@@ -70,6 +70,34 @@ def read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
     return launcher, env
 
 
+def probed_as_named(inputs: PreflightInputs, launch: LaunchFacts) -> LaunchFacts | str:
+    """The launch as its interpreter is asked about it. Where another user's file named it, the probe runs
+    as them (``run_as.of_files``): it is read again with none of this process's environment but ``PATH``
+    (which finds the program, as for the report) and none of the operator's ``--env-file`` (as
+    :func:`read_launcher` reads it otherwise), so that no value of theirs (a token in root's shell, copied
+    by the script into a variable, an interpreter option or its working directory) reaches a process the
+    other user owns. A launch that cannot be read so is not asked (the reason)."""
+    process = os.environ if inputs.base_env is None else inputs.base_env
+    kept = {"PATH": process["PATH"]} if "PATH" in process else {}
+    if not launch.named_by or inputs.running is not None or (dict(process) == kept and not inputs.env_files):
+        return launch
+    try:
+        with read_as(launch.named_by):
+            own = _read_launcher(replace(inputs, base_env=kept, env_files=[]))[0].facts
+    except (InputError, UnresolvedLaunch, UsageError) as exc:
+        return f"without this process's environment the launch does not read ({exc})"
+    return replace(
+        launch,
+        program=own.program,
+        entry=own.entry,
+        interpreter=own.interpreter,
+        interpreter_options=list(own.interpreter_options),
+        env=dict(own.env),
+        env_origin=dict(own.env_origin),
+        working_directory=own.working_directory,
+    )
+
+
 def _read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
     if inputs.running is not None:
         proc = inputs.running.process
@@ -218,7 +246,10 @@ def _locate(
         return install, hidden
     on_host = inputs.argv is not None or inputs.unit is not None or inputs.running is not None
     process = inputs.running.process if inputs.running is not None else None
-    program, probe = inspect_program(launch, on_server_host=on_host, process=process)
+    probed = probed_as_named(inputs, launch)
+    program, probe = inspect_program(
+        launch if isinstance(probed, str) else probed, on_server_host=on_host, process=process, refused=probed
+    )
     if inputs.sglang_root is not None:
         where = f"--sglang-root {inputs.sglang_root}"
         imported = program.sglang_root

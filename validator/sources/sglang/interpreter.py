@@ -109,10 +109,12 @@ def inspect_program(
     *,
     on_server_host: bool,
     process: ProcessFacts | None = None,
+    refused: object = None,
 ) -> tuple[ProgramFacts, InterpreterProbe | None]:
     """``launch.program``'s evidence: resolve the program as exec would, then ask its interpreter, with
     the server's flags, environment and working directory, where ``sglang`` is: as ``process``'s user for
-    a discovered server, else as the owner of what it would run (``validator.sources.run_as``)."""
+    a discovered server, else as the owner of what it would run (``validator.sources.run_as``).
+    ``refused``: a string is why the interpreter may not be asked at all (``source.probed_as_named``)."""
 
     facts = ProgramFacts(
         written=launch.program,
@@ -157,6 +159,8 @@ def inspect_program(
         )
     )
     wd = launch.working_directory
+    if not isinstance(who, str) and isinstance(refused, str):
+        who = refused
     if not isinstance(who, str) and wd is not None and hidden_from_namers(str(wd)):
         # the child enters it before it drops privileges: as root, whether it is there would show
         who = f"its working directory {wd} is not a place the launch's owner could look"
