@@ -1181,3 +1181,51 @@ def test_the_probe_another_users_launcher_names_gets_nothing_of_the_readers_envi
         assert "TULIP" not in told, told
     finally:
         shutil.rmtree(mine, ignore_errors=True)
+
+
+def test_the_install_another_users_interpreter_reports_is_listed_only_as_far_as_they_could(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 13 (red team 12's open item): the other user's own python answers the probe with an sglang
+    in a directory of root's. The install reader looked there by name and listed it as root: ``srt/`` and
+    ``version.py`` in a directory only root may enter were told apart from their absence (the notes), and a
+    ``sglang-*.dist-info`` beside a package in a 0711 directory (they may enter it, never list it) gave
+    its version."""
+    mine = Path(tempfile.mkdtemp(prefix="sv-theirs-", dir="/tmp"))  # theirs, nobody else's to write
+    seen = Path(tempfile.mkdtemp(prefix="sv-root711-", dir="/tmp"))
+    try:
+        os.chown(mine, attacker.uid, attacker.gid)
+        mine.chmod(0o755)
+        seen.chmod(0o711)
+        deep = tmp_path / "rootonly"
+        deep.mkdir(mode=0o700)
+        (deep / "iyess" / "sglang" / "srt").mkdir(parents=True)
+        (deep / "iyess" / "sglang" / "version.py").write_text('__version__ = "0.5.1"\n')
+        (deep / "inooo" / "sglang").mkdir(parents=True)
+        for name in ("dyess", "dnooo"):
+            (seen / name / "sglang" / "srt").mkdir(parents=True)
+            (seen / name).chmod(0o711)
+        (seen / "dyess" / "sglang-0.5.77.dist-info").mkdir()
+        (seen / "dyess" / "sglang-0.5.77.dist-info" / "METADATA").write_text(
+            "Name: sglang\nVersion: 0.5.77\n\n"
+        )
+        for where, names in ((deep, ("iyess", "inooo")), (seen, ("dyess", "dnooo"))):
+            runs = []
+            for name in names:
+                answer = f'{{"locations": ["{where}/{name}/sglang"], "site_dirs": [], "imported": []}}'
+                assert run_as(attacker, ["mkdir", "-p", str(mine / name)]).returncode == 0
+                python = _as_written_by(attacker, mine / name / "python3", f"#!/bin/sh\necho '{answer}'\n")
+                assert run_as(attacker, ["chmod", "0755", str(python)]).returncode == 0
+                script = _as_written_by(
+                    attacker,
+                    mine / f"{name}.sh",
+                    f"#!/bin/bash\nexec {python} -m sglang.launch_server --model-path /m"
+                    " --tool-call-parser qwen25\n",  # its notes name what could not be read
+                )
+                runs.append((name, run_cli("preflight", "--script", str(script), timeout=60)))
+            assert "imports sglang" in runs[0][1].stdout, runs[0][1].stdout
+            assert "0.5.77" not in runs[0][1].stdout
+            _told_the_same(runs)
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)
+        shutil.rmtree(seen, ignore_errors=True)

@@ -12,7 +12,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from validator.bounded_files import read_head
+from validator.bounded_files import names_in, read_head
+from validator.errors import InputError
 
 
 def normalize(name: str) -> str:
@@ -26,9 +27,9 @@ def find_dists(site_dirs: Iterable[Path], names: Iterable[str]) -> dict[str, tup
     wanted = {normalize(n) for n in names}
     found: dict[str, tuple[Path, str | None]] = {}
     for d in site_dirs:
-        try:
-            candidates = sorted(p for p in d.iterdir() if p.name.endswith(".dist-info"))
-        except OSError:
+        try:  # listed as the launch's owners could list it: none where they could not
+            candidates = sorted(d / n for n in names_in(d, "a site directory") if n.endswith(".dist-info"))
+        except (InputError, OSError):
             continue
         for info in candidates:
             key = normalize(info.name[: -len(".dist-info")].rsplit("-", 1)[0])

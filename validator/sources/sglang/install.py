@@ -9,12 +9,14 @@ plus a ``note``, so checks report ``error``/``skip``, never ``pass``.
 from __future__ import annotations
 
 import ast
-import os
+import fnmatch
 import re
+import stat
 import textwrap
 from pathlib import Path
 
-from validator.bounded_files import read_head
+from validator.bounded_files import looks_like, names_in, read_head
+from validator.errors import InputError
 from validator.facts import SGLangInstallFacts
 from validator.sources.host.dists import metadata_version
 from validator.sources.sglang.interpreter import InterpreterProbe
@@ -28,6 +30,26 @@ DRAFT_MODEL_FILES = ("nextn", "mtp", "eagle")
 _CLASS_LINE = re.compile(rb"^class\s+(\w+)", re.MULTILINE)
 CHOICES_NAME = "MOE_RUNNER_BACKEND_CHOICES"
 PLUGIN_GROUP = "sglang.srt.plugins"
+
+
+def _is_dir(path: Path) -> bool:
+    """A look by name as the launch's owners could look (``bounded_files.looks_like``): where they could
+    not, it is taken to be there, and its read says why, the same words whether it is."""
+    return looks_like(path, stat.S_ISDIR, "the SGLang install")
+
+
+def _is_file(path: Path) -> bool:
+    return looks_like(path, stat.S_ISREG, "the SGLang install")
+
+
+def _glob(directory: Path, pattern: str) -> list[Path]:
+    """``directory``'s entries matching ``pattern``, sorted, listed as the launch's owners could list it
+    (``bounded_files.names_in``: none where they could not), never as this process for them."""
+    try:
+        names = names_in(directory, "a directory of the SGLang install")
+    except InputError:
+        return []
+    return [directory / n for n in sorted(names) if fnmatch.fnmatchcase(n, pattern)]
 
 
 def install_from_probe(
@@ -66,7 +88,7 @@ def read_sglang_install(
     r = Path(root)
     facts = SGLangInstallFacts(root=r, located_by=located_by)
     notes: list[str] = []
-    if not (r / "srt").is_dir():
+    if not _is_dir(r / "srt"):
         facts.note = f"{r} does not look like an sglang package (no srt/)"
         return facts
     facts.version = _version(r, notes)
@@ -106,7 +128,7 @@ def _read_dspark(r: Path, facts: SGLangInstallFacts, notes: list[str]) -> None:
     ``attach_shared_modules`` unless ``uses_own_vocab_modules``), and which draft classes keep their own
     (``EntryClass`` of ``srt/models/*dspark*.py``)."""
     worker = r / DSPARK_WORKER
-    if not worker.is_file():
+    if not _is_file(worker):
         # a build from before DSpark (0.5.9 has neither the worker nor the enum member): the server
         # refuses the algorithm at start; an unreadable enum leaves it unknown
         facts.dspark_supported = _enum_has(r / SPEC_INFO, "SpeculativeAlgorithm", "DSPARK", notes)
@@ -136,7 +158,7 @@ SPEC_INFO = "srt/speculative/spec_info.py"
 
 def _enum_has(path: Path, enum: str, member: str, notes: list[str]) -> bool | None:
     """Whether class ``enum`` in ``path`` assigns ``member`` (``DSPARK = auto()``); None: not readable."""
-    if not path.is_file():
+    if not _is_file(path):
         return None
     tree = _parse(path, notes)
     cls = _find_class(tree, enum) if tree is not None else None
@@ -151,7 +173,7 @@ def _dspark_classes(r: Path, notes: list[str]) -> dict[str, bool | None]:
     own: dict[str, object] = {}  # class -> its own assignment (ast.expr) or absent
     bases: dict[str, list[str]] = {}
     entries: list[str] = []
-    for path in sorted((r / "srt" / "models").glob("*dspark*.py")):
+    for path in _glob(r / "srt" / "models", "*dspark*.py"):
         tree = _parse(path, notes)
         if tree is None:
             continue
@@ -204,7 +226,7 @@ def _read_detectors(r: Path, requested: str, facts: SGLangInstallFacts, notes: l
     ``srt/function_call/`` (nearest first) with what each defines, from ``ToolCallParserEnum``; only modules
     naming the class are parsed, and a base outside the package ends a chain."""
     base = r / FUNCTION_CALL
-    if not (base / "function_call_parser.py").is_file():
+    if not _is_file(base / "function_call_parser.py"):
         return  # a build without the table: not known (the check says the detectors could not be read)
     tree = _parse(base / "function_call_parser.py", notes)
     if tree is None:
@@ -299,7 +321,7 @@ def installed_plugins(site_dirs: list[Path]) -> set[str]:
     in the server's interpreter (SGLang's ``load_plugins`` reads that group)."""
     names: set[str] = set()
     for d in dict.fromkeys(site_dirs):
-        for ep in [*d.glob("*.dist-info/entry_points.txt"), *d.glob("*.egg-info/entry_points.txt")]:
+        for ep in [p / "entry_points.txt" for p in [*_glob(d, "*.dist-info"), *_glob(d, "*.egg-info")]]:
             try:
                 text = read_head(ep, 1 << 20).decode("utf-8", "replace")
             except OSError:
@@ -339,12 +361,12 @@ def _version(r: Path, notes: list[str]) -> str | None:
     """_version.py (what version.py imports), then version.py, then the dist-info beside the package."""
     for name in ("_version.py", "version.py"):
         path = r / name
-        if path.is_file():
+        if _is_file(path):
             tree = _parse(path, notes)
             found = _str_assignment(tree, "__version__") if tree else None
             if found:
                 return found
-    for meta in sorted(r.parent.glob("sglang-*.dist-info/METADATA")):
+    for meta in [p / "METADATA" for p in _glob(r.parent, "sglang-*.dist-info")]:
         found = metadata_version(meta)
         if found:
             return found
@@ -404,11 +426,9 @@ def _draft_share_hook(
     classes giving one of ``attrs`` a value."""
     try:
         names = sorted(
-            e.name
-            for e in os.scandir(models)
-            if e.name.endswith(".py") and any(w in e.name for w in DRAFT_MODEL_FILES)
+            n for n in names_in(models) if n.endswith(".py") and any(w in n for w in DRAFT_MODEL_FILES)
         )
-    except OSError:
+    except (InputError, OSError):
         return {}
     found: dict[str, bool | None] = {}
     for name in names:
@@ -478,8 +498,8 @@ def read_share_guard(speculative: Path, notes: list[str]) -> tuple[dict[str, lis
     attributes followed to what assigns them: ``(server argument -> algorithms ignoring it, draft
     attributes)``, or None when no file calls it or the condition does not parse."""
     try:
-        names = sorted(e.name for e in os.scandir(speculative) if e.name.endswith(".py"))
-    except OSError:
+        names = sorted(n for n in names_in(speculative) if n.endswith(".py"))
+    except (InputError, OSError):
         return None
     args: dict[str, list[str]] = {}
     draft: list[str] = []
@@ -615,7 +635,7 @@ def _moe_choices(r: Path, notes: list[str]) -> list[str] | None:
     """``MOE_RUNNER_BACKEND_CHOICES``: srt/arg_groups/choices.py in 0.5.23, server_args.py before."""
     for rel in ("srt/arg_groups/choices.py", "srt/server_args.py"):
         path = r / rel
-        if not path.is_file():
+        if not _is_file(path):
             continue
         tree = _parse(path, notes)
         if tree is None:
