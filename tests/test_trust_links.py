@@ -1229,3 +1229,32 @@ def test_the_install_another_users_interpreter_reports_is_listed_only_as_far_as_
     finally:
         shutil.rmtree(mine, ignore_errors=True)
         shutil.rmtree(seen, ignore_errors=True)
+
+
+def test_an_environment_file_glob_looks_below_its_wildcard_only_where_the_units_owner_could(
+    attacker: User, shared: Path
+) -> None:
+    """Red team 13: ``EnvironmentFile=-DIR/NAME*/x.env`` in the other user's unit, where ``DIR`` is root's and
+    theirs to list and ``NAME_d`` root's 0700 directory: the glob looked for ``x.env`` inside it as root.
+    Present, the read was refused naming it; absent, the unit read as if there were no match."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    # root's, 0755, under no sticky /tmp (where anyone could create a matching file): only root writes it
+    seen = Path(tempfile.mkdtemp(prefix="sv-rootdir-", dir="/"))
+    try:
+        seen.chmod(0o755)
+        runs = []
+        for name in ("yess", "nooo"):
+            (seen / f"{name}_d").mkdir(mode=0o700)
+            if name == "yess":
+                (seen / f"{name}_d" / "x.env").write_text("A=1\n")
+            unit = _as_written_by(
+                attacker,
+                mine / f"{name}.service",
+                f"[Service]\nEnvironmentFile=-{seen}/{name}*/x.env\n"
+                "ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m\n",
+            )
+            runs.append((name, run_cli("preflight", "--unit", str(unit), timeout=60)))
+        _told_the_same(runs)
+    finally:
+        shutil.rmtree(seen, ignore_errors=True)
