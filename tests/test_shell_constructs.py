@@ -48,6 +48,19 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "-3,-1,1,3",
     ),
     "arith parentheses": ("R=$(( (1 + 2) * 3 ))", "9", "9"),
+    # ${v:=WORD} with "$@": bash joins the words with a space whatever IFS is, dash with IFS's first
+    'assign default from "$@"': ('set -- a b c\n: "${R:="$@"}"', "a b c", "a b c"),
+    'assign default from "$@", IFS=:': ('set -- a b c\nIFS=:\n: "${R:="$@"}"', "a b c", "a:b:c"),
+    'default "${R:-$@}" (the grammar gives $@ as a word)': (
+        'set -- a b c\nR="${R:-$@}"',
+        Refused("an expansion the grammar reads as text"),
+        Refused("an expansion the grammar reads as text"),
+    ),
+    "assign default from a bare $@, IFS=:": (
+        "set -- a b c\nIFS=:\n: ${R:=$@}",
+        Refused("an expansion the grammar reads as text"),
+        Refused("an expansion the grammar reads as text"),
+    ),
     "arith hex": ("R=$(( 0x1f ))", "31", "31"),
     "arith octal": ("R=$(( 010 ))", Refused("octal arithmetic"), Refused("octal arithmetic")),
     "arith 64-bit wrap": ("R=$(( 9223372036854775807 + 1 ))", "-9223372036854775808", "-9223372036854775808"),

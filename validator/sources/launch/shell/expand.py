@@ -83,6 +83,8 @@ class Expander:
         line = line_of(node)
         if t in ("word", "number", "extglob_pattern", "variable_name"):
             raw = text(node)
+            if t == "word" and _unparsed_expansion(raw):  # "${v:-$@}": the grammar gives '$@' as a word
+                raise Unmodelled(f"{raw!r}, an expansion the grammar reads as text", line)
             if quoted:
                 return [Seg(raw, quoted=True)]
             if (
@@ -339,7 +341,11 @@ class Expander:
             if op in (":=", "="):
                 if name is None or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
                     raise Unmodelled(f"{snippet(node)}: assigning through an indirection", line)
-                value = join([_unquoted(s) for s in segs])
+                if any(_bare_many(w) for w in word):
+                    raise Unmodelled(f"{snippet(node)}: an unquoted $@ or $* in the value it assigns", line)
+                # a quoted "$@": bash joins its words with a space, dash with IFS's first character
+                sep = self.first_ifs() if self.names.posix else " "
+                value = join([sep if s.brk else _unquoted(s) for s in segs])
                 self.names.set_scalar(name, value, node)
                 return [Seg(value, quoted=quoted)]
             return segs
@@ -499,6 +505,25 @@ def _quoting(node: Operand) -> bool:
     if node.type in ("raw_string", "ansi_c_string", "string", "translated_string"):
         return True
     return any(_quoting(c) for c in node.children)
+
+
+def _unparsed_expansion(raw: str) -> bool:
+    """Whether ``raw`` (a word as the grammar gives it) holds an unescaped ``$`` that starts an expansion."""
+    for m in re.finditer(r"\$[@*#?$!\-0-9A-Za-z_{(]", raw):
+        slashes = len(raw[: m.start()]) - len(raw[: m.start()].rstrip("\\"))
+        if slashes % 2 == 0:
+            return True
+    return False
+
+
+def _bare_many(node: Operand) -> bool:
+    """Whether ``node`` holds an unquoted ``$@``, ``$*``, ``${A[@]}`` or ``${A[*]}`` (outside a string)."""
+    if not isinstance(node, Node) or node.type == "string":
+        return False
+    if node.type in ("simple_expansion", "expansion"):
+        t = text(node)
+        return t in ("$@", "$*", "${@}", "${*}") or t.endswith(("[@]}", "[*]}"))
+    return any(_bare_many(c) for c in node.children)
 
 
 def _unquoted(s: Seg) -> Value:
