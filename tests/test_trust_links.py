@@ -8,6 +8,7 @@ resolved before it is read. A FIFO in a ``--rules-dir`` must not block ``--rules
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -1259,3 +1260,28 @@ def test_an_environment_file_glob_looks_below_its_wildcard_only_where_the_units_
         _told_the_same(runs)
     finally:
         shutil.rmtree(seen, ignore_errors=True)
+
+
+def test_roots_own_unit_naming_another_users_config_is_read_as_root(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """Red team 14 (regressions of the namers' rule): root's own unit, with a 0600 EnvironmentFile= of
+    root's, names the other user's ``--config``. The config's owner names what the config names (its model
+    path), not root's unit: the start budget re-read the unit as them and the run stopped at exit 65, and
+    the program, named by root's unit, was looked up as them."""
+    mine = shared / "mine"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    config = _as_written_by(attacker, mine / "c.yaml", "tp-size: 1\n")
+    secret = tmp_path / "root.env"
+    secret.write_text("HF_TOKEN=hf_rootENVFILESECRET\n")
+    secret.chmod(0o600)
+    unit = tmp_path / "root.service"
+    unit.write_text(
+        f"[Service]\nEnvironmentFile={secret}\nTimeoutStartSec=900\n"
+        f"ExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m --config {config}\n"
+    )
+    proc = run_cli("preflight", "--unit", str(unit), "--format", "json", timeout=60)
+    assert proc.returncode != 65, (proc.returncode, proc.stderr)
+    assert "who could not" not in proc.stdout + proc.stderr and "SECRET" not in proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert "TimeoutStartSec=900" in json.dumps(report), proc.stdout[:500]

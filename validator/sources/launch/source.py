@@ -86,6 +86,9 @@ def probed_as_named(inputs: PreflightInputs, launch: LaunchFacts) -> LaunchFacts
             own = _read_launcher(replace(inputs, base_env=kept, env_files=[]))[0].facts
     except (InputError, UnresolvedLaunch, UsageError) as exc:
         return f"without this process's environment the launch does not read ({exc})"
+    if (own.program, own.interpreter) != (launch.program, launch.interpreter):
+        # the program itself comes from this process's environment: the probe would ask another one
+        return "the launch's program depends on this process's environment, which its owner is not given"
     return replace(
         launch,
         program=own.program,
@@ -293,8 +296,11 @@ def launch_and_install(
                 raise exc from None
         refused = exc
     # with --sglang-root the install is that tree, not one hidden in the container
-    with read_as(launch.named_by):  # the program and its install are named by the launch
-        sg, program = _locate(inputs, launch, None if inputs.sglang_root is not None else launcher.container)
+    # the program and its install are named by the launch's own inputs; a --config names server arguments
+    # only (its owner is a namer of those: the checkpoint, the draft), never the program or its interpreter
+    located = replace(launch, named_by=dict(launcher.facts.named_by))
+    with read_as(located.named_by):
+        sg, program = _locate(inputs, located, None if inputs.sglang_root is not None else launcher.container)
     choice = table_for(sg, launch.interpreter)
     if choice is None:
         if refused is not None:
