@@ -6,11 +6,15 @@ unknown here, never a traceback and never a fault of the program."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 from validator.trusted_files import hidden_from_namers
+
+# a path the launch's owner could not look at: to them, as to a search of theirs, permission is denied
+_NOT_THEIRS = PermissionError(errno.EACCES, "not the launch owner's to see")
 
 
 class ProgramUnreadable(str):
@@ -35,7 +39,7 @@ def resolve_program(
     if "/" in program:
         path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
         if hidden_from_namers(str(path)):
-            return None, _unreadable(PermissionError(13, "not the launch owner's to see"), path)
+            return None, _unreadable(_NOT_THEIRS, path)
         try:
             if not path.exists():
                 return None, f"does not exist ({path})"
@@ -73,7 +77,7 @@ def which(name: str, env: Mapping[str, str]) -> Path | None:
             continue
         candidate = Path(folder) / name
         if hidden_from_namers(str(candidate)):  # not a place the launch's owner could look: unknown
-            hidden = hidden or PathUnreadable(candidate, PermissionError(13, "not the launch owner's to see"))
+            hidden = hidden or PathUnreadable(candidate, _NOT_THEIRS)
             continue
         try:
             if candidate.is_file() and os.access(candidate, os.X_OK):

@@ -232,8 +232,14 @@ class Arith:
         return int(inner)
 
 
-_COMPARE = {"<": operator.lt, ">": operator.gt, "<=": operator.le, ">=": operator.ge, "==": operator.eq}
-_COMPARE["!="] = operator.ne
+_COMPARE = {
+    "<": operator.lt,
+    ">": operator.gt,
+    "<=": operator.le,
+    ">=": operator.ge,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
 _DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)")
 
 

@@ -36,8 +36,16 @@ INT_OPS: dict[str, Callable[[int, int], bool]] = {
 # the syntax of [ ... ]: its operators are words to the builtin, as written
 _TEST_OPERATORS = {"test_operator", "==", "=", "!=", "!", "=~", "<", ">", "&&", "||", "-a", "-o", "(", ")"}
 # a lone word in [[ ]]: true when it is not empty
-_WORDS = {"word", "string", "raw_string", "concatenation", "simple_expansion", "expansion", "number"}
-_WORDS |= {"command_substitution"}
+_WORDS = {
+    "word",
+    "string",
+    "raw_string",
+    "concatenation",
+    "simple_expansion",
+    "expansion",
+    "number",
+    "command_substitution",
+}
 
 
 def _negated(r: bool | None) -> bool | None:
