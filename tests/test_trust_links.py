@@ -1285,3 +1285,46 @@ def test_roots_own_unit_naming_another_users_config_is_read_as_root(
     assert "who could not" not in proc.stdout + proc.stderr and "SECRET" not in proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert "TimeoutStartSec=900" in json.dumps(report), proc.stdout[:500]
+
+
+def test_looks_for_another_users_launcher_are_walked_never_made_by_name(
+    attacker: User, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A script's file test, ``cd`` and ``PATH`` lookup, the program it runs and its ``--config``, for a
+    launch another user named, were judged on a walk and then looked at again by name as root: a link that
+    user swapped in between sent the second look into a directory only root may enter, and the answer
+    told whether a file is there (the race red team 11 measured in ``source``: 40 of 1,600 runs). Now
+    each answer is the walk's own; no path is looked up by name at all, so there is no second look to
+    race."""
+    from validator.sources.host.program import resolve_program
+    from validator.sources.launch.shell.reader import read_script
+    from validator.sources.sglang.config import merge_config
+    from validator.trusted_files import read_as
+
+    mine = shared / "race"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    assert run_as(attacker, ["sh", "-c", f"mkdir {mine}/d {mine}/bin && : > {mine}/d/x"]).returncode == 0
+    script = _as_written_by(
+        attacker,
+        mine / "run.sh",
+        f"#!/bin/bash\n[ -e {mine}/d/x ] && A=1\n[ -x {mine}/d/x ] && B=1\n[ -L {mine}/d ] && C=1\n"
+        f"cd {mine}/d\nPATH={mine}/bin:/usr/bin command -v nothere-xyz\n"
+        "exec python3 -m sglang.launch_server --model-path /m\n",
+    )
+    by_name: list[tuple[str, str]] = []
+    for name in ("stat", "lstat", "access"):
+        real = getattr(os, name)
+
+        def spy(path: object, *args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            if kw.get("dir_fd") is None and str(path).startswith(str(mine)):
+                by_name.append((_name, str(path)))
+            return _real(path, *args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, spy)
+    with read_as({attacker.uid: ("the test's launcher", ())}):
+        read_script(script, env={"PATH": "/usr/bin:/bin"})
+        resolve_program(f"{mine}/d/x", {"PATH": "/usr/bin"})
+        resolve_program("x", {"PATH": f"{mine}/d"})
+        with pytest.raises(InputError):
+            merge_config(["--config", f"{mine}/d/c.yaml"], origin="test")
+    assert not by_name, by_name

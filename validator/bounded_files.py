@@ -120,6 +120,14 @@ def read_bounded(path: Path | str, cap: int, what: str = "file", *, names: bool 
     The size is checked before reading (``st_size``) and again while reading (a file that grows, or lies
     about its size as ``/proc`` files do, still yields at most ``cap + 1`` bytes before it is refused).
     ``names``: a launch input whose words name other files, read as its owner could (``named_by``)."""
+    return read_bounded_stat(path, cap, what, names=names)[0]
+
+
+def read_bounded_stat(
+    path: Path | str, cap: int, what: str = "file", *, names: bool = False
+) -> tuple[bytes, os.stat_result]:
+    """:func:`read_bounded`, with the status of the file read (its owner is that file's, never what the
+    name holds by the time it is asked again)."""
     where = str(path)
     fd = open_regular(path, what)
     try:
@@ -135,7 +143,7 @@ def read_bounded(path: Path | str, cap: int, what: str = "file", *, names: bool 
             raise InputError(where, f"cannot read {what}: {exc.strerror or exc}") from None
         if len(data) > cap:
             raise InputError(where, f"{what} grew past the {cap}-byte cap while being read")
-        return data
+        return data, st
     finally:
         os.close(fd)
 

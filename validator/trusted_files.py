@@ -193,27 +193,6 @@ def named_by(uid: int, what: str) -> None:
         namers.setdefault(uid, (f"{what}, which may have named it, is UID {uid}'s", _groups(uid)))
 
 
-def hidden_from_namers(path: str) -> bool:
-    """Whether, in a :func:`read_as` scope, ``path`` lies where a namer could not look (a test ``-e`` on
-    it, or a ``cd``, would tell them what only this process may know)."""
-    namers = _NAMERS.get()
-    if not namers:
-        return False
-    if path.startswith("/") and not os.path.normpath(path).strip("/"):  # "/" itself: no walk names it
-        root = os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
-        try:
-            return namers.refusal("/", os.fstat(root), os.X_OK, "enter /", root) is not None
-        finally:
-            os.close(root)
-    try:
-        stat_unplanted(path)
-    except UnsafeLocation:
-        return True
-    except OSError:
-        pass
-    return False
-
-
 def _mkdir_private(name: str, dir_fd: int) -> bool:
     """Make ``name`` 0700 under ``dir_fd``; True when made here. A umask that masks the owner's own bits
     (0777) leaves a directory its maker cannot enter unless root: they are set back through a descriptor
@@ -554,6 +533,50 @@ def stat_unplanted(path: str) -> os.stat_result:
         return os.stat(name, dir_fd=dfd, follow_symlinks=False)
     finally:
         os.close(dfd)
+
+
+def look_unplanted(path: str, access: int = os.F_OK, *, follow_last: bool = True) -> os.stat_result | None:
+    """What stands at ``path`` (its last link followed unless ``follow_last`` is False), as a shell's file
+    test, ``cd`` or ``execvp`` finds it, looked up as :func:`walk_unplanted` walks and never by name: None
+    where nothing does (a name missing, a file on the way) or where this process lacks ``access`` to it; any
+    other error raised, as ``Path.exists`` raises it. :class:`UnsafeLocation` where the walk refuses (a link
+    anyone could have planted; in a :func:`read_as` scope, a directory a namer could not enter: the answer is
+    theirs to know, not ours to tell), in the same words whether anything is there."""
+    planters = Planters(_NAMERS.get() or {})
+    try:
+        if not _components(path) and path.startswith("/"):  # "/" itself: no walk names it
+            dfd, name = os.open("/", os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC), "."
+        elif follow_last:
+            dfd, name, planters = walk_unplanted(path)
+        else:
+            dfd, name, _here, _chain = _walk(path, last_as_is=True, shared_links=planters)
+    except (NotADirectory, FileNotFoundError):
+        return None
+    try:  # the directory it is looked up in, judged again: a '..' may have climbed back past a link
+        if why := planters.refusal(path, os.fstat(dfd), os.X_OK, "look there", dfd):
+            raise UnsafeLocation(why)
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        if access != os.F_OK and not os.access(name, access, dir_fd=dfd, follow_symlinks=False):
+            return None
+        return st
+    except (NotADirectoryError, FileNotFoundError):
+        return None
+    finally:
+        os.close(dfd)
+
+
+def hidden_from_namers(path: str) -> bool:
+    """Whether, in a :func:`read_as` scope, ``path`` lies where a namer could not look (or through a link
+    anyone could have planted)."""
+    if not _NAMERS.get():
+        return False
+    try:
+        look_unplanted(path)
+    except UnsafeLocation:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 def read_upto(fd: int, limit: int) -> bytes:

@@ -6,15 +6,12 @@ unknown here, never a traceback and never a fault of the program."""
 
 from __future__ import annotations
 
-import errno
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.trusted_files import hidden_from_namers
-
-# a path the launch's owner could not look at: to them, as to a search of theirs, permission is denied
-_NOT_THEIRS = PermissionError(errno.EACCES, "not the launch owner's to see")
+from validator.trusted_files import UnsafeLocation, look_unplanted
 
 
 class ProgramUnreadable(str):
@@ -23,7 +20,9 @@ class ProgramUnreadable(str):
 
 
 def _unreadable(exc: OSError, path: Path) -> str:
-    why = "permission denied" if isinstance(exc, PermissionError) else (exc.strerror or type(exc).__name__)
+    # a walk's refusal (a directory this user, or the launch's owner, may not search) is a denial too
+    denied = isinstance(exc, (PermissionError, UnsafeLocation))
+    why = "permission denied" if denied else (exc.strerror or type(exc).__name__)
     return ProgramUnreadable(
         f"cannot be looked at by this user ({path}: {why}): run as root or as the server's user"
     )
@@ -38,16 +37,15 @@ def resolve_program(
     :class:`ProgramUnreadable`."""
     if "/" in program:
         path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
-        if hidden_from_namers(str(path)):
-            return None, _unreadable(_NOT_THEIRS, path)
         try:
-            if not path.exists():
-                return None, f"does not exist ({path})"
-            if path.is_dir():
-                return None, f"is a directory ({path})"
+            st = look_unplanted(str(path))
         except OSError as exc:
             return None, _unreadable(exc, path)
-        if not os.access(path, os.X_OK):
+        if st is None:
+            return None, f"does not exist ({path})"
+        if stat.S_ISDIR(st.st_mode):
+            return None, f"is a directory ({path})"
+        if look_unplanted(str(path), os.X_OK) is None:
             return None, f"is not executable ({path})"
         return path, None
     try:
@@ -76,16 +74,15 @@ def which(name: str, env: Mapping[str, str]) -> Path | None:
         if not folder:
             continue
         candidate = Path(folder) / name
-        if hidden_from_namers(str(candidate)):  # not a place the launch's owner could look: unknown
-            hidden = hidden or PathUnreadable(candidate, _NOT_THEIRS)
-            continue
         try:
-            if candidate.is_file() and os.access(candidate, os.X_OK):
-                return candidate
-        except PermissionError as exc:
+            found = look_unplanted(str(candidate), os.X_OK)
+        except (UnsafeLocation, PermissionError) as exc:
             hidden = hidden or PathUnreadable(candidate, exc)
+            continue
         except OSError:
-            continue  # a name over the kernel's limits, a loop: not there
+            continue  # a name over the kernel's limits: not there
+        if found is not None and stat.S_ISREG(found.st_mode):
+            return candidate
     if hidden is not None:
         raise hidden
     return None

@@ -15,7 +15,7 @@ from typing import Any
 from validator.bounded_files import TEXT_CAP, read_text_bounded
 from validator.errors import InputError
 from validator.sources.sglang.cli_table import CliAction, CliTable, load_table
-from validator.trusted_files import hidden_from_namers
+from validator.trusted_files import UnsafeLocation, look_unplanted
 
 
 def _config_keys(action: CliAction) -> set[str]:
@@ -91,8 +91,10 @@ def merge_config(
         path = base_dir / path
     if path.suffix.lower() not in (".yaml", ".yml"):
         raise InputError(origin, f"Config file must be YAML format, got: {path.suffix}")
-    try:  # where the launch's owner could not look, its read says so, the same words whether it is there
-        exists = hidden_from_namers(str(path)) or path.exists()
+    try:  # walked, never looked at by name: where the launch's owner could not look, the read says why
+        exists = look_unplanted(str(path)) is not None
+    except UnsafeLocation:
+        exists = True
     except OSError as exc:  # a name over the kernel's limit: SGLang's Path.exists raises the same
         raise InputError(origin, str(exc).replace(str(path), name)) from None
     if not exists:

@@ -8,10 +8,11 @@ privilege than whoever controls it: ``run_as``); the package and site directorie
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from validator.sources.child_process import run_in_own_session
 from validator.sources.host.process import ProcessFacts
 from validator.sources.host.program import ProgramUnreadable, resolve_program
 from validator.sources.run_as import CannotRunAs, RunAs, of_files, of_process
-from validator.trusted_files import hidden_from_namers
+from validator.trusted_files import UnsafeLocation, walk_unplanted
 
 # Run inside the server's interpreter, with the server's own flags, environment and working directory.
 # find_spec on a top-level name executes nothing of the package; the probe reports whether torch/sglang
@@ -64,18 +65,28 @@ def probe_interpreter(
     the server's interpreter ``options`` and ``cwd`` (a fresh empty directory when unknown, never ours). When
     this process cannot become ``run_as`` nothing runs and the answer says why."""
     argv = [interpreter, *options, "-c", _PROBE, *([str(script_dir)] if script_dir else [])]
-    with tempfile.TemporaryDirectory(prefix="spark-validate-probe-") as empty:
-        if cwd is None and run_as is not None and not run_as.is_me() and os.geteuid() == 0:
+    other = run_as is not None and not run_as.is_me()
+    with tempfile.TemporaryDirectory(prefix="spark-validate-probe-") as empty, contextlib.ExitStack() as held:
+        if cwd is None and run_as is not None and other and os.geteuid() == 0:
             os.chown(empty, run_as.uid, run_as.gid)  # the empty directory is the child's to enter
         cwd = cwd or Path(empty)
+        enter: Path | str = cwd
         try:
-            done = run_in_own_session(argv, timeout=timeout, cwd=cwd, env=env, run_as=run_as)
+            if other and str(cwd) != "/":  # the child enters it before it drops privileges: walked here as
+                # the launch's namers could, and entered through the descriptor, never by name as root
+                enter = f"/proc/self/fd/{held.enter_context(_directory(cwd))}"
+            done = run_in_own_session(argv, timeout=timeout, cwd=enter, env=env, run_as=run_as)
+        except UnsafeLocation:
+            why = f"its working directory {cwd} is not a place the launch's owner could look"
+            return InterpreterProbe(
+                interpreter, None, error=f"{interpreter} was not run: {why}", not_run=True
+            )
         except CannotRunAs as exc:
             return InterpreterProbe(
                 interpreter, None, error=f"{interpreter} was not run: {exc}", not_run=True
             )
         except OSError as exc:
-            where = f" in {cwd}" if exc.filename == str(cwd) or not _is_dir(cwd) else ""
+            where = f" in {cwd}" if exc.filename in (str(cwd), enter) or not _is_dir(cwd) else ""
             who = f" as {run_as.name}" if run_as is not None and not run_as.is_me() else ""
             return InterpreterProbe(
                 interpreter, None, error=f"cannot run {interpreter}{where}{who}: {exc.strerror or exc}"
@@ -95,6 +106,23 @@ def probe_interpreter(
         return InterpreterProbe(interpreter, None, error=f"{interpreter} gave an unreadable answer")
     root = Path(locations[0]) if locations else None
     return InterpreterProbe(interpreter, root, site_dirs=site_dirs, imported=imported)
+
+
+@contextlib.contextmanager
+def _directory(path: Path) -> Iterator[int]:
+    """A descriptor on the directory at ``path``, walked as :func:`walk_unplanted` walks (in a launch's
+    namers' scope, judged as them) and one they could enter; raises ``OSError`` as ``chdir`` would."""
+    dfd, name, planters = walk_unplanted(str(path))
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dfd)
+    finally:
+        os.close(dfd)
+    try:
+        if why := planters.refusal(str(path), os.fstat(fd), os.X_OK, "enter it", fd):
+            raise UnsafeLocation(why)
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def _is_dir(path: Path) -> bool:
@@ -158,12 +186,8 @@ def inspect_program(
             launch.named_by,
         )
     )
-    wd = launch.working_directory
     if not isinstance(who, str) and isinstance(refused, str):
         who = refused
-    if not isinstance(who, str) and wd is not None and hidden_from_namers(str(wd)):
-        # the child enters it before it drops privileges: as root, whether it is there would show
-        who = f"its working directory {wd} is not a place the launch's owner could look"
     if isinstance(who, str):
         facts.probe_error = f"{interpreter} was not run: {who}"
         facts.not_provable = True

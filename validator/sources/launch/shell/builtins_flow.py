@@ -21,7 +21,7 @@ from validator.sources.launch.shell.machine import Prefix, heredoc_text, known_w
 from validator.sources.launch.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
 from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join, join_with
-from validator.trusted_files import UnsafeLocation, hidden_from_namers, walk_unplanted
+from validator.trusted_files import UnsafeLocation, look_unplanted, walk_unplanted
 
 
 def b_false(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
@@ -274,10 +274,14 @@ def b_cd(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None
     if ev.m.changed(new):
         ev.m.st.cwd = Unknown(f"cd {target}: a directory the script may have created")
         return ev.m.errexit(None, node, "cd")
-    if hidden_from_namers(new):  # whether it is there is the script owner's to know, not ours to tell
+    try:  # walked, never looked at by name: whether it is there may be the script owner's to know
+        found = look_unplanted(new, os.X_OK)
+    except UnsafeLocation:
         ev.m.st.cwd = Unknown(f"cd {target}: not a place the script's owner could look")
         return ev.m.errexit(None, node, "cd")
-    if not os.path.isdir(new) or not os.access(new, os.X_OK):
+    except OSError:
+        found = None
+    if found is None or not stat.S_ISDIR(found.st_mode):
         return ev.m.errexit(1, node, f"cd {target}")
     old = ev.m.st.cwd
     ev.m.st.cwd = new

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import operator
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import line_of, part, snippet, text
 from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.launch.shell.variables import Variables
-from validator.trusted_files import hidden_from_namers
+from validator.trusted_files import UnsafeLocation, look_unplanted
 
 INT_OPS: dict[str, Callable[[int, int], bool]] = {
     "-eq": operator.eq,
@@ -178,24 +179,20 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
         if operand == "" or ev.m.changed(operand):  # also a relative path when the directory is unknown
             return None
         path = Path(str(ev.m.st.cwd)) / operand
-        if hidden_from_namers(str(path)):  # the answer is the script owner's to know, not ours to tell
+        need = {"-x": os.X_OK, "-r": os.R_OK, "-w": os.W_OK}.get(op, os.F_OK)
+        try:  # walked, never looked at by name: where the script's owner could not look, unknown
+            st = look_unplanted(str(path), need, follow_last=op not in ("-L", "-h"))
+        except UnsafeLocation:
             return None
-        checks = {
-            "-f": path.is_file,
-            "-d": path.is_dir,
-            "-e": path.exists,
-            "-a": path.exists,
-            "-x": lambda: os.access(path, os.X_OK),
-            "-r": lambda: os.access(path, os.R_OK),
-            "-w": lambda: os.access(path, os.W_OK),
-            "-s": lambda: path.is_file() and path.stat().st_size > 0,
-            "-L": path.is_symlink,
-            "-h": path.is_symlink,
-        }
-        try:
-            return bool(checks[op]())
-        except OSError:
+        except OSError:  # a name over the kernel's limits: not there, to bash too
             return False
+        if st is None:
+            return False
+        if op in ("-f", "-s"):
+            return stat.S_ISREG(st.st_mode) and (op == "-f" or st.st_size > 0)
+        if op == "-d":
+            return stat.S_ISDIR(st.st_mode)
+        return stat.S_ISLNK(st.st_mode) if op in ("-L", "-h") else True
     raise Unmodelled(f"test operator {op}", line_of(node))
 
 

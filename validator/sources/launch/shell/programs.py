@@ -9,11 +9,12 @@ sources that read a container's or a manifest's command (``compose``, ``kube_man
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from validator.sources.launch.docker_run import is_container_run, runs_inline_code
 from validator.sources.launch.shell.values import Unknown, Value
-from validator.trusted_files import hidden_from_namers
+from validator.trusted_files import UnsafeLocation, look_unplanted
 
 # programs whose only effect on the disk is through their redirections (so a later file test still holds)
 READ_ONLY = {
@@ -88,8 +89,12 @@ def which(program: str, path: Value, cwd: Value) -> Value:
                 return cwd
             d = os.path.join(cwd, d or ".")
         cand = os.path.join(d, program)
-        if hidden_from_namers(cand):  # whether it is there is the script owner's to know, not ours to tell
+        try:  # walked, never looked at by name: whether it is there may be the script owner's to know
+            found = look_unplanted(cand, os.X_OK)
+        except UnsafeLocation:
             return Unknown(f"{program}: {d} on PATH is not a place the script's owner could look")
-        if os.path.isfile(cand) and os.access(cand, os.X_OK):
+        except OSError:
+            continue
+        if found is not None and stat.S_ISREG(found.st_mode):
             return cand
     return Unknown(f"{program} is not on PATH here")

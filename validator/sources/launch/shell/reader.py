@@ -8,11 +8,10 @@ The entry point of the shell reader (``read_script``): it refuses what is not a 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import read_bounded
+from validator.bounded_files import read_bounded_stat
 from validator.errors import UnresolvedLaunch
 from validator.sources.launch.shell.evaluator import Evaluator
 from validator.sources.launch.shell.machine import Machine
@@ -35,8 +34,12 @@ def read_script(
     without reading ``path`` (a file the launcher wrote); ``inside``/``cwd``: it runs where this host cannot
     see (``Evaluator.run``). InputError for a file that is not a script (unreadable, oversized, syntax)."""
     script = Path(path).absolute()
+    # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
+    # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
+    owner: tuple[int, ...] = ()
     if text is None:
-        data = read_bounded(script, MAX_SCRIPT_BYTES, "launcher script", names=True)
+        data, st = read_bounded_stat(script, MAX_SCRIPT_BYTES, "launcher script", names=True)
+        owner = (st.st_uid,)
     else:
         data = text.encode("utf-8", "surrogateescape")
     shell = interpreter(data)
@@ -51,9 +54,6 @@ def read_script(
     endings: list[Ending] = []
     notes: list[str] = []
     memo = Memo()
-    # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
-    # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
-    owner: tuple[int, ...] = (os.stat(script).st_uid,) if text is None else ()
 
     def walk(forks: Forks) -> None:
         m = Machine(script, forks, posix=shell == "sh", opts=options, owner=owner, memo=memo)
