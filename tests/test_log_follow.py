@@ -316,3 +316,26 @@ def test_the_bulk_path_counts_what_a_line_by_line_parse_counts(tmp_path: Path) -
         ref.feed(line, pos)
         pos += len(line.encode()) + 1
     assert reader.poll().decode_samples == ref.snapshot().decode_samples
+
+
+def test_a_poll_of_prefill_lines_alone_ends_an_overrides_claim_on_the_next_start(tmp_path: Path) -> None:
+    """The override line is logged while resolving a start's arguments, before its ``server_args=``; one
+    logged while a server runs is claimed by the next start only until a running server's line follows.
+    A poll that read only batch lines without an acceptance figure (prefill, or a server without MTP) was
+    counted in bulk and never ended that claim, so a later start was judged to have had the override:
+    the incremental read must say what one line-by-line parse says."""
+    from validator.sources.server.log_state import LogParser
+
+    prefill = f"{TP} Prefill batch, #new-seq: 1, #new-token: 2304, #cached-token: 0, cuda graph: False"
+    polls = [[*RUN_HEALTHY, RUN_BROKEN[0]], [prefill] * 20_000, RUN_HEALTHY]
+    log = tmp_path / "sglang.log"
+    log.write_bytes(b"")
+    reader, ref, pos = FileLogReader(log), LogParser(str(log)), 0
+    for lines in polls:
+        _append(log, lines)
+        got = reader.poll()
+        for line in lines:
+            ref.feed(line, pos)
+            pos += len(line.encode()) + 1
+    assert ref.snapshot().runs == got.runs == 2
+    assert got.flashinfer_override is ref.snapshot().flashinfer_override is False

@@ -227,8 +227,9 @@ class FileLogReader:
             if n == len(lines) or (n >= 0 and routine(region)):  # decode lines only, or routine traffic
                 self._bulk(lines, n, base + len(region) + 1)
                 found = last_batch(region, stream) if stream is not None else None
-                if found is not None:
+                if found is not None:  # a running server's line: resolution lines before it were this start's
                     self._parser.run.batch = (found[1], base + found[0], None)
+                    self._parser.pending_override = False
             else:
                 for piece in lines:
                     self._feed_line(piece, base)
@@ -284,9 +285,7 @@ class FileLogReader:
                 break
         self._pending.clear()
         self._pending_n = 0
-        if kept:  # decode lines are a running server's: earlier resolution lines were this start's
-            parser.pending_override = False
-            parser.run.samples.extend(reversed(kept))
+        parser.run.samples.extend(reversed(kept))
 
 
 def _server_uid(server: ServerId | None) -> int | None:
