@@ -139,6 +139,13 @@ def test_log_spec_parsing() -> None:
             parse_log_spec(bad)
 
 
+def test_a_huge_journal_unit_is_named_in_a_short_line() -> None:
+    """A 5,000-character ``journal:`` value was echoed whole in the one-line usage error."""
+    proc = run_cli("check", "--url", "http://127.0.0.1:9", "--log", "journal:" + "a" * 5000, timeout=30)
+    assert proc.returncode == 2 and "5008 characters" in proc.stderr, proc.stderr[:300]
+    assert len(proc.stderr) < 400 and len(proc.stderr.splitlines()) == 1, proc.stderr[:300]
+
+
 # ---- the journal, read by the real journalctl from a real journal file ----
 
 JOURNAL_REMOTE = Path("/usr/lib/systemd/systemd-journal-remote")  # apt: systemd-journal-remote (.ci/run)

@@ -36,7 +36,8 @@ def parse_log_spec(value: str | Path) -> str | Path:
         return Path(value)
     unit = text[len(JOURNAL_PREFIX) :]
     if not _UNIT_RE.match(unit) or unit.startswith("-"):
-        raise UsageError(f"--log {text!r}: expected journal:UNIT with a systemd unit name (sglang.service)")
+        shown = repr(text) if len(text) <= 300 else f"{text[:60]!r}... ({len(text)} characters)"
+        raise UsageError(f"--log {shown}: expected journal:UNIT with a systemd unit name (sglang.service)")
     return text
 
 
