@@ -1328,3 +1328,43 @@ def test_looks_for_another_users_launcher_are_walked_never_made_by_name(
         with pytest.raises(InputError):
             merge_config(["--config", f"{mine}/d/c.yaml"], origin="test")
     assert not by_name, by_name
+
+
+def _spy_by_name(monkeypatch: pytest.MonkeyPatch, under: Path) -> list[tuple[str, str]]:
+    """Every ``os.stat``, ``os.lstat`` and ``os.access`` made by name (no ``dir_fd``) on a path under
+    ``under``, recorded from here on."""
+    by_name: list[tuple[str, str]] = []
+    for name in ("stat", "lstat", "access"):
+        real = getattr(os, name)
+
+        def spy(path: object, *args: object, _real: object = real, _name: str = name, **kw: object) -> object:
+            if kw.get("dir_fd") is None and str(path).startswith(str(under)):
+                by_name.append((_name, str(path)))
+            return _real(path, *args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, spy)
+    return by_name
+
+
+def test_a_sourced_file_of_another_users_launcher_is_judged_on_the_walk_never_looked_at_by_name(
+    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``source`` of a file in another user's directory: who else could write it was judged on a walk,
+    and then what stands at its name was ``lstat``-ed by name as root. The owner who swaps a directory on
+    the way for a link between the two sent that look into a directory only root may enter, and the
+    report said 'is there already, owned by UID U, mode M' only where something was there (red team 15:
+    a file of another user's in a root-only directory; never for a missing one)."""
+    from validator.sources.launch.shell.reader import read_script
+    from validator.trusted_files import read_as
+
+    mine = shared / "race-source"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    assert run_as(attacker, ["sh", "-c", f"mkdir {mine}/d && echo A=1 > {mine}/d/x"]).returncode == 0
+    script = _as_written_by(
+        attacker, mine / "run.sh", f". {mine}/d/x\nexec python3 -m sglang.launch_server --model-path /m\n"
+    )
+    by_name = _spy_by_name(monkeypatch, mine)
+    with read_as({attacker.uid: ("the test's launcher", ())}):
+        read_script(script, env={"PATH": "/usr/bin:/bin"})
+    assert not by_name, by_name
+

@@ -21,7 +21,7 @@ from validator.sources.launch.shell.paths import Forks
 from validator.sources.launch.shell.state import Memo, ShellExit, State, Var
 from validator.sources.launch.shell.syntax import line_of, node_bytes, text
 from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
-from validator.trusted_files import creatable_by_others
+from validator.trusted_files import UnsafeLocation, creatable_by_others, look_unplanted
 
 
 class Machine:
@@ -235,9 +235,14 @@ def others_could_write(path: str, trusted: tuple[int, ...] = ()) -> list[str]:
         problems = creatable_by_others(path, trusted)
     except OSError as exc:  # UnsafeLocation: a directory on the way that cannot be walked
         return [str(exc)]
-    try:
-        st = os.lstat(path)
+    try:  # walked, never looked at by name: a link swapped in on the way since the walk above would send
+        # an lstat by name where the script's owner could not look, and its words would say what is there
+        st = look_unplanted(path, follow_last=False)
+    except UnsafeLocation as exc:
+        return [*problems, str(exc)]
     except OSError:
+        return problems
+    if st is None:
         return problems
     owners = (0, os.geteuid(), *trusted)
     if not stat.S_ISREG(st.st_mode) or st.st_uid not in owners or st.st_mode & 0o022:
