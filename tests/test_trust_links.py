@@ -1368,3 +1368,27 @@ def test_a_sourced_file_of_another_users_launcher_is_judged_on_the_walk_never_lo
         read_script(script, env={"PATH": "/usr/bin:/bin"})
     assert not by_name, by_name
 
+
+def test_a_probe_that_fails_to_start_names_its_directory_from_the_walk_never_by_name(
+    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The interpreter probe enters its working directory through a descriptor walked as the launch's
+    owner; but when the program then failed to start, whether to say 'in DIR' was decided by
+    ``Path.is_dir`` by name as root: a link swapped in since the walk told whether a directory is there
+    where the owner could not look."""
+    from validator.sources.run_as import RunAs
+    from validator.sources.sglang.interpreter import probe_interpreter
+    from validator.trusted_files import read_as
+
+    mine = shared / "race-probe"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    assert run_as(attacker, ["mkdir", f"{mine}/d"]).returncode == 0
+    program = _as_written_by(attacker, mine / "python3", "#!/nonexistent-interpreter-xyz\n")
+    assert run_as(attacker, ["chmod", "0755", str(program)]).returncode == 0
+    by_name = _spy_by_name(monkeypatch, mine)
+    with read_as({attacker.uid: ("the test's launcher", ())}):
+        probe = probe_interpreter(
+            str(program), cwd=mine / "d", run_as=RunAs(attacker.uid, attacker.gid, (attacker.gid,))
+        )
+    assert probe.error is not None and probe.error.startswith(f"cannot run {program} as "), probe.error
+    assert not by_name, by_name

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from validator.sources.child_process import run_in_own_session
 from validator.sources.host.process import ProcessFacts
 from validator.sources.host.program import ProgramUnreadable, resolve_program
 from validator.sources.run_as import CannotRunAs, RunAs, of_files, of_process
-from validator.trusted_files import UnsafeLocation, walk_unplanted
+from validator.trusted_files import UnsafeLocation, look_unplanted, walk_unplanted
 
 # Run inside the server's interpreter, with the server's own flags, environment and working directory.
 # find_spec on a top-level name executes nothing of the package; the probe reports whether torch/sglang
@@ -126,10 +127,15 @@ def _directory(path: Path) -> Iterator[int]:
 
 
 def _is_dir(path: Path) -> bool:
+    """Whether a directory is at ``path``, walked as :func:`walk_unplanted` walks, never looked at by name:
+    where the launch's owners could not look it is taken to be there (the same words whether it is)."""
     try:
-        return path.is_dir()
+        st = look_unplanted(str(path))
+    except UnsafeLocation:
+        return True
     except OSError:
         return False
+    return st is not None and stat.S_ISDIR(st.st_mode)
 
 
 def inspect_program(
