@@ -1331,10 +1331,10 @@ def test_looks_for_another_users_launcher_are_walked_never_made_by_name(
 
 
 def _spy_by_name(monkeypatch: pytest.MonkeyPatch, under: Path) -> list[tuple[str, str]]:
-    """Every ``os.stat``, ``os.lstat`` and ``os.access`` made by name (no ``dir_fd``) on a path under
-    ``under``, recorded from here on."""
+    """Every ``os.stat``, ``os.lstat``, ``os.access`` and ``os.scandir`` made by name (no ``dir_fd``) on a
+    path under ``under``, recorded from here on."""
     by_name: list[tuple[str, str]] = []
-    for name in ("stat", "lstat", "access"):
+    for name in ("stat", "lstat", "access", "scandir"):
         real = getattr(os, name)
 
         def spy(path: object, *args: object, _real: object = real, _name: str = name, **kw: object) -> object:
@@ -1391,4 +1391,26 @@ def test_a_probe_that_fails_to_start_names_its_directory_from_the_walk_never_by_
             str(program), cwd=mine / "d", run_as=RunAs(attacker.uid, attacker.gid, (attacker.gid,))
         )
     assert probe.error is not None and probe.error.startswith(f"cannot run {program} as "), probe.error
+    assert not by_name, by_name
+
+
+def test_who_runs_another_users_program_is_judged_on_the_walk_never_resolved_by_name(
+    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``run_as.of_files`` asked :func:`hidden_from_namers` of the program, then resolved it with
+    ``os.path.realpath``, ``lstat``-ed each directory above and globbed its prefix for site directories,
+    all by name as root: the launch's owner who swaps a directory on the way for a link in between had
+    the owners of files in a directory only root may enter decide who runs the probe (and the report say
+    'the files it runs belong to several other users: PATH (UID U)'). Each look is now a walk's."""
+    from validator.sources.run_as import of_files
+    from validator.trusted_files import read_as
+
+    mine = shared / "race-runas"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    made = f"mkdir -p {mine}/v/bin {mine}/v/lib/python3.99/site-packages && : > {mine}/v/bin/python3"
+    assert run_as(attacker, ["sh", "-c", made]).returncode == 0
+    assert run_as(attacker, ["ln", "-s", "v", f"{mine}/link"]).returncode == 0
+    by_name = _spy_by_name(monkeypatch, mine)
+    with read_as({attacker.uid: ("the test's launcher", ())}):
+        of_files([mine / "link" / "bin" / "python3"], {}, named_by=[attacker.uid])
     assert not by_name, by_name

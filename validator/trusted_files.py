@@ -565,6 +565,19 @@ def look_unplanted(path: str, access: int = os.F_OK, *, follow_last: bool = True
         os.close(dfd)
 
 
+def in_namers_scope() -> bool:
+    """Whether this is a :func:`read_as` scope in which another user named the launch."""
+    return bool(_NAMERS.get())
+
+
+def resolve_unplanted(path: str) -> str:
+    """``os.path.realpath(path)`` for a path that is there, found by :func:`walk_unplanted`'s walk (links
+    followed by hand, each judged as it judges them), never by name; raises as the walk raises."""
+    dfd, name, here, _chain = _walk(path, shared_links=Planters(_NAMERS.get() or {}))
+    os.close(dfd)
+    return _join(here, name)
+
+
 def hidden_from_namers(path: str) -> bool:
     """Whether, in a :func:`read_as` scope, ``path`` lies where a namer could not look (or through a link
     anyone could have planted)."""

@@ -11,6 +11,7 @@ directory not at all. Dropping privileges needs root; otherwise nothing runs (:c
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import pwd
 import stat
@@ -19,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from validator.sources.host.process import ProcessFacts, user_name
-from validator.trusted_files import hidden_from_namers
+from validator.trusted_files import (
+    hidden_from_namers,
+    in_namers_scope,
+    look_unplanted,
+    open_unplanted,
+    resolve_unplanted,
+)
 
 # Variables naming where a python (or the dynamic loader) finds code to run: lists of paths...
 _PATH_VARIABLES = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT")
@@ -109,17 +116,60 @@ def _user(uid: int, fallback_gid: int) -> RunAs:
 
 
 def _lstat(path: Path) -> os.stat_result | None:
+    """``os.lstat``; where another user named the launch, walked as they could look (a second look by name
+    would follow whatever link they swapped in on the way since, into a directory they cannot enter)."""
     try:
+        if in_namers_scope():
+            return look_unplanted(str(path), follow_last=False)
         return os.lstat(path)
     except (OSError, ValueError):
-        return None  # absent or unreadable: nothing there runs
+        return None  # absent or unreadable (or not theirs to look at): nothing there runs
+
+
+def _realpath(path: Path) -> Path:
+    """``os.path.realpath``; where another user named the launch, the walk's own physical path (as
+    :func:`_lstat`), the path as written where the walk does not arrive."""
+    if in_namers_scope():
+        try:
+            return Path(resolve_unplanted(str(path)))
+        except OSError:
+            return path
+    return Path(os.path.realpath(path))
+
+
+def _glob(prefix: Path, pattern: str) -> list[Path]:
+    """``sorted(prefix.glob(pattern))``; where another user named the launch, each directory listed
+    through a descriptor walked as they could (:func:`open_unplanted`), never by name as this process."""
+    if not in_namers_scope():
+        return sorted(prefix.glob(pattern))
+    found = [prefix]
+    for part in pattern.split("/"):
+        matched: list[Path] = []
+        for d in found:
+            if not any(c in part for c in "*?["):
+                if _lstat(d / part) is not None:
+                    matched.append(d / part)
+                continue
+            try:
+                fd = open_unplanted(str(d), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                names = os.listdir(fd)
+            except OSError:
+                names = []
+            finally:
+                os.close(fd)
+            matched.extend(d / n for n in names if fnmatch.fnmatchcase(n, part) and not n.startswith("."))
+        found = matched
+    return sorted(found)
 
 
 def _chain(path: Path) -> Iterable[tuple[Path, os.stat_result]]:
     """``path`` and each directory above it (as written, and as resolved), with their ``lstat``."""
     seen: set[Path] = set()
     try:
-        resolved = Path(os.path.realpath(path))
+        resolved = _realpath(path)
     except (OSError, ValueError):
         resolved = path
     for current in (path, resolved):
@@ -150,7 +200,7 @@ def _site_dirs(program: Path) -> list[Path]:
     try:
         if not program.name.startswith("python"):
             return []
-        resolved = Path(os.path.realpath(program))
+        resolved = _realpath(program)
     except (OSError, ValueError):
         return []
     found: list[Path] = []
@@ -158,7 +208,7 @@ def _site_dirs(program: Path) -> list[Path]:
         prefix = exe.parent.parent
         for pattern in _SITE_PATTERNS:
             try:
-                found.extend(sorted(prefix.glob(pattern))[:MAX_SITE_DIRS])
+                found.extend(_glob(prefix, pattern)[:MAX_SITE_DIRS])
             except (OSError, ValueError):
                 continue
     return found
