@@ -1414,3 +1414,32 @@ def test_who_runs_another_users_program_is_judged_on_the_walk_never_resolved_by_
     with read_as({attacker.uid: ("the test's launcher", ())}):
         of_files([mine / "link" / "bin" / "python3"], {}, named_by=[attacker.uid])
     assert not by_name, by_name
+
+
+def test_a_program_swapped_between_its_two_looks_is_unreadable_never_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``resolve_program`` looked at a program path twice (is it there, may it run): the first inside a
+    ``try``, the second not. The launch's owner who swaps a directory on the way for a link between the
+    two made the second walk refuse, and root's preflight ended in 'internal error: UnsafeLocation' (or
+    'OSError: [Errno 22]', a link swapped back before its ``readlink``): red team 15, 7 to 25 of 150
+    runs. Both looks now answer as the first does."""
+    from validator.sources.host import program as program_module
+    from validator.sources.host.program import ProgramUnreadable, resolve_program
+    from validator.trusted_files import UnsafeLocation
+
+    exe = tmp_path / "python3"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    real = program_module.look_unplanted
+    calls: list[int] = []
+
+    def swapped(path: str, access: int = os.F_OK, **kw: bool) -> os.stat_result | None:
+        calls.append(access)
+        if len(calls) > 1:
+            raise UnsafeLocation(f"{path}: a link swapped in on the way")
+        return real(path, access, **kw)
+
+    monkeypatch.setattr(program_module, "look_unplanted", swapped)
+    found, why = resolve_program(str(exe), {"PATH": "/usr/bin"})
+    assert found is None and isinstance(why, ProgramUnreadable), why

@@ -37,15 +37,16 @@ def resolve_program(
     :class:`ProgramUnreadable`."""
     if "/" in program:
         path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
-        try:
+        try:  # both looks walked: a link swapped in between is a refusal of the second, never a traceback
             st = look_unplanted(str(path))
+            runnable = st is not None and look_unplanted(str(path), os.X_OK) is not None
         except OSError as exc:
             return None, _unreadable(exc, path)
         if st is None:
             return None, f"does not exist ({path})"
         if stat.S_ISDIR(st.st_mode):
             return None, f"is a directory ({path})"
-        if look_unplanted(str(path), os.X_OK) is None:
+        if not runnable:
             return None, f"is not executable ({path})"
         return path, None
     try:
