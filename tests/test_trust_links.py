@@ -1443,3 +1443,53 @@ def test_a_program_swapped_between_its_two_looks_is_unreadable_never_a_traceback
     monkeypatch.setattr(program_module, "look_unplanted", swapped)
     found, why = resolve_program(str(exe), {"PATH": "/usr/bin"})
     assert found is None and isinstance(why, ProgramUnreadable), why
+
+
+def test_what_another_users_interpreter_reports_is_listed_only_through_walks(
+    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The install, site and FlashInfer directories the attacker's interpreter reports were globbed and
+    looked at by name as root (``rglob`` for the build's key and the variables SGLang reads, ``glob`` for
+    FlashInfer's AOT builds and the interpreter's site directories, ``Path.is_file``): below a directory
+    the attacker may enter but not list, or through a link they swap in, that listed for them what only root
+    may. In their scope every directory is listed through a walked descriptor, every name looked at from
+    one; the answers are the same as a plain glob's where they could look."""
+    from validator.sources.host.flashinfer import _SO, _aot_kernels
+    from validator.sources.run_as import _site_dirs
+    from validator.sources.sglang.install import referenced_env
+    from validator.sources.sglang.tables import build_key
+    from validator.trusted_files import read_as
+
+    mine = shared / "install"
+    site = mine / "lib" / "python3.11" / "site-packages"
+    made = [
+        f"mkdir -p {site}/sglang/srt/arg_groups/x {mine}/bin",
+        f"mkdir -p {site}/flashinfer_jit_cache/a/{Path(_SO).parent}",
+        f"echo 'SGLANG_SEEN = 1' > {site}/sglang/srt/arg_groups/x/m.py",
+        f": > {site}/sglang/srt/server_args.py; : > {site}/flashinfer_jit_cache/a/{_SO}",
+        f"ln -s /usr/bin/python3 {mine}/bin/python3",
+    ]
+    assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
+    root = site / "sglang"
+    by_name: list[tuple[str, str]] = []
+    for name in ("stat", "lstat", "listdir", "scandir"):
+        real = getattr(os, name)
+
+        def spy(
+            path: object = ".", *args: object, _real: object = real, _n: str = name, **kw: object
+        ) -> object:
+            if not isinstance(path, int) and kw.get("dir_fd") is None and str(path).startswith(str(mine)):
+                by_name.append((_n, str(path)))
+            return _real(path, *args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, spy)
+    with read_as({attacker.uid: ("the test's launcher", ())}):
+        assert referenced_env(root, {"SGLANG_SEEN", "SGLANG_NOT"}) == {"SGLANG_SEEN"}
+        key = build_key(root, "0.5.23")
+        kernels = _aot_kernels([site], "0.6.0", "0.6.0")
+        sites = _site_dirs(mine / "bin" / "python3")
+    assert not by_name, by_name
+    assert kernels == [site / "flashinfer_jit_cache" / "a" / _SO], kernels
+    assert site in sites, sites
+    monkeypatch.undo()
+    assert key == build_key(root, "0.5.23")  # as root's own plain rglob keys it

@@ -10,7 +10,9 @@ regular files are followed (Hugging Face caches are symlink trees). :func:`parse
 from __future__ import annotations
 
 import errno
+import fnmatch
 import gc
+import glob
 import json
 import os
 import stat
@@ -23,6 +25,7 @@ from validator.trusted_files import (
     NotADirectory,
     UnsafeLocation,
     kind,
+    look_unplanted,
     named_by,
     open_unplanted,
     read_trusted_file,
@@ -102,6 +105,57 @@ def names_in(path: Path | str, what: str = "directory") -> list[str]:
         return []
     finally:
         os.close(fd)
+
+
+def glob_walked(pattern: str, what: str) -> list[str]:
+    """``glob.glob(pattern)`` (an absolute pattern), level by level as every read walks: a directory a
+    wildcard matches in is listed through :func:`names_in` (refused where a launch's owner could not list
+    it), every candidate looked up through :func:`look` (refused where they could not look), so a file below
+    the first wildcard, in a directory only root may enter, is never told apart from its absence. Raises
+    ``InputError`` where refused; ``what`` names the pattern's origin in its words."""
+    current = ["/"]
+    parts = [c for c in pattern.split("/") if c]
+    for i, comp in enumerate(parts):
+        found: list[str] = []
+        for d in current:
+            if glob.has_magic(comp):
+                hidden_ok = comp.startswith(".")  # as glob(3): a leading dot is matched only by one
+                names = [n for n in names_in(d, f"the directory {what} lists") if hidden_ok or n[:1] != "."]
+                candidates = [os.path.join(d, n) for n in sorted(fnmatch.filter(names, comp))]
+            else:
+                candidates = [os.path.join(d, comp)]
+            for c in candidates:
+                st = look(c, f"a path {what} names")
+                if st is not None and (i == len(parts) - 1 or stat.S_ISDIR(st.st_mode)):
+                    found.append(c)
+        current = found
+    return sorted(current)
+
+
+def files_below(root: Path, suffix: str, limit: int = 100_000) -> list[Path]:
+    """``root.rglob("*" + suffix)`` for a tree a launch's owner named: each directory listed through
+    :func:`names_in`, each name looked at from the walk (``look_unplanted``, a link to a directory not
+    entered, as ``rglob`` enters none), so nothing is listed where they could not list; at most ``limit``
+    names are looked at. The files are for a walked read (``read_head``), which judges each again."""
+    found: list[Path] = []
+    pending, seen = [root], 0
+    while pending and seen < limit:
+        d = pending.pop()
+        try:
+            names = names_in(d, "a directory of the install")
+        except InputError:
+            continue
+        for name in names[: limit - seen]:
+            seen += 1
+            try:
+                st = look_unplanted(str(d / name), follow_last=False)
+            except OSError:
+                continue
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                pending.append(d / name)
+            elif st is not None and name.endswith(suffix):
+                found.append(d / name)
+    return sorted(found)
 
 
 def looks_like(path: Path | str, test: Callable[[int], bool], what: str = "file") -> bool:

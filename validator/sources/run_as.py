@@ -11,7 +11,6 @@ directory not at all. Dropping privileges needs root; otherwise nothing runs (:c
 
 from __future__ import annotations
 
-import fnmatch
 import os
 import pwd
 import stat
@@ -19,12 +18,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from validator.bounded_files import glob_walked
+from validator.errors import InputError
 from validator.sources.host.process import ProcessFacts, user_name
 from validator.trusted_files import (
     hidden_from_namers,
     in_namers_scope,
     look_unplanted,
-    open_unplanted,
     resolve_unplanted,
 )
 
@@ -138,31 +138,14 @@ def _realpath(path: Path) -> Path:
 
 
 def _glob(prefix: Path, pattern: str) -> list[Path]:
-    """``sorted(prefix.glob(pattern))``; where another user named the launch, each directory listed
-    through a descriptor walked as they could (:func:`open_unplanted`), never by name as this process."""
+    """``sorted(prefix.glob(pattern))``; where another user named the launch, each directory listed and
+    each name looked at as they could (``glob_walked``), never by name as this process."""
     if not in_namers_scope():
         return sorted(prefix.glob(pattern))
-    found = [prefix]
-    for part in pattern.split("/"):
-        matched: list[Path] = []
-        for d in found:
-            if not any(c in part for c in "*?["):
-                if _lstat(d / part) is not None:
-                    matched.append(d / part)
-                continue
-            try:
-                fd = open_unplanted(str(d), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                names = os.listdir(fd)
-            except OSError:
-                names = []
-            finally:
-                os.close(fd)
-            matched.extend(d / n for n in names if fnmatch.fnmatchcase(n, part) and not n.startswith("."))
-        found = matched
-    return sorted(found)
+    try:
+        return [Path(p) for p in glob_walked(str(prefix / pattern), "the interpreter's prefix")]
+    except InputError:
+        return []
 
 
 def _chain(path: Path) -> Iterable[tuple[Path, os.stat_result]]:

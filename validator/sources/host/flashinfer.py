@@ -15,7 +15,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import look, names_in, read_head
+from validator.bounded_files import glob_walked, look, names_in, read_head
 from validator.errors import InputError
 from validator.facts import FLASHINFER, HOST, LAUNCH, FlashInferFacts
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
@@ -80,16 +80,20 @@ def _aot_kernels(site_dirs: list[Path], version: str | None, jit_cache_version: 
     """AOT builds the server would load before any JIT: inside the flashinfer package, or from
     flashinfer-jit-cache (``jit_cache_version`` None: not installed, or not one the release accepts)."""
     found: list[Path] = []
-    for d in site_dirs:
+    for d in site_dirs:  # the interpreter's own words (another user's, for their launch): walked
         so = d / "flashinfer" / "data" / "aot" / _SO
-        if so.is_file():
+        if _is(so, stat.S_IFREG):
             found.append(so)
             break
     if jit_cache_version and version:
         for d in site_dirs:
-            root = d / "flashinfer_jit_cache"
             for depth in ("", "*/", "*/*/"):
-                found += sorted(p for p in root.glob(f"{depth}{_SO}") if p.is_file())
+                pattern = d / "flashinfer_jit_cache" / f"{depth}{_SO}"
+                try:
+                    matched = glob_walked(str(pattern), "FlashInfer's cache")
+                except InputError:
+                    continue
+                found += [Path(p) for p in matched if _is(Path(p), stat.S_IFREG)]
             if found:
                 break
     return found

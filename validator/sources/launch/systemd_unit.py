@@ -8,16 +8,14 @@ What systemd warns about and skips raises ``InputError(path, reason, line)``. Th
 
 from __future__ import annotations
 
-import fnmatch
 import glob
 import os
 import pwd
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from validator.bounded_files import TEXT_CAP, FileAbsent, look, names_in, read_bounded
+from validator.bounded_files import TEXT_CAP, FileAbsent, glob_walked, read_bounded
 from validator.errors import InputError
 from validator.sources.launch.command import Launcher, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import others_could_create, read_env_file
@@ -220,33 +218,7 @@ def _listed(pattern: str, trusted: set[int], a: Assignment, optional: bool) -> l
         raise InputError(
             a.file, f"EnvironmentFile={pattern}: {why}: anyone could put a file it matches there", a.line
         )
-    return _glob_as_namers(pattern)
-
-
-def _glob_as_namers(pattern: str) -> list[str]:
-    """``glob.glob(pattern)`` (an absolute pattern), level by level as the unit's owner could go: a
-    directory a wildcard lists through ``names_in`` (refused where they could not list it), every
-    candidate looked up through ``look`` (refused where they could not look): a file below the first
-    wildcard, in a directory only root may enter, is never told apart from its absence."""
-    parts = [c for c in pattern.split("/") if c]
-    current = ["/"]
-    for i, comp in enumerate(parts):
-        last = i == len(parts) - 1
-        found: list[str] = []
-        for d in current:
-            if glob.has_magic(comp):
-                names = names_in(d, "the directory EnvironmentFile= lists")
-                hidden_ok = comp.startswith(".")  # as glob(3): a leading dot is matched only by one
-                chosen = [n for n in names if fnmatch.fnmatchcase(n, comp) and (hidden_ok or n[:1] != ".")]
-                candidates = [os.path.join(d, n) for n in sorted(chosen)]
-            else:
-                candidates = [os.path.join(d, comp)]
-            for c in candidates:
-                st = look(c, "a path EnvironmentFile= names")
-                if st is not None and (last or stat.S_ISDIR(st.st_mode)):
-                    found.append(c)
-        current = found
-    return sorted(current)
+    return glob_walked(pattern, "EnvironmentFile=")
 
 
 def _absent_but_safe(pattern: str, trusted: set[int], a: Assignment) -> None:
