@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -1454,7 +1455,8 @@ def test_what_another_users_interpreter_reports_is_listed_only_through_walks(
     the attacker may enter but not list, or through a link they swap in, that listed for them what only root
     may. In their scope every directory is listed through a walked descriptor, every name looked at from
     one; the answers are the same as a plain glob's where they could look."""
-    from validator.sources.host.flashinfer import _SO, _aot_kernels
+    from validator.sources.host.flashinfer import _SO, _aot_kernels, _env_tree
+    from validator.sources.host.humming import installed_version, writable_by
     from validator.sources.run_as import _site_dirs
     from validator.sources.sglang.install import referenced_env
     from validator.sources.sglang.tables import build_key
@@ -1468,11 +1470,13 @@ def test_what_another_users_interpreter_reports_is_listed_only_through_walks(
         f"echo 'SGLANG_SEEN = 1' > {site}/sglang/srt/arg_groups/x/m.py",
         f": > {site}/sglang/srt/server_args.py; : > {site}/flashinfer_jit_cache/a/{_SO}",
         f"ln -s /usr/bin/python3 {mine}/bin/python3",
+        f"mkdir -p {site}/humming {site}/flashinfer/jit && : > {site}/humming/__init__.py",
+        f"echo 'X = 1' > {site}/flashinfer/jit/env.py && mkdir {mine}/cache",
     ]
     assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
     root = site / "sglang"
     by_name: list[tuple[str, str]] = []
-    for name in ("stat", "lstat", "listdir", "scandir"):
+    for name in ("stat", "lstat", "access", "listdir", "scandir"):
         real = getattr(os, name)
 
         def spy(
@@ -1488,7 +1492,11 @@ def test_what_another_users_interpreter_reports_is_listed_only_through_walks(
         key = build_key(root, "0.5.23")
         kernels = _aot_kernels([site], "0.6.0", "0.6.0")
         sites = _site_dirs(mine / "bin" / "python3")
+        humming = installed_version([site], [], (site / "humming_kernels-1.dist-info", "1.0"))
+        env_py = _env_tree([site])
+        writable = writable_by(mine / "cache" / "humming", pwd.getpwuid(0))
     assert not by_name, by_name
+    assert humming == "1.0" and env_py is not None and writable
     assert kernels == [site / "flashinfer_jit_cache" / "a" / _SO], kernels
     assert site in sites, sites
     monkeypatch.undo()

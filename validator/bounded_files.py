@@ -22,7 +22,6 @@ from typing import Any
 
 from validator.errors import InputError
 from validator.trusted_files import (
-    NotADirectory,
     UnsafeLocation,
     kind,
     look_unplanted,
@@ -30,7 +29,6 @@ from validator.trusted_files import (
     open_unplanted,
     read_trusted_file,
     read_upto,
-    stat_unplanted,
 )
 
 # Caps per kind of input, generous against real files and small against memory. A real config.json or
@@ -79,9 +77,7 @@ def look(path: Path | str, what: str = "file") -> os.stat_result | None:
     whether its target exists."""
     where = str(path)
     try:
-        return stat_unplanted(where)
-    except NotADirectory:  # a file on the way: nothing is there, as for the kernel (ENOTDIR)
-        return None
+        return look_unplanted(where)  # a file on the way: nothing is there, as for the kernel (ENOTDIR)
     except UnsafeLocation as exc:
         raise InputError(where, f"cannot read {what}: {str(exc).removeprefix(f'{where}: ')}") from None
     except OSError:

@@ -15,7 +15,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import glob_walked, look, names_in, read_head
+from validator.bounded_files import glob_walked, look, looks_like, names_in, read_head
 from validator.errors import InputError
 from validator.facts import FLASHINFER, HOST, LAUNCH, FlashInferFacts
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
@@ -107,7 +107,7 @@ def _env_tree(site_dirs: list[Path]) -> ast.Module | None:
     """The installed FlashInfer's ``jit/env.py``, parsed (None: not there or not readable)."""
     for d in site_dirs:
         path = d / ENV_PY
-        if path.is_file():
+        if looks_like(path, stat.S_ISREG, "FlashInfer's jit/env.py"):  # True where refused: the read says why
             try:
                 return ast.parse(read_head(path, _ENV_CAP))
             except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):

@@ -16,12 +16,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import look, names_in, read_head
+from validator.bounded_files import look, looks_like, names_in, read_head
 from validator.errors import InputError
 from validator.facts import HUMMING, LAUNCH, HummingFacts
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
-from validator.trusted_files import allows
+from validator.trusted_files import allows, look_unplanted
 
 DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
 CACHE_ENV = "HUMMING_CACHE_DIR"
@@ -216,7 +216,7 @@ def installed_version(
     if version is None:
         notes.append(f"{info}: no Version in METADATA")
         return None
-    if not (info.parent / "humming" / "__init__.py").is_file():
+    if not looks_like(info.parent / "humming" / "__init__.py", stat.S_ISREG, "humming's package"):
         notes.append(
             f"humming-kernels {version} is recorded in {info.parent} but its humming/ package is missing"
         )
@@ -271,8 +271,11 @@ def writable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
         target = target.parent
     if not stat.S_ISDIR(found.st_mode):
         return False
-    if user.pw_uid == os.geteuid():
-        return os.access(target, os.W_OK | os.X_OK)
+    if user.pw_uid == os.geteuid():  # from the walk, never asked again by name
+        try:
+            return look_unplanted(str(target), os.W_OK | os.X_OK) is not None
+        except OSError:
+            return False
     if _read_only_mount(target):
         return False
     if user.pw_uid == 0:
@@ -282,10 +285,10 @@ def writable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
     for i, d in enumerate([target, *target.parents]):
         need_w = i == 0
         try:
-            st = d.stat()
-        except OSError:
+            st = look(d, "humming's cache directory")
+        except InputError:
             return False
-        if not allows(st, user.pw_uid, groups, os.X_OK | (os.W_OK if need_w else 0)):
+        if st is None or not allows(st, user.pw_uid, groups, os.X_OK | (os.W_OK if need_w else 0)):
             return False
     return True
 
