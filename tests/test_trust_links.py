@@ -1501,3 +1501,55 @@ def test_what_another_users_interpreter_reports_is_listed_only_through_walks(
     assert site in sites, sites
     monkeypatch.undo()
     assert key == build_key(root, "0.5.23")  # as root's own plain rglob keys it
+
+
+def test_what_another_users_launch_names_beside_its_files_is_looked_at_only_through_walks(
+    attacker: User, shared: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Looks the walks of 97eb110 and 8385722 left by name as root: the python beside ``sglang`` and a
+    Compose file's ``.env`` and overrides (``os.path.lexists``), humming's modules (``os.walk``), the mount
+    of its cache (``os.statvfs``), the console script's directory and the reported SGLang (``Path.resolve``).
+    Through a directory only root may enter (or a link the attacker swaps in after the walk) each told them
+    what stands there: a root-only ``python3`` beside a root-only ``sglang`` became the launch's interpreter
+    in the report. In their scope each is answered from a walk; where they could look, the answers agree."""
+    from validator.sources.host.humming import gb10_bandwidth_safe, writable_by
+    from validator.sources.launch.command import _sglang_interpreter
+    from validator.sources.launch.compose import _no_override, _project_dotenv
+    from validator.sources.launch.source import _physical as reported_root
+    from validator.sources.sglang.interpreter import _physical as script_path
+    from validator.trusted_files import read_as
+
+    mine = shared / "launch"
+    made = [
+        f"mkdir -p {mine}/bin {mine}/humming/sub {mine}/proj {mine}/cache",
+        f"echo 'not a shebang' > {mine}/bin/sglang && ln -s /usr/bin/python3 {mine}/bin/python3",
+        f"echo 'X = 1' > {mine}/humming/__init__.py && echo 'Y = 2' > {mine}/humming/sub/m.py",
+        f": > {mine}/proj/compose.yaml",
+    ]
+    assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
+    by_name: list[tuple[str, str]] = []
+    for name in ("stat", "lstat", "access", "listdir", "scandir", "statvfs"):
+        real = getattr(os, name)
+
+        def spy(
+            path: object = ".", *args: object, _real: object = real, _n: str = name, **kw: object
+        ) -> object:
+            if not isinstance(path, int) and kw.get("dir_fd") is None and str(path).startswith(str(mine)):
+                by_name.append((_n, str(path)))
+            return _real(path, *args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, spy)
+    with read_as({attacker.uid: ("the test's launcher", ())}):
+        sibling = _sglang_interpreter(str(mine / "bin" / "sglang"), {})
+        gb10 = gb10_bandwidth_safe(mine / "humming")
+        writable = writable_by(mine / "cache", pwd.getpwuid(attacker.uid))
+        with pytest.raises(InputError, match="anyone could create it"):  # theirs to create: as before
+            _project_dotenv(mine / "proj" / ".env")
+        _no_override(mine / "proj" / "compose.yaml", "the test's compose file")
+        script = script_path(mine / "bin" / "sglang")
+        imported = reported_root(mine / "bin")
+    assert not by_name, by_name
+    assert sibling == (str(mine / "bin" / "python3"), []), sibling
+    assert gb10 == (True, "no module of humming queries NVML's memory clock (2 Python files read)"), gb10
+    assert writable
+    assert script == mine / "bin" / "sglang" and imported == mine / "bin"

@@ -23,6 +23,7 @@ from typing import Any
 from validator.errors import InputError
 from validator.trusted_files import (
     UnsafeLocation,
+    in_namers_scope,
     kind,
     look_unplanted,
     named_by,
@@ -82,6 +83,21 @@ def look(path: Path | str, what: str = "file") -> os.stat_result | None:
         raise InputError(where, f"cannot read {what}: {str(exc).removeprefix(f'{where}: ')}") from None
     except OSError:
         return None
+
+
+def lexists(path: Path | str, what: str = "file") -> bool:
+    """``os.path.lexists(path)``; where another user named the launch, answered from a walk judged as them
+    (the last link not followed), never by name as root: a directory on the way they could not enter is an
+    ``InputError``, the same words whether anything is there."""
+    where = str(path)
+    if not in_namers_scope():
+        return os.path.lexists(where)
+    try:
+        return look_unplanted(where, follow_last=False) is not None
+    except UnsafeLocation as exc:
+        raise InputError(where, f"cannot look for {what}: {str(exc).removeprefix(f'{where}: ')}") from None
+    except OSError:
+        return False
 
 
 def names_in(path: Path | str, what: str = "directory") -> list[str]:

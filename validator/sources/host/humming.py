@@ -16,12 +16,12 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import look, looks_like, names_in, read_head
+from validator.bounded_files import files_below, look, looks_like, names_in, read_head
 from validator.errors import InputError
 from validator.facts import HUMMING, LAUNCH, HummingFacts
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.dists import find_dists
-from validator.trusted_files import allows, look_unplanted
+from validator.trusted_files import allows, in_namers_scope, look_unplanted, open_unplanted
 
 DIST_NAME = "humming_kernels"  # normalized distribution name of ``humming-kernels``
 CACHE_ENV = "HUMMING_CACHE_DIR"
@@ -113,6 +113,8 @@ def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
 
 
 def _python_files(package: Path) -> list[Path]:
+    if in_namers_scope():  # the package another user's interpreter reported: listed as they could list it
+        return files_below(package, ".py")[:_MAX_FILES]
     out: list[Path] = []
     for top, dirs, names in os.walk(package):  # never follows symlinked directories
         dirs.sort()
@@ -295,9 +297,17 @@ def writable_by(path: Path, user: pwd.struct_passwd | None) -> bool:
 
 def _read_only_mount(path: Path) -> bool:
     try:
-        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        if not in_namers_scope():
+            return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        fd = open_unplanted(str(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)  # the directory walked
     except OSError:
         return False
+    try:
+        return bool(os.fstatvfs(fd).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def count_cached_kernels(cache_dir: Path) -> int:

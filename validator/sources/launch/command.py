@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from validator.bounded_files import TEXT_CAP, open_regular, read_text_bounded
+from validator.bounded_files import TEXT_CAP, lexists, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
 from validator.sources.container import ContainerSpec
@@ -106,7 +106,11 @@ def _sglang_interpreter(program: str, env: Mapping[str, str]) -> tuple[str | Non
         return found
     for sibling in ("python", "python3"):
         candidate = script.parent / sibling
-        if os.path.lexists(candidate):  # an unreadable directory: no sibling known, never a traceback
+        try:  # looked for as the launch's owners could look: a python beside it where they cannot look
+            there = lexists(candidate, "the python beside it")  # is not theirs to learn about
+        except InputError:
+            return None, []
+        if there:  # an unreadable directory: no sibling known, never a traceback
             return str(candidate), []
     return None, []
 

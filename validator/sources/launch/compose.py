@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from validator.bounded_files import FileAbsent, read_text_bounded
+from validator.bounded_files import FileAbsent, lexists, read_text_bounded
 from validator.errors import InputError, UsageError
 from validator.sources.container import ContainerSpec, Mount
 from validator.sources.launch.docker_run import env_file_lines, parse_volume
@@ -130,7 +130,7 @@ def _project_dotenv(dotenv: Path) -> dict[str, str]:
     """The project's ``.env``, held to the trusted-file rule present or absent: another user who could write
     or plant it would choose every ``${VAR:-default}`` after this verdict. Anything there goes to the trusted
     reader; nothing there counts as no file only where nobody else could create one."""
-    if os.path.lexists(dotenv):
+    if lexists(dotenv, "the Compose project's .env"):  # as the Compose file's owner could look
         return read_dotenv(dotenv, str(dotenv))
     _absent_but_safe(
         dotenv,
@@ -229,7 +229,7 @@ def _no_override(file: Path, where: str) -> None:
     """A default-named Compose file with an override beside it: ``docker compose up`` in that directory
     runs the two merged, which this reader does not do, so the file alone is not what runs."""
     for name in _OVERRIDES.get(file.name, ()):
-        if os.path.lexists(file.parent / name):
+        if lexists(file.parent / name, "a Compose override"):
             raise InputError(
                 where,
                 f"{file.parent / name} is beside it: `docker compose up` there merges it over this file, "
