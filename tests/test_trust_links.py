@@ -1515,9 +1515,7 @@ def test_what_another_users_launch_names_beside_its_files_is_looked_at_only_thro
     from validator.sources.host.humming import gb10_bandwidth_safe, writable_by
     from validator.sources.launch.command import _sglang_interpreter
     from validator.sources.launch.compose import _no_override, _project_dotenv
-    from validator.sources.launch.source import _physical as reported_root
-    from validator.sources.sglang.interpreter import _physical as script_path
-    from validator.trusted_files import read_as
+    from validator.trusted_files import read_as, realpath
 
     mine = shared / "launch"
     made = [
@@ -1546,8 +1544,8 @@ def test_what_another_users_launch_names_beside_its_files_is_looked_at_only_thro
         with pytest.raises(InputError, match="anyone could create it"):  # theirs to create: as before
             _project_dotenv(mine / "proj" / ".env")
         _no_override(mine / "proj" / "compose.yaml", "the test's compose file")
-        script = script_path(mine / "bin" / "sglang")
-        imported = reported_root(mine / "bin")
+        script = realpath(mine / "bin" / "sglang")  # a console script's directory, a reported SGLang
+        imported = realpath(mine / "bin")
     assert not by_name, by_name
     assert sibling == (str(mine / "bin" / "python3"), []), sibling
     assert gb10 == (True, "no module of humming queries NVML's memory clock (2 Python files read)"), gb10

@@ -570,12 +570,15 @@ def in_namers_scope() -> bool:
     return bool(_NAMERS.get())
 
 
-def resolve_unplanted(path: str) -> str:
-    """``os.path.realpath(path)`` for a path that is there, found by :func:`walk_unplanted`'s walk (links
-    followed by hand, each judged as it judges them), never by name; raises as the walk raises."""
-    dfd, name, here, _chain = _walk(path, shared_links=Planters(_NAMERS.get() or {}))
+def realpath(path: Path | str) -> Path:
+    """``os.path.realpath(path)``; where another user named the launch (:func:`read_as`), the physical path
+    :func:`walk_unplanted`'s walk arrives at (links followed by hand, each judged as them), never resolved
+    by name as root, and ``OSError`` where the walk refuses or finds nothing."""
+    if not _NAMERS.get():
+        return Path(os.path.realpath(path))
+    dfd, name, here, _chain = _walk(str(path), shared_links=Planters(_NAMERS.get() or {}))
     os.close(dfd)
-    return _join(here, name)
+    return Path(_join(here, name))
 
 
 def hidden_from_namers(path: str) -> bool:

@@ -25,7 +25,7 @@ from validator.trusted_files import (
     hidden_from_namers,
     in_namers_scope,
     look_unplanted,
-    resolve_unplanted,
+    realpath,
 )
 
 # Variables naming where a python (or the dynamic loader) finds code to run: lists of paths...
@@ -126,17 +126,6 @@ def _lstat(path: Path) -> os.stat_result | None:
         return None  # absent or unreadable (or not theirs to look at): nothing there runs
 
 
-def _realpath(path: Path) -> Path:
-    """``os.path.realpath``; where another user named the launch, the walk's own physical path (as
-    :func:`_lstat`), the path as written where the walk does not arrive."""
-    if in_namers_scope():
-        try:
-            return Path(resolve_unplanted(str(path)))
-        except OSError:
-            return path
-    return Path(os.path.realpath(path))
-
-
 def _glob(prefix: Path, pattern: str) -> list[Path]:
     """``sorted(prefix.glob(pattern))``; where another user named the launch, each directory listed and
     each name looked at as they could (``glob_walked``), never by name as this process."""
@@ -152,7 +141,7 @@ def _chain(path: Path) -> Iterable[tuple[Path, os.stat_result]]:
     """``path`` and each directory above it (as written, and as resolved), with their ``lstat``."""
     seen: set[Path] = set()
     try:
-        resolved = _realpath(path)
+        resolved = realpath(path)
     except (OSError, ValueError):
         resolved = path
     for current in (path, resolved):
@@ -183,7 +172,7 @@ def _site_dirs(program: Path) -> list[Path]:
     try:
         if not program.name.startswith("python"):
             return []
-        resolved = _realpath(program)
+        resolved = realpath(program)
     except (OSError, ValueError):
         return []
     found: list[Path] = []

@@ -28,7 +28,7 @@ from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_
 from validator.sources.sglang.install import install_from_probe, read_sglang_install, referenced_env
 from validator.sources.sglang.interpreter import inspect_program
 from validator.sources.sglang.tables import table_for
-from validator.trusted_files import in_namers_scope, named_by, read_as, resolve_unplanted
+from validator.trusted_files import named_by, read_as, realpath
 
 if TYPE_CHECKING:
     from validator.sources.container import ContainerSpec
@@ -256,7 +256,7 @@ def _locate(
     if inputs.sglang_root is not None:
         where = f"--sglang-root {inputs.sglang_root}"
         imported = program.sglang_root
-        if imported is not None and _physical(imported) != inputs.sglang_root.resolve():
+        if imported is not None and _resolved(imported) != inputs.sglang_root.resolve():
             # two sources disagree on which SGLang runs: the interpreter, asked, wins as the fact; the
             # named tree is not evidence for the checks that read an install (they are error, not pass)
             note = (
@@ -312,12 +312,10 @@ def launch_and_install(
     return launch, sg, program, launcher.container, env
 
 
-def _physical(imported: Path) -> Path | None:
-    """Where the SGLang another user's interpreter reports is (``Path.resolve``): in their scope from a walk
-    judged as them, never resolved by name as root; None (not the named tree) where the walk refuses."""
-    if not in_namers_scope():
-        return imported.resolve()
+def _resolved(imported: Path) -> Path | None:
+    """Where the reported SGLang is, resolved as the launch's owners could resolve it (None where they
+    could not: not the named tree)."""
     try:
-        return Path(resolve_unplanted(str(imported)))
+        return realpath(imported)
     except OSError:
         return None

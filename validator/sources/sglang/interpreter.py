@@ -24,9 +24,8 @@ from validator.sources.host.program import ProgramUnreadable, resolve_program
 from validator.sources.run_as import CannotRunAs, RunAs, of_files, of_process
 from validator.trusted_files import (
     UnsafeLocation,
-    in_namers_scope,
     look_unplanted,
-    resolve_unplanted,
+    realpath,
     walk_unplanted,
 )
 
@@ -56,17 +55,6 @@ class InterpreterProbe:
     imported: list[str] = field(default_factory=list)
     error: str | None = None
     not_run: bool = False  # this process may not run it as its owner: unknown, not a fault of it
-
-
-def _physical(path: Path) -> Path:
-    """``path.resolve()``; where another user named the launch, the walk's own physical path (links
-    followed as they could follow them), never resolved by name as root: as given where the walk refuses."""
-    if not in_namers_scope():
-        return path.resolve()
-    try:
-        return Path(resolve_unplanted(str(path)))
-    except OSError:
-        return path
 
 
 def probe_interpreter(
@@ -197,7 +185,10 @@ def inspect_program(
             facts.problem = f"{facts.path} runs {launch.interpreter}, which {problem or 'is not found'}"
             facts.not_provable = isinstance(problem, ProgramUnreadable)
             return facts, None
-        script_dir = _physical(facts.path).parent
+        try:  # resolved as the launch's owners could resolve it: as given where they could not
+            script_dir = realpath(facts.path).parent
+        except OSError:
+            script_dir = facts.path.parent
     facts.interpreter = str(interpreter)
     who = (
         of_process(process)
