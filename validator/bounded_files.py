@@ -148,7 +148,10 @@ def files_below(root: Path, suffix: str, limit: int = 100_000) -> list[Path]:
     """``root.rglob("*" + suffix)`` for a tree a launch's owner named: each directory listed through
     :func:`names_in`, each name looked at from the walk (``look_unplanted``, a link to a directory not
     entered, as ``rglob`` enters none), so nothing is listed where they could not list; at most ``limit``
-    names are looked at. The files are for a walked read (``read_head``), which judges each again."""
+    names are looked at. The files are for a walked read (``read_head``), which judges each again. Outside
+    such a scope, ``rglob`` itself (root's own install: as fast as the kernel lists it)."""
+    if not in_namers_scope():
+        return sorted(root.rglob("*" + suffix))
     found: list[Path] = []
     pending, seen = [root], 0
     while pending and seen < limit:

@@ -20,7 +20,6 @@ from validator.errors import InputError
 from validator.facts import SGLangInstallFacts
 from validator.sources.host.dists import metadata_version
 from validator.sources.sglang.interpreter import InterpreterProbe
-from validator.trusted_files import in_namers_scope
 
 _SOURCE_CAP = 16 * 1024 * 1024  # SGLang's largest source file is ~300 KB; a FIFO or /dev/zero is refused
 
@@ -657,7 +656,7 @@ def referenced_env(root: Path, names: set[str]) -> set[str]:
     really ignored. Reads every file, so callers ask only for names environ.py lacks."""
     wanted = {n.encode() for n in names}
     found: set[str] = set()
-    for path in files_below(root, ".py") if in_namers_scope() else root.rglob("*.py"):
+    for path in files_below(root, ".py"):
         try:
             data = read_head(path, _SOURCE_CAP)
         except OSError:

@@ -21,7 +21,7 @@ from validator.facts import SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
 from validator.sources.run_as import RunAs
 from validator.sources.sglang.cli_table import TableChoice, load_table
-from validator.trusted_files import UnsafeLocation, in_namers_scope, read_trusted_file, write_private
+from validator.trusted_files import UnsafeLocation, read_trusted_file, write_private
 
 CACHE_ENV = "SPARK_VALIDATE_CACHE_DIR"
 _FLAG_SOURCES = ("srt/server_args.py", "srt/arg_groups")
@@ -44,9 +44,7 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 def build_key(root: Path, version: str | None) -> str:
     """``<version>-<sha256 of the flag-defining sources, 16 hex>``; the version made filename-safe."""
     h = hashlib.sha256()
-    groups = root / _FLAG_SOURCES[1]  # the install another user's interpreter reported: walked as them
-    below = files_below(groups, ".py") if in_namers_scope() else sorted(groups.rglob("*.py"))
-    files = [root / _FLAG_SOURCES[0], *below]
+    files = [root / _FLAG_SOURCES[0], *files_below(root / _FLAG_SOURCES[1], ".py")]
     for f in files:
         try:
             data = read_head(f, 16 * 1024 * 1024)
