@@ -1551,3 +1551,37 @@ def test_what_another_users_launch_names_beside_its_files_is_looked_at_only_thro
     assert gb10 == (True, "no module of humming queries NVML's memory clock (2 Python files read)"), gb10
     assert writable
     assert script == mine / "bin" / "sglang" and imported == mine / "bin"
+
+
+def test_a_read_write_or_run_test_in_another_users_script_is_answered_for_them_not_for_root(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """``[ -r FILE ]`` in another user's script was answered with root's access: root may read a 0600 file
+    of root's, so the branch their script takes (as them, it may not) was read as certain. Where root's
+    answer is not theirs, the test is unknown and both branches are read; where it is, it is answered."""
+    from validator.sources.launch.shell.reader import read_script
+    from validator.sources.launch.shell.values import join
+    from validator.trusted_files import read_as
+
+    mine = shared / "rw"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    files = Path(tempfile.mkdtemp(prefix="sv-rw-", dir="/tmp"))
+    try:
+        files.chmod(0o755)
+        for name, mode in (("root600", 0o600), ("root644", 0o644)):
+            (files / name).write_text("x\n")
+            (files / name).chmod(mode)
+        paths: dict[str, set[str]] = {}
+        for name in ("root600", "root644"):
+            script = _as_written_by(
+                attacker,
+                mine / f"{name}.sh",
+                f"#!/bin/bash\nif [ -r {files}/{name} ]; then P=/yes; else P=/no; fi\n"
+                "exec python3 -m sglang.launch_server --model-path $P\n",
+            )
+            with read_as({}):
+                reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
+            paths[name] = {str(join(e.launch.words[-1])) for e in reading.endings if e.launch is not None}
+        assert paths == {"root600": {"/yes", "/no"}, "root644": {"/yes"}}, paths
+    finally:
+        shutil.rmtree(files, ignore_errors=True)

@@ -570,6 +570,13 @@ def in_namers_scope() -> bool:
     return bool(_NAMERS.get())
 
 
+def namers_lack(st: os.stat_result, need: int) -> bool:
+    """Whether, in a :func:`read_as` scope, another user who named the launch could not ``need`` (``os.R_OK``,
+    ``W_OK``, ``X_OK``) what ``st`` describes, by its mode bits: this process's own answer is then not the
+    answer their script would get."""
+    return Planters(_NAMERS.get() or {}).refusal("", st, need, "") is not None
+
+
 def realpath(path: Path | str) -> Path:
     """``os.path.realpath(path)``; where another user named the launch (:func:`read_as`), the physical path
     :func:`walk_unplanted`'s walk arrives at (links followed by hand, each judged as them), never resolved
