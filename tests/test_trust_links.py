@@ -22,6 +22,7 @@ import pytest
 
 from tests.support.cli import REPO, run_cli
 from tests.support.gb10_host import gb10_host, host_env
+from tests.support.in_process import preflight_json_in_process
 from tests.support.prerequisite import missing
 from tests.support.second_user import User, run_as
 from validator.errors import InputError
@@ -1585,3 +1586,46 @@ def test_a_read_write_or_run_test_in_another_users_script_is_answered_for_them_n
         assert paths == {"root600": {"/yes", "/no"}, "root644": {"/yes"}}, paths
     finally:
         shutil.rmtree(files, ignore_errors=True)
+
+
+def test_the_sglang_another_users_interpreter_reports_is_never_resolved_by_name_by_the_check(
+    attacker: User,
+) -> None:
+    """``launch.program`` compared the SGLang another user's interpreter reported with ``--sglang-root``
+    by resolving both by name as root: a reported path through a link in a directory only root may enter
+    passed where the link pointed at the inspected tree and failed where it did not, the same launch and
+    the same words otherwise (red team 17, as the real attacker: no race, every run). Whether the two
+    agree is the locating code's judgement, made as the launch's owners could resolve it: the check keeps
+    it."""
+    base = Path(tempfile.mkdtemp(prefix="sv-rt17-"))
+    try:
+        _check_keeps_the_locating_judgement(attacker, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _check_keeps_the_locating_judgement(attacker: User, base: Path) -> None:
+    os.chmod(base, 0o755)  # root's, not writable by others: the attacker's interpreter may be run as them
+    hidden = base / "rootonly"
+    (hidden / "real" / "sglang").mkdir(parents=True)
+    os.symlink(hidden / "real", hidden / "lnk")
+    os.chmod(hidden, 0o700)
+    mine = base / "launch"
+    mine.mkdir()
+    os.chown(mine, attacker.uid, attacker.gid)
+    answer = {"locations": [f"{hidden}/lnk/sglang"], "origin": None, "site_dirs": [], "imported": []}
+    made = [
+        f"mkdir -p {mine}/bin",
+        f"printf '#!/bin/sh\\necho %s\\n' '{json.dumps(json.dumps(answer))}' > {mine}/bin/python3",
+        f"chmod 755 {mine}/bin/python3",
+        f"echo 'exec {mine}/bin/python3 -m sglang.launch_server --model-path /m' > {mine}/start.sh",
+    ]
+    assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(base)}
+    _, report, err = preflight_json_in_process(
+        env, "--script", str(mine / "start.sh"), "--sglang-root", str(hidden / "real" / "sglang")
+    )
+    assert report, err
+    program = {c["id"]: c for c in report["checks"]}["launch.program"]
+    assert program["evidence"]["sglang_root"] == f"{hidden}/lnk/sglang", program
+    assert program["status"] == "fail" and "not from the inspected" in program["message"], program

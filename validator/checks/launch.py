@@ -84,8 +84,11 @@ def launch_program(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
             **ev,
         )
     sg = facts.sglang
-    inspected = (sg.root or sg.disputed_root) if sg is not None else None
-    if inspected is not None and inspected.resolve() != program.sglang_root.resolve():
+    # whether the two agree was decided where the tree was located (``source._locate``: resolved as the
+    # launch's owners could resolve it): the reported path is another user's word, never resolved here by
+    # name as this process, whose answer through a root-only link would tell them what it points to
+    inspected = sg.disputed_root if sg is not None else None
+    if inspected is not None:
         # not a program that cannot run: two sources that disagree on which SGLang will, wherever this
         # runs; the checks that would have read the other tree are not proven (sglang facts withheld)
         return check.failed(
