@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1629,3 +1630,52 @@ def _check_keeps_the_locating_judgement(attacker: User, base: Path) -> None:
     program = {c["id"]: c for c in report["checks"]}["launch.program"]
     assert program["evidence"]["sglang_root"] == f"{hidden}/lnk/sglang", program
     assert program["status"] == "fail" and "not from the inspected" in program["message"], program
+
+
+def test_files_below_another_users_tree_opens_each_directory_from_its_parent_never_walks_per_name(
+    attacker: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``files_below`` in a namers' scope looked at every name with a walk from ``/``: a tree the attacker
+    made a thousand levels deep (20 files a level) held root's preflight 79 s per call (red team 17), and
+    its depth is theirs to choose up to PATH_MAX. Each directory is now opened from its parent's descriptor
+    (``O_NOFOLLOW``) and judged as them: one walk for the top, the same files as ``rglob`` finds in a tree
+    they may list, nothing from a directory they may not list, no link to a directory entered."""
+    import validator.trusted_files as trusted_files
+    from validator.bounded_files import files_below
+    from validator.trusted_files import read_as
+
+    base = Path(tempfile.mkdtemp(prefix="sv-rt17-"))
+    try:
+        os.chmod(base, 0o755)
+        tree = base / "tree"
+        tree.mkdir()
+        os.chown(tree, attacker.uid, attacker.gid)
+        made = [
+            f"mkdir -p {tree}/a/b/c/d/e {tree}/z",
+            f"for d in {tree} {tree}/a {tree}/a/b {tree}/a/b/c {tree}/a/b/c/d {tree}/a/b/c/d/e {tree}/z;"
+            " do for i in 1 2 3 4 5 6 7 8; do echo x > $d/m$i.py; echo x > $d/n$i.txt; done; done",
+            f"ln -s {base}/hidden {tree}/linked",
+        ]
+        (base / "hidden").mkdir()
+        (base / "hidden" / "secret.py").write_text("x\n")
+        os.chmod(base / "hidden", 0o700)
+        assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
+        (tree / "rootonly").mkdir()
+        (tree / "rootonly" / "h.py").write_text("x\n")
+        os.chmod(tree / "rootonly", 0o700)
+        expected = sorted(p for p in tree.rglob("*.py") if "rootonly" not in p.parts)
+        walks = 0
+        real_walk = trusted_files._walk
+
+        def counting(*args: Any, **kw: Any) -> Any:
+            nonlocal walks
+            walks += 1
+            return real_walk(*args, **kw)
+
+        monkeypatch.setattr(trusted_files, "_walk", counting)
+        with read_as({attacker.uid: ("the test's launcher", ())}):
+            found = files_below(tree, ".py")
+        assert found == expected and len(found) == 56, found
+        assert walks <= 1, walks
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

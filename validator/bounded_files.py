@@ -27,6 +27,7 @@ from validator.trusted_files import (
     kind,
     look_unplanted,
     named_by,
+    namers_refusal,
     open_unplanted,
     read_trusted_file,
     read_upto,
@@ -144,32 +145,70 @@ def glob_walked(pattern: str, what: str) -> list[str]:
     return sorted(current)
 
 
+# how deep files_below goes in another user's tree: one descriptor is held per level (a real install is
+# a dozen levels deep; a tree a namer made thousands deep only costs them their own descriptors' worth)
+_BELOW_DEPTH = 128
+
+
 def files_below(root: Path, suffix: str, limit: int = 100_000) -> list[Path]:
-    """``root.rglob("*" + suffix)`` for a tree a launch's owner named: each directory listed through
-    :func:`names_in`, each name looked at from the walk (``look_unplanted``, a link to a directory not
-    entered, as ``rglob`` enters none), so nothing is listed where they could not list; at most ``limit``
-    names are looked at. The files are for a walked read (``read_head``), which judges each again. Outside
-    such a scope, ``rglob`` itself (root's own install: as fast as the kernel lists it)."""
+    """``root.rglob("*" + suffix)`` for a tree a launch's owner named: the top opened as :func:`names_in`
+    opens it, each directory below opened from its parent's descriptor (``O_NOFOLLOW``: a link to a
+    directory is not entered, as ``rglob`` enters none) and entered only where they could list and search
+    it, so nothing is listed where they could not list; at most ``limit`` names are looked at, at most
+    ``_BELOW_DEPTH`` levels deep, each name once, never walked again from ``/`` (a tree thousands of levels
+    deep costs a listing per directory, not a walk per name). The files are for a walked read
+    (``read_head``), which judges each again. Outside such a scope, ``rglob`` itself (root's own install:
+    as fast as the kernel lists it)."""
     if not in_namers_scope():
         return sorted(root.rglob("*" + suffix))
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        top = open_unplanted(str(root), flags)
+    except OSError:  # refused (UnsafeLocation) or nothing there: as names_in, none
+        return []
     found: list[Path] = []
-    pending, seen = [root], 0
-    while pending and seen < limit:
-        d = pending.pop()
+    seen = 0
+    # each level: its descriptor, its path, the subdirectories of it still to enter
+    levels: list[tuple[int, Path, list[str]]] = []
+
+    def enter(fd: int, where: Path) -> None:
+        nonlocal seen
+        subdirs: list[str] = []
         try:
-            names = names_in(d, "a directory of the install")
-        except InputError:
-            continue
-        for name in names[: limit - seen]:
-            seen += 1
-            try:
-                st = look_unplanted(str(d / name), follow_last=False)
-            except OSError:
+            if namers_refusal(str(where), os.fstat(fd), os.R_OK | os.X_OK, "list it", fd) is None:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if seen >= limit:
+                            break
+                        seen += 1
+                        try:
+                            is_dir = entry.is_dir(follow_symlinks=False)
+                        except OSError:
+                            continue
+                        if is_dir:
+                            subdirs.append(entry.name)
+                        elif entry.name.endswith(suffix):
+                            found.append(where / entry.name)
+        except OSError:
+            subdirs = []
+        levels.append((fd, where, sorted(subdirs, reverse=True)))
+
+    enter(top, root)
+    try:
+        while levels:
+            fd, where, subdirs = levels[-1]
+            if not subdirs or seen >= limit or len(levels) > _BELOW_DEPTH:
+                os.close(levels.pop()[0])
                 continue
-            if st is not None and stat.S_ISDIR(st.st_mode):
-                pending.append(d / name)
-            elif st is not None and name.endswith(suffix):
-                found.append(d / name)
+            name = subdirs.pop()
+            try:
+                child = os.open(name, flags | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+            except OSError:  # gone, or swapped for a link or a file since it was listed
+                continue
+            enter(child, where / name)
+    finally:
+        for fd, _where, _subdirs in levels:
+            os.close(fd)
     return sorted(found)
 
 

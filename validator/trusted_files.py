@@ -577,6 +577,12 @@ def namers_lack(st: os.stat_result, need: int) -> bool:
     return Planters(_NAMERS.get() or {}).refusal("", st, need, "") is not None
 
 
+def namers_refusal(path: str, st: os.stat_result, need: int, what: str, fd: int | None = None) -> str | None:
+    """Why a namer of the current :func:`read_as` scope could not ``what`` (``need``: ``os.R_OK`` ...) the
+    file ``st`` is (``fd`` open on it, for its ACL); None outside such a scope or where every one could."""
+    return Planters(_NAMERS.get() or {}).refusal(path, st, need, what, fd)
+
+
 def realpath(path: Path | str) -> Path:
     """``os.path.realpath(path)``; where another user named the launch (:func:`read_as`), the physical path
     :func:`walk_unplanted`'s walk arrives at (links followed by hand, each judged as them), never resolved
