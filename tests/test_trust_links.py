@@ -1679,3 +1679,41 @@ def test_files_below_another_users_tree_opens_each_directory_from_its_parent_nev
         assert walks <= 1, walks
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_whether_another_users_model_path_is_a_directory_is_looked_at_from_a_walk(attacker: User) -> None:
+    """``--rules auto`` tells a Hugging Face repo id from a local directory by looking for
+    ``WorkingDirectory/--model-path`` (and for it beside this process): by name as root, so another user's
+    unit whose working directory is one only root may enter learned whether ``orgx/modely`` is a directory
+    there from ``rules.auto``'s words (red team 17, as the real attacker: every run). In their scope the
+    look is a walk judged as them: the same words whatever is there."""
+    base = Path(tempfile.mkdtemp(prefix="sv-rt17-"))
+    try:
+        os.chmod(base, 0o755)
+        hidden = base / "rootonly"
+        (hidden / "present" / "orgx" / "modely").mkdir(parents=True)
+        (hidden / "absent").mkdir()
+        os.chmod(hidden, 0o700)
+        mine = base / "launch"
+        mine.mkdir()
+        os.chown(mine, attacker.uid, attacker.gid)
+        made = [
+            f"printf '[Service]\\nWorkingDirectory={hidden}/{d}\\nExecStart=/usr/bin/python3 -m "
+            f"sglang.launch_server --model-path orgx/modely\\n' > {mine}/{d}.service"
+            for d in ("present", "absent")
+        ]
+        assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
+        said = {}
+        for d in ("present", "absent"):
+            _, report, err = preflight_json_in_process(
+                {"PATH": "/usr/bin:/bin", "HOME": str(base)},
+                "--rules",
+                "auto",
+                "--unit",
+                str(mine / f"{d}.service"),
+            )
+            assert report, err
+            said[d] = {c["id"]: c for c in report["checks"]}["rules.auto"]["message"]
+        assert said["present"] == said["absent"], said
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

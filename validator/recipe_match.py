@@ -11,10 +11,12 @@ the default pack with a warning naming the closest, so a NEXTN recipe that lost 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import stat
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from validator.bounded_files import looks_like
 from validator.errors import InputError
 from validator.facts import Facts
 from validator.report import CheckResult, Severity, Status
@@ -22,6 +24,7 @@ from validator.rulepack import DEFAULT_PACK, LoadedPack, load_pack, pack_candida
 from validator.server_settings import logged_settings
 from validator.sglang_env import env_bool
 from validator.sources.host import hf_cache
+from validator.trusted_files import read_as
 
 NONE = "none"
 
@@ -284,10 +287,21 @@ def _model_repo(facts: Facts) -> tuple[str, str] | None:
     for value, source, cwd in found:
         if not value or value.startswith(("/", ".", "~")) or not hf_cache.looks_like_repo_id(value):
             continue
-        if Path(value).is_dir() or (cwd is not None and (cwd / value).is_dir()):
+        namers = facts.launch.named_by if facts.launch is not None else {}
+        if _a_directory(Path(value), namers) or (cwd is not None and _a_directory(cwd / value, namers)):
             continue
         return value, source
     return None
+
+
+def _a_directory(path: Path, namers: Mapping[int, tuple[str, tuple[int, ...]]]) -> bool:
+    """Whether a directory is at ``path``. Where another user named the launch, looked at from a walk judged
+    as them (``bounded_files.looks_like``: a directory on the way they could not enter counts as one, the
+    same words whatever is there), never by name as this process: the answer picks the report's words."""
+    if not namers:
+        return path.is_dir()
+    with read_as(namers):
+        return looks_like(path, stat.S_ISDIR, "a --model-path directory")
 
 
 def launch_recipe(facts: Facts, fp8_envs: Sequence[str]) -> Recipe | None:
