@@ -107,6 +107,24 @@ def test_the_kind_of_an_interface_comes_from_sysfs(tmp_path: Path) -> None:
     assert interface_kind("eth7", tmp_path) == "missing"
 
 
+def test_an_interface_name_from_the_servers_environment_never_leaves_sysfs(tmp_path: Path) -> None:
+    """``NCCL_SOCKET_IFNAME`` is the word of whoever started the server (red team 17): a name that climbs
+    out of ``/sys/class/net`` was looked at by name as root, and the kind said what stands there (a
+    directory: ``ethernet``; with ``wireless``: ``wifi``; a ``device/driver`` link: its target's name).
+    No interface can be called so (the kernel's ``dev_valid_name``): it is missing, whatever is there."""
+    (tmp_path / "sys" / "class" / "net").mkdir(parents=True)
+    private = tmp_path / "private"
+    (private / "nic" / "device").mkdir(parents=True)
+    (private / "wl" / "wireless").mkdir(parents=True)
+    drivers = tmp_path / "drivers" / "mlx5_core"
+    drivers.mkdir(parents=True)
+    (private / "nic" / "device" / "driver").symlink_to(drivers)
+    for name in ("nic", "wl", "absent"):
+        assert interface_kind(f"../../../private/{name}", tmp_path) == "missing", name
+    assert interface_kind("..", tmp_path) == "missing"
+    assert interface_kind("a" * 16, tmp_path) == "missing"
+
+
 def test_nccl_interface_spellings() -> None:
     assert _ifname("=enp1s0f0np0") == "enp1s0f0np0"
     assert _ifname("enp1s0f0np0,enp1s0f1np1") == "enp1s0f0np0"

@@ -167,10 +167,25 @@ def interface_of(address: str, root: Path | None = None) -> str | None:
     return best[1] if best else None
 
 
+def _valid_ifname(name: str) -> bool:
+    """A name the kernel could give an interface (``dev_valid_name``): 1 to 15 bytes, not ``.`` or ``..``,
+    no ``/``, ``:`` or white space. ``NCCL_SOCKET_IFNAME`` is the server's environment, the word of whoever
+    started it: ``../../srv/private/x`` would have been looked at by name as this process (root), and
+    what ``interface_kind`` answered (``missing``, ``wifi``, the driver link's name) told them what is
+    there."""
+    return (
+        0 < len(name.encode(errors="surrogateescape")) < 16
+        and name not in (".", "..")
+        and not any(c == "/" or c == ":" or c.isspace() for c in name)
+    )
+
+
 def interface_kind(name: str, root: Path | None = None) -> str:
     """``loopback``, ``wifi``, ``connectx``, ``ethernet`` (another device) or ``missing``."""
     if name == "lo":
         return "loopback"
+    if not _valid_ifname(name):  # no interface is called that: never a path out of /sys/class/net
+        return "missing"
     base = (root or net_root()) / "sys" / "class" / "net" / name
     if not base.exists():
         return "wifi" if name.startswith("wl") else "missing"  # systemd names WLAN devices wl*
