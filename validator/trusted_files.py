@@ -570,13 +570,6 @@ def in_namers_scope() -> bool:
     return bool(_NAMERS.get())
 
 
-def namers_lack(st: os.stat_result, need: int) -> bool:
-    """Whether, in a :func:`read_as` scope, another user who named the launch could not ``need`` (``os.R_OK``,
-    ``W_OK``, ``X_OK``) what ``st`` describes, by its mode bits: this process's own answer is then not the
-    answer their script would get."""
-    return Planters(_NAMERS.get() or {}).refusal("", st, need, "") is not None
-
-
 def namers_refusal(path: str, st: os.stat_result, need: int, what: str, fd: int | None = None) -> str | None:
     """Why a namer of the current :func:`read_as` scope could not ``what`` (``need``: ``os.R_OK`` ...) the
     file ``st`` is (``fd`` open on it, for its ACL); None outside such a scope or where every one could."""

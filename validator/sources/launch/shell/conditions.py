@@ -22,7 +22,7 @@ from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import line_of, part, snippet, text
 from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.launch.shell.variables import Variables
-from validator.trusted_files import UnsafeLocation, look_unplanted, namers_lack
+from validator.trusted_files import UnsafeLocation, look_unplanted, namers_refusal
 
 INT_OPS: dict[str, Callable[[int, int], bool]] = {
     "-eq": operator.eq,
@@ -188,7 +188,7 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
             return False
         if st is None:
             return False
-        if need != os.F_OK and namers_lack(st, need):  # root may, the script's owner may not: unknown
+        if need != os.F_OK and namers_refusal(str(path), st, need, ""):  # root may, its owner may not
             return None
         if op in ("-f", "-s"):
             return stat.S_ISREG(st.st_mode) and (op == "-f" or st.st_size > 0)
