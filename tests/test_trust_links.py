@@ -1290,6 +1290,25 @@ def test_roots_own_unit_naming_another_users_config_is_read_as_root(
     assert "TimeoutStartSec=900" in json.dumps(report), proc.stdout[:500]
 
 
+def _spy_by_name(monkeypatch: pytest.MonkeyPatch, under: Path) -> list[tuple[str, str]]:
+    """Every ``os.stat``, ``lstat``, ``access``, ``listdir``, ``scandir`` and ``statvfs`` made by name (no
+    ``dir_fd``, not a descriptor) on a path under ``under``, recorded from here on: a look that a link swapped
+    in since the walk would send somewhere else."""
+    by_name: list[tuple[str, str]] = []
+    for name in ("stat", "lstat", "access", "listdir", "scandir", "statvfs"):
+        real = getattr(os, name)
+
+        def spy(
+            path: object = ".", *args: object, _real: object = real, _n: str = name, **kw: object
+        ) -> object:
+            if not isinstance(path, int) and kw.get("dir_fd") is None and str(path).startswith(str(under)):
+                by_name.append((_n, str(path)))
+            return _real(path, *args, **kw)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, spy)
+    return by_name
+
+
 def test_looks_for_another_users_launcher_are_walked_never_made_by_name(
     attacker: User, shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1314,16 +1333,7 @@ def test_looks_for_another_users_launcher_are_walked_never_made_by_name(
         f"cd {mine}/d\nPATH={mine}/bin:/usr/bin command -v nothere-xyz\n"
         "exec python3 -m sglang.launch_server --model-path /m\n",
     )
-    by_name: list[tuple[str, str]] = []
-    for name in ("stat", "lstat", "access"):
-        real = getattr(os, name)
-
-        def spy(path: object, *args: object, _real: object = real, _name: str = name, **kw: object) -> object:
-            if kw.get("dir_fd") is None and str(path).startswith(str(mine)):
-                by_name.append((_name, str(path)))
-            return _real(path, *args, **kw)  # type: ignore[operator]
-
-        monkeypatch.setattr(os, name, spy)
+    by_name = _spy_by_name(monkeypatch, mine)
     with read_as({attacker.uid: ("the test's launcher", ())}):
         read_script(script, env={"PATH": "/usr/bin:/bin"})
         resolve_program(f"{mine}/d/x", {"PATH": "/usr/bin"})
@@ -1331,22 +1341,6 @@ def test_looks_for_another_users_launcher_are_walked_never_made_by_name(
         with pytest.raises(InputError):
             merge_config(["--config", f"{mine}/d/c.yaml"], origin="test")
     assert not by_name, by_name
-
-
-def _spy_by_name(monkeypatch: pytest.MonkeyPatch, under: Path) -> list[tuple[str, str]]:
-    """Every ``os.stat``, ``os.lstat``, ``os.access`` and ``os.scandir`` made by name (no ``dir_fd``) on a
-    path under ``under``, recorded from here on."""
-    by_name: list[tuple[str, str]] = []
-    for name in ("stat", "lstat", "access", "scandir"):
-        real = getattr(os, name)
-
-        def spy(path: object, *args: object, _real: object = real, _name: str = name, **kw: object) -> object:
-            if kw.get("dir_fd") is None and str(path).startswith(str(under)):
-                by_name.append((_name, str(path)))
-            return _real(path, *args, **kw)  # type: ignore[operator]
-
-        monkeypatch.setattr(os, name, spy)
-    return by_name
 
 
 def test_a_sourced_file_of_another_users_launcher_is_judged_on_the_walk_never_looked_at_by_name(
@@ -1477,18 +1471,7 @@ def test_what_another_users_interpreter_reports_is_listed_only_through_walks(
     ]
     assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
     root = site / "sglang"
-    by_name: list[tuple[str, str]] = []
-    for name in ("stat", "lstat", "access", "listdir", "scandir"):
-        real = getattr(os, name)
-
-        def spy(
-            path: object = ".", *args: object, _real: object = real, _n: str = name, **kw: object
-        ) -> object:
-            if not isinstance(path, int) and kw.get("dir_fd") is None and str(path).startswith(str(mine)):
-                by_name.append((_n, str(path)))
-            return _real(path, *args, **kw)  # type: ignore[operator]
-
-        monkeypatch.setattr(os, name, spy)
+    by_name = _spy_by_name(monkeypatch, mine)
     with read_as({attacker.uid: ("the test's launcher", ())}):
         assert referenced_env(root, {"SGLANG_SEEN", "SGLANG_NOT"}) == {"SGLANG_SEEN"}
         key = build_key(root, "0.5.23")
@@ -1527,18 +1510,7 @@ def test_what_another_users_launch_names_beside_its_files_is_looked_at_only_thro
         f": > {mine}/proj/compose.yaml",
     ]
     assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
-    by_name: list[tuple[str, str]] = []
-    for name in ("stat", "lstat", "access", "listdir", "scandir", "statvfs"):
-        real = getattr(os, name)
-
-        def spy(
-            path: object = ".", *args: object, _real: object = real, _n: str = name, **kw: object
-        ) -> object:
-            if not isinstance(path, int) and kw.get("dir_fd") is None and str(path).startswith(str(mine)):
-                by_name.append((_n, str(path)))
-            return _real(path, *args, **kw)  # type: ignore[operator]
-
-        monkeypatch.setattr(os, name, spy)
+    by_name = _spy_by_name(monkeypatch, mine)
     with read_as({attacker.uid: ("the test's launcher", ())}):
         sibling = _sglang_interpreter(str(mine / "bin" / "sglang"), {})
         gb10 = gb10_bandwidth_safe(mine / "humming")
