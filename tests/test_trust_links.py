@@ -1689,3 +1689,40 @@ def test_whether_another_users_model_path_is_a_directory_is_looked_at_from_a_wal
         assert said["present"] == said["absent"], said
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_read_test_in_another_users_script_is_answered_by_the_acl_the_kernel_applies_to_them(
+    attacker: User, shared: Path, tmp_path: Path
+) -> None:
+    """``[ -r FILE ]`` in another user's script was judged for them by FILE's mode bits alone: a 0644 file
+    whose ACL denies them (``user:them:---``) was read as certain (root's yes, one branch) while their own
+    run takes the other branch; a 0600 file whose ACL grants them is theirs to read (one branch)."""
+    from validator.sources.launch.shell.reader import read_script
+    from validator.sources.launch.shell.values import join
+    from validator.trusted_files import read_as
+
+    mine = shared / "acl-r"
+    assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
+    files = Path(tempfile.mkdtemp(prefix="sv-aclr-", dir="/tmp"))
+    try:
+        files.chmod(0o755)
+        for name, mode, perm in (("denied644", 0o644, 0), ("granted600", 0o600, 4)):
+            (files / name).write_text("x\n")
+            (files / name).chmod(mode)
+            _set_acl(files / name, attacker.uid, perm)
+        paths: dict[str, set[str]] = {}
+        for name in ("denied644", "granted600"):
+            theirs = run_as(attacker, ["test", "-r", str(files / name)]).returncode == 0
+            assert theirs == (name == "granted600"), name  # the kernel's answer, as them
+            script = _as_written_by(
+                attacker,
+                mine / f"{name}.sh",
+                f"#!/bin/bash\nif [ -r {files}/{name} ]; then P=/yes; else P=/no; fi\n"
+                "exec python3 -m sglang.launch_server --model-path $P\n",
+            )
+            with read_as({}):
+                reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
+            paths[name] = {str(join(e.launch.words[-1])) for e in reading.endings if e.launch is not None}
+        assert paths == {"denied644": {"/yes", "/no"}, "granted600": {"/yes"}}, paths
+    finally:
+        shutil.rmtree(files, ignore_errors=True)

@@ -133,7 +133,12 @@ def _access_acl(fd: int) -> list[tuple[int, int, int]] | None:
     """The access ACL of the file open at ``fd``, as (tag, permission bits, UID or GID) entries; None when
     it has none (the mode bits say it all). One that cannot be read or parsed grants nothing."""
     try:
-        raw = os.getxattr(fd, "system.posix_acl_access")
+        try:
+            raw = os.getxattr(fd, "system.posix_acl_access")
+        except OSError as exc:  # an O_PATH descriptor (a file never opened for reading): through /proc
+            if exc.errno != errno.EBADF:
+                raise
+            raw = os.getxattr(f"/proc/self/fd/{fd}", "system.posix_acl_access")
     except OSError as exc:
         if exc.errno in (errno.ENODATA, errno.ENOTSUP, errno.EOPNOTSUPP):
             return None
@@ -535,13 +540,18 @@ def stat_unplanted(path: str) -> os.stat_result:
         os.close(dfd)
 
 
-def look_unplanted(path: str, access: int = os.F_OK, *, follow_last: bool = True) -> os.stat_result | None:
+def look_unplanted(
+    path: str, access: int = os.F_OK, *, follow_last: bool = True, theirs: bool = False
+) -> os.stat_result | None:
     """What stands at ``path`` (its last link followed unless ``follow_last`` is False), as a shell's file
     test, ``cd`` or ``execvp`` finds it, looked up as :func:`walk_unplanted` walks and never by name: None
     where nothing does (a name missing, a file on the way) or where this process lacks ``access`` to it; any
     other error raised, as ``Path.exists`` raises it. :class:`UnsafeLocation` where the walk refuses (a link
     anyone could have planted; in a :func:`read_as` scope, a directory a namer could not enter: the answer is
-    theirs to know, not ours to tell), in the same words whether anything is there."""
+    theirs to know, not ours to tell), in the same words whether anything is there. With ``theirs``, also
+    where this process has ``access`` and a namer of the scope would not, by the file's mode bits and its
+    access ACL (read through a descriptor on what was looked at, never by name): a shell test in their
+    script gets their answer, not root's."""
     planters = Planters(_NAMERS.get() or {})
     try:
         if not _components(path) and path.startswith("/"):  # "/" itself: no walk names it
@@ -558,6 +568,17 @@ def look_unplanted(path: str, access: int = os.F_OK, *, follow_last: bool = True
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
         if access != os.F_OK and not os.access(name, access, dir_fd=dfd, follow_symlinks=False):
             return None
+        if theirs and access != os.F_OK and _NAMERS.get():
+            how = (_O_PATH or os.O_RDONLY | os.O_NONBLOCK) | _O_NOFOLLOW | _O_CLOEXEC  # never opened to read
+            fd = os.open(name, how, dir_fd=dfd)
+            try:
+                now = os.fstat(fd)
+                if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):
+                    raise UnsafeLocation(f"{path}: changed while it was looked at")
+                if why := Planters(_NAMERS.get() or {}).refusal(path, now, access, "have it", fd):
+                    raise UnsafeLocation(why)
+            finally:
+                os.close(fd)
         return st
     except (NotADirectoryError, FileNotFoundError):
         return None

@@ -22,7 +22,7 @@ from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import line_of, part, snippet, text
 from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
 from validator.sources.launch.shell.variables import Variables
-from validator.trusted_files import UnsafeLocation, look_unplanted, namers_refusal
+from validator.trusted_files import UnsafeLocation, look_unplanted
 
 INT_OPS: dict[str, Callable[[int, int], bool]] = {
     "-eq": operator.eq,
@@ -181,15 +181,14 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
         path = Path(str(ev.m.st.cwd)) / operand
         need = {"-x": os.X_OK, "-r": os.R_OK, "-w": os.W_OK}.get(op, os.F_OK)
         try:  # walked, never looked at by name: where the script's owner could not look, unknown
-            st = look_unplanted(str(path), need, follow_last=op not in ("-L", "-h"))
+            # where root may and the script's owner may not (mode bits, ACL): unknown
+            st = look_unplanted(str(path), need, follow_last=op not in ("-L", "-h"), theirs=True)
         except UnsafeLocation:
             return None
         except OSError:  # a name over the kernel's limits: not there, to bash too
             return False
         if st is None:
             return False
-        if need != os.F_OK and namers_refusal(str(path), st, need, ""):  # root may, its owner may not
-            return None
         if op in ("-f", "-s"):
             return stat.S_ISREG(st.st_mode) and (op == "-f" or st.st_size > 0)
         if op == "-d":
