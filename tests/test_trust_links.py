@@ -1726,3 +1726,51 @@ def test_a_read_test_in_another_users_script_is_answered_by_the_acl_the_kernel_a
         assert paths == {"denied644": {"/yes", "/no"}, "granted600": {"/yes"}}, paths
     finally:
         shutil.rmtree(files, ignore_errors=True)
+
+
+def test_the_sources_of_the_sglang_another_users_interpreter_reports_are_read_as_them_from_each_directory(
+    attacker: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whether a ``SGLANG_*`` variable environ.py lacks appears in the reported install's sources was read
+    outside the launch's namers' scope: ``rglob`` as root (a tree the attacker made 1,100 levels deep ended
+    root's preflight in ``internal error: RecursionError``, exit 1) and a walk from ``/`` per file (100,000
+    files 120 levels deep: 81 s; red team 18, as sv-attacker2). It is read as them, each file from its
+    directory's descriptor: a report, and no walk per file."""
+    import validator.trusted_files as trusted_files
+
+    base = Path(tempfile.mkdtemp(prefix="sv-rt18-"))
+    try:
+        os.chmod(base, 0o755)
+        mine = base / "launch"
+        mine.mkdir()
+        os.chown(mine, attacker.uid, attacker.gid)
+        sg = mine / "sg" / "sglang"
+        answer = {"locations": [str(sg)], "origin": None, "site_dirs": [], "imported": []}
+        made = [
+            f"mkdir -p {mine}/bin {sg}/srt/layers",
+            f"printf '#!/bin/sh\\necho %s\\n' '{json.dumps(json.dumps(answer))}' > {mine}/bin/python3",
+            f"chmod 755 {mine}/bin/python3",
+            f"printf 'class Envs:\\n    SGLANG_DECLARED = EnvBool(False)\\n' > {sg}/srt/environ.py",
+            f"printf 'export SGLANG_UNDECLARED_X=1\\nexec {mine}/bin/python3 -m sglang.launch_server "
+            f"--model-path /m\\n' > {mine}/start.sh",
+        ]
+        assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
+        deep = ["python3", "-c", "import os\nfor i in range(1100):\n    os.mkdir('d'); os.chdir('d')\n"]
+        assert run_as(attacker, deep, cwd=str(sg / "srt")).returncode == 0
+        files = ["sh", "-c", "for i in $(seq 200); do : > $i.py; done"]
+        assert run_as(attacker, files, cwd=str(sg / "srt" / "layers")).returncode == 0
+        walks = 0
+        real_walk = trusted_files._walk
+
+        def counted(*a: Any, **k: Any) -> Any:
+            nonlocal walks
+            walks += 1
+            return real_walk(*a, **k)
+
+        monkeypatch.setattr(trusted_files, "_walk", counted)
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(base)}
+        code, report, err = preflight_json_in_process(env, "--script", str(mine / "start.sh"))
+        assert report and "internal error" not in err, (code, err[-400:])
+        assert walks < 200, walks  # not one per source file
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=False)  # shutil.rmtree recurses per level

@@ -54,8 +54,9 @@ def gather(g: Gathering) -> None:
         launch.unresolved[SGLANG] = g.hidden_install
     if sg.root is not None and sg.declared_env:
         unknown = {k for k in launch.env if k.startswith("SGLANG_") and k not in sg.declared_env}
-        if unknown:
-            sg.referenced_env = referenced_env(sg.root, unknown)
+        if unknown:  # the install another user's interpreter reported: read only as they could read it
+            with read_as(launch.named_by):
+                sg.referenced_env = referenced_env(sg.root, unknown)
 
 
 def read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:

@@ -15,7 +15,7 @@ import stat
 import textwrap
 from pathlib import Path
 
-from validator.bounded_files import files_below, looks_like, names_in, read_head
+from validator.bounded_files import looks_like, names_in, read_below, read_head
 from validator.errors import InputError
 from validator.facts import SGLangInstallFacts
 from validator.sources.host.dists import metadata_version
@@ -656,16 +656,11 @@ def referenced_env(root: Path, names: set[str]) -> set[str]:
     really ignored. Reads every file, so callers ask only for names environ.py lacks."""
     wanted = {n.encode() for n in names}
     found: set[str] = set()
-    for path in files_below(root, ".py"):
-        try:
-            data = read_head(path, _SOURCE_CAP)
-        except OSError:
-            continue
-        if b"SGLANG_" not in data:
-            continue
-        for n in wanted - {f.encode() for f in found}:
-            if n in data:
-                found.add(n.decode())
-        if len(found) == len(wanted):
-            break
+
+    def named(data: bytes) -> set[bytes]:
+        return {n for n in wanted if n in data} if b"SGLANG_" in data else set()
+
+    for _path, seen in read_below(root, ".py", _SOURCE_CAP, named):  # each file read once, from its directory
+        if not isinstance(seen, OSError):
+            found |= {n.decode() for n in seen}
     return found

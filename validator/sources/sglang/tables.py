@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import files_below, read_head
+from validator.bounded_files import read_below, read_head
 from validator.errors import InputError, UnavailableError
 from validator.facts import SGLangInstallFacts
 from validator.sources.child_process import run_in_own_session
@@ -44,13 +44,15 @@ def cache_dir(env: Mapping[str, str] | None = None) -> Path:
 def build_key(root: Path, version: str | None) -> str:
     """``<version>-<sha256 of the flag-defining sources, 16 hex>``; the version made filename-safe."""
     h = hashlib.sha256()
-    files = [root / _FLAG_SOURCES[0], *files_below(root / _FLAG_SOURCES[1], ".py")]
-    for f in files:
-        try:
-            data = read_head(f, 16 * 1024 * 1024)
-        except OSError:
-            continue
-        h.update(str(f.relative_to(root)).encode() + b"\0" + hashlib.sha256(data).digest())
+    cap = 16 * 1024 * 1024
+    try:
+        first: bytes | OSError = hashlib.sha256(read_head(root / _FLAG_SOURCES[0], cap)).digest()
+    except OSError as exc:
+        first = exc
+    below = read_below(root / _FLAG_SOURCES[1], ".py", cap, lambda data: hashlib.sha256(data).digest())
+    for f, digest in [(root / _FLAG_SOURCES[0], first), *below]:  # each read once, from its directory
+        if not isinstance(digest, OSError):
+            h.update(str(f.relative_to(root)).encode() + b"\0" + digest)
     safe = "".join(c if c.isalnum() or c in ".+-_" else "_" for c in (version or "unknown"))[:80]
     return f"{safe}-{h.hexdigest()[:16]}"
 
