@@ -193,3 +193,23 @@ def test_script_and_env_file_read_once_across_tables(tmp_path: Path) -> None:
     assert proc.returncode != 65, proc.stderr
     assert f"table generated from SGLang {DEV}" in warnings_of(proc)
     assert opens == [1, 1]
+
+
+def test_the_build_key_hashes_a_source_name_that_is_not_utf8_instead_of_raising(tmp_path: Path) -> None:
+    """The key hashed each flag source's relative name with ``str.encode()``: a file the reported install
+    holds under ``srt/arg_groups`` with a name that is not UTF-8 (``bad\\xff.py``, any user may make one)
+    raised ``UnicodeEncodeError`` and ended root's preflight in ``internal error`` (exit 1) whenever a table
+    was cached (red team 18, as sv-attacker2). The name is hashed as the kernel's bytes; a UTF-8 name's key
+    is as before."""
+    import hashlib
+
+    root = tmp_path / "sglang"
+    (root / "srt" / "arg_groups").mkdir(parents=True)
+    (root / "srt" / "server_args.py").write_text("x = 1\n")
+    (root / "srt" / "arg_groups" / "ok.py").write_text("y = 2\n")
+    h = hashlib.sha256()
+    for rel, data in (("srt/server_args.py", b"x = 1\n"), ("srt/arg_groups/ok.py", b"y = 2\n")):
+        h.update(rel.encode() + b"\0" + hashlib.sha256(data).digest())
+    assert build_key(root, "0.5.5") == f"0.5.5-{h.hexdigest()[:16]}"
+    (root / "srt" / "arg_groups" / os.fsdecode(b"bad\xff.py")).write_text("z = 3\n")
+    assert build_key(root, "0.5.5") != f"0.5.5-{h.hexdigest()[:16]}"

@@ -52,7 +52,7 @@ def build_key(root: Path, version: str | None) -> str:
     below = read_below(root / _FLAG_SOURCES[1], ".py", cap, lambda data: hashlib.sha256(data).digest())
     for f, digest in [(root / _FLAG_SOURCES[0], first), *below]:  # each read once, from its directory
         if not isinstance(digest, OSError):
-            h.update(str(f.relative_to(root)).encode() + b"\0" + digest)
+            h.update(os.fsencode(f.relative_to(root)) + b"\0" + digest)  # any name the kernel allows
     safe = "".join(c if c.isalnum() or c in ".+-_" else "_" for c in (version or "unknown"))[:80]
     return f"{safe}-{h.hexdigest()[:16]}"
 
