@@ -1290,6 +1290,22 @@ def test_roots_own_unit_naming_another_users_config_is_read_as_root(
     assert "TimeoutStartSec=900" in json.dumps(report), proc.stdout[:500]
 
 
+def _count_walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``trusted_files._walk`` walks from ``/`` from here on (a walk per name is what a tree the
+    attacker makes deep and wide turns into minutes)."""
+    from validator import trusted_files
+
+    walks: list[str] = []
+    real_walk = trusted_files._walk
+
+    def counted(path: str, **kw: Any) -> Any:
+        walks.append(path)
+        return real_walk(path, **kw)
+
+    monkeypatch.setattr(trusted_files, "_walk", counted)
+    return walks
+
+
 def _spy_by_name(monkeypatch: pytest.MonkeyPatch, under: Path) -> list[tuple[str, str]]:
     """Every ``os.stat``, ``lstat``, ``access``, ``listdir``, ``scandir`` and ``statvfs`` made by name (no
     ``dir_fd``, not a descriptor) on a path under ``under``, recorded from here on: a look that a link swapped
@@ -1527,15 +1543,30 @@ def test_what_another_users_launch_names_beside_its_files_is_looked_at_only_thro
     assert script == mine / "bin" / "sglang" and imported == mine / "bin"
 
 
+def _branches_of_a_read_test(attacker: User, mine: Path, target: Path) -> set[str]:
+    """The model paths the attacker's script launches with, read by root: ``/yes`` where ``[ -r target ]``
+    holds, ``/no`` where not, both where the reader cannot tell."""
+    from validator.sources.launch.shell.reader import read_script
+    from validator.sources.launch.shell.values import join
+    from validator.trusted_files import read_as
+
+    script = _as_written_by(
+        attacker,
+        mine / f"{target.name}.sh",
+        f"#!/bin/bash\nif [ -r {target} ]; then P=/yes; else P=/no; fi\n"
+        "exec python3 -m sglang.launch_server --model-path $P\n",
+    )
+    with read_as({}):
+        reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
+    return {str(join(e.launch.words[-1])) for e in reading.endings if e.launch is not None}
+
+
 def test_a_read_write_or_run_test_in_another_users_script_is_answered_for_them_not_for_root(
     attacker: User, shared: Path, tmp_path: Path
 ) -> None:
     """``[ -r FILE ]`` in another user's script was answered with root's access: root may read a 0600 file
     of root's, so the branch their script takes (as them, it may not) was read as certain. Where root's
     answer is not theirs, the test is unknown and both branches are read; where it is, it is answered."""
-    from validator.sources.launch.shell.reader import read_script
-    from validator.sources.launch.shell.values import join
-    from validator.trusted_files import read_as
 
     mine = shared / "rw"
     assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
@@ -1545,17 +1576,7 @@ def test_a_read_write_or_run_test_in_another_users_script_is_answered_for_them_n
         for name, mode in (("root600", 0o600), ("root644", 0o644)):
             (files / name).write_text("x\n")
             (files / name).chmod(mode)
-        paths: dict[str, set[str]] = {}
-        for name in ("root600", "root644"):
-            script = _as_written_by(
-                attacker,
-                mine / f"{name}.sh",
-                f"#!/bin/bash\nif [ -r {files}/{name} ]; then P=/yes; else P=/no; fi\n"
-                "exec python3 -m sglang.launch_server --model-path $P\n",
-            )
-            with read_as({}):
-                reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
-            paths[name] = {str(join(e.launch.words[-1])) for e in reading.endings if e.launch is not None}
+        paths = {n: _branches_of_a_read_test(attacker, mine, files / n) for n in ("root600", "root644")}
         assert paths == {"root600": {"/yes", "/no"}, "root644": {"/yes"}}, paths
     finally:
         shutil.rmtree(files, ignore_errors=True)
@@ -1612,7 +1633,6 @@ def test_files_below_another_users_tree_opens_each_directory_from_its_parent_nev
     its depth is theirs to choose up to PATH_MAX. Each directory is now opened from its parent's descriptor
     (``O_NOFOLLOW``) and judged as them: one walk for the top, the same files as ``rglob`` finds in a tree
     they may list, nothing from a directory they may not list, no link to a directory entered."""
-    import validator.trusted_files as trusted_files
     from validator.bounded_files import files_below
     from validator.trusted_files import read_as
 
@@ -1636,19 +1656,11 @@ def test_files_below_another_users_tree_opens_each_directory_from_its_parent_nev
         (tree / "rootonly" / "h.py").write_text("x\n")
         os.chmod(tree / "rootonly", 0o700)
         expected = sorted(p for p in tree.rglob("*.py") if "rootonly" not in p.parts)
-        walks = 0
-        real_walk = trusted_files._walk
-
-        def counting(*args: Any, **kw: Any) -> Any:
-            nonlocal walks
-            walks += 1
-            return real_walk(*args, **kw)
-
-        monkeypatch.setattr(trusted_files, "_walk", counting)
+        walks = _count_walks(monkeypatch)
         with read_as({attacker.uid: ("the test's launcher", ())}):
             found = files_below(tree, ".py")
         assert found == expected and len(found) == 56, found
-        assert walks <= 1, walks
+        assert len(walks) <= 1, len(walks)
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
@@ -1697,9 +1709,6 @@ def test_a_read_test_in_another_users_script_is_answered_by_the_acl_the_kernel_a
     """``[ -r FILE ]`` in another user's script was judged for them by FILE's mode bits alone: a 0644 file
     whose ACL denies them (``user:them:---``) was read as certain (root's yes, one branch) while their own
     run takes the other branch; a 0600 file whose ACL grants them is theirs to read (one branch)."""
-    from validator.sources.launch.shell.reader import read_script
-    from validator.sources.launch.shell.values import join
-    from validator.trusted_files import read_as
 
     mine = shared / "acl-r"
     assert run_as(attacker, ["mkdir", "-m", "0755", str(mine)]).returncode == 0
@@ -1714,15 +1723,7 @@ def test_a_read_test_in_another_users_script_is_answered_by_the_acl_the_kernel_a
         for name in ("denied644", "granted600"):
             theirs = run_as(attacker, ["test", "-r", str(files / name)]).returncode == 0
             assert theirs == (name == "granted600"), name  # the kernel's answer, as them
-            script = _as_written_by(
-                attacker,
-                mine / f"{name}.sh",
-                f"#!/bin/bash\nif [ -r {files}/{name} ]; then P=/yes; else P=/no; fi\n"
-                "exec python3 -m sglang.launch_server --model-path $P\n",
-            )
-            with read_as({}):
-                reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
-            paths[name] = {str(join(e.launch.words[-1])) for e in reading.endings if e.launch is not None}
+            paths[name] = _branches_of_a_read_test(attacker, mine, files / name)
         assert paths == {"denied644": {"/yes", "/no"}, "granted600": {"/yes"}}, paths
     finally:
         shutil.rmtree(files, ignore_errors=True)
@@ -1736,7 +1737,6 @@ def test_the_sources_of_the_sglang_another_users_interpreter_reports_are_read_as
     root's preflight in ``internal error: RecursionError``, exit 1) and a walk from ``/`` per file (100,000
     files 120 levels deep: 81 s; red team 18, as sv-attacker2). It is read as them, each file from its
     directory's descriptor: a report, and no walk per file."""
-    import validator.trusted_files as trusted_files
 
     base = Path(tempfile.mkdtemp(prefix="sv-rt18-"))
     try:
@@ -1759,18 +1759,10 @@ def test_the_sources_of_the_sglang_another_users_interpreter_reports_are_read_as
         assert run_as(attacker, deep, cwd=str(sg / "srt")).returncode == 0
         files = ["sh", "-c", "for i in $(seq 200); do : > $i.py; done"]
         assert run_as(attacker, files, cwd=str(sg / "srt" / "layers")).returncode == 0
-        walks = 0
-        real_walk = trusted_files._walk
-
-        def counted(*a: Any, **k: Any) -> Any:
-            nonlocal walks
-            walks += 1
-            return real_walk(*a, **k)
-
-        monkeypatch.setattr(trusted_files, "_walk", counted)
+        walks = _count_walks(monkeypatch)
         env = {"PATH": "/usr/bin:/bin", "HOME": str(base)}
         code, report, err = preflight_json_in_process(env, "--script", str(mine / "start.sh"))
         assert report and "internal error" not in err, (code, err[-400:])
-        assert walks < 200, walks  # not one per source file
+        assert len(walks) < 200, len(walks)  # not one per source file
     finally:
         subprocess.run(["rm", "-rf", str(base)], check=False)  # shutil.rmtree recurses per level
