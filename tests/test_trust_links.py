@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -832,6 +833,16 @@ def _told_the_same(runs: list[tuple[str, subprocess.CompletedProcess[str]]]) -> 
     assert said[0] == said[1], said
 
 
+def _told_the_same_of(
+    names: tuple[str, str], preflight_args: Callable[[str], list[str]]
+) -> list[tuple[str, subprocess.CompletedProcess[str]]]:
+    """``preflight`` run as root on each input ``preflight_args`` writes for a name (one target present,
+    one absent), held to :func:`_told_the_same`; the runs, for further asserts."""
+    runs = [(name, run_cli("preflight", *preflight_args(name), timeout=60)) for name in names]
+    _told_the_same(runs)
+    return runs
+
+
 SYSTEM_PYTHON = Path("/usr/bin/python3")
 
 
@@ -878,17 +889,18 @@ def test_the_interpreter_another_users_launcher_names_never_runs_as_root(
     (deep / "libs" / "sglang" / "__init__.py").write_text("")
     (deep / "open").mkdir(mode=0o777)
     (deep / "open").chmod(0o777)
-    for present, absent in (("libs", "none"), ("open", "shut")):
-        runs = []
-        for name in (present, absent):
-            script = _as_written_by(
-                attacker,
-                mine / f"pp_{name}.sh",
-                f"#!/bin/bash\ncd /\nexport PYTHONPATH={deep / name}\n"
-                f"exec {SYSTEM_PYTHON} -m sglang.launch_server --model-path /m\n",
-            )
-            runs.append((name, run_cli("preflight", "--script", str(script), timeout=60)))
-        _told_the_same(runs)
+
+    def pythonpath(name: str) -> list[str]:
+        script = _as_written_by(
+            attacker,
+            mine / f"pp_{name}.sh",
+            f"#!/bin/bash\ncd /\nexport PYTHONPATH={deep / name}\n"
+            f"exec {SYSTEM_PYTHON} -m sglang.launch_server --model-path /m\n",
+        )
+        return ["--script", str(script)]
+
+    for pair in (("libs", "none"), ("open", "shut")):
+        _told_the_same_of(pair, pythonpath)
 
 
 def test_a_launchers_config_drop_ins_and_working_directory_tell_nothing_of_where_its_owner_cannot_look(
@@ -907,27 +919,24 @@ def test_a_launchers_config_drop_ins_and_working_directory_tell_nothing_of_where
     (deep / "tyess.d" / "secretname.conf").write_text("[Service]\nEnvironment=A=1\n")
     (deep / "tyess").mkdir()
     start = "python3 -m sglang.launch_server --model-path /m"
-    runs = []
-    for name in ("tyess", "tnooo"):
+
+    def config(name: str) -> list[str]:
         args = _as_written_by(attacker, mine / f"args_{name}", f"{start} --config {deep}/{name}.yaml\n")
-        runs.append((name, run_cli("preflight", "--launch-args-file", str(args), timeout=60)))
-    _told_the_same(runs)
-    runs = []
-    for name in ("tyess", "tnooo"):
+        return ["--launch-args-file", str(args)]
+
+    def drop_ins(name: str) -> list[str]:
         unit = _as_written_by(attacker, mine / f"{name}.service", f"[Service]\nExecStart=/usr/bin/{start}\n")
         _plant_link(attacker, deep / f"{name}.d", mine / f"{name}.service.d")
-        runs.append((name, run_cli("preflight", "--unit", str(unit), timeout=60)))
-    _told_the_same(runs)
+        return ["--unit", str(unit)]
+
+    def working_directory(name: str) -> list[str]:
+        text = f"[Service]\nWorkingDirectory={deep}/{name}\nExecStart=/usr/bin/{start}\n"
+        return ["--unit", str(_as_written_by(attacker, mine / f"wd_{name}.service", text))]
+
+    _told_the_same_of(("tyess", "tnooo"), config)
+    runs = _told_the_same_of(("tyess", "tnooo"), drop_ins)
     assert "secretname" not in runs[0][1].stdout + runs[0][1].stderr
-    runs = []
-    for name in ("tyess", "tnooo"):
-        unit = _as_written_by(
-            attacker,
-            mine / f"wd_{name}.service",
-            f"[Service]\nWorkingDirectory={deep}/{name}\nExecStart=/usr/bin/{start}\n",
-        )
-        runs.append((name, run_cli("preflight", "--unit", str(unit), timeout=60)))
-    _told_the_same(runs)
+    _told_the_same_of(("tyess", "tnooo"), working_directory)
 
 
 def test_the_operators_model_dir_and_sglang_root_are_read_whoever_wrote_the_launch(
