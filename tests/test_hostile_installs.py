@@ -37,6 +37,19 @@ def test_a_humming_module_over_the_cap_is_no_verdict(tmp_path: Path) -> None:
     assert verdict is None and "not read whole" in why, why
 
 
+def test_a_humming_package_past_the_entry_limit_is_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The modules past the limit were once left unread and the verdict 'safe' stood on the rest."""
+    package = _humming(tmp_path, UNGUARDED)
+    for i in range(3):
+        (package / f"a{i}.py").write_text("X = 1\n")
+    monkeypatch.setattr(humming, "_MAX_ENTRIES", 3)
+    assert gb10_bandwidth_safe(package) == (None, "humming's package holds over 3 entries, not read whole")
+    monkeypatch.setattr(humming, "_MAX_ENTRIES", 4)
+    assert gb10_bandwidth_safe(package)[0] is False
+
+
 def test_a_humming_module_nested_past_the_parser_is_no_verdict(tmp_path: Path) -> None:
     deep = "x = " + "+".join(["1"] * 200_000) + "\n" + UNGUARDED
     verdict, why = gb10_bandwidth_safe(_humming(tmp_path, deep))

@@ -1674,6 +1674,49 @@ def test_files_below_another_users_tree_opens_each_directory_from_its_parent_nev
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_humming_in_another_users_tree_is_read_from_each_directory_and_judged_whole_or_not_at_all(
+    attacker: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Humming's modules in a namers' scope were listed by the descriptor walk, then each read with a walk
+    from ``/`` (3.6 s at the old 4,000-file cap, 120 levels deep), and a module past the walk's depth bound
+    (or the file cap) was left unread while the verdict said "safe": an unguarded NVML query at level 130
+    passed GB10's check for a start that dies. Each module is now read from its directory's descriptor, and
+    a package not read whole is no verdict."""
+    from validator.sources.host.humming import gb10_bandwidth_safe
+    from validator.trusted_files import read_as
+
+    unguarded = (
+        "import pynvml\ndef f(h):\n    return pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)\n"
+    )
+    base = Path(tempfile.mkdtemp(prefix="sv-hum-"))
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        wide, deep = base / "wide" / "humming", base / "deep" / "humming"
+        made = [
+            f"mkdir -p {wide} {deep}",
+            f"cd {wide} && for i in $(seq 200); do echo 'X = 1' > m$i.py; done",
+        ]
+        assert run_as(attacker, ["sh", "-c", " && ".join(made)]).returncode == 0
+        bottom = "import os\nfor i in range(130):\n    os.mkdir('d'); os.chdir('d')\n"
+        bottom += f"open('device.py', 'w').write({unguarded!r})\n"
+        assert run_as(attacker, ["python3", "-c", bottom], cwd=str(deep)).returncode == 0
+        walks = _count_walks(monkeypatch)
+        with read_as({attacker.uid: ("the test's launcher", ())}):
+            assert gb10_bandwidth_safe(wide) == (
+                True,
+                "no module of humming queries NVML's memory clock (200 Python files read)",
+            )
+            assert len(walks) <= 1, len(walks)  # the top only, not one per module
+            verdict, why = gb10_bandwidth_safe(deep)
+        assert verdict is None and "not read whole" in why, why
+        assert (
+            gb10_bandwidth_safe(deep)[0] is False
+        )  # root's own tree (no scope): read whole, the query found
+    finally:
+        subprocess.run(["rm", "-rf", str(base)], check=False)
+
+
 def test_whether_another_users_model_path_is_a_directory_is_looked_at_from_a_walk(attacker: User) -> None:
     """``--rules auto`` tells a Hugging Face repo id from a local directory by looking for
     ``WorkingDirectory/--model-path`` (and for it beside this process): by name as root, so another user's

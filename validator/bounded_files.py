@@ -148,6 +148,14 @@ def glob_walked(pattern: str, what: str) -> list[str]:
 T = TypeVar("T")
 V = TypeVar("V")
 
+
+class Below(list[tuple[Path, V]]):
+    """What a walk below a directory found; ``cut`` where it stopped at its limit of names or depth with
+    more below, so a reader that judges the whole tree (humming's modules) gives no verdict from a part."""
+
+    cut: bool = False
+
+
 # how deep files_below goes in another user's tree: one descriptor is held per level (a real install is
 # a dozen levels deep; a tree a namer made thousands deep only costs them their own descriptors' worth)
 _BELOW_DEPTH = 128
@@ -169,15 +177,18 @@ def files_below(root: Path, suffix: str, limit: int = 100_000) -> list[Path]:
 
 def read_below(
     root: Path, suffix: str, cap: int, use: Callable[[bytes], T], limit: int = 100_000
-) -> list[tuple[Path, T | OSError]]:
+) -> Below[T | OSError]:
     """Each file :func:`files_below` finds, in its order, with ``use`` of its first ``cap`` bytes (as
     :func:`read_head` reads them) or the ``OSError`` reading it raised. In a namers' scope each is read
     from its directory's descriptor as the listing goes (``O_NOFOLLOW``; a regular file every namer could
     read, by mode bits and ACL), never walked again from ``/`` per file: a tree a namer made 120 levels deep
-    with 100,000 files cost root's preflight minutes in ``read_head``'s walks (red team 18)."""
+    with 100,000 files cost root's preflight minutes in ``read_head``'s walks (red team 18). Outside such a
+    scope, at most ``limit`` files are read (``cut`` past them)."""
     if not in_namers_scope():
-        out: list[tuple[Path, T | OSError]] = []
-        for path in files_below(root, suffix, limit):
+        out: Below[T | OSError] = Below()
+        files = files_below(root, suffix)
+        out.cut = len(files) > limit
+        for path in files[:limit]:
             try:
                 out.append((path, use(read_head(path, cap))))
             except OSError as exc:
@@ -211,15 +222,16 @@ def _read_at(dfd: int, name: str, path: Path, cap: int) -> bytes:
         os.close(fd)
 
 
-def _below(root: Path, suffix: str, limit: int, at: Callable[[int, str, Path], V]) -> list[tuple[Path, V]]:
+def _below(root: Path, suffix: str, limit: int, at: Callable[[int, str, Path], V]) -> Below[V]:
     """The walk of :func:`files_below` in a namers' scope: each file found, sorted, with ``at`` of (its
-    directory's descriptor, its name, its path), called while that descriptor is open."""
+    directory's descriptor, its name, its path), called while that descriptor is open; ``cut`` where a
+    name or a directory was left for the limits."""
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+    found: Below[V] = Below()
     try:
         top = open_unplanted(str(root), flags)
     except OSError:  # refused (UnsafeLocation) or nothing there: as names_in, none
-        return []
-    found: list[tuple[Path, V]] = []
+        return found
     seen = 0
     # each level: its descriptor, its path, the subdirectories of it still to enter
     levels: list[tuple[int, Path, list[str]]] = []
@@ -232,6 +244,7 @@ def _below(root: Path, suffix: str, limit: int, at: Callable[[int, str, Path], V
                 with os.scandir(fd) as entries:
                     for entry in entries:
                         if seen >= limit:
+                            found.cut = True
                             break
                         seen += 1
                         try:
@@ -251,6 +264,7 @@ def _below(root: Path, suffix: str, limit: int, at: Callable[[int, str, Path], V
         while levels:
             fd, where, subdirs = levels[-1]
             if not subdirs or seen >= limit or len(levels) > _BELOW_DEPTH:
+                found.cut = found.cut or bool(subdirs)
                 os.close(levels.pop()[0])
                 continue
             name = subdirs.pop()
@@ -262,7 +276,8 @@ def _below(root: Path, suffix: str, limit: int, at: Callable[[int, str, Path], V
     finally:
         for fd, _where, _subdirs in levels:
             os.close(fd)
-    return sorted(found, key=lambda pair: pair[0])
+    found.sort(key=lambda pair: pair[0])
+    return found
 
 
 def looks_like(path: Path | str, test: Callable[[int], bool], what: str = "file") -> bool:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from validator.bounded_files import files_below, look, looks_like, names_in, read_head
+from validator.bounded_files import look, looks_like, names_in, read_below
 from validator.errors import InputError
 from validator.facts import HUMMING, LAUNCH, HummingFacts
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
@@ -75,7 +75,7 @@ def read_humming(
 
 _NVML_ERRORS = {"NVMLError", "NVMLError_NotSupported", "Exception", "BaseException"}
 _QUERY = "NVML_CLOCK_MEM"
-_MAX_FILES = 4000  # humming 0.1.19 has 77 Python files
+_MAX_ENTRIES = 20_000  # humming 0.1.19 has 77 Python files
 _FILE_CAP = 2_000_000
 
 
@@ -84,44 +84,39 @@ def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
     ``nvmlDeviceGetMaxClockInfo(..., NVML_CLOCK_MEM)`` kills the engine at start (inclusionAI/humming#48).
     Read from the code, not the version: every query counts unless a ``try`` catches NVML's error or the
     function returns first for (12, 1). Returns (verdict, what the code showed); None if unreadable."""
-    files = _python_files(package)
-    if not files:
+    # each module read once from its directory's descriptor (bounded_files.read_below), never a walk per file
+    found = read_below(package, ".py", _FILE_CAP, _module_queries, limit=_MAX_ENTRIES)
+    if found.cut:  # a query in what was left would go unseen: no verdict from a part
+        return None, f"humming's package holds over {_MAX_ENTRIES} entries, not read whole"
+    if not found:
         return None, f"{package} holds no Python module"
     unguarded: list[str] = []
     guarded: list[str] = []
-    for path in files:
+    for path, queries in found:
         rel = f"humming/{path.relative_to(package)}"
-        try:
-            data = read_head(path, _FILE_CAP)
-        except OSError as e:
-            return None, f"{rel} could not be read ({e.strerror or e})"
-        if len(data) >= _FILE_CAP:  # a query past the cap would go unseen: no verdict from a part
-            return None, f"{rel} is over {_FILE_CAP} bytes, not read whole"
-        if _QUERY.encode() not in data:
-            continue
-        try:
-            tree = ast.parse(data)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):  # nesting past the parser's limits
-            return None, f"{rel} mentions {_QUERY} but is not valid Python"
-        for where, how in _queries(tree):
+        if isinstance(queries, OSError):
+            return None, f"{rel} could not be read ({queries.strerror or queries})"
+        if isinstance(queries, str):
+            return None, f"{rel} {queries}"
+        for where, how in queries:
             (guarded if how else unguarded).append(f"{rel}:{where}" + (f": {how}" if how else ""))
     if unguarded:
         return False, f"{', '.join(unguarded[:3])} queries NVML's memory clock with no fallback"
     if guarded:
         return True, "; ".join(guarded[:3])
-    return True, f"no module of humming queries NVML's memory clock ({len(files)} Python files read)"
+    return True, f"no module of humming queries NVML's memory clock ({len(found)} Python files read)"
 
 
-def _python_files(package: Path) -> list[Path]:
-    if in_namers_scope():  # the package another user's interpreter reported: listed as they could list it
-        return files_below(package, ".py")[:_MAX_FILES]
-    out: list[Path] = []
-    for top, dirs, names in os.walk(package):  # never follows symlinked directories
-        dirs.sort()
-        out += [Path(top) / n for n in sorted(names) if n.endswith(".py")]
-        if len(out) >= _MAX_FILES:
-            break
-    return out[:_MAX_FILES]
+def _module_queries(data: bytes) -> list[tuple[str, str | None]] | str:
+    """The memory-clock queries of one module's first ``_FILE_CAP`` bytes, or why it cannot be judged."""
+    if len(data) >= _FILE_CAP:  # a query past the cap would go unseen: no verdict from a part
+        return f"is over {_FILE_CAP} bytes, not read whole"
+    if _QUERY.encode() not in data:
+        return []
+    try:
+        return _queries(ast.parse(data))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # nesting past the parser's limits
+        return f"mentions {_QUERY} but is not valid Python"
 
 
 def _queries(tree: ast.Module) -> list[tuple[str, str | None]]:
