@@ -50,6 +50,50 @@ def test_a_humming_package_past_the_entry_limit_is_no_verdict(
     assert gb10_bandwidth_safe(package)[0] is False
 
 
+def test_sglang_sources_not_read_whole_leave_an_undeclared_variable_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``env.undeclared`` says SGLang "silently ignores" a variable found in none of its sources: past the
+    read's limits a source left unread may read it, so that is no verdict, not a warning."""
+    from functools import partial
+
+    from validator.checks.base import CheckContext
+    from validator.checks.env import env_undeclared
+    from validator.facts import Facts, LaunchFacts, SGLangInstallFacts
+    from validator.report import Status
+    from validator.pack_schema import Expectations
+    from validator.rulepack import load_pack
+
+    root = tmp_path / "sglang"
+    (root / "srt").mkdir(parents=True)
+    for name in ("a", "b", "c"):
+        (root / "srt" / f"{name}.py").write_text("X = 1\n")
+    (root / "srt" / "d.py").write_text("import os\nos.environ.get('SGLANG_READ_HERE')\n")
+    wanted = {"SGLANG_READ_HERE", "SGLANG_NOWHERE"}
+    assert sglang_install.referenced_env(root, wanted) == {"SGLANG_READ_HERE"}
+    monkeypatch.setattr(sglang_install, "read_below", partial(sglang_install.read_below, limit=3))
+    assert sglang_install.referenced_env(root, wanted) is None
+
+    spec = next(c for c in load_pack(None).pack.checks if c.id == "env.undeclared")
+    ctx = CheckContext(spec=spec, expect=Expectations(), mode="preflight")
+    launch = LaunchFacts(
+        origin="--launch-cmd", argv=[], entry="launch_server", interpreter=None, args={}, explicit=set(),
+        env={"SGLANG_NOWHERE": "1"},
+    )  # fmt: skip
+
+    def judged(referenced: set[str] | None) -> tuple[Status, str]:
+        sg = SGLangInstallFacts(root=root, located_by="test", version="0.5.23", declared_env={"SGLANG_X"})
+        sg.referenced_env = referenced
+        outcome = env_undeclared(Facts(launch=launch, sglang=sg), ctx)
+        return outcome.status, outcome.message
+
+    assert judged(set()) == (Status.WARN, "SGLang 0.5.23 does not declare SGLANG_NOWHERE: silently ignored")
+    assert judged(None) == (
+        Status.ERROR,
+        f"SGLang's sources under {root} were not read whole: whether it reads SGLANG_NOWHERE is unknown",
+    )
+
+
 def test_a_humming_module_nested_past_the_parser_is_no_verdict(tmp_path: Path) -> None:
     deep = "x = " + "+".join(["1"] * 200_000) + "\n" + UNGUARDED
     verdict, why = gb10_bandwidth_safe(_humming(tmp_path, deep))

@@ -169,7 +169,8 @@ class SGLangInstallFacts:
     environ_declares: set[str] | None = None
     plugins: set[str] = field(default_factory=set)  # sglang.srt.plugins entry points installed beside it
     site_dirs: list[Path] = field(default_factory=list)  # where the server's interpreter finds distributions
-    # SGLANG_* names (of those set but not declared in environ.py) that the package still reads directly
+    # SGLANG_* names (of those set but not declared in environ.py) that the package still reads directly;
+    # None: not asked, or the sources were not read whole (env.undeclared is then error for those names)
     referenced_env: set[str] | None = None
     # DSpark (srt/speculative/dspark_components/dspark_worker_v2.py): the worker hands the target's lm_head
     # module to the draft (attach_shared_modules) unless the draft class sets uses_own_vocab_modules

@@ -19,6 +19,13 @@ def env_undeclared(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     set_vars = sorted(k for k in facts.launch.env if k.startswith("SGLANG_") and k not in consumed)
     referenced = sg.referenced_env or set()
     unknown = [k for k in set_vars if k not in sg.declared_env and k not in referenced]
+    if unknown and sg.referenced_env is None:  # the sources were not read whole: no verdict from a part
+        return check.errored(
+            f"SGLang's sources under {sg.root} were not read whole: whether it reads {', '.join(unknown)} "
+            "is unknown",
+            [LAUNCH, SGLANG],
+            undeclared=unknown,
+        )
     if unknown:
         return check.warned(
             f"SGLang {sg.version} does not declare {', '.join(unknown)}: silently ignored",

@@ -650,17 +650,19 @@ def _moe_choices(r: Path, notes: list[str]) -> list[str] | None:
     return None
 
 
-def referenced_env(root: Path, names: set[str]) -> set[str]:
+def referenced_env(root: Path, names: set[str]) -> set[str] | None:
     """Which of ``names`` appear anywhere in the package's source. Many SGLang modules read variables
     with ``os.environ`` directly instead of declaring them in ``srt/environ.py``; a name found nowhere is
-    really ignored. Reads every file, so callers ask only for names environ.py lacks."""
+    really ignored. Reads every file, so callers ask only for names environ.py lacks; None where the tree
+    was not read whole (past ``read_below``'s limits): a name not found may be in what was left."""
     wanted = {n.encode() for n in names}
     found: set[str] = set()
 
     def named(data: bytes) -> set[bytes]:
         return {n for n in wanted if n in data} if b"SGLANG_" in data else set()
 
-    for _path, seen in read_below(root, ".py", _SOURCE_CAP, named):  # each file read once, from its directory
+    below = read_below(root, ".py", _SOURCE_CAP, named)  # each file read once, from its directory
+    for _path, seen in below:
         if not isinstance(seen, OSError):
             found |= {n.decode() for n in seen}
-    return found
+    return None if below.cut else found
