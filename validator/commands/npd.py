@@ -15,16 +15,21 @@ import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from validator.commands.common import add_common, pack_from
 from validator.errors import UsageError, ValidatorError
 from validator.live_inputs import add_server_user, live_inputs_from, seconds
 from validator.preflight_inputs import PreflightInputs
 from validator.redact import neutralize_controls, redact_text
-from validator.report import Severity, Status, Verdict
+from validator.report import Report, Severity, Status, Verdict
 from validator.rulepack import load_pack
 from validator.sources.host.server_command import use_stand_ins
+
+if TYPE_CHECKING:  # the live side loads in the worker, within --timeout (_judge)
+    from validator.commands.npd_state import ProgressStore
+    from validator.live import LiveResult
+    from validator.sources.host.server_processes import Ignored, ServerProcess
 
 OK, PROBLEM, UNKNOWN = 0, 1, 2
 NPD_MAX_OUTPUT = 80  # NPD's default max_output_length
@@ -85,7 +90,9 @@ def _pid_of(target: str) -> str:
     return target.split(" ", 2)[1] if target.startswith("PID ") else "?"
 
 
-def summarize(reports: list[Any], unfinished: Sequence[str] = (), timeout_s: float = 0.0) -> tuple[int, str]:
+def summarize(
+    reports: list[Report], unfinished: Sequence[str] = (), timeout_s: float = 0.0
+) -> tuple[int, str]:
     """(exit status, message) for the reports of the servers judged; ``unfinished``: the PIDs of servers
     whose check did not finish within ``timeout_s``. A failure found is a problem (1) whatever did not
     finish: a server that never answers cannot hide another's failure."""
@@ -116,19 +123,19 @@ class _Progress:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.servers: list[str] = []  # PIDs, in discovery order
-        self.reports: dict[str, Any] = {}  # PID -> report
+        self.reports: dict[str, Report] = {}  # PID -> report
         self.error: tuple[int, str] | None = None
-        self.ignored: list[Any] = []  # processes that look like servers and are not judged, with why
+        self.ignored: list[Ignored] = []  # processes that look like servers and are not judged, with why
 
-    def ignore(self, items: list[Any]) -> None:
+    def ignore(self, items: list[Ignored]) -> None:
         with self.lock:
             self.ignored.extend(items)
 
-    def started(self, server: Any) -> None:
+    def started(self, server: ServerProcess) -> None:
         with self.lock:
             self.servers.append(str(server.process.pid))
 
-    def finished(self, server: Any, result: Any) -> None:
+    def finished(self, server: ServerProcess, result: LiveResult) -> None:
         with self.lock:
             self.reports[str(server.process.pid)] = result.report
 
@@ -147,7 +154,7 @@ class _Progress:
             return status, message
 
 
-def _judge(args: argparse.Namespace, progress: _Progress, store: Any = None) -> None:
+def _judge(args: argparse.Namespace, progress: _Progress, store: ProgressStore | None = None) -> None:
     # here, in the worker: the live side (httpx, asyncio) loads within --timeout, which the main thread
     # enforces from the moment it starts this thread
     import asyncio
@@ -190,7 +197,7 @@ def _judge(args: argparse.Namespace, progress: _Progress, store: Any = None) -> 
         progress.error = (UNKNOWN, f"UNKNOWN internal error: {type(exc).__name__}: {exc}")
 
 
-def _store(args: argparse.Namespace) -> Any:
+def _store(args: argparse.Namespace) -> ProgressStore | None:
     """The state kept between runs (``npd_state``), loaded; None with ``--no-state`` or nowhere to keep
     it. A file refused is said on stderr (NPD keeps only stdout) and this run's replaces it."""
     from validator.commands.npd_state import ProgressStore, default_dir

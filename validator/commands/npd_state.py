@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from validator.sources.server.metrics_reading import MetricsWatch
 from validator.trusted_files import UnsafeLocation, chain_problems, read_guarded, write_private
@@ -53,7 +52,7 @@ class ProgressStore:
     def __init__(self, directory: Path, stall_after_s: float) -> None:
         self.path = directory / FILE
         self.stall_after_s = stall_after_s
-        self._loaded: dict[str, Any] = {}
+        self._loaded: dict[str, object] = {}
         self.watches: dict[str, MetricsWatch] = {}
         self._boot = boot_id()
 

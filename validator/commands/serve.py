@@ -15,13 +15,17 @@ import os
 import socket
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from validator.commands.common import add_common, pack_from, selection_of
 from validator.errors import UsageError
-from validator.live_inputs import add_live_inputs, live_inputs_from
+from validator.live_inputs import LiveInputs, add_live_inputs, live_inputs_from
 from validator.preflight_inputs import PreflightInputs
 from validator.sources.host.server_command import use_stand_ins
+
+if TYPE_CHECKING:  # the daemon loads only once the options are known good
+    from validator.daemon.service import ServeConfig
+    from validator.rulepack import LoadedPack
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 
@@ -139,7 +143,13 @@ def run(args: argparse.Namespace) -> int:
     return _serve_process(args, inputs, loaded, config, labels)
 
 
-def _serve_process(args: argparse.Namespace, inputs: Any, loaded: Any, config: Any, labels: Any) -> int:
+def _serve_process(
+    args: argparse.Namespace,
+    inputs: LiveInputs,
+    loaded: LoadedPack,
+    config: ServeConfig,
+    labels: dict[str, str] | None,
+) -> int:
     """No --url: the server found from /proc. A worker node found at start serves no HTTP: nothing to
     probe, so its readiness is its checks' verdict alone."""
     from validator.daemon.process_watch import ProcessTarget
