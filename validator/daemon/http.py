@@ -16,11 +16,13 @@ import math
 import resource
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import h11
 
 from validator.daemon.endpoints import JSON, REASONS, Endpoints, json_body, response
+from validator.daemon.logs import Logger
 
 MAX_HEAD = 8192  # bytes of request line + headers
 IDLE_TIMEOUT_S = 30.0  # a keep-alive connection with no request in progress
@@ -193,7 +195,7 @@ class SidecarServer:
         header_timeout: float = HEADER_TIMEOUT_S,
         idle_timeout: float = IDLE_TIMEOUT_S,
         write_timeout: float = WRITE_TIMEOUT_S,
-        log: Any = None,
+        log: Logger | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.conns: set[_Protocol] = set()
@@ -207,7 +209,7 @@ class SidecarServer:
         self.evicted = 0
         self._accept_errors = 0
         self._accept_logged = -math.inf
-        self._previous_handler: Any = None
+        self._previous_handler: Callable[[asyncio.AbstractEventLoop, dict[str, Any]], object] | None = None
         self._closed = False
 
     def admit(self, conn: _Protocol) -> None:

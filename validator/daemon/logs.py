@@ -19,7 +19,7 @@ import structlog
 from validator.redact import neutralize_deep, redact
 from validator.report import Report, Status
 
-Logger = Any  # structlog's BoundLogger is a protocol-ish wrapper; keep call sites simple
+Logger = structlog.typing.FilteringBoundLogger  # what make_filtering_bound_logger's class gives
 
 
 def _redact(secrets: tuple[str, ...]) -> Any:
@@ -52,13 +52,14 @@ def make_logger(
         renderer,
     ]
     level = getattr(logging, os.environ.get("SPARK_VALIDATE_LOG_LEVEL", "INFO").upper(), None)
-    return structlog.wrap_logger(
+    logger: Logger = structlog.wrap_logger(
         structlog.PrintLogger(out),
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(
             level if isinstance(level, int) else logging.INFO
         ),
-    ).bind(logger="spark-validate.serve")
+    )
+    return logger.bind(logger="spark-validate.serve")
 
 
 def check_fields(report: Report, *, kind: str, ready: bool) -> dict[str, Any]:

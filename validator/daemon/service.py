@@ -9,11 +9,10 @@ import importlib
 import signal
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from validator.daemon.endpoints import Endpoints
 from validator.daemon.http import SidecarServer
-from validator.daemon.logs import make_logger
+from validator.daemon.logs import Logger, make_logger
 from validator.daemon.loop import Daemon, Schedule
 from validator.daemon.metrics import DaemonMetrics
 from validator.daemon.notify import Notifier
@@ -23,11 +22,14 @@ from validator.daemon.watch import ServerWatch
 from validator.errors import UnavailableError
 from validator.facts import ProbeResult
 from validator.live import LiveResult, run_live
+from validator.live_inputs import LiveInputs
 from validator.report import unreached_report
+from validator.rulepack import LoadedPack
 from validator.running import RunningInputs, judge
 from validator.sources.launch.state import read_state
 from validator.sources.server.log import open_log_reader
 from validator.sources.server.metrics_reading import MetricsWatch
+from validator.sources.server.readiness import Progress
 
 
 @dataclass(frozen=True)
@@ -45,8 +47,8 @@ _CHECK_MODULES = ("prometheus_client.parser", "validator.checks.registry")
 
 
 def serve(
-    inputs: Any,
-    loaded: Any,
+    inputs: LiveInputs,
+    loaded: LoadedPack,
     config: ServeConfig,
     *,
     running: RunningInputs | None = None,
@@ -68,8 +70,8 @@ def _not_found(rule_pack: str, message: str) -> LiveResult:
 
 
 async def _main(
-    inputs: Any,
-    loaded: Any,
+    inputs: LiveInputs,
+    loaded: LoadedPack,
     config: ServeConfig,
     running: RunningInputs | None,
     target: ProcessTarget | None,
@@ -153,7 +155,7 @@ async def _main(
         rule_pack=loaded.name,
     )
 
-    def on_progress(progress: Any) -> None:
+    def on_progress(progress: Progress) -> None:
         if progress.changed:
             ready = progress.phase.value == "ready"
             daemon.set_phase(
@@ -212,7 +214,7 @@ async def _main(
     return 0
 
 
-async def _follow_launch_state(path: Path, metrics: DaemonMetrics, log: Any, every_s: float) -> None:
+async def _follow_launch_state(path: Path, metrics: DaemonMetrics, log: Logger, every_s: float) -> None:
     """Re-read the last ``launch`` verdict every ``every_s`` (a small file, read off the event loop) into
     the metrics; a file that turns unusable is logged once per change, never fatal."""
     problem_seen: str | None = None
