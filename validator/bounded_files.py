@@ -181,9 +181,9 @@ def read_below(
     """Each file :func:`files_below` finds, in its order, with ``use`` of its first ``cap`` bytes (as
     :func:`read_head` reads them) or the ``OSError`` reading it raised. In a namers' scope each is read
     from its directory's descriptor as the listing goes (``O_NOFOLLOW``; a regular file every namer could
-    read, by mode bits and ACL), never walked again from ``/`` per file: a tree a namer made 120 levels deep
-    with 100,000 files cost root's preflight minutes in ``read_head``'s walks (red team 18). Outside such a
-    scope, at most ``limit`` files are read (``cut`` past them)."""
+    read, by mode bits and ACL), never walked again from ``/`` per file (a walk per file is minutes on a
+    deep, wide tree a namer made). Outside such a scope, at most ``limit`` files are read (``cut`` past
+    them)."""
     if not in_namers_scope():
         out: Below[T | OSError] = Below()
         files = files_below(root, suffix)
@@ -392,8 +392,8 @@ def json_values(obj: Any, stop_after: int) -> int:
 def json_loads(text: str | bytes, **options: Any) -> Any:
     """``json.loads`` with CPython's cyclic garbage collector paused: each full collection rescans every
     live container, so building millions of small ones (a hostile 8 MiB ``[[1],[1],...]``) turns a linear
-    parse superlinear (5.9 s against 1.5 s for 2 million). A parse makes no reference cycles; the
-    collector is resumed after it, and only if it was running."""
+    parse superlinear. A parse makes no reference cycles; the collector is resumed after it, and only if
+    it was running."""
     running = gc.isenabled()
     if running:
         gc.disable()
