@@ -1,0 +1,219 @@
+"""More real launchers, as published (copies and their sources: ``tests/corpus/scripts/README.md``,
+``tests/corpus/compose/README.md``, ``tests/corpus/kube/README.md``), held to what the tool should say.
+
+- SGLang's own Compose file (``docker/compose.yaml``): a string ``entrypoint`` with a plain multi-line
+  ``command``, a Llama model by its Hub id: read, judged by no pack under ``--rules auto``, failing the
+  default pack on the recipe's flags.
+- shantanugoel's DGX Spark launcher (``scripts/serve.sh`` sourcing ``scripts/common.sh``): a detached
+  ``docker run`` whose server argv bash determines completely once the host answers (``nvidia-smi``,
+  ``uname``, ``getent``); pinned as a finding while the reader gives up on it.
+- SGLang's Kubernetes page (``docs/references/deploy_on_k8s.md``): a LeaderWorkerSet, the form SGLang
+  documents for multi-node serving; pinned as a finding while the reader sees no container in it.
+- BTankut's DGX Spark README: the head node started with ``docker exec`` into a ``sleep infinity``
+  container; pinned as a finding while no input reads it.
+
+And three shapes those launchers (and ly01325's notebook, 0xBakeer's tune.sh) use, cut to the construct,
+pinned as findings: an optional word on a run-time branch, ``setsid nohup ... &``, a unit's
+``UnsetEnvironment=``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.in_process import preflight_json_in_process
+from tests.support.shell_differential import SHIM
+from tests.test_recipe_packs import Server, server  # noqa: F401 (the fixture)
+from validator.sources.launch.script import read_exec
+from validator.sources.launch.shell.values import join
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "corpus"
+SGLANG_COMPOSE = CORPUS / "compose" / "sgl-project-sglang-compose.yaml"
+LWS = CORPUS / "kube" / "sgl-project-sglang-deploy_on_k8s-lws.yaml"
+SHANTANU = CORPUS / "scripts" / "shantanugoel-qwen38-flash-next-sglang-dgx-spark"
+ENV = {"PATH": "/usr/bin:/bin"}
+DEFAULT_PACK = "ling-3.0-flash-dgx-spark"
+
+# BTankut/dgx-spark-sglang-moe-configs README.md (MIT), "Quick launch after deployment", the command as
+# an operator pastes it (the README's continuation lines joined)
+BTANKUT_HEAD = (
+    "docker exec sglang_node python3 -m sglang.launch_server --model-path zai-org/GLM-4.7-FP8"
+    " --tp 4 --nnodes 4 --node-rank 0 --dist-init-addr 192.168.101.11:50000 --tool-call-parser glm"
+    " --speculative-algorithm EAGLE --trust-remote-code"
+)
+
+
+def _private_copy(src: Path, where: Path) -> Path:
+    """A copy in a directory only this user can write (the trusted-file rule; the checkout may be under
+    /tmp)."""
+    where.mkdir(mode=0o700, parents=True)
+    dst = where / src.name
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def _statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {c["id"]: c["status"] for c in report.get("checks", [])}
+
+
+def test_sglangs_own_compose_file_is_read_and_judged(tmp_path: Path) -> None:
+    compose = _private_copy(SGLANG_COMPOSE, tmp_path / "project")
+    env = {**ENV, "HOME": str(tmp_path)}
+    rc, report, err = preflight_json_in_process(env, "--compose", str(compose), "--service", "sglang")
+    statuses = _statuses(report)
+    assert rc == 78, (err, statuses)
+    assert {"moe.backend", "lm_head.fp8", "spec.config"} <= {k for k, v in statuses.items() if v == "fail"}
+    assert statuses["launch.program"] == "error"  # the SGLang install is inside the image
+    rc, report, err = preflight_json_in_process(
+        env, "--compose", str(compose), "--service", "sglang", "--rules", "auto"
+    )
+    (auto,) = [c for c in report["checks"] if c["id"] == "rules.auto"]
+    assert rc == 69 and auto["status"] == "error", err
+    assert "meta-llama/Meta-Llama-3.1-8B-Instruct" in auto["message"]
+
+
+def _shantanu_sandbox(tmp: Path) -> tuple[Path, Path, dict[str, str]]:
+    """The checkout as ``prepare.sh`` leaves it (patches and in-image paths under build/, the pinned
+    snapshot in the Hugging Face cache), ``docker``/``nvidia-smi``/``uname`` answering as on a Spark; the
+    ``docker run`` is recorded by the capture shim."""
+    co = tmp / "checkout"
+    shutil.copytree(SHANTANU, co)
+    out, shims = tmp / "out", tmp / "shims"
+    out.mkdir()
+    shims.mkdir()
+    (shims / "docker-run").write_text(SHIM.format(out=out))
+    (shims / "docker").write_text(f'#!/bin/sh\n[ "$1" = run ] && exec {shims}/docker-run "$@"\nexit 0\n')
+    (shims / "nvidia-smi").write_text("#!/bin/sh\necho 12.1\n")
+    (shims / "uname").write_text("#!/bin/sh\necho aarch64\n")
+    for p in shims.iterdir():
+        p.chmod(0o755)
+    build = co / "build"
+    build.mkdir()
+    for name in ("qwen4_exp.py", "qwen_sparse_attn_backend.py", "spec_utils.py", "sm121_varlen.py"):
+        (build / name).write_text("")
+    for name in ("path_qwen4_exp.txt", "path_qsa.txt", "path_sm121_varlen.txt", "path_spec_utils.txt"):
+        (build / name).write_text(f"/sgl-workspace/{name}.py")
+    snapshot = (
+        tmp / "hf" / "hub" / "models--RadixArk--Qwen3.8-Flash-Next-NVFP4" / "snapshots"
+        / "7b719225242aacd3dbd3f9407468c2ee9a9d2594"
+    )  # fmt: skip
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    env = {
+        "PATH": f"{shims}:/usr/bin:/bin", "HOME": str(tmp), "LANG": "C", "HF_HOME": str(tmp / "hf"),
+        "DOCKER_USER": "1000:1000",
+    }  # fmt: skip
+    return co / "scripts" / "serve.sh", out, env
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason='finding 7: `read -r -a EXTRA <<< "${EXTRA_ARGS:-}"` (line 37) is unmodelled although its input '
+    "is known, and finding 1: the `--group-add` words `getent` decides make the whole launch unresolved",
+)
+def test_shantanugoel_serve_sh_is_read_as_bash_runs_it(tmp_path: Path) -> None:
+    script, out, env = _shantanu_sandbox(tmp_path)
+    proc = subprocess.run(["bash", str(script)], env=env, cwd=tmp_path, capture_output=True, timeout=60)
+    assert (out / "argv").is_file(), proc.stderr
+    argv = [w.decode() for w in (out / "argv").read_bytes().split(b"\0")[:-1]]
+    assert argv[1] == "run" and "sglang" in argv and "--speculative-algorithm" in argv
+    ex, _ = read_exec(script, env)
+    assert Path(str(ex.program)).name == "docker"
+    assert [join(f) for f in ex.argv[1:]] == argv[1:]  # type: ignore[union-attr]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 6: a LeaderWorkerSet's leaderTemplate/workerTemplate pod specs are not read "
+    "('containers: none', exit 65)",
+)
+def test_sglangs_leaderworkerset_leader_is_read(tmp_path: Path) -> None:
+    lws = _private_copy(LWS, tmp_path / "k8s")
+    rc, report, err = preflight_json_in_process(
+        {**ENV, "HOME": str(tmp_path)}, "--kube-manifest", str(lws), "--kube-container", "sglang-leader"
+    )
+    assert rc != 65 and "containers: none" not in err, err
+    assert _statuses(report)["spec.config"] == "fail"  # no speculation: the default pack's NEXTN is missing
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 5: `docker exec CONTAINER python3 -m sglang.launch_server ...` is refused by "
+    "--docker-cmd, the input --launch-cmd sends it to",
+)
+def test_a_head_node_started_with_docker_exec_is_read(tmp_path: Path) -> None:
+    rc, report, err = preflight_json_in_process({**ENV, "HOME": str(tmp_path)}, "--docker-cmd", BTANKUT_HEAD)
+    assert rc != 65, err
+    assert _statuses(report)["spec.config"] == "fail"  # EAGLE without the recipe's NEXTN 3/1/4
+
+
+def _recipe_args(server: Server) -> str:  # noqa: F811 (the fixture's type)
+    m = server.model
+    return (
+        f"--model-path {m} --moe-runner-backend humming --mem-fraction-static 0.68"
+        f" --speculative-algorithm NEXTN --speculative-draft-model-path {m}"
+        " --speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4"
+    )
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 1: an optional word on a run-time branch makes every argument unknown "
+    "(script.merged: argv lengths differ), so flashinfer_mxfp4 on every path is not a fail",
+)
+def test_an_optional_word_on_a_runtime_branch_keeps_the_rest_known(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "start.sh"
+    script.write_text(
+        "#!/bin/bash\nopts=()\n"
+        'if [[ -n "$(getent group video || true)" ]]; then opts+=(--enable-metrics); fi\n'
+        f"exec {server.python} -m sglang.launch_server "
+        + _recipe_args(server).replace("humming", "flashinfer_mxfp4")
+        + ' "${opts[@]}"\n'
+    )
+    rc, report, err = preflight_json_in_process(server.recipe_env(DEFAULT_PACK), "--script", str(script))
+    assert rc == 78 and _statuses(report)["moe.backend"] == "fail", (err, _statuses(report))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 3: setsid (and timeout, nice, stdbuf) before the program is 'unrecognised program', "
+    "exit 65; only env and nohup are applied",
+)
+def test_a_server_started_under_setsid_nohup_is_read(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "start.sh"
+    script.write_text(
+        "#!/bin/bash\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"setsid nohup {server.python} -m sglang.launch_server {_recipe_args(server)}"
+        " > server.log 2>&1 < /dev/null &\necho $! > server.pid\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--script", str(script))
+    assert rc == 0 and report["verdict"] == "pass", (err, _statuses(report))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="finding 2: UnsetEnvironment= is not applied: the FP8 head it removes is judged requested",
+)
+def test_unset_environment_removes_the_fp8_head(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    unit = tmp_path / "ling.service"
+    unit.write_text(
+        "[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nUnsetEnvironment=SGLANG_ENABLE_FP8_LM_HEAD\n"
+        f"ExecStart={server.python} -m sglang.launch_server {_recipe_args(server)}\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 78 and _statuses(report)["lm_head.fp8"] == "fail", (err, _statuses(report))
