@@ -202,10 +202,6 @@ def test_a_server_started_under_setsid_nohup_is_read(
     assert rc == 0 and report["verdict"] == "pass", (err, _statuses(report))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 2: UnsetEnvironment= is not applied: the FP8 head it removes is judged requested",
-)
 def test_unset_environment_removes_the_fp8_head(
     server: Server,  # noqa: F811 (the fixture)
     tmp_path: Path,

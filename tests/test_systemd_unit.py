@@ -51,6 +51,57 @@ def test_recipe_unit_with_environment_file_and_continuations(tmp_path: Path) -> 
     assert u.working_directory == Path("/srv/sglang")
 
 
+def test_unset_environment_is_applied_last_before_exec_start_is_expanded(tmp_path: Path) -> None:
+    """systemd.exec(5): ``UnsetEnvironment=`` undoes assignments from any source, ``Environment=``,
+    ``EnvironmentFile=`` and the manager's own included; ``NAME=VALUE`` removes only that exact
+    assignment; an empty value resets the list. systemd's exec_invoke deletes them from the
+    environment before ``replace_env_argv``, so ``$VAR`` in ExecStart= sees the variable unset too."""
+    env_file = tmp_path / "sglang.env"
+    env_file.write_text("FROM_FILE=1\nKEEP_VALUE=other\n")
+    unit = _unit(
+        tmp_path,
+        "[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1 ARGS=--x KEEP_VALUE=v\n"
+        f"EnvironmentFile={env_file}\n"
+        "UnsetEnvironment=NEVER_SET\nUnsetEnvironment=\n"  # reset: NEVER_SET's entry has no effect
+        "UnsetEnvironment=SGLANG_ENABLE_FP8_LM_HEAD FROM_FILE KEEP_VALUE=v INHERITED ARGS\n"
+        "ExecStart=/usr/bin/python3 -m sglang.launch_server $ARGS\n",
+    )
+    u = load_unit(unit, base_env={"INHERITED": "1", "PATH": "/usr/bin"})
+    assert u.env == {"PATH": "/usr/bin", "KEEP_VALUE": "other"}, u.env  # =v did not match the file's value
+    assert set(u.env_origin) == {"PATH", "KEEP_VALUE"}
+    assert u.exec_start == ["/usr/bin/python3", "-m", "sglang.launch_server"]
+    with pytest.raises(InputError, match="invalid UnsetEnvironment= entry '1BAD'"):
+        load_unit(_unit(tmp_path, "[Service]\nUnsetEnvironment=1BAD=secret\nExecStart=/bin/true\n"))
+
+
+def test_home_specifiers_are_the_service_managers_user_and_working_directory_tilde_is_users(
+    tmp_path: Path,
+) -> None:
+    """systemd.unit(5): ``%h``/``%u`` are the user running the service manager, not ``User=``: ``/root``
+    and ``root`` for a system unit whatever this process's ``$HOME`` is, this user's for a user unit.
+    systemd.exec(5): ``WorkingDirectory=~`` is ``User=``'s home directory (root's without one)."""
+    import pwd
+
+    body = "[Service]\nExecStart=/usr/bin/python3 %h/serve.py %u\nWorkingDirectory=~\n"
+    mine = {"HOME": "/home/operator", "USER": "operator"}
+    system = load_unit(_unit(tmp_path, body), base_env=mine)
+    assert system.exec_start == ["/usr/bin/python3", "/root/serve.py", "root"]
+    assert system.working_directory == Path("/root")
+    nobody = pwd.getpwnam("nobody")
+    other = load_unit(_unit(tmp_path, body + "User=nobody\n"), base_env=mine)
+    assert other.exec_start == ["/usr/bin/python3", "/root/serve.py", "root"]  # not influenced by User=
+    assert other.working_directory == Path(nobody.pw_dir)
+    by_uid = load_unit(_unit(tmp_path, body + f"User={nobody.pw_uid}\n"), base_env=mine)
+    assert by_uid.working_directory == Path(nobody.pw_dir)
+    users = tmp_path / ".config" / "systemd" / "user"
+    users.mkdir(parents=True)
+    user = load_unit(_unit(users, body), base_env=mine)
+    assert user.exec_start == ["/usr/bin/python3", "/home/operator/serve.py", "operator"]
+    assert user.working_directory == Path("/home/operator")
+    with pytest.raises(InputError, match="WorkingDirectory=~: no user 'no-such-user-x' on this host"):
+        load_unit(_unit(tmp_path, body + "User=no-such-user-x\n"), base_env=mine)
+
+
 def test_last_exec_start_prefixes_and_dollar_var_splitting(tmp_path: Path) -> None:
     unit = _unit(
         tmp_path,

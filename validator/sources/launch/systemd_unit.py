@@ -1,7 +1,8 @@
 """systemd service unit reader: the server command and environment that systemd would start.
 
 Follows ``systemd.service(5)``/``systemd.exec(5)``: the last ``ExecStart=`` after any reset, its prefixes,
-``Environment=`` overridden by ``EnvironmentFile=`` (optional ``-``, globs), drop-ins in ``<unit>.d/``.
+``Environment=`` overridden by ``EnvironmentFile=`` (optional ``-``, globs), ``UnsetEnvironment=`` applied
+last, drop-ins in ``<unit>.d/``.
 What systemd warns about and skips raises ``InputError(path, reason, line)``. The text grammar is
 :mod:`validator.sources.launch.unit_syntax`.
 """
@@ -26,6 +27,7 @@ from validator.sources.launch.unit_syntax import (
     parse_unit_text,
     specifiers,
     split_words,
+    user_unit,
 )
 from validator.trusted_files import UnsafeLocation, open_unplanted
 
@@ -144,6 +146,7 @@ def _environment(
 ) -> tuple[dict[str, str], dict[str, str]]:
     env = dict(base_env)
     origin = dict.fromkeys(base_env, "environment")
+    unset = _unset(items, unit, base_env)
     assigned: dict[str, tuple[str, str]] = {}
     for key, a in items:
         if key != "Environment":
@@ -174,7 +177,7 @@ def _environment(
         for path, values in env_files:
             for name, val in values.items():
                 env[name], origin[name] = val, f"--env-file {path} (for the unit's EnvironmentFile={named})"
-        return env, origin
+        return _without(unset, env, origin)
     for value, a in files:
         optional = value.startswith("-")
         pattern = specifiers(value[1:] if optional else value, unit, base_env, a.file, a.line)
@@ -197,6 +200,39 @@ def _environment(
         for m, values in read:
             for name, val in values.items():
                 env[name], origin[name] = val, f"EnvironmentFile={m}"
+    return _without(unset, env, origin)
+
+
+def _unset(items: list[tuple[str, Assignment]], unit: Path, base_env: dict[str, str]) -> list[str]:
+    """``UnsetEnvironment=``'s entries in order (an empty assignment resets the list): ``NAME`` or
+    ``NAME=VALUE``, specifiers resolved (systemd.exec(5))."""
+    unset: list[str] = []
+    for key, a in items:
+        if key != "UnsetEnvironment":
+            continue
+        if not a.value:
+            unset.clear()
+            continue
+        for word in split_words(
+            specifiers(a.value, unit, base_env, a.file, a.line), where=a.file, line=a.line
+        ):
+            name = word.partition("=")[0]
+            if not ENV_NAME.match(name):  # systemd ignores it with a warning; the value may be a secret
+                raise InputError(a.file, f"invalid UnsetEnvironment= entry {name[:60]!r}", a.line)
+            unset.append(word)
+    return unset
+
+
+def _without(
+    unset: list[str], env: dict[str, str], origin: dict[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment less ``UnsetEnvironment=``'s entries, applied last, whatever set them: a ``NAME``
+    removes the variable, a ``NAME=VALUE`` only that exact assignment (systemd.exec(5))."""
+    for word in unset:
+        name, eq, value = word.partition("=")
+        if name in env and (not eq or env[name] == value):
+            del env[name]
+            origin.pop(name, None)
     return env, origin
 
 
@@ -280,7 +316,7 @@ def load_unit(
     wd: Path | None = None
     if workdir:
         wd_text = specifiers(workdir.lstrip("-"), unit, env, str(unit), 0)
-        wd = Path(env.get("HOME", "/root")) if wd_text == "~" else Path(wd_text)
+        wd = _home(user, unit, env) if wd_text == "~" else Path(wd_text)
     return ServiceUnit(
         path=unit,
         exec_start=argv,
@@ -293,6 +329,20 @@ def load_unit(
         launch_options=opts,
         timing=timing,
     )
+
+
+def _home(user: str | None, unit: Path, env: dict[str, str]) -> Path:
+    """``WorkingDirectory=~``: the home directory of ``User=`` (root's where none is set) for the system
+    manager, this user's for a user unit (systemd.exec(5))."""
+    if user_unit(unit):
+        return Path(env.get("HOME", "/root"))
+    if user is None:
+        return Path("/root")
+    try:
+        entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+    except (KeyError, OverflowError):
+        raise InputError(str(unit), f"WorkingDirectory=~: no user {user[:60]!r} on this host") from None
+    return Path(entry.pw_dir)
 
 
 def launch_from_unit(

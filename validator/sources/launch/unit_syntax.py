@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import socket
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from validator.errors import InputError
@@ -96,9 +97,18 @@ def split_words(text: str, *, where: str, line: int) -> list[str]:
         words.append("".join(buf))
 
 
+def user_unit(unit: Path) -> bool:
+    """Whether ``unit`` is one a user's service manager loads (``~/.config/systemd/user``,
+    ``/etc/systemd/user``, ...: systemd.unit(5)'s user unit search path), not the system manager."""
+    return any(pair == ("systemd", "user") for pair in pairwise(unit.parts))
+
+
 def specifiers(text: str, unit: Path, env: dict[str, str], where: str, line: int) -> str:
-    """Resolve the unit specifiers preflight can know; an unknown one is an error (systemd fails too)."""
+    """Resolve the unit specifiers preflight can know; an unknown one is an error (systemd fails too).
+    ``%h`` and ``%u`` are the service manager's user (systemd.unit(5): not influenced by ``User=``): root
+    for a system unit, whatever this process's environment says; this user for a user unit."""
     name = unit.name
+    mine = user_unit(unit)
     stem = name.rsplit(".", 1)[0]
     prefix, _, instance = stem.partition("@")
     known = {
@@ -112,8 +122,8 @@ def specifiers(text: str, unit: Path, env: dict[str, str], where: str, line: int
         "j": prefix.rsplit("-", 1)[-1],
         "J": prefix.rsplit("-", 1)[-1],
         "f": "/" + (instance or prefix).replace("-", "/"),
-        "h": env.get("HOME", "/root"),
-        "u": env.get("USER", "root"),
+        "h": env.get("HOME", "/root") if mine else "/root",
+        "u": env.get("USER", "root") if mine else "root",
         "t": "/run",
         "T": "/tmp",
         "V": "/var/tmp",
