@@ -60,8 +60,8 @@ def test_sglang_sources_not_read_whole_leave_an_undeclared_variable_unknown(
     from validator.checks.base import CheckContext
     from validator.checks.env import env_undeclared
     from validator.facts import Facts, LaunchFacts, SGLangInstallFacts
-    from validator.report import Status
     from validator.pack_schema import Expectations
+    from validator.report import Status
     from validator.rulepack import load_pack
 
     root = tmp_path / "sglang"
