@@ -1,11 +1,14 @@
-"""Real launcher scripts, as published, read by ``preflight --script`` (copies and their sources:
-``tests/corpus/scripts/README.md``).
+"""Launcher scripts read by ``preflight --script``: real ones copied where their repository publishes a
+licence, stand-ins written here where it publishes none (``tests/corpus/scripts/README.md`` cites each
+source and says which is which).
 
-0xBakeer's ling3-flash-spark ``start.sh`` with its ``.env``: every profile, chosen in ``.env`` or by
-``PROFILE=...`` in the environment (the script's own precedence), is read exactly as bash runs it (the
-same script run by real bash, its ``python3`` a capture shim, gives the same program, argv and
-environment), passes the pack of the recipe it follows and fails the others on the checks a reviewer would
-name. Its MemAvailable guard (``awk`` on ``/proc/meminfo``, exit when short) is reported as assumed.
+The stand-in for 0xBakeer's ling3-flash-spark ``start.sh`` with its ``.env`` (that repository publishes no
+licence; the stand-in keeps its profiles, its ``.env`` precedence, its branches, guard and invocations):
+every profile, chosen in ``.env`` or by ``PROFILE=...`` in the environment (the script's own precedence),
+is read exactly as bash runs it (the same script run by real bash, its ``python3`` a capture shim, gives
+the same program, argv and environment), passes the pack of the recipe it follows and fails the others
+on the checks a reviewer would name. Its MemAvailable guard (``awk`` on ``/proc/meminfo``, exit when
+short) is reported as assumed.
 """
 
 from __future__ import annotations
