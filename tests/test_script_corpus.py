@@ -179,8 +179,9 @@ POCHARLIES = REPO / "tests" / "corpus" / "scripts" / "pocharlies-qwen38-flash-ne
 
 
 def _relocated(script: Path, where: Path, root: Path, model: Path | None = None) -> Path:
-    """ly01325's scripts name their author's directories (/home/liuyang/...): the same script with ROOT
-    (and the model) moved to this test's directories, nothing else changed."""
+    """The stand-ins for ly01325's scripts name its author's directories (/home/liuyang/...), as the
+    originals do: the same script with ROOT (and the model) moved to this test's directories, nothing else
+    changed."""
     text = script.read_text().replace("ROOT=/home/liuyang/Ling", f"ROOT={root}")
     if model is not None:
         text = text.replace("MODEL=/home/liuyang/models/Ling-3.0-flash-fp4", f"MODEL={model}")
@@ -192,8 +193,9 @@ def _relocated(script: Path, where: Path, root: Path, model: Path | None = None)
 
 @pytest.mark.parametrize("name", ["launch-optimized.sh", "launch-baseline.sh", "head.sh"])
 def test_other_real_scripts_read_as_bash_runs_them(tmp_path: Path, name: str) -> None:
-    """ly01325's two launchers (exports, an absolute interpreter) and pocharlies' docker run launcher: the
-    reading equals what bash executes (the interpreter, or docker, replaced by the capture shim)."""
+    """The stand-ins for ly01325's two launchers (exports, an absolute interpreter) and pocharlies' real
+    docker run launcher: the reading equals what bash executes (the interpreter, or docker, replaced by the
+    capture shim)."""
     out = tmp_path / "out"
     out.mkdir()
     shims = tmp_path / "shims"
@@ -237,10 +239,11 @@ def test_ly01325_launchers_against_the_recipes(
     other: str,
     named: set[str],
 ) -> None:
-    """The optimized launcher follows the DGX Spark recipe (humming, FP8 head, NEXTN), the baseline the
-    cookbook's plain cell: each passes its pack, with the warnings a reviewer of these scripts would give
-    (parsers that are not Ling-3.0's, a YaRN override of a checkpoint that declares no RoPE scaling), and
-    fails the other pack on the optimizations it does or does not switch on."""
+    """ly01325's optimized launcher (as its stand-in keeps it) follows the DGX Spark recipe (humming, FP8
+    head, NEXTN), the baseline the cookbook's plain cell: each passes its pack, with the warnings a reviewer
+    of these scripts would give (parsers that are not Ling-3.0's, a YaRN override of a checkpoint that
+    declares no RoPE scaling), and fails the other pack on the optimizations it does or does not switch
+    on."""
     root = tmp_path / "Ling"
     (root / ".venv" / "bin").mkdir(parents=True)
     (root / ".venv" / "bin" / "python").symlink_to(server.python)
