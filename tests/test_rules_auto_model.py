@@ -1,9 +1,11 @@
 """``--rules auto`` never judges a model that is not Ling as Ling, and unknown stays unknown (69).
 
-The case (issue 29, item 7): 1iis/m01's Compose file (``tests/corpus/compose/``) runs ``sglang serve
---model-path Qwen/Qwen3.5-4B``, a dense Qwen model downloaded from the Hub at start. Nothing here holds its
-``config.json``; the repo id is what names it. Judged by the Ling pack it got Ling-specific failures and
-``PASS model.tool_call_parser``. Each test below goes through the real CLI, with its control beside it.
+The case (issue 29, item 7): 1iis/m01's Compose file runs ``sglang serve --model-path Qwen/Qwen3.5-4B``, a
+dense Qwen model downloaded from the Hub at start. Its repository publishes no licence, so
+``tests/corpus/compose/`` holds a stand-in written with the same services, profiles and commands. Nothing
+here holds its ``config.json``; the repo id is what names it. Judged by the Ling pack it got Ling-specific
+failures and ``PASS model.tool_call_parser``. Each test below goes through the real CLI, with its control
+beside it.
 """
 
 from __future__ import annotations
