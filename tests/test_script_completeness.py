@@ -1,6 +1,8 @@
-"""How much of real published launchers the script reader proves, held at 100%: every launcher in
-``tests/corpus/scripts`` (and the MiaAI-Lab shape below) has its launch read, every path followed, with
-only the values bash computes at run time left unknown and named (issue 29).
+"""How much of published launchers the script reader proves, held at 100%: every launcher in
+``tests/corpus/scripts`` (real copies where the source repository publishes a licence, stand-ins written
+with the same launch-relevant structure where it publishes none: that folder's README says which) and the
+MiaAI-Lab shape below has its launch read, every path followed, with only the values bash computes at run
+time left unknown and named (issue 29).
 
 MiaAI-Lab's ``start.sh`` (https://github.com/MiaAI-Lab/Ling-3.0-Flash-SGLang-DSpark-DGX-Spark, path
 ``start.sh``; the version of 12,714 characters whose line 81 is ``for snapshot in
@@ -163,7 +165,8 @@ def test_the_miaai_shape_fails_the_recipe_instead_of_erring_at_its_loop(tmp_path
 
 
 def _corpus(where: Path) -> list[tuple[str, Path, dict[str, str]]]:
-    """Every real launcher of tests/corpus/scripts set up as its README says, and the MiaAI-Lab shape."""
+    """Every launcher of tests/corpus/scripts (copy or stand-in) set up as its README says, and the
+    MiaAI-Lab shape."""
     home = where / "home"
     for model in ("Ling-3.0-flash-fp4", "Ling-3.0-flash-dspark"):
         (home / "models" / model).mkdir(parents=True)
