@@ -183,11 +183,6 @@ def test_an_optional_word_on_a_runtime_branch_keeps_the_rest_known(
     assert rc == 78 and _statuses(report)["moe.backend"] == "fail", (err, _statuses(report))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 3: setsid (and timeout, nice, stdbuf) before the program is 'unrecognised program', "
-    "exit 65; only env and nohup are applied",
-)
 def test_a_server_started_under_setsid_nohup_is_read(
     server: Server,  # noqa: F811 (the fixture)
     tmp_path: Path,

@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.launch_recipe import MODEL, RECIPE_ARGV, RECIPE_CMD, RECIPE_SERVER_ARGS
-from validator.errors import InputError
+from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.launch.command import (
     launch_from_args_file,
     launch_from_argv,
     launch_from_string,
 )
+from validator.sources.launch.script import read_exec
+from validator.sources.launch.shell.values import Unknown, join
 from validator.sources.launch.systemd_unit import launch_from_unit
 
 
@@ -130,3 +132,82 @@ def test_unit_to_launch_facts_with_relative_config(tmp_path: Path) -> None:
     assert facts.argv[:2] == ["--model-path", MODEL]
     assert facts.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
     assert facts.env_origin["SGLANG_ENABLE_FP8_LM_HEAD"] == f"EnvironmentFile={env_file}"
+
+
+@pytest.mark.parametrize(
+    "wrapper",
+    [
+        "nohup",
+        "setsid -f",
+        "setsid --wait nohup",
+        "timeout --kill-after=30s 25m",
+        "timeout -k 30s -s TERM --foreground --preserve-status -v 25m",
+        "timeout -vk30s -- 25m",
+        "nice -n 10",
+        "nice -5",
+        "nice --adjustment=-3 nohup",
+        "taskset -c 0-9",
+        "taskset -ac 0-3",
+        "numactl --interleave=all --cpunodebind 0 --",
+        "ionice -c 2 -n 7 -t",
+        "chrt --other -R 0",
+        "/usr/bin/setsid nohup /usr/bin/timeout 1h",
+    ],
+)
+def test_wrappers_exec_the_server_with_its_argv_and_environment(wrapper: str) -> None:
+    """coreutils/util-linux wrappers exec their command as given (their getopt stops at the first
+    non-option): what the server gets is the command after the wrapper's own words."""
+    facts = launch_from_string(
+        f"SGLANG_ENABLE_FP8_LM_HEAD=1 {wrapper} {RECIPE_CMD}", origin="--launch-cmd", env={"A": "b"}
+    ).parsed()
+    assert facts.argv == RECIPE_ARGV and facts.interpreter == "python"
+    assert facts.env == {"A": "b", "SGLANG_ENABLE_FP8_LM_HEAD": "1"} and not facts.unresolved
+
+
+def test_stdbuf_sets_its_variables_and_an_unknown_preload() -> None:
+    facts = launch_from_string(f"stdbuf -oL --error=0 {RECIPE_CMD}", origin="--launch-cmd", env={}).parsed()
+    assert facts.argv == RECIPE_ARGV
+    assert facts.env == {"_STDBUF_O": "L", "_STDBUF_E": "0"}
+    assert "libstdbuf" in facts.unresolved["LD_PRELOAD"]
+
+
+@pytest.mark.parametrize(
+    ("wrapper", "words"),
+    [
+        ("taskset -p 0-3", "taskset: option -p"),
+        ("timeout --kill 30s 25m", "timeout: option '--kill'"),
+        ("ionice -p 1", "ionice: option -p"),
+        ("chrt -f high", "is not a number"),
+        ("stdbuf", "no buffering mode"),
+        ("nohup --help", "nohup: option '--help'"),
+    ],
+)
+def test_a_wrapper_option_not_modelled_leaves_the_launch_unresolved(wrapper: str, words: str) -> None:
+    with pytest.raises(UnresolvedLaunch) as info:
+        launch_from_string(f"{wrapper} {RECIPE_CMD}", origin="--launch-cmd", env={})
+    assert words in str(info.value) and "--launch-cmd" in str(info.value)
+
+
+def test_after_a_wrapper_an_assignment_is_the_program_and_nothing_is_no_launch() -> None:
+    with pytest.raises(InputError, match="unrecognised program 'A=1'"):
+        launch_from_string(f"nohup A=1 {RECIPE_CMD}", origin="--launch-cmd", env={})
+    with pytest.raises(InputError, match="setsid with no program"):
+        launch_from_string("setsid -f", origin="--launch-cmd", env={})
+
+
+def test_a_script_reads_through_the_same_wrappers(tmp_path: Path) -> None:
+    """``--script`` applies the one table too: the timeout of a bounded probe start (ly01325's notebook,
+    step 4.1), stdbuf's variables, and a wrapper whose options are computed at run time left unknown."""
+    script = tmp_path / "start.sh"
+    script.write_text(
+        f"#!/bin/bash\ntimeout --kill-after=30s 25m stdbuf -o L nice -n 5 {RECIPE_CMD} > log 2>&1\n"
+    )
+    ex, _ = read_exec(script, {"PATH": "/usr/bin:/bin"})
+    assert [join(f) for f in ex.argv] == RECIPE_CMD.split()  # type: ignore[union-attr]
+    assert ex.env["_STDBUF_O"] == "L" and isinstance(ex.env["LD_PRELOAD"], Unknown)
+    script.write_text(f"#!/bin/bash\nsetsid $(cat opts) {RECIPE_CMD}\n")
+    with pytest.raises(UnresolvedLaunch, match="the words after setsid are computed at run time"):
+        read_exec(script, {"PATH": "/usr/bin:/bin"})
+    script.write_text(f'#!/bin/bash\ntaskset "$(cat opts)" 0-3 {RECIPE_CMD}\n')
+    with pytest.raises(UnresolvedLaunch, match="taskset: a word in its options is computed at run time"):
+        read_exec(script, {"PATH": "/usr/bin:/bin"})

@@ -22,6 +22,7 @@ from validator.sources.container import ContainerSpec
 from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
 from validator.sources.launch.shell.command_line import split_command_line
+from validator.sources.launch.wrappers import WRAPPERS, unwrap
 from validator.sources.sglang.cli import parse_argv
 from validator.trusted_files import read_as
 
@@ -32,17 +33,31 @@ _SERVE_LLM_BACKENDS = {"auto", "llm"}
 
 
 def _split_env_prefix(
-    argv: list[str], origin: str, env: dict[str, str], env_origin: dict[str, str]
+    argv: list[str], origin: str, env: dict[str, str], env_origin: dict[str, str], unknown: dict[str, str]
 ) -> list[str]:
-    """Consume leading ``env [-i] [-u NAME] VAR=val ...`` and bare ``VAR=val`` words into ``env``."""
-    i = 0
+    """Consume leading ``env [-i] [-u NAME] VAR=val ...`` and bare ``VAR=val`` words into ``env``, and the
+    wrappers that exec their command (``wrappers.WRAPPERS``: nohup, setsid, timeout...) with what they set
+    (``unknown``: variables set to what is not known here, with why)."""
+    i, wrapped = 0, False  # after a wrapper, a word NAME=V is the program it runs, not an assignment
     while i < len(argv):
         word = argv[i]
         if word == "exec" and i == 0:
             i += 1
             continue
+        if Path(word).name in WRAPPERS and "=" not in word:
+            done = unwrap(Path(word).name, argv[i + 1 :], origin)
+            for name, text in done.env.items():
+                env[name], env_origin[name] = text, origin
+                unknown.pop(name, None)
+            for name, why in done.unknown.items():
+                env.pop(name, None)
+                unknown[name] = why
+            i, wrapped = i + 1 + done.skip, True
+            if i == len(argv):
+                raise InputError(origin, f"{Path(word).name} with no program after it")
+            continue
         if Path(word).name == "env" and "=" not in word:
-            i += 1
+            i, wrapped = i + 1, False
             while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
                 opt = argv[i]
                 if opt == "--":
@@ -51,22 +66,26 @@ def _split_env_prefix(
                 if opt in ("-i", "--ignore-environment"):
                     env.clear()
                     env_origin.clear()
+                    unknown.clear()
                     i += 1
                 elif opt in ("-u", "--unset") and i + 1 < len(argv):
                     env.pop(argv[i + 1], None)
                     env_origin.pop(argv[i + 1], None)
+                    unknown.pop(argv[i + 1], None)
                     i += 2
                 elif opt.startswith("--unset="):
                     env.pop(opt.split("=", 1)[1], None)
+                    unknown.pop(opt.split("=", 1)[1], None)
                     i += 1
                 else:
                     raise InputError(origin, f"env option {opt!r} is not understood by spark-validate")
             continue
         m = _ASSIGNMENT.match(word)
-        if m is None:
+        if m is None or wrapped:
             break
         env[m.group(1)] = m.group(2)
         env_origin[m.group(1)] = origin
+        unknown.pop(m.group(1), None)
         i += 1
     return argv[i:]
 
@@ -218,7 +237,8 @@ def launch_from_argv(
     ``working_directory`` the server's cwd, when known)."""
     environ = dict(env or {})
     where = {k: (env_origin or {}).get(k, "environment") for k in environ}
-    words = _split_env_prefix(list(argv), origin, environ, where)
+    unknown: dict[str, str] = {}
+    words = _split_env_prefix(list(argv), origin, environ, where, unknown)
     if not words:
         raise InputError(origin, "no command after the environment assignments")
     for w in words:
@@ -279,6 +299,7 @@ def launch_from_argv(
         interpreter_options=options,
         working_directory=working_directory,
     )
+    facts.unresolved.update(unknown)
     return Launcher(facts, server_args, base_dir)
 
 

@@ -3,8 +3,9 @@
 The adapter from ``shell.reader`` (which walks every path) to ``Launcher``: what bash would hand the
 server, or what cannot be known, never a different concrete answer. Launch paths must agree (else the value
 is ``unresolved``); a path that exits first is not the launch (its conditions are named); an unfollowable
-path, unknown program or argument count makes the launch ``UnresolvedLaunch``; ``env``/``nohup`` are applied
-as those programs do. Read as ``/path/start.sh ARGS`` from its own directory (``--script-arg``).
+path, unknown program or argument count makes the launch ``UnresolvedLaunch``; ``env`` and the wrappers
+(``nohup``, ``setsid``, ``timeout``... ``wrappers.py``) are applied as those programs do. Read as
+``/path/start.sh ARGS`` from its own directory (``--script-arg``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from validator.sources.launch.shell.programs import is_server_command, which
 from validator.sources.launch.shell.reader import read_script
 from validator.sources.launch.shell.state import Ending, Launch, Reading
 from validator.sources.launch.shell.values import Field, Unknown, Unsplit, Value, join
+from validator.sources.launch.wrappers import WRAPPERS, unwrap
 from validator.sources.sglang.cli_table import load_table
 
 # what bash adds to every child's environment by itself, which no check reads
@@ -50,7 +52,7 @@ class Exec:
 
 
 def final_exec(launch: Launch) -> Exec:
-    """The launch with ``env`` and ``nohup`` applied: the program they run, with the environment it gets."""
+    """The launch with ``env`` and the wrappers applied: the program they run, with its environment."""
     env = dict(launch.env)
     origin = dict(launch.origin)
     program: Value
@@ -71,18 +73,33 @@ def final_exec(launch: Launch) -> Exec:
 def _unwrapped(
     words: list[Field], launch: Launch, env: dict[str, Value], origin: dict[str, str]
 ) -> tuple[list[Field], Value, str | None]:
-    """``env`` and ``nohup`` before the program, applied to ``env`` and ``origin`` as those programs do: the
-    words they run, the ``PATH`` the program is found on, and ``others`` (None once ``env -i`` cleared it)."""
+    """``env`` and the wrappers of ``wrappers.WRAPPERS`` (nohup, setsid, timeout...) before the program,
+    applied to ``env`` and ``origin`` as those programs do: the words they run, the ``PATH`` the program is
+    found on (the one they pass on: they exec it with execvp), and ``others`` (None once ``env -i`` cleared
+    it)."""
     others = launch.others
     path: Value = launch.path
     at = f"{launch.where}:{launch.line}"
     while words:
         head = join(words[0])
-        if isinstance(head, Unknown) or os.path.basename(head) not in ("env", "nohup"):
+        if isinstance(head, Unknown) or os.path.basename(head) not in (*WRAPPERS, "env"):
             break
         wrapper = os.path.basename(head)
         words = words[1:]
-        if wrapper == "nohup":
+        # each execs its command with execvp, on the PATH it passes on
+        path = env.get("PATH", Unknown(f"{wrapper} runs the program with no PATH: the C library's default"))
+        if wrapper in WRAPPERS:
+            # its own words end before a field of unknown word count, or where they end is unknown
+            cut = next((k for k, f in enumerate(words) if f and isinstance(f[0], Unsplit)), len(words))
+            known = [join(f) for f in words[:cut]]
+            done = unwrap(wrapper, [w if isinstance(w, str) else None for w in known], at)
+            if done.skip == cut < len(words):
+                raise UnresolvedLaunch(f"{at}: the words after {wrapper} are computed at run time")
+            for var, text in done.env.items():
+                env[var], origin[var] = text, f"{wrapper}:{at}"
+            for var, why in done.unknown.items():
+                env[var], origin[var] = Unknown(why), f"{wrapper}:{at}"
+            words = words[done.skip :]
             continue
         while words:
             w = join(words[0])
@@ -119,10 +136,9 @@ def _unwrapped(
                 env[name] = value
                 origin[name] = f"script:{at}"
                 words = words[1:]
-        # env finds the program with execvp, on the PATH it passes on
         path = env.get("PATH", Unknown("env runs the program with no PATH: the C library's default"))
     if not words:
-        raise InputError(at, "env or nohup with no program after it")
+        raise InputError(at, "env or a wrapper (nohup, setsid, timeout...) with no program after it")
     return words, path, others
 
 
