@@ -344,6 +344,41 @@ def test_preflight_docker_cmd_maps_the_model_and_does_not_read_the_hosts_python(
     assert rc == 78 and _statuses(report)["moe.backend"] == "fail"
 
 
+def test_a_container_running_bash_c_is_judged_as_the_string_it_runs(tmp_path: Path) -> None:
+    """``IMAGE bash -c "python3 -m sglang.launch_server ..."`` (WebCoach's shape, world9 finding 4), and the
+    same as a Compose ``command``/``entrypoint`` under ``sh -c``: the string is read as the shell runs it
+    (the words after it are ``$0``, ``$1``...), so the server's flags are judged exactly as when the
+    container runs the server directly."""
+    write_checkpoint(tmp_path / "models" / "Ling-3.0-flash-fp4", small=False)
+    env_file = tmp_path / "site.env"
+    env_file.write_text("HUMMING_CACHE_DIR=/root/.cache/humming\n")
+    cmd = DOCKER_RUN.format(models=tmp_path / "models", env_file=env_file)
+    image = "lmsysorg/sglang:spark "
+    head, server = cmd.split(image)
+    direct = _preflight({"HOME": str(tmp_path)}, "--docker-cmd", cmd)
+    wrapped = f"{head}{image}bash -ec 'exec \"$@\" --moe-runner-backend $0' humming {server}"
+    rc, report, err = _preflight(
+        {"HOME": str(tmp_path)}, "--docker-cmd", wrapped.replace(" --moe-runner-backend humming", "", 1)
+    )
+    assert (rc, _statuses(report)) == (direct[0], _statuses(direct[1])), err
+    compose = tmp_path / "compose.yaml"
+    for form in (
+        f"command: ['sh', '-c', {server!r}]",
+        f"entrypoint: ['/bin/bash', '-c']\n    command: [{server!r}]",
+    ):
+        compose.write_text(
+            "services:\n  llm:\n    image: lmsysorg/sglang:spark\n"
+            f"    environment: [SGLANG_ENABLE_FP8_LM_HEAD=1]\n    {form}\n"
+            f"    volumes: ['{tmp_path}/models:/models:ro']\n"
+        )
+        rc, report, err = _preflight({"HOME": str(tmp_path)}, "--compose", str(compose), "--service", "llm")
+        statuses = _statuses(report)
+        assert statuses["moe.backend"] == statuses["checkpoint.layout"] == "pass", (err, statuses)
+        assert statuses["launch.program"] == "error" and rc == 69  # the install is inside the image
+    rc, _, err = _preflight({}, "--docker-cmd", "docker run img bash -lc 'python3 -m sglang.launch_server'")
+    assert rc == 69 and "Traceback" not in err
+
+
 @pytest.mark.parametrize(
     ("cmd", "code", "needle"),
     [

@@ -52,6 +52,9 @@ _WITH_VALUE = {
     "--personality", "--rdt-class", "--conmon-pidfile",
 }  # fmt: skip
 _RUNTIMES = {"docker", "podman", "nvidia-docker"}
+# a container's command that is a shell, and how the script reader reads its -c string (sh: POSIX sh, as
+# dash, Debian's and Ubuntu's /bin/sh, runs it)
+SHELLS = {"bash": "bash", "sh": "sh", "dash": "sh"}
 
 
 def env_file_lines(path: Path | str) -> Iterator[tuple[int, str]]:

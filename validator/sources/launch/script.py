@@ -19,6 +19,7 @@ from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.container import ContainerSpec, host_path
 from validator.sources.launch.command import Launcher, launch_from_argv, placeholder
 from validator.sources.launch.docker_run import (
+    SHELLS,
     is_container_run,
     launch_from_container,
     parse_docker_words,
@@ -27,6 +28,7 @@ from validator.sources.launch.shell.machine import others_could_write
 from validator.sources.launch.shell.programs import is_server_command, which
 from validator.sources.launch.shell.reader import read_script
 from validator.sources.launch.shell.state import Ending, Launch, Reading
+from validator.sources.launch.shell.syntax import OPTION_LETTERS
 from validator.sources.launch.shell.values import Field, Unknown, Unsplit, Value, join
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
 from validator.sources.sglang.cli_table import load_table
@@ -297,27 +299,86 @@ def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> Conta
     text = None if host is None else written.get(os.path.normpath(str(host)))
     if host is None or text is None:
         return spec
-    inside = f"the image {spec.image} (its environment and files are not visible from here)"
-    cwd: Value = spec.workdir or Unknown("the image's working directory")
-    reading = read_script(host, env=spec.env, args=spec.argv[1:], text=text, inside=inside, cwd=cwd)
-    ex, _ = exec_of(reading)
-    argv, env, origin, unresolved = resolve(ex)
-    if ex.others is not None:
-        unresolved["*"] = f"{ex.others}: which variables reach the server, and their values, are unknown"
+    reading = read_script(
+        host, env=spec.env, args=spec.argv[1:], text=text, inside=_inside(spec), cwd=_cwd(spec)
+    )
     note = f"the entrypoint {spec.argv[0]} is {host}, written by the launcher: read as bash runs it there"
     others = others_could_write(os.path.normpath(str(host)))
     if others:
         # what it runs may be someone else's: the reading is the launcher's intent, and the container's
         # program is unproven anyway (the image hides its install); a failure of the given flags stands
         note += f"; another user could replace it before the container starts ({'; '.join(others[:2])})"
+    return _read_inside(spec, reading, note)
+
+
+def _inside(spec: ContainerSpec) -> str:
+    return f"the image {spec.image} (its environment and files are not visible from here)"
+
+
+def _cwd(spec: ContainerSpec) -> Value:
+    return spec.workdir or Unknown("the image's working directory")
+
+
+def _read_inside(
+    spec: ContainerSpec, reading: Reading, note: str | None, image_env: str | None = None
+) -> ContainerSpec:
+    """The container with the server command a shell reading inside it found (``note``: a warning).
+    ``image_env``: the reading's own reason for the variables the image may set, which reach the server
+    as they do when the container runs it directly (unseen, as ``launch_from_container`` says), so they
+    leave nothing more unresolved; any other reason (a file the shell sources) does."""
+    ex, _ = exec_of(reading)
+    argv, env, origin, unresolved = resolve(ex)
+    if ex.others is not None and ex.others != image_env:
+        unresolved["*"] = f"{ex.others}: which variables reach the server, and their values, are unknown"
     return replace(
         spec,
         argv=argv,
         env=env,
         env_origin={k: origin.get(k, spec.env_origin.get(k, "")) for k in env},
         unresolved={**spec.unresolved, **unresolved},
-        warnings=[*spec.warnings, note],
+        warnings=[*spec.warnings, *([note] if note else [])],
     )
+
+
+def through_shell(spec: ContainerSpec) -> ContainerSpec:
+    """A container whose command is ``bash -c STRING [NAME [ARG...]]`` (or ``sh -c``; in Compose's
+    ``command`` or ``entrypoint``, a Kubernetes ``command``/``args``): the server command is what STRING
+    runs, read as that shell runs it inside the container (bash(1): NAME is ``$0``, the ARGs ``$1``...),
+    where the image's environment and files are unknown. Options other than ``-c`` and those of ``set``
+    the reader models (a login shell's profile files, ``-o``) leave the launch unresolved, naming them.
+    Any other container as it is."""
+    argv = list(spec.argv)
+    shell = SHELLS.get(os.path.basename(argv[0])) if argv else None
+    if shell is None:
+        return spec
+    command, opts, others, i = False, set[str](), [], 1
+    while i < len(argv) and len(argv[i]) > 1 and argv[i][0] in "-+":
+        word, i = argv[i], i + 1
+        if word in ("--", "-"):
+            break
+        for letter in word[1:] if not word.startswith("--") else [word]:
+            if letter == "c" and word[0] == "-":
+                command = True
+            elif letter in OPTION_LETTERS:
+                (opts.add if word[0] == "-" else opts.discard)(OPTION_LETTERS[letter])
+            else:
+                others.append(word)
+    if not command:
+        return spec
+    if others or i >= len(argv):
+        what = f"option {others[0]!r} is not modelled" if others else "-c is given no command string"
+        raise UnresolvedLaunch(f"{spec.where}: {argv[0]} -c: {what}, so what the container runs is not known")
+    zero = argv[i + 1] if i + 1 < len(argv) else argv[0]
+    reading = read_script(
+        f"{spec.where} ({argv[0]} -c)",
+        env=spec.env,
+        args=argv[i + 2 :],
+        text=argv[i],
+        inside=_inside(spec),
+        cwd=_cwd(spec),
+        command_string=(shell, opts, zero),
+    )
+    return _read_inside(spec, reading, None, image_env=_inside(spec))
 
 
 def launch_from_script(
@@ -339,7 +400,7 @@ def launch_from_script(
     base_dir = Path(ex.cwd) if isinstance(ex.cwd, str) else None
     container = _container(argv, server_env, ex.where, base_dir)
     if container is not None:
-        launcher = launch_from_container(through_entrypoint(container, ex.written))
+        launcher = launch_from_container(through_shell(through_entrypoint(container, ex.written)))
     else:
         launcher = launch_from_argv(
             argv,

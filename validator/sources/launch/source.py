@@ -21,7 +21,7 @@ from validator.sources.launch import command as launch_command
 from validator.sources.launch import systemd_unit
 from validator.sources.launch.command import Launcher
 from validator.sources.launch.compose import load_compose
-from validator.sources.launch.docker_run import image_note, launch_from_container, parse_docker_cmd
+from validator.sources.launch.docker_run import SHELLS, image_note, launch_from_container, parse_docker_cmd
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.launch.kube_manifest import load_kube_container
 from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_with
@@ -131,6 +131,11 @@ def _read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
         raise UsageError("--service names a service of the --compose file")
     container = container_spec(inputs, env)
     if container is not None:
+        if container.argv and os.path.basename(container.argv[0]) in SHELLS:
+            # `bash -c STRING`: read by the shell reader (imported here: it loads tree-sitter)
+            from validator.sources.launch.script import through_shell
+
+            container = through_shell(container)
         launcher = launch_from_container(container)
     elif inputs.script is not None:
         from validator.sources.launch.script import launch_from_script

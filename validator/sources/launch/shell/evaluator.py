@@ -93,13 +93,15 @@ class Evaluator:
             positional=list(args),
             opts=set(m.initial_opts),
             cwd=str(m.script.parent) if inside is None else cwd,
-            sources=[str(m.script)],
+            sources=[] if m.command_string else [str(m.script)],
         )
         if inside is not None:
             st.opaque = inside
             st.dirty = None
         st.vars.pop("PWD", None)
         st.vars.pop("IFS", None)  # bash ignores an inherited IFS
+        if inside is not None:  # and sets its own, whatever the image's environment holds (dash alike)
+            st.vars["IFS"] = Var(value=" \t\n", origin="the shell's default")
         for name in [k for k in st.vars if not m.posix and (k in BASH_VARS or k.startswith("BASH_FUNC_"))]:
             if name.startswith("BASH_FUNC_"):
                 return Ending("unresolved", 1, m.file, f"{name} in the environment: an exported function")

@@ -36,8 +36,11 @@ class Machine:
         opts: set[str] | None = None,
         owner: tuple[int, ...] = (),
         memo: Memo | None = None,
+        zero: str | None = None,
     ) -> None:
         self.script = script
+        self.command_string = zero is not None  # a -c string: $0 is the word after it, BASH_SOURCE unmodelled
+        self.zero = str(script) if zero is None else zero
         self.forks = forks
         self.steps = 0
         self.depth = 0

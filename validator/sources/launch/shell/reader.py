@@ -29,11 +29,14 @@ def read_script(
     text: str | None = None,
     inside: str | None = None,
     cwd: Value = "",
+    command_string: tuple[str, set[str], str] | None = None,
 ) -> Reading:
     """Every path through the script at ``path`` started with ``env`` and ``args``. ``text``: its text, known
     without reading ``path`` (a file the launcher wrote); ``inside``/``cwd``: it runs where this host cannot
-    see (``Evaluator.run``). InputError for a file that is not a script (unreadable, oversized, syntax)."""
-    script = Path(path).absolute()
+    see (``Evaluator.run``); ``command_string``: ``text`` is the string of ``SHELL -c`` (the shell, the
+    options its command line switches on, and its ``$0``), whose first line is no ``#!`` line, and ``path``
+    names it in messages. InputError for a file that is not a script (unreadable, oversized, syntax)."""
+    script = Path(path) if command_string is not None else Path(path).absolute()
     # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
     # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
     owner: tuple[int, ...] = ()
@@ -42,12 +45,11 @@ def read_script(
         owner = (st.st_uid,)
     else:
         data = text.encode("utf-8", "surrogateescape")
-    shell = interpreter(data)
+    shell, options, zero = command_string or (interpreter(data), interpreter_options(data), None)
     if shell not in ("bash", "sh"):
         raise UnresolvedLaunch(
             f"{script}:1: the script runs under {shell}; the reader models bash and POSIX sh"
         )
-    options = interpreter_options(data)
     if options is None:
         raise UnresolvedLaunch(f"{script}:1: the #! line's options are not modelled")
     tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
@@ -56,7 +58,7 @@ def read_script(
     memo = Memo()
 
     def walk(forks: Forks) -> None:
-        m = Machine(script, forks, posix=shell == "sh", opts=options, owner=owner, memo=memo)
+        m = Machine(script, forks, posix=shell == "sh", opts=options, owner=owner, memo=memo, zero=zero)
         ending = Evaluator(m).run(tree, env, list(args or []), inside=inside, cwd=cwd)
         if ending.launch is not None and m.missing_source:
             ending.reason = "; ".join(m.missing_source)

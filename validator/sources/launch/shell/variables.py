@@ -51,7 +51,7 @@ class Variables:
 
     def scalar(self, name: str) -> Value | None:
         if name == "0":
-            return str(self.m.script)
+            return self.m.zero
         if name == "?":
             if self.posix and self.m.substitutions != self.m.statement_substitutions:
                 # bash's $? is a $(...)'s status as soon as it ran, dash's only after the command
@@ -77,6 +77,7 @@ class Variables:
             # bash always sets it to its own path: a venv's activate tests it with -n (Python <= 3.11.3)
             return Unknown("$BASH: the running bash's path", nonempty=True)
         if name == "BASH_SOURCE":
+            self._no_source_in_a_string()
             return self.m.st.sources[-1] if self.m.st.sources else None
         if name in BASH_VARS:
             if name in MAYBE_UNSET and self.nounset():
@@ -86,6 +87,11 @@ class Variables:
             default = BASH_DEFAULTS[name]
             return Unknown(f"${name}: not in the environment, bash's default") if default is None else default
         return None  # unset (FUNCNAME outside a function too)
+
+    def _no_source_in_a_string(self) -> None:
+        """In a ``bash -c`` string BASH_SOURCE is empty, but ``environment`` inside a function: unmodelled."""
+        if self.m.command_string:
+            raise Unmodelled("BASH_SOURCE in a -c command string", self.m.line)
 
     def lookup(self, name: str, index: str | None, node: Node) -> Value | None:
         if index is not None:
@@ -124,6 +130,7 @@ class Variables:
         var = self.m.st.vars.get(name)
         if var is None:
             if name == "BASH_SOURCE":
+                self._no_source_in_a_string()
                 return [(str(k), v) for k, v in enumerate(reversed(self.m.st.sources))]
             if name in BASH_VARS:
                 return Unknown(f"${{{name}[@]}}: set by bash at run time")
@@ -149,6 +156,7 @@ class Variables:
         var = self.m.st.vars.get(name)
         if var is None:
             if name == "BASH_SOURCE":
+                self._no_source_in_a_string()
                 if not key.isdigit():
                     raise Unmodelled(f"BASH_SOURCE[{key}]", line_of(node))
                 k = int(key)
