@@ -128,11 +128,6 @@ def test_shantanugoel_serve_sh_is_read_as_bash_runs_it(tmp_path: Path) -> None:
     assert [join(f) for f in ex.argv[1:]] == argv[1:]  # type: ignore[union-attr]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 6: a LeaderWorkerSet's leaderTemplate/workerTemplate pod specs are not read "
-    "('containers: none', exit 65)",
-)
 def test_sglangs_leaderworkerset_leader_is_read(tmp_path: Path) -> None:
     lws = _private_copy(LWS, tmp_path / "k8s")
     rc, report, err = preflight_json_in_process(

@@ -15,6 +15,7 @@ from tests.support.daemon_process import daemon_process
 from tests.support.in_process import preflight_json_in_process
 from tests.support.loopback import free_port
 from tests.support.sim_process import sim_process
+from validator.sources.launch.kube_manifest import load_kube_container
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = REPO / "deploy" / "kubernetes" / "deployment.yaml"
@@ -58,6 +59,35 @@ def test_kubelet_expansion_and_values_only_the_kubelet_knows(tmp_path: Path) -> 
     assert checks["moe.backend"]["status"] == "pass", checks["moe.backend"]  # $(ARGS_HEAD) expanded
     fp8 = checks["lm_head.fp8"]
     assert fp8["status"] == "error" and "configMapKeyRef" in fp8["message"], fp8  # unknown, never "unset"
+
+
+def test_a_leaderworkerset_is_read_rank_by_rank_with_what_lws_injects(tmp_path: Path) -> None:
+    """SGLang's multi-node form (world9 finding 6): the leader's and the worker's templates are both read,
+    ``--kube-container`` choosing; LWS puts its variables first (its own win over the template's): the
+    group size is the template's ``size``, the leader's address and the pod's index are the controller's,
+    so ``--dist-init-addr`` and ``--node-rank`` are unresolved, never parsed as their ``$(NAME)`` text."""
+    lws = REPO / "tests" / "corpus" / "kube" / "sgl-project-sglang-deploy_on_k8s-lws.yaml"
+    doc = yaml.safe_load(lws.read_text().split("\n---\n")[0])
+    worker = doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    worker["env"].append({"name": "LWS_GROUP_SIZE", "value": "9"})
+    path = tmp_path / "lws.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    for name in ("sglang-leader", "sglang-worker"):
+        spec = load_kube_container(path, name)
+        assert spec.argv[:3] == ["python3", "-m", "sglang.launch_server"]
+        assert spec.argv[spec.argv.index("--nnodes") + 1] == "2" and spec.env["LWS_GROUP_SIZE"] == "2"
+        assert "--node-rank" not in spec.argv and "--dist-init-addr" not in spec.argv
+        assert {"node_rank", "dist_init_addr", "LWS_WORKER_INDEX"} <= spec.unresolved.keys()
+        assert "LeaderWorkerSet controller" in spec.unresolved["node_rank"]
+    rc, report, err = preflight_json_in_process(
+        {}, "--kube-manifest", str(path), "--kube-container", "sglang-worker"
+    )
+    assert _checks(report)["spec.config"]["status"] == "fail" and rc == 78, err
+    proc = run_cli("preflight", "--kube-manifest", str(path))  # both ranks run SGLang: name one
+    assert proc.returncode == 65 and "sglang-leader, sglang-worker" in proc.stderr, proc.stderr
+    del doc["spec"]["leaderWorkerTemplate"]["leaderTemplate"]  # the worker template makes the leader too
+    path.write_text(yaml.safe_dump(doc))
+    assert "leader or worker" in load_kube_container(path, "sglang-worker").unresolved["LWS_WORKER_INDEX"]
 
 
 def test_a_container_that_cannot_be_told_is_one_line_naming_the_remedy(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from validator.sources.host.server_command import SGLANG_COMMAND, classify, pyth
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
 from validator.sources.sglang.cli import parse_argv
+from validator.sources.sglang.cli_table import load_table
 from validator.trusted_files import read_as
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
@@ -222,6 +223,21 @@ def placeholder(dest: str) -> str:
     """The word standing for a required option's value that is known only at run time (the option is
     listed in ``unresolved``; ``Launcher.parsed`` takes the word out of the parsed settings again)."""
     return f"<{dest}: known only at run time>"
+
+
+def required(flag: str) -> bool:
+    """The server flag is required and takes a string: a value known only at run time stands as a word
+    (``placeholder``), so that SGLang's parser does not refuse the command for it."""
+    action = load_table().by_option.get(flag)
+    return action is not None and action.required and action.type in (None, "str")
+
+
+def takes_value(flag: str) -> str | None:
+    """The argparse dest of a server flag that takes a value, else None."""
+    action = load_table().by_option.get(flag)
+    if action is None or action.kind not in ("store", "lora_paths"):
+        return None
+    return action.dest
 
 
 def launch_from_argv(

@@ -2,38 +2,69 @@
 
 Read as the kubelet execs it: ``command`` then ``args``, with ``$(VAR)`` replaced from earlier ``env``
 entries (``$$`` literal, undefined left as written); ``valueFrom``/``envFrom`` are run-time values, reported
-unresolved; only ``hostPath`` volumes are paths on this host. The container is the one
-``--kube-container`` names, else the only one running SGLang or ``spark-validate launch``.
+unresolved (a server flag whose value refers to one is unresolved, not parsed as written); only ``hostPath``
+volumes are paths on this host. The containers are a workload's pod template's, and a LeaderWorkerSet's
+leader and worker templates' (each pod a rank of one multi-node server, with the variables LWS injects).
+The container is the one ``--kube-container`` names, else the only one running SGLang or
+``spark-validate launch``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
 from validator.sources.container import ContainerSpec, Mount
+from validator.sources.launch.command import placeholder, required, takes_value
 from validator.sources.launch.shell.programs import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
-def _pod_spec(doc: object) -> dict[str, Any] | None:
-    """The pod spec of a Pod, or of the pod template of a workload."""
+@dataclass(frozen=True)
+class Lws:
+    """A pod of a LeaderWorkerSet: its role and what the LWS controller makes its environment from."""
+
+    name: str
+    size: object  # spec.leaderWorkerTemplate.size as written (LWS API: default 1)
+    role: str  # "leader", "worker", or both where the worker template serves for the leader too
+
+
+def _pod_specs(doc: object) -> list[tuple[dict[str, Any], Lws | None]]:
+    """The pod specs of a Pod, of the pod template of a workload, or of a LeaderWorkerSet's templates
+    (LWS API: ``leaderTemplate``, when given, makes the leader pod, else ``workerTemplate`` makes it too)."""
     if not isinstance(doc, dict):
-        return None
+        return []
     spec = doc.get("spec")
+    lws = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
+    if isinstance(lws, dict):
+        meta = doc.get("metadata")
+        name = str(meta.get("name")) if isinstance(meta, dict) else ""
+        size = lws.get("size", 1)
+        leader = lws.get("leaderTemplate")
+        templates = [("leader", leader), ("worker", lws.get("workerTemplate"))]
+        if not isinstance(leader, dict):
+            templates = [("leader or worker", lws.get("workerTemplate"))]
+        return [
+            (t["spec"], Lws(name, size, role))
+            for role, t in templates
+            if isinstance(t, dict)
+            and isinstance(t.get("spec"), dict)
+            and isinstance(t["spec"].get("containers"), list)
+        ]
     if isinstance(spec, dict) and isinstance(spec.get("jobTemplate"), dict):  # CronJob
         spec = spec["jobTemplate"].get("spec")
     if isinstance(spec, dict) and isinstance(spec.get("template"), dict):
         spec = spec["template"].get("spec")
     if not isinstance(spec, dict) or not isinstance(spec.get("containers"), list):
-        return None
-    return spec
+        return []
+    return [(spec, None)]
 
 
 def _words(value: object, key: str, where: str) -> list[str]:
@@ -51,7 +82,7 @@ def _runs_server(c: Mapping[str, Any], where: str) -> bool:
     )
 
 
-def select_container(path: Path, container: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def select_container(path: Path, container: str | None) -> tuple[dict[str, Any], dict[str, Any], Lws | None]:
     """The SGLang container of the manifest (multi-document YAML) and its pod spec, exit 65 naming the file
     when the manifest is not one or the container cannot be told."""
     import yaml
@@ -65,18 +96,17 @@ def select_container(path: Path, container: str | None) -> tuple[dict[str, Any],
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(where, "not valid YAML", mark.line + 1 if mark is not None else None) from None
-    found: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    found: list[tuple[dict[str, Any], dict[str, Any], Lws | None]] = []
     for doc in docs:
-        pod = _pod_spec(doc)
-        if pod is not None:
-            found += [(c, pod) for c in pod["containers"] if isinstance(c, dict)]
-    names = ", ".join(str(c.get("name")) for c, _ in found) or "none"
+        for pod, lws in _pod_specs(doc):
+            found += [(c, pod, lws) for c in pod["containers"] if isinstance(c, dict)]
+    names = ", ".join(str(c.get("name")) for c, _, _ in found) or "none"
     if container is not None:
-        chosen = [(c, p) for c, p in found if c.get("name") == container]
+        chosen = [f for f in found if f[0].get("name") == container]
         if not chosen:
             raise InputError(where, f"no container {container!r} (containers: {names})")
     else:
-        chosen = [(c, p) for c, p in found if _runs_server(c, where)]
+        chosen = [f for f in found if _runs_server(f[0], where)]
     if len(chosen) != 1:
         raise InputError(
             where,
@@ -84,6 +114,61 @@ def select_container(path: Path, container: str | None) -> tuple[dict[str, Any],
             "sglang.launch_server, sglang serve or spark-validate launch; name it with --kube-container",
         )
     return chosen[0]
+
+
+# what the LeaderWorkerSet controller adds to every container of its pods (LWS reference, "Environment
+# Variables"; pkg/utils/pod: put first, replacing the template's own of the same name)
+_LWS_VARIABLES = ("LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX")
+
+
+def _lws_env(lws: Lws, where: str) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
+    """The variables LWS injects into a pod of ``lws`` (env, origin, unresolved): the group size is the
+    template's ``size``; the leader's address names the group, and the worker index the pod in it, which
+    only the controller knows when it creates the pod."""
+    controller = "set by the LeaderWorkerSet controller when it creates the pod"
+    unresolved = {
+        "LWS_LEADER_ADDRESS": f"{where}: the leader's address ({lws.name}-GROUP.{lws.name}.NAMESPACE), "
+        + controller,
+        "LWS_WORKER_INDEX": f"{where}: the pod's index in its group (the {lws.role}: 0 for the leader, 1 up "
+        f"for a worker; LWS before 0.6 sets none), {controller}",
+    }
+    if isinstance(lws.size, int) and not isinstance(lws.size, bool):
+        return (
+            {"LWS_GROUP_SIZE": str(lws.size)},
+            {"LWS_GROUP_SIZE": f"{where} LeaderWorkerSet size"},
+            unresolved,
+        )
+    unresolved["LWS_GROUP_SIZE"] = f"{where}: leaderWorkerTemplate.size {lws.size!r} is not a number"
+    return {}, {}, unresolved
+
+
+def _argv(words: list[str], env: Mapping[str, str], unresolved: dict[str, str]) -> list[str]:
+    """The kubelet's argv: each word expanded; a server flag whose value refers to a variable only the
+    kubelet knows has that value unresolved (``unresolved[dest]``), never parsed as its ``$(NAME)`` text (a
+    required one stands as ``placeholder``); any other such word is kept as written (``$(NAME)`` noted)."""
+    out: list[str] = []
+    for raw in words:
+        refs = sorted(r for r in references(raw) if r in unresolved)
+        word = expand(raw, env)
+        if not refs:
+            out.append(word)
+            continue
+        why = f"{raw!r} refers to $({refs[0]}): {unresolved[refs[0]]}"
+        flag, eq, _ = word.partition("=")
+        if word.startswith("--") and eq and (dest := takes_value(flag)) is not None:
+            unresolved[dest] = why
+            if required(flag):
+                out.append(f"{flag}={placeholder(dest)}")
+            continue
+        if out and out[-1].startswith("-") and (dest := takes_value(out[-1])) is not None:
+            unresolved[dest] = why
+            if required(out[-1]):
+                out.append(placeholder(dest))
+            else:
+                out.pop()
+            continue
+        out.append(word)
+    return out
 
 
 def expand(text: str, env: Mapping[str, str]) -> str:
@@ -105,16 +190,20 @@ def references(text: str) -> set[str]:
 
 def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
     """The SGLang container as the kubelet will run it (``unresolved``: what only the kubelet knows)."""
-    c, pod = select_container(path, container)
+    c, pod, lws = select_container(path, container)
     where = f"kubernetes:{path}#{c.get('name')}"
     env: dict[str, str] = {}
     origin: dict[str, str] = {}
     unresolved: dict[str, str] = {}
     warnings: list[str] = []
+    if lws is not None:
+        env, origin, unresolved = _lws_env(lws, where)
     for entry in c.get("env") or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise InputError(str(path), f"container {c.get('name')}: an env entry without a name")
         name = entry["name"]
+        if lws is not None and name in _LWS_VARIABLES:
+            continue  # LWS puts its own first and drops the template's of the same name
         if "valueFrom" in entry:
             source = entry["valueFrom"]
             kind = next(iter(source), "valueFrom") if isinstance(source, dict) else "valueFrom"
@@ -134,8 +223,8 @@ def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
         for word in _words(c.get(key), key, where):
             for ref in references(word) & unresolved.keys():
                 unresolved.setdefault(f"$({ref})", f"{key} refers to $({ref}): {unresolved[ref]}")
-    command = [expand(w, env) for w in _words(c.get("command"), "command", where)]
-    args = [expand(w, env) for w in _words(c.get("args"), "args", where)]
+    command = _words(c.get("command"), "command", where)
+    args = _words(c.get("args"), "args", where)
     volumes = {
         str(v.get("name")): v for v in pod.get("volumes") or [] if isinstance(v, dict) and v.get("name")
     }
@@ -159,7 +248,7 @@ def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
         where=where,
         image=str(image) if image is not None else None,
         # without `command` the image's ENTRYPOINT runs with `args` as its arguments: not visible here
-        argv=[*command, *args] if command else [],
+        argv=_argv([*command, *args], env, unresolved) if command else [],
         entrypoint_overridden=bool(command),
         env=env,
         env_origin=origin,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.container import ContainerSpec, host_path
-from validator.sources.launch.command import Launcher, launch_from_argv, placeholder
+from validator.sources.launch.command import Launcher, launch_from_argv, placeholder, required, takes_value
 from validator.sources.launch.docker_run import (
     SHELLS,
     is_container_run,
@@ -31,7 +31,6 @@ from validator.sources.launch.shell.state import Ending, Launch, Reading
 from validator.sources.launch.shell.syntax import OPTION_LETTERS
 from validator.sources.launch.shell.values import Field, Unknown, Unsplit, Value, join
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
-from validator.sources.sglang.cli_table import load_table
 
 # what bash adds to every child's environment by itself, which no check reads
 BASH_BOOKKEEPING = frozenset({"_", "SHLVL"})
@@ -251,33 +250,19 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
             continue
         lead = f[0] if f and isinstance(f[0], str) else ""
         if lead.startswith("--") and "=" in lead:
-            dest = _takes_value(lead.split("=", 1)[0])
+            dest = takes_value(lead.split("=", 1)[0])
             if dest is not None:
                 unresolved[dest] = value.reason
                 continue
-        if len(argv) > 1 and argv[-1].startswith("-") and (dest := _takes_value(argv[-1])) is not None:
+        if len(argv) > 1 and argv[-1].startswith("-") and (dest := takes_value(argv[-1])) is not None:
             unresolved[dest] = value.reason
-            if _required(argv[-1]):  # kept, so that SGLang's parser does not refuse the command for it
+            if required(argv[-1]):  # kept, so that SGLang's parser does not refuse the command for it
                 argv.append(placeholder(dest))
             else:
                 argv.pop()
             continue
         raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {value.reason}")
     return argv, env, {k: ex.origin.get(k, "environment") for k in env}, unresolved
-
-
-def _required(flag: str) -> bool:
-    action = load_table().by_option.get(flag)
-    return action is not None and action.required and action.type in (None, "str")
-
-
-def _takes_value(flag: str) -> str | None:
-    """The argparse dest of a server flag that takes a value, else None."""
-
-    action = load_table().by_option.get(flag)
-    if action is None or action.kind not in ("store", "lora_paths"):
-        return None
-    return action.dest
 
 
 def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:

@@ -95,7 +95,7 @@ def from_kubernetes(path: Path, container: str | None = None) -> StartBudgetFact
     without one, its livenessProbe, which then runs from the start; neither means no limit."""
 
     where = str(path)
-    c, _ = select_container(path, container)
+    c, _, _ = select_container(path, container)
     name = c.get("name")
     for key in ("startupProbe", "livenessProbe"):
         if key in c:
