@@ -137,11 +137,6 @@ def test_sglangs_leaderworkerset_leader_is_read(tmp_path: Path) -> None:
     assert _statuses(report)["spec.config"] == "fail"  # no speculation: the default pack's NEXTN is missing
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 5: `docker exec CONTAINER python3 -m sglang.launch_server ...` is refused by "
-    "--docker-cmd, the input --launch-cmd sends it to",
-)
 def test_a_head_node_started_with_docker_exec_is_read(tmp_path: Path) -> None:
     rc, report, err = preflight_json_in_process({**ENV, "HOME": str(tmp_path)}, "--docker-cmd", BTANKUT_HEAD)
     assert rc != 65, err

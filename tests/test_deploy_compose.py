@@ -379,6 +379,39 @@ def test_a_container_running_bash_c_is_judged_as_the_string_it_runs(tmp_path: Pa
     assert rc == 69 and "Traceback" not in err
 
 
+def test_docker_exec_runs_the_command_in_a_container_started_earlier(tmp_path: Path) -> None:
+    """``docker exec [OPTIONS] CONTAINER CMD`` (BTankut's head node, world9 finding 5): exec's own options
+    skipped (the Docker CLI reference: -d, -i, -t, --privileged, -e, --env-file, -u, -w, --detach-keys),
+    its ``-e`` over an environment that is otherwise the container's, not visible here, as its image and
+    its mounts are not."""
+    env_file = tmp_path / "exec.env"
+    env_file.write_text("HUMMING_CACHE_DIR=/c\n")
+    cmd = (
+        f"docker exec -it --privileged -u 0 -w /ws -e SGLANG_ENABLE_FP8_LM_HEAD=1 --env-file {env_file} "
+        "-d node1 python3 -m sglang.launch_server --model-path /models/Ling-3.0-flash-fp4 "
+        "--moe-runner-backend flashinfer_mxfp4"
+    )
+    spec = parse_docker_cmd(cmd, {})
+    assert spec.existing == "node1" and spec.image is None and spec.workdir == "/ws"
+    assert spec.argv[:3] == ["python3", "-m", "sglang.launch_server"] and spec.mounts == []
+    assert spec.env == {"SGLANG_ENABLE_FP8_LM_HEAD": "1", "HUMMING_CACHE_DIR": "/c"}
+    rc, report, err = _preflight({"HOME": str(tmp_path)}, "--docker-cmd", cmd)
+    checks = {c["id"]: c for c in report["checks"]}
+    assert rc == 78 and checks["moe.backend"]["status"] == "fail", err
+    assert (
+        checks["launch.program"]["status"] == "error"
+        and "container node1" in checks["launch.program"]["message"]
+    )
+    assert checks["lm_head.fp8"]["status"] == "error"  # the container's own environment is not visible
+    assert "whose mounts are not visible" in checks["checkpoint.layout"]["message"]
+    for bad, needle in (
+        ("docker exec node1", "needs a container and the command"),
+        ("docker exec --latest python3 -m sglang.launch_server", "docker exec option '--latest'"),
+    ):
+        rc, _, err = _preflight({}, "--docker-cmd", bad)
+        assert rc == 65 and needle in err and "Traceback" not in err, err
+
+
 @pytest.mark.parametrize(
     ("cmd", "code", "needle"),
     [

@@ -30,6 +30,8 @@ class ContainerSpec:
     mounts: list[Mount] = field(default_factory=list)
     workdir: str | None = None
     built_locally: bool = False  # compose `build:`: an image made from a Dockerfile here
+    # docker exec: the container, started earlier, whose image, mounts and environment are not visible
+    existing: str | None = None
     # what only the runtime fills in (a Kubernetes valueFrom): variable -> why; and notes for the report
     unresolved: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -54,3 +56,14 @@ def host_path(container_path: str, mounts: list[Mount]) -> tuple[Path | None, st
     rest = posixpath.relpath(path, posixpath.normpath(best.target))
     source = Path(best.source)
     return (source if rest == "." else source / rest), f"mounted from {best.source}"
+
+
+def on_host(container_path: str, spec: ContainerSpec) -> tuple[Path | None, str]:
+    """``host_path`` through the container's mounts; for a container started earlier (``docker exec``)
+    none, since what it mounts is not visible here."""
+    if spec.existing is not None:
+        return (
+            None,
+            f"{container_path} is in the container {spec.existing}, whose mounts are not visible here",
+        )
+    return host_path(container_path, spec.mounts)

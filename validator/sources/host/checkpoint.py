@@ -19,7 +19,7 @@ from validator.bounded_files import JSON_CAP, load_json_file, look, looks_like, 
 from validator.errors import InputError
 from validator.facts import CHECKPOINT, HOST, LAUNCH, CheckpointFacts, LaunchFacts, TensorInfo
 from validator.loader_layouts import BAILING_MOE_V3, LoaderLayout, layout_for
-from validator.sources.container import ContainerSpec, host_path
+from validator.sources.container import ContainerSpec, on_host
 from validator.sources.gathering import Gathering, preflight_source
 from validator.sources.host import hf_cache
 from validator.sources.host.safetensors_header import read_header
@@ -222,7 +222,7 @@ def _container_model_error(g: Gathering, launch: LaunchFacts, container: Contain
     """Where a container's --model-path is on the host (through its mounts), or why it is not here."""
     model = launch.args.get("model_path")
     if isinstance(model, str) and model.startswith("/"):
-        found, why = host_path(model, container.mounts)
+        found, why = on_host(model, container)
         if found is None:
             g.facts.errors[CHECKPOINT] = f"--model-path {why}; give --model-dir with its host path"
         elif not looks_like(found / "config.json", stat.S_ISREG):
@@ -270,7 +270,7 @@ def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = Non
     if isinstance(value, str) and value.startswith(("/", ".")):
         path: Path | None = Path(value)
         if container is not None:
-            path, _ = host_path(value, container.mounts)
+            path, _ = on_host(value, container)
         if path is not None and looks_like(path / "config.json", stat.S_ISREG):
             return path
     return None

@@ -3,8 +3,10 @@
 The command line shows the server's argv after the image (or ``--entrypoint``), its environment (``-e``,
 ``--env-file``) and the mounts mapping the model path to the host. What is inside the image (SGLang,
 humming-kernels, ``ENV``, ``ENTRYPOINT``) is not: reported unproven (``error``), never read from the host's
-Python. Mount options and the ``--env-file`` format are shared with ``compose``; the container both describe
-is ``validator.sources.container.ContainerSpec``.
+Python. A ``docker exec CONTAINER CMD`` runs CMD in a container started earlier, whose image, mounts and
+environment are none of them visible here: CMD is judged, with only its own ``-e`` known. Mount options
+and the ``--env-file`` format are shared with ``compose``; the container both describe is
+``validator.sources.container.ContainerSpec``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, read_trusted_bounded
 from validator.errors import InputError, UnresolvedLaunch
+from validator.facts import ENVIRONMENT_UNKNOWN
 from validator.sources.container import ContainerSpec, Mount
 from validator.sources.launch.command import Launcher, launch_from_argv
 from validator.sources.launch.shell.command_line import split_command_line
@@ -52,6 +55,10 @@ _WITH_VALUE = {
     "--personality", "--rdt-class", "--conmon-pidfile",
 }  # fmt: skip
 _RUNTIMES = {"docker", "podman", "nvidia-docker"}
+# docker exec's options (the Docker CLI reference, `docker container exec`)
+_EXEC_BOOLEAN = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--privileged"}
+_EXEC_WITH_VALUE = {"--detach-keys", "--env", "--env-file", "--user", "--workdir"}
+_EXEC_SHORT_WITH_VALUE = set("euw")
 # a container's command that is a shell, and how the script reader reads its -c string (sh: POSIX sh, as
 # dash, Debian's and Ubuntu's /bin/sh, runs it)
 SHELLS = {"bash": "bash", "sh": "sh", "dash": "sh"}
@@ -133,31 +140,39 @@ def parse_docker_cmd(text: str, host_env: Mapping[str, str]) -> ContainerSpec:
     return parse_docker_words(split_command_line(text, "--docker-cmd", host_env), host_env, "--docker-cmd")
 
 
-def is_container_run(words: list[str]) -> bool:
-    """``[sudo] docker|podman [container] run ...``."""
+def is_container_run(words: list[str], sub: str = "run") -> bool:
+    """``[sudo] docker|podman [container] run ...`` (``sub``: ``exec``, the same for ``docker exec``)."""
     while words and words[0] in ("sudo", "exec"):
         words = words[1:]
     if not words or Path(words[0]).name not in _RUNTIMES:
         return False
     rest = words[1:3]
-    return rest[:1] == ["run"] or rest == ["container", "run"]
+    return rest[:1] == [sub] or rest == ["container", sub]
 
 
-def _run_options(words: list[str], where: str, take: Callable[[str, str], None]) -> list[str]:
-    """Read ``[sudo] docker|podman [container] run [OPTIONS] IMAGE ...`` as docker does: ``take`` is told
-    each option that has a value, in order; returns IMAGE and what follows it. Raises InputError for what
-    is not a container run, an option not understood, or one missing its value."""
+def _run_options(
+    words: list[str], where: str, take: Callable[[str, str], None], sub: str = "run"
+) -> list[str]:
+    """Read ``[sudo] docker|podman [container] run [OPTIONS] IMAGE ...`` (``sub``: ``exec``, ``... exec
+    [OPTIONS] CONTAINER ...``) as docker does: ``take`` is told each option that has a value, in order;
+    returns IMAGE (CONTAINER) and what follows it. Raises InputError for what is not a container run (or
+    exec), an option not understood, or one missing its value."""
     while words and words[0] in ("sudo", "exec"):
         words = words[1:]
     if not words or Path(words[0]).name not in _RUNTIMES:
-        raise InputError(where, "expected 'docker run ...' or 'podman run ...'")
+        raise InputError(where, "expected 'docker run ...', 'podman run ...' or 'docker exec ...'")
     i = 1
     if i < len(words) and words[i] == "container":
         i += 1
-    if i >= len(words) or words[i] != "run":
+    if i >= len(words) or words[i] != sub:
         raise InputError(
             where, f"'{Path(words[0]).name} {' '.join(words[1 : i + 1])}' does not run a container"
         )
+    boolean, with_value, short_with_value = (
+        (_BOOLEAN, _WITH_VALUE, _SHORT_WITH_VALUE)
+        if sub == "run"
+        else (_EXEC_BOOLEAN, _EXEC_WITH_VALUE, _EXEC_SHORT_WITH_VALUE)
+    )
     i += 1
     while i < len(words):
         word = words[i]
@@ -169,17 +184,17 @@ def _run_options(words: list[str], where: str, take: Callable[[str, str], None])
         i += 1
         if word.startswith("--"):
             name, eq, inline = word.partition("=")
-            value, known, shown = (inline if eq else None), name in _WITH_VALUE, name
+            value, known, shown = (inline if eq else None), name in with_value, name
         else:  # -it, -dit, -e X=1, -eX=1, -v/a:/b
             name, rest = word[:2], word[2:]
-            while name in _BOOLEAN and rest:
+            while name in boolean and rest:
                 name, rest = "-" + rest[0], rest[1:]
             value = rest.removeprefix("=") if rest else None
-            known, shown = name[1:] in _SHORT_WITH_VALUE, word
-        if name in _BOOLEAN:
+            known, shown = name[1:] in short_with_value, word
+        if name in boolean:
             continue
         if not known:
-            raise InputError(where, f"docker run option {shown!r} is not understood by spark-validate")
+            raise InputError(where, f"docker {sub} option {shown!r} is not understood by spark-validate")
         if value is None:
             if i >= len(words):
                 raise InputError(where, f"option {name} needs a value")
@@ -241,6 +256,8 @@ def parse_docker_words(
         elif name in ("-w", "--workdir"):
             workdir = value
 
+    if is_container_run(words, "exec"):
+        return _exec_spec(_run_options(words, where, take, "exec"), env, origin, workdir, where)
     rest = _run_options(words, where, take)
     if not rest:
         raise InputError(where, "no image named")
@@ -258,8 +275,38 @@ def parse_docker_words(
     )
 
 
+def _exec_spec(
+    rest: list[str], env: dict[str, str], origin: dict[str, str], workdir: str | None, where: str
+) -> ContainerSpec:
+    """``docker exec [OPTIONS] CONTAINER CMD...``: CMD in a container started earlier. Its process gets
+    the container's environment (what it was created with, its image's ``ENV``: not visible here) with
+    the ``-e`` given over it, so every other variable is unresolved."""
+    if len(rest) < 2:
+        raise InputError(where, "docker exec needs a container and the command to run in it")
+    name = rest[0]
+    return ContainerSpec(
+        where=where,
+        image=None,
+        argv=rest[1:],
+        entrypoint_overridden=False,
+        env=env,
+        env_origin=origin,
+        workdir=workdir,
+        existing=name,
+        unresolved={
+            ENVIRONMENT_UNKNOWN: f"docker exec runs it in the container {name}, started earlier: the "
+            "environment it was created with (its docker run -e, its image's ENV) is not visible here"
+        },
+    )
+
+
 def image_note(spec: ContainerSpec) -> str:
     """Why the install cannot be read from outside the container."""
+    if spec.existing is not None:
+        return (
+            f"the SGLang install is inside the container {spec.existing} (started earlier: its image is "
+            "not named here), not visible from outside the container"
+        )
     what = "an image built from a Dockerfile" if spec.built_locally else f"the image {spec.image}"
     return f"the SGLang install is inside {what}, not visible from outside the container"
 

@@ -268,7 +268,7 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
 def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:
     """The script's server runs in a container (``exec docker run ...``): its spec, else None."""
 
-    if not is_container_run(argv):
+    if not is_container_run(argv) and not is_container_run(argv, "exec"):
         return None
     return parse_docker_words(argv, env, f"script:{where}", str(cwd) if cwd is not None else None)
 

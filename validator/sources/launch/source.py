@@ -230,7 +230,8 @@ def _locate(
             interpreter=launch.interpreter,
             interpreter_options=list(launch.interpreter_options),
         )
-        return SGLangInstallFacts(root=None, located_by=f"image {container.image}", note=note), hidden
+        place = f"container {container.existing}" if container.existing else f"image {container.image}"
+        return SGLangInstallFacts(root=None, located_by=place, note=note), hidden
 
     dspark = str(launch.args.get("speculative_algorithm") or "").upper() == DSPARK
     parser = launch.args.get("tool_call_parser")
