@@ -377,6 +377,11 @@ def test_a_container_running_bash_c_is_judged_as_the_string_it_runs(tmp_path: Pa
         assert statuses["launch.program"] == "error" and rc == 69  # the install is inside the image
     rc, _, err = _preflight({}, "--docker-cmd", "docker run img bash -lc 'python3 -m sglang.launch_server'")
     assert rc == 69 and "Traceback" not in err
+    compose.write_text(  # a string is bounded as a script is
+        "services:\n  llm:\n    image: i\n    command: [bash, -c, '" + "#" * ((1 << 20) + 1) + "']\n"
+    )
+    rc, _, err = _preflight({}, "--compose", str(compose), "--service", "llm")
+    assert rc == 65 and "bytes: not a launcher script" in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_docker_exec_runs_the_command_in_a_container_started_earlier(tmp_path: Path) -> None:

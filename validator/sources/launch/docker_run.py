@@ -59,8 +59,8 @@ _RUNTIMES = {"docker", "podman", "nvidia-docker"}
 _EXEC_BOOLEAN = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--privileged"}
 _EXEC_WITH_VALUE = {"--detach-keys", "--env", "--env-file", "--user", "--workdir"}
 _EXEC_SHORT_WITH_VALUE = set("euw")
-# a container's command that is a shell, and how the script reader reads its -c string (sh: POSIX sh, as
-# dash, Debian's and Ubuntu's /bin/sh, runs it)
+# a container's command that is a shell, and how the script reader reads its -c string (sh: as a #!/bin/sh
+# script, only what POSIX sh and bash do alike: the image's /bin/sh is not visible)
 SHELLS = {"bash": "bash", "sh": "sh", "dash": "sh"}
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from validator.bounded_files import read_bounded_stat
-from validator.errors import UnresolvedLaunch
+from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.launch.shell.evaluator import Evaluator
 from validator.sources.launch.shell.machine import Machine
 from validator.sources.launch.shell.paths import Forks, explore
@@ -45,6 +45,8 @@ def read_script(
         owner = (st.st_uid,)
     else:
         data = text.encode("utf-8", "surrogateescape")
+        if len(data) > MAX_SCRIPT_BYTES:  # a -c string from a manifest is only as bounded as its file
+            raise InputError(str(script), f"over {MAX_SCRIPT_BYTES} bytes: not a launcher script")
     shell, options, zero = command_string or (interpreter(data), interpreter_options(data), None)
     if shell not in ("bash", "sh"):
         raise UnresolvedLaunch(
