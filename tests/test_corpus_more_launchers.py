@@ -152,11 +152,6 @@ def _recipe_args(server: Server) -> str:  # noqa: F811 (the fixture's type)
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding 1: an optional word on a run-time branch makes every argument unknown "
-    "(script.merged: argv lengths differ), so flashinfer_mxfp4 on every path is not a fail",
-)
 def test_an_optional_word_on_a_runtime_branch_keeps_the_rest_known(
     server: Server,  # noqa: F811 (the fixture)
     tmp_path: Path,

@@ -380,6 +380,43 @@ def test_server_command_inside_a_branch_decided_at_run_time(host: Host) -> None:
     assert moe["status"] == "error" and "run-time condition" in moe["message"]
 
 
+def test_words_on_some_paths_only_leave_the_rest_known(host: Host) -> None:
+    """Finding 1 of world9: paths whose argvs differ in length (an optional flag, an optional ``docker run``
+    option) are read apart and merged argument by argument: what every path gives stays known; a flag on
+    some paths only, or a value that differs, is unresolved (never one path's value, never the default)."""
+    script = _write(
+        host,
+        "optional.sh",
+        "#!/bin/bash\nopts=()\nB=triton\n"
+        "if nvidia-smi -L | grep -q GB10; then\n"
+        "  opts+=(--enable-metrics --mem-fraction-static 0.5); B=flashinfer\nfi\n"
+        "exec python3 -m sglang.launch_server --model-path /m --moe-runner-backend flashinfer_mxfp4 "
+        '--speculative-algorithm NEXTN --attention-backend "$B" "${opts[@]}"\n',
+    )
+    static = _static(host, script, {})
+    assert static.args["moe_runner_backend"] == "flashinfer_mxfp4"
+    assert static.args["speculative_algorithm"] == "NEXTN"
+    for dest in ("enable_metrics", "mem_fraction_static", "attention_backend"):
+        why = static.unresolved[dest]
+        assert "depends on a run-time condition (" in why and "nvidia-smi -L | grep -q GB10" in why
+    assert static.unresolved["enable_metrics"].startswith("given on some paths only")
+    assert "moe_runner_backend" not in static.unresolved and "model_path" not in static.unresolved
+    docker = _write(
+        host,
+        "docker.sh",
+        "#!/bin/bash\nset -euo pipefail\ngroups=()\n"
+        'gid="$(getent group video | cut -d: -f3 || true)"\n'
+        'if [[ -n "${gid}" ]]; then groups+=(--group-add "${gid}" -e ONE=1); fi\n'
+        'docker run -d --gpus all "${groups[@]}" -e TWO=2 img python3 -m sglang.launch_server '
+        "--model-path /m --moe-runner-backend flashinfer_mxfp4\n",
+    )
+    static = _static(host, docker, {})
+    assert static.args["moe_runner_backend"] == "flashinfer_mxfp4" and static.env["TWO"] == "2"
+    assert "ONE" in static.unresolved and "ONE" not in static.env
+    rc, report, err = _preflight(host.env, "--script", str(docker))
+    assert rc == 78 and _statuses(report)["moe.backend"] == "fail", err
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [

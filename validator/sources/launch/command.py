@@ -12,7 +12,7 @@ import copy
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, lexists, open_regular, read_text_bounded
@@ -203,20 +203,43 @@ class Launcher:
     base_dir: Path | None = None  # where a relative --config is found
     container: ContainerSpec | None = None  # the container the launch runs in, as its input describes it
     placeholders: bool = False  # a script's: a required value known only at run time stands as a word
+    # a script's other run-time paths: their server words, where they differ from ``server_args``
+    alternatives: list[list[str]] = field(default_factory=list)
+    alternatives_why: str = ""  # the run-time conditions that choose between the paths
+    alternatives_at: str = ""  # where the paths launch (file:line)
 
     def parsed(self) -> LaunchFacts:
         """The launch parsed with the table ``parsing_with`` chose (outside it, the shipped one)."""
         with read_as(self.facts.named_by) as namers:  # a --config file is named by the launch...
             parsed = parse_argv(self.server_args, origin=self.facts.origin, base_dir=self.base_dir)
+            others = [
+                parse_argv(a, origin=self.facts.origin, base_dir=self.base_dir) for a in self.alternatives
+            ]
         facts = copy.deepcopy(self.facts)
         facts.named_by = dict(namers)  # ... and names, in turn, as its owner could (its model path)
         facts.argv, facts.args, facts.explicit = parsed.argv, parsed.args, parsed.explicit
         facts.config_file = parsed.config_file
         facts.warnings[:0] = parsed.warnings
+        for other in others:
+            self._differing(facts, other.args, other.explicit)
         for dest in facts.unresolved if self.placeholders else ():
             if facts.args.get(dest) == placeholder(dest):  # the word stood for nothing known: unset
                 facts.args[dest] = None
         return facts
+
+    def _differing(self, facts: LaunchFacts, args: Mapping[str, object], explicit: set[str]) -> None:
+        """What another path gives differently is unresolved, the argument's presence included: a flag
+        one path gives and another leaves out is neither that path's value nor the default."""
+        for dest in sorted(set(facts.args) | set(args)):
+            given = (dest in facts.explicit, dest in explicit)
+            if given[0] == given[1] and facts.args.get(dest) == args.get(dest):
+                continue
+            what = "given on some paths only" if given[0] != given[1] else "differs between paths"
+            facts.unresolved.setdefault(
+                dest, f"{what}: depends on a run-time condition ({self.alternatives_why})"
+            )
+            facts.unresolved_at.setdefault(dest, self.alternatives_at or facts.origin)
+            facts.explicit.add(dest)
 
 
 def placeholder(dest: str) -> str:

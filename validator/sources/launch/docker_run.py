@@ -203,6 +203,36 @@ def _run_options(
     return words[i:]
 
 
+# the options whose values ``parse_docker_words`` reads; the others' values do not reach a check
+_READ = {"-e", "--env", "--env-file", "-v", "--volume", "--mount", "--entrypoint", "-w", "--workdir"}
+
+
+def unread_values(words: list[str | None]) -> set[int]:
+    """The positions, in a container run whose unknown words are None, of the values of options before the
+    image that nothing here reads (``--group-add "$gid"``, ``--name``): such a word can be known only at run
+    time without hiding anything the launch is judged by. Empty when the words are not a container run."""
+    known = [w if w is not None else "" for w in words]
+    if not is_container_run(known):
+        return set()
+    i = known.index("run") + 1
+    out: set[int] = set()
+    while i < len(words):
+        word = words[i]
+        if word is None or word == "--" or not word.startswith("-") or word == "-":
+            break
+        i += 1
+        name = word.partition("=")[0] if word.startswith("--") else word[:2]
+        if name in _BOOLEAN or "=" in word or (not word.startswith("--") and len(word) > 2):
+            continue  # no value, or its value in the same word
+        if name in _WITH_VALUE or name[1:] in _SHORT_WITH_VALUE:
+            if name not in _READ and i < len(words):
+                out.add(i)
+            i += 1
+        else:
+            break
+    return out
+
+
 def runs_inline_code(words: list[str]) -> bool:
     """The container runs inline code (``--entrypoint python3 IMAGE -c CODE``, ``IMAGE python3 -c CODE``):
     a one-off job such as a download, not the server, as ``python3 -c`` on the host is not (the server is

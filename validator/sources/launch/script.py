@@ -23,6 +23,7 @@ from validator.sources.launch.docker_run import (
     is_container_run,
     launch_from_container,
     parse_docker_words,
+    unread_values,
 )
 from validator.sources.launch.shell.machine import others_could_write
 from validator.sources.launch.shell.programs import is_server_command, which
@@ -50,6 +51,8 @@ class Exec:
     where: str
     others: str | None = None  # why variables not in ``env`` may reach the server too
     written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
+    # the paths' own argvs where their lengths differ (``argv`` is then the first's): each is read apart
+    paths: list[list[Field]] = field(default_factory=list)
 
 
 def final_exec(launch: Launch) -> Exec:
@@ -166,10 +169,16 @@ def merged(execs: list[Exec], why: str) -> Exec:
         isinstance(e.argv, Unknown) or any(f and isinstance(f[0], Unsplit) for f in e.argv) for e in execs
     ):
         raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
-    if len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
-        raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
     argv: list[Field] = []
-    for k, f in enumerate(first.argv):  # type: ignore[arg-type]
+    paths: list[list[Field]] = []
+    if len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
+        # words present on some paths only: no position lines up, so each path's argv is read apart
+        # and their readings merged argument by argument (``launch_from_script``)
+        for e in execs:
+            if e.argv not in paths:
+                paths.append(e.argv)  # type: ignore[arg-type]
+        argv = paths[0]
+    for k, f in enumerate(first.argv if not paths else []):  # type: ignore[arg-type]
         if all(e.argv[k] == f for e in execs):  # type: ignore[index]
             argv.append(f)
         else:
@@ -187,7 +196,17 @@ def merged(execs: list[Exec], why: str) -> Exec:
     others = next((e.others for e in execs if e.others is not None), None)
     written = {p: c for p, c in first.written.items() if all(e.written.get(p) == c for e in execs)}
     return Exec(
-        program, argv, env, first.origin, first.unexported, cwd, first.line, first.where, others, written
+        program,
+        argv,
+        env,
+        first.origin,
+        first.unexported,
+        cwd,
+        first.line,
+        first.where,
+        others,
+        written,
+        paths,
     )
 
 
@@ -227,6 +246,10 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
     at = f"{ex.where}:{ex.line}"
     if isinstance(ex.argv, Unknown):
         raise UnresolvedLaunch(f"{at}: the command is computed at run time: {ex.argv.reason}")
+    if ex.paths:  # read apart only by ``launch_from_script``
+        raise UnresolvedLaunch(
+            f"{at}: the arguments depend on a run-time condition (words on some paths only)"
+        )
     unresolved: dict[str, str] = {}
     env: dict[str, str] = {}
     for k, v in ex.env.items():
@@ -241,12 +264,17 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
         raise UnresolvedLaunch(f"{at}: the program is computed at run time: {head.reason}")
     program = ex.program if isinstance(ex.program, str) else head
     argv: list[str] = [program]
-    for f in ex.argv[1:]:
+    words = [join(f) for f in ex.argv]
+    unread = unread_values([w if isinstance(w, str) else None for w in words])
+    for i, f in enumerate(ex.argv[1:], start=1):
         if f and isinstance(f[0], Unsplit):
             raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {f[0].reason}")
-        value = join(f)
+        value = words[i]
         if isinstance(value, str):
             argv.append(value)
+            continue
+        if i in unread:  # a container option's value that nothing here reads (``--group-add "$gid"``)
+            argv.append(f"<{argv[-1]}: known only at run time>")
             continue
         lead = f[0] if f and isinstance(f[0], str) else ""
         if lead.startswith("--") and "=" in lead:
@@ -366,18 +394,8 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
     return _read_inside(spec, reading, None, image_env=_inside(spec))
 
 
-def launch_from_script(
-    path: Path | str,
-    *,
-    env: Mapping[str, str] | None = None,
-    env_origin: Mapping[str, str] | None = None,
-    args: list[str] | None = None,
-) -> Launcher:
-    """``--script``: the server command the script runs, with the environment it gives it; its container
-    is the ``docker run`` the script runs as written, when it runs one (for what it hides)."""
-
-    base = dict(env or {})
-    ex, launched = read_exec(path, base, args)
+def _launcher_of(ex: Exec, env_origin: Mapping[str, str] | None) -> tuple[Launcher, dict[str, str]]:
+    """One path's launch (``ex.argv`` a single argv) as a Launcher, with what it leaves unresolved."""
     argv, server_env, origin, unresolved = resolve(ex)
     for k, v in origin.items():
         if v == "environment":
@@ -395,7 +413,63 @@ def launch_from_script(
             base_dir=base_dir,
             working_directory=base_dir,
         )
-    launcher.container, launcher.placeholders, facts = container, True, launcher.facts
+    launcher.container, launcher.placeholders = container, True
+    return launcher, unresolved
+
+
+def _merged_launchers(
+    variants: list[tuple[Launcher, dict[str, str]]], why: str, at: str
+) -> tuple[Launcher, dict[str, str]]:
+    """The launches of paths whose words differ in number, as one: the program and the container must be
+    the same on every path (else the launch is unresolved); a variable or server argument that differs
+    between them (or is given on some only) is unresolved, the rest stays known (``Launcher.parsed``)."""
+
+    def shape(launcher: Launcher) -> tuple[object, ...]:
+        f, c = launcher.facts, launcher.container
+        bare = None if c is None else replace(c, argv=[], env={}, env_origin={}, unresolved={}, warnings=[])
+        return (f.program, f.entry, f.interpreter, f.interpreter_options, f.working_directory, bare)
+
+    first, unresolved = variants[0][0], dict(variants[0][1])
+    if any(shape(other) != shape(first) for other, _ in variants[1:]):
+        what = "container's options" if first.container is not None else "program"
+        raise UnresolvedLaunch(f"{at}: the {what} depend on a run-time condition ({why})")
+    for _, more in variants[1:]:
+        for name, reason in more.items():
+            unresolved.setdefault(name, reason)
+    envs = [launcher.facts.env for launcher, _ in variants]
+    for name in sorted({n for e in envs for n in e}):
+        if name not in first.facts.env or any(e.get(name) != first.facts.env[name] for e in envs):
+            first.facts.env.pop(name, None)
+            first.facts.env_origin.pop(name, None)
+            unresolved.setdefault(
+                name, f"whether and how {name} is set depends on a run-time condition ({why})"
+            )
+    for other, _ in variants[1:]:
+        if other.server_args != first.server_args and other.server_args not in first.alternatives:
+            first.alternatives.append(other.server_args)
+    first.alternatives_why, first.alternatives_at = why, at
+    return first, unresolved
+
+
+def launch_from_script(
+    path: Path | str,
+    *,
+    env: Mapping[str, str] | None = None,
+    env_origin: Mapping[str, str] | None = None,
+    args: list[str] | None = None,
+) -> Launcher:
+    """``--script``: the server command the script runs, with the environment it gives it; its container
+    is the ``docker run`` the script runs as written, when it runs one (for what it hides)."""
+
+    base = dict(env or {})
+    ex, launched = read_exec(path, base, args)
+    variants = [_launcher_of(replace(ex, argv=a, paths=[]), env_origin) for a in ex.paths or [ex.argv]]  # type: ignore[list-item]
+    if len(variants) > 1:
+        why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
+        launcher, unresolved = _merged_launchers(variants, why, f"{ex.where}:{ex.line}")
+    else:
+        launcher, unresolved = variants[0]
+    facts = launcher.facts
     facts.unresolved.update(unresolved)
     facts.unresolved_at.update(dict.fromkeys(unresolved, f"{ex.where}:{ex.line}"))
     facts.shell_only.update({n: "set by the script but not exported" for n in ex.unexported})
