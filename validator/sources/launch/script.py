@@ -51,7 +51,7 @@ class Exec:
     where: str
     others: str | None = None  # why variables not in ``env`` may reach the server too
     written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
-    # the paths' own argvs where their lengths differ (``argv`` is then the first's): each is read apart
+    # the paths' own argvs where their lengths differ (``argv`` is then Unsplit): each is read apart
     paths: list[list[Field]] = field(default_factory=list)
 
 
@@ -177,7 +177,6 @@ def merged(execs: list[Exec], why: str) -> Exec:
         for e in execs:
             if e.argv not in paths:
                 paths.append(e.argv)  # type: ignore[arg-type]
-        argv = paths[0]
     for k, f in enumerate(first.argv if not paths else []):  # type: ignore[arg-type]
         if all(e.argv[k] == f for e in execs):  # type: ignore[index]
             argv.append(f)
@@ -195,9 +194,12 @@ def merged(execs: list[Exec], why: str) -> Exec:
     )
     others = next((e.others for e in execs if e.others is not None), None)
     written = {p: c for p, c in first.written.items() if all(e.written.get(p) == c for e in execs)}
+    words: list[Field] | Unsplit = argv
+    if paths:  # no one argv: a reader that does not read ``paths`` apart finds the arguments unknown
+        words = Unsplit(f"the arguments depend on a run-time condition ({why})")
     return Exec(
         program,
-        argv,
+        words,
         env,
         first.origin,
         first.unexported,
@@ -244,12 +246,10 @@ def exec_of(reading: Reading) -> tuple[Exec, list[Ending]]:
 def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[str, str]]:
     """(argv, env, env origin, unresolved) for ``launch_from_argv``; raises UnresolvedLaunch."""
     at = f"{ex.where}:{ex.line}"
+    if ex.paths and isinstance(ex.argv, Unknown):  # read apart only by ``launch_from_script``
+        raise UnresolvedLaunch(f"{at}: {ex.argv.reason}")
     if isinstance(ex.argv, Unknown):
         raise UnresolvedLaunch(f"{at}: the command is computed at run time: {ex.argv.reason}")
-    if ex.paths:  # read apart only by ``launch_from_script``
-        raise UnresolvedLaunch(
-            f"{at}: the arguments depend on a run-time condition (words on some paths only)"
-        )
     unresolved: dict[str, str] = {}
     env: dict[str, str] = {}
     for k, v in ex.env.items():
