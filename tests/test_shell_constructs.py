@@ -48,6 +48,12 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "-3,-1,1,3",
     ),
     "arith parentheses": ("R=$(( (1 + 2) * 3 ))", "9", "9"),
+    # white space in double quotes before an expansion or the closing quote (the grammar's tokens hold it)
+    "white space inside double quotes": (
+        'A=x; B=y; C="$A $B"; R="$C|  $A  |  |${A}\t${B}|a  $(echo b)"',
+        "x y|  x  |  |x\ty|a  b",
+        "x y|  x  |  |x\ty|a  b",
+    ),
     # ${v:=WORD} with "$@": bash joins the words with a space whatever IFS is, dash with IFS's first
     'assign default from "$@"': ('set -- a b c\n: "${R:="$@"}"', "a b c", "a b c"),
     'assign default from "$@", IFS=:': ('set -- a b c\nIFS=:\n: "${R:="$@"}"', "a b c", "a:b:c"),

@@ -115,7 +115,13 @@ class Expander:
         if t == "string":
             parts: list[Seg] = []
             inside = False
-            for child in node.children:
+            for k, child in enumerate(node.children):
+                # tree-sitter-bash gives the white space before an expansion or the closing quote to that
+                # token (``"$A $B"``: ``' $B'``; ``"  "``: ``'  "'``), not to a string_content: it is text
+                lead = text(child)[: len(text(child)) - len(text(child).lstrip(" \t\n"))]
+                if lead and child.type != "string_content" and k > 0:
+                    parts.append(Seg(lead, quoted=True))
+                    inside = True
                 if child.type == '"':
                     continue
                 inside = True
