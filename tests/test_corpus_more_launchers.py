@@ -114,8 +114,9 @@ def _shantanu_sandbox(tmp: Path) -> tuple[Path, Path, dict[str, str]]:
 
 @pytest.mark.xfail(
     strict=True,
-    reason='finding 7: `read -r -a EXTRA <<< "${EXTRA_ARGS:-}"` (line 37) is unmodelled although its input '
-    "is known, and finding 1: the `--group-add` words `getent` decides make the whole launch unresolved",
+    reason="findings 7 and 1 are fixed (read -r -a of a known here-string; paths of different lengths "
+    "merged per argument), but the argv holds command outputs the reader does not run: "
+    '`$(cat "${BUILD}/path_*.txt")` (the -v targets) and `getent group video` (the --group-add words)',
 )
 def test_shantanugoel_serve_sh_is_read_as_bash_runs_it(tmp_path: Path) -> None:
     script, out, env = _shantanu_sandbox(tmp_path)

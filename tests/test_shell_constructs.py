@@ -48,6 +48,7 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "-3,-1,1,3",
     ),
     "arith parentheses": ("R=$(( (1 + 2) * 3 ))", "9", "9"),
+    "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
     # white space in double quotes before an expansion or the closing quote (the grammar's tokens hold it)
     "white space inside double quotes": (
         'A=x; B=y; C="$A $B"; R="$C|  $A  |  |${A}\t${B}|a  $(echo b)"',
@@ -436,3 +437,54 @@ def test_an_element_set_after_an_untrusted_sourced_file_leaves_the_count_unknown
         assert not isinstance(read, str)
         last = join(read.argv[-1]) if not isinstance(read.argv, Unknown) else read.argv
         assert isinstance(last, Unknown) == (reader == "partly"), (body, last)
+
+
+# read with a known here-string or here-document (bash only: dash has neither here-strings nor -a)
+READ_CASES: dict[str, tuple[str, Expect]] = {
+    "read -r -a from an empty here-string": ('read -r -a A <<< "${X:-}"\nR="${#A[@]}:${A[*]}"', "0:"),
+    "read -a splits on IFS white space": ('read -r -a A <<< "  a  b\tc  "\nR="${#A[@]}:${A[1]}"', "3:b"),
+    "read -ra, the options in one word": ('read -ra A <<< "x y"\nR="${A[1]}"', "y"),
+    "read: the last name takes the rest": (
+        'read -r x y <<< "  one two  three  "\nR="$x|$y"',
+        "one|two  three",
+    ),
+    "read: more names than words": ('read x y z <<< "a"\nR="$x,$y,$z"', "a,,"),
+    "read without -r: backslashes quote": ("read x y <<< 'a\\ b c\\\\d'\nR=\"$x|$y\"", "a b|c\\d"),
+    "read -r: backslashes stay": ("read -r x y <<< 'a\\ b c'\nR=\"$x|$y\"", "a\\|b c"),
+    "read from a here-document: the first line": (
+        "read x <<'EOF'\n  first line  \nsecond\nEOF\nR=\"[$x]\"",
+        "[first line]",
+    ),
+    "read: backslash-newline continues the line": ("read x <<'EOF'\na\\\nb\nEOF\nR=\"$x\"", "ab"),
+    "read with an empty IFS keeps the line whole": ('IFS= read -r x <<< "  a b  "\nR="[$x]"', "[  a b  ]"),
+    "read at the end of the input fails": (
+        "if read x <<'EOF'\nEOF\nthen R=yes; else R=\"no[$x]\"; fi",
+        "no[]",
+    ),
+    "read into REPLY: the line unsplit": ('read <<< "  hi there "\nR="[$REPLY]"', "[  hi there ]"),
+    "read into REPLY, backslashes quote": ("read <<< ' a\\ b\\\\ '\nR=\"[$REPLY]\"", "[ a b\\ ]"),
+    "read -a from a file is known only at run time": ('read -r -a A < /etc/hostname\nR="${A[0]}"', PARTLY),
+    "read with IFS=, is not modelled: known only at run time": (
+        'IFS=, read -r x y <<< "a,b"\nR="$x"',
+        PARTLY,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(READ_CASES))
+def test_read_reads_as_bash_runs_it(tmp_path: Path, name: str) -> None:
+    """Finding 7 of world9 (shantanugoel's ``read -r -a EXTRA <<< "${EXTRA_ARGS:-}"``): ``read`` of a known
+    here-string or here-document is read as bash reads it (bash manual, "read")."""
+    body, expect = READ_CASES[name]
+    base = sandbox(tmp_path)
+    script = Script(f'#!/bin/bash\n{body}\nexec python3 -m sglang.launch_server --x "$R"\n')
+    ran = run_bash(tmp_path, script, base)
+    verdict = compare(read_static(tmp_path, script, base), ran)
+    where = f"bash ran {ran.argv[-1:]}, the reader: {verdict}"
+    if expect is PARTLY:
+        assert ran.launched and verdict.kind == "partly", where
+    elif isinstance(expect, Refused):
+        assert verdict.kind == "unresolved" and expect.why in verdict.detail, where
+    else:
+        assert ran.launched and ran.argv[-1] == expect, where
+        assert verdict.kind == "proven", where

@@ -293,7 +293,23 @@ class Gen:
     def runtime(self, depth: int) -> str:
         """What is known only at run time, made unknown exactly where it reaches (one kind, so that the
         rest of the grammar keeps its share)."""
-        return self.r.choice([self.sourced_input, self.unread_source, self.runtime_loop])(depth)
+        return self.r.choice([self.sourced_input, self.unread_source, self.runtime_loop, self.read_])(depth)
+
+    def read_(self, depth: int) -> str:
+        """``read`` of a here-string or here-document: known text split as bash splits it, or unknown."""
+        choice = self.pick([
+            'read -r -a F <<< "${E1:-}"',
+            'read -ra F <<< "  $A  b\\ c "',
+            "read -a F <<< ' x\\ y z '",
+            'read -r B C <<< "  one two  three  "',
+            "read B C <<'EOF'\n a\\ b c\\\nd  \nsecond\nEOF",
+            'IFS= read -r B <<< "  $A  "',
+            'read <<< " $A "; B="$REPLY"',
+            "read -r B < vars.env",
+            "read B <<'EOF'\nEOF",
+        ])  # fmt: skip
+        self.tag("read")
+        return choice
 
     def sourced_input(self, depth: int) -> str:
         """A file sourced from the command's own input: a here-document (static, or with expansions, read

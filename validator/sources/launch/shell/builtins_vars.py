@@ -1,6 +1,7 @@
 """The builtins that set variables, options and positional parameters: a declaration reached as a
 command word (``builtin export X=1``: the declarations themselves are ``variables``'), ``set`` (options
-and ``set --``), ``shift``, ``getopts``, ``let`` and ``read`` (whose values are known only at run time).
+and ``set --``), ``shift``, ``getopts``, ``let`` and ``read`` (of a here-string or
+here-document whose text is known; else its values are known only at run time).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 from tree_sitter import Node
 
 from validator.sources.launch.shell.api import Builtin, Shell
+from validator.sources.launch.shell.builtins_flow import stdin_text
 from validator.sources.launch.shell.machine import Prefix, known_words
 from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import OPTION_LETTERS, line_of
@@ -151,15 +153,126 @@ def b_let(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | Non
 
 
 def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
-    for f in args:
-        w = join(f)
-        if isinstance(w, str) and NAME.fullmatch(w):
-            ev.vars.assign(w, Unknown(f"{w} is read from input at run time (line {line_of(node)})"), node)
-        elif isinstance(w, str) and w.startswith("-"):
-            if any(c in w for c in "apdnNtu"):
-                raise Unmodelled(f"read {w}", line_of(node))
+    """``read [-r] [-s] [-p PROMPT] [-a NAME] [NAME...]``: one line of its input split on ``IFS`` (bash
+    manual, "read": the last name takes the rest; ``-a`` assigns the words from index 0 after unsetting the
+    array; without ``-r`` a backslash quotes the next character and backslash-newline continues the line).
+    The input is known when it is a here-string or static here-document; else every target is unknown."""
+    words = [join(f) for f in args]
+    raw, array, names, k = False, None, [], 0
+    while k < len(words):
+        w = words[k]
+        if isinstance(w, Unknown):
+            raise Unmodelled(f"read with an argument known only at run time: {w.reason}", line_of(node))
+        k += 1
+        if w == "--":
+            break
+        if not w.startswith("-") or w == "-":
+            k -= 1
+            break
+        for j, c in enumerate(w[1:], start=1):
+            if ev.m.posix and c not in "rp":
+                raise Unmodelled(f"read -{c} in a /bin/sh script (dash knows -r and -p)", line_of(node))
+            if c in "rse":
+                raw = raw or c == "r"
+            elif c in "api":
+                value = w[j + 1 :] or (words[k] if k < len(words) else None)
+                if not w[j + 1 :]:
+                    k += 1
+                if not isinstance(value, str):
+                    raise Unmodelled(f"read -{c} without a known value", line_of(node))
+                if c == "a":
+                    array = value
+                break  # -p PROMPT, -i TEXT: for a terminal only, as -s and -e; they change no value
+            else:
+                why = "reads a set number of characters, a delimiter, a descriptor or with a timeout"
+                raise Unmodelled(f"read -{c}: the option {why}, not modelled", line_of(node))
+    for w in words[k:]:
+        if not isinstance(w, str) or not NAME.fullmatch(w):
+            raise Unmodelled(f"read into {w!r}: not a variable name", line_of(node))
+        names.append(w)
+    if array is not None and not NAME.fullmatch(array):
+        raise Unmodelled(f"read -a {array!r}: not a variable name", line_of(node))
+    reply = array is None and not names  # no name: REPLY gets the line itself, not split or stripped
+    if reply:
+        names = ["REPLY"]
+    ifs = ev.vars.scalar("IFS")
+    ifs = " \t\n" if ifs is None else ifs
+    stdin = stdin_text(ev, node)
+    line: list[tuple[str, bool]] | Unknown = stdin if isinstance(stdin, Unknown) else []
+    status = 1
+    if isinstance(ifs, Unknown):
+        line = Unknown(f"IFS is known only at run time ({ifs.reason})")
+    elif any(c not in " \t\n" for c in ifs):
+        line = Unknown(f"read splits on an IFS with non-white-space characters ({ifs!r}), not modelled")
+    elif isinstance(stdin, str):
+        line, status = _read_line(stdin, raw)
+    if isinstance(line, Unknown):
+        unknown = Unknown(f"read from input at run time (line {line_of(node)}): {line.reason}")
+        if array is not None:
+            _array(ev, array, unknown, node)
+        for n in names:
+            ev.vars.assign(n, unknown, node)
+        return ev.m.errexit(None, node, "read")
+    assert isinstance(ifs, str)
+    if reply:
+        ev.vars.assign("REPLY", "".join(c for c, _ in line), node)
+    elif array is not None:
+        _array(ev, array, _fields(line, ifs, 0), node)
+    else:
+        fields = _fields(line, ifs, len(names))
+        for n, value in zip(names, fields + [""] * len(names), strict=False):
+            ev.vars.assign(n, value, node)
+    return ev.m.errexit(status, node, "read")
+
+
+def _read_line(text: str, raw: bool) -> tuple[list[tuple[str, bool]], int]:
+    """One line of ``text`` as (character, quoted by a backslash) pairs, and read's status: 0 when a
+    newline ended it, 1 at the end of the input."""
+    out: list[tuple[str, bool]] = []
+    k = 0
+    while k < len(text):
+        c = text[k]
+        if c == "\n":
+            return out, 0
+        if c == "\\" and not raw:
+            if k + 1 < len(text) and text[k + 1] != "\n":
+                out.append((text[k + 1], True))
+            k += 2
+            continue
+        out.append((c, False))
+        k += 1
+    return out, 1
+
+
+def _fields(line: list[tuple[str, bool]], ifs: str, names: int) -> list[str]:
+    """The line split on white-space ``ifs`` into words; with ``names`` > 0 the last of them takes the rest
+    of the line (inner separators kept, trailing ones dropped). A backslash-quoted character never splits."""
+
+    def sep(k: int) -> bool:
+        return line[k][0] in ifs and not line[k][1]
+
+    words: list[str] = []
+    k, n = 0, len(line)
+    while True:
+        while k < n and sep(k):
+            k += 1
+        if k >= n:
+            return words
+        end = n
+        if names and len(words) == names - 1:
+            while end > k and sep(end - 1):
+                end -= 1
         else:
-            raise Unmodelled("read", line_of(node))
-    if not args:
-        ev.vars.assign("REPLY", Unknown("REPLY is read from input at run time"), node)
-    return ev.m.errexit(None, node, "read")
+            end = next((j for j in range(k, n) if sep(j)), n)
+        words.append("".join(c for c, _ in line[k:end]))
+        k = end
+
+
+def _array(ev: Shell, name: str, values: list[str] | Unknown, node: Node) -> None:
+    """``read -a NAME``: the array emptied, then given ``values`` from index 0."""
+    ev.vars.assign(name, "", node, key="0")  # bash's own or readonly names refused as any assignment
+    var = ev.m.st.vars[name]
+    if var.assoc:
+        raise Unmodelled(f"read -a into the associative array {name}", line_of(node))
+    var.items = values if isinstance(values, Unknown) else {str(i): v for i, v in enumerate(values)}
+    var.value, var.maybe_array = None, False
