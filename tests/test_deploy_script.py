@@ -422,6 +422,17 @@ def test_words_on_some_paths_only_leave_the_rest_known(host: Host) -> None:
     [
         ("#!/bin/sh\necho starting\nsleep 1\n", "no path through the script starts the SGLang server"),
         ("#!/bin/sh\nif [ -f x ]; then\n  python3 -m sglang.launch_server\n", "syntax error"),
+        # F11 of world9: where the paths end, said as a sentence
+        ("#!/bin/sh\necho starting\nexit 3\n", "its paths end at line 3 (exit 3)"),
+        ("#!/bin/sh\necho starting\n", "its paths end at the end of the script"),
+        # a driver that starts the server through another script (0xBakeer's tune.sh): named, not followed
+        (
+            '#!/bin/bash\ncd "$(dirname "${BASH_SOURCE[0]}")"\nPROFILE=humming-dspark \\\n'
+            "  setsid nohup ./start.sh > tune.log 2>&1 &\n",
+            "it runs another script, ./start.sh (line 3), which is not followed here: if that starts the "
+            "server, give it with --script",
+        ),
+        ("#!/bin/sh\nbash -x run-server.sh --fast\n", "it runs another script, run-server.sh (line 2)"),
     ],
 )
 def test_broken_scripts_exit_65_with_one_line(host: Host, text: str, needle: str) -> None:

@@ -230,17 +230,37 @@ def exec_of(reading: Reading) -> tuple[Exec, list[Ending]]:
         raise UnresolvedLaunch(f"{e.where}:{e.line}: {e.reason}{more}")
     launched = [e for e in reading.endings if e.kind == "launch" and e.launch is not None]
     if not launched:
-        ends = "; ".join(
-            sorted({f"line {e.line}: {e.reason}" if e.line else e.reason for e in reading.endings})[:3]
-        )
-        raise InputError(
-            where,
-            "no path through the script starts the SGLang server (python -m sglang.launch_server, "
-            f"sglang serve, spark-validate launch or docker run) on this host; it ends at {ends}",
-        )
+        raise InputError(where, _no_launch(reading))
     execs = [final_exec(e.launch) for e in launched if e.launch is not None]
     why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
     return merged(execs, why), launched
+
+
+def _no_launch(reading: Reading) -> str:
+    """Why no path launches: where the paths end, and the other scripts it runs, which are not followed
+    (a driver such as ``setsid nohup ./start.sh &``: that script is the one to give)."""
+    ends = sorted(
+        {
+            f"at line {e.line} ({e.reason})"
+            if e.line
+            else "at the end of the script"
+            if e.reason == "the script ends"
+            else e.reason
+            for e in reading.endings
+        }
+    )
+    more = f" (and {len(ends) - 3} more)" if len(ends) > 3 else ""
+    text = (
+        "no path through the script starts the SGLang server (python -m sglang.launch_server, sglang serve, "
+        f"spark-validate launch or docker run) on this host; its paths end {', '.join(ends[:3])}{more}"
+    )
+    if reading.scripts:
+        names = ", ".join(reading.scripts[:3])
+        text += (
+            f"; it runs another script, {names}, which is not followed here: if that starts the server, "
+            "give it with --script (with the environment and arguments this one gives it)"
+        )
+    return text
 
 
 def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[str, str]]:

@@ -19,7 +19,7 @@ from validator.sources.launch.shell.builtins import BUILTINS, POSIX_BUILTINS, PR
 from validator.sources.launch.shell.effects import is_pure
 from validator.sources.launch.shell.machine import heredoc_text
 from validator.sources.launch.shell.paths import Forks, explore
-from validator.sources.launch.shell.programs import MAKERS, is_server_command, reads_only
+from validator.sources.launch.shell.programs import MAKERS, is_server_command, reads_only, script_run
 from validator.sources.launch.shell.state import (
     MAX_DEPTH,
     Launch,
@@ -210,6 +210,8 @@ class Commands:
         values = [join(f) for f in words]
         if is_server_command(values):
             self.launch(words, prefix, node, execs)
+        if (other := script_run(values)) is not None:
+            self.m.scripts_run.append(f"{other} (line {line_of(node)})")
         if head == "time" and len(words) > 1:
             return self.invoke(words[1:], prefix, node, execs=execs)
         if execs:

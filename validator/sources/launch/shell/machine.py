@@ -50,6 +50,9 @@ class Machine:
         self.file = str(script)  # the file whose statements run now
         self.notes: list[str] = []
         self.missing_source: list[str] = []
+        self.scripts_run: list[
+            str
+        ] = []  # other scripts this one runs as programs (not followed): "X (line N)"
         self.line = 0
         self.initial_opts = set(opts or ())  # what the #! line switches on (#!/bin/bash -e)
         self.posix = posix  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled

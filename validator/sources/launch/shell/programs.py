@@ -25,6 +25,49 @@ READ_ONLY = {
 }  # fmt: skip
 
 
+# programs that run the command after their options, and the shells that run a script given by name
+_WRAPPERS = {
+    "env",
+    "nohup",
+    "setsid",
+    "timeout",
+    "nice",
+    "stdbuf",
+    "sudo",
+    "exec",
+    "time",
+    "ionice",
+    "taskset",
+}
+_SHELLS = {"bash", "sh", "dash"}
+
+
+def script_run(words: list[Value]) -> str | None:
+    """The other script a command runs, when it is one by its name (``./start.sh``, ``setsid nohup
+    ./start.sh``, ``bash tune.sh``): for the message of a reading that starts no server (it does not follow
+    that script). None otherwise."""
+    k = 0
+    while k < len(words):
+        w = words[k]
+        if isinstance(w, Unknown):
+            return None
+        name = os.path.basename(w)
+        if name in _WRAPPERS:
+            k += 1
+            while k < len(words) and isinstance(words[k], str) and str(words[k]).startswith(("-", "+")):
+                k += 1  # the wrapper's options (a value of one is not skipped: then no script is named)
+            while k < len(words) and isinstance(words[k], str) and "=" in str(words[k]):
+                k += 1  # env's assignments
+            continue
+        if name in _SHELLS:
+            if "-c" in words[k + 1 :]:
+                return None  # a command string, not a script
+            rest = [x for x in words[k + 1 :] if not (isinstance(x, str) and x.startswith("-"))]
+            return rest[0] if rest and isinstance(rest[0], str) else None
+        return w if w.endswith(".sh") else None
+    return None
+
+
 def reads_only(name: str, args: list[Value]) -> bool:
     """The program changes nothing on the disk (beyond its redirections): one of READ_ONLY, ``awk`` whose
     program has no output redirection, pipe or ``system()``, ``nvidia-smi`` without ``-f``, ``sort``

@@ -57,6 +57,7 @@ def read_script(
     tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
     endings: list[Ending] = []
     notes: list[str] = []
+    scripts: list[str] = []
     memo = Memo()
 
     def walk(forks: Forks) -> None:
@@ -69,9 +70,10 @@ def read_script(
         for note in m.notes:
             if note not in notes:
                 notes.append(note)
+        scripts.extend(s for s in m.scripts_run if s not in scripts)
 
     if not explore(walk, MAX_PATHS):
         endings.append(
             Ending("unresolved", 1, str(script), f"more than {MAX_PATHS} paths through the script")
         )
-    return Reading(script, endings, notes)
+    return Reading(script, endings, notes, scripts)

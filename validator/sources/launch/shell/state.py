@@ -90,6 +90,7 @@ class Reading:
     script: Path
     endings: list[Ending]
     notes: list[str]
+    scripts: list[str] = field(default_factory=list)  # other scripts it runs, not followed: "X (line N)"
 
 
 class Names(Protocol):
