@@ -86,3 +86,31 @@ def test_the_activate_of_an_older_venv_is_read_without_an_assumption(tmp_path: P
     reader = read_static(tmp_path, script, base)
     assert compare(reader, ran).kind == "proven", reader
     assert not isinstance(reader, str) and reader.where.endswith("(no assumption)"), reader.where
+
+
+def test_a_status_that_true_discards_does_not_fork(tmp_path: Path) -> None:
+    """F9 of world9 (shantanugoel's serve.sh: 204 paths, 2 s): ``cmd || true`` and ``cmd || :`` end with
+    status 0 whichever way ``cmd`` went and differ in nothing else, so they are one path, not two; each
+    sourced file is parsed once per reading. A ``true`` the script redefines still forks. Held to bash."""
+    body = (
+        "source ./lib.sh\n" * 3
+        + 'gid="$(getent group video | cut -d: -f3 || true)"\n'
+        + "docker rm -f old >/dev/null 2>&1 || true\n" * 8
+        + "grep -q x /etc/hostname || :\n"
+    )
+    (tmp_path / "lib.sh").write_text("L=1\n")
+    script = tmp_path / "start.sh"
+    script.write_text(f'#!/bin/bash\nset -e\n{body}exec python3 -m sglang.launch_server --x "$L"\n')
+    reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
+    assert [e.kind for e in reading.endings] == ["launch"], [e.reason for e in reading.endings]
+    shadowed = tmp_path / "shadowed.sh"
+    shadowed.write_text(
+        "#!/bin/bash\ntrue() { return 1; }\ndocker rm -f old || true\nexec python3 -m sglang.launch_server\n"
+    )
+    assert len(read_script(shadowed, env={"PATH": "/usr/bin:/bin"}).endings) == 2
+    run = Script(f'#!/bin/bash\nset -e\n{body}exec python3 -m sglang.launch_server --x "$L"\n')
+    base = sandbox(tmp_path)
+    (tmp_path / "lib.sh").write_text("L=1\n")
+    ran = run_bash(tmp_path, run, base)
+    assert ran.launched and ran.argv[-1] == "1"
+    assert compare(read_static(tmp_path, run, base), ran).kind in ("proven", "partly")

@@ -74,7 +74,7 @@ def b_eval(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
         raise Unmodelled(f"eval of text known only at run time: {joined.reason}", line_of(node))
     if not joined.strip():
         return ev.m.errexit(0, node, "eval")
-    tree = parse(joined.encode(), f"{ev.m.file}:{line_of(node)} (eval)")
+    tree = _parsed(ev, joined.encode(), f"{ev.m.file}:{line_of(node)} (eval)")
     return ev.block(list(tree.root_node.children))
 
 
@@ -93,7 +93,7 @@ def b_source(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | 
             why = f"{target} sourced at line {line_of(node)} ({body.reason})"
             return _unread(ev, why, node, may_be_missing=False)
         name = f"{ev.m.file}:{line_of(node)} (here-document)"
-        return _run_sourced(ev, parse(body.encode("utf-8", "surrogateescape"), name), name, words, node)
+        return _run_sourced(ev, _parsed(ev, body.encode("utf-8", "surrogateescape"), name), name, words, node)
     if target.startswith(("/dev/fd/", "/proc/")):
         return _unread(ev, f"{target} sourced at line {line_of(node)} (a descriptor or process file)", node)
     path = _find_source(ev, target, node)
@@ -112,7 +112,15 @@ def b_source(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | 
             why = f"{target} (sourced at line {line_of(node)}: another user could change it: {others[0]})"
             return _unread(ev, why, node, may_be_missing=False)
         data = read_bounded(Path(path), MAX_SCRIPT_BYTES, "sourced file", names=True)
-    return _run_sourced(ev, parse(data, path), path, words, node)
+    return _run_sourced(ev, _parsed(ev, data, path), path, words, node)
+
+
+def _parsed(ev: Shell, data: bytes, name: str) -> Tree:
+    """``parse`` once per reading for the same text and name (a failure is not kept: it raises again)."""
+    tree = ev.m.memo.trees.get((data, name))
+    if tree is None:
+        tree = ev.m.memo.trees[(data, name)] = parse(data, name)
+    return tree
 
 
 # the names of the script's own standard input: sourcing one reads the command's here-document

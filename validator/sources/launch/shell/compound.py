@@ -49,11 +49,25 @@ class Compound:
         left, op, right = node.children[0], node.children[1].type, node.children[2]
         with self.m.ignoring():
             status = self.sh.stmt(left)
+        if status is None and op == "||" and self._no_op(right):
+            # ``cmd || true``: 0 whichever way cmd went, and the two paths would differ in nothing else
+            self.m.st.status = 0
+            return 0
         ok = self.m.known_status(status, snippet(left), left)
         if (op == "&&") == ok:
             return self.sh.stmt(right)
         self.m.st.status = status if status is not None else (1 if op == "&&" else 0)
         return self.m.st.status
+
+    def _no_op(self, node: Node) -> bool:
+        """``true`` or ``:`` alone (no words, redirections or prefix, not a function): it changes nothing
+        and succeeds."""
+        return (
+            node.type == "command"
+            and len(node.children) == 1
+            and text(node) in ("true", ":")
+            and text(node) not in self.m.st.funcs
+        )
 
     def pipeline(self, node: Node) -> int | None:
         parts = [c for c in node.children if c.type not in ("|", "|&")]

@@ -6,11 +6,11 @@ variables as expansion sees them. Below every part that reads or changes them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from tree_sitter import Node
+from tree_sitter import Node, Tree
 
 from validator.sources.launch.shell.values import Fields, Unknown, Value
 
@@ -49,7 +49,9 @@ class Var:
     maybe_array: bool = False
 
     def copy(self) -> Var:
-        return replace(self, items=dict(self.items) if isinstance(self.items, dict) else self.items)
+        # built directly: a subshell copies every variable, and dataclasses.replace is several times slower
+        items = dict(self.items) if isinstance(self.items, dict) else self.items
+        return Var(self.value, items, self.assoc, self.exported, self.origin, self.readonly, self.maybe_array)
 
 
 @dataclass
@@ -128,10 +130,13 @@ Outcomes = tuple[list[tuple[int | None, Value]] | None, list[str]]
 @dataclass
 class Memo:
     """What one reading learns once for all its paths: which functions are pure (``effects.is_pure``), and
-    a pure call's outcomes in a given state (``Commands.summarized``)."""
+    a pure call's outcomes in a given state (``Commands.summarized``), the tree of a text sourced or eval'd
+    (by its bytes and name: every path that sources the same file parses it, and ``bash -n`` checks it, once).
+    """
 
     pure: dict[tuple[object, ...], bool] = field(default_factory=dict)
     calls: dict[tuple[object, ...], Outcomes] = field(default_factory=dict)
+    trees: dict[tuple[bytes, str], Tree] = field(default_factory=dict)
 
 
 class ShellExit(Exception):
