@@ -219,7 +219,14 @@ def test_script_reads_as_bash_runs_it_and_gets_the_launch_cmd_verdict(host: Host
     assert by_cmd, err2
     assert by_script["verdict"] == by_cmd["verdict"] == verdict, (by_script["checks"], err)
     assert rc == rc2
-    assert _statuses(by_script) == _statuses(by_cmd)
+    mine, theirs = _statuses(by_script), _statuses(by_cmd)
+    (warnings,) = [c for c in by_script["checks"] if c["id"] == "launch.warnings"]
+    if not any(line.split()[:1] == ["cd"] for line in text.splitlines()):
+        # no cd: the reading names the directory it assumed (F8 of world9); the command line, read where
+        # the operator stands, has nothing to assume
+        assert f"read as run from {host.root} (the script's own directory)" in warnings["message"]
+        mine.pop("launch.warnings"), theirs.pop("launch.warnings")
+    assert mine == theirs
 
 
 def test_wrapped_form_is_read_through_spark_validate_launch(host: Host) -> None:
@@ -415,6 +422,29 @@ def test_words_on_some_paths_only_leave_the_rest_known(host: Host) -> None:
     assert "ONE" in static.unresolved and "ONE" not in static.env
     rc, report, err = _preflight(host.env, "--script", str(docker))
     assert rc == 78 and _statuses(report)["moe.backend"] == "fail", err
+
+
+def test_a_script_without_cd_is_read_from_its_directory_and_says_so(host: Host) -> None:
+    """F8 of world9: ``--script`` reads a script that does not cd as run from its own directory; the
+    program, the files it sources and a relative ``--model-path`` are all found from there (not from
+    preflight's own directory), and the report names that assumption. A script that cds first has none."""
+    model = "./models/Ling-3.0-flash-fp4"
+    body = (
+        "source .venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"exec python3 -m sglang.launch_server --model-path {model} {RECIPE}"
+        f" --speculative-draft-model-path {model}\n"
+    )
+    script = _write(host, "relative.sh", "#!/bin/bash\n" + body)
+    _, report, err = _preflight(host.env, "--script", str(script))  # from /
+    statuses = _statuses(report)
+    assert statuses["checkpoint.layout"] == statuses["launch.program"] == "pass", (err, statuses)
+    (warnings,) = [c for c in report["checks"] if c["id"] == "launch.warnings"]
+    assert f"read as run from {host.root} (the script's own directory)" in warnings["message"]
+    for cd in ('cd "$(dirname "$0")"', f"cd {host.root}"):
+        script = _write(host, "cds.sh", f"#!/bin/bash\n{cd}\n{body}")
+        _, report, err = _preflight(host.env, "--script", str(script))
+        assert _statuses(report)["checkpoint.layout"] == "pass", err
+        assert "read as run from" not in json.dumps(report), cd
 
 
 @pytest.mark.parametrize(

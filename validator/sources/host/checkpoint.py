@@ -265,10 +265,13 @@ def _hub_snapshot(g: Gathering, launch: LaunchFacts, model_path: str) -> Path | 
 
 def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = None) -> Path | None:
     """Without --model-dir, the launch command's --model-path when it names a local directory (for a
-    container, the host directory mounted there)."""
+    container, the host directory mounted there). A relative one is the server's working directory's, when
+    the launch says which (a script's, a unit's), as the program's is (``launch.program``)."""
     value = launch.args.get("model_path")
     if isinstance(value, str) and value.startswith(("/", ".")):
         path: Path | None = Path(value)
+        if container is None and launch.working_directory is not None and not value.startswith("/"):
+            path = launch.working_directory / value
         if container is not None:
             path, _ = on_host(value, container)
         if path is not None and looks_like(path / "config.json", stat.S_ISREG):

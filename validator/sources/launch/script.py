@@ -11,6 +11,7 @@ path, unknown program or argument count makes the launch ``UnresolvedLaunch``; `
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,6 +54,8 @@ class Exec:
     written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
     # the paths' own argvs where their lengths differ (``argv`` is then Unsplit): each is read apart
     paths: list[list[Field]] = field(default_factory=list)
+    cwd_given: bool = True  # on every path a cd set ``cwd`` (else the reading assumed where it starts)
+    cwd_read: bool = False  # on some path a relative path was read against the assumed directory
 
 
 def final_exec(launch: Launch) -> Exec:
@@ -70,7 +73,18 @@ def final_exec(launch: Launch) -> Exec:
         program = head if isinstance(head, Unknown) else which(head, path, launch.cwd)
         written = dict(launch.written)
     return Exec(
-        program, argv, env, origin, launch.unexported, launch.cwd, launch.line, launch.where, others, written
+        program,
+        argv,
+        env,
+        origin,
+        launch.unexported,
+        launch.cwd,
+        launch.line,
+        launch.where,
+        others,
+        written,
+        cwd_given=launch.cwd_given,
+        cwd_read=launch.cwd_read,
     )
 
 
@@ -209,6 +223,8 @@ def merged(execs: list[Exec], why: str) -> Exec:
         others,
         written,
         paths,
+        all(e.cwd_given for e in execs),
+        any(e.cwd_read for e in execs),
     )
 
 
@@ -414,9 +430,17 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
     return _read_inside(spec, reading, None, image_env=_inside(spec))
 
 
+# a word that names a path from the working directory: ./x, ../x, --model-path=./x, -v ./x:/y
+_RELATIVE = re.compile(r"(^|[=:,])\.\.?(/|$)")
+
+
 def _launcher_of(ex: Exec, env_origin: Mapping[str, str] | None) -> tuple[Launcher, dict[str, str]]:
     """One path's launch (``ex.argv`` a single argv) as a Launcher, with what it leaves unresolved."""
     argv, server_env, origin, unresolved = resolve(ex)
+    head = join(ex.argv[0]) if not isinstance(ex.argv, Unknown) and ex.argv else ""
+    relative_program = isinstance(head, str) and "/" in head and not head.startswith("/")
+    if relative_program or any(_RELATIVE.search(w) for w in argv):
+        ex.cwd_read = True  # the server's own words name a path from the working directory
     for k, v in origin.items():
         if v == "environment":
             origin[k] = (env_origin or {}).get(k, "environment")
@@ -483,7 +507,8 @@ def launch_from_script(
 
     base = dict(env or {})
     ex, launched = read_exec(path, base, args)
-    variants = [_launcher_of(replace(ex, argv=a, paths=[]), env_origin) for a in ex.paths or [ex.argv]]  # type: ignore[list-item]
+    paths = [replace(ex, argv=a, paths=[]) for a in ex.paths or [ex.argv]]  # type: ignore[list-item]
+    variants = [_launcher_of(one, env_origin) for one in paths]
     if len(variants) > 1:
         why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
         launcher, unresolved = _merged_launchers(variants, why, f"{ex.where}:{ex.line}")
@@ -507,6 +532,12 @@ def launch_from_script(
         )
     if isinstance(ex.cwd, Unknown):
         facts.unresolved.setdefault("working_directory", ex.cwd.reason)
+    elif not ex.cwd_given and any(one.cwd_read for one in paths):
+        facts.warnings.append(
+            f"read as run from {ex.cwd} (the script's own directory): the script does not cd to a directory "
+            "of its own before it starts the server, so its relative paths (files it sources or tests, the "
+            "server's ./ paths) are read from there; run from elsewhere, they name other files"
+        )
     return launcher
 
 

@@ -120,6 +120,9 @@ def _command_v(ev: Shell, name: Value, node: Node) -> int | None:
     if name in ev.m.st.funcs or name in BUILTINS or name in RESERVED:
         ev.m.emit(name + "\n")
         return ev.m.errexit(0, node, "command -v")
+    path_now = ev.vars.scalar("PATH")
+    for d in [name] if "/" in name else (path_now.split(":") if isinstance(path_now, str) else []):
+        ev.m.uses_cwd(d or ".")
     found = which(name, ev.vars.scalar("PATH") or Unknown("PATH is unset"), ev.m.st.cwd)
     if isinstance(found, str) and not ev.m.changed(found):
         ev.m.emit(found + "\n")

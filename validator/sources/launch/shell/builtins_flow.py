@@ -207,12 +207,14 @@ def _find_source(ev: Shell, target: str, node: Node) -> str | Unknown | None:
             return _cannot_tell(ev, f"searched on a PATH known only at run time ({path.reason})", node)
         for d in (path or "").split(":"):
             if not d.startswith("/"):
+                ev.m.uses_cwd(d)
                 if isinstance(cwd, Unknown):
                     return _cannot_tell(ev, f"a relative PATH entry ({cwd.reason})", node)
                 d = os.path.join(cwd, d or ".")
             candidates.append(os.path.join(d, target))
     if isinstance(cwd, Unknown) and not target.startswith("/"):
         return _cannot_tell(ev, cwd.reason, node)
+    ev.m.uses_cwd(target)  # bash looks in the directory too (outside POSIX mode) or only there
     if "/" in target or not ev.m.posix:  # dash's . looks only on PATH for a name with no slash
         candidates.append(os.path.normpath(os.path.join(str(cwd), target)))
     for c in candidates:
@@ -267,7 +269,10 @@ def b_cd(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None
     else:
         target = words[0]
     if isinstance(target, Unknown):
-        ev.m.st.cwd = Unknown(f"the directory is computed at run time ({target.reason})")
+        ev.m.st.cwd, ev.m.st.cwd_given = (
+            Unknown(f"the directory is computed at run time ({target.reason})"),
+            True,
+        )
         return ev.m.errexit(None, node, "cd")
     if target in ("", "-"):
         raise Unmodelled(f"cd {target!r}", line_of(node))
@@ -276,23 +281,31 @@ def b_cd(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None
         raise Unmodelled("cd with CDPATH set", line_of(node))
     if isinstance(ev.m.st.cwd, Unknown) and not target.startswith("/"):
         return ev.m.errexit(None, node, "cd")
+    ev.m.uses_cwd(target)
+    given = ev.m.st.cwd_given or target.startswith("/")  # a relative cd keeps the assumed directory's part
     new = os.path.normpath(os.path.join(str(ev.m.st.cwd), target))
     if new.startswith("//"):
         new = "/" + new.lstrip("/")
     if ev.m.changed(new):
-        ev.m.st.cwd = Unknown(f"cd {target}: a directory the script may have created")
+        ev.m.st.cwd, ev.m.st.cwd_given = (
+            Unknown(f"cd {target}: a directory the script may have created"),
+            True,
+        )
         return ev.m.errexit(None, node, "cd")
     try:  # walked, never looked at by name: whether it is there may be the script owner's to know
         found = look_unplanted(new, os.X_OK)
     except UnsafeLocation:
-        ev.m.st.cwd = Unknown(f"cd {target}: not a place the script's owner could look")
+        ev.m.st.cwd, ev.m.st.cwd_given = (
+            Unknown(f"cd {target}: not a place the script's owner could look"),
+            True,
+        )
         return ev.m.errexit(None, node, "cd")
     except OSError:
         found = None
     if found is None or not stat.S_ISDIR(found.st_mode):
         return ev.m.errexit(1, node, f"cd {target}")
     old = ev.m.st.cwd
-    ev.m.st.cwd = new
+    ev.m.st.cwd, ev.m.st.cwd_given = new, given
     var = ev.m.st.vars.get("OLDPWD")  # bash sets and exports OLDPWD at each cd
     if var is None:
         ev.m.st.vars["OLDPWD"] = Var(value=old, exported=True, origin="bash")

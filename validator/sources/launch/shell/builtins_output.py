@@ -113,6 +113,7 @@ def b_pwd(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | Non
     words = known_words(args, node, "pwd")
     if words and words != ["-L"]:
         raise Unmodelled(f"pwd {' '.join(words)}", line_of(node))
+    ev.m.uses_cwd(".")
     ev.m.emit(join([ev.m.st.cwd, "\n"]))
     return ev.m.errexit(0, node, "pwd")
 

@@ -84,6 +84,7 @@ class Commands:
         content = heredoc_text(docs[0])
         target = None if dest is None else self.words.value(dest)
         if isinstance(content, str) and isinstance(target, str) and isinstance(self.m.st.cwd, str):
+            self.m.uses_cwd(target)
             self.m.st.written[os.path.normpath(os.path.join(self.m.st.cwd, target))] = content
 
     def redirect(self, node: Node) -> None:
@@ -279,6 +280,8 @@ class Commands:
                 assumed=list(self.m.forks.taken),
                 others=self.m.st.opaque,
                 written=dict(self.m.st.written) if self.m.st.dirty is not None else {},
+                cwd_given=self.m.st.cwd_given,
+                cwd_read=self.m.cwd_read,
             )
         )
 

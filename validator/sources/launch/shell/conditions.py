@@ -178,6 +178,7 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
             return None
         if operand == "" or ev.m.changed(operand):  # also a relative path when the directory is unknown
             return None
+        ev.m.uses_cwd(operand)
         path = Path(str(ev.m.st.cwd)) / operand
         need = {"-x": os.X_OK, "-r": os.R_OK, "-w": os.W_OK}.get(op, os.F_OK)
         try:  # walked, never looked at by name: where the script's owner could not look, unknown

@@ -94,6 +94,7 @@ class Evaluator:
             opts=set(m.initial_opts),
             cwd=str(m.script.parent) if inside is None else cwd,
             sources=[] if m.command_string else [str(m.script)],
+            cwd_given=inside is not None,
         )
         if inside is not None:
             st.opaque = inside

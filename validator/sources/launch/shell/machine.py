@@ -50,9 +50,9 @@ class Machine:
         self.file = str(script)  # the file whose statements run now
         self.notes: list[str] = []
         self.missing_source: list[str] = []
-        self.scripts_run: list[
-            str
-        ] = []  # other scripts this one runs as programs (not followed): "X (line N)"
+        # other scripts this one runs as programs (not followed): "X (line N)"
+        self.scripts_run: list[str] = []
+        self.cwd_read = False  # a relative path was read against the directory the reading assumed
         self.line = 0
         self.initial_opts = set(opts or ())  # what the #! line switches on (#!/bin/bash -e)
         self.posix = posix  # a #!/bin/sh script: only what POSIX sh and bash do alike is modelled
@@ -62,6 +62,12 @@ class Machine:
         self.statement_substitutions = 0  # how many had when this statement began (dash's $? lags)
         self.memo = Memo() if memo is None else memo  # shared by the paths of one reading
         self.script_owner = owner  # the script file's owner: files of theirs it sources add no writer
+
+    def uses_cwd(self, path: str) -> None:
+        """``path`` is found from the working directory: where no cd set it, the reading relies on the
+        directory it assumed the script starts in (``--script``: the script's own)."""
+        if not path.startswith("/") and not self.st.cwd_given:
+            self.cwd_read = True
 
     # -- forks ------------------------------------------------------------------------------------------
 

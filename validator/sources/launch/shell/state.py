@@ -70,6 +70,8 @@ class Launch:
     assumed: list[str]  # the run-time conditions this path took (guards assumed passed)
     others: str | None = None  # why variables not in ``env`` may be exported too (an unread sourced file)
     written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
+    cwd_given: bool = True  # a cd set ``cwd`` (else it is where the reading assumed the script starts)
+    cwd_read: bool = False  # a relative path was read against the assumed directory on the way here
 
 
 @dataclass
@@ -175,6 +177,7 @@ class State:
     opaque: str | None = None
     # files the script wrote whole with text known here (``cat > F <<'EOF'``), until it may change them
     written: dict[str, str] = field(default_factory=dict)
+    cwd_given: bool = False  # a cd set ``cwd``: not the directory the reading assumed it starts in
 
     def fingerprint(self) -> tuple[object, ...]:
         """All of the state, as a value (for the reader's memo of calls that depend on nothing else)."""
@@ -191,6 +194,7 @@ class State:
             tuple(sorted(self.traps.items())),
             self.opaque,
             tuple(sorted(self.written.items())),
+            self.cwd_given,
         )
 
     def copy(self) -> State:
@@ -207,6 +211,7 @@ class State:
             dict(self.traps),
             self.opaque,
             dict(self.written),
+            self.cwd_given,
         )
 
 

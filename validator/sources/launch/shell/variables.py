@@ -63,6 +63,7 @@ class Variables:
                 return var.value
             return var.items if isinstance(var.items, Unknown) else var.items.get("0")
         if name == "PWD":
+            self.m.uses_cwd(".")
             return self.m.st.cwd
         if self.m.st.opaque is not None and name not in _OWN:
             return self.unknown_unset(name)
