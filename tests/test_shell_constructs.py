@@ -49,6 +49,14 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
     ),
     "arith parentheses": ("R=$(( (1 + 2) * 3 ))", "9", "9"),
     "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
+    # an and-or list after a here-document's start: the grammar nests it into the redirection, right first
+    "cmd <<EOF || ... under set -e": ("set -e\nR=no\nfalse <<'EOF' || R=ok\nx\nEOF", "ok", "ok"),
+    "cmd <<EOF || a && b is left to right": ("R=no\ntrue <<'EOF' || R=mid && R=yes\nx\nEOF", "yes", "yes"),
+    "a here-document's first line keeps its leading white space": (
+        "IFS= read -r R <<'EOF'\n  \tlead\nEOF",
+        "  \tlead",
+        "  \tlead",
+    ),
     # white space in double quotes before an expansion or the closing quote (the grammar's tokens hold it)
     "white space inside double quotes": (
         'A=x; B=y; C="$A $B"; R="$C|  $A  |  |${A}\t${B}|a  $(echo b)"',

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from tree_sitter import Node
 
 from validator.sources.launch.shell.api import Shell
 from validator.sources.launch.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
+from validator.sources.launch.shell.compound import no_op
 from validator.sources.launch.shell.effects import is_pure
 from validator.sources.launch.shell.machine import heredoc_text
 from validator.sources.launch.shell.paths import Forks, explore
@@ -48,6 +49,29 @@ class Commands:
     def redirected(self, node: Node) -> int | None:
         body = node.child_by_field_name("body")
         redirects = [c for c in node.children if field_of(node, c) == "redirect"]
+        chain = _heredoc_chain(redirects)
+        if chain:  # ``cmd <<EOF || true``: the grammar puts what follows the start in the redirection
+            with self.m.ignoring():
+                status = self.redirected_body(body, redirects)
+            return self.and_or_chain(status, node, chain)
+        return self.redirected_body(body, redirects)
+
+    def and_or_chain(self, status: int | None, node: Node, chain: list[tuple[str, Node]]) -> int | None:
+        """The rest of an and-or list after its first command's ``status``, as ``Compound.and_or`` runs
+        one: left to right, only the last command run subject to ``set -e``."""
+        for k, (op, nxt) in enumerate(chain):
+            if status is None and op == "||" and no_op(nxt, self.m.st.funcs):
+                status = 0
+                continue
+            if (op == "&&") == self.m.known_status(status, snippet(node), node):
+                with nullcontext() if k == len(chain) - 1 else self.m.ignoring():
+                    status = self.sh.stmt(nxt)
+            else:
+                status = status if status is not None else (1 if op == "&&" else 0)
+        self.m.st.status = status
+        return status
+
+    def redirected_body(self, body: Node | None, redirects: list[Node]) -> int | None:
         for r in redirects:
             self.redirect(r)
         if body is None:
@@ -401,3 +425,46 @@ def _redirects_stdout(node: Node) -> bool:
     if fd is not None and text(fd) != "1":
         return False
     return any(o in (">", ">>", ">|", "&>", "&>>", ">&") for o in ops)
+
+
+# what the grammar may put after a here-document's start word, besides the and-or list that follows it
+_HEREDOC_PARTS = {
+    "<<",
+    "<<-",
+    "heredoc_start",
+    "heredoc_body",
+    "heredoc_end",
+    "file_redirect",
+    "heredoc_redirect",
+}
+
+
+def _heredoc_chain(redirects: list[Node]) -> list[tuple[str, Node]]:
+    """``cmd <<EOF && a || b``: tree-sitter-bash gives ``&& a || b`` to the here-document's redirection,
+    right-nested; bash runs it as the and-or list it is (left to right, equal precedence). The operators
+    and their commands, flattened in order; anything else there (a pipe, ``;``) is not modelled."""
+    chain: list[tuple[str, Node]] = []
+    for r in redirects:
+        if r.type != "heredoc_redirect":
+            continue
+        kids = list(r.children)
+        k = 0
+        while k < len(kids):
+            c = kids[k]
+            if c.type in ("&&", "||") and k + 1 < len(kids):
+                first, *rest = _flat(kids[k + 1])
+                chain += [(c.type, first[1]), *rest]
+                k += 2
+                continue
+            if c.type not in _HEREDOC_PARTS:
+                raise Unmodelled(f"{c.type!r} after a here-document's start on its line", line_of(c))
+            k += 1
+    return chain
+
+
+def _flat(node: Node) -> list[tuple[str, Node]]:
+    """An and-or list as (operator, command) pairs in order (the first one's operator empty)."""
+    if node.type == "list" and len(node.children) == 3 and node.children[1].type in ("&&", "||"):
+        left, right = _flat(node.children[0]), _flat(node.children[2])
+        return [*left, (node.children[1].type, right[0][1]), *right[1:]]
+    return [("", node)]

@@ -8,6 +8,7 @@ a command up.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from contextlib import nullcontext, suppress
 
 from tree_sitter import Node
@@ -49,7 +50,7 @@ class Compound:
         left, op, right = node.children[0], node.children[1].type, node.children[2]
         with self.m.ignoring():
             status = self.sh.stmt(left)
-        if status is None and op == "||" and self._no_op(right):
+        if status is None and op == "||" and no_op(right, self.m.st.funcs):
             # ``cmd || true``: 0 whichever way cmd went, and the two paths would differ in nothing else
             self.m.st.status = 0
             return 0
@@ -58,16 +59,6 @@ class Compound:
             return self.sh.stmt(right)
         self.m.st.status = status if status is not None else (1 if op == "&&" else 0)
         return self.m.st.status
-
-    def _no_op(self, node: Node) -> bool:
-        """``true`` or ``:`` alone (no words, redirections or prefix, not a function): it changes nothing
-        and succeeds."""
-        return (
-            node.type == "command"
-            and len(node.children) == 1
-            and text(node) in ("true", ":")
-            and text(node) not in self.m.st.funcs
-        )
 
     def pipeline(self, node: Node) -> int | None:
         parts = [c for c in node.children if c.type not in ("|", "|&")]
@@ -268,3 +259,14 @@ class Compound:
             if lp.n > 1:
                 raise LoopJump(lp.kind, lp.n - 1) from None
             return status, lp.kind == "break"
+
+
+def no_op(node: Node, funcs: Mapping[str, Node]) -> bool:
+    """``true`` or ``:`` alone (no words, redirections or prefix, not a function): it changes nothing and
+    succeeds."""
+    return (
+        node.type == "command"
+        and len(node.children) == 1
+        and text(node) in ("true", ":")
+        and text(node) not in funcs
+    )

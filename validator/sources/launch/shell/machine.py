@@ -262,6 +262,18 @@ def others_could_write(path: str, trusted: tuple[int, ...] = ()) -> list[str]:
     return problems
 
 
+def _body_text(r: Node, body: Node) -> str:
+    """A here-document's body from the line after its start: tree-sitter-bash begins the heredoc_body
+    node after the first line's leading white space (``cat <<'EOF'`` then ``  x``: ``x``)."""
+    whole = node_bytes(r)
+    kids = list(r.children)
+    before = kids[kids.index(body) - 1] if kids.index(body) > 0 else r
+    start = whole.find(b"\n", before.end_byte - r.start_byte) + 1
+    if start <= 0 or start > body.start_byte - r.start_byte:
+        start = body.start_byte - r.start_byte
+    return whole[start : body.end_byte - r.start_byte].decode("utf-8", "surrogateescape")
+
+
 def heredoc_text(r: Node) -> Value:
     """A here-document's text when it is static (a quoted delimiter, or nothing to expand in it), with
     ``<<-``'s leading tabs removed; Unknown otherwise."""
@@ -269,7 +281,7 @@ def heredoc_text(r: Node) -> Value:
     body = next((c for c in r.children if c.type == "heredoc_body"), None)
     if start is None:
         return Unknown("a here-document the reader cannot delimit")
-    raw = "" if body is None else node_bytes(body).decode("utf-8", "surrogateescape")
+    raw = "" if body is None else _body_text(r, body)
     if body is not None and any(c.type != "heredoc_content" for c in body.children):
         return Unknown("a here-document with expansions")
     quoted = any(q in text(start) for q in ("'", '"', "\\"))
