@@ -465,6 +465,11 @@ READ_CASES: dict[str, tuple[str, Expect]] = {
     ),
     "read: backslash-newline continues the line": ("read x <<'EOF'\na\\\nb\nEOF\nR=\"$x\"", "ab"),
     "read with an empty IFS keeps the line whole": ('IFS= read -r x <<< "  a b  "\nR="[$x]"', "[  a b  ]"),
+    "read -d '' takes the whole here-document": (
+        "read -r -d '' x <<'EOF' || true\n one\n two \nEOF\nR=\"[$x]\"",
+        "[one\n two]",
+    ),
+    "read -d :": ("read -d : x y <<< 'a b:c'\nR=\"[$x|$y]\"", "[a|b]"),
     "read at the end of the input fails": (
         "if read x <<'EOF'\nEOF\nthen R=yes; else R=\"no[$x]\"; fi",
         "no[]",

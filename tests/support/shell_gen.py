@@ -307,6 +307,7 @@ class Gen:
             'read <<< " $A "; B="$REPLY"',
             "read -r B < vars.env",
             "read B <<'EOF'\nEOF",
+            "read -r -d '' B <<'EOF' || true\n x  y\n$A\nEOF",
         ])  # fmt: skip
         self.tag("read")
         return choice

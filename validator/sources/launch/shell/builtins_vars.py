@@ -153,12 +153,13 @@ def b_let(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | Non
 
 
 def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
-    """``read [-r] [-s] [-p PROMPT] [-a NAME] [NAME...]``: one line of its input split on ``IFS`` (bash
-    manual, "read": the last name takes the rest; ``-a`` assigns the words from index 0 after unsetting the
-    array; without ``-r`` a backslash quotes the next character and backslash-newline continues the line).
+    """``read [-rs] [-d DELIM] [-p PROMPT] [-a NAME] [NAME...]``: one line of its input (up to DELIM) split
+    on ``IFS`` (bash manual, "read": the last name takes the rest; ``-a`` assigns the words from index 0
+    after unsetting the array; without ``-r`` a backslash quotes the next character and backslash-newline
+    continues the line).
     The input is known when it is a here-string or static here-document; else every target is unknown."""
     words = [join(f) for f in args]
-    raw, array, names, k = False, None, [], 0
+    raw, array, names, k, delim = False, None, [], 0, "\n"
     while k < len(words):
         w = words[k]
         if isinstance(w, Unknown):
@@ -174,7 +175,7 @@ def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
                 raise Unmodelled(f"read -{c} in a /bin/sh script (dash knows -r and -p)", line_of(node))
             if c in "rse":
                 raw = raw or c == "r"
-            elif c in "api":
+            elif c in "apid":
                 value = w[j + 1 :] or (words[k] if k < len(words) else None)
                 if not w[j + 1 :]:
                     k += 1
@@ -182,9 +183,11 @@ def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
                     raise Unmodelled(f"read -{c} without a known value", line_of(node))
                 if c == "a":
                     array = value
+                if c == "d":  # the line ends at its first character; -d '' at a NUL byte
+                    delim = value[:1] or "\0"
                 break  # -p PROMPT, -i TEXT: for a terminal only, as -s and -e; they change no value
             else:
-                why = "reads a set number of characters, a delimiter, a descriptor or with a timeout"
+                why = "reads a set number of characters, from a descriptor or with a timeout"
                 raise Unmodelled(f"read -{c}: the option {why}, not modelled", line_of(node))
     for w in words[k:]:
         if not isinstance(w, str) or not NAME.fullmatch(w):
@@ -205,7 +208,7 @@ def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
     elif any(c not in " \t\n" for c in ifs):
         line = Unknown(f"read splits on an IFS with non-white-space characters ({ifs!r}), not modelled")
     elif isinstance(stdin, str):
-        line, status = _read_line(stdin, raw)
+        line, status = _read_line(stdin, raw, delim)
     if isinstance(line, Unknown):
         unknown = Unknown(f"read from input at run time (line {line_of(node)}): {line.reason}")
         if array is not None:
@@ -225,14 +228,14 @@ def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
     return ev.m.errexit(status, node, "read")
 
 
-def _read_line(text: str, raw: bool) -> tuple[list[tuple[str, bool]], int]:
-    """One line of ``text`` as (character, quoted by a backslash) pairs, and read's status: 0 when a
-    newline ended it, 1 at the end of the input."""
+def _read_line(text: str, raw: bool, delim: str) -> tuple[list[tuple[str, bool]], int]:
+    """One line of ``text`` (up to ``delim``) as (character, quoted by a backslash) pairs, and read's
+    status: 0 when ``delim`` ended it, 1 at the end of the input."""
     out: list[tuple[str, bool]] = []
     k = 0
     while k < len(text):
         c = text[k]
-        if c == "\n":
+        if c == delim:
             return out, 0
         if c == "\\" and not raw:
             if k + 1 < len(text) and text[k + 1] != "\n":
