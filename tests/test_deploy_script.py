@@ -417,6 +417,16 @@ def test_words_on_some_paths_only_leave_the_rest_known(host: Host) -> None:
         'docker run -d --gpus all "${groups[@]}" -e TWO=2 img python3 -m sglang.launch_server '
         "--model-path /m --moe-runner-backend flashinfer_mxfp4\n",
     )
+    # as many words on each path, but different flags: no word lines up with a value, so read apart too
+    same_length = _write(
+        host,
+        "swap.sh",
+        "#!/bin/bash\nF=--enable-cache-report\nif nvidia-smi -L | grep -q GB10; then F=--enable-metrics; fi\n"
+        'exec python3 -m sglang.launch_server --model-path /m --moe-runner-backend flashinfer_mxfp4 "$F"\n',
+    )
+    static = _static(host, same_length, {})
+    assert static.args["moe_runner_backend"] == "flashinfer_mxfp4"
+    assert {"enable_metrics", "enable_cache_report"} <= set(static.unresolved)
     static = _static(host, docker, {})
     assert static.args["moe_runner_backend"] == "flashinfer_mxfp4" and static.env["TWO"] == "2"
     assert "ONE" in static.unresolved and "ONE" not in static.env

@@ -10,6 +10,7 @@ path, unknown program or argument count makes the launch ``UnresolvedLaunch``; `
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Mapping
@@ -52,7 +53,8 @@ class Exec:
     where: str
     others: str | None = None  # why variables not in ``env`` may reach the server too
     written: dict[str, str] = field(default_factory=dict)  # files the script wrote, with their text
-    # the paths' own argvs where their lengths differ (``argv`` is then Unsplit): each is read apart
+    # the paths' own argvs where they differ; ``argv`` is their merge word by word where their lengths
+    # agree, else Unsplit: ``launch_from_script`` reads them apart where the merge cannot be read
     paths: list[list[Field]] = field(default_factory=list)
     cwd_given: bool = True  # on every path a cd set ``cwd`` (else the reading assumed where it starts)
     cwd_read: bool = False  # on some path a relative path was read against the assumed directory
@@ -185,13 +187,14 @@ def merged(execs: list[Exec], why: str) -> Exec:
         raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
     argv: list[Field] = []
     paths: list[list[Field]] = []
-    if len({len(e.argv) for e in execs}) > 1:  # type: ignore[arg-type]
-        # words present on some paths only: no position lines up, so each path's argv is read apart
-        # and their readings merged argument by argument (``launch_from_script``)
-        for e in execs:
-            if e.argv not in paths:
-                paths.append(e.argv)  # type: ignore[arg-type]
-    for k, f in enumerate(first.argv if not paths else []):  # type: ignore[arg-type]
+    for e in execs:  # each path's own argv, for ``launch_from_script`` to read apart
+        if e.argv not in paths:
+            paths.append(e.argv)  # type: ignore[arg-type]
+    if len(paths) == 1:
+        paths = []
+    by_position = len({len(e.argv) for e in execs}) == 1  # type: ignore[arg-type]
+    # words present on some paths only: no position lines up, so only the paths read apart tell
+    for k, f in enumerate(first.argv if by_position else []):  # type: ignore[arg-type]
         if all(e.argv[k] == f for e in execs):  # type: ignore[index]
             argv.append(f)
         else:
@@ -209,7 +212,7 @@ def merged(execs: list[Exec], why: str) -> Exec:
     others = next((e.others for e in execs if e.others is not None), None)
     written = {p: c for p, c in first.written.items() if all(e.written.get(p) == c for e in execs)}
     words: list[Field] | Unsplit = argv
-    if paths:  # no one argv: a reader that does not read ``paths`` apart finds the arguments unknown
+    if not by_position:  # no one argv: a reader that does not read ``paths`` apart finds them unknown
         words = Unsplit(f"the arguments depend on a run-time condition ({why})")
     return Exec(
         program,
@@ -508,7 +511,13 @@ def launch_from_script(
     base = dict(env or {})
     ex, launched = read_exec(path, base, args)
     paths = [replace(ex, argv=a, paths=[]) for a in ex.paths or [ex.argv]]  # type: ignore[list-item]
-    variants = [_launcher_of(one, env_origin) for one in paths]
+    variants: list[tuple[Launcher, dict[str, str]]] = []
+    if ex.paths and not isinstance(ex.argv, Unknown):  # merged word by word: read so while it can be
+        with contextlib.suppress(UnresolvedLaunch):
+            whole = replace(ex, paths=[])
+            variants = [_launcher_of(whole, env_origin)]
+            paths = [whole]
+    variants = variants or [_launcher_of(one, env_origin) for one in paths]
     if len(variants) > 1:
         why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
         launcher, unresolved = _merged_launchers(variants, why, f"{ex.where}:{ex.line}")
