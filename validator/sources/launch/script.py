@@ -2,10 +2,11 @@
 
 The adapter from ``shell.reader`` (which walks every path) to ``Launcher``: what bash would hand the
 server, or what cannot be known, never a different concrete answer. Launch paths must agree (else the value
-is ``unresolved``); a path that exits first is not the launch (its conditions are named); an unfollowable
-path, unknown program or argument count makes the launch ``UnresolvedLaunch``; ``env`` and the wrappers
-(``nohup``, ``setsid``, ``timeout``... ``wrappers.py``) are applied as those programs do. Read as
-``/path/start.sh ARGS`` from its own directory (``--script-arg``).
+is ``unresolved``: paths whose words differ are read apart and merged argument by argument); a path that
+exits first is not the launch (its conditions are named); an unfollowable path, or a program or container
+that differs, makes the launch ``UnresolvedLaunch``; ``env`` and the wrappers (``nohup``, ``setsid``,
+``timeout``... ``wrappers.py``) are applied as those programs do. Read as ``/path/start.sh ARGS`` from its
+own directory (``--script-arg``), said where the reading relies on it.
 """
 
 from __future__ import annotations
