@@ -171,6 +171,23 @@ def test_stdbuf_sets_its_variables_and_an_unknown_preload() -> None:
     assert "libstdbuf" in facts.unresolved["LD_PRELOAD"]
 
 
+def test_spark_validate_launch_layers_are_read_in_a_loop_keeping_what_outer_wrappers_left_unknown(
+    tmp_path: Path,
+) -> None:
+    """Red team 19: each ``spark-validate launch --`` layer was one more call of ``launch_from_argv``: a
+    unit (another user's) with 1,500 layers in ``ExecStart=`` was ``internal error: RecursionError``, exit 1;
+    and the variables a wrapper before a layer left unknown (stdbuf's LD_PRELOAD) were dropped with the
+    outer call, so the server's environment read as certainly without them."""
+    unit = tmp_path / "deep.service"
+    unit.write_text("[Service]\nExecStart=" + "spark-validate launch -- " * 1500 + RECIPE_CMD + "\n")
+    assert launch_from_unit(unit).parsed().argv == RECIPE_ARGV
+    facts = launch_from_string(
+        f"LD_PRELOAD=/x stdbuf -oL spark-validate launch -- {RECIPE_CMD}", origin="--launch-cmd", env={}
+    ).parsed()
+    assert facts.argv == RECIPE_ARGV and facts.env == {"_STDBUF_O": "L"}
+    assert "libstdbuf" in facts.unresolved["LD_PRELOAD"]
+
+
 @pytest.mark.parametrize(
     ("wrapper", "words"),
     [

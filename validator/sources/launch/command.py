@@ -277,26 +277,22 @@ def launch_from_argv(
     environ = dict(env or {})
     where = {k: (env_origin or {}).get(k, "environment") for k in environ}
     unknown: dict[str, str] = {}
-    words = _split_env_prefix(list(argv), origin, environ, where, unknown)
-    if not words:
-        raise InputError(origin, "no command after the environment assignments")
-    for w in words:
-        if w in _SHELL_OPERATORS:
-            raise InputError(origin, f"shell operator {w!r}: give the server command alone")
+    words, layer = list(argv), 0
+    while True:  # `spark-validate launch -- CMD` execs CMD: one layer at a time, never a call per layer
+        words = _split_env_prefix(words, origin, environ, where, unknown)
+        if not words:
+            raise InputError(origin, "no command after the environment assignments")
+        for w in words if layer == 0 else ():  # each later layer's words are the end of these
+            if w in _SHELL_OPERATORS:
+                raise InputError(origin, f"shell operator {w!r}: give the server command alone")
+        wrapped = unwrap_launch(words, origin)
+        if wrapped is None:
+            break
+        words, layer = wrapped[0], layer + 1
     program = words[0]
     name = Path(program).name
     interpreter: str | None
     options: list[str] = []
-    wrapped = unwrap_launch(words, origin)
-    if wrapped is not None:
-        return launch_from_argv(
-            wrapped[0],
-            origin=origin,
-            env=environ,
-            env_origin=where,
-            base_dir=base_dir,
-            working_directory=working_directory,
-        )
     stood_in: list[str] | None = None
     if _PYTHON.match(name) and (stood_in := _stand_in(words, origin)) is not None:
         server_args, interpreter, entry = stood_in, program, "launch_server"
