@@ -384,6 +384,21 @@ def test_a_container_running_bash_c_is_judged_as_the_string_it_runs(tmp_path: Pa
     assert rc == 65 and "bytes: not a launcher script" in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("options", ["-", "+", "-x -", "+ --", "-e + -"])
+def test_bash_c_reads_the_string_after_a_lone_dash_or_plus_as_bash_and_dash_do(options: str) -> None:
+    """Red team 19: bash and dash take a lone ``-`` as the end of their options (as ``--``) and a lone ``+``
+    as no option at all, so ``bash -c - STRING`` runs STRING; the reader took ``-`` for the string, and a
+    valid launch was exit 65 'no path through the script starts the SGLang server'."""
+    from validator.errors import InputError
+    from validator.sources.launch.script import through_shell
+
+    string = "'exec python3 -m sglang.launch_server --model-path /m --tp-size $1' zero 2"
+    spec = through_shell(parse_docker_cmd(f"docker run img bash -c {options} {string}", {}))
+    assert spec.argv == ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--tp-size", "2"]
+    with pytest.raises(InputError, match="no path through the script"):  # after "--", "-" is the string
+        through_shell(parse_docker_cmd(f"docker run img sh -c -- - {string}", {}))
+
+
 def test_docker_exec_runs_the_command_in_a_container_started_earlier(tmp_path: Path) -> None:
     """``docker exec [OPTIONS] CONTAINER CMD`` (BTankut's head node, world9 finding 5): exec's own options
     skipped (the Docker CLI reference: -d, -i, -t, --privileged, -e, --env-file, -u, -w, --detach-keys),

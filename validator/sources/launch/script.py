@@ -405,7 +405,8 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
     if shell is None:
         return spec
     command, opts, others, i = False, set[str](), [], 1
-    while i < len(argv) and len(argv[i]) > 1 and argv[i][0] in "-+":
+    # bash and dash: a lone "-" ends the options as "--" does, a lone "+" is none
+    while i < len(argv) and argv[i][:1] in ("-", "+"):
         word, i = argv[i], i + 1
         if word in ("--", "-"):
             break
