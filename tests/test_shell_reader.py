@@ -114,3 +114,39 @@ def test_a_status_that_true_discards_does_not_fork(tmp_path: Path) -> None:
     ran = run_bash(tmp_path, run, base)
     assert ran.launched and ran.argv[-1] == "1"
     assert compare(read_static(tmp_path, run, base), ran).kind in ("proven", "partly")
+
+
+_LONG = "1" * 5000
+
+
+@pytest.mark.parametrize(
+    ("line", "kinds"),
+    [
+        ("exit ²", {"exit"}),
+        (f"exit {_LONG}", {"exit"}),
+        ("for i in 1; do break ²; done", {"unresolved"}),
+        (f"for i in 1; do continue {_LONG}; done", {"unresolved"}),
+        ("for i in 1; do break 0; done", {"unresolved"}),
+        ("shift ²", {"unresolved"}),
+        (f"shift {_LONG}", {"unresolved"}),
+        ("f() { return ²; }; f", {"launch"}),
+        ("OPTIND=²; getopts a o", {"unresolved"}),
+        (f"X=$(( {_LONG} + 1 ))", {"unresolved"}),
+        (f"printf -v X %d {_LONG}", {"unresolved"}),
+        (f"echo ${{{_LONG}}}", {"launch"}),
+        ("for i in 1; do break 1; done", {"launch"}),
+    ],
+)
+def test_a_count_that_is_no_small_ascii_number_is_never_an_internal_error(
+    tmp_path: Path, line: str, kinds: set[str]
+) -> None:
+    """Red team 19: ``str.isdigit`` takes "²" (and other Unicode digits) that ``int`` refuses, and ``int``
+    refuses over 4,300 digits: ``exit ²``, ``shift ²``, ``break ²``, ``return ²`` in a function, or any of
+    them (and an arithmetic literal, ``printf %d``) with 5,000 digits, in another user's script, was
+    ``internal error: ValueError``, exit 1. bash fails on each ("numeric argument required"; ``break`` with
+    no number ends the shell), so the count is a number of at most 18 ASCII digits, else not modelled (or,
+    for ``exit``/``return``, a status known only at run time)."""
+    script = tmp_path / "start.sh"
+    script.write_text(f"#!/bin/bash\n{line}\nexec python3 -m sglang.launch_server --model-path /m\n")
+    reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
+    assert {e.kind for e in reading.endings} == kinds, [e.reason for e in reading.endings]

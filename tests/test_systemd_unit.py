@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tests.support.launch_recipe import RECIPE_ARGV
 from validator.errors import InputError
-from validator.sources.launch.systemd_unit import load_unit
+from validator.sources.launch.systemd_unit import launch_from_unit, load_unit
 
 RECIPE_LINE = " ".join(RECIPE_ARGV)
 
@@ -100,6 +100,18 @@ def test_home_specifiers_are_the_service_managers_user_and_working_directory_til
     assert user.working_directory == Path("/home/operator")
     with pytest.raises(InputError, match="WorkingDirectory=~: no user 'no-such-user-x' on this host"):
         load_unit(_unit(tmp_path, body + "User=no-such-user-x\n"), base_env=mine)
+
+
+@pytest.mark.parametrize("user", ["²", "٠", "1" * 5000])
+def test_a_user_that_is_no_ascii_uid_is_a_name_never_an_internal_error(tmp_path: Path, user: str) -> None:
+    """Red team 19: ``User=²`` (``str.isdigit`` takes it, ``int`` does not) or 5,000 digits in another
+    user's unit was ``internal error: ValueError``, exit 1, and ``User=٠`` (Arabic-Indic zero) read as UID
+    0, root's home for ``WorkingDirectory=~``: each is a name no user has."""
+    body = "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --model-path /m\n"
+    unit = _unit(tmp_path, body + f"User={user}\n")
+    assert launch_from_unit(unit).parsed().args["model_path"] == "/m"
+    with pytest.raises(InputError, match="WorkingDirectory=~: no user"):
+        load_unit(_unit(tmp_path, body + f"User={user}\nWorkingDirectory=~\n"), base_env={})
 
 
 def test_last_exec_start_prefixes_and_dollar_var_splitting(tmp_path: Path) -> None:

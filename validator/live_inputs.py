@@ -82,7 +82,7 @@ def server_user(value: str) -> list[int]:
         raw = part.strip()
         if not raw:
             raise argparse.ArgumentTypeError(f"expected a user name or UID, got {value!r}")
-        if raw.isdigit():
+        if raw.isascii() and raw.isdigit():
             uids.append(int(raw))
             continue
         try:

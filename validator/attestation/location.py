@@ -73,7 +73,7 @@ def configured_gid(env: Mapping[str, str] | None = None) -> int | None:
     raw = env.get(ENV_GROUP, "").strip()
     if not raw:
         return None
-    if raw.isdigit():
+    if raw.isascii() and raw.isdigit():
         return int(raw)
 
     try:

@@ -52,7 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _pid(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a process ID, got {value!r}")
     return int(value)
 
@@ -128,7 +128,7 @@ def _declared_user(declared: PreflightInputs | None) -> int | None:
     if not name:
         return None
     try:
-        return int(name) if name.isdigit() else pwd.getpwnam(name).pw_uid
+        return int(name) if name.isascii() and name.isdigit() else pwd.getpwnam(name).pw_uid
     except KeyError:
         return None
 

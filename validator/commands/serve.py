@@ -93,7 +93,7 @@ def parse_listen(value: str) -> tuple[str, int]:
     told before anything starts; one that resolves but is not this host's fails at bind (exit 69)."""
     host, sep, port = value.rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
         raise UsageError(f"serve: --listen expects HOST:PORT, got {value!r}")
     try:
         socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)

@@ -26,7 +26,7 @@ class Notifier:
         self.watchdog_interval_s: float | None = None
         usec = env.get("WATCHDOG_USEC", "")
         pid = env.get("WATCHDOG_PID", "")
-        if usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
+        if usec.isascii() and usec.isdigit() and int(usec) > 0 and (not pid or pid == str(os.getpid())):
             self.watchdog_interval_s = int(usec) / 1e6 / 2
         self._sock: socket.socket | None = None
         self.sent: int = 0

@@ -124,13 +124,19 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
     return expand_env(words, env, where, a.line)
 
 
+def _uid_text(user: str) -> bool:
+    """``User=`` is a numeric UID: ASCII digits (``str.isdigit`` also takes "²", which ``int`` refuses), as
+    many as a 32-bit UID has at most (Python refuses to convert over 4,300); anything else is a name."""
+    return user.isascii() and user.isdigit() and len(user) <= 10
+
+
 def _service_uids(items: list[tuple[str, Assignment]]) -> set[int]:
     """The UID of the unit's ``User=`` where this host knows it: besides root and the reading user, the one
     who may write the unit's EnvironmentFile= (its own server's environment)."""
     user = next((a.value.strip() for key, a in reversed(items) if key == "User" and a.value.strip()), "")
     if not user:
         return set()
-    if user.isdigit():
+    if _uid_text(user):
         return {int(user)}
     try:
         return {pwd.getpwnam(user).pw_uid}
@@ -339,7 +345,7 @@ def _home(user: str | None, unit: Path, env: dict[str, str]) -> Path:
     if user is None:
         return Path("/root")
     try:
-        entry = pwd.getpwuid(int(user)) if user.isdigit() else pwd.getpwnam(user)
+        entry = pwd.getpwuid(int(user)) if _uid_text(user) else pwd.getpwnam(user)
     except (KeyError, OverflowError):
         raise InputError(str(unit), f"WorkingDirectory=~: no user {user[:60]!r} on this host") from None
     return Path(entry.pw_dir)

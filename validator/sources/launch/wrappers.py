@@ -164,7 +164,7 @@ def unwrap(name: str, args: Sequence[str | None], at: str) -> Unwrapped:
         if i >= len(args):
             break
         word = args[i]
-        if spec.numeric_operand and (word is None or not word.isdigit()):
+        if spec.numeric_operand and (word is None or not (word.isascii() and word.isdigit())):
             raise unknown(f"its {operand} {word or '(known only at run time)'!r} is not a number")
         i += 1
     if spec.sets_env:

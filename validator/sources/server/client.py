@@ -386,7 +386,8 @@ def _check_length(endpoint: str, resp: httpx.Response, cap: int) -> None:
     if values:
         (value,) = values
         if (
-            value.isdigit()
+            value.isascii()
+            and value.isdigit()
             and len(value) < 20
             and int(value) > cap
             and not resp.headers.get("content-encoding")

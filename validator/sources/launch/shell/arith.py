@@ -44,6 +44,8 @@ class Arith:
                 raise Unmodelled(f"arithmetic {expr!r}", line_of(node))
             num, name, op = m.groups()
             if num is not None:
+                if len(num) > 40:  # past 64 bits in any base; Python refuses over 4,300 digits
+                    raise Unmodelled(f"arithmetic number {num[:20]!r}... of {len(num)} digits", line_of(node))
                 if len(num) > 1 and num.startswith("0") and not num.lower().startswith("0x"):
                     raise Unmodelled(f"octal arithmetic {num!r}", line_of(node))
                 self.toks.append(("n", str(int(num, 0))))

@@ -20,7 +20,7 @@ from validator.sources.launch.shell.conditions import test_words
 from validator.sources.launch.shell.machine import Prefix, heredoc_text, known_words, others_could_write
 from validator.sources.launch.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
-from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join, join_with
+from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, count, join, join_with
 from validator.trusted_files import UnsafeLocation, look_unplanted, walk_unplanted
 
 
@@ -45,7 +45,8 @@ def _status_given(ev: Shell, args: list[Field]) -> int | None:
     if not args:
         return ev.m.st.status
     w = join(args[0])
-    return int(w) & 255 if isinstance(w, str) and w.isdigit() else None
+    n = count(w) if isinstance(w, str) else None
+    return None if n is None else n & 255
 
 
 def b_exit(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
@@ -62,7 +63,11 @@ def b_return(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | 
 def b_loop(kind: str) -> Builtin:
     def run(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
         words = known_words(args, node, kind)
-        raise LoopJump(kind, int(words[0]) if words and words[0].isdigit() else 1)
+        # bash: a count that is no number ends the shell (128), 0 or two words fail; dash stops on each
+        n = count(words[0]) if len(words) == 1 else (1 if not words else None)
+        if not n:
+            raise Unmodelled(f"{kind} {' '.join(words)!r}", line_of(node))
+        raise LoopJump(kind, n)
 
     return run
 

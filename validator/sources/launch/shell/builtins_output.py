@@ -61,7 +61,7 @@ def _printf_format(fmt: str, values: list[Value], node: Node) -> Value:
                     k += 1
                     used += 1
                     if spec == "d" and isinstance(v, str):
-                        if not re.fullmatch(r"[-+]?[0-9]+", v.strip() or "0"):
+                        if not re.fullmatch(r"[-+]?[0-9]{1,18}", v.strip() or "0"):
                             raise Unmodelled(f"printf %d of {v!r}", line_of(node))
                         v = str(int(v.strip() or "0"))
                     out.append(v)

@@ -13,7 +13,7 @@ from validator.sources.launch.shell.builtins_flow import stdin_text
 from validator.sources.launch.shell.machine import Prefix, known_words
 from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import OPTION_LETTERS, line_of
-from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, count, join
 
 
 def b_export(kind: str) -> Builtin:
@@ -73,7 +73,7 @@ def b_set(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | Non
 
 def b_shift(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     words = known_words(args, node, "shift")
-    n = int(words[0]) if words and words[0].isdigit() else (1 if not words else -1)
+    n = (-1 if (c := count(words[0])) is None else c) if words else 1
     if n < 0:
         raise Unmodelled(f"shift {words!r}", line_of(node))
     pos = ev.m.st.positional
@@ -98,9 +98,9 @@ def b_getopts(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int |
         raise Unmodelled("getopts over arguments known only at run time", line_of(node))
     argv = [str(a) for a in argv_v]
     raw = ev.vars.scalar("OPTIND")
-    if not isinstance(raw, str) or not raw.isdigit() or int(raw) < 1:
+    optind = count(raw) if isinstance(raw, str) else None
+    if optind is None or optind < 1:
         raise Unmodelled(f"getopts with OPTIND {raw!r}", line_of(node))
-    optind = int(raw)
     silent = optstring.startswith(":")
     k = optind - 1
     if k >= len(argv) or not argv[k].startswith("-") or argv[k] == "-":

@@ -127,7 +127,11 @@ class Commands:
         if op in (">&", "<&") and dest.type == "number":
             return
         target = self.words.value(dest)
-        if op == ">&" and isinstance(target, str) and (target.isdigit() or target == "-"):
+        if (
+            op == ">&"
+            and isinstance(target, str)
+            and ((target.isascii() and target.isdigit()) or target == "-")
+        ):
             return
         self.m.touch(target)
 

@@ -43,6 +43,13 @@ class Unbound(Exception):
     """``set -u`` and an unset variable: bash prints an error and the script exits."""
 
 
+def count(text: str) -> int | None:
+    """``text`` as the number bash reads in ``exit N``, ``shift N``, ``break N`` or ``$N``: ASCII digits
+    only (``str.isdigit`` also takes "²", which ``int`` refuses) and at most 18 of them (more overflow
+    bash's ``intmax_t``, and Python refuses to convert over 4,300 digits); None for anything else."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
+
+
 def join(parts: list[Value]) -> Value:
     """Concatenate parts; any unknown part makes the whole unknown (with the first reason)."""
     for p in parts:

@@ -26,7 +26,7 @@ from validator.sources.launch.shell.state import (
     bash_hash,
 )
 from validator.sources.launch.shell.syntax import line_of, part, text
-from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, count, join
 
 _SPECIAL_RUNTIME = {"$": "the shell's process id", "!": "the last background job", "_": "the last argument"}
 _SPECIAL_RUNTIME["-"] = "the shell's flags"
@@ -100,12 +100,12 @@ class Variables:
         if name == "#":
             pos = self.positional()
             return pos if isinstance(pos, Unknown) else str(len(pos))
-        if name.isdigit() and name != "0":
+        if name.isascii() and name.isdigit() and name != "0":
             pos = self.positional()
             if isinstance(pos, Unknown):
                 return pos
-            k = int(name)
-            return pos[k - 1] if k <= len(pos) else None
+            k = count(name)  # None: more digits than bash's intmax_t, past any argument
+            return pos[k - 1] if k is not None and k <= len(pos) else None
         if name in _SPECIAL_RUNTIME:
             return Unknown(f"${name}: {_SPECIAL_RUNTIME[name]}, known only at run time")
         return self.scalar(name)
@@ -158,9 +158,9 @@ class Variables:
         if var is None:
             if name == "BASH_SOURCE":
                 self._no_source_in_a_string()
-                if not key.isdigit():
+                k = count(key)
+                if k is None:
                     raise Unmodelled(f"BASH_SOURCE[{key}]", line_of(node))
-                k = int(key)
                 return self.m.st.sources[-1 - k] if k < len(self.m.st.sources) else None
             if name in BASH_VARS:
                 return Unknown(f"${{{name}[{key}]}}: set by bash at run time")
