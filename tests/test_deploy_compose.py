@@ -496,3 +496,34 @@ def test_hostile_compose_files_end_in_one_line_errors(tmp_path: Path) -> None:
         rc, _, err = _preflight({}, "--compose", str(tmp_path / name))
         assert rc == 65 and needle in err and "Traceback" not in err, (name, err)
         assert len(err.strip().splitlines()) == 1, (name, err)
+
+
+@pytest.mark.parametrize("value", ["2001-13-45", "1" * 5000])
+def test_a_scalar_yaml_cannot_construct_is_one_line_naming_the_file_never_an_internal_error(
+    tmp_path: Path, value: str
+) -> None:
+    """Red team 19: PyYAML's safe loader raises ``ValueError`` (not a ``YAMLError``) for a timestamp that is
+    no date (``datetime``: month must be in 1..12) and a decimal integer over 4,300 digits: one such line in
+    a Compose file, a Kubernetes manifest, a ``--config`` file another user's launcher names, or a rule pack
+    was ``internal error: ValueError``, exit 1. Each reader now says the file and the line."""
+    from validator.errors import InputError
+    from validator.rulepack import load_pack
+    from validator.sources.launch.kube_manifest import select_container
+    from validator.sources.sglang.config import merge_config
+
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(f"services:\n  s:\n    image: i\n    labels: {{a: {value}}}\n")
+    with pytest.raises(InputError, match=r"compose.yaml:4: not valid YAML: invalid (timestamp|int)"):
+        load_compose(compose, "s", {})
+    manifest = tmp_path / "pod.yaml"
+    manifest.write_text(f"kind: Pod\nspec:\n  containers:\n  - name: a\n    x: {value}\n")
+    with pytest.raises(InputError, match=r"pod.yaml:5: not valid YAML"):
+        select_container(manifest, None)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model-path: /m\nx: {value}\n")
+    with pytest.raises(InputError, match=r"c.yaml:2: cannot read --config file: invalid (timestamp|int)"):
+        merge_config(["--config", str(config)], origin="test")
+    pack = tmp_path / "pack.yaml"
+    pack.write_text(f"name: p\nx: {value}\n")
+    with pytest.raises(InputError, match=r"pack.yaml"):
+        load_pack(str(pack))

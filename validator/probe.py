@@ -28,6 +28,7 @@ from validator.probe_stats import Decision, RuleConfig, SequentialRule
 from validator.sources.gathering import Unreadable
 from validator.sources.live_gathering import LiveGathering, live_source
 from validator.sources.server.client import Generation, SGLangClient
+from validator.yaml_safe import safe_load
 
 _HERE = Path(__file__).resolve().parent
 RUN_LENGTH = 16  # a run of this many identical characters or token ids is degenerate output
@@ -84,7 +85,7 @@ def load_prompts(path: str | Path | None = None) -> list[ProbePrompt]:
     else:
         data = read_trusted_bounded(p, PROMPTS_CAP, "probe prompts")
     try:
-        doc = yaml.safe_load(data.decode("utf-8"))
+        doc = safe_load(data.decode("utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         raise InputError(where, "not valid YAML", None if line is None else line + 1) from None

@@ -220,9 +220,11 @@ def _read_yaml(path: Path) -> tuple[str, dict[str, Any]]:
     """One pack file's text and its YAML mapping, with every problem as an ``InputError`` naming it."""
     import yaml
 
+    from validator.yaml_safe import FastSafeLoader
+
     where = str(path)
     text = _pack_text(path)
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present
+    loader = FastSafeLoader  # libyaml when present
     try:
         # Aliases first, from the event stream: a pack has no use for them, and a few lines of nested
         # aliases ("billion laughs") expand to gigabytes once validated. A key given twice in one mapping

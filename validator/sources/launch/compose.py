@@ -242,11 +242,13 @@ def load_compose(path: Path | str, service: str | None, host_env: Mapping[str, s
     """The named service (or the one that runs SGLang) of a Compose file, as a ``ContainerSpec``."""
     import yaml
 
+    from validator.yaml_safe import safe_load
+
     file = Path(path).absolute()
     where = str(file)
     text = read_text_bounded(file, COMPOSE_CAP, "Compose file", names=True)
     try:
-        doc = yaml.safe_load(text)
+        doc = safe_load(text)
     except RecursionError:
         raise InputError(where, "nested too deeply: not a Compose file") from None
     except yaml.YAMLError as exc:

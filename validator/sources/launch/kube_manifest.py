@@ -87,10 +87,12 @@ def select_container(path: Path, container: str | None) -> tuple[dict[str, Any],
     when the manifest is not one or the container cannot be told."""
     import yaml
 
+    from validator.yaml_safe import safe_load_all
+
     where = str(path)
     text = read_text_bounded(path, MANIFEST_CAP, "Kubernetes manifest", names=True)
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = safe_load_all(text)
     except RecursionError:
         raise InputError(where, "nested too deeply: not a Kubernetes manifest") from None
     except yaml.YAMLError as exc:

@@ -101,6 +101,8 @@ def merge_config(
         raise InputError(origin, f"Config file not found: {name}")
     import yaml  # lazy: only a --config command pays for it
 
+    from validator.yaml_safe import safe_load
+
     text = read_text_bounded(path, TEXT_CAP, "--config file", names=True)  # regular file, size-capped
     try:
         # A server config has no use for anchors and aliases; refusing them keeps a small file from
@@ -113,7 +115,7 @@ def merge_config(
                     "YAML aliases are not accepted in a --config file",
                     mark.line + 1 if mark else None,
                 )
-        data = yaml.safe_load(text)
+        data = safe_load(text)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         line = None
         mark = getattr(exc, "problem_mark", None)
