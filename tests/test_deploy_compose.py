@@ -527,3 +527,32 @@ def test_a_scalar_yaml_cannot_construct_is_one_line_naming_the_file_never_an_int
     pack.write_text(f"name: p\nx: {value}\n")
     with pytest.raises(InputError, match=r"pack.yaml"):
         load_pack(str(pack))
+
+
+def test_a_containers_config_is_read_through_its_mounts_never_from_the_hosts_path(tmp_path: Path) -> None:
+    """Red team 19: SGLang opens ``--config`` inside the container, but the reader opened the same path on
+    the host (a relative one from the container's working directory, as a host directory): a host file
+    that is not the container's decided the verdict, and for ``docker exec`` (whose mounts are not
+    visible at all) too. Now it is read through a bind mount, else the launch is unresolved."""
+    from validator.errors import UnresolvedLaunch
+    from validator.sources.launch.docker_run import launch_from_container
+
+    host = tmp_path / "cfg"
+    host.mkdir()
+    (host / "c.yaml").write_text("model-path: /from-the-mount\n")
+    decoy = tmp_path / "decoy.yaml"
+    decoy.write_text("model-path: /from-the-host\n")
+    server = "python3 -m sglang.launch_server --config"
+    for cmd, model in (
+        (f"docker run -v {host}:/etc/sgl img {server} /etc/sgl/c.yaml", "/from-the-mount"),
+        (f"docker run -w /etc/sgl -v {host}:/etc/sgl img {server} c.yaml", "/from-the-mount"),
+        (f"docker run img {server} {decoy}", None),
+        (f"docker exec ctr {server} {decoy}", None),
+        (f"docker run img {server} c.yaml", None),
+    ):
+        launcher = launch_from_container(parse_docker_cmd(cmd, {}))
+        if model is None:
+            with pytest.raises(UnresolvedLaunch, match="--config"):
+                launcher.parsed()
+        else:
+            assert launcher.parsed().args["model_path"] == model, cmd

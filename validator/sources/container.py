@@ -67,3 +67,24 @@ def on_host(container_path: str, spec: ContainerSpec) -> tuple[Path | None, str]
             f"{container_path} is in the container {spec.existing}, whose mounts are not visible here",
         )
     return host_path(container_path, spec.mounts)
+
+
+def config_on_host(name: str, spec: ContainerSpec) -> Path:
+    """Where the server's ``--config NAME`` lies on the host: SGLang opens it inside the container (a
+    relative name from its working directory), so it is read only through a bind mount; a file of the
+    image, of a container started earlier (``docker exec``) or relative to a working directory the image
+    sets is not visible here, and the launch is unresolved rather than read from whatever the host has at
+    that path."""
+    from validator.errors import UnresolvedLaunch
+
+    if not name.startswith("/") and not spec.workdir:
+        raise UnresolvedLaunch(
+            f"{spec.where}: --config {name} is relative to the image's working directory, not visible here"
+        )
+    inside = posixpath.join(spec.workdir or "/", name)
+    found, why = on_host(inside, spec)
+    if found is None:
+        raise UnresolvedLaunch(
+            f"{spec.where}: --config {name}: {why}; the server's settings there are not known"
+        )
+    return found

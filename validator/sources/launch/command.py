@@ -9,6 +9,7 @@ arguments are parsed with SGLang's own flag table (``sglang.cli``).
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from pathlib import Path
 from validator.bounded_files import TEXT_CAP, lexists, open_regular, read_text_bounded
 from validator.errors import InputError, UnavailableError
 from validator.facts import LaunchFacts
-from validator.sources.container import ContainerSpec
+from validator.sources.container import ContainerSpec, config_on_host
 from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
 from validator.sources.launch.shell.command_line import split_command_line
@@ -211,9 +212,15 @@ class Launcher:
     def parsed(self) -> LaunchFacts:
         """The launch parsed with the table ``parsing_with`` chose (outside it, the shipped one)."""
         with read_as(self.facts.named_by) as namers:  # a --config file is named by the launch...
-            parsed = parse_argv(self.server_args, origin=self.facts.origin, base_dir=self.base_dir)
+            config_at = (
+                None if self.container is None else functools.partial(config_on_host, spec=self.container)
+            )
+            parsed = parse_argv(
+                self.server_args, origin=self.facts.origin, base_dir=self.base_dir, config_at=config_at
+            )
             others = [
-                parse_argv(a, origin=self.facts.origin, base_dir=self.base_dir) for a in self.alternatives
+                parse_argv(a, origin=self.facts.origin, base_dir=self.base_dir, config_at=config_at)
+                for a in self.alternatives
             ]
         facts = copy.deepcopy(self.facts)
         facts.named_by = dict(namers)  # ... and names, in turn, as its owner could (its model path)

@@ -9,6 +9,7 @@ the refusals after argparse; held to the real parser by ``tests/test_sglang_pari
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,12 @@ def _check_log_level(value: object, origin: str) -> None:
 
 
 def parse_argv(
-    argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
+    argv: list[str],
+    *,
+    origin: str,
+    base_dir: Path | None = None,
+    table: CliTable | None = None,
+    config_at: Callable[[str], Path] | None = None,
 ) -> ParsedArgs:
     """Parse server arguments (after ``python -m sglang.launch_server`` / ``sglang serve``) as
     ``prepare_server_args`` would; any refusal raises InputError(origin, <argparse's message>).
@@ -43,7 +49,9 @@ def parse_argv(
     choice = chosen() if table is None else None
     table = table or (choice.table if choice is not None else load_table())
     lenient = choice is not None and choice.lenient
-    merged, config_file = merge_config(list(argv), origin=origin, base_dir=base_dir, table=table)
+    merged, config_file = merge_config(
+        list(argv), origin=origin, base_dir=base_dir, table=table, config_at=config_at
+    )
     try:
         parsed = parse_with_table(table, merged, lenient=lenient)
     except ArgparseExit as exc:

@@ -9,6 +9,7 @@ and with YAML aliases refused; the parser then parses the merged argv as it pars
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,12 @@ def _yaml_to_argv(data: dict[Any, Any], table: CliTable, where: str) -> list[str
 
 
 def merge_config(
-    argv: list[str], *, origin: str, base_dir: Path | None = None, table: CliTable | None = None
+    argv: list[str],
+    *,
+    origin: str,
+    base_dir: Path | None = None,
+    table: CliTable | None = None,
+    config_at: Callable[[str], Path] | None = None,
 ) -> tuple[list[str], Path | None]:
     """Apply ``--config FILE`` as SGLang does: the file first, so the command line wins. Only the exact token
     ``--config`` triggers it; a relative path is read against ``base_dir``, else the CWD."""
@@ -86,7 +92,7 @@ def merge_config(
     name = argv[index + 1]
     if not name:  # SGLang merges nothing for an empty name; argparse then stores '' as --config
         return list(argv), None
-    path = Path(name)
+    path = Path(name) if config_at is None else config_at(name)  # config_at: a container's, on the host
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
     if path.suffix.lower() not in (".yaml", ".yml"):
