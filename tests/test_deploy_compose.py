@@ -556,3 +556,17 @@ def test_a_containers_config_is_read_through_its_mounts_never_from_the_hosts_pat
                 launcher.parsed()
         else:
             assert launcher.parsed().args["model_path"] == model, cmd
+
+
+def test_a_containers_program_is_never_looked_up_on_the_hosts_disk(tmp_path: Path) -> None:
+    """Red team 19: ``docker run -e PATH=DIR IMAGE bash -c 'python3 ...'`` read the string as bash runs it
+    and looked ``python3`` up on DIR of this host: the container's program became the host's file (the
+    report named /usr/bin/python3 or python3 by what this host has, not what the image has)."""
+    from validator.sources.launch.script import through_shell
+
+    (tmp_path / "python3").write_text("#!/bin/sh\n")
+    (tmp_path / "python3").chmod(0o755)
+    for path in (str(tmp_path), str(tmp_path / "absent")):
+        cmd = f"docker run -e PATH={path} img bash -c 'nice python3 -m sglang.launch_server --model-path /m'"
+        spec = through_shell(parse_docker_cmd(cmd, {}))
+        assert spec.argv[:3] == ["python3", "-m", "sglang.launch_server"], spec.argv

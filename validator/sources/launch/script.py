@@ -380,6 +380,9 @@ def _read_inside(
     as they do when the container runs it directly (unseen, as ``launch_from_container`` says), so they
     leave nothing more unresolved; any other reason (a file the shell sources) does."""
     ex, _ = exec_of(reading)
+    if not isinstance(ex.argv, Unknown) and ex.argv:
+        # the program is found on the container's PATH, in its image: never the file this host has there
+        ex = replace(ex, program=join(ex.argv[0]))
     argv, env, origin, unresolved = resolve(ex)
     if ex.others is not None and ex.others != image_env:
         unresolved["*"] = f"{ex.others}: which variables reach the server, and their values, are unknown"
