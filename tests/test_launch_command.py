@@ -196,6 +196,7 @@ def test_spark_validate_launch_layers_are_read_in_a_loop_keeping_what_outer_wrap
         ("ionice -p 1", "ionice: option -p"),
         ("chrt -f high", "is not a number"),
         ("chrt -f ²", "is not a number"),  # red team 19: chrt's strtol refuses what str.isdigit takes
+        ("nice -5x", "adjustment '-5x' is not a number"),  # red team 19: nice refuses it, runs nothing
         ("stdbuf", "no buffering mode"),
         ("nohup --help", "nohup: option '--help'"),
     ],

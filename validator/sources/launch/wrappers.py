@@ -83,7 +83,7 @@ WRAPPERS: dict[str, Wrapper] = {
 }
 
 _LONG_TO_SHORT = {"input": "i", "output": "o", "error": "e"}
-_ADJUSTMENT = re.compile(r"-[+-]?[0-9]")
+_ADJUSTMENT = re.compile(r"-[+-]?[0-9]+")
 
 
 @dataclass
@@ -125,6 +125,8 @@ def unwrap(name: str, args: Sequence[str | None], at: str) -> Unwrapped:
         if not word.startswith("-") or word == "-":
             break
         if spec.obsolete_adjustment and _ADJUSTMENT.match(word):
+            if not _ADJUSTMENT.fullmatch(word):  # nice: "invalid adjustment '5x'", and it runs nothing
+                raise unknown(f"its adjustment {word!r} is not a number")
             i += 1
             continue
         if word.startswith("--"):
