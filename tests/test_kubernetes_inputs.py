@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.support import web
@@ -139,3 +140,22 @@ def test_a_listen_host_that_does_not_resolve_is_a_usage_error() -> None:
     )
     assert proc.returncode == 2, proc.stderr
     assert "does not resolve" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_variables_doubling_each_other_are_bounded_not_expanded_to_terabytes(tmp_path: Path) -> None:
+    """Red team 19: 40 env entries each ``$(A{i-1})$(A{i-1})`` (a 2 KiB manifest) expanded the kubelet's
+    way to 16 x 2^39 bytes: MemoryError (exit 1) or the OOM killer. The expansions of one container now
+    stop at EXPANDED_CAP, exit 65 naming the manifest; a word far under it is still expanded."""
+    from validator.errors import InputError
+
+    env = ['    - {name: A0, value: "xxxxxxxxxxxxxxxx"}'] + [
+        f'    - {{name: A{i}, value: "$(A{i - 1})$(A{i - 1})"}}' for i in range(1, 40)
+    ]
+    pod = tmp_path / "pod.yaml"
+    head = "kind: Pod\nspec:\n  containers:\n  - name: a\n    image: i\n    env:\n"
+    server = 'command: ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--served-model-name"'
+    pod.write_text(head + "\n".join(env) + f'\n    {server}, "$(A39)"]\n')
+    with pytest.raises(InputError, match="expand past"):
+        load_kube_container(pod, None)
+    pod.write_text(head + "\n".join(env[:5]) + f'\n    {server}, "$(A4)"]\n')
+    assert load_kube_container(pod, None).argv[-1] == "x" * 256

@@ -24,6 +24,7 @@ from validator.sources.launch.command import placeholder, required, takes_value
 from validator.sources.launch.shell.programs import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024
+EXPANDED_CAP = 4 * MANIFEST_CAP  # the kubelet's expansions of one container's env, command and args together
 _REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -144,14 +145,14 @@ def _lws_env(lws: Lws, where: str) -> tuple[dict[str, str], dict[str, str], dict
     return {}, {}, unresolved
 
 
-def _argv(words: list[str], env: Mapping[str, str], unresolved: dict[str, str]) -> list[str]:
+def _argv(words: list[str], env: Mapping[str, str], unresolved: dict[str, str], budget: Budget) -> list[str]:
     """The kubelet's argv: each word expanded; a server flag whose value refers to a variable only the
     kubelet knows has that value unresolved (``unresolved[dest]``), never parsed as its ``$(NAME)`` text (a
     required one stands as ``placeholder``); any other such word is kept as written (``$(NAME)`` noted)."""
     out: list[str] = []
     for raw in words:
         refs = sorted(r for r in references(raw) if r in unresolved)
-        word = expand(raw, env)
+        word = budget.expand(raw, env)
         if not refs:
             out.append(word)
             continue
@@ -173,16 +174,42 @@ def _argv(words: list[str], env: Mapping[str, str], unresolved: dict[str, str]) 
     return out
 
 
-def expand(text: str, env: Mapping[str, str]) -> str:
-    """The kubelet's ``$(VAR)`` expansion: defined variables replaced, ``$$`` to ``$``, the rest kept."""
+class Budget:
+    """What the kubelet's expansions of one container may add up to (``EXPANDED_CAP``): each ``$(VAR)``
+    copies a variable, which may itself be copies, so 40 lines of ``A1=$(A0)$(A0)``, ``A2=$(A1)$(A1)``...
+    double to terabytes (red team 19: MemoryError, exit 1, or the OOM killer)."""
 
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) == "$$":
-            return "$"
+    def __init__(self, where: str) -> None:
+        self.left, self.where = EXPANDED_CAP, where
+
+    def expand(self, text: str, env: Mapping[str, str]) -> str:
+        try:
+            out = expand(text, env, limit=self.left)
+        except OverflowError:
+            raise InputError(
+                self.where, f"its $(VAR) references expand past {EXPANDED_CAP} bytes for one container"
+            ) from None
+        self.left -= len(out)
+        return out
+
+
+def expand(text: str, env: Mapping[str, str], *, limit: int | None = None) -> str:
+    """The kubelet's ``$(VAR)`` expansion: defined variables replaced, ``$$`` to ``$``, the rest kept;
+    OverflowError past ``limit`` characters, measured before anything is joined."""
+    parts: list[str] = []
+    size, pos = 0, 0
+    for m in _REF.finditer(text):
         name = m.group(1)
-        return env[name] if name in env else m.group(0)
-
-    return _REF.sub(sub, text)
+        value = "$" if m.group(0) == "$$" else (env[name] if name in env else m.group(0))
+        parts += [text[pos : m.start()], value]
+        size += m.start() - pos + len(value)
+        pos = m.end()
+        if limit is not None and size > limit:
+            raise OverflowError(limit)
+    parts.append(text[pos:])
+    if limit is not None and size + len(text) - pos > limit:
+        raise OverflowError(limit)
+    return "".join(parts)
 
 
 def references(text: str) -> set[str]:
@@ -194,6 +221,7 @@ def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
     """The SGLang container as the kubelet will run it (``unresolved``: what only the kubelet knows)."""
     c, pod, lws = select_container(path, container)
     where = f"kubernetes:{path}#{c.get('name')}"
+    budget = Budget(str(path))
     env: dict[str, str] = {}
     origin: dict[str, str] = {}
     unresolved: dict[str, str] = {}
@@ -213,7 +241,7 @@ def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
             env.pop(name, None)
             continue
         value = entry.get("value", "")
-        env[name] = expand(str(value) if value is not None else "", env)
+        env[name] = budget.expand(str(value) if value is not None else "", env)
         origin[name] = f"{where} env"
         unresolved.pop(name, None)
     if c.get("envFrom"):
@@ -250,7 +278,7 @@ def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
         where=where,
         image=str(image) if image is not None else None,
         # without `command` the image's ENTRYPOINT runs with `args` as its arguments: not visible here
-        argv=_argv([*command, *args], env, unresolved) if command else [],
+        argv=_argv([*command, *args], env, unresolved, budget) if command else [],
         entrypoint_overridden=bool(command),
         env=env,
         env_origin=origin,
