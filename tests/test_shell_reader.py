@@ -150,3 +150,34 @@ def test_a_count_that_is_no_small_ascii_number_is_never_an_internal_error(
     script.write_text(f"#!/bin/bash\n{line}\nexec python3 -m sglang.launch_server --model-path /m\n")
     reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
     assert {e.kind for e in reading.endings} == kinds, [e.reason for e in reading.endings]
+
+
+def test_a_reading_is_bounded_in_memory_and_in_time(tmp_path: Path) -> None:
+    """Red team 19, three short scripts another user could give root's preflight: ``a=$a$a`` 40 times (16
+    bytes doubled to 16 TiB: MemoryError, exit 1, or the OOM killer); ``${a//y/z}`` on a 16 KiB value
+    (matched at each position against each end: 27 s; 1 MiB, hours); eight forks and a loop of 20,000
+    statements (every path replays the loop: 256 x 20,000 statements, 21 s). A value is built up to
+    MAX_VALUE, a pattern matched on at most MAX_PATTERN_SUBJECT characters, a reading does MAX_WORK;
+    past them what is left is unknown or unresolved, never computed."""
+    import time
+
+    from validator.sources.launch.shell.values import Unknown
+
+    script = tmp_path / "start.sh"
+    server = "exec python3 -m sglang.launch_server --model-path /m --served-model-name"
+    doubled = "a=xxxxxxxxxxxxxxxx\n" + "a=$a$a\n" * 40
+    script.write_text(f'#!/bin/bash\n{doubled}{server} "$a"\n')
+    (ending,) = read_script(script, env={}).endings
+    assert ending.launch is not None and isinstance(ending.launch.words[-1][0], Unknown)
+    script.write_text("#!/bin/bash\na=xxxxxxxxxxxxxxxx\n" + "a=$a$a\n" * 10 + f'{server} "${{a//y/z}}"\n')
+    started = time.monotonic()
+    (ending,) = read_script(script, env={}).endings
+    assert ending.launch is not None and isinstance(ending.launch.words[-1][0], Unknown)
+    assert time.monotonic() - started < 5
+    forks = "".join(f'if [ "$(date +%s)" = x{i} ]; then c{i}=1; fi\n' for i in range(8))
+    body = "; ".join(f"b={k}" for k in range(21))
+    words = " ".join(str(k) for k in range(999))
+    script.write_text(f"#!/bin/bash\n{forks}for i in {words}; do {body}; done\n{server} x\n")
+    started = time.monotonic()
+    kinds = {e.kind for e in read_script(script, env={}).endings}
+    assert kinds == {"unresolved"} and time.monotonic() - started < 8

@@ -28,7 +28,7 @@ from validator.sources.launch.shell.state import (
     Var,
 )
 from validator.sources.launch.shell.syntax import inner, line_of, node_bytes, part, snippet, text
-from validator.sources.launch.shell.values import Unbound, Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.values import MAX_WORK, Unbound, Unknown, Unmodelled, Value, charge, join
 from validator.sources.launch.shell.variables import Variables
 
 
@@ -181,6 +181,8 @@ class Evaluator:
         self.m.steps += 1
         if self.m.steps > MAX_STEPS:
             raise Unmodelled(f"more than {MAX_STEPS} statements on one path", line_of(node))
+        if not charge(1):
+            raise Unmodelled(f"more than {MAX_WORK} statements' work on all its paths", line_of(node))
         t = node.type
         if self.m.posix:
             self.posix_check(node)

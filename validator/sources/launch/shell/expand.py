@@ -36,9 +36,15 @@ from validator.sources.launch.shell.values import (
     Unmodelled,
     Unsplit,
     Value,
+    charge,
     join,
     join_with,
 )
+
+# the longest value a pattern operator (``${v//p/r}``, ``${v##p}``) is evaluated on: each tries the
+# pattern at every position against every end, so its time grows as the square of the length (a 16 KiB
+# value took 27 s, 1 MiB hours: red team 19); a longer one is known only at run time
+MAX_PATTERN_SUBJECT = 2048
 
 _ASSIGNMENT_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 
@@ -381,6 +387,10 @@ class Expander:
                 return [Seg(current, quoted=quoted)]
             if isinstance(rx, Unknown):
                 return [Seg(rx, quoted=quoted)]
+            # matched at each position against each end: n^2, about 0.4 s for 2,048 characters
+            if len(current) > MAX_PATTERN_SUBJECT or not charge(len(current) ** 2 // 40):
+                why = f"{snippet(node)} over a value of {len(current)} characters is not evaluated"
+                return [Seg(Unknown(why), quoted=quoted)]
             if op.startswith("/"):
                 rep = self._pieces(rep_nodes)
                 if any(isinstance(v, Unknown) for v, _ in rep):

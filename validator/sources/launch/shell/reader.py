@@ -18,7 +18,7 @@ from validator.sources.launch.shell.machine import Machine
 from validator.sources.launch.shell.paths import Forks, explore
 from validator.sources.launch.shell.state import MAX_PATHS, Ending, Memo, Reading
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, interpreter, interpreter_options, parse
-from validator.sources.launch.shell.values import Value
+from validator.sources.launch.shell.values import Value, work_budget
 
 
 def read_script(
@@ -72,7 +72,9 @@ def read_script(
                 notes.append(note)
         scripts.extend(s for s in m.scripts_run if s not in scripts)
 
-    if not explore(walk, MAX_PATHS):
+    with work_budget():
+        explored = explore(walk, MAX_PATHS)
+    if not explored:
         endings.append(
             Ending("unresolved", 1, str(script), f"more than {MAX_PATHS} paths through the script")
         )

@@ -7,6 +7,9 @@ one definition without importing the expansion machinery.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 
@@ -50,11 +53,50 @@ def count(text: str) -> int | None:
     return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
+# the longest value the reader builds: Linux refuses to exec an argument or variable over 128 KiB
+# (MAX_ARG_STRLEN), so a longer one never reaches the server; doubling a variable 40 times (``a=$a$a``)
+# would otherwise take terabytes (red team 19: MemoryError, exit 1, or the OOM killer)
+MAX_VALUE = 1 << 20
+
+
+# the work one reading of a script may do, in statements (about 4 us each; a value built or a pattern
+# matched is charged as the statements its time is worth): MAX_STEPS per path times MAX_PATHS paths let a
+# ten-line script of another user's take 21 s (red team 19), each path replaying the same loop
+MAX_WORK = 200_000
+_WORK: ContextVar[list[int] | None] = ContextVar("spark_validate_shell_work", default=None)
+
+
+@contextlib.contextmanager
+def work_budget() -> Iterator[None]:
+    """One reading's budget of ``MAX_WORK`` (``charge``); readings nest (a ``-c`` string), each its own."""
+    token = _WORK.set([MAX_WORK])
+    try:
+        yield
+    finally:
+        _WORK.reset(token)
+
+
+def charge(units: int) -> bool:
+    """Spend ``units`` of the reading's work; False once it is spent (outside a reading, always True)."""
+    left = _WORK.get()
+    if left is None:
+        return True
+    left[0] -= units
+    return left[0] >= 0
+
+
 def join(parts: list[Value]) -> Value:
-    """Concatenate parts; any unknown part makes the whole unknown (with the first reason)."""
+    """Concatenate parts; any unknown part makes the whole unknown (with the first reason), and so does a
+    result over ``MAX_VALUE`` characters, measured before it is built, or one past the reading's work."""
+    size = 0
     for p in parts:
         if isinstance(p, Unknown):
             return p
+        size += len(p)
+    if size > MAX_VALUE:
+        return Unknown(f"a value of {size} characters, over the {MAX_VALUE} the reader builds")
+    if size > 65536 and not charge(size >> 16):
+        return Unknown(f"a value of {size} characters, past the work one reading does ({MAX_WORK})")
     return "".join(p for p in parts if isinstance(p, str))
 
 
