@@ -50,6 +50,21 @@ def test_a_humming_package_past_the_entry_limit_is_no_verdict(
     assert gb10_bandwidth_safe(package)[0] is False
 
 
+def test_humming_modules_that_mention_the_query_are_parsed_within_a_budget(tmp_path: Path) -> None:
+    """Red team 19: every module under the 2 MB cap that mentions NVML_CLOCK_MEM was parsed; 200 of another
+    user's modules of 330,000 statements each took root's preflight 372 s (20,000, the entry limit, hours).
+    Past _PARSE_CAP bytes of such modules in all there is no verdict, and none is parsed further."""
+    package = _humming(tmp_path, UNGUARDED)
+    dense = "x = 1\n" * 330_000 + "# NVML_CLOCK_MEM\n"
+    for i in range(20):
+        (package / f"m{i}.py").write_text(dense)
+    started = time.monotonic()
+    verdict, why = gb10_bandwidth_safe(package)
+    assert verdict is None and "over 1000000 bytes together" in why, why
+    assert time.monotonic() - started < 5
+    assert gb10_bandwidth_safe(_humming(tmp_path / "plain", UNGUARDED))[0] is False  # control
+
+
 def test_sglang_sources_not_read_whole_leave_an_undeclared_variable_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -77,6 +77,9 @@ _NVML_ERRORS = {"NVMLError", "NVMLError_NotSupported", "Exception", "BaseExcepti
 _QUERY = "NVML_CLOCK_MEM"
 _MAX_ENTRIES = 20_000  # humming 0.1.19 has 77 Python files
 _FILE_CAP = 2_000_000
+# the modules that mention _QUERY are parsed (about 1 MB/s for dense code): humming 0.1.19's few are a
+# few KB; 200 of another user's 2 MB modules took root's preflight 372 s (red team 19), 20,000 hours
+_PARSE_CAP = 1_000_000
 
 
 def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
@@ -84,8 +87,18 @@ def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
     ``nvmlDeviceGetMaxClockInfo(..., NVML_CLOCK_MEM)`` kills the engine at start (inclusionAI/humming#48).
     Read from the code, not the version: every query counts unless a ``try`` catches NVML's error or the
     function returns first for (12, 1). Returns (verdict, what the code showed); None if unreadable."""
-    # each module read once from its directory's descriptor (bounded_files.read_below), never a walk per file
-    found = read_below(package, ".py", _FILE_CAP, _module_queries, limit=_MAX_ENTRIES)
+    # each module read once from its directory's descriptor (bounded_files.read_below), never a walk per file;
+    # only the modules that mention the query are parsed, at most _PARSE_CAP bytes of them in all
+    parsed = [0]
+
+    def budgeted(data: bytes) -> list[tuple[str, str | None]] | str:
+        if len(data) < _FILE_CAP and _QUERY.encode() in data:
+            parsed[0] += len(data)
+            if parsed[0] > _PARSE_CAP:
+                return f"and the other modules that mention {_QUERY} are over {_PARSE_CAP} bytes together"
+        return _module_queries(data)
+
+    found = read_below(package, ".py", _FILE_CAP, budgeted, limit=_MAX_ENTRIES)
     if found.cut:  # a query in what was left would go unseen: no verdict from a part
         return None, f"humming's package holds over {_MAX_ENTRIES} entries, not read whole"
     if not found:
