@@ -159,3 +159,27 @@ def test_variables_doubling_each_other_are_bounded_not_expanded_to_terabytes(tmp
         load_kube_container(pod, None)
     pod.write_text(head + "\n".join(env[:5]) + f'\n    {server}, "$(A4)"]\n')
     assert load_kube_container(pod, None).argv[-1] == "x" * 256
+
+
+def test_a_kubelet_reference_in_a_shell_string_is_never_read_as_its_text(tmp_path: Path) -> None:
+    """Red team 19: the kubelet puts ``$(NAME)`` into a ``sh -c`` string before the shell reads it, quoted or
+    not; where NAME is known only at run time (a valueFrom, LWS's leader address) the reader kept the text,
+    and inside single quotes the shell took it literally: ``--served-model-name '$(BACKEND)'`` was the
+    certain value "$(BACKEND)" (an environment variable set so, a certain value a check compares). Now the
+    launch is unresolved, naming the reference, as the same string unquoted already was."""
+    from validator.errors import UnresolvedLaunch
+    from validator.sources.launch.script import through_shell
+
+    pod = tmp_path / "lws.yaml"
+    string = "exec python3 -m sglang.launch_server --model-path /m --served-model-name '$(BACKEND)'"
+    pod.write_text(
+        "kind: LeaderWorkerSet\nspec:\n  leaderWorkerTemplate:\n    size: 2\n    workerTemplate:\n"
+        "      spec:\n        containers:\n        - name: w\n          image: i\n"
+        "          env: [{name: BACKEND, valueFrom: {configMapKeyRef: {name: c, key: b}}},\n"
+        "                {name: K, value: k}]\n"
+        f'          command: ["sh", "-c", "{string}"]\n'
+    )
+    with pytest.raises(UnresolvedLaunch, match=r"refers to \$\(BACKEND\)"):
+        through_shell(load_kube_container(pod, "w"))
+    pod.write_text(pod.read_text().replace("$(BACKEND)", "$(K)"))  # a value the manifest gives: read
+    assert through_shell(load_kube_container(pod, "w")).argv[-1] == "k"

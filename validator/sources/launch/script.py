@@ -425,6 +425,14 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
     if others or i >= len(argv):
         what = f"option {others[0]!r} is not modelled" if others else "-c is given no command string"
         raise UnresolvedLaunch(f"{spec.where}: {argv[0]} -c: {what}, so what the container runs is not known")
+    for ref, why in spec.unresolved.items():
+        # a kubelet reference known only at run time (``$(LWS_LEADER_ADDRESS)``, a valueFrom): the kubelet
+        # puts its value into the string before the shell reads it, quoted or not, so the text as written
+        # is never what the server gets
+        if ref.startswith("$(") and any(ref in word for word in argv[i:]):
+            raise UnresolvedLaunch(
+                f"{spec.where}: {argv[0]} -c: {why}, so what the container runs is not known"
+            )
     zero = argv[i + 1] if i + 1 < len(argv) else argv[0]
     reading = read_script(
         f"{spec.where} ({argv[0]} -c)",
