@@ -9,6 +9,9 @@ log; and a server whose error message would redraw a WARN line as PASS on a term
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -18,6 +21,7 @@ import pytest
 from tests.support.bounded_run import run_bounded
 from tests.support.daemon_process import daemon_process
 from tests.support.hostile_server import hostile_process
+from tests.support.second_user import User, run_as
 from validator.outputs import formats
 
 KEY = "q7Vt9ZpLw3XkR2mN"  # no recognisable shape: only its registration can catch it
@@ -101,3 +105,35 @@ def test_control_sequences_from_the_server_are_inert_in_text_output() -> None:
     # JSON keeps the server's string exactly (json escapes it; nothing is lost for a machine reader)
     messages = " ".join(c["message"] for c in json.loads(as_json.stdout)["checks"])
     assert "\x1b[2K" in messages
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_another_users_script_never_carries_a_credential_of_the_readers_environment(
+    attacker: User, tmp_path: Path, fmt: str
+) -> None:
+    """Red team 19: root preflights another user's script with ``HF_TOKEN`` in root's environment; the
+    script passes ``"${HF_TOKEN:3}"`` (past the ``hf_`` the redactor knows) to a flag argparse refuses,
+    and the refusal quoted the rest of root's token, in every format. To another user's script a
+    credential of the reader's environment is unknown; root's own script still reads it (its own)."""
+    token = "hf_" + "Zq7" * 8
+    line = (
+        "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --served-model-name "
+        '"${HF_TOKEN:3}" --tool-call-parser "${HF_TOKEN:3}"\n'
+    )
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        made = run_as(attacker, ["sh", "-c", f"cat > {base}/start.sh"], input=line.encode())
+        assert made.returncode == 0, made.stderr
+        env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        res = run_bounded(["preflight", "--script", str(base / "start.sh"), "--format", fmt], env=env)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out = res.stdout + res.stderr
+    assert token[3:] not in out and token[3:10] not in out, out[-600:]
+    assert "a credential of the reader's environment" in out, out[-600:]
+    mine = tmp_path / "mine.sh"
+    mine.write_text(line)
+    res = run_bounded(["preflight", "--script", str(mine), "--format", fmt], env=env)
+    assert "a credential of the reader's environment" not in res.stdout + res.stderr

@@ -8,10 +8,12 @@ statement to the one that holds its rule (``stmt``), starts the path from the en
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 
 from tree_sitter import Node, Tree
 
+from validator.redact import is_secret_key
 from validator.sources.launch.shell.commands import Commands
 from validator.sources.launch.shell.compound import Compound
 from validator.sources.launch.shell.conditions import Conditions
@@ -99,6 +101,14 @@ class Evaluator:
         if inside is not None:
             st.opaque = inside
             st.dirty = None
+        if any(uid != os.geteuid() for uid in m.script_owner):
+            # another user's script could carry a credential of this process's environment into the
+            # report (``--tool-call-parser "${HF_TOKEN:3}"`` in an argparse error, past the redactor's
+            # patterns): to them it is unknown, as it is until the server's real environment is known
+            for name in [k for k, v in env.items() if is_secret_key(k, v)]:
+                st.vars[name] = Var(
+                    value=Unknown(f"${name}: a credential of the reader's environment"), exported=True
+                )
         st.vars.pop("PWD", None)
         st.vars.pop("IFS", None)  # bash ignores an inherited IFS
         if inside is not None:  # and sets its own, whatever the image's environment holds (dash alike)
