@@ -676,3 +676,37 @@ def test_the_attack_baseline_passes(host: Host) -> None:
     rc, report, err = _preflight(host.env, "--script", str(script))
     assert rc == 0 and report["verdict"] == "pass", (err, report.get("checks"))
     assert _static(host, script, {}).argv == _bash_run(host, script, {})["argv"][2:]
+
+
+@pytest.mark.parametrize(
+    ("flag", "word"),
+    [("--model-checksum", "--enable-fp32-lm-head"), ("--custom-weight-loader", "--speculative-token-map=/t")],
+)
+def test_a_run_time_word_after_a_flag_whose_value_is_optional_may_be_an_option(
+    host: Host, flag: str, word: str
+) -> None:
+    """red team 20: argparse gives a ``nargs='?'``/``'*'`` flag the next word only when it is not an option,
+    so ``--model-checksum "$C"`` with C=``--enable-fp32-lm-head`` runs the FP8 and FP32 heads both. A
+    word known only at run time there leaves the launch unresolved, never read as that flag's value (the
+    trap PASSed: the FP32 head read as off), on one path or where paths differ."""
+    (host.root / "flag").write_text(word + "\n")
+    body = (
+        "source .venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\nM=~/models/Ling-3.0-flash-fp4\n"
+        f"python3 -m sglang.launch_server --model-path $M {RECIPE} --speculative-draft-model-path $M "
+    )
+    one = _write(host, "optional-value.sh", f'#!/bin/bash\nC=$(cat ~/flag)\n{body}{flag} "$C"\n')
+    assert _bash_run(host, one, {})["argv"][-2:] == [flag, word]
+    rc, report, err = _preflight(host.env, "--script", str(one))
+    assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", err
+    assert "takes a value only if the word after it is not an option" in json.dumps(report)
+    # where the paths differ, each is read apart: the path that gives the option is the trap
+    two = _write(
+        host,
+        "optional-paths.sh",
+        f'#!/bin/bash\nif grep -q -- - ~/flag; then C={word}; else C=sha; fi\n{body}{flag} "$C"\n',
+    )
+    static = _static(host, two, {})
+    dest = "enable_fp32_lm_head" if "fp32" in word else "speculative_token_map"
+    assert dest in static.unresolved
+    rc, report, err = _preflight(host.env, "--script", str(two))
+    assert rc != 0, err

@@ -270,6 +270,14 @@ def takes_value(flag: str) -> str | None:
     return action.dest
 
 
+def optional_value(flag: str) -> bool:
+    """The server flag's value is optional or may be empty (argparse ``nargs`` ``?`` or ``*``): argparse gives
+    it a following word only when that word is not an option, so a word known only at run time after it
+    may be an option of its own (``--model-checksum "$X"`` with X=``--enable-fp32-lm-head``)."""
+    action = load_table().by_option.get(flag)
+    return action is not None and action.nargs in ("?", "*")
+
+
 def launch_from_argv(
     argv: list[str],
     *,

@@ -20,7 +20,14 @@ from pathlib import Path
 
 from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.container import ContainerSpec, host_path
-from validator.sources.launch.command import Launcher, launch_from_argv, placeholder, required, takes_value
+from validator.sources.launch.command import (
+    Launcher,
+    launch_from_argv,
+    optional_value,
+    placeholder,
+    required,
+    takes_value,
+)
 from validator.sources.launch.docker_run import (
     SHELLS,
     is_container_run,
@@ -323,6 +330,13 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
                 unresolved[dest] = value.reason
                 continue
         if len(argv) > 1 and argv[-1].startswith("-") and (dest := takes_value(argv[-1])) is not None:
+            if optional_value(argv[-1]) and (not lead or lead.startswith("-")):
+                # argparse takes the word as the value only if it is not an option: which it is, and so
+                # which options the server is given, is known only at run time
+                raise UnresolvedLaunch(
+                    f"{at}: {argv[-1]} takes a value only if the word after it is not an option, and that "
+                    f"word is computed at run time: {value.reason}"
+                )
             unresolved[dest] = value.reason
             if required(argv[-1]):  # kept, so that SGLang's parser does not refuse the command for it
                 argv.append(placeholder(dest))
