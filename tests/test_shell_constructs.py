@@ -63,6 +63,34 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "x y|  x  |  |x\ty|a  b",
         "x y|  x  |  |x\ty|a  b",
     ),
+    # red team 20: a redirection bash cannot open: the command does not run and fails (bash: status 1; dash
+    # differs, not modelled); whether it opens is looked up as the script's owner, else known at run time
+    "a redirection bash cannot open": (
+        "R=a\nif true > ./nodir/x; then R=opened; else R=failed; fi 2>/dev/null\n"
+        '{ R="$R,inner"; } < ./missing 2>/dev/null\nR="$R:$?"',
+        "failed:1",
+        Refused("fails, where dash and bash differ"),
+    ),
+    "an assignment alone on the line before a command, its redirection failing": (
+        'R=kept > ./nodir/x 2>/dev/null\nR="$R:$?"',
+        Refused("misreads a redirection of assignments"),
+        Refused("misreads a redirection of assignments"),
+    ),
+    "set -e ends the script at a redirection that fails": (
+        "set -e\nR=x\ntrue > ./nodir/x",
+        NOLAUNCH,
+        Refused("fails, where dash and bash differ"),
+    ),
+    "a redirection that opens": (
+        "if true < ./vars.env > /dev/null; then R=opened; else R=failed; fi",
+        "opened",
+        "opened",
+    ),
+    "a redirection into a directory the script made: known at run time": (
+        "mkdir -p d\nif true > d/x; then R=opened; else R=failed; fi",
+        PARTLY,
+        PARTLY,
+    ),
     # ${v:=WORD} with "$@": bash joins the words with a space whatever IFS is, dash with IFS's first
     'assign default from "$@"': ('set -- a b c\n: "${R:="$@"}"', "a b c", "a b c"),
     'assign default from "$@", IFS=:': ('set -- a b c\nIFS=:\n: "${R:="$@"}"', "a b c", "a:b:c"),

@@ -9,6 +9,7 @@ The only part of the executor that imports the builtins' table: this is where a 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
@@ -32,11 +33,13 @@ from validator.sources.launch.shell.state import (
 )
 from validator.sources.launch.shell.syntax import field_of, inner, line_of, node_bytes, snippet, text
 from validator.sources.launch.shell.values import Field, Unbound, Unknown, Unmodelled, Unsplit, Value, join
+from validator.trusted_files import UnsafeLocation, look_unplanted
 
 # POSIX's special builtins: the assignments before them persist in a POSIX shell
 _SPECIAL = {":", ".", "break", "continue", "eval", "exec", "exit", "export", "readonly", "return", "set"}
 _SPECIAL |= {"shift", "times", "trap", "unset"}
 _REDIRECT_OPS = {">", ">>", ">|", "&>", "&>>", ">&", "<", "<>", "<&", ">&-", "<&-"}
+_REDIRECT_NODES = ("file_redirect", "heredoc_redirect", "herestring_redirect")
 _MAX_SUMMARY_PATHS = 64  # paths through one function summarised at its call
 
 
@@ -72,10 +75,16 @@ class Commands:
         return status
 
     def redirected_body(self, body: Node | None, redirects: list[Node]) -> int | None:
+        opened = self.opens_all(redirects, body)
+        if opened is False:  # bash runs nothing: a redirection it cannot open makes the status 1
+            return self.m.errexit(1, body or redirects[0], "a redirection")
         for r in redirects:
             self.redirect(r)
         if body is None:
             return self.m.st.status
+        if opened is None:  # an output-only command where the open may fail: it ran, or failed with 1
+            self.sh.stmt(body)
+            return self.m.errexit(None, body, snippet(body))
         if any(_redirects_stdout(r) for r in redirects):
             with self.m.stdout_elsewhere():
                 status = self.sh.stmt(body)
@@ -110,6 +119,64 @@ class Commands:
         if isinstance(content, str) and isinstance(target, str) and isinstance(self.m.st.cwd, str):
             self.m.uses_cwd(target)
             self.m.st.written[os.path.normpath(os.path.join(self.m.st.cwd, target))] = content
+
+    def opens_all(self, redirects: list[Node], body: Node | None) -> bool | None:
+        """Whether bash can open every file the redirections name (before it runs the command, as the
+        script's owner): False where one cannot be (the command does not run, its status is 1), None where
+        that is known only at run time and ``body`` only writes output (it ran, or did not and failed),
+        True otherwise; where it is known only at run time and ``body`` may do more, a fork."""
+        for r in _file_redirects(redirects):
+            ok = self.opens(r)
+            if ok is None and not _output_only(body, self.m.st.funcs):
+                ok = self.m.known_status(None, f"the redirection {snippet(r)!r} opens", r)
+            if ok is False and self.m.posix:  # dash: status 2, and no assignment of a command with no name
+                raise Unmodelled(
+                    f"the redirection {snippet(r)!r} fails, where dash and bash differ", line_of(r)
+                )
+            if ok is not True:
+                return ok
+        return True
+
+    def opens(self, node: Node) -> bool | None:
+        """Whether bash can open the file of one redirection: known from a walked look as the script's
+        owner (never by name), None where only the run can tell (a path the script may have made, a
+        descriptor the reader does not follow, a look refused)."""
+        op = next((text(c) for c in node.children if c.type in _REDIRECT_OPS), "")
+        dest = node.child_by_field_name("destination")
+        if dest is None or op in (">&-", "<&-"):
+            return True
+        target = self.words.value(dest)
+        if isinstance(target, Unknown):
+            return None
+        if op in (">&", "<&") and (target.isdigit() or target == "-"):
+            return True if target in ("0", "1", "2", "-") else None  # another descriptor: not followed
+        if target in ("/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"):
+            return True
+        if not target or target.startswith(("/dev/", "/proc/")) or self.m.changed(target):
+            return None
+        if isinstance(self.m.st.cwd, Unknown) and not target.startswith("/"):
+            return None
+        self.m.uses_cwd(target)
+        path = os.path.normpath(os.path.join(str(self.m.st.cwd), target))
+        try:  # walked, never looked at by name: whether it is there may be the script owner's to know
+            there = look_unplanted(path, os.F_OK)
+            if op == "<":
+                return there is not None and look_unplanted(path, os.R_OK, theirs=True) is not None
+            if there is not None:
+                if stat.S_ISDIR(there.st_mode):
+                    return False
+                if op == ">" and "noclobber" in self.m.st.opts and stat.S_ISREG(there.st_mode):
+                    return False
+                need = os.W_OK | (os.R_OK if op == "<>" else 0)
+                return look_unplanted(path, need, theirs=True) is not None
+            if look_unplanted(path, os.F_OK, follow_last=False) is not None:
+                return None  # a link to nothing: bash creates its target, if it can
+            parent = look_unplanted(os.path.dirname(path) or "/", os.W_OK | os.X_OK, theirs=True)
+            return parent is not None and stat.S_ISDIR(parent.st_mode)
+        except UnsafeLocation:
+            return None
+        except OSError:  # a name over the kernel's limits: bash cannot open it either
+            return False
 
     def redirect(self, node: Node) -> None:
         """A redirection: a file it writes is a path the script changed; input is not modelled."""
@@ -152,6 +219,10 @@ class Commands:
                 raise Unmodelled(
                     f"the grammar misreads the {text(name_node)} after assignments", line_of(node)
                 )
+            line_end = (assigns[cut] if cut < len(assigns) else name_node).start_byte
+            if cut and any(c.type in _REDIRECT_NODES and c.start_byte < line_end for c in kids):
+                # a redirection of the first line, which bash runs alone: the grammar gave it to the command
+                raise Unmodelled("the grammar misreads a redirection of assignments", line_of(node))
             if cut:
                 ran = self.m.substitutions
                 for a in assigns[:cut]:
@@ -160,9 +231,10 @@ class Commands:
                 assigns = assigns[cut:]
         # $? in the words is the last command's status, or the last $(...)'s once one ran
         ran = self.m.substitutions
-        for c in kids:
-            if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
-                self.redirect(c)
+        redirects = [c for c in kids if c.type in _REDIRECT_NODES]
+        opened = self.opens_all(redirects, node) if redirects else True
+        for c in redirects:
+            self.redirect(c)
         words: list[Field] = []
         for c in kids:
             if c.type == "command_name" or field_of(node, c) == "argument":
@@ -175,6 +247,12 @@ class Commands:
                     words.append([fs])
                     continue
                 words += fs
+        if opened is not True:  # a redirection bash cannot open (False) or may not (None): see opens_all
+            for a in assigns if not words else ():
+                self.vars.assignment(a)  # bash keeps the assignments of a command with no name
+            if opened is None:
+                self.invoke(words, [], node) if words else None
+            return self.m.errexit(None if opened is None else 1, node, snippet(node))
         if not words:
             for a in assigns:
                 self.vars.assignment(a)
@@ -429,6 +507,31 @@ def _redirects_stdout(node: Node) -> bool:
     if fd is not None and text(fd) != "1":
         return False
     return any(o in (">", ">>", ">|", "&>", "&>>", ">&") for o in ops)
+
+
+def _file_redirects(redirects: list[Node]) -> list[Node]:
+    """The redirections that open a file or a descriptor, those nested in a here-document's included."""
+    out: list[Node] = []
+    for r in redirects:
+        if r.type == "file_redirect":
+            out.append(r)
+        elif r.type == "heredoc_redirect":
+            out += _file_redirects([c for c in r.children if c.type in ("file_redirect", "heredoc_redirect")])
+    return out
+
+
+# commands whose only effect is their output (and status): run or not, a path differs in nothing else
+_OUTPUT_ONLY = {"echo", "printf", "cat", "true", ":", "date", "tee"}
+
+
+def _output_only(body: Node | None, funcs: object) -> bool:
+    if body is None or body.type != "command":
+        return False
+    name = body.child_by_field_name("name")
+    if name is None or any(c.type == "variable_assignment" for c in body.children):
+        return False
+    word = text(name)
+    return word in _OUTPUT_ONLY and word not in funcs  # type: ignore[operator]
 
 
 # what the grammar may put after a here-document's start word, besides the and-or list that follows it
