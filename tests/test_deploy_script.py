@@ -710,3 +710,24 @@ def test_a_run_time_word_after_a_flag_whose_value_is_optional_may_be_an_option(
     assert dest in static.unresolved
     rc, report, err = _preflight(host.env, "--script", str(two))
     assert rc != 0, err
+
+
+def test_a_relative_model_path_where_the_scripts_directory_is_unknown_is_not_read_from_here(
+    host: Host,
+) -> None:
+    """red team 20: a script that cds where only the run tells (``cd "$(cat ~/where)"``) starts the server
+    there: its relative ``--model-path`` is unknown, never read from the directory preflight stands in (a
+    checkpoint there passed the checks for one the server may never load)."""
+    (host.root / "where").write_text("/elsewhere\n")
+    model = "./models/Ling-3.0-flash-fp4"
+    script = _write(
+        host,
+        "cd-unknown.sh",
+        "#!/bin/bash\nsource .venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f'cd "$(cat ~/where)"\nexec python3 -m sglang.launch_server --model-path {model} {RECIPE}'
+        f" --speculative-draft-model-path {model}\n",
+    )
+    rc, report, err = preflight_json_in_process(host.env, "--script", str(script), cwd=str(host.root))
+    (layout,) = [c for c in report["checks"] if c["id"] == "checkpoint.layout"]
+    assert layout["status"] == "error" and "known only at run time" in layout["message"], err
+    assert rc != 0

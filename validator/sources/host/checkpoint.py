@@ -186,8 +186,23 @@ def gather(g: Gathering) -> None:
     facts, launch, inputs, container = g.facts, g.launch, g.inputs, g.container
     if container is not None and g.hidden_install is not None:
         _container_model_error(g, launch, container)
-    model_dir = inputs.model_dir or _local_model_path(launch, container)
     model_path = launch.args.get("model_path")
+    if (
+        inputs.model_dir is None
+        and container is None
+        and isinstance(model_path, str)
+        and not model_path.startswith("/")
+        and launch.working_directory is None
+        and "working_directory" in launch.unresolved
+    ):
+        # a relative path is the server's working directory's, which only the run tells: never this
+        # process's own (where preflight happens to stand)
+        facts.errors[CHECKPOINT] = (
+            f"--model-path {model_path} is relative and the server's working directory is known only at run "
+            f"time ({launch.unresolved['working_directory']}); give --model-dir"
+        )
+        return
+    model_dir = inputs.model_dir or _local_model_path(launch, container)
     if model_dir is None and launch.origin.startswith("unit:") and str(model_path).startswith("~"):
         facts.errors[CHECKPOINT] = (
             f"--model-path {model_path}: systemd does not expand '~' in ExecStart= (the server would look "
