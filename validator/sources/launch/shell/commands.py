@@ -41,6 +41,7 @@ _SPECIAL |= {"shift", "times", "trap", "unset"}
 _REDIRECT_OPS = {">", ">>", ">|", "&>", "&>>", ">&", "<", "<>", "<&", ">&-", "<&-"}
 _REDIRECT_NODES = ("file_redirect", "heredoc_redirect", "herestring_redirect")
 _MAX_SUMMARY_PATHS = 64  # paths through one function summarised at its call
+_MAX_NAME = 200  # the longest name of another script a message shows (a word may be megabytes)
 
 
 class Commands:
@@ -318,7 +319,13 @@ class Commands:
         if is_server_command(values):
             self.launch(words, prefix, node, execs)
         if (other := script_run(values)) is not None:
-            self.m.scripts_run.append(f"{other} (line {line_of(node)})")
+            named = (
+                f"{other} (line {line_of(node)})"
+                if len(other) <= _MAX_NAME
+                else f"{other[:_MAX_NAME]}... (line {line_of(node)})"
+            )
+            if named not in self.m.scripts_run and len(self.m.scripts_run) < 4:  # the message names three
+                self.m.scripts_run.append(named)
         if head == "time" and len(words) > 1:
             return self.invoke(words[1:], prefix, node, execs=execs)
         if execs:
