@@ -4,6 +4,7 @@ a 1 MB value took 46 s, 20,000 words 41 s). The bound is a guard against a hang,
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from tests.support.cli import run_cli
@@ -34,3 +35,34 @@ def test_many_positional_words_are_read_in_linear_time(tmp_path: Path) -> None:
     assert res.returncode == 65, res.stderr[-2000:]
     line = res.stderr.strip()
     assert "unrecognized arguments: a a a" in line and "(49980 more)" in line and len(line) < 2500
+
+
+def test_an_array_of_many_words_is_read_in_linear_time(tmp_path: Path) -> None:
+    """red team 20: each word of an array literal looked for the highest index again (20,000 words: quadratic,
+    tens of seconds); the words are numbered as they come."""
+    body = (
+        "A=("
+        + " ".join(["a"] * 20_000)
+        + ')\nexec python -m sglang.launch_server --model-path /m "${A[@]}"\n'
+    )
+    start = time.monotonic()
+    res = run_cli("preflight", "--script", str(_script(tmp_path, body)), timeout=120)
+    assert res.returncode == 65 and "(19980 more)" in res.stderr, res.stderr[-2000:]
+    assert time.monotonic() - start < 10
+
+
+def test_paths_whose_many_words_differ_are_not_each_parsed(tmp_path: Path) -> None:
+    """red team 20: 256 paths whose arguments differ in number are each parsed with SGLang's flag table
+    (argparse, quadratic in one argv's words): 256 argvs of 2,700 words took 50 s, of 15,000 over 5 minutes.
+    Past 10,000 words over all the paths the launch is unresolved instead."""
+    lines = ["X=()", "B=(" + " ".join(["--enable-metrics"] * 1_500) + ")"]
+    for i in range(1, 9):
+        lines.append(f"if nvidia-smi -L | grep -q GB{i}; then X+=(--mem-fraction-static 0.{i}); fi")
+    lines.append('exec python3 -m sglang.launch_server --model-path /m "${B[@]}" "${X[@]}"\n')
+    start = time.monotonic()
+    res = run_cli(
+        "preflight", "--script", str(_script(tmp_path, "\n".join(lines))), "--format", "json", timeout=120
+    )
+    assert res.returncode == 69, res.stderr[-2000:]
+    assert "more than the 10000 read apart" in res.stdout
+    assert time.monotonic() - start < 30

@@ -460,6 +460,9 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
     return _read_inside(spec, reading, None, image_env=_inside(spec))
 
 
+# the most words, over all the paths whose arguments differ, that ``launch_from_script`` reads apart
+MAX_APART_WORDS = 10_000
+
 # a word that names a path from the working directory: ./x, ../x, --model-path=./x, -v ./x:/y
 _RELATIVE = re.compile(r"(^|[=:,])\.\.?(/|$)")
 
@@ -544,6 +547,13 @@ def launch_from_script(
             whole = replace(ex, paths=[])
             variants = [_launcher_of(whole, env_origin)]
             paths = [whole]
+    words = sum(len(one.argv) for one in paths)
+    if not variants and len(paths) > 1 and words > MAX_APART_WORDS:
+        # each path is parsed with SGLang's flag table (argparse: quadratic in the words of one): bounded
+        raise UnresolvedLaunch(
+            f"{ex.where}:{ex.line}: the arguments differ between {len(paths)} paths of {words} words in all, "
+            f"more than the {MAX_APART_WORDS} read apart"
+        )
     variants = variants or [_launcher_of(one, env_origin) for one in paths]
     if len(variants) > 1:
         why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"

@@ -281,6 +281,7 @@ class Variables:
             items = (
                 dict(var.items) if var.items is not None else ({} if var.value is None else {"0": var.value})
             )
+        after = max((int(k) for k in items), default=-1) + 1  # bash appends after the highest index
         for w in [c for c in node.children if c.type not in ("(", ")")]:
             raw = text(w)
             if w.type in ("concatenation", "word") and re.match(r"\[[^\]]*\]\+?=", raw):
@@ -294,9 +295,9 @@ class Variables:
                     items=fs, exported=var.exported if var else False, origin=self.origin(at)
                 )
                 return
-            for f in fs:
-                nxt = str(max((int(k) for k in items), default=-1) + 1)
-                items[nxt] = join(f)
+            for f in fs:  # one by one: the highest index, once per word, made a long list quadratic
+                items[str(after)] = join(f)
+                after += 1
         new = var if var is not None else Var()
         if var is None:
             self.m.st.vars[name] = new
