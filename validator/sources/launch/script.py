@@ -547,7 +547,7 @@ def launch_from_script(
             whole = replace(ex, paths=[])
             variants = [_launcher_of(whole, env_origin)]
             paths = [whole]
-    words = sum(len(one.argv) for one in paths)
+    words = sum(len(one.argv) for one in paths if not isinstance(one.argv, Unknown))
     if not variants and len(paths) > 1 and words > MAX_APART_WORDS:
         # each path is parsed with SGLang's flag table (argparse: quadratic in the words of one): bounded
         raise UnresolvedLaunch(
