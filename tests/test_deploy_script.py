@@ -741,3 +741,18 @@ def test_a_relative_model_path_where_the_scripts_directory_is_unknown_is_not_rea
     (layout,) = [c for c in report["checks"] if c["id"] == "checkpoint.layout"]
     assert layout["status"] == "error" and "known only at run time" in layout["message"], err
     assert rc != 0
+
+
+def test_what_another_paths_container_leaves_unknown_stays_unknown(host: Host) -> None:
+    """red team 20: paths read apart kept the first path's unknowns only: a container on another path whose
+    shell sources a file of the image (``bash -c "source /opt/env.sh; exec ..."``: any variable may reach the
+    server) read as if only the variables given reached it."""
+    script = _write(
+        host,
+        "container-paths.sh",
+        "#!/bin/bash\nS='python3 -m sglang.launch_server --model-path /m --moe-runner-backend humming'\n"
+        "if nvidia-smi -L | grep -q GB10; then\n  docker run --gpus all img $S\nelse\n"
+        '  docker run --gpus all --rm img bash -c "source /opt/env.sh; exec $S"\nfi\n',
+    )
+    static = _static(host, script, {})
+    assert "*" in static.unresolved and "/opt/env.sh" in static.unresolved["*"], static.unresolved

@@ -510,9 +510,11 @@ def _merged_launchers(
     if any(shape(other) != shape(first) for other, _ in variants[1:]):
         what = "container's options" if first.container is not None else "program"
         raise UnresolvedLaunch(f"{at}: the {what} depend on a run-time condition ({why})")
-    for _, more in variants[1:]:
-        for name, reason in more.items():
-            unresolved.setdefault(name, reason)
+    for other, more in variants[1:]:
+        # what another path's own reading left unknown (a container's: its shell's sourced file, ``*``)
+        for name, reason in [*more.items(), *other.facts.unresolved.items()]:
+            if name not in first.facts.unresolved:
+                unresolved.setdefault(name, reason)
     envs = [launcher.facts.env for launcher, _ in variants]
     for name in sorted({n for e in envs for n in e}):
         if name not in first.facts.env or any(e.get(name) != first.facts.env[name] for e in envs):
