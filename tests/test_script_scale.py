@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.support.cli import run_cli
 
@@ -66,3 +67,23 @@ def test_paths_whose_many_words_differ_are_not_each_parsed(tmp_path: Path) -> No
     assert res.returncode == 69, res.stderr[-2000:]
     assert "more than the 10000 read apart" in res.stdout
     assert time.monotonic() - start < 30
+
+
+def test_the_trees_of_evald_texts_one_reading_keeps_are_bounded(tmp_path: Path, monkeypatch: Any) -> None:
+    """red team 20: each text sourced or eval'd is parsed once per reading (F9), and its tree was kept
+    whatever its size: 900 evals of a 280 KB text that differs each time (``eval "$S $i"``) kept 5.8 GB.
+    What is kept is bounded by its text (2 MiB)."""
+    from validator.sources.launch.script import read_exec
+    from validator.sources.launch.shell import reader, state
+
+    memos: list[state.Memo] = []
+
+    class Kept(state.Memo):
+        def __init__(self) -> None:
+            super().__init__()
+            memos.append(self)
+
+    monkeypatch.setattr(reader, "Memo", Kept)
+    body = 'S=": AAAAAAAAAAAAAAAA"\n' + 'S="$S $S"\n' * 11 + 'for ((i=0;i<80;i++)); do eval "$S $i"; done\n'
+    read_exec(_script(tmp_path, body + "exec python3 -m sglang.launch_server --model-path /m\n"), {})
+    assert memos and all(sum(len(text) for text, _ in m.trees) <= 2 * 1024 * 1024 for m in memos)

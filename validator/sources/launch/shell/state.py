@@ -139,6 +139,7 @@ class Memo:
     pure: dict[tuple[object, ...], bool] = field(default_factory=dict)
     calls: dict[tuple[object, ...], Outcomes] = field(default_factory=dict)
     trees: dict[tuple[bytes, str], Tree] = field(default_factory=dict)
+    tree_bytes: int = 0  # the text of the trees kept (``builtins_flow.MAX_KEPT_TREES_BYTES`` at most)
 
 
 class ShellExit(Exception):
