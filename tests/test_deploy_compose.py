@@ -570,3 +570,29 @@ def test_a_containers_program_is_never_looked_up_on_the_hosts_disk(tmp_path: Pat
         cmd = f"docker run -e PATH={path} img bash -c 'nice python3 -m sglang.launch_server --model-path /m'"
         spec = through_shell(parse_docker_cmd(cmd, {}))
         assert spec.argv[:3] == ["python3", "-m", "sglang.launch_server"], spec.argv
+
+
+def test_a_scripts_relative_docker_env_file_is_read_from_the_scripts_directory(tmp_path: Path) -> None:
+    """Red team 19: ``docker run --env-file ./x.env`` in a script was read from preflight's own working
+    directory, where docker reads it from the shell's (here the script's, after its ``cd``): the
+    operator's own ``x.env`` there, or none (exit 65). Read where the script's shell stands, as ``-v``
+    sources already were."""
+    from validator.sources.launch.script import launch_from_script
+
+    sub = tmp_path / "deploy"
+    sub.mkdir()
+    (sub / "x.env").write_text("SGLANG_ENABLE_FP8_LM_HEAD=1\n")
+    (tmp_path / "x.env").write_text("SGLANG_ENABLE_FP8_LM_HEAD=0\n")  # preflight's own directory's
+    script = sub / "start.sh"
+    script.write_text(
+        '#!/bin/bash\ncd "$(dirname "$0")"\nexec docker run --env-file ./x.env lmsysorg/sglang:latest '
+        "python3 -m sglang.launch_server --model-path org/m\n"
+    )
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        launcher = launch_from_script(script, env={"PATH": "/usr/bin:/bin"})
+    finally:
+        os.chdir(here)
+    assert launcher.facts.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
+    assert launcher.facts.env_origin["SGLANG_ENABLE_FP8_LM_HEAD"] == "--env-file ./x.env"

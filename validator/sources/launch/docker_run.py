@@ -274,8 +274,9 @@ def parse_docker_words(
                 env[key], origin[key] = val, f"{where} -e"
             elif key in host_env:
                 env[key], origin[key] = host_env[key], f"{where} -e (from the host's environment)"
-        elif name == "--env-file":
-            for key, val in read_docker_env_file(value, host_env).items():
+        elif name == "--env-file":  # relative to the shell's cwd, as docker reads it (a script's: base)
+            named = os.path.join(base, value) if base and not os.path.isabs(value) else value
+            for key, val in read_docker_env_file(named, host_env).items():
                 env[key], origin[key] = val, f"--env-file {value}"
         elif name in ("-v", "--volume"):
             mounts.append(parse_volume(value, where, base or os.getcwd()))
