@@ -89,6 +89,12 @@ def test_a_leaderworkerset_is_read_rank_by_rank_with_what_lws_injects(tmp_path: 
     del doc["spec"]["leaderWorkerTemplate"]["leaderTemplate"]  # the worker template makes the leader too
     path.write_text(yaml.safe_dump(doc))
     assert "leader or worker" in load_kube_container(path, "sglang-worker").unresolved["LWS_WORKER_INDEX"]
+    for size in (0, -2, "2"):  # the API admits a size of at least 1 only (red team 19: 0 was read as 0)
+        doc["spec"]["leaderWorkerTemplate"]["size"] = size
+        path.write_text(yaml.safe_dump(doc))
+        spec = load_kube_container(path, "sglang-worker")
+        assert "LWS_GROUP_SIZE" not in spec.env and "--nnodes" not in spec.argv, spec.argv
+        assert "is not a group size" in spec.unresolved["LWS_GROUP_SIZE"]
 
 
 def test_a_container_that_cannot_be_told_is_one_line_naming_the_remedy(tmp_path: Path) -> None:

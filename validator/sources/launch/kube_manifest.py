@@ -135,13 +135,14 @@ def _lws_env(lws: Lws, where: str) -> tuple[dict[str, str], dict[str, str], dict
         "LWS_WORKER_INDEX": f"{where}: the pod's index in its group (the {lws.role}: 0 for the leader, 1 up "
         f"for a worker; LWS before 0.6 sets none), {controller}",
     }
-    if isinstance(lws.size, int) and not isinstance(lws.size, bool):
+    if isinstance(lws.size, int) and not isinstance(lws.size, bool) and lws.size >= 1:
         return (
             {"LWS_GROUP_SIZE": str(lws.size)},
             {"LWS_GROUP_SIZE": f"{where} LeaderWorkerSet size"},
             unresolved,
         )
-    unresolved["LWS_GROUP_SIZE"] = f"{where}: leaderWorkerTemplate.size {lws.size!r} is not a number"
+    # the API server admits a size of at least 1 only (LWS's CRD: minimum 1)
+    unresolved["LWS_GROUP_SIZE"] = f"{where}: leaderWorkerTemplate.size {lws.size!r} is not a group size"
     return {}, {}, unresolved
 
 
