@@ -48,6 +48,13 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "-3,-1,1,3",
     ),
     "arith parentheses": ("R=$(( (1 + 2) * 3 ))", "9", "9"),
+    # break/continue N past the enclosing loops: the outermost (red team 19: read as the script's end)
+    "break 2 in one loop": ("R=a\nfor i in 1 2; do R=$R$i; break 2; done", "a1", "a1"),
+    "continue 3 in two loops": (
+        "R=a\nfor i in 1 2; do for j in x; do R=$R$i$j; continue 3; done; R=no; done",
+        "a1x2x",
+        "a1x2x",
+    ),
     "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
     # an and-or list after a here-document's start: the grammar nests it into the redirection, right first
     "cmd <<EOF || ... under set -e": ("set -e\nR=no\nfalse <<'EOF' || R=ok\nx\nEOF", "ok", "ok"),

@@ -252,13 +252,18 @@ class Compound:
 
     def _iteration(self, body: Node, status: int | None) -> tuple[int | None, bool]:
         """One run of a loop's body: its status (``status``, the last one, where it jumped), and whether
-        it broke out of this loop; a ``break N``/``continue N`` for an outer loop goes on up."""
+        it broke out of this loop; a ``break N``/``continue N`` for an outer loop goes on up, and one past
+        the outermost acts on it (bash(1): "all enclosing loops are exited", "the top-level loop is
+        resumed")."""
+        self.m.loops += 1
         try:
             return self.sh.block(inner(body, "do", "done")), False
         except LoopJump as lp:
-            if lp.n > 1:
+            if lp.n > 1 and self.m.loops > 1:
                 raise LoopJump(lp.kind, lp.n - 1) from None
             return status, lp.kind == "break"
+        finally:
+            self.m.loops -= 1
 
 
 def no_op(node: Node, funcs: Mapping[str, Node]) -> bool:

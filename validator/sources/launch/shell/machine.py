@@ -46,6 +46,7 @@ class Machine:
         self.depth = 0
         self.ignore_errexit = 0
         self.in_function = 0
+        self.loops = 0  # the loops being run, enclosing this statement (break N past them: the outermost)
         self.st: State
         self.file = str(script)  # the file whose statements run now
         self.notes: list[str] = []
