@@ -208,3 +208,27 @@ def test_service_user_drives_writability(host: Host, tmp_path: Path) -> None:
     rc, report, _ = run(env, "--unit", str(unit))
     runtime = check(report, "moe.humming_runtime")
     assert runtime["status"] == "error" and "User= 'no-such-user-sv' does not exist" in runtime["message"]
+
+
+def test_an_empty_or_relative_path_entry_is_the_working_directory_as_execvp_searches_it(
+    tmp_path: Path,
+) -> None:
+    """execvp(3): an empty PATH entry is the current directory, a relative one is below it; they were
+    skipped (red team 19), so ``PATH=:/usr/bin`` found /usr/bin/python3 where the server runs ./python3.
+    Held to the real execvp: ``env`` (which calls it) with the same PATH, from the same directory."""
+    from validator.sources.host.program import resolve_program
+
+    (tmp_path / "bin").mkdir()
+    for where in (tmp_path / "python3", tmp_path / "bin" / "python3"):
+        where.write_text(f"#!/bin/sh\necho {where}\n")
+        where.chmod(0o755)
+    for path, found in ((":/usr/bin", tmp_path / "python3"), ("bin:/usr/bin", tmp_path / "bin" / "python3")):
+        real = subprocess.run(
+            ["/usr/bin/env", f"PATH={path}", "python3"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert real.stdout.strip() == str(found)
+        assert resolve_program("python3", {"PATH": path}, tmp_path) == (found, None)

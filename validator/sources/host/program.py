@@ -50,7 +50,7 @@ def resolve_program(
             return None, f"is not executable ({path})"
         return path, None
     try:
-        found = which(program, env)
+        found = which(program, env, cwd)
     except PathUnreadable as exc:
         return None, _unreadable(exc.error, exc.path)
     if found is None:
@@ -66,15 +66,14 @@ class PathUnreadable(Exception):
         self.path, self.error = path, error
 
 
-def which(name: str, env: Mapping[str, str]) -> Path | None:
+def which(name: str, env: Mapping[str, str], cwd: Path | None = None) -> Path | None:
     """``name`` on ``env``'s PATH as ``execvp`` finds it (a directory it may not search is passed over, as
-    execvp does); raises ``PathUnreadable`` when it is found nowhere and a PATH directory this user could not
-    look into might hold it."""
+    execvp does; an empty or relative entry is the working directory, ``cwd``, or one below it); raises
+    ``PathUnreadable`` when it is found nowhere and a PATH directory this user could not look into might
+    hold it."""
     hidden: PathUnreadable | None = None
     for folder in env.get("PATH", os.defpath).split(os.pathsep):
-        if not folder:
-            continue
-        candidate = Path(folder) / name
+        candidate = Path(folder) / name if folder.startswith("/") else (cwd or Path.cwd()) / folder / name
         try:
             found = look_unplanted(str(candidate), os.X_OK)
         except (UnsafeLocation, PermissionError) as exc:
