@@ -65,6 +65,23 @@ def test_humming_modules_that_mention_the_query_are_parsed_within_a_budget(tmp_p
     assert gb10_bandwidth_safe(_humming(tmp_path / "plain", UNGUARDED))[0] is False  # control
 
 
+def test_humming_modules_over_the_read_budget_are_no_verdict(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20,000 modules at the 2 MB file cap are 40 GB of reading (red team 19): the scan stops at a total,
+    with no verdict; the real package (under 1 MB) is far below it."""
+    package = _humming(tmp_path, UNGUARDED)
+    for i in range(4):
+        (package / f"a{i}.py").write_text("X = 1\n" * 100)
+    monkeypatch.setattr(humming, "_READ_CAP", 1000)
+    assert gb10_bandwidth_safe(package) == (
+        None,
+        "humming's modules are over 1000 bytes together, not read whole",
+    )
+    monkeypatch.setattr(humming, "_READ_CAP", 100_000)
+    assert gb10_bandwidth_safe(package)[0] is False
+
+
 def test_sglang_sources_not_read_whole_leave_an_undeclared_variable_unknown(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

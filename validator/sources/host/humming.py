@@ -80,6 +80,11 @@ _FILE_CAP = 2_000_000
 # the modules that mention _QUERY are parsed (about 1 MB/s for dense code): humming 0.1.19's few are a
 # few KB; 200 of another user's 2 MB modules took root's preflight 372 s (red team 19), 20,000 hours
 _PARSE_CAP = 1_000_000
+_READ_CAP = 64 * 1024 * 1024  # of all its modules (humming 0.1.19's: well under 1 MB)
+
+
+class _OverRead(Exception):
+    """The modules read so far are over ``_READ_CAP`` bytes: the scan stops, with no verdict."""
 
 
 def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
@@ -89,16 +94,22 @@ def gb10_bandwidth_safe(package: Path) -> tuple[bool | None, str]:
     function returns first for (12, 1). Returns (verdict, what the code showed); None if unreadable."""
     # each module read once from its directory's descriptor (bounded_files.read_below), never a walk per file;
     # only the modules that mention the query are parsed, at most _PARSE_CAP bytes of them in all
-    parsed = [0]
+    parsed, read = [0], [0]
 
     def budgeted(data: bytes) -> list[tuple[str, str | None]] | str:
+        read[0] += len(data)
+        if read[0] > _READ_CAP:  # ends the walk: thousands of modules at the file cap are minutes of reading
+            raise _OverRead
         if len(data) < _FILE_CAP and _QUERY.encode() in data:
             parsed[0] += len(data)
             if parsed[0] > _PARSE_CAP:
                 return f"and the other modules that mention {_QUERY} are over {_PARSE_CAP} bytes together"
         return _module_queries(data)
 
-    found = read_below(package, ".py", _FILE_CAP, budgeted, limit=_MAX_ENTRIES)
+    try:
+        found = read_below(package, ".py", _FILE_CAP, budgeted, limit=_MAX_ENTRIES)
+    except _OverRead:
+        return None, f"humming's modules are over {_READ_CAP} bytes together, not read whole"
     if found.cut:  # a query in what was left would go unseen: no verdict from a part
         return None, f"humming's package holds over {_MAX_ENTRIES} entries, not read whole"
     if not found:
