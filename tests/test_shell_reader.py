@@ -181,3 +181,25 @@ def test_a_reading_is_bounded_in_memory_and_in_time(tmp_path: Path) -> None:
     started = time.monotonic()
     kinds = {e.kind for e in read_script(script, env={}).endings}
     assert kinds == {"unresolved"} and time.monotonic() - started < 8
+
+
+def test_the_texts_one_reading_parses_for_source_and_eval_are_bounded(tmp_path: Path) -> None:
+    """Red team 20: 900 ``eval``s of a 280 KB text that differs each time took a reading minutes (each a
+    new parse). Past ``MAX_PARSED_BYTES`` of new text in all, the path is unresolved, naming the bound; a
+    text parsed once more (the same file sourced on every path) costs nothing."""
+    from validator.sources.launch.shell.builtins_flow import MAX_PARSED_BYTES
+
+    script = tmp_path / "start.sh"
+    script.write_text(
+        '#!/bin/bash\nS=": AAAAAAAAAAAAAAAA"\n' + 'S="$S $S"\n' * 12
+        + 'for ((i=0;i<200;i++)); do eval "$S $i"; done\n'
+        + "exec python3 -m sglang.launch_server --model-path /m\n"
+    )  # fmt: skip
+    reading = read_script(script, env={"PATH": "/usr/bin:/bin"})
+    assert [e.kind for e in reading.endings] == ["unresolved"], [e.reason for e in reading.endings]
+    assert f"over {MAX_PARSED_BYTES} bytes in all" in reading.endings[0].reason
+    (tmp_path / "lib.sh").write_text("L=1\n" + ("# " + "x" * 498 + "\n") * 1000)  # 500 KB, parsed once
+    script.write_text(
+        "#!/bin/bash\n" + "source ./lib.sh\n" * 10 + 'exec python3 -m sglang.launch_server --x "$L"\n'
+    )
+    assert [e.kind for e in read_script(script, env={"PATH": "/usr/bin:/bin"}).endings] == ["launch"]

@@ -122,13 +122,21 @@ def b_source(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | 
 
 # the most text whose trees one reading keeps (900 evals of 280 KB each kept 5.8 GB of trees)
 MAX_KEPT_TREES_BYTES = 2 * 1024 * 1024
+# the most text one reading parses for ``source`` and ``eval`` (each distinct text once): past it, minutes
+MAX_PARSED_BYTES = 4 * 1024 * 1024
 
 
 def _parsed(ev: Shell, data: bytes, name: str) -> Tree:
-    """``parse`` once per reading for the same text and name (a failure is not kept: it raises again)."""
+    """``parse`` once per reading for the same text and name (a failure is not kept: it raises again),
+    within ``MAX_PARSED_BYTES`` of new text in all (past it, the path is unresolved)."""
     memo = ev.m.memo
     tree = memo.trees.get((data, name))
     if tree is None:
+        memo.parsed_bytes += len(data)
+        if memo.parsed_bytes > MAX_PARSED_BYTES:
+            raise Unmodelled(
+                f"the texts sourced or eval'd are over {MAX_PARSED_BYTES} bytes in all", ev.m.line
+            )
         tree = parse(data, name)
         if memo.tree_bytes + len(data) <= MAX_KEPT_TREES_BYTES:  # kept within a bound: an eval in a loop
             memo.trees[(data, name)] = tree  # of a text that differs each time would keep every tree

@@ -140,6 +140,7 @@ class Memo:
     calls: dict[tuple[object, ...], Outcomes] = field(default_factory=dict)
     trees: dict[tuple[bytes, str], Tree] = field(default_factory=dict)
     tree_bytes: int = 0  # the text of the trees kept (``builtins_flow.MAX_KEPT_TREES_BYTES`` at most)
+    parsed_bytes: int = 0  # the text parsed (``builtins_flow.MAX_PARSED_BYTES`` at most)
 
 
 class ShellExit(Exception):
