@@ -12,7 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,24 +152,10 @@ def _environment(
 ) -> tuple[dict[str, str], dict[str, str]]:
     env = dict(base_env)
     origin = dict.fromkeys(base_env, "environment")
-    unset = _unset(items, unit, base_env)
-    assigned: dict[str, tuple[str, str]] = {}
-    for key, a in items:
-        if key != "Environment":
-            continue
-        if not a.value:
-            assigned.clear()
-            continue
-        text = specifiers(a.value, unit, base_env, a.file, a.line)
-        for word in split_words(text, where=a.file, line=a.line):
-            name, eq, value = word.partition("=")
-            if not eq or not ENV_NAME.match(name):
-                name, eq, _ = word.partition("=")  # the value is never quoted: it may be a secret
-                shown = f"{name[:60]!r}=..." if eq else "a word without '='"
-                raise InputError(a.file, f"invalid Environment= assignment {shown}", a.line)
-            assigned[name] = (value, f"{a.file}:{a.line} Environment=")
-    for name, (value, where) in assigned.items():
-        env[name], origin[name] = value, where
+    unset = [w for w, _ in _words(items, "UnsetEnvironment", unit, base_env, _unset_entry)]
+    for word, a in _words(items, "Environment", unit, base_env, _assignment):
+        name, _, value = word.partition("=")
+        env[name], origin[name] = value, f"{a.file}:{a.line} Environment="
     trusted = _service_uids(items)
     files: list[tuple[str, Assignment]] = []
     for key, a in items:
@@ -209,24 +195,43 @@ def _environment(
     return _without(unset, env, origin)
 
 
-def _unset(items: list[tuple[str, Assignment]], unit: Path, base_env: dict[str, str]) -> list[str]:
-    """``UnsetEnvironment=``'s entries in order (an empty assignment resets the list): ``NAME`` or
-    ``NAME=VALUE``, specifiers resolved (systemd.exec(5))."""
-    unset: list[str] = []
-    for key, a in items:
-        if key != "UnsetEnvironment":
+def _words(
+    items: list[tuple[str, Assignment]],
+    key: str,
+    unit: Path,
+    base_env: dict[str, str],
+    check: Callable[[str, Assignment], None],
+) -> list[tuple[str, Assignment]]:
+    """The words of every ``key=`` assignment in order, specifiers resolved, each ``check``ed as it is read;
+    an empty assignment resets the list (``Environment=``, ``UnsetEnvironment=``: systemd.exec(5))."""
+    words: list[tuple[str, Assignment]] = []
+    for k, a in items:
+        if k != key:
             continue
         if not a.value:
-            unset.clear()
+            words.clear()
             continue
         for word in split_words(
             specifiers(a.value, unit, base_env, a.file, a.line), where=a.file, line=a.line
         ):
-            name = word.partition("=")[0]
-            if not ENV_NAME.match(name):  # systemd ignores it with a warning; the value may be a secret
-                raise InputError(a.file, f"invalid UnsetEnvironment= entry {name[:60]!r}", a.line)
-            unset.append(word)
-    return unset
+            check(word, a)
+            words.append((word, a))
+    return words
+
+
+def _assignment(word: str, a: Assignment) -> None:
+    """An ``Environment=`` word is ``NAME=VALUE``; an error never quotes the value: it may be a secret."""
+    name, eq, _ = word.partition("=")
+    if not eq or not ENV_NAME.match(name):
+        shown = f"{name[:60]!r}=..." if eq else "a word without '='"
+        raise InputError(a.file, f"invalid Environment= assignment {shown}", a.line)
+
+
+def _unset_entry(word: str, a: Assignment) -> None:
+    """An ``UnsetEnvironment=`` word is ``NAME`` or ``NAME=VALUE`` (systemd warns of others, ignores them)."""
+    name = word.partition("=")[0]
+    if not ENV_NAME.match(name):
+        raise InputError(a.file, f"invalid UnsetEnvironment= entry {name[:60]!r}", a.line)
 
 
 def _without(
