@@ -192,3 +192,37 @@ def test_unset_environment_removes_the_fp8_head(
     )
     rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
     assert rc == 78 and _statuses(report)["lm_head.fp8"] == "fail", (err, _statuses(report))
+
+
+def test_a_unit_or_command_that_starts_the_server_through_bash_c_is_read(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """``ExecStart=/bin/bash -c '...'`` (a venv to activate, a directory to enter first) and
+    ``--launch-cmd "bash -c '...'"``: the string is read as a script is, in the unit's working directory;
+    the FP8 head it unsets inside the string is what the server gets."""
+    activate = tmp_path / "venv-activate"
+    activate.write_text(f"export VIRTUAL_ENV={tmp_path}\n")
+    line = f"{server.python} -m sglang.launch_server {_recipe_args(server)}"
+    unit = tmp_path / "ling.service"
+    unit.write_text(
+        f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nWorkingDirectory={tmp_path}\n"
+        f"ExecStart=/bin/bash -c 'source ./venv-activate && cd / && exec {line}'\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 0 and report["verdict"] == "pass", (err, _statuses(report))
+    # the same unit whose string unsets the head: the server runs the BF16 head with NEXTN on
+    unit.write_text(
+        f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nWorkingDirectory={tmp_path}\n"
+        f"ExecStart=/bin/bash -c 'unset SGLANG_ENABLE_FP8_LM_HEAD; exec {line}'\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 78 and _statuses(report)["lm_head.fp8"] == "fail", (err, _statuses(report))
+    cmd = f"bash -c 'SGLANG_ENABLE_FP8_LM_HEAD=1 exec {line}'"
+    rc, report, err = preflight_json_in_process(server.env, "--launch-cmd", cmd)
+    assert rc == 0 and report["verdict"] == "pass", (err, _statuses(report))
+    # --launch-cmd names no directory: a path relative to it is not read from preflight's own
+    rc, report, err = preflight_json_in_process(
+        server.env, "--launch-cmd", f"bash -c '. ./venv-activate; exec {line}'"
+    )
+    assert rc == 69, (err, _statuses(report))

@@ -137,3 +137,39 @@ def test_another_users_script_never_carries_a_credential_of_the_readers_environm
     mine.write_text(line)
     res = run_bounded(["preflight", "--script", str(mine), "--format", fmt], env=env)
     assert "a credential of the reader's environment" not in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(
+    "exec_start",
+    [
+        # the string slices the credential itself
+        "/bin/bash -c 'exec python3 -m sglang.launch_server --model-path /m --tool-call-parser "
+        '"$${HF_TOKEN:3}"\'',
+        # systemd expands it into an argument the string slices, or into the string
+        "/bin/bash -c 'exec python3 -m sglang.launch_server --model-path /m --tool-call-parser \"$${1:3}\"' "
+        "zero ${HF_TOKEN}",
+        "/bin/sh -c 'T=${HF_TOKEN}; exec python3 -m sglang.launch_server --model-path /m --tool-call-parser "
+        '"$${T#hf_}"\'',
+    ],
+)
+def test_another_users_unit_that_runs_bash_c_never_carries_a_credential_of_the_readers_environment(
+    attacker: User, tmp_path: Path, exec_start: str
+) -> None:
+    """A unit's ``ExecStart=/bin/bash -c STRING`` is read as a script is: the string can slice a variable
+    (``${HF_TOKEN:3}``) as a script can, so in another user's unit a credential of the reader's environment
+    is unknown, as in their script, and so is a string or argument systemd put one into."""
+    token = "hf_" + "Wx4" * 8
+    unit = f"[Service]\nExecStart={exec_start}\n"
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        made = run_as(attacker, ["sh", "-c", f"cat > {base}/ling.service"], input=unit.encode())
+        assert made.returncode == 0, made.stderr
+        env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        res = run_bounded(["preflight", "--unit", str(base / "ling.service"), "--format", "json"], env=env)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out = res.stdout + res.stderr
+    assert token[3:] not in out and token[3:10] not in out, out[-600:]
+    assert "a credential of the reader's environment" in out, out[-600:]

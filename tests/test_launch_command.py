@@ -15,6 +15,7 @@ from validator.sources.launch.command import (
     launch_from_argv,
     launch_from_string,
 )
+from validator.sources.launch.script import launch_from_command_string as SHELL
 from validator.sources.launch.script import read_exec
 from validator.sources.launch.shell.values import Unknown, join
 from validator.sources.launch.systemd_unit import launch_from_unit
@@ -68,7 +69,6 @@ def test_sglang_serve_with_positional_model_and_model_type(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("cmd", "words"),
     [
-        ("bash -c 'python -m sglang.launch_server'", "unrecognised program 'bash'"),
         ("python -m vllm.entrypoints.api_server --model x", "not the SGLang server"),
         ("python server.py --model-path x", "cannot check a script"),
         ("sglang generate --model-path x", "sglang generate does not start the server"),
@@ -84,6 +84,31 @@ def test_refusals_name_the_origin(cmd: str, words: str) -> None:
     with pytest.raises(InputError) as info:
         launch_from_string(cmd, origin="--launch-cmd", env={}).parsed()
     assert info.value.where == "--launch-cmd" and words in info.value.reason
+
+
+def test_a_shell_given_c_is_read_through_its_string_and_refused_where_it_starts_no_server() -> None:
+    """``bash -c STRING`` is read as a script is (``launch_from_command_string``): a string that starts no
+    server is refused naming the string; a shell option the reader does not model leaves it unresolved.
+    With no shell reader given, a shell is a program as any other: refused."""
+    with pytest.raises(InputError, match="unrecognised program 'bash'"):
+        launch_from_string("bash -c 'python -m sglang.launch_server'", origin="--launch-cmd", env={})
+    with pytest.raises(InputError) as info:
+        launch_from_string(
+            "bash -c 'echo started'", origin="--launch-cmd", env={}, shell_reader=SHELL
+        ).parsed()
+    assert info.value.where == "--launch-cmd (bash -c)"
+    assert "no path through the script starts the SGLang server" in info.value.reason
+    with pytest.raises(UnresolvedLaunch, match="option '-i' is not modelled"):
+        launch_from_string(
+            "bash -i -c 'python -m sglang.launch_server'", origin="--launch-cmd", env={}, shell_reader=SHELL
+        )
+    facts = launch_from_string(
+        f"sh -c 'exec python3 -m sglang.launch_server --model-path {MODEL} --port 31000'",
+        origin="--launch-cmd",
+        env={"PATH": "/usr/bin:/bin"},
+        shell_reader=SHELL,
+    ).parsed()
+    assert facts.origin == "--launch-cmd (sh -c)" and facts.args["port"] == 31000
 
 
 def test_args_file_server_args_only_with_comments(tmp_path: Path) -> None:

@@ -591,6 +591,11 @@ def in_namers_scope() -> bool:
     return bool(_NAMERS.get())
 
 
+def namers() -> tuple[int, ...]:
+    """The other users who named the launch in the current :func:`read_as` scope (none outside one)."""
+    return tuple(_NAMERS.get() or {})
+
+
 def namers_refusal(path: str, st: os.stat_result, need: int, what: str, fd: int | None = None) -> str | None:
     """Why a namer of the current :func:`read_as` scope could not ``what`` (``need``: ``os.R_OK`` ...) the
     file ``st`` is (``fd`` open on it, for its ACL); None outside such a scope or where every one could."""

@@ -15,9 +15,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from validator.bounded_files import TEXT_CAP, lexists, open_regular, read_text_bounded
-from validator.errors import InputError, UnavailableError
+from validator.errors import InputError, UnavailableError, UnresolvedLaunch
 from validator.facts import LaunchFacts
 from validator.sources.container import ContainerSpec, config_on_host
 from validator.sources.host.program import PathUnreadable, which
@@ -178,6 +179,26 @@ def unwrap_launch(argv: list[str], where: str) -> tuple[list[str], list[str]] | 
     return argv[cut + 1 :], argv[2:cut]
 
 
+# a program that is a shell, and how the script reader reads its -c string (sh: as a #!/bin/sh script, only
+# what POSIX sh and bash do alike: which shell /bin/sh is, in an image or on a host, is not looked at)
+SHELLS = {"bash": "bash", "sh": "sh", "dash": "sh"}
+
+
+class ShellReader(Protocol):
+    """``script.launch_from_command_string``, given by the callers that may load the shell reader (it reads
+    through this module)."""
+
+    def __call__(
+        self,
+        argv: list[str],
+        *,
+        origin: str,
+        env: Mapping[str, str],
+        env_origin: Mapping[str, str],
+        working_directory: Path | None,
+    ) -> Launcher | None: ...
+
+
 _SHELL_WORDS = {"export", "source", ".", "set", "cd", "if", "for", "while", "case", "unset", "declare", "#!"}
 
 
@@ -286,9 +307,11 @@ def launch_from_argv(
     env_origin: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
     working_directory: Path | None = None,
+    shell_reader: ShellReader | None = None,
 ) -> Launcher:
     """A full launch command as a word list (``env`` is the environment it is started with;
-    ``working_directory`` the server's cwd, when known)."""
+    ``working_directory`` the server's cwd, when known; ``shell_reader`` reads a program ``bash -c STRING``,
+    else refused as any other program)."""
     environ = dict(env or {})
     where = {k: (env_origin or {}).get(k, "environment") for k in environ}
     unknown: dict[str, str] = {}
@@ -304,6 +327,14 @@ def launch_from_argv(
         if wrapped is None:
             break
         words, layer = wrapped[0], layer + 1
+    if Path(words[0]).name in SHELLS and shell_reader is not None:
+        if unknown:
+            raise UnresolvedLaunch(f"{origin}: {'; '.join(unknown.values())}, and a shell reads it")
+        through = shell_reader(
+            words, origin=origin, env=environ, env_origin=where, working_directory=working_directory
+        )
+        if through is not None:
+            return through
     program = words[0]
     name = Path(program).name
     interpreter: str | None
@@ -382,10 +413,12 @@ def consumed_by_command(env: Mapping[str, str], words: list[str]) -> set[str]:
     return consumed
 
 
-def launch_from_string(cmd: str, *, origin: str, env: Mapping[str, str] | None = None) -> Launcher:
+def launch_from_string(
+    cmd: str, *, origin: str, env: Mapping[str, str] | None = None, shell_reader: ShellReader | None = None
+) -> Launcher:
     """A launch command as one shell-quoted string (``--launch-cmd``)."""
     words = split_command_line(cmd, origin, os.environ if env is None else env, comments=False)
-    return launch_from_argv(words, origin=origin, env=env)
+    return launch_from_argv(words, origin=origin, env=env, shell_reader=shell_reader)
 
 
 def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = None) -> Launcher:

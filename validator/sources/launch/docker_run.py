@@ -59,9 +59,6 @@ _RUNTIMES = {"docker", "podman", "nvidia-docker"}
 _EXEC_BOOLEAN = {"-d", "--detach", "-i", "--interactive", "-t", "--tty", "--privileged"}
 _EXEC_WITH_VALUE = {"--detach-keys", "--env", "--env-file", "--user", "--workdir"}
 _EXEC_SHORT_WITH_VALUE = set("euw")
-# a container's command that is a shell, and how the script reader reads its -c string (sh: as a #!/bin/sh
-# script, only what POSIX sh and bash do alike: the image's /bin/sh is not visible)
-SHELLS = {"bash": "bash", "sh": "sh", "dash": "sh"}
 
 
 def env_file_lines(path: Path | str) -> Iterator[tuple[int, str]]:

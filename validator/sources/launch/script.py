@@ -19,8 +19,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from validator.errors import InputError, UnresolvedLaunch
+from validator.redact import is_secret_key
 from validator.sources.container import ContainerSpec, host_path
 from validator.sources.launch.command import (
+    SHELLS,
     Launcher,
     launch_from_argv,
     optional_value,
@@ -29,7 +31,6 @@ from validator.sources.launch.command import (
     takes_value,
 )
 from validator.sources.launch.docker_run import (
-    SHELLS,
     is_container_run,
     launch_from_container,
     parse_docker_words,
@@ -42,6 +43,7 @@ from validator.sources.launch.shell.state import Ending, Launch, Reading
 from validator.sources.launch.shell.syntax import OPTION_LETTERS
 from validator.sources.launch.shell.values import Field, Unknown, Unsplit, Value, join
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
+from validator.trusted_files import namers
 
 # what bash adds to every child's environment by itself, which no check reads
 BASH_BOOKKEEPING = frozenset({"_", "SHLVL"})
@@ -410,17 +412,14 @@ def _read_inside(
     )
 
 
-def through_shell(spec: ContainerSpec) -> ContainerSpec:
-    """A container whose command is ``bash -c STRING [NAME [ARG...]]`` (or ``sh -c``; in Compose's
-    ``command`` or ``entrypoint``, a Kubernetes ``command``/``args``): the server command is what STRING
-    runs, read as that shell runs it inside the container (bash(1): NAME is ``$0``, the ARGs ``$1``...),
-    where the image's environment and files are unknown. Options other than ``-c`` and those of ``set``
-    the reader models (a login shell's profile files, ``-o``) leave the launch unresolved, naming them.
-    Any other container as it is."""
-    argv = list(spec.argv)
+def _command_string(argv: list[str], where: str) -> tuple[str, set[str], int] | None:
+    """``bash -c STRING [NAME [ARG...]]`` (or ``sh -c``, ``dash -c``): the shell, the options its command
+    line switches on, and the index of STRING; None when ``argv`` is no shell given ``-c``. Options other
+    than ``-c`` and those of ``set`` the reader models (a login shell's profile files, ``-o``) leave the
+    launch unresolved, naming them."""
     shell = SHELLS.get(os.path.basename(argv[0])) if argv else None
     if shell is None:
-        return spec
+        return None
     command, opts, others, i = False, set[str](), [], 1
     # bash and dash: a lone "-" ends the options as "--" does, a lone "+" is none
     while i < len(argv) and argv[i][:1] in ("-", "+"):
@@ -435,10 +434,23 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
             else:
                 others.append(word)
     if not command:
-        return spec
+        return None
     if others or i >= len(argv):
         what = f"option {others[0]!r} is not modelled" if others else "-c is given no command string"
-        raise UnresolvedLaunch(f"{spec.where}: {argv[0]} -c: {what}, so what the container runs is not known")
+        raise UnresolvedLaunch(f"{where}: {argv[0]} -c: {what}, so what the shell runs is not known")
+    return shell, opts, i
+
+
+def through_shell(spec: ContainerSpec) -> ContainerSpec:
+    """A container whose command is ``bash -c STRING [NAME [ARG...]]`` (``_command_string``; in Compose's
+    ``command`` or ``entrypoint``, a Kubernetes ``command``/``args``): the server command is what STRING
+    runs, read as that shell runs it inside the container (bash(1): NAME is ``$0``, the ARGs ``$1``...),
+    where the image's environment and files are unknown. Any other container as it is."""
+    argv = list(spec.argv)
+    found = _command_string(argv, spec.where)
+    if found is None:
+        return spec
+    shell, opts, i = found
     for ref, why in spec.unresolved.items():
         # a kubelet reference known only at run time (``$(LWS_LEADER_ADDRESS)``, a valueFrom): the kubelet
         # puts its value into the string before the shell reads it, quoted or not, so the text as written
@@ -467,8 +479,11 @@ MAX_APART_WORDS = 10_000
 _RELATIVE = re.compile(r"(^|[=:,])\.\.?(/|$)")
 
 
-def _launcher_of(ex: Exec, env_origin: Mapping[str, str] | None) -> tuple[Launcher, dict[str, str]]:
-    """One path's launch (``ex.argv`` a single argv) as a Launcher, with what it leaves unresolved."""
+def _launcher_of(
+    ex: Exec, env_origin: Mapping[str, str] | None, name: str | None = None
+) -> tuple[Launcher, dict[str, str]]:
+    """One path's launch (``ex.argv`` a single argv) as a Launcher, with what it leaves unresolved;
+    ``name`` names it (else the script)."""
     argv, server_env, origin, unresolved = resolve(ex)
     head = join(ex.argv[0]) if not isinstance(ex.argv, Unknown) and ex.argv else ""
     relative_program = isinstance(head, str) and "/" in head and not head.startswith("/")
@@ -484,7 +499,7 @@ def _launcher_of(ex: Exec, env_origin: Mapping[str, str] | None) -> tuple[Launch
     else:
         launcher = launch_from_argv(
             argv,
-            origin=f"script:{ex.where}",
+            origin=name or f"script:{ex.where}",
             env=server_env,
             env_origin=origin,
             base_dir=base_dir,
@@ -539,15 +554,63 @@ def launch_from_script(
 ) -> Launcher:
     """``--script``: the server command the script runs, with the environment it gives it; its container
     is the ``docker run`` the script runs as written, when it runs one (for what it hides)."""
+    return _launch_of(read_script(path, env=dict(env or {}), args=args), env_origin)
 
-    base = dict(env or {})
-    ex, launched = read_exec(path, base, args)
+
+def launch_from_command_string(
+    argv: list[str],
+    *,
+    origin: str,
+    env: Mapping[str, str],
+    env_origin: Mapping[str, str],
+    working_directory: Path | None,
+) -> Launcher | None:
+    """A launch on this host whose program is ``bash -c STRING [NAME [ARG...]]`` (a unit's ExecStart=, a
+    ``--launch-cmd``, ``launch --``): the server command STRING runs, read as a script is, started in
+    ``working_directory`` (unknown when None: its relative paths are then unknown). Its writers are the users
+    who named the launch (another user's unit): to them the reader's credentials are unknown, as to
+    another user's script. None when ``argv`` is no shell given ``-c``."""
+    found = _command_string(argv, origin)
+    if found is None:
+        return None
+    shell, opts, i = found
+    writers = namers()
+    credentials = [v for k, v in env.items() if v and is_secret_key(k, v)] if writers else []
+    if any(c in word for c in credentials for word in argv[i:]):
+        # another user's unit had systemd put the reader's credential into the string or its arguments
+        # (``${HF_TOKEN}``), where the shell could slice it past the redactor (``${1:3}``), as their script
+        # could (``Evaluator.run``): what it runs is not read
+        raise UnresolvedLaunch(
+            f"{origin}: {argv[0]} -c is given a credential of the reader's environment, unknown to another "
+            "user's launch"
+        )
+    zero = argv[i + 1] if i + 1 < len(argv) else argv[0]
+    cwd: Value = (
+        str(working_directory)
+        if working_directory is not None
+        else Unknown(f"{origin}: the directory the command runs in is not known")
+    )
+    reading = read_script(
+        f"{origin} ({argv[0]} -c)",
+        env=env,
+        args=argv[i + 2 :],
+        text=argv[i],
+        cwd=cwd,
+        command_string=(shell, opts, zero),
+        writers=writers,
+    )
+    return _launch_of(reading, env_origin, f"{origin} ({argv[0]} -c)")
+
+
+def _launch_of(reading: Reading, env_origin: Mapping[str, str] | None, origin: str | None = None) -> Launcher:
+    """The launch a script's reading makes: its paths read apart where their words differ, and merged."""
+    ex, launched = exec_of(reading)
     paths = [replace(ex, argv=a, paths=[]) for a in ex.paths or [ex.argv]]  # type: ignore[list-item]
     variants: list[tuple[Launcher, dict[str, str]]] = []
     if ex.paths and not isinstance(ex.argv, Unknown):  # merged word by word: read so while it can be
         with contextlib.suppress(UnresolvedLaunch):
             whole = replace(ex, paths=[])
-            variants = [_launcher_of(whole, env_origin)]
+            variants = [_launcher_of(whole, env_origin, origin)]
             paths = [whole]
     words = sum(len(one.argv) for one in paths if not isinstance(one.argv, Unknown))
     if not variants and len(paths) > 1 and words > MAX_APART_WORDS:
@@ -556,7 +619,7 @@ def launch_from_script(
             f"{ex.where}:{ex.line}: the arguments differ between {len(paths)} paths of {words} words in all, "
             f"more than the {MAX_APART_WORDS} read apart"
         )
-    variants = variants or [_launcher_of(one, env_origin) for one in paths]
+    variants = variants or [_launcher_of(one, env_origin, origin) for one in paths]
     if len(variants) > 1:
         why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
         launcher, unresolved = _merged_launchers(variants, why, f"{ex.where}:{ex.line}")

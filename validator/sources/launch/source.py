@@ -19,9 +19,9 @@ from validator.sources.host.program import resolve_program
 from validator.sources.host.server_command import stand_in_of
 from validator.sources.launch import command as launch_command
 from validator.sources.launch import systemd_unit
-from validator.sources.launch.command import Launcher
+from validator.sources.launch.command import SHELLS, Launcher
 from validator.sources.launch.compose import load_compose
-from validator.sources.launch.docker_run import SHELLS, image_note, launch_from_container, parse_docker_cmd
+from validator.sources.launch.docker_run import image_note, launch_from_container, parse_docker_cmd
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.launch.kube_manifest import load_kube_container
 from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_with
@@ -144,19 +144,40 @@ def _read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
     elif inputs.argv is not None:
         # exec keeps the working directory: the server starts where `launch` runs
         launcher = launch_command.launch_from_argv(
-            list(inputs.argv), origin="launch", env=env, working_directory=Path.cwd()
+            list(inputs.argv), origin="launch", env=env, working_directory=Path.cwd(), shell_reader=_shell
         )
     elif inputs.launch_cmd is not None:
-        launcher = launch_command.launch_from_string(inputs.launch_cmd, origin="--launch-cmd", env=env)
+        launcher = launch_command.launch_from_string(
+            inputs.launch_cmd, origin="--launch-cmd", env=env, shell_reader=_shell
+        )
     elif inputs.launch_args_file is not None:
         launcher = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
     else:
         assert inputs.unit is not None
         # with --unit, --env-file stands in for the unit's EnvironmentFile= (checked before installing it)
-        launcher = systemd_unit.launch_from_unit(inputs.unit, base_env=process, env_files=files or None)
+        launcher = systemd_unit.launch_from_unit(
+            inputs.unit, base_env=process, env_files=files or None, shell_reader=_shell
+        )
     for k, v in origin.items():
         launcher.facts.env_origin.setdefault(k, v)
     return launcher, env
+
+
+def _shell(
+    argv: list[str],
+    *,
+    origin: str,
+    env: Mapping[str, str],
+    env_origin: Mapping[str, str],
+    working_directory: Path | None,
+) -> Launcher | None:
+    """A launch whose program is ``bash -c STRING``, read by the shell reader (imported here: it loads
+    tree-sitter)."""
+    from validator.sources.launch.script import launch_from_command_string
+
+    return launch_from_command_string(
+        argv, origin=origin, env=env, env_origin=env_origin, working_directory=working_directory
+    )
 
 
 def launch_of_process(server: ServerProcess, env: dict[str, str], origin: dict[str, str]) -> Launcher:

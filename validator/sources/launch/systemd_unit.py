@@ -18,7 +18,7 @@ from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, FileAbsent, glob_walked, read_bounded
 from validator.errors import InputError
-from validator.sources.launch.command import Launcher, launch_from_argv, unwrap_launch
+from validator.sources.launch.command import Launcher, ShellReader, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import others_could_create, read_env_file
 from validator.sources.launch.unit_syntax import (
     ENV_NAME,
@@ -357,10 +357,14 @@ def _home(user: str | None, unit: Path, env: dict[str, str]) -> Path:
 
 
 def launch_from_unit(
-    path: Path | str, *, base_env: Mapping[str, str] | None = None, env_files: EnvFiles | None = None
+    path: Path | str,
+    *,
+    base_env: Mapping[str, str] | None = None,
+    env_files: EnvFiles | None = None,
+    shell_reader: ShellReader | None = None,
 ) -> Launcher:
     """``--unit``: the ExecStart= command with the unit's environment (see ``systemd_unit``); ``env_files``
-    stand in for its EnvironmentFile= entries."""
+    stand in for its EnvironmentFile= entries; ``shell_reader`` reads an ``ExecStart=/bin/bash -c STRING``."""
     unit = load_unit(path, base_env=dict(base_env or {}), env_files=env_files)
     launcher = launch_from_argv(
         unit.exec_start,
@@ -370,6 +374,7 @@ def launch_from_unit(
         base_dir=unit.working_directory,
         # systemd starts a system service in / unless WorkingDirectory= says otherwise
         working_directory=unit.working_directory or Path("/"),
+        shell_reader=shell_reader,
     )
     launcher.facts.user = unit.user
     return launcher

@@ -94,9 +94,11 @@ class Evaluator:
             funcs={},
             positional=list(args),
             opts=set(m.initial_opts),
-            cwd=str(m.script.parent) if inside is None else cwd,
+            # a file's script is read as run from its own directory (an assumption ``--script`` names); a
+            # container's and a -c string's directory is the one they are started in
+            cwd=str(m.script.parent) if inside is None and not m.command_string else cwd,
             sources=[] if m.command_string else [str(m.script)],
-            cwd_given=inside is not None,
+            cwd_given=inside is not None or m.command_string,
         )
         if inside is not None:
             st.opaque = inside

@@ -30,16 +30,18 @@ def read_script(
     inside: str | None = None,
     cwd: Value = "",
     command_string: tuple[str, set[str], str] | None = None,
+    writers: tuple[int, ...] = (),
 ) -> Reading:
     """Every path through the script at ``path`` started with ``env`` and ``args``. ``text``: its text, known
     without reading ``path`` (a file the launcher wrote); ``inside``/``cwd``: it runs where this host cannot
     see (``Evaluator.run``); ``command_string``: ``text`` is the string of ``SHELL -c`` (the shell, the
     options its command line switches on, and its ``$0``), whose first line is no ``#!`` line, and ``path``
-    names it in messages. InputError for a file that is not a script (unreadable, oversized, syntax)."""
+    names it in messages; ``writers``: who wrote ``text`` (another user's unit holding the string), as a
+    file's owner is its writer. InputError for a file that is not a script (unreadable, oversized, syntax)."""
     script = Path(path) if command_string is not None else Path(path).absolute()
     # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
     # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
-    owner: tuple[int, ...] = ()
+    owner: tuple[int, ...] = writers
     if text is None:
         data, st = read_bounded_stat(script, MAX_SCRIPT_BYTES, "launcher script", names=True)
         owner = (st.st_uid,)
