@@ -432,6 +432,20 @@ def test_docker_exec_runs_the_command_in_a_container_started_earlier(tmp_path: P
         assert rc == 65 and needle in err and "Traceback" not in err, err
 
 
+def test_docker_exec_e_is_known_over_the_containers_unknown_environment(tmp_path: Path) -> None:
+    """``docker exec -e NAME=VALUE`` sets NAME over the container's environment, whatever that holds: the
+    variable is known (both heads requested fails ``lm_head.exclusive``), every other stays unresolved."""
+    cmd = (
+        "docker exec -e SGLANG_ENABLE_FP8_LM_HEAD=1 node1 env HUMMING_CACHE_DIR=/c python3 -m "
+        "sglang.launch_server --model-path /models/Ling-3.0-flash-fp4 --enable-fp32-lm-head"
+    )
+    rc, report, err = _preflight({"HOME": str(tmp_path)}, "--docker-cmd", cmd)
+    checks = {c["id"]: c for c in report["checks"]}
+    assert rc == 78 and checks["lm_head.exclusive"]["status"] == "fail", (err, checks["lm_head.exclusive"])
+    assert checks["model.context_override"]["status"] == "error"  # not set by the exec: the container's
+    assert "started earlier" in checks["model.context_override"]["message"]
+
+
 @pytest.mark.parametrize(
     ("cmd", "code", "needle"),
     [

@@ -167,7 +167,7 @@ def judged_view(facts: Facts) -> Facts:
     seen = watched(
         launch,
         on_launch,
-        env=WatchedMapping(launch.env, env, every),
+        env=WatchedMapping(launch.env, env, every, known=launch.env_set_over),
         args=WatchedMapping(launch.args, args),
         settings=settings,
     )

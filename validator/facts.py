@@ -92,6 +92,9 @@ class LaunchFacts:
     # (a running server's environment could not be read: every variable)
     unresolved: dict[str, str] = field(default_factory=dict)
     unresolved_at: dict[str, str] = field(default_factory=dict)  # name -> where (file:line); else origin
+    # variables the launch itself sets over an environment otherwise unknown (``docker exec -e``, an env
+    # prefix of its command): known where ENVIRONMENT_UNKNOWN leaves every other variable unknown
+    env_set_over: set[str] = field(default_factory=set)
     program: str | None = None  # argv[0] as written; None when an args-only file names no program
     command: list[str] = field(default_factory=list)  # program and its words, as exec'd (env prefix gone)
     interpreter_options: list[str] = field(default_factory=list)  # python's own flags (-I, -E, -s, -P...)

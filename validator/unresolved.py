@@ -8,7 +8,7 @@ for the records' containers in the engine's view. Imports nothing of the validat
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -64,14 +64,20 @@ class WatchedMapping(dict[str, _V]):
     Iterating reads every key: it raises when any is unknown."""
 
     def __init__(
-        self, data: Mapping[str, _V], unknown: Mapping[str, Unresolved], every: Unresolved | None = None
+        self,
+        data: Mapping[str, _V],
+        unknown: Mapping[str, Unresolved],
+        every: Unresolved | None = None,
+        known: Collection[str] = (),
     ) -> None:
         super().__init__(data)
         self._unknown = dict(unknown)
         self._every = every
+        self._known = frozenset(known)  # set over what ``every`` hides (docker exec -e): known all the same
 
     def _key(self, key: object) -> None:
-        reach(self._every, str(key))
+        if key not in self._known:
+            reach(self._every, str(key))
         if isinstance(key, str):
             reach(self._unknown.get(key), key)
 

@@ -364,6 +364,8 @@ def launch_from_container(spec: ContainerSpec) -> Launcher:
         base_dir=Path(spec.workdir) if spec.workdir else None,
     )
     launcher.facts.unresolved.update(spec.unresolved)
+    if spec.existing is not None:  # docker exec: what it (and its command's env prefix) sets is known
+        launcher.facts.env_set_over = set(launcher.facts.env) - set(launcher.facts.unresolved)
     launcher.facts.warnings.extend(spec.warnings)
     launcher.container = spec
     return launcher
