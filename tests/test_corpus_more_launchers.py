@@ -226,3 +226,20 @@ def test_a_unit_or_command_that_starts_the_server_through_bash_c_is_read(
         server.env, "--launch-cmd", f"bash -c '. ./venv-activate; exec {line}'"
     )
     assert rc == 69, (err, _statuses(report))
+
+
+def test_a_flag_in_the_default_of_an_unquoted_expansion_is_a_word_of_its_own(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """world10 F1 (a wrong PASS): bash splits the default of an unquoted ``${NAME:-...}``, so
+    ``--served-model-name ${NAME:-ling --enable-fp32-lm-head}`` asks for the FP32 head beside the FP8 one
+    (drowzeys' ``--cuda-graph-bs ${GRAPH_BS:-1 2 4}`` is the same shape)."""
+    script = tmp_path / "start.sh"
+    script.write_text(
+        "#!/bin/bash\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"exec {server.python} -m sglang.launch_server {_recipe_args(server)}"
+        " --served-model-name ${NAME:-ling --enable-fp32-lm-head}\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--script", str(script))
+    assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, _statuses(report))

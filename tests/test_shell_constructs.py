@@ -536,3 +536,40 @@ def test_read_reads_as_bash_runs_it(tmp_path: Path, name: str) -> None:
     else:
         assert ran.launched and ran.argv[-1] == expect, where
         assert verdict.kind == "proven", where
+
+
+# world10 F1: the word of ${v:-word} (:+, =, :=) unquoted is split as an expansion's result (a wrong PASS:
+# ${NAME:-ling --enable-fp32-lm-head} was one word, and bash gives the FP32 head's flag)
+OPERAND_SPLITS = [
+    "${N:-a b}",
+    '${N:-a "b c"}',
+    "${N:-a\\ b}",
+    "${N:+x}${M:-a b}",
+    "${N-a b}",
+    "${N:-a\tb}",
+    "${N:-a   b}c",
+    "${N:-$E2 z}",
+    '${N:-"$E2" z}',
+    "${N:-'a b' c}",
+    "${N:-a\\ \\ b} z",
+    "${N:-a\\\\b c}",
+    "${N:-~/x y}",
+    "${N:-$(echo a b) c}",
+    '"${N:-a b}"',
+    '"${N:-a "b c"}"',
+    '${N:=a b} "$N"',
+    "${E1:+--f --g}",
+]
+
+
+@pytest.mark.parametrize("word", OPERAND_SPLITS)
+def test_the_word_of_an_unquoted_default_is_split_as_bash_and_dash_split_it(
+    tmp_path: Path, word: str
+) -> None:
+    base = sandbox(tmp_path)
+    for shell in ("/bin/bash", "/bin/sh"):
+        for prefix in ("", "IFS=,; ", "IFS=; "):
+            script = Script(f"#!{shell}\n{prefix}exec python3 -m sglang.launch_server --x {word}\n")
+            ran = run_bash(tmp_path, script, base)
+            verdict = compare(read_static(tmp_path, script, base), ran)
+            assert ran.launched and verdict.kind == "proven", (shell, prefix, ran.argv[3:], verdict)

@@ -452,11 +452,33 @@ class Expander:
         return current[off : off + ln]
 
     def _operand(self, operands: Sequence[Operand], quoted: bool) -> list[Seg]:
+        """The word of ``${v:-word}`` (``:+``, ``:=``...) as the expansion gives it. Unquoted, its literal
+        text is split as an expansion's result is (bash(1), "Word Splitting": ``${v:-a b}`` is two words, on
+        IFS; a quoted or escaped blank stays); the blanks the grammar leaves between its nodes are text too
+        (``${v:-a "b c"}``: ``a``, a blank, ``b c``)."""
         out: list[Seg] = []
-        for k, child in enumerate(operands):
+        k = 0
+        for child in operands:
             if not isinstance(child, RawOperand) and child.type == "regex":
                 raise Unmodelled(f"operand {text(child)!r}", line_of(child))
-            out += self.segments(child, quoted=quoted, first=k == 0)
+            nodes: list[Operand] = [child]
+            if isinstance(child, Node) and child.type == "concatenation":
+                nodes = list(child.children)
+            for i, one in enumerate(nodes):
+                if i and isinstance(child, Node) and isinstance(one, Node):
+                    before = nodes[i - 1]
+                    assert isinstance(before, Node)
+                    gap = node_bytes(child)[
+                        before.end_byte - child.start_byte : one.start_byte - child.start_byte
+                    ]
+                    if gap.strip(b" \t\n"):
+                        raise Unmodelled(f"the operand of ${{...}} {text(child)!r}", line_of(child))
+                    if gap:
+                        out.append(Seg(gap.decode("ascii"), quoted=quoted))
+                out += self.segments(one, quoted=quoted, first=k == 0)
+                k += 1
+        if not quoted:
+            out = [piece for seg in out for piece in _split_literal(seg)]
         return out or [Seg("", quoted=quoted)]
 
     def _pieces(self, nodes: Sequence[Operand]) -> list[tuple[Value, bool]]:
@@ -477,6 +499,17 @@ class Expander:
 
     def _pattern_of(self, nodes: Sequence[Operand], line: int) -> re.Pattern[str] | Unknown:
         return glob_regex(self._pieces(nodes), line, self.names.posix)
+
+
+def _split_literal(seg: Seg) -> list[Seg]:
+    """An unquoted literal run of an operand as runs field splitting splits (an expansion's result): its
+    backslash-escaped characters quoted, the rest not; any other run as it is."""
+    if not seg.literal or seg.quoted or not isinstance(seg.value, str):
+        return [seg]
+    return [
+        Seg(m.group(1), quoted=True) if m.group(1) is not None else Seg(m.group(2), quoted=False)
+        for m in re.finditer(r"\\(.)|([^\\]+|\\$)", seg.value, re.DOTALL)
+    ]
 
 
 def _brace_expansion(raw: str) -> bool:
