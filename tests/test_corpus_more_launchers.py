@@ -17,6 +17,7 @@ an optional word on a run-time branch, ``setsid nohup ... &``, a unit's ``UnsetE
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -243,3 +244,48 @@ def test_a_flag_in_the_default_of_an_unquoted_expansion_is_a_word_of_its_own(
     )
     rc, report, err = preflight_json_in_process(server.env, "--script", str(script))
     assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, _statuses(report))
+
+
+def test_a_unit_whose_exec_start_is_a_launcher_script_or_a_docker_run_is_read(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """world10 F3: ``ExecStart=/opt/start.sh 0.0.0.0 8080`` (ivan's router README) and a foreground
+    ``ExecStart=/usr/bin/docker run ...`` (quantensprungai's ``sglang.service``) were refused (65): the
+    script is read with the unit's environment, arguments and working directory (the FP8 head from
+    ``Environment=``); the container as --docker-cmd reads it, its ``-e NAME`` from the unit's."""
+    script = tmp_path / "start.sh"
+    script.write_text(
+        '#!/bin/bash\nHOST="${1:-127.0.0.1}"\nPORT="${2:-30000}"\nEXTRA=\n'
+        "[ -e ./fp32 ] && EXTRA=--enable-fp32-lm-head\n"
+        f'exec {server.python} -m sglang.launch_server {_recipe_args(server)} --host "$HOST" --port "$PORT"'
+        " $EXTRA\n"
+    )
+    script.chmod(0o755)
+    work = tmp_path / "work"
+    work.mkdir()
+    unit = tmp_path / "ling.service"
+    unit.write_text(
+        f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nWorkingDirectory={work}\n"
+        f"ExecStart={script} 0.0.0.0 8080\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    statuses = _statuses(report)
+    assert rc == 0 and statuses["lm_head.fp8"] == "pass", (err, statuses)
+    # ./fp32 is looked for where the unit starts the script (WorkingDirectory=), not beside the script
+    (tmp_path / "fp32").write_text("")
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 0, (err, _statuses(report))
+    (work / "fp32").write_text("")
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, _statuses(report))
+    unit.write_text(
+        "[Service]\nEnvironment=FP8=1\n"
+        "ExecStart=/usr/bin/docker run --rm -e SGLANG_ENABLE_FP8_LM_HEAD=${FP8} -v /srv/m:/model "
+        "lmsysorg/sglang:spark python3 -m sglang.launch_server --model-path /model "
+        "--moe-runner-backend flashinfer_mxfp4\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    statuses = _statuses(report)
+    assert rc == 78 and statuses["moe.backend"] == "fail", (err, statuses)
+    assert "lmsysorg/sglang:spark" in json.dumps(report), err

@@ -480,9 +480,16 @@ def test_compose_service_selection(tmp_path: Path) -> None:
     assert rc == 65 and "not a regular file" in err
 
 
-def test_a_docker_run_given_as_a_launch_command_says_to_use_docker_cmd() -> None:
+def test_a_docker_run_given_as_a_launch_command_is_read_as_docker_cmd_reads_it() -> None:
+    """``--launch-cmd "docker run ..."`` (and a unit's ExecStart=, world10 F3) reads the container as
+    ``--docker-cmd`` does; it said to use ``--docker-cmd``."""
+    cmd = "docker run --rm img python3 -m sglang.launch_server --model-path /m --moe-runner-backend triton"
+    for option in ("--launch-cmd", "--docker-cmd"):
+        rc, report, err = _preflight({}, option, cmd)
+        checks = {c["id"]: c["status"] for c in report["checks"]}
+        assert rc == 78 and checks["moe.backend"] == "fail" and checks["launch.program"] == "error", err
     rc, _, err = _preflight({}, "--launch-cmd", "docker run --rm img python3 -m sglang.launch_server")
-    assert rc == 65 and "--docker-cmd" in err and "Traceback" not in err
+    assert rc == 65 and "--launch-cmd: the following arguments are required" in err and "Traceback" not in err
 
 
 def test_hostile_compose_files_end_in_one_line_errors(tmp_path: Path) -> None:

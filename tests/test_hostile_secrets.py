@@ -150,6 +150,11 @@ def test_another_users_script_never_carries_a_credential_of_the_readers_environm
         "zero ${HF_TOKEN}",
         "/bin/sh -c 'T=${HF_TOKEN}; exec python3 -m sglang.launch_server --model-path /m --tool-call-parser "
         '"$${T#hf_}"\'',
+        # docker's -e NAME copies it from the reader's environment into the container's shell
+        "/usr/bin/docker run --rm -e HF_TOKEN img bash -c 'exec python3 -m sglang.launch_server --model-path "
+        '/m --tool-call-parser "$${HF_TOKEN:3}"\'',
+        # a script of root's, given it as an argument by their unit
+        "{base}/root-start.sh ${HF_TOKEN}",
     ],
 )
 def test_another_users_unit_that_runs_bash_c_never_carries_a_credential_of_the_readers_environment(
@@ -159,10 +164,15 @@ def test_another_users_unit_that_runs_bash_c_never_carries_a_credential_of_the_r
     (``${HF_TOKEN:3}``) as a script can, so in another user's unit a credential of the reader's environment
     is unknown, as in their script, and so is a string or argument systemd put one into."""
     token = "hf_" + "Wx4" * 8
-    unit = f"[Service]\nExecStart={exec_start}\n"
     base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    unit = f"[Service]\nExecStart={exec_start.replace('{base}', str(base))}\n"
     try:
         os.chmod(base, 0o755)
+        root_script = base / "root-start.sh"
+        root_script.write_text(
+            '#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "${1:3}"\n'
+        )
+        root_script.chmod(0o755)
         os.chown(base, attacker.uid, attacker.gid)
         made = run_as(attacker, ["sh", "-c", f"cat > {base}/ling.service"], input=unit.encode())
         assert made.returncode == 0, made.stderr

@@ -15,7 +15,7 @@ from validator.sources.launch.command import (
     launch_from_argv,
     launch_from_string,
 )
-from validator.sources.launch.script import launch_from_command_string as SHELL
+from validator.sources.launch.script import launch_from_program as SHELL
 from validator.sources.launch.script import read_exec
 from validator.sources.launch.shell.values import Unknown, join
 from validator.sources.launch.systemd_unit import launch_from_unit
@@ -94,19 +94,19 @@ def test_a_shell_given_c_is_read_through_its_string_and_refused_where_it_starts_
         launch_from_string("bash -c 'python -m sglang.launch_server'", origin="--launch-cmd", env={})
     with pytest.raises(InputError) as info:
         launch_from_string(
-            "bash -c 'echo started'", origin="--launch-cmd", env={}, shell_reader=SHELL
+            "bash -c 'echo started'", origin="--launch-cmd", env={}, program_reader=SHELL
         ).parsed()
     assert info.value.where == "--launch-cmd (bash -c)"
     assert "no path through the script starts the SGLang server" in info.value.reason
     with pytest.raises(UnresolvedLaunch, match="option '-i' is not modelled"):
         launch_from_string(
-            "bash -i -c 'python -m sglang.launch_server'", origin="--launch-cmd", env={}, shell_reader=SHELL
+            "bash -i -c 'python -m sglang.launch_server'", origin="--launch-cmd", env={}, program_reader=SHELL
         )
     facts = launch_from_string(
         f"sh -c 'exec python3 -m sglang.launch_server --model-path {MODEL} --port 31000'",
         origin="--launch-cmd",
         env={"PATH": "/usr/bin:/bin"},
-        shell_reader=SHELL,
+        program_reader=SHELL,
     ).parsed()
     assert facts.origin == "--launch-cmd (sh -c)" and facts.args["port"] == 31000
 

@@ -93,7 +93,7 @@ def _split_env_prefix(
     return argv[i:]
 
 
-def _shebang(script: Path) -> tuple[str, list[str]] | None:
+def shebang(script: Path) -> tuple[str, list[str]] | None:
     """A script's ``#!`` interpreter and its options (``#!/venv/bin/python3 -I``)."""
     try:
         fd = open_regular(script, "program")  # a FIFO on PATH must not block the read of a shebang
@@ -123,7 +123,7 @@ def _sglang_interpreter(program: str, env: Mapping[str, str]) -> tuple[str | Non
         return None, []
     if script is None:
         return None, []
-    found = _shebang(script)
+    found = shebang(script)
     if found:
         return found
     for sibling in ("python", "python3"):
@@ -184,9 +184,10 @@ def unwrap_launch(argv: list[str], where: str) -> tuple[list[str], list[str]] | 
 SHELLS = {"bash": "bash", "sh": "sh", "dash": "sh"}
 
 
-class ShellReader(Protocol):
-    """``script.launch_from_command_string``, given by the callers that may load the shell reader (it reads
-    through this module)."""
+class ProgramReader(Protocol):
+    """``script.launch_from_program``: reads a launch whose program is a shell given ``-c``, a container
+    runtime's ``run``/``exec`` or a shell script; given by the callers that may load the shell reader (it
+    reads through this module)."""
 
     def __call__(
         self,
@@ -307,11 +308,11 @@ def launch_from_argv(
     env_origin: Mapping[str, str] | None = None,
     base_dir: Path | None = None,
     working_directory: Path | None = None,
-    shell_reader: ShellReader | None = None,
+    program_reader: ProgramReader | None = None,
 ) -> Launcher:
     """A full launch command as a word list (``env`` is the environment it is started with;
-    ``working_directory`` the server's cwd, when known; ``shell_reader`` reads a program ``bash -c STRING``,
-    else refused as any other program)."""
+    ``working_directory`` the server's cwd, when known; ``program_reader`` reads a program that is not
+    SGLang's: a shell, a container runtime, a script; else such a program is refused)."""
     environ = dict(env or {})
     where = {k: (env_origin or {}).get(k, "environment") for k in environ}
     unknown: dict[str, str] = {}
@@ -327,14 +328,6 @@ def launch_from_argv(
         if wrapped is None:
             break
         words, layer = wrapped[0], layer + 1
-    if Path(words[0]).name in SHELLS and shell_reader is not None:
-        if unknown:
-            raise UnresolvedLaunch(f"{origin}: {'; '.join(unknown.values())}, and a shell reads it")
-        through = shell_reader(
-            words, origin=origin, env=environ, env_origin=where, working_directory=working_directory
-        )
-        if through is not None:
-            return through
     program = words[0]
     name = Path(program).name
     interpreter: str | None
@@ -360,11 +353,20 @@ def launch_from_argv(
     elif (stood_in := _stand_in(words, origin)) is not None:
         server_args, interpreter, entry = stood_in, None, "launch_server"
     else:
-        raise InputError(
-            origin,
-            f"unrecognised program {program!r}: expected 'python -m sglang.launch_server' or 'sglang serve'"
-            + _other_input_hint(name),
-        )
+        through = None
+        if program_reader is not None:
+            through = program_reader(
+                words, origin=origin, env=environ, env_origin=where, working_directory=working_directory
+            )
+        if through is None:
+            raise InputError(
+                origin,
+                f"unrecognised program {program!r}: expected 'python -m sglang.launch_server' or 'sglang "
+                "serve'" + _other_input_hint(name),
+            )
+        if unknown:  # a wrapper's variable known only at run time, then read by what it runs
+            raise UnresolvedLaunch(f"{origin}: {'; '.join(unknown.values())}")
+        return through
     facts = LaunchFacts(
         origin=origin,
         argv=[],
@@ -414,11 +416,15 @@ def consumed_by_command(env: Mapping[str, str], words: list[str]) -> set[str]:
 
 
 def launch_from_string(
-    cmd: str, *, origin: str, env: Mapping[str, str] | None = None, shell_reader: ShellReader | None = None
+    cmd: str,
+    *,
+    origin: str,
+    env: Mapping[str, str] | None = None,
+    program_reader: ProgramReader | None = None,
 ) -> Launcher:
     """A launch command as one shell-quoted string (``--launch-cmd``)."""
     words = split_command_line(cmd, origin, os.environ if env is None else env, comments=False)
-    return launch_from_argv(words, origin=origin, env=env, shell_reader=shell_reader)
+    return launch_from_argv(words, origin=origin, env=env, program_reader=program_reader)
 
 
 def launch_from_args_file(path: Path | str, *, env: Mapping[str, str] | None = None) -> Launcher:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,6 +28,7 @@ from validator.sources.launch.command import (
     optional_value,
     placeholder,
     required,
+    shebang,
     takes_value,
 )
 from validator.sources.launch.docker_run import (
@@ -551,10 +552,67 @@ def launch_from_script(
     env: Mapping[str, str] | None = None,
     env_origin: Mapping[str, str] | None = None,
     args: list[str] | None = None,
+    cwd: Path | None = None,
+    name: str | None = None,
 ) -> Launcher:
     """``--script``: the server command the script runs, with the environment it gives it; its container
-    is the ``docker run`` the script runs as written, when it runs one (for what it hides)."""
-    return _launch_of(read_script(path, env=dict(env or {}), args=args), env_origin)
+    is the ``docker run`` the script runs as written, when it runs one (for what it hides). ``cwd``: the
+    directory it is started in (else its own, an assumption named in a warning); ``name``: what runs it
+    (a unit), for messages."""
+    reading = read_script(path, env=dict(env or {}), args=args, cwd=None if cwd is None else str(cwd))
+    return _launch_of(reading, env_origin, None if name is None else f"{name} ({path})")
+
+
+def launch_from_program(
+    argv: list[str],
+    *,
+    origin: str,
+    env: Mapping[str, str],
+    env_origin: Mapping[str, str],
+    working_directory: Path | None,
+) -> Launcher | None:
+    """A launch on this host whose program is not SGLang's, read by the reader that fits (a unit's
+    ExecStart=, ``--launch-cmd``, ``launch --``): a shell given ``-c`` (:func:`launch_from_command_string`), a
+    ``docker``/``podman`` ``run`` or ``exec`` (its bind sources from ``working_directory``), or a script
+    whose ``#!`` names bash or sh, with its arguments, started in ``working_directory``. None for any
+    other program."""
+    _carried_credential(argv, env, origin)
+    through = launch_from_command_string(
+        argv, origin=origin, env=env, env_origin=env_origin, working_directory=working_directory
+    )
+    if through is not None:
+        return through
+    base = str(working_directory) if working_directory is not None else None
+    if is_container_run(argv) or is_container_run(argv, "exec"):
+        spec = parse_docker_words(argv, env, origin, base)
+        _carried_credential(spec.env.values(), env, origin)  # -e NAME, an env file's NAME: the reader's
+        return launch_from_container(through_shell(spec))
+    program = Path(argv[0])
+    if not program.is_absolute():
+        if working_directory is None or "/" not in argv[0]:
+            return None  # run from a directory not known, or looked up on a PATH: not read
+        program = working_directory / program
+    found = shebang(program)
+    if found is None or SHELLS.get(Path(found[0]).name) is None:
+        return None
+    return launch_from_script(
+        program, env=env, env_origin=env_origin, args=argv[1:], cwd=working_directory, name=origin
+    )
+
+
+def _carried_credential(words: Iterable[str], env: Mapping[str, str], origin: str) -> None:
+    """In another user's launch (a unit of theirs), a word that holds a credential of the reader's
+    environment (systemd expanded ``${HF_TOKEN}`` into it, docker's ``-e HF_TOKEN`` copied it) could be
+    sliced past the redactor by what reads it (``${1:3}``), as their script could (``Evaluator.run``):
+    the launch is unresolved, naming no value."""
+    if not namers():
+        return
+    credentials = [v for k, v in env.items() if v and is_secret_key(k, v)]
+    if any(c in word for c in credentials for word in words):
+        raise UnresolvedLaunch(
+            f"{origin}: the command is given a credential of the reader's environment, unknown to another "
+            "user's launch"
+        )
 
 
 def launch_from_command_string(
@@ -575,15 +633,6 @@ def launch_from_command_string(
         return None
     shell, opts, i = found
     writers = namers()
-    credentials = [v for k, v in env.items() if v and is_secret_key(k, v)] if writers else []
-    if any(c in word for c in credentials for word in argv[i:]):
-        # another user's unit had systemd put the reader's credential into the string or its arguments
-        # (``${HF_TOKEN}``), where the shell could slice it past the redactor (``${1:3}``), as their script
-        # could (``Evaluator.run``): what it runs is not read
-        raise UnresolvedLaunch(
-            f"{origin}: {argv[0]} -c is given a credential of the reader's environment, unknown to another "
-            "user's launch"
-        )
     zero = argv[i + 1] if i + 1 < len(argv) else argv[0]
     cwd: Value = (
         str(working_directory)

@@ -144,11 +144,11 @@ def _read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
     elif inputs.argv is not None:
         # exec keeps the working directory: the server starts where `launch` runs
         launcher = launch_command.launch_from_argv(
-            list(inputs.argv), origin="launch", env=env, working_directory=Path.cwd(), shell_reader=_shell
+            list(inputs.argv), origin="launch", env=env, working_directory=Path.cwd(), program_reader=_program
         )
     elif inputs.launch_cmd is not None:
         launcher = launch_command.launch_from_string(
-            inputs.launch_cmd, origin="--launch-cmd", env=env, shell_reader=_shell
+            inputs.launch_cmd, origin="--launch-cmd", env=env, program_reader=_program
         )
     elif inputs.launch_args_file is not None:
         launcher = launch_command.launch_from_args_file(inputs.launch_args_file, env=env)
@@ -156,14 +156,14 @@ def _read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
         assert inputs.unit is not None
         # with --unit, --env-file stands in for the unit's EnvironmentFile= (checked before installing it)
         launcher = systemd_unit.launch_from_unit(
-            inputs.unit, base_env=process, env_files=files or None, shell_reader=_shell
+            inputs.unit, base_env=process, env_files=files or None, program_reader=_program
         )
     for k, v in origin.items():
         launcher.facts.env_origin.setdefault(k, v)
     return launcher, env
 
 
-def _shell(
+def _program(
     argv: list[str],
     *,
     origin: str,
@@ -171,11 +171,11 @@ def _shell(
     env_origin: Mapping[str, str],
     working_directory: Path | None,
 ) -> Launcher | None:
-    """A launch whose program is ``bash -c STRING``, read by the shell reader (imported here: it loads
-    tree-sitter)."""
-    from validator.sources.launch.script import launch_from_command_string
+    """A launch whose program is not SGLang's, read by ``script.launch_from_program`` (imported here: it
+    loads tree-sitter)."""
+    from validator.sources.launch.script import launch_from_program
 
-    return launch_from_command_string(
+    return launch_from_program(
         argv, origin=origin, env=env, env_origin=env_origin, working_directory=working_directory
     )
 

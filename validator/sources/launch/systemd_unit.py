@@ -18,7 +18,7 @@ from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, FileAbsent, glob_walked, read_bounded
 from validator.errors import InputError
-from validator.sources.launch.command import Launcher, ShellReader, launch_from_argv, unwrap_launch
+from validator.sources.launch.command import Launcher, ProgramReader, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import others_could_create, read_env_file
 from validator.sources.launch.unit_syntax import (
     ENV_NAME,
@@ -361,10 +361,11 @@ def launch_from_unit(
     *,
     base_env: Mapping[str, str] | None = None,
     env_files: EnvFiles | None = None,
-    shell_reader: ShellReader | None = None,
+    program_reader: ProgramReader | None = None,
 ) -> Launcher:
     """``--unit``: the ExecStart= command with the unit's environment (see ``systemd_unit``); ``env_files``
-    stand in for its EnvironmentFile= entries; ``shell_reader`` reads an ``ExecStart=/bin/bash -c STRING``."""
+    stand in for its EnvironmentFile= entries; ``program_reader`` reads an ExecStart= that runs the server
+    through a shell, a container runtime or a script."""
     unit = load_unit(path, base_env=dict(base_env or {}), env_files=env_files)
     launcher = launch_from_argv(
         unit.exec_start,
@@ -374,7 +375,7 @@ def launch_from_unit(
         base_dir=unit.working_directory,
         # systemd starts a system service in / unless WorkingDirectory= says otherwise
         working_directory=unit.working_directory or Path("/"),
-        shell_reader=shell_reader,
+        program_reader=program_reader,
     )
     launcher.facts.user = unit.user
     return launcher

@@ -84,21 +84,20 @@ class Evaluator:
         args: list[str],
         *,
         inside: str | None = None,
-        cwd: Value = "",
+        cwd: Value | None = None,
     ) -> Ending:
         """The path's ending. ``inside``: the script runs where this host cannot see (a container): the
-        variables not in ``env`` and every file there are unknown (why: ``inside``), the directory ``cwd``."""
+        variables not in ``env`` and every file there are unknown (why: ``inside``). ``cwd``: the directory it
+        is started in; None: the script's own (an assumption ``--script`` names)."""
         m = self.m
         st = m.st = State(
             vars={k: Var(value=v, exported=True) for k, v in env.items()},
             funcs={},
             positional=list(args),
             opts=set(m.initial_opts),
-            # a file's script is read as run from its own directory (an assumption ``--script`` names); a
-            # container's and a -c string's directory is the one they are started in
-            cwd=str(m.script.parent) if inside is None and not m.command_string else cwd,
+            cwd=str(m.script.parent) if cwd is None else cwd,
             sources=[] if m.command_string else [str(m.script)],
-            cwd_given=inside is not None or m.command_string,
+            cwd_given=cwd is not None,
         )
         if inside is not None:
             st.opaque = inside

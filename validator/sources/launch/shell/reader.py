@@ -28,16 +28,17 @@ def read_script(
     args: list[str] | None = None,
     text: str | None = None,
     inside: str | None = None,
-    cwd: Value = "",
+    cwd: Value | None = None,
     command_string: tuple[str, set[str], str] | None = None,
     writers: tuple[int, ...] = (),
 ) -> Reading:
     """Every path through the script at ``path`` started with ``env`` and ``args``. ``text``: its text, known
-    without reading ``path`` (a file the launcher wrote); ``inside``/``cwd``: it runs where this host cannot
-    see (``Evaluator.run``); ``command_string``: ``text`` is the string of ``SHELL -c`` (the shell, the
-    options its command line switches on, and its ``$0``), whose first line is no ``#!`` line, and ``path``
-    names it in messages; ``writers``: who wrote ``text`` (another user's unit holding the string), as a
-    file's owner is its writer. InputError for a file that is not a script (unreadable, oversized, syntax)."""
+    without reading ``path`` (a file the launcher wrote); ``inside``: it runs where this host cannot see;
+    ``cwd``: the directory it is started in, else its own (``Evaluator.run``); ``command_string``: ``text``
+    is the string of ``SHELL -c`` (the shell, the options its command line switches on, and its ``$0``),
+    whose first line is no ``#!`` line, and ``path`` names it in messages; ``writers``: who wrote ``text``
+    (another user's unit holding the string), as a file's owner is its writer. InputError for a file that
+    is not a script (unreadable, oversized, syntax)."""
     script = Path(path) if command_string is not None else Path(path).absolute()
     # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
     # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
