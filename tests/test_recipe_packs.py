@@ -196,6 +196,24 @@ def test_each_recipe_passes_its_pack(server: Server, pack: str) -> None:
         assert shared["attach_shared_modules"] is True and shared["uses_own_vocab_modules"] is False
 
 
+def test_a_dspark_step_count_sglang_overrides_is_a_warning_not_a_failure(server: Server) -> None:
+    """world10 F9: NEXTN's ``--speculative-num-steps 3`` left beside DSPARK (MiaAI-Lab's start-dspark.sh):
+    SGLang's ``_handle_dspark`` logs "overriding speculative_num_steps=3 to 1" and runs the recipe, so
+    ``spec.config`` warns; a draft-token count SGLang refuses still fails."""
+    rc, report, err = preflight(
+        server.recipe_env(DSPARK), DSPARK, "--launch-cmd", server.cmd(DSPARK, "--speculative-num-steps", "3")
+    )
+    assert rc == 0 and check(report, "spec.config")["status"] == "warn", (err, check(report, "spec.config"))
+    assert "--speculative-num-steps 3 is overridden to 1" in check(report, "spec.config")["message"]
+    rc, report, err = preflight(
+        server.recipe_env(DSPARK),
+        DSPARK,
+        "--launch-cmd",
+        server.cmd(DSPARK, "--speculative-num-steps", "3", "--speculative-num-draft-tokens", "4"),
+    )
+    assert rc == 78 and check(report, "spec.config")["status"] == "fail", err
+
+
 # (pack, the mistake in its launch)
 MISTAKES: list[tuple[str, Mistake]] = [
     (

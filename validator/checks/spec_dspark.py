@@ -147,7 +147,7 @@ def _shape_problems(draft: DSparkDraftFacts, ctx: check.CheckContext, *, strict:
 def dspark_config_preflight(facts: Facts, ctx: check.CheckContext, args: ServerArgs) -> check.Outcome:
     """DSPARK as the recipe runs it. SGLang resolves steps and topk to 1 and the draft-token count to the
     draft's block size + 1 (``_handle_dspark``): unset is right; a different explicit value is overridden
-    with a warning (steps, topk) or refused at start (draft tokens)."""
+    with a warning (steps, topk: a warning here) or refused at start (draft tokens: a failure)."""
     s = check.need(ctx.expect.speculative, "speculative")
     ev: dict[str, Any] = {
         "speculative_algorithm": args.speculative_algorithm,
@@ -164,9 +164,16 @@ def dspark_config_preflight(facts: Facts, ctx: check.CheckContext, args: ServerA
         return check.failed(
             "speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev
         )
-    for name, got in (("num_steps", args.speculative_num_steps), ("eagle_topk", args.speculative_eagle_topk)):
-        if got is not None and got != 1:
-            problems.append(f"{name} is {got}: DSpark overrides it to 1 (the command says otherwise)")
+    # SGLang logs a warning and runs with 1 ("DSpark only supports speculative_num_steps == 1; overriding"):
+    # the server runs the recipe, the command line misleads whoever reads it
+    overridden = [
+        f"--speculative-{name} {got} is overridden to 1 (DSpark supports only 1)"
+        for name, got in (
+            ("num-steps", args.speculative_num_steps),
+            ("eagle-topk", args.speculative_eagle_topk),
+        )
+        if got is not None and got != 1
+    ]
     draft = facts.dspark_draft
     if (
         s.require_draft_model_path
@@ -190,9 +197,11 @@ def dspark_config_preflight(facts: Facts, ctx: check.CheckContext, args: ServerA
             problems.append(conflict)
     if problems:
         return check.failed(
-            "speculative settings differ from the recipe: " + "; ".join(problems), sources, **ev
+            "speculative settings differ from the recipe: " + "; ".join(problems + overridden), sources, **ev
         )
     assert draft is not None
+    if overridden:
+        return check.warned("; ".join(overridden) + ": the server runs the recipe's DSpark", sources, **ev)
     return check.passed(
         f"DSPARK speculation with {draft.architectures[0]} (block size {draft.block_size}, "
         f"{draft.block_size + 1 if draft.block_size else '?'} verify tokens)",
