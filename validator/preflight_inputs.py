@@ -63,7 +63,8 @@ class PreflightInputs:
         "--script-arg",
         "ARG",
         "an argument the --script is run with, as the operator runs it (repeatable, in order; without it "
-        "the script is read as run with no arguments)",
+        "the script is read as run with no arguments); one that starts with '-' is given as "
+        "--script-arg=-ARG",
         "command",
         repeat=True,
     )
