@@ -723,6 +723,39 @@ def test_a_run_time_word_after_a_flag_whose_value_is_optional_may_be_an_option(
     assert rc != 0, err
 
 
+def test_a_path_whose_arguments_sglang_refuses_is_not_the_launch(host: Host) -> None:
+    """red team 20: a path whose words SGLang's parser refuses (argparse exits 2 before the server serves)
+    starts no server, as a path that exits first does not: the paths that start are judged, with a warning
+    naming the refused one's line and reason (the whole launch was exit 65, malformed). A trap on a path that
+    starts still fails; where every path is refused, the launch is malformed."""
+    (host.root / "flag").write_text("x\n")
+
+    def script(name: str, start: str, refused: str, more: str = "") -> Path:
+        pre = f"X=({start})\nif grep -q y ~/flag; then\n  X=({refused})\nfi{more}"
+        text = ATTACK_BASE.replace("@PRE@", pre).replace("@EXEC@", "exec").replace("@ARGS@", '"${X[@]}"')
+        return _write(host, name, text)
+
+    clean = script("refused-clean.sh", "", "--chat-template")
+    rc, report, err = _preflight(host.env, "--script", str(clean))
+    (warning,) = [c for c in report["checks"] if c["id"] == "launch.warnings"]
+    assert rc == 0 and report["verdict"] == "pass" and warning["status"] == "warn", (err, report["checks"])
+    assert f"{clean}:11 (the path where {clean}:8: grep -q y" in warning["message"]
+    assert (
+        "refuses the server's arguments there (argument --chat-template: expected one argument)"
+        in (warning["message"])
+    )
+    trap = script("refused-trap.sh", "--enable-fp32-lm-head", "/t")
+    rc, report, err = _preflight(host.env, "--script", str(trap))
+    assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, report.get("checks"))
+    # the trap on one of two paths that start: unresolved, never a pass
+    half = script("refused-half.sh", "", "--enable-fp32-lm-head", "\ngrep -q z ~/flag && X=(/t)")
+    rc, report, err = _preflight(host.env, "--script", str(half))
+    assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", (err, report.get("checks"))
+    every = script("refused-every.sh", "--chat-template", "/t")
+    rc, report, err = _preflight(host.env, "--script", str(every))
+    assert rc == 65 and ("unrecognized arguments: /t" in err or "expected one argument" in err), err
+
+
 def test_a_relative_model_path_where_the_scripts_directory_is_unknown_is_not_read_from_here(
     host: Host,
 ) -> None:

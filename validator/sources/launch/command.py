@@ -25,7 +25,7 @@ from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
-from validator.sources.sglang.cli import parse_argv
+from validator.sources.sglang.cli import ArgumentsRefused, parse_argv
 from validator.sources.sglang.cli_table import load_table
 from validator.trusted_files import read_as
 
@@ -230,25 +230,40 @@ class Launcher:
     alternatives: list[list[str]] = field(default_factory=list)
     alternatives_why: str = ""  # the run-time conditions that choose between the paths
     alternatives_at: str = ""  # where the paths launch (file:line)
+    paths_at: list[str] = field(default_factory=list)  # where ``server_args``, then each alternative, launch
 
     def parsed(self) -> LaunchFacts:
-        """The launch parsed with the table ``parsing_with`` chose (outside it, the shipped one)."""
+        """The launch parsed with the table ``parsing_with`` chose (outside it, the shipped one). A path
+        whose words SGLang refuses starts no server (its parser exits first), so it is not the launch, as a
+        path that exits before it is not: the paths that parse are judged, and a warning names it; where
+        every path is refused, the launch is malformed."""
         with read_as(self.facts.named_by) as namers:  # a --config file is named by the launch...
             config_at = (
                 None if self.container is None else functools.partial(config_on_host, spec=self.container)
             )
-            parsed = parse_argv(
-                self.server_args, origin=self.facts.origin, base_dir=self.base_dir, config_at=config_at
-            )
-            others = [
-                parse_argv(a, origin=self.facts.origin, base_dir=self.base_dir, config_at=config_at)
-                for a in self.alternatives
-            ]
+            parses, refused = [], []
+            origin, base_dir = self.facts.origin, self.base_dir
+            for k, words in enumerate([self.server_args, *self.alternatives]):
+                try:
+                    parses.append(parse_argv(words, origin=origin, base_dir=base_dir, config_at=config_at))
+                except ArgumentsRefused as exc:
+                    if not self.alternatives:
+                        raise
+                    at = self.paths_at[k] if k < len(self.paths_at) else self.alternatives_at
+                    refused.append((at or self.facts.origin, exc))
+        if not parses:
+            raise refused[0][1]
+        parsed, others = parses[0], parses[1:]
         facts = copy.deepcopy(self.facts)
         facts.named_by = dict(namers)  # ... and names, in turn, as its owner could (its model path)
         facts.argv, facts.args, facts.explicit = parsed.argv, parsed.args, parsed.explicit
         facts.config_file = parsed.config_file
         facts.warnings[:0] = parsed.warnings
+        facts.warnings.extend(
+            f"{at}: SGLang refuses the server's arguments there ({exc.reason}) and exits before it serves: "
+            "that path starts no server, so the paths that do are the ones judged"
+            for at, exc in refused
+        )
         for other in others:
             self._differing(facts, other.args, other.explicit)
         for dest in facts.unresolved if self.placeholders else ():

@@ -67,8 +67,10 @@ class Exec:
     # the paths' own argvs where they differ; ``argv`` is their merge word by word where their lengths
     # agree, else Unsplit: ``launch_from_script`` reads them apart where the merge cannot be read
     paths: list[list[Field]] = field(default_factory=list)
+    paths_at: list[str] = field(default_factory=list)  # where each of ``paths`` launches (file:line)
     cwd_given: bool = True  # on every path a cd set ``cwd`` (else the reading assumed where it starts)
     cwd_read: bool = False  # on some path a relative path was read against the assumed directory
+    assumed: list[str] = field(default_factory=list)  # the run-time conditions its path took
 
 
 def final_exec(launch: Launch) -> Exec:
@@ -98,6 +100,7 @@ def final_exec(launch: Launch) -> Exec:
         written,
         cwd_given=launch.cwd_given,
         cwd_read=launch.cwd_read,
+        assumed=list(launch.assumed),
     )
 
 
@@ -198,11 +201,14 @@ def merged(execs: list[Exec], why: str) -> Exec:
         raise UnresolvedLaunch(f"{at}: the arguments depend on a run-time condition ({why})")
     argv: list[Field] = []
     paths: list[list[Field]] = []
+    paths_at: list[str] = []
     for e in execs:  # each path's own argv, for ``launch_from_script`` to read apart
         if e.argv not in paths:
             paths.append(e.argv)  # type: ignore[arg-type]
+            taken = "; ".join(e.assumed[:3]) + ("; ..." if len(e.assumed) > 3 else "")
+            paths_at.append(f"{e.where}:{e.line}" + (f" (the path where {taken})" if taken else ""))
     if len(paths) == 1:
-        paths = []
+        paths, paths_at = [], []
     by_position = len({len(e.argv) for e in execs}) == 1  # type: ignore[arg-type]
     # words present on some paths only: no position lines up, so only the paths read apart tell
     for k, f in enumerate(first.argv if by_position else []):  # type: ignore[arg-type]
@@ -237,6 +243,7 @@ def merged(execs: list[Exec], why: str) -> Exec:
         others,
         written,
         paths,
+        paths_at,
         all(e.cwd_given for e in execs),
         any(e.cwd_read for e in execs),
     )
@@ -511,7 +518,7 @@ def _launcher_of(
 
 
 def _merged_launchers(
-    variants: list[tuple[Launcher, dict[str, str]]], why: str, at: str
+    variants: list[tuple[Launcher, dict[str, str]]], why: str, at: str, ats: list[str]
 ) -> tuple[Launcher, dict[str, str]]:
     """The launches of paths whose words differ in number, as one: the program and the container must be
     the same on every path (else the launch is unresolved); a variable or server argument that differs
@@ -539,9 +546,11 @@ def _merged_launchers(
             unresolved.setdefault(
                 name, f"whether and how {name} is set depends on a run-time condition ({why})"
             )
-    for other, _ in variants[1:]:
+    first.paths_at = ats[:1]
+    for (other, _), other_at in zip(variants[1:], ats[1:], strict=True):
         if other.server_args != first.server_args and other.server_args not in first.alternatives:
             first.alternatives.append(other.server_args)
+            first.paths_at.append(other_at)
     first.alternatives_why, first.alternatives_at = why, at
     return first, unresolved
 
@@ -654,13 +663,14 @@ def launch_from_command_string(
 def _launch_of(reading: Reading, env_origin: Mapping[str, str] | None, origin: str | None = None) -> Launcher:
     """The launch a script's reading makes: its paths read apart where their words differ, and merged."""
     ex, launched = exec_of(reading)
+    ats = ex.paths_at if ex.paths else [f"{ex.where}:{ex.line}"]
     paths = [replace(ex, argv=a, paths=[]) for a in ex.paths or [ex.argv]]  # type: ignore[list-item]
     variants: list[tuple[Launcher, dict[str, str]]] = []
     if ex.paths and not isinstance(ex.argv, Unknown):  # merged word by word: read so while it can be
         with contextlib.suppress(UnresolvedLaunch):
             whole = replace(ex, paths=[])
             variants = [_launcher_of(whole, env_origin, origin)]
-            paths = [whole]
+            paths, ats = [whole], ats[:1]
     words = sum(len(one.argv) for one in paths if not isinstance(one.argv, Unknown))
     if not variants and len(paths) > 1 and words > MAX_APART_WORDS:
         # each path is parsed with SGLang's flag table (argparse: quadratic in the words of one): bounded
@@ -671,7 +681,7 @@ def _launch_of(reading: Reading, env_origin: Mapping[str, str] | None, origin: s
     variants = variants or [_launcher_of(one, env_origin, origin) for one in paths]
     if len(variants) > 1:
         why = "; ".join(sorted({a for e in launched for a in e.assumed})[:3]) or "a run-time condition"
-        launcher, unresolved = _merged_launchers(variants, why, f"{ex.where}:{ex.line}")
+        launcher, unresolved = _merged_launchers(variants, why, f"{ex.where}:{ex.line}", ats)
     else:
         launcher, unresolved = variants[0]
     facts = launcher.facts

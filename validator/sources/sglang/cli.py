@@ -22,6 +22,12 @@ from validator.sources.sglang.parser import ArgparseExit, HelpRequested, ParsedA
 _LOGGING_LEVELS = frozenset({"CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET"})
 
 
+class ArgumentsRefused(InputError):
+    """SGLang refuses the server's words themselves (argparse's ``parser.error``, which exits 2, or
+    ``prepare_server_args``' log level) before it serves: such a command never starts a server. A file the
+    words name (``--config``) that cannot be read is an ``InputError`` of its own."""
+
+
 def _check_log_level(value: object, origin: str) -> None:
     """Refuse a ``--log-level`` that ``prepare_server_args``'s ``getattr(logging, level.upper())`` or
     ``basicConfig`` would refuse, with the same error, instead of passing a command that never starts."""
@@ -32,7 +38,7 @@ def _check_log_level(value: object, origin: str) -> None:
         level = getattr(logging, value.upper())
         logging.getLogger("spark_validate.log_level_check").setLevel(level)
     except (AttributeError, ValueError, TypeError) as exc:
-        raise InputError(origin, str(exc)) from None
+        raise ArgumentsRefused(origin, str(exc)) from None
 
 
 def parse_argv(
@@ -55,9 +61,9 @@ def parse_argv(
     try:
         parsed = parse_with_table(table, merged, lenient=lenient)
     except ArgparseExit as exc:
-        raise InputError(origin, str(exc)) from None
+        raise ArgumentsRefused(origin, str(exc)) from None
     except HelpRequested:
-        raise InputError(
+        raise ArgumentsRefused(
             origin, "-h/--help prints SGLang's usage and exits; the server would not start"
         ) from None
     parsed.config_file = config_file
