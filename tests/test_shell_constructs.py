@@ -98,6 +98,55 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         PARTLY,
         PARTLY,
     ),
+    # descriptors the script opens and closes (``exec 3>f``, ``exec 3>&-``): ``>&N`` on one that is not
+    # open fails as a file that cannot be opened does (bash: "Bad file descriptor", status 1, nothing run);
+    # one the script never opened may be inherited: known only at run time
+    "a descriptor exec opened is open for >&N": (
+        "exec 3>/dev/null\nif true >&3; then R=open; else R=bad; fi",
+        "open",
+        "open",
+    ),
+    "a descriptor exec closed is a bad descriptor for >&N": (
+        "exec 3>/dev/null\nexec 3>&-\nif true >&3; then R=open; else R=bad; fi 2>/dev/null",
+        "bad",
+        Refused("fails, where dash and bash differ"),
+    ),
+    "a group whose <&N is closed does not run": (
+        "exec 3>/dev/null\nexec 3>&-\nR=a\nif { R=ran; } <&3; then R=$R,open; else R=$R,bad; fi 2>/dev/null",
+        "a,bad",
+        Refused("fails, where dash and bash differ"),
+    ),
+    "a descriptor moved with N>&M-: M is closed": (
+        "exec 3>/dev/null\nexec 4>&3-\nif true >&3; then R=open; else R=bad; fi 2>/dev/null\n"
+        "if true >&4; then R=$R,4open; fi",
+        "bad,4open",
+        Refused("a moved descriptor"),  # dash: "Bad fd number", a syntax error
+    ),
+    "an exec whose redirection fails changes no descriptor": (
+        "exec 3>/dev/null\nexec 3>&- 4>./nodir/x 2>/dev/null\nif true >&3; then R=open; else R=bad; fi",
+        "open",
+        Refused("fails, where dash and bash differ"),
+    ),
+    "a command's redirections are put back when it ends": (
+        "exec 3>/dev/null\n{ exec 3>&-; } 3>/dev/null\nif true >&3; then R=open; else R=bad; fi 2>/dev/null",
+        "open",
+        "open",
+    ),
+    "a descriptor the script never opened: known only at run time": (
+        "if true >&5; then R=open; else R=bad; fi 2>/dev/null",
+        PARTLY,
+        PARTLY,
+    ),
+    "echo with its standard output closed: its status known only at run time": (
+        "if echo x >&-; then R=ok; else R=failed; fi 2>/dev/null",
+        PARTLY,
+        PARTLY,
+    ),
+    "a group run with its standard output closed: not modelled": (
+        "R=a\n{ R=x; } >&-",
+        Refused("standard input, output or error closed"),
+        Refused("standard input, output or error closed"),
+    ),
     # ${v:=WORD} with "$@": bash joins the words with a space whatever IFS is, dash with IFS's first
     'assign default from "$@"': ('set -- a b c\n: "${R:="$@"}"', "a b c", "a b c"),
     'assign default from "$@", IFS=:': ('set -- a b c\nIFS=:\n: "${R:="$@"}"', "a b c", "a:b:c"),

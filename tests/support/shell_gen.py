@@ -288,6 +288,8 @@ class Gen:
         return self.pick([
             "exec >/dev/null 2>&1", "exec 3>&1", "{ A=braced; } >/dev/null", 'echo "$A" >&2',
             "B=$(echo out; echo err >&2)", "cat <<EOF >/dev/null\n$A\nEOF\n",
+            "exec 4>/dev/null", "exec 4>&-", "if true >&4; then A=fd4; else A=nofd4; fi 2>/dev/null",
+            "{ exec 4>&-; } 4>/dev/null", 'B=$(echo x 2>/dev/null >&4 || echo bad)',
         ])  # fmt: skip
 
     def runtime(self, depth: int) -> str:

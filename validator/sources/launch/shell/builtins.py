@@ -95,7 +95,8 @@ def b_exec(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
         raise Unmodelled(
             f"exec {first if isinstance(first, str) else '...'}: an option of exec", line_of(node)
         )
-    if not words:
+    if not words:  # its redirections stay the shell's own (``Commands.redirected_body``)
+        ev.m.bare_exec = node
         return ev.m.errexit(0, node, "exec")
     return ev.invoke(words, prefix, node, execs=True, skip_functions=True)
 

@@ -76,22 +76,48 @@ class Commands:
         return status
 
     def redirected_body(self, body: Node | None, redirects: list[Node]) -> int | None:
-        opened = self.opens_all(redirects, body)
+        opened, fds = self.opens_all(redirects, body)
         if opened is False:  # bash runs nothing: a redirection it cannot open makes the status 1
             return self.m.errexit(1, body or redirects[0], "a redirection")
         for r in redirects:
             self.redirect(r)
         if body is None:
             return self.m.st.status
-        if opened is None:  # an output-only command where the open may fail: it ran, or failed with 1
-            self.sh.stmt(body)
-            return self.m.errexit(None, body, snippet(body))
-        if any(_redirects_stdout(r) for r in redirects):
-            with self.m.stdout_elsewhere():
-                status = self.sh.stmt(body)
-            self.record_written(body, redirects)
-            return status
-        return self.sh.stmt(body)
+        with self.descriptors(fds, body):
+            if opened is None:  # an output-only command where the open may fail: it ran, or failed with 1
+                self.sh.stmt(body)
+                return self.m.errexit(None, body, snippet(body))
+            if any(_redirects_stdout(r) for r in redirects):
+                with self.m.stdout_elsewhere():
+                    status = self.sh.stmt(body)
+                self.record_written(body, redirects)
+                return status
+            return self.sh.stmt(body)
+
+    @contextmanager
+    def descriptors(self, fds: dict[int, bool | None], node: Node) -> Iterator[None]:
+        """The descriptors a command's redirections set, for the command only: bash puts back those it
+        saved when the command ends, except for an ``exec`` with no command (``exec 3>f``: they stay)."""
+        saved = {d: self.m.st.fds.get(d, _UNSET) for d in fds}
+        self.m.st.fds.update(fds)
+        self.m.bare_exec = None
+        try:
+            yield
+        finally:
+            if self.m.bare_exec != node:  # the command was no ``exec`` (a function of that name included)
+                for d, old in saved.items():
+                    if old is _UNSET:
+                        self.m.st.fds.pop(d, None)
+                    else:
+                        self.m.st.fds[d] = old  # type: ignore[assignment]
+
+    def fd(self, n: int, fds: dict[int, bool | None]) -> bool | None:
+        """Whether descriptor ``n`` is open (None: known only at run time): as this command's redirections
+        so far (``fds``) or the script left it; else as the shell started, 0, 1 and 2 open and any other
+        inherited from whatever started the script, which the reading cannot see."""
+        if n in fds:
+            return fds[n]
+        return self.m.st.fds.get(n, True if n <= 2 else None)
 
     def record_written(self, body: Node, redirects: list[Node]) -> None:
         """``cat > FILE <<'EOF' ... EOF``: FILE now holds the here-document's text (when it is static),
@@ -121,13 +147,22 @@ class Commands:
             self.m.uses_cwd(target)
             self.m.st.written[os.path.normpath(os.path.join(self.m.st.cwd, target))] = content
 
-    def opens_all(self, redirects: list[Node], body: Node | None) -> bool | None:
-        """Whether bash can open every file the redirections name (before it runs the command, as the
-        script's owner): False where one cannot be (the command does not run, its status is 1), None where
-        that is known only at run time and ``body`` only writes output (it ran, or did not and failed),
-        True otherwise; where it is known only at run time and ``body`` may do more, a fork."""
-        for r in _file_redirects(redirects):
-            ok = self.opens(r)
+    def opens_all(
+        self, redirects: list[Node], body: Node | None
+    ) -> tuple[bool | None, dict[int, bool | None]]:
+        """Whether bash can open every file the redirections name, left to right (before it runs the
+        command, as the script's owner), and the descriptors they leave open or closed: False where one
+        cannot be (the command does not run, its status is 1), None where that is known only at run time
+        and ``body`` only writes output (it ran, or did not and failed), True otherwise; where it is known
+        only at run time and ``body`` may do more, a fork."""
+        fds: dict[int, bool | None] = {}
+        for r in _all_redirects(redirects):
+            if r.type != "file_redirect":  # a here-document or here-string: its descriptor reads it
+                fds[_descriptor(r, "<")] = True
+                continue
+            dest = r.child_by_field_name("destination")
+            target = "" if dest is None else self.words.value(dest)  # once: it may run a $(...)
+            ok = self.opens(r, fds, target)
             if ok is None and not _output_only(body, self.m.st.funcs):
                 ok = self.m.known_status(None, f"the redirection {snippet(r)!r} opens", r)
             if ok is False and self.m.posix:  # dash: status 2, and no assignment of a command with no name
@@ -135,22 +170,58 @@ class Commands:
                     f"the redirection {snippet(r)!r} fails, where dash and bash differ", line_of(r)
                 )
             if ok is not True:
-                return ok
-        return True
+                return ok, fds
+            self.opened(r, fds, target)
+        if any(d in fds and fds[d] is not True for d in (0, 1, 2)):
+            # what reads or writes a closed standard descriptor fails, or not, as each command does
+            if not _output_only(body, self.m.st.funcs):
+                raise Unmodelled(
+                    "a command run with its standard input, output or error closed", line_of(redirects[0])
+                )
+            return None, fds
+        return True, fds
 
-    def opens(self, node: Node) -> bool | None:
+    def opened(self, node: Node, fds: dict[int, bool | None], target: Value) -> None:
+        """The descriptors a redirection bash opened (to ``target``) leaves: ``N>&-`` closes N, ``N>&M-``
+        moves M to N (M closed), ``&>f`` (or ``>&f``) opens 1 and 2, any other opens its descriptor."""
+        op = next((text(c) for c in node.children if c.type in _REDIRECT_OPS), "")
+        if op in (">&-", "<&-"):
+            fds[_descriptor(node, op)] = False
+            return
+        if isinstance(target, Unknown) and op in (">&", "<&"):
+            # a descriptor, one moved (``M-``: M closed), ``-`` (closed) or a file: known only at run time
+            fds.update({d: None for d in (*self.m.st.fds, *fds) if d > 2})
+            fds[_descriptor(node, op)] = None
+            if op == ">&" and all(c.type != "file_descriptor" for c in node.children):
+                fds[2] = None
+            return
+        move = _duplicated(target) if op in (">&", "<&") and isinstance(target, str) else None
+        if move is not None:
+            fds[_descriptor(node, op)] = move[0] != "-"
+            if move[1] and move[0] != "-":
+                fds[int(move[0])] = False
+            return
+        bare = all(c.type != "file_descriptor" for c in node.children)
+        if op in ("&>", "&>>") or (op == ">&" and bare):  # ``>&FILE`` is ``&>FILE``
+            fds[1] = fds[2] = True
+            return
+        fds[_descriptor(node, op)] = True
+
+    def opens(self, node: Node, fds: dict[int, bool | None], target: Value) -> bool | None:
         """Whether bash can open the file of one redirection: known from a walked look as the script's
         owner (never by name), None where only the run can tell (a path the script may have made, a
-        descriptor the reader does not follow, a look refused)."""
+        descriptor whose state the reading cannot know, a look refused). ``N>&M`` needs M open
+        (``fds``: this command's redirections so far): bash says "Bad file descriptor" otherwise."""
         op = next((text(c) for c in node.children if c.type in _REDIRECT_OPS), "")
-        dest = node.child_by_field_name("destination")
-        if dest is None or op in (">&-", "<&-"):
+        if node.child_by_field_name("destination") is None or op in (">&-", "<&-"):
             return True
-        target = self.words.value(dest)
         if isinstance(target, Unknown):
             return None
-        if op in (">&", "<&") and (target.isdigit() or target == "-"):
-            return True if target in ("0", "1", "2", "-") else None  # another descriptor: not followed
+        move = _duplicated(target) if op in (">&", "<&") else None
+        if move is not None and move[1] and self.m.posix:
+            raise Unmodelled(f"{snippet(node)!r}: a moved descriptor, which dash refuses", line_of(node))
+        if move is not None:
+            return True if move[0] == "-" else self.fd(int(move[0]), fds)
         if target in ("/dev/null", "/dev/stdin", "/dev/stdout", "/dev/stderr"):
             return True
         if not target or target.startswith(("/dev/", "/proc/")) or self.m.changed(target):
@@ -195,11 +266,7 @@ class Commands:
         if op in (">&", "<&") and dest.type == "number":
             return
         target = self.words.value(dest)
-        if (
-            op == ">&"
-            and isinstance(target, str)
-            and ((target.isascii() and target.isdigit()) or target == "-")
-        ):
+        if op == ">&" and isinstance(target, str) and _duplicated(target) is not None:
             return
         self.m.touch(target)
 
@@ -233,9 +300,16 @@ class Commands:
         # $? in the words is the last command's status, or the last $(...)'s once one ran
         ran = self.m.substitutions
         redirects = [c for c in kids if c.type in _REDIRECT_NODES]
-        opened = self.opens_all(redirects, node) if redirects else True
+        opened, fds = self.opens_all(redirects, node) if redirects else (True, {})
         for c in redirects:
             self.redirect(c)
+        with self.descriptors(fds, node):
+            return self.named(node, kids, assigns, opened, ran)
+
+    def named(
+        self, node: Node, kids: list[Node], assigns: list[Node], opened: bool | None, ran: int
+    ) -> int | None:
+        """A simple command after its redirections: its words, then what they name, with its assignments."""
         words: list[Field] = []
         for c in kids:
             if c.type == "command_name" or field_of(node, c) == "argument":
@@ -516,14 +590,35 @@ def _redirects_stdout(node: Node) -> bool:
     return any(o in (">", ">>", ">|", "&>", "&>>", ">&") for o in ops)
 
 
-def _file_redirects(redirects: list[Node]) -> list[Node]:
-    """The redirections that open a file or a descriptor, those nested in a here-document's included."""
+# ``descriptors``: a descriptor the script never set
+_UNSET = object()
+
+
+def _descriptor(node: Node, op: str) -> int:
+    """The descriptor a redirection sets: the number written before it, else 0 for input, 1 for output."""
+    fd = next((c for c in node.children if c.type == "file_descriptor"), None)
+    if fd is not None and text(fd).isascii() and text(fd).isdigit():
+        return int(text(fd))
+    return 0 if op.startswith("<") or node.type != "file_redirect" else 1
+
+
+def _duplicated(target: str) -> tuple[str, bool] | None:
+    """``>&M``, ``>&M-`` (moved) and ``>&-`` (closed): (M or "-", moved); None for a file (``>&f``)."""
+    if target == "-":
+        return "-", False
+    digits = target[:-1] if target.endswith("-") else target
+    if digits and digits.isascii() and digits.isdigit():
+        return digits, digits != target
+    return None
+
+
+def _all_redirects(redirects: list[Node]) -> list[Node]:
+    """Every redirection in order, those nested in a here-document's included, here-documents too."""
     out: list[Node] = []
     for r in redirects:
-        if r.type == "file_redirect":
-            out.append(r)
-        elif r.type == "heredoc_redirect":
-            out += _file_redirects([c for c in r.children if c.type in ("file_redirect", "heredoc_redirect")])
+        out.append(r)
+        if r.type == "heredoc_redirect":
+            out += _all_redirects([c for c in r.children if c.type in ("file_redirect", "heredoc_redirect")])
     return out
 
 

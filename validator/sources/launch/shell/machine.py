@@ -63,6 +63,7 @@ class Machine:
         self.statement_substitutions = 0  # how many had when this statement began (dash's $? lags)
         self.memo = Memo() if memo is None else memo  # shared by the paths of one reading
         self.script_owner = owner  # the script file's owner: files of theirs it sources add no writer
+        self.bare_exec: Node | None = None  # the last ``exec`` run with no command: its redirections stay
 
     def uses_cwd(self, path: str) -> None:
         """``path`` is found from the working directory: where no cd set it, the reading relies on the
@@ -136,6 +137,8 @@ class Machine:
             var.exported = None
         self.st.cwd = Unknown(f"the directory: {why} may change it")
         self.st.dirty = None
+        # it may open or close a descriptor (``exec 3>&-``); 0, 1 and 2 are taken as open throughout
+        self.st.fds = {d: (v if d <= 2 else None) for d, v in self.st.fds.items()}
 
     def unknown_effects(self, fx: Effects, why: str) -> None:
         """What a construct run an unknown number of times can change, made unknown: each variable it may

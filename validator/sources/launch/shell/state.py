@@ -180,6 +180,9 @@ class State:
     # files the script wrote whole with text known here (``cat > F <<'EOF'``), until it may change them
     written: dict[str, str] = field(default_factory=dict)
     cwd_given: bool = False  # a cd set ``cwd``: not the directory the reading assumed it starts in
+    # descriptors the script opened (True) or closed (False), or whose state it made unknown (None); one
+    # not here is as the shell started: 0, 1 and 2 open, any other inherited or not (``Commands.fd``)
+    fds: dict[int, bool | None] = field(default_factory=dict)
 
     def fingerprint(self) -> tuple[object, ...]:
         """All of the state, as a value (for the reader's memo of calls that depend on nothing else)."""
@@ -197,6 +200,7 @@ class State:
             self.opaque,
             tuple(sorted(self.written.items())),
             self.cwd_given,
+            tuple(sorted(self.fds.items())),
         )
 
     def copy(self) -> State:
@@ -214,6 +218,7 @@ class State:
             self.opaque,
             dict(self.written),
             self.cwd_given,
+            dict(self.fds),
         )
 
 
