@@ -142,6 +142,11 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         PARTLY,
         PARTLY,
     ),
+    "a descriptor bash allocates ({fd}>file): not modelled, never a command word": (
+        "exec {fd}>/dev/null\nR=$fd",
+        Refused("a descriptor bash allocates"),
+        Refused("a descriptor bash allocates"),
+    ),
     "a group run with its standard output closed: not modelled": (
         "R=a\n{ R=x; } >&-",
         Refused("standard input, output or error closed"),

@@ -9,6 +9,7 @@ The only part of the executor that imports the builtins' table: this is where a 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -53,6 +54,8 @@ class Commands:
     def redirected(self, node: Node) -> int | None:
         body = node.child_by_field_name("body")
         redirects = [c for c in node.children if field_of(node, c) == "redirect"]
+        if body is not None and body.type == "command":
+            _no_named_descriptor(body.children, redirects)
         chain = _heredoc_chain(redirects)
         if chain:  # ``cmd <<EOF || true``: the grammar puts what follows the start in the redirection
             with self.m.ignoring():
@@ -300,6 +303,7 @@ class Commands:
         # $? in the words is the last command's status, or the last $(...)'s once one ran
         ran = self.m.substitutions
         redirects = [c for c in kids if c.type in _REDIRECT_NODES]
+        _no_named_descriptor(kids, redirects)
         opened, fds = self.opens_all(redirects, node) if redirects else (True, {})
         for c in redirects:
             self.redirect(c)
@@ -600,6 +604,18 @@ def _descriptor(node: Node, op: str) -> int:
     if fd is not None and text(fd).isascii() and text(fd).isdigit():
         return int(text(fd))
     return 0 if op.startswith("<") or node.type != "file_redirect" else 1
+
+
+def _no_named_descriptor(words: list[Node], redirects: list[Node]) -> None:
+    """``exec {fd}>file``: bash picks a free descriptor (10 or more) and puts its number in ``fd``; the
+    grammar reads ``{fd}`` as a word. Not modelled, never read as a command word."""
+    starts = {r.start_byte for r in redirects}
+    for w in words:
+        if w.end_byte in starts and _NAMED_FD.fullmatch(text(w)):
+            raise Unmodelled(f"{text(w)}: a descriptor bash allocates for a redirection", line_of(w))
+
+
+_NAMED_FD = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 def _duplicated(target: str) -> tuple[str, bool] | None:
