@@ -723,6 +723,43 @@ def test_a_run_time_word_after_a_flag_whose_value_is_optional_may_be_an_option(
     assert rc != 0, err
 
 
+def test_a_run_time_word_after_a_flag_that_needs_a_value_is_its_value_even_where_it_may_be_a_double_dash(
+    host: Host,
+) -> None:
+    """red team 20 (left): a word known only at run time after a flag that needs one value (``--chat-template
+    "$T"``) may be ``--``, which ends argparse's options. SGLang's parser has no positional arguments, so
+    ``--`` anywhere (or any word that looks like an option there) makes it refuse the command (Python 3.11,
+    SGLang 0.5.23's, as 3.12 and 3.13): such a path starts no server. On every path that starts one the
+    word is the flag's value, so the rest of the command is read as known, and a trap in it fails."""
+    from validator.errors import InputError
+    from validator.sources.sglang.cli import parse_argv
+
+    body = (
+        "source .venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\nM=~/models/Ling-3.0-flash-fp4\n"
+        f"python3 -m sglang.launch_server --model-path $M {RECIPE} --speculative-draft-model-path $M "
+    )
+    script = _write(
+        host,
+        "dash-value.sh",
+        f'#!/bin/bash\nT=$(cat ~/value)\n{body}--chat-template "$T" --enable-fp32-lm-head\n',
+    )
+    for value, starts in (("--", False), ("--enable-metrics", False), ("tmpl", True), ("-1", True)):
+        (host.root / "value").write_text(value + "\n")
+        argv = _bash_run(host, script, {})["argv"]
+        assert argv[-3:] == ["--chat-template", value, "--enable-fp32-lm-head"], argv
+        try:
+            parsed = parse_argv(argv[argv.index("sglang.launch_server") + 1 :], origin="bash's argv")
+        except InputError as exc:
+            assert not starts, (value, str(exc))
+        else:
+            assert starts and parsed.args["chat_template"] == value, value
+            assert parsed.args["enable_fp32_lm_head"] is True
+    static = _static(host, script, {})
+    assert "chat_template" in static.unresolved and static.args["enable_fp32_lm_head"] is True
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, report.get("checks"))
+
+
 def test_a_path_whose_arguments_sglang_refuses_is_not_the_launch(host: Host) -> None:
     """red team 20: a path whose words SGLang's parser refuses (argparse exits 2 before the server serves)
     starts no server, as a path that exits first does not: the paths that start are judged, with a warning
