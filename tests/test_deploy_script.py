@@ -457,6 +457,29 @@ def test_a_script_without_cd_is_read_from_its_directory_and_says_so(host: Host) 
         assert "read as run from" not in json.dumps(report), cd
 
 
+def test_a_model_path_without_dot_slash_is_read_from_the_scripts_directory_and_says_so(host: Host) -> None:
+    """F8's follow-up: SGLang loads ``--model-path models/x`` from the working directory where a directory of
+    that name is there (``os.path.isdir``), else the Hugging Face repo of that id. A script that does not cd
+    is read from its own directory: the checkpoint is read from there (it was not read at all) and the
+    warning names the assumption, as for ``./models/x``; after a cd, from there, with no warning."""
+    model = "models/Ling-3.0-flash-fp4"
+    body = (
+        f"source {host.root}/.venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"exec python3 -m sglang.launch_server --model-path {model} {RECIPE}"
+        f" --speculative-draft-model-path {model}\n"
+    )
+    script = _write(host, "bare-relative.sh", "#!/bin/bash\n" + body)
+    rc, report, err = _preflight(host.env, "--script", str(script))  # from /
+    statuses = _statuses(report)
+    assert rc == 0 and statuses["checkpoint.layout"] == "pass", (err, report["checks"])
+    (warnings,) = [c for c in report["checks"] if c["id"] == "launch.warnings"]
+    assert f"read as run from {host.root} (the script's own directory)" in warnings["message"]
+    script = _write(host, "bare-relative-cd.sh", f"#!/bin/bash\ncd {host.root}\n{body}")
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 0 and _statuses(report)["checkpoint.layout"] == "pass", err
+    assert "read as run from" not in json.dumps(report)
+
+
 @pytest.mark.parametrize(
     ("text", "needle"),
     [

@@ -280,17 +280,25 @@ def _hub_snapshot(g: Gathering, launch: LaunchFacts, model_path: str) -> Path | 
 
 def _local_model_path(launch: LaunchFacts, container: ContainerSpec | None = None) -> Path | None:
     """Without --model-dir, the launch command's --model-path when it names a local directory (for a
-    container, the host directory mounted there). A relative one is the server's working directory's, when
-    the launch says which (a script's, a unit's), as the program's is (``launch.program``)."""
+    container, the host directory mounted there). A relative one (``./m`` or ``m``) is the server's
+    working directory's, when the launch says which (a script's, a unit's), as the program's is
+    (``launch.program``)."""
     value = launch.args.get("model_path")
-    if isinstance(value, str) and value.startswith(("/", ".")):
-        path: Path | None = Path(value)
-        if container is None and launch.working_directory is not None and not value.startswith("/"):
-            path = launch.working_directory / value
-        if container is not None:
-            path, _ = on_host(value, container)
-        if path is not None and looks_like(path / "config.json", stat.S_ISREG):
-            return path
+    if not isinstance(value, str) or not value:
+        return None
+    path: Path | None = Path(value)
+    if container is not None:
+        if not value.startswith(("/", ".")):
+            return None
+        path, _ = on_host(value, container)
+    elif not value.startswith("/"):
+        path = Path(value) if launch.working_directory is None else launch.working_directory / value
+        # one without ./ is a directory there when one is (SGLang decides on the filesystem, ``os.path.isdir``
+        # in sglang/srt/utils/common.py), else a Hugging Face repo id (``_hub_snapshot``)
+        if not value.startswith(".") and not looks_like(path, stat.S_ISDIR):
+            return None
+    if path is not None and looks_like(path / "config.json", stat.S_ISREG):
+        return path
     return None
 
 

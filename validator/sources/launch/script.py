@@ -14,10 +14,12 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from validator.bounded_files import looks_like
 from validator.errors import InputError, UnresolvedLaunch
 from validator.redact import is_secret_key
 from validator.sources.container import ContainerSpec, host_path
@@ -514,7 +516,28 @@ def _launcher_of(
             working_directory=base_dir,
         )
     launcher.container, launcher.placeholders = container, True
+    if container is None and base_dir is not None and _model_from(launcher.server_args, base_dir):
+        ex.cwd_read = True  # its checkpoint is a directory found from the working directory
     return launcher, unresolved
+
+
+# the server's values that SGLang loads from the working directory where a directory of that name is there
+_LOCAL_OR_HUB = ("model_path", "speculative_draft_model_path")
+
+
+def _model_from(words: list[str], cwd: Path) -> bool:
+    """A model path without ./ (``--model-path models/x``) that is a directory under ``cwd``: SGLang loads a
+    local directory where there is one (``os.path.isdir``, sglang/srt/utils/common.py), else the Hugging
+    Face repo of that id, so what runs depends on the directory. Looked at as the script's namers could."""
+    for k, word in enumerate(words):
+        flag, eq, value = word.partition("=")
+        if not eq:
+            value = words[k + 1] if k + 1 < len(words) else ""
+        if not flag.startswith("--") or takes_value(flag) not in _LOCAL_OR_HUB:
+            continue
+        if value and not value.startswith(("/", "-")) and looks_like(cwd / value, stat.S_ISDIR):
+            return True
+    return False
 
 
 def _merged_launchers(
@@ -706,7 +729,8 @@ def _launch_of(reading: Reading, env_origin: Mapping[str, str] | None, origin: s
         facts.warnings.append(
             f"read as run from {ex.cwd} (the script's own directory): the script does not cd to a directory "
             "of its own before it starts the server, so its relative paths (files it sources or tests, the "
-            "server's ./ paths) are read from there; run from elsewhere, they name other files"
+            "server's ./ paths, a model path found there) are read from there; run from elsewhere, they name "
+            "other files"
         )
     return launcher
 
