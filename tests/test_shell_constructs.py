@@ -566,11 +566,75 @@ READ_CASES: dict[str, tuple[str, Expect]] = {
     "read into REPLY: the line unsplit": ('read <<< "  hi there "\nR="[$REPLY]"', "[  hi there ]"),
     "read into REPLY, backslashes quote": ("read <<< ' a\\ b\\\\ '\nR=\"[$REPLY]\"", "[ a b\\ ]"),
     "read -a from a file is known only at run time": ('read -r -a A < /etc/hostname\nR="${A[0]}"', PARTLY),
-    "read with IFS=, is not modelled: known only at run time": (
-        'IFS=, read -r x y <<< "a,b"\nR="$x"',
-        PARTLY,
+    # IFS with characters other than white space: each is a delimiter (with the white space around it),
+    # so two in a row delimit an empty field; the last name's one field loses its trailing delimiter
+    "read with IFS=,": ('IFS=, read -r x y <<< "a,b"\nR="$x|$y"', "a|b"),
+    "read with IFS=,: the last name's one field loses its delimiter": (
+        'IFS=, read -r x y <<< "a,b,"\nR="$x|$y"',
+        "a|b",
+    ),
+    "read with IFS=,: the last name keeps two fields and their delimiters": (
+        'IFS=, read -r x y <<< "a,b,,"\nR="$x|$y"',
+        "a|b,,",
+    ),
+    "read with IFS=', ': white space around a comma is one delimiter": (
+        'IFS=", " read -r x y z <<< " a ,, b , "\nR="$x|$y|$z"',
+        "a||b",
+    ),
+    "read -a with IFS=:: empty fields, none after the last delimiter": (
+        'IFS=: read -r -a A <<< "::a::b:"\nR="${#A[@]}:${A[2]}"',
+        "5:a",
+    ),
+    "read: the last name's rest loses a quoted trailing IFS blank too": (
+        'read x y <<< "a b c\\ "\nR="[$y]"',
+        "[b c]",
+    ),
+    "read with IFS=,: a backslash-quoted comma does not split": (
+        'IFS=, read x y <<< "a\\,b,c"\nR="$x|$y"',
+        "a,b|c",
     ),
 }
+
+
+def _quoted(text: str) -> str:
+    """``text`` (no ``$``, backquote or double quote in it) as a double-quoted word."""
+    return '"' + text.replace("\\", "\\\\") + '"'
+
+
+def _read_cases(seed: int, count: int) -> str:
+    """``count`` reads of random lines (blanks, tabs, commas, colons, backslashes) with a random IFS, one to
+    three names or ``-a``, ``-r`` or not, each adding what it assigned to ``$R``."""
+    import random
+
+    r = random.Random(seed)
+    lines = []
+    for k in range(count):
+        ifs = r.choice([",", ":", ", ", " :", ",\t", "\t", " ", ", :", "\\", "a"])
+        line = "".join(
+            r.choice(["a", "b", "c", ",", ":", " ", " ", "\t", "\\"]) for _ in range(r.randint(0, 9))
+        )
+        opt = r.choice(["-r ", ""])
+        head = f"IFS={_quoted(ifs)} read {opt}"
+        if r.random() < 0.3:
+            lines.append(f"{head}-a A <<< {_quoted(line)}")
+            lines.append(f'R="$R {k}:${{#A[@]}}"; for e in "${{A[@]}}"; do R="$R<$e>"; done')
+        else:
+            names = " ".join(f"v{j}" for j in range(r.randint(1, 3)))
+            lines.append(f"{head}{names} <<< {_quoted(line)}")
+            lines.append(f'R="$R {k}:' + "".join(f"<${v}>" for v in names.split()) + '"')
+    return "R=\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_read_splits_on_any_ifs_as_bash_does(tmp_path: Path, seed: int) -> None:
+    """``read`` with IFS of white space, of other characters and of both, held to real bash over random
+    lines (bash manual, "Word Splitting" and "read"): the reader's ``$R`` is what bash assigned."""
+    base = sandbox(tmp_path)
+    script = Script(f'#!/bin/bash\n{_read_cases(seed, 60)}\nexec python3 -m sglang.launch_server --x "$R"\n')
+    ran = run_bash(tmp_path, script, base)
+    static = read_static(tmp_path, script, base)
+    verdict = compare(static, ran)
+    assert ran.launched and verdict.kind == "proven", (verdict, ran.argv[-1:])
 
 
 @pytest.mark.parametrize("name", list(READ_CASES))

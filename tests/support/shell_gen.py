@@ -310,6 +310,8 @@ class Gen:
             "read -r B < vars.env",
             "read B <<'EOF'\nEOF",
             "read -r -d '' B <<'EOF' || true\n x  y\n$A\nEOF",
+            'IFS=, read -r B C <<< "$A,, x,"', 'IFS=", " read -ra F <<< " ,$A , b,"',
+            "IFS=: read B C <<< 'a\\:b:c\\ '",
         ])  # fmt: skip
         self.tag("read")
         return choice

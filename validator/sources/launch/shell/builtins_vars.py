@@ -205,8 +205,6 @@ def b_read(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
     status = 1
     if isinstance(ifs, Unknown):
         line = Unknown(f"IFS is known only at run time ({ifs.reason})")
-    elif any(c not in " \t\n" for c in ifs):
-        line = Unknown(f"read splits on an IFS with non-white-space characters ({ifs!r}), not modelled")
     elif isinstance(stdin, str):
         line, status = _read_line(stdin, raw, delim)
     if isinstance(line, Unknown):
@@ -248,27 +246,56 @@ def _read_line(text: str, raw: bool, delim: str) -> tuple[list[tuple[str, bool]]
 
 
 def _fields(line: list[tuple[str, bool]], ifs: str, names: int) -> list[str]:
-    """The line split on white-space ``ifs`` into words; with ``names`` > 0 the last of them takes the rest
-    of the line (inner separators kept, trailing ones dropped). A backslash-quoted character never splits."""
+    """The line split on ``ifs`` as bash's ``read`` splits it (builtins/read.def, subst.c's
+    ``get_word_from_string`` and ``list_string``): IFS white space (space, tab, newline in IFS) around a
+    field is dropped and a run of it is one separator; any other IFS character, with the white space around
+    it, is one separator, so two in a row delimit an empty field. With ``names`` > 0 the last name takes
+    the rest of the line, its trailing IFS white space dropped (quoted or not), or the one field it holds
+    without its delimiter; with 0 (``-a``) every field. A backslash-quoted character never splits."""
 
     def sep(k: int) -> bool:
         return line[k][0] in ifs and not line[k][1]
 
+    def white(k: int) -> bool:
+        return line[k][0] in " \t\n" and sep(k)
+
+    def word(k: int) -> tuple[str, int, int]:
+        """The field at ``k`` (no leading white space), where it ends, and where the next one starts."""
+        end = next((j for j in range(k, n) if sep(j)), n)
+        j = end
+        if j < n:
+            whitesep = white(j)
+            j += 1
+            while j < n and white(j):
+                j += 1
+            if j < n and whitesep and sep(j) and not white(j):  # ``a , b``: one separator
+                j += 1
+                while j < n and white(j):
+                    j += 1
+        return "".join(c for c, _ in line[k:end]), end, j
+
     words: list[str] = []
     k, n = 0, len(line)
-    while True:
-        while k < n and sep(k):
-            k += 1
-        if k >= n:
-            return words
-        end = n
-        if names and len(words) == names - 1:
-            while end > k and sep(end - 1):
+    while k < n and white(k):
+        k += 1
+    if not names:  # list_string: an empty field where a separator that is not white space ends it
+        while k < n:
+            text, end, k = word(k)
+            if text or (end < n and line[end][0] not in " \t\n"):
+                words.append(text)
+        return words
+    while k < n and len(words) < names - 1:
+        text, _, k = word(k)
+        words.append(text)
+    if k < n:
+        text, _, after = word(k)
+        if after < n:  # more than one field left: the rest as it is, less trailing IFS white space
+            end = n  # (a backslash-quoted one too: read.def's strip_trailing_ifs_whitespace)
+            while end > k and line[end - 1][0] in " \t\n" and line[end - 1][0] in ifs:
                 end -= 1
-        else:
-            end = next((j for j in range(k, n) if sep(j)), n)
-        words.append("".join(c for c, _ in line[k:end]))
-        k = end
+            text = "".join(c for c, _ in line[k:end])
+        words.append(text)
+    return words
 
 
 def _array(ev: Shell, name: str, values: list[str] | Unknown, node: Node) -> None:
