@@ -132,6 +132,11 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "open",
         "open",
     ),
+    "a command's words are expanded before its redirections open": (
+        'exec 3>&-\nR="$(echo "$(if true >&3; then echo open; else echo bad; fi 2>/dev/null)" 3>/dev/null)"',
+        "bad",
+        Refused("fails, where dash and bash differ"),
+    ),
     "a descriptor the script never opened: known only at run time": (
         "if true >&5; then R=open; else R=bad; fi 2>/dev/null",
         PARTLY,

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from tree_sitter import Node
 
@@ -50,6 +50,8 @@ class Commands:
 
     def __init__(self, sh: Shell) -> None:
         self.sh, self.m, self.vars, self.words = sh, sh.m, sh.vars, sh.words
+        # the descriptors a statement's redirections set, for its simple command to apply after its words
+        self.outer_fds: tuple[Node, dict[int, bool | None]] | None = None
 
     def redirected(self, node: Node) -> int | None:
         body = node.child_by_field_name("body")
@@ -86,7 +88,10 @@ class Commands:
             self.redirect(r)
         if body is None:
             return self.m.st.status
-        with self.descriptors(fds, body):
+        scope: AbstractContextManager[None] = self.descriptors(fds, body)
+        if body.type == "command":  # a simple command's words are expanded before it redirects
+            self.outer_fds, scope = (body, fds), nullcontext()
+        with scope:
             if opened is None:  # an output-only command where the open may fail: it ran, or failed with 1
                 self.sh.stmt(body)
                 return self.m.errexit(None, body, snippet(body))
@@ -274,6 +279,7 @@ class Commands:
         self.m.touch(target)
 
     def command(self, node: Node) -> int | None:
+        outer, self.outer_fds = self.outer_fds, None
         kids = list(node.children)
         name_node = node.child_by_field_name("name")
         assigns = [c for c in kids if c.type == "variable_assignment"]
@@ -305,15 +311,16 @@ class Commands:
         redirects = [c for c in kids if c.type in _REDIRECT_NODES]
         _no_named_descriptor(kids, redirects)
         opened, fds = self.opens_all(redirects, node) if redirects else (True, {})
+        if outer is not None and outer[0] == node:
+            fds = {**fds, **outer[1]}
         for c in redirects:
             self.redirect(c)
-        with self.descriptors(fds, node):
-            return self.named(node, kids, assigns, opened, ran)
+        words = self.command_words(node, kids)
+        with self.descriptors(fds, node):  # bash expands the words first, then redirects
+            return self.named(node, words, assigns, opened, ran)
 
-    def named(
-        self, node: Node, kids: list[Node], assigns: list[Node], opened: bool | None, ran: int
-    ) -> int | None:
-        """A simple command after its redirections: its words, then what they name, with its assignments."""
+    def command_words(self, node: Node, kids: list[Node]) -> list[Field]:
+        """A simple command's words, expanded."""
         words: list[Field] = []
         for c in kids:
             if c.type == "command_name" or field_of(node, c) == "argument":
@@ -326,6 +333,12 @@ class Commands:
                     words.append([fs])
                     continue
                 words += fs
+        return words
+
+    def named(
+        self, node: Node, words: list[Field], assigns: list[Node], opened: bool | None, ran: int
+    ) -> int | None:
+        """A simple command after its redirections: what its words name, with its assignments."""
         if opened is not True:  # a redirection bash cannot open (False) or may not (None): see opens_all
             for a in assigns if not words else ():
                 self.vars.assignment(a)  # bash keeps the assignments of a command with no name
