@@ -137,6 +137,22 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "bad",
         Refused("fails, where dash and bash differ"),
     ),
+    # a function's own redirections (``f() { ...; } >&2``) are made at each call, never at its definition
+    "a function's redirections are made at each call": (
+        "exec 3>&-\nf() { if true >&3; then R=open; else R=bad; fi; } 3>/dev/null\nR=x\nf",
+        "open",
+        "open",
+    ),
+    "a function whose redirection fails does not run (status 1)": (
+        'f() { R=ran; } > ./nodir/x\nR=a\nf 2>/dev/null || R="$R,failed"',
+        "a,failed",
+        Refused("fails, where dash and bash differ"),
+    ),
+    "a function's output redirected at its definition does not reach $(...)": (
+        'f() { echo hi; } >/dev/null\nR="[$(f)]"',
+        "[]",
+        "[]",
+    ),
     "a descriptor the script never opened: known only at run time": (
         "if true >&5; then R=open; else R=bad; fi 2>/dev/null",
         PARTLY,

@@ -290,6 +290,7 @@ class Gen:
             "B=$(echo out; echo err >&2)", "cat <<EOF >/dev/null\n$A\nEOF\n",
             "exec 4>/dev/null", "exec 4>&-", "if true >&4; then A=fd4; else A=nofd4; fi 2>/dev/null",
             "{ exec 4>&-; } 4>/dev/null", 'B=$(echo x 2>/dev/null >&4 || echo bad)',
+            'quiet() { echo out; A=quiet; } >/dev/null\nB="[$(quiet)]"; quiet',
         ])  # fmt: skip
 
     def runtime(self, depth: int) -> str:

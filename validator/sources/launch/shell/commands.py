@@ -19,7 +19,7 @@ from tree_sitter import Node
 from validator.sources.launch.shell.api import Shell
 from validator.sources.launch.shell.builtins import BUILTINS, POSIX_BUILTINS, PROGRAMS
 from validator.sources.launch.shell.compound import no_op
-from validator.sources.launch.shell.effects import is_pure
+from validator.sources.launch.shell.effects import definition_bytes, function_redirects, is_pure
 from validator.sources.launch.shell.machine import heredoc_text
 from validator.sources.launch.shell.paths import Forks, explore
 from validator.sources.launch.shell.programs import MAKERS, is_server_command, reads_only, script_run
@@ -55,6 +55,8 @@ class Commands:
 
     def redirected(self, node: Node) -> int | None:
         body = node.child_by_field_name("body")
+        if body is not None and body.type == "function_definition":
+            return self.sh.stmt(body)  # its redirections are the function's, made at each call
         redirects = [c for c in node.children if field_of(node, c) == "redirect"]
         if body is not None and body.type == "command":
             _no_named_descriptor(body.children, redirects)
@@ -505,7 +507,7 @@ class Commands:
         path stops the shell or there are too many: the call is then walked as any other."""
         # the same call in the same state gives the same outcomes: each path of the reading replays it
         key = (
-            node_bytes(self.m.st.funcs[name]),
+            definition_bytes(self.m.st.funcs[name]),
             repr(args),
             self.m.st.fingerprint(),
             self.m.ignore_errexit > 0,
@@ -569,12 +571,23 @@ class Commands:
         body = self.m.st.funcs[name]
         status: int | None
         try:
-            if body.type == "subshell":
-                status = self.sh.subshell(inner(body, "(", ")"))
-            elif body.type == "compound_statement":
-                status = self.sh.block(inner(body, "{", "}"))
-            else:
-                status = self.sh.stmt(body)
+            redirects = function_redirects(body)
+            opened, fds = self.opens_all(redirects, None) if redirects else (True, {})
+            for r in redirects if opened else ():
+                self.redirect(r)
+            elsewhere = any(_redirects_stdout(r) for r in redirects)
+            with (
+                self.descriptors(fds, body) if opened else nullcontext(),
+                self.m.stdout_elsewhere() if elsewhere else nullcontext(),
+            ):
+                if opened is False:  # bash runs nothing of it: status 1
+                    status = 1
+                elif body.type == "subshell":
+                    status = self.sh.subshell(inner(body, "(", ")"))
+                elif body.type == "compound_statement":
+                    status = self.sh.block(inner(body, "{", "}"))
+                else:
+                    status = self.sh.stmt(body)
         except ShellReturn as r:
             status = r.status
         finally:

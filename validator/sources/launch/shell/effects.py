@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 from validator.sources.launch.shell.programs import READ_ONLY
-from validator.sources.launch.shell.syntax import node_bytes, part, text
+from validator.sources.launch.shell.syntax import field_of, node_bytes, part, text
 
 # simple commands that assign no variable and leave the directory, the arguments and the disk alone
 # (beyond their redirections, counted apart)
@@ -64,6 +64,32 @@ def effects_of(nodes: list[Node], funcs: dict[str, Node], *, follow: bool = True
     return out
 
 
+def function_redirects(body: Node) -> list[Node]:
+    """The redirections of the function whose body is ``body`` (``f() { ...; } >&2``), which bash makes
+    at each call: the definition's own, and those the grammar gives to a statement around it."""
+    definition = body.parent
+    if definition is None or definition.type != "function_definition":
+        return []
+    out = [
+        c
+        for c in definition.children
+        if c.type in ("file_redirect", "heredoc_redirect", "herestring_redirect")
+    ]
+    around = definition.parent
+    if (
+        around is not None
+        and around.type == "redirected_statement"
+        and around.child_by_field_name("body") == definition
+    ):
+        out += [c for c in around.children if field_of(around, c) == "redirect"]
+    return out
+
+
+def definition_bytes(body: Node) -> bytes:
+    """A function's text as it acts: its body and its redirections."""
+    return node_bytes(body) + b"".join(node_bytes(r) for r in function_redirects(body))
+
+
 def is_pure(
     name: str,
     funcs: dict[str, Node],
@@ -76,11 +102,14 @@ def is_pure(
     recursion). Its call then yields a status and an output, nothing else."""
     if name in within or depth > 8:
         return False
-    key = (name, *sorted((n, node_bytes(b)) for n, b in funcs.items()))  # the same text, the same answer
+    key = (
+        name,
+        *sorted((n, definition_bytes(b)) for n, b in funcs.items()),
+    )  # the same text, the same answer
     if memo is not None and key in memo and not within:
         known: bool = memo[key]
         return known
-    fx = effects_of([funcs[name]], funcs, follow=False)
+    fx = effects_of([funcs[name], *function_redirects(funcs[name])], funcs, follow=False)
     pure = not (isinstance(fx, str) or fx.cwd or fx.disk or fx.exits or fx.names - fx.locals) and all(
         is_pure(c, funcs, depth + 1, within | {name}, memo) for c in fx.calls
     )
@@ -182,7 +211,7 @@ def _command(
             if len(seen) >= _MAX_FUNCTIONS:
                 return "too many functions called"
             seen.add(name)
-            stack.append(funcs[name])
+            stack += [funcs[name], *function_redirects(funcs[name])]
         return None
     if name == "command" and words[:1] in (["-v"], ["-V"]):
         return None
