@@ -153,6 +153,12 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "[]",
         "[]",
     ),
+    "command exec keeps its redirections, builtin exec does not": (
+        "exec 3>/dev/null 4>/dev/null\ncommand exec 3>&-\nbuiltin exec 4>&-\n"
+        "if true >&3; then R=3open; else R=3bad; fi 2>/dev/null\nif true >&4; then R=$R,4open; fi",
+        "3bad,4open",
+        Refused("builtin in a /bin/sh script"),
+    ),
     "a descriptor the script never opened: known only at run time": (
         "if true >&5; then R=open; else R=bad; fi 2>/dev/null",
         PARTLY,

@@ -142,7 +142,10 @@ def b_builtin(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int |
         return ev.m.errexit(0, node, "builtin")
     head = join(args[0])
     if isinstance(head, str) and head in ("exec", "command", "builtin"):
-        return BUILTINS[head](ev, args[1:], prefix, node)
+        status = BUILTINS[head](ev, args[1:], prefix, node)
+        # bash: ``builtin exec 3>f`` opens 3 for that command only (``command exec 3>f``: for good)
+        ev.m.bare_exec = None
+        return status
     return ev.invoke(list(args), prefix, node, skip_functions=True, only_builtins=True)
 
 
