@@ -783,6 +783,44 @@ def test_a_run_time_word_after_a_flag_that_needs_a_value_is_its_value_even_where
     assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, report.get("checks"))
 
 
+def test_the_words_after_a_run_time_value_of_a_flag_with_many_values_are_its_values(host: Host) -> None:
+    """argparse gives a ``nargs='+'`` flag every word after it up to the next that looks like an option:
+    ``--cuda-graph-bs-decode "$BS" 4 8`` is three values. The reading dropped the flag and its run-time
+    value and kept ``4 8`` as stray words, which SGLang would refuse: exit 65 for a command that starts,
+    and, on a path beside one that starts (b7bc5a1), a path taken for refused and not judged (its trap
+    unseen: a PASS). Now those words go with the flag, whose value is unresolved."""
+    from validator.sources.sglang.cli import parse_argv
+
+    (host.root / "bs").write_text("2\n")
+    body = (
+        "#!/bin/bash\nsource .venv/bin/activate\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        "M=~/models/Ling-3.0-flash-fp4\nBS=$(cat ~/bs)\n@PRE@\n"
+        f"exec python3 -m sglang.launch_server --model-path $M {RECIPE} --speculative-draft-model-path $M "
+    )
+    one = _write(
+        host,
+        "many-one.sh",
+        body.replace("@PRE@", "") + '--cuda-graph-bs-decode "$BS" 4 8 --enable-fp32-lm-head\n',
+    )
+    argv = _bash_run(host, one, {})["argv"]
+    parsed = parse_argv(argv[argv.index("sglang.launch_server") + 1 :], origin="bash's argv")
+    assert parsed.args["cuda_graph_bs_decode"] == [2, 4, 8] and parsed.args["enable_fp32_lm_head"] is True
+    rc, report, err = _preflight(host.env, "--script", str(one))
+    assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, report.get("checks"))
+    # the trap on a path beside a clean one: never a pass
+    pre = 'X=()\nif grep -q 3 ~/bs; then X=(--cuda-graph-bs-decode "$BS" 4 --enable-fp32-lm-head); fi'
+    two = _write(host, "many-two.sh", body.replace("@PRE@", pre) + '"${X[@]}"\n')
+    rc, report, err = _preflight(host.env, "--script", str(two))
+    assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", (err, report.get("checks"))
+    # a dashed word with a blank in it there: an option's = form or a value, which only argparse's
+    # abbreviations tell
+    three = _write(
+        host, "many-three.sh", body.replace("@PRE@", "") + '--cuda-graph-bs-decode "$BS" "--ch=a b"\n'
+    )
+    rc, report, err = _preflight(host.env, "--script", str(three))
+    assert rc == 69 and "is an option or a value of --cuda-graph-bs-decode" in json.dumps(report), err
+
+
 def test_a_path_whose_arguments_sglang_refuses_is_not_the_launch(host: Host) -> None:
     """red team 20: a path whose words SGLang's parser refuses (argparse exits 2 before the server serves)
     starts no server, as a path that exits first does not: the paths that start are judged, with a warning

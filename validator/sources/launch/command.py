@@ -307,6 +307,23 @@ def takes_value(flag: str) -> str | None:
     return action.dest
 
 
+def many_values(flag: str) -> bool:
+    """The server flag takes one or more values (argparse ``nargs='+'``): it takes every word after it up to
+    the next that looks like an option (``--cuda-graph-bs-decode 1 2 4``)."""
+    action = load_table().by_option.get(flag)
+    return action is not None and action.nargs == "+"
+
+
+def looks_like_option(word: str) -> bool | None:
+    """Whether argparse's ``_parse_optional`` takes ``word`` for an option in SGLang's parser (which has no
+    option that looks like a negative number), so that it is no value: ``-1``, ``-.5``, ``-`` and words
+    without a leading dash are values. None for a dashed word with a blank in it: an option's ``=`` form
+    or abbreviation (``--chat-te=a b``) is one, any other is a value."""
+    if not word.startswith("-") or word == "-" or re.fullmatch(r"-\d+|-\d*\.\d+", word):
+        return False
+    return None if " " in word else True
+
+
 def optional_value(flag: str) -> bool:
     """The server flag's value is optional or may be empty (argparse ``nargs`` ``?`` or ``*``): argparse gives
     it a following word only when that word is not an option, so a word known only at run time after it

@@ -27,6 +27,8 @@ from validator.sources.launch.command import (
     SHELLS,
     Launcher,
     launch_from_argv,
+    looks_like_option,
+    many_values,
     optional_value,
     placeholder,
     required,
@@ -325,10 +327,25 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
     argv: list[str] = [program]
     words = [join(f) for f in ex.argv]
     unread = unread_values([w if isinstance(w, str) else None for w in words])
+    swallowed = ""  # a flag with nargs '+' whose value is known at run time: the words after it are its too
     for i, f in enumerate(ex.argv[1:], start=1):
         if f and isinstance(f[0], Unsplit):
             raise UnresolvedLaunch(f"{at}: an argument is computed at run time: {f[0].reason}")
         value = words[i]
+        if swallowed and isinstance(value, Unknown):
+            raise UnresolvedLaunch(
+                f"{at}: a word computed at run time after {swallowed}'s values may be one of them or an "
+                f"option: {value.reason}"
+            )
+        if swallowed and isinstance(value, str):
+            option = looks_like_option(value)
+            if option is None:
+                raise UnresolvedLaunch(
+                    f"{at}: whether {value!r} is an option or a value of {swallowed} is not known"
+                )
+            if not option:
+                continue
+        swallowed = ""
         if isinstance(value, str):
             argv.append(value)
             continue
@@ -350,6 +367,7 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
                     f"word is computed at run time: {value.reason}"
                 )
             unresolved[dest] = value.reason
+            swallowed = argv[-1] if many_values(argv[-1]) else ""  # argparse gives it the words after too
             if required(argv[-1]):  # kept, so that SGLang's parser does not refuse the command for it
                 argv.append(placeholder(dest))
             else:
