@@ -344,6 +344,32 @@ def test_preflight_docker_cmd_maps_the_model_and_does_not_read_the_hosts_python(
     assert rc == 78 and _statuses(report)["moe.backend"] == "fail"
 
 
+def test_a_refusal_only_the_shipped_table_gives_is_unresolved_inside_an_image(tmp_path: Path) -> None:
+    """World10 F2: the SGLang inside an image of unknown version parses the line, not the shipped 0.5.23
+    table. drowzeys' ``--cuda-graph-bs 1 2 4 8`` (a flag of older builds, ambiguous in 0.5.23) was exit 65;
+    it is unresolved (69) naming the image and the word. A word the table lacks is reported, as for a host
+    build of another version; ``launch.warnings`` is unproven, never "SGLang accepts". On the host, whose
+    install is read, the refusal stays a malformed input (65)."""
+    head = "docker run --gpus all -v {m}:/models lmsysorg/sglang:v0.5.15-cu130 "
+    server = "python3 -m sglang.launch_server --model-path /models/Ling-3.0-flash-fp4 "
+    cmd = head.format(m=tmp_path) + server
+    rc, report, err = _preflight({}, "--docker-cmd", cmd + "--cuda-graph-bs 1 2 4 8")
+    assert rc == 69 and "Traceback" not in err, err
+    (program,) = [c for c in report["checks"] if c["id"] == "moe.backend"]
+    assert program["status"] == "error" and "ambiguous option: --cuda-graph-bs" in program["message"]
+    assert "lmsysorg/sglang:v0.5.15-cu130" in program["message"]
+    for extra in ("", "--enable-newer-flag"):
+        rc, report, err = _preflight({}, "--docker-cmd", cmd + extra)
+        (warnings,) = [c for c in report["checks"] if c["id"] == "launch.warnings"]
+        assert warnings["status"] == "error" and "v0.5.15-cu130" in warnings["message"], (err, warnings)
+        assert _statuses(report)["moe.backend"] == "fail" and rc == 78  # the rest is judged
+    assert "--enable-newer-flag" in json.dumps(warnings["evidence"])
+    rc, _, err = _preflight({}, "--launch-cmd", server + "--cuda-graph-bs 1 2 4 8")
+    assert rc == 65 and "ambiguous option" in err, err
+    rc, _, err = _preflight({}, "--docker-cmd", cmd + "-h")  # every version's argparse exits on -h
+    assert rc == 65 and "-h/--help" in err, err
+
+
 def test_a_container_running_bash_c_is_judged_as_the_string_it_runs(tmp_path: Path) -> None:
     """``IMAGE bash -c "python3 -m sglang.launch_server ..."`` (WebCoach's shape, world9 finding 4), and the
     same as a Compose ``command``/``entrypoint`` under ``sh -c``: the string is read as the shell runs it

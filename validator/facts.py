@@ -85,6 +85,9 @@ class LaunchFacts:
     env: dict[str, str]  # the environment the server process will see
     env_origin: dict[str, str] = field(default_factory=dict)  # var -> where it was set
     warnings: list[str] = field(default_factory=list)  # deprecated flags, an ignored --config=FILE, ...
+    # those of ``warnings`` the flag table's parse gave (the rest are the readers'): a table that an image's
+    # SGLang of unread version may not share makes only these unproven
+    table_warnings: list[str] = field(default_factory=list)
     config_file: Path | None = None  # the --config file SGLang merges, when given
     # what a launcher script or container spec computes only at run time: argparse dest or environment
     # variable -> why; the checks that read one of these cannot be proven statically (error). Two keys

@@ -105,13 +105,28 @@ def launch_program(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
 
 @check.builtin("launch.warnings", "preflight")
 def launch_warnings(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
-    """What SGLang would accept but not do as written: deprecated flags, a ``--config=FILE`` it ignores."""
-    if facts.launch is None:
+    """What SGLang would accept but not do as written: deprecated flags, a ``--config=FILE`` it ignores.
+    Judged by the flag table the launch was parsed with: where an image hides the SGLang that parses it,
+    that table is not known to be its version's, so the install is a source (unproven, not a pass)."""
+    launch = facts.launch
+    if launch is None:
         return check.no_launch(facts)
-    if facts.launch.warnings:
-        return check.warned("; ".join(facts.launch.warnings), [LAUNCH], warnings=facts.launch.warnings)
-    config = str(facts.launch.config_file) if facts.launch.config_file else None
-    return check.passed("SGLang accepts the command line as written", [LAUNCH], config_file=config)
+    hidden = launch.unresolved.get(SGLANG)
+    if hidden is not None:
+        readers = [w for w in launch.warnings if w not in launch.table_warnings]
+        if readers:  # the readers' own warnings hold whatever the version; the table's part is unproven
+            unproven = f"what SGLang makes of the line as written is not proven: {hidden}"
+            return check.warned(
+                "; ".join([*readers, unproven]),
+                [LAUNCH],
+                warnings=readers,
+                unproven={SGLANG: hidden, "table_warnings": launch.table_warnings},
+            )
+    sources = [LAUNCH] if hidden is None else [LAUNCH, SGLANG]  # the install as a source: unproven
+    if launch.warnings:
+        return check.warned("; ".join(launch.warnings), sources, warnings=launch.warnings)
+    config = str(launch.config_file) if launch.config_file else None
+    return check.passed("SGLang accepts the command line as written", sources, config_file=config)
 
 
 @check.builtin("launch.drift", "preflight")

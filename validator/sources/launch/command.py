@@ -25,7 +25,7 @@ from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
 from validator.sources.launch.shell.command_line import split_command_line
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
-from validator.sources.sglang.cli import ArgumentsRefused, parse_argv
+from validator.sources.sglang.cli import ArgparseRefusal, ArgumentsRefused, parse_argv
 from validator.sources.sglang.cli_table import load_table
 from validator.trusted_files import read_as
 
@@ -250,6 +250,13 @@ class Launcher:
                     if not self.alternatives:
                         raise
                     at = self.paths_at[k] if k < len(self.paths_at) else self.alternatives_at
+                    if self.container is not None and isinstance(exc, ArgparseRefusal):
+                        # the SGLang in an image, of a version not read here, may accept what the
+                        # shipped table refuses: whether that path starts a server is not known
+                        raise UnresolvedLaunch(
+                            f"{at or self.facts.origin}: the shipped flag table refuses the server's "
+                            f"arguments there ({exc.reason}); the image's SGLang may not"
+                        ) from None
                     refused.append((at or self.facts.origin, exc))
         if not parses:
             raise refused[0][1]
@@ -259,6 +266,7 @@ class Launcher:
         facts.argv, facts.args, facts.explicit = parsed.argv, parsed.args, parsed.explicit
         facts.config_file = parsed.config_file
         facts.warnings[:0] = parsed.warnings
+        facts.table_warnings = list(parsed.warnings)
         facts.warnings.extend(
             f"{at}: SGLang refuses the server's arguments there ({exc.reason}) and exits before it serves: "
             "that path starts no server, so the paths that do are the ones judged"

@@ -24,6 +24,7 @@ from validator.sources.launch.compose import load_compose
 from validator.sources.launch.docker_run import image_note, launch_from_container, parse_docker_cmd
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.launch.kube_manifest import load_kube_container
+from validator.sources.sglang.cli import ArgparseRefusal
 from validator.sources.sglang.cli_table import TableChoice, load_table, parsing_with
 from validator.sources.sglang.install import install_from_probe, read_sglang_install, referenced_env
 from validator.sources.sglang.interpreter import inspect_program
@@ -313,6 +314,8 @@ def launch_and_install(
     reporting what the table does not know instead of failing. Every parse is of the one reading of the
     inputs, which also gives the container they describe and the server's environment."""
     launcher, env = read_launcher(inputs)
+    # the SGLang that parses the words is inside an image (no --sglang-root): its version is not read here
+    imaged = launcher.container if inputs.sglang_root is None else None
     refused: InputError | None = None
     try:
         launch = launcher.parsed()
@@ -321,6 +324,8 @@ def launch_and_install(
             try:
                 launch = launcher.parsed()
             except InputError:
+                if imaged is not None and isinstance(exc, ArgparseRefusal):
+                    raise UnresolvedLaunch(_refused_by_shipped(exc, imaged)) from None
                 raise exc from None
         refused = exc
     # with --sglang-root the install is that tree, not one hidden in the container
@@ -331,13 +336,26 @@ def launch_and_install(
         sg, program = _locate(inputs, located, None if inputs.sglang_root is not None else launcher.container)
     choice = table_for(sg, launch.interpreter)
     if choice is None:
-        if refused is not None:
+        if refused is not None and not (imaged is not None and isinstance(refused, ArgparseRefusal)):
             raise refused
+        # an image's SGLang of unread version: arguments the shipped table lacks are reported, not
+        # refused (as for a host build with no generated table); the lenient parse above stands
     else:
         with parsing_with(choice):
             launch = launcher.parsed()
         launch.warnings.insert(0, f"launch command parsed with {choice.described}")
     return launch, sg, program, launcher.container, env
+
+
+def _refused_by_shipped(exc: InputError, spec: ContainerSpec) -> str:
+    """Why a refusal of the shipped table leaves an image's launch unresolved: any argparse refusal
+    (ambiguous, ill-typed, missing value) depends on the flags a version registers, and the image's
+    version is not read here (``-h``, which every version's argparse exits on, is not one of these)."""
+    shipped = load_table().sglang_version
+    return (
+        f"{exc.where}: SGLang {shipped} would refuse the server's arguments ({exc.reason}), but the SGLang "
+        f"that parses them is not that one: {image_note(spec)}, and its version is not read here"
+    )
 
 
 def _resolved(imported: Path) -> Path | None:

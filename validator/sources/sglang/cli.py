@@ -28,6 +28,11 @@ class ArgumentsRefused(InputError):
     words name (``--config``) that cannot be read is an ``InputError`` of its own."""
 
 
+class ArgparseRefusal(ArgumentsRefused):
+    """SGLang's argparse, replayed over the chosen table, refuses the words (an unknown, ambiguous or
+    ill-typed option): a refusal of that table's version, which another version may not make."""
+
+
 def _check_log_level(value: object, origin: str) -> None:
     """Refuse a ``--log-level`` that ``prepare_server_args``'s ``getattr(logging, level.upper())`` or
     ``basicConfig`` would refuse, with the same error, instead of passing a command that never starts."""
@@ -61,7 +66,7 @@ def parse_argv(
     try:
         parsed = parse_with_table(table, merged, lenient=lenient)
     except ArgparseExit as exc:
-        raise ArgumentsRefused(origin, str(exc)) from None
+        raise ArgparseRefusal(origin, str(exc)) from None
     except HelpRequested:
         raise ArgumentsRefused(
             origin, "-h/--help prints SGLang's usage and exits; the server would not start"
