@@ -289,3 +289,48 @@ def test_a_unit_whose_exec_start_is_a_launcher_script_or_a_docker_run_is_read(
     statuses = _statuses(report)
     assert rc == 78 and statuses["moe.backend"] == "fail", (err, statuses)
     assert "lmsysorg/sglang:spark" in json.dumps(report), err
+
+
+def test_a_docker_e_of_a_runtime_value_leaves_only_that_variable_unknown(tmp_path: Path) -> None:
+    """World10 F4: mark-ramsey-ri's ``start_cluster.sh`` shape, ``-e "NCCL_IB_HCA=${HCA}"`` with HCA from
+    ``$(ls ...)``. Bash gives docker one word (quoted) that sets one variable of the container (the Docker
+    CLI reference, ``--env``): every other launch value stays known (FAIL on the backend, exit 78), where
+    every launch check was ``error`` (69). A check that reads the variable is ``error`` naming it; a later
+    ``-e`` of the same name replaces it, as docker does."""
+    out, shims = tmp_path / "out", tmp_path / "shims"
+    out.mkdir()
+    shims.mkdir()
+    (shims / "docker").write_text(SHIM.format(out=out))
+    (shims / "docker").chmod(0o755)
+    script = tmp_path / "start.sh"
+    run = (
+        "#!/bin/bash\nHCA=$(ls -1 /sys/class/infiniband/ 2>/dev/null | tr '\\n' , | sed 's/,$//')\n"
+        'docker run -d -e "NCCL_IB_HCA=${HCA}" --env=@FP8@ -v /srv/models:/models lmsysorg/sglang:spark '
+        "python3 -m sglang.launch_server --model-path /models/Ling-3.0-flash-fp4 "
+        "--moe-runner-backend flashinfer_mxfp4 --enable-fp32-lm-head\n"
+    )
+    env = {"PATH": f"{shims}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    script.write_text(run.replace("@FP8@", '"SGLANG_ENABLE_FP8_LM_HEAD=$HCA"'))
+    subprocess.run(["bash", str(script)], env=env, capture_output=True, timeout=60, check=True)
+    argv = (out / "argv").read_bytes().split(b"\0")[:-1]
+    assert argv[4].startswith(b"NCCL_IB_HCA=") and argv[5].startswith(b"--env=SGLANG_ENABLE_FP8_LM_HEAD=")
+    assert argv[6:9] == [b"-v", b"/srv/models:/models", b"lmsysorg/sglang:spark"]  # one word each
+    rc, report, err = preflight_json_in_process(env, "--script", str(script))
+    checks = {c["id"]: c for c in report["checks"]}
+    assert rc == 78 and checks["moe.backend"]["status"] == "fail", (err, checks["moe.backend"])
+    for check in ("lm_head.fp8", "lm_head.exclusive"):  # they read the FP8 switch, known only at run time
+        assert checks[check]["status"] == "error", checks[check]
+        assert "docker run -e SGLANG_ENABLE_FP8_LM_HEAD=...: " in checks[check]["message"], checks[check]
+        assert "runs at run time" in checks[check]["message"]
+    assert checks["model.context_override"]["status"] == "pass"  # no variable it reads is unknown
+    later = '"SGLANG_ENABLE_FP8_LM_HEAD=$HCA" --env SGLANG_ENABLE_FP8_LM_HEAD=1'
+    script.write_text(run.replace("@FP8@", later))
+    rc, report, err = preflight_json_in_process(env, "--script", str(script))
+    assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (err, _statuses(report))
+    script.write_text(run.replace("@FP8@", "X=1").replace("-v /srv", '-v "$HCA"'))  # a mount: still all
+    rc, report, err = preflight_json_in_process(env, "--script", str(script))
+    assert rc == 69 and _statuses(report)["moe.backend"] == "error", (err, _statuses(report))
+    # unquoted, bash splits the value into as many words as it holds: the run's shape is not known
+    script.write_text(run.replace('"NCCL_IB_HCA=${HCA}"', "NCCL_IB_HCA=${HCA}").replace("@FP8@", "X=1"))
+    rc, report, err = preflight_json_in_process(env, "--script", str(script))
+    assert rc == 69 and _statuses(report)["moe.backend"] == "error", (err, _statuses(report))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, read_trusted_bounded
@@ -204,10 +204,70 @@ def _run_options(
 _READ = {"-e", "--env", "--env-file", "-v", "--volume", "--mount", "--entrypoint", "-w", "--workdir"}
 
 
-def unread_values(words: list[str | None]) -> set[int]:
+# the value docker run gives a container's variable where the launcher computes it at run time (``-e
+# "NAME=$(cmd)"``): the prefix, then why; a NUL, which no argv word can hold, marks it as no real value
+RUNTIME_VALUE = "\0known only at run time: "
+
+
+def _env_assignment(lead: str, attached: bool) -> str | None:
+    """The text up to and including ``NAME=`` of a ``-e``/``--env`` value whose NAME is known (``lead``:
+    the word's known text before its first unknown part; ``attached``: the option is in the word,
+    ``--env=NAME=...``, ``-eNAME=...``), else None."""
+    option = ""
+    if attached:
+        if lead.startswith("--env="):
+            option = "--env="
+        elif lead.startswith("-e") and len(lead) > 2:
+            option = "-e"
+        else:
+            return None
+    key, eq, _ = lead[len(option) :].partition("=")
+    if not eq or not key or any(c.isspace() for c in key):
+        return None
+    return f"{option}{key}="
+
+
+def runtime_env_values(words: list[str | None], leads: list[str]) -> dict[int, str]:
+    """The positions, in a container run whose unknown words are None (``leads``: each word's known text
+    before its first unknown part), of the ``-e``/``--env`` values that set one known variable to a value
+    known only at run time (``-e "NAME=$(cmd)"``, ``--env=NAME=$x``) -> the word's text up to ``NAME=``:
+    docker sets NAME in the container (the Docker CLI reference, ``--env``), and nothing else. Empty when
+    the words are not a container run."""
+    known = [w if w is not None else "" for w in words]
+    if not is_container_run(known):
+        return {}
+    i = known.index("run") + 1
+    out: dict[int, str] = {}
+    while i < len(words):
+        word = words[i]
+        if word is None:
+            assignment = _env_assignment(leads[i], attached=True)
+            if assignment is None:
+                break
+            out[i], i = assignment, i + 1
+            continue
+        if word == "--" or not word.startswith("-") or word == "-":
+            break
+        i += 1
+        name = word.partition("=")[0] if word.startswith("--") else word[:2]
+        if name in _BOOLEAN or "=" in word or (not word.startswith("--") and len(word) > 2):
+            continue
+        if name in _WITH_VALUE or name[1:] in _SHORT_WITH_VALUE:
+            if name in ("-e", "--env") and i < len(words) and words[i] is None:
+                assignment = _env_assignment(leads[i], attached=False)
+                if assignment is not None:
+                    out[i] = assignment
+            i += 1
+        else:
+            break
+    return out
+
+
+def unread_values(words: list[str | None], known_names: Collection[int] = ()) -> set[int]:
     """The positions, in a container run whose unknown words are None, of the values of options before the
     image that nothing here reads (``--group-add "$gid"``, ``--name``): such a word can be known only at run
-    time without hiding anything the launch is judged by. Empty when the words are not a container run."""
+    time without hiding anything the launch is judged by. Empty when the words are not a container run.
+    ``known_names``: unknown words that are options all the same (``runtime_env_values``)."""
     known = [w if w is not None else "" for w in words]
     if not is_container_run(known):
         return set()
@@ -215,6 +275,9 @@ def unread_values(words: list[str | None]) -> set[int]:
     out: set[int] = set()
     while i < len(words):
         word = words[i]
+        if word is None and i in known_names:
+            i += 1
+            continue
         if word is None or word == "--" or not word.startswith("-") or word == "-":
             break
         i += 1

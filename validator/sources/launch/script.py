@@ -36,9 +36,11 @@ from validator.sources.launch.command import (
     takes_value,
 )
 from validator.sources.launch.docker_run import (
+    RUNTIME_VALUE,
     is_container_run,
     launch_from_container,
     parse_docker_words,
+    runtime_env_values,
     unread_values,
 )
 from validator.sources.launch.shell.machine import others_could_write
@@ -326,7 +328,10 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
     program = ex.program if isinstance(ex.program, str) else head
     argv: list[str] = [program]
     words = [join(f) for f in ex.argv]
-    unread = unread_values([w if isinstance(w, str) else None for w in words])
+    maybe = [w if isinstance(w, str) else None for w in words]
+    # a container's variable set to a run-time value: that variable unknown, the rest of the run known
+    assigned = runtime_env_values(maybe, [_lead(f) for f in ex.argv])
+    unread = unread_values(maybe, assigned)
     swallowed = ""  # a flag with nargs '+' whose value is known at run time: the words after it are its too
     for i, f in enumerate(ex.argv[1:], start=1):
         if f and isinstance(f[0], Unsplit):
@@ -348,6 +353,9 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
         swallowed = ""
         if isinstance(value, str):
             argv.append(value)
+            continue
+        if i in assigned and not any(isinstance(p, Unsplit) for p in f):  # one word, whatever its value
+            argv.append(assigned[i] + RUNTIME_VALUE + f"{at}: {value.reason}")
             continue
         if i in unread:  # a container option's value that nothing here reads (``--group-add "$gid"``)
             argv.append(f"<{argv[-1]}: known only at run time>")
@@ -377,12 +385,29 @@ def resolve(ex: Exec) -> tuple[list[str], dict[str, str], dict[str, str], dict[s
     return argv, env, {k: ex.origin.get(k, "environment") for k in env}, unresolved
 
 
+def _lead(f: Field) -> str:
+    """The known text a word begins with, before its first unknown part."""
+    lead = []
+    for part in f:
+        if not isinstance(part, str):
+            break
+        lead.append(part)
+    return "".join(lead)
+
+
 def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:
-    """The script's server runs in a container (``exec docker run ...``): its spec, else None."""
+    """The script's server runs in a container (``exec docker run ...``): its spec, else None. A variable
+    ``-e`` sets to a value known only at run time (``RUNTIME_VALUE``) is unresolved in it, with why."""
 
     if not is_container_run(argv) and not is_container_run(argv, "exec"):
         return None
-    return parse_docker_words(argv, env, f"script:{where}", str(cwd) if cwd is not None else None)
+    spec = parse_docker_words(argv, env, f"script:{where}", str(cwd) if cwd is not None else None)
+    for name, value in list(spec.env.items()):
+        if value.startswith(RUNTIME_VALUE):
+            del spec.env[name]
+            spec.env_origin.pop(name, None)
+            spec.unresolved[name] = f"docker run -e {name}=...: " + value[len(RUNTIME_VALUE) :]
+    return spec
 
 
 def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> ContainerSpec:
@@ -397,7 +422,12 @@ def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> Conta
     if host is None or text is None:
         return spec
     reading = read_script(
-        host, env=spec.env, args=spec.argv[1:], text=text, inside=_inside(spec), cwd=_cwd(spec)
+        host,
+        env=spec.env,
+        args=spec.argv[1:],
+        text=text,
+        inside=_inside(spec),
+        cwd=_cwd(spec),
     )
     note = f"the entrypoint {spec.argv[0]} is {host}, written by the launcher: read as bash runs it there"
     others = others_could_write(os.path.normpath(str(host)))
