@@ -191,3 +191,27 @@ def test_a_kubelet_reference_in_a_shell_string_is_never_read_as_its_text(tmp_pat
         through_shell(load_kube_container(pod, "w"))
     pod.write_text(pod.read_text().replace("$(BACKEND)", "$(K)"))  # a value the manifest gives: read
     assert through_shell(load_kube_container(pod, "w")).argv[-1] == "k"
+
+
+def test_a_shell_string_reading_a_variable_the_pod_spec_fills_in_names_its_value_from(tmp_path: Path) -> None:
+    """World10 F6 (b): SGLang's own ``k8s-sglang-distributed-sts.yaml`` shape, ``--node-rank $POD_INDEX``
+    in a ``bash -c`` string with POD_INDEX from ``env[].valueFrom.fieldRef``. The kubelet, not the image,
+    gives it: the unresolved value names the valueFrom (it was "the image ... may set it")."""
+    from validator.errors import UnresolvedLaunch
+    from validator.sources.launch.script import through_shell
+
+    pod = tmp_path / "sts.yaml"
+    pod.write_text(
+        "kind: StatefulSet\nspec:\n  template:\n    spec:\n      containers:\n      - name: sglang\n"
+        "        image: lmsysorg/sglang:spark\n        command: [/bin/bash, -c]\n"
+        '        args: ["python3 -m sglang.launch_server --model-path /m --node-rank \\"$POD_INDEX\\""]\n'
+        "        env:\n        - name: POD_INDEX\n          valueFrom:\n            fieldRef:\n"
+        "              fieldPath: \"metadata.labels['apps.kubernetes.io/pod-index']\"\n"
+    )
+    spec = through_shell(load_kube_container(pod, "sglang"))
+    assert spec.argv[:5] == ["python3", "-m", "sglang.launch_server", "--model-path", "/m"], spec.argv
+    assert "POD_INDEX comes from fieldRef" in spec.unresolved["node_rank"], spec.unresolved
+    assert "may set it" not in spec.unresolved["node_rank"]
+    pod.write_text(pod.read_text().replace('\\"$POD_INDEX\\"', "$POD_INDEX"))  # unquoted: split at run time
+    with pytest.raises(UnresolvedLaunch, match="POD_INDEX comes from fieldRef"):
+        through_shell(load_kube_container(pod, "sglang"))

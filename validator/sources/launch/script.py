@@ -21,6 +21,7 @@ from pathlib import Path
 
 from validator.bounded_files import looks_like
 from validator.errors import InputError, UnresolvedLaunch
+from validator.facts import ENVIRONMENT_UNKNOWN
 from validator.redact import is_secret_key
 from validator.sources.container import ContainerSpec, host_path
 from validator.sources.launch.command import (
@@ -428,6 +429,7 @@ def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> Conta
         text=text,
         inside=_inside(spec),
         cwd=_cwd(spec),
+        unknown=_runtime_values(spec),
     )
     note = f"the entrypoint {spec.argv[0]} is {host}, written by the launcher: read as bash runs it there"
     others = others_could_write(os.path.normpath(str(host)))
@@ -436,6 +438,17 @@ def through_entrypoint(spec: ContainerSpec, written: Mapping[str, str]) -> Conta
         # program is unproven anyway (the image hides its install); a failure of the given flags stands
         note += f"; another user could replace it before the container starts ({'; '.join(others[:2])})"
     return _read_inside(spec, reading, note)
+
+
+def _runtime_values(spec: ContainerSpec) -> dict[str, str]:
+    """The container's variables that its runtime fills in (a Kubernetes ``valueFrom``, ``docker run -e
+    NAME=$(...)``): name -> why, as the shell inside reads them (the image does not set these: the
+    launch does, with a value known only at run time)."""
+    return {
+        k: why
+        for k, why in spec.unresolved.items()
+        if k != ENVIRONMENT_UNKNOWN and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) and k not in spec.env
+    }
 
 
 def _inside(spec: ContainerSpec) -> str:
@@ -526,6 +539,7 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
         inside=_inside(spec),
         cwd=_cwd(spec),
         command_string=(shell, opts, zero),
+        unknown=_runtime_values(spec),
     )
     return _read_inside(spec, reading, None, image_env=_inside(spec))
 

@@ -85,10 +85,12 @@ class Evaluator:
         *,
         inside: str | None = None,
         cwd: Value | None = None,
+        unknown: Mapping[str, str] | None = None,
     ) -> Ending:
         """The path's ending. ``inside``: the script runs where this host cannot see (a container): the
         variables not in ``env`` and every file there are unknown (why: ``inside``). ``cwd``: the directory it
-        is started in; None: the script's own (an assumption ``--script`` names)."""
+        is started in; None: the script's own (an assumption ``--script`` names). ``unknown``: exported
+        variables whose values only the runtime gives (name -> why)."""
         m = self.m
         st = m.st = State(
             vars={k: Var(value=v, exported=True) for k, v in env.items()},
@@ -110,6 +112,8 @@ class Evaluator:
                 st.vars[name] = Var(
                     value=Unknown(f"${name}: a credential of the reader's environment"), exported=True
                 )
+        for name, why in (unknown or {}).items():
+            st.vars[name] = Var(value=Unknown(f"${name}: {why}"), exported=True)
         st.vars.pop("PWD", None)
         st.vars.pop("IFS", None)  # bash ignores an inherited IFS
         if inside is not None:  # and sets its own, whatever the image's environment holds (dash alike)

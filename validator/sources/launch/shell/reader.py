@@ -31,14 +31,17 @@ def read_script(
     cwd: Value | None = None,
     command_string: tuple[str, set[str], str] | None = None,
     writers: tuple[int, ...] = (),
+    unknown: Mapping[str, str] | None = None,
 ) -> Reading:
     """Every path through the script at ``path`` started with ``env`` and ``args``. ``text``: its text, known
     without reading ``path`` (a file the launcher wrote); ``inside``: it runs where this host cannot see;
     ``cwd``: the directory it is started in, else its own (``Evaluator.run``); ``command_string``: ``text``
     is the string of ``SHELL -c`` (the shell, the options its command line switches on, and its ``$0``),
     whose first line is no ``#!`` line, and ``path`` names it in messages; ``writers``: who wrote ``text``
-    (another user's unit holding the string), as a file's owner is its writer. InputError for a file that
-    is not a script (unreadable, oversized, syntax)."""
+    (another user's unit holding the string), as a file's owner is its writer; ``unknown``: variables in
+    its environment whose values only the runtime gives (name -> why: a Kubernetes ``valueFrom``, a
+    ``docker run -e NAME=$(...)``). InputError for a file that is not a script (unreadable, oversized,
+    syntax)."""
     script = Path(path) if command_string is not None else Path(path).absolute()
     # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
     # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
@@ -65,7 +68,7 @@ def read_script(
 
     def walk(forks: Forks) -> None:
         m = Machine(script, forks, posix=shell == "sh", opts=options, owner=owner, memo=memo, zero=zero)
-        ending = Evaluator(m).run(tree, env, list(args or []), inside=inside, cwd=cwd)
+        ending = Evaluator(m).run(tree, env, list(args or []), inside=inside, cwd=cwd, unknown=unknown)
         if ending.launch is not None and m.missing_source:
             ending.reason = "; ".join(m.missing_source)
         ending.survived = m.survived
