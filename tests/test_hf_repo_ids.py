@@ -94,3 +94,34 @@ def test_not_cached_says_what_the_server_would_do(tmp_path: Path) -> None:
     _cache(tmp_path / "hf" / "hub", MAIN, "main")
     _, checks = _preflight(_env(tmp_path, HF_HOME=str(tmp_path / "hf")), "--revision", "v2")
     assert "at revision v2" in checks["checkpoint.layout"]["message"]  # main is cached, v2 is not
+
+
+def test_a_containers_repo_id_is_read_through_the_mounted_cache_its_environment_names(tmp_path: Path) -> None:
+    """World10 F8: SGLang's own docker form (and marie-ai's), ``-v ~/.cache/huggingface:/root/.cache/
+    huggingface -e HF_HOME=/root/.cache/huggingface``: the server reads the hub cache the container's
+    environment names, which is the host's directory through the bind mount; it was "not a local checkpoint
+    here" though the same id on the host resolved. Without a cache setting the default is under the
+    image's user's home, and in a volume nothing is visible: not read, saying why."""
+    snap = _cache(tmp_path / "hostcache" / "hub", MAIN, "main")
+    run = (
+        "docker run --gpus all {opts} lmsysorg/sglang:spark python3 -m sglang.launch_server "
+        f"--model-path {REPO_ID} {ARGS}"
+    )
+    mount = f"-v {tmp_path}/hostcache:/root/.cache/huggingface"
+
+    def layout(opts: str) -> dict[str, Any]:
+        _, report, err = preflight_json_in_process(_env(tmp_path), "--docker-cmd", run.format(opts=opts))
+        assert report, err
+        (found,) = [c for c in report["checks"] if c["id"] == "checkpoint.layout"]
+        return found
+
+    for opts in (
+        f"{mount} -e HF_HOME=/root/.cache/huggingface -e HF_HUB_OFFLINE=1",
+        f"-v {tmp_path}/hostcache:/c -e HF_HUB_CACHE=/c/hub -e HF_HOME=/elsewhere",
+    ):
+        found = layout(opts)
+        assert found["status"] == "pass" and found["evidence"]["model_dir"] == str(snap), found
+    found = layout(mount)  # HF_HOME not given: the image's home decides
+    assert found["status"] == "error" and "image decides" in found["message"], found
+    found = layout("-v hf:/root/.cache/huggingface -e HF_HOME=/root/.cache/huggingface")
+    assert found["status"] == "error" and "named volume 'hf'" in found["message"], found

@@ -210,8 +210,8 @@ def gather(g: Gathering) -> None:
         )
     if model_dir is None and "model_path" in launch.unresolved:
         facts.errors[CHECKPOINT] = f"--model-path is set at run time: {launch.unresolved['model_path']}"
-    elif model_dir is None and container is None and isinstance(model_path, str):
-        model_dir = _hub_snapshot(g, launch, model_path)
+    elif model_dir is None and isinstance(model_path, str):
+        model_dir = _hub_snapshot(g, launch, model_path, container)
     if model_dir is None:
         return
     # --model-dir is the operator's own word, not the launch's: read as this user, whoever wrote the launch
@@ -244,25 +244,36 @@ def _container_model_error(g: Gathering, launch: LaunchFacts, container: Contain
             g.facts.errors[CHECKPOINT] = f"--model-path {model} is {why}: {found} holds no config.json"
 
 
-def _hub_snapshot(g: Gathering, launch: LaunchFacts, model_path: str) -> Path | None:
+def _hub_snapshot(
+    g: Gathering, launch: LaunchFacts, model_path: str, container: ContainerSpec | None = None
+) -> Path | None:
     """A ``--model-path`` that is a Hugging Face repo id (not a directory where the server starts): the
-    snapshot the server would load from its hub cache (``sources/host/hf_cache``), or, not cached, why there
+    snapshot the server would load from its hub cache (``sources/host/hf_cache``; in ``container``, the
+    cache its environment names, through the mount that holds it), or, not cached or not visible, why there
     is nothing here to check (recorded as the checkpoint's error)."""
-    cwd = launch.working_directory
-    if Path(model_path).is_absolute() or (cwd is not None and looks_like(cwd / model_path, stat.S_ISDIR)):
-        return None
-    if not hf_cache.looks_like_repo_id(model_path) or looks_like(model_path, stat.S_ISDIR):
-        return None
-    host_home = g.facts.host.home if g.facts.host is not None else None
-    home = launch.env.get("HOME") if not g.service_user and launch.env.get("HOME") else host_home
     revision, download_dir = launch.args.get("revision"), launch.args.get("download_dir")
-    found = hf_cache.lookup(
-        model_path,
-        revision if isinstance(revision, str) else None,
-        launch.env,
-        str(home) if home else None,
-        download_dir if isinstance(download_dir, str) else None,
-    )
+    rev = revision if isinstance(revision, str) else None
+    download = download_dir if isinstance(download_dir, str) else None
+    if container is not None:
+        if model_path.startswith("/") or not hf_cache.looks_like_repo_id(model_path):
+            return None
+        inside = hf_cache.container_lookup(model_path, rev, container, launch.env, download)
+        if isinstance(inside, str):
+            g.facts.errors[CHECKPOINT] = (
+                f"--model-path {model_path} is a Hugging Face repo id, read inside the container: {inside}; "
+                "give --model-dir with the snapshot's host path"
+            )
+            return None
+        found = inside
+    else:
+        cwd = launch.working_directory
+        if Path(model_path).is_absolute() or (cwd is not None and looks_like(cwd / model_path, stat.S_ISDIR)):
+            return None
+        if not hf_cache.looks_like_repo_id(model_path) or looks_like(model_path, stat.S_ISDIR):
+            return None
+        host_home = g.facts.host.home if g.facts.host is not None else None
+        home = launch.env.get("HOME") if not g.service_user and launch.env.get("HOME") else host_home
+        found = hf_cache.lookup(model_path, rev, launch.env, str(home) if home else None, download)
     if found.snapshot is not None:
         return found.snapshot
     then = (

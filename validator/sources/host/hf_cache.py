@@ -17,6 +17,7 @@ from pathlib import Path
 
 from validator.bounded_files import looks_like, read_bounded
 from validator.errors import InputError
+from validator.sources.container import ContainerSpec, on_host
 
 # huggingface_hub's validate_repo_id: [namespace/]name of word characters, '-' and '.', no '--' or '..'
 _REPO_ID = re.compile(r"^(?:[\w.-]+/)?[\w.-]{1,96}$")
@@ -75,8 +76,40 @@ def lookup(
     download_dir: str | None = None,
 ) -> HubLookup:
     """``repo`` at ``revision`` (default ``main``) in the server's hub cache."""
-    rev = revision or "main"
     cache, origin = hub_cache(env, home, download_dir)
+    return _lookup_in(repo, revision, cache, origin)
+
+
+def container_lookup(
+    repo: str,
+    revision: str | None,
+    spec: ContainerSpec,
+    env: Mapping[str, str],
+    download_dir: str | None = None,
+) -> HubLookup | str:
+    """``lookup`` for a server in the container ``spec``: the hub cache its environment names (``env``,
+    the run's own: an image's ENV is not visible here and reads as unset, as every variable of it does),
+    read on the host through the bind mount that holds it; else why it cannot be read here. Without a
+    cache setting the default is under the home of the image's user, which is not known here."""
+    names = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+    given = download_dir or next((env[n] for n in names if env.get(n)), None)
+    if not given:
+        return (
+            "the container's Hugging Face cache is the default under its user's home "
+            "(~/.cache/huggingface), which the image decides, not visible here; set HF_HOME in its "
+            "environment"
+        )
+    inside, origin = hub_cache(env, None, download_dir)
+    if "$" in given or not given.startswith("/"):
+        return f"the container's Hugging Face cache ({origin}={given}) is not an absolute path known here"
+    found, why = on_host(inside.as_posix(), spec)
+    if found is None:
+        return f"the container's Hugging Face cache {inside} ({origin}): {why}"
+    return _lookup_in(repo, revision, found, f"{origin} {inside} in the container, {why}")
+
+
+def _lookup_in(repo: str, revision: str | None, cache: Path, origin: str) -> HubLookup:
+    rev = revision or "main"
     root = cache / ("models--" + repo.replace("/", "--"))
     commit: str | None = rev if _COMMIT.match(rev) else None
     if commit is None and _REF_NAME.match(rev):
