@@ -643,3 +643,26 @@ def test_a_scripts_relative_docker_env_file_is_read_from_the_scripts_directory(t
         os.chdir(here)
     assert launcher.facts.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
     assert launcher.facts.env_origin["SGLANG_ENABLE_FP8_LM_HEAD"] == "--env-file ./x.env"
+
+
+def test_a_containers_dspark_draft_is_judged_through_the_mount(tmp_path: Path) -> None:
+    """World10 F5, end to end: the ReplaySSM ring trap (``--linear-replayssm-cache-len 16`` for a verify
+    width of 9) fails ``spec.dspark`` in a container as it does on the host, the draft read through ``-v``."""
+    from tests.test_recipe_sources import write_draft
+
+    write_checkpoint(tmp_path / "models" / "Ling-3.0-flash-fp4", small=False)
+    write_draft(tmp_path / "models" / "Ling-3.0-flash-dspark")
+    cmd = (
+        f"docker run --gpus all -e SGLANG_ENABLE_FP8_LM_HEAD=1 -v {tmp_path}/models:/models:ro "
+        "lmsysorg/sglang:spark python3 -m sglang.launch_server --model-path /models/Ling-3.0-flash-fp4 "
+        "--moe-runner-backend humming --mem-fraction-static 0.68 --speculative-algorithm DSPARK "
+        "--speculative-draft-model-path /models/Ling-3.0-flash-dspark --enable-linear-replayssm-spec "
+        "--linear-replayssm-cache-len 16"
+    )
+    rc, report, err = _preflight(
+        {"HOME": str(tmp_path)}, "--rules", "ling-3.0-flash-dgx-spark-dspark", "--docker-cmd", cmd
+    )
+    checks = {c["id"]: c for c in report["checks"]}
+    assert rc == 78 and checks["spec.dspark"]["status"] == "fail", (err, checks["spec.dspark"])
+    assert "ring too small: 16 < 2 * 9" in checks["spec.dspark"]["message"]
+    assert checks["spec.config"]["status"] == "pass", checks["spec.config"]

@@ -421,3 +421,40 @@ def test_log_reads_the_dspark_runner_line(tmp_path: Path) -> None:
     )
     facts = read_server_log(log)
     assert (facts.dspark_gamma, facts.dspark_verify_tokens) == (8, 9)
+
+
+def test_a_containers_draft_is_found_through_its_mounts(tmp_path: Path) -> None:
+    """World10 F5: ``--speculative-draft-model-path /models/...`` in a container was read as a host path
+    ("not a directory", so ``spec.dspark`` could not judge the ring) while ``--model-path`` went through the
+    same ``-v``. SGLang opens both inside the container: the draft is the host's directory through the bind
+    mount (the model's ``dspark/`` subfolder and a Hub id through the mounted cache alike), else unread,
+    saying why (a volume, the image, a container started earlier)."""
+    from validator.sources.host.dspark_draft import in_container
+    from validator.sources.launch.docker_run import parse_docker_cmd
+
+    write_draft(tmp_path / "models" / "draft")
+    write_draft(tmp_path / "models" / "target" / "dspark")
+    hub = tmp_path / "hf" / "hub" / "models--inclusionAI--Ling-3.0-flash-dspark"
+    write_draft(hub / "snapshots" / COMMIT)
+    (hub / "refs").mkdir()
+    (hub / "refs" / "main").write_text(COMMIT)
+    spec = parse_docker_cmd(
+        f"docker run -v {tmp_path}/models:/models:ro -v {tmp_path}/hf:/hf -e HF_HOME=/hf img python3", {}
+    )
+    found = in_container("/models/draft", "/models/target", spec, revision=None, env=spec.env)
+    assert found.block_size == 8 and found.path == "/models/draft", found
+    assert f"mounted from {tmp_path}/models" in found.located_by
+    found = in_container(None, "/models/target", spec, revision=None, env=spec.env)
+    assert found.block_size == 8 and found.path == "/models/target/dspark", found
+    found = in_container("inclusionAI/Ling-3.0-flash-dspark", None, spec, revision=None, env=spec.env)
+    assert found.block_size == 8 and found.config_path == hub / "snapshots" / COMMIT / "config.json"
+    for draft, why in (
+        ("/opt/draft", "inside the image"),
+        ("draft", "relative to the container's working directory"),
+        ("inclusionAI/other", "not in the Hugging Face cache"),
+    ):
+        found = in_container(draft, "/models/target", spec, revision=None, env=spec.env)
+        assert found.config_path is None and found.note is not None and why in found.note, found
+    execd = parse_docker_cmd("docker exec node1 python3", {})
+    found = in_container("/models/draft", None, execd, revision=None, env={})
+    assert found.config_path is None and "whose mounts are not visible" in str(found.note)

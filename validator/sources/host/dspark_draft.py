@@ -10,15 +10,18 @@ directory, a Hub id through the local cache only, else the target's ``dspark/`` 
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 import stat
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from validator.bounded_files import load_json_file, looks_like
 from validator.errors import InputError
 from validator.facts import DSPARK_DRAFT, LAUNCH, DSparkDraftFacts
+from validator.sources.container import ContainerSpec, on_host
 from validator.sources.gathering import Gathering, preflight_source
 from validator.sources.host import hf_cache
 
@@ -140,14 +143,73 @@ def _dspark(g: Gathering) -> bool:
 
 @preflight_source(DSPARK_DRAFT, 50, needs=(LAUNCH,), applies=_dspark)
 def gather(g: Gathering) -> None:
-    """The draft a DSPARK launch names (or the one SGLang would default to)."""
+    """The draft a DSPARK launch names (or the one SGLang would default to); for a server in a container,
+    found where the container finds it, through its mounts (``in_container``)."""
     args = g.launch.args
     draft = args.get("speculative_draft_model_path")
     revision = args.get("speculative_draft_model_revision")
     model_path = args.get("model_path")
-    g.facts.dspark_draft = read_dspark_draft(
-        draft if isinstance(draft, str) else None,
-        model_path if isinstance(model_path, str) else None,
-        revision=revision if isinstance(revision, str) else None,
-        env=g.launch.env,
+    draft_path = draft if isinstance(draft, str) else None
+    model = model_path if isinstance(model_path, str) else None
+    rev = revision if isinstance(revision, str) else None
+    if g.container is not None:
+        g.facts.dspark_draft = in_container(draft_path, model, g.container, revision=rev, env=g.launch.env)
+        return
+    g.facts.dspark_draft = read_dspark_draft(draft_path, model, revision=rev, env=g.launch.env)
+
+
+def in_container(
+    draft_path: str | None,
+    model_path: str | None,
+    spec: ContainerSpec,
+    *,
+    revision: str | None,
+    env: Mapping[str, str],
+) -> DSparkDraftFacts:
+    """The draft of a server in the container ``spec``: SGLang opens the path there, so an absolute one
+    (or the model's ``dspark/`` subfolder) is read on the host through the bind mount that holds it, a Hub
+    id through the cache the container's environment names (``hf_cache.container_lookup``); what is in
+    the image, a volume, or under the image's working directory is not read (the note says why)."""
+
+    def unread(shown: str, why: str) -> DSparkDraftFacts:
+        return DSparkDraftFacts(path=shown, config_path=None, located_by=why, note=why)
+
+    if draft_path is None:
+        if model_path is None or not model_path.startswith("/"):
+            return unread(
+                "",
+                f"no draft path given; the model's dspark/ subfolder ({model_path}) is not "
+                "an absolute path in the container, not read here",
+            )
+        host, why = on_host(posixpath.join(model_path, "dspark"), spec)
+        if host is None:
+            return unread("", f"no draft path given, and the model's dspark/ subfolder: {why}")
+        found = read_dspark_draft(str(host), None)
+        if found.config_path is None:  # no dspark/ there: SGLang has no draft either
+            return unread("", f"no draft path given and no dspark/ subfolder in the model directory ({why})")
+        return replace(
+            found, path=posixpath.join(model_path, "dspark"), located_by=f"the target's dspark/ ({why})"
+        )
+    if draft_path.startswith("/"):
+        host, why = on_host(draft_path, spec)
+        if host is None:
+            return unread(draft_path, f"--speculative-draft-model-path {why}")
+        found = read_dspark_draft(str(host), None)
+        return replace(found, path=draft_path, located_by=f"{found.located_by} ({why})")
+    if _REPO_ID.match(draft_path):
+        lookup = hf_cache.container_lookup(draft_path, revision, spec, env)
+        if isinstance(lookup, str):
+            return unread(
+                draft_path,
+                f"--speculative-draft-model-path {draft_path} is a Hugging Face repo "
+                f"id, read inside the container: {lookup}",
+            )
+        if lookup.snapshot is None:
+            return unread(draft_path, f"Hugging Face repo {draft_path} is {lookup.describe()}")
+        found = read_dspark_draft(str(lookup.snapshot), None)
+        return replace(found, path=draft_path, located_by=lookup.describe())
+    return unread(
+        draft_path,
+        f"--speculative-draft-model-path {draft_path} is relative to the container's "
+        "working directory, not read here",
     )
