@@ -4,6 +4,7 @@ starts, and the start-budget remedy in Kubernetes terms."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,45 @@ def test_a_shell_string_reading_a_variable_the_pod_spec_fills_in_names_its_value
     pod.write_text(pod.read_text().replace('\\"$POD_INDEX\\"', "$POD_INDEX"))  # unquoted: split at run time
     with pytest.raises(UnresolvedLaunch, match="POD_INDEX comes from fieldRef"):
         through_shell(load_kube_container(pod, "sglang"))
+
+
+def _sts(tmp_path: Path, string: str, *, more: str = "") -> Path:
+    """A StatefulSet whose one container (and ``more``) runs ``string`` under ``/bin/bash -c``, POD_INDEX
+    from the Downward API, a livenessProbe that gives up after 60 s (SGLang's own distributed-sts shape)."""
+    pod = tmp_path / "sts.yaml"
+    pod.write_text(
+        "kind: StatefulSet\nspec:\n  template:\n    spec:\n      containers:\n      - name: sglang\n"
+        "        image: lmsysorg/sglang:spark\n        command: [/bin/bash, -c]\n"
+        f"        args: [{json.dumps(string)}]\n"
+        "        env:\n        - name: POD_INDEX\n"
+        "          valueFrom: {fieldRef: {fieldPath: metadata.name}}\n"
+        "        livenessProbe: {httpGet: {path: /health, port: 30000}, initialDelaySeconds: 30}\n" + more
+    )
+    return pod
+
+
+def test_a_pods_only_server_in_a_bash_c_string_is_found_and_its_probe_bounds_the_start(
+    tmp_path: Path,
+) -> None:
+    """World10 F6 (a, c): without ``--kube-container`` a pod whose server starts from a ``bash -c`` string
+    was exit 65 "none or several run sglang.launch_server"; the string names the server's entry point, so
+    the container is the candidate, and the shell reader reads it. And where the launch is unresolved
+    (``$POD_INDEX`` unquoted: split at run time), the livenessProbe still bounds the start: it was skipped
+    as "no supervisor configuration given (--unit)"."""
+    server = "python3 -m sglang.launch_server --model-path /m --moe-runner-backend flashinfer_mxfp4"
+    sidecar = "      - name: metrics\n        image: busybox\n        command: [sh, -c, 'sleep infinity']\n"
+    pod = _sts(tmp_path, f'exec {server} --nnodes 2 --node-rank "$POD_INDEX"', more=sidecar)
+    rc, report, err = preflight_json_in_process({}, "--kube-manifest", str(pod))
+    checks = _checks(report)
+    assert rc == 78 and checks["moe.backend"]["status"] == "fail", err
+    assert checks["host.start_budget"]["status"] == "warn", checks["host.start_budget"]
+    pod = _sts(tmp_path, f"{server} --nnodes 2 --node-rank $POD_INDEX")
+    rc, report, err = preflight_json_in_process({}, "--kube-manifest", str(pod))
+    checks = _checks(report)
+    assert rc == 69 and checks["moe.backend"]["status"] == "error", err
+    assert "POD_INDEX comes from fieldRef" in checks["moe.backend"]["message"]
+    budget = checks["host.start_budget"]
+    assert budget["status"] == "warn" and "livenessProbe: 60 s" in budget["message"], budget
+    twice = sidecar.replace("metrics", "other").replace("'sleep infinity'", json.dumps(server))
+    rc, _, err = preflight_json_in_process({}, "--kube-manifest", str(_sts(tmp_path, server, more=twice)))
+    assert rc == 65 and "-c string" in err and "--kube-container" in err, err

@@ -11,6 +11,7 @@ The container is the one ``--kube-container`` names, else the only one running S
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 from validator.bounded_files import read_text_bounded
 from validator.errors import InputError
 from validator.sources.container import ContainerSpec, Mount
-from validator.sources.launch.command import placeholder, required, takes_value
+from validator.sources.launch.command import SHELLS, placeholder, required, takes_value
 from validator.sources.launch.shell.programs import is_server_command
 
 MANIFEST_CAP = 4 * 1024 * 1024
@@ -83,6 +84,33 @@ def _runs_server(c: Mapping[str, Any], where: str) -> bool:
     )
 
 
+# the server's entry points as a shell string names them (a candidate only: the shell reader then reads it)
+_SERVER_IN_STRING = re.compile(r"\bsglang\.launch_server\b|\bsglang\s+serve\b|\bspark-validate\s+launch\b")
+
+
+def _shell_string(words: list[str]) -> str | None:
+    """STRING of ``bash|sh|dash [OPTIONS] -c STRING [NAME [ARG...]]`` (bash(1): after the options, a lone
+    ``-`` or ``--`` ending them), else None."""
+    if not words or posixpath.basename(words[0]) not in SHELLS:
+        return None
+    i, command = 1, False
+    while i < len(words) and words[i][:1] in ("-", "+") and words[i] not in ("-", "--"):
+        command = command or (words[i][0] == "-" and not words[i].startswith("--") and "c" in words[i][1:])
+        i += 1
+    if i < len(words) and words[i] in ("-", "--"):
+        i += 1
+    return words[i] if command and i < len(words) else None
+
+
+def _starts_server_in_shell(c: Mapping[str, Any], where: str) -> bool:
+    """The container's command is a shell's ``-c`` string that names the server's entry point (SGLang's own
+    ``k8s-sglang-distributed-sts.yaml``): the candidate, whose string the shell reader then reads."""
+    string = _shell_string(
+        [*_words(c.get("command"), "command", where), *_words(c.get("args"), "args", where)]
+    )
+    return string is not None and _SERVER_IN_STRING.search(string) is not None
+
+
 def select_container(path: Path, container: str | None) -> tuple[dict[str, Any], dict[str, Any], Lws | None]:
     """The SGLang container of the manifest (multi-document YAML) and its pod spec, exit 65 naming the file
     when the manifest is not one or the container cannot be told."""
@@ -110,11 +138,14 @@ def select_container(path: Path, container: str | None) -> tuple[dict[str, Any],
             raise InputError(where, f"no container {container!r} (containers: {names})")
     else:
         chosen = [f for f in found if _runs_server(f[0], where)]
+        if not chosen:  # none runs it directly: a shell -c string that does
+            chosen = [f for f in found if _starts_server_in_shell(f[0], where)]
     if len(chosen) != 1:
         raise InputError(
             where,
             f"cannot tell which container runs SGLang (containers: {names}): none or several run "
-            "sglang.launch_server, sglang serve or spark-validate launch; name it with --kube-container",
+            "sglang.launch_server, sglang serve or spark-validate launch (directly or in a shell's -c "
+            "string); name it with --kube-container",
         )
     return chosen[0]
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from validator.errors import InputError
-from validator.facts import LAUNCH, StartBudgetFacts
+from validator.facts import StartBudgetFacts
 from validator.sources.gathering import Gathering, preflight_source
 from validator.sources.launch.env_file import read_env_file
 from validator.sources.launch.kube_manifest import select_container
@@ -115,15 +115,17 @@ def _supervised(g: Gathering) -> bool:
     return g.inputs.kube_manifest is not None or g.inputs.unit is not None
 
 
-@preflight_source("start_budget", 70, needs=(LAUNCH,), applies=_supervised)  # cites the launch
+@preflight_source("start_budget", 70, applies=_supervised)  # cites the launch
 def gather(g: Gathering) -> None:
     """The budget of the supervisor the inputs name: the Kubernetes startupProbe, else the unit's
-    TimeoutStartSec= (the unit read with the launch's environment and --env-file as the launch was)."""
+    TimeoutStartSec= (the unit read with the launch's environment and --env-file as the launch was). The
+    manifest's probes bound the start whatever its command holds: read also where the launch could not
+    be (a value known only at run time); a unit only with its launch, whose environment it is read with."""
     inputs = g.inputs
     with read_as({}):  # the operator's own inputs again: their owners name what they name (read_launcher)
         if inputs.kube_manifest is not None:
             g.facts.start_budget = from_kubernetes(inputs.kube_manifest, inputs.kube_container)
-        elif inputs.unit is not None:
+        elif inputs.unit is not None and g.facts.launch is not None:
             files = [(p, read_env_file(p)) for p in inputs.env_files] or None
             unit = load_unit(inputs.unit, base_env=dict(g.launch.env), env_files=files)
             g.facts.start_budget = from_unit(unit)
