@@ -258,3 +258,53 @@ def test_a_pods_only_server_in_a_bash_c_string_is_found_and_its_probe_bounds_the
     twice = sidecar.replace("metrics", "other").replace("'sleep infinity'", json.dumps(server))
     rc, _, err = preflight_json_in_process({}, "--kube-manifest", str(_sts(tmp_path, server, more=twice)))
     assert rc == 65 and "-c string" in err and "--kube-container" in err, err
+
+
+def test_a_rolebasedgroups_roles_are_read_as_pod_templates_naming_the_role(tmp_path: Path) -> None:
+    """World10 F10: a RoleBasedGroup (sgl-project/rbg, SGLang's multi-role CRD) read as "containers: none"
+    (exit 65). Its roles' pod templates are read as a LeaderWorkerSet's are: v1alpha2's
+    ``standalonePattern.template`` / ``leaderWorkerPattern.template``, v1alpha1's ``template``; a container
+    is named ``ROLE/NAME`` (roles may name theirs alike); the variables the controller injects (RBG_*) are
+    known only when it makes the pod; a role whose template the controller patches (or takes from
+    another) is not read as written: unresolved, its probes too."""
+    server = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--moe-runner-backend"]
+
+    def role(name: str, backend: str, pattern: str | None, **more: Any) -> dict[str, Any]:
+        pod = {"spec": {"containers": [{"name": "backend", "image": "i", "command": [*server, backend]}]}}
+        pod["spec"]["containers"][0]["livenessProbe"] = {"httpGet": {"port": 8000}}
+        body: dict[str, Any] = {"template": pod, **more}
+        return {"name": name, "replicas": 1, **({pattern: body} if pattern else body)}
+
+    path = tmp_path / "rbg.yaml"
+
+    def preflight(roles: list[dict[str, Any]], *extra: str) -> tuple[int, dict[str, Any], str]:
+        doc = {"apiVersion": "workloads.x-k8s.io/v1alpha2", "kind": "RoleBasedGroup",
+               "metadata": {"name": "g"}, "spec": {"roles": roles}}  # fmt: skip
+        path.write_text(yaml.safe_dump(doc))
+        return preflight_json_in_process({}, "--kube-manifest", str(path), *extra)
+
+    for pattern in ("standalonePattern", "leaderWorkerPattern", None):  # None: v1alpha1's role.template
+        rc, report, err = preflight([role("backend", "flashinfer_mxfp4", pattern)])
+        assert rc == 78 and _checks(report)["moe.backend"]["status"] == "fail", (pattern, err)
+        assert _checks(report)["host.start_budget"]["status"] == "warn"  # its livenessProbe: 30 s
+    roles = [role("prefill", "humming", "standalonePattern"), role("decode", "triton", "standalonePattern")]
+    rc, _, err = preflight(roles)
+    assert rc == 65 and "prefill/backend, decode/backend" in err, err
+    rc, report, err = preflight(roles, "--kube-container", "decode/backend")
+    assert rc == 78 and "triton" in _checks(report)["moe.backend"]["message"], err
+    rank = role("backend", "humming", "standalonePattern")
+    rank["standalonePattern"]["template"]["spec"]["containers"][0]["command"] += [
+        "--node-rank=$(RBG_ROLE_INDEX)"
+    ]
+    rank["standalonePattern"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "RBG_ROLE_INDEX", "value": "0"}
+    ]
+    preflight([rank])  # writes the manifest
+    spec = load_kube_container(path, None)
+    assert "RoleBasedGroup controller" in spec.unresolved["node_rank"], spec.unresolved
+    patched = role("backend", "humming", "leaderWorkerPattern", workerTemplatePatch={"spec": {}})
+    rc, report, err = preflight([patched])
+    checks = _checks(report)
+    assert rc == 69 and checks["moe.backend"]["status"] == "error", err
+    assert "workerTemplatePatch" in checks["moe.backend"]["message"]
+    assert checks["host.start_budget"]["status"] == "error", checks["host.start_budget"]

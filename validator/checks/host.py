@@ -71,6 +71,8 @@ def memory_available(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
 def start_budget(facts: Facts, ctx: check.CheckContext) -> check.Outcome:
     cold = check.need(ctx.expect.startup, "startup").cold_start_s
     b = facts.start_budget
+    if b is None and "start_budget" in facts.errors:  # a supervisor given whose budget is not known
+        return check.errored(facts.errors["start_budget"], [DEPLOY])
     if b is None:
         return check.skipped("no supervisor configuration given (--unit)", [DEPLOY])
     ev: dict[str, Any] = {"budget_s": b.budget_s, "load_timed": b.counts_load, "cold_start_s": cold}

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from validator.bounded_files import read_text_bounded
-from validator.errors import InputError
+from validator.errors import InputError, UnresolvedLaunch
 from validator.sources.container import ContainerSpec, Mount
 from validator.sources.launch.command import SHELLS, placeholder, required, takes_value
 from validator.sources.launch.shell.programs import is_server_command
@@ -38,12 +38,60 @@ class Lws:
     role: str  # "leader", "worker", or both where the worker template serves for the leader too
 
 
-def _pod_specs(doc: object) -> list[tuple[dict[str, Any], Lws | None]]:
-    """The pod specs of a Pod, of the pod template of a workload, or of a LeaderWorkerSet's templates
-    (LWS API: ``leaderTemplate``, when given, makes the leader pod, else ``workerTemplate`` makes it too)."""
+@dataclass(frozen=True)
+class Rbg:
+    """A pod of a RoleBasedGroup (sgl-project/rbg) role: the role's name, and why the pod the controller
+    makes is not the template as written (a strategic-merge patch or a referenced template), if it is not."""
+
+    name: str
+    role: str
+    patched: str | None
+
+
+# what a role's pod template may be patched by, or taken from, before the controller makes the pod (rbg's
+# API: v1alpha2 RoleSpec's standalonePattern/leaderWorkerPattern, v1alpha1 RoleSpec's template)
+_RBG_PATCHES = ("templateRef", "templatePatch", "leaderTemplatePatch", "workerTemplatePatch")
+_RBG_LWS_PATCHES = ("patchLeaderTemplate", "patchWorkerTemplate")
+# the variables the RoleBasedGroup controller injects (rbg's api/workloads/constants/env.go)
+_RBG_VARIABLES = (
+    "RBG_GROUP_NAME", "RBG_ROLE_NAME", "RBG_ROLE_INDEX", "RBG_ROLE_INSTANCE_NAME", "RBG_COMPONENT_NAME",
+    "RBG_COMPONENT_INDEX", "RBG_LWP_LEADER_ADDRESS", "RBG_LWP_WORKER_INDEX", "RBG_LWP_GROUP_SIZE",
+)  # fmt: skip
+
+
+def _rbg_roles(doc: dict[str, Any], spec: dict[str, Any]) -> list[tuple[dict[str, Any], Rbg]]:
+    """The pod specs of a RoleBasedGroup's roles: v1alpha2's ``standalonePattern.template`` or
+    ``leaderWorkerPattern.template``, v1alpha1's ``template`` (``leaderWorkerSet`` patches it per rank)."""
+    meta = doc.get("metadata")
+    name = str(meta.get("name")) if isinstance(meta, dict) else ""
+    out: list[tuple[dict[str, Any], Rbg]] = []
+    for role in spec.get("roles") or []:
+        if not isinstance(role, dict):
+            continue
+        pattern = next(
+            (role[k] for k in ("standalonePattern", "leaderWorkerPattern") if isinstance(role.get(k), dict)),
+            role,
+        )
+        lws = role.get("leaderWorkerSet")
+        patches = [k for k in _RBG_PATCHES if pattern.get(k) or role.get(k)]
+        patches += [f"leaderWorkerSet.{k}" for k in _RBG_LWS_PATCHES if isinstance(lws, dict) and lws.get(k)]
+        template = pattern.get("template")
+        if isinstance(template, dict) and isinstance(template.get("spec"), dict):
+            pod = template["spec"]
+            if isinstance(pod.get("containers"), list):
+                out.append((pod, Rbg(name, str(role.get("name")), ", ".join(patches) or None)))
+    return out
+
+
+def _pod_specs(doc: object) -> list[tuple[dict[str, Any], Lws | Rbg | None]]:
+    """The pod specs of a Pod, of the pod template of a workload, of a LeaderWorkerSet's templates
+    (LWS API: ``leaderTemplate``, when given, makes the leader pod, else ``workerTemplate`` makes it too),
+    or of a RoleBasedGroup's roles."""
     if not isinstance(doc, dict):
         return []
     spec = doc.get("spec")
+    if doc.get("kind") == "RoleBasedGroup" and isinstance(spec, dict):
+        return list(_rbg_roles(doc, spec))
     lws = spec.get("leaderWorkerTemplate") if isinstance(spec, dict) else None
     if isinstance(lws, dict):
         meta = doc.get("metadata")
@@ -111,7 +159,15 @@ def _starts_server_in_shell(c: Mapping[str, Any], where: str) -> bool:
     return string is not None and _SERVER_IN_STRING.search(string) is not None
 
 
-def select_container(path: Path, container: str | None) -> tuple[dict[str, Any], dict[str, Any], Lws | None]:
+def _shown(c: Mapping[str, Any], kind: Lws | Rbg | None) -> str:
+    """The container's name as the report and ``--kube-container`` give it: ``ROLE/NAME`` in a
+    RoleBasedGroup, whose roles may name their containers alike."""
+    return f"{kind.role}/{c.get('name')}" if isinstance(kind, Rbg) else str(c.get("name"))
+
+
+def select_container(
+    path: Path, container: str | None
+) -> tuple[dict[str, Any], dict[str, Any], Lws | Rbg | None]:
     """The SGLang container of the manifest (multi-document YAML) and its pod spec, exit 65 naming the file
     when the manifest is not one or the container cannot be told."""
     import yaml
@@ -127,13 +183,13 @@ def select_container(path: Path, container: str | None) -> tuple[dict[str, Any],
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(where, "not valid YAML", mark.line + 1 if mark is not None else None) from None
-    found: list[tuple[dict[str, Any], dict[str, Any], Lws | None]] = []
+    found: list[tuple[dict[str, Any], dict[str, Any], Lws | Rbg | None]] = []
     for doc in docs:
-        for pod, lws in _pod_specs(doc):
-            found += [(c, pod, lws) for c in pod["containers"] if isinstance(c, dict)]
-    names = ", ".join(str(c.get("name")) for c, _, _ in found) or "none"
+        for pod, kind in _pod_specs(doc):
+            found += [(c, pod, kind) for c in pod["containers"] if isinstance(c, dict)]
+    names = ", ".join(_shown(c, kind) for c, _, kind in found) or "none"
     if container is not None:
-        chosen = [f for f in found if f[0].get("name") == container]
+        chosen = [f for f in found if container in (f[0].get("name"), _shown(f[0], f[2]))]
         if not chosen:
             raise InputError(where, f"no container {container!r} (containers: {names})")
     else:
@@ -251,8 +307,15 @@ def references(text: str) -> set[str]:
 
 def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
     """The SGLang container as the kubelet will run it (``unresolved``: what only the kubelet knows)."""
-    c, pod, lws = select_container(path, container)
-    where = f"kubernetes:{path}#{c.get('name')}"
+    c, pod, owner = select_container(path, container)
+    where = f"kubernetes:{path}#{_shown(c, owner)}"
+    if isinstance(owner, Rbg) and owner.patched:
+        raise UnresolvedLaunch(
+            f"{where}: the RoleBasedGroup controller makes role {owner.role}'s pods from its template with "
+            f"{owner.patched} applied (a strategic merge or another template): the container it runs is not "
+            "read here"
+        )
+    lws = owner if isinstance(owner, Lws) else None
     budget = Budget(str(path))
     env: dict[str, str] = {}
     origin: dict[str, str] = {}
@@ -260,12 +323,20 @@ def load_kube_container(path: Path, container: str | None) -> ContainerSpec:
     warnings: list[str] = []
     if lws is not None:
         env, origin, unresolved = _lws_env(lws, where)
+    elif isinstance(owner, Rbg):
+        unresolved = dict.fromkeys(
+            _RBG_VARIABLES,
+            f"{where}: set by the RoleBasedGroup controller when it creates the pod (which of these its "
+            "version sets, and their values, are known only then)",
+        )
     for entry in c.get("env") or []:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             raise InputError(str(path), f"container {c.get('name')}: an env entry without a name")
         name = entry["name"]
         if lws is not None and name in _LWS_VARIABLES:
             continue  # LWS puts its own first and drops the template's of the same name
+        if isinstance(owner, Rbg) and name.startswith("RBG_"):
+            continue  # the controller's own: a template's of that prefix is not what the pod gets
         if "valueFrom" in entry:
             source = entry["valueFrom"]
             kind = next(iter(source), "valueFrom") if isinstance(source, dict) else "valueFrom"

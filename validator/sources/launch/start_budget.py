@@ -13,9 +13,9 @@ from pathlib import Path
 
 from validator.errors import InputError
 from validator.facts import StartBudgetFacts
-from validator.sources.gathering import Gathering, preflight_source
+from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.launch.env_file import read_env_file
-from validator.sources.launch.kube_manifest import select_container
+from validator.sources.launch.kube_manifest import Rbg, select_container
 from validator.sources.launch.systemd_unit import ServiceUnit, load_unit
 from validator.trusted_files import read_as
 
@@ -95,8 +95,13 @@ def from_kubernetes(path: Path, container: str | None = None) -> StartBudgetFact
     without one, its livenessProbe, which then runs from the start; neither means no limit."""
 
     where = str(path)
-    c, _, _ = select_container(path, container)
+    c, _, owner = select_container(path, container)
     name = c.get("name")
+    if isinstance(owner, Rbg) and owner.patched:  # the pod's probes may be the patch's
+        raise Unreadable(
+            f"container {owner.role}/{name}: the RoleBasedGroup controller applies {owner.patched} to its "
+            "template, so its probes are not read here"
+        )
     for key in ("startupProbe", "livenessProbe"):
         if key in c:
             budget = _probe_budget(c[key], where)
