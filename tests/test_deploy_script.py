@@ -888,3 +888,20 @@ def test_what_another_paths_container_leaves_unknown_stays_unknown(host: Host) -
     )
     static = _static(host, script, {})
     assert "*" in static.unresolved and "/opt/env.sh" in static.unresolved["*"], static.unresolved
+
+
+def test_a_path_the_shipped_table_refuses_in_an_image_of_unread_version_is_not_dropped(host: Host) -> None:
+    """A path is dropped as starting no server only where its refusal is certain: in a container whose
+    SGLang version is not read here, the shipped table's refusal (``--cuda-graph-bs-decode 1 2`` is an
+    ambiguous prefix in 0.5.23, a real flag elsewhere) may not be the image's, so the other path's trap
+    cannot be judged alone: unresolved (69), never the clean path's PASS."""
+    (host.root / "flag").write_text("x\n")
+    text = (
+        "#!/bin/bash\nX=(--enable-fp32-lm-head)\nif grep -q y ~/flag; then\n  X=(--cuda-graph-bs 1 2)\nfi\n"
+        "exec docker run --rm -e SGLANG_ENABLE_FP8_LM_HEAD=1 lmsysorg/sglang:spark python3 -m "
+        'sglang.launch_server --model-path /m --moe-runner-backend humming "${X[@]}"\n'
+    )
+    script = _write(host, "refused-image.sh", text)
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69, (err, _statuses(report))
+    assert "the image's SGLang may not" in json.dumps(report) + err, (err, report)
