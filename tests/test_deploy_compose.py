@@ -666,3 +666,57 @@ def test_a_containers_dspark_draft_is_judged_through_the_mount(tmp_path: Path) -
     assert rc == 78 and checks["spec.dspark"]["status"] == "fail", (err, checks["spec.dspark"])
     assert "ring too small: 16 < 2 * 9" in checks["spec.dspark"]["message"]
     assert checks["spec.config"]["status"] == "pass", checks["spec.config"]
+
+
+def test_docker_run_e_overrides_an_env_file_wherever_it_stands(tmp_path: Path) -> None:
+    """Red team 21: docker reads every ``--env-file`` first and appends the ``-e`` variables after them
+    "to allow override" (docker/cli opts/parse.go, readKVStrings), so ``-e A=1 --env-file f`` (f: A=0)
+    gives the server A=1. The reader took them in the order written: the FP8 head read as off beside
+    ``--enable-fp32-lm-head`` (the trap of both heads) and lm_head.exclusive passed, exit 0."""
+    env_file = tmp_path / "off.env"
+    env_file.write_text("SGLANG_ENABLE_FP8_LM_HEAD=0\nNCCL_DEBUG=INFO\n")
+    for options in (
+        f"-e SGLANG_ENABLE_FP8_LM_HEAD=1 --env-file {env_file}",
+        f"--env-file {env_file} -e SGLANG_ENABLE_FP8_LM_HEAD=1",
+    ):
+        spec = parse_docker_cmd(
+            f"docker run {options} img python3 -m sglang.launch_server --model-path /m", {}
+        )
+        assert spec.env == {"SGLANG_ENABLE_FP8_LM_HEAD": "1", "NCCL_DEBUG": "INFO"}, options
+        assert spec.env_origin["SGLANG_ENABLE_FP8_LM_HEAD"] == "--docker-cmd -e", options
+    exec_cmd = f"docker exec -e SGLANG_ENABLE_FP8_LM_HEAD=1 --env-file {env_file} ctr python3 -m x"
+    spec = parse_docker_cmd(exec_cmd, {})
+    assert spec.env["SGLANG_ENABLE_FP8_LM_HEAD"] == "1"
+
+
+def test_a_scripts_relative_env_file_and_mount_where_its_directory_is_unknown_are_not_read_from_here(
+    tmp_path: Path,
+) -> None:
+    """Red team 21: where the script's ``cd`` goes is known only at run time, its ``docker run
+    --env-file ./x.env`` and ``-v ./models:/models`` were read from preflight's own directory (the
+    operator's x.env without the FP8 head, while the server's x.env has it: with
+    ``--enable-fp32-lm-head`` the trap of both heads, and `--check lm_head.exclusive` passed, exit 0).
+    Both are unknown: every variable (``*``) and what the mount holds."""
+    from validator.sources.container import host_path
+    from validator.sources.launch.script import launch_from_script
+
+    (tmp_path / "x.env").write_text("SGLANG_ENABLE_FP8_LM_HEAD=0\n")  # preflight's own directory's
+    (tmp_path / "models").mkdir()
+    script = tmp_path / "start.sh"
+    script.write_text(
+        '#!/bin/bash\ncd "$(cat ~/where)"\nexec docker run --env-file ./x.env -v ./models:/models '
+        "lmsysorg/sglang:latest python3 -m sglang.launch_server --model-path /models/m "
+        "--enable-fp32-lm-head\n"
+    )
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        launcher = launch_from_script(script, env={"PATH": "/usr/bin:/bin"})
+    finally:
+        os.chdir(here)
+    assert "SGLANG_ENABLE_FP8_LM_HEAD" not in launcher.facts.env
+    assert "--env-file ./x.env" in launcher.facts.unresolved["*"]
+    assert "known only at run time" in launcher.facts.unresolved["*"]
+    assert launcher.container is not None
+    found, why = host_path("/models/m", launcher.container.mounts)
+    assert found is None and "known only at run time" in why, why

@@ -15,6 +15,7 @@ class Mount:
     target: str  # path inside the container
     volume: str | None = None  # the named volume, when it is one
     read_only: bool = False
+    unknown: str | None = None  # a bind mount whose host path is known only at run time: why
 
 
 @dataclass
@@ -50,6 +51,8 @@ def host_path(container_path: str, mounts: list[Mount]) -> tuple[Path | None, st
             best = m
     if best is None:
         return None, f"{container_path} is not mounted from the host (it is inside the image)"
+    if best.unknown is not None:
+        return None, f"{container_path} is mounted from a host path known only at run time ({best.unknown})"
     if best.source is None:
         what = f"the named volume {best.volume!r}" if best.volume else "an anonymous volume"
         return None, f"{container_path} is in {what}, not visible from outside the container"

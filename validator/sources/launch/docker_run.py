@@ -317,11 +317,22 @@ def runs_inline_code(words: list[str]) -> bool:
 
 
 def parse_docker_words(
-    words: list[str], host_env: Mapping[str, str], where: str, base: str | None = None
+    words: list[str],
+    host_env: Mapping[str, str],
+    where: str,
+    base: str | None = None,
+    base_unknown: str | None = None,
 ) -> ContainerSpec:
-    """A ``docker run`` command as words (``base``: where relative bind sources start, the shell's cwd)."""
+    """A ``docker run`` command as words (``base``: where relative ``--env-file`` and bind sources start,
+    the shell's cwd; ``base_unknown``: why a script's shell's cwd is known only at run time, when it is,
+    so that no relative name is read from this process's own directory)."""
     env: dict[str, str] = {}
     origin: dict[str, str] = {}
+    # the variables of the env files, which every -e overrides wherever it stands: docker reads the files
+    # first and appends the -e ones "to allow override" (docker/cli opts/parse.go readKVStrings)
+    file_env: dict[str, str] = {}
+    file_origin: dict[str, str] = {}
+    unresolved: dict[str, str] = {}
     mounts: list[Mount] = []
     entrypoint: str | None = None
     workdir: str | None = None
@@ -335,10 +346,20 @@ def parse_docker_words(
             elif key in host_env:
                 env[key], origin[key] = host_env[key], f"{where} -e (from the host's environment)"
         elif name == "--env-file":  # relative to the shell's cwd, as docker reads it (a script's: base)
+            if base_unknown is not None and not os.path.isabs(value):
+                unresolved["*"] = (
+                    f"--env-file {value} is relative to the script's working directory, known only at run "
+                    f"time ({base_unknown}): which variables it sets, and their values, are unknown"
+                )
+                return
             named = os.path.join(base, value) if base and not os.path.isabs(value) else value
             for key, val in read_docker_env_file(named, host_env).items():
-                env[key], origin[key] = val, f"--env-file {value}"
+                file_env[key], file_origin[key] = val, f"--env-file {value}"
         elif name in ("-v", "--volume"):
+            if base_unknown is not None and value.startswith(".") and ":" in value:
+                mount = parse_volume(value, where, "/")
+                mounts.append(Mount(None, mount.target, read_only=mount.read_only, unknown=base_unknown))
+                return
             mounts.append(parse_volume(value, where, base or os.getcwd()))
         elif name == "--mount":
             mounts.append(parse_mount(value, where))
@@ -347,9 +368,13 @@ def parse_docker_words(
         elif name in ("-w", "--workdir"):
             workdir = value
 
-    if is_container_run(words, "exec"):
-        return _exec_spec(_run_options(words, where, take, "exec"), env, origin, workdir, where)
-    rest = _run_options(words, where, take)
+    sub = "exec" if is_container_run(words, "exec") else "run"
+    rest = _run_options(words, where, take, sub)
+    env, origin = {**file_env, **env}, {**file_origin, **origin}
+    if sub == "exec":
+        spec = _exec_spec(rest, env, origin, workdir, where)
+        spec.unresolved.update(unresolved)
+        return spec
     if not rest:
         raise InputError(where, "no image named")
     image, command = rest[0], rest[1:]
@@ -363,6 +388,7 @@ def parse_docker_words(
         env_origin=origin,
         mounts=mounts,
         workdir=workdir,
+        unresolved=unresolved,
     )
 
 

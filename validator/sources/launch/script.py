@@ -396,13 +396,18 @@ def _lead(f: Field) -> str:
     return "".join(lead)
 
 
-def _container(argv: list[str], env: dict[str, str], where: str, cwd: Path | None) -> ContainerSpec | None:
+def _container(argv: list[str], env: dict[str, str], where: str, cwd: Value) -> ContainerSpec | None:
     """The script's server runs in a container (``exec docker run ...``): its spec, else None. A variable
-    ``-e`` sets to a value known only at run time (``RUNTIME_VALUE``) is unresolved in it, with why."""
+    ``-e`` sets to a value known only at run time (``RUNTIME_VALUE``) is unresolved in it, with why. Its
+    relative ``--env-file`` and bind sources are the shell's directory's; where that is known only at run
+    time, they are unknown, never this process's own directory's."""
 
     if not is_container_run(argv) and not is_container_run(argv, "exec"):
         return None
-    spec = parse_docker_words(argv, env, f"script:{where}", str(cwd) if cwd is not None else None)
+    if isinstance(cwd, Unknown):
+        spec = parse_docker_words(argv, env, f"script:{where}", None, base_unknown=cwd.reason)
+    else:
+        spec = parse_docker_words(argv, env, f"script:{where}", cwd)
     for name, value in list(spec.env.items()):
         if value.startswith(RUNTIME_VALUE):
             del spec.env[name]
@@ -565,7 +570,7 @@ def _launcher_of(
         if v == "environment":
             origin[k] = (env_origin or {}).get(k, "environment")
     base_dir = Path(ex.cwd) if isinstance(ex.cwd, str) else None
-    container = _container(argv, server_env, ex.where, base_dir)
+    container = _container(argv, server_env, ex.where, ex.cwd)
     if container is not None:
         launcher = launch_from_container(through_shell(through_entrypoint(container, ex.written)))
     else:
