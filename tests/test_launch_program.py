@@ -232,3 +232,42 @@ def test_an_empty_or_relative_path_entry_is_the_working_directory_as_execvp_sear
         )
         assert real.stdout.strip() == str(found)
         assert resolve_program("python3", {"PATH": path}, tmp_path) == (found, None)
+
+
+def test_a_program_looked_up_in_a_working_directory_known_only_at_run_time_is_not_looked_up_here(
+    tmp_path: Path,
+) -> None:
+    """Red team 21: where a script's ``cd`` goes is known only at run time, ``exec ./python3`` and
+    ``PATH=:/usr/bin exec python3`` were resolved in preflight's own directory (8cc1af3 joined a relative
+    entry to ``cwd or Path.cwd()``): the operator's python3 there was probed and its SGLang judged as the
+    server's. Unknown instead, not the program's fault; an absolute entry before the relative one still
+    finds it, as execvp would there."""
+    from validator.sources.launch.script import launch_from_script
+    from validator.sources.sglang.interpreter import inspect_program
+
+    here_python = tmp_path / "python3"
+    here_python.write_text("#!/bin/sh\nexit 0\n")
+    here_python.chmod(0o755)
+    cases = {
+        "exec ./python3": "is relative to the working directory, known only at run time",
+        "PATH=:/usr/bin exec python3": "its PATH entry empty comes before any that holds it",
+        "PATH=bin:/usr/bin exec python3": "its PATH entry 'bin' comes before any that holds it",
+    }
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for line, why in cases.items():
+            script = tmp_path / "start.sh"
+            script.write_text(
+                f'#!/bin/bash\ncd "$(cat ~/where)"\n{line} -m sglang.launch_server --model-path /m\n'
+            )
+            launch = launch_from_script(script, env={"PATH": "/usr/bin:/bin"}).facts
+            facts, probe = inspect_program(launch, on_server_host=True)
+            assert probe is None and facts.path is None and facts.not_provable, line
+            assert why in str(facts.problem) and "$(cat ~/where)" in str(facts.problem), (line, facts.problem)
+    finally:
+        os.chdir(cwd)
+    from validator.sources.host.program import resolve_program
+
+    # found in an absolute entry before the working directory's: known, as execvp finds it first
+    assert resolve_program("sh", {"PATH": "/bin::"}, None, "unknown") == (Path("/bin/sh"), None)

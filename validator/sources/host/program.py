@@ -29,13 +29,18 @@ def _unreadable(exc: OSError, path: Path) -> str:
 
 
 def resolve_program(
-    program: str, env: Mapping[str, str], cwd: Path | None = None
+    program: str, env: Mapping[str, str], cwd: Path | None = None, cwd_unknown: str | None = None
 ) -> tuple[Path | None, str | None]:
     """``program`` as ``execvp`` finds it with the server's ``PATH`` (a name with a ``/`` is taken as a
     path, relative to ``cwd``): (path, None), or (None, why it cannot run). A path this user may not look
     at (a directory above it is 0700) is said so, never a traceback: the reason is then a
-    :class:`ProgramUnreadable`."""
+    :class:`ProgramUnreadable`. ``cwd_unknown``: why the working directory is known only at run time
+    (``cwd`` is then None): a lookup that reaches it is unknown, never this process's own directory's."""
     if "/" in program:
+        if not program.startswith("/") and cwd is None and cwd_unknown is not None:
+            return None, ProgramUnreadable(
+                f"is relative to the working directory, known only at run time ({cwd_unknown})"
+            )
         path = Path(program) if Path(program).is_absolute() else (cwd or Path.cwd()) / program
         try:  # both looks walked: a link swapped in between is a refusal of the second, never a traceback
             st = look_unplanted(str(path))
@@ -50,8 +55,10 @@ def resolve_program(
             return None, f"is not executable ({path})"
         return path, None
     try:
-        found = which(program, env, cwd)
+        found = which(program, env, cwd, cwd_unknown)
     except PathUnreadable as exc:
+        if exc.at_run_time is not None:
+            return None, ProgramUnreadable(exc.at_run_time)
         return None, _unreadable(exc.error, exc.path)
     if found is None:
         return None, f"is not found on the server's PATH ({env.get('PATH', os.defpath)})"
@@ -61,18 +68,28 @@ def resolve_program(
 class PathUnreadable(Exception):
     """A directory on ``PATH`` that this user may not look into: whether ``program`` is there is unknown."""
 
-    def __init__(self, path: Path, error: OSError) -> None:
+    def __init__(self, path: Path, error: OSError, at_run_time: str | None = None) -> None:
         super().__init__(str(path))
-        self.path, self.error = path, error
+        self.path, self.error, self.at_run_time = path, error, at_run_time
 
 
-def which(name: str, env: Mapping[str, str], cwd: Path | None = None) -> Path | None:
+def which(
+    name: str, env: Mapping[str, str], cwd: Path | None = None, cwd_unknown: str | None = None
+) -> Path | None:
     """``name`` on ``env``'s PATH as ``execvp`` finds it (a directory it may not search is passed over, as
     execvp does; an empty or relative entry is the working directory, ``cwd``, or one below it); raises
     ``PathUnreadable`` when it is found nowhere and a PATH directory this user could not look into might
-    hold it."""
+    hold it, or (``at_run_time`` set) when the search reaches such an entry before it is found and the
+    working directory is known only at run time (``cwd_unknown``: why)."""
     hidden: PathUnreadable | None = None
     for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        if not folder.startswith("/") and cwd is None and cwd_unknown is not None:
+            entry = repr(folder) if folder else "empty"
+            why = (
+                f"is looked for in the working directory (its PATH entry {entry} comes before any that "
+                f"holds it), known only at run time ({cwd_unknown})"
+            )
+            raise PathUnreadable(Path(folder or "."), OSError(), at_run_time=why)
         candidate = Path(folder) / name if folder.startswith("/") else (cwd or Path.cwd()) / folder / name
         try:
             found = look_unplanted(str(candidate), os.X_OK)

@@ -170,7 +170,11 @@ def inspect_program(
             "only the server's arguments are known (an args-only file): the program that will run them is not"
         )
         return facts, None
-    facts.path, facts.problem = resolve_program(launch.program, launch.env, launch.working_directory)
+    # a working directory known only at run time (a script's computed cd) is never this process's own
+    cwd_unknown = launch.unresolved.get("working_directory") if launch.working_directory is None else None
+    facts.path, facts.problem = resolve_program(
+        launch.program, launch.env, launch.working_directory, cwd_unknown
+    )
     if facts.problem is not None or facts.path is None:
         facts.not_provable = isinstance(facts.problem, ProgramUnreadable)
         return facts, None
@@ -180,7 +184,9 @@ def inspect_program(
         if launch.interpreter is None:
             facts.problem = f"cannot tell which python runs {facts.path} (no #! line, no python beside it)"
             return facts, None
-        interpreter, problem = resolve_program(launch.interpreter, launch.env, launch.working_directory)
+        interpreter, problem = resolve_program(
+            launch.interpreter, launch.env, launch.working_directory, cwd_unknown
+        )
         if problem is not None or interpreter is None:
             facts.problem = f"{facts.path} runs {launch.interpreter}, which {problem or 'is not found'}"
             facts.not_provable = isinstance(problem, ProgramUnreadable)
