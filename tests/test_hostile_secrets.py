@@ -183,3 +183,70 @@ def test_another_users_unit_that_runs_bash_c_never_carries_a_credential_of_the_r
     out = res.stdout + res.stderr
     assert token[3:] not in out and token[3:10] not in out, out[-600:]
     assert "a credential of the reader's environment" in out, out[-600:]
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_a_unit_or_compose_file_never_prints_a_credential_of_the_readers_environment(
+    attacker: User, tmp_path: Path, fmt: str
+) -> None:
+    """Red team 21: a unit's ``${VAR}`` and Compose's interpolation read the reader's environment, and
+    ``--tool-call-parser x${HF_TOKEN}`` (or ``x${OPENAI_API_KEY}``) put root's whole credential into
+    argparse's refusal: the ``x`` before it hides the ``hf_`` shape from the redactor (no word boundary),
+    and d8f0d68 made credentials unknown to another user's scripts only. The credentials of the reader's
+    environment are now scrubbed from whatever the reading prints: another user's unit, root's own
+    Compose file alike."""
+    token, key = "hf_" + "Zq7" * 8, "Kv4" * 6
+    flags = "--model-path /m --served-model-name x${OPENAI_API_KEY} --tool-call-parser x${HF_TOKEN}"
+    unit = f"[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server {flags}\n"
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        f"services:\n  sglang:\n    image: img\n    command: python3 -m sglang.launch_server {flags}\n"
+    )
+    env = {"HF_TOKEN": token, "OPENAI_API_KEY": key, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        made = run_as(attacker, ["sh", "-c", f"cat > {base}/sglang.service"], input=unit.encode())
+        assert made.returncode == 0, made.stderr
+        outs = [
+            run_bounded(["preflight", *given, "--format", fmt], env=env)
+            for given in (["--unit", str(base / "sglang.service")], ["--compose", str(compose)])
+        ]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    for res in outs:
+        out = res.stdout + res.stderr
+        assert "invalid choice: 'x<redacted>'" in out, out[-600:]
+        assert token[3:] not in out and key not in out, out[-600:]
+
+
+def test_another_users_script_never_carries_a_credential_the_readers_environment_holds_under_any_name(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 21: d8f0d68 hid from another user's script only the variables ``is_secret_key`` names
+    (``HF_TOKEN``); ``HFTOKEN=hf_...`` (its shape), ``DATABASE_URL=postgres://u:pw@h`` (URL credentials)
+    and ``MY_APIKEY`` were sliced past the redactor (``${HFTOKEN:3}``) into argparse's refusal."""
+    values = {
+        "HFTOKEN": "hf_" + "Zq7" * 8,
+        "DATABASE_URL": "postgres://svc:" + "Pw9" * 6 + "@db/x",
+        "MY_APIKEY": "Ak5" * 6,
+    }
+    env = {**values, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        for name, cut in (("HFTOKEN", 3), ("DATABASE_URL", 15), ("MY_APIKEY", 2)):
+            line = (
+                "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "
+                f'"${{{name}:{cut}}}"\n'
+            )
+            made = run_as(attacker, ["sh", "-c", f"cat > {base}/start.sh"], input=line.encode())
+            assert made.returncode == 0, made.stderr
+            res = run_bounded(["preflight", "--script", str(base / "start.sh")], env=env)
+            out = res.stdout + res.stderr
+            assert values[name][cut : cut + 8] not in out, (name, out[-600:])
+            assert f"${name}: a credential of the reader's environment" in out, (name, out[-600:])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -10,7 +10,7 @@ server strings safe on a terminal.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -108,6 +108,47 @@ def is_secret_key(key: str, value: Any, extra_keys: Iterable[str] = ()) -> bool:
         return True
     words = re.split(r"[_\-.]", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower())  # wandbKey: wandb_key
     return isinstance(value, str) and words[-1] in ("token", "key")
+
+
+def environment_credentials(env: Mapping[str, str]) -> list[str]:
+    """The variables of an environment that hold a credential: named as one (:func:`is_secret_key`), or
+    holding one by its shape under any name (``HFTOKEN=hf_...``, ``DATABASE_URL=postgres://u:pw@h``)."""
+    return [
+        k
+        for k, v in env.items()
+        if is_secret_key(k, v)
+        or _last_word(k) in _CREDENTIAL_LAST_WORDS
+        or _TOKEN_SHAPES_RE.search(v)
+        or _URL_CREDENTIALS_RE.search(v)
+    ]
+
+
+# more last words of a variable holding a credential (MY_APIKEY, GH_PAT, DB_PASS, NPM_AUTH), for an
+# environment only: the report's own keys keep is_secret_key's narrower rule
+_CREDENTIAL_LAST_WORDS = frozenset(
+    {"apikey", "apitoken", "pat", "pass", "pwd", "passphrase", "auth", "creds"}
+)
+
+
+def _last_word(key: str) -> str:
+    return re.split(r"[_\-.]", re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower())[-1]
+
+
+def register_environment(env: Mapping[str, str]) -> None:
+    """Scrub the credentials of this process's environment (:func:`environment_credentials`) from every
+    message: a launch file interpolates the reader's environment (a unit's ``${HF_TOKEN}``, Compose's), so
+    ``--tool-call-parser x${HF_TOKEN}`` put the whole token, past the shapes' word boundary, into
+    argparse's refusal. A value under 8 characters is no credential worth a shred of unrelated text."""
+    for name in environment_credentials(env):
+        value = env[name]
+        if is_secret_key(name, value) and len(value) >= 8:
+            register_secret(value)
+        for shaped in _TOKEN_SHAPES_RE.finditer(value):
+            register_secret(shaped.group())
+        for url in _URL_CREDENTIALS_RE.finditer(value):  # as redact_url registers a URL's
+            user, _, password = url["userinfo"].partition(":")
+            for part in (url["userinfo"], password, unquote(password)) if password else (user, unquote(user)):
+                register_secret(part)
 
 
 def collect_secrets(obj: Any, extra_keys: Iterable[str] = ()) -> set[str]:

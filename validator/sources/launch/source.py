@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from validator.errors import InputError, UnresolvedLaunch, UsageError
 from validator.facts import ENVIRONMENT_UNKNOWN, LAUNCH, SGLANG, LaunchFacts, ProgramFacts, SGLangInstallFacts
 from validator.preflight_inputs import PreflightInputs
+from validator.redact import register_environment
 from validator.sources.gathering import Gathering, Unreadable, preflight_source
 from validator.sources.host.program import resolve_program
 from validator.sources.host.server_command import stand_in_of
@@ -118,6 +119,9 @@ def _read_launcher(inputs: PreflightInputs) -> tuple[Launcher, dict[str, str]]:
         for k, v in values.items():
             env[k] = v
             origin[k] = f"env-file:{path}"
+    # a launch file interpolates this environment (a unit's or Compose's ${HF_TOKEN}, behind a prefix that
+    # hides the token's shape): its credentials are scrubbed from whatever the reading prints
+    register_environment(env)
     given = [x for x in _launch_sources(inputs) if x is not None]
     if not given and inputs.kube_manifest is not None:
         given = [inputs.kube_manifest]  # the manifest's SGLang container is the launch

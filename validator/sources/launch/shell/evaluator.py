@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from tree_sitter import Node, Tree
 
-from validator.redact import is_secret_key
+from validator.redact import environment_credentials
 from validator.sources.launch.shell.commands import Commands
 from validator.sources.launch.shell.compound import Compound
 from validator.sources.launch.shell.conditions import Conditions
@@ -108,7 +108,7 @@ class Evaluator:
             # another user's script could carry a credential of this process's environment into the
             # report (``--tool-call-parser "${HF_TOKEN:3}"`` in an argparse error, past the redactor's
             # patterns): to them it is unknown, as it is until the server's real environment is known
-            for name in [k for k, v in env.items() if is_secret_key(k, v)]:
+            for name in environment_credentials(env):  # by name, or by shape under any name (HFTOKEN=hf_..)
                 st.vars[name] = Var(
                     value=Unknown(f"${name}: a credential of the reader's environment"), exported=True
                 )
