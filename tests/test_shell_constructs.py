@@ -55,6 +55,31 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "a1x2x",
         "a1x2x",
     ),
+    # red team 21: a function's body and a bash subshell have no loops of their own (a break there does
+    # nothing, status 0), $( ) keeps them (a break ends it), dash's subshell ends; the reader broke the
+    # caller's loop (`f() { break; }`: the rest of the body, an --enable-fp32-lm-head, read as never run)
+    "break in a function called in a loop": (
+        "R=a\nf() { break; }\nfor i in 1 2; do R=$R$i; f; R=${R}x; done",
+        "a1x2x",
+        "a1x2x",
+    ),
+    "continue in a function called in a loop": (
+        "R=a\nf() { continue 2; }\nfor i in 1 2; do R=$R$i; f; R=${R}x; done",
+        "a1x2x",
+        "a1x2x",
+    ),
+    "break N in a function's own loop": (
+        "R=a\nf() { for k in m n; do R=$R$k; break 3; done; R=${R}F; }\nfor i in 1 2; do f; R=$R$i; done",
+        "amF1mF2",
+        "amF1mF2",
+    ),
+    "break in a subshell in a loop": (
+        "R=a\nfor i in 1 2; do R=$R$i; (break; exit 3) && R=${R}x; done",
+        "a12",
+        Refused("where dash and bash differ"),
+    ),
+    "break in $( ) in a loop": ("R=a\nfor i in 1 2; do R=$R$i$(break; echo no)x; done", "a1x2x", "a1x2x"),
+    "break outside a loop": ("R=a\nbreak\nset -e\ncontinue 2\nR=${R}b", "ab", "ab"),
     "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
     # an and-or list after a here-document's start: the grammar nests it into the redirection, right first
     "cmd <<EOF || ... under set -e": ("set -e\nR=no\nfalse <<'EOF' || R=ok\nx\nEOF", "ok", "ok"),

@@ -67,6 +67,12 @@ def b_loop(kind: str) -> Builtin:
         n = count(words[0]) if len(words) == 1 else (1 if not words else None)
         if not n:
             raise Unmodelled(f"{kind} {' '.join(words)!r}", line_of(node))
+        if ev.m.loops == 0:  # in no loop of its own (a function's body, bash's subshell, the top level)
+            if ev.m.posix and ev.m.hidden_loops:
+                raise Unmodelled(
+                    f"{kind} in a subshell inside a loop, where dash and bash differ", line_of(node)
+                )
+            return ev.m.errexit(0, node, kind)  # bash and dash: nothing happens, status 0
         raise LoopJump(kind, n)
 
     return run

@@ -579,6 +579,7 @@ class Commands:
             with (
                 self.descriptors(fds, body) if opened else nullcontext(),
                 self.m.stdout_elsewhere() if elsewhere else nullcontext(),
+                self.m.loops_apart(subshell=False),  # bash and dash: the caller's loops are not its own
             ):
                 if opened is False:  # bash runs nothing of it: status 1
                     status = 1

@@ -34,7 +34,7 @@ class Compound:
         return 0
 
     def subshell(self, nodes: list[Node]) -> int | None:
-        with self.m.in_copy():
+        with self.m.in_copy(), self.m.loops_apart(subshell=True):
             try:
                 status = self.sh.block(nodes)
             except (ShellExit, ShellReturn) as ex:
@@ -64,7 +64,7 @@ class Compound:
         parts = [c for c in node.children if c.type not in ("|", "|&")]
         statuses: list[int | None] = []
         for piece in parts:
-            with self.m.in_copy():
+            with self.m.in_copy(), self.m.loops_apart(subshell=True):  # each part a subshell
                 try:
                     with (
                         self.m.ignoring(),

@@ -66,6 +66,8 @@ class Evaluator:
                 status = ex.status
             except Unbound:  # bash reports it and the substitution's subshell exits
                 status = 1
+            except LoopJump:  # it keeps the loops around it (bash and dash): a break there ends it
+                status = 0
             except Launched:
                 raise Unmodelled("the server starts inside a command substitution", line_of(node)) from None
             finally:

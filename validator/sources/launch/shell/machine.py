@@ -47,6 +47,8 @@ class Machine:
         self.ignore_errexit = 0
         self.in_function = 0
         self.loops = 0  # the loops being run, enclosing this statement (break N past them: the outermost)
+        # a bash subshell hides loops around it (dash's keeps them, and break ends the subshell)
+        self.hidden_loops = False
         self.st: State
         self.file = str(script)  # the file whose statements run now
         self.notes: list[str] = []
@@ -109,6 +111,18 @@ class Machine:
             yield
         finally:
             self.ignore_errexit -= 1
+
+    @contextmanager
+    def loops_apart(self, subshell: bool) -> Iterator[None]:
+        """A function's body (bash and dash) or a subshell's (``subshell``: bash; dash's keeps them, so a
+        break there ends the subshell): the loops around it are not its own, and a ``break`` or
+        ``continue`` with none of its own is no jump (bash: "only meaningful in a loop", status 0)."""
+        saved, saved_hidden = self.loops, self.hidden_loops
+        self.loops, self.hidden_loops = 0, subshell and (saved > 0 or saved_hidden)
+        try:
+            yield
+        finally:
+            self.loops, self.hidden_loops = saved, saved_hidden
 
     def restore(self, saved: dict[str, Var | None]) -> None:
         """Variables put back as they were (None: unset) when a function's locals or a command's
