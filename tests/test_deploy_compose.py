@@ -28,7 +28,7 @@ from tests.support.daemon_process import daemon_process, start_sim, wait_for
 from tests.support.deploy_tools import DEPLOY, REPO, parse_cli, require_tool, run_tool, serve_config
 from tests.support.in_process import preflight_json_in_process
 from tests.support.loopback import free_port, stop
-from validator.sources.container import Mount
+from validator.sources.container import Mount, host_path
 from validator.sources.launch.compose import load_compose
 from validator.sources.launch.docker_run import parse_docker_cmd
 
@@ -697,7 +697,6 @@ def test_a_scripts_relative_env_file_and_mount_where_its_directory_is_unknown_ar
     operator's x.env without the FP8 head, while the server's x.env has it: with
     ``--enable-fp32-lm-head`` the trap of both heads, and `--check lm_head.exclusive` passed, exit 0).
     Both are unknown: every variable (``*``) and what the mount holds."""
-    from validator.sources.container import host_path
     from validator.sources.launch.script import launch_from_script
 
     (tmp_path / "x.env").write_text("SGLANG_ENABLE_FP8_LM_HEAD=0\n")  # preflight's own directory's
@@ -720,3 +719,24 @@ def test_a_scripts_relative_env_file_and_mount_where_its_directory_is_unknown_ar
     assert launcher.container is not None
     found, why = host_path("/models/m", launcher.container.mounts)
     assert found is None and "known only at run time" in why, why
+
+
+def test_an_env_file_or_mount_under_proc_self_is_the_reading_processs_never_this_ones(tmp_path: Path) -> None:
+    """Red team 21: ``--env-file /proc/self/cwd/x.env`` (or ``-v /proc/self/cwd/models:/models``) names
+    the files of whichever process opens it: docker's, whose working directory is the script's. The
+    reader opened its own: preflight's directory's x.env was read as the server's environment, past the
+    relative-name rule above, and a refusal named the directory root ran preflight from."""
+    (tmp_path / "x.env").write_text("SGLANG_ENABLE_FP8_LM_HEAD=0\n")
+    (tmp_path / "models").mkdir()
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        for name in ("/proc/self/cwd/x.env", "/proc/thread-self/cwd/x.env", "/proc/self/../self/cwd/x.env"):
+            spec = parse_docker_cmd(
+                f"docker run --env-file {name} -v /proc/self/cwd/models:/models img x", {}
+            )
+            assert spec.env == {} and "names the files of the process that reads it" in spec.unresolved["*"]
+            found, why = host_path("/models/m", spec.mounts)
+            assert found is None and "/proc/self/cwd/models names the files" in why, why
+    finally:
+        os.chdir(here)

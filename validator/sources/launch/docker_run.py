@@ -94,6 +94,15 @@ def read_docker_env_file(path: Path | str, host_env: Mapping[str, str]) -> dict[
     return out
 
 
+# /proc/self, /dev/fd/N, /dev/stdin...: the files of whichever process opens the name (docker's, the
+# daemon's, at run time), never those of this one (its working directory, its environment)
+_OWN_PROCESS = re.compile(r"/(?:proc/(?:self|thread-self)|dev/(?:fd|stdin|stdout|stderr))(?:/|$)")
+
+
+def _of_the_reader(path: str) -> bool:
+    return _OWN_PROCESS.match(posixpath.normpath(path)) is not None
+
+
 def parse_volume(spec: str, where: str, base: str | None) -> Mount:
     """``-v SRC:DST[:OPTS]`` / compose's short syntax. A SRC that is a path is a bind mount (relative to
     ``base`` for compose); a bare name is a named volume; a lone DST is an anonymous volume."""
@@ -346,13 +355,21 @@ def parse_docker_words(
             elif key in host_env:
                 env[key], origin[key] = host_env[key], f"{where} -e (from the host's environment)"
         elif name == "--env-file":  # relative to the shell's cwd, as docker reads it (a script's: base)
+            why = None
+            named = os.path.join(base, value) if base and not os.path.isabs(value) else value
             if base_unknown is not None and not os.path.isabs(value):
+                why = (
+                    f"is relative to the script's working directory, known only at run time ({base_unknown})"
+                )
+            elif _of_the_reader(named):
+                why = (
+                    "names the files of the process that reads it (docker's own, at run time), not this one's"
+                )
+            if why is not None:
                 unresolved["*"] = (
-                    f"--env-file {value} is relative to the script's working directory, known only at run "
-                    f"time ({base_unknown}): which variables it sets, and their values, are unknown"
+                    f"--env-file {value} {why}: which variables it sets, and their values, are unknown"
                 )
                 return
-            named = os.path.join(base, value) if base and not os.path.isabs(value) else value
             for key, val in read_docker_env_file(named, host_env).items():
                 file_env[key], file_origin[key] = val, f"--env-file {value}"
         elif name in ("-v", "--volume"):
@@ -360,7 +377,11 @@ def parse_docker_words(
                 mount = parse_volume(value, where, "/")
                 mounts.append(Mount(None, mount.target, read_only=mount.read_only, unknown=base_unknown))
                 return
-            mounts.append(parse_volume(value, where, base or os.getcwd()))
+            mount = parse_volume(value, where, base or os.getcwd())
+            if mount.source is not None and _of_the_reader(mount.source):
+                why = f"{mount.source} names the files of the process that reads it, not this one's"
+                mount = Mount(None, mount.target, read_only=mount.read_only, unknown=why)
+            mounts.append(mount)
         elif name == "--mount":
             mounts.append(parse_mount(value, where))
         elif name == "--entrypoint":
