@@ -80,6 +80,14 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
     ),
     "break in $( ) in a loop": ("R=a\nfor i in 1 2; do R=$R$i$(break; echo no)x; done", "a1x2x", "a1x2x"),
     "break outside a loop": ("R=a\nbreak\nset -e\ncontinue 2\nR=${R}b", "ab", "ab"),
+    # red team 21: /proc/self is the shell running the script (its cwd here: the sandbox), never the
+    # reader's own process (whose cwd held no such name: a test answered from there, a wrong PASS)
+    "a test under /proc/self": ("if [ -d /proc/self/cwd/out ]; then R=y; else R=n; fi", PARTLY, PARTLY),
+    "cd under /proc/self": (
+        "cd /proc/self/cwd/out\nif [ -d ../out ]; then R=y; else R=n; fi",
+        PARTLY,
+        PARTLY,
+    ),
     "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
     # an and-or list after a here-document's start: the grammar nests it into the redirection, right first
     "cmd <<EOF || ... under set -e": ("set -e\nR=no\nfalse <<'EOF' || R=ok\nx\nEOF", "ok", "ok"),

@@ -1819,3 +1819,42 @@ def test_the_sources_of_the_sglang_another_users_interpreter_reports_are_read_as
         assert len(walks) < 200, len(walks)  # not one per source file
     finally:
         subprocess.run(["rm", "-rf", str(base)], check=False)  # shutil.rmtree recurses per level
+
+
+def test_a_link_to_proc_self_in_another_users_tree_is_not_followed_into_the_readers_own_process(
+    attacker: User,
+) -> None:
+    """Red team 21: the attacker's ``pc -> /proc/self/cwd`` and ``[ -e pc/flag ]`` in their script: the
+    walk followed /proc/self into root's own process, so the test was answered from the directory root ran
+    preflight from (here: a ``flag`` there read --enable-fp32-lm-head as given; none there, as not given,
+    while the script's shell, whose /proc/self it is, finds its own). A link under /proc is a process's,
+    never followed for another user: the test is known only at run time."""
+    base = Path(tempfile.mkdtemp(prefix="sv-proc-"))  # a directory the attacker can reach
+    here = Path(tempfile.mkdtemp(prefix="sv-here-"))  # where root runs preflight: one they can enter too
+    (here / "flag").write_text("")
+    try:
+        os.chmod(here, 0o755)
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        _plant_link(attacker, Path("/proc/self/cwd"), base / "pc")
+        line = (
+            f"#!/bin/bash\nX=()\nif [ -e {base}/pc/flag ]; then X=(--enable-fp32-lm-head); fi\n"
+            'SGLANG_ENABLE_FP8_LM_HEAD=1 exec python3 -m sglang.launch_server --model-path /m "${X[@]}"\n'
+        )
+        made = run_as(attacker, ["sh", "-c", f"cat > {base}/start.sh"], input=line.encode())
+        assert made.returncode == 0, made.stderr
+        res = run_cli(
+            "preflight",
+            "--check",
+            "lm_head.exclusive",
+            "--format",
+            "json",
+            "--script",
+            f"{base}/start.sh",
+            cwd=here,
+        )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        shutil.rmtree(here, ignore_errors=True)
+    check = next(c for c in json.loads(res.stdout)["checks"] if c["id"] == "lm_head.exclusive")
+    assert check["status"] == "error" and "run-time condition" in check["message"], check

@@ -453,6 +453,10 @@ def _walk(
                 raise missing from None
             if stat.S_ISLNK(lst.st_mode) and not pending and not follow_last:
                 raise UnsafeLocation(f"{path} is a symbolic link, not a regular file")
+            if stat.S_ISLNK(lst.st_mode) and _NAMERS.get() and (here == "/proc" or here.startswith("/proc/")):
+                # /proc/self, /proc/N/cwd: what a process's link names depends on who follows it (this
+                # process's own working directory, or a ptrace check a namer would fail): never theirs
+                raise UnsafeLocation(f"{path}: {_join(here, name)} is a process's link, not theirs to follow")
             if stat.S_ISLNK(lst.st_mode):
                 planted = links_from is not None or shared_links is not None
                 if planted and (why := _planted(visited[here], lst.st_uid, links_from)):

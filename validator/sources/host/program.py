@@ -7,6 +7,7 @@ unknown here, never a traceback and never a fault of the program."""
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Mapping
 from pathlib import Path
@@ -37,6 +38,10 @@ def resolve_program(
     :class:`ProgramUnreadable`. ``cwd_unknown``: why the working directory is known only at run time
     (``cwd`` is then None): a lookup that reaches it is unknown, never this process's own directory's."""
     if "/" in program:
+        full = program if program.startswith("/") else os.path.join(str(cwd or Path.cwd()), program)
+        if re.match(r"/(?:proc|dev/fd)(?:/|$)", os.path.normpath(full)):
+            # /proc/self is the process that reads the name (the server itself, as exec runs it): not ours
+            return None, ProgramUnreadable(f"is a process's file ({program}), known only at run time")
         if not program.startswith("/") and cwd is None and cwd_unknown is not None:
             return None, ProgramUnreadable(
                 f"is relative to the working directory, known only at run time ({cwd_unknown})"

@@ -20,7 +20,16 @@ from validator.sources.launch.shell.conditions import test_words
 from validator.sources.launch.shell.machine import Prefix, heredoc_text, known_words, others_could_write
 from validator.sources.launch.shell.state import MAX_DEPTH, LoopJump, ShellExit, ShellReturn, Var
 from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, line_of, parse, text
-from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, count, join, join_with
+from validator.sources.launch.shell.values import (
+    Field,
+    Unknown,
+    Unmodelled,
+    Value,
+    count,
+    join,
+    join_with,
+    process_file,
+)
 from validator.trusted_files import UnsafeLocation, look_unplanted, walk_unplanted
 
 
@@ -313,11 +322,13 @@ def b_cd(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None
     new = os.path.normpath(os.path.join(str(ev.m.st.cwd), target))
     if new.startswith("//"):
         new = "/" + new.lstrip("/")
-    if ev.m.changed(new):
-        ev.m.st.cwd, ev.m.st.cwd_given = (
-            Unknown(f"cd {target}: a directory the script may have created"),
-            True,
+    if ev.m.changed(new) or process_file(new):
+        why = (
+            "a process's files, known only at run time"
+            if process_file(new)
+            else "a directory the script may have created"
         )
+        ev.m.st.cwd, ev.m.st.cwd_given = Unknown(f"cd {target}: {why}"), True
         return ev.m.errexit(None, node, "cd")
     try:  # walked, never looked at by name: whether it is there may be the script owner's to know
         found = look_unplanted(new, os.X_OK)

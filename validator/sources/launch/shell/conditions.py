@@ -20,7 +20,7 @@ from tree_sitter import Node
 from validator.sources.launch.shell.machine import Machine
 from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import line_of, part, snippet, text
-from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join
+from validator.sources.launch.shell.values import Unknown, Unmodelled, Value, join, process_file
 from validator.sources.launch.shell.variables import Variables
 from validator.trusted_files import UnsafeLocation, look_unplanted
 
@@ -180,6 +180,8 @@ def unary_test(ev: Conditions, op: str, operand: Value, node: Node) -> bool | No
             return None
         ev.m.uses_cwd(operand)
         path = Path(str(ev.m.st.cwd)) / operand
+        if process_file(str(path)):  # the shell's own (or another process's) files at run time
+            return None
         need = {"-x": os.X_OK, "-r": os.R_OK, "-w": os.W_OK}.get(op, os.F_OK)
         try:  # walked, never looked at by name: where the script's owner could not look, unknown
             # where root may and the script's owner may not (mode bits, ACL): unknown

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 
 from validator.sources.launch.docker_run import is_container_run, runs_inline_code
-from validator.sources.launch.shell.values import Unknown, Value
+from validator.sources.launch.shell.values import Unknown, Value, process_file
 from validator.trusted_files import UnsafeLocation, look_unplanted
 
 # programs whose only effect on the disk is through their redirections (so a later file test still holds)
@@ -132,6 +132,8 @@ def which(program: str, path: Value, cwd: Value) -> Value:
                 return cwd
             d = os.path.join(cwd, d or ".")
         cand = os.path.join(d, program)
+        if process_file(cand):
+            return Unknown(f"{program}: {d} on PATH is a process's files, known only at run time")
         try:  # walked, never looked at by name: whether it is there may be the script owner's to know
             found = look_unplanted(cand, os.X_OK)
         except UnsafeLocation:

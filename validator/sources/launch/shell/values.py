@@ -8,6 +8,8 @@ one definition without importing the expansion machinery.
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -83,6 +85,17 @@ def charge(units: int) -> bool:
         return True
     left[0] -= units
     return left[0] >= 0
+
+
+_PROCESS_FILES = re.compile(r"/(?:proc|dev/fd|dev/stdin|dev/stdout|dev/stderr)(?:/|$)")
+
+
+def process_file(path: str) -> bool:
+    """``path`` (absolute) names a process's files: ``/proc/self`` is the shell running the script (its
+    working directory, its descriptors), ``/proc/N`` whatever runs then, ``/dev/fd/N`` and ``/dev/stdin``
+    its descriptors. What this process finds there is its own, so a test, ``cd`` or lookup there is known
+    only at run time."""
+    return _PROCESS_FILES.match(os.path.normpath(path)) is not None
 
 
 def join(parts: list[Value]) -> Value:
