@@ -88,6 +88,31 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         PARTLY,
         PARTLY,
     ),
+    # red team 21: what a builtin lists, or an error 2>&1 sends, reaches $( ): it was read as empty (a
+    # test of it a certain wrong branch: `[ -n "$X" ] && X=(--enable-fp32-lm-head)` a wrong PASS)
+    "export -p in $( )": (
+        'X=$(export -p)\nif [ -n "$X" ]; then R=y; else R=n; fi',
+        PARTLY,
+        Refused("export with an option"),
+    ),
+    "set in $( )": ('X=$(set)\nif [ -n "$X" ]; then R=y; else R=n; fi', PARTLY, PARTLY),
+    "umask in $( )": ('X=$(umask)\nif [ -n "$X" ]; then R=y; else R=n; fi', PARTLY, PARTLY),
+    "declare -p in $( )": (
+        'X=$(declare -p)\nif [ -n "$X" ]; then R=y; else R=n; fi',
+        PARTLY,
+        Refused("declare"),
+    ),
+    "trap in $( )": ("trap 'echo' EXIT\nX=$(trap)\nif [ -n \"$X\" ]; then R=y; else R=n; fi", PARTLY, PARTLY),
+    "an error 2>&1 in $( )": (
+        'X=$(cd /nonexistent 2>&1)\nif [ -n "$X" ]; then R=y; else R=n; fi',
+        PARTLY,
+        PARTLY,
+    ),
+    "declare -p of a name not set": (
+        "if declare -p NOPE >/dev/null 2>&1; then R=y; else R=n; fi",
+        "n",
+        Refused("declare"),
+    ),
     "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
     # an and-or list after a here-document's start: the grammar nests it into the redirection, right first
     "cmd <<EOF || ... under set -e": ("set -e\nR=no\nfalse <<'EOF' || R=ok\nx\nEOF", "ok", "ok"),

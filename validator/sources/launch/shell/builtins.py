@@ -67,9 +67,24 @@ _VALUED = ("-G", "-W")  # compgen's options whose value is a pattern or a word l
 
 def b_noop(what: str) -> Builtin:
     def run(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
+        if what in _PRINTING and not _silent(what, [join(f) for f in args]):
+            ev.m.output_unknown(what)  # umask's mask, times, dirs, alias's list...: the shell's, at run time
         return ev.m.errexit(0, node, what)
 
     return run
+
+
+# no-ops that print (to a $( ) that captures it): what they print is the shell's state at run time
+_PRINTING = ("umask", "times", "dirs", "help", "bind", "alias", "complete", "jobs")
+
+
+def _silent(what: str, words: list[Value]) -> bool:
+    """``umask 022`` and ``alias a=b`` print nothing; their other forms list (umask alone, -S, -p)."""
+    if what == "umask":
+        return bool(words) and all(isinstance(w, str) and w[:1] not in "-" for w in words)
+    if what == "alias":
+        return bool(words) and all(isinstance(w, str) and "=" in w and w[:1] != "-" for w in words)
+    return False
 
 
 def b_shopt(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
@@ -83,6 +98,8 @@ def b_hash(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
     words = [join(f) for f in args]
     if words and words != ["-r"]:
         raise Unmodelled(f"hash {' '.join(str(w) for w in words)}", line_of(node))
+    if not words:  # bash lists the table ("hash table empty"); dash prints nothing or the table
+        ev.m.output_unknown("hash")
     return ev.m.errexit(0, node, "hash")
 
 

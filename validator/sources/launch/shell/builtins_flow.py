@@ -357,6 +357,7 @@ def b_trap(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
     sigs = words[1:]
     if any(isinstance(s, Unknown) for s in sigs) or not sigs:
         if not words or words in (["-l"], ["-p"]):
+            ev.m.output_unknown("trap (a listing)")  # the traps set (bash lists its parent's in $( ))
             return ev.m.errexit(0, node, "trap")
         raise Unmodelled("trap on signals known only at run time", line_of(node))
     for s in sigs:

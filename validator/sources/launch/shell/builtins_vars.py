@@ -14,6 +14,7 @@ from validator.sources.launch.shell.machine import Prefix, known_words
 from validator.sources.launch.shell.state import NAME
 from validator.sources.launch.shell.syntax import OPTION_LETTERS, line_of
 from validator.sources.launch.shell.values import Field, Unknown, Unmodelled, Value, count, join
+from validator.sources.launch.shell.variables import declaration_option
 
 
 def b_export(kind: str) -> Builtin:
@@ -25,7 +26,10 @@ def b_export(kind: str) -> Builtin:
             raise Unmodelled(f"{kind} given as a command word", line_of(node))
         if kind == "local" and not ev.m.in_function:
             return ev.m.errexit(1, node, kind)
-        return ev.m.errexit(ev.vars.declare_words(kind, {}, [join(f) for f in args], node), node, kind)
+        words, flags = [join(f) for f in args], dict[str, bool]()
+        status = ev.vars.declare_words(kind, flags, words, node)
+        names = [w.partition("=")[0] for w in words if isinstance(w, str) and not declaration_option(w)]
+        return ev.m.errexit(ev.vars.listing(kind, flags, names, status), node, kind)
 
     return run
 
@@ -68,6 +72,8 @@ def b_set(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | Non
             continue
         ev.m.st.positional = list(words[k:])
         return ev.m.errexit(0, node, "set")
+    if not words:  # set alone lists every variable and function
+        ev.m.output_unknown("set (a listing)")
     return ev.m.errexit(0, node, "set")
 
 

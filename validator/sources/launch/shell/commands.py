@@ -88,6 +88,9 @@ class Commands:
             return self.m.errexit(1, body or redirects[0], "a redirection")
         for r in redirects:
             self.redirect(r)
+        if self.m.capturing is not None and any(_stderr_to_stdout(r) for r in redirects):
+            # bash's and the commands' diagnostics (cd: no such file...) reach the $( ): not modelled
+            self.m.output_unknown(f"{snippet(body or redirects[0])} (its errors, 2>&1)")
         if body is None:
             return self.m.st.status
         scope: AbstractContextManager[None] = self.descriptors(fds, body)
@@ -606,6 +609,16 @@ class Commands:
                 return Unknown(f"the arguments at line {line_of(node)} are split at run time")
             out.append(join(f))
         return out
+
+
+def _stderr_to_stdout(node: Node) -> bool:
+    """``2>&1`` (or ``2>&1`` nested in a here-document's redirection): errors go where output goes."""
+    if node.type == "heredoc_redirect":
+        return any(_stderr_to_stdout(c) for c in node.children if c.type == "file_redirect")
+    fd = node.child_by_field_name("descriptor")
+    dest = node.child_by_field_name("destination")
+    ops = [c.type for c in node.children]
+    return fd is not None and text(fd) == "2" and ">&" in ops and dest is not None and text(dest) == "1"
 
 
 def _redirects_stdout(node: Node) -> bool:

@@ -35,6 +35,10 @@ _SPECIAL_RUNTIME["-"] = "the shell's flags"
 _OWN = BASH_VARS | {"FUNCNAME", "BASH_SOURCE", "BASH_VERSION", "PWD"}
 
 
+def declaration_option(word: str) -> bool:
+    return word[:1] in "-+" and len(word) > 1 and NAME.fullmatch(word[1:].replace("-", "x")) is not None
+
+
 class Variables:
     """One path's variables (``state.Names``), over its machine ``m``, and the word expansion over them
     (``words``: it runs ``$(...)`` through ``substitute``)."""
@@ -311,9 +315,11 @@ class Variables:
             return 1  # bash: "local: can only be used in a function"
         flags: dict[str, bool] = {}
         status: int | None = 0
+        names: list[str] = []
         for kid in node.children[1:]:
             if kid.type == "variable_assignment":
                 name = text(part(kid, "name")).split("[")[0]
+                names.append(name)
                 if not NAME.fullmatch(name):  # export 1bad=2: bash says "not a valid identifier"
                     status = 1
                     continue
@@ -322,9 +328,25 @@ class Variables:
             fs = self.words.fields(kid)
             if isinstance(fs, Unknown):
                 raise Unmodelled(f"{keyword} argument known only at run time: {fs.reason}", line_of(kid))
-            status = self.declare_words(keyword, flags, [join(f) for f in fs], kid) or status
+            words = [join(f) for f in fs]
+            names += [w.partition("=")[0] for w in words if isinstance(w, str) and not declaration_option(w)]
+            status = self.declare_words(keyword, flags, words, kid) or status
+        status = self.listing(keyword, flags, names, status)
         if self.posix and status:  # a special builtin that fails ends dash
             raise ShellExit(status, line_of(node), f"{keyword} failed: dash stops")
+        return status
+
+    def listing(
+        self, keyword: str, flags: dict[str, bool], names: list[str], status: int | None
+    ) -> int | None:
+        """A declaration that prints (``declare -p``, ``export -p``, ``export`` or ``declare`` with no
+        name, ``declare -f``): what it prints is the shell's listing, known only at run time; ``-p NAME``
+        fails (1) for a name not declared, as bash's does."""
+        if keyword == "unset" or (names and not flags.get("p") and not flags.get("f")):
+            return status
+        self.m.output_unknown(f"{keyword} (a listing)")
+        if flags.get("p") and any(n not in self.m.st.vars for n in names):
+            return 1
         return status
 
     def declare_words(self, keyword: str, flags: dict[str, bool], words: list[Value], node: Node) -> int:
@@ -334,7 +356,7 @@ class Variables:
         for word in words:
             if isinstance(word, Unknown):
                 raise Unmodelled(f"{keyword} argument known only at run time: {word.reason}", line_of(node))
-            if word[:1] in "-+" and len(word) > 1 and NAME.fullmatch(word[1:].replace("-", "x")) is not None:
+            if declaration_option(word):
                 for letter in word[1:]:
                     flags[letter] = word[0] == "-"
                 continue
