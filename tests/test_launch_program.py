@@ -271,3 +271,29 @@ def test_a_program_looked_up_in_a_working_directory_known_only_at_run_time_is_no
 
     # found in an absolute entry before the working directory's: known, as execvp finds it first
     assert resolve_program("sh", {"PATH": "/bin::"}, None, "unknown") == (Path("/bin/sh"), None)
+
+
+def test_a_path_of_many_empty_or_repeated_entries_is_searched_once_per_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Red team 21: another user's script with ``PATH=`` and 200,000 ``:`` (each the working directory,
+    as execvp searches it) held root's preflight 31 s: every entry walked again, in the shell reader's
+    lookup and the program's. A directory searched once answers the same the second time; and a PATH of
+    128 KiB or more is one execve refuses (E2BIG): the program cannot run."""
+    from validator.sources.host import program as host_program
+    from validator.sources.host.program import resolve_program
+    from validator.sources.launch.shell import programs as shell_programs
+
+    looks: list[str] = []
+    for module in (host_program, shell_programs):
+        real = module.look_unplanted
+        monkeypatch.setattr(
+            module, "look_unplanted", lambda p, *a, _r=real, **k: looks.append(p) or _r(p, *a, **k)
+        )
+    path = ":" * 100_000 + "/usr/bin"
+    assert shell_programs.which("sh", path, str(tmp_path)) == "/usr/bin/sh"
+    assert resolve_program("sh", {"PATH": path}, tmp_path) == (Path("/usr/bin/sh"), None)
+    assert len(looks) == 4, len(looks)  # the working directory and /usr/bin, once in each lookup
+    found, why = resolve_program("sh", {"PATH": "/nonexistent:" * 11_000 + "/usr/bin"}, tmp_path)
+    assert found is None and "over 128 KiB" in str(why), why
+    assert isinstance(shell_programs.which("sh", "/x:" * 50_000, str(tmp_path)), shell_programs.Unknown)

@@ -87,7 +87,15 @@ def which(
     hold it, or (``at_run_time`` set) when the search reaches such an entry before it is found and the
     working directory is known only at run time (``cwd_unknown``: why)."""
     hidden: PathUnreadable | None = None
+    if len(env.get("PATH", "")) >= 131_072:  # Linux's MAX_ARG_STRLEN: execve refuses it (E2BIG)
+        raise PathUnreadable(
+            Path("."), OSError(), at_run_time="cannot run: its PATH is over 128 KiB (execve: E2BIG)"
+        )
+    seen: set[str] = set()
     for folder in env.get("PATH", os.defpath).split(os.pathsep):
+        if folder in seen:  # the same entry again answers the same (a PATH of 100,000 ':' took minutes)
+            continue
+        seen.add(folder)
         if not folder.startswith("/") and cwd is None and cwd_unknown is not None:
             entry = repr(folder) if folder else "empty"
             why = (

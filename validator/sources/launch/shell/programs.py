@@ -115,6 +115,10 @@ def is_server_command(words: list[Value]) -> bool:
     return False
 
 
+# Linux's bound on one argument or environment string (MAX_ARG_STRLEN: 32 pages), "PATH=" included
+MAX_ARG_STRLEN = 131_072
+
+
 def which(program: str, path: Value, cwd: Value) -> Value:
     """The file bash (or ``env``) runs for ``program`` with this ``PATH``: the first executable regular
     file; a name with a slash is itself."""
@@ -126,11 +130,17 @@ def which(program: str, path: Value, cwd: Value) -> Value:
         return os.path.normpath(os.path.join(cwd, program))
     if isinstance(path, Unknown):
         return path
+    if len(path) >= MAX_ARG_STRLEN:  # execve refuses such an environment string (E2BIG): nothing runs
+        return Unknown(f"{program}: a PATH of {len(path)} bytes, which execve refuses")
+    seen: set[str] = set()
     for d in path.split(":"):
         if not d.startswith("/"):
             if isinstance(cwd, Unknown):
                 return cwd
             d = os.path.join(cwd, d or ".")
+        if d in seen:  # the same directory again answers the same (a PATH of 100,000 ':' took minutes)
+            continue
+        seen.add(d)
         cand = os.path.join(d, program)
         if process_file(cand):
             return Unknown(f"{program}: {d} on PATH is a process's files, known only at run time")
