@@ -875,6 +875,26 @@ def test_a_relative_model_path_where_the_scripts_directory_is_unknown_is_not_rea
     assert rc != 0
 
 
+def test_a_relative_config_where_the_scripts_directory_is_unknown_is_not_read_from_here(host: Host) -> None:
+    """Red team 21: the same script's ``--config ./c.yaml`` was merged from the directory preflight stands
+    in: the operator's c.yaml there (``enable-fp32-lm-head: false``) read as the server's settings with
+    the FP8 head, --check lm_head.exclusive passed (exit 0) where the server's own c.yaml may ask for FP32
+    too. A relative --config is unknown where the working directory is."""
+    (host.root / "c.yaml").write_text("enable-fp32-lm-head: false\n")
+    script = _write(
+        host,
+        "cd-config.sh",
+        'cd "$(cat ~/where)"\nSGLANG_ENABLE_FP8_LM_HEAD=1 exec python3 -m sglang.launch_server '
+        "--model-path /m --config ./c.yaml\n",
+    )
+    rc, report, err = preflight_json_in_process(
+        host.env, "--check", "lm_head.exclusive", "--script", str(script), cwd=str(host.root)
+    )
+    (check,) = [c for c in report["checks"] if c["id"] == "lm_head.exclusive"]
+    assert check["status"] == "error" and "--config ./c.yaml is relative" in check["message"], err
+    assert rc == 69
+
+
 def test_what_another_paths_container_leaves_unknown_stays_unknown(host: Host) -> None:
     """red team 20: paths read apart kept the first path's unknowns only: a container on another path whose
     shell sources a file of the image (``bash -c "source /opt/env.sh; exec ..."``: any variable may reach the

@@ -12,7 +12,7 @@ import copy
 import functools
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -238,9 +238,12 @@ class Launcher:
         path that exits before it is not: the paths that parse are judged, and a warning names it; where
         every path is refused, the launch is malformed."""
         with read_as(self.facts.named_by) as namers:  # a --config file is named by the launch...
-            config_at = (
-                None if self.container is None else functools.partial(config_on_host, spec=self.container)
-            )
+            config_at: Callable[[str], Path] | None = None
+            if self.container is not None:
+                config_at = functools.partial(config_on_host, spec=self.container)
+            elif self.base_dir is None and "working_directory" in self.facts.unresolved:
+                why = f"{self.facts.origin}: {self.facts.unresolved['working_directory']}"
+                config_at = functools.partial(_config_where_unknown, why=why)
             parses, refused = [], []
             origin, base_dir = self.facts.origin, self.base_dir
             for k, words in enumerate([self.server_args, *self.alternatives]):
@@ -338,6 +341,17 @@ def optional_value(flag: str) -> bool:
     may be an option of its own (``--model-checksum "$X"`` with X=``--enable-fp32-lm-head``)."""
     action = load_table().by_option.get(flag)
     return action is not None and action.nargs in ("?", "*")
+
+
+def _config_where_unknown(name: str, why: str) -> Path:
+    """``--config NAME`` of a launch whose working directory is known only at run time (``why``): a
+    relative NAME is SGLang's working directory's, never this process's own (a second user's script that
+    cds to a computed place had the operator's own c.yaml there read as the server's settings)."""
+    if not name.startswith("/"):
+        raise UnresolvedLaunch(
+            f"--config {name} is relative to the server's working directory, known only at run time ({why})"
+        )
+    return Path(name)
 
 
 def launch_from_argv(
