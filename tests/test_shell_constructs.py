@@ -113,6 +113,20 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "n",
         Refused("declare"),
     ),
+    # red team 21 (and shell10, c3ffa08): a function defined with redirections opens them at each call
+    # (bash and dash); they were never opened (`f() { ...; } >/nonexistent/x`: the call read as succeeding), and one the grammar
+    # puts around the definition was opened when it was defined (a failure left f undefined)
+    "a function defined with a redirection that fails": (
+        "f() { true; } >/nonexistent/x\nif f; then R=y; else R=n; fi",
+        "n",
+        "n",
+    ),
+    "a function defined >&2, called in $( )": ('log() { echo "$@"; } >&2\nR=a$(log hi)', "a", "a"),
+    "a function defined with two redirections": (
+        "f() { R=b; } >/dev/null 2>/dev/null\nR=a\nf",
+        "b",
+        "b",
+    ),
     "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
     # an and-or list after a here-document's start: the grammar nests it into the redirection, right first
     "cmd <<EOF || ... under set -e": ("set -e\nR=no\nfalse <<'EOF' || R=ok\nx\nEOF", "ok", "ok"),
