@@ -8,6 +8,7 @@ The DSpark rules are held to SGLang 0.5.23's own source (the wheel's files): the
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -458,3 +459,29 @@ def test_a_containers_draft_is_found_through_its_mounts(tmp_path: Path) -> None:
     execd = parse_docker_cmd("docker exec node1 python3", {})
     found = in_container("/models/draft", None, execd, revision=None, env={})
     assert found.config_path is None and "whose mounts are not visible" in str(found.note)
+
+
+def test_a_relative_draft_is_the_servers_working_directorys_never_this_processs(tmp_path: Path) -> None:
+    """Red team 21: a relative ``--speculative-draft-model-path ./draft`` (or the target's ``dspark/``
+    beside a relative --model-path) was read from the directory preflight stands in, whatever the
+    launch's working directory: a script's (its own directory, or one its cd computes) named another
+    draft than the one judged. Read where the server starts; where that is known only at run time,
+    nothing is read."""
+    server, here = tmp_path / "server", tmp_path / "here"
+    write_draft(server / "draft")
+    write_draft(here / "draft")
+    (here / "draft" / "config.json").write_text('{"architectures": ["Other"]}')  # preflight's own
+    cwd = os.getcwd()
+    os.chdir(here)
+    try:
+        f = read_dspark_draft("./draft", None, cwd=server)
+        assert f.config_path == server / "draft" / "config.json" and f.block_size == 8
+        unknown = read_dspark_draft("./draft", None, cwd_unknown="$(cat ~/where) runs at run time")
+        assert (
+            unknown.config_path is None
+            and unknown.note is not None
+            and "relative to the server's working directory" in unknown.note
+        )
+        assert read_dspark_draft(None, "m", cwd_unknown="why").config_path is None
+    finally:
+        os.chdir(cwd)

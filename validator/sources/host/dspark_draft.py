@@ -30,16 +30,33 @@ _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
 def locate_draft(
-    draft_path: str | None, model_path: str | None, *, revision: str | None, env: Mapping[str, str]
+    draft_path: str | None,
+    model_path: str | None,
+    *,
+    revision: str | None,
+    env: Mapping[str, str],
+    cwd: Path | None = None,
+    cwd_unknown: str | None = None,
 ) -> tuple[str, Path | None, str]:
-    """(the path as SGLang would use it, the local config.json or None, how it was found)."""
+    """(the path as SGLang would use it, the local config.json or None, how it was found). A relative
+    path is the server's working directory's (``cwd``; ``cwd_unknown``: why that is known only at run
+    time, and nothing is then read for it), never this process's own."""
+    if cwd is None and cwd_unknown is not None:
+        for given in (draft_path, None if draft_path else model_path):
+            if given and not os.path.isabs(os.path.expanduser(given)):
+                return given, None, f"{given} is relative to the server's working directory ({cwd_unknown})"
+
+    def here(given: str) -> Path:
+        path = Path(os.path.expanduser(given))
+        return path if path.is_absolute() or cwd is None else cwd / path
+
     if draft_path is None:
-        if model_path and looks_like(model_path, stat.S_ISDIR):
-            sub = Path(model_path) / "dspark"
+        if model_path and looks_like(here(model_path), stat.S_ISDIR):
+            sub = here(model_path) / "dspark"
             if looks_like(sub / "config.json", stat.S_ISREG):
                 return str(sub), sub / "config.json", "the target checkpoint's dspark/ subfolder"
         return "", None, "no draft path given and no dspark/ subfolder in the model directory"
-    local = Path(os.path.expanduser(draft_path))
+    local = here(draft_path)
     if looks_like(local, stat.S_ISDIR):
         config = local / "config.json"
         return draft_path, (config if looks_like(config, lambda _: True) else None), "local directory"
@@ -59,9 +76,13 @@ def read_dspark_draft(
     *,
     revision: str | None = None,
     env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    cwd_unknown: str | None = None,
 ) -> DSparkDraftFacts:
     """The draft's facts; a config.json that exists but is malformed raises ``InputError`` (exit 65)."""
-    shown, config, how = locate_draft(draft_path, model_path, revision=revision, env=env or {})
+    shown, config, how = locate_draft(
+        draft_path, model_path, revision=revision, env=env or {}, cwd=cwd, cwd_unknown=cwd_unknown
+    )
     if config is None:
         return DSparkDraftFacts(path=shown, config_path=None, located_by=how, note=how)
     doc = load_json_file(config, CONFIG_CAP, "DSpark draft config.json")
@@ -155,7 +176,16 @@ def gather(g: Gathering) -> None:
     if g.container is not None:
         g.facts.dspark_draft = in_container(draft_path, model, g.container, revision=rev, env=g.launch.env)
         return
-    g.facts.dspark_draft = read_dspark_draft(draft_path, model, revision=rev, env=g.launch.env)
+    g.facts.dspark_draft = read_dspark_draft(
+        draft_path,
+        model,
+        revision=rev,
+        env=g.launch.env,
+        cwd=g.launch.working_directory,
+        cwd_unknown=g.launch.unresolved.get("working_directory")
+        if g.launch.working_directory is None
+        else None,
+    )
 
 
 def in_container(
