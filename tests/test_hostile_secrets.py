@@ -250,3 +250,33 @@ def test_another_users_script_never_carries_a_credential_the_readers_environment
             assert f"${name}: a credential of the reader's environment" in out, (name, out[-600:])
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_another_users_compose_shell_string_never_slices_a_credential_of_the_readers_environment(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 21: another user's Compose file copies root's token into the container's environment
+    (``environment: [HF_TOKEN]``, taken from the reader's) and slices it in the container's shell string
+    (``bash -c '... $${HF_TOKEN:3}'``): argparse's refusal quoted the rest of root's token (d8f0d68 hid
+    credentials from another user's script file only). To such a shell string they are unknown too."""
+    token = "hf_" + "Zq7" * 8
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(
+        "services:\n  sglang:\n    image: img\n    environment: [HF_TOKEN]\n    command: [bash, -c, "
+        '"exec python3 -m sglang.launch_server --model-path /m --tool-call-parser $${HF_TOKEN:3}"]\n'
+    )
+    os.chown(compose, attacker.uid, attacker.gid)
+    # a Compose file sits in a root-owned directory the attacker can enter: the private tree's directories
+    # are opened to traversal for the run (never to listing or writing)
+    closed = [(d, d.stat().st_mode) for d in (tmp_path, *tmp_path.parents) if not d.stat().st_mode & 0o001]
+    env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    try:
+        for d, mode in closed:
+            os.chmod(d, mode | 0o011)
+        res = run_bounded(["preflight", "--compose", str(compose), "--service", "sglang"], env=env)
+    finally:
+        for d, mode in closed:
+            os.chmod(d, mode)
+    out = res.stdout + res.stderr
+    assert token[3:10] not in out, out[-600:]
+    assert "$HF_TOKEN: a credential of the reader's environment" in out, out[-600:]

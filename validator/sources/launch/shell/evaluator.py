@@ -32,6 +32,7 @@ from validator.sources.launch.shell.state import (
 from validator.sources.launch.shell.syntax import inner, line_of, node_bytes, part, snippet, text
 from validator.sources.launch.shell.values import MAX_WORK, Unbound, Unknown, Unmodelled, Value, charge, join
 from validator.sources.launch.shell.variables import Variables
+from validator.trusted_files import in_namers_scope
 
 
 class Evaluator:
@@ -106,7 +107,9 @@ class Evaluator:
         if inside is not None:
             st.opaque = inside
             st.dirty = None
-        if any(uid != os.geteuid() for uid in m.script_owner):
+        if any(uid != os.geteuid() for uid in m.script_owner) or in_namers_scope():
+            # (in_namers_scope: a container's shell string another user's Compose file or unit gives,
+            # whose environment may copy the reader's: `environment: [HF_TOKEN]`, `bash -c '${HF_TOKEN:3}'`)
             # another user's script could carry a credential of this process's environment into the
             # report (``--tool-call-parser "${HF_TOKEN:3}"`` in an argparse error, past the redactor's
             # patterns): to them it is unknown, as it is until the server's real environment is known
