@@ -740,3 +740,19 @@ def test_an_env_file_or_mount_under_proc_self_is_the_reading_processs_never_this
             assert found is None and "/proc/self/cwd/models names the files" in why, why
     finally:
         os.chdir(here)
+
+
+def test_an_env_file_line_without_an_equals_sign_is_never_quoted(tmp_path: Path) -> None:
+    """Red team 21: SECURITY.md promises that a malformed env-file line with no '=' (a pasted token, a
+    password) is reported by its line number only; docker run's --env-file and Compose's env_file quoted
+    it whole ("variable 'my secret ...' contains whitespaces", "not KEY=VALUE: 'my secret ...'")."""
+    from validator.errors import InputError
+    from validator.sources.launch.compose import read_dotenv
+    from validator.sources.launch.docker_run import read_docker_env_file
+
+    env = tmp_path / "x.env"
+    env.write_text("A=1\nmy secret pass phrase\n")
+    for read in (lambda: read_docker_env_file(env, {}), lambda: read_dotenv(env, str(env))):
+        with pytest.raises(InputError) as caught:
+            read()
+        assert "secret" not in str(caught.value) and ":2:" in f"{caught.value}:", str(caught.value)

@@ -38,7 +38,10 @@ def read_dotenv(path: Path, where: str) -> dict[str, str]:
         key, eq, value = line.partition("=")
         key = key.strip()
         if not eq or not key.isidentifier():
-            raise InputError(where, f"not KEY=VALUE: {key[:40]!r}", number)
+            # a line without '=' is never quoted: it may be a pasted token (SECURITY.md, Secrets)
+            raise InputError(
+                where, f"not KEY=VALUE: {key[:40]!r}" if eq else "not KEY=VALUE (no '=')", number
+            )
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]

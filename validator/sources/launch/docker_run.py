@@ -86,7 +86,11 @@ def read_docker_env_file(path: Path | str, host_env: Mapping[str, str]) -> dict[
     for number, line in env_file_lines(path):
         key, eq, value = line.partition("=")
         if not key or any(c.isspace() for c in key):
-            raise InputError(where, f"variable {key!r} contains whitespaces", number)
+            # a line without '=' is never quoted: it may be a pasted token (SECURITY.md, Secrets)
+            shown = (
+                f"variable {key[:60]!r} contains whitespaces" if eq else "a line without '=' has white space"
+            )
+            raise InputError(where, shown, number)
         if eq:
             out[key] = value
         elif key in host_env:
