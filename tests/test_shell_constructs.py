@@ -127,6 +127,17 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         "b",
         "b",
     ),
+    # red team 21: a return in $( ) ends the substitution, not the function (the rest of f read as never
+    # run); bash's return outside a function is status 2 (dash ends the shell); set -e inside $( ) holds
+    # there, and dash's $( ) keeps the caller's (the script ends where bash goes on)
+    "return in $( ) in a function": ("f() { X=$(return 5); R=after$?; }\nR=a\nf", "after5", "after5"),
+    "return outside a function": (
+        "R=a\nX=$(return 2 2>/dev/null); R=$R$?",
+        "a2",
+        Refused("return outside a function, where dash and bash differ"),
+    ),
+    "set -e inside $( )": ("R=a\nX=$(set -e; false; echo b)\nR=$R$X", "a", "a"),
+    "set -e and a failing $( )": ("set -e\nR=a\nX=$(false; echo b)\nR=$R$X", "ab", NOLAUNCH),
     "read from a here-document": ("read x y <<'EOF'\n  a  b\\ c  \nEOF\nR=\"$x|$y\"", "a|b c", "a|b c"),
     # an and-or list after a here-document's start: the grammar nests it into the redirection, right first
     "cmd <<EOF || ... under set -e": ("set -e\nR=no\nfalse <<'EOF' || R=ok\nx\nEOF", "ok", "ok"),

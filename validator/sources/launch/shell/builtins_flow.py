@@ -65,7 +65,9 @@ def b_exit(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | No
 
 def b_return(ev: Shell, args: list[Field], prefix: Prefix, node: Node) -> int | None:
     if not ev.m.in_function and ev.m.depth == 0:
-        return ev.m.errexit(1, node, "return")
+        if ev.m.posix:  # dash ends the shell (or the subshell) with the status
+            raise Unmodelled("return outside a function, where dash and bash differ", line_of(node))
+        return ev.m.errexit(2, node, "return")  # bash: "can only `return' from a function", status 2
     raise ShellReturn(_status_given(ev, args))
 
 

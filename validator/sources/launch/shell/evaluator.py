@@ -60,10 +60,13 @@ class Evaluator:
         captured: list[Value] = []
         with self.m.in_copy():
             self.m.capturing = captured
+            if (
+                not self.m.posix
+            ):  # bash clears -e in $( ) (posix mode and dash keep it); a set -e there counts
+                self.m.st.opts.discard("errexit")
             try:
-                with self.m.ignoring():
-                    status = self.block(body)
-            except ShellExit as ex:
+                status = self.block(body)
+            except (ShellExit, ShellReturn) as ex:  # a return there (in a function) ends the substitution
                 status = ex.status
             except Unbound:  # bash reports it and the substitution's subshell exits
                 status = 1
