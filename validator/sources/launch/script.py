@@ -22,7 +22,7 @@ from pathlib import Path
 from validator.bounded_files import looks_like
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import ENVIRONMENT_UNKNOWN
-from validator.redact import is_secret_key
+from validator.redact import environment_credentials
 from validator.sources.container import ContainerSpec, host_path
 from validator.sources.launch.command import (
     SHELLS,
@@ -706,7 +706,7 @@ def _carried_credential(words: Iterable[str], env: Mapping[str, str], origin: st
     the launch is unresolved, naming no value."""
     if not namers():
         return
-    credentials = [v for k, v in env.items() if v and is_secret_key(k, v)]
+    credentials = [env[k] for k in environment_credentials(env) if env[k]]
     if any(c in word for c in credentials for word in words):
         raise UnresolvedLaunch(
             f"{origin}: the command is given a credential of the reader's environment, unknown to another "
