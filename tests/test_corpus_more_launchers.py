@@ -334,3 +334,23 @@ def test_a_docker_e_of_a_runtime_value_leaves_only_that_variable_unknown(tmp_pat
     script.write_text(run.replace('"NCCL_IB_HCA=${HCA}"', "NCCL_IB_HCA=${HCA}").replace("@FP8@", "X=1"))
     rc, report, err = preflight_json_in_process(env, "--script", str(script))
     assert rc == 69 and _statuses(report)["moe.backend"] == "error", (err, _statuses(report))
+
+
+def test_a_unit_whose_environment_puts_bash_in_posix_mode_is_not_read_as_bash_outside_it(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """``Environment=POSIXLY_CORRECT=1`` starts the ``bash -c`` string in POSIX mode, where an assignment
+    before ``:`` (a special builtin) stays: the FP32 head is then on beside the FP8 one. Red team 22: read as
+    bash outside POSIX mode (the assignment gone), the trap passed (exit 0); now unresolved."""
+    line = f"{server.python} -m sglang.launch_server {_recipe_args(server)}"
+    string = f"F=; F=--enable-fp32-lm-head :; exec {line} $$F"
+    unit = tmp_path / "ling.service"
+    for env, rc in (("", 0), (" POSIXLY_CORRECT=1", 69)):
+        unit.write_text(
+            f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1{env}\nExecStart=/bin/bash -c '{string}'\n"
+        )
+        got, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+        assert got == rc, (env, err, _statuses(report))
+    assert _statuses(report)["lm_head.exclusive"] == "error"
+    assert any("POSIXLY_CORRECT in the environment" in c["message"] for c in report["checks"])

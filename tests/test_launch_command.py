@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,26 @@ def test_refusals_name_the_origin(cmd: str, words: str) -> None:
     with pytest.raises(InputError) as info:
         launch_from_string(cmd, origin="--launch-cmd", env={}).parsed()
     assert info.value.where == "--launch-cmd" and words in info.value.reason
+
+
+def test_a_bash_c_string_given_no_name_has_the_environments_bash_argv0_as_its_dollar_zero() -> None:
+    """bash 5 started with BASH_ARGV0 in its environment and ``-c STRING`` with no NAME sets ``$0`` to its
+    value (a NAME wins; bash as sh, in POSIX mode, keeps its argv[0]): red team 22 found ``$0`` read as
+    ``bash`` where real bash ran the environment's word."""
+    line = f'exec python3 -m sglang.launch_server --model-path {MODEL} "$0"'
+    env = {"PATH": "/usr/bin:/bin", "BASH_ARGV0": "--port=31001"}
+    real = subprocess.run(["bash", "-c", 'printf %s "$0"'], env=env, capture_output=True, text=True)
+    assert real.stdout == "--port=31001"
+    facts = launch_from_string(
+        f"bash -c '{line}'", origin="--launch-cmd", env=env, shell_reader=SHELL
+    ).parsed()
+    assert facts.args["port"] == 31001
+    with pytest.raises(InputError, match="unrecognized arguments: --named"):
+        launch_from_string(
+            f"bash -c '{line}' --named", origin="--launch-cmd", env=env, shell_reader=SHELL
+        ).parsed()
+    with pytest.raises(InputError, match="unrecognized arguments: sh"):
+        launch_from_string(f"sh -c '{line}'", origin="--launch-cmd", env=env, shell_reader=SHELL).parsed()
 
 
 def test_a_shell_given_c_is_read_through_its_string_and_refused_where_it_starts_no_server() -> None:

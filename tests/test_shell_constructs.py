@@ -580,6 +580,35 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         Refused("assignment to bash's own variable RANDOM"),
         Refused("RANDOM"),
     ),
+    # bash's variables that change how bash itself runs once set (red team 22): POSIX mode keeps an
+    # assignment before a special builtin, FUNCNEST drops the rest of the line past the limit, BASH_ARGV0 is
+    # $0, BASH_COMPAT 4.2 keeps the quotes of a pattern substitution's replacement; bash as sh has them
+    # too, so a /bin/sh script that sets them is not read either
+    "POSIXLY_CORRECT set": (
+        "R=a; POSIXLY_CORRECT=1; R=b :",
+        Refused("POSIXLY_CORRECT is set or unset"),
+        Refused("POSIXLY_CORRECT is set or unset"),
+    ),
+    "unset POSIXLY_CORRECT": (
+        "R=a; unset POSIXLY_CORRECT; R=b :",
+        Refused("POSIXLY_CORRECT is set or unset"),
+        Refused("POSIXLY_CORRECT is set or unset"),
+    ),
+    "FUNCNEST past its limit": (
+        "R=out; FUNCNEST=1; f() { g; }; g() { R=in; }; f; R=dropped",
+        Refused("FUNCNEST is set or unset"),
+        Refused("FUNCNEST is set or unset"),
+    ),
+    "BASH_ARGV0 sets $0": (
+        "BASH_ARGV0=z; R=${0##*/}",
+        Refused("BASH_ARGV0 is set or unset"),
+        Refused("BASH_ARGV0 is set or unset"),
+    ),
+    "local BASH_COMPAT": (
+        'f() { local BASH_COMPAT=4.2; x=a; R="${x/a/"b"}"; }; f',
+        Refused("BASH_COMPAT is set or unset"),
+        Refused(""),
+    ),
     "$#, ${1}, ${2-u} of run-time words": ("set -- $(date +%N); R=$#${2-u}", "1u", "1u"),
     "~ with HOME ending in /": ("HOME=/a/; A=~/x; B=~; R=$A,$B", "/a//x,/a/", "/a//x,/a/"),
     "~ with HOME=/": ("HOME=/; R=~/x", "//x", "//x"),
@@ -801,3 +830,58 @@ def test_the_word_of_an_unquoted_default_is_split_as_bash_and_dash_split_it(
             ran = run_bash(tmp_path, script, base)
             verdict = compare(read_static(tmp_path, script, base), ran)
             assert ran.launched and verdict.kind == "proven", (shell, prefix, ran.argv[3:], verdict)
+
+
+# what bash does with one of these in its environment, against what the reader read before (red team 22:
+# a unit's Environment= reaches a ``bash -c`` string): POSIX mode keeps R=b, FUNCNEST=1 drops the rest of the
+# line, BASH_COMPAT=4.2 keeps the quotes
+_TUNED = {
+    "POSIXLY_CORRECT": ("", "R=a; R=b :", "b"),
+    "FUNCNEST": ("1", "R=out; f() { g; }; g() { R=in; }; f; R=dropped", "out"),
+    "BASH_COMPAT": ("4.2", 'x=a; R="${x/a/"b"}"', '"b"'),
+}
+
+
+@pytest.mark.parametrize("name", list(_TUNED))
+def test_bash_started_with_a_variable_that_changes_how_it_runs_is_not_read(tmp_path: Path, name: str) -> None:
+    value, body, bash_says = _TUNED[name]
+    base = sandbox(tmp_path)
+    script = Script(
+        f'#!/bin/bash\n{body}\nexec python3 -m sglang.launch_server --x "$R"\n', env={name: value}
+    )
+    ran = run_bash(tmp_path, script, base)
+    assert ran.launched and ran.argv[-1] == bash_says, ran.argv
+    verdict = compare(read_static(tmp_path, script, base), ran)
+    assert verdict.kind == "unresolved" and f"{name} in the environment" in verdict.detail, verdict
+
+
+def test_bash_and_dash_start_getopts_at_one_whatever_the_environments_optind(tmp_path: Path) -> None:
+    """bash and dash set OPTIND (and bash OPTERR) to 1 at start: an inherited OPTIND=2 would have getopts
+    skip the first option (red team 22: a unit's Environment=OPTIND=2 picked the other branch)."""
+    base = sandbox(tmp_path)
+    for shell in ("/bin/bash",):  # dash's getopts is not modelled
+        script = Script(
+            f'#!{shell}\ngetopts ab o -b -a; R=$o\nexec python3 -m sglang.launch_server --x "$R"\n',
+            env={"OPTIND": "2"},
+        )
+        ran = run_bash(tmp_path, script, base)
+        assert ran.launched and ran.argv[-1] == "b", (shell, ran.argv)
+        verdict = compare(read_static(tmp_path, script, base), ran)
+        assert verdict.kind == "proven", (shell, verdict)
+
+
+def test_bash_as_sh_takes_what_dash_ignores_in_its_environment(tmp_path: Path) -> None:
+    """A /bin/sh script is read as what dash and bash started as sh do alike: bash as sh still takes
+    SHELLOPTS, BASHOPTS, FUNCNEST, BASH_COMPAT and exported functions from its environment (dash none)."""
+    base = sandbox(tmp_path)
+    for name, value in [
+        ("SHELLOPTS", "noglob"),
+        ("BASHOPTS", "nullglob"),
+        ("FUNCNEST", "1"),
+        ("BASH_COMPAT", "4.2"),
+        ("BASH_FUNC_python3%%", "() { :; }"),
+    ]:
+        script = Script('#!/bin/sh\nexec python3 -m sglang.launch_server --x "$R"\n', env={name: value})
+        (tmp_path / "s.sh").write_text(script.text)
+        reading = read_static(tmp_path, script, base)
+        assert isinstance(reading, str) and "in the environment" in reading, (name, reading)

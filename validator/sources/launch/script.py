@@ -517,6 +517,15 @@ def _command_string(argv: list[str], where: str) -> tuple[str, set[str], int] | 
     return shell, opts, i
 
 
+def shell_zero(argv: list[str], i: int, shell: str, env: Mapping[str, str]) -> str:
+    """``$0`` of ``SHELL -c STRING [NAME ...]`` (STRING at ``i``): NAME, else the shell's own argv[0], but
+    for bash (outside POSIX mode) started with BASH_ARGV0 in its environment: its value (bash 5 sets $0
+    from it when no NAME is given)."""
+    if i + 1 < len(argv):
+        return argv[i + 1]
+    return env["BASH_ARGV0"] if shell == "bash" and "BASH_ARGV0" in env else argv[0]
+
+
 def through_shell(spec: ContainerSpec) -> ContainerSpec:
     """A container whose command is ``bash -c STRING [NAME [ARG...]]`` (``_command_string``; in Compose's
     ``command`` or ``entrypoint``, a Kubernetes ``command``/``args``): the server command is what STRING
@@ -535,7 +544,7 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
             raise UnresolvedLaunch(
                 f"{spec.where}: {argv[0]} -c: {why}, so what the container runs is not known"
             )
-    zero = argv[i + 1] if i + 1 < len(argv) else argv[0]
+    zero = shell_zero(argv, i, shell, spec.env)
     reading = read_script(
         f"{spec.where} ({argv[0]} -c)",
         env=spec.env,
@@ -732,7 +741,7 @@ def launch_from_command_string(
         return None
     shell, opts, i = found
     writers = namers()
-    zero = argv[i + 1] if i + 1 < len(argv) else argv[0]
+    zero = shell_zero(argv, i, shell, env)
     cwd: Value = (
         str(working_directory)
         if working_directory is not None

@@ -21,6 +21,8 @@ from validator.sources.launch.shell.machine import Machine
 from validator.sources.launch.shell.state import (
     BASH_VARS,
     MAX_STEPS,
+    TUNING_FROM_ENV,
+    TUNING_FROM_ENV_BASH,
     Ending,
     Launched,
     LoopJump,
@@ -132,8 +134,23 @@ class Evaluator:
             del st.vars[name]
         if env.get("BASH_ENV") and not m.posix:
             return Ending("unresolved", 1, m.file, "BASH_ENV is set: bash sources that file first")
-        if (env.get("SHELLOPTS") or env.get("BASHOPTS")) and not m.posix:
+        if env.get("SHELLOPTS") or env.get("BASHOPTS"):  # bash as sh takes them too (dash does not)
             return Ending("unresolved", 1, m.file, "SHELLOPTS/BASHOPTS in the environment")
+        if m.posix and (funcs := [k for k in env if k.startswith("BASH_FUNC_")]):
+            return Ending("unresolved", 1, m.file, f"{funcs[0]} in the environment: bash as sh imports it")
+        # POSIXLY_CORRECT (even empty) starts bash in POSIX mode, FUNCNEST and BASH_COMPAT change how it runs
+        tuning = sorted(k for k in env if k in (TUNING_FROM_ENV if m.posix else TUNING_FROM_ENV_BASH))
+        if tuning:
+            return Ending("unresolved", 1, m.file, f"{tuning[0]} in the environment changes how bash runs")
+        for name in ("OPTIND", "OPTERR"):
+            # bash sets both to 1 at start, whatever the environment held (dash OPTIND alike, OPTERR it
+            # keeps): still exported, as they came
+            if name in st.vars and not (m.posix and name == "OPTERR"):
+                st.vars[name] = Var(value="1", exported=True, origin="the shell's start")
+            elif name in st.vars:
+                st.vars[name] = Var(
+                    value=Unknown("$OPTERR: dash keeps the environment's, bash as sh sets 1"), exported=True
+                )
         ending = self._walk(tree)
         trap = m.st.traps.get("EXIT")
         if ending.kind == "exit" and trap and not ending.reason.startswith("exec "):

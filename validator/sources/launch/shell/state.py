@@ -235,3 +235,13 @@ MAYBE_UNSET = {"OLDPWD", "BASH_EXECUTION_STRING", "BASH_LOADABLES_PATH", "COMP_W
 # what bash sets when the environment does not: an inherited value is kept, else bash's own
 BASH_DEFAULTS: dict[str, str | None] = {"PATH": None, "SHELL": None, "TERM": None, "OPTIND": "1"}
 BASH_DEFAULTS |= {"OPTERR": "1", "PS4": "+ "}
+# bash's variables whose setting changes how bash itself runs from then on (bash(1) "Shell Variables"; the
+# special-variable hooks of bash's variables.c): POSIX mode (any value; unset leaves it), the compatibility
+# level, the function nesting limit (a call past it drops the rest of its line), ``$0``, the programs a
+# PATH search skips. Set, declared or unset in a script: not modelled
+SHELL_TUNING = frozenset({"POSIXLY_CORRECT", "BASH_COMPAT", "FUNCNEST", "BASH_ARGV0", "EXECIGNORE"})
+# of those, what bash takes from its environment at start (EXECIGNORE only when set later; POSIXLY_CORRECT
+# changes nothing for bash started as sh, in POSIX mode already; BASH_ARGV0 is only a -c string's $0 where
+# it is given no NAME: ``script.shell_zero``)
+TUNING_FROM_ENV = frozenset({"BASH_COMPAT", "FUNCNEST"})
+TUNING_FROM_ENV_BASH = TUNING_FROM_ENV | {"POSIXLY_CORRECT"}

@@ -21,6 +21,7 @@ from validator.sources.launch.shell.state import (
     BASH_VARS,
     MAYBE_UNSET,
     NAME,
+    SHELL_TUNING,
     ShellExit,
     Var,
     bash_hash,
@@ -212,9 +213,18 @@ class Variables:
     def origin(self, node: Node) -> str:
         return f"script:{self.m.file}:{line_of(node)}"
 
+    @staticmethod
+    def _tuning(name: str, node: Node) -> None:
+        """Setting, declaring or unsetting one of bash's ``SHELL_TUNING`` variables (POSIXLY_CORRECT puts
+        bash in POSIX mode, FUNCNEST cuts calls short, BASH_ARGV0 sets ``$0``...): how the rest runs is not
+        modelled (dash has none of them: bash as sh still has)."""
+        if name in SHELL_TUNING:
+            raise Unmodelled(f"{name} is set or unset: it changes how bash itself runs", line_of(node))
+
     def assign(
         self, name: str, value: Value, node: Node, *, key: str | None = None, append: bool = False
     ) -> None:
+        self._tuning(name, node)
         if name in BASH_VARS or name in ("PWD", "BASH_SOURCE", "FUNCNAME", "BASH_VERSION", "BASH_ENV"):
             raise Unmodelled(f"assignment to bash's own variable {name}", line_of(node))
         var = self.m.st.vars.get(name)
@@ -272,6 +282,7 @@ class Variables:
         return name
 
     def array_assignment(self, name: str, node: Node, append: bool, at: Node) -> None:
+        self._tuning(name, at)
         var = self.m.st.vars.get(name)
         assoc = var is not None and var.assoc
         items: dict[str, Value] = {}
@@ -384,6 +395,7 @@ class Variables:
         append: bool = False,
     ) -> None:
         line = line_of(node)
+        self._tuning(name, node)
         for letter in flags:
             if letter not in "xaAgrnpf" or (keyword == "export" and letter not in "nfp"):
                 raise Unmodelled(f"{keyword} -{letter}", line)
@@ -464,6 +476,7 @@ class Variables:
                     raise Unmodelled(f"unset of the readonly {word}", line_of(child))
                 if word in BASH_VARS or word == "PWD":
                     raise Unmodelled(f"unset of bash's {word}", line_of(child))
+                self._tuning(word, child)
                 if mode == "v" and var is None and word in self.m.st.funcs:
                     self.m.st.funcs.pop(word)  # bash: unset NAME falls back to the function
                 if self.posix and word == "OPTIND":
