@@ -280,3 +280,75 @@ def test_another_users_compose_shell_string_never_slices_a_credential_of_the_rea
     out = res.stdout + res.stderr
     assert token[3:10] not in out, out[-600:]
     assert "$HF_TOKEN: a credential of the reader's environment" in out, out[-600:]
+
+
+_MYSQL, _DB, _KEY = "Vb6Mysql" * 3, "Yh3DbPass" * 3, "Kp9SvKey" * 3
+_ROOT_ENV = {
+    "MYSQL_PWD": _MYSQL,
+    "DATABASE_URL": f"postgres://admin:{_DB}@db/x",
+    "SPARK_VALIDATE_API_KEY": _KEY,
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        # systemd expands the variable itself, no shell: argparse's refusal quoted it whole
+        (
+            "unit",
+            "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --tool-call-parser ${MYSQL_PWD}\n",
+        ),
+        (
+            "unit",
+            "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server --tool-call-parser "
+            "${SPARK_VALIDATE_API_KEY}\n",
+        ),
+        (
+            "unit",
+            "[Service]\nExecStart=/bin/bash -c 'exec python3 -m sglang.launch_server --x \"$$1\"' "
+            "z ${MYSQL_PWD}\n",
+        ),
+        # the string reads them itself, sliced past the URL pattern
+        (
+            "unit",
+            "[Service]\nExecStart=/bin/bash -c 'exec python3 -m sglang.launch_server --model-path /m "
+            '--tool-call-parser "$${MYSQL_PWD}" --served-model-name "$${DATABASE_URL:11}"\'\n',
+        ),
+        (
+            "script",
+            "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m "
+            '--tool-call-parser "$MYSQL_PWD" --served-model-name "${DATABASE_URL:11}"\n',
+        ),
+    ],
+)
+def test_another_users_launch_is_never_handed_a_value_of_the_readers_environment_that_may_be_a_credential(
+    attacker: User, tmp_path: Path, kind: str, text: str
+) -> None:
+    """Red team 22: a credential under a name the redactor does not flag (MySQL's MYSQL_PWD, a password in
+    DATABASE_URL), or flagged but with no token shape (SPARK_VALIDATE_API_KEY), in root's environment: another
+    user's unit (systemd's ``${VAR}``, with or without ``bash -c``) or script printed it in argparse's
+    refusal. To another user's launch such a variable of the reader's environment is unknown; what the unit
+    sets itself (Environment=) and plain settings (PATH, SGLANG_*) stay known."""
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    name = "ling.service" if kind == "unit" else "start.sh"
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        made = run_as(attacker, ["sh", "-c", f"cat > {base}/{name}"], input=text.encode())
+        assert made.returncode == 0, made.stderr
+        env = {**_ROOT_ENV, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        res = run_bounded(["preflight", f"--{kind}", str(base / name), "--format", "json"], env=env)
+        out = res.stdout + res.stderr
+        assert _MYSQL[:8] not in out and _DB[:8] not in out and _KEY[:8] not in out, out[-600:]
+        assert "of the reader's environment" in out, out[-600:]
+        # the unit's own variable is theirs: read, not hidden
+        own = (
+            "[Service]\nEnvironment=MYSQL_PWD=ling3\nExecStart=/bin/bash -c 'exec python3 -m "
+            'sglang.launch_server --model-path /m --tool-call-parser "$${MYSQL_PWD}"\'\n'
+        )
+        if kind == "unit":
+            made = run_as(attacker, ["sh", "-c", f"cat > {base}/{name}"], input=own.encode())
+            res = run_bounded(["preflight", "--unit", str(base / name), "--format", "json"], env=env)
+            assert "of the reader's environment" not in res.stdout + res.stderr, res.stdout[-600:]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

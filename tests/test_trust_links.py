@@ -1169,8 +1169,9 @@ def test_the_probe_another_users_launcher_names_gets_nothing_of_the_readers_envi
     handed the environment the launch was read with: all of root's own (a token in the operator's shell),
     the operator's --env-file, and what the script copied from them into its variables and its
     interpreter's options. Their own python wrote it all down. The probe's launch is read without them
-    (``PATH`` kept, which finds the program). The variable is not named as a credential: one that is
-    is unknown to their script altogether (``test_hostile_secrets.py``), and the probe is not asked."""
+    (``PATH`` kept, which finds the program). The variable is a plain setting's (``SGLANG_*``): any other
+    is unknown to their script altogether (red team 22, ``test_hostile_secrets.py``), and the probe is not
+    asked."""
     mine = Path(tempfile.mkdtemp(prefix="sv-theirs-", dir="/tmp"))  # theirs, nobody else's to write
     try:
         os.chown(mine, attacker.uid, attacker.gid)
@@ -1185,10 +1186,10 @@ def test_the_probe_another_users_launcher_names_gets_nothing_of_the_readers_envi
         script = _as_written_by(
             attacker,
             mine / "copy.sh",
-            '#!/bin/bash\nexport COPY="$SV_SHELL_WORD"\n'
-            f'exec {python} -X "t=$SV_SHELL_WORD" -m sglang.launch_server --model-path /m\n',
+            '#!/bin/bash\nexport COPY="$SGLANG_SV_SHELL_WORD"\n'
+            f'exec {python} -X "t=$SGLANG_SV_SHELL_WORD" -m sglang.launch_server --model-path /m\n',
         )
-        env = {**os.environ, "SV_SHELL_WORD": "TULIPSHELL"}
+        env = {**os.environ, "SGLANG_SV_SHELL_WORD": "TULIPSHELL"}
         proc = run_cli("preflight", "--script", str(script), "--env-file", str(secrets), env=env, timeout=60)
         assert "Traceback" not in proc.stderr, proc.stderr
         assert "imports sglang" in proc.stdout, proc.stdout  # it was asked, as them

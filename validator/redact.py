@@ -151,6 +151,33 @@ def register_environment(env: Mapping[str, str]) -> None:
                 register_secret(part)
 
 
+# names of settings (the shell's, the system's, the server stack's) that carry no credential; under any
+# other name a credential cannot be told from its value (MYSQL_PWD, DATABASE_URL's password)
+_PLAIN_NAMES = frozenset(
+    {"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TERM", "TZ", "PWD", "SHLVL", "TMPDIR"}
+    | {"HOSTNAME", "VIRTUAL_ENV", "CONDA_PREFIX", "PYTHONPATH", "PYTHONHOME", "PYTHONUNBUFFERED"}
+    | {"LD_LIBRARY_PATH", "LD_PRELOAD"}
+)
+_PLAIN_PREFIXES: tuple[str, ...] = (
+    "LC_",
+    "XDG_",
+    "SGLANG_",
+    "SGL_",
+    "HUMMING_",
+    "CUDA_",
+    "NCCL_",
+    "NVIDIA_",
+    "TORCH_",
+)
+_PLAIN_PREFIXES += ("PYTORCH_", "TRITON_", "FLASHINFER_", "OMP_", "HF_", "TRANSFORMERS_")
+
+
+def may_be_secret(key: str, value: Any) -> bool:
+    """True when ``key`` names a credential (:func:`is_secret_key`) or is none of the plain settings above:
+    a value another user's launch must not be handed, since it may carry one under a name not flagged."""
+    return is_secret_key(key, value) or not (key in _PLAIN_NAMES or key.startswith(_PLAIN_PREFIXES))
+
+
 def collect_secrets(obj: Any, extra_keys: Iterable[str] = ()) -> set[str]:
     """Literal secret values found under secret keys anywhere in ``obj`` (to scrub them elsewhere)."""
     found: set[str] = set()

@@ -755,6 +755,7 @@ def launch_from_command_string(
         cwd=cwd,
         command_string=(shell, opts, zero),
         writers=writers,
+        own_env=[k for k, o in env_origin.items() if o != "environment"],
     )
     return _launch_of(reading, env_origin, f"{origin} ({argv[0]} -c)")
 

@@ -12,24 +12,26 @@ from __future__ import annotations
 import glob
 import os
 import pwd
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from validator.bounded_files import TEXT_CAP, FileAbsent, glob_walked, read_bounded
-from validator.errors import InputError
+from validator.errors import InputError, UnresolvedLaunch
+from validator.redact import is_secret_key, may_be_secret
 from validator.sources.launch.command import Launcher, ProgramReader, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import others_could_create, read_env_file
 from validator.sources.launch.unit_syntax import (
     ENV_NAME,
     Assignment,
     expand_env,
+    expanded_names,
     parse_unit_text,
     specifiers,
     split_words,
     user_unit,
 )
-from validator.trusted_files import UnsafeLocation, open_unplanted
+from validator.trusted_files import UnsafeLocation, namers, open_unplanted
 
 
 @dataclass
@@ -100,8 +102,9 @@ def _merged_service(path: Path) -> list[tuple[str, Assignment]]:
     return items
 
 
-def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
-    """One ExecStart=/ExecStartPre= value -> argv, after prefixes, specifiers and $VAR expansion."""
+def _exec_words(a: Assignment, unit: Path, env: dict[str, str], hidden: Collection[str] = ()) -> list[str]:
+    """One ExecStart=/ExecStartPre= value -> argv, after prefixes, specifiers and $VAR expansion; a variable
+    in ``hidden`` expanded leaves it unresolved."""
     where = a.file
     text = specifiers(a.value, unit, env, where, a.line)
     words = split_words(text, where=where, line=a.line)
@@ -121,6 +124,16 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str]) -> list[str]:
         words = [words[0], *words[2:]]  # the program runs with a custom argv[0]; keep the real path
     if ":" in prefixes:
         return words
+    if names := sorted(expanded_names(words) & set(hidden)):
+        what = (
+            "a credential"
+            if is_secret_key(names[0], env[names[0]])
+            else "a variable (it may hold a credential)"
+        )
+        raise UnresolvedLaunch(
+            f"{where}:{a.line}: ExecStart= expands ${names[0]}, {what} of the reader's environment, unknown "
+            "to another user's unit"
+        )
     return expand_env(words, env, where, a.line)
 
 
@@ -316,7 +329,12 @@ def load_unit(
             timing[key] = a.value
     if exec_start is None:
         raise InputError(str(unit), "no ExecStart= in [Service]")
-    argv = _exec_words(exec_start, unit, env)
+    # another user's unit is not handed a value of this process's environment that may be a credential
+    # (``--tool-call-parser ${MYSQL_PWD}`` in argparse's refusal): systemd would expand the manager's
+    # environment, not the reader's shell's, so it is not known either
+    theirs = bool(namers())
+    hidden = [k for k, v in env.items() if theirs and origin.get(k) == "environment" and may_be_secret(k, v)]
+    argv = _exec_words(exec_start, unit, env, hidden)
     if not argv:
         raise InputError(exec_start.file, "ExecStart= is empty after expansion", exec_start.line)
     try:  # ``spark-validate launch [opts] -- CMD...``: CMD is the server the wrapper will exec

@@ -161,6 +161,26 @@ def expand_env(words: list[str], env: dict[str, str], where: str, line: int) -> 
     return out
 
 
+def expanded_names(words: list[str]) -> set[str]:
+    """The variables :func:`expand_env` puts into ``words``: a whole-word ``$VAR``, each ``${VAR}``."""
+    names: set[str] = set()
+    for word in words:
+        if m := re.fullmatch(r"\$([A-Za-z_][A-Za-z0-9_]*)", word):
+            names.add(m.group(1))
+            continue
+        i = 0
+        while i < len(word):
+            if word.startswith("$$", i):
+                i += 2
+            elif word.startswith("${", i) and (end := word.find("}", i + 2)) != -1:
+                if ENV_NAME.match(name := word[i + 2 : end]):
+                    names.add(name)
+                i = end + 1
+            else:
+                i += 1
+    return names
+
+
 def _replace_braced(word: str, env: dict[str, str]) -> str:
     out: list[str] = []
     i = 0

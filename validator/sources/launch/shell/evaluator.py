@@ -9,11 +9,11 @@ statement to the one that holds its rule (``stmt``), starts the path from the en
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from tree_sitter import Node, Tree
 
-from validator.redact import environment_credentials
+from validator.redact import environment_credentials, is_secret_key, may_be_secret
 from validator.sources.launch.shell.commands import Commands
 from validator.sources.launch.shell.compound import Compound
 from validator.sources.launch.shell.conditions import Conditions
@@ -94,11 +94,13 @@ class Evaluator:
         inside: str | None = None,
         cwd: Value | None = None,
         unknown: Mapping[str, str] | None = None,
+        own: Collection[str] = (),
     ) -> Ending:
         """The path's ending. ``inside``: the script runs where this host cannot see (a container): the
         variables not in ``env`` and every file there are unknown (why: ``inside``). ``cwd``: the directory it
         is started in; None: the script's own (an assumption ``--script`` names). ``unknown``: exported
-        variables whose values only the runtime gives (name -> why)."""
+        variables whose values only the runtime gives (name -> why); ``own``: the variables of ``env`` the
+        script's writers set themselves (the rest are the reader's)."""
         m = self.m
         st = m.st = State(
             vars={k: Var(value=v, exported=True) for k, v in env.items()},
@@ -117,11 +119,18 @@ class Evaluator:
             # whose environment may copy the reader's: `environment: [HF_TOKEN]`, `bash -c '${HF_TOKEN:3}'`)
             # another user's script could carry a credential of this process's environment into the
             # report (``--tool-call-parser "${HF_TOKEN:3}"`` in an argparse error, past the redactor's
-            # patterns): to them it is unknown, as it is until the server's real environment is known
-            for name in environment_credentials(env):  # by name, or by shape under any name (HFTOKEN=hf_..)
-                st.vars[name] = Var(
-                    value=Unknown(f"${name}: a credential of the reader's environment"), exported=True
-                )
+            # patterns): to them it is unknown, as it is until the server's real environment is known; so
+            # is any variable of the reader's (not set by ``own``) but plain settings, since a credential
+            # under another name (MYSQL_PWD) cannot be told from its value
+            credentials = set(environment_credentials(env))  # by name, or by shape (HFTOKEN=hf_...)
+            for name, v in env.items():
+                if name in credentials or is_secret_key(name, v):
+                    why = f"${name}: a credential of the reader's environment"
+                elif name not in own and may_be_secret(name, v):
+                    why = f"${name}: a variable of the reader's environment (it may hold a credential)"
+                else:
+                    continue
+                st.vars[name] = Var(value=Unknown(why), exported=True)
         for name, why in (unknown or {}).items():
             st.vars[name] = Var(value=Unknown(f"${name}: {why}"), exported=True)
         st.vars.pop("PWD", None)

@@ -8,7 +8,7 @@ The entry point of the shell reader (``read_script``): it refuses what is not a 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from validator.bounded_files import read_bounded_stat
@@ -32,6 +32,7 @@ def read_script(
     command_string: tuple[str, set[str], str] | None = None,
     writers: tuple[int, ...] = (),
     unknown: Mapping[str, str] | None = None,
+    own_env: Collection[str] = (),
 ) -> Reading:
     """Every path through the script at ``path`` started with ``env`` and ``args``. ``text``: its text, known
     without reading ``path`` (a file the launcher wrote); ``inside``: it runs where this host cannot see;
@@ -40,8 +41,9 @@ def read_script(
     whose first line is no ``#!`` line, and ``path`` names it in messages; ``writers``: who wrote ``text``
     (another user's unit holding the string), as a file's owner is its writer; ``unknown``: variables in
     its environment whose values only the runtime gives (name -> why: a Kubernetes ``valueFrom``, a
-    ``docker run -e NAME=$(...)``). InputError for a file that is not a script (unreadable, oversized,
-    syntax)."""
+    ``docker run -e NAME=$(...)``); ``own_env``: the variables of ``env`` its writers set (a unit's
+    Environment=), the rest being the reader's environment. InputError for a file that is not a script
+    (unreadable, oversized, syntax)."""
     script = Path(path) if command_string is not None else Path(path).absolute()
     # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
     # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
@@ -68,7 +70,9 @@ def read_script(
 
     def walk(forks: Forks) -> None:
         m = Machine(script, forks, posix=shell == "sh", opts=options, owner=owner, memo=memo, zero=zero)
-        ending = Evaluator(m).run(tree, env, list(args or []), inside=inside, cwd=cwd, unknown=unknown)
+        ending = Evaluator(m).run(
+            tree, env, list(args or []), inside=inside, cwd=cwd, unknown=unknown, own=own_env
+        )
         if ending.launch is not None and m.missing_source:
             ending.reason = "; ".join(m.missing_source)
         ending.survived = m.survived
