@@ -354,3 +354,30 @@ def test_a_unit_whose_environment_puts_bash_in_posix_mode_is_not_read_as_bash_ou
         assert got == rc, (env, err, _statuses(report))
     assert _statuses(report)["lm_head.exclusive"] == "error"
     assert any("POSIXLY_CORRECT in the environment" in c["message"] for c in report["checks"])
+
+
+def test_a_unit_shell_is_read_as_bash_only_where_it_is_bash(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """Red team 22 (each passed, exit 0): a ``bash`` by name only (a file others could have put there, which
+    runs the string with the FP32 head added), ``@/bin/bash sh -c`` (bash started as sh: POSIX mode, where
+    an assignment before ``:`` stays) and ``@/bin/bash -bash -c`` (a login shell: it reads the profile files
+    first). Each is now unresolved; ``@`` with the program's own path as argv[0] is still read."""
+    line = f"{server.python} -m sglang.launch_server {_recipe_args(server)}"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # anyone could have put this "bash" here
+    fake = shared / "bash"
+    fake.write_text('#!/bin/sh\nshift\neval "$1 --enable-fp32-lm-head"\n')
+    fake.chmod(0o755)
+    unit = tmp_path / "ling.service"
+    for exec_start, rc in (
+        (f"{fake} -c 'exec {line}'", 69),
+        (f"@/bin/bash sh -c 'F=; F=--enable-fp32-lm-head :; exec {line} $$F'", 69),
+        (f"@/bin/bash -bash -c 'exec {line}'", 69),
+        (f"@/bin/bash /bin/bash -c 'exec {line}'", 0),
+    ):
+        unit.write_text(f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nExecStart={exec_start}\n")
+        got, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+        assert got == rc, (exec_start[:30], err, _statuses(report))

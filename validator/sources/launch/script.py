@@ -51,7 +51,7 @@ from validator.sources.launch.shell.state import Ending, Launch, Reading
 from validator.sources.launch.shell.syntax import OPTION_LETTERS
 from validator.sources.launch.shell.values import Field, Unknown, Unsplit, Value, join
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
-from validator.trusted_files import namers
+from validator.trusted_files import namers, realpath
 
 # what bash adds to every child's environment by itself, which no check reads
 BASH_BOOKKEEPING = frozenset({"_", "SHLVL"})
@@ -740,13 +740,14 @@ def launch_from_command_string(
     if found is None:
         return None
     shell, opts, i = found
-    writers = namers()
-    zero = shell_zero(argv, i, shell, env)
     cwd: Value = (
         str(working_directory)
         if working_directory is not None
         else Unknown(f"{origin}: the directory the command runs in is not known")
     )
+    _a_shell(argv[0], env, cwd, origin)
+    writers = namers()
+    zero = shell_zero(argv, i, shell, env)
     reading = read_script(
         f"{origin} ({argv[0]} -c)",
         env=env,
@@ -758,6 +759,23 @@ def launch_from_command_string(
         own_env=[k for k, o in env_origin.items() if o != "environment"],
     )
     return _launch_of(reading, env_origin, f"{origin} ({argv[0]} -c)")
+
+
+def _a_shell(program: str, env: Mapping[str, str], cwd: Value, origin: str) -> None:
+    """The file ``program`` runs (on PATH, from ``cwd``) is a shell only by its name: read as bash or dash
+    only where no user but root (and this one) could have put it there; a ``bash`` another user wrote
+    (their unit's ``ExecStart=/home/them/bash -c ...``) may run anything (red team 22)."""
+    path = which(program, env.get("PATH", os.defpath), cwd)
+    if isinstance(path, Unknown):
+        raise UnresolvedLaunch(f"{origin}: the shell {program}: {path.reason}")
+    try:  # the file a link (/bin/sh -> dash) leads to, walked as the namers where another user named it
+        real = str(realpath(path))
+    except OSError as exc:
+        raise UnresolvedLaunch(f"{origin}: the shell {path}: {exc}") from None
+    if problems := others_could_write(real):
+        raise UnresolvedLaunch(
+            f"{origin}: {path} is a shell by its name only: {problems[0]}, so what it runs is not known"
+        )
 
 
 def _launch_of(reading: Reading, env_origin: Mapping[str, str] | None, origin: str | None = None) -> Launcher:

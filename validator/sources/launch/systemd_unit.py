@@ -19,7 +19,7 @@ from pathlib import Path
 from validator.bounded_files import TEXT_CAP, FileAbsent, glob_walked, read_bounded
 from validator.errors import InputError, UnresolvedLaunch
 from validator.redact import is_secret_key, may_be_secret
-from validator.sources.launch.command import Launcher, ProgramReader, launch_from_argv, unwrap_launch
+from validator.sources.launch.command import SHELLS, Launcher, ProgramReader, launch_from_argv, unwrap_launch
 from validator.sources.launch.env_file import others_could_create, read_env_file
 from validator.sources.launch.unit_syntax import (
     ENV_NAME,
@@ -121,6 +121,13 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str], hidden: Collecti
     if "@" in prefixes:
         if len(words) < 2:
             raise InputError(where, "'@' prefix needs the program and its argv[0]", a.line)
+        if Path(words[0]).name in SHELLS and words[1] != words[0]:
+            # bash started as "-bash" is a login shell (it reads the profile files), as "sh" in POSIX mode;
+            # dash alike as "-sh"; and a -c string's $0 is argv[0]: not modelled
+            raise UnresolvedLaunch(
+                f"{where}:{a.line}: the shell {words[0]} is started with argv[0] {words[1]!r} ('@'): "
+                "not modelled"
+            )
         words = [words[0], *words[2:]]  # the program runs with a custom argv[0]; keep the real path
     if ":" in prefixes:
         return words
