@@ -169,7 +169,7 @@ _PLAIN_PREFIXES: tuple[str, ...] = (
     "NVIDIA_",
     "TORCH_",
 )
-_PLAIN_PREFIXES += ("PYTORCH_", "TRITON_", "FLASHINFER_", "OMP_", "HF_", "TRANSFORMERS_")
+_PLAIN_PREFIXES += ("PYTORCH_", "TRITON_", "FLASHINFER_", "OMP_", "HF_", "TRANSFORMERS_", "SPARK_VALIDATE_")
 
 
 def may_be_secret(key: str, value: Any) -> bool:
