@@ -381,3 +381,20 @@ def test_a_unit_shell_is_read_as_bash_only_where_it_is_bash(
         unit.write_text(f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nExecStart={exec_start}\n")
         got, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
         assert got == rc, (exec_start[:30], err, _statuses(report))
+
+
+def test_a_brace_expansion_in_a_bash_c_string_is_not_read_as_one_word(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """Red team 22: ``--served-model-name {x,--enable-fp32-lm-head}`` is two words to bash (the FP32 head
+    on beside the FP8 one); the grammar splits the braces apart, and the reader took the whole for the
+    model name: exit 0. Now unresolved."""
+    line = f"{server.python} -m sglang.launch_server {_recipe_args(server)}"
+    unit = tmp_path / "ling.service"
+    unit.write_text(
+        "[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"ExecStart=/bin/bash -c 'exec {line} --served-model-name {{x,--enable-fp32-lm-head}}'\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", (err, _statuses(report))

@@ -580,6 +580,20 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         Refused("assignment to bash's own variable RANDOM"),
         Refused("RANDOM"),
     ),
+    # brace expansion: the grammar gives ``{a,b}`` as the words "{", "a,b", "}", which were read as one
+    # literal word (red team 22: ``--served-model-name {x,--enable-fp32-lm-head}`` passed where bash runs
+    # the FP32 head); dash leaves it, bash (as sh too) makes two words: refused for both
+    "brace expansion the grammar splits": (
+        "set -- x {a,b}; R=$#",
+        Refused("brace expansion"),
+        Refused("brace expansion"),
+    ),
+    "brace expansion around a variable": (
+        'v=a; set -- x{"$v",b}; R=$#',
+        Refused("brace expansion"),
+        Refused(""),
+    ),
+    "braces quoted": ('set -- "{a,b}" x{a}; R=$1$2', "{a,b}x{a}", "{a,b}x{a}"),
     # bash's variables that change how bash itself runs once set (red team 22): POSIX mode keeps an
     # assignment before a special builtin, FUNCNEST drops the rest of the line past the limit, BASH_ARGV0 is
     # $0, BASH_COMPAT 4.2 keeps the quotes of a pattern substitution's replacement; bash as sh has them

@@ -140,6 +140,12 @@ class Expander:
         if t == "translated_string":
             raise Unmodelled('$"..." (a translated string)', line)
         if t == "concatenation":
+            # the grammar splits ``{a,b}`` into the words "{", "a,b", "}": brace expansion, seen across them
+            # (bash expands it before anything else: ``x{$v,y}`` too; red team 22 found ``{x,--flag}`` read
+            # as one literal word where bash makes two)
+            shape = "".join(re.sub(r"\\.", "_", text(c)) if c.type == "word" else "_" for c in node.children)
+            if not quoted and not assignment and _brace_expansion(shape):
+                raise Unmodelled(f"brace expansion {snippet(node)!r}", line)
             out: list[Seg] = []
             for k, child in enumerate(node.children):
                 out += self.segments(child, quoted=quoted, first=first and k == 0, assignment=assignment)
