@@ -205,3 +205,20 @@ def test_config_equals_form_is_ignored_like_sglang_but_warned(tmp_path: Path) ->
     parsed = parse_argv([*M, f"--config={tmp_path / 'c.yaml'}"], origin="x")
     assert parsed.args["port"] == 30000 and parsed.config_file is None
     assert any("ignored by SGLang" in w for w in parsed.warnings)
+
+
+def test_a_launch_of_many_arguments_is_refused_before_argparse_takes_quadratic_time(tmp_path: Path) -> None:
+    """Red team 22: another user's unit with 100,000 ``--x`` words (400 KB, one exec's worth) held
+    preflight past 300 s (32,000: 52 s), in argparse's search of the option indices; the same through a
+    ``bash -c`` string's ``"$@"``. Past MAX_SERVER_ARGS words the launch is refused, in one short line;
+    a --config file's words count too."""
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(InputError, match="20002 server arguments, more than the 4096 read"):
+        parse_argv(["--model-path", "/m", *["--x"] * 20000], origin="unit")
+    config = tmp_path / "c.yaml"
+    config.write_text("cuda-graph-bs:\n" + "".join(f"  - {i}\n" for i in range(5000)))
+    with pytest.raises(InputError, match="with the --config file's, more than the 4096 read"):
+        parse_argv(["--model-path", "/m", "--config", str(config)], origin="unit")
+    assert time.monotonic() - start < 20

@@ -19,6 +19,9 @@ from validator.sources.sglang.config import merge_config
 from validator.sources.sglang.parser import ArgparseExit, HelpRequested, ParsedArgs, parse_with_table
 
 # logging's level names (getattr(logging, NAME) is the level's number, which setLevel accepts)
+# the most server arguments parsed: Python's argparse takes time quadratic in the option words (each one
+# searches the indices of all the others), and a real launch has a few hundred at most
+MAX_SERVER_ARGS = 4096
 _LOGGING_LEVELS = frozenset({"CRITICAL", "FATAL", "ERROR", "WARN", "WARNING", "INFO", "DEBUG", "NOTSET"})
 
 
@@ -60,9 +63,16 @@ def parse_argv(
     choice = chosen() if table is None else None
     table = table or (choice.table if choice is not None else load_table())
     lenient = choice is not None and choice.lenient
+    if len(argv) > MAX_SERVER_ARGS:  # before a --config file adds its own, and after (below)
+        raise InputError(origin, f"{len(argv)} server arguments, more than the {MAX_SERVER_ARGS} read")
     merged, config_file = merge_config(
         list(argv), origin=origin, base_dir=base_dir, table=table, config_at=config_at
     )
+    if len(merged) > MAX_SERVER_ARGS:
+        raise InputError(
+            origin,
+            f"{len(merged)} server arguments with the --config file's, more than the {MAX_SERVER_ARGS} read",
+        )
     try:
         parsed = parse_with_table(table, merged, lenient=lenient)
     except ArgparseExit as exc:
