@@ -594,6 +594,14 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         Refused(""),
     ),
     "braces quoted": ('set -- "{a,b}" x{a}; R=$1$2', "{a,b}x{a}", "{a,b}x{a}"),
+    # bash runs command_not_found_handle (in a child) for a command it cannot find: the server it execs
+    # there is what runs (red team 22: read as "not found", the next line's launch passed)
+    "command_not_found_handle": (
+        "command_not_found_handle() { exec python3 -m sglang.launch_server --x handled; }\n"
+        "R=out; nosuchcmd_rt22",
+        Refused("command_not_found_handle"),
+        Refused("command_not_found_handle"),
+    ),
     # bash's variables that change how bash itself runs once set (red team 22): POSIX mode keeps an
     # assignment before a special builtin, FUNCNEST drops the rest of the line past the limit, BASH_ARGV0 is
     # $0, BASH_COMPAT 4.2 keeps the quotes of a pattern substitution's replacement; bash as sh has them

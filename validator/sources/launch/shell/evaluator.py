@@ -274,6 +274,12 @@ class Evaluator:
             return self.block(kids)
         if t == "function_definition":
             name = text(part(node, "name"))
+            if name == "command_not_found_handle":
+                # bash (as sh too) runs it, in a child, for a command it cannot find: its exec is then the
+                # process that runs (red team 22), where the reader read "not found" and went on
+                raise Unmodelled(
+                    "a command_not_found_handle function (bash runs it for a missing command)", line_of(node)
+                )
             self.m.st.funcs[name] = part(node, "body")
             self.m.st.status = 0
             return 0
