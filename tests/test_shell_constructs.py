@@ -602,6 +602,13 @@ CASES: dict[str, tuple[str, Expect, Expect]] = {
         Refused("command_not_found_handle"),
         Refused("command_not_found_handle"),
     ),
+    # under set -x each traced command expands PS4 first: a command substitution there runs (red team 22)
+    "PS4 expanded under set -x": (
+        "R=out; PS4='$(R=in; exec python3 -m sglang.launch_server --x ps4)'; set -x; :",
+        Refused("PS4"),
+        Refused("PS4"),
+    ),
+    "set -x with the plain PS4": ("PS4='++ '; set -x; R=$(echo a)", "a", "a"),
     # bash's variables that change how bash itself runs once set (red team 22): POSIX mode keeps an
     # assignment before a special builtin, FUNCNEST drops the rest of the line past the limit, BASH_ARGV0 is
     # $0, BASH_COMPAT 4.2 keeps the quotes of a pattern substitution's replacement; bash as sh has them

@@ -235,6 +235,13 @@ class Evaluator:
         t = node.type
         if self.m.posix:
             self.posix_check(node)
+        if "xtrace" in self.m.st.opts:
+            ps4 = self.vars.scalar("PS4")
+            if not isinstance(ps4, str) or "$" in ps4 or "`" in ps4:
+                # under set -x the shell expands PS4 before each command it traces: a $(...) there runs
+                # (red team 22: PS4='$(exec SERVER ...)' started that server); bash started by another user
+                # takes PS4 from its environment
+                raise Unmodelled("set -x with a PS4 that expands (or is not known)", line_of(node))
         if t in ("comment", ";", "\n", "heredoc_body"):
             return self.m.st.status
         if t in ("variable_assignment", "variable_assignments"):
