@@ -209,3 +209,18 @@ def test_random_unit_soup_only_ever_raises_input_error(
         assert exc.where.endswith("y.service") or "EnvironmentFile" not in exc.reason
         return
     assert argv and all(isinstance(w, str) for w in argv)
+
+
+def test_a_missing_working_directory_with_dash_starts_the_command_in_the_root_directory(
+    tmp_path: Path,
+) -> None:
+    """systemd.exec(5): ``WorkingDirectory=-PATH``: a missing directory is not fatal; the command starts
+    where the service manager is, ``/`` (red team 22: the string's relative tests were answered in the missing
+    directory). A directory that is there stays; without ``-`` a missing one stays the unit's word."""
+    there = tmp_path / "here"
+    there.mkdir()
+    body = "[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server\nWorkingDirectory=-{}\n"
+    assert load_unit(_unit(tmp_path, body.format(tmp_path / "gone")), base_env={}).working_directory is None
+    assert load_unit(_unit(tmp_path, body.format(there)), base_env={}).working_directory == there
+    plain = body.replace("=-", "=").format(tmp_path / "gone")
+    assert load_unit(_unit(tmp_path, plain), base_env={}).working_directory == tmp_path / "gone"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import stat
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,7 @@ from validator.sources.launch.unit_syntax import (
     split_words,
     user_unit,
 )
-from validator.trusted_files import UnsafeLocation, namers, open_unplanted
+from validator.trusted_files import UnsafeLocation, look_unplanted, namers, open_unplanted
 
 
 @dataclass
@@ -142,6 +143,16 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str], hidden: Collecti
             "to another user's unit"
         )
     return expand_env(words, env, where, a.line)
+
+
+def _missing_directory(path: Path) -> bool:
+    """``WorkingDirectory=-PATH``: no directory at ``path`` (a walked look, as another user's unit names it);
+    False where the walk refuses to say, so the directory stays the unit's word."""
+    try:
+        st = look_unplanted(str(path))
+    except OSError:  # UnsafeLocation included: not ours to tell
+        return False
+    return st is None or not stat.S_ISDIR(st.st_mode)
 
 
 def _uid_text(user: str) -> bool:
@@ -353,6 +364,8 @@ def load_unit(
     if workdir:
         wd_text = specifiers(workdir.lstrip("-"), unit, env, str(unit), 0)
         wd = _home(user, unit, env) if wd_text == "~" else Path(wd_text)
+        if workdir.startswith("-") and _missing_directory(wd):
+            wd = None  # systemd: with '-' a missing directory is not fatal; the command starts in / instead
     return ServiceUnit(
         path=unit,
         exec_start=argv,
