@@ -352,3 +352,29 @@ def test_another_users_launch_is_never_handed_a_value_of_the_readers_environment
             assert "of the reader's environment" not in res.stdout + res.stderr, res.stdout[-600:]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_the_operators_env_file_is_not_handed_to_another_users_unit(attacker: User, tmp_path: Path) -> None:
+    """Red team 22: ``--env-file`` (the operator's file, standing in for the unit's EnvironmentFile=) is the
+    reader's as its environment is: another user's ``bash -c`` string printed its MYSQL_PWD in argparse's
+    refusal (their --script did not: there it is the reader's environment)."""
+    secrets = tmp_path / "operator.env"
+    secrets.write_text(f"MYSQL_PWD={_MYSQL}\n")
+    secrets.chmod(0o600)
+    text = (
+        "[Service]\nExecStart=/bin/bash -c 'exec python3 -m sglang.launch_server --model-path /m "
+        '--tool-call-parser "$${MYSQL_PWD}"\'\n'
+    )
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        made = run_as(attacker, ["sh", "-c", f"cat > {base}/ling.service"], input=text.encode())
+        assert made.returncode == 0, made.stderr
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        args = ["preflight", "--unit", str(base / "ling.service"), "--env-file", str(secrets)]
+        res = run_bounded([*args, "--format", "json"], env=env)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out = res.stdout + res.stderr
+    assert _MYSQL[:8] not in out and "of the reader's environment" in out, out[-600:]

@@ -756,7 +756,8 @@ def launch_from_command_string(
         cwd=cwd,
         command_string=(shell, opts, zero),
         writers=writers,
-        own_env=[k for k, o in env_origin.items() if o != "environment"],
+        # the reader's own (its environment, an operator's --env-file) are not the writers'
+        own_env=[k for k, o in env_origin.items() if o != "environment" and not o.startswith("--env-file ")],
     )
     return _launch_of(reading, env_origin, f"{origin} ({argv[0]} -c)")
 

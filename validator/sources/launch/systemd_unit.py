@@ -145,6 +145,12 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str], hidden: Collecti
     return expand_env(words, env, where, a.line)
 
 
+def readers(origin: str) -> bool:
+    """Whether a variable of the unit's environment with this ``env_origin`` is the reader's own: this
+    process's environment, or an operator's ``--env-file`` standing in for EnvironmentFile=."""
+    return origin == "environment" or origin.startswith("--env-file ")
+
+
 def _missing_directory(path: Path) -> bool:
     """``WorkingDirectory=-PATH``: no directory at ``path`` (a walked look, as another user's unit names it);
     False where the walk refuses to say, so the directory stays the unit's word."""
@@ -351,7 +357,7 @@ def load_unit(
     # (``--tool-call-parser ${MYSQL_PWD}`` in argparse's refusal): systemd would expand the manager's
     # environment, not the reader's shell's, so it is not known either
     theirs = bool(namers())
-    hidden = [k for k, v in env.items() if theirs and origin.get(k) == "environment" and may_be_secret(k, v)]
+    hidden = [k for k, v in env.items() if theirs and readers(origin.get(k, "")) and may_be_secret(k, v)]
     argv = _exec_words(exec_start, unit, env, hidden)
     if not argv:
         raise InputError(exec_start.file, "ExecStart= is empty after expansion", exec_start.line)
