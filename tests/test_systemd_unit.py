@@ -224,3 +224,23 @@ def test_a_missing_working_directory_with_dash_starts_the_command_in_the_root_di
     assert load_unit(_unit(tmp_path, body.format(there)), base_env={}).working_directory == there
     plain = body.replace("=-", "=").format(tmp_path / "gone")
     assert load_unit(_unit(tmp_path, plain), base_env={}).working_directory == tmp_path / "gone"
+
+
+def test_more_than_one_exec_start_is_refused_or_unresolved_as_systemd_runs_them(tmp_path: Path) -> None:
+    """systemd.service(5): more than one ExecStart= is allowed only for Type=oneshot, where they run one
+    after another, each waited for. Red team 22: the last was read as the server, so a unit whose first
+    command starts the trap (FP32 head beside FP8) and whose last is the recipe passed, exit 0; without
+    Type=oneshot systemd refuses such a unit. After an empty ExecStart= (a reset) only the last counts."""
+    from validator.errors import UnresolvedLaunch
+
+    server = "/usr/bin/python3 -m sglang.launch_server"
+    two = f"ExecStart={server} --a\nExecStart={server}\n"
+    with pytest.raises(UnresolvedLaunch, match="Type=oneshot runs its 2 ExecStart= commands"):
+        load_unit(_unit(tmp_path, "[Service]\nType=oneshot\n" + two), base_env={})
+    with pytest.raises(InputError, match="more than one ExecStart="):
+        load_unit(_unit(tmp_path, "[Service]\n" + two), base_env={})
+    reset = two.replace("\nExecStart=/usr", "\nExecStart=\nExecStart=/usr")
+    assert (
+        load_unit(_unit(tmp_path, "[Service]\n" + reset), base_env={}).exec_start[-1]
+        == "sglang.launch_server"
+    )

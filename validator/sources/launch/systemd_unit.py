@@ -340,8 +340,10 @@ def load_unit(
     workdir: str | None = None
     user: str | None = None
     timing: dict[str, str] = {}
+    starts: list[Assignment] = []
     for key, a in items:
         if key == "ExecStart":
+            starts = [*starts, a] if a.value else []
             exec_start = a if a.value else None
         elif key == "ExecStartPre":
             pre = [*pre, a] if a.value else []
@@ -353,6 +355,19 @@ def load_unit(
             timing[key] = a.value
     if exec_start is None:
         raise InputError(str(unit), "no ExecStart= in [Service]")
+    if len(starts) > 1:
+        # systemd.service(5): more than one ExecStart= only for Type=oneshot (else the unit is refused),
+        # where they run one after another, each waited for: a server among them runs there, not the last
+        if timing.get("Type", "").strip() != "oneshot":
+            raise InputError(
+                exec_start.file,
+                "more than one ExecStart= (systemd refuses it unless Type=oneshot)",
+                exec_start.line,
+            )
+        raise UnresolvedLaunch(
+            f"{exec_start.file}:{exec_start.line}: Type=oneshot runs its {len(starts)} ExecStart= commands "
+            "one after another: which of them starts the server is not known"
+        )
     # another user's unit is not handed a value of this process's environment that may be a credential
     # (``--tool-call-parser ${MYSQL_PWD}`` in argparse's refusal): systemd would expand the manager's
     # environment, not the reader's shell's, so it is not known either
