@@ -96,15 +96,15 @@ def test_a_bash_c_string_given_no_name_has_the_environments_bash_argv0_as_its_do
     real = subprocess.run(["bash", "-c", 'printf %s "$0"'], env=env, capture_output=True, text=True)
     assert real.stdout == "--port=31001"
     facts = launch_from_string(
-        f"bash -c '{line}'", origin="--launch-cmd", env=env, shell_reader=SHELL
+        f"bash -c '{line}'", origin="--launch-cmd", env=env, program_reader=SHELL
     ).parsed()
     assert facts.args["port"] == 31001
     with pytest.raises(InputError, match="unrecognized arguments: --named"):
         launch_from_string(
-            f"bash -c '{line}' --named", origin="--launch-cmd", env=env, shell_reader=SHELL
+            f"bash -c '{line}' --named", origin="--launch-cmd", env=env, program_reader=SHELL
         ).parsed()
     with pytest.raises(InputError, match="unrecognized arguments: sh"):
-        launch_from_string(f"sh -c '{line}'", origin="--launch-cmd", env=env, shell_reader=SHELL).parsed()
+        launch_from_string(f"sh -c '{line}'", origin="--launch-cmd", env=env, program_reader=SHELL).parsed()
 
 
 def test_a_shell_given_c_is_read_through_its_string_and_refused_where_it_starts_no_server() -> None:

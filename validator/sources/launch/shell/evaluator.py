@@ -124,7 +124,7 @@ class Evaluator:
             # under another name (MYSQL_PWD) cannot be told from its value
             credentials = set(environment_credentials(env))  # by name, or by shape (HFTOKEN=hf_...)
             for name, v in env.items():
-                if name in credentials or is_secret_key(name, v):
+                if is_secret_key(name, v) or (name in credentials and name not in own):
                     why = f"${name}: a credential of the reader's environment"
                 elif name not in own and may_be_secret(name, v):
                     why = f"${name}: a variable of the reader's environment (it may hold a credential)"
