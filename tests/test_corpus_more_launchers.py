@@ -383,6 +383,34 @@ def test_a_unit_shell_is_read_as_bash_only_where_it_is_bash(
         assert got == rc, (exec_start[:30], err, _statuses(report))
 
 
+def test_a_script_is_read_as_bash_only_where_its_interpreter_is_bash(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """The merge of red team 22's shell check with b29c8bc: a script's ``#!`` program is a shell only by
+    its name, as a ``bash -c`` program is. A script (``--script``, or a unit's ExecStart=) whose ``#!``
+    names a "bash" others could have put there is unresolved, never read as bash; ``/bin/bash`` and
+    ``/usr/bin/env bash`` are read."""
+    line = f"{server.python} -m sglang.launch_server {_recipe_args(server)}"
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    fake = shared / "bash"
+    fake.write_text('#!/bin/sh\nexec /bin/sh "$@" --enable-fp32-lm-head\n')
+    fake.chmod(0o755)
+    script = tmp_path / "start.sh"
+    unit = tmp_path / "ling.service"
+    unit.write_text(f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nExecStart={script}\n")
+    for shebang, rc in ((str(fake), 69), ("/bin/bash", 0), ("/usr/bin/env bash", 0)):
+        script.write_text(f"#!{shebang}\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\nexec {line}\n")
+        script.chmod(0o755)
+        for given in (("--script", str(script)), ("--unit", str(unit))):
+            got, report, err = preflight_json_in_process(server.env, *given)
+            assert got == rc, (shebang, given[0], err, _statuses(report))
+            if rc == 69:
+                assert "is a shell by its name only" in err + json.dumps(report), (err, report)
+
+
 def test_a_brace_expansion_in_a_bash_c_string_is_not_read_as_one_word(
     server: Server,  # noqa: F811 (the fixture)
     tmp_path: Path,

@@ -15,7 +15,7 @@ import contextlib
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -662,12 +662,18 @@ def launch_from_script(
     args: list[str] | None = None,
     cwd: Path | None = None,
     name: str | None = None,
+    own_env: Collection[str] = (),
 ) -> Launcher:
     """``--script``: the server command the script runs, with the environment it gives it; its container
     is the ``docker run`` the script runs as written, when it runs one (for what it hides). ``cwd``: the
     directory it is started in (else its own, an assumption named in a warning); ``name``: what runs it
-    (a unit), for messages."""
-    reading = read_script(path, env=dict(env or {}), args=args, cwd=None if cwd is None else str(cwd))
+    (a unit), for messages; ``own_env``: the variables of ``env`` the unit running it sets. Its ``#!``
+    program is read as bash or dash only where it is that shell (``_a_shell``)."""
+    environ = dict(env or {})
+    here = None if cwd is None else str(cwd)
+    reading = read_script(path, env=environ, args=args, cwd=here, own_env=own_env)
+    if reading.interpreter:
+        _a_shell(reading.interpreter, environ, here or str(reading.script.parent), str(reading.script))
     return _launch_of(reading, env_origin, None if name is None else f"{name} ({path})")
 
 
@@ -704,7 +710,13 @@ def launch_from_program(
     if found is None or SHELLS.get(Path(found[0]).name) is None:
         return None
     return launch_from_script(
-        program, env=env, env_origin=env_origin, args=argv[1:], cwd=working_directory, name=origin
+        program,
+        env=env,
+        env_origin=env_origin,
+        args=argv[1:],
+        cwd=working_directory,
+        name=origin,
+        own_env=[k for k, o in env_origin.items() if o != "environment"],
     )
 
 

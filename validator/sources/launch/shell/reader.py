@@ -17,7 +17,13 @@ from validator.sources.launch.shell.evaluator import Evaluator
 from validator.sources.launch.shell.machine import Machine
 from validator.sources.launch.shell.paths import Forks, explore
 from validator.sources.launch.shell.state import MAX_PATHS, Ending, Memo, Reading
-from validator.sources.launch.shell.syntax import MAX_SCRIPT_BYTES, interpreter, interpreter_options, parse
+from validator.sources.launch.shell.syntax import (
+    MAX_SCRIPT_BYTES,
+    interpreter,
+    interpreter_options,
+    parse,
+    shebang_program,
+)
 from validator.sources.launch.shell.values import Value, work_budget
 
 
@@ -88,4 +94,4 @@ def read_script(
         endings.append(
             Ending("unresolved", 1, str(script), f"more than {MAX_PATHS} paths through the script")
         )
-    return Reading(script, endings, notes, scripts)
+    return Reading(script, endings, notes, scripts, "" if text is not None else shebang_program(data))
