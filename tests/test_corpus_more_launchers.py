@@ -23,6 +23,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.in_process import preflight_json_in_process
 from tests.support.shell_differential import SHIM
 from tests.test_recipe_packs import Server, server  # noqa: F401 (the fixture)
@@ -426,3 +428,25 @@ def test_a_brace_expansion_in_a_bash_c_string_is_not_read_as_one_word(
     )
     rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
     assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", (err, _statuses(report))
+
+
+@pytest.mark.parametrize(
+    "word",
+    ["${NAME:-~ --enable-fp32-lm-head}", "${NAME:-`cat<flag`}"],
+)
+def test_a_flag_the_grammar_leaves_as_text_in_a_default_is_never_passed(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+    word: str,
+) -> None:
+    """Red team 23: ``${NAME:-~ --enable-fp32-lm-head}`` (a ~user named ' --enable...', none: bash leaves
+    the text and splits it) and a backquoted command in a default (tree-sitter leaves it as text) were read
+    as one word, the served model name, and passed (exit 0) what asks for both heads."""
+    (tmp_path / "flag").write_text("--enable-fp32-lm-head\n")
+    script = tmp_path / "start.sh"
+    script.write_text(
+        f"#!/bin/bash\ncd {tmp_path}\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"exec {server.python} -m sglang.launch_server {_recipe_args(server)} --served-model-name {word}\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--script", str(script))
+    assert rc != 0 and _statuses(report)["lm_head.exclusive"] != "pass", (err, _statuses(report))

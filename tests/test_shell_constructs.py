@@ -914,3 +914,31 @@ def test_bash_as_sh_takes_what_dash_ignores_in_its_environment(tmp_path: Path) -
         (tmp_path / "s.sh").write_text(script.text)
         reading = read_static(tmp_path, script, base)
         assert isinstance(reading, str) and "in the environment" in reading, (name, reading)
+
+
+# red team 23: what the grammar leaves as text in the word of ${v:-word} is never read as that text: a
+# backquote's command, a process substitution, and a ~user whose name holds a blank (no such user: bash
+# leaves the text and splits it, '${N:-~ --enable-fp32-lm-head}' is two words)
+OPERAND_TEXT = [
+    "${N:-`echo a b` c}",
+    "${N:-x`echo a b`}",
+    "${N:-${M:-`echo a b`}}",
+    '"${N:-`echo a b`}"',
+    "${N:-<(echo a) y}",
+    "${N:-~ x}",
+    "${N:-~ --f}",
+    "${N:=~ x y}",
+]
+
+
+@pytest.mark.parametrize("word", OPERAND_TEXT)
+def test_what_the_grammar_leaves_as_text_in_an_operand_is_never_read_as_text(
+    tmp_path: Path, word: str
+) -> None:
+    base = sandbox(tmp_path)
+    for shell in ("/bin/bash", "/bin/sh"):
+        for prefix in ("", "IFS=,; "):
+            script = Script(f"#!{shell}\n{prefix}exec python3 -m sglang.launch_server --x {word}\n")
+            ran = run_bash(tmp_path, script, base)
+            verdict = compare(read_static(tmp_path, script, base), ran)
+            assert ran.launched and verdict.kind != "disagree", (shell, prefix, ran.argv[3:], verdict)

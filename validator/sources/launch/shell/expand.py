@@ -481,11 +481,27 @@ class Expander:
                         raise Unmodelled(f"the operand of ${{...}} {text(child)!r}", line_of(child))
                     if gap:
                         out.append(Seg(gap.decode("ascii"), quoted=quoted))
-                out += self.segments(one, quoted=quoted, first=k == 0)
+                segs = self.segments(one, quoted=quoted, first=k == 0)
+                if not quoted and k == 0 and isinstance(one, Node) and self._tilde_splits(text(one)):
+                    # '${v:-~ --flag}': the tilde-prefix runs to the first '/', so its user is ' --flag';
+                    # with no such user bash leaves the text, split as the rest is: how many words is unknown
+                    segs = [Seg(s.value, quoted=False) if isinstance(s.value, Unknown) else s for s in segs]
+                out += segs
                 k += 1
         if not quoted:
             out = [piece for seg in out for piece in _split_literal(seg)]
         return out or [Seg("", quoted=quoted)]
+
+    def _tilde_splits(self, raw: str) -> bool:
+        """Whether ``raw``, an operand's first word, starts with a ``~user`` whose name holds a character of
+        IFS: bash expands it when that user exists (a result never split) and else leaves the text, which
+        field splitting then splits."""
+        if not raw.startswith("~"):
+            return False
+        user = raw[1:].partition("/")[0]
+        ifs = self.names.scalar("IFS")
+        ifs = WS if ifs is None else ifs
+        return bool(user) and (isinstance(ifs, Unknown) or any(c in ifs for c in user))
 
     def _pieces(self, nodes: Sequence[Operand]) -> list[tuple[Value, bool]]:
         pieces: list[tuple[Value, bool]] = []
@@ -563,8 +579,10 @@ def _quoting(node: Operand) -> bool:
 
 
 def _unparsed_expansion(raw: str) -> bool:
-    """Whether ``raw`` (a word as the grammar gives it) holds an unescaped ``$`` that starts an expansion."""
-    for m in re.finditer(r"\$[@*#?$!\-0-9A-Za-z_{(]", raw):
+    """Whether ``raw`` (a word as the grammar gives it) holds an unescaped ``$`` that starts an expansion,
+    or a command or process substitution."""
+    # a backquote, ``$[`` and ``<(``/``>(`` too: inside ``${v:-...}`` the grammar leaves them as text
+    for m in re.finditer(r"\$[@*#?$!\-0-9A-Za-z_{(\[]|`|[<>]\(", raw):
         slashes = len(raw[: m.start()]) - len(raw[: m.start()].rstrip("\\"))
         if slashes % 2 == 0:
             return True
