@@ -450,3 +450,20 @@ def test_a_flag_the_grammar_leaves_as_text_in_a_default_is_never_passed(
     )
     rc, report, err = preflight_json_in_process(server.env, "--script", str(script))
     assert rc != 0 and _statuses(report)["lm_head.exclusive"] != "pass", (err, _statuses(report))
+
+
+def test_a_draft_path_the_grammar_splits_in_two_is_never_read_as_the_model(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """Red team 23: ``--speculative-draft-model-path $M`echo -`-enable-metrics`` is one word to bash, the
+    draft ``$M--enable-metrics`` (a directory of its writer's choosing, whose head need not be shared);
+    tree-sitter-bash gives two arguments, so the reader judged the model itself as the draft plus
+    ``--enable-metrics`` and passed (exit 0)."""
+    script = tmp_path / "start.sh"
+    script.write_text(
+        f"#!/bin/bash\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\nexec {server.python} -m sglang.launch_server "
+        f"{_recipe_args(server)} --speculative-draft-model-path {server.model}`echo -`-enable-metrics\n"
+    )
+    rc, report, err = preflight_json_in_process(server.env, "--script", str(script))
+    assert rc == 69, (rc, err, _statuses(report))

@@ -942,3 +942,17 @@ def test_what_the_grammar_leaves_as_text_in_an_operand_is_never_read_as_text(
             ran = run_bash(tmp_path, script, base)
             verdict = compare(read_static(tmp_path, script, base), ran)
             assert ran.launched and verdict.kind != "disagree", (shell, prefix, ran.argv[3:], verdict)
+
+
+# red team 23: tree-sitter-bash gives 'a`echo b`c' as two arguments, 'a' and '`echo b`c'; bash has one word
+ADJACENT = ["a`echo b`c", "a`echo b c`d", "/m`echo -`-enable-metrics", "a`echo b`$E1", "a`echo b`"]
+
+
+@pytest.mark.parametrize("word", ADJACENT)
+def test_one_word_the_grammar_splits_in_two_is_never_read_as_two(tmp_path: Path, word: str) -> None:
+    base = sandbox(tmp_path)
+    for shell in ("/bin/bash", "/bin/sh"):
+        script = Script(f"#!{shell}\nexec python3 -m sglang.launch_server --x {word}\n")
+        ran = run_bash(tmp_path, script, base)
+        verdict = compare(read_static(tmp_path, script, base), ran)
+        assert ran.launched and verdict.kind != "disagree", (shell, ran.argv[3:], verdict)

@@ -327,8 +327,14 @@ class Commands:
     def command_words(self, node: Node, kids: list[Node]) -> list[Field]:
         """A simple command's words, expanded."""
         words: list[Field] = []
+        last: Node | None = None
         for c in kids:
             if c.type == "command_name" or field_of(node, c) == "argument":
+                if last is not None and last.end_byte == c.start_byte:
+                    # 'a`echo b`c': tree-sitter-bash gives 'a' and '`echo b`c' as two arguments; bash has
+                    # one word, 'abc' (no blank or operator between them)
+                    raise Unmodelled(f"the grammar splits the word {snippet(last)}{snippet(c)}", line_of(c))
+                last = c
                 fs = self.words.fields(c.children[0] if c.type == "command_name" else c)
                 if isinstance(fs, Unknown):
                     if not words:
