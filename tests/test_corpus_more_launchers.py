@@ -467,3 +467,25 @@ def test_a_draft_path_the_grammar_splits_in_two_is_never_read_as_the_model(
     )
     rc, report, err = preflight_json_in_process(server.env, "--script", str(script))
     assert rc == 69, (rc, err, _statuses(report))
+
+
+def test_an_option_past_the_bytes_linux_reads_of_the_shebang_is_not_the_shells(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """Red team 23: ``#!/bin/bash<300 blanks>-f`` runs bash without -f (Linux reads 256 bytes of the line),
+    so ``--lora-paths *`` expands to the working directory's files, ``--enable-fp32-lm-head`` among them;
+    the reader took -f and passed (exit 0) a launch asking for both heads, from a unit's ExecStart= too."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "--enable-fp32-lm-head").write_text("")
+    script = tmp_path / "start.sh"
+    script.write_text(
+        "#!/bin/bash" + " " * 300 + "-f\nexport SGLANG_ENABLE_FP8_LM_HEAD=1\n"
+        f"exec {server.python} -m sglang.launch_server {_recipe_args(server)} --lora-paths *\n"
+    )
+    script.chmod(0o755)
+    unit = tmp_path / "ling.service"
+    unit.write_text(f"[Service]\nWorkingDirectory={work}\nExecStart={script}\n")
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", (rc, err, _statuses(report))

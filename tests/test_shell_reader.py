@@ -5,13 +5,16 @@ once matched a node of a freed tree to a new tree's node at the same address, an
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.shell_differential import compare, read_static, run_bash, sandbox
 from tests.support.shell_gen import Script
+from validator.sources.launch.command import shebang
 from validator.sources.launch.shell.reader import read_script
+from validator.sources.launch.shell.syntax import interpreter, interpreter_options
 
 
 def test_a_script_read_again_in_one_process_reads_the_same(tmp_path: Path) -> None:
@@ -203,3 +206,30 @@ def test_the_texts_one_reading_parses_for_source_and_eval_are_bounded(tmp_path: 
         "#!/bin/bash\n" + "source ./lib.sh\n" * 10 + 'exec python3 -m sglang.launch_server --x "$L"\n'
     )
     assert [e.kind for e in read_script(script, env={"PATH": "/usr/bin:/bin"}).endings] == ["launch"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "#!/bin/bash" + " " * 300 + "-f",  # the option past byte 255: Linux never hands it to bash
+        "#!/bin/bash -" + "e" * 300 + "f",
+        "#!/bin/bash -" + "e" * 240 + "f",
+        "#!/bin/bash -f",
+        "#!/bin/sh" + "\t" * 260 + "-f",
+    ],
+)
+def test_the_shebang_line_is_read_as_linux_reads_it(tmp_path: Path, line: str) -> None:
+    """Red team 23: Linux reads a ``#!`` line within the file's first 256 bytes (fs/binfmt_script.c), so an
+    option written past byte 255 is not the shell's; the reader took every option of the whole line
+    (``-f`` past 255 blanks: no pathname expansion, where bash expands ``*`` into a file named
+    ``--enable-fp32-lm-head``). Held to the kernel: the script run as itself prints ``$-``."""
+    script = tmp_path / "s.sh"
+    script.write_text(line + '\necho "$-"\n')
+    script.chmod(0o755)
+    ran = subprocess.run([str(script)], capture_output=True, text=True, check=True, timeout=20)
+    data = script.read_bytes()
+    opts = interpreter_options(data)
+    assert opts is not None and ("noglob" in opts) == ("f" in ran.stdout.strip()), (opts, ran.stdout)
+    assert ("errexit" in opts) == ("e" in ran.stdout.strip())
+    found = shebang(script)
+    assert found is not None and interpreter(data) == {"bash": "bash", "sh": "sh"}[Path(found[0]).name]

@@ -23,7 +23,7 @@ from validator.facts import LaunchFacts
 from validator.sources.container import ContainerSpec, config_on_host
 from validator.sources.host.program import PathUnreadable, which
 from validator.sources.host.server_command import SGLANG_COMMAND, classify, python_module
-from validator.sources.launch.shell.command_line import split_command_line
+from validator.sources.launch.shell.command_line import BINPRM_BUF_SIZE, shebang_line, split_command_line
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
 from validator.sources.sglang.cli import ArgparseRefusal, ArgumentsRefused, parse_argv
 from validator.sources.sglang.cli_table import load_table
@@ -94,19 +94,20 @@ def _split_env_prefix(
 
 
 def shebang(script: Path) -> tuple[str, list[str]] | None:
-    """A script's ``#!`` interpreter and its options (``#!/venv/bin/python3 -I``)."""
+    """A script's ``#!`` interpreter and its options (``#!/venv/bin/python3 -I``), as Linux reads the line."""
     try:
         fd = open_regular(script, "program")  # a FIFO on PATH must not block the read of a shebang
     except InputError:
         return None
     try:
         with os.fdopen(fd, "rb") as fh:
-            head = fh.readline(512)
+            head = fh.read(BINPRM_BUF_SIZE)
     except OSError:
         return None
-    if not head.startswith(b"#!"):
+    line = shebang_line(head)
+    if line is None:
         return None
-    parts = head[2:].decode("utf-8", "replace").split()
+    parts = line.split()
     if not parts:
         return None
     if Path(parts[0]).name == "env" and len(parts) > 1:

@@ -13,6 +13,20 @@ from collections.abc import Mapping
 
 from validator.errors import InputError
 
+BINPRM_BUF_SIZE = 256  # the bytes of a file Linux reads to find its #! line (include/uapi/linux/binfmts.h)
+
+
+def shebang_line(head: bytes) -> str | None:
+    """The ``#!`` line of a file starting with ``head``, after ``#!``, as Linux reads it to exec the file
+    (fs/binfmt_script.c): within its first 256 bytes; a line with no newline there is cut at byte 255, so
+    what a longer line says past it (``#!/bin/bash<300 blanks>-f``) is never handed to the interpreter.
+    None where there is no ``#!``."""
+    if not head.startswith(b"#!"):
+        return None
+    buf = head[:BINPRM_BUF_SIZE]
+    end = buf.find(b"\n")
+    return (buf[2:end] if end >= 0 else buf[2 : BINPRM_BUF_SIZE - 1]).decode("utf-8", "replace")
+
 
 def home_of(user: str, env: Mapping[str, str]) -> str | None:
     """``~`` (``user`` empty: $HOME, else the password database) or ``~user``."""

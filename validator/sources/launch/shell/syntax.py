@@ -16,6 +16,7 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
 from validator.errors import InputError, UnresolvedLaunch
+from validator.sources.launch.shell.command_line import shebang_line
 from validator.sources.launch.shell.values import Unmodelled
 
 MAX_SCRIPT_BYTES = 1 << 20  # launcher scripts are a few KB; a bigger file is not one
@@ -193,8 +194,8 @@ def shebang_program(source: bytes) -> str:
 
 
 def _shebang(source: bytes) -> str:
-    """The ``#!`` line after ``#!``; empty where there is none."""
-    return source[2:].split(b"\n", 1)[0].decode("utf-8", "replace") if source.startswith(b"#!") else ""
+    """The ``#!`` line after ``#!`` as Linux reads it (:func:`shebang_line`); empty where there is none."""
+    return shebang_line(source) or ""
 
 
 OPTION_LETTERS = {
