@@ -382,3 +382,44 @@ def test_the_operators_env_file_is_not_handed_to_another_users_unit(attacker: Us
         shutil.rmtree(base, ignore_errors=True)
     out = res.stdout + res.stderr
     assert _MYSQL[:8] not in out and "of the reader's environment" in out, out[-600:]
+
+
+@pytest.mark.parametrize(
+    ("exec_start", "extra"),
+    [
+        # their unit copies root's credential into a variable of another name, their script slices it
+        ("/usr/bin/env A=${HF_TOKEN} {base}/start.sh", {}),
+        ("/usr/bin/nohup /usr/bin/env A=${HF_TOKEN} {base}/start.sh", {}),
+        # root's own environment holds a copy under a name the redactor does not know
+        ("{base}/start.sh", {"A": "{token}"}),
+    ],
+)
+def test_a_credential_copied_under_another_name_is_unknown_to_another_users_script(
+    attacker: User, tmp_path: Path, exec_start: str, extra: dict[str, str]
+) -> None:
+    """Red team 23: ``ExecStart=/usr/bin/env A=${HF_TOKEN} their.sh`` (b29c8bc reads the script) gave
+    their script root's token as ``$A``, which no credential's name marks: ``${A:3}`` in an argparse
+    refusal printed the rest of it. A variable holding a credential of the reader's environment is
+    unknown to another user's script, as the credential is."""
+    token = "hf_" + "Kp3" * 8
+    script = '#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "${A:3}"\n'
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    unit = f"[Service]\nExecStart={exec_start.replace('{base}', str(base))}\n"
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        for name, text in (("start.sh", script), ("ling.service", unit)):
+            made = run_as(
+                attacker, ["sh", "-c", f"cat > {base}/{name}; chmod 755 {base}/{name}"], input=text.encode()
+            )
+            assert made.returncode == 0, made.stderr
+        env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        env.update({k: v.replace("{token}", token) for k, v in extra.items()})
+        res = run_bounded(["preflight", "--unit", str(base / "ling.service"), "--format", "json"], env=env)
+        out = res.stdout + res.stderr
+        res = run_bounded(["preflight", "--script", str(base / "start.sh")], env={**env, "A": token})
+        out += res.stdout + res.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert token[3:] not in out and token[3:10] not in out, out[-600:]
+    assert "a credential of the reader's environment" in out, out[-600:]

@@ -36,6 +36,10 @@ from validator.sources.launch.shell.values import MAX_WORK, Unbound, Unknown, Un
 from validator.sources.launch.shell.variables import Variables
 from validator.trusted_files import in_namers_scope
 
+# a credential shorter than this is not hunted in other variables' values (it would be in many by chance):
+# the redactor's own floor
+_MIN_SECRET = 4
+
 
 class Evaluator:
     """One path through the script (``api.Shell``): the statements, dispatched to the component that
@@ -121,11 +125,19 @@ class Evaluator:
             # report (``--tool-call-parser "${HF_TOKEN:3}"`` in an argparse error, past the redactor's
             # patterns): to them it is unknown, as it is until the server's real environment is known; so
             # is any variable of the reader's (not set by ``own``) but plain settings, since a credential
-            # under another name (MYSQL_PWD) cannot be told from its value
+            # under another name (MYSQL_PWD) cannot be told from its value; and any variable, theirs too,
+            # whose value holds one ('env A=${HF_TOKEN} their.sh' in their unit)
             credentials = set(environment_credentials(env))  # by name, or by shape (HFTOKEN=hf_...)
+            secrets = [
+                v
+                for k, v in env.items()
+                if (is_secret_key(k, v) or (k in credentials and k not in own)) and len(v) >= _MIN_SECRET
+            ]
             for name, v in env.items():
                 if is_secret_key(name, v) or (name in credentials and name not in own):
                     why = f"${name}: a credential of the reader's environment"
+                elif any(c in v for c in secrets):
+                    why = f"${name}: it holds a credential of the reader's environment"
                 elif name not in own and may_be_secret(name, v):
                     why = f"${name}: a variable of the reader's environment (it may hold a credential)"
                 else:
