@@ -472,6 +472,27 @@ def test_docker_exec_e_is_known_over_the_containers_unknown_environment(tmp_path
     assert "started earlier" in checks["model.context_override"]["message"]
 
 
+def test_a_bash_c_docker_exec_runs_is_unresolved_where_the_containers_bash_env_is_unknown(
+    tmp_path: Path,
+) -> None:
+    """Red team 23: ``docker exec -e SGLANG_ENABLE_FP8_LM_HEAD=0 node1 bash -c '... --enable-fp32-lm-head'``
+    passed lm_head.exclusive (ff5aade: the exec's -e known over the container's environment), but bash -c
+    first sources the file the container's BASH_ENV names (bash(1), INVOCATION; images set it, ENV
+    BASH_ENV=~/.bashrc), which can set the variable back or define a function for the server's name.
+    Unresolved unless the exec empties BASH_ENV; sh -c reads no startup file."""
+    run = "python3 -m sglang.launch_server --model-path /m --enable-fp32-lm-head"
+    for given, status in (("", "error"), ("-e BASH_ENV= ", "pass")):
+        cmd = f"docker exec -e SGLANG_ENABLE_FP8_LM_HEAD=0 {given}node1 bash -c 'exec {run}'"
+        rc, report, err = _preflight({"HOME": str(tmp_path)}, "--docker-cmd", cmd)
+        exclusive = next(c for c in report["checks"] if c["id"] == "lm_head.exclusive")
+        assert exclusive["status"] == status, (cmd, err, exclusive)
+        if status == "error":
+            assert "BASH_ENV" in exclusive["message"] and rc == 69, exclusive
+    cmd = f"docker exec -e SGLANG_ENABLE_FP8_LM_HEAD=0 node1 sh -c 'exec {run}'"
+    rc, report, err = _preflight({"HOME": str(tmp_path)}, "--docker-cmd", cmd)
+    assert _statuses(report)["lm_head.exclusive"] == "pass", err
+
+
 @pytest.mark.parametrize(
     ("cmd", "code", "needle"),
     [

@@ -544,6 +544,14 @@ def through_shell(spec: ContainerSpec) -> ContainerSpec:
             raise UnresolvedLaunch(
                 f"{spec.where}: {argv[0]} -c: {why}, so what the container runs is not known"
             )
+    if shell == "bash" and ENVIRONMENT_UNKNOWN in spec.unresolved and "BASH_ENV" not in spec.env:
+        # bash -c sources the file the environment's BASH_ENV names before the string (bash(1), INVOCATION):
+        # in a container started earlier (docker exec) that environment is not visible, so neither what the
+        # string runs nor the variables the exec sets over it (-e) are known
+        raise UnresolvedLaunch(
+            f"{spec.where}: {argv[0]} -c in the container {spec.existing}: bash first sources the file its "
+            "environment's BASH_ENV names, and that environment is not visible here (-e BASH_ENV= runs none)"
+        )
     zero = shell_zero(argv, i, shell, spec.env)
     reading = read_script(
         f"{spec.where} ({argv[0]} -c)",
