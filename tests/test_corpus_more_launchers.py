@@ -389,10 +389,11 @@ def test_a_script_is_read_as_bash_only_where_its_interpreter_is_bash(
     server: Server,  # noqa: F811 (the fixture)
     tmp_path: Path,
 ) -> None:
-    """The merge of red team 22's shell check with b29c8bc: a script's ``#!`` program is a shell only by
-    its name, as a ``bash -c`` program is. A script (``--script``, or a unit's ExecStart=) whose ``#!``
-    names a "bash" others could have put there is unresolved, never read as bash; ``/bin/bash`` and
-    ``/usr/bin/env bash`` are read."""
+    """A script's ``#!`` program is a shell only by its name, as a ``bash -c`` program is (red teams 22
+    and 23; the check is red team 23's, in ``read_script``). A script (``--script``, or a unit's
+    ExecStart=) whose ``#!`` names a "bash" others could have put there (here: root's file, in a directory
+    anyone can write) is unresolved, never read as bash; ``/bin/bash`` and ``/usr/bin/env bash`` are
+    read."""
     line = f"{server.python} -m sglang.launch_server {_recipe_args(server)}"
     shared = tmp_path / "shared"
     shared.mkdir()
@@ -410,7 +411,7 @@ def test_a_script_is_read_as_bash_only_where_its_interpreter_is_bash(
             got, report, err = preflight_json_in_process(server.env, *given)
             assert got == rc, (shebang, given[0], err, _statuses(report))
             if rc == 69:
-                assert "is a shell by its name only" in err + json.dumps(report), (err, report)
+                assert "not known to be the bash the reader models" in err + json.dumps(report), (err, report)
 
 
 def test_a_brace_expansion_in_a_bash_c_string_is_not_read_as_one_word(

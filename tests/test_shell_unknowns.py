@@ -33,6 +33,7 @@ from tests.test_deploy_script import (  # noqa: F401 (host: the fixture, built a
     _write,
     host,
 )
+from validator.errors import UnresolvedLaunch
 from validator.sources.launch.script import read_exec
 from validator.sources.launch.shell.values import Unknown, join
 
@@ -292,3 +293,43 @@ def test_a_sourced_fifo_is_read_as_unknown_without_waiting(tmp_path: Path) -> No
     ex = read_exec(script, {"PATH": "/usr/bin:/bin"})[0]
     assert ex.others is not None and "not a regular file" in ex.others, ex.others
     assert isinstance(ex.env[FP8], Unknown)
+
+
+def test_a_shebang_names_bash_only_where_the_file_is_the_systems_bash(
+    tmp_path: Path, attacker: User, shared: Path
+) -> None:
+    """Red team 23: the ``#!`` line was judged by its last word alone: ``#!/shared/p/bash`` (a file another
+    user wrote, a ``#!/bin/sh`` script asking for both heads), ``#!/usr/bin/env bash`` with their directory
+    first on PATH, or their link named ``sh`` to python were read as bash or sh running the script, and
+    b29c8bc reads a unit's ExecStart= script so (exit 0, the FP8 head from the unit). The kernel runs that
+    file: what it runs is unknown unless it is, after its links, root's (or this user's) and so named."""
+    made = run_as(
+        attacker,
+        [
+            "sh",
+            "-c",
+            f"mkdir -p {shared}/p && printf '#!/bin/sh\\necho fake > {shared}/ran\\n' > {shared}/p/bash && "
+            f"chmod 755 {shared}/p/bash && ln -s /usr/bin/python3 {shared}/p/sh",
+        ],
+    )
+    assert made.returncode == 0, made.stderr
+    body = "exec python3 -m sglang.launch_server --model-path /m\n"
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    theirs = {"PATH": f"{shared}/p:/usr/bin:/bin", "HOME": str(tmp_path)}
+    script = tmp_path / "start.sh"
+    for line, path_env, why in (
+        (f"#!{shared}/p/bash", env, f"a file UID {attacker.uid} owns"),
+        ("#!/usr/bin/env bash", theirs, f"a file UID {attacker.uid} owns"),
+        (f"#!{shared}/p/sh", env, "which is /usr/bin/python3"),
+    ):
+        script.write_text(f"{line}\n{body}")
+        with pytest.raises(UnresolvedLaunch, match=why):
+            read_exec(script, path_env)
+    # the hazard is real: the kernel runs their file, not bash
+    script.write_text(f"#!{shared}/p/bash\n{body}")
+    script.chmod(0o755)
+    subprocess.run([str(script)], check=True, timeout=30, env=env)
+    assert (shared / "ran").read_text() == "fake\n"
+    for line in ("#!/bin/bash", "#!/usr/bin/env bash", "#!/bin/sh"):
+        script.write_text(f"{line}\n{body}")
+        assert read_exec(script, env)[0].argv

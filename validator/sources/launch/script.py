@@ -675,13 +675,9 @@ def launch_from_script(
     """``--script``: the server command the script runs, with the environment it gives it; its container
     is the ``docker run`` the script runs as written, when it runs one (for what it hides). ``cwd``: the
     directory it is started in (else its own, an assumption named in a warning); ``name``: what runs it
-    (a unit), for messages; ``own_env``: the variables of ``env`` the unit running it sets. Its ``#!``
-    program is read as bash or dash only where it is that shell (``_a_shell``)."""
-    environ = dict(env or {})
+    (a unit), for messages; ``own_env``: the variables of ``env`` the unit running it sets."""
     here = None if cwd is None else str(cwd)
-    reading = read_script(path, env=environ, args=args, cwd=here, own_env=own_env)
-    if reading.interpreter:
-        _a_shell(reading.interpreter, environ, here or str(reading.script.parent), str(reading.script))
+    reading = read_script(path, env=dict(env or {}), args=args, cwd=here, own_env=own_env)
     return _launch_of(reading, env_origin, None if name is None else f"{name} ({path})")
 
 

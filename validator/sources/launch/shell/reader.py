@@ -8,13 +8,17 @@ The entry point of the shell reader (``read_script``): it refuses what is not a 
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from validator.bounded_files import read_bounded_stat
+from validator.bounded_files import look, read_bounded_stat
 from validator.errors import InputError, UnresolvedLaunch
+from validator.sources.host.program import PathUnreadable, which
+from validator.sources.launch.shell.command_line import shebang_line
 from validator.sources.launch.shell.evaluator import Evaluator
-from validator.sources.launch.shell.machine import Machine
+from validator.sources.launch.shell.machine import Machine, others_could_write
 from validator.sources.launch.shell.paths import Forks, explore
 from validator.sources.launch.shell.state import MAX_PATHS, Ending, Memo, Reading
 from validator.sources.launch.shell.syntax import (
@@ -22,9 +26,9 @@ from validator.sources.launch.shell.syntax import (
     interpreter,
     interpreter_options,
     parse,
-    shebang_program,
 )
 from validator.sources.launch.shell.values import Value, work_budget
+from validator.trusted_files import realpath
 
 
 def read_script(
@@ -68,6 +72,8 @@ def read_script(
         )
     if options is None:
         raise UnresolvedLaunch(f"{script}:1: the #! line's options are not modelled")
+    if text is None:
+        _runs_a_shell(data, script, env, shell)
     tree = parse(data, str(script), "sh" if shell == "sh" else "bash")
     endings: list[Ending] = []
     notes: list[str] = []
@@ -94,4 +100,58 @@ def read_script(
         endings.append(
             Ending("unresolved", 1, str(script), f"more than {MAX_PATHS} paths through the script")
         )
-    return Reading(script, endings, notes, scripts, "" if text is not None else shebang_program(data))
+    return Reading(script, endings, notes, scripts)
+
+
+# what the file a #! line names (after its links) may be called, to be the program the reader models
+_PROGRAMS = {
+    "bash": {"bash"},
+    "sh": {"sh", "dash", "bash", "busybox"},
+    "env": {"env", "coreutils", "busybox"},
+}
+
+
+def _runs_a_shell(data: bytes, script: Path, env: Mapping[str, str], shell: str) -> None:
+    """The ``#!`` line names bash or sh by name only: the program at that path (``env``'s, on the script's
+    PATH) is what the kernel runs, and a file named ``bash`` in its writer's directory, or a link so named
+    to python, runs what it likes. UnresolvedLaunch unless each program is, after its links, a regular
+    file of root's (or this user's) that nobody else can write, so named."""
+    words = (shebang_line(data) or "").split()
+    if not words:
+        return  # no #! line: bash runs it itself (``--script``'s assumption)
+    programs = [(words[0], "env" if Path(words[0]).name == "env" else shell)]
+    if programs[0][1] == "env":
+        rest = words[2:] if words[1:2] == ["-S"] else words[1:]
+        try:
+            found = which(rest[0], env) if rest else None
+        except PathUnreadable as exc:
+            raise UnresolvedLaunch(f"{script}:1: the #! line's {rest[0]} on PATH: {exc}") from None
+        if found is None:
+            raise UnresolvedLaunch(f"{script}:1: the #! line's {rest[0]} is on no directory of PATH")
+        programs.append((str(found), shell))
+    for program, kind in programs:
+        why = _not_the_program(program, kind)
+        if why is not None:
+            raise UnresolvedLaunch(
+                f"{script}:1: the #! line runs {program}, {why}: not known to be the {kind} the reader models"
+            )
+
+
+def _not_the_program(program: str, kind: str) -> str | None:
+    """Why the file at ``program`` is not known to be ``kind`` (None when it is): looked up walked, as
+    the launch's namers could (:func:`bounded_files.look`), its links followed by hand."""
+
+    try:
+        real = realpath(program)
+        st = look(real, "the #! line's program")
+    except (OSError, InputError) as exc:
+        return f"which cannot be looked at ({exc})"
+    if st is None or not stat.S_ISREG(st.st_mode):
+        return "which is no regular file"
+    if st.st_uid not in (0, os.geteuid()) or st.st_mode & 0o022:
+        return f"a file UID {st.st_uid} owns" if st.st_uid not in (0, os.geteuid()) else "writable by others"
+    if real.name not in _PROGRAMS[kind]:
+        return f"which is {real}"
+    if problems := others_could_write(str(real)):  # a directory on its way others could write
+        return problems[0]
+    return None

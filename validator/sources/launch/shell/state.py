@@ -95,7 +95,6 @@ class Reading:
     endings: list[Ending]
     notes: list[str]
     scripts: list[str] = field(default_factory=list)  # other scripts it runs, not followed: "X (line N)"
-    interpreter: str = ""  # the program its #! line names (``/usr/bin/env bash``: env's), "" for none
 
 
 class Names(Protocol):

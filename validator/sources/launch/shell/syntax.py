@@ -181,18 +181,6 @@ def interpreter(source: bytes) -> str:
     return "sh" if name in POSIX_SHELLS else name
 
 
-def shebang_program(source: bytes) -> str:
-    """The program a script's ``#!`` line runs it with: its path, or for ``#!/usr/bin/env [-S] NAME`` the
-    NAME env looks up on PATH; "" where there is no ``#!`` line."""
-    words = _shebang(source).split()
-    if not words:
-        return ""
-    if words[0].rsplit("/", 1)[-1] == "env":
-        rest = [w for w in words[1:] if not w.startswith("-")]
-        return rest[0] if rest else words[0]
-    return words[0]
-
-
 def _shebang(source: bytes) -> str:
     """The ``#!`` line after ``#!`` as Linux reads it (:func:`shebang_line`); empty where there is none."""
     return shebang_line(source) or ""
