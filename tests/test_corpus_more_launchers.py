@@ -490,3 +490,30 @@ def test_an_option_past_the_bytes_linux_reads_of_the_shebang_is_not_the_shells(
     unit.write_text(f"[Service]\nWorkingDirectory={work}\nExecStart={script}\n")
     rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
     assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", (rc, err, _statuses(report))
+
+
+def test_a_user_units_script_starts_in_the_users_home_where_no_working_directory_is_given(
+    server: Server,  # noqa: F811 (the fixture)
+    tmp_path: Path,
+) -> None:
+    """Red team 23: a user manager starts a service in the user's home unless WorkingDirectory= says
+    otherwise (systemd.exec(5)); the reader started a user unit's ExecStart= script in /, so its
+    ``[ -e ./fp32 ]`` looked at /fp32, not ~/fp32, and passed (exit 0) what asks for both heads."""
+    home = Path(server.env["HOME"])
+    script = tmp_path / "start.sh"
+    script.write_text(
+        "#!/bin/bash\nEXTRA=\n[ -e ./fp32 ] && EXTRA=--enable-fp32-lm-head\n"
+        f"exec {server.python} -m sglang.launch_server {_recipe_args(server)} $EXTRA\n"
+    )
+    script.chmod(0o755)
+    unit = tmp_path / ".config" / "systemd" / "user" / "ling.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text(f"[Service]\nEnvironment=SGLANG_ENABLE_FP8_LM_HEAD=1\nExecStart={script}\n")
+    (home / "fp32").write_text("")
+    try:
+        rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    finally:
+        (home / "fp32").unlink()
+    assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (rc, err, _statuses(report))
+    rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
+    assert rc == 0, (err, _statuses(report))

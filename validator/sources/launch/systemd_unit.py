@@ -432,8 +432,10 @@ def launch_from_unit(
         env=unit.env,
         env_origin=unit.env_origin,
         base_dir=unit.working_directory,
-        # systemd starts a system service in / unless WorkingDirectory= says otherwise
-        working_directory=unit.working_directory or Path("/"),
+        # systemd starts a service in / (a user manager's: in the user's home, as WorkingDirectory=~ names
+        # it) unless WorkingDirectory= says otherwise (systemd.exec(5))
+        working_directory=unit.working_directory
+        or (_home(None, unit.path, unit.env) if user_unit(unit.path) else Path("/")),
         program_reader=program_reader,
     )
     launcher.facts.user = unit.user
