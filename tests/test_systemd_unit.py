@@ -244,3 +244,20 @@ def test_more_than_one_exec_start_is_refused_or_unresolved_as_systemd_runs_them(
         load_unit(_unit(tmp_path, "[Service]\n" + reset), base_env={}).exec_start[-1]
         == "sglang.launch_server"
     )
+
+
+@pytest.mark.parametrize("program", ["bin/start.sh", "./start.sh", "-./start.sh", "@../x/start.sh start"])
+def test_an_exec_start_program_that_is_a_relative_path_is_refused_as_systemd_refuses_it(
+    tmp_path: Path, program: str
+) -> None:
+    """Red team 23: systemd.service(5) takes an absolute path or a name without a slash (found in its fixed
+    path); 'bin/start.sh' is neither and systemd ignores the line, the service does not start. b29c8bc
+    read such a script from WorkingDirectory= and could pass a launch that never runs."""
+    (tmp_path / "bin").mkdir()
+    script = tmp_path / "bin" / "start.sh"
+    script.write_text("#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m\n")
+    script.chmod(0o755)
+    unit = tmp_path / "ling.service"
+    unit.write_text(f"[Service]\nWorkingDirectory={tmp_path}\nExecStart={program}\n")
+    with pytest.raises(InputError, match="neither an absolute path nor a name"):
+        load_unit(unit)

@@ -119,6 +119,12 @@ def _exec_words(a: Assignment, unit: Path, env: dict[str, str], hidden: Collecti
     if not first:
         raise InputError(where, "ExecStart= names no program after its prefixes", a.line)
     words[0] = first
+    if "/" in first and not first.startswith("/"):
+        # systemd.service(5): an absolute path or a file name without any slash (looked up in its fixed
+        # path); 'bin/start.sh' is neither, and systemd ignores the line (the service does not start)
+        raise InputError(
+            where, f"ExecStart= program {first[:200]!r} is neither an absolute path nor a name", a.line
+        )
     if "@" in prefixes:
         if len(words) < 2:
             raise InputError(where, "'@' prefix needs the program and its argv[0]", a.line)
