@@ -517,3 +517,19 @@ def test_a_user_units_script_starts_in_the_users_home_where_no_working_directory
     assert rc == 78 and _statuses(report)["lm_head.exclusive"] == "fail", (rc, err, _statuses(report))
     rc, report, err = preflight_json_in_process(server.env, "--unit", str(unit))
     assert rc == 0, (err, _statuses(report))
+
+
+def test_a_unit_whose_script_is_not_executable_is_refused_as_exec_refuses_it(tmp_path: Path) -> None:
+    """Red team 23: execve refuses a file with no execute bit (EACCES): systemd cannot start the service,
+    yet b29c8bc read the script and could pass a launch that never runs. One line, exit 65."""
+    script = tmp_path / "start.sh"
+    script.write_text("#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m\n")
+    script.chmod(0o644)
+    unit = tmp_path / "ling.service"
+    unit.write_text(f"[Service]\nExecStart={script}\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    rc, _report, err = preflight_json_in_process(env, "--unit", str(unit))
+    assert rc == 65 and "is not executable (mode 0644)" in err, err
+    script.chmod(0o755)
+    rc, _report, err = preflight_json_in_process(env, "--unit", str(unit))
+    assert "not executable" not in err, err

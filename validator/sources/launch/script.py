@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from validator.bounded_files import looks_like
+from validator.bounded_files import look, looks_like
 from validator.errors import InputError, UnresolvedLaunch
 from validator.facts import ENVIRONMENT_UNKNOWN
 from validator.redact import environment_credentials
@@ -713,6 +713,9 @@ def launch_from_program(
     found = shebang(program)
     if found is None or SHELLS.get(Path(found[0]).name) is None:
         return None
+    st = look(program, "program")
+    if st is not None and not st.st_mode & 0o111:  # execve: EACCES, the service never starts
+        raise InputError(origin, f"{argv[0][:200]!r} is not executable (mode {st.st_mode & 0o7777:04o})")
     return launch_from_script(
         program,
         env=env,
