@@ -16,12 +16,15 @@ Each case has its control next to it: the same script without the construct give
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.in_process import preflight_json_in_process
 from tests.support.second_user import User, run_as
 from tests.test_deploy_script import (  # noqa: F401 (host: the fixture, built as in test_deploy_script)
     RECIPE,
@@ -333,3 +336,33 @@ def test_a_shebang_names_bash_only_where_the_file_is_the_systems_bash(
     for line in ("#!/bin/bash", "#!/usr/bin/env bash", "#!/bin/sh"):
         script.write_text(f"{line}\n{body}")
         assert read_exec(script, env)[0].argv
+
+
+def test_a_units_script_tests_files_as_the_user_the_service_runs_as(tmp_path: Path, attacker: User) -> None:
+    """Red team 23: ``User=them`` runs the ExecStart= script as them, so ``[ -r FILE ]`` is their answer;
+    the reader gave root's (b29c8bc reads a unit's script) and passed lm_head.exclusive for a script that
+    asks for the FP32 head when it cannot read a root-only file, which as them it cannot."""
+    base = Path(tempfile.mkdtemp(prefix="sv-user-"))  # a directory the service's user can reach
+    try:
+        os.chmod(base, 0o755)
+        secret = base / "root-only"
+        secret.write_text("x")
+        secret.chmod(0o600)
+        script = base / "start.sh"
+        script.write_text(
+            f"#!/bin/bash\nX=\n[ -r {secret} ] || X=--enable-fp32-lm-head\n"
+            "exec python3 -m sglang.launch_server --model-path /m $X\n"
+        )
+        script.chmod(0o755)
+        ran = run_as(attacker, ["bash", "-c", f"[ -r {secret} ] || echo fp32"])
+        assert ran.stdout.strip() == b"fp32", ran  # as them the test fails: both heads
+        unit = base / "ling.service"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        statuses = {}
+        for user in ("", f"User={attacker.uid}\n"):
+            unit.write_text(f"[Service]\n{user}Environment=SGLANG_ENABLE_FP8_LM_HEAD=1\nExecStart={script}\n")
+            _rc, report, _err = preflight_json_in_process(env, "--unit", str(unit))
+            statuses[user] = {c["id"]: c["status"] for c in report["checks"]}["lm_head.exclusive"]
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert statuses == {"": "pass", f"User={attacker.uid}\n": "error"}, statuses

@@ -195,7 +195,36 @@ def named_by(uid: int, what: str) -> None:
     nothing is read there that ``uid`` could not read (root's and this process's own files name freely)."""
     namers = _NAMERS.get()
     if namers is not None and uid not in (0, os.geteuid()):
-        namers.setdefault(uid, (f"{what}, which may have named it, is UID {uid}'s", _groups(uid)))
+        how = (f"{what}, which may have named it, is UID {uid}'s", _groups(uid))
+        runners = _RUNNERS.get()
+        if runners is not None and uid in runners:  # it runs the program, and named it too: it stays
+            runners.discard(uid)
+            namers[uid] = how
+        namers.setdefault(uid, how)
+
+
+# UIDs that run the launch's program in the current :func:`running_as` block without having named it
+_RUNNERS: ContextVar[set[int] | None] = ContextVar("spark_validate_runners", default=None)
+
+
+@contextlib.contextmanager
+def running_as(uid: int | None, what: str) -> Iterator[None]:
+    """Within it, in a :func:`read_as` scope, ``what`` runs as UID ``uid`` (a unit's ``User=``): what its
+    program reads and tests is walked as that user could, as for a namer, though they named nothing
+    (:func:`namers` leaves them out); after it they are a namer only if a file of theirs was read."""
+    namers = _NAMERS.get()
+    if uid is None or namers is None or uid in (0, os.geteuid()) or uid in namers:
+        yield
+        return
+    namers[uid] = (f"{what} runs as UID {uid}", _groups(uid))
+    runners = {uid}
+    token = _RUNNERS.set(runners)
+    try:
+        yield
+    finally:
+        _RUNNERS.reset(token)
+        if uid in runners:
+            namers.pop(uid, None)
 
 
 def _mkdir_private(name: str, dir_fd: int) -> bool:
@@ -596,8 +625,10 @@ def in_namers_scope() -> bool:
 
 
 def namers() -> tuple[int, ...]:
-    """The other users who named the launch in the current :func:`read_as` scope (none outside one)."""
-    return tuple(_NAMERS.get() or {})
+    """The other users who named the launch in the current :func:`read_as` scope (none outside one); not
+    one that only runs it (:func:`running_as`)."""
+    runners = _RUNNERS.get() or set()
+    return tuple(uid for uid in _NAMERS.get() or {} if uid not in runners)
 
 
 def namers_refusal(path: str, st: os.stat_result, need: int, what: str, fd: int | None = None) -> str | None:

@@ -16,6 +16,7 @@ import stat
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from validator.bounded_files import TEXT_CAP, FileAbsent, glob_walked, read_bounded
 from validator.errors import InputError, UnresolvedLaunch
@@ -32,7 +33,7 @@ from validator.sources.launch.unit_syntax import (
     split_words,
     user_unit,
 )
-from validator.trusted_files import UnsafeLocation, look_unplanted, namers, open_unplanted
+from validator.trusted_files import UnsafeLocation, look_unplanted, namers, open_unplanted, running_as
 
 
 @dataclass
@@ -407,6 +408,18 @@ def load_unit(
     )
 
 
+def _user_uid(user: str | None) -> int | None:
+    """The UID of ``User=`` where this host knows it (a name missing here: None)."""
+    if not user:
+        return None
+    if _uid_text(user):
+        return int(user)
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
+
+
 def _home(user: str | None, unit: Path, env: dict[str, str]) -> Path:
     """``WorkingDirectory=~``: the home directory of ``User=`` (root's where none is set) for the system
     manager, this user's for a user unit (systemd.exec(5))."""
@@ -432,6 +445,16 @@ def launch_from_unit(
     stand in for its EnvironmentFile= entries; ``program_reader`` reads an ExecStart= that runs the server
     through a shell, a container runtime or a script."""
     unit = load_unit(path, base_env=dict(base_env or {}), env_files=env_files)
+    reader = program_reader
+    if program_reader is not None:
+        uid, what = _user_uid(unit.user), f"the unit {unit.path} (User=)"
+
+        def reader(argv: list[str], **kw: Any) -> Launcher | None:
+            # the service runs as User=: what its script or shell string tests and reads is that user's
+            # answer (``[ -r FILE ]``), not root's
+            with running_as(uid, what):
+                return program_reader(argv, **kw)
+
     launcher = launch_from_argv(
         unit.exec_start,
         origin=f"unit:{unit.path}",
@@ -442,7 +465,7 @@ def launch_from_unit(
         # it) unless WorkingDirectory= says otherwise (systemd.exec(5))
         working_directory=unit.working_directory
         or (_home(None, unit.path, unit.env) if user_unit(unit.path) else Path("/")),
-        program_reader=program_reader,
+        program_reader=reader,
     )
     launcher.facts.user = unit.user
     return launcher
