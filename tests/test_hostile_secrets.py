@@ -423,3 +423,35 @@ def test_a_credential_copied_under_another_name_is_unknown_to_another_users_scri
         shutil.rmtree(base, ignore_errors=True)
     assert token[3:] not in out and token[3:10] not in out, out[-600:]
     assert "a credential of the reader's environment" in out, out[-600:]
+
+
+@pytest.mark.parametrize("how", ["--launch-cmd", "--script-arg"])
+def test_an_argument_holding_a_credential_is_unknown_to_another_users_script(
+    attacker: User, tmp_path: Path, how: str
+) -> None:
+    """Red team 23: ``--launch-cmd "their.sh $HF_TOKEN"`` (b29c8bc reads the script; before, such a
+    command was refused) or ``--script their.sh --script-arg $HF_TOKEN``: their ``"${1:3}"`` printed root's
+    token past hf_ in argparse's refusal. An argument holding a credential of the reader's environment is
+    unknown to another user's script, as the variable is."""
+    token = "hf_" + "Jm8" * 8
+    script = '#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "${1:3}"\n'
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        made = run_as(
+            attacker, ["sh", "-c", f"cat > {base}/s.sh; chmod 755 {base}/s.sh"], input=script.encode()
+        )
+        assert made.returncode == 0, made.stderr
+        env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        args = (
+            ["--launch-cmd", f"{base}/s.sh {token}"]
+            if how == "--launch-cmd"
+            else ["--script", f"{base}/s.sh", "--script-arg", token]
+        )
+        res = run_bounded(["preflight", *args, "--format", "json"], env=env)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out = res.stdout + res.stderr
+    assert token[3:] not in out and token[3:10] not in out, out[-600:]
+    assert "a credential of the reader's environment" in out, out[-600:]

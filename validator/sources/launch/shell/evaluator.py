@@ -143,6 +143,13 @@ class Evaluator:
                 else:
                     continue
                 st.vars[name] = Var(value=Unknown(why), exported=True)
+            # and an argument holding one ('--launch-cmd "their.sh ${HF_TOKEN}"', --script-arg)
+            st.positional = [
+                Unknown(f"${k + 1}: a credential of the reader's environment")
+                if isinstance(a, str) and any(c in a for c in secrets)
+                else a
+                for k, a in enumerate(args)
+            ]
         for name, why in (unknown or {}).items():
             st.vars[name] = Var(value=Unknown(f"${name}: {why}"), exported=True)
         st.vars.pop("PWD", None)
