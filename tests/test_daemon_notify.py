@@ -29,8 +29,9 @@ def test_abstract_socket_and_watchdog_interval() -> None:
         rx.close()
 
 
-def test_path_socket_watchdog_for_another_pid_and_no_socket(tmp_path: Path) -> None:
-    path = tmp_path / "n.sock"
+def test_path_socket_watchdog_for_another_pid_and_no_socket(socket_dir: Path) -> None:
+    # socket_dir: a short path (AF_UNIX's 108 bytes; pytest's tmp_path grows with its run counter)
+    path = socket_dir / "n.sock"
     rx = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     rx.bind(str(path))
     rx.settimeout(2)
