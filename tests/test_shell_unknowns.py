@@ -15,6 +15,7 @@ Each case has its control next to it: the same script without the construct give
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -366,3 +367,42 @@ def test_a_units_script_tests_files_as_the_user_the_service_runs_as(tmp_path: Pa
     finally:
         shutil.rmtree(base, ignore_errors=True)
     assert statuses == {"": "pass", f"User={attacker.uid}\n": "error"}, statuses
+
+
+def test_a_units_script_is_not_read_where_the_unit_changes_what_its_process_sees(tmp_path: Path) -> None:
+    """Red team 24: ``InaccessiblePaths=FILE`` hides a file from the service (systemd.exec(5)), and
+    ``DynamicUser=yes``, ``Group=``, ``BindPaths=``, capabilities ... change what its script may read or
+    finds there; the reader tested the files as this process sees them and passed lm_head.exclusive for a
+    script that asks for the FP32 head where the file is not there, which in the service it is not."""
+    base = Path(tempfile.mkdtemp(prefix="sv-view-"))
+    try:
+        os.chmod(base, 0o755)
+        flag = base / "flag"
+        flag.write_text("x")
+        flag.chmod(0o600)
+        script = base / "start.sh"
+        script.write_text(
+            f"#!/bin/bash\nX=\n[ -r {flag} ] || X=--enable-fp32-lm-head\n"
+            "exec python3 -m sglang.launch_server --model-path /m $X\n"
+        )
+        script.chmod(0o755)
+        unit = base / "ling.service"
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        statuses, errors = {}, {}
+        for key in ("", f"InaccessiblePaths={flag}\n", "DynamicUser=yes\n", "PrivateTmp=no\nGroup=nogroup\n"):
+            unit.write_text(
+                f"[Service]\n{key}Environment=SGLANG_ENABLE_FP8_LM_HEAD=1\nExecStart={script}\n"
+                "PrivateTmp=no\n"
+            )
+            _rc, report, err = preflight_json_in_process(env, "--unit", str(unit))
+            statuses[key] = {c["id"]: c["status"] for c in report["checks"]}["lm_head.exclusive"]
+            errors[key] = err + json.dumps(report)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert statuses == {
+        "": "pass",
+        f"InaccessiblePaths={flag}\n": "error",
+        "DynamicUser=yes\n": "error",
+        "PrivateTmp=no\nGroup=nogroup\n": "error",
+    }, (statuses, errors)
+    assert "DynamicUser=yes changes what the service" in errors["DynamicUser=yes\n"], errors

@@ -51,6 +51,7 @@ class ServiceUnit:
     launch_options: list[str] = field(default_factory=list)  # the [opts] of that wrapper
     # what bounds the start job (validator.sources.launch.start_budget): raw values, last assignment wins
     timing: dict[str, str] = field(default_factory=dict)  # Type, TimeoutStartSec, TimeoutSec, ExecStartPost
+    view: list[str] = field(default_factory=list)  # the set _VIEW_KEYS, each as ``Key=value``
 
 
 EnvFiles = Sequence[tuple[Path, Mapping[str, str]]]  # --env-file paths, in order, with what each holds
@@ -332,6 +333,25 @@ def _optional_refusal(pattern: str, why: str, a: Assignment) -> InputError:
 
 _TIMING_KEYS = frozenset({"Type", "TimeoutStartSec", "TimeoutSec", "ExecStartPost"})
 
+# systemd.exec(5) settings that change, beyond User=, what the service's processes may read or find: their
+# credentials, capabilities, mount namespace, security labels, syscalls, or directories made for them
+_VIEW_KEYS = frozenset(
+    {
+        *("Group", "SupplementaryGroups", "DynamicUser", "PAMName", "PrivateUsers", "SecureBits"),
+        *("AmbientCapabilities", "CapabilityBoundingSet", "SystemCallFilter", "RestrictFileSystems"),
+        *("SELinuxContext", "AppArmorProfile", "SmackProcessLabel", "RootDirectory", "RootImage"),
+        *("MountImages", "ExtensionImages", "ExtensionDirectories", "BindPaths", "BindReadOnlyPaths"),
+        *("TemporaryFileSystem", "InaccessiblePaths", "ReadOnlyPaths", "ReadWritePaths", "ExecPaths"),
+        *("NoExecPaths", "PrivateTmp", "PrivateDevices", "PrivateMounts", "ProtectHome", "ProtectSystem"),
+        *("ProtectProc", "ProcSubset", "ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs"),
+        *("ProtectControlGroups", "ProtectClock", "ProtectHostname", "MountAPIVFS", "JoinsNamespaceOf"),
+        *("RuntimeDirectory", "StateDirectory", "CacheDirectory", "LogsDirectory", "ConfigurationDirectory"),
+        *("LoadCredential", "LoadCredentialEncrypted", "SetCredential", "SetCredentialEncrypted"),
+        "ImportCredential",
+    }
+)
+_OFF = frozenset({"", "no", "false", "off", "0"})  # a boolean's default, or an empty list (a reset)
+
 
 def load_unit(
     path: Path | str, *, base_env: dict[str, str] | None = None, env_files: EnvFiles | None = None
@@ -347,6 +367,7 @@ def load_unit(
     workdir: str | None = None
     user: str | None = None
     timing: dict[str, str] = {}
+    view: dict[str, str] = {}  # the last assignment of each _VIEW_KEYS key
     starts: list[Assignment] = []
     for key, a in items:
         if key == "ExecStart":
@@ -360,6 +381,8 @@ def load_unit(
             user = a.value or None
         if key in _TIMING_KEYS:
             timing[key] = a.value
+        if key in _VIEW_KEYS:
+            view[key] = a.value.strip()
     if exec_start is None:
         raise InputError(str(unit), "no ExecStart= in [Service]")
     if len(starts) > 1:
@@ -405,6 +428,7 @@ def load_unit(
         wrapped_by_launch=wrapper is not None,
         launch_options=opts,
         timing=timing,
+        view=[f"{k}={v}" for k, v in view.items() if v.lower() not in _OFF],
     )
 
 
@@ -450,6 +474,11 @@ def launch_from_unit(
         uid, what = _user_uid(unit.user), f"the unit {unit.path} (User=)"
 
         def reader(argv: list[str], **kw: Any) -> Launcher | None:
+            if unit.view:  # ``[ -r FILE ]`` in the service: another answer than this process's, not known
+                raise UnresolvedLaunch(
+                    f"{unit.path}: {', '.join(unit.view)} changes what the service's processes may read or "
+                    f"find, so what its ExecStart= {argv[0]} tests and reads there is not known"
+                )
             # the service runs as User=: what its script or shell string tests and reads is that user's
             # answer (``[ -r FILE ]``), not root's
             with running_as(uid, what):
