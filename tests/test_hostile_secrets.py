@@ -455,3 +455,32 @@ def test_an_argument_holding_a_credential_is_unknown_to_another_users_script(
     out = res.stdout + res.stderr
     assert token[3:] not in out and token[3:10] not in out, out[-600:]
     assert "a credential of the reader's environment" in out, out[-600:]
+
+
+def test_the_operators_env_file_is_not_handed_to_another_users_unit_script(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 24: as for their ``bash -c`` string (red team 22), ``--env-file`` is the reader's own: their
+    unit's ExecStart= script (read since b29c8bc) was handed its MYSQL_PWD as the unit's own setting and
+    printed the rest of it in argparse's refusal."""
+    secrets = tmp_path / "operator.env"
+    secrets.write_text(f"MYSQL_PWD={_MYSQL}\n")
+    secrets.chmod(0o600)
+    script = "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m "
+    script += '--tool-call-parser "${MYSQL_PWD:2}"\n'
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        for name, text in (("s.sh", script), ("ling.service", f"[Service]\nExecStart={base}/s.sh\n")):
+            made = run_as(
+                attacker, ["sh", "-c", f"cat > {base}/{name}; chmod 755 {base}/{name}"], input=text.encode()
+            )
+            assert made.returncode == 0, made.stderr
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        args = ["preflight", "--unit", str(base / "ling.service"), "--env-file", str(secrets)]
+        res = run_bounded([*args, "--format", "json"], env=env)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out = res.stdout + res.stderr
+    assert _MYSQL[2:10] not in out and "of the reader's environment" in out, out[-600:]

@@ -723,7 +723,8 @@ def launch_from_program(
         args=argv[1:],
         cwd=working_directory,
         name=origin,
-        own_env=[k for k, o in env_origin.items() if o != "environment"],
+        # the reader's own (its environment, an operator's --env-file) are not the unit's
+        own_env=[k for k, o in env_origin.items() if o != "environment" and not o.startswith("--env-file ")],
     )
 
 
