@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -119,9 +120,23 @@ def _python_shim(venv: Path, real: Path) -> None:
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Host:
-    root = tmp_path_factory.mktemp("operator")
+    return _host(tmp_path_factory.mktemp("operator"))
+
+
+def _host(root: Path, version: str | None = None) -> Host:
+    """The operator's host: a venv whose python3 is an SGLang build (of ``version``: the shipped one's
+    where None), a checkpoint, a humming cache, spark-validate on PATH."""
     site = root / "server-site"
     make_build(site)
+    if version is not None:  # another build's version, for which no flag table was generated
+        (dist,) = site.glob("sglang-*.dist-info")
+        meta = dist / "METADATA"
+        meta.write_text(re.sub(r"(?m)^Version: .*$", f"Version: {version}", meta.read_text()))
+        dist.rename(site / f"sglang-{version}.dist-info")
+        tuple_ = tuple(int(n) for n in version.split("."))
+        (site / "sglang" / "_version.py").write_text(
+            f"__version__ = version = {version!r}\n__version_tuple__ = version_tuple = {tuple_!r}\n"
+        )
     (site / "humming_kernels-0.1.19.dist-info").mkdir()
     (site / "humming_kernels-0.1.19.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: humming-kernels\nVersion: 0.1.19\n"
@@ -925,3 +940,28 @@ def test_a_path_the_shipped_table_refuses_in_an_image_of_unread_version_is_not_d
     rc, report, err = _preflight(host.env, "--script", str(script))
     assert rc == 69, (err, _statuses(report))
     assert "the image's SGLang may not" in json.dumps(report) + err, (err, report)
+
+
+def test_a_path_a_build_of_unread_flags_may_accept_is_not_dropped(tmp_path: Path) -> None:
+    """Red team 24: with a host build of another version and no generated table, the shipped table parses
+    leniently (unknown flags reported), but a path it refused otherwise (a --tool-call-parser choice
+    0.5.23 lacks) was still dropped as starting no server, and the other path passed alone (exit 0)
+    where the build may accept it and start both heads: as for an image of unread version (2ff6cfe), the
+    launch is unresolved."""
+    host = _host(tmp_path, version="0.5.99")
+    (host.root / "flag").write_text("y\n")
+    text = (
+        '#!/bin/bash\ncd "$(dirname "$0")"\nX=()\n'
+        "if grep -q y ~/flag; then\n  X=(--tool-call-parser ling4 --enable-fp32-lm-head)\nfi\n"
+        "M=~/models/Ling-3.0-flash-fp4\n"
+        "SGLANG_ENABLE_FP8_LM_HEAD=1 HUMMING_CACHE_DIR=~/.humming/cache exec .venv/bin/python3 -m "
+        f"sglang.launch_server --model-path $M --trust-remote-code {RECIPE} "
+        '--speculative-draft-model-path $M --mem-fraction-static 0.68 "${X[@]}"\n'
+    )
+    script = _write(host, "unread-build.sh", text)
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69, (rc, err, _statuses(report))
+    (host.root / "flag").write_text("n\n")  # control: the same launch without the refused path passes
+    script = _write(host, "unread-build.sh", text.replace("--tool-call-parser ling4 ", ""))
+    rc, report, err = _preflight(host.env, "--script", str(script))
+    assert rc == 69 and _statuses(report)["lm_head.exclusive"] == "error", (rc, err, _statuses(report))

@@ -26,7 +26,7 @@ from validator.sources.host.server_command import SGLANG_COMMAND, classify, pyth
 from validator.sources.launch.shell.command_line import BINPRM_BUF_SIZE, shebang_line, split_command_line
 from validator.sources.launch.wrappers import WRAPPERS, unwrap
 from validator.sources.sglang.cli import ArgparseRefusal, ArgumentsRefused, parse_argv
-from validator.sources.sglang.cli_table import load_table
+from validator.sources.sglang.cli_table import chosen, load_table
 from validator.trusted_files import read_as
 
 _ASSIGNMENT = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.DOTALL)
@@ -254,12 +254,16 @@ class Launcher:
                     if not self.alternatives:
                         raise
                     at = self.paths_at[k] if k < len(self.paths_at) else self.alternatives_at
-                    if self.container is not None and isinstance(exc, ArgparseRefusal):
-                        # the SGLang in an image, of a version not read here, may accept what the
-                        # shipped table refuses: whether that path starts a server is not known
+                    table = chosen()
+                    unread = table is not None and table.unread
+                    if (self.container is not None or unread) and isinstance(exc, ArgparseRefusal):
+                        # the SGLang in an image, of a version not read here (or a host build with no
+                        # table of its own), may accept what the shipped table refuses: whether that
+                        # path starts a server is not known
+                        whose = "the build's" if self.container is None else "the image's"
                         raise UnresolvedLaunch(
                             f"{at or self.facts.origin}: the shipped flag table refuses the server's "
-                            f"arguments there ({exc.reason}); the image's SGLang may not"
+                            f"arguments there ({exc.reason}); {whose} SGLang may not"
                         ) from None
                     refused.append((at or self.facts.origin, exc))
         if not parses:

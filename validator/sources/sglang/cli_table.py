@@ -71,6 +71,9 @@ class TableChoice:
     table: CliTable
     described: str  # "the table generated from SGLang 0.0.0.dev1+g... (/root/.cache/...json)"
     lenient: bool = False  # report unknown arguments instead of refusing the command
+    # the build's own flags were not read (no trusted table of its version): a refusal of this table's
+    # (an invalid choice, an ambiguous prefix) may not be the build's
+    unread: bool = False
 
 
 _CHOICE: ContextVar[TableChoice | None] = ContextVar("sglang_cli_table", default=None)

@@ -140,6 +140,7 @@ def table_for(sglang: SGLangInstallFacts, interpreter: str | None) -> TableChoic
             f"the shipped SGLang {shipped.sglang_version} table, leniently: the generated table was ignored "
             f"({why})",
             lenient=True,
+            unread=True,
         )
     if sglang.version is None or sglang.version == shipped.sglang_version:
         return None
@@ -149,4 +150,5 @@ def table_for(sglang: SGLangInstallFacts, interpreter: str | None) -> TableChoic
         f"the shipped SGLang {shipped.sglang_version} table (SGLang {sglang.version} has no generated "
         f"table: run `{how}` on the server host)",
         lenient=True,
+        unread=True,
     )
