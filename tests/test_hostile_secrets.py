@@ -484,3 +484,35 @@ def test_the_operators_env_file_is_not_handed_to_another_users_unit_script(
         shutil.rmtree(base, ignore_errors=True)
     out = res.stdout + res.stderr
     assert _MYSQL[2:10] not in out and "of the reader's environment" in out, out[-600:]
+
+
+def test_a_credential_roots_unit_sets_is_unknown_to_another_users_script(
+    attacker: User, tmp_path: Path
+) -> None:
+    """Red team 24: root's unit sets ``MYSQL_PWD`` and a ``DATABASE_URL`` with a password (credentials by
+    their last word and shape, not by is_secret_key) and runs another user's script: as the unit's own
+    settings they were known to that script, and ``"${MYSQL_PWD:2}"`` printed the rest of the password in
+    argparse's refusal. A credential by name or shape is unknown to another user's script, whoever set it."""
+    script = "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m "
+    script += '--tool-call-parser "${MYSQL_PWD:2}" --served-model-name "${DATABASE_URL:9}"\n'
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # the attacker's directory
+    unit = tmp_path / "ling.service"  # root's unit
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        made = run_as(
+            attacker, ["sh", "-c", f"cat > {base}/s.sh; chmod 755 {base}/s.sh"], input=script.encode()
+        )
+        assert made.returncode == 0, made.stderr
+        unit.write_text(
+            f'[Service]\nEnvironment=MYSQL_PWD={_MYSQL} "DATABASE_URL=postgres://u:{_DB}@h/db"\n'
+            f"ExecStart={base}/s.sh\n"
+        )
+        env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+        out = ""
+        for fmt in ("json", "text"):
+            res = run_bounded(["preflight", "--unit", str(unit), "--format", fmt], env=env)
+            out += res.stdout + res.stderr
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert _MYSQL[2:10] not in out and _DB[:8] not in out, out[-600:]

@@ -671,13 +671,17 @@ def launch_from_script(
     cwd: Path | None = None,
     name: str | None = None,
     own_env: Collection[str] = (),
+    own_env_by: tuple[int, ...] = (),
 ) -> Launcher:
     """``--script``: the server command the script runs, with the environment it gives it; its container
     is the ``docker run`` the script runs as written, when it runs one (for what it hides). ``cwd``: the
     directory it is started in (else its own, an assumption named in a warning); ``name``: what runs it
-    (a unit), for messages; ``own_env``: the variables of ``env`` the unit running it sets."""
+    (a unit), for messages; ``own_env``: the variables of ``env`` the unit running it sets, and
+    ``own_env_by`` who wrote that unit (the users who named it; none for root's)."""
     here = None if cwd is None else str(cwd)
-    reading = read_script(path, env=dict(env or {}), args=args, cwd=here, own_env=own_env)
+    reading = read_script(
+        path, env=dict(env or {}), args=args, cwd=here, own_env=own_env, own_env_by=own_env_by
+    )
     return _launch_of(reading, env_origin, None if name is None else f"{name} ({path})")
 
 
@@ -725,6 +729,7 @@ def launch_from_program(
         name=origin,
         # the reader's own (its environment, an operator's --env-file) are not the unit's
         own_env=[k for k, o in env_origin.items() if o != "environment" and not o.startswith("--env-file ")],
+        own_env_by=namers(),
     )
 
 

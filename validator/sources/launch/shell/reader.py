@@ -15,6 +15,7 @@ from pathlib import Path
 
 from validator.bounded_files import look, read_bounded_stat
 from validator.errors import InputError, UnresolvedLaunch
+from validator.redact import environment_credentials
 from validator.sources.host.program import PathUnreadable, which
 from validator.sources.launch.shell.command_line import shebang_line
 from validator.sources.launch.shell.evaluator import Evaluator
@@ -43,6 +44,7 @@ def read_script(
     writers: tuple[int, ...] = (),
     unknown: Mapping[str, str] | None = None,
     own_env: Collection[str] = (),
+    own_env_by: tuple[int, ...] = (),
 ) -> Reading:
     """Every path through the script at ``path`` started with ``env`` and ``args``. ``text``: its text, known
     without reading ``path`` (a file the launcher wrote); ``inside``: it runs where this host cannot see;
@@ -52,8 +54,9 @@ def read_script(
     (another user's unit holding the string), as a file's owner is its writer; ``unknown``: variables in
     its environment whose values only the runtime gives (name -> why: a Kubernetes ``valueFrom``, a
     ``docker run -e NAME=$(...)``); ``own_env``: the variables of ``env`` its writers set (a unit's
-    Environment=), the rest being the reader's environment. InputError for a file that is not a script
-    (unreadable, oversized, syntax)."""
+    Environment=), the rest being the reader's environment; ``own_env_by``: who wrote those (the users who
+    named the unit: none for root's). InputError for a file that is not a script (unreadable, oversized,
+    syntax)."""
     script = Path(path) if command_string is not None else Path(path).absolute()
     # whoever owns the script can make it do anything: files of theirs it sources add no new writer (a
     # script known by its text alone, an entrypoint the launcher wrote, has no owner of its own)
@@ -61,6 +64,9 @@ def read_script(
     if text is None:
         data, st = read_bounded_stat(script, MAX_SCRIPT_BYTES, "launcher script", names=True)
         owner = (st.st_uid,)
+        if st.st_uid not in own_env_by:  # what root's unit sets (MYSQL_PWD) is not its script's writer's
+            credentials = set(environment_credentials(env))
+            own_env = [k for k in own_env if k not in credentials]
     else:
         data = text.encode("utf-8", "surrogateescape")
         if len(data) > MAX_SCRIPT_BYTES:  # a -c string from a manifest is only as bounded as its file
