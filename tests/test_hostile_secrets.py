@@ -486,15 +486,17 @@ def test_the_operators_env_file_is_not_handed_to_another_users_unit_script(
     assert _MYSQL[2:10] not in out and "of the reader's environment" in out, out[-600:]
 
 
+@pytest.mark.parametrize(("name", "cut"), [("MYSQL_PWD", 2), ("DATABASE_URL", 13), ("CORP_DB", 2)])
 def test_a_credential_roots_unit_sets_is_unknown_to_another_users_script(
-    attacker: User, tmp_path: Path
+    attacker: User, tmp_path: Path, name: str, cut: int
 ) -> None:
     """Red team 24: root's unit sets ``MYSQL_PWD`` and a ``DATABASE_URL`` with a password (credentials by
     their last word and shape, not by is_secret_key) and runs another user's script: as the unit's own
     settings they were known to that script, and ``"${MYSQL_PWD:2}"`` printed the rest of the password in
-    argparse's refusal. A credential by name or shape is unknown to another user's script, whoever set it."""
+    argparse's refusal. What root's unit sets is root's to another user's script, as root's environment
+    is: a variable that may hold a credential (not a plain setting, CORP_DB too) is unknown to it."""
     script = "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m "
-    script += '--tool-call-parser "${MYSQL_PWD:2}" --served-model-name "${DATABASE_URL:9}"\n'
+    script += f'--tool-call-parser "${{{name}:{cut}}}"\n'
     base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # the attacker's directory
     unit = tmp_path / "ling.service"  # root's unit
     try:
@@ -506,7 +508,7 @@ def test_a_credential_roots_unit_sets_is_unknown_to_another_users_script(
         assert made.returncode == 0, made.stderr
         unit.write_text(
             f'[Service]\nEnvironment=MYSQL_PWD={_MYSQL} "DATABASE_URL=postgres://u:{_DB}@h/db"\n'
-            f"ExecStart={base}/s.sh\n"
+            f"Environment=CORP_DB={_KEY}\nExecStart={base}/s.sh\n"
         )
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         out = ""
@@ -515,4 +517,4 @@ def test_a_credential_roots_unit_sets_is_unknown_to_another_users_script(
             out += res.stdout + res.stderr
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    assert _MYSQL[2:10] not in out and _DB[:8] not in out, out[-600:]
+    assert _MYSQL[2:10] not in out and _DB[2:10] not in out and _KEY[2:10] not in out, out[-600:]

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from validator.bounded_files import look, read_bounded_stat
 from validator.errors import InputError, UnresolvedLaunch
-from validator.redact import environment_credentials
 from validator.sources.host.program import PathUnreadable, which
 from validator.sources.launch.shell.command_line import shebang_line
 from validator.sources.launch.shell.evaluator import Evaluator
@@ -65,8 +64,7 @@ def read_script(
         data, st = read_bounded_stat(script, MAX_SCRIPT_BYTES, "launcher script", names=True)
         owner = (st.st_uid,)
         if st.st_uid not in own_env_by:  # what root's unit sets (MYSQL_PWD) is not its script's writer's
-            credentials = set(environment_credentials(env))
-            own_env = [k for k in own_env if k not in credentials]
+            own_env = ()
     else:
         data = text.encode("utf-8", "surrogateescape")
         if len(data) > MAX_SCRIPT_BYTES:  # a -c string from a manifest is only as bounded as its file
