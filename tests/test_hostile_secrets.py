@@ -14,6 +14,8 @@ import shutil
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,25 @@ PASSWORD = "pw-Zx81Lq0Kd"
 def _preflight(*args: str) -> tuple[int, str]:
     res = run_bounded(["preflight", *args], timeout=30)
     return res.rc, res.stdout + res.stderr
+
+
+@contextmanager
+def _attackers_dir(attacker: User) -> Iterator[Path]:
+    """A directory the second user owns and root can reach (0755), removed afterwards."""
+    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))
+    try:
+        os.chmod(base, 0o755)
+        os.chown(base, attacker.uid, attacker.gid)
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _write_as(attacker: User, path: Path, text: str, *, executable: bool = False) -> None:
+    """``text`` written to ``path`` by the second user themselves (their file, their mode)."""
+    mode = f"; chmod 755 {path}" if executable else ""
+    made = run_as(attacker, ["sh", "-c", f"cat > {path}{mode}"], input=text.encode())
+    assert made.returncode == 0, made.stderr
 
 
 def test_exit_65_lines_never_quote_a_secret(tmp_path: Path) -> None:
@@ -120,16 +141,10 @@ def test_another_users_script_never_carries_a_credential_of_the_readers_environm
         "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --served-model-name "
         '"${HF_TOKEN:3}" --tool-call-parser "${HF_TOKEN:3}"\n'
     )
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
-        made = run_as(attacker, ["sh", "-c", f"cat > {base}/start.sh"], input=line.encode())
-        assert made.returncode == 0, made.stderr
+    with _attackers_dir(attacker) as base:
+        _write_as(attacker, base / "start.sh", line)
         env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         res = run_bounded(["preflight", "--script", str(base / "start.sh"), "--format", fmt], env=env)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     out = res.stdout + res.stderr
     assert token[3:] not in out and token[3:10] not in out, out[-600:]
     assert "a credential of the reader's environment" in out, out[-600:]
@@ -164,22 +179,16 @@ def test_another_users_unit_that_runs_bash_c_never_carries_a_credential_of_the_r
     (``${HF_TOKEN:3}``) as a script can, so in another user's unit a credential of the reader's environment
     is unknown, as in their script, and so is a string or argument systemd put one into."""
     token = "hf_" + "Wx4" * 8
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
-    unit = f"[Service]\nExecStart={exec_start.replace('{base}', str(base))}\n"
-    try:
-        os.chmod(base, 0o755)
+    with _attackers_dir(attacker) as base:
+        unit = f"[Service]\nExecStart={exec_start.replace('{base}', str(base))}\n"
         root_script = base / "root-start.sh"
         root_script.write_text(
             '#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "${1:3}"\n'
         )
         root_script.chmod(0o755)
-        os.chown(base, attacker.uid, attacker.gid)
-        made = run_as(attacker, ["sh", "-c", f"cat > {base}/ling.service"], input=unit.encode())
-        assert made.returncode == 0, made.stderr
+        _write_as(attacker, base / "ling.service", unit)
         env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         res = run_bounded(["preflight", "--unit", str(base / "ling.service"), "--format", "json"], env=env)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     out = res.stdout + res.stderr
     assert token[3:] not in out and token[3:10] not in out, out[-600:]
     assert "a credential of the reader's environment" in out, out[-600:]
@@ -198,23 +207,17 @@ def test_a_unit_or_compose_file_never_prints_a_credential_of_the_readers_environ
     token, key = "hf_" + "Zq7" * 8, "Kv4" * 6
     flags = "--model-path /m --served-model-name x${OPENAI_API_KEY} --tool-call-parser x${HF_TOKEN}"
     unit = f"[Service]\nExecStart=/usr/bin/python3 -m sglang.launch_server {flags}\n"
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
     compose = tmp_path / "compose.yaml"
     compose.write_text(
         f"services:\n  sglang:\n    image: img\n    command: python3 -m sglang.launch_server {flags}\n"
     )
     env = {"HF_TOKEN": token, "OPENAI_API_KEY": key, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
-        made = run_as(attacker, ["sh", "-c", f"cat > {base}/sglang.service"], input=unit.encode())
-        assert made.returncode == 0, made.stderr
+    with _attackers_dir(attacker) as base:
+        _write_as(attacker, base / "sglang.service", unit)
         outs = [
             run_bounded(["preflight", *given, "--format", fmt], env=env)
             for given in (["--unit", str(base / "sglang.service")], ["--compose", str(compose)])
         ]
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     for res, said in zip(
         outs, ("unknown to another user's unit", "invalid choice: 'x<redacted>'"), strict=True
     ):
@@ -237,23 +240,17 @@ def test_another_users_script_never_carries_a_credential_the_readers_environment
         "MY_APIKEY": "Ak5" * 6,
     }
     env = {**values, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
+    with _attackers_dir(attacker) as base:
         for name, cut in (("HFTOKEN", 3), ("DATABASE_URL", 15), ("MY_APIKEY", 2)):
             line = (
                 "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "
                 f'"${{{name}:{cut}}}"\n'
             )
-            made = run_as(attacker, ["sh", "-c", f"cat > {base}/start.sh"], input=line.encode())
-            assert made.returncode == 0, made.stderr
+            _write_as(attacker, base / "start.sh", line)
             res = run_bounded(["preflight", "--script", str(base / "start.sh")], env=env)
             out = res.stdout + res.stderr
             assert values[name][cut : cut + 8] not in out, (name, out[-600:])
             assert f"${name}: a credential of the reader's environment" in out, (name, out[-600:])
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_another_users_compose_shell_string_never_slices_a_credential_of_the_readers_environment(
@@ -333,13 +330,9 @@ def test_another_users_launch_is_never_handed_a_value_of_the_readers_environment
     user's unit (systemd's ``${VAR}``, with or without ``bash -c``) or script printed it in argparse's
     refusal. To another user's launch such a variable of the reader's environment is unknown; what the unit
     sets itself (Environment=) and plain settings (PATH, SGLANG_*) stay known."""
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
     name = "ling.service" if kind == "unit" else "start.sh"
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
-        made = run_as(attacker, ["sh", "-c", f"cat > {base}/{name}"], input=text.encode())
-        assert made.returncode == 0, made.stderr
+    with _attackers_dir(attacker) as base:
+        _write_as(attacker, base / name, text)
         env = {**_ROOT_ENV, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         res = run_bounded(["preflight", f"--{kind}", str(base / name), "--format", "json"], env=env)
         out = res.stdout + res.stderr
@@ -351,11 +344,9 @@ def test_another_users_launch_is_never_handed_a_value_of_the_readers_environment
             'sglang.launch_server --model-path /m --tool-call-parser "$${MYSQL_PWD}"\'\n'
         )
         if kind == "unit":
-            made = run_as(attacker, ["sh", "-c", f"cat > {base}/{name}"], input=own.encode())
+            _write_as(attacker, base / name, own)
             res = run_bounded(["preflight", "--unit", str(base / name), "--format", "json"], env=env)
             assert "of the reader's environment" not in res.stdout + res.stderr, res.stdout[-600:]
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_the_operators_env_file_is_not_handed_to_another_users_unit(attacker: User, tmp_path: Path) -> None:
@@ -369,17 +360,11 @@ def test_the_operators_env_file_is_not_handed_to_another_users_unit(attacker: Us
         "[Service]\nExecStart=/bin/bash -c 'exec python3 -m sglang.launch_server --model-path /m "
         '--tool-call-parser "$${MYSQL_PWD}"\'\n'
     )
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
-        made = run_as(attacker, ["sh", "-c", f"cat > {base}/ling.service"], input=text.encode())
-        assert made.returncode == 0, made.stderr
+    with _attackers_dir(attacker) as base:
+        _write_as(attacker, base / "ling.service", text)
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         args = ["preflight", "--unit", str(base / "ling.service"), "--env-file", str(secrets)]
         res = run_bounded([*args, "--format", "json"], env=env)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     out = res.stdout + res.stderr
     assert _MYSQL[:8] not in out and "of the reader's environment" in out, out[-600:]
 
@@ -403,24 +388,16 @@ def test_a_credential_copied_under_another_name_is_unknown_to_another_users_scri
     unknown to another user's script, as the credential is."""
     token = "hf_" + "Kp3" * 8
     script = '#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "${A:3}"\n'
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
-    unit = f"[Service]\nExecStart={exec_start.replace('{base}', str(base))}\n"
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
+    with _attackers_dir(attacker) as base:
+        unit = f"[Service]\nExecStart={exec_start.replace('{base}', str(base))}\n"
         for name, text in (("start.sh", script), ("ling.service", unit)):
-            made = run_as(
-                attacker, ["sh", "-c", f"cat > {base}/{name}; chmod 755 {base}/{name}"], input=text.encode()
-            )
-            assert made.returncode == 0, made.stderr
+            _write_as(attacker, base / name, text, executable=True)
         env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         env.update({k: v.replace("{token}", token) for k, v in extra.items()})
         res = run_bounded(["preflight", "--unit", str(base / "ling.service"), "--format", "json"], env=env)
         out = res.stdout + res.stderr
         res = run_bounded(["preflight", "--script", str(base / "start.sh")], env={**env, "A": token})
         out += res.stdout + res.stderr
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     assert token[3:] not in out and token[3:10] not in out, out[-600:]
     assert "a credential of the reader's environment" in out, out[-600:]
 
@@ -435,14 +412,8 @@ def test_an_argument_holding_a_credential_is_unknown_to_another_users_script(
     unknown to another user's script, as the variable is."""
     token = "hf_" + "Jm8" * 8
     script = '#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m --tool-call-parser "${1:3}"\n'
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
-        made = run_as(
-            attacker, ["sh", "-c", f"cat > {base}/s.sh; chmod 755 {base}/s.sh"], input=script.encode()
-        )
-        assert made.returncode == 0, made.stderr
+    with _attackers_dir(attacker) as base:
+        _write_as(attacker, base / "s.sh", script, executable=True)
         env = {"HF_TOKEN": token, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         args = (
             ["--launch-cmd", f"{base}/s.sh {token}"]
@@ -450,8 +421,6 @@ def test_an_argument_holding_a_credential_is_unknown_to_another_users_script(
             else ["--script", f"{base}/s.sh", "--script-arg", token]
         )
         res = run_bounded(["preflight", *args, "--format", "json"], env=env)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     out = res.stdout + res.stderr
     assert token[3:] not in out and token[3:10] not in out, out[-600:]
     assert "a credential of the reader's environment" in out, out[-600:]
@@ -468,20 +437,12 @@ def test_the_operators_env_file_is_not_handed_to_another_users_unit_script(
     secrets.chmod(0o600)
     script = "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m "
     script += '--tool-call-parser "${MYSQL_PWD:2}"\n'
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # a directory the attacker can reach
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
+    with _attackers_dir(attacker) as base:
         for name, text in (("s.sh", script), ("ling.service", f"[Service]\nExecStart={base}/s.sh\n")):
-            made = run_as(
-                attacker, ["sh", "-c", f"cat > {base}/{name}; chmod 755 {base}/{name}"], input=text.encode()
-            )
-            assert made.returncode == 0, made.stderr
+            _write_as(attacker, base / name, text, executable=True)
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
         args = ["preflight", "--unit", str(base / "ling.service"), "--env-file", str(secrets)]
         res = run_bounded([*args, "--format", "json"], env=env)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     out = res.stdout + res.stderr
     assert _MYSQL[2:10] not in out and "of the reader's environment" in out, out[-600:]
 
@@ -497,15 +458,9 @@ def test_a_credential_roots_unit_sets_is_unknown_to_another_users_script(
     is: a variable that may hold a credential (not a plain setting, CORP_DB too) is unknown to it."""
     script = "#!/bin/bash\nexec python3 -m sglang.launch_server --model-path /m "
     script += f'--tool-call-parser "${{{name}:{cut}}}"\n'
-    base = Path(tempfile.mkdtemp(prefix="sv-secret-"))  # the attacker's directory
     unit = tmp_path / "ling.service"  # root's unit
-    try:
-        os.chmod(base, 0o755)
-        os.chown(base, attacker.uid, attacker.gid)
-        made = run_as(
-            attacker, ["sh", "-c", f"cat > {base}/s.sh; chmod 755 {base}/s.sh"], input=script.encode()
-        )
-        assert made.returncode == 0, made.stderr
+    with _attackers_dir(attacker) as base:
+        _write_as(attacker, base / "s.sh", script, executable=True)
         unit.write_text(
             f'[Service]\nEnvironment=MYSQL_PWD={_MYSQL} "DATABASE_URL=postgres://u:{_DB}@h/db"\n'
             f"Environment=CORP_DB={_KEY}\nExecStart={base}/s.sh\n"
@@ -515,6 +470,4 @@ def test_a_credential_roots_unit_sets_is_unknown_to_another_users_script(
         for fmt in ("json", "text"):
             res = run_bounded(["preflight", "--unit", str(unit), "--format", fmt], env=env)
             out += res.stdout + res.stderr
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
     assert _MYSQL[2:10] not in out and _DB[2:10] not in out and _KEY[2:10] not in out, out[-600:]
